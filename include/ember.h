@@ -1,0 +1,383 @@
+/*
+ * ember.h: the whole public API of libember.
+ *
+ * ember stores embedding tables, turns jagged sparse input into lookups, pools
+ * them, and applies sparse gradients with fused optimizers.  This header is the
+ * contract: every function states its semantics as naive pseudocode, the
+ * errors it returns, and how long returned pointers stay valid.  The naive
+ * reference implementations in src/ref/ follow these descriptions literally
+ * and the tests compare the fast paths against them.
+ *
+ * Conventions
+ *   - Every call returns an int status: EMBER_OK (0) or a negative ember_status.
+ *     Detail for the last failure is on the handle: ember_errmsg(coll).
+ *   - Nothing here prints or exits.  A failed call leaves every table as it was.
+ *   - Handles are made by ember_X_create(..., &out) and freed by
+ *     ember_X_destroy(), which accepts NULL.
+ *   - Config structs come with ember_X_config_default(); new fields go at the end.
+ */
+#ifndef EMBER_H
+#define EMBER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EMBER_VERSION_MAJOR 0
+#define EMBER_VERSION_MINOR 1
+#define EMBER_VERSION_PATCH 0
+const char *ember_version(void);
+
+/* ------------------------------------------------------------------ status */
+
+typedef enum ember_status {
+    EMBER_OK = 0,
+    EMBER_EINVAL = -1,     /* a bad argument or config (names the field)          */
+    EMBER_ENOMEM = -2,     /* an allocation failed                                */
+    EMBER_EINPUT = -3,     /* a bad batch: length, id, weight (names feature,
+                              sample and id)                                     */
+    EMBER_ELIMIT = -4,     /* a per-partition limit overflowed under policy error
+                              (names table, shard, observed and allowed counts)  */
+    EMBER_ENUMERIC = -5,   /* debug checks found NaN/Inf (names table, row,
+                              feature, sample)                                   */
+    EMBER_EIO = -6,        /* a file could not be read or written                */
+    EMBER_ESTATE = -7,     /* call out of order (backward without forward)       */
+    EMBER_EPANIC = -8,     /* an earlier fatal error; the handle refuses work     */
+    EMBER_EFORMAT = -9     /* a file is not in the expected format               */
+} ember_status;
+
+/* A static name and one-line meaning for a status; never NULL. */
+const char *ember_status_str(int status);
+
+/* ------------------------------------------------------------------ tables */
+
+typedef enum ember_init_kind {
+    EMBER_INIT_UNIFORM = 0, /* uniform on [-value, +value)                        */
+    EMBER_INIT_NORMAL = 1,  /* normal(0, value^2) (Box-Muller)                    */
+    EMBER_INIT_ZEROS = 2,
+    EMBER_INIT_CONSTANT = 3 /* every element = value                              */
+} ember_init_kind;
+
+typedef enum ember_optimizer_kind {
+    EMBER_OPT_SGD = 0,
+    EMBER_OPT_ADAGRAD = 1,
+    EMBER_OPT_ROWWISE_ADAGRAD = 2,
+    EMBER_OPT_ADAM = 3
+} ember_optimizer_kind;
+
+/*
+ * Optimizers, applied once per backward to every row touched by the batch,
+ * with g = the row's summed gradient (see ember_backward) and w the row:
+ *
+ *   every kind first:  g += weight_decay * w                  (L2, as torch)
+ *   SGD:               w -= lr * g
+ *   ADAGRAD:           s += g*g                 (s: dim floats per row, init 0)
+ *                      w -= lr * g / (sqrt(s) + eps)
+ *   ROWWISE_ADAGRAD:   s += mean_k(g[k]^2)      (s: 1 float per row, FBGEMM)
+ *                      w -= lr * g / (sqrt(s) + eps)
+ *   ADAM (lazy):       m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g
+ *                      w -= lr * sqrt(1-beta2^t) / (1-beta1^t) * m / (sqrt(v) + eps)
+ *                      Bias correction uses t = the collection's global step
+ *                      (number of ember_backward calls so far, counting this
+ *                      one), not a per-row count: rows that were not touched
+ *                      keep m and v unchanged (as torch.optim.SparseAdam and
+ *                      TF LazyAdam).
+ */
+typedef struct ember_optimizer {
+    ember_optimizer_kind kind;
+    float lr;           /* default 0.01                                        */
+    float eps;          /* default 1e-8 (Adam, Adagrad variants)               */
+    float weight_decay; /* default 0                                           */
+    float beta1, beta2; /* Adam only; default 0.9, 0.999                       */
+} ember_optimizer;
+
+typedef enum ember_limit_policy {
+    EMBER_LIMIT_ERROR = 0,    /* overflow -> EMBER_ELIMIT, nothing changes       */
+    EMBER_LIMIT_DROP = 1,     /* ids past the limit are dropped, counted          */
+    EMBER_LIMIT_MINIBATCH = 2 /* batch split into the fewest sequential
+                                 mini-batches that fit; results equal unsplit    */
+} ember_limit_policy;
+
+typedef struct ember_table_config {
+    const char *name; /* required, unique; keys the initializer (see below)     */
+    int64_t rows;     /* >= 1                                                   */
+    int32_t dim;      /* 1..1024                                                */
+    ember_init_kind init;
+    float init_value; /* uniform bound, normal sigma or constant; default 0.05  */
+    ember_optimizer optimizer;
+    /* Per-partition limits (seed 004 §7), 0 = unlimited.  The unit is a
+     * distinct id within one bag (sample, feature): repeated ids in a bag
+     * count once, whatever cfg.dedup says.  Counts are per (table, shard),
+     * shard = physical_row % num_shards, as in ember_partition_counts().
+     *
+     * drop: per (table, shard), units sorted by (id, sample, feature order);
+     *   walk them in that order with u = distinct ids so far, k = units kept:
+     *       a unit whose id is new: u += 1
+     *       keep it iff (max_unique == 0 || u <= max_unique) &&
+     *                   (max_ids == 0 || k < max_ids);   if kept: k += 1
+     *   A dropped unit contributes a zero row (all its occurrences in the
+     *   bag); mean/sqrtn divisors still count it.  Counted in stats.
+     * minibatch: samples [0, B) are cut greedily into sequential ranges, each
+     *   as long as possible while every minibatch-policy table fits in every
+     *   shard; a single sample that alone overflows is EMBER_ELIMIT.  Then
+     *   error and drop tables are checked per mini-batch.  Outputs and
+     *   updates are bit-identical to the unsplit batch.
+     * error: any overflow -> EMBER_ELIMIT naming table, shard, both counts. */
+    int64_t max_ids_per_partition;
+    int64_t max_unique_ids_per_partition;
+    ember_limit_policy limit_policy;
+} ember_table_config;
+
+/* rows 0, dim 0 (caller sets), uniform(0.05), SGD lr 0.01, no limits, error. */
+ember_table_config ember_table_config_default(void);
+ember_optimizer ember_optimizer_default(ember_optimizer_kind kind);
+
+/* ---------------------------------------------------------------- features */
+
+typedef enum ember_combiner {
+    EMBER_COMBINER_SUM = 0,   /* out = sum_i w_i * row(id_i)                     */
+    EMBER_COMBINER_MEAN = 1,  /* out = sum_i w_i * row(id_i) / sum_i w_i         */
+    EMBER_COMBINER_SQRTN = 2, /* out = sum_i w_i * row(id_i) / sqrt(sum_i w_i^2)  */
+    EMBER_COMBINER_NONE = 3   /* one output row per id: w_i * row(id_i)           */
+} ember_combiner;
+/* w_i = 1 when the batch has no weights.  An empty bag, or a mean/sqrtn
+ * divisor of 0, gives a zero row (never NaN).  Divisors are taken over the
+ * bag's valid ids before dedup; an id dropped by a limit counts in the divisor
+ * but contributes a zero row. */
+
+typedef struct ember_feature_config {
+    const char *name;  /* required, unique                                       */
+    int32_t table;     /* index into ember_collection_config.tables             */
+    ember_combiner combiner;
+} ember_feature_config;
+
+/* -------------------------------------------------------------- collection */
+
+typedef enum ember_bounds_policy {
+    EMBER_BOUNDS_ERROR = 0, /* an id outside [0, rows) -> EMBER_EINPUT           */
+    EMBER_BOUNDS_DROP = 1   /* such ids are skipped and counted                  */
+} ember_bounds_policy;
+
+typedef struct ember_collection_config {
+    const ember_table_config *tables;
+    int32_t num_tables;
+    const ember_feature_config *features; /* output columns follow this order   */
+    int32_t num_features;
+    uint64_t seed;         /* initializer seed                                  */
+    int32_t num_shards;    /* row-wise partitions (row % num_shards); >= 1      */
+    int stack_tables;      /* 1 (default): tables with equal dim and optimizer
+                              share one physical table; results are identical   */
+    ember_bounds_policy bounds;
+    int dedup;             /* 1: merge repeated ids within one bag (summing
+                              their weights) before lookup; default 0          */
+    int debug_checks;      /* 1: check outputs and gradients for NaN/Inf        */
+    int32_t threads;       /* OpenMP threads; 0 = omp_get_max_threads()         */
+} ember_collection_config;
+
+ember_collection_config ember_collection_config_default(void);
+
+typedef struct ember_collection ember_collection;
+
+/*
+ * Creates all tables and initialises every row.  Element (row r, column c) of
+ * table t is a function of (seed, XXH64(name of t), r, c) only:
+ *   key = ember_rng_table_key(seed, XXH64(name, strlen(name), 0))
+ *   u_s = ember_rng_uniform(key, r, c, s)   (src/core/rng.h; [0,1), 24 bits)
+ *   uniform:  (float)((2*u_0 - 1) * value)
+ *   normal:   (float)(value * sqrt(-2 ln(1 - u_1)) * cos(2 pi u_2))  (double math)
+ * so it never depends on sharding, thread count, stacking or creation order.
+ * Errors: EMBER_EINVAL (names the table or feature field), EMBER_ENOMEM.
+ * On error *out is NULL; a message is in ember_errmsg(NULL) for this thread.
+ */
+int ember_collection_create(const ember_collection_config *cfg, ember_collection **out);
+void ember_collection_destroy(ember_collection *coll);
+
+/* Detail of the last failure on coll (or, with NULL, of the last failed
+ * create on this thread).  Valid until the next call on the same handle. */
+const char *ember_errmsg(const ember_collection *coll);
+
+/* ------------------------------------------------------------------- batch */
+
+/*
+ * A batch of local samples, KeyedJaggedTensor-like.  For feature f (config
+ * order) and sample b, the bag is
+ *     ids[off(f,b) .. off(f,b) + lengths[f*batch_size + b])
+ * where off() walks lengths in order (feature-major, then sample).
+ * weights, when not NULL, has one float per id.
+ */
+typedef struct ember_batch {
+    int32_t batch_size;
+    int32_t num_features; /* must equal the config's num_features               */
+    const int32_t *lengths;
+    const int64_t *ids;
+    const float *weights;
+    int64_t num_ids;      /* must equal the sum of lengths                       */
+} ember_batch;
+
+/* Floats per sample of the pooled output: sum of dims of the features whose
+ * combiner is not NONE. */
+int64_t ember_pooled_width(const ember_collection *coll);
+
+/* Floats of the sequence output for this batch: sum over NONE features of
+ * (ids of that feature) * dim. */
+int64_t ember_sequence_size(const ember_collection *coll, const ember_batch *batch);
+
+/*
+ * Forward: validate and route the batch, look up and pool.
+ *   for b in samples: for f in features (config order), combiner != NONE:
+ *       pooled[b*W + col(f) ..+dim(f)] = combiner over the bag (f, b)
+ *   for f with combiner NONE, for each id i of f in batch order:
+ *       sequence[seq_off(f) + i*dim(f) ..+dim(f)] = w_i * row(id_i)
+ * W = ember_pooled_width(); col(f) = sum of dims of earlier pooled features;
+ * seq_off(f) = floats of earlier NONE features.  sequence may be NULL when no
+ * feature has combiner NONE.  The routed batch is kept for ember_backward.
+ * Errors: EMBER_EINPUT (names feature, sample, id; a negative length, a
+ * lengths sum != num_ids, an id outside [0, rows) under bounds=error, a
+ * non-finite weight), EMBER_ELIMIT, EMBER_ENUMERIC.  Tables never change.
+ */
+int ember_forward(ember_collection *coll, const ember_batch *batch, float *pooled,
+                  float *sequence);
+
+/*
+ * Backward with the fused optimizer, for the batch of the last forward.
+ *   for each table row r touched by that batch (ids dropped by a limit or by
+ *   bounds=drop do not count):
+ *       g = sum, over the batch's occurrences (b, f, i) of r in sample order
+ *           (sample, then feature in config order, then position), of
+ *           w_i * scale(f, b) * d_out(b, f, i)
+ *       optimizer(r, g)                       (see ember_optimizer)
+ * scale = 1 for SUM and NONE, 1/sum(w) for MEAN, 1/sqrt(sum(w^2)) for SQRTN;
+ * d_out is the slice of d_pooled (or d_sequence for NONE features) that
+ * forward wrote for that occurrence.  Sums run in that fixed order, so the
+ * result is bit-identical for any thread count.
+ * Errors: EMBER_ESTATE (no forward since the last backward), EMBER_ENUMERIC
+ * (debug checks: names table, row, feature, sample); tables unchanged then.
+ */
+int ember_backward(ember_collection *coll, const float *d_pooled, const float *d_sequence);
+
+/* ------------------------------------------------------ routing statistics */
+
+/*
+ * Observed per-partition counts for one batch, without lookup (the algorithm
+ * of seed 004 §7): bags to COO, per-sample dedup of (sample, id) within each
+ * feature (always, whatever cfg.dedup says), then for every remaining entry
+ * of table t the shard s = physical_row % num_shards, where physical_row is
+ * the id plus the table's offset inside its stacked table;
+ *   ids[t * num_shards + s]    += 1
+ *   unique[t * num_shards + s] += 1 the first time that id is seen there.
+ * Both arrays hold num_tables * num_shards counts.  Invalid ids are an error
+ * (EMBER_EINPUT) whatever the bounds policy.
+ */
+int ember_partition_counts(ember_collection *coll, const ember_batch *batch, int64_t *ids,
+                           int64_t *unique);
+
+typedef struct ember_stats {
+    int64_t steps;            /* completed ember_backward calls                */
+    int64_t dropped_bounds;   /* ids skipped under bounds=drop, all batches    */
+    int64_t dropped_limit;    /* ids dropped under limit policy drop           */
+    int64_t minibatches;      /* mini-batches of the last forward (1 = none)   */
+    int64_t last_ids;         /* ids routed by the last forward                */
+    int64_t last_unique_rows; /* distinct rows touched by the last forward
+                                 (only known once backward or limits sorted)   */
+} ember_stats;
+void ember_collection_stats(const ember_collection *coll, ember_stats *out);
+
+/* ------------------------------------------------------------------ memory */
+
+typedef struct ember_memory {
+    int64_t row_bytes;       /* table values                                   */
+    int64_t state_bytes;     /* optimizer state                                */
+    int64_t workspace_bytes; /* routing and kernel buffers (grow-only)         */
+    int32_t physical_tables; /* after stacking                                 */
+} ember_memory;
+void ember_collection_memory(const ember_collection *coll, ember_memory *out);
+
+/* ------------------------------------------------------------ row access */
+
+/* Copies rows [first, first+count) of table t (dim floats each) into out.
+ * Errors: EMBER_EINVAL for a bad table or range. */
+int ember_table_read(const ember_collection *coll, int32_t table, int64_t first, int64_t count,
+                     float *out);
+/* Overwrites rows [first, first+count) of table t from in (for tests, loading
+ * and serving).  Optimizer state is not touched. */
+int ember_table_write(ember_collection *coll, int32_t table, int64_t first, int64_t count,
+                      const float *in);
+/* Copies the optimizer state of rows [first, first+count): floats per row are
+ * ember_state_floats(kind, dim) (0 SGD, dim ADAGRAD, 1 ROWWISE, 2*dim ADAM:
+ * m then v). */
+int ember_table_read_state(const ember_collection *coll, int32_t table, int64_t first,
+                           int64_t count, float *out);
+int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim);
+
+/* Changes the OpenMP thread count used by later calls (>= 1, or 0 for
+ * omp_get_max_threads()).  Results do not depend on it. */
+int ember_collection_set_threads(ember_collection *coll, int32_t threads);
+
+/* ------------------------------------------------------- synthetic batches */
+
+/*
+ * The benchmark workloads' input, the same distribution as
+ * ../shared/bench/peer/torch_embeddingbag.py: `tables` tables of `rows` rows,
+ * one feature per table, every bag exactly `pooling` ids.  zipf: bounded
+ * Zipf(alpha) over ranks 1..rows by rejection-inversion, rank k mapped to row
+ * ((k-1) * 2654435761) % rows; otherwise uniform over rows.  Deterministic
+ * from seed.
+ */
+typedef struct ember_synth_config {
+    int32_t tables;
+    int64_t rows;
+    int32_t batch_size;
+    int32_t pooling;
+    int zipf;      /* 1: Zipf(alpha), 0: uniform                               */
+    double alpha;  /* default 1.05                                             */
+    int weighted;  /* 1: also draw a weight in [0.5, 1.5) per id               */
+    uint64_t seed;
+} ember_synth_config;
+ember_synth_config ember_synth_config_default(void);
+
+typedef struct ember_synth ember_synth;
+int ember_synth_create(const ember_synth_config *cfg, ember_synth **out);
+/* Fills *batch with the next batch; its arrays stay valid until the next call
+ * on s or its destroy. */
+int ember_synth_next(ember_synth *s, ember_batch *batch);
+void ember_synth_destroy(ember_synth *s);
+
+/* ------------------------------------------------------------ batch files */
+
+/* A file of sparse batches, described in docs/batch-format.md: a header that
+ * names the tables (rows) and the features (table of each), then batches.
+ * Readers check magic, version and every count, and name the file, the batch
+ * and the field at fault (EMBER_EFORMAT, EMBER_EIO). */
+typedef struct ember_batch_file_info {
+    int32_t num_tables;
+    const int64_t *table_rows;     /* [num_tables]                             */
+    int32_t num_features;
+    const int32_t *feature_table;  /* [num_features]                           */
+} ember_batch_file_info;
+
+typedef struct ember_batch_writer ember_batch_writer;
+int ember_batch_writer_create(const char *path, const ember_batch_file_info *info,
+                              ember_batch_writer **out);
+int ember_batch_writer_append(ember_batch_writer *w, const ember_batch *batch);
+/* Flushes, fsyncs and closes; the file appears under path only on success
+ * (written to path.tmp, then renamed). */
+int ember_batch_writer_close(ember_batch_writer *w);
+void ember_batch_writer_destroy(ember_batch_writer *w); /* abandons an unclosed file */
+
+typedef struct ember_batch_reader ember_batch_reader;
+int ember_batch_reader_open(const char *path, ember_batch_reader **out);
+/* Valid until the reader is destroyed. */
+const ember_batch_file_info *ember_batch_reader_info(const ember_batch_reader *r);
+/* 1 and *batch filled (valid until the next call), 0 at the end, or < 0. */
+int ember_batch_reader_next(ember_batch_reader *r, ember_batch *batch);
+void ember_batch_reader_destroy(ember_batch_reader *r);
+/* Detail of the last failure of a writer or reader (thread-local). */
+const char *ember_data_errmsg(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EMBER_H */
