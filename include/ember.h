@@ -169,7 +169,15 @@ typedef struct ember_collection_config {
     uint64_t seed;         /* initializer seed                                  */
     int32_t num_shards;    /* row-wise partitions (row % num_shards); >= 1      */
     int stack_tables;      /* 1 (default): tables with equal dim and optimizer
-                              share one physical table; results are identical   */
+                              (every field bitwise equal) share one physical
+                              table: its rows are those tables' rows in config
+                              order, so table t's physical row for id is
+                              offset(t) + id, offset(t) = rows of the earlier
+                              tables of its group.  0: every offset is 0.
+                              Lookups and updates are identical either way;
+                              only the shard of a row (physical_row % shards)
+                              moves, which spreads each table's hot low ids
+                              over the shards (seed 004 §7 step 8).          */
     ember_bounds_policy bounds;
     int dedup;             /* 1: merge repeated ids within one bag (summing
                               their weights) before lookup; default 0          */

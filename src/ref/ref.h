@@ -1,0 +1,69 @@
+/*
+ * ref.h: naive reference implementations, obviously correct and slow.
+ *
+ * They follow the pseudocode in include/ember.h literally: one logical table
+ * per config table (no stacking), one loop per formula, double accumulation
+ * nowhere (float, in the documented order) so that sum order questions are
+ * answered by the spec, not by the reference.  Tests and benchmarks compare
+ * the fast paths against these on fresh random inputs.
+ */
+#ifndef EMBER_REF_H
+#define EMBER_REF_H
+
+#include <stdint.h>
+
+#include "ember.h"
+
+typedef struct ref_table {
+    int64_t rows;
+    int32_t dim;
+    float *w;     /* rows * dim                                   */
+    float *state; /* rows * ember_state_floats(kind, dim), zeroed */
+} ref_table;
+
+typedef struct ref_model {
+    ember_collection_config cfg; /* shallow copy; arrays owned by the caller */
+    ref_table *tables;           /* cfg.num_tables                           */
+    int64_t step;                /* completed ref_backward calls             */
+} ref_model;
+
+/* Builds every table with the documented initializer formula. 0 or -1. */
+int ref_model_init(ref_model *m, const ember_collection_config *cfg);
+void ref_model_free(ref_model *m);
+
+/* Physical row offset of table t under cfg's stacking rule (0 when off). */
+int64_t ref_stack_offset(const ember_collection_config *cfg, int32_t t);
+
+/*
+ * Forward as documented for ember_forward.  keep: one byte per id of the
+ * batch (batch order); 0 = dropped by a limit (zero contribution, still in
+ * mean/sqrtn divisors).  NULL keeps all.  Ids outside [0, rows) are skipped
+ * entirely (bounds=drop semantics); callers test bounds=error separately.
+ */
+void ref_forward(const ref_model *m, const ember_batch *b, const uint8_t *keep, float *pooled,
+                 float *sequence);
+
+/* Backward + optimizer as documented for ember_backward; increments step. */
+void ref_backward(ref_model *m, const ember_batch *b, const uint8_t *keep, const float *d_pooled,
+                  const float *d_sequence);
+
+/* One optimizer update of one row w[dim] with state, gradient g, global step
+ * t (already counting this update). */
+void ref_optimizer_apply(const ember_optimizer *o, int64_t t, int32_t dim, float *w, float *state,
+                         const float *g);
+
+/* ember_partition_counts, naively. */
+void ref_partition_counts(const ember_collection_config *cfg, const ember_batch *b, int64_t *ids,
+                          int64_t *unique);
+
+/*
+ * The limit policies of ember_table_config, naively: fills keep[num_ids]
+ * (0 for ids dropped under policy drop), *num_minibatches and
+ * minibatch_start[0..num_minibatches] (sample index where each starts, plus B
+ * at the end; room for batch_size + 1).  Returns EMBER_OK, or EMBER_ELIMIT
+ * for an overflow under policy error or a single-sample minibatch overflow.
+ */
+int ref_limits_apply(const ember_collection_config *cfg, const ember_batch *b, uint8_t *keep,
+                     int32_t *num_minibatches, int32_t *minibatch_start);
+
+#endif
