@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""compare.py: ember against the peer and the memory limit, interleaved in one session.
+
+Runs, for every chosen workload x optimizer x threads, in rounds (--rounds, default 3) so that the
+noise of a shared machine shows:
+  ember   `ember bench` (--ember, default build/ember), one combination per process
+  peer    ../shared/bench/peer/torch_embeddingbag.py --grad sparse (Debian PyTorch, /usr/bin/python3)
+  fbgemm  bench/peer_fbgemm.py when --fbgemm is given and the file exists (same flags, impl "fbgemm";
+          run with .venv-fbgemm/bin/python when that venv exists)
+  limit   memlimits --wl-* (../shared/bench/peer/memlimits.c compiled into bench/out/ with the gcc line of
+          its README): the forward gather shaped like the workload, 1 and 2 threads, 4K and 2M pages
+Within a round the order of ember and the peer alternates from one round to the next.
+
+Raw JSON lines (one file per source, each line tagged with "round") go to bench/out/*.jsonl; the summary
+table goes to stdout and bench/out/summary.md.  --summarize-only rebuilds the table from those files.
+
+Examples (from the repository root):
+  /usr/bin/python3 bench/compare.py --workloads W1 --optimizers none,sgd,adagrad,adam --threads 1,2
+  /usr/bin/python3 bench/compare.py --workloads quick --rounds 2           # a couple of minutes
+  /usr/bin/python3 bench/compare.py --workloads W1 --optimizers rowwise_adagrad --fbgemm
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEER_DIR = os.path.normpath(os.path.join(REPO, "..", "shared", "bench", "peer"))
+OUT_DIR = os.path.join(REPO, "bench", "out")
+SOURCES = ("ember", "peer", "fbgemm", "limits")
+
+# The peer's presets, plus the small shape `ember bench` runs by default.
+WORKLOADS = {
+    "W1": dict(tables=8, rows=1_000_000, dim=64, batch=4096, pooling=20, dist="zipf"),
+    "W2": dict(tables=26, rows=100_000, dim=128, batch=2048, pooling=1, dist="zipf"),
+    "W3": dict(tables=1, rows=10_000_000, dim=128, batch=8192, pooling=10, dist="uniform"),
+    "quick": dict(tables=8, rows=100_000, dim=64, batch=1024, pooling=20, dist="zipf"),
+}
+PEER_OPTIMIZERS = {"none", "sgd", "adagrad", "adam"}  # torch_embeddingbag.py has no row-wise Adagrad
+TRAIN_VS_PEER = {"sgd", "adagrad", "adam"}            # the 3x target
+TARGET_FWD_OF_LIMIT = 0.80
+TARGET_TRAIN_VS_PEER = 3.0
+TARGET_VS_FBGEMM = 1.0
+TARGET_2T_OVER_1T = 1.6
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def shape_flags(wl_name, wl, alpha):
+    f = ["--workload", wl_name, "--tables", str(wl["tables"]), "--rows", str(wl["rows"]), "--dim", str(wl["dim"]),
+         "--batch", str(wl["batch"]), "--pooling", str(wl["pooling"]), "--dist", wl["dist"]]
+    if wl["dist"] == "zipf":
+        f += ["--alpha", str(alpha)]
+    return f
+
+
+def run_lines(cmd, timeout, source, rnd, sink):
+    """Runs cmd, returns its JSON lines (dicts) tagged with source and round, and appends them to sink."""
+    log("  $ " + " ".join(cmd))
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+        out, err, rc = r.stdout, r.stderr, r.returncode
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err, rc = f"timeout after {timeout} s", -1
+    except OSError as e:
+        out, err, rc = "", str(e), -1
+    lines = []
+    for ln in out.splitlines():
+        ln = ln.strip()
+        if not ln.startswith("{"):
+            continue
+        try:
+            d = json.loads(ln)
+        except json.JSONDecodeError:
+            continue
+        d["round"] = rnd
+        d["source"] = source
+        lines.append(d)
+    if rc != 0 and not any("error" in d for d in lines):
+        lines.append(dict(source=source, round=rnd, error=f"exit {rc}: {err.strip()[-400:]}", cmd=" ".join(cmd)))
+    for d in lines:
+        sink.write(json.dumps(d) + "\n")
+    sink.flush()
+    for d in lines:
+        if "error" in d:
+            log(f"  ! {source}: {d['error']}")
+    return lines
+
+
+def build_memlimits():
+    src = os.path.join(PEER_DIR, "memlimits.c")
+    exe = os.path.join(OUT_DIR, "memlimits")
+    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+        cmd = ["gcc", "-O3", "-march=native", "-fopenmp", "-fno-tree-loop-distribute-patterns", "-o", exe, src, "-lm"]
+        log("  $ " + " ".join(cmd))
+        subprocess.run(cmd, check=True)
+    return exe
+
+
+def fbgemm_python():
+    venv = os.path.join(REPO, ".venv-fbgemm", "bin", "python")
+    return venv if os.path.exists(venv) else "/usr/bin/python3"
+
+
+# ------------------------------------------------------------------------------------------------ running
+def run_session(a):
+    os.makedirs(OUT_DIR, exist_ok=True)
+    sinks = {s: open(os.path.join(OUT_DIR, f"{s}.jsonl"), "w") for s in SOURCES}
+    ember = a.ember if os.path.isabs(a.ember) else os.path.join(REPO, a.ember)
+    peer = os.path.join(PEER_DIR, "torch_embeddingbag.py")
+    fbgemm = os.path.join(REPO, "bench", "peer_fbgemm.py")
+    use_fbgemm = a.fbgemm and os.path.exists(fbgemm)
+    if a.fbgemm and not use_fbgemm:
+        log(f"note: --fbgemm given but {fbgemm} does not exist; skipping FBGEMM")
+    memlimits = None if a.no_limits else build_memlimits()
+    common = ["--iters", str(a.iters), "--warmup", str(a.warmup), "--seed", str(a.seed), "--lr", str(a.lr)]
+    for rnd in range(a.rounds):
+        for wl_name in a.workloads:
+            wl = WORKLOADS[wl_name]
+            shape = shape_flags(wl_name, wl, a.alpha)
+            log(f"round {rnd + 1}/{a.rounds}, {wl_name}")
+            if memlimits:
+                cmd = [memlimits, "--wl-tables", str(wl["tables"]), "--wl-rows", str(wl["rows"]), "--wl-dim",
+                       str(wl["dim"]), "--wl-batch", str(wl["batch"]), "--wl-pooling", str(wl["pooling"]),
+                       "--wl-dist", wl["dist"], "--wl-alpha", str(a.alpha), "--wl-name", wl_name,
+                       "--reps", str(a.limit_reps)]
+                run_lines(cmd, a.timeout, "limits", rnd, sinks["limits"])
+            for opt in a.optimizers:
+                for thr in a.threads:
+                    jobs = [("ember", [ember, "bench"] + shape + common + ["--optimizer", opt, "--threads", str(thr)])]
+                    if opt in PEER_OPTIMIZERS and not a.no_peer:
+                        jobs.append(("peer", ["/usr/bin/python3", peer] + shape + common +
+                                     ["--optimizer", opt, "--grad", "sparse", "--threads", str(thr)]))
+                    if use_fbgemm:
+                        jobs.append(("fbgemm", [fbgemm_python(), fbgemm] + shape + common +
+                                     ["--optimizer", opt, "--threads", str(thr)]))
+                    if rnd % 2:
+                        jobs.reverse()
+                    for src, cmd in jobs:
+                        run_lines(cmd, a.timeout, src, rnd, sinks[src])
+    for s in sinks.values():
+        s.close()
+
+
+# ------------------------------------------------------------------------------------------------ summary
+def load(source):
+    path = os.path.join(OUT_DIR, f"{source}.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(ln) for ln in f if ln.strip().startswith("{")]
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def spread(xs):
+    xs = [x for x in xs if x is not None]
+    return (min(xs), max(xs)) if xs else None
+
+
+def fmt(x, spec=".1f", none="-"):
+    return none if x is None else format(x, spec)
+
+
+def limit_rows_per_s(limits, wl, threads, pages):
+    """Median over rounds of the best prefetch variant's rows_per_s_median."""
+    per_round = {}
+    for d in limits:
+        if d.get("test") != "workload_fwd" or d.get("workload") != wl or d.get("threads") != threads:
+            continue
+        if d.get("pages") != pages:
+            continue
+        r = d.get("round", 0)
+        per_round[r] = max(per_round.get(r, 0.0), d["rows_per_s_median"])
+    return med(list(per_round.values()))
+
+
+def group(lines, wl, opt, thr):
+    return [d for d in lines if d.get("workload") == wl and d.get("optimizer") == opt and d.get("threads") == thr
+            and "ms_per_iter_median" in d]
+
+
+def mark(ok):
+    return "ok" if ok else "FAIL"
+
+
+def summarize(a):
+    ember, peer, fbg, limits = (load(s) for s in SOURCES)
+    errors = [d for d in ember + peer + fbg + limits if "error" in d or "skipped" in d]
+    combos = []
+    for d in ember:
+        if "ms_per_iter_median" not in d:
+            continue
+        k = (d["workload"], d["optimizer"], d["threads"])
+        if k not in combos:
+            combos.append(k)
+    order_wl = {w: i for i, w in enumerate(list(WORKLOADS) + sorted({c[0] for c in combos}))}
+    order_opt = {o: i for i, o in enumerate(["none", "sgd", "adagrad", "rowwise_adagrad", "adam"])}
+    combos.sort(key=lambda c: (order_wl.get(c[0], 99), order_opt.get(c[1], 99), c[2]))
+
+    ember_ms = {}
+    for wl, opt, thr in combos:
+        ember_ms[(wl, opt, thr)] = med([d["ms_per_iter_median"] for d in group(ember, wl, opt, thr)])
+
+    head = ("| workload | opt | thr | ember ms med [round min-max] | fwd/bwd ms | peer ms med [min-max] | peer/ember "
+            "| fbgemm ms | fbgemm/ember | ember Mids/s | % limit 4K | % limit 2M | 2T/1T | RSS MB / target | targets |")
+    rows = [head, "|" + "---|" * (head.count("|") - 1)]
+    verdicts = []
+    for wl, opt, thr in combos:
+        e = group(ember, wl, opt, thr)
+        p = group(peer, wl, opt, thr)
+        fb = group(fbg, wl, opt, thr)
+        ems = ember_ms[(wl, opt, thr)]
+        esp = spread([d["ms_per_iter_median"] for d in e])
+        pms = med([d["ms_per_iter_median"] for d in p])
+        psp = spread([d["ms_per_iter_median"] for d in p])
+        fms = med([d["ms_per_iter_median"] for d in fb])
+        ids = med([d["ids_per_s"] for d in e])
+        fwd = med([d.get("fwd_ms_median") for d in e])
+        bwd = med([d.get("bwd_ms_median") for d in e])
+        rss = max(d["peak_rss_mb"] for d in e)
+        tgt = max(d.get("target_rss_mb", 0) for d in e)
+        huge = med([d.get("anon_huge_mb") for d in e]) or 0.0
+        rows_mb = e[0].get("rows_bytes", 0) / 2**20
+        ember_pages = "2M" if rows_mb > 0 and huge >= 0.5 * rows_mb else "4K"
+        lim4 = limit_rows_per_s(limits, wl, thr, "4K")
+        lim2 = limit_rows_per_s(limits, wl, thr, "2M")
+        pct4 = 100 * ids / lim4 if lim4 else None
+        pct2 = 100 * ids / lim2 if lim2 else None
+        speed = pms / ems if pms else None
+        fspeed = fms / ems if fms else None
+        scale = None
+        if thr == 2 and (wl, opt, 1) in ember_ms:
+            scale = ember_ms[(wl, opt, 1)] / ems
+
+        checks = []
+        if opt == "none":
+            pct_same = pct2 if ember_pages == "2M" else pct4
+            if pct_same is not None:
+                checks.append(f"fwd {ember_pages}>=80%:{mark(pct_same >= 100 * TARGET_FWD_OF_LIMIT)}")
+            if speed is not None:
+                checks.append(f">=peer:{mark(speed >= 1.0)}")
+        if opt in TRAIN_VS_PEER and speed is not None:
+            checks.append(f">=3x peer:{mark(speed >= TARGET_TRAIN_VS_PEER)}")
+        if opt == "rowwise_adagrad" and fspeed is not None:
+            checks.append(f">=fbgemm:{mark(fspeed >= TARGET_VS_FBGEMM)}")
+        if opt != "none" and scale is not None:
+            checks.append(f"2T>=1.6x:{mark(scale >= TARGET_2T_OVER_1T)}")
+        if tgt:
+            checks.append(f"rss:{mark(rss <= tgt)}")
+        verdicts += [(wl, opt, thr, c) for c in checks]
+
+        rows.append(
+            f"| {wl} | {opt} | {thr} | {fmt(ems, '.2f')} [{fmt(esp and esp[0], '.2f')}-{fmt(esp and esp[1], '.2f')}] "
+            f"| {fmt(fwd, '.2f')}/{fmt(bwd, '.2f')} "
+            f"| {fmt(pms, '.2f')}" + (f" [{psp[0]:.2f}-{psp[1]:.2f}]" if psp else "") +
+            f" | {fmt(speed, '.2f')}x | {fmt(fms, '.2f')} | {fmt(fspeed, '.2f')}{'x' if fspeed else ''} "
+            f"| {fmt(ids and ids / 1e6, '.2f')} | {fmt(pct4, '.1f')}% | {fmt(pct2, '.1f')}% "
+            f"| {fmt(scale, '.2f')} | {rss:.0f} / {tgt:.0f} | {' '.join(checks)} |")
+
+    n_rounds = len({d.get("round") for d in ember})
+    torch_v = next((d.get("torch_version") for d in peer if d.get("torch_version")), "?")
+    ember_v = next((d.get("ember_version") for d in ember if d.get("ember_version")), "?")
+    failed = [v for v in verdicts if v[3].endswith(":FAIL")]
+    md = [
+        f"# ember vs peer: {datetime.datetime.now().isoformat(timespec='seconds')}",
+        "",
+        f"Machine: {platform.node()}, {os.cpu_count()} CPUs; ember {ember_v}, torch {torch_v}; "
+        f"{n_rounds} round(s), median over rounds of each run's median iteration; [min-max] over rounds.",
+        "peer = torch.nn.EmbeddingBag sparse grads (SGD / Adagrad / SparseAdam). % limit = ember ids/s / "
+        "memlimits --wl-* rows/s (best prefetch variant, same threads, median over rounds). "
+        "fwd/bwd: ember_forward / ember_backward (optimizer fused). "
+        "RSS target = 1.1 x (rows + state bytes) + 256 MB.",
+        "",
+    ] + rows + [""]
+    md.append(f"Targets checked: {len(verdicts)}, failed: {len(failed)}" +
+              ("" if not failed else " (" + "; ".join(f"{w} {o} {t}T {c}" for w, o, t, c in failed) + ")"))
+    if errors:
+        md += ["", "Errors and skips:", ""]
+        for d in errors:
+            md.append(f"- {d.get('source')} round {d.get('round')}: {d.get('workload', '')} {d.get('optimizer', '')} "
+                      f"{d.get('threads', '')}: {d.get('error') or d.get('skipped')}")
+    text = "\n".join(md) + "\n"
+    print(text)
+    os.makedirs(OUT_DIR, exist_ok=True)
+    with open(os.path.join(OUT_DIR, "summary.md"), "w") as f:
+        f.write(text)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ember", default="build/ember", help="the ember binary (relative to the repo root)")
+    p.add_argument("--workloads", default="W1,W2,W3", help="comma list of " + ",".join(WORKLOADS))
+    p.add_argument("--optimizers", default="none,sgd,adagrad,adam",
+                   help="comma list of none,sgd,adagrad,rowwise_adagrad,adam")
+    p.add_argument("--threads", default="1,2", help="comma list")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--alpha", type=float, default=1.05)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit-reps", type=int, default=7, help="memlimits --reps")
+    p.add_argument("--timeout", type=int, default=900, help="seconds for one process")
+    p.add_argument("--fbgemm", action="store_true", help="also run bench/peer_fbgemm.py when it exists")
+    p.add_argument("--no-peer", action="store_true")
+    p.add_argument("--no-limits", action="store_true")
+    p.add_argument("--summarize-only", action="store_true", help="rebuild the table from bench/out/*.jsonl")
+    a = p.parse_args()
+    a.workloads = a.workloads.split(",")
+    for w in a.workloads:
+        if w not in WORKLOADS:
+            p.error(f"unknown workload {w}")
+    a.optimizers = a.optimizers.split(",")
+    a.threads = [int(t) for t in a.threads.split(",")]
+    if not a.summarize_only:
+        run_session(a)
+    summarize(a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,323 @@
+/*
+ * collection.c: creating and destroying a collection, and the small queries
+ * on it (stats, memory, row access, threads).
+ *
+ * Create validates the whole config before allocating anything big, so a bad
+ * config fails fast with the field named.  Stacking groups tables whose dim
+ * and optimizer are bitwise equal into one physical table (table/layout.c).
+ */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "core/collection.h"
+#include "core/rng.h"
+#include "table/init.h"
+#include "table/layout.h"
+
+ember_optimizer ember_optimizer_default(ember_optimizer_kind kind)
+{
+    ember_optimizer o = {kind, 0.01f, 1e-8f, 0.0f, 0.9f, 0.999f};
+    return o;
+}
+
+ember_table_config ember_table_config_default(void)
+{
+    ember_table_config t;
+    memset(&t, 0, sizeof t);
+    t.init = EMBER_INIT_UNIFORM;
+    t.init_value = 0.05f;
+    t.optimizer = ember_optimizer_default(EMBER_OPT_SGD);
+    t.limit_policy = EMBER_LIMIT_ERROR;
+    return t;
+}
+
+ember_collection_config ember_collection_config_default(void)
+{
+    ember_collection_config c;
+    memset(&c, 0, sizeof c);
+    c.num_shards = 1;
+    c.stack_tables = 1;
+    c.bounds = EMBER_BOUNDS_ERROR;
+    return c;
+}
+
+int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim)
+{
+    switch (kind) {
+    case EMBER_OPT_ADAGRAD: return dim;
+    case EMBER_OPT_ROWWISE_ADAGRAD: return 1;
+    case EMBER_OPT_ADAM: return 2 * dim;
+    default: return 0;
+    }
+}
+
+static int check_finite_pos(float x) { return x == x && x > 0 && x < 1e30f; }
+
+static int validate_config(const ember_collection_config *cfg)
+{
+    if (!cfg)
+        return ember_fail_create(EMBER_EINVAL, "config is NULL");
+    if (cfg->num_tables < 1 || !cfg->tables)
+        return ember_fail_create(EMBER_EINVAL, "num_tables must be >= 1 (got %d)", cfg->num_tables);
+    if (cfg->num_features < 1 || !cfg->features)
+        return ember_fail_create(EMBER_EINVAL, "num_features must be >= 1 (got %d)",
+                                 cfg->num_features);
+    if (cfg->num_shards < 1)
+        return ember_fail_create(EMBER_EINVAL, "num_shards must be >= 1 (got %d)", cfg->num_shards);
+    if (cfg->threads < 0)
+        return ember_fail_create(EMBER_EINVAL, "threads must be >= 0 (got %d)", cfg->threads);
+    if (cfg->bounds != EMBER_BOUNDS_ERROR && cfg->bounds != EMBER_BOUNDS_DROP)
+        return ember_fail_create(EMBER_EINVAL, "bounds policy %d is not error or drop", cfg->bounds);
+    for (int32_t t = 0; t < cfg->num_tables; t++) {
+        const ember_table_config *tc = &cfg->tables[t];
+        const char *nm = tc->name;
+        if (!nm || !*nm)
+            return ember_fail_create(EMBER_EINVAL, "table %d: name is empty", t);
+        for (int32_t u = 0; u < t; u++)
+            if (!strcmp(cfg->tables[u].name, nm))
+                return ember_fail_create(EMBER_EINVAL, "table '%s': name used twice (tables %d and %d)",
+                                         nm, u, t);
+        if (tc->rows < 1 || tc->rows >= (int64_t)UINT32_MAX)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': rows %lld outside [1, 2^32-1)", nm,
+                                     (long long)tc->rows);
+        if (tc->dim < 1 || tc->dim > 1024)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': dim %d outside [1, 1024]", nm, tc->dim);
+        if (tc->init < EMBER_INIT_UNIFORM || tc->init > EMBER_INIT_CONSTANT)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': unknown init %d", nm, tc->init);
+        const ember_optimizer *o = &tc->optimizer;
+        if (o->kind < EMBER_OPT_SGD || o->kind > EMBER_OPT_ADAM)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': unknown optimizer %d", nm, o->kind);
+        if (!check_finite_pos(o->lr))
+            return ember_fail_create(EMBER_EINVAL, "table '%s': optimizer.lr %g must be > 0", nm, o->lr);
+        if (o->kind != EMBER_OPT_SGD && !check_finite_pos(o->eps))
+            return ember_fail_create(EMBER_EINVAL, "table '%s': optimizer.eps %g must be > 0", nm, o->eps);
+        if (!(o->weight_decay >= 0 && o->weight_decay < 1e30f))
+            return ember_fail_create(EMBER_EINVAL, "table '%s': optimizer.weight_decay %g must be >= 0",
+                                     nm, o->weight_decay);
+        if (o->kind == EMBER_OPT_ADAM &&
+            !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
+            return ember_fail_create(EMBER_EINVAL, "table '%s': Adam betas (%g, %g) must be in [0, 1)",
+                                     nm, o->beta1, o->beta2);
+        if (tc->max_ids_per_partition < 0 || tc->max_unique_ids_per_partition < 0)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': limits must be >= 0 (0 = unlimited)", nm);
+        if (tc->limit_policy < EMBER_LIMIT_ERROR || tc->limit_policy > EMBER_LIMIT_MINIBATCH)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': unknown limit policy %d", nm,
+                                     tc->limit_policy);
+    }
+    for (int32_t f = 0; f < cfg->num_features; f++) {
+        const ember_feature_config *fc = &cfg->features[f];
+        if (!fc->name || !*fc->name)
+            return ember_fail_create(EMBER_EINVAL, "feature %d: name is empty", f);
+        for (int32_t g = 0; g < f; g++)
+            if (!strcmp(cfg->features[g].name, fc->name))
+                return ember_fail_create(EMBER_EINVAL, "feature '%s': name used twice", fc->name);
+        if (fc->table < 0 || fc->table >= cfg->num_tables)
+            return ember_fail_create(EMBER_EINVAL, "feature '%s': table %d outside [0, %d)", fc->name,
+                                     fc->table, cfg->num_tables);
+        if (fc->combiner < EMBER_COMBINER_SUM || fc->combiner > EMBER_COMBINER_NONE)
+            return ember_fail_create(EMBER_EINVAL, "feature '%s': unknown combiner %d", fc->name,
+                                     fc->combiner);
+    }
+    return EMBER_OK;
+}
+
+/* Copies names into one block so the collection owns them. */
+static int copy_names(ember_collection *c, const ember_collection_config *cfg)
+{
+    size_t total = 0;
+    for (int32_t t = 0; t < cfg->num_tables; t++)
+        total += strlen(cfg->tables[t].name) + 1;
+    for (int32_t f = 0; f < cfg->num_features; f++)
+        total += strlen(cfg->features[f].name) + 1;
+    c->names = malloc(total);
+    if (!c->names)
+        return EMBER_ENOMEM;
+    char *p = c->names;
+    for (int32_t t = 0; t < cfg->num_tables; t++) {
+        size_t len = strlen(cfg->tables[t].name) + 1;
+        memcpy(p, cfg->tables[t].name, len);
+        c->tables[t].cfg = cfg->tables[t];
+        c->tables[t].cfg.name = p;
+        c->tables[t].rng_key = ember_rng_table_key(cfg->seed, XXH64(p, len - 1, 0));
+        p += len;
+    }
+    for (int32_t f = 0; f < cfg->num_features; f++) {
+        size_t len = strlen(cfg->features[f].name) + 1;
+        memcpy(p, cfg->features[f].name, len);
+        c->features[f].name = p;
+        c->features[f].table = cfg->features[f].table;
+        c->features[f].combiner = cfg->features[f].combiner;
+        p += len;
+    }
+    return EMBER_OK;
+}
+
+int ember_collection_create(const ember_collection_config *cfg, ember_collection **out)
+{
+    int st;
+    if (!out)
+        return ember_fail_create(EMBER_EINVAL, "out is NULL");
+    *out = NULL;
+    if ((st = validate_config(cfg)) != EMBER_OK)
+        return st;
+    ember_collection *c = calloc(1, sizeof *c);
+    if (!c)
+        return ember_fail_create(EMBER_ENOMEM, "out of memory");
+    c->cfg = *cfg;
+    c->threads = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
+    c->tables = calloc((size_t)cfg->num_tables, sizeof *c->tables);
+    c->features = calloc((size_t)cfg->num_features, sizeof *c->features);
+    c->seq_off = calloc((size_t)cfg->num_features, sizeof *c->seq_off);
+    c->sort_hist = malloc(sizeof(int64_t) * EMBER_SORT_HIST_SIZE);
+    c->limit_counts = calloc((size_t)4 * cfg->num_tables * cfg->num_shards, sizeof(int64_t));
+    if (!c->tables || !c->features || !c->seq_off || !c->sort_hist || !c->limit_counts) {
+        st = ember_fail_create(EMBER_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if ((st = copy_names(c, cfg)) != EMBER_OK) {
+        ember_fail_create(st, "out of memory");
+        goto fail;
+    }
+    c->cfg.tables = NULL; /* the copies in c->tables are authoritative */
+    c->cfg.features = NULL;
+    if ((st = ember_layout_build(c)) != EMBER_OK)
+        goto fail; /* layout sets the create message */
+    for (int32_t p = 0; p < c->num_ptables; p++)
+        ember_init_ptable(c, p);
+    *out = c;
+    return EMBER_OK;
+fail:
+    ember_collection_destroy(c);
+    return st;
+}
+
+void ember_collection_destroy(ember_collection *c)
+{
+    if (!c)
+        return;
+    for (int32_t p = 0; p < c->num_ptables; p++) {
+        ember_store_destroy(c->ptables[p].store);
+        free(c->ptables[p].tables);
+        free(c->ptables[p].features);
+        ember_route_free(&c->ptables[p].route);
+    }
+    free(c->ptables);
+    free(c->tables);
+    free(c->features);
+    free(c->seq_off);
+    free(c->sort_hist);
+    free(c->limit_counts);
+    free(c->mb_hash);
+    free(c->minibatch_start);
+    free(c->bag_off);
+    free(c->names);
+    free(c);
+}
+
+int ember_collection_threads(const ember_collection *c) { return c->threads; }
+
+int ember_collection_set_threads(ember_collection *c, int32_t threads)
+{
+    if (threads < 0)
+        return ember_fail(c, EMBER_EINVAL, "threads must be >= 0 (got %d)", threads);
+    c->threads = threads > 0 ? threads : omp_get_max_threads();
+    return EMBER_OK;
+}
+
+int64_t ember_pooled_width(const ember_collection *c) { return c->pooled_width; }
+
+int64_t ember_sequence_size(const ember_collection *c, const ember_batch *b)
+{
+    if (!b || !b->lengths || b->num_features != c->cfg.num_features || b->batch_size < 0)
+        return 0;
+    int64_t total = 0;
+    for (int32_t f = 0; f < c->cfg.num_features; f++) {
+        if (c->features[f].combiner != EMBER_COMBINER_NONE)
+            continue;
+        int64_t n = 0;
+        for (int32_t s = 0; s < b->batch_size; s++)
+            n += b->lengths[(int64_t)f * b->batch_size + s];
+        total += n * c->features[f].dim;
+    }
+    return total;
+}
+
+void ember_collection_stats(const ember_collection *c, ember_stats *out) { *out = c->stats; }
+
+void ember_collection_memory(const ember_collection *c, ember_memory *out)
+{
+    memset(out, 0, sizeof *out);
+    out->physical_tables = c->num_ptables;
+    for (int32_t p = 0; p < c->num_ptables; p++) {
+        const ember_ptable *pt = &c->ptables[p];
+        const ember_route *r = &pt->route;
+        out->row_bytes += pt->store->value_bytes;
+        out->state_bytes += pt->store->state_bytes;
+        out->workspace_bytes += r->cap_n * (int64_t)(sizeof(uint32_t) + sizeof(float) + 2 * sizeof(int32_t) +
+                                                     2 * sizeof(uint64_t)) +
+                                r->cap_seg * (int64_t)(2 * sizeof(int64_t) + sizeof(float) + 2 * sizeof(int32_t)) +
+                                r->cap_b * (int64_t)sizeof(int64_t);
+    }
+    out->workspace_bytes += c->bag_off_cap * (int64_t)sizeof(int64_t) +
+                            c->minibatch_cap * (int64_t)sizeof(int32_t) +
+                            (int64_t)sizeof(int64_t) * EMBER_SORT_HIST_SIZE;
+}
+
+static int check_range(const ember_collection *c, int32_t table, int64_t first, int64_t count)
+{
+    if (table < 0 || table >= c->cfg.num_tables)
+        return ember_fail((ember_collection *)c, EMBER_EINVAL, "table %d outside [0, %d)", table,
+                          c->cfg.num_tables);
+    const ember_ltable *t = &c->tables[table];
+    if (first < 0 || count < 0 || first > t->cfg.rows - count)
+        return ember_fail((ember_collection *)c, EMBER_EINVAL,
+                          "table '%s': rows [%lld, %lld) outside [0, %lld)", t->cfg.name,
+                          (long long)first, (long long)(first + count), (long long)t->cfg.rows);
+    return EMBER_OK;
+}
+
+/* Copies rows between a table and a caller buffer through the store. */
+static int copy_rows(ember_collection *c, int32_t table, int64_t first, int64_t count, float *buf,
+                     int to_table, int state)
+{
+    int st = check_range(c, table, first, count);
+    if (st != EMBER_OK)
+        return st;
+    const ember_ltable *t = &c->tables[table];
+    ember_store *s = c->ptables[t->ptable].store;
+    int64_t width = state ? s->state_floats : s->dim;
+    for (int64_t i = 0; i < count; i++) {
+        uint32_t row = (uint32_t)(t->offset + first + i);
+        float *v, *sv;
+        if ((st = s->ops->acquire(s, &row, 1, &v, &sv)) != EMBER_OK)
+            return ember_fail(c, st, "table '%s': cannot read row %lld", t->cfg.name,
+                              (long long)(first + i));
+        float *p = state ? sv : v;
+        if (to_table)
+            memcpy(p, buf + i * width, sizeof(float) * (size_t)width);
+        else if (width)
+            memcpy(buf + i * width, p, sizeof(float) * (size_t)width);
+        s->ops->release(s, &row, 1, to_table);
+    }
+    return EMBER_OK;
+}
+
+int ember_table_read(const ember_collection *c, int32_t table, int64_t first, int64_t count, float *out)
+{
+    return copy_rows((ember_collection *)c, table, first, count, out, 0, 0);
+}
+
+int ember_table_write(ember_collection *c, int32_t table, int64_t first, int64_t count, const float *in)
+{
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    return copy_rows(c, table, first, count, (float *)in, 1, 0);
+}
+
+int ember_table_read_state(const ember_collection *c, int32_t table, int64_t first, int64_t count,
+                           float *out)
+{
+    return copy_rows((ember_collection *)c, table, first, count, out, 0, 1);
+}

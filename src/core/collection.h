@@ -1,0 +1,88 @@
+/*
+ * collection.h: the private shape of an ember_collection, shared by the
+ * modules on the spine (DESIGN.md): table layout, routing, lookup, optimizer.
+ *
+ * Logical tables and features are what the user configured.  Physical tables
+ * are what is stored: with stacking, tables of equal dim and optimizer share
+ * one physical table, each at a row offset.  A routed batch (route.h) is kept
+ * per physical table between ember_forward and ember_backward.
+ */
+#ifndef EMBER_CORE_COLLECTION_H
+#define EMBER_CORE_COLLECTION_H
+
+#include <stdint.h>
+
+#include "ember.h"
+#include "prep/route.h"
+#include "table/store.h"
+
+typedef struct ember_ltable {
+    ember_table_config cfg; /* name points into ember_collection.names      */
+    uint64_t rng_key;       /* ember_rng_table_key(seed, XXH64(name))        */
+    int32_t ptable;
+    int64_t offset;         /* first physical row                            */
+} ember_ltable;
+
+typedef struct ember_lfeature {
+    const char *name;       /* points into ember_collection.names            */
+    int32_t table, ptable, dim;
+    ember_combiner combiner;
+    int64_t offset;         /* physical row offset of its table              */
+    int64_t out_col;        /* pooled column, or -1 for NONE                 */
+} ember_lfeature;
+
+typedef struct ember_ptable {
+    int32_t dim;
+    int32_t state_floats;
+    ember_optimizer opt;
+    int64_t rows;
+    int32_t num_tables;     /* logical tables in it, ascending offsets       */
+    int32_t *tables;
+    int32_t num_features;   /* features reading it, config order             */
+    int32_t *features;
+    ember_store *store;
+    ember_route route;      /* the routed last batch                         */
+} ember_ptable;
+
+struct ember_collection {
+    ember_collection_config cfg; /* arrays below replace the caller's    */
+    ember_ltable *tables;
+    ember_lfeature *features;
+    ember_ptable *ptables;
+    int32_t num_ptables;
+    int32_t threads;
+    int64_t pooled_width;
+    char *names;                 /* all names, one allocation            */
+
+    /* per-batch state */
+    int routed;                  /* a forward succeeded; backward may run */
+    int32_t batch_size;
+    int64_t seq_floats;
+    int64_t *seq_off;            /* [num_features] float offset in sequence */
+    int32_t num_minibatches;
+    int32_t *minibatch_start;    /* [batch capacity + 1]                  */
+    int64_t minibatch_cap;
+    int64_t *bag_off;            /* [num_features * (B+1)] id offsets      */
+    int64_t bag_off_cap;
+
+    int64_t *limit_counts;       /* [4 * tables * shards] limit counters   */
+    uint64_t *mb_hash;           /* mini-batch split: (ptable, row, stamp) */
+    int64_t mb_hash_cap;
+    int64_t *sort_hist;          /* [EMBER_SORT_HIST_SIZE] radix scratch   */
+    ember_stats stats;
+    int panicked;
+    char errmsg[512];
+};
+
+/* Records a failure on coll (printf-style) and returns status. */
+int ember_fail(ember_collection *coll, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same for create, where no handle exists yet (thread-local). */
+int ember_fail_create(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Grow-only buffer: makes *p hold at least n elements of size sz. */
+int ember_reserve(void **p, int64_t *cap, int64_t n, size_t sz);
+
+int ember_collection_threads(const ember_collection *coll);
+
+#endif

@@ -1,0 +1,306 @@
+/*
+ * synth.c: synthetic batches with the benchmark workloads' id distribution.
+ *
+ * Every bag holds exactly `pooling` ids.  zipf: a rank k in 1..rows is drawn
+ * from the bounded Zipf(alpha) law P(k) ~ k^-alpha by rejection-inversion
+ * (Hörmann & Derflinger 1996, "Rejection-inversion to generate variates from
+ * monotone discrete distributions"), then mapped to row ((k-1)*2654435761) %
+ * rows so that the hot rows are scattered over the table; uniform: every row
+ * equally likely (Lemire's multiply-and-reject, no modulo bias).
+ *
+ * Design choice: the random numbers are counter-based.  The ids of one bag
+ * (table t, batch number n, sample b) come from a splitmix64 stream whose
+ * start is a hash of (seed, t, n*batch_size + b), and weights from a second,
+ * independent key.  So tables are independent streams, a batch is a pure
+ * function of (config, n), asking for weights never changes the ids, and the
+ * bags can be drawn in parallel without the thread count changing a bit.
+ * The arrays are allocated once by create and rewritten by every next.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/rng.h"
+#include "data/data_error.h"
+#include "ember.h"
+
+#define SYNTH_GAMMA 0x9e3779b97f4a7c15ULL /* splitmix64 increment        */
+#define SYNTH_BAG_MUL 0xd1b54a32d192ed03ULL /* spreads bag counters        */
+#define SYNTH_WEIGHT_SALT 0x5851f42d4c957f2dULL /* weight key from table key */
+#define SYNTH_SCRAMBLE 2654435761ULL /* rank -> row multiplier          */
+
+/* Bounded Zipf on 1..n with exponent s by rejection-inversion.
+ *   h(x) = x^-s,   H(x) = integral of h from 1 to x = (x^(1-s) - 1) / (1-s)
+ * (ln x when s = 1).  A point u drawn uniformly from (H(1.5) - h(1), H(n+0.5)]
+ * is inverted to x = H^-1(u) and rounded to k; the piece of that interval
+ * that belongs to k is at least h(k) wide (h is convex), and k is kept when u
+ * falls in its last h(k), so P(k) ~ h(k) exactly.  Most draws are kept by the
+ * cheap squeeze test k - x <= squeeze before H is evaluated again. */
+typedef struct zipf_law {
+    double s;
+    double u_lo, u_hi; /* the interval u is drawn from                    */
+    double squeeze;
+    int64_t n;
+} zipf_law;
+
+/* log1p(t) / t and expm1(t) / t, both -> 1 as t -> 0 (series near 0). */
+static double log1p_over(double t)
+{
+    if (fabs(t) < 1e-8)
+        return 1.0 - t * (0.5 - t * (1.0 / 3.0 - t * 0.25));
+    return log1p(t) / t;
+}
+
+static double expm1_over(double t)
+{
+    if (fabs(t) < 1e-8)
+        return 1.0 + t * 0.5 * (1.0 + t / 3.0 * (1.0 + t * 0.25));
+    return expm1(t) / t;
+}
+
+/* H(x) = ln(x) * (e^((1-s) ln x) - 1) / ((1-s) ln x): one form for every s. */
+static double zipf_H(const zipf_law *z, double x)
+{
+    double lx = log(x);
+    return lx * expm1_over((1.0 - z->s) * lx);
+}
+
+static double zipf_h(const zipf_law *z, double x)
+{
+    return exp(-z->s * log(x));
+}
+
+/* H^-1(y) = (1 + (1-s) y)^(1/(1-s)) = exp(y * log1p(t) / t), t = (1-s) y. */
+static double zipf_H_inv(const zipf_law *z, double y)
+{
+    double t = (1.0 - z->s) * y;
+    if (t < -1.0)
+        t = -1.0; /* rounding at the far end of the interval */
+    return exp(y * log1p_over(t));
+}
+
+static void zipf_law_init(zipf_law *z, int64_t n, double s)
+{
+    z->s = s;
+    z->n = n;
+    z->u_lo = zipf_H(z, 1.5) - 1.0; /* h(1) = 1 */
+    z->u_hi = zipf_H(z, (double)n + 0.5);
+    z->squeeze = 2.0 - zipf_H_inv(z, zipf_H(z, 2.5) - zipf_h(z, 2.0));
+}
+
+/* splitmix64 stream of one bag */
+static inline uint64_t stream_next(uint64_t *state)
+{
+    *state += SYNTH_GAMMA;
+    return ember_mix64(*state);
+}
+
+static inline double stream_unit(uint64_t *state) /* [0, 1), 53 bits */
+{
+    return (double)(stream_next(state) >> 11) * 0x1.0p-53;
+}
+
+static int64_t zipf_rank(const zipf_law *z, uint64_t *state)
+{
+    for (;;) {
+        double u = z->u_hi - stream_unit(state) * (z->u_hi - z->u_lo);
+        double x = zipf_H_inv(z, u);
+        int64_t k = (int64_t)(x + 0.5);
+        if (k < 1)
+            k = 1;
+        else if (k > z->n)
+            k = z->n;
+        if ((double)k - x <= z->squeeze || u >= zipf_H(z, (double)k + 0.5) - zipf_h(z, (double)k))
+            return k;
+    }
+}
+
+/* Uniform on [0, n) without modulo bias (Lemire 2019). */
+static int64_t uniform_row(uint64_t n, uint64_t *state)
+{
+    unsigned __int128 m = (unsigned __int128)stream_next(state) * n;
+    uint64_t low = (uint64_t)m;
+    if (low < n) {
+        uint64_t floor_mod = (0 - n) % n; /* 2^64 mod n */
+        while (low < floor_mod) {
+            m = (unsigned __int128)stream_next(state) * n;
+            low = (uint64_t)m;
+        }
+    }
+    return (int64_t)(m >> 64);
+}
+
+/* rank k (1-based) -> row, exact for any rows (128-bit product). */
+static inline int64_t rank_to_row(int64_t k, uint64_t rows)
+{
+    return (int64_t)(((unsigned __int128)(uint64_t)(k - 1) * SYNTH_SCRAMBLE) % rows);
+}
+
+struct ember_synth {
+    ember_synth_config cfg;
+    zipf_law zipf;
+    uint64_t *id_key;     /* [tables]                                 */
+    uint64_t *weight_key; /* [tables]                                 */
+    int64_t batches;      /* batches made so far: n of the next batch */
+    int64_t num_ids;
+    int32_t *lengths;     /* [tables * batch_size], all = pooling     */
+    int64_t *ids;         /* [num_ids]                                */
+    float *weights;       /* [num_ids] or NULL                        */
+};
+
+ember_synth_config ember_synth_config_default(void)
+{
+    ember_synth_config c = {
+        .tables = 8,
+        .rows = 1000000,
+        .batch_size = 4096,
+        .pooling = 20,
+        .zipf = 1,
+        .alpha = 1.05,
+        .weighted = 0,
+        .seed = 0,
+    };
+    return c;
+}
+
+static int synth_check_config(const ember_synth_config *c, int64_t *num_ids)
+{
+    int64_t bags;
+    if (c->tables < 1) {
+        ember_data_set_error("ember_synth_create: tables = %d, must be >= 1", c->tables);
+        return EMBER_EINVAL;
+    }
+    if (c->rows < 1 || c->rows > (INT64_C(1) << 53)) {
+        ember_data_set_error("ember_synth_create: rows = %lld, must be in [1, 2^53]",
+                             (long long)c->rows);
+        return EMBER_EINVAL;
+    }
+    if (c->batch_size < 1) {
+        ember_data_set_error("ember_synth_create: batch_size = %d, must be >= 1", c->batch_size);
+        return EMBER_EINVAL;
+    }
+    if (c->pooling < 1) {
+        ember_data_set_error("ember_synth_create: pooling = %d, must be >= 1", c->pooling);
+        return EMBER_EINVAL;
+    }
+    if (c->zipf && !(c->alpha > 0.0 && isfinite(c->alpha))) {
+        ember_data_set_error("ember_synth_create: alpha = %g, zipf needs a finite alpha > 0",
+                             c->alpha);
+        return EMBER_EINVAL;
+    }
+    if (__builtin_mul_overflow((int64_t)c->tables, (int64_t)c->batch_size, &bags) ||
+        bags > INT32_MAX || __builtin_mul_overflow(bags, (int64_t)c->pooling, num_ids) ||
+        *num_ids > (INT64_C(1) << 40)) {
+        ember_data_set_error("ember_synth_create: tables %d x batch_size %d x pooling %d ids "
+                             "is too many",
+                             c->tables, c->batch_size, c->pooling);
+        return EMBER_EINVAL;
+    }
+    return EMBER_OK;
+}
+
+int ember_synth_create(const ember_synth_config *cfg, ember_synth **out)
+{
+    ember_synth *s = NULL;
+    int64_t num_ids = 0, bags;
+    int rc;
+
+    if (out)
+        *out = NULL;
+    if (!cfg || !out) {
+        ember_data_set_error("ember_synth_create: %s is NULL", cfg ? "out" : "cfg");
+        return EMBER_EINVAL;
+    }
+    rc = synth_check_config(cfg, &num_ids);
+    if (rc)
+        return rc;
+    bags = (int64_t)cfg->tables * cfg->batch_size;
+
+    s = calloc(1, sizeof *s);
+    if (!s)
+        goto fail;
+    s->cfg = *cfg;
+    s->num_ids = num_ids;
+    s->id_key = malloc((size_t)cfg->tables * sizeof *s->id_key);
+    s->weight_key = malloc((size_t)cfg->tables * sizeof *s->weight_key);
+    s->lengths = malloc((size_t)bags * sizeof *s->lengths);
+    s->ids = malloc((size_t)num_ids * sizeof *s->ids);
+    if (!s->id_key || !s->weight_key || !s->lengths || !s->ids)
+        goto fail;
+    if (cfg->weighted) {
+        s->weights = malloc((size_t)num_ids * sizeof *s->weights);
+        if (!s->weights)
+            goto fail;
+    }
+    if (cfg->zipf)
+        zipf_law_init(&s->zipf, cfg->rows, cfg->alpha);
+    for (int32_t t = 0; t < cfg->tables; t++) {
+        s->id_key[t] = ember_mix64(cfg->seed ^ ember_mix64((uint64_t)t * SYNTH_BAG_MUL + SYNTH_GAMMA));
+        s->weight_key[t] = ember_mix64(s->id_key[t] ^ SYNTH_WEIGHT_SALT);
+    }
+    for (int64_t i = 0; i < bags; i++)
+        s->lengths[i] = cfg->pooling;
+    *out = s;
+    return EMBER_OK;
+
+fail:
+    ember_synth_destroy(s);
+    ember_data_set_error("ember_synth_create: out of memory for %lld ids", (long long)num_ids);
+    return EMBER_ENOMEM;
+}
+
+int ember_synth_next(ember_synth *s, ember_batch *batch)
+{
+    if (!s || !batch) {
+        ember_data_set_error("ember_synth_next: %s is NULL", s ? "batch" : "synth");
+        return EMBER_EINVAL;
+    }
+    const ember_synth_config *c = &s->cfg;
+    const int64_t bags = (int64_t)c->tables * c->batch_size;
+    const int64_t first_bag = s->batches * c->batch_size; /* counter of sample 0 */
+    const int32_t P = c->pooling;
+    const uint64_t rows = (uint64_t)c->rows;
+
+    /* bag g = t * batch_size + b: feature-major, then sample */
+#pragma omp parallel for schedule(static) if (s->num_ids >= 65536)
+    for (int64_t g = 0; g < bags; g++) {
+        int32_t t = (int32_t)(g / c->batch_size);
+        uint64_t counter = (uint64_t)(first_bag + g % c->batch_size) * SYNTH_BAG_MUL;
+        uint64_t st = ember_mix64(s->id_key[t] ^ counter);
+        int64_t *ids = s->ids + g * P;
+        if (c->zipf) {
+            for (int32_t i = 0; i < P; i++)
+                ids[i] = rank_to_row(zipf_rank(&s->zipf, &st), rows);
+        } else {
+            for (int32_t i = 0; i < P; i++)
+                ids[i] = uniform_row(rows, &st);
+        }
+        if (s->weights) {
+            uint64_t wst = ember_mix64(s->weight_key[t] ^ counter);
+            float *w = s->weights + g * P;
+            for (int32_t i = 0; i < P; i++) /* 24 bits: exact in float, < 1.5 */
+                w[i] = 0.5f + (float)(stream_next(&wst) >> 40) * 0x1.0p-24f;
+        }
+    }
+    s->batches++;
+
+    batch->batch_size = c->batch_size;
+    batch->num_features = c->tables;
+    batch->lengths = s->lengths;
+    batch->ids = s->ids;
+    batch->weights = s->weights;
+    batch->num_ids = s->num_ids;
+    return EMBER_OK;
+}
+
+void ember_synth_destroy(ember_synth *s)
+{
+    if (!s)
+        return;
+    free(s->id_key);
+    free(s->weight_key);
+    free(s->lengths);
+    free(s->ids);
+    free(s->weights);
+    free(s);
+}

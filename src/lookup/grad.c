@@ -1,0 +1,156 @@
+/*
+ * grad.c: backward for one physical table: sum each touched row's gradient
+ * over its occurrences in the fixed order, then apply the fused optimizer.
+ *
+ * The route's keys (row << 32 | entry) are sorted stably by row, so a row's
+ * occurrences sit together in entry order, which is sample order (route.h).
+ * Unique rows are split over threads by occurrence count, each row wholly
+ * owned by one thread: no locks, no atomics, and the same sums in the same
+ * order for any thread count.  With debug checks, a first pass computes every
+ * gradient and checks it before the second pass changes any row.
+ */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "core/collection.h"
+#include "lookup/lookup.h"
+#include "optim/optim.h"
+
+#define PREFETCH_ROWS 4
+
+/* Summed gradient of the occurrences keys[j0, j1) of one row into g[dim]. */
+static inline void row_gradient(const ember_route *r, const uint64_t *keys, int64_t j0, int64_t j1,
+                                int32_t dim, const float *dp, const float *ds, float *restrict g)
+{
+    memset(g, 0, sizeof(float) * (size_t)dim);
+    for (int64_t j = j0; j < j1; j++) {
+        uint32_t e = (uint32_t)keys[j];
+        int32_t seg = r->seg_of[e];
+        float sc = r->seg_scale[seg] * (r->weighted ? r->weight[e] : 1.0f);
+        const float *d = ember_seg_out(r, seg, (float *)dp, (float *)ds);
+#pragma omp simd
+        for (int32_t k = 0; k < dim; k++)
+            g[k] += sc * d[k];
+    }
+}
+
+/* Marks the start of every run of equal rows in the sorted keys; returns the
+ * number of runs.  starts[u] = first key of run u, starts[nu] = n. */
+static int64_t find_runs(const uint64_t *keys, int64_t n, uint64_t *starts)
+{
+    int64_t nu = 0;
+    uint32_t prev = 0;
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t row = (uint32_t)(keys[j] >> 32);
+        if (j == 0 || row != prev)
+            starts[nu++] = (uint64_t)j;
+        prev = row;
+    }
+    starts[nu] = (uint64_t)n;
+    return nu;
+}
+
+/* First run whose first key is >= j. */
+static int64_t run_at(const uint64_t *starts, int64_t nu, int64_t j)
+{
+    int64_t lo = 0, hi = nu;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if ((int64_t)starts[mid] < j)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Debug pass: the first non-finite gradient, as (run, entry); -1 if none. */
+static int64_t check_gradients(const ember_route *r, int32_t dim, const uint64_t *starts, int64_t nu,
+                               const float *dp, const float *ds, int threads)
+{
+    int64_t bad = -1;
+#pragma omp parallel num_threads(threads)
+    {
+        float g[1024];
+        int64_t mine = -1;
+#pragma omp for schedule(static)
+        for (int64_t u = 0; u < nu; u++) {
+            if (mine >= 0)
+                continue;
+            row_gradient(r, r->keys, (int64_t)starts[u], (int64_t)starts[u + 1], dim, dp, ds, g);
+            for (int32_t k = 0; k < dim; k++)
+                if (!isfinite(g[k])) {
+                    mine = u;
+                    break;
+                }
+        }
+#pragma omp critical
+        if (mine >= 0 && (bad < 0 || mine < bad))
+            bad = mine;
+    }
+    return bad;
+}
+
+int ember_grad_apply(ember_collection *c, int32_t p, const float *dp, const float *ds, int64_t step,
+                     int check_only)
+{
+    ember_ptable *pt = &c->ptables[p];
+    ember_route *r = &pt->route;
+    ember_store *s = pt->store;
+    int32_t dim = pt->dim;
+    int st = ember_route_sort(c, p, 1);
+    if (st != EMBER_OK)
+        return st;
+    int64_t n = r->nkeys;
+    if (n == 0)
+        return EMBER_OK;
+    uint64_t *starts = r->keys_tmp; /* free after the sort */
+    int64_t nu = find_runs(r->keys, n, starts);
+    int threads = c->threads;
+    if (n < 2048)
+        threads = 1;
+    if (check_only) {
+        int64_t bad = check_gradients(r, dim, starts, nu, dp, ds, threads);
+        if (bad >= 0) {
+            uint32_t row = (uint32_t)(r->keys[starts[bad]] >> 32);
+            uint32_t e = (uint32_t)r->keys[starts[bad]];
+            int32_t seg = r->seg_of[e];
+            const ember_lfeature *fe = &c->features[r->seg_feature[seg]];
+            return ember_fail(c, EMBER_ENUMERIC,
+                              "table '%s' row %lld: gradient is not finite (feature '%s', sample %d); "
+                              "no table was changed",
+                              c->tables[fe->table].cfg.name, (long long)(row - fe->offset), fe->name,
+                              r->seg_sample[seg]);
+        }
+        return EMBER_OK;
+    }
+    c->stats.last_unique_rows += nu;
+    ember_optim_step o = ember_optim_prepare(&pt->opt, step);
+    float *values = s->values, *state = s->state;
+    int32_t sf = s->state_floats;
+#pragma omp parallel num_threads(threads)
+    {
+        float g[1024];
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t u0 = t == 0 ? 0 : run_at(starts, nu, n * t / nt);
+        int64_t u1 = t == nt - 1 ? nu : run_at(starts, nu, n * (t + 1) / nt);
+        for (int64_t u = u0; u < u1; u++) {
+            if (u + PREFETCH_ROWS < u1) {
+                uint32_t pr = (uint32_t)(r->keys[starts[u + PREFETCH_ROWS]] >> 32);
+                const char *pv = (const char *)(values + (int64_t)pr * dim);
+                for (int32_t b = 0; b < dim * 4; b += 64)
+                    __builtin_prefetch(pv + b, 1, 3);
+                if (sf) {
+                    const char *ps = (const char *)(state + (int64_t)pr * sf);
+                    for (int32_t b = 0; b < sf * 4; b += 64)
+                        __builtin_prefetch(ps + b, 1, 3);
+                }
+            }
+            uint32_t row = (uint32_t)(r->keys[starts[u]] >> 32);
+            row_gradient(r, r->keys, (int64_t)starts[u], (int64_t)starts[u + 1], dim, dp, ds, g);
+            ember_optim_row(&o, dim, values + (int64_t)row * dim, sf ? state + (int64_t)row * sf : NULL, g);
+        }
+    }
+    return EMBER_OK;
+}

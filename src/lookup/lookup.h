@@ -1,0 +1,31 @@
+/*
+ * lookup.h: the hot kernels of one step: pooled forward over a route, and
+ * the backward aggregation fused with the optimizer.
+ */
+#ifndef EMBER_LOOKUP_H
+#define EMBER_LOOKUP_H
+
+#include <stdint.h>
+
+#include "prep/route.h"
+#include "table/store.h"
+
+/* Writes the output rows of segments [g0, g1) of route r. */
+void ember_pool(const ember_route *r, const ember_store *s, int64_t g0, int64_t g1, float *pooled,
+                float *sequence, int threads);
+
+struct ember_collection;
+/* Backward of physical table p: sorts its keys, sums each row's gradient in
+ * sample order and applies the optimizer for global step `step`; with
+ * check_only, only checks that every gradient is finite (EMBER_ENUMERIC). */
+int ember_grad_apply(struct ember_collection *c, int32_t p, const float *dp, const float *ds,
+                     int64_t step, int check_only);
+
+/* Output row of segment g: pooled + off, or sequence + (-1 - off). */
+static inline float *ember_seg_out(const ember_route *r, int64_t g, float *pooled, float *sequence)
+{
+    int64_t off = r->seg_out[g];
+    return off >= 0 ? pooled + off : sequence + (-1 - off);
+}
+
+#endif

@@ -1,0 +1,162 @@
+/*
+ * step.c: ember_forward and ember_backward, the spine of DESIGN.md for a
+ * world of one:
+ *
+ *   validate -> route (COO, dedup, stacking offsets) -> limits
+ *   -> [exchange ids: nothing to send] -> shard lookup and pool
+ *   -> [exchange vectors: nothing to send]
+ *   backward: [exchange gradients: nothing] -> sort by row -> sum in sample
+ *   order -> fused optimizer
+ *
+ * A failed call changes no table: forward never writes tables, and backward
+ * runs its checks before its first update.  After a failed forward the
+ * routed batch is gone, so backward answers EMBER_ESTATE.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "core/collection.h"
+#include "lookup/lookup.h"
+#include "prep/limits.h"
+
+
+/* Debug check of one forward's outputs: names table, row, feature, sample. */
+static int check_outputs(ember_collection *c, float *pooled, float *sequence)
+{
+    for (int32_t p = 0; p < c->num_ptables; p++) {
+        const ember_ptable *pt = &c->ptables[p];
+        const ember_route *r = &pt->route;
+        for (int64_t g = 0; g < r->nseg; g++) {
+            const float *o = ember_seg_out(r, g, pooled, sequence);
+            int ok = 1;
+            for (int32_t k = 0; k < pt->dim && ok; k++)
+                ok = isfinite(o[k]);
+            if (ok)
+                continue;
+            const ember_lfeature *fe = &c->features[r->seg_feature[g]];
+            int64_t bad_row = -1;
+            for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1] && bad_row < 0; e++) {
+                if (r->row[e] == EMBER_ROW_DROPPED)
+                    continue;
+                const float *v = pt->store->values + (int64_t)r->row[e] * pt->dim;
+                for (int32_t k = 0; k < pt->dim; k++)
+                    if (!isfinite(v[k]))
+                        bad_row = (int64_t)r->row[e] - fe->offset;
+            }
+            if (bad_row >= 0)
+                return ember_fail(c, EMBER_ENUMERIC,
+                                  "table '%s' row %lld holds a non-finite value (feature '%s', sample %d)",
+                                  c->tables[fe->table].cfg.name, (long long)bad_row, fe->name,
+                                  r->seg_sample[g]);
+            return ember_fail(c, EMBER_ENUMERIC,
+                              "feature '%s' sample %d: pooled output is not finite (table '%s'; "
+                              "weights overflow)",
+                              fe->name, r->seg_sample[g], c->tables[fe->table].cfg.name);
+        }
+    }
+    return EMBER_OK;
+}
+
+int ember_forward(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
+{
+    int st;
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    c->routed = 0;
+    if ((st = ember_route_validate(c, b)) != EMBER_OK)
+        return st;
+    int64_t seq_needed = ember_sequence_size(c, b);
+    if ((b->batch_size > 0 && c->pooled_width > 0 && !pooled) || (seq_needed > 0 && !sequence))
+        return ember_fail(c, EMBER_EINVAL, "output buffer is NULL (pooled width %lld, sequence floats %lld)",
+                          (long long)c->pooled_width, (long long)seq_needed);
+    int64_t dropped_bounds = 0, dropped_limit = 0;
+    if ((st = ember_route_build(c, b, ember_limits_active(c), &dropped_bounds)) != EMBER_OK)
+        return st;
+    if ((st = ember_limits_apply(c, &dropped_limit)) != EMBER_OK)
+        return st;
+    for (int32_t m = 0; m < c->num_minibatches; m++) {
+        int32_t b0 = c->minibatch_start[m], b1 = c->minibatch_start[m + 1];
+        for (int32_t p = 0; p < c->num_ptables; p++) {
+            const ember_route *r = &c->ptables[p].route;
+            ember_pool(r, c->ptables[p].store, r->sample_seg[b0], r->sample_seg[b1], pooled, sequence,
+                       c->threads);
+        }
+    }
+    if (c->cfg.debug_checks && (st = check_outputs(c, pooled, sequence)) != EMBER_OK)
+        return st;
+    c->stats.dropped_bounds += dropped_bounds;
+    c->stats.dropped_limit += dropped_limit;
+    c->stats.minibatches = c->num_minibatches;
+    c->stats.last_ids = b->num_ids - dropped_bounds;
+    c->stats.last_unique_rows = 0;
+    c->routed = 1;
+    return EMBER_OK;
+}
+
+/* Debug check of the upstream gradient slices the batch will read. */
+static int check_upstream(ember_collection *c, const float *dp, const float *ds)
+{
+    for (int32_t p = 0; p < c->num_ptables; p++) {
+        const ember_ptable *pt = &c->ptables[p];
+        const ember_route *r = &pt->route;
+        for (int64_t g = 0; g < r->nseg; g++) {
+            const float *d = ember_seg_out(r, g, (float *)dp, (float *)ds);
+            for (int32_t k = 0; k < pt->dim; k++)
+                if (!isfinite(d[k])) {
+                    const ember_lfeature *fe = &c->features[r->seg_feature[g]];
+                    return ember_fail(c, EMBER_ENUMERIC,
+                                      "feature '%s' sample %d: upstream gradient element %d is not finite "
+                                      "(table '%s'); no table was changed",
+                                      fe->name, r->seg_sample[g], k, c->tables[fe->table].cfg.name);
+                }
+        }
+    }
+    return EMBER_OK;
+}
+
+int ember_backward(ember_collection *c, const float *d_pooled, const float *d_sequence)
+{
+    int st;
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    if (!c->routed)
+        return ember_fail(c, EMBER_ESTATE, "ember_backward needs a successful ember_forward first");
+    if ((c->batch_size > 0 && c->pooled_width > 0 && !d_pooled) || (c->seq_floats > 0 && !d_sequence))
+        return ember_fail(c, EMBER_EINVAL, "gradient buffer is NULL");
+    if (c->cfg.debug_checks && (st = check_upstream(c, d_pooled, d_sequence)) != EMBER_OK)
+        return st;
+    int64_t step = c->stats.steps + 1;
+    c->stats.last_unique_rows = 0;
+    /* With debug checks every table's gradients are checked before any
+     * table changes: first a checking pass over all physical tables. */
+    for (int pass = c->cfg.debug_checks ? 0 : 1; pass < 2; pass++)
+        for (int32_t p = 0; p < c->num_ptables; p++)
+            if ((st = ember_grad_apply(c, p, d_pooled, d_sequence, step, pass == 0)) != EMBER_OK)
+                return st;
+    c->stats.steps = step;
+    c->routed = 0;
+    return EMBER_OK;
+}
+
+int ember_partition_counts(ember_collection *c, const ember_batch *b, int64_t *ids, int64_t *unique)
+{
+    int st;
+    c->routed = 0;
+    ember_bounds_policy saved = c->cfg.bounds;
+    int saved_dedup = c->cfg.dedup;
+    c->cfg.bounds = EMBER_BOUNDS_ERROR;
+    c->cfg.dedup = 0;
+    st = ember_route_validate(c, b);
+    int64_t dropped = 0;
+    if (st == EMBER_OK)
+        st = ember_route_build(c, b, 1, &dropped);
+    c->cfg.bounds = saved;
+    c->cfg.dedup = saved_dedup;
+    if (st != EMBER_OK)
+        return st;
+    int64_t n = (int64_t)c->cfg.num_tables * c->cfg.num_shards;
+    memset(ids, 0, sizeof(int64_t) * (size_t)n);
+    memset(unique, 0, sizeof(int64_t) * (size_t)n);
+    ember_limits_count(c, ids, unique);
+    return EMBER_OK;
+}

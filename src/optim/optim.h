@@ -1,0 +1,86 @@
+/*
+ * optim.h: the fused sparse optimizers, one row at a time.
+ *
+ * ember_optim_prepare folds the per-step constants (Adam's bias correction
+ * for global step t) once per backward; ember_optim_row applies the update
+ * of include/ember.h to one row w[dim] with its state and summed gradient g
+ * (g is scratch and may be overwritten).  Everything is static inline so
+ * the backward loop compiles into one fused kernel per optimizer.
+ */
+#ifndef EMBER_OPTIM_H
+#define EMBER_OPTIM_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "ember.h"
+
+typedef struct ember_optim_step {
+    ember_optimizer_kind kind;
+    float lr, eps, wd, beta1, beta2;
+    float adam_step; /* lr * sqrt(1 - beta2^t) / (1 - beta1^t) */
+} ember_optim_step;
+
+static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int64_t t)
+{
+    ember_optim_step s = {o->kind, o->lr, o->eps, o->weight_decay, o->beta1, o->beta2, 0.0f};
+    if (o->kind == EMBER_OPT_ADAM) {
+        double bc1 = 1.0 - pow((double)o->beta1, (double)t);
+        double bc2 = 1.0 - pow((double)o->beta2, (double)t);
+        s.adam_step = (float)((double)o->lr * sqrt(bc2) / bc1);
+    }
+    return s;
+}
+
+static inline void ember_optim_row(const ember_optim_step *o, int32_t dim, float *restrict w,
+                                   float *restrict state, float *restrict g)
+{
+    if (o->wd != 0.0f) {
+#pragma omp simd
+        for (int32_t k = 0; k < dim; k++)
+            g[k] += o->wd * w[k];
+    }
+    switch (o->kind) {
+    case EMBER_OPT_SGD:
+#pragma omp simd
+        for (int32_t k = 0; k < dim; k++)
+            w[k] -= o->lr * g[k];
+        break;
+    case EMBER_OPT_ADAGRAD:
+#pragma omp simd
+        for (int32_t k = 0; k < dim; k++) {
+            float s = state[k] + g[k] * g[k];
+            state[k] = s;
+            w[k] -= o->lr * g[k] / (sqrtf(s) + o->eps);
+        }
+        break;
+    case EMBER_OPT_ROWWISE_ADAGRAD: {
+        float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+        for (int32_t k = 0; k < dim; k++)
+            sq += g[k] * g[k];
+        float s = state[0] + sq / (float)dim;
+        state[0] = s;
+        float mult = o->lr / (sqrtf(s) + o->eps);
+#pragma omp simd
+        for (int32_t k = 0; k < dim; k++)
+            w[k] -= mult * g[k];
+        break;
+    }
+    case EMBER_OPT_ADAM: {
+        float *m = state, *v = state + dim;
+        float b1 = o->beta1, b2 = o->beta2;
+#pragma omp simd
+        for (int32_t k = 0; k < dim; k++) {
+            float mk = b1 * m[k] + (1.0f - b1) * g[k];
+            float vk = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
+            m[k] = mk;
+            v[k] = vk;
+            w[k] -= o->adam_step * mk / (sqrtf(vk) + o->eps);
+        }
+        break;
+    }
+    }
+}
+
+#endif

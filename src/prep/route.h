@@ -1,0 +1,71 @@
+/*
+ * route.h: a batch routed to one physical table (host preprocessing,
+ * seed 004 §2-3): jagged bags -> COO entries in sample-major order, optional
+ * per-bag dedup, limits applied, and the sorted (row, entry) keys that the
+ * backward aggregation and the limit checks share.
+ *
+ * Entries are laid out sample-major (sample, then feature in config order,
+ * then position), so a contiguous sample range is a contiguous entry range
+ * (mini-batches) and a stable sort by row leaves each row's occurrences in
+ * the order the spec sums them.  A segment is one output row: a bag of a
+ * pooled feature, or a single id of a NONE feature.
+ */
+#ifndef EMBER_PREP_ROUTE_H
+#define EMBER_PREP_ROUTE_H
+
+#include <stdint.h>
+
+#define EMBER_ROW_DROPPED UINT32_MAX
+
+typedef struct ember_route {
+    int64_t n;            /* entries                                         */
+    int64_t nseg;         /* segments                                        */
+    uint32_t *row;        /* [n] physical row, or EMBER_ROW_DROPPED          */
+    float *weight;        /* [n] or NULL (all 1)                             */
+    int32_t *seg_of;      /* [n] segment of each entry                       */
+    int32_t *leader;      /* [n] first entry of the same id in its bag (limits) */
+    int64_t *seg_start;   /* [nseg + 1] first entry of each segment          */
+    int64_t *seg_out;     /* [nseg] float offset into pooled or sequence     */
+    float *seg_scale;     /* [nseg] combiner scale                           */
+    int32_t *seg_feature; /* [nseg] feature index                            */
+    int32_t *seg_sample;  /* [nseg] sample index                             */
+    int64_t *sample_seg;  /* [B + 1] first segment of each sample            */
+    uint64_t *keys;       /* [n] (row << 32 | entry), sorted by row          */
+    uint64_t *keys_tmp;   /* [n] radix sort scratch                          */
+    int64_t nkeys;        /* valid keys (0 when not sorted)                  */
+    int sorted_all;       /* keys hold every kept entry (not only leaders)   */
+    int weighted;         /* weight[] is filled (batch weights or dedup)     */
+    /* capacities of the grow-only buffers above */
+    int64_t cap_n, cap_seg, cap_b;
+} ember_route;
+
+struct ember_collection;
+struct ember_batch;
+
+/* Validates the whole batch against the config; on error nothing is routed
+ * and the message names feature, sample and id.  Fills coll->bag_off. */
+int ember_route_validate(struct ember_collection *coll, const struct ember_batch *b);
+
+/* Builds every physical table's route from a validated batch.  units:
+ * compute leaders (per-bag distinct ids) for limit counting.  Ids skipped
+ * under bounds=drop are counted into *dropped_bounds. */
+int ember_route_build(struct ember_collection *coll, const struct ember_batch *b, int units,
+                      int64_t *dropped_bounds);
+
+/* Sorts route keys by row.  all = 1: every kept entry (backward); 0: only
+ * unit leaders (limit counting).  Stable, so a row's occurrences stay in
+ * entry order; deterministic for any thread count. */
+int ember_route_sort(struct ember_collection *coll, int32_t ptable, int all);
+
+void ember_route_free(ember_route *r);
+
+/* Stable LSD radix sort of keys by bits [lo, hi) using tmp (n keys) and hist
+ * (EMBER_SORT_HIST_SIZE) as scratch; result in keys.  Static split over
+ * threads, so the result does not depend on the thread count. */
+#define EMBER_SORT_MAX_THREADS 64
+#define EMBER_SORT_DIGIT_BITS 11
+#define EMBER_SORT_HIST_SIZE (EMBER_SORT_MAX_THREADS << EMBER_SORT_DIGIT_BITS)
+void ember_radix_sort(uint64_t *keys, uint64_t *tmp, int64_t *hist, int64_t n, int lo_bit,
+                      int hi_bit, int threads);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * ref_optim.c: the optimizer formulas of ember.h for one row, literally.
+ *
+ * Weight decay is folded into g first (L2, as torch), then one of SGD,
+ * Adagrad, row-wise Adagrad (FBGEMM: one accumulator per row, mean of g^2)
+ * or lazy Adam with the collection's global step t in the bias correction
+ * (torch SparseAdam).  Float math except Adam's bias factor, which is taken
+ * in double as torch does on the host.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "ref/ref.h"
+
+void ref_optimizer_apply(const ember_optimizer *o, int64_t t, int32_t dim, float *w, float *state,
+                         const float *g_in)
+{
+    float *g = malloc((size_t)dim * sizeof *g);
+    if (!g)
+        abort();
+    for (int32_t k = 0; k < dim; k++)
+        g[k] = g_in[k] + o->weight_decay * w[k];
+
+    switch (o->kind) {
+    case EMBER_OPT_SGD:
+        for (int32_t k = 0; k < dim; k++)
+            w[k] -= o->lr * g[k];
+        break;
+    case EMBER_OPT_ADAGRAD:
+        for (int32_t k = 0; k < dim; k++) {
+            state[k] += g[k] * g[k];
+            w[k] -= o->lr * g[k] / (sqrtf(state[k]) + o->eps);
+        }
+        break;
+    case EMBER_OPT_ROWWISE_ADAGRAD: {
+        float sum = 0.0f;
+        for (int32_t k = 0; k < dim; k++)
+            sum += g[k] * g[k];
+        state[0] += sum / (float)dim;
+        float denom = sqrtf(state[0]) + o->eps;
+        for (int32_t k = 0; k < dim; k++)
+            w[k] -= o->lr * g[k] / denom;
+        break;
+    }
+    case EMBER_OPT_ADAM: {
+        float *m = state, *v = state + dim;
+        double corr = sqrt(1.0 - pow((double)o->beta2, (double)t)) /
+                      (1.0 - pow((double)o->beta1, (double)t));
+        float step = (float)(o->lr * corr);
+        for (int32_t k = 0; k < dim; k++) {
+            m[k] = o->beta1 * m[k] + (1.0f - o->beta1) * g[k];
+            v[k] = o->beta2 * v[k] + (1.0f - o->beta2) * g[k] * g[k];
+            w[k] -= step * m[k] / (sqrtf(v[k]) + o->eps);
+        }
+        break;
+    }
+    }
+    free(g);
+}

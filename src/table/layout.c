@@ -1,0 +1,79 @@
+/*
+ * layout.c: table stacking (seed 004 §2).
+ *
+ * Tables with the same dim and bitwise-equal optimizer config share one
+ * physical table, in config order, each at a row offset; with stacking off
+ * every table is its own physical table.  Stacking gives the kernels one
+ * larger batch per physical table, and because rows are sharded by
+ * physical_row % shards, it also rotates each table's hot low ids onto
+ * different shards.  Limits and policies stay per logical table.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/collection.h"
+#include "table/layout.h"
+
+static int same_group(const ember_table_config *a, const ember_table_config *b)
+{
+    return a->dim == b->dim && !memcmp(&a->optimizer, &b->optimizer, sizeof a->optimizer);
+}
+
+int ember_layout_build(ember_collection *c)
+{
+    int32_t nt = c->cfg.num_tables, nf = c->cfg.num_features;
+    c->ptables = calloc((size_t)nt, sizeof *c->ptables);
+    if (!c->ptables)
+        return ember_fail_create(EMBER_ENOMEM, "out of memory");
+    c->num_ptables = 0;
+    for (int32_t t = 0; t < nt; t++) {
+        int32_t p = -1;
+        if (c->cfg.stack_tables)
+            for (int32_t q = 0; q < c->num_ptables && p < 0; q++)
+                if (same_group(&c->tables[c->ptables[q].tables[0]].cfg, &c->tables[t].cfg))
+                    p = q;
+        if (p < 0) {
+            p = c->num_ptables++;
+            ember_ptable *pt = &c->ptables[p];
+            pt->dim = c->tables[t].cfg.dim;
+            pt->opt = c->tables[t].cfg.optimizer;
+            pt->state_floats = ember_state_floats(pt->opt.kind, pt->dim);
+            pt->tables = malloc(sizeof(int32_t) * (size_t)nt);
+            pt->features = malloc(sizeof(int32_t) * (size_t)nf);
+            if (!pt->tables || !pt->features)
+                return ember_fail_create(EMBER_ENOMEM, "out of memory");
+        }
+        ember_ptable *pt = &c->ptables[p];
+        if (pt->rows + c->tables[t].cfg.rows >= (int64_t)UINT32_MAX)
+            return ember_fail_create(EMBER_EINVAL,
+                                     "table '%s': stacked table would exceed 2^32-1 rows; "
+                                     "set stack_tables = 0",
+                                     c->tables[t].cfg.name);
+        c->tables[t].ptable = p;
+        c->tables[t].offset = pt->rows;
+        pt->rows += c->tables[t].cfg.rows;
+        pt->tables[pt->num_tables++] = t;
+    }
+    int64_t col = 0;
+    for (int32_t f = 0; f < nf; f++) {
+        ember_lfeature *fe = &c->features[f];
+        int32_t t = fe->table;
+        fe->ptable = c->tables[t].ptable;
+        fe->offset = c->tables[t].offset;
+        fe->dim = c->tables[t].cfg.dim;
+        fe->out_col = fe->combiner == EMBER_COMBINER_NONE ? -1 : col;
+        if (fe->combiner != EMBER_COMBINER_NONE)
+            col += fe->dim;
+        ember_ptable *pt = &c->ptables[fe->ptable];
+        pt->features[pt->num_features++] = f;
+    }
+    c->pooled_width = col;
+    for (int32_t p = 0; p < c->num_ptables; p++) {
+        ember_ptable *pt = &c->ptables[p];
+        int st = ember_store_memory_create(pt->rows, pt->dim, pt->state_floats, &pt->store);
+        if (st != EMBER_OK)
+            return ember_fail_create(st, "physical table %d (first table '%s'): cannot allocate %lld rows x %d",
+                                     p, c->tables[pt->tables[0]].cfg.name, (long long)pt->rows, pt->dim);
+    }
+    return EMBER_OK;
+}

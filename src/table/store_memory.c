@@ -1,0 +1,83 @@
+/*
+ * store_memory.c: the memory tier: a physical table's values and optimizer
+ * state in anonymous mappings that ask for transparent huge pages.  Random
+ * row gathers are TLB-bound with 4 KiB pages; on the project machine
+ * MADV_HUGEPAGE alone speeds them up by up to 2x (bench/peer limits).
+ */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "table/store.h"
+#include "ember.h"
+
+void *ember_huge_alloc(int64_t bytes)
+{
+    if (bytes <= 0)
+        return NULL;
+    void *p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, (size_t)bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+void ember_huge_free(void *p, int64_t bytes)
+{
+    if (p && bytes > 0)
+        munmap(p, (size_t)bytes);
+}
+
+static int memory_acquire(ember_store *s, const uint32_t *rows, int64_t n, float **values,
+                          float **state)
+{
+    for (int64_t i = 0; i < n; i++) {
+        values[i] = s->values + (int64_t)rows[i] * s->dim;
+        if (state)
+            state[i] = s->state ? s->state + (int64_t)rows[i] * s->state_floats : NULL;
+    }
+    return EMBER_OK;
+}
+
+static void memory_release(ember_store *s, const uint32_t *rows, int64_t n, int dirty)
+{
+    (void)s, (void)rows, (void)n, (void)dirty;
+}
+
+static void memory_destroy(ember_store *s)
+{
+    ember_huge_free(s->values, s->value_bytes);
+    ember_huge_free(s->state, s->state_bytes);
+    free(s);
+}
+
+static const ember_store_ops MEMORY_OPS = {memory_acquire, memory_release, memory_destroy};
+
+int ember_store_memory_create(int64_t rows, int32_t dim, int32_t state_floats, ember_store **out)
+{
+    *out = NULL;
+    ember_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return EMBER_ENOMEM;
+    s->ops = &MEMORY_OPS;
+    s->rows = rows;
+    s->dim = dim;
+    s->state_floats = state_floats;
+    s->value_bytes = rows * dim * (int64_t)sizeof(float);
+    s->state_bytes = rows * state_floats * (int64_t)sizeof(float);
+    s->values = ember_huge_alloc(s->value_bytes);
+    if (!s->values)
+        goto fail;
+    if (s->state_bytes) {
+        s->state = ember_huge_alloc(s->state_bytes); /* anonymous pages read as zero */
+        if (!s->state)
+            goto fail;
+    }
+    *out = s;
+    return EMBER_OK;
+fail:
+    memory_destroy(s);
+    return EMBER_ENOMEM;
+}

@@ -1,0 +1,335 @@
+/*
+ * test_optim.c: optimizer and combiner-scale updates against numbers worked
+ * out by hand, on one table of 3 rows, dim 2.
+ *
+ * Rows start as row0 = [1, 2], row1 = [-1, 0.5], row2 = [7, -7] (written
+ * with ember_table_write); row 2 is never looked up and must never change.
+ * The main batch has B = 2: sample 0 bag {0}, sample 1 bag {0, 1}, SUM, and
+ * d_pooled = [-1, 5 | 2, 2], so the summed gradients are
+ *     g(row0) = [-1, 5] + [2, 2] = [1, 7]        g(row1) = [2, 2].
+ * Expected values below are derived in the comments; the tolerance is
+ * rtol 1e-6, atol 1e-6: every value is O(1) and float rounding of a few
+ * operations is ~1e-7 (eps = 1e-8 moves Adam/Adagrad results by < 4e-7).
+ * The ref's optimizer is checked against the same numbers.
+ */
+#include "util.h"
+
+static const float W_INIT[6] = {1, 2, -1, 0.5f, 7, -7};
+static const int32_t LEN_A[2] = {1, 2};
+static const int64_t IDS_A[3] = {0, 0, 1};
+static const float D_A[4] = {-1, 5, 2, 2};
+
+static ember_collection *make(ember_optimizer o, ember_combiner comb, int dedup)
+{
+    test_config *tc = test_config_new(1, 1);
+    tc->tables[0].rows = 3;
+    tc->tables[0].dim = 2;
+    tc->tables[0].init = EMBER_INIT_ZEROS;
+    tc->tables[0].optimizer = o;
+    tc->features[0].combiner = comb;
+    tc->cfg.dedup = dedup;
+    tc->cfg.debug_checks = 1;
+    ember_collection *c = NULL;
+    int rc = ember_collection_create(&tc->cfg, &c);
+    CHECK_MSG(rc == EMBER_OK, "create: %s", ember_errmsg(NULL));
+    if (c)
+        CHECK(ember_table_write(c, 0, 0, 3, W_INIT) == EMBER_OK);
+    test_config_free(tc);
+    return c;
+}
+
+/* forward + backward of one batch; checks pooled (or sequence) output */
+static void step(ember_collection *c, int32_t B, const int32_t *len, const int64_t *ids,
+                 const float *wts, int64_t n, const float *d, const float *want_out,
+                 int64_t out_n, int sequence, const char *what)
+{
+    ember_batch b = {B, 1, len, ids, wts, n};
+    float out[16];
+    for (int i = 0; i < 16; i++)
+        out[i] = NAN;
+    int rc = sequence ? ember_forward(c, &b, NULL, out) : ember_forward(c, &b, out, NULL);
+    CHECK_MSG(rc == EMBER_OK, "%s forward: %s", what, ember_errmsg(c));
+    if (want_out)
+        CHECK_CLOSE(out, want_out, out_n, 1e-6, 1e-6, what);
+    rc = sequence ? ember_backward(c, NULL, d) : ember_backward(c, d, NULL);
+    CHECK_MSG(rc == EMBER_OK, "%s backward: %s", what, ember_errmsg(c));
+}
+
+static void expect(ember_collection *c, const float *want_w, const float *want_s, int sf,
+                   const char *what)
+{
+    float w[6], s[12];
+    CHECK(ember_table_read(c, 0, 0, 3, w) == EMBER_OK);
+    CHECK_CLOSE(w, want_w, 6, 1e-6, 1e-6, what);
+    if (sf) {
+        CHECK(ember_table_read_state(c, 0, 0, 3, s) == EMBER_OK);
+        CHECK_CLOSE(s, want_s, 3 * sf, 1e-6, 1e-6, what);
+    }
+}
+
+/* The ref's optimizer on the same gradients (rows 0 and 1). */
+static void ref_expect(ember_optimizer o, int64_t t, float *w, float *s, const float *g0,
+                       const float *g1, int sf)
+{
+    ref_optimizer_apply(&o, t, 2, w, s, g0);
+    ref_optimizer_apply(&o, t, 2, w + 2, s + sf, g1);
+}
+
+static void test_sgd(void)
+{
+    /* lr 0.1, weight decay 0.5: g' = g + 0.5 w
+     * step 1: row0 g' = [1 + 0.5, 7 + 1]   = [1.5, 8]    -> w = [0.85, 1.2]
+     *         row1 g' = [2 - 0.5, 2 + 0.25] = [1.5, 2.25] -> w = [-1.15, 0.275]
+     * pooled = [row0 | row0 + row1] = [1, 2 | 0, 2.5]
+     * step 2: row0 g' = [1 + 0.425, 7 + 0.6] = [1.425, 7.6] -> [0.7075, 0.44]
+     *         row1 g' = [2 - 0.575, 2 + 0.1375] = [1.425, 2.1375] -> [-1.2925, 0.06125]
+     * pooled = [0.85, 1.2 | -0.3, 1.475] */
+    ember_optimizer o = ember_optimizer_default(EMBER_OPT_SGD);
+    o.lr = 0.1f;
+    o.weight_decay = 0.5f;
+    ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
+    if (!c)
+        return;
+    static const float p1[4] = {1, 2, 0, 2.5f}, p2[4] = {0.85f, 1.2f, -0.3f, 1.475f};
+    static const float w1[6] = {0.85f, 1.2f, -1.15f, 0.275f, 7, -7};
+    static const float w2[6] = {0.7075f, 0.44f, -1.2925f, 0.06125f, 7, -7};
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, p1, 4, 0, "sgd step 1");
+    expect(c, w1, NULL, 0, "sgd step 1");
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, p2, 4, 0, "sgd step 2");
+    expect(c, w2, NULL, 0, "sgd step 2");
+    ember_stats st;
+    ember_collection_stats(c, &st);
+    CHECK(st.steps == 2);
+
+    float w[6], s[1] = {0};
+    memcpy(w, W_INIT, sizeof w);
+    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 0);
+    CHECK_CLOSE(w, w1, 4, 1e-6, 1e-6, "ref sgd step 1");
+    ember_collection_destroy(c);
+}
+
+static void test_adagrad(void)
+{
+    /* lr 0.5, eps 1e-8: s += g^2, w -= 0.5 g / (sqrt(s) + eps)
+     * step 1: row0 s = [1, 49]  -> w = [1 - 0.5, 2 - 0.5*7/7] = [0.5, 1.5]
+     *         row1 s = [4, 4]   -> w = [-1 - 0.5, 0.5 - 0.5]  = [-1.5, 0]
+     * step 2: row0 s = [2, 98]  -> 0.5*1/sqrt2 = 0.5*7/sqrt98 = 0.35355339
+     *                           -> w = [0.14644661, 1.14644661]
+     *         row1 s = [8, 8]   -> 0.5*2/sqrt8 = 0.35355339 -> [-1.85355339, -0.35355339] */
+    ember_optimizer o = ember_optimizer_default(EMBER_OPT_ADAGRAD);
+    o.lr = 0.5f;
+    o.eps = 1e-8f;
+    ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
+    if (!c)
+        return;
+    static const float w1[6] = {0.5f, 1.5f, -1.5f, 0, 7, -7}, s1[6] = {1, 49, 4, 4, 0, 0};
+    static const float w2[6] = {0.14644661f, 1.14644661f, -1.85355339f, -0.35355339f, 7, -7};
+    static const float s2[6] = {2, 98, 8, 8, 0, 0};
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "adagrad step 1");
+    expect(c, w1, s1, 2, "adagrad step 1");
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "adagrad step 2");
+    expect(c, w2, s2, 2, "adagrad step 2");
+    ember_collection_destroy(c);
+
+    float w[6], s[6] = {0};
+    memcpy(w, W_INIT, sizeof w);
+    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 2);
+    ref_expect(o, 2, w, s, (float[]){1, 7}, (float[]){2, 2}, 2);
+    CHECK_CLOSE(w, w2, 4, 1e-6, 1e-6, "ref adagrad step 2");
+    CHECK_CLOSE(s, s2, 4, 1e-6, 1e-6, "ref adagrad state step 2");
+
+    /* eps = 1 sits outside the sqrt: row0 w = [1 - 0.5*1/(1+1), 2 - 0.5*7/(7+1)]
+     * = [0.75, 1.5625]; row1 w = [-1 - 0.5*2/(2+1), 0.5 - 1/3] = [-1.3333333, 0.1666667] */
+    o.eps = 1.0f;
+    c = make(o, EMBER_COMBINER_SUM, 0);
+    if (!c)
+        return;
+    static const float w3[6] = {0.75f, 1.5625f, -1.33333333f, 0.16666667f, 7, -7};
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "adagrad eps 1");
+    expect(c, w3, s1, 2, "adagrad eps 1");
+    ember_collection_destroy(c);
+}
+
+static void test_rowwise(void)
+{
+    /* lr 0.1: s += mean(g^2), w -= 0.1 g / (sqrt(s) + eps)
+     * step 1: row0 s = (1 + 49)/2 = 25, sqrt 5 -> w = [1 - 0.02, 2 - 0.14] = [0.98, 1.86]
+     *         row1 s = (4 + 4)/2 = 4, sqrt 2   -> w = [-1 - 0.1, 0.5 - 0.1] = [-1.1, 0.4]
+     * step 2: row0 s = 50 -> w = [0.98 - 0.1/sqrt50, 1.86 - 0.7/sqrt50]
+     *                          = [0.96585786, 1.76100505]
+     *         row1 s = 8  -> w = [-1.1 - 0.2/sqrt8, 0.4 - 0.2/sqrt8]
+     *                          = [-1.17071068, 0.32928932] */
+    ember_optimizer o = ember_optimizer_default(EMBER_OPT_ROWWISE_ADAGRAD);
+    o.lr = 0.1f;
+    o.eps = 1e-8f;
+    ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
+    if (!c)
+        return;
+    static const float w1[6] = {0.98f, 1.86f, -1.1f, 0.4f, 7, -7}, s1[3] = {25, 4, 0};
+    static const float w2[6] = {0.96585786f, 1.76100505f, -1.17071068f, 0.32928932f, 7, -7};
+    static const float s2[3] = {50, 8, 0};
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "rowwise step 1");
+    expect(c, w1, s1, 1, "rowwise step 1");
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "rowwise step 2");
+    expect(c, w2, s2, 1, "rowwise step 2");
+    ember_collection_destroy(c);
+
+    float w[6], s[3] = {0};
+    memcpy(w, W_INIT, sizeof w);
+    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 1);
+    ref_expect(o, 2, w, s, (float[]){1, 7}, (float[]){2, 2}, 1);
+    CHECK_CLOSE(w, w2, 4, 1e-6, 1e-6, "ref rowwise step 2");
+    CHECK_CLOSE(s, s2, 2, 1e-6, 1e-6, "ref rowwise state step 2");
+}
+
+static void test_adam(void)
+{
+    /* lr 0.1, beta1 0.9, beta2 0.999, eps 1e-8.  State per row: m[2] then v[2].
+     * step 1 (t = 1), batch A: m = 0.1 g, v = 0.001 g^2,
+     *   factor sqrt(1 - 0.999)/(1 - 0.9) = 0.31622777, so the step is
+     *   0.1 * 0.31622777 * 0.1 g / (0.031622777 |g|) = 0.1 sign(g):
+     *   row0 w = [0.9, 1.9], m = [0.1, 0.7], v = [0.001, 0.049]
+     *   row1 w = [-1.1, 0.4], m = [0.2, 0.2], v = [0.004, 0.004]
+     * step 2 (t = 2), batch B: sample 0 bag {1}, sample 1 empty, same d_pooled,
+     *   so only row1 moves, with g = [-1, 5]; row0 keeps w, m and v (lazy):
+     *   m = 0.9*[0.2, 0.2] + 0.1*[-1, 5] = [0.08, 0.68]
+     *   v = 0.999*[0.004, 0.004] + 0.001*[1, 25] = [0.004996, 0.028996]
+     *   factor sqrt(1 - 0.999^2)/(1 - 0.9^2) = 0.23531673 (t = 2)
+     *   w = [-1.1 - 0.1*0.23531673*0.08/0.07068239, 0.4 - 0.1*0.23531673*0.68/0.17028212]
+     *     = [-1.1266337, 0.30602926]
+     * step 3 (t = 3), batch C: bag {0} only, g(row0) = [-1, 5]; row0 was touched
+     *   once before, so a per-row count (t = 2) would differ from the global t = 3:
+     *   m = 0.9*[0.1, 0.7] + 0.1*[-1, 5] = [-0.01, 1.13]
+     *   v = 0.999*[0.001, 0.049] + 0.001*[1, 25] = [0.001999, 0.073951]
+     *   factor sqrt(1 - 0.999^3)/(1 - 0.9^3) = 0.05474487/0.271 = 0.2020106
+     *   w = [0.9 + 0.1*0.2020106*0.01/0.04471018, 1.9 - 0.1*0.2020106*1.13/0.27193933]
+     *     = [0.90451822, 1.81605759] */
+    ember_optimizer o = ember_optimizer_default(EMBER_OPT_ADAM);
+    o.lr = 0.1f;
+    o.eps = 1e-8f;
+    ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
+    if (!c)
+        return;
+    static const int32_t len_b[2] = {1, 0}, len_c[2] = {0, 1};
+    static const int64_t ids_b[1] = {1}, ids_c[1] = {0};
+    static const float d_c[4] = {7, 7, -1, 5};
+    static const float w1[6] = {0.9f, 1.9f, -1.1f, 0.4f, 7, -7};
+    static const float s1[12] = {0.1f, 0.7f, 0.001f, 0.049f, 0.2f, 0.2f, 0.004f, 0.004f, 0, 0, 0, 0};
+    static const float w2[6] = {0.9f, 1.9f, -1.1266337f, 0.30602926f, 7, -7};
+    static const float s2[12] = {0.1f,  0.7f,  0.001f,    0.049f,    0.08f, 0.68f,
+                                 0.004996f, 0.028996f, 0, 0, 0, 0};
+    static const float w3[6] = {0.90451822f, 1.81605759f, -1.1266337f, 0.30602926f, 7, -7};
+    static const float s3[12] = {-0.01f, 1.13f, 0.001999f, 0.073951f, 0.08f, 0.68f,
+                                 0.004996f, 0.028996f, 0, 0, 0, 0};
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "adam step 1");
+    expect(c, w1, s1, 4, "adam step 1");
+    step(c, 2, len_b, ids_b, NULL, 1, D_A, NULL, 0, 0, "adam step 2");
+    expect(c, w2, s2, 4, "adam step 2");
+    step(c, 2, len_c, ids_c, NULL, 1, d_c, NULL, 0, 0, "adam step 3");
+    expect(c, w3, s3, 4, "adam step 3 (global t)");
+    ember_collection_destroy(c);
+
+    float w[6], s[12] = {0};
+    memcpy(w, W_INIT, sizeof w);
+    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 4);
+    ref_optimizer_apply(&o, 2, 2, w + 2, s + 4, (float[]){-1, 5});
+    ref_optimizer_apply(&o, 3, 2, w, s, (float[]){-1, 5});
+    CHECK_CLOSE(w, w3, 4, 1e-6, 1e-6, "ref adam step 3");
+    CHECK_CLOSE(s, s3, 8, 1e-6, 1e-6, "ref adam state step 3");
+
+    /* weight decay 1 with Adam: g' = g + w: row0 [2, 9], row1 [1, 2.5]; still
+     * 0.1 sign(g') at t = 1: w = [0.9, 1.9 | -1.1, 0.4],
+     * m = 0.1 g' = [0.2, 0.9 | 0.1, 0.25], v = 0.001 g'^2 = [0.004, 0.081 | 0.001, 0.00625] */
+    o.weight_decay = 1.0f;
+    c = make(o, EMBER_COMBINER_SUM, 0);
+    if (!c)
+        return;
+    static const float s4[12] = {0.2f,  0.9f, 0.004f, 0.081f, 0.1f, 0.25f,
+                                 0.001f, 0.00625f, 0, 0, 0, 0};
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "adam wd step 1");
+    expect(c, w1, s4, 4, "adam wd step 1");
+    ember_collection_destroy(c);
+}
+
+static void test_combiner_scales(void)
+{
+    ember_optimizer o = ember_optimizer_default(EMBER_OPT_SGD);
+    o.lr = 0.1f;
+    static const int32_t len1[1] = {2}, len3[1] = {3};
+    static const int64_t ids01[2] = {0, 1}, ids001[3] = {0, 0, 1}, ids101[3] = {1, 0, 1};
+
+    /* MEAN, weights 1 and 3: pooled = ([1,2] + 3*[-1,0.5]) / 4 = [-0.5, 0.875];
+     * d = [4, 8]: g0 = 1/4*[4,8] = [1,2], g1 = 3/4*[4,8] = [3,6]
+     * -> w0 = [0.9, 1.8], w1 = [-1.3, -0.1] */
+    ember_collection *c = make(o, EMBER_COMBINER_MEAN, 0);
+    if (c) {
+        static const float out[2] = {-0.5f, 0.875f}, w[6] = {0.9f, 1.8f, -1.3f, -0.1f, 7, -7};
+        step(c, 1, len1, ids01, (float[]){1, 3}, 2, (float[]){4, 8}, out, 2, 0, "mean weighted");
+        expect(c, w, NULL, 0, "mean weighted");
+        ember_collection_destroy(c);
+    }
+    /* SQRTN, weights 3 and 4 (sqrt(9+16) = 5): pooled = ([3,6] + [-4,2]) / 5 = [-0.2, 1.6];
+     * d = [5, 10]: g0 = 3/5*[5,10] = [3,6], g1 = 4/5*[5,10] = [4,8]
+     * -> w0 = [0.7, 1.4], w1 = [-1.4, -0.3] */
+    c = make(o, EMBER_COMBINER_SQRTN, 0);
+    if (c) {
+        static const float out[2] = {-0.2f, 1.6f}, w[6] = {0.7f, 1.4f, -1.4f, -0.3f, 7, -7};
+        step(c, 1, len1, ids01, (float[]){3, 4}, 2, (float[]){5, 10}, out, 2, 0, "sqrtn weighted");
+        expect(c, w, NULL, 0, "sqrtn weighted");
+        ember_collection_destroy(c);
+    }
+    /* MEAN, unweighted bag {0, 0, 1}, with and without dedup (same maths):
+     * pooled = (2*[1,2] + [-1,0.5]) / 3 = [1/3, 1.5]; d = [3, 6]:
+     * g0 = 2 * 1/3 * [3,6] = [2,4], g1 = [1,2] -> w0 = [0.8, 1.6], w1 = [-1.1, 0.3] */
+    for (int dedup = 0; dedup < 2; dedup++) {
+        c = make(o, EMBER_COMBINER_MEAN, dedup);
+        if (c) {
+            static const float out[2] = {0.33333333f, 1.5f}, w[6] = {0.8f, 1.6f, -1.1f, 0.3f, 7, -7};
+            step(c, 1, len3, ids001, NULL, 3, (float[]){3, 6}, out, 2, 0, "mean duplicates");
+            expect(c, w, NULL, 0, dedup ? "mean duplicates, dedup" : "mean duplicates");
+            ember_collection_destroy(c);
+        }
+    }
+    /* NONE: ids [1, 0, 1], weights [1, 2, -1]:
+     * sequence = [row1 | 2 row0 | -row1] = [-1, 0.5 | 2, 4 | 1, -0.5];
+     * d_sequence = [1,1 | 1,0 | 2,2]: g1 = [1,1] - [2,2] = [-1,-1], g0 = 2*[1,0] = [2,0]
+     * -> w0 = [0.8, 2], w1 = [-0.9, 0.6] */
+    for (int dedup = 0; dedup < 2; dedup++) {
+        c = make(o, EMBER_COMBINER_NONE, dedup);
+        if (c) {
+            static const float out[6] = {-1, 0.5f, 2, 4, 1, -0.5f};
+            static const float w[6] = {0.8f, 2, -0.9f, 0.6f, 7, -7};
+            CHECK(ember_pooled_width(c) == 0);
+            ember_batch b = {1, 1, len3, ids101, (float[]){1, 2, -1}, 3};
+            CHECK(ember_sequence_size(c, &b) == 6);
+            step(c, 1, len3, ids101, (float[]){1, 2, -1}, 3, (float[]){1, 1, 1, 0, 2, 2}, out, 6,
+                 1, "none weighted");
+            expect(c, w, NULL, 0, "none weighted");
+            ember_collection_destroy(c);
+        }
+    }
+    /* Divisor 0: MEAN with weights 1 and -1, SQRTN with weight 0.  The header
+     * says the pooled row is zero (never NaN); the backward of a constant zero
+     * output is a zero gradient, so with SGD and no weight decay the rows keep
+     * their values (ambiguity resolved this way: scale = 0 when divisor = 0). */
+    for (int sq = 0; sq < 2; sq++) {
+        c = make(o, sq ? EMBER_COMBINER_SQRTN : EMBER_COMBINER_MEAN, 0);
+        if (c) {
+            static const float out[2] = {0, 0};
+            step(c, 1, len1, ids01, sq ? (float[]){0, 0} : (float[]){1, -1}, 2, (float[]){4, 8},
+                 out, 2, 0, sq ? "sqrtn divisor 0" : "mean divisor 0");
+            expect(c, W_INIT, NULL, 0, sq ? "sqrtn divisor 0" : "mean divisor 0");
+            ember_collection_destroy(c);
+        }
+    }
+}
+
+int main(void)
+{
+    test_sgd();
+    test_adagrad();
+    test_rowwise();
+    test_adam();
+    test_combiner_scales();
+    return check_report("test_optim");
+}

@@ -1,0 +1,673 @@
+/*
+ * cmd_bench.c: `ember bench`, the kernel throughput of one workload as JSON
+ * lines, shaped like the peer benchmark (../shared/bench/peer/
+ * torch_embeddingbag.py) so the two can be put side by side.
+ *
+ * One measurement is one (optimizer, threads) pair: build a collection (one
+ * table and one SUM feature per --tables, uniform init), draw warmup + iters
+ * batches with ember_synth before the clock starts (every iteration gets a
+ * fresh batch, as the peer does), then time each iteration: ember_forward
+ * alone for optimizer none, ember_forward + ember_backward (optimizer fused)
+ * against a fixed random d_pooled otherwise.  When the lists name more than
+ * one pair, every pair runs in a fresh child (this program re-executed with
+ * one pair) so that peak_rss_mb belongs to that measurement alone, and so
+ * that only one collection (W3 Adam: 15 GB) exists at a time.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "commands.h"
+#include "ember.h"
+
+#define BENCH_MAX_LIST 16
+
+typedef struct bench_preset {
+    const char *name;
+    int32_t tables;
+    int64_t rows;
+    int32_t dim, batch, pooling, zipf;
+} bench_preset;
+
+/* The peer's presets (torch_embeddingbag.py PRESETS); "quick" is the default. */
+static const bench_preset PRESETS[] = {
+    {"W1", 8, 1000000, 64, 4096, 20, 1},
+    {"W2", 26, 100000, 128, 2048, 1, 1},
+    {"W3", 1, 10000000, 128, 8192, 10, 0},
+    {"quick", 8, 100000, 64, 1024, 20, 1},
+};
+
+typedef struct bench_opts {
+    const char *preset, *workload;
+    int32_t tables, dim, batch, pooling; /* 0 / -1: not given */
+    int64_t rows;
+    int zipf;                            /* -1: not given     */
+    double alpha, lr, max_gb;
+    int iters, warmup;
+    uint64_t seed;
+    int num_opt, num_thr;
+    const char *opt[BENCH_MAX_LIST];     /* none, sgd, ...    */
+    int32_t thr[BENCH_MAX_LIST];
+} bench_opts;
+
+static void bench_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ember bench [options]\n"
+            "  --preset W1|W2|W3       workload shape (default: 8 x 100000 x 64, batch 1024,\n"
+            "                          pooling 20, zipf; a run of seconds)\n"
+            "  --workload NAME         name in the JSON 'workload' field\n"
+            "  --tables N --rows N --dim N --batch N --pooling N   override the shape\n"
+            "  --dist zipf|uniform     id law (zipf: bounded Zipf(alpha), hot rows scattered)\n"
+            "  --alpha A               Zipf exponent (1.05)\n"
+            "  --optimizer LIST        comma list of none,sgd,adagrad,rowwise_adagrad,adam\n"
+            "                          (none,adagrad)\n"
+            "  --threads LIST          comma list of thread counts (1)\n"
+            "  --iters N --warmup N    timed and untimed iterations (10, 3)\n"
+            "  --lr X                  learning rate (0.01)\n"
+            "  --seed N                ids, init and gradient seed (0)\n"
+            "  --max-gb X              skip a measurement whose tables and state exceed X GB (20)\n"
+            "One JSON line per (optimizer, threads); several pairs run in fresh processes.\n");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* median of v[0..n), n >= 1 (sorts v) */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return (n & 1) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double round_to(double x, double unit)
+{
+    return (double)llround(x / unit) * unit;
+}
+
+static int parse_optimizer(const char *s, ember_optimizer_kind *kind)
+{
+    static const struct {
+        const char *name;
+        ember_optimizer_kind kind;
+    } names[] = {{"sgd", EMBER_OPT_SGD},
+                 {"adagrad", EMBER_OPT_ADAGRAD},
+                 {"rowwise_adagrad", EMBER_OPT_ROWWISE_ADAGRAD},
+                 {"adam", EMBER_OPT_ADAM}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(s, names[i].name)) {
+            *kind = names[i].kind;
+            return 0;
+        }
+    return strcmp(s, "none") ? -1 : 1; /* 1: forward only */
+}
+
+/* Splits a comma list in place; returns the count or -1. */
+static int split_list(char *s, const char **items, int max)
+{
+    int n = 0;
+    for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
+        if (n == max)
+            return -1;
+        items[n++] = tok;
+    }
+    return n;
+}
+
+static int parse_int64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(s, &end);
+    return (errno || end == s || *end) ? -1 : 0;
+}
+
+/* Parses argv[1..argc) into o; 0, or 2 after printing the problem. */
+static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char *thr_buf)
+{
+    memset(o, 0, sizeof *o);
+    o->zipf = -1;
+    o->alpha = 1.05;
+    o->lr = 0.01;
+    o->max_gb = 20;
+    o->iters = 10;
+    o->warmup = 3;
+    strcpy(opt_buf, "none,adagrad");
+    strcpy(thr_buf, "1");
+
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i], *val = NULL;
+        char name[64];
+        const char *eq = strchr(flag, '=');
+        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
+            bench_usage(stdout);
+            exit(0);
+        }
+        if (strncmp(flag, "--", 2) || (eq ? (size_t)(eq - flag) : strlen(flag)) >= sizeof name) {
+            fprintf(stderr, "ember bench: unexpected argument '%s'\n", flag);
+            return 2;
+        }
+        if (eq) {
+            memcpy(name, flag, (size_t)(eq - flag));
+            name[eq - flag] = '\0';
+            val = eq + 1;
+        } else {
+            strcpy(name, flag);
+            if (i + 1 >= argc) {
+                fprintf(stderr, "ember bench: %s needs a value\n", flag);
+                return 2;
+            }
+            val = argv[++i];
+        }
+        int64_t v = 0;
+        int bad = 0;
+        if (!strcmp(name, "--preset")) {
+            o->preset = val;
+        } else if (!strcmp(name, "--workload")) {
+            o->workload = val;
+        } else if (!strcmp(name, "--tables")) {
+            bad = parse_int64(val, 1, INT32_MAX, &v);
+            o->tables = (int32_t)v;
+        } else if (!strcmp(name, "--rows")) {
+            bad = parse_int64(val, 1, INT64_C(1) << 40, &o->rows);
+        } else if (!strcmp(name, "--dim")) {
+            bad = parse_int64(val, 1, 1024, &v);
+            o->dim = (int32_t)v;
+        } else if (!strcmp(name, "--batch")) {
+            bad = parse_int64(val, 1, INT32_MAX, &v);
+            o->batch = (int32_t)v;
+        } else if (!strcmp(name, "--pooling")) {
+            bad = parse_int64(val, 1, INT32_MAX, &v);
+            o->pooling = (int32_t)v;
+        } else if (!strcmp(name, "--dist")) {
+            bad = strcmp(val, "zipf") && strcmp(val, "uniform");
+            o->zipf = !strcmp(val, "zipf");
+        } else if (!strcmp(name, "--alpha")) {
+            bad = parse_double(val, &o->alpha) || !(o->alpha > 0);
+        } else if (!strcmp(name, "--lr")) {
+            bad = parse_double(val, &o->lr);
+        } else if (!strcmp(name, "--max-gb")) {
+            bad = parse_double(val, &o->max_gb);
+        } else if (!strcmp(name, "--iters")) {
+            bad = parse_int64(val, 1, 100000, &v);
+            o->iters = (int)v;
+        } else if (!strcmp(name, "--warmup")) {
+            bad = parse_int64(val, 0, 100000, &v);
+            o->warmup = (int)v;
+        } else if (!strcmp(name, "--seed")) {
+            bad = parse_int64(val, 0, INT64_MAX, &v);
+            o->seed = (uint64_t)v;
+        } else if (!strcmp(name, "--optimizer")) {
+            bad = strlen(val) >= 256;
+            if (!bad)
+                strcpy(opt_buf, val);
+        } else if (!strcmp(name, "--threads")) {
+            bad = strlen(val) >= 256;
+            if (!bad)
+                strcpy(thr_buf, val);
+        } else {
+            fprintf(stderr, "ember bench: unknown option '%s' (ember bench --help)\n", name);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "ember bench: bad value '%s' for %s\n", val, name);
+            return 2;
+        }
+    }
+
+    const bench_preset *p = &PRESETS[3];
+    if (o->preset) {
+        p = NULL;
+        for (size_t i = 0; i < 3; i++)
+            if (!strcmp(o->preset, PRESETS[i].name))
+                p = &PRESETS[i];
+        if (!p) {
+            fprintf(stderr, "ember bench: unknown preset '%s' (W1, W2, W3)\n", o->preset);
+            return 2;
+        }
+    }
+    if (!o->tables)
+        o->tables = p->tables;
+    if (!o->rows)
+        o->rows = p->rows;
+    if (!o->dim)
+        o->dim = p->dim;
+    if (!o->batch)
+        o->batch = p->batch;
+    if (!o->pooling)
+        o->pooling = p->pooling;
+    if (o->zipf < 0)
+        o->zipf = p->zipf;
+
+    o->num_opt = split_list(opt_buf, o->opt, BENCH_MAX_LIST);
+    for (int i = 0; i < o->num_opt; i++) {
+        ember_optimizer_kind k;
+        if (parse_optimizer(o->opt[i], &k) < 0) {
+            fprintf(stderr, "ember bench: unknown optimizer '%s'\n", o->opt[i]);
+            return 2;
+        }
+    }
+    const char *thr[BENCH_MAX_LIST];
+    o->num_thr = split_list(thr_buf, thr, BENCH_MAX_LIST);
+    for (int i = 0; i < o->num_thr; i++) {
+        int64_t v;
+        if (parse_int64(thr[i], 1, 1024, &v)) {
+            fprintf(stderr, "ember bench: bad thread count '%s'\n", thr[i]);
+            return 2;
+        }
+        o->thr[i] = (int32_t)v;
+    }
+    if (o->num_opt < 1 || o->num_thr < 1) {
+        fprintf(stderr, "ember bench: --optimizer and --threads need at least one item each\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* Common fields of every line of one measurement. */
+static json_t *bench_base(const bench_opts *o, const char *optimizer, int32_t threads)
+{
+    char wl[128];
+    if (o->workload)
+        snprintf(wl, sizeof wl, "%s", o->workload);
+    else if (o->preset)
+        snprintf(wl, sizeof wl, "%s", o->preset);
+    else
+        snprintf(wl, sizeof wl, "t%d_r%lld_d%d_b%d_p%d_%s", o->tables, (long long)o->rows, o->dim,
+                 o->batch, o->pooling, o->zipf ? "zipf" : "uniform");
+    json_t *j = json_object();
+    json_object_set_new(j, "impl", json_string("ember"));
+    json_object_set_new(j, "workload", json_string(wl));
+    json_object_set_new(j, "threads", json_integer(threads));
+    json_object_set_new(j, "optimizer", json_string(optimizer));
+    json_object_set_new(j, "tables", json_integer(o->tables));
+    json_object_set_new(j, "rows", json_integer(o->rows));
+    json_object_set_new(j, "dim", json_integer(o->dim));
+    json_object_set_new(j, "batch", json_integer(o->batch));
+    json_object_set_new(j, "pooling", json_integer(o->pooling));
+    json_object_set_new(j, "dist", json_string(o->zipf ? "zipf" : "uniform"));
+    json_object_set_new(j, "alpha", o->zipf ? json_real(o->alpha) : json_null());
+    json_object_set_new(j, "ember_version", json_string(ember_version()));
+    return j;
+}
+
+static void bench_emit(json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(12));
+    if (s) {
+        printf("%s\n", s);
+        free(s);
+    }
+    fflush(stdout);
+    json_decref(j);
+}
+
+/* Prints an error line for a measurement and returns 1. */
+static int bench_fail(json_t *j, const char *fmt, const char *detail)
+{
+    char msg[768];
+    snprintf(msg, sizeof msg, fmt, detail ? detail : "");
+    json_object_set_new(j, "error", json_string(msg));
+    bench_emit(j);
+    return 1;
+}
+
+/* MiB of transparent huge pages mapped by this process (-1 if unknown). */
+static double anon_huge_mb(void)
+{
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    double kb = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %lf kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb < 0 ? -1 : kb / 1024.0;
+}
+
+static uint64_t splitmix(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* One measurement in this process. */
+static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t threads)
+{
+    json_t *j = bench_base(o, optimizer, threads);
+    ember_optimizer_kind kind = EMBER_OPT_SGD;
+    const int train = parse_optimizer(optimizer, &kind) == 0;
+    const int nb = o->warmup + o->iters;
+    const int64_t ids_per_iter = (int64_t)o->tables * o->batch * o->pooling;
+    ember_table_config *tcfg = NULL;
+    ember_feature_config *fcfg = NULL;
+    char *names = NULL;
+    ember_collection *coll = NULL;
+    ember_synth *synth = NULL;
+    int64_t *ids = NULL;
+    int32_t *lengths = NULL;
+    uint64_t *seen = NULL;
+    float *pooled = NULL, *d_pooled = NULL;
+    double *t_tot = NULL, *t_fwd = NULL, *t_bwd = NULL;
+    int rc = 1;
+
+    /* the peer's --max-gb rule: rows plus optimizer state */
+    double est = (double)o->tables * (double)o->rows * o->dim * 4.0 *
+                 (1.0 + (train ? (double)ember_state_floats(kind, o->dim) / o->dim : 0.0));
+    if (est > o->max_gb * 1e9) {
+        char why[128];
+        snprintf(why, sizeof why, "estimated %.1f GB > --max-gb %g", est / 1e9, o->max_gb);
+        json_object_set_new(j, "skipped", json_string(why));
+        bench_emit(j);
+        return 0;
+    }
+
+    tcfg = calloc((size_t)o->tables, sizeof *tcfg);
+    fcfg = calloc((size_t)o->tables, sizeof *fcfg);
+    names = malloc((size_t)o->tables * 32);
+    if (!tcfg || !fcfg || !names) {
+        rc = bench_fail(j, "out of memory for the config%s", NULL);
+        goto done;
+    }
+    ember_optimizer opt = ember_optimizer_default(kind);
+    opt.lr = (float)o->lr;
+    for (int32_t t = 0; t < o->tables; t++) {
+        char *tn = names + (size_t)t * 32, *fn = tn + 16;
+        snprintf(tn, 16, "t%d", t);
+        snprintf(fn, 16, "f%d", t);
+        tcfg[t] = ember_table_config_default();
+        tcfg[t].name = tn;
+        tcfg[t].rows = o->rows;
+        tcfg[t].dim = o->dim;
+        tcfg[t].init = EMBER_INIT_UNIFORM;
+        tcfg[t].optimizer = opt;
+        fcfg[t].name = fn;
+        fcfg[t].table = t;
+        fcfg[t].combiner = EMBER_COMBINER_SUM;
+    }
+    ember_collection_config ccfg = ember_collection_config_default();
+    ccfg.tables = tcfg;
+    ccfg.num_tables = o->tables;
+    ccfg.features = fcfg;
+    ccfg.num_features = o->tables;
+    ccfg.seed = o->seed;
+    ccfg.threads = threads;
+
+    double t0 = now_s();
+    int st = ember_collection_create(&ccfg, &coll);
+    double create_ms = (now_s() - t0) * 1e3;
+    if (st) {
+        char msg[640];
+        snprintf(msg, sizeof msg, "%s: %s", ember_status_str(st), ember_errmsg(NULL));
+        rc = bench_fail(j, "ember_collection_create: %s", msg);
+        goto done;
+    }
+
+    /* every batch before the clock starts; distinct rows counted per table */
+    ember_synth_config scfg = ember_synth_config_default();
+    scfg.tables = o->tables;
+    scfg.rows = o->rows;
+    scfg.batch_size = o->batch;
+    scfg.pooling = o->pooling;
+    scfg.zipf = o->zipf;
+    scfg.alpha = o->alpha;
+    scfg.seed = o->seed;
+    t0 = now_s();
+    st = ember_synth_create(&scfg, &synth);
+    if (st) {
+        rc = bench_fail(j, "ember_synth_create: %s", ember_data_errmsg());
+        goto done;
+    }
+    const int64_t W = ember_pooled_width(coll);
+    const size_t words = (size_t)((o->rows + 63) / 64);
+    ids = malloc((size_t)nb * (size_t)ids_per_iter * sizeof *ids);
+    lengths = malloc((size_t)o->tables * (size_t)o->batch * sizeof *lengths);
+    seen = malloc(words * sizeof *seen);
+    pooled = malloc((size_t)o->batch * (size_t)W * sizeof *pooled);
+    d_pooled = malloc((size_t)o->batch * (size_t)W * sizeof *d_pooled);
+    t_tot = calloc((size_t)o->iters, sizeof *t_tot);
+    t_fwd = calloc((size_t)o->iters, sizeof *t_fwd);
+    t_bwd = calloc((size_t)o->iters, sizeof *t_bwd);
+    if (!ids || !lengths || !seen || !pooled || !d_pooled || !t_tot || !t_fwd || !t_bwd) {
+        rc = bench_fail(j, "out of memory for %s batches", "the pre-generated");
+        goto done;
+    }
+    double distinct = 0; /* summed over tables and batches */
+    for (int n = 0; n < nb; n++) {
+        ember_batch b;
+        ember_synth_next(synth, &b);
+        memcpy(ids + (size_t)n * ids_per_iter, b.ids, (size_t)ids_per_iter * sizeof *ids);
+        if (n == 0)
+            memcpy(lengths, b.lengths, (size_t)o->tables * o->batch * sizeof *lengths);
+        const int64_t per_table = (int64_t)o->batch * o->pooling;
+        for (int32_t t = 0; t < o->tables; t++) {
+            memset(seen, 0, words * sizeof *seen);
+            const int64_t *p = b.ids + t * per_table;
+            for (int64_t i = 0; i < per_table; i++) {
+                uint64_t bit = 1ULL << (p[i] & 63);
+                distinct += !(seen[p[i] >> 6] & bit);
+                seen[p[i] >> 6] |= bit;
+            }
+        }
+    }
+    double gen_ms = (now_s() - t0) * 1e3;
+    ember_synth_destroy(synth);
+    synth = NULL;
+    uint64_t rs = o->seed ^ 0x6a09e667f3bcc908ULL;
+    for (int64_t i = 0; i < (int64_t)o->batch * W; i++) {
+        d_pooled[i] = (float)((double)(splitmix(&rs) >> 40) * 0x1.0p-23 - 1.0); /* [-1, 1) */
+        pooled[i] = 0;
+    }
+
+    struct rusage ru0, ru1;
+    for (int n = 0; n < nb; n++) {
+        if (n == o->warmup)
+            getrusage(RUSAGE_SELF, &ru0);
+        ember_batch b = {
+            .batch_size = o->batch,
+            .num_features = o->tables,
+            .lengths = lengths,
+            .ids = ids + (size_t)n * ids_per_iter,
+            .weights = NULL,
+            .num_ids = ids_per_iter,
+        };
+        double a = now_s();
+        st = ember_forward(coll, &b, pooled, NULL);
+        double m = now_s();
+        if (st) {
+            char msg[640];
+            snprintf(msg, sizeof msg, "%s: %s", ember_status_str(st), ember_errmsg(coll));
+            rc = bench_fail(j, "ember_forward: %s", msg);
+            goto done;
+        }
+        if (train) {
+            st = ember_backward(coll, d_pooled, NULL);
+            if (st) {
+                char msg[640];
+                snprintf(msg, sizeof msg, "%s: %s", ember_status_str(st), ember_errmsg(coll));
+                rc = bench_fail(j, "ember_backward: %s", msg);
+                goto done;
+            }
+        }
+        double e = now_s();
+        if (n >= o->warmup) {
+            t_tot[n - o->warmup] = e - a;
+            t_fwd[n - o->warmup] = m - a;
+            t_bwd[n - o->warmup] = e - m;
+        }
+    }
+    getrusage(RUSAGE_SELF, &ru1);
+
+    ember_stats stats;
+    ember_memory mem;
+    ember_collection_stats(coll, &stats);
+    ember_collection_memory(coll, &mem);
+    double tmin = t_tot[0], tmax = t_tot[0];
+    for (int i = 1; i < o->iters; i++) {
+        tmin = t_tot[i] < tmin ? t_tot[i] : tmin;
+        tmax = t_tot[i] > tmax ? t_tot[i] : tmax;
+    }
+    double med = median(t_tot, o->iters);
+    double peak_mb = (double)ru1.ru_maxrss / 1024.0;
+    double target_mb = 1.1 * (double)(mem.row_bytes + mem.state_bytes) / 1048576.0 + 256.0;
+
+    json_object_set_new(j, "grad", json_string(train ? "fused" : "none"));
+    json_object_set_new(j, "iters", json_integer(o->iters));
+    json_object_set_new(j, "warmup", json_integer(o->warmup));
+    json_object_set_new(j, "lr", train ? json_real(o->lr) : json_null());
+    json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
+    json_object_set_new(j, "ms_per_iter_median", json_real(round_to(med * 1e3, 1e-3)));
+    json_object_set_new(j, "ms_per_iter_min", json_real(round_to(tmin * 1e3, 1e-3)));
+    json_object_set_new(j, "ms_per_iter_max", json_real(round_to(tmax * 1e3, 1e-3)));
+    json_object_set_new(j, "fwd_ms_median", json_real(round_to(median(t_fwd, o->iters) * 1e3, 1e-3)));
+    json_object_set_new(j, "bwd_ms_median",
+                        train ? json_real(round_to(median(t_bwd, o->iters) * 1e3, 1e-3))
+                              : json_null());
+    json_object_set_new(j, "ids_per_iter", json_integer(ids_per_iter));
+    json_object_set_new(j, "ids_per_s", json_real(round_to((double)ids_per_iter / med, 0.1)));
+    json_object_set_new(j, "row_gbytes_per_s",
+                        json_real(round_to((double)ids_per_iter * o->dim * 4 / med / 1e9, 1e-4)));
+    json_object_set_new(j, "distinct_rows_per_table_per_iter",
+                        json_real(round_to(distinct / nb / o->tables, 0.1)));
+    json_object_set_new(j, "unique_rows_per_iter", json_real(round_to(distinct / nb, 0.1)));
+    json_object_set_new(j, "lib_last_unique_rows", json_integer(stats.last_unique_rows));
+    json_object_set_new(j, "minflt_per_iter",
+                        json_real(round_to((double)(ru1.ru_minflt - ru0.ru_minflt) / o->iters, 0.1)));
+    json_object_set_new(j, "rows_bytes", json_integer(mem.row_bytes));
+    json_object_set_new(j, "state_bytes", json_integer(mem.state_bytes));
+    json_object_set_new(j, "workspace_bytes", json_integer(mem.workspace_bytes));
+    json_object_set_new(j, "physical_tables", json_integer(mem.physical_tables));
+    json_object_set_new(j, "batch_bytes", json_integer((json_int_t)nb * ids_per_iter * 8));
+    json_object_set_new(j, "create_ms", json_real(round_to(create_ms, 0.1)));
+    json_object_set_new(j, "gen_ms", json_real(round_to(gen_ms, 0.1)));
+    json_object_set_new(j, "anon_huge_mb", json_real(round_to(anon_huge_mb(), 0.1)));
+    json_object_set_new(j, "peak_rss_mb", json_real(round_to(peak_mb, 0.1)));
+    json_object_set_new(j, "target_rss_mb", json_real(round_to(target_mb, 0.1)));
+    json_object_set_new(j, "rss_ok", json_boolean(peak_mb <= target_mb));
+    bench_emit(j);
+    j = NULL;
+    rc = 0;
+
+done:
+    if (j)
+        json_decref(j);
+    ember_synth_destroy(synth);
+    ember_collection_destroy(coll);
+    free(tcfg);
+    free(fcfg);
+    free(names);
+    free(ids);
+    free(lengths);
+    free(seen);
+    free(pooled);
+    free(d_pooled);
+    free(t_tot);
+    free(t_fwd);
+    free(t_bwd);
+    return rc;
+}
+
+/* Runs one pair in a child: this program again, the lists replaced by it. */
+static int bench_run_child(int argc, char **argv, const bench_opts *o, const char *optimizer,
+                           int32_t threads)
+{
+    char thr[16];
+    char **cargv = calloc((size_t)argc + 8, sizeof *cargv);
+    int n = 0;
+    if (!cargv)
+        return 1;
+    snprintf(thr, sizeof thr, "%d", threads);
+    cargv[n++] = "ember";
+    cargv[n++] = "bench";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int list = !strcmp(a, "--optimizer") || !strcmp(a, "--threads");
+        if (list) {
+            i++; /* and its value */
+            continue;
+        }
+        if (!strncmp(a, "--optimizer=", 12) || !strncmp(a, "--threads=", 10))
+            continue;
+        cargv[n++] = argv[i];
+    }
+    cargv[n++] = "--optimizer";
+    cargv[n++] = (char *)optimizer;
+    cargv[n++] = "--threads";
+    cargv[n++] = thr;
+    cargv[n] = NULL;
+
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv("/proc/self/exe", cargv);
+        perror("ember bench: execv /proc/self/exe");
+        _exit(127);
+    }
+    free(cargv);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+        perror("ember bench: fork");
+        return 1;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    /* the child printed its own error line unless it died */
+    if (WIFSIGNALED(status)) {
+        char why[64];
+        snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
+        json_t *j = bench_base(o, optimizer, threads);
+        json_object_set_new(j, "error", json_string(why));
+        bench_emit(j);
+    }
+    return 1;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bench_opts o;
+    char opt_buf[256], thr_buf[256];
+    int rc = bench_parse(argc, argv, &o, opt_buf, thr_buf);
+    if (rc)
+        return rc;
+    if (o.num_opt * o.num_thr == 1)
+        return bench_run_one(&o, o.opt[0], o.thr[0]);
+    int failed = 0;
+    for (int i = 0; i < o.num_opt; i++)
+        for (int k = 0; k < o.num_thr; k++)
+            failed |= bench_run_child(argc, argv, &o, o.opt[i], o.thr[k]);
+    return failed;
+}
