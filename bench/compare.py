@@ -11,8 +11,9 @@ noise of a shared machine shows:
           its README): the forward gather shaped like the workload, 1 and 2 threads, 4K and 2M pages
 Within a round the order of ember and the peer alternates from one round to the next.
 
-Raw JSON lines (one file per source, each line tagged with "round") go to bench/out/*.jsonl; the summary
-table goes to stdout and bench/out/summary.md.  --summarize-only rebuilds the table from those files.
+Raw JSON lines (one file per source, each line tagged with "round") go to bench/out/*.jsonl (--out to
+choose another folder; each run rewrites them); the summary table goes to stdout and summary.md beside them.
+--summarize-only rebuilds the table from those files.
 
 Examples (from the repository root):
   /usr/bin/python3 bench/compare.py --workloads W1 --optimizers none,sgd,adagrad,adam --threads 1,2
@@ -27,6 +28,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER_DIR = os.path.normpath(os.path.join(REPO, "..", "shared", "bench", "peer"))
@@ -60,9 +62,37 @@ def shape_flags(wl_name, wl, alpha):
     return f
 
 
-def run_lines(cmd, timeout, source, rnd, sink):
-    """Runs cmd, returns its JSON lines (dicts) tagged with source and round, and appends them to sink."""
-    log("  $ " + " ".join(cmd))
+def cpu_busy(interval=0.5):
+    """Fraction of all CPUs busy over interval (this script sleeps meanwhile, so: other processes' load)."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return sum(v[:8]), idle
+    try:
+        t0, i0 = snap()
+        time.sleep(interval)
+        t1, i1 = snap()
+    except OSError:
+        return None
+    return round(1.0 - (i1 - i0) / max(1, t1 - t0), 3)
+
+
+def wait_for_quiet(max_wait, threshold):
+    """Waits (up to max_wait s) until other processes use less than threshold of the CPUs; returns the last
+    busy fraction seen."""
+    t_end = time.time() + max_wait
+    busy = cpu_busy()
+    while busy is not None and busy > threshold and time.time() < t_end:
+        busy = cpu_busy(2.0)
+    return busy
+
+
+def run_lines(cmd, timeout, source, rnd, sink, quiet=(0, 0.15)):
+    """Runs cmd, returns its JSON lines (dicts) tagged with source, round and the CPU load of other processes
+    just before (others_busy, 0..1), and appends them to sink."""
+    busy = wait_for_quiet(*quiet)
+    log("  $ " + " ".join(cmd) + (f"   [others busy {100 * busy:.0f}%]" if busy is not None else ""))
     try:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
         out, err, rc = r.stdout, r.stderr, r.returncode
@@ -82,6 +112,7 @@ def run_lines(cmd, timeout, source, rnd, sink):
             continue
         d["round"] = rnd
         d["source"] = source
+        d["others_busy"] = busy
         lines.append(d)
     if rc != 0 and not any("error" in d for d in lines):
         lines.append(dict(source=source, round=rnd, error=f"exit {rc}: {err.strip()[-400:]}", cmd=" ".join(cmd)))
@@ -120,6 +151,7 @@ def run_session(a):
     if a.fbgemm and not use_fbgemm:
         log(f"note: --fbgemm given but {fbgemm} does not exist; skipping FBGEMM")
     memlimits = None if a.no_limits else build_memlimits()
+    quiet = (a.wait_quiet, a.quiet_threshold)
     common = ["--iters", str(a.iters), "--warmup", str(a.warmup), "--seed", str(a.seed), "--lr", str(a.lr)]
     for rnd in range(a.rounds):
         for wl_name in a.workloads:
@@ -131,7 +163,7 @@ def run_session(a):
                        str(wl["dim"]), "--wl-batch", str(wl["batch"]), "--wl-pooling", str(wl["pooling"]),
                        "--wl-dist", wl["dist"], "--wl-alpha", str(a.alpha), "--wl-name", wl_name,
                        "--reps", str(a.limit_reps)]
-                run_lines(cmd, a.timeout, "limits", rnd, sinks["limits"])
+                run_lines(cmd, a.timeout, "limits", rnd, sinks["limits"], quiet)
             for opt in a.optimizers:
                 for thr in a.threads:
                     jobs = [("ember", [ember, "bench"] + shape + common + ["--optimizer", opt, "--threads", str(thr)])]
@@ -144,7 +176,7 @@ def run_session(a):
                     if rnd % 2:
                         jobs.reverse()
                     for src, cmd in jobs:
-                        run_lines(cmd, a.timeout, src, rnd, sinks[src])
+                        run_lines(cmd, a.timeout, src, rnd, sinks[src], quiet)
     for s in sinks.values():
         s.close()
 
@@ -213,9 +245,10 @@ def summarize(a):
         ember_ms[(wl, opt, thr)] = med([d["ms_per_iter_median"] for d in group(ember, wl, opt, thr)])
 
     head = ("| workload | opt | thr | ember ms med [round min-max] | fwd/bwd ms | peer ms med [min-max] | peer/ember "
-            "| fbgemm ms | fbgemm/ember | ember Mids/s | % limit 4K | % limit 2M | 2T/1T | RSS MB / target | targets |")
+            "| fbgemm ms | fbgemm/ember | ember Mids/s | % limit 4K | % limit 2M | 2T/1T | RSS MB / target | others busy | targets |")
     rows = [head, "|" + "---|" * (head.count("|") - 1)]
     verdicts = []
+    noisy = []
     for wl, opt, thr in combos:
         e = group(ember, wl, opt, thr)
         p = group(peer, wl, opt, thr)
@@ -243,6 +276,12 @@ def summarize(a):
         if thr == 2 and (wl, opt, 1) in ember_ms:
             scale = ember_ms[(wl, opt, 1)] / ems
 
+        busy = [d.get("others_busy") for d in e + p + fb if d.get("others_busy") is not None]
+        busy += [d.get("others_busy") for d in limits if d.get("workload") == wl and d.get("others_busy") is not None]
+        max_busy = max(busy) if busy else None
+        if max_busy is not None and max_busy > a.quiet_threshold:
+            noisy.append((wl, opt, thr, max_busy))
+
         checks = []
         if opt == "none":
             pct_same = pct2 if ember_pages == "2M" else pct4
@@ -266,7 +305,8 @@ def summarize(a):
             f"| {fmt(pms, '.2f')}" + (f" [{psp[0]:.2f}-{psp[1]:.2f}]" if psp else "") +
             f" | {fmt(speed, '.2f')}x | {fmt(fms, '.2f')} | {fmt(fspeed, '.2f')}{'x' if fspeed else ''} "
             f"| {fmt(ids and ids / 1e6, '.2f')} | {fmt(pct4, '.1f')}% | {fmt(pct2, '.1f')}% "
-            f"| {fmt(scale, '.2f')} | {rss:.0f} / {tgt:.0f} | {' '.join(checks)} |")
+            f"| {fmt(scale, '.2f')} | {rss:.0f} / {tgt:.0f} | {fmt(max_busy and 100 * max_busy, '.0f')}% "
+            f"| {' '.join(checks)} |")
 
     n_rounds = len({d.get("round") for d in ember})
     torch_v = next((d.get("torch_version") for d in peer if d.get("torch_version")), "?")
@@ -280,11 +320,16 @@ def summarize(a):
         "peer = torch.nn.EmbeddingBag sparse grads (SGD / Adagrad / SparseAdam). % limit = ember ids/s / "
         "memlimits --wl-* rows/s (best prefetch variant, same threads, median over rounds). "
         "fwd/bwd: ember_forward / ember_backward (optimizer fused). "
-        "RSS target = 1.1 x (rows + state bytes) + 256 MB.",
+        "RSS target = 1.1 x (rows + state bytes) + 256 MB. others busy = CPU used by other processes just "
+        "before a run (worst of the row).",
         "",
     ] + rows + [""]
     md.append(f"Targets checked: {len(verdicts)}, failed: {len(failed)}" +
               ("" if not failed else " (" + "; ".join(f"{w} {o} {t}T {c}" for w, o, t, c in failed) + ")"))
+    if noisy:
+        md += ["", f"WARNING: other processes used more than {100 * a.quiet_threshold:.0f}% of the CPUs just before "
+               f"some runs of {len(noisy)} row(s) (column 'others busy', the worst run of the row, limits "
+               "included); on a 2-vCPU machine that ruins 2-thread numbers. Re-run on a quiet machine."]
     if errors:
         md += ["", "Errors and skips:", ""]
         for d in errors:
@@ -312,11 +357,19 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit-reps", type=int, default=7, help="memlimits --reps")
     p.add_argument("--timeout", type=int, default=900, help="seconds for one process")
+    p.add_argument("--wait-quiet", type=float, default=60,
+                   help="before each process, wait up to this many seconds for other load to fall below "
+                        "--quiet-threshold (0: never wait)")
+    p.add_argument("--quiet-threshold", type=float, default=0.15, help="fraction of all CPUs")
     p.add_argument("--fbgemm", action="store_true", help="also run bench/peer_fbgemm.py when it exists")
     p.add_argument("--no-peer", action="store_true")
     p.add_argument("--no-limits", action="store_true")
     p.add_argument("--summarize-only", action="store_true", help="rebuild the table from bench/out/*.jsonl")
+    p.add_argument("--out", default=None, help="folder for the JSON lines and summary.md (bench/out)")
     a = p.parse_args()
+    if a.out:
+        global OUT_DIR
+        OUT_DIR = os.path.abspath(a.out)
     a.workloads = a.workloads.split(",")
     for w in a.workloads:
         if w not in WORKLOADS:

@@ -324,8 +324,42 @@ static void test_combiner_scales(void)
     }
 }
 
+/* The reference's limit semantics (no library call): an id with keep = 0
+ * contributes a zero row but still counts in the divisor, and its row is
+ * not touched by backward.  MEAN bag {0 (w 1), 1 (w 3)} with id 1 dropped:
+ * pooled = 1*[1, 2] / 4 = [0.25, 0.5]; d = [4, 8]: g0 = 1/4*[4, 8] = [1, 2],
+ * SGD lr 0.1, weight decay 0.5: row0 = [1, 2] - 0.1*([1, 2] + 0.5*[1, 2])
+ * = [0.85, 1.7]; row1 keeps [-1, 0.5] although weight decay would move it. */
+static void ref_keep(void)
+{
+    test_config *tc = test_config_new(1, 1);
+    tc->tables[0].rows = 3;
+    tc->tables[0].dim = 2;
+    tc->tables[0].optimizer.lr = 0.1f;
+    tc->tables[0].optimizer.weight_decay = 0.5f;
+    tc->features[0].combiner = EMBER_COMBINER_MEAN;
+    ref_model m;
+    CHECK(ref_model_init(&m, &tc->cfg) == 0);
+    memcpy(m.tables[0].w, W_INIT, sizeof W_INIT);
+    static const int32_t len[1] = {2};
+    static const int64_t ids[2] = {0, 1};
+    static const float wts[2] = {1, 3}, d[2] = {4, 8}, want_p[2] = {0.25f, 0.5f};
+    static const float want_w[6] = {0.85f, 1.7f, -1, 0.5f, 7, -7};
+    static const uint8_t keep[2] = {1, 0};
+    ember_batch b = {1, 1, len, ids, wts, 2};
+    float p[2];
+    ref_forward(&m, &b, keep, p, NULL);
+    CHECK_CLOSE(p, want_p, 2, 1e-6, 1e-6, "ref keep forward");
+    ref_backward(&m, &b, keep, d, NULL);
+    CHECK_CLOSE(m.tables[0].w, want_w, 6, 1e-6, 1e-6, "ref keep backward");
+    CHECK(m.step == 1);
+    ref_model_free(&m);
+    test_config_free(tc);
+}
+
 int main(void)
 {
+    ref_keep();
     test_sgd();
     test_adagrad();
     test_rowwise();

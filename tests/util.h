@@ -11,6 +11,7 @@
 #ifndef EMBER_TESTS_UTIL_H
 #define EMBER_TESTS_UTIL_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,7 +327,7 @@ static inline int test_compare_ref(const ember_collection *c, const ref_model *m
                                    double atol, const char *when)
 {
     int bad = 0;
-    char what[160];
+    char what[600];
     for (int32_t t = 0; t < m->cfg.num_tables; t++) {
         const ember_table_config *tc = &m->cfg.tables[t];
         int64_t sf = ember_state_floats(tc->optimizer.kind, tc->dim);
@@ -364,6 +365,58 @@ static inline void test_sync_ref(const ember_collection *c, ref_model *m)
         free(s);
     }
 }
+
+/* The magnitude of each forward output: ref_forward on |values| and
+ * |weights|, i.e. sum_i |w_i| |row(id_i)| (over the divisor for MEAN and
+ * SQRTN).  Rounding error of any summation order is bounded by ~n ulps of
+ * this, not of the result, which may cancel to ~0; tolerances use it. */
+static inline void test_ref_magnitude(const ref_model *m, const ember_batch *b,
+                                      const uint8_t *keep, float *pooled, float *sequence)
+{
+    ref_model a = *m;
+    ref_table *t = malloc((size_t)m->cfg.num_tables * sizeof *t);
+    float *w = malloc((size_t)b->num_ids * sizeof *w + sizeof *w);
+    if (!t || !w)
+        abort();
+    for (int32_t i = 0; i < m->cfg.num_tables; i++) {
+        int64_t n = m->tables[i].rows * m->tables[i].dim;
+        t[i] = m->tables[i];
+        t[i].w = malloc((size_t)n * sizeof(float) + 1);
+        for (int64_t k = 0; k < n; k++)
+            t[i].w[k] = fabsf(m->tables[i].w[k]);
+    }
+    for (int64_t k = 0; k < b->num_ids; k++)
+        w[k] = b->weights ? fabsf(b->weights[k]) : 1.0f;
+    ember_batch ab = *b;
+    ab.weights = w;
+    a.tables = t;
+    ref_forward(&a, &ab, keep, pooled, sequence);
+    for (int32_t i = 0; i < m->cfg.num_tables; i++)
+        free(t[i].w);
+    free(t);
+    free(w);
+}
+
+/* |a - b| <= rtol |b| + mtol mag for every element; reports the first miss. */
+static inline int test_check_close_mag_(const float *a, const float *b, const float *mag, int64_t n,
+                                        double rtol, double mtol, const char *what,
+                                        const char *file, int line)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= rtol * fabs((double)b[i]) + mtol * (double)mag[i])) {
+            fprintf(stderr, "%s:%d: %s: element %lld: got %.9g want %.9g magnitude %.9g"
+                    " (rtol %g mtol %g)\n", file, line, what, (long long)i, a[i], b[i], mag[i],
+                    rtol, mtol);
+            check_failed_++;
+            return 0;
+        }
+    }
+    check_passed_++;
+    return 1;
+}
+#define TEST_CHECK_CLOSE_MAG(a, b, mag, n, rtol, mtol, what) \
+    test_check_close_mag_((a), (b), (mag), (int64_t)(n), (rtol), (mtol), (what), __FILE__, __LINE__)
 
 /* 1 when every table and state of a and b is bitwise equal (same cfg). */
 static inline int test_tables_identical(const ember_collection *a, const ember_collection *b,

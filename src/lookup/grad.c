@@ -17,18 +17,52 @@
 #include "lookup/lookup.h"
 #include "optim/optim.h"
 
-#define PREFETCH_ROWS 4
+#define PREFETCH_ROWS 4 /* runs ahead: table row and state            */
+#define PREFETCH_SRC 16 /* occurrences ahead: the entry's source       */
+#define PREFETCH_D 8    /* occurrences ahead: the upstream gradient row */
 
-/* Summed gradient of the occurrences keys[j0, j1) of one row into g[dim]. */
+/* Per-entry gradient source in entry order (a sequential pass), so the
+ * row-sorted loop below reads one array per occurrence instead of a chain
+ * entry -> segment -> output offset. */
+static void build_sources(ember_route *r, int threads)
+{
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t g = 0; g < r->nseg; g++) {
+        float sc = r->seg_scale[g];
+        for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
+            r->src_off[e] = r->seg_out[g];
+            r->src_scale[e] = r->weighted ? sc * r->weight[e] : sc;
+        }
+    }
+}
+
+static inline const float *src_row(const ember_route *r, uint32_t e, const float *dp, const float *ds)
+{
+    int64_t off = r->src_off[e];
+    return off >= 0 ? dp + off : ds + (-1 - off);
+}
+
+/* Summed gradient of the occurrences keys[j0, j1) of one row into g[dim];
+ * jend bounds the prefetches (end of this thread's keys). */
 static inline void row_gradient(const ember_route *r, const uint64_t *keys, int64_t j0, int64_t j1,
-                                int32_t dim, const float *dp, const float *ds, float *restrict g)
+                                int64_t jend, int32_t dim, const float *dp, const float *ds,
+                                float *restrict g)
 {
     memset(g, 0, sizeof(float) * (size_t)dim);
     for (int64_t j = j0; j < j1; j++) {
+        if (j + PREFETCH_SRC < jend) {
+            uint32_t ep = (uint32_t)keys[j + PREFETCH_SRC];
+            __builtin_prefetch(&r->src_off[ep], 0, 3);
+            __builtin_prefetch(&r->src_scale[ep], 0, 3);
+        }
+        if (j + PREFETCH_D < jend) {
+            const char *pd = (const char *)src_row(r, (uint32_t)keys[j + PREFETCH_D], dp, ds);
+            for (int32_t b = 0; b < dim * 4; b += 64)
+                __builtin_prefetch(pd + b, 0, 3);
+        }
         uint32_t e = (uint32_t)keys[j];
-        int32_t seg = r->seg_of[e];
-        float sc = r->seg_scale[seg] * (r->weighted ? r->weight[e] : 1.0f);
-        const float *d = ember_seg_out(r, seg, (float *)dp, (float *)ds);
+        float sc = r->src_scale[e];
+        const float *d = src_row(r, e, dp, ds);
 #pragma omp simd
         for (int32_t k = 0; k < dim; k++)
             g[k] += sc * d[k];
@@ -78,7 +112,8 @@ static int64_t check_gradients(const ember_route *r, int32_t dim, const uint64_t
         for (int64_t u = 0; u < nu; u++) {
             if (mine >= 0)
                 continue;
-            row_gradient(r, r->keys, (int64_t)starts[u], (int64_t)starts[u + 1], dim, dp, ds, g);
+            row_gradient(r, r->keys, (int64_t)starts[u], (int64_t)starts[u + 1], (int64_t)starts[u + 1],
+                         dim, dp, ds, g);
             for (int32_t k = 0; k < dim; k++)
                 if (!isfinite(g[k])) {
                     mine = u;
@@ -110,6 +145,7 @@ int ember_grad_apply(ember_collection *c, int32_t p, const float *dp, const floa
     int threads = c->threads;
     if (n < 2048)
         threads = 1;
+    build_sources(r, threads);
     if (check_only) {
         int64_t bad = check_gradients(r, dim, starts, nu, dp, ds, threads);
         if (bad >= 0) {
@@ -135,6 +171,7 @@ int ember_grad_apply(ember_collection *c, int32_t p, const float *dp, const floa
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int64_t u0 = t == 0 ? 0 : run_at(starts, nu, n * t / nt);
         int64_t u1 = t == nt - 1 ? nu : run_at(starts, nu, n * (t + 1) / nt);
+        int64_t jend = (int64_t)starts[u1];
         for (int64_t u = u0; u < u1; u++) {
             if (u + PREFETCH_ROWS < u1) {
                 uint32_t pr = (uint32_t)(r->keys[starts[u + PREFETCH_ROWS]] >> 32);
@@ -148,7 +185,7 @@ int ember_grad_apply(ember_collection *c, int32_t p, const float *dp, const floa
                 }
             }
             uint32_t row = (uint32_t)(r->keys[starts[u]] >> 32);
-            row_gradient(r, r->keys, (int64_t)starts[u], (int64_t)starts[u + 1], dim, dp, ds, g);
+            row_gradient(r, r->keys, (int64_t)starts[u], (int64_t)starts[u + 1], jend, dim, dp, ds, g);
             ember_optim_row(&o, dim, values + (int64_t)row * dim, sf ? state + (int64_t)row * sf : NULL, g);
         }
     }

@@ -92,8 +92,15 @@ int ember_route_validate(ember_collection *c, const ember_batch *b)
     return EMBER_OK;
 }
 
-static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B)
+static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B, int32_t nf)
 {
+    if (nf + 1 > r->cap_f) {
+        void *p = realloc(r->feat_order, sizeof(int64_t) * ((size_t)nf + 1));
+        if (!p)
+            return EMBER_ENOMEM;
+        r->feat_order = p;
+        r->cap_f = nf + 1;
+    }
     if (n + 1 > r->cap_n) {
         int64_t cap = n + 1 > r->cap_n * 3 / 2 ? n + 1 : r->cap_n * 3 / 2;
         void *a = realloc(r->row, sizeof(uint32_t) * cap), *w = realloc(r->weight, sizeof(float) * cap);
@@ -105,7 +112,12 @@ static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B)
         void *k = realloc(r->keys, sizeof(uint64_t) * cap), *kt = realloc(r->keys_tmp, sizeof(uint64_t) * cap);
         if (k) r->keys = k;
         if (kt) r->keys_tmp = kt;
-        if (!a || !w || !so || !ld || !k || !kt)
+        void *sof = realloc(r->src_off, sizeof(int64_t) * cap), *ssc = realloc(r->src_scale, sizeof(float) * cap);
+        if (sof) r->src_off = sof;
+        if (ssc) r->src_scale = ssc;
+        void *mu = realloc(r->mult, sizeof(int32_t) * cap);
+        if (mu) r->mult = mu;
+        if (!a || !w || !so || !ld || !k || !kt || !sof || !ssc || !mu)
             return EMBER_ENOMEM;
         r->cap_n = cap;
     }
@@ -119,7 +131,9 @@ static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B)
         if (sf) r->seg_feature = sf;
         void *ss = realloc(r->seg_sample, sizeof(int32_t) * cap);
         if (ss) r->seg_sample = ss;
-        if (!st || !o || !sc || !sf || !ss)
+        void *so = realloc(r->seg_order, sizeof(int32_t) * cap);
+        if (so) r->seg_order = so;
+        if (!st || !o || !sc || !sf || !ss || !so)
             return EMBER_ENOMEM;
         r->cap_seg = cap;
     }
@@ -145,8 +159,13 @@ void ember_route_free(ember_route *r)
     free(r->seg_feature);
     free(r->seg_sample);
     free(r->sample_seg);
+    free(r->seg_order);
+    free(r->feat_order);
     free(r->keys);
     free(r->keys_tmp);
+    free(r->src_off);
+    free(r->mult);
+    free(r->src_scale);
     memset(r, 0, sizeof *r);
 }
 
@@ -179,6 +198,13 @@ static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b
     int weighted = b->weights != NULL || dedup;
     const float *win = b->weights;
     int64_t e = 0, g = 0, dropped = 0;
+    int64_t *fo = r->feat_order;
+    fo[0] = 0;
+    for (int32_t i = 0; i < pt->num_features; i++) {
+        int32_t f = pt->features[i];
+        const int64_t *bo = c->bag_off + (int64_t)f * (B + 1);
+        fo[i + 1] = fo[i] + (c->features[f].combiner == EMBER_COMBINER_NONE ? bo[B] - bo[0] : B);
+    }
     for (int32_t s = 0; s < B; s++) {
         r->sample_seg[s] = g;
         for (int32_t i = 0; i < pt->num_features; i++) {
@@ -189,7 +215,9 @@ static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b
             uint64_t rows = (uint64_t)c->tables[fe->table].cfg.rows;
             uint32_t base = (uint32_t)fe->offset;
             if (fe->combiner == EMBER_COMBINER_NONE) {
+                int64_t bag0 = e; /* one segment per id, but units are per bag */
                 for (int64_t k = lo; k < hi; k++) {
+                    r->seg_order[fo[i] + (k - bo[0])] = (int32_t)g;
                     r->seg_start[g] = e;
                     r->seg_out[g] = -1 - (c->seq_off[f] + (k - bo[0]) * fe->dim);
                     r->seg_scale[g] = 1.0f;
@@ -200,7 +228,9 @@ static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b
                         if (weighted)
                             r->weight[e] = win ? win[k] : 1.0f;
                         r->seg_of[e] = (int32_t)g;
-                        r->leader[e] = (int32_t)e;
+                        int64_t same = units ? find_row(r->row, bag0, e, r->row[e]) : -1;
+                        r->leader[e] = (int32_t)(same >= 0 ? same : e);
+                        r->mult[e] = 1;
                         e++;
                     } else {
                         dropped++;
@@ -223,6 +253,7 @@ static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b
                 int64_t same = (dedup || units) ? find_row(r->row, e0, e, row) : -1;
                 if (dedup && same >= 0) {
                     r->weight[same] += w;
+                    r->mult[same]++;
                     continue;
                 }
                 r->row[e] = row;
@@ -230,8 +261,10 @@ static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b
                     r->weight[e] = w;
                 r->seg_of[e] = (int32_t)g;
                 r->leader[e] = (int32_t)(same >= 0 ? same : e);
+                r->mult[e] = 1;
                 e++;
             }
+            r->seg_order[fo[i] + s] = (int32_t)g;
             r->seg_start[g] = e0;
             r->seg_out[g] = (int64_t)s * c->pooled_width + fe->out_col;
             r->seg_scale[g] = combiner_scale(fe->combiner, sumw, sumw2);
@@ -276,7 +309,7 @@ int ember_route_build(ember_collection *c, const ember_batch *b, int units, int6
         if (n >= INT32_MAX || nseg >= INT32_MAX)
             return ember_fail(c, EMBER_EINPUT, "batch routes %lld ids to one physical table (max 2^31-1)",
                               (long long)n);
-        if (reserve_route(&pt->route, n, nseg, B) != EMBER_OK)
+        if (reserve_route(&pt->route, n, nseg, B, pt->num_features) != EMBER_OK)
             return ember_fail(c, EMBER_ENOMEM, "out of memory routing %lld ids", (long long)n);
         dropped += build_ptable(c, p, b, units);
     }

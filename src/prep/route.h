@@ -24,12 +24,18 @@ typedef struct ember_route {
     float *weight;        /* [n] or NULL (all 1)                             */
     int32_t *seg_of;      /* [n] segment of each entry                       */
     int32_t *leader;      /* [n] first entry of the same id in its bag (limits) */
+    int32_t *mult;        /* [n] batch ids merged into the entry (dedup)     */
     int64_t *seg_start;   /* [nseg + 1] first entry of each segment          */
     int64_t *seg_out;     /* [nseg] float offset into pooled or sequence     */
     float *seg_scale;     /* [nseg] combiner scale                           */
     int32_t *seg_feature; /* [nseg] feature index                            */
     int32_t *seg_sample;  /* [nseg] sample index                             */
     int64_t *sample_seg;  /* [B + 1] first segment of each sample            */
+    int32_t *seg_order;   /* [nseg] segments feature-major: the pool order,
+                             so one table's hot rows stay in cache together */
+    int64_t *feat_order;  /* [features of the ptable + 1] start in seg_order */
+    int64_t *src_off;     /* [n] backward: entry's d_out offset (as seg_out) */
+    float *src_scale;     /* [n] backward: seg_scale * weight                */
     uint64_t *keys;       /* [n] (row << 32 | entry), sorted by row          */
     uint64_t *keys_tmp;   /* [n] radix sort scratch                          */
     int64_t nkeys;        /* valid keys (0 when not sorted)                  */
@@ -37,6 +43,7 @@ typedef struct ember_route {
     int weighted;         /* weight[] is filled (batch weights or dedup)     */
     /* capacities of the grow-only buffers above */
     int64_t cap_n, cap_seg, cap_b;
+    int32_t cap_f;
 } ember_route;
 
 struct ember_collection;

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# run.sh: the README's first command: install, build, and run ember's main
+# job.  Extra arguments go to the job.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$repo/scripts/setup.sh"
+exec "${EMBER_BUILD_DIR:-$repo/build}/ember" bench "$@"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# setup.sh: installs ember's build dependencies from Debian (only those
+# missing) and builds it in build/ (or $EMBER_BUILD_DIR).  Sourced by the
+# README's two commands, run.sh and test.sh; safe to run again.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${EMBER_BUILD_DIR:-$repo/build}"
+packages=(build-essential cmake pkg-config libxxhash-dev libjansson-dev python3)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release ${EMBER_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build" -j"$(nproc)"

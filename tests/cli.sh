@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# cli.sh: checks of the `ember` command line, run by CTest as
+#   bash tests/cli.sh path/to/ember
+# Each check is a small function that returns 0 (pass) or not; its output is
+# shown only when it fails.  To add one: define check_<name> and add <name>
+# to CHECKS (anywhere above the runner at the bottom).  Ends with
+# "N passed, N failed" and exits 1 when any failed.
+set -u
+
+EMBER=${1:?usage: bash tests/cli.sh path/to/ember}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ember-cli-XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+CHECKS=()
+
+# $1: expected status; rest: command.  Leaves stdout/stderr in $TMP/out, $TMP/err.
+expect_status() {
+    local want=$1
+    shift
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local got=$?
+    if [ "$got" != "$want" ]; then
+        echo "expected exit $want, got $got: $*"
+        echo "--- stdout"; head -20 "$TMP/out"
+        echo "--- stderr"; head -20 "$TMP/err"
+        return 1
+    fi
+}
+
+json_lines_valid() { # file: every line is a JSON object
+    python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin]' <"$1"
+}
+
+# ------------------------------------------------------------ ember limits
+
+check_limits_synthetic_json() {
+    expect_status 0 "$EMBER" limits --synthetic --preset W2 --batches 3 --shards 4 --json || return 1
+    json_lines_valid "$TMP/out" || return 1
+    python3 - "$TMP/out" <<'EOF'
+import json, math, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+tables = [r for r in recs if r.get("record") == "table"]
+assert len(tables) == 26, len(tables)            # W2: 26 tables
+assert recs[-1].get("record") == "summary", recs[-1]
+keys = ["table", "shards", "batches", "max_ids", "max_unique_ids", "p999_ids",
+        "p999_unique_ids", "suggested_max_ids_per_partition",
+        "suggested_max_unique_ids_per_partition"]
+for r in tables:
+    for k in keys:
+        assert k in r, (k, r)
+    assert r["shards"] == 4 and r["batches"] == 3, r
+    # W2: pooling 1, so every bag is one unit; 2048 samples over 4 shards
+    assert 2048 // 4 <= r["max_ids"] <= 2048, r
+    assert 1 <= r["max_unique_ids"] <= r["max_ids"], r
+    assert r["suggested_max_ids_per_partition"] == math.ceil(r["p999_ids"] - 1e-9), r
+    assert r["suggested_max_ids_per_partition"] <= r["max_ids"], r
+    assert r["suggested_max_unique_ids_per_partition"] <= r["max_unique_ids"], r
+    assert r["ids_total"] == r["dedup_ids_total"] == 3 * 2048, r
+s = recs[-1]
+assert s["tables"] == 26 and s["batches"] == 3 and s["shards"] == 4, s
+assert s["max_ids"] == max(r["max_ids"] for r in tables), s
+EOF
+}
+CHECKS+=(limits_synthetic_json)
+
+check_gen_then_limits_agree() {
+    local f="$TMP/w2.bin"
+    expect_status 0 "$EMBER" gen "$f" --preset W2 --batches 3 --seed 7 || return 1
+    [ -f "$f" ] && [ ! -e "$f.tmp" ] || { echo "no $f, or $f.tmp left behind"; return 1; }
+    expect_status 0 "$EMBER" limits "$f" --shards 4 --json || return 1
+    cp "$TMP/out" "$TMP/from_file"
+    expect_status 0 "$EMBER" limits --synthetic --preset W2 --batches 3 --seed 7 --shards 4 \
+        --json || return 1
+    python3 - "$TMP/from_file" "$TMP/out" <<'EOF'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+for r in a + b:
+    r.pop("source", None); r.pop("seconds", None)
+assert len(a) == len(b) == 27, (len(a), len(b))
+for x, y in zip(a, b):
+    assert x == y, (x, y)
+EOF
+}
+CHECKS+=(gen_then_limits_agree)
+
+# The counts recomputed in Python straight from docs/batch-format.md and
+# ember.h's rule (units = distinct ids per bag; shard = (offset + id) % S;
+# every table here is dim 1 SGD, so stacking puts them all in one group).
+check_limits_python_recount() {
+    local f="$TMP/small.bin"
+    expect_status 0 "$EMBER" gen "$f" --tables 3 --rows 1001 --batch 64 --pooling 6 \
+        --dist zipf --alpha 1.2 --batches 5 --seed 3 --weighted || return 1
+    local stack shards
+    for stack in stack no-stack; do
+        for shards in 1 3 8; do
+            local extra=""
+            [ $stack = no-stack ] && extra=--no-stack
+            expect_status 0 "$EMBER" limits "$f" --shards $shards --json $extra || return 1
+            python3 - "$f" "$TMP/out" $shards $stack <<'EOF' || return 1
+import json, struct, sys
+path, out, S, stack = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "stack"
+d = open(path, "rb").read()
+assert d[:8] == b"EMBBATCH" and struct.unpack_from("<I", d, 8)[0] == 1
+T, F = struct.unpack_from("<ii", d, 16)
+rows = struct.unpack_from("<%dq" % T, d, 24)
+ftab = struct.unpack_from("<%di" % F, d, 24 + 8 * T)
+pos = 24 + 8 * T + 4 * F + 8
+off = [sum(rows[:t]) if stack else 0 for t in range(T)]
+mx = [0] * T; mu = [0] * T; nb = 0
+while True:
+    marker = d[pos:pos + 4]
+    if marker == b"BEND":
+        assert struct.unpack_from("<q", d, pos + 4)[0] == nb
+        assert pos + 20 == len(d)
+        break
+    assert marker == b"BREC", marker
+    B, N, flags = struct.unpack_from("<iqI", d, pos + 4)
+    lengths = struct.unpack_from("<%di" % (F * B), d, pos + 20)
+    ids = struct.unpack_from("<%dq" % N, d, pos + 20 + 4 * F * B)
+    pos += 20 + 4 * F * B + 8 * N + (4 * N if flags & 1 else 0) + 8
+    cnt = {}; seen = {}
+    k = 0
+    for f in range(F):
+        t = ftab[f]
+        for b in range(B):
+            bag = ids[k:k + lengths[f * B + b]]; k += lengths[f * B + b]
+            for i in set(bag):
+                s = (off[t] + i) % S
+                cnt[t, s] = cnt.get((t, s), 0) + 1
+                seen.setdefault((t, s), set()).add(i)
+    for t in range(T):
+        mx[t] = max(mx[t], max([cnt.get((t, s), 0) for s in range(S)]))
+        mu[t] = max(mu[t], max([len(seen.get((t, s), ())) for s in range(S)]))
+    nb += 1
+recs = [json.loads(l) for l in open(out)]
+for r in recs[:-1]:
+    t = r["table"]
+    assert r["batches"] == nb == 5, r
+    assert (r["max_ids"], r["max_unique_ids"]) == (mx[t], mu[t]), (S, stack, r, mx[t], mu[t])
+assert recs[-1]["stack_tables"] == stack
+EOF
+        done
+    done
+}
+CHECKS+=(limits_python_recount)
+
+# the note prints "  t<i>: ..." lines indented, so only the 3 table rows start with t<i>
+check_limits_text() {
+    expect_status 0 "$EMBER" limits --synthetic --tables 3 --rows 5000 --batch 256 --pooling 8 \
+        --batches 4 --shards 2 --dedup-note || return 1
+    grep -q "4 batches, 3 tables, 3 features, 2 shards, stacking on" "$TMP/out" || return 1
+    grep -q "^table " "$TMP/out" || return 1
+    [ "$(grep -c '^t[0-9]' "$TMP/out")" = 3 ] || { echo "want 3 table rows"; return 1; }
+    grep -q "per-sample dedup removed" "$TMP/out" || return 1
+    # aligned: every row of the table is as wide as the header up to the last column
+    awk '/^table /{w=index($0,"suggest")} /^t[0-9]/{ if (substr($0,w-2,2) != "  ") bad=1 } END{exit bad}' \
+        "$TMP/out" || { echo "columns not aligned"; return 1; }
+}
+CHECKS+=(limits_text)
+
+check_limits_missing_file() {
+    local f="$TMP/no-such-file.bin"
+    expect_status 1 "$EMBER" limits "$f" || return 1
+    grep -q "no-such-file.bin" "$TMP/err" || { echo "stderr does not name the file"; return 1; }
+}
+CHECKS+=(limits_missing_file)
+
+check_limits_bad_files() {
+    local f="$TMP/junk.bin" g="$TMP/cut.bin"
+    head -c 100 /dev/urandom >"$f"
+    expect_status 1 "$EMBER" limits "$f" || return 1
+    grep -q "junk.bin" "$TMP/err" || return 1
+    expect_status 0 "$EMBER" gen "$TMP/full.bin" --tables 2 --rows 100 --batch 8 --batches 3 || return 1
+    head -c $(($(stat -c %s "$TMP/full.bin") - 5)) "$TMP/full.bin" >"$g"
+    expect_status 1 "$EMBER" limits "$g" || return 1
+    grep -q "cut.bin" "$TMP/err" && grep -qi "truncated" "$TMP/err" || return 1
+}
+CHECKS+=(limits_bad_files)
+
+check_limits_usage_errors() {
+    expect_status 2 "$EMBER" limits --synthetic --no-such-flag || return 1
+    expect_status 2 "$EMBER" limits || return 1
+    expect_status 2 "$EMBER" limits "$TMP/x.bin" --synthetic || return 1
+    expect_status 2 "$EMBER" limits "$TMP/x.bin" --preset W1 || return 1   # needs --synthetic
+    expect_status 2 "$EMBER" limits --synthetic --shards 0 || return 1
+    expect_status 2 "$EMBER" limits --synthetic --preset W9 || return 1
+    expect_status 2 "$EMBER" limits --synthetic --dist normal || return 1
+    expect_status 0 "$EMBER" limits --help || return 1
+}
+CHECKS+=(limits_usage_errors)
+
+# -------------------------------------------------------------- ember gen
+
+check_gen_usage_errors() {
+    expect_status 2 "$EMBER" gen || return 1
+    expect_status 2 "$EMBER" gen "$TMP/a.bin" --bogus || return 1
+    expect_status 2 "$EMBER" gen "$TMP/a.bin" --batches -1 || return 1
+    expect_status 2 "$EMBER" gen "$TMP/a.bin" --weighted=1 || return 1
+    [ ! -e "$TMP/a.bin" ] || return 1
+    expect_status 1 "$EMBER" gen "$TMP/no-dir/a.bin" --batches 1 || return 1
+    grep -q "no-dir" "$TMP/err" || return 1
+}
+CHECKS+=(gen_usage_errors)
+
+check_gen_weighted() {
+    expect_status 0 "$EMBER" gen "$TMP/w.bin" --tables 2 --rows 50 --batch 16 --pooling 3 \
+        --batches 2 --weighted --dist uniform || return 1
+    # weights present: flags bit 0 of the first record
+    python3 - "$TMP/w.bin" <<'EOF' || return 1
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+T, F = struct.unpack_from("<ii", d, 16)
+pos = 24 + 8 * T + 4 * F + 8
+assert d[pos:pos + 4] == b"BREC"
+B, N, flags = struct.unpack_from("<iqI", d, pos + 4)
+assert (B, N, flags) == (16, 16 * 2 * 3, 1), (B, N, flags)
+EOF
+    expect_status 0 "$EMBER" limits "$TMP/w.bin" --json || return 1
+}
+CHECKS+=(gen_weighted)
+
+# ---------------------------------------------------------------- runner
+# (keep last: checks are defined and added to CHECKS above)
+passed=0
+failed=0
+for c in "${CHECKS[@]}"; do
+    if "check_$c" >"$TMP/log.$c" 2>&1; then
+        passed=$((passed + 1))
+        echo "ok   $c"
+    else
+        failed=$((failed + 1))
+        echo "FAIL $c"
+        sed 's/^/     /' "$TMP/log.$c"
+    fi
+done
+echo "cli: $passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,530 @@
+/*
+ * cmd_limits.c: `ember limits DATA`: observed per-partition id counts and
+ * suggested limits (seed 004 §7, "Calcolo dei limiti", steps 1-7).
+ *
+ * It reads batches from a batch file, or from the synthetic generator with
+ * --synthetic, builds a collection shaped like the data (one table per file
+ * table, dim 1, SGD, stacked unless --no-stack, so the shard of an id is
+ * exactly what training with those tables would see) and asks
+ * ember_partition_counts() for every batch.  Per table it keeps the batch's
+ * maximum over shards of the ids and of the unique ids; the report is the
+ * maximum and the p50/p99/p99.9 of those per-batch maxima, and suggests
+ * ceil(p99.9) as the limit (the maximum is the limit that never overflows on
+ * this data).  Percentiles interpolate linearly between order statistics
+ * (numpy's default).  Public API only.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "commands.h"
+#include "ember.h"
+#include "synth_args.h"
+
+typedef struct limits_opts {
+    const char *data;
+    int synthetic, json, dedup_note, stack;
+    int64_t shards;
+    int64_t batches; /* -1: all (file) or 10 (synthetic) */
+    synth_args sa;
+} limits_opts;
+
+/* Per table: the per-batch maxima over shards, and totals. */
+typedef struct table_obs {
+    int64_t *max_ids, *max_unique; /* [batches]                          */
+    int64_t ids_total;             /* ids of its features, before dedup  */
+    int64_t units_total;           /* after per-sample dedup             */
+} table_obs;
+
+static void limits_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ember limits DATA [options]\n"
+            "       ember limits --synthetic [generator options] [options]\n"
+            "  observed ids and unique ids per partition (table, shard) per batch, after\n"
+            "  per-sample dedup (seed 004 section 7), and suggested max_ids_per_partition /\n"
+            "  max_unique_ids_per_partition (ceil of the p99.9 over batches)\n\n"
+            "  --shards N          partitions (default: the collection default)\n"
+            "  --no-stack          do not stack tables (shard = id %% N per table)\n"
+            "  --batches K         scan at most K batches (synthetic default 10)\n"
+            "  --json              JSON lines: one object per table, then a summary\n"
+            "  --dedup-note        explain the counting unit and show how many ids the\n"
+            "                      per-sample dedup removed\n"
+            "  --synthetic         batches from the generator instead of DATA, with\n"
+            "    --preset quick|W1|W2|W3 --tables N --rows N --batch N --pooling N\n"
+            "    --dist zipf|uniform --alpha A --seed S\n");
+}
+
+/* 0, or 2 for a usage error (message printed). */
+static int parse_args(int argc, char **argv, limits_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->stack = 1;
+    o->shards = ember_collection_config_default().num_shards;
+    o->batches = -1;
+    synth_args_init(&o->sa);
+    int gen_flags = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0) {
+            if (o->data) {
+                fprintf(stderr, "ember limits: more than one DATA ('%s', '%s')\n", o->data, arg);
+                return 2;
+            }
+            o->data = arg;
+            continue;
+        }
+        char name[64];
+        const char *eq = strchr(arg, '=');
+        size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (nlen >= sizeof name) {
+            fprintf(stderr, "ember limits: unknown option '%s' (ember limits --help)\n", arg);
+            return 2;
+        }
+        memcpy(name, arg, nlen);
+        name[nlen] = '\0';
+        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
+        int flag = 0; /* a flag without a value */
+        if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
+            limits_usage(stdout);
+            return -1;
+        } else if (!strcmp(name, "--json")) {
+            o->json = flag = 1;
+        } else if (!strcmp(name, "--dedup-note")) {
+            o->dedup_note = flag = 1;
+        } else if (!strcmp(name, "--no-stack")) {
+            o->stack = 0;
+            flag = 1;
+        } else if (!strcmp(name, "--synthetic")) {
+            o->synthetic = flag = 1;
+        } else if (!strcmp(name, "--shards") || !strcmp(name, "--batches")) {
+            int64_t *dst = name[2] == 's' ? &o->shards : &o->batches;
+            if (!val || synth_parse_int64(val, name[2] == 's' ? 1 : 0, INT32_MAX, dst)) {
+                fprintf(stderr, "ember limits: bad value '%s' for %s\n", val ? val : "",
+                        name);
+                return 2;
+            }
+            if (!eq)
+                i++;
+            continue;
+        } else {
+            int used = 0;
+            int took = synth_args_take(&o->sa, "limits", name, val, &used);
+            if (took < 0)
+                return 2;
+            if (took == 0) {
+                fprintf(stderr, "ember limits: unknown option '%s' (ember limits --help)\n",
+                        arg);
+                return 2;
+            }
+            gen_flags = 1;
+            if (used && !eq)
+                i++;
+            flag = !used;
+        }
+        if (flag && eq) {
+            fprintf(stderr, "ember limits: %s takes no value\n", name);
+            return 2;
+        }
+    }
+    if (o->synthetic && o->data) {
+        fprintf(stderr, "ember limits: give DATA or --synthetic, not both\n");
+        return 2;
+    }
+    if (!o->synthetic && !o->data) {
+        fprintf(stderr, "ember limits: missing DATA (a batch file) or --synthetic\n");
+        limits_usage(stderr);
+        return 2;
+    }
+    if (gen_flags && !o->synthetic) {
+        fprintf(stderr, "ember limits: generator options need --synthetic\n");
+        return 2;
+    }
+    if (o->synthetic && o->batches < 0)
+        o->batches = 10;
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* p in [0, 1] of sorted v[n], linear between order statistics. */
+static double percentile(const int64_t *sorted, int64_t n, double p)
+{
+    if (n == 0)
+        return 0;
+    double h = (double)(n - 1) * p;
+    int64_t lo = (int64_t)floor(h);
+    if (lo >= n - 1)
+        return (double)sorted[n - 1];
+    return (double)sorted[lo] + (h - (double)lo) * (double)(sorted[lo + 1] - sorted[lo]);
+}
+
+typedef struct table_report {
+    int64_t max_ids, max_unique;
+    double p50_ids, p99_ids, p999_ids, p50_unique, p99_unique, p999_unique;
+    int64_t suggest_ids, suggest_unique;
+} table_report;
+
+/* Sorts the per-batch maxima in place and summarises them. */
+static void summarise(table_obs *ob, int64_t n, table_report *r)
+{
+    qsort(ob->max_ids, (size_t)n, sizeof(int64_t), cmp_i64);
+    qsort(ob->max_unique, (size_t)n, sizeof(int64_t), cmp_i64);
+    r->max_ids = n ? ob->max_ids[n - 1] : 0;
+    r->max_unique = n ? ob->max_unique[n - 1] : 0;
+    r->p50_ids = percentile(ob->max_ids, n, 0.5);
+    r->p99_ids = percentile(ob->max_ids, n, 0.99);
+    r->p999_ids = percentile(ob->max_ids, n, 0.999);
+    r->p50_unique = percentile(ob->max_unique, n, 0.5);
+    r->p99_unique = percentile(ob->max_unique, n, 0.99);
+    r->p999_unique = percentile(ob->max_unique, n, 0.999);
+    /* ceil, but an interpolation a rounding error above an integer stays it */
+    r->suggest_ids = (int64_t)ceil(r->p999_ids - 1e-9);
+    r->suggest_unique = (int64_t)ceil(r->p999_unique - 1e-9);
+}
+
+static int print_json(json_t *o)
+{
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(o);
+    if (!s)
+        return -1;
+    puts(s);
+    free(s);
+    return 0;
+}
+
+/* The aligned text table: one row of cells per table, widths from content. */
+#define NCOLS 13
+static void print_text(const limits_opts *o, const char *source, const ember_batch_file_info *info,
+                       const table_obs *obs, const table_report *rep, int64_t batches)
+{
+    static const char *head[NCOLS] = {"table", "rows", "ids", "dedup_ids", "max_ids",
+                                      "p50", "p99", "p99.9", "max_unique", "p50",
+                                      "p99", "p99.9", "suggest ids/unique"};
+    int32_t T = info->num_tables;
+    char(*cell)[NCOLS][48] = calloc((size_t)T + 1, sizeof *cell);
+    if (!cell)
+        return;
+    int width[NCOLS];
+    for (int c = 0; c < NCOLS; c++)
+        snprintf(cell[0][c], sizeof cell[0][c], "%s", head[c]);
+    for (int32_t t = 0; t < T; t++) {
+        char(*row)[48] = cell[t + 1];
+        const table_report *r = &rep[t];
+        snprintf(row[0], 48, "t%d", (int)t);
+        snprintf(row[1], 48, "%lld", (long long)info->table_rows[t]);
+        snprintf(row[2], 48, "%lld", (long long)obs[t].ids_total);
+        snprintf(row[3], 48, "%lld", (long long)obs[t].units_total);
+        snprintf(row[4], 48, "%lld", (long long)r->max_ids);
+        snprintf(row[5], 48, "%.1f", r->p50_ids);
+        snprintf(row[6], 48, "%.1f", r->p99_ids);
+        snprintf(row[7], 48, "%.1f", r->p999_ids);
+        snprintf(row[8], 48, "%lld", (long long)r->max_unique);
+        snprintf(row[9], 48, "%.1f", r->p50_unique);
+        snprintf(row[10], 48, "%.1f", r->p99_unique);
+        snprintf(row[11], 48, "%.1f", r->p999_unique);
+        snprintf(row[12], 48, "%lld / %lld", (long long)r->suggest_ids,
+                 (long long)r->suggest_unique);
+    }
+    for (int c = 0; c < NCOLS; c++) {
+        width[c] = 0;
+        for (int32_t t = 0; t <= T; t++) {
+            int w = (int)strlen(cell[t][c]);
+            if (w > width[c])
+                width[c] = w;
+        }
+    }
+    printf("ember limits: %s: %lld batches, %d tables, %d features, %lld shards, stacking %s\n",
+           source, (long long)batches, (int)T, (int)info->num_features, (long long)o->shards,
+           o->stack ? "on" : "off");
+    printf("per table: ids = ids of its features, dedup_ids = after per-sample dedup; max/pXX "
+           "over batches of the batch's largest shard\n\n");
+    for (int32_t t = 0; t <= T; t++) {
+        for (int c = 0; c < NCOLS; c++) {
+            if (c == 0 || c == NCOLS - 1) /* names and the last column to the left */
+                printf("%s%-*s", c ? "  " : "", c == NCOLS - 1 ? 0 : width[c], cell[t][c]);
+            else
+                printf("  %*s", width[c], cell[t][c]);
+        }
+        putchar('\n');
+    }
+    if (o->dedup_note) {
+        printf("\nnote: the unit counted is a distinct id within one bag (sample, feature): an "
+               "id repeated in a\nbag counts once (seed 004 section 7, step 3), whatever the "
+               "collection's dedup setting, and\nthe same id in two samples counts twice in "
+               "max_ids but once in max_unique.\n");
+        for (int32_t t = 0; t < T; t++)
+            if (obs[t].ids_total > 0)
+                printf("  t%d: per-sample dedup removed %lld of %lld ids (%.2f%%)\n", (int)t,
+                       (long long)(obs[t].ids_total - obs[t].units_total),
+                       (long long)obs[t].ids_total,
+                       100.0 * (double)(obs[t].ids_total - obs[t].units_total) /
+                           (double)obs[t].ids_total);
+    }
+    free(cell);
+}
+
+static int emit_json(const limits_opts *o, const char *source, const ember_batch_file_info *info,
+                     const table_obs *obs, const table_report *rep, int64_t batches,
+                     double seconds)
+{
+    int64_t all_ids = 0, all_unique = 0, ids_total = 0, units_total = 0;
+    for (int32_t t = 0; t < info->num_tables; t++) {
+        const table_report *r = &rep[t];
+        json_t *j = json_object();
+        json_object_set_new(j, "record", json_string("table"));
+        json_object_set_new(j, "table", json_integer(t));
+        json_object_set_new(j, "name", json_sprintf("t%d", (int)t));
+        json_object_set_new(j, "rows", json_integer(info->table_rows[t]));
+        json_object_set_new(j, "shards", json_integer(o->shards));
+        json_object_set_new(j, "batches", json_integer(batches));
+        json_object_set_new(j, "ids_total", json_integer(obs[t].ids_total));
+        json_object_set_new(j, "dedup_ids_total", json_integer(obs[t].units_total));
+        json_object_set_new(j, "max_ids", json_integer(r->max_ids));
+        json_object_set_new(j, "max_unique_ids", json_integer(r->max_unique));
+        json_object_set_new(j, "p50_ids", json_real(r->p50_ids));
+        json_object_set_new(j, "p99_ids", json_real(r->p99_ids));
+        json_object_set_new(j, "p999_ids", json_real(r->p999_ids));
+        json_object_set_new(j, "p50_unique_ids", json_real(r->p50_unique));
+        json_object_set_new(j, "p99_unique_ids", json_real(r->p99_unique));
+        json_object_set_new(j, "p999_unique_ids", json_real(r->p999_unique));
+        json_object_set_new(j, "suggested_max_ids_per_partition", json_integer(r->suggest_ids));
+        json_object_set_new(j, "suggested_max_unique_ids_per_partition",
+                            json_integer(r->suggest_unique));
+        if (print_json(j))
+            return -1;
+        if (r->max_ids > all_ids)
+            all_ids = r->max_ids;
+        if (r->max_unique > all_unique)
+            all_unique = r->max_unique;
+        ids_total += obs[t].ids_total;
+        units_total += obs[t].units_total;
+    }
+    json_t *j = json_object();
+    json_object_set_new(j, "record", json_string("summary"));
+    json_object_set_new(j, "source", json_string(source));
+    json_object_set_new(j, "shards", json_integer(o->shards));
+    json_object_set_new(j, "stack_tables", json_boolean(o->stack));
+    json_object_set_new(j, "tables", json_integer(info->num_tables));
+    json_object_set_new(j, "features", json_integer(info->num_features));
+    json_object_set_new(j, "batches", json_integer(batches));
+    json_object_set_new(j, "ids_total", json_integer(ids_total));
+    json_object_set_new(j, "dedup_ids_total", json_integer(units_total));
+    json_object_set_new(j, "max_ids", json_integer(all_ids));
+    json_object_set_new(j, "max_unique_ids", json_integer(all_unique));
+    json_object_set_new(j, "seconds", json_real(seconds));
+    if (o->dedup_note)
+        json_object_set_new(j, "note",
+                            json_string("counts are of distinct ids within one bag (sample, "
+                                        "feature), after per-sample dedup (seed 004 section 7, "
+                                        "step 3), whatever the collection's dedup setting"));
+    return print_json(j);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int grow_i64(int64_t **p, int64_t n)
+{
+    int64_t *q = realloc(*p, (size_t)n * sizeof *q);
+    if (!q)
+        return -1;
+    *p = q;
+    return 0;
+}
+
+int cmd_limits(int argc, char **argv)
+{
+    limits_opts o;
+    int prc = parse_args(argc, argv, &o);
+    if (prc)
+        return prc < 0 ? 0 : prc;
+
+    int status = 1, rc;
+    double t0 = now_s();
+    ember_batch_reader *reader = NULL;
+    ember_synth *syn = NULL;
+    ember_collection *coll = NULL;
+    ember_table_config *tables = NULL;
+    ember_feature_config *features = NULL;
+    char (*names)[32] = NULL;
+    table_obs *obs = NULL;
+    table_report *rep = NULL;
+    int64_t *ids = NULL, *unique = NULL, *own_rows = NULL;
+    int32_t *own_ftab = NULL;
+    ember_batch_file_info info = {0, NULL, 0, NULL};
+    char source[512];
+
+    /* 1. the source of batches and its shape */
+    if (o.synthetic) {
+        ember_synth_config sc;
+        if (synth_args_config(&o.sa, "limits", &sc)) {
+            status = 2;
+            goto fail;
+        }
+        if ((rc = ember_synth_create(&sc, &syn)) != EMBER_OK) {
+            fprintf(stderr, "ember limits: %s: %s\n", ember_status_str(rc), ember_data_errmsg());
+            goto fail;
+        }
+        own_rows = malloc((size_t)sc.tables * sizeof *own_rows);
+        own_ftab = malloc((size_t)sc.tables * sizeof *own_ftab);
+        if (!own_rows || !own_ftab)
+            goto nomem;
+        for (int32_t t = 0; t < sc.tables; t++) {
+            own_rows[t] = sc.rows;
+            own_ftab[t] = t;
+        }
+        info = (ember_batch_file_info){sc.tables, own_rows, sc.tables, own_ftab};
+        snprintf(source, sizeof source, "synthetic %s (%d x %lld rows, batch %d, pooling %d, "
+                 "%s, seed %llu)",
+                 o.sa.preset ? o.sa.preset : "quick", (int)sc.tables, (long long)sc.rows,
+                 (int)sc.batch_size, (int)sc.pooling, sc.zipf ? "zipf" : "uniform",
+                 (unsigned long long)sc.seed);
+    } else {
+        if ((rc = ember_batch_reader_open(o.data, &reader)) != EMBER_OK) {
+            fprintf(stderr, "ember limits: %s: %s\n", ember_status_str(rc), ember_data_errmsg());
+            goto fail;
+        }
+        info = *ember_batch_reader_info(reader);
+        snprintf(source, sizeof source, "%s", o.data);
+    }
+    int32_t T = info.num_tables, F = info.num_features;
+
+    /* 2. a collection shaped like the data: dim 1, SGD, zero init (cheap) */
+    tables = calloc((size_t)T, sizeof *tables);
+    features = calloc((size_t)F, sizeof *features);
+    names = calloc((size_t)T + (size_t)F, sizeof *names);
+    obs = calloc((size_t)T, sizeof *obs);
+    rep = calloc((size_t)T, sizeof *rep);
+    ids = calloc((size_t)T * (size_t)o.shards, sizeof *ids);
+    unique = calloc((size_t)T * (size_t)o.shards, sizeof *unique);
+    if (!tables || !features || !names || !obs || !rep || !ids || !unique)
+        goto nomem;
+    for (int32_t t = 0; t < T; t++) {
+        snprintf(names[t], sizeof names[t], "t%d", (int)t);
+        tables[t] = ember_table_config_default();
+        tables[t].name = names[t];
+        tables[t].rows = info.table_rows[t];
+        tables[t].dim = 1;
+        tables[t].init = EMBER_INIT_ZEROS;
+        tables[t].optimizer = ember_optimizer_default(EMBER_OPT_SGD);
+    }
+    for (int32_t f = 0; f < F; f++) {
+        snprintf(names[T + f], sizeof names[T + f], "f%d", (int)f);
+        features[f].name = names[T + f];
+        features[f].table = info.feature_table[f];
+        features[f].combiner = EMBER_COMBINER_SUM;
+    }
+    ember_collection_config cc = ember_collection_config_default();
+    cc.tables = tables;
+    cc.num_tables = T;
+    cc.features = features;
+    cc.num_features = F;
+    cc.num_shards = (int32_t)o.shards;
+    cc.stack_tables = o.stack;
+    if ((rc = ember_collection_create(&cc, &coll)) != EMBER_OK) {
+        fprintf(stderr, "ember limits: %s: %s\n", ember_status_str(rc), ember_errmsg(NULL));
+        goto fail;
+    }
+
+    /* 3. every batch: counts per (table, shard), then the max over shards */
+    int64_t n = 0, cap = 0;
+    for (;;) {
+        if (o.batches >= 0 && n >= o.batches)
+            break;
+        ember_batch b;
+        if (syn) {
+            if ((rc = ember_synth_next(syn, &b)) != EMBER_OK) {
+                fprintf(stderr, "ember limits: batch %lld: %s: %s\n", (long long)n,
+                        ember_status_str(rc), ember_data_errmsg());
+                goto fail;
+            }
+        } else {
+            rc = ember_batch_reader_next(reader, &b);
+            if (rc == 0)
+                break;
+            if (rc < 0) {
+                fprintf(stderr, "ember limits: %s: %s\n", ember_status_str(rc),
+                        ember_data_errmsg());
+                goto fail;
+            }
+        }
+        if ((rc = ember_partition_counts(coll, &b, ids, unique)) != EMBER_OK) {
+            fprintf(stderr, "ember limits: %s: batch %lld: %s: %s\n", source, (long long)n,
+                    ember_status_str(rc), ember_errmsg(coll));
+            goto fail;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            for (int32_t t = 0; t < T; t++)
+                if (grow_i64(&obs[t].max_ids, cap) || grow_i64(&obs[t].max_unique, cap))
+                    goto nomem;
+        }
+        for (int32_t t = 0; t < T; t++) {
+            int64_t mi = 0, mu = 0;
+            for (int64_t s = 0; s < o.shards; s++) {
+                int64_t cell = (int64_t)t * o.shards + s;
+                if (ids[cell] > mi)
+                    mi = ids[cell];
+                if (unique[cell] > mu)
+                    mu = unique[cell];
+                obs[t].units_total += ids[cell];
+            }
+            obs[t].max_ids[n] = mi;
+            obs[t].max_unique[n] = mu;
+        }
+        for (int32_t f = 0; f < F; f++)
+            for (int32_t s = 0; s < b.batch_size; s++)
+                obs[info.feature_table[f]].ids_total += b.lengths[(int64_t)f * b.batch_size + s];
+        n++;
+    }
+
+    /* 4. report */
+    for (int32_t t = 0; t < T; t++)
+        summarise(&obs[t], n, &rep[t]);
+    if (o.json) {
+        if (emit_json(&o, source, &info, obs, rep, n, now_s() - t0)) {
+            fprintf(stderr, "ember limits: could not format JSON\n");
+            goto fail;
+        }
+    } else {
+        print_text(&o, source, &info, obs, rep, n);
+    }
+    status = 0;
+    goto fail;
+
+nomem:
+    fprintf(stderr, "ember limits: out of memory\n");
+fail:
+    if (obs)
+        for (int32_t t = 0; t < info.num_tables; t++) {
+            free(obs[t].max_ids);
+            free(obs[t].max_unique);
+        }
+    ember_collection_destroy(coll);
+    ember_batch_reader_destroy(reader);
+    ember_synth_destroy(syn);
+    free(tables);
+    free(features);
+    free(names);
+    free(obs);
+    free(rep);
+    free(ids);
+    free(unique);
+    free(own_rows);
+    free(own_ftab);
+    return status;
+}

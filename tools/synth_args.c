@@ -1,0 +1,124 @@
+/*
+ * synth_args.c: parsing of the synthetic-workload options shared by
+ * `ember gen` and `ember limits --synthetic` (see synth_args.h).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "synth_args.h"
+
+typedef struct synth_preset {
+    const char *name;
+    int32_t tables;
+    int64_t rows;
+    int32_t batch, pooling;
+    int zipf;
+} synth_preset;
+
+/* ../shared/bench/peer/README.md; dim does not matter to the ids. */
+static const synth_preset PRESETS[] = {
+    {"quick", 8, 100000, 1024, 20, 1},
+    {"W1", 8, 1000000, 4096, 20, 1},
+    {"W2", 26, 100000, 2048, 1, 1},
+    {"W3", 1, 10000000, 8192, 10, 0},
+};
+
+void synth_args_init(synth_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->zipf = -1;
+}
+
+int synth_parse_int64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int synth_args_take(synth_args *a, const char *cmd, const char *name, const char *val,
+                    int *used_val)
+{
+    int64_t v = 0;
+    int bad = 0;
+    *used_val = 1;
+    if (!strcmp(name, "--weighted")) {
+        *used_val = 0;
+        a->weighted = 1;
+        return 1;
+    }
+    if (strcmp(name, "--preset") && strcmp(name, "--tables") && strcmp(name, "--rows") &&
+        strcmp(name, "--batch") && strcmp(name, "--pooling") && strcmp(name, "--dist") &&
+        strcmp(name, "--alpha") && strcmp(name, "--seed"))
+        return 0;
+    if (!val) {
+        fprintf(stderr, "ember %s: %s needs a value\n", cmd, name);
+        return -1;
+    }
+    if (!strcmp(name, "--preset")) {
+        a->preset = val;
+    } else if (!strcmp(name, "--tables")) {
+        bad = synth_parse_int64(val, 1, INT32_MAX, &v);
+        a->tables = (int32_t)v;
+    } else if (!strcmp(name, "--rows")) {
+        bad = synth_parse_int64(val, 1, INT64_C(1) << 53, &a->rows);
+    } else if (!strcmp(name, "--batch")) {
+        bad = synth_parse_int64(val, 1, INT32_MAX, &v);
+        a->batch = (int32_t)v;
+    } else if (!strcmp(name, "--pooling")) {
+        bad = synth_parse_int64(val, 1, INT32_MAX, &v);
+        a->pooling = (int32_t)v;
+    } else if (!strcmp(name, "--dist")) {
+        bad = strcmp(val, "zipf") && strcmp(val, "uniform");
+        a->zipf = !strcmp(val, "zipf");
+    } else if (!strcmp(name, "--alpha")) {
+        char *end;
+        a->alpha = strtod(val, &end);
+        bad = end == val || *end || !isfinite(a->alpha) || !(a->alpha > 0);
+    } else { /* --seed */
+        bad = synth_parse_int64(val, 0, INT64_MAX, &v);
+        a->seed = (uint64_t)v;
+        a->seed_given = 1;
+    }
+    if (bad) {
+        fprintf(stderr, "ember %s: bad value '%s' for %s\n", cmd, val, name);
+        return -1;
+    }
+    return 1;
+}
+
+int synth_args_config(const synth_args *a, const char *cmd, ember_synth_config *out)
+{
+    const synth_preset *p = &PRESETS[0];
+    if (a->preset) {
+        p = NULL;
+        for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
+            if (!strcmp(a->preset, PRESETS[i].name))
+                p = &PRESETS[i];
+        if (!p) {
+            fprintf(stderr, "ember %s: unknown preset '%s' (quick, W1, W2, W3)\n", cmd,
+                    a->preset);
+            return 2;
+        }
+    }
+    ember_synth_config c = ember_synth_config_default();
+    c.tables = a->tables ? a->tables : p->tables;
+    c.rows = a->rows ? a->rows : p->rows;
+    c.batch_size = a->batch ? a->batch : p->batch;
+    c.pooling = a->pooling ? a->pooling : p->pooling;
+    c.zipf = a->zipf >= 0 ? a->zipf : p->zipf;
+    if (a->alpha > 0)
+        c.alpha = a->alpha;
+    c.weighted = a->weighted;
+    if (a->seed_given)
+        c.seed = a->seed;
+    *out = c;
+    return 0;
+}

@@ -1,0 +1,45 @@
+/*
+ * synth_args.h: the synthetic-workload options shared by `ember gen` and
+ * `ember limits --synthetic` (--preset, --tables, --rows, --batch, --pooling,
+ * --dist, --alpha, --seed, --weighted).
+ *
+ * A preset fills every field first and explicit flags override it, whatever
+ * their order on the command line.  The presets are the benchmark workloads
+ * of ../shared/bench/peer (W1, W2, W3) plus "quick", the default, which is
+ * also `ember bench`'s default shape.
+ */
+#ifndef EMBER_TOOLS_SYNTH_ARGS_H
+#define EMBER_TOOLS_SYNTH_ARGS_H
+
+#include <stdint.h>
+
+#include "ember.h"
+
+typedef struct synth_args {
+    const char *preset;      /* NULL: "quick"                             */
+    int32_t tables, batch, pooling; /* 0: from the preset                  */
+    int64_t rows;            /* 0: from the preset                        */
+    int zipf;                /* -1: from the preset                       */
+    double alpha;            /* 0: ember_synth_config_default()'s         */
+    int weighted;
+    int seed_given;
+    uint64_t seed;
+} synth_args;
+
+void synth_args_init(synth_args *a);
+
+/* Tries to take the generator option named `name` with value `val` (NULL
+ * when the flag takes none).  Returns 1 if it was one (and was valid), 0 if
+ * it is not a generator option, -1 for a bad value (message on stderr,
+ * prefixed with cmd).  *used_val says whether val was consumed. */
+int synth_args_take(synth_args *a, const char *cmd, const char *name, const char *val,
+                    int *used_val);
+
+/* The generator config: preset, then explicit flags.  0, or 2 (usage error,
+ * message on stderr) for an unknown preset. */
+int synth_args_config(const synth_args *a, const char *cmd, ember_synth_config *out);
+
+/* Parses a decimal integer in [lo, hi]; 0 on success. */
+int synth_parse_int64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+#endif
