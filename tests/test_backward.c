@@ -27,6 +27,41 @@
  */
 #include "util.h"
 
+/* Rows the batch did not touch (valid ids only) must keep their values and
+ * state bit for bit; frees before[] (values, state per table). */
+static void check_untouched(const ember_collection *c, const ember_collection_config *cfg,
+                            const ember_batch *b, float **before, const char *when)
+{
+    uint8_t *touched[TEST_MAX_TABLES];
+    for (int32_t t = 0; t < cfg->num_tables; t++)
+        touched[t] = calloc((size_t)cfg->tables[t].rows, 1);
+    int64_t k = 0;
+    for (int32_t f = 0; f < b->num_features; f++) {
+        int32_t t = cfg->features[f].table;
+        for (int32_t s = 0; s < b->batch_size; s++)
+            for (int32_t p = 0; p < b->lengths[(int64_t)f * b->batch_size + s]; p++, k++)
+                if (b->ids[k] >= 0 && b->ids[k] < cfg->tables[t].rows)
+                    touched[t][b->ids[k]] = 1;
+    }
+    for (int32_t t = 0; t < cfg->num_tables; t++) {
+        const ember_table_config *tab = &cfg->tables[t];
+        for (int st = 0; st < 2; st++) {
+            int64_t per = st ? ember_state_floats(tab->optimizer.kind, tab->dim) : tab->dim;
+            float *after = test_read_table(c, cfg, t, st), *old = before[2 * t + st];
+            int64_t bad = -1;
+            for (int64_t row = 0; after && old && row < tab->rows && bad < 0; row++)
+                if (!touched[t][row] &&
+                    memcmp(after + row * per, old + row * per, (size_t)per * sizeof(float)) != 0)
+                    bad = row;
+            CHECK_MSG(bad < 0, "%s: untouched row %lld of %s changed (%s)", when, (long long)bad,
+                      tab->name, st ? "state" : "values");
+            free(after);
+            free(old);
+        }
+        free(touched[t]);
+    }
+}
+
 static void random_case(test_rng *r, int trial, int32_t B, int32_t max_len)
 {
     int heavy = test_range(r, 0, 3) == 0;
@@ -105,36 +140,7 @@ static void random_case(test_rng *r, int trial, int32_t B, int32_t max_len)
         snprintf(when, sizeof when, "%s step %d", what, step);
         test_compare_ref(c, &m, rtol, atol, when);
 
-        /* rows the batch did not touch: bit-identical values and state */
-        int64_t k = 0;
-        uint8_t *touched[TEST_MAX_TABLES];
-        for (int32_t t = 0; t < tc->cfg.num_tables; t++)
-            touched[t] = calloc((size_t)tc->tables[t].rows, 1);
-        for (int32_t f = 0; f < tb.b.num_features; f++) {
-            const ember_table_config *tab = &tc->tables[tc->features[f].table];
-            for (int32_t s = 0; s < tb.b.batch_size; s++)
-                for (int32_t p = 0; p < tb.b.lengths[(int64_t)f * tb.b.batch_size + s]; p++, k++)
-                    if (tb.b.ids[k] >= 0 && tb.b.ids[k] < tab->rows)
-                        touched[tc->features[f].table][tb.b.ids[k]] = 1;
-        }
-        for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
-            const ember_table_config *tab = &tc->tables[t];
-            for (int st = 0; st < 2; st++) {
-                int64_t per = st ? ember_state_floats(tab->optimizer.kind, tab->dim) : tab->dim;
-                float *after = test_read_table(c, &tc->cfg, t, st);
-                int64_t bad = -1;
-                for (int64_t row = 0; row < tab->rows && bad < 0 && after && before[2 * t + st];
-                     row++)
-                    if (!touched[t][row] && memcmp(after + row * per, before[2 * t + st] + row * per,
-                                                   (size_t)per * sizeof(float)) != 0)
-                        bad = row;
-                CHECK_MSG(bad < 0, "%s step %d: untouched row %lld of %s changed (%s)", what, step,
-                          (long long)bad, tab->name, st ? "state" : "values");
-                free(after);
-                free(before[2 * t + st]);
-            }
-            free(touched[t]);
-        }
+        check_untouched(c, &tc->cfg, &tb.b, before, when);
         ember_stats stats;
         ember_collection_stats(c, &stats);
         CHECK(stats.steps == step + 1);

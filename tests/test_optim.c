@@ -214,7 +214,8 @@ static void test_adam(void)
     static const int64_t ids_b[1] = {1}, ids_c[1] = {0};
     static const float d_c[4] = {7, 7, -1, 5};
     static const float w1[6] = {0.9f, 1.9f, -1.1f, 0.4f, 7, -7};
-    static const float s1[12] = {0.1f, 0.7f, 0.001f, 0.049f, 0.2f, 0.2f, 0.004f, 0.004f, 0, 0, 0, 0};
+    static const float s1[12] = {0.1f, 0.7f, 0.001f, 0.049f, 0.2f, 0.2f,
+                                 0.004f, 0.004f, 0, 0, 0, 0};
     static const float w2[6] = {0.9f, 1.9f, -1.1266337f, 0.30602926f, 7, -7};
     static const float s2[12] = {0.1f,  0.7f,  0.001f,    0.049f,    0.08f, 0.68f,
                                  0.004996f, 0.028996f, 0, 0, 0, 0};
@@ -284,7 +285,8 @@ static void test_combiner_scales(void)
     for (int dedup = 0; dedup < 2; dedup++) {
         c = make(o, EMBER_COMBINER_MEAN, dedup);
         if (c) {
-            static const float out[2] = {0.33333333f, 1.5f}, w[6] = {0.8f, 1.6f, -1.1f, 0.3f, 7, -7};
+            static const float out[2] = {0.33333333f, 1.5f};
+            static const float w[6] = {0.8f, 1.6f, -1.1f, 0.3f, 7, -7};
             step(c, 1, len3, ids001, NULL, 3, (float[]){3, 6}, out, 2, 0, "mean duplicates");
             expect(c, w, NULL, 0, dedup ? "mean duplicates, dedup" : "mean duplicates");
             ember_collection_destroy(c);
@@ -308,17 +310,20 @@ static void test_combiner_scales(void)
             ember_collection_destroy(c);
         }
     }
-    /* Divisor 0: MEAN with weights 1 and -1, SQRTN with weight 0.  The header
+    /* Divisor 0: MEAN with weights 1 and -1, SQRTN with weights 0.  The header
      * says the pooled row is zero (never NaN); the backward of a constant zero
-     * output is a zero gradient, so with SGD and no weight decay the rows keep
-     * their values (ambiguity resolved this way: scale = 0 when divisor = 0). */
+     * output is a zero gradient (ambiguity resolved this way: scale = 0 when
+     * the divisor is 0), but both rows still occur in the batch, so they are
+     * touched and weight decay 0.5 applies: w -= 0.1 * 0.5 * w, i.e. w *= 0.95:
+     * row0 = [0.95, 1.9], row1 = [-0.95, 0.475]. */
+    o.weight_decay = 0.5f;
     for (int sq = 0; sq < 2; sq++) {
         c = make(o, sq ? EMBER_COMBINER_SQRTN : EMBER_COMBINER_MEAN, 0);
         if (c) {
-            static const float out[2] = {0, 0};
+            static const float out[2] = {0, 0}, w[6] = {0.95f, 1.9f, -0.95f, 0.475f, 7, -7};
             step(c, 1, len1, ids01, sq ? (float[]){0, 0} : (float[]){1, -1}, 2, (float[]){4, 8},
                  out, 2, 0, sq ? "sqrtn divisor 0" : "mean divisor 0");
-            expect(c, W_INIT, NULL, 0, sq ? "sqrtn divisor 0" : "mean divisor 0");
+            expect(c, w, NULL, 0, sq ? "sqrtn divisor 0" : "mean divisor 0");
             ember_collection_destroy(c);
         }
     }
