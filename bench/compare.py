@@ -306,7 +306,7 @@ def summarize(a):
             f" | {fmt(speed, '.2f')}x | {fmt(fms, '.2f')} | {fmt(fspeed, '.2f')}{'x' if fspeed else ''} "
             f"| {fmt(ids and ids / 1e6, '.2f')} | {fmt(pct4, '.1f')}% | {fmt(pct2, '.1f')}% "
             f"| {fmt(scale, '.2f')} | {rss:.0f} / {tgt:.0f} | {fmt(max_busy and 100 * max_busy, '.0f')}% "
-            f"| {' '.join(checks)} |")
+            f"| {'NOISY ' if max_busy is not None and max_busy > a.quiet_threshold else ''}{' '.join(checks)} |")
 
     n_rounds = len({d.get("round") for d in ember})
     torch_v = next((d.get("torch_version") for d in peer if d.get("torch_version")), "?")

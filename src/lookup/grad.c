@@ -151,7 +151,7 @@ int ember_grad_apply(ember_collection *c, int32_t p, const float *dp, const floa
         if (bad >= 0) {
             uint32_t row = (uint32_t)(r->keys[starts[bad]] >> 32);
             uint32_t e = (uint32_t)r->keys[starts[bad]];
-            int32_t seg = r->seg_of[e];
+            int64_t seg = ember_route_segment_of(r, e);
             const ember_lfeature *fe = &c->features[r->seg_feature[seg]];
             return ember_fail(c, EMBER_ENUMERIC,
                               "table '%s' row %lld: gradient is not finite (feature '%s', sample %d); "

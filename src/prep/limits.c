@@ -202,7 +202,7 @@ static int check_and_drop(ember_collection *c, int32_t p, int32_t m, int64_t *dr
             kept[k]++;
         } else {
             r->row[e] = EMBER_ROW_DROPPED;
-            *dropped += r->mult[e];
+            *dropped += r->dedup ? r->mult[e] : 1;
         }
     }
     for (int64_t k = 0; k < (int64_t)T * S; k++) {
@@ -251,7 +251,7 @@ int ember_limits_apply(ember_collection *c, int64_t *dropped)
                 if (r->leader[e] != (int32_t)e && r->row[r->leader[e]] == EMBER_ROW_DROPPED &&
                     r->row[e] != EMBER_ROW_DROPPED) {
                     r->row[e] = EMBER_ROW_DROPPED;
-                    drops += r->mult[e];
+                    drops += r->dedup ? r->mult[e] : 1;
                 }
             r->nkeys = 0;
         }

@@ -106,8 +106,7 @@ static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B, int
         void *a = realloc(r->row, sizeof(uint32_t) * cap), *w = realloc(r->weight, sizeof(float) * cap);
         if (a) r->row = a;
         if (w) r->weight = w;
-        void *so = realloc(r->seg_of, sizeof(int32_t) * cap), *ld = realloc(r->leader, sizeof(int32_t) * cap);
-        if (so) r->seg_of = so;
+        void *ld = realloc(r->leader, sizeof(int32_t) * cap);
         if (ld) r->leader = ld;
         void *k = realloc(r->keys, sizeof(uint64_t) * cap), *kt = realloc(r->keys_tmp, sizeof(uint64_t) * cap);
         if (k) r->keys = k;
@@ -117,7 +116,7 @@ static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B, int
         if (ssc) r->src_scale = ssc;
         void *mu = realloc(r->mult, sizeof(int32_t) * cap);
         if (mu) r->mult = mu;
-        if (!a || !w || !so || !ld || !k || !kt || !sof || !ssc || !mu)
+        if (!a || !w || !ld || !k || !kt || !sof || !ssc || !mu)
             return EMBER_ENOMEM;
         r->cap_n = cap;
     }
@@ -147,11 +146,23 @@ static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B, int
     return EMBER_OK;
 }
 
+int64_t ember_route_segment_of(const ember_route *r, int64_t e)
+{
+    int64_t lo = 0, hi = r->nseg; /* seg_start[lo] <= e < seg_start[hi] */
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (r->seg_start[mid] <= e)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 void ember_route_free(ember_route *r)
 {
     free(r->row);
     free(r->weight);
-    free(r->seg_of);
     free(r->leader);
     free(r->seg_start);
     free(r->seg_out);
@@ -188,24 +199,19 @@ static float combiner_scale(ember_combiner cb, double sumw, double sumw2)
     return 1.0f;
 }
 
-/* Builds physical table p's route; returns the ids skipped by bounds=drop. */
-static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b, int units)
+/* Builds the entries and segments of samples [s0, s1) of physical table p,
+ * entries from e (returned: one past the last) and segments from g.  Counts
+ * ids skipped by bounds=drop into *dropped. */
+static int64_t build_samples(ember_collection *c, int32_t p, const ember_batch *b, int units,
+                             int32_t s0, int32_t s1, int64_t e, int64_t g, int64_t *dropped)
 {
     ember_ptable *pt = &c->ptables[p];
     ember_route *r = &pt->route;
     int32_t B = b->batch_size;
-    int dedup = c->cfg.dedup;
-    int weighted = b->weights != NULL || dedup;
+    int dedup = c->cfg.dedup, weighted = r->weighted;
     const float *win = b->weights;
-    int64_t e = 0, g = 0, dropped = 0;
-    int64_t *fo = r->feat_order;
-    fo[0] = 0;
-    for (int32_t i = 0; i < pt->num_features; i++) {
-        int32_t f = pt->features[i];
-        const int64_t *bo = c->bag_off + (int64_t)f * (B + 1);
-        fo[i + 1] = fo[i] + (c->features[f].combiner == EMBER_COMBINER_NONE ? bo[B] - bo[0] : B);
-    }
-    for (int32_t s = 0; s < B; s++) {
+    const int64_t *fo = r->feat_order;
+    for (int32_t s = s0; s < s1; s++) {
         r->sample_seg[s] = g;
         for (int32_t i = 0; i < pt->num_features; i++) {
             int32_t f = pt->features[i];
@@ -223,19 +229,21 @@ static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b
                     r->seg_scale[g] = 1.0f;
                     r->seg_feature[g] = f;
                     r->seg_sample[g] = s;
-                    if ((uint64_t)b->ids[k] < rows) {
-                        r->row[e] = base + (uint32_t)b->ids[k];
-                        if (weighted)
-                            r->weight[e] = win ? win[k] : 1.0f;
-                        r->seg_of[e] = (int32_t)g;
-                        int64_t same = units ? find_row(r->row, bag0, e, r->row[e]) : -1;
-                        r->leader[e] = (int32_t)(same >= 0 ? same : e);
-                        r->mult[e] = 1;
-                        e++;
-                    } else {
-                        dropped++;
-                    }
                     g++;
+                    if ((uint64_t)b->ids[k] >= rows) {
+                        (*dropped)++;
+                        continue;
+                    }
+                    r->row[e] = base + (uint32_t)b->ids[k];
+                    if (weighted)
+                        r->weight[e] = win ? win[k] : 1.0f;
+                    if (dedup)
+                        r->mult[e] = 1;
+                    if (units) {
+                        int64_t same = find_row(r->row, bag0, e, r->row[e]);
+                        r->leader[e] = (int32_t)(same >= 0 ? same : e);
+                    }
+                    e++;
                 }
                 continue;
             }
@@ -243,7 +251,7 @@ static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b
             double sumw = 0, sumw2 = 0;
             for (int64_t k = lo; k < hi; k++) {
                 if ((uint64_t)b->ids[k] >= rows) {
-                    dropped++;
+                    (*dropped)++;
                     continue;
                 }
                 uint32_t row = base + (uint32_t)b->ids[k];
@@ -259,9 +267,10 @@ static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b
                 r->row[e] = row;
                 if (weighted)
                     r->weight[e] = w;
-                r->seg_of[e] = (int32_t)g;
-                r->leader[e] = (int32_t)(same >= 0 ? same : e);
-                r->mult[e] = 1;
+                if (dedup)
+                    r->mult[e] = 1;
+                if (units)
+                    r->leader[e] = (int32_t)(same >= 0 ? same : e);
                 e++;
             }
             r->seg_order[fo[i] + s] = (int32_t)g;
@@ -273,13 +282,97 @@ static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b
             g++;
         }
     }
-    r->sample_seg[B] = g;
-    r->seg_start[g] = e;
+    return e;
+}
+
+/* Entries (an upper bound: before drops and dedup) and segments of samples
+ * [s0, s1) of physical table p. */
+static void count_samples(const ember_collection *c, const ember_ptable *pt, int32_t B, int32_t s0,
+                          int32_t s1, int64_t *n, int64_t *nseg)
+{
+    *n = *nseg = 0;
+    for (int32_t i = 0; i < pt->num_features; i++) {
+        int32_t f = pt->features[i];
+        const int64_t *bo = c->bag_off + (int64_t)f * (B + 1);
+        *n += bo[s1] - bo[s0];
+        *nseg += c->features[f].combiner == EMBER_COMBINER_NONE ? bo[s1] - bo[s0] : s1 - s0;
+    }
+}
+
+/* Moves chunk entries [from, from + len) down to `to` and fixes the
+ * entry indices its segments and leaders hold. */
+static void compact_chunk(ember_route *r, int64_t from, int64_t to, int64_t len, int64_t g0, int64_t g1,
+                          int units, int dedup)
+{
+    int64_t shift = from - to;
+    if (shift == 0)
+        return;
+    memmove(r->row + to, r->row + from, sizeof(uint32_t) * (size_t)len);
+    if (r->weighted)
+        memmove(r->weight + to, r->weight + from, sizeof(float) * (size_t)len);
+    if (dedup)
+        memmove(r->mult + to, r->mult + from, sizeof(int32_t) * (size_t)len);
+    if (units) {
+        memmove(r->leader + to, r->leader + from, sizeof(int32_t) * (size_t)len);
+        for (int64_t e = to; e < to + len; e++)
+            r->leader[e] -= (int32_t)shift;
+    }
+    for (int64_t g = g0; g < g1; g++)
+        r->seg_start[g] -= shift;
+}
+
+#define ROUTE_MAX_CHUNKS 64
+
+/* Builds physical table p's route: samples split statically over threads,
+ * each writing from its upper-bound entry offset; chunks are compacted only
+ * when drops or dedup left gaps.  Returns the ids skipped by bounds=drop. */
+static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b, int units)
+{
+    ember_ptable *pt = &c->ptables[p];
+    ember_route *r = &pt->route;
+    int32_t B = b->batch_size;
+    r->weighted = b->weights != NULL || c->cfg.dedup;
+    r->dedup = c->cfg.dedup;
+    int64_t *fo = r->feat_order;
+    fo[0] = 0;
+    for (int32_t i = 0; i < pt->num_features; i++) {
+        int32_t f = pt->features[i];
+        const int64_t *bo = c->bag_off + (int64_t)f * (B + 1);
+        fo[i + 1] = fo[i] + (c->features[f].combiner == EMBER_COMBINER_NONE ? bo[B] - bo[0] : B);
+    }
+    int64_t total, total_seg;
+    count_samples(c, pt, B, 0, B, &total, &total_seg);
+    int chunks = total >= 32768 ? c->threads : 1;
+    if (chunks > ROUTE_MAX_CHUNKS)
+        chunks = ROUTE_MAX_CHUNKS;
+    if (chunks > B)
+        chunks = B > 0 ? B : 1;
+    int64_t e_at[ROUTE_MAX_CHUNKS + 1], g_at[ROUTE_MAX_CHUNKS + 1], e_end[ROUTE_MAX_CHUNKS], drop[ROUTE_MAX_CHUNKS];
+    e_at[0] = g_at[0] = 0;
+    for (int k = 0; k < chunks; k++) {
+        int64_t n, ns;
+        count_samples(c, pt, B, (int32_t)((int64_t)B * k / chunks), (int32_t)((int64_t)B * (k + 1) / chunks),
+                      &n, &ns);
+        e_at[k + 1] = e_at[k] + n;
+        g_at[k + 1] = g_at[k] + ns;
+        drop[k] = 0;
+    }
+#pragma omp parallel for schedule(static, 1) num_threads(chunks)
+    for (int k = 0; k < chunks; k++)
+        e_end[k] = build_samples(c, p, b, units, (int32_t)((int64_t)B * k / chunks),
+                                 (int32_t)((int64_t)B * (k + 1) / chunks), e_at[k], g_at[k], &drop[k]);
+    int64_t e = 0, dropped = 0;
+    for (int k = 0; k < chunks; k++) {
+        compact_chunk(r, e_at[k], e, e_end[k] - e_at[k], g_at[k], g_at[k + 1], units, r->dedup);
+        e += e_end[k] - e_at[k];
+        dropped += drop[k];
+    }
+    r->sample_seg[B] = total_seg;
+    r->seg_start[total_seg] = e;
     r->n = e;
-    r->nseg = g;
+    r->nseg = total_seg;
     r->nkeys = 0;
     r->sorted_all = 0;
-    r->weighted = weighted;
     return dropped;
 }
 

@@ -22,9 +22,10 @@ typedef struct ember_route {
     int64_t nseg;         /* segments                                        */
     uint32_t *row;        /* [n] physical row, or EMBER_ROW_DROPPED          */
     float *weight;        /* [n] or NULL (all 1)                             */
-    int32_t *seg_of;      /* [n] segment of each entry                       */
-    int32_t *leader;      /* [n] first entry of the same id in its bag (limits) */
-    int32_t *mult;        /* [n] batch ids merged into the entry (dedup)     */
+    int32_t *leader;      /* [n] first entry of the same id in its bag
+                             (only when a limit is set)                       */
+    int32_t *mult;        /* [n] batch ids merged into the entry (only with
+                             dedup; 1 otherwise)                              */
     int64_t *seg_start;   /* [nseg + 1] first entry of each segment          */
     int64_t *seg_out;     /* [nseg] float offset into pooled or sequence     */
     float *seg_scale;     /* [nseg] combiner scale                           */
@@ -41,6 +42,7 @@ typedef struct ember_route {
     int64_t nkeys;        /* valid keys (0 when not sorted)                  */
     int sorted_all;       /* keys hold every kept entry (not only leaders)   */
     int weighted;         /* weight[] is filled (batch weights or dedup)     */
+    int dedup;            /* mult[] is filled                                */
     /* capacities of the grow-only buffers above */
     int64_t cap_n, cap_seg, cap_b;
     int32_t cap_f;
@@ -48,6 +50,9 @@ typedef struct ember_route {
 
 struct ember_collection;
 struct ember_batch;
+
+/* Segment of entry e (binary search of seg_start). */
+int64_t ember_route_segment_of(const ember_route *r, int64_t e);
 
 /* Validates the whole batch against the config; on error nothing is routed
  * and the message names feature, sample and id.  Fills coll->bag_off. */
