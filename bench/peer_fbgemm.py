@@ -32,6 +32,15 @@ row_gbytes_per_s = tables*batch*pooling*dim*4 bytes / median iteration time / 1e
 
 Weights are filled with uniform(-init, init) before timing (TBE leaves CPU weights at zero), so every page of
 the table is real memory rather than the shared zero page.
+
+cpuinfo fix (on by default, --no-cpuinfo-fix turns it off): with torch 2.14.1 + fbgemm-gpu-cpu 1.9.0 from PyPI
+there are two copies of cpuinfo (libc10.so and libtorch.so both export cpuinfo_initialize/cpuinfo_isa) and
+fbgemm_gpu's own fbgemm.so ends up reading a copy that was never initialised, so its fbgemmInstructionSet()
+returns anyarch and every kernel it generates is the scalar reference code (EmbeddingSpMDM_ref,
+rowwise_sparse_adagrad_ref): the backward of EXACT_ROWWISE_ADAGRAD becomes ~3x slower.  The forward is not
+affected (fbgemm_gpu_tbe_common.so binds to the FBGEMM inside libtorch_cpu.so, which sees AVX2).  Loading
+libc10.so with RTLD_GLOBAL before `import torch` makes every library resolve to the same, initialised copy.
+The ISA that fbgemm_gpu's fbgemm.so sees is reported in "fbgemm_gpu_isa".
 """
 import argparse
 import itertools
@@ -121,6 +130,37 @@ def draw_ids(a, rng, zipf):
 
 
 # ------------------------------------------------------------------------------------------------ helpers
+ISA_NAMES = {0: "anyarch (scalar reference kernels)", 1: "avx2", 2: "avx512", 3: "avx512_ymm",
+             4: "avx512_vnni", 5: "avx512_vnni_ymm", 6: "sve"}
+
+
+def load_c10_global():
+    """Load torch's libc10.so with RTLD_GLOBAL before torch itself (see 'cpuinfo fix' above)."""
+    import ctypes
+    import importlib.util
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return False
+    lib = os.path.join(os.path.dirname(spec.origin), "lib", "libc10.so")
+    if not os.path.exists(lib):
+        return False
+    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+    return True
+
+
+def fbgemm_gpu_isa(fbgemm_gpu):
+    """fbgemm::fbgemmInstructionSet() as seen by fbgemm_gpu's own fbgemm.so (not torch's bundled FBGEMM)."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(fbgemm_gpu.__file__), "fbgemm.so"))
+        f = lib._ZN6fbgemm20fbgemmInstructionSetEv
+        f.restype = ctypes.c_int
+        v = int(f())
+        return ISA_NAMES.get(v, str(v))
+    except (OSError, AttributeError) as e:
+        return f"unknown ({e})"
+
+
 def rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
@@ -158,6 +198,7 @@ def run_one(a):
     if a.optimizer not in OPTIMIZERS:
         raise SystemExit(f"unknown optimizer {a.optimizer!r} (choose from {','.join(OPTIMIZERS)})")
 
+    fix = load_c10_global() if a.cpuinfo_fix else False
     import torch
     import fbgemm_gpu
     from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
@@ -168,7 +209,8 @@ def run_one(a):
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    base.update(torch_version=torch.__version__, fbgemm_version=fbgemm_gpu.__version__)
+    base.update(torch_version=torch.__version__, fbgemm_version=fbgemm_gpu.__version__,
+                cpuinfo_fix=fix, fbgemm_gpu_isa=fbgemm_gpu_isa(fbgemm_gpu))
     est = est_bytes(a)
     if est > a.max_gb * 1e9:
         base.update(skipped=f"estimated {est / 1e9:.1f} GB > --max-gb {a.max_gb}")
@@ -290,6 +332,9 @@ def main():
     p.add_argument("--init", type=float, default=0.0, help="weights ~ U(-init, init); 0 -> 1/sqrt(dim)")
     p.add_argument("--bounds-check", choices=["warning", "none", "fatal"], default="warning",
                    help="TBE bounds_check_mode (library default WARNING runs a bounds check every forward)")
+    p.add_argument("--no-cpuinfo-fix", dest="cpuinfo_fix", action="store_false",
+                   help="do not load libc10.so RTLD_GLOBAL first (out-of-the-box behaviour: fbgemm_gpu's "
+                        "fbgemm.so falls back to scalar reference kernels on this install)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-gb", type=float, default=20.0, help="skip a measurement whose estimated memory exceeds this")
     a = p.parse_args()

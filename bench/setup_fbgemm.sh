@@ -87,6 +87,31 @@ print(f"OK torch {torch.__version__}, fbgemm_gpu {fbgemm_gpu.__version__} ({fbge
 EOF
 }
 
+# ---- which ISA fbgemm_gpu's own fbgemm.so detects, without and with libc10.so loaded RTLD_GLOBAL first ----
+# (informational; see "cpuinfo fix" in bench/peer_fbgemm.py: two cpuinfo copies, libc10.so and libtorch.so)
+isa_report() {
+    local mode out
+    for mode in plain c10_global; do
+        out="$("$VENV/bin/python" - "$mode" 2>&1 <<'PYEOF' | tail -1
+import ctypes, importlib.util, os, sys
+if sys.argv[1] == "c10_global":
+    d = os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib")
+    ctypes.CDLL(os.path.join(d, "libc10.so"), mode=ctypes.RTLD_GLOBAL)
+import torch, fbgemm_gpu
+f = ctypes.CDLL(os.path.join(os.path.dirname(fbgemm_gpu.__file__), "fbgemm.so"))._ZN6fbgemm20fbgemmInstructionSetEv
+f.restype = ctypes.c_int
+print({0: "anyarch (scalar reference kernels)", 1: "avx2", 2: "avx512", 3: "avx512_ymm",
+       4: "avx512_vnni", 5: "avx512_vnni_ymm"}.get(f(), "unknown"))
+PYEOF
+)"
+        if [ "$mode" = plain ]; then
+            say "fbgemm_gpu's fbgemm.so ISA, plain import: $out"
+        else
+            say "fbgemm_gpu's fbgemm.so ISA with libc10.so loaded RTLD_GLOBAL first (peer_fbgemm.py default): $out"
+        fi
+    done
+}
+
 case "$(uname -s)-$(uname -m)" in
     Linux-x86_64) ;;
     *) fail "only Linux x86_64 is supported (fbgemm-gpu-cpu wheels are manylinux_2_28 x86_64; this is $(uname -s)-$(uname -m))" ;;
@@ -101,6 +126,7 @@ if [ -x "$VENV/bin/python" ]; then
     say "found $VENV, verifying"
     if msg="$(verify 2>&1)"; then
         say "$msg"
+        isa_report
         say "nothing to do; run benchmarks with: $VENV/bin/python $REPO/bench/peer_fbgemm.py --preset W1"
         exit 0
     fi
@@ -132,6 +158,7 @@ say "pip install took $((t1 - t0)) s; venv size $(du -sh "$VENV" | cut -f1)"
 
 if msg="$(verify 2>&1)"; then
     say "$msg"
+    isa_report
     say "done; run benchmarks with: $VENV/bin/python $REPO/bench/peer_fbgemm.py --preset W1"
     exit 0
 fi

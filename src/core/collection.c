@@ -256,7 +256,7 @@ void ember_collection_memory(const ember_collection *c, ember_memory *out)
         out->row_bytes += pt->store->value_bytes;
         out->state_bytes += pt->store->state_bytes;
         out->workspace_bytes += r->cap_n * (int64_t)(sizeof(uint32_t) + sizeof(float) + 2 * sizeof(int32_t) +
-                                                     3 * sizeof(uint64_t) + sizeof(float)) +
+                                                     4 * sizeof(uint64_t) + 2 * sizeof(float)) +
                                 r->cap_seg * (int64_t)(2 * sizeof(int64_t) + sizeof(float) + 2 * sizeof(int32_t)) +
                                 r->cap_b * (int64_t)sizeof(int64_t);
     }

@@ -6,7 +6,10 @@
  * occurrences sit together in entry order, which is sample order (route.h).
  * Unique rows are split over threads by occurrence count, each row wholly
  * owned by one thread: no locks, no atomics, and the same sums in the same
- * order for any thread count.  With debug checks, a first pass computes every
+ * order for any thread count.  Each occurrence's source (upstream row offset
+ * and scale) is computed in entry order, then gathered into key order, so
+ * the aggregation loop reads them sequentially and prefetches upstream rows
+ * from that sequence.  With debug checks, a first pass computes every
  * gradient and checks it before the second pass changes any row.
  */
 #include <math.h>
@@ -18,12 +21,10 @@
 #include "optim/optim.h"
 
 #define PREFETCH_ROWS 4 /* runs ahead: table row and state            */
-#define PREFETCH_SRC 16 /* occurrences ahead: the entry's source       */
-#define PREFETCH_D 8    /* occurrences ahead: the upstream gradient row */
+#define PREFETCH_D 16   /* occurrences ahead: the upstream gradient row */
 
-/* Per-entry gradient source in entry order (a sequential pass), so the
- * row-sorted loop below reads one array per occurrence instead of a chain
- * entry -> segment -> output offset. */
+/* Per-entry gradient source in entry order (a sequential pass): the offset
+ * of the entry's upstream row and its scale * weight. */
 static void build_sources(ember_route *r, int threads)
 {
 #pragma omp parallel for schedule(static) num_threads(threads)
@@ -36,33 +37,39 @@ static void build_sources(ember_route *r, int threads)
     }
 }
 
-static inline const float *src_row(const ember_route *r, uint32_t e, const float *dp, const float *ds)
+/* Upstream row of a source offset (as seg_out: >= 0 pooled, else sequence). */
+static inline const float *src_row(int64_t off, const float *dp, const float *ds)
 {
-    int64_t off = r->src_off[e];
     return off >= 0 ? dp + off : ds + (-1 - off);
 }
 
-/* Summed gradient of the occurrences keys[j0, j1) of one row into g[dim];
+/* Sources in sorted-key order: a gather whose iterations are independent,
+ * so the CPU overlaps its cache misses; the aggregation loop then reads its
+ * sources sequentially. */
+static void sort_sources(ember_route *r, int64_t n, int threads)
+{
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t e = (uint32_t)r->keys[j];
+        r->sorted_off[j] = r->src_off[e];
+        r->sorted_scale[j] = r->src_scale[e];
+    }
+}
+
+/* Summed gradient of the occurrences [j0, j1) of one row into g[dim];
  * jend bounds the prefetches (end of this thread's keys). */
-static inline void row_gradient(const ember_route *r, const uint64_t *keys, int64_t j0, int64_t j1,
-                                int64_t jend, int32_t dim, const float *dp, const float *ds,
-                                float *restrict g)
+static inline void row_gradient(const ember_route *r, int64_t j0, int64_t j1, int64_t jend, int32_t dim,
+                                const float *dp, const float *ds, float *restrict g)
 {
     memset(g, 0, sizeof(float) * (size_t)dim);
     for (int64_t j = j0; j < j1; j++) {
-        if (j + PREFETCH_SRC < jend) {
-            uint32_t ep = (uint32_t)keys[j + PREFETCH_SRC];
-            __builtin_prefetch(&r->src_off[ep], 0, 3);
-            __builtin_prefetch(&r->src_scale[ep], 0, 3);
-        }
         if (j + PREFETCH_D < jend) {
-            const char *pd = (const char *)src_row(r, (uint32_t)keys[j + PREFETCH_D], dp, ds);
+            const char *pd = (const char *)src_row(r->sorted_off[j + PREFETCH_D], dp, ds);
             for (int32_t b = 0; b < dim * 4; b += 64)
                 __builtin_prefetch(pd + b, 0, 3);
         }
-        uint32_t e = (uint32_t)keys[j];
-        float sc = r->src_scale[e];
-        const float *d = src_row(r, e, dp, ds);
+        float sc = r->sorted_scale[j];
+        const float *d = src_row(r->sorted_off[j], dp, ds);
 #pragma omp simd
         for (int32_t k = 0; k < dim; k++)
             g[k] += sc * d[k];
@@ -112,8 +119,8 @@ static int64_t check_gradients(const ember_route *r, int32_t dim, const uint64_t
         for (int64_t u = 0; u < nu; u++) {
             if (mine >= 0)
                 continue;
-            row_gradient(r, r->keys, (int64_t)starts[u], (int64_t)starts[u + 1], (int64_t)starts[u + 1],
-                         dim, dp, ds, g);
+            row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], (int64_t)starts[u + 1], dim, dp,
+                         ds, g);
             for (int32_t k = 0; k < dim; k++)
                 if (!isfinite(g[k])) {
                     mine = u;
@@ -146,6 +153,7 @@ int ember_grad_apply(ember_collection *c, int32_t p, const float *dp, const floa
     if (n < 2048)
         threads = 1;
     build_sources(r, threads);
+    sort_sources(r, n, threads);
     if (check_only) {
         int64_t bad = check_gradients(r, dim, starts, nu, dp, ds, threads);
         if (bad >= 0) {
@@ -185,7 +193,7 @@ int ember_grad_apply(ember_collection *c, int32_t p, const float *dp, const floa
                 }
             }
             uint32_t row = (uint32_t)(r->keys[starts[u]] >> 32);
-            row_gradient(r, r->keys, (int64_t)starts[u], (int64_t)starts[u + 1], jend, dim, dp, ds, g);
+            row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], jend, dim, dp, ds, g);
             ember_optim_row(&o, dim, values + (int64_t)row * dim, sf ? state + (int64_t)row * sf : NULL, g);
         }
     }

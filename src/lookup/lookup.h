@@ -10,8 +10,8 @@
 #include "prep/route.h"
 #include "table/store.h"
 
-/* Writes the output rows of the segments seg_order[k0, k1) of route r. */
-void ember_pool(const ember_route *r, const ember_store *s, int64_t k0, int64_t k1, float *pooled,
+/* Writes the output rows of segments [g0, g1) of route r. */
+void ember_pool(const ember_route *r, const ember_store *s, int64_t g0, int64_t g1, float *pooled,
                 float *sequence, int threads);
 
 struct ember_collection;

@@ -2,11 +2,10 @@
  * pool.c: the forward kernel: every output row is the scaled, weighted sum
  * of its entries' table rows, summed in entry order.
  *
- * Segments are visited feature-major (route.h: seg_order), so the hot rows
- * of one table stay in cache while its bags are pooled, and split statically
- * over threads; a segment is always computed by exactly one thread in a
- * fixed order, so the output is bit-identical for any thread count.  Rows
- * are prefetched PREFETCH entries ahead in visiting order (the
+ * Work is split statically by entries (not segments), so threads get equal
+ * numbers of row reads whatever the bag sizes; a segment is always computed
+ * by exactly one thread in a fixed order, so the output is bit-identical for
+ * any thread count.  Rows are prefetched PREFETCH entries ahead (the
  * workload-shaped gather limit in bench/peer measured 16 ahead as best).
  * Dims that are multiples of 16 get a kernel with the dim known at compile
  * time; any other dim gets the generic loop, which GCC also vectorises.
@@ -18,77 +17,49 @@
 
 #define PREFETCH 16
 
-/* Walks the entries in pool order (segments of seg_order[k0, k1), entries
- * in each) PREFETCH entries ahead of the kernel, prefetching their rows. */
-typedef struct lookahead {
-    int64_t k, e, end;
-} lookahead;
-
-static inline void la_settle(const ember_route *r, lookahead *la, int64_t k1)
+static inline void prefetch_row(const float *values, const uint32_t *row, int64_t e, int64_t n,
+                                int32_t dim)
 {
-    while (la->e >= la->end && ++la->k < k1) {
-        int32_t g = r->seg_order[la->k];
-        la->e = r->seg_start[g];
-        la->end = r->seg_start[g + 1];
-    }
-}
-
-static inline void la_step(const ember_route *r, lookahead *la, int64_t k1, const float *values,
-                           int32_t dim)
-{
-    if (la->k >= k1)
-        return;
-    uint32_t x = r->row[la->e];
-    if (x != EMBER_ROW_DROPPED) {
-        const char *p = (const char *)(values + (int64_t)x * dim);
+    if (e < n && row[e] != EMBER_ROW_DROPPED) {
+        const char *p = (const char *)(values + (int64_t)row[e] * dim);
         for (int32_t c = 0; c < dim * 4; c += 64)
             __builtin_prefetch(p + c, 0, 0);
     }
-    la->e++;
-    la_settle(r, la, k1);
 }
 
-#define POOL_BODY(DIM)                                                                    \
-    lookahead la = {k0, 0, 0};                                                            \
-    if (k0 < k1) {                                                                        \
-        la.e = r->seg_start[r->seg_order[k0]];                                            \
-        la.end = r->seg_start[r->seg_order[k0] + 1];                                      \
-        la_settle(r, &la, k1);                                                            \
-    }                                                                                     \
-    for (int i = 0; i < PREFETCH; i++)                                                    \
-        la_step(r, &la, k1, values, (DIM));                                               \
-    for (int64_t k = k0; k < k1; k++) {                                                   \
-        int32_t g = r->seg_order[k];                                                      \
-        float acc[DIM];                                                                   \
-        for (int32_t j = 0; j < (DIM); j++)                                               \
-            acc[j] = 0.0f;                                                                \
-        int64_t e1 = r->seg_start[g + 1];                                                 \
-        for (int64_t e = r->seg_start[g]; e < e1; e++) {                                  \
-            la_step(r, &la, k1, values, (DIM));                                           \
-            uint32_t x = row[e];                                                          \
-            if (x == EMBER_ROW_DROPPED)                                                   \
-                continue;                                                                 \
-            const float *v = values + (int64_t)x * (DIM);                                 \
-            if (weight) {                                                                 \
-                float w = weight[e];                                                      \
-                _Pragma("omp simd") for (int32_t j = 0; j < (DIM); j++) acc[j] += w * v[j]; \
-            } else {                                                                      \
-                _Pragma("omp simd") for (int32_t j = 0; j < (DIM); j++) acc[j] += v[j];   \
-            }                                                                             \
-        }                                                                                 \
-        float sc = r->seg_scale[g];                                                       \
-        float *o = ember_seg_out(r, g, pooled, sequence);                                 \
-        _Pragma("omp simd") for (int32_t j = 0; j < (DIM); j++) o[j] = acc[j] * sc;      \
+#define POOL_BODY(DIM)                                                                   \
+    for (int64_t g = g0; g < g1; g++) {                                                  \
+        float acc[DIM];                                                                  \
+        for (int32_t k = 0; k < (DIM); k++)                                              \
+            acc[k] = 0.0f;                                                               \
+        int64_t e1 = r->seg_start[g + 1];                                                \
+        for (int64_t e = r->seg_start[g]; e < e1; e++) {                                 \
+            prefetch_row(values, row, e + PREFETCH, n, (DIM));                           \
+            uint32_t x = row[e];                                                         \
+            if (x == EMBER_ROW_DROPPED)                                                  \
+                continue;                                                                \
+            const float *v = values + (int64_t)x * (DIM);                                \
+            if (weight) {                                                                \
+                float w = weight[e];                                                     \
+                _Pragma("omp simd") for (int32_t k = 0; k < (DIM); k++) acc[k] += w * v[k]; \
+            } else {                                                                     \
+                _Pragma("omp simd") for (int32_t k = 0; k < (DIM); k++) acc[k] += v[k];  \
+            }                                                                            \
+        }                                                                                \
+        float sc = r->seg_scale[g];                                                      \
+        float *o = ember_seg_out(r, g, pooled, sequence);                                \
+        _Pragma("omp simd") for (int32_t k = 0; k < (DIM); k++) o[k] = acc[k] * sc;     \
     }
 
-#define DEFINE_POOL(NAME, DIM_EXPR)                                                       \
-    static void NAME(const ember_route *r, const float *values, int32_t dim, int64_t k0,  \
-                     int64_t k1, float *pooled, float *sequence)                          \
-    {                                                                                     \
-        const uint32_t *row = r->row;                                                     \
-        const float *weight = r->weighted ? r->weight : NULL;                             \
-        (void)dim;                                                                        \
-        POOL_BODY(DIM_EXPR)                                                               \
+#define DEFINE_POOL(NAME, DIM_EXPR)                                                      \
+    static void NAME(const ember_route *r, const float *values, int32_t dim, int64_t g0, \
+                     int64_t g1, float *pooled, float *sequence)                         \
+    {                                                                                    \
+        const uint32_t *row = r->row;                                                    \
+        const float *weight = r->weighted ? r->weight : NULL;                            \
+        int64_t n = r->n;                                                                \
+        (void)dim;                                                                       \
+        POOL_BODY(DIM_EXPR)                                                              \
     }
 
 DEFINE_POOL(pool_16, 16)
@@ -112,17 +83,33 @@ static pool_fn pick(int32_t dim)
     }
 }
 
-void ember_pool(const ember_route *r, const ember_store *s, int64_t k0, int64_t k1, float *pooled,
+/* First segment of [g0, g1) whose first entry is >= e. */
+static int64_t seg_at_entry(const ember_route *r, int64_t g0, int64_t g1, int64_t e)
+{
+    while (g0 < g1) {
+        int64_t mid = g0 + (g1 - g0) / 2;
+        if (r->seg_start[mid] < e)
+            g0 = mid + 1;
+        else
+            g1 = mid;
+    }
+    return g0;
+}
+
+void ember_pool(const ember_route *r, const ember_store *s, int64_t g0, int64_t g1, float *pooled,
                 float *sequence, int threads)
 {
-    if (k1 <= k0)
+    if (g1 <= g0)
         return;
     pool_fn fn = pick(s->dim);
-    if (threads > 1 && k1 - k0 < 256)
+    int64_t e0 = r->seg_start[g0], e1 = r->seg_start[g1];
+    if (threads > 1 && e1 - e0 < 4096)
         threads = 1;
 #pragma omp parallel num_threads(threads)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        fn(r, s->values, s->dim, k0 + (k1 - k0) * t / nt, k0 + (k1 - k0) * (t + 1) / nt, pooled, sequence);
+        int64_t lo = t == 0 ? g0 : seg_at_entry(r, g0, g1, e0 + (e1 - e0) * t / nt);
+        int64_t hi = t == nt - 1 ? g1 : seg_at_entry(r, g0, g1, e0 + (e1 - e0) * (t + 1) / nt);
+        fn(r, s->values, s->dim, lo, hi, pooled, sequence);
     }
 }

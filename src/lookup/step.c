@@ -20,30 +20,15 @@
 #include "prep/limits.h"
 
 
-/* Position of (feature i of ptable p, sample s) in the route's seg_order. */
-static int64_t order_pos(const ember_collection *c, const ember_ptable *pt, int32_t i, int32_t s)
-{
-    int32_t f = pt->features[i];
-    const int64_t *bo = c->bag_off + (int64_t)f * (c->batch_size + 1);
-    int64_t k = c->features[f].combiner == EMBER_COMBINER_NONE ? bo[s] - bo[0] : s;
-    return pt->route.feat_order[i] + k;
-}
-
 /* Shard lookup and pooling of physical table p, one mini-batch at a time
  * (in a world of one every shard is local and the exchanges are empty). */
 static void lookup_ptable(ember_collection *c, int32_t p, float *pooled, float *sequence)
 {
     const ember_ptable *pt = &c->ptables[p];
-    if (c->num_minibatches == 1) {
-        ember_pool(&pt->route, pt->store, 0, pt->route.nseg, pooled, sequence, c->threads);
-        return;
-    }
-    for (int32_t m = 0; m < c->num_minibatches; m++) {
-        int32_t b0 = c->minibatch_start[m], b1 = c->minibatch_start[m + 1];
-        for (int32_t i = 0; i < pt->num_features; i++)
-            ember_pool(&pt->route, pt->store, order_pos(c, pt, i, b0), order_pos(c, pt, i, b1), pooled,
-                       sequence, c->threads);
-    }
+    const ember_route *r = &pt->route;
+    for (int32_t m = 0; m < c->num_minibatches; m++)
+        ember_pool(r, pt->store, r->sample_seg[c->minibatch_start[m]],
+                   r->sample_seg[c->minibatch_start[m + 1]], pooled, sequence, c->threads);
 }
 
 /* Debug check of one forward's outputs: names table, row, feature, sample. */

@@ -30,6 +30,20 @@ static int32_t sample_of(const int64_t *off, int32_t B, int64_t i)
     return lo;
 }
 
+/* First i in [lo, hi) with ids[i] outside [0, rows), or -1; the same answer
+ * for any thread count (a min reduction over chunks). */
+static int64_t first_out_of_range(const int64_t *ids, int64_t lo, int64_t hi, uint64_t rows, int threads)
+{
+    int64_t first = INT64_MAX;
+    if (hi - lo < 65536)
+        threads = 1;
+#pragma omp parallel for schedule(static) reduction(min : first) num_threads(threads)
+    for (int64_t i = lo; i < hi; i++)
+        if ((uint64_t)ids[i] >= rows && i < first)
+            first = i;
+    return first == INT64_MAX ? -1 : first;
+}
+
 int ember_route_validate(ember_collection *c, const ember_batch *b)
 {
     if (!b)
@@ -67,11 +81,7 @@ int ember_route_validate(ember_collection *c, const ember_batch *b)
         int64_t rows = c->tables[fe->table].cfg.rows;
         int64_t bad = -1;
         if (c->cfg.bounds == EMBER_BOUNDS_ERROR) {
-            for (int64_t i = bo[0]; i < bo[B]; i++)
-                if ((uint64_t)b->ids[i] >= (uint64_t)rows) {
-                    bad = i;
-                    break;
-                }
+            bad = first_out_of_range(b->ids, bo[0], bo[B], (uint64_t)rows, c->threads);
             if (bad >= 0)
                 return ember_fail(c, EMBER_EINPUT,
                                   "feature '%s' sample %d: id %lld outside [0, %lld) of table '%s'",
@@ -92,15 +102,8 @@ int ember_route_validate(ember_collection *c, const ember_batch *b)
     return EMBER_OK;
 }
 
-static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B, int32_t nf)
+static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B)
 {
-    if (nf + 1 > r->cap_f) {
-        void *p = realloc(r->feat_order, sizeof(int64_t) * ((size_t)nf + 1));
-        if (!p)
-            return EMBER_ENOMEM;
-        r->feat_order = p;
-        r->cap_f = nf + 1;
-    }
     if (n + 1 > r->cap_n) {
         int64_t cap = n + 1 > r->cap_n * 3 / 2 ? n + 1 : r->cap_n * 3 / 2;
         void *a = realloc(r->row, sizeof(uint32_t) * cap), *w = realloc(r->weight, sizeof(float) * cap);
@@ -116,7 +119,10 @@ static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B, int
         if (ssc) r->src_scale = ssc;
         void *mu = realloc(r->mult, sizeof(int32_t) * cap);
         if (mu) r->mult = mu;
-        if (!a || !w || !ld || !k || !kt || !sof || !ssc || !mu)
+        void *tof = realloc(r->sorted_off, sizeof(int64_t) * cap), *tsc = realloc(r->sorted_scale, sizeof(float) * cap);
+        if (tof) r->sorted_off = tof;
+        if (tsc) r->sorted_scale = tsc;
+        if (!a || !w || !ld || !k || !kt || !sof || !ssc || !mu || !tof || !tsc)
             return EMBER_ENOMEM;
         r->cap_n = cap;
     }
@@ -130,9 +136,7 @@ static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B, int
         if (sf) r->seg_feature = sf;
         void *ss = realloc(r->seg_sample, sizeof(int32_t) * cap);
         if (ss) r->seg_sample = ss;
-        void *so = realloc(r->seg_order, sizeof(int32_t) * cap);
-        if (so) r->seg_order = so;
-        if (!st || !o || !sc || !sf || !ss || !so)
+        if (!st || !o || !sc || !sf || !ss)
             return EMBER_ENOMEM;
         r->cap_seg = cap;
     }
@@ -170,12 +174,12 @@ void ember_route_free(ember_route *r)
     free(r->seg_feature);
     free(r->seg_sample);
     free(r->sample_seg);
-    free(r->seg_order);
-    free(r->feat_order);
     free(r->keys);
     free(r->keys_tmp);
     free(r->src_off);
     free(r->mult);
+    free(r->sorted_off);
+    free(r->sorted_scale);
     free(r->src_scale);
     memset(r, 0, sizeof *r);
 }
@@ -210,7 +214,6 @@ static int64_t build_samples(ember_collection *c, int32_t p, const ember_batch *
     int32_t B = b->batch_size;
     int dedup = c->cfg.dedup, weighted = r->weighted;
     const float *win = b->weights;
-    const int64_t *fo = r->feat_order;
     for (int32_t s = s0; s < s1; s++) {
         r->sample_seg[s] = g;
         for (int32_t i = 0; i < pt->num_features; i++) {
@@ -223,7 +226,6 @@ static int64_t build_samples(ember_collection *c, int32_t p, const ember_batch *
             if (fe->combiner == EMBER_COMBINER_NONE) {
                 int64_t bag0 = e; /* one segment per id, but units are per bag */
                 for (int64_t k = lo; k < hi; k++) {
-                    r->seg_order[fo[i] + (k - bo[0])] = (int32_t)g;
                     r->seg_start[g] = e;
                     r->seg_out[g] = -1 - (c->seq_off[f] + (k - bo[0]) * fe->dim);
                     r->seg_scale[g] = 1.0f;
@@ -273,7 +275,6 @@ static int64_t build_samples(ember_collection *c, int32_t p, const ember_batch *
                     r->leader[e] = (int32_t)(same >= 0 ? same : e);
                 e++;
             }
-            r->seg_order[fo[i] + s] = (int32_t)g;
             r->seg_start[g] = e0;
             r->seg_out[g] = (int64_t)s * c->pooled_width + fe->out_col;
             r->seg_scale[g] = combiner_scale(fe->combiner, sumw, sumw2);
@@ -333,13 +334,6 @@ static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b
     int32_t B = b->batch_size;
     r->weighted = b->weights != NULL || c->cfg.dedup;
     r->dedup = c->cfg.dedup;
-    int64_t *fo = r->feat_order;
-    fo[0] = 0;
-    for (int32_t i = 0; i < pt->num_features; i++) {
-        int32_t f = pt->features[i];
-        const int64_t *bo = c->bag_off + (int64_t)f * (B + 1);
-        fo[i + 1] = fo[i] + (c->features[f].combiner == EMBER_COMBINER_NONE ? bo[B] - bo[0] : B);
-    }
     int64_t total, total_seg;
     count_samples(c, pt, B, 0, B, &total, &total_seg);
     int chunks = total >= 32768 ? c->threads : 1;
@@ -402,7 +396,7 @@ int ember_route_build(ember_collection *c, const ember_batch *b, int units, int6
         if (n >= INT32_MAX || nseg >= INT32_MAX)
             return ember_fail(c, EMBER_EINPUT, "batch routes %lld ids to one physical table (max 2^31-1)",
                               (long long)n);
-        if (reserve_route(&pt->route, n, nseg, B, pt->num_features) != EMBER_OK)
+        if (reserve_route(&pt->route, n, nseg, B) != EMBER_OK)
             return ember_fail(c, EMBER_ENOMEM, "out of memory routing %lld ids", (long long)n);
         dropped += build_ptable(c, p, b, units);
     }

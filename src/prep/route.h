@@ -32,11 +32,10 @@ typedef struct ember_route {
     int32_t *seg_feature; /* [nseg] feature index                            */
     int32_t *seg_sample;  /* [nseg] sample index                             */
     int64_t *sample_seg;  /* [B + 1] first segment of each sample            */
-    int32_t *seg_order;   /* [nseg] segments feature-major: the pool order,
-                             so one table's hot rows stay in cache together */
-    int64_t *feat_order;  /* [features of the ptable + 1] start in seg_order */
     int64_t *src_off;     /* [n] backward: entry's d_out offset (as seg_out) */
     float *src_scale;     /* [n] backward: seg_scale * weight                */
+    int64_t *sorted_off;  /* [n] src_off in sorted-key order                 */
+    float *sorted_scale;  /* [n] src_scale in sorted-key order               */
     uint64_t *keys;       /* [n] (row << 32 | entry), sorted by row          */
     uint64_t *keys_tmp;   /* [n] radix sort scratch                          */
     int64_t nkeys;        /* valid keys (0 when not sorted)                  */
@@ -45,7 +44,6 @@ typedef struct ember_route {
     int dedup;            /* mult[] is filled                                */
     /* capacities of the grow-only buffers above */
     int64_t cap_n, cap_seg, cap_b;
-    int32_t cap_f;
 } ember_route;
 
 struct ember_collection;
