@@ -219,6 +219,83 @@ EOF
 }
 CHECKS+=(gen_weighted)
 
+# ------------------------------------------------------------ ember bench
+
+# $1: JSON lines of `ember bench`; $2: the (optimizer, threads) pairs wanted,
+# e.g. "none:1 adagrad:1".  One line per pair, every field, min <= median <= max.
+bench_lines_ok() {
+    json_lines_valid "$1" || return 1
+    python3 - "$1" "$2" <<'EOF'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+want = sorted(tuple(p.split(":")) for p in sys.argv[2].split())
+got = sorted((r.get("optimizer"), str(r.get("threads"))) for r in recs)
+assert got == want, (got, want)
+keys = ["impl", "workload", "threads", "optimizer", "ms_per_iter_median", "ms_per_iter_min",
+        "ms_per_iter_max", "ids_per_s", "peak_rss_mb"]
+for r in recs:
+    assert "error" not in r and "skipped" not in r, r
+    for k in keys:
+        assert k in r, (k, r)
+    assert r["impl"] == "ember", r
+    assert 0 <= r["ms_per_iter_min"] <= r["ms_per_iter_median"] <= r["ms_per_iter_max"], r
+    assert r["ids_per_s"] > 0 and r["peak_rss_mb"] > 0, r
+EOF
+}
+
+check_bench_default() {
+    expect_status 0 "$EMBER" bench || return 1
+    bench_lines_ok "$TMP/out" "none:1 adagrad:1" || return 1
+    python3 - "$TMP/out" <<'EOF'
+import json, sys
+for r in map(json.loads, open(sys.argv[1])):   # the quick shape
+    shape = [r[k] for k in ("workload", "tables", "rows", "dim", "batch", "pooling", "dist")]
+    assert shape == ["t8_r100000_d64_b1024_p20_zipf", 8, 100000, 64, 1024, 20, "zipf"], r
+    assert (r["iters"], r["warmup"], r["alpha"], r["seed"]) == (10, 3, 1.05, 0), r
+EOF
+}
+CHECKS+=(bench_default)
+
+# several pairs: each one runs in a child process of its own
+check_bench_pairs() {
+    expect_status 0 "$EMBER" bench --optimizer sgd,adam --threads 1,2 --iters 2 --warmup 1 \
+        --tables 2 --rows 10000 --batch 256 --pooling 4 || return 1
+    bench_lines_ok "$TMP/out" "sgd:1 sgd:2 adam:1 adam:2" || return 1
+}
+CHECKS+=(bench_pairs)
+
+# the preset's shape, dim included, with flags before it overriding part of it
+check_bench_preset() {
+    expect_status 0 "$EMBER" bench --rows 1000 --dist uniform --preset W2 --iters 1 --warmup 0 \
+        --optimizer none || return 1
+    bench_lines_ok "$TMP/out" "none:1" || return 1
+    python3 - "$TMP/out" <<'EOF'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+shape = [r[k] for k in ("workload", "tables", "rows", "dim", "batch", "pooling", "dist", "alpha")]
+assert shape == ["W2", 26, 1000, 128, 2048, 1, "uniform", None], r
+EOF
+}
+CHECKS+=(bench_preset)
+
+check_bench_usage_errors() {
+    local bad
+    for bad in "--dim 0" "--dim=2000" "--optimizer foo" "--optimizer sgd,foo" "--threads 0" \
+        "--iters 0" "--rows 0" "--tables x" "--dist normal" "--alpha 0"; do
+        expect_status 2 "$EMBER" bench $bad || return 1
+        grep -q -- "${bad%%[ =]*}" "$TMP/err" || { echo "stderr does not name the flag"; return 1; }
+        [ ! -s "$TMP/out" ] || { echo "stdout not empty: $bad"; return 1; }
+    done
+    expect_status 2 "$EMBER" bench --preset W9 || return 1
+    grep -q "W9" "$TMP/err" || return 1
+    expect_status 2 "$EMBER" bench --no-such-flag 1 || return 1
+    expect_status 2 "$EMBER" bench --weighted 1 || return 1   # gen's flag, not bench's
+    expect_status 2 "$EMBER" bench --iters || return 1
+    expect_status 0 "$EMBER" bench --help || return 1
+    grep -q "usage: ember bench" "$TMP/out" || return 1
+}
+CHECKS+=(bench_usage_errors)
+
 # ---------------------------------------------------------------- runner
 # (keep last: checks are defined and added to CHECKS above)
 passed=0

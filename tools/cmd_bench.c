@@ -11,7 +11,9 @@
  * against a fixed random d_pooled otherwise.  When the lists name more than
  * one pair, every pair runs in a fresh child (this program re-executed with
  * one pair) so that peak_rss_mb belongs to that measurement alone, and so
- * that only one collection (W3 Adam: 15 GB) exists at a time.
+ * that only one collection (W3 Adam: 15 GB) exists at a time.  The shape
+ * options and presets are synth_args', shared with `ember gen` and
+ * `ember limits`; --dim, when not given, is the preset's.
  */
 #include <errno.h>
 #include <math.h>
@@ -27,32 +29,17 @@
 
 #include "commands.h"
 #include "ember.h"
+#include "synth_args.h"
 
 #define BENCH_MAX_LIST 16
 
-typedef struct bench_preset {
-    const char *name;
-    int32_t tables;
-    int64_t rows;
-    int32_t dim, batch, pooling, zipf;
-} bench_preset;
-
-/* The peer's presets (torch_embeddingbag.py PRESETS); "quick" is the default. */
-static const bench_preset PRESETS[] = {
-    {"W1", 8, 1000000, 64, 4096, 20, 1},
-    {"W2", 26, 100000, 128, 2048, 1, 1},
-    {"W3", 1, 10000000, 128, 8192, 10, 0},
-    {"quick", 8, 100000, 64, 1024, 20, 1},
-};
-
 typedef struct bench_opts {
-    const char *preset, *workload;
-    int32_t tables, dim, batch, pooling; /* 0 / -1: not given */
-    int64_t rows;
-    int zipf;                            /* -1: not given     */
-    double alpha, lr, max_gb;
+    synth_args sa;
+    ember_synth_config shape;            /* from sa: ids and seed */
+    const char *workload;
+    int32_t dim;                         /* 0: not given      */
+    double lr, max_gb;
     int iters, warmup;
-    uint64_t seed;
     int num_opt, num_thr;
     const char *opt[BENCH_MAX_LIST];     /* none, sgd, ...    */
     int32_t thr[BENCH_MAX_LIST];
@@ -132,17 +119,6 @@ static int split_list(char *s, const char **items, int max)
     return n;
 }
 
-static int parse_int64(const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_double(const char *s, double *out)
 {
     char *end;
@@ -155,8 +131,7 @@ static int parse_double(const char *s, double *out)
 static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char *thr_buf)
 {
     memset(o, 0, sizeof *o);
-    o->zipf = -1;
-    o->alpha = 1.05;
+    synth_args_init(&o->sa);
     o->lr = 0.01;
     o->max_gb = 20;
     o->iters = 10;
@@ -190,42 +165,21 @@ static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char
         }
         int64_t v = 0;
         int bad = 0;
-        if (!strcmp(name, "--preset")) {
-            o->preset = val;
-        } else if (!strcmp(name, "--workload")) {
+        if (!strcmp(name, "--workload")) {
             o->workload = val;
-        } else if (!strcmp(name, "--tables")) {
-            bad = parse_int64(val, 1, INT32_MAX, &v);
-            o->tables = (int32_t)v;
-        } else if (!strcmp(name, "--rows")) {
-            bad = parse_int64(val, 1, INT64_C(1) << 40, &o->rows);
         } else if (!strcmp(name, "--dim")) {
-            bad = parse_int64(val, 1, 1024, &v);
+            bad = synth_parse_int64(val, 1, 1024, &v);
             o->dim = (int32_t)v;
-        } else if (!strcmp(name, "--batch")) {
-            bad = parse_int64(val, 1, INT32_MAX, &v);
-            o->batch = (int32_t)v;
-        } else if (!strcmp(name, "--pooling")) {
-            bad = parse_int64(val, 1, INT32_MAX, &v);
-            o->pooling = (int32_t)v;
-        } else if (!strcmp(name, "--dist")) {
-            bad = strcmp(val, "zipf") && strcmp(val, "uniform");
-            o->zipf = !strcmp(val, "zipf");
-        } else if (!strcmp(name, "--alpha")) {
-            bad = parse_double(val, &o->alpha) || !(o->alpha > 0);
         } else if (!strcmp(name, "--lr")) {
             bad = parse_double(val, &o->lr);
         } else if (!strcmp(name, "--max-gb")) {
             bad = parse_double(val, &o->max_gb);
         } else if (!strcmp(name, "--iters")) {
-            bad = parse_int64(val, 1, 100000, &v);
+            bad = synth_parse_int64(val, 1, 100000, &v);
             o->iters = (int)v;
         } else if (!strcmp(name, "--warmup")) {
-            bad = parse_int64(val, 0, 100000, &v);
+            bad = synth_parse_int64(val, 0, 100000, &v);
             o->warmup = (int)v;
-        } else if (!strcmp(name, "--seed")) {
-            bad = parse_int64(val, 0, INT64_MAX, &v);
-            o->seed = (uint64_t)v;
         } else if (!strcmp(name, "--optimizer")) {
             bad = strlen(val) >= 256;
             if (!bad)
@@ -235,8 +189,14 @@ static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char
             if (!bad)
                 strcpy(thr_buf, val);
         } else {
-            fprintf(stderr, "ember bench: unknown option '%s' (ember bench --help)\n", name);
-            return 2;
+            int used = 0, took = synth_args_take(&o->sa, "bench", name, val, &used);
+            if (took < 0)
+                return 2;
+            if (!took || !used) { /* --weighted: the kernels here are unweighted */
+                fprintf(stderr, "ember bench: unknown option '%s' (ember bench --help)\n", name);
+                return 2;
+            }
+            bad = !strcmp(name, "--rows") && o->sa.rows > INT64_C(1) << 40; /* bench's cap */
         }
         if (bad) {
             fprintf(stderr, "ember bench: bad value '%s' for %s\n", val, name);
@@ -244,35 +204,19 @@ static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char
         }
     }
 
-    const bench_preset *p = &PRESETS[3];
-    if (o->preset) {
-        p = NULL;
-        for (size_t i = 0; i < 3; i++)
-            if (!strcmp(o->preset, PRESETS[i].name))
-                p = &PRESETS[i];
-        if (!p) {
-            fprintf(stderr, "ember bench: unknown preset '%s' (W1, W2, W3)\n", o->preset);
-            return 2;
-        }
-    }
-    if (!o->tables)
-        o->tables = p->tables;
-    if (!o->rows)
-        o->rows = p->rows;
+    if (synth_args_config(&o->sa, "bench", &o->shape))
+        return 2;
     if (!o->dim)
-        o->dim = p->dim;
-    if (!o->batch)
-        o->batch = p->batch;
-    if (!o->pooling)
-        o->pooling = p->pooling;
-    if (o->zipf < 0)
-        o->zipf = p->zipf;
+        o->dim = synth_args_dim(&o->sa);
 
     o->num_opt = split_list(opt_buf, o->opt, BENCH_MAX_LIST);
     for (int i = 0; i < o->num_opt; i++) {
         ember_optimizer_kind k;
         if (parse_optimizer(o->opt[i], &k) < 0) {
-            fprintf(stderr, "ember bench: unknown optimizer '%s'\n", o->opt[i]);
+            fprintf(stderr,
+                    "ember bench: bad value '%s' for --optimizer "
+                    "(none, sgd, adagrad, rowwise_adagrad, adam)\n",
+                    o->opt[i]);
             return 2;
         }
     }
@@ -280,8 +224,8 @@ static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char
     o->num_thr = split_list(thr_buf, thr, BENCH_MAX_LIST);
     for (int i = 0; i < o->num_thr; i++) {
         int64_t v;
-        if (parse_int64(thr[i], 1, 1024, &v)) {
-            fprintf(stderr, "ember bench: bad thread count '%s'\n", thr[i]);
+        if (synth_parse_int64(thr[i], 1, 1024, &v)) {
+            fprintf(stderr, "ember bench: bad value '%s' for --threads\n", thr[i]);
             return 2;
         }
         o->thr[i] = (int32_t)v;
@@ -296,26 +240,27 @@ static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char
 /* Common fields of every line of one measurement. */
 static json_t *bench_base(const bench_opts *o, const char *optimizer, int32_t threads)
 {
+    const ember_synth_config *sh = &o->shape;
     char wl[128];
     if (o->workload)
         snprintf(wl, sizeof wl, "%s", o->workload);
-    else if (o->preset)
-        snprintf(wl, sizeof wl, "%s", o->preset);
+    else if (o->sa.preset)
+        snprintf(wl, sizeof wl, "%s", o->sa.preset);
     else
-        snprintf(wl, sizeof wl, "t%d_r%lld_d%d_b%d_p%d_%s", o->tables, (long long)o->rows, o->dim,
-                 o->batch, o->pooling, o->zipf ? "zipf" : "uniform");
+        snprintf(wl, sizeof wl, "t%d_r%lld_d%d_b%d_p%d_%s", sh->tables, (long long)sh->rows, o->dim,
+                 sh->batch_size, sh->pooling, sh->zipf ? "zipf" : "uniform");
     json_t *j = json_object();
     json_object_set_new(j, "impl", json_string("ember"));
     json_object_set_new(j, "workload", json_string(wl));
     json_object_set_new(j, "threads", json_integer(threads));
     json_object_set_new(j, "optimizer", json_string(optimizer));
-    json_object_set_new(j, "tables", json_integer(o->tables));
-    json_object_set_new(j, "rows", json_integer(o->rows));
+    json_object_set_new(j, "tables", json_integer(sh->tables));
+    json_object_set_new(j, "rows", json_integer(sh->rows));
     json_object_set_new(j, "dim", json_integer(o->dim));
-    json_object_set_new(j, "batch", json_integer(o->batch));
-    json_object_set_new(j, "pooling", json_integer(o->pooling));
-    json_object_set_new(j, "dist", json_string(o->zipf ? "zipf" : "uniform"));
-    json_object_set_new(j, "alpha", o->zipf ? json_real(o->alpha) : json_null());
+    json_object_set_new(j, "batch", json_integer(sh->batch_size));
+    json_object_set_new(j, "pooling", json_integer(sh->pooling));
+    json_object_set_new(j, "dist", json_string(sh->zipf ? "zipf" : "uniform"));
+    json_object_set_new(j, "alpha", sh->zipf ? json_real(sh->alpha) : json_null());
     json_object_set_new(j, "ember_version", json_string(ember_version()));
     return j;
 }
@@ -367,11 +312,12 @@ static uint64_t splitmix(uint64_t *state)
 /* One measurement in this process. */
 static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t threads)
 {
+    const ember_synth_config *sh = &o->shape;
     json_t *j = bench_base(o, optimizer, threads);
     ember_optimizer_kind kind = EMBER_OPT_SGD;
     const int train = parse_optimizer(optimizer, &kind) == 0;
     const int nb = o->warmup + o->iters;
-    const int64_t ids_per_iter = (int64_t)o->tables * o->batch * o->pooling;
+    const int64_t ids_per_iter = (int64_t)sh->tables * sh->batch_size * sh->pooling;
     ember_table_config *tcfg = NULL;
     ember_feature_config *fcfg = NULL;
     char *names = NULL;
@@ -385,7 +331,7 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
     int rc = 1;
 
     /* the peer's --max-gb rule: rows plus optimizer state */
-    double est = (double)o->tables * (double)o->rows * o->dim * 4.0 *
+    double est = (double)sh->tables * (double)sh->rows * o->dim * 4.0 *
                  (1.0 + (train ? (double)ember_state_floats(kind, o->dim) / o->dim : 0.0));
     if (est > o->max_gb * 1e9) {
         char why[128];
@@ -395,22 +341,22 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
         return 0;
     }
 
-    tcfg = calloc((size_t)o->tables, sizeof *tcfg);
-    fcfg = calloc((size_t)o->tables, sizeof *fcfg);
-    names = malloc((size_t)o->tables * 32);
+    tcfg = calloc((size_t)sh->tables, sizeof *tcfg);
+    fcfg = calloc((size_t)sh->tables, sizeof *fcfg);
+    names = malloc((size_t)sh->tables * 32);
     if (!tcfg || !fcfg || !names) {
         rc = bench_fail(j, "out of memory for the config%s", NULL);
         goto done;
     }
     ember_optimizer opt = ember_optimizer_default(kind);
     opt.lr = (float)o->lr;
-    for (int32_t t = 0; t < o->tables; t++) {
+    for (int32_t t = 0; t < sh->tables; t++) {
         char *tn = names + (size_t)t * 32, *fn = tn + 16;
         snprintf(tn, 16, "t%d", t);
         snprintf(fn, 16, "f%d", t);
         tcfg[t] = ember_table_config_default();
         tcfg[t].name = tn;
-        tcfg[t].rows = o->rows;
+        tcfg[t].rows = sh->rows;
         tcfg[t].dim = o->dim;
         tcfg[t].init = EMBER_INIT_UNIFORM;
         tcfg[t].optimizer = opt;
@@ -420,10 +366,10 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
     }
     ember_collection_config ccfg = ember_collection_config_default();
     ccfg.tables = tcfg;
-    ccfg.num_tables = o->tables;
+    ccfg.num_tables = sh->tables;
     ccfg.features = fcfg;
-    ccfg.num_features = o->tables;
-    ccfg.seed = o->seed;
+    ccfg.num_features = sh->tables;
+    ccfg.seed = sh->seed;
     ccfg.threads = threads;
 
     double t0 = now_s();
@@ -437,27 +383,19 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
     }
 
     /* every batch before the clock starts; distinct rows counted per table */
-    ember_synth_config scfg = ember_synth_config_default();
-    scfg.tables = o->tables;
-    scfg.rows = o->rows;
-    scfg.batch_size = o->batch;
-    scfg.pooling = o->pooling;
-    scfg.zipf = o->zipf;
-    scfg.alpha = o->alpha;
-    scfg.seed = o->seed;
     t0 = now_s();
-    st = ember_synth_create(&scfg, &synth);
+    st = ember_synth_create(sh, &synth);
     if (st) {
         rc = bench_fail(j, "ember_synth_create: %s", ember_data_errmsg());
         goto done;
     }
     const int64_t W = ember_pooled_width(coll);
-    const size_t words = (size_t)((o->rows + 63) / 64);
+    const size_t words = (size_t)((sh->rows + 63) / 64);
     ids = malloc((size_t)nb * (size_t)ids_per_iter * sizeof *ids);
-    lengths = malloc((size_t)o->tables * (size_t)o->batch * sizeof *lengths);
+    lengths = malloc((size_t)sh->tables * (size_t)sh->batch_size * sizeof *lengths);
     seen = malloc(words * sizeof *seen);
-    pooled = malloc((size_t)o->batch * (size_t)W * sizeof *pooled);
-    d_pooled = malloc((size_t)o->batch * (size_t)W * sizeof *d_pooled);
+    pooled = malloc((size_t)sh->batch_size * (size_t)W * sizeof *pooled);
+    d_pooled = malloc((size_t)sh->batch_size * (size_t)W * sizeof *d_pooled);
     t_tot = calloc((size_t)o->iters, sizeof *t_tot);
     t_fwd = calloc((size_t)o->iters, sizeof *t_fwd);
     t_bwd = calloc((size_t)o->iters, sizeof *t_bwd);
@@ -471,9 +409,9 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
         ember_synth_next(synth, &b);
         memcpy(ids + (size_t)n * ids_per_iter, b.ids, (size_t)ids_per_iter * sizeof *ids);
         if (n == 0)
-            memcpy(lengths, b.lengths, (size_t)o->tables * o->batch * sizeof *lengths);
-        const int64_t per_table = (int64_t)o->batch * o->pooling;
-        for (int32_t t = 0; t < o->tables; t++) {
+            memcpy(lengths, b.lengths, (size_t)sh->tables * sh->batch_size * sizeof *lengths);
+        const int64_t per_table = (int64_t)sh->batch_size * sh->pooling;
+        for (int32_t t = 0; t < sh->tables; t++) {
             memset(seen, 0, words * sizeof *seen);
             const int64_t *p = b.ids + t * per_table;
             for (int64_t i = 0; i < per_table; i++) {
@@ -486,8 +424,8 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
     double gen_ms = (now_s() - t0) * 1e3;
     ember_synth_destroy(synth);
     synth = NULL;
-    uint64_t rs = o->seed ^ 0x6a09e667f3bcc908ULL;
-    for (int64_t i = 0; i < (int64_t)o->batch * W; i++) {
+    uint64_t rs = sh->seed ^ 0x6a09e667f3bcc908ULL;
+    for (int64_t i = 0; i < (int64_t)sh->batch_size * W; i++) {
         d_pooled[i] = (float)((double)(splitmix(&rs) >> 40) * 0x1.0p-23 - 1.0); /* [-1, 1) */
         pooled[i] = 0;
     }
@@ -497,8 +435,8 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
         if (n == o->warmup)
             getrusage(RUSAGE_SELF, &ru0);
         ember_batch b = {
-            .batch_size = o->batch,
-            .num_features = o->tables,
+            .batch_size = sh->batch_size,
+            .num_features = sh->tables,
             .lengths = lengths,
             .ids = ids + (size_t)n * ids_per_iter,
             .weights = NULL,
@@ -548,7 +486,7 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
     json_object_set_new(j, "iters", json_integer(o->iters));
     json_object_set_new(j, "warmup", json_integer(o->warmup));
     json_object_set_new(j, "lr", train ? json_real(o->lr) : json_null());
-    json_object_set_new(j, "seed", json_integer((json_int_t)o->seed));
+    json_object_set_new(j, "seed", json_integer((json_int_t)sh->seed));
     json_object_set_new(j, "ms_per_iter_median", json_real(round_to(med * 1e3, 1e-3)));
     json_object_set_new(j, "ms_per_iter_min", json_real(round_to(tmin * 1e3, 1e-3)));
     json_object_set_new(j, "ms_per_iter_max", json_real(round_to(tmax * 1e3, 1e-3)));
@@ -561,7 +499,7 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
     json_object_set_new(j, "row_gbytes_per_s",
                         json_real(round_to((double)ids_per_iter * o->dim * 4 / med / 1e9, 1e-4)));
     json_object_set_new(j, "distinct_rows_per_table_per_iter",
-                        json_real(round_to(distinct / nb / o->tables, 0.1)));
+                        json_real(round_to(distinct / nb / sh->tables, 0.1)));
     json_object_set_new(j, "unique_rows_per_iter", json_real(round_to(distinct / nb, 0.1)));
     json_object_set_new(j, "lib_last_unique_rows", json_integer(stats.last_unique_rows));
     json_object_set_new(j, "minflt_per_iter",

@@ -1,6 +1,6 @@
 /*
  * synth_args.c: parsing of the synthetic-workload options shared by
- * `ember gen` and `ember limits --synthetic` (see synth_args.h).
+ * `ember gen`, `ember limits --synthetic` and `ember bench` (see synth_args.h).
  */
 #include <errno.h>
 #include <math.h>
@@ -14,17 +14,29 @@ typedef struct synth_preset {
     const char *name;
     int32_t tables;
     int64_t rows;
-    int32_t batch, pooling;
+    int32_t dim, batch, pooling;
     int zipf;
 } synth_preset;
 
-/* ../shared/bench/peer/README.md; dim does not matter to the ids. */
+/* ../shared/bench/peer/README.md (torch_embeddingbag.py PRESETS); dim is
+ * only `ember bench`'s, it does not matter to the ids. */
 static const synth_preset PRESETS[] = {
-    {"quick", 8, 100000, 1024, 20, 1},
-    {"W1", 8, 1000000, 4096, 20, 1},
-    {"W2", 26, 100000, 2048, 1, 1},
-    {"W3", 1, 10000000, 8192, 10, 0},
+    {"quick", 8, 100000, 64, 1024, 20, 1},
+    {"W1", 8, 1000000, 64, 4096, 20, 1},
+    {"W2", 26, 100000, 128, 2048, 1, 1},
+    {"W3", 1, 10000000, 128, 8192, 10, 0},
 };
+
+/* a's preset, NULL if unknown */
+static const synth_preset *synth_preset_find(const synth_args *a)
+{
+    if (!a->preset)
+        return &PRESETS[0];
+    for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
+        if (!strcmp(a->preset, PRESETS[i].name))
+            return &PRESETS[i];
+    return NULL;
+}
 
 void synth_args_init(synth_args *a)
 {
@@ -96,17 +108,10 @@ int synth_args_take(synth_args *a, const char *cmd, const char *name, const char
 
 int synth_args_config(const synth_args *a, const char *cmd, ember_synth_config *out)
 {
-    const synth_preset *p = &PRESETS[0];
-    if (a->preset) {
-        p = NULL;
-        for (size_t i = 0; i < sizeof PRESETS / sizeof PRESETS[0]; i++)
-            if (!strcmp(a->preset, PRESETS[i].name))
-                p = &PRESETS[i];
-        if (!p) {
-            fprintf(stderr, "ember %s: unknown preset '%s' (quick, W1, W2, W3)\n", cmd,
-                    a->preset);
-            return 2;
-        }
+    const synth_preset *p = synth_preset_find(a);
+    if (!p) {
+        fprintf(stderr, "ember %s: unknown preset '%s' (quick, W1, W2, W3)\n", cmd, a->preset);
+        return 2;
     }
     ember_synth_config c = ember_synth_config_default();
     c.tables = a->tables ? a->tables : p->tables;
@@ -121,4 +126,10 @@ int synth_args_config(const synth_args *a, const char *cmd, ember_synth_config *
         c.seed = a->seed;
     *out = c;
     return 0;
+}
+
+int32_t synth_args_dim(const synth_args *a)
+{
+    const synth_preset *p = synth_preset_find(a);
+    return p ? p->dim : 0;
 }

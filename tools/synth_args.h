@@ -1,12 +1,13 @@
 /*
- * synth_args.h: the synthetic-workload options shared by `ember gen` and
- * `ember limits --synthetic` (--preset, --tables, --rows, --batch, --pooling,
- * --dist, --alpha, --seed, --weighted).
+ * synth_args.h: the synthetic-workload options shared by `ember gen`,
+ * `ember limits --synthetic` and `ember bench` (--preset, --tables, --rows,
+ * --batch, --pooling, --dist, --alpha, --seed, --weighted; bench refuses
+ * --weighted).
  *
  * A preset fills every field first and explicit flags override it, whatever
- * their order on the command line.  The presets are the benchmark workloads
- * of ../shared/bench/peer (W1, W2, W3) plus "quick", the default, which is
- * also `ember bench`'s default shape.
+ * their order on the command line.  The presets, the only table of them, are
+ * the benchmark workloads of ../shared/bench/peer (W1, W2, W3) plus "quick",
+ * the default; each also carries the row width `ember bench` uses.
  */
 #ifndef EMBER_TOOLS_SYNTH_ARGS_H
 #define EMBER_TOOLS_SYNTH_ARGS_H
@@ -38,6 +39,10 @@ int synth_args_take(synth_args *a, const char *cmd, const char *name, const char
 /* The generator config: preset, then explicit flags.  0, or 2 (usage error,
  * message on stderr) for an unknown preset. */
 int synth_args_config(const synth_args *a, const char *cmd, ember_synth_config *out);
+
+/* The preset's row width (`ember bench`'s default --dim); 0 for an unknown
+ * preset, which synth_args_config() reports. */
+int32_t synth_args_dim(const synth_args *a);
 
 /* Parses a decimal integer in [lo, hi]; 0 on success. */
 int synth_parse_int64(const char *s, int64_t lo, int64_t hi, int64_t *out);
