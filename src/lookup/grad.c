@@ -77,17 +77,36 @@ static inline void row_gradient(const ember_route *r, int64_t j0, int64_t j1, in
 }
 
 /* Marks the start of every run of equal rows in the sorted keys; returns the
- * number of runs.  starts[u] = first key of run u, starts[nu] = n. */
-static int64_t find_runs(const uint64_t *keys, int64_t n, uint64_t *starts)
+ * number of runs.  starts[u] = first key of run u, starts[nu] = n.  Two
+ * passes over static chunks (count, then write at the prefix), so the
+ * output is the same for any thread count. */
+#define RUNS_MAX_CHUNKS 64
+static int64_t find_runs(const uint64_t *keys, int64_t n, uint64_t *starts, int threads)
 {
-    int64_t nu = 0;
-    uint32_t prev = 0;
-    for (int64_t j = 0; j < n; j++) {
-        uint32_t row = (uint32_t)(keys[j] >> 32);
-        if (j == 0 || row != prev)
-            starts[nu++] = (uint64_t)j;
-        prev = row;
+    int64_t count[RUNS_MAX_CHUNKS + 1] = {0};
+    int used = 1;
+    if (threads > RUNS_MAX_CHUNKS)
+        threads = RUNS_MAX_CHUNKS;
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t lo = n * t / nt, hi = n * (t + 1) / nt, k = 0;
+        for (int64_t j = lo; j < hi; j++)
+            k += j == 0 || (keys[j] >> 32) != (keys[j - 1] >> 32);
+        count[t + 1] = k;
+#pragma omp barrier
+#pragma omp single
+        {
+            used = nt;
+            for (int u = 1; u <= nt; u++)
+                count[u] += count[u - 1];
+        }
+        k = count[t];
+        for (int64_t j = lo; j < hi; j++)
+            if (j == 0 || (keys[j] >> 32) != (keys[j - 1] >> 32))
+                starts[k++] = (uint64_t)j;
     }
+    int64_t nu = count[used];
     starts[nu] = (uint64_t)n;
     return nu;
 }
@@ -148,10 +167,10 @@ int ember_grad_apply(ember_collection *c, int32_t p, const float *dp, const floa
     if (n == 0)
         return EMBER_OK;
     uint64_t *starts = r->keys_tmp; /* free after the sort */
-    int64_t nu = find_runs(r->keys, n, starts);
     int threads = c->threads;
     if (n < 2048)
         threads = 1;
+    int64_t nu = find_runs(r->keys, n, starts, threads);
     build_sources(r, threads);
     sort_sources(r, n, threads);
     if (check_only) {
