@@ -260,7 +260,10 @@ int ember_forward(ember_collection *coll, const ember_batch *batch, float *poole
  * scale = 1 for SUM and NONE, 1/sum(w) for MEAN, 1/sqrt(sum(w^2)) for SQRTN;
  * d_out is the slice of d_pooled (or d_sequence for NONE features) that
  * forward wrote for that occurrence.  Sums run in that fixed order, so the
- * result is bit-identical for any thread count.
+ * result is bit-identical for any thread count.  With cfg.dedup, repeated
+ * ids of a bag were merged by forward (weights summed), so each merged
+ * entry is one term of that sum: equal to the unmerged sum up to float
+ * rounding, and still bit-identical for any thread count.
  * Errors: EMBER_ESTATE (no forward since the last backward), EMBER_ENUMERIC
  * (debug checks: names table, row, feature, sample); tables unchanged then.
  */
@@ -287,9 +290,10 @@ typedef struct ember_stats {
     int64_t dropped_bounds;   /* ids skipped under bounds=drop, all batches    */
     int64_t dropped_limit;    /* ids dropped under limit policy drop           */
     int64_t minibatches;      /* mini-batches of the last forward (1 = none)   */
-    int64_t last_ids;         /* ids routed by the last forward                */
-    int64_t last_unique_rows; /* distinct rows touched by the last forward
-                                 (only known once backward or limits sorted)   */
+    int64_t last_ids;         /* ids of the last forward's batch that passed
+                                 validation (num_ids - dropped under bounds)   */
+    int64_t last_unique_rows; /* distinct rows the last backward updated; 0
+                                 after a forward until its backward runs       */
 } ember_stats;
 void ember_collection_stats(const ember_collection *coll, ember_stats *out);
 
