@@ -7,6 +7,11 @@
  * by exactly one thread in a fixed order, so the output is bit-identical for
  * any thread count.  Rows are prefetched PREFETCH entries ahead (the
  * workload-shaped gather limit in bench/peer measured 16 ahead as best).
+ * The prefetch is unconditional (the route pads its rows so that reading
+ * ahead past the end stays in bounds); a dropped entry's sentinel row gives a
+ * harmless prefetch of an unmapped address.  An earlier version wrapped it
+ * in a helper with a bounds test, and GCC 12 silently dropped every prefetch
+ * instruction: check `objdump -d | grep prefetch` after touching this loop.
  * Dims that are multiples of 16 get a kernel with the dim known at compile
  * time; any other dim gets the generic loop, which GCC also vectorises.
  */
@@ -15,17 +20,8 @@
 
 #include "lookup/lookup.h"
 
-#define PREFETCH 16
-
-static inline void prefetch_row(const float *values, const uint32_t *row, int64_t e, int64_t n,
-                                int32_t dim)
-{
-    if (e < n && row[e] != EMBER_ROW_DROPPED) {
-        const char *p = (const char *)(values + (int64_t)row[e] * dim);
-        for (int32_t c = 0; c < dim * 4; c += 64)
-            __builtin_prefetch(p + c, 0, 0);
-    }
-}
+#define PREFETCH 16 /* route.h pads row[] with EMBER_ROUTE_PAD valid rows past n */
+_Static_assert(PREFETCH <= EMBER_ROUTE_PAD, "prefetch reads past the route's padding");
 
 #define POOL_BODY(DIM)                                                                   \
     for (int64_t g = g0; g < g1; g++) {                                                  \
@@ -34,7 +30,11 @@ static inline void prefetch_row(const float *values, const uint32_t *row, int64_
             acc[k] = 0.0f;                                                               \
         int64_t e1 = r->seg_start[g + 1];                                                \
         for (int64_t e = r->seg_start[g]; e < e1; e++) {                                 \
-            prefetch_row(values, row, e + PREFETCH, n, (DIM));                           \
+            {                                                                            \
+                const char *pf = (const char *)(values + (int64_t)row[e + PREFETCH] * (DIM)); \
+                for (int32_t c = 0; c < (DIM) * 4; c += 64)                              \
+                    __builtin_prefetch(pf + c, 0, 0);                                    \
+            }                                                                            \
             uint32_t x = row[e];                                                         \
             if (x == EMBER_ROW_DROPPED)                                                  \
                 continue;                                                                \
@@ -57,7 +57,6 @@ static inline void prefetch_row(const float *values, const uint32_t *row, int64_
     {                                                                                    \
         const uint32_t *row = r->row;                                                    \
         const float *weight = r->weighted ? r->weight : NULL;                            \
-        int64_t n = r->n;                                                                \
         (void)dim;                                                                       \
         POOL_BODY(DIM_EXPR)                                                              \
     }

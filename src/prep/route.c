@@ -104,8 +104,8 @@ int ember_route_validate(ember_collection *c, const ember_batch *b)
 
 static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B)
 {
-    if (n + 1 > r->cap_n) {
-        int64_t cap = n + 1 > r->cap_n * 3 / 2 ? n + 1 : r->cap_n * 3 / 2;
+    if (n + EMBER_ROUTE_PAD > r->cap_n) {
+        int64_t cap = n + EMBER_ROUTE_PAD > r->cap_n * 3 / 2 ? n + EMBER_ROUTE_PAD : r->cap_n * 3 / 2;
         void *a = realloc(r->row, sizeof(uint32_t) * cap), *w = realloc(r->weight, sizeof(float) * cap);
         if (a) r->row = a;
         if (w) r->weight = w;
@@ -361,6 +361,8 @@ static int64_t build_ptable(ember_collection *c, int32_t p, const ember_batch *b
         e += e_end[k] - e_at[k];
         dropped += drop[k];
     }
+    for (int k = 0; k < EMBER_ROUTE_PAD; k++)
+        r->row[e + k] = 0;
     r->sample_seg[B] = total_seg;
     r->seg_start[total_seg] = e;
     r->n = e;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #define EMBER_ROW_DROPPED UINT32_MAX
+#define EMBER_ROUTE_PAD 32 /* valid rows (0) after row[n], for read-ahead */
 
 typedef struct ember_route {
     int64_t n;            /* entries                                         */
