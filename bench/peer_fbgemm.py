@@ -41,6 +41,10 @@ rowwise_sparse_adagrad_ref): the backward of EXACT_ROWWISE_ADAGRAD becomes ~3x s
 affected (fbgemm_gpu_tbe_common.so binds to the FBGEMM inside libtorch_cpu.so, which sees AVX2).  Loading
 libc10.so with RTLD_GLOBAL before `import torch` makes every library resolve to the same, initialised copy.
 The ISA that fbgemm_gpu's fbgemm.so sees is reported in "fbgemm_gpu_isa".
+
+Threads: --threads sets torch.set_num_threads, but the fbgemm-gpu-cpu 1.9.0 wheel is built without OpenMP (no
+fbgemm_gpu .so references GOMP_*/omp_*), so the at::parallel_for loops in its CPU TBE kernels run on the calling
+thread only: forward and backward are single-threaded whatever --threads says (measured cpu/wall = 1.00).
 """
 import argparse
 import itertools
