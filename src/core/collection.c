@@ -252,16 +252,14 @@ void ember_collection_memory(const ember_collection *c, ember_memory *out)
     out->physical_tables = c->num_ptables;
     for (int32_t p = 0; p < c->num_ptables; p++) {
         const ember_ptable *pt = &c->ptables[p];
-        const ember_route *r = &pt->route;
         out->row_bytes += pt->store->value_bytes;
         out->state_bytes += pt->store->state_bytes;
-        out->workspace_bytes += r->cap_n * (int64_t)(sizeof(uint32_t) + sizeof(float) + 2 * sizeof(int32_t) +
-                                                     4 * sizeof(uint64_t) + 2 * sizeof(float)) +
-                                r->cap_seg * (int64_t)(2 * sizeof(int64_t) + sizeof(float) + 2 * sizeof(int32_t)) +
-                                r->cap_b * (int64_t)sizeof(int64_t);
+        out->workspace_bytes += ember_route_bytes(&pt->route);
     }
     out->workspace_bytes += c->bag_off_cap * (int64_t)sizeof(int64_t) +
                             c->minibatch_cap * (int64_t)sizeof(int32_t) +
+                            c->mb_hash_cap * (int64_t)sizeof(uint64_t) +
+                            (int64_t)sizeof(int64_t) * 4 * c->cfg.num_tables * c->cfg.num_shards +
                             (int64_t)sizeof(int64_t) * EMBER_SORT_HIST_SIZE;
 }
 

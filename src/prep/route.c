@@ -10,6 +10,7 @@
  * only changes float rounding, never the result.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,52 +103,63 @@ int ember_route_validate(ember_collection *c, const ember_batch *b)
     return EMBER_OK;
 }
 
+/* The route's grow-only arrays: per entry, per segment, per sample. */
+typedef struct route_array {
+    size_t offset; /* of the pointer in ember_route */
+    size_t elem;
+    int kind;      /* 0 entries, 1 segments, 2 samples */
+} route_array;
+
+#define RA(field, type, kind) {offsetof(ember_route, field), sizeof(type), kind}
+static const route_array ROUTE_ARRAYS[] = {
+    RA(row, uint32_t, 0),        RA(weight, float, 0),       RA(leader, int32_t, 0),
+    RA(mult, int32_t, 0),        RA(keys, uint64_t, 0),      RA(keys_tmp, uint64_t, 0),
+    RA(src_off, int64_t, 0),     RA(src_scale, float, 0),    RA(sorted_off, int64_t, 0),
+    RA(sorted_scale, float, 0),  RA(seg_start, int64_t, 1),  RA(seg_out, int64_t, 1),
+    RA(seg_scale, float, 1),     RA(seg_feature, int32_t, 1), RA(seg_sample, int32_t, 1),
+    RA(sample_seg, int64_t, 2),
+};
+#define NUM_ROUTE_ARRAYS (sizeof ROUTE_ARRAYS / sizeof ROUTE_ARRAYS[0])
+
+static void **route_ptr(ember_route *r, const route_array *a) { return (void **)((char *)r + a->offset); }
+
+/* Grows every array of a kind to hold `need` elements (x 1.5 steps). */
+static int reserve_kind(ember_route *r, int kind, int64_t need, int64_t *cap)
+{
+    if (need <= *cap)
+        return EMBER_OK;
+    int64_t want = need > *cap * 3 / 2 ? need : *cap * 3 / 2;
+    for (size_t i = 0; i < NUM_ROUTE_ARRAYS; i++) {
+        if (ROUTE_ARRAYS[i].kind != kind)
+            continue;
+        void **p = route_ptr(r, &ROUTE_ARRAYS[i]);
+        void *q = realloc(*p, ROUTE_ARRAYS[i].elem * (size_t)want);
+        if (!q)
+            return EMBER_ENOMEM; /* arrays grown so far stay valid */
+        *p = q;
+    }
+    *cap = want;
+    return EMBER_OK;
+}
+
 static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B)
 {
-    if (n + EMBER_ROUTE_PAD > r->cap_n) {
-        int64_t cap = n + EMBER_ROUTE_PAD > r->cap_n * 3 / 2 ? n + EMBER_ROUTE_PAD : r->cap_n * 3 / 2;
-        void *a = realloc(r->row, sizeof(uint32_t) * cap), *w = realloc(r->weight, sizeof(float) * cap);
-        if (a) r->row = a;
-        if (w) r->weight = w;
-        void *ld = realloc(r->leader, sizeof(int32_t) * cap);
-        if (ld) r->leader = ld;
-        void *k = realloc(r->keys, sizeof(uint64_t) * cap), *kt = realloc(r->keys_tmp, sizeof(uint64_t) * cap);
-        if (k) r->keys = k;
-        if (kt) r->keys_tmp = kt;
-        void *sof = realloc(r->src_off, sizeof(int64_t) * cap), *ssc = realloc(r->src_scale, sizeof(float) * cap);
-        if (sof) r->src_off = sof;
-        if (ssc) r->src_scale = ssc;
-        void *mu = realloc(r->mult, sizeof(int32_t) * cap);
-        if (mu) r->mult = mu;
-        void *tof = realloc(r->sorted_off, sizeof(int64_t) * cap), *tsc = realloc(r->sorted_scale, sizeof(float) * cap);
-        if (tof) r->sorted_off = tof;
-        if (tsc) r->sorted_scale = tsc;
-        if (!a || !w || !ld || !k || !kt || !sof || !ssc || !mu || !tof || !tsc)
-            return EMBER_ENOMEM;
-        r->cap_n = cap;
-    }
-    if (nseg + 1 > r->cap_seg) {
-        int64_t cap = nseg + 1 > r->cap_seg * 3 / 2 ? nseg + 1 : r->cap_seg * 3 / 2;
-        void *st = realloc(r->seg_start, sizeof(int64_t) * cap), *o = realloc(r->seg_out, sizeof(int64_t) * cap);
-        if (st) r->seg_start = st;
-        if (o) r->seg_out = o;
-        void *sc = realloc(r->seg_scale, sizeof(float) * cap), *sf = realloc(r->seg_feature, sizeof(int32_t) * cap);
-        if (sc) r->seg_scale = sc;
-        if (sf) r->seg_feature = sf;
-        void *ss = realloc(r->seg_sample, sizeof(int32_t) * cap);
-        if (ss) r->seg_sample = ss;
-        if (!st || !o || !sc || !sf || !ss)
-            return EMBER_ENOMEM;
-        r->cap_seg = cap;
-    }
-    if ((int64_t)B + 1 > r->cap_b) {
-        void *p = realloc(r->sample_seg, sizeof(int64_t) * ((size_t)B + 1));
-        if (!p)
-            return EMBER_ENOMEM;
-        r->sample_seg = p;
-        r->cap_b = (int64_t)B + 1;
-    }
+    if (reserve_kind(r, 0, n + EMBER_ROUTE_PAD, &r->cap_n) != EMBER_OK ||
+        reserve_kind(r, 1, nseg + 1, &r->cap_seg) != EMBER_OK ||
+        reserve_kind(r, 2, (int64_t)B + 1, &r->cap_b) != EMBER_OK)
+        return EMBER_ENOMEM;
     return EMBER_OK;
+}
+
+int64_t ember_route_bytes(const ember_route *r)
+{
+    int64_t bytes = 0;
+    for (size_t i = 0; i < NUM_ROUTE_ARRAYS; i++) {
+        const route_array *a = &ROUTE_ARRAYS[i];
+        int64_t cap = a->kind == 0 ? r->cap_n : a->kind == 1 ? r->cap_seg : r->cap_b;
+        bytes += cap * (int64_t)a->elem;
+    }
+    return bytes;
 }
 
 int64_t ember_route_segment_of(const ember_route *r, int64_t e)
@@ -165,22 +177,8 @@ int64_t ember_route_segment_of(const ember_route *r, int64_t e)
 
 void ember_route_free(ember_route *r)
 {
-    free(r->row);
-    free(r->weight);
-    free(r->leader);
-    free(r->seg_start);
-    free(r->seg_out);
-    free(r->seg_scale);
-    free(r->seg_feature);
-    free(r->seg_sample);
-    free(r->sample_seg);
-    free(r->keys);
-    free(r->keys_tmp);
-    free(r->src_off);
-    free(r->mult);
-    free(r->sorted_off);
-    free(r->sorted_scale);
-    free(r->src_scale);
+    for (size_t i = 0; i < NUM_ROUTE_ARRAYS; i++)
+        free(*route_ptr(r, &ROUTE_ARRAYS[i]));
     memset(r, 0, sizeof *r);
 }
 

@@ -70,6 +70,9 @@ int ember_route_sort(struct ember_collection *coll, int32_t ptable, int all);
 
 void ember_route_free(ember_route *r);
 
+/* Bytes held by the route's buffers (for ember_collection_memory). */
+int64_t ember_route_bytes(const ember_route *r);
+
 /* Stable LSD radix sort of keys by bits [lo, hi) using tmp (n keys) and hist
  * (EMBER_SORT_HIST_SIZE) as scratch; result in keys.  Static split over
  * threads, so the result does not depend on the thread count. */
