@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/collection.h"
+#include "core/parallel.h"
 #include "lookup/lookup.h"
 #include "optim/optim.h"
 
@@ -76,37 +77,26 @@ static inline void row_gradient(const ember_route *r, int64_t j0, int64_t j1, in
     }
 }
 
-/* Marks the start of every run of equal rows in the sorted keys; returns the
- * number of runs.  starts[u] = first key of run u, starts[nu] = n.  Two
- * passes over static chunks (count, then write at the prefix), so the
- * output is the same for any thread count. */
-#define RUNS_MAX_CHUNKS 64
+/* A run of equal rows starts at key j; its start goes to starts[at]. */
+typedef struct runs_ctx {
+    const uint64_t *keys;
+    uint64_t *starts;
+} runs_ctx;
+
+static int run_keep(const void *p, int64_t j)
+{
+    const uint64_t *keys = ((const runs_ctx *)p)->keys;
+    return j == 0 || (keys[j] >> 32) != (keys[j - 1] >> 32);
+}
+
+static void run_emit(void *p, int64_t j, int64_t at) { ((runs_ctx *)p)->starts[at] = (uint64_t)j; }
+
+/* Starts of the runs of equal rows in the sorted keys; returns the number of
+ * runs.  starts[u] = first key of run u, starts[nu] = n. */
 static int64_t find_runs(const uint64_t *keys, int64_t n, uint64_t *starts, int threads)
 {
-    int64_t count[RUNS_MAX_CHUNKS + 1] = {0};
-    int used = 1;
-    if (threads > RUNS_MAX_CHUNKS)
-        threads = RUNS_MAX_CHUNKS;
-#pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t lo = n * t / nt, hi = n * (t + 1) / nt, k = 0;
-        for (int64_t j = lo; j < hi; j++)
-            k += j == 0 || (keys[j] >> 32) != (keys[j - 1] >> 32);
-        count[t + 1] = k;
-#pragma omp barrier
-#pragma omp single
-        {
-            used = nt;
-            for (int u = 1; u <= nt; u++)
-                count[u] += count[u - 1];
-        }
-        k = count[t];
-        for (int64_t j = lo; j < hi; j++)
-            if (j == 0 || (keys[j] >> 32) != (keys[j - 1] >> 32))
-                starts[k++] = (uint64_t)j;
-    }
-    int64_t nu = count[used];
+    runs_ctx ctx = {keys, starts};
+    int64_t nu = ember_parallel_compact(n, threads, 0, &ctx, run_keep, run_emit);
     starts[nu] = (uint64_t)n;
     return nu;
 }

@@ -66,14 +66,25 @@ void ember_radix_sort(uint64_t *keys, uint64_t *tmp, int64_t *hist, int64_t n, i
 }
 
 #include "core/collection.h"
+#include "core/parallel.h"
 
-/* 1 if entry e gets a key: kept, and (all, or the first of its id in its bag). */
-static inline int wants_key(const ember_route *r, int64_t e, int all)
+typedef struct key_ctx {
+    ember_route *r;
+    int all;
+} key_ctx;
+
+/* Entry e gets a key if kept, and (all, or the first of its id in its bag). */
+static int key_keep(const void *p, int64_t e)
 {
-    return r->row[e] != EMBER_ROW_DROPPED && (all || r->leader[e] == (int32_t)e);
+    const key_ctx *k = p;
+    return k->r->row[e] != EMBER_ROW_DROPPED && (k->all || k->r->leader[e] == (int32_t)e);
 }
 
-#define KEYS_MAX_CHUNKS 64
+static void key_emit(void *p, int64_t e, int64_t at)
+{
+    ember_route *r = ((key_ctx *)p)->r;
+    r->keys[at] = (uint64_t)r->row[e] << 32 | (uint64_t)e;
+}
 
 int ember_route_sort(ember_collection *c, int32_t p, int all)
 {
@@ -81,31 +92,8 @@ int ember_route_sort(ember_collection *c, int32_t p, int all)
     ember_route *r = &pt->route;
     if (r->nkeys > 0 && r->sorted_all == all)
         return EMBER_OK;
-    /* keys in entry order: count per static chunk, then write at the prefix */
-    int64_t count[KEYS_MAX_CHUNKS + 1] = {0};
-    int threads = r->n < 65536 ? 1 : c->threads, used = 1;
-    if (threads > KEYS_MAX_CHUNKS)
-        threads = KEYS_MAX_CHUNKS;
-#pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t lo = r->n * t / nt, hi = r->n * (t + 1) / nt, k = 0;
-        for (int64_t e = lo; e < hi; e++)
-            k += wants_key(r, e, all);
-        count[t + 1] = k;
-#pragma omp barrier
-#pragma omp single
-        {
-            used = nt;
-            for (int u = 1; u <= nt; u++)
-                count[u] += count[u - 1];
-        }
-        k = count[t];
-        for (int64_t e = lo; e < hi; e++)
-            if (wants_key(r, e, all))
-                r->keys[k++] = (uint64_t)r->row[e] << 32 | (uint64_t)e;
-    }
-    r->nkeys = count[used];
+    key_ctx k = {r, all};
+    r->nkeys = ember_parallel_compact(r->n, c->threads, 65536, &k, key_keep, key_emit);
     r->sorted_all = all;
     int bits = pt->rows > 1 ? 64 - __builtin_clzll((unsigned long long)(pt->rows - 1)) : 0;
     ember_radix_sort(r->keys, r->keys_tmp, c->sort_hist, r->nkeys, 32, 32 + bits, c->threads);
