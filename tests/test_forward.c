@@ -78,11 +78,7 @@ static void random_case(test_rng *r, int trial, int32_t B, int32_t max_len)
     for (int32_t f = 0; f < tc->cfg.num_features; f++)
         dims += tc->tables[tc->features[f].table].dim;
     char what[160];
-    snprintf(what, sizeof what,
-             "trial %d (B=%d max_len %d tables %d features %d dedup %d bounds %s stack %d "
-             "heavy %d)",
-             trial, B, max_len, tc->cfg.num_tables, tc->cfg.num_features, tc->cfg.dedup,
-             tc->cfg.bounds == EMBER_BOUNDS_DROP ? "drop" : "error", tc->cfg.stack_tables, heavy);
+    test_describe(what, sizeof what, trial, B, max_len, tc, heavy);
 
     ember_collection *c = NULL;
     int rc = ember_collection_create(&tc->cfg, &c);

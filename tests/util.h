@@ -184,6 +184,16 @@ static inline test_config *test_config_random(test_rng *r, int max_tables, int m
     return tc;
 }
 
+/* One line that names a random case, for failure messages. */
+static inline void test_describe(char *buf, size_t n, int trial, int32_t B, int32_t max_len,
+                                 const test_config *tc, int heavy)
+{
+    snprintf(buf, n,
+             "trial %d (B=%d max_len %d tables %d features %d dedup %d bounds %s stack %d heavy %d)",
+             trial, B, max_len, tc->cfg.num_tables, tc->cfg.num_features, tc->cfg.dedup,
+             tc->cfg.bounds == EMBER_BOUNDS_DROP ? "drop" : "error", tc->cfg.stack_tables, heavy);
+}
+
 /* ----------------------------------------------------------------- batch */
 
 typedef struct test_batch_opts {
