@@ -280,7 +280,9 @@ int ember_backward(ember_collection *coll, const float *d_pooled, const float *d
  *   ids[t * num_shards + s]    += 1
  *   unique[t * num_shards + s] += 1 the first time that id is seen there.
  * Both arrays hold num_tables * num_shards counts.  Invalid ids are an error
- * (EMBER_EINPUT) whatever the bounds policy.
+ * (EMBER_EINPUT) whatever the bounds policy.  It reuses the routing buffers,
+ * so it cancels a pending forward: call it before ember_forward or after
+ * ember_backward (a backward in between returns EMBER_ESTATE).
  */
 int ember_partition_counts(ember_collection *coll, const ember_batch *batch, int64_t *ids,
                            int64_t *unique);

@@ -71,8 +71,8 @@ static inline uint64_t test_seed(int argc, char **argv)
 
 /* ---------------------------------------------------------------- config */
 
-#define TEST_MAX_TABLES 32
-#define TEST_MAX_FEATURES 64
+#define TEST_MAX_TABLES 320
+#define TEST_MAX_FEATURES 320
 
 /* A collection config that owns its arrays and names; cfg points into it,
  * so never copy the struct by value (use test_config_copy). */

@@ -258,7 +258,7 @@ void ember_collection_memory(const ember_collection *c, ember_memory *out)
     }
     out->workspace_bytes += c->bag_off_cap * (int64_t)sizeof(int64_t) +
                             c->minibatch_cap * (int64_t)sizeof(int32_t) +
-                            c->mb_hash_cap * (int64_t)sizeof(uint64_t) +
+                            2 * c->mb_hash_cap * (int64_t)sizeof(uint64_t) +
                             (int64_t)sizeof(int64_t) * 4 * c->cfg.num_tables * c->cfg.num_shards +
                             (int64_t)sizeof(int64_t) * EMBER_SORT_HIST_SIZE;
 }

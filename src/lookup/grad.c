@@ -25,15 +25,16 @@
 #define PREFETCH_D 16   /* occurrences ahead: the upstream gradient row */
 
 /* Per-entry gradient source in entry order (a sequential pass): the offset
- * of the entry's upstream row and its scale * weight. */
+ * of the entry's upstream row and weight / divisor. */
 static void build_sources(ember_route *r, int threads)
 {
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t g = 0; g < r->nseg; g++) {
-        float sc = r->seg_scale[g];
+        float dv = r->seg_div[g];
         for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
+            float w = r->weighted ? r->weight[e] : 1.0f;
             r->src_off[e] = r->seg_out[g];
-            r->src_scale[e] = r->weighted ? sc * r->weight[e] : sc;
+            r->src_scale[e] = dv == 1.0f ? w : dv == 0.0f ? 0.0f : w / dv;
         }
     }
 }

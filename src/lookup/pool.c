@@ -46,9 +46,15 @@ _Static_assert(PREFETCH <= EMBER_ROUTE_PAD, "prefetch reads past the route's pad
                 _Pragma("omp simd") for (int32_t k = 0; k < (DIM); k++) acc[k] += v[k];  \
             }                                                                            \
         }                                                                                \
-        float sc = r->seg_scale[g];                                                      \
+        float dv = r->seg_div[g];                                                        \
         float *o = ember_seg_out(r, g, pooled, sequence);                                \
-        _Pragma("omp simd") for (int32_t k = 0; k < (DIM); k++) o[k] = acc[k] * sc;     \
+        if (dv == 1.0f) {                                                                \
+            _Pragma("omp simd") for (int32_t k = 0; k < (DIM); k++) o[k] = acc[k];       \
+        } else if (dv == 0.0f) {                                                         \
+            _Pragma("omp simd") for (int32_t k = 0; k < (DIM); k++) o[k] = 0.0f;         \
+        } else {                                                                         \
+            _Pragma("omp simd") for (int32_t k = 0; k < (DIM); k++) o[k] = acc[k] / dv;  \
+        }                                                                                \
     }
 
 #define DEFINE_POOL(NAME, DIM_EXPR)                                                      \

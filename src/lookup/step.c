@@ -146,7 +146,9 @@ int ember_backward(ember_collection *c, const float *d_pooled, const float *d_se
 int ember_partition_counts(ember_collection *c, const ember_batch *b, int64_t *ids, int64_t *unique)
 {
     int st;
-    c->routed = 0;
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    c->routed = 0; /* the routing buffers are reused: a pending forward is cancelled */
     ember_bounds_policy saved = c->cfg.bounds;
     int saved_dedup = c->cfg.dedup;
     c->cfg.bounds = EMBER_BOUNDS_ERROR;

@@ -8,8 +8,8 @@
  * (id, sample, feature) order, the order the drop policy keeps them in, and
  * a new row means a new unique id.  The mini-batch split walks samples in
  * order and needs "seen in this mini-batch" per row: an open-addressing set
- * of (ptable, row) stamped with the mini-batch number, so it never needs
- * clearing.  Limit bookkeeping costs nothing when no table has a limit.
+ * of (ptable, row) keys stamped with the mini-batch number (64 bits each),
+ * so it never needs clearing within a batch.  Limit bookkeeping costs nothing when no table has a limit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,37 +78,35 @@ void ember_limits_count(ember_collection *c, int64_t *ids, int64_t *unique)
 
 /* ---- mini-batch split ---- */
 
+/* Slots are (key, stamp) pairs: key = ptable << 32 | row (UINT64_MAX =
+ * empty), stamp = the last mini-batch that saw it. */
 static int reserve_hash(ember_collection *c, int64_t units)
 {
     int64_t cap = 64;
     while (cap < 2 * units)
         cap *= 2;
     if (cap > c->mb_hash_cap) {
-        void *h = realloc(c->mb_hash, sizeof(uint64_t) * (size_t)cap);
+        void *h = realloc(c->mb_hash, 2 * sizeof(uint64_t) * (size_t)cap);
         if (!h)
             return EMBER_ENOMEM;
         c->mb_hash = h;
         c->mb_hash_cap = cap;
     }
-    memset(c->mb_hash, 0xff, sizeof(uint64_t) * (size_t)c->mb_hash_cap);
+    for (int64_t i = 0; i < c->mb_hash_cap; i++)
+        c->mb_hash[2 * i] = UINT64_MAX;
     return EMBER_OK;
 }
 
-/* 1 if (p, row) was not yet seen in mini-batch m; marks it seen.  Slots hold
- * p:8 | row:32 | m:24 bits (all ones = empty). */
+/* 1 if (p, row) was not yet seen in mini-batch m; marks it seen. */
 static int first_in_minibatch(ember_collection *c, int32_t p, uint32_t row, int64_t m)
 {
     uint64_t key = (uint64_t)p << 32 | row, mask = (uint64_t)c->mb_hash_cap - 1;
-    uint64_t h = (key * 0x9e3779b97f4a7c15ULL) >> 20;
-    for (;; h++) {
-        uint64_t *slot = &c->mb_hash[h & mask];
-        if (*slot == UINT64_MAX) {
-            *slot = key << 24 | (uint64_t)(m & 0xffffff);
-            return 1;
-        }
-        if (*slot >> 24 == key) {
-            int fresh = (int64_t)(*slot & 0xffffff) != (m & 0xffffff);
-            *slot = key << 24 | (uint64_t)(m & 0xffffff);
+    for (uint64_t h = (key * 0x9e3779b97f4a7c15ULL) >> 20;; h++) {
+        uint64_t *slot = &c->mb_hash[2 * (h & mask)];
+        if (slot[0] == UINT64_MAX || slot[0] == key) {
+            int fresh = slot[0] == UINT64_MAX || slot[1] != (uint64_t)m;
+            slot[0] = key;
+            slot[1] = (uint64_t)m;
             return fresh;
         }
     }
@@ -121,7 +119,7 @@ static int minibatch_split(ember_collection *c)
     int64_t units = 0;
     for (int32_t p = 0; p < c->num_ptables; p++)
         units += c->ptables[p].route.n;
-    if (c->num_ptables > 255 || reserve_hash(c, units) != EMBER_OK)
+    if (reserve_hash(c, units) != EMBER_OK)
         return ember_fail(c, EMBER_ENOMEM, "out of memory for the mini-batch split");
     memset(ids, 0, sizeof(int64_t) * 2 * (size_t)T * S);
     int32_t m = 0, start = 0;

@@ -116,7 +116,7 @@ static const route_array ROUTE_ARRAYS[] = {
     RA(mult, int32_t, 0),        RA(keys, uint64_t, 0),      RA(keys_tmp, uint64_t, 0),
     RA(src_off, int64_t, 0),     RA(src_scale, float, 0),    RA(sorted_off, int64_t, 0),
     RA(sorted_scale, float, 0),  RA(seg_start, int64_t, 1),  RA(seg_out, int64_t, 1),
-    RA(seg_scale, float, 1),     RA(seg_feature, int32_t, 1), RA(seg_sample, int32_t, 1),
+    RA(seg_div, float, 1),     RA(seg_feature, int32_t, 1), RA(seg_sample, int32_t, 1),
     RA(sample_seg, int64_t, 2),
 };
 #define NUM_ROUTE_ARRAYS (sizeof ROUTE_ARRAYS / sizeof ROUTE_ARRAYS[0])
@@ -182,8 +182,8 @@ void ember_route_free(ember_route *r)
     memset(r, 0, sizeof *r);
 }
 
-/* First entry in [lo, hi) with this row, or -1. Bags are short; a linear
- * scan beats hashing for them. */
+/* First entry in [lo, hi) with this row, or -1.  A linear scan, for bags of
+ * up to LONG_BAG ids; longer bags go through resolve_long_bag. */
 static int64_t find_row(const uint32_t *row, int64_t lo, int64_t hi, uint32_t x)
 {
     for (int64_t e = lo; e < hi; e++)
@@ -192,12 +192,65 @@ static int64_t find_row(const uint32_t *row, int64_t lo, int64_t hi, uint32_t x)
     return -1;
 }
 
-static float combiner_scale(ember_combiner cb, double sumw, double sumw2)
+/* The bag's divisor: sum(w) for mean, sqrt(sum(w^2)) for sqrtn, 1 otherwise;
+ * 0 means "output zeros".  Kernels divide by it rather than multiply by its
+ * reciprocal, which overflows float for tiny weights (1/1e-39). */
+#define LONG_BAG 64
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Repeated ids of one long bag, entries [e0, *e), in O(n log n): sorts
+ * (row, position) pairs in keys_tmp (free during routing; each chunk only
+ * touches its own entry range), then sets every repeat's leader to the first
+ * occurrence, or with merge adds its weight and multiplicity to the first
+ * occurrence, in position order (the linear scan's order), and compacts. */
+static void resolve_long_bag(ember_route *r, int64_t e0, int64_t *e, int merge, int units)
+{
+    int64_t n = *e - e0;
+    uint64_t *tmp = r->keys_tmp + e0;
+    for (int64_t i = 0; i < n; i++)
+        tmp[i] = (uint64_t)r->row[e0 + i] << 32 | (uint64_t)i;
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_u64);
+    for (int64_t j = 0, first = 0; j < n; j++) {
+        if (j > 0 && tmp[j] >> 32 != tmp[j - 1] >> 32)
+            first = j;
+        int64_t lead = e0 + (int64_t)(uint32_t)tmp[first], at = e0 + (int64_t)(uint32_t)tmp[j];
+        if (at == lead)
+            continue;
+        if (merge) {
+            r->weight[lead] += r->weight[at];
+            r->mult[lead] += r->mult[at];
+            r->row[at] = EMBER_ROW_DROPPED; /* removed below */
+        } else if (units) {
+            r->leader[at] = (int32_t)lead;
+        }
+    }
+    if (!merge)
+        return;
+    int64_t k = e0;
+    for (int64_t i = e0; i < *e; i++) {
+        if (r->row[i] == EMBER_ROW_DROPPED)
+            continue;
+        r->row[k] = r->row[i];
+        r->weight[k] = r->weight[i];
+        r->mult[k] = r->mult[i];
+        if (units)
+            r->leader[k] = (int32_t)k;
+        k++;
+    }
+    *e = k;
+}
+
+static float combiner_divisor(ember_combiner cb, double sumw, double sumw2)
 {
     if (cb == EMBER_COMBINER_MEAN)
-        return sumw != 0 ? (float)(1.0 / sumw) : 0.0f;
+        return (float)sumw;
     if (cb == EMBER_COMBINER_SQRTN)
-        return sumw2 > 0 ? (float)(1.0 / sqrt(sumw2)) : 0.0f;
+        return (float)sqrt(sumw2);
     return 1.0f;
 }
 
@@ -223,10 +276,11 @@ static int64_t build_samples(ember_collection *c, int32_t p, const ember_batch *
             uint32_t base = (uint32_t)fe->offset;
             if (fe->combiner == EMBER_COMBINER_NONE) {
                 int64_t bag0 = e; /* one segment per id, but units are per bag */
+                int long_bag = hi - lo > LONG_BAG;
                 for (int64_t k = lo; k < hi; k++) {
                     r->seg_start[g] = e;
                     r->seg_out[g] = -1 - (c->seq_off[f] + (k - bo[0]) * fe->dim);
-                    r->seg_scale[g] = 1.0f;
+                    r->seg_div[g] = 1.0f;
                     r->seg_feature[g] = f;
                     r->seg_sample[g] = s;
                     g++;
@@ -240,14 +294,17 @@ static int64_t build_samples(ember_collection *c, int32_t p, const ember_batch *
                     if (dedup)
                         r->mult[e] = 1;
                     if (units) {
-                        int64_t same = find_row(r->row, bag0, e, r->row[e]);
+                        int64_t same = long_bag ? -1 : find_row(r->row, bag0, e, r->row[e]);
                         r->leader[e] = (int32_t)(same >= 0 ? same : e);
                     }
                     e++;
                 }
+                if (units && long_bag)
+                    resolve_long_bag(r, bag0, &e, 0, units);
                 continue;
             }
             int64_t e0 = e;
+            int long_bag = hi - lo > LONG_BAG;
             double sumw = 0, sumw2 = 0;
             for (int64_t k = lo; k < hi; k++) {
                 if ((uint64_t)b->ids[k] >= rows) {
@@ -258,7 +315,7 @@ static int64_t build_samples(ember_collection *c, int32_t p, const ember_batch *
                 float w = win ? win[k] : 1.0f;
                 sumw += w;
                 sumw2 += (double)w * w;
-                int64_t same = (dedup || units) ? find_row(r->row, e0, e, row) : -1;
+                int64_t same = (dedup || units) && !long_bag ? find_row(r->row, e0, e, row) : -1;
                 if (dedup && same >= 0) {
                     r->weight[same] += w;
                     r->mult[same]++;
@@ -273,9 +330,11 @@ static int64_t build_samples(ember_collection *c, int32_t p, const ember_batch *
                     r->leader[e] = (int32_t)(same >= 0 ? same : e);
                 e++;
             }
+            if ((dedup || units) && long_bag)
+                resolve_long_bag(r, e0, &e, dedup, units);
             r->seg_start[g] = e0;
             r->seg_out[g] = (int64_t)s * c->pooled_width + fe->out_col;
-            r->seg_scale[g] = combiner_scale(fe->combiner, sumw, sumw2);
+            r->seg_div[g] = combiner_divisor(fe->combiner, sumw, sumw2);
             r->seg_feature[g] = f;
             r->seg_sample[g] = s;
             g++;

@@ -29,12 +29,12 @@ typedef struct ember_route {
                              dedup; 1 otherwise)                              */
     int64_t *seg_start;   /* [nseg + 1] first entry of each segment          */
     int64_t *seg_out;     /* [nseg] float offset into pooled or sequence     */
-    float *seg_scale;     /* [nseg] combiner scale                           */
+    float *seg_div;       /* [nseg] combiner divisor (1 sum/none; 0: zeros)  */
     int32_t *seg_feature; /* [nseg] feature index                            */
     int32_t *seg_sample;  /* [nseg] sample index                             */
     int64_t *sample_seg;  /* [B + 1] first segment of each sample            */
     int64_t *src_off;     /* [n] backward: entry's d_out offset (as seg_out) */
-    float *src_scale;     /* [n] backward: seg_scale * weight                */
+    float *src_scale;     /* [n] backward: weight / seg_div (0 when div 0)   */
     int64_t *sorted_off;  /* [n] src_off in sorted-key order                 */
     float *sorted_scale;  /* [n] src_scale in sorted-key order               */
     uint64_t *keys;       /* [n] (row << 32 | entry), sorted by row          */
