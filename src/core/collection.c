@@ -216,8 +216,6 @@ void ember_collection_destroy(ember_collection *c)
     free(c);
 }
 
-int ember_collection_threads(const ember_collection *c) { return c->threads; }
-
 int ember_collection_set_threads(ember_collection *c, int32_t threads)
 {
     if (threads < 0)

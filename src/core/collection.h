@@ -83,6 +83,5 @@ int ember_fail_create(int status, const char *fmt, ...) __attribute__((format(pr
 /* Grow-only buffer: makes *p hold at least n elements of size sz. */
 int ember_reserve(void **p, int64_t *cap, int64_t n, size_t sz);
 
-int ember_collection_threads(const ember_collection *coll);
 
 #endif

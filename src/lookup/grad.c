@@ -162,8 +162,11 @@ int ember_grad_apply(ember_collection *c, int32_t p, const float *dp, const floa
     if (n < 2048)
         threads = 1;
     int64_t nu = find_runs(r->keys, n, starts, threads);
-    build_sources(r, threads);
-    sort_sources(r, n, threads);
+    if (!r->sources_ready) { /* once per routed batch, also with the debug pass */
+        build_sources(r, threads);
+        sort_sources(r, n, threads);
+        r->sources_ready = 1;
+    }
     if (check_only) {
         int64_t bad = check_gradients(r, dim, starts, nu, dp, ds, threads);
         if (bad >= 0) {

@@ -43,6 +43,7 @@ typedef struct ember_route {
     int sorted_all;       /* keys hold every kept entry (not only leaders)   */
     int weighted;         /* weight[] is filled (batch weights or dedup)     */
     int dedup;            /* mult[] is filled                                */
+    int sources_ready;    /* src_* and sorted_* match the current keys       */
     /* capacities of the grow-only buffers above */
     int64_t cap_n, cap_seg, cap_b;
 } ember_route;

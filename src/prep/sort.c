@@ -95,6 +95,7 @@ int ember_route_sort(ember_collection *c, int32_t p, int all)
     key_ctx k = {r, all};
     r->nkeys = ember_parallel_compact(r->n, c->threads, 65536, &k, key_keep, key_emit);
     r->sorted_all = all;
+    r->sources_ready = 0;
     int bits = pt->rows > 1 ? 64 - __builtin_clzll((unsigned long long)(pt->rows - 1)) : 0;
     ember_radix_sort(r->keys, r->keys_tmp, c->sort_hist, r->nkeys, 32, 32 + bits, c->threads);
     return EMBER_OK;
