@@ -46,7 +46,10 @@ typedef enum ember_status {
     EMBER_EIO = -6,        /* a file could not be read or written                */
     EMBER_ESTATE = -7,     /* call out of order (backward without forward)       */
     EMBER_EPANIC = -8,     /* an earlier fatal error; the handle refuses work     */
-    EMBER_EFORMAT = -9     /* a file is not in the expected format               */
+    EMBER_EFORMAT = -9,    /* a file is not in the expected format               */
+    EMBER_ECOMM = -10      /* a communication call failed, or another rank
+                              failed this collective call (names the operation
+                              and the rank)                                    */
 } ember_status;
 
 /* A static name and one-line meaning for a status; never NULL. */
@@ -101,6 +104,42 @@ typedef enum ember_limit_policy {
                                  mini-batches that fit; results equal unsplit    */
 } ember_limit_policy;
 
+/*
+ * Placement of a table over the ranks of a world (seed 000 §14.3.1, seed 003,
+ * seed 004 §7-8).  In a world of one every placement is the same local table.
+ *   ROW:        token strategy: physical row r lives on rank r % world, as
+ *               local row r / world.
+ *   COLUMN:     encoding strategy: every rank holds every row, columns
+ *               [rank*c, rank*c + c) with c = ceil(dim / world) (the last
+ *               slices padded with zero columns); ids are all-gathered and
+ *               each rank pools its slice for every sample.
+ *   TABLE:      the whole table on rank `owner`.
+ *   REPLICATED: a copy on every rank; forward is local, and gradients from
+ *               every rank are summed in the global order on every rank, so
+ *               the copies stay bit-identical.
+ * docs/distributed.md has the data flow of each.
+ */
+typedef enum ember_placement {
+    EMBER_PLACE_ROW = 0,
+    EMBER_PLACE_COLUMN = 1,
+    EMBER_PLACE_TABLE = 2,
+    EMBER_PLACE_REPLICATED = 3
+} ember_placement;
+
+/*
+ * What the owners of a ROW or TABLE table send back in forward:
+ *   ROWS:   each distinct requested row once; the requester pools in its own
+ *           order, so results are bit-identical to a world of one.
+ *   POOLED: per (sample, feature) bag, the owner's partial pooled sum
+ *           (divided by the combiner divisor); the requester adds partials
+ *           in rank order.  Fewer bytes when bags are long; forward equals
+ *           ROWS up to float rounding.  Backward is the same for both.
+ */
+typedef enum ember_exchange {
+    EMBER_EXCHANGE_ROWS = 0,
+    EMBER_EXCHANGE_POOLED = 1
+} ember_exchange;
+
 typedef struct ember_table_config {
     const char *name; /* required, unique; keys the initializer (see below)     */
     int64_t rows;     /* >= 1                                                   */
@@ -125,15 +164,49 @@ typedef struct ember_table_config {
      *   shard; a single sample that alone overflows is EMBER_ELIMIT.  Then
      *   error and drop tables are checked per mini-batch.  Outputs and
      *   updates are bit-identical to the unsplit batch.
-     * error: any overflow -> EMBER_ELIMIT naming table, shard, both counts. */
+     * error: any overflow -> EMBER_ELIMIT naming table, shard, both counts.
+     * In a world of W ranks the counts are per rank, over that rank's local
+     * batch (seed 004 §7 step 1: each core counts what it sends to every
+     * partition); drops are decided locally; an error on one rank fails all
+     * ranks; minibatch rounds are agreed (the world runs as many rounds as
+     * the rank needing most, the others' extra rounds are empty). */
     int64_t max_ids_per_partition;
     int64_t max_unique_ids_per_partition;
     ember_limit_policy limit_policy;
+    ember_placement placement; /* default ROW                                  */
+    int32_t owner;             /* TABLE placement: the rank holding the table  */
+    ember_exchange exchange;   /* ROW and TABLE placements; default ROWS       */
 } ember_table_config;
 
 /* rows 0, dim 0 (caller sets), uniform(0.05), SGD lr 0.01, no limits, error. */
 ember_table_config ember_table_config_default(void);
 ember_optimizer ember_optimizer_default(ember_optimizer_kind kind);
+
+/* ------------------------------------------------------------------ world */
+
+/*
+ * The processes a collection is spread over.  A world of one needs no MPI
+ * at run time; include/ember-mpi.h makes a world from an MPI communicator.
+ * With a world of size W, every rank creates the collection with the same
+ * config and calls forward and backward together (they are collective):
+ * each rank passes its own local samples, and the global batch is the
+ * concatenation of the local batches in rank order (local batch sizes may
+ * differ, including 0).  A world must outlive the collections using it.
+ *
+ * Errors are agreed: when one rank's call fails (a bad id, a limit, a NaN
+ * check), every rank's call returns the same status, before any table
+ * changes, with the failing rank's message ("rank R: ...").  A failed MPI
+ * call returns EMBER_ECOMM naming the operation and the rank; the collection
+ * then refuses further work (EMBER_EPANIC), because the ranks may disagree
+ * on what happened.  A rank that dies is not detected by ember: Open MPI's
+ * mpirun ends the whole job when a process exits abnormally.
+ */
+typedef struct ember_world ember_world;
+/* A world of one (rank 0 of 1). */
+int ember_world_self(ember_world **out);
+int32_t ember_world_rank(const ember_world *w);
+int32_t ember_world_size(const ember_world *w);
+void ember_world_destroy(ember_world *w);
 
 /* ---------------------------------------------------------------- features */
 
@@ -167,9 +240,11 @@ typedef struct ember_collection_config {
     const ember_feature_config *features; /* output columns follow this order   */
     int32_t num_features;
     uint64_t seed;         /* initializer seed                                  */
-    int32_t num_shards;    /* row-wise partitions (row % num_shards); >= 1      */
-    int stack_tables;      /* 1 (default): tables with equal dim and optimizer
-                              (every field bitwise equal) share one physical
+    int32_t num_shards;    /* limit partitions (physical_row % num_shards);
+                              0 (default) = the world size                   */
+    int stack_tables;      /* 1 (default): tables with equal dim, optimizer
+                              (every field bitwise equal), placement, owner
+                              and exchange share one physical
                               table: its rows are those tables' rows in config
                               order, so table t's physical row for id is
                               offset(t) + id, offset(t) = rows of the earlier
@@ -183,6 +258,7 @@ typedef struct ember_collection_config {
                               their weights) before lookup; default 0          */
     int debug_checks;      /* 1: check outputs and gradients for NaN/Inf        */
     int32_t threads;       /* OpenMP threads; 0 = omp_get_max_threads()         */
+    ember_world *world;    /* NULL: a world of one                              */
 } ember_collection_config;
 
 ember_collection_config ember_collection_config_default(void);
@@ -280,7 +356,8 @@ int ember_backward(ember_collection *coll, const float *d_pooled, const float *d
  *   ids[t * num_shards + s]    += 1
  *   unique[t * num_shards + s] += 1 the first time that id is seen there.
  * Both arrays hold num_tables * num_shards counts.  Invalid ids are an error
- * (EMBER_EINPUT) whatever the bounds policy.  It reuses the routing buffers,
+ * (EMBER_EINPUT) whatever the bounds policy.  Counts are of this rank's
+ * batch only (not collective).  It reuses the routing buffers,
  * so it cancels a pending forward: call it before ember_forward or after
  * ember_backward (a backward in between returns EMBER_ESTATE).
  */
@@ -294,8 +371,14 @@ typedef struct ember_stats {
     int64_t minibatches;      /* mini-batches of the last forward (1 = none)   */
     int64_t last_ids;         /* ids of the last forward's batch that passed
                                  validation (num_ids - dropped under bounds)   */
-    int64_t last_unique_rows; /* distinct rows the last backward updated; 0
-                                 after a forward until its backward runs       */
+    int64_t last_unique_rows; /* distinct rows the last backward updated on
+                                 this rank; 0 after a forward until its
+                                 backward runs                                 */
+    int64_t last_bytes_sent;  /* bytes this rank sent to other ranks in the
+                                 last forward and backward (payload only;
+                                 the few bytes of error agreement excluded)    */
+    int64_t last_bytes_received;
+    double last_comm_seconds; /* wall time inside exchanges, same span       */
 } ember_stats;
 void ember_collection_stats(const ember_collection *coll, ember_stats *out);
 
@@ -312,7 +395,10 @@ void ember_collection_memory(const ember_collection *coll, ember_memory *out);
 /* ------------------------------------------------------------ row access */
 
 /* Copies rows [first, first+count) of table t (dim floats each) into out.
- * Errors: EMBER_EINVAL for a bad table or range. */
+ * In a world of W > 1 the three row calls are collective: every rank calls
+ * with the same arguments; a read returns the whole rows on every rank (each
+ * part from the rank that holds it), a write stores on each rank the parts
+ * it holds.  Errors: EMBER_EINVAL for a bad table or range. */
 int ember_table_read(const ember_collection *coll, int32_t table, int64_t first, int64_t count,
                      float *out);
 /* Overwrites rows [first, first+count) of table t from in (for tests, loading
@@ -325,6 +411,9 @@ int ember_table_write(ember_collection *coll, int32_t table, int64_t first, int6
 int ember_table_read_state(const ember_collection *coll, int32_t table, int64_t first,
                            int64_t count, float *out);
 int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim);
+
+/* The world the collection was created over (never NULL). */
+ember_world *ember_collection_world(const ember_collection *coll);
 
 /* Changes the OpenMP thread count used by later calls (>= 1, or 0 for
  * omp_get_max_threads()).  Results do not depend on it. */

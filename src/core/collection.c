@@ -13,6 +13,7 @@
 
 #include "core/collection.h"
 #include "core/rng.h"
+#include "dist/dist.h"
 #include "table/init.h"
 #include "table/layout.h"
 
@@ -37,7 +38,7 @@ ember_collection_config ember_collection_config_default(void)
 {
     ember_collection_config c;
     memset(&c, 0, sizeof c);
-    c.num_shards = 1;
+    c.num_shards = 0; /* the world size */
     c.stack_tables = 1;
     c.bounds = EMBER_BOUNDS_ERROR;
     return c;
@@ -64,8 +65,10 @@ static int validate_config(const ember_collection_config *cfg)
     if (cfg->num_features < 1 || !cfg->features)
         return ember_fail_create(EMBER_EINVAL, "num_features must be >= 1 (got %d)",
                                  cfg->num_features);
-    if (cfg->num_shards < 1)
-        return ember_fail_create(EMBER_EINVAL, "num_shards must be >= 1 (got %d)", cfg->num_shards);
+    if (cfg->num_shards < 0)
+        return ember_fail_create(EMBER_EINVAL, "num_shards must be >= 0 (0 = world size; got %d)",
+                                 cfg->num_shards);
+    int32_t W = ember_world_size(cfg->world);
     if (cfg->threads < 0)
         return ember_fail_create(EMBER_EINVAL, "threads must be >= 0 (got %d)", cfg->threads);
     if (cfg->bounds != EMBER_BOUNDS_ERROR && cfg->bounds != EMBER_BOUNDS_DROP)
@@ -105,6 +108,13 @@ static int validate_config(const ember_collection_config *cfg)
         if (tc->limit_policy < EMBER_LIMIT_ERROR || tc->limit_policy > EMBER_LIMIT_MINIBATCH)
             return ember_fail_create(EMBER_EINVAL, "table '%s': unknown limit policy %d", nm,
                                      tc->limit_policy);
+        if (tc->placement < EMBER_PLACE_ROW || tc->placement > EMBER_PLACE_REPLICATED)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': unknown placement %d", nm, tc->placement);
+        if (tc->exchange != EMBER_EXCHANGE_ROWS && tc->exchange != EMBER_EXCHANGE_POOLED)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': unknown exchange %d", nm, tc->exchange);
+        if (tc->placement == EMBER_PLACE_TABLE && (tc->owner < 0 || tc->owner >= W))
+            return ember_fail_create(EMBER_EINVAL, "table '%s': owner rank %d outside the world [0, %d)",
+                                     nm, tc->owner, W);
     }
     for (int32_t f = 0; f < cfg->num_features; f++) {
         const ember_feature_config *fc = &cfg->features[f];
@@ -166,12 +176,22 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     if (!c)
         return ember_fail_create(EMBER_ENOMEM, "out of memory");
     c->cfg = *cfg;
+    c->world = cfg->world;
+    if (!c->world) {
+        if (ember_world_self(&c->own_world) != EMBER_OK) {
+            free(c);
+            return ember_fail_create(EMBER_ENOMEM, "out of memory");
+        }
+        c->world = c->own_world;
+    }
+    if (c->cfg.num_shards == 0)
+        c->cfg.num_shards = c->world->size;
     c->threads = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
     c->tables = calloc((size_t)cfg->num_tables, sizeof *c->tables);
     c->features = calloc((size_t)cfg->num_features, sizeof *c->features);
     c->seq_off = calloc((size_t)cfg->num_features, sizeof *c->seq_off);
     c->sort_hist = malloc(sizeof(int64_t) * EMBER_SORT_HIST_SIZE);
-    c->limit_counts = calloc((size_t)4 * cfg->num_tables * cfg->num_shards, sizeof(int64_t));
+    c->limit_counts = calloc((size_t)4 * cfg->num_tables * c->cfg.num_shards, sizeof(int64_t));
     if (!c->tables || !c->features || !c->seq_off || !c->sort_hist || !c->limit_counts) {
         st = ember_fail_create(EMBER_ENOMEM, "out of memory");
         goto fail;
@@ -198,6 +218,7 @@ void ember_collection_destroy(ember_collection *c)
     if (!c)
         return;
     for (int32_t p = 0; p < c->num_ptables; p++) {
+        ember_xchg_free(c->ptables[p].xchg);
         ember_store_destroy(c->ptables[p].store);
         free(c->ptables[p].tables);
         free(c->ptables[p].features);
@@ -213,8 +234,11 @@ void ember_collection_destroy(ember_collection *c)
     free(c->minibatch_start);
     free(c->bag_off);
     free(c->names);
+    ember_world_destroy(c->own_world);
     free(c);
 }
+
+ember_world *ember_collection_world(const ember_collection *c) { return c->world; }
 
 int ember_collection_set_threads(ember_collection *c, int32_t threads)
 {
@@ -274,46 +298,23 @@ static int check_range(const ember_collection *c, int32_t table, int64_t first, 
     return EMBER_OK;
 }
 
-/* Copies rows between a table and a caller buffer through the store. */
-static int copy_rows(ember_collection *c, int32_t table, int64_t first, int64_t count, float *buf,
-                     int to_table, int state)
-{
-    int st = check_range(c, table, first, count);
-    if (st != EMBER_OK)
-        return st;
-    const ember_ltable *t = &c->tables[table];
-    ember_store *s = c->ptables[t->ptable].store;
-    int64_t width = state ? s->state_floats : s->dim;
-    for (int64_t i = 0; i < count; i++) {
-        uint32_t row = (uint32_t)(t->offset + first + i);
-        float *v, *sv;
-        if ((st = s->ops->acquire(s, &row, 1, &v, &sv)) != EMBER_OK)
-            return ember_fail(c, st, "table '%s': cannot read row %lld", t->cfg.name,
-                              (long long)(first + i));
-        float *p = state ? sv : v;
-        if (to_table)
-            memcpy(p, buf + i * width, sizeof(float) * (size_t)width);
-        else if (width)
-            memcpy(buf + i * width, p, sizeof(float) * (size_t)width);
-        s->ops->release(s, &row, 1, to_table);
-    }
-    return EMBER_OK;
-}
-
 int ember_table_read(const ember_collection *c, int32_t table, int64_t first, int64_t count, float *out)
 {
-    return copy_rows((ember_collection *)c, table, first, count, out, 0, 0);
+    int st = check_range(c, table, first, count);
+    return st != EMBER_OK ? st : ember_dist_rows((ember_collection *)c, table, first, count, out, 0, 0);
 }
 
 int ember_table_write(ember_collection *c, int32_t table, int64_t first, int64_t count, const float *in)
 {
     if (c->panicked)
         return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
-    return copy_rows(c, table, first, count, (float *)in, 1, 0);
+    int st = check_range(c, table, first, count);
+    return st != EMBER_OK ? st : ember_dist_rows(c, table, first, count, (float *)in, 1, 0);
 }
 
 int ember_table_read_state(const ember_collection *c, int32_t table, int64_t first, int64_t count,
                            float *out)
 {
-    return copy_rows((ember_collection *)c, table, first, count, out, 0, 1);
+    int st = check_range(c, table, first, count);
+    return st != EMBER_OK ? st : ember_dist_rows((ember_collection *)c, table, first, count, out, 0, 1);
 }

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "comm/comm.h"
 #include "ember.h"
 #include "prep/route.h"
 #include "table/store.h"
@@ -31,17 +32,26 @@ typedef struct ember_lfeature {
     int64_t out_col;        /* pooled column, or -1 for NONE                 */
 } ember_lfeature;
 
+struct ember_xchg; /* dist/xchg.h: exchange buffers of one physical table */
+
 typedef struct ember_ptable {
     int32_t dim;
-    int32_t state_floats;
+    int32_t state_floats;   /* per stored row (COLUMN: of the slice)         */
     ember_optimizer opt;
-    int64_t rows;
+    int64_t rows;           /* physical rows, over the whole world           */
+    ember_placement placement;
+    ember_exchange exchange;
+    int32_t owner;          /* TABLE placement                               */
+    int64_t local_rows;     /* rows stored on this rank                      */
+    int32_t local_dim;      /* columns stored: dim, or the COLUMN slice c     */
+    int32_t col0;           /* COLUMN: first column of this rank's slice      */
     int32_t num_tables;     /* logical tables in it, ascending offsets       */
     int32_t *tables;
     int32_t num_features;   /* features reading it, config order             */
     int32_t *features;
-    ember_store *store;
-    ember_route route;      /* the routed last batch                         */
+    ember_store *store;     /* local_rows x local_dim                        */
+    ember_route route;      /* the routed last batch (this rank's samples)   */
+    struct ember_xchg *xchg; /* exchange state; NULL in a world of one       */
 } ember_ptable;
 
 struct ember_collection {
@@ -72,6 +82,12 @@ struct ember_collection {
     ember_stats stats;
     int panicked;
     char errmsg[512];
+
+    ember_world *world;          /* never NULL                            */
+    ember_world *own_world;      /* the world of one made for cfg.world NULL */
+    int32_t num_rounds;          /* mini-batch rounds agreed over the world */
+    int64_t bytes_sent0, bytes_received0; /* world counters at forward start */
+    double comm_seconds0;
 };
 
 /* Records a failure on coll (printf-style) and returns status. */

@@ -14,10 +14,12 @@
  */
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/collection.h"
 #include "core/parallel.h"
+#include "dist/dist.h"
 #include "lookup/lookup.h"
 #include "optim/optim.h"
 
@@ -144,24 +146,88 @@ static int64_t check_gradients(const ember_route *r, int32_t dim, const uint64_t
     return bad;
 }
 
+/* Row-wise Adagrad on a COLUMN slice: the mean of g^2 runs over the whole
+ * row, whose columns live on every rank.  Each rank sums its real columns
+ * per touched row (after weight decay), the sums are all-gathered and added
+ * in rank order, then every rank applies the same multiplier to its slice.
+ * Every rank holds the same touched rows (COLUMN ids are all-gathered). */
+static int apply_rowwise_column(ember_collection *c, const ember_grad_target *gt, const uint64_t *starts,
+                                int64_t nu, const float *dp, const float *ds, const ember_optim_step *o)
+{
+    ember_route *r = gt->route;
+    int32_t dim = gt->dim, W = c->world->size;
+    float *g_all = malloc(sizeof(float) * ((size_t)nu * (size_t)dim + 1));
+    float *sq = malloc(sizeof(float) * ((size_t)nu * (size_t)(W + 1) + 1));
+    int st = g_all && sq ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory for %lld rows", (long long)nu);
+    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK) {
+        free(g_all);
+        free(sq);
+        return st;
+    }
+    float *values = gt->store->values, *state = gt->store->state;
+    float *mine = sq + (int64_t)nu * W;
+#pragma omp parallel for schedule(static) num_threads(c->threads)
+    for (int64_t u = 0; u < nu; u++) {
+        float *g = g_all + u * dim;
+        uint32_t row = (uint32_t)(r->keys[starts[u]] >> 32);
+        row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], (int64_t)starts[u + 1], dim, dp, ds, g);
+        const float *w = values + (int64_t)row * dim;
+        float part = 0.0f;
+        for (int32_t k = 0; k < gt->real_cols; k++) {
+            g[k] += o->wd * w[k];
+            part += g[k] * g[k];
+        }
+        mine[u] = part;
+    }
+    if (ember_comm_allgather(c->world, mine, (int64_t)sizeof(float) * nu, sq) != EMBER_OK) {
+        free(g_all);
+        free(sq);
+        c->panicked = 1;
+        return ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
+    }
+#pragma omp parallel for schedule(static) num_threads(c->threads)
+    for (int64_t u = 0; u < nu; u++) {
+        float total = 0.0f;
+        for (int32_t q = 0; q < W; q++)
+            total += sq[(int64_t)q * nu + u];
+        uint32_t row = (uint32_t)(r->keys[starts[u]] >> 32);
+        float *w = values + (int64_t)row * dim, *g = g_all + u * dim;
+        float s = state[row] + total / (float)gt->full_dim;
+        state[row] = s;
+        float mult = o->lr / (sqrtf(s) + o->eps);
+        for (int32_t k = 0; k < gt->real_cols; k++)
+            w[k] -= mult * g[k];
+    }
+    free(g_all);
+    free(sq);
+    return EMBER_OK;
+}
+
 int ember_grad_apply(ember_collection *c, int32_t p, const float *dp, const float *ds, int64_t step,
                      int check_only)
 {
     ember_ptable *pt = &c->ptables[p];
-    ember_route *r = &pt->route;
-    ember_store *s = pt->store;
-    int32_t dim = pt->dim;
-    int st = ember_route_sort(c, p, 1);
+    ember_grad_target gt = {&pt->route, pt->store, &pt->opt, pt->dim, pt->rows, 1, 0, 0, 0};
+    return ember_grad_route(c, &gt, dp, ds, step, check_only);
+}
+
+int ember_grad_route(ember_collection *c, const ember_grad_target *gt, const float *dp, const float *ds,
+                     int64_t step, int check_only)
+{
+    ember_route *r = gt->route;
+    ember_store *s = gt->store;
+    int32_t dim = gt->dim;
+    int st = ember_route_sort_rows(c, r, gt->rows, 1);
     if (st != EMBER_OK)
         return st;
     int64_t n = r->nkeys;
-    if (n == 0)
+    if (n == 0 && !gt->full_dim)
         return EMBER_OK;
     uint64_t *starts = r->keys_tmp; /* free after the sort */
     int threads = c->threads;
     if (n < 2048)
         threads = 1;
-    int64_t nu = find_runs(r->keys, n, starts, threads);
+    int64_t nu = n ? find_runs(r->keys, n, starts, threads) : 0;
     if (!r->sources_ready) { /* once per routed batch, also with the debug pass */
         build_sources(r, threads);
         sort_sources(r, n, threads);
@@ -174,16 +240,19 @@ int ember_grad_apply(ember_collection *c, int32_t p, const float *dp, const floa
             uint32_t e = (uint32_t)r->keys[starts[bad]];
             int64_t seg = ember_route_segment_of(r, e);
             const ember_lfeature *fe = &c->features[r->seg_feature[seg]];
+            int64_t phys = (int64_t)row * gt->row_stride + gt->row_base;
             return ember_fail(c, EMBER_ENUMERIC,
                               "table '%s' row %lld: gradient is not finite (feature '%s', sample %d); "
                               "no table was changed",
-                              c->tables[fe->table].cfg.name, (long long)(row - fe->offset), fe->name,
+                              c->tables[fe->table].cfg.name, (long long)(phys - fe->offset), fe->name,
                               r->seg_sample[seg]);
         }
         return EMBER_OK;
     }
     c->stats.last_unique_rows += nu;
-    ember_optim_step o = ember_optim_prepare(&pt->opt, step);
+    ember_optim_step o = ember_optim_prepare(gt->opt, step);
+    if (gt->full_dim)
+        return apply_rowwise_column(c, gt, starts, nu, dp, ds, &o);
     float *values = s->values, *state = s->state;
     int32_t sf = s->state_floats;
 #pragma omp parallel num_threads(threads)

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "ember.h"
 #include "prep/route.h"
 #include "table/store.h"
 
@@ -20,6 +21,23 @@ struct ember_collection;
  * check_only, only checks that every gradient is finite (EMBER_ENUMERIC). */
 int ember_grad_apply(struct ember_collection *c, int32_t p, const float *dp, const float *ds,
                      int64_t step, int check_only);
+
+/* What a backward aggregates into: a route over the rows of a store (this
+ * rank's own route, or the entries an owner received).  Error messages name
+ * physical row local * row_stride + row_base.  full_dim > 0 marks row-wise
+ * Adagrad on a COLUMN slice (real_cols real columns of full_dim), whose
+ * row mean needs the other ranks' slices. */
+typedef struct ember_grad_target {
+    ember_route *route;
+    ember_store *store;
+    const ember_optimizer *opt;
+    int32_t dim;
+    int64_t rows;
+    int64_t row_stride, row_base;
+    int32_t full_dim, real_cols;
+} ember_grad_target;
+int ember_grad_route(struct ember_collection *c, const ember_grad_target *t, const float *dp,
+                     const float *ds, int64_t step, int check_only);
 
 /* Output row of segment g: pooled + off, or sequence + (-1 - off). */
 static inline float *ember_seg_out(const ember_route *r, int64_t g, float *pooled, float *sequence)

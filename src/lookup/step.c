@@ -11,11 +11,17 @@
  * A failed call changes no table: forward never writes tables, and backward
  * runs its checks before its first update.  After a failed forward the
  * routed batch is gone, so backward answers EMBER_ESTATE.
+ *
+ * In a world of W > 1 the bracketed exchanges are real (dist/): the local
+ * phase (validate, route, limits) ends with an agreement on the status and
+ * the number of mini-batch rounds, every exchange agrees before it sends,
+ * and every rank returns the same status.
  */
 #include <math.h>
 #include <string.h>
 
 #include "core/collection.h"
+#include "dist/dist.h"
 #include "lookup/lookup.h"
 #include "prep/limits.h"
 
@@ -46,7 +52,8 @@ static int check_outputs(ember_collection *c, float *pooled, float *sequence)
                 continue;
             const ember_lfeature *fe = &c->features[r->seg_feature[g]];
             int64_t bad_row = -1;
-            for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1] && bad_row < 0; e++) {
+            int local = c->world->size == 1; /* rows of other ranks cannot be inspected here */
+            for (int64_t e = r->seg_start[g]; local && e < r->seg_start[g + 1] && bad_row < 0; e++) {
                 if (r->row[e] == EMBER_ROW_DROPPED)
                     continue;
                 const float *v = pt->store->values + (int64_t)r->row[e] * pt->dim;
@@ -68,26 +75,63 @@ static int check_outputs(ember_collection *c, float *pooled, float *sequence)
     return EMBER_OK;
 }
 
-int ember_forward(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
+/* Starts counting this step's exchanged bytes. */
+static void comm_begin(ember_collection *c)
+{
+    c->bytes_sent0 = c->world->bytes_sent;
+    c->bytes_received0 = c->world->bytes_received;
+    c->comm_seconds0 = c->world->seconds;
+    c->world->counting = 1;
+}
+
+static void comm_end(ember_collection *c)
+{
+    c->world->counting = 0;
+    c->stats.last_bytes_sent = c->world->bytes_sent - c->bytes_sent0;
+    c->stats.last_bytes_received = c->world->bytes_received - c->bytes_received0;
+    c->stats.last_comm_seconds = c->world->seconds - c->comm_seconds0;
+}
+
+/* The local phase of forward: validation, routing and limits (no messages). */
+static int forward_local(ember_collection *c, const ember_batch *b, float *pooled, float *sequence,
+                         int64_t *dropped_bounds, int64_t *dropped_limit)
 {
     int st;
-    if (c->panicked)
-        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
-    c->routed = 0;
     if ((st = ember_route_validate(c, b)) != EMBER_OK)
         return st;
     int64_t seq_needed = ember_sequence_size(c, b);
     if ((b->batch_size > 0 && c->pooled_width > 0 && !pooled) || (seq_needed > 0 && !sequence))
         return ember_fail(c, EMBER_EINVAL, "output buffer is NULL (pooled width %lld, sequence floats %lld)",
                           (long long)c->pooled_width, (long long)seq_needed);
+    if ((st = ember_route_build(c, b, ember_limits_active(c), dropped_bounds)) != EMBER_OK)
+        return st;
+    return ember_limits_apply(c, dropped_limit);
+}
+
+int ember_forward(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
+{
+    int st;
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    c->routed = 0;
     int64_t dropped_bounds = 0, dropped_limit = 0;
-    if ((st = ember_route_build(c, b, ember_limits_active(c), &dropped_bounds)) != EMBER_OK)
+    st = forward_local(c, b, pooled, sequence, &dropped_bounds, &dropped_limit);
+    int64_t rounds = st == EMBER_OK ? c->num_minibatches : 0;
+    if ((st = ember_dist_agree(c, st, &rounds)) != EMBER_OK)
         return st;
-    if ((st = ember_limits_apply(c, &dropped_limit)) != EMBER_OK)
+    c->num_rounds = (int32_t)rounds;
+    comm_begin(c);
+    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++) {
+        if (c->world->size > 1)
+            st = ember_dist_forward(c, p, pooled, sequence);
+        else
+            lookup_ptable(c, p, pooled, sequence);
+    }
+    comm_end(c);
+    if (st != EMBER_OK)
         return st;
-    for (int32_t p = 0; p < c->num_ptables; p++)
-        lookup_ptable(c, p, pooled, sequence);
-    if (c->cfg.debug_checks && (st = check_outputs(c, pooled, sequence)) != EMBER_OK)
+    st = c->cfg.debug_checks ? check_outputs(c, pooled, sequence) : EMBER_OK;
+    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
         return st;
     c->stats.dropped_bounds += dropped_bounds;
     c->stats.dropped_limit += dropped_limit;
@@ -119,25 +163,63 @@ static int check_upstream(ember_collection *c, const float *dp, const float *ds)
     return EMBER_OK;
 }
 
+/* Backward over the world: gradient exchange, agreed debug check, update. */
+static int backward_world(ember_collection *c, const float *dp, const float *ds, int64_t step)
+{
+    int st = EMBER_OK;
+    for (int32_t p = 0; p < c->num_ptables; p++)
+        if ((st = ember_dist_send_grads(c, p, dp, ds)) != EMBER_OK)
+            return st;
+    if (c->cfg.debug_checks) {
+        for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
+            st = ember_dist_apply(c, p, step, 1);
+        if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
+            return st;
+    }
+    for (int32_t p = 0; p < c->num_ptables; p++)
+        if ((st = ember_dist_apply(c, p, step, 0)) != EMBER_OK)
+            return st;
+    return EMBER_OK;
+}
+
+/* Local checks before backward changes anything. */
+static int backward_checks(ember_collection *c, const float *d_pooled, const float *d_sequence)
+{
+    if (!c->routed)
+        return ember_fail(c, EMBER_ESTATE, "ember_backward needs a successful ember_forward first");
+    if ((c->batch_size > 0 && c->pooled_width > 0 && !d_pooled) || (c->seq_floats > 0 && !d_sequence))
+        return ember_fail(c, EMBER_EINVAL, "gradient buffer is NULL");
+    return c->cfg.debug_checks ? check_upstream(c, d_pooled, d_sequence) : EMBER_OK;
+}
+
 int ember_backward(ember_collection *c, const float *d_pooled, const float *d_sequence)
 {
     int st;
     if (c->panicked)
         return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
-    if (!c->routed)
-        return ember_fail(c, EMBER_ESTATE, "ember_backward needs a successful ember_forward first");
-    if ((c->batch_size > 0 && c->pooled_width > 0 && !d_pooled) || (c->seq_floats > 0 && !d_sequence))
-        return ember_fail(c, EMBER_EINVAL, "gradient buffer is NULL");
-    if (c->cfg.debug_checks && (st = check_upstream(c, d_pooled, d_sequence)) != EMBER_OK)
+    if ((st = ember_dist_agree(c, backward_checks(c, d_pooled, d_sequence), NULL)) != EMBER_OK)
         return st;
     int64_t step = c->stats.steps + 1;
     c->stats.last_unique_rows = 0;
-    /* With debug checks every table's gradients are checked before any
-     * table changes: first a checking pass over all physical tables. */
-    for (int pass = c->cfg.debug_checks ? 0 : 1; pass < 2; pass++)
-        for (int32_t p = 0; p < c->num_ptables; p++)
-            if ((st = ember_grad_apply(c, p, d_pooled, d_sequence, step, pass == 0)) != EMBER_OK)
-                return st;
+    if (c->world->size > 1) {
+        int64_t sent0 = c->stats.last_bytes_sent, recv0 = c->stats.last_bytes_received;
+        double sec0 = c->stats.last_comm_seconds;
+        comm_begin(c);
+        st = backward_world(c, d_pooled, d_sequence, step);
+        comm_end(c);
+        c->stats.last_bytes_sent += sent0;
+        c->stats.last_bytes_received += recv0;
+        c->stats.last_comm_seconds += sec0;
+        if (st != EMBER_OK)
+            return st;
+    } else {
+        /* With debug checks every table's gradients are checked before any
+         * table changes: first a checking pass over all physical tables. */
+        for (int pass = c->cfg.debug_checks ? 0 : 1; pass < 2; pass++)
+            for (int32_t p = 0; p < c->num_ptables; p++)
+                if ((st = ember_grad_apply(c, p, d_pooled, d_sequence, step, pass == 0)) != EMBER_OK)
+                    return st;
+    }
     c->stats.steps = step;
     c->routed = 0;
     return EMBER_OK;

@@ -142,7 +142,7 @@ static int reserve_kind(ember_route *r, int kind, int64_t need, int64_t *cap)
     return EMBER_OK;
 }
 
-static int reserve_route(ember_route *r, int64_t n, int64_t nseg, int32_t B)
+int ember_route_reserve(ember_route *r, int64_t n, int64_t nseg, int32_t B)
 {
     if (reserve_kind(r, 0, n + EMBER_ROUTE_PAD, &r->cap_n) != EMBER_OK ||
         reserve_kind(r, 1, nseg + 1, &r->cap_seg) != EMBER_OK ||
@@ -455,7 +455,7 @@ int ember_route_build(ember_collection *c, const ember_batch *b, int units, int6
         if (n >= INT32_MAX || nseg >= INT32_MAX)
             return ember_fail(c, EMBER_EINPUT, "batch routes %lld ids to one physical table (max 2^31-1)",
                               (long long)n);
-        if (reserve_route(&pt->route, n, nseg, B) != EMBER_OK)
+        if (ember_route_reserve(&pt->route, n, nseg, B) != EMBER_OK)
             return ember_fail(c, EMBER_ENOMEM, "out of memory routing %lld ids", (long long)n);
         dropped += build_ptable(c, p, b, units);
     }

@@ -68,6 +68,13 @@ int ember_route_build(struct ember_collection *coll, const struct ember_batch *b
  * unit leaders (limit counting).  Stable, so a row's occurrences stay in
  * entry order; deterministic for any thread count. */
 int ember_route_sort(struct ember_collection *coll, int32_t ptable, int all);
+/* The same for any route whose rows are below `rows` (an owner's received
+ * entries, dist/). */
+int ember_route_sort_rows(struct ember_collection *coll, ember_route *r, int64_t rows, int all);
+
+/* Makes r hold n entries (plus EMBER_ROUTE_PAD), nseg segments and B
+ * samples; grow-only, contents kept. */
+int ember_route_reserve(ember_route *r, int64_t n, int64_t nseg, int32_t B);
 
 void ember_route_free(ember_route *r);
 

@@ -88,15 +88,18 @@ static void key_emit(void *p, int64_t e, int64_t at)
 
 int ember_route_sort(ember_collection *c, int32_t p, int all)
 {
-    ember_ptable *pt = &c->ptables[p];
-    ember_route *r = &pt->route;
+    return ember_route_sort_rows(c, &c->ptables[p].route, c->ptables[p].rows, all);
+}
+
+int ember_route_sort_rows(ember_collection *c, ember_route *r, int64_t rows, int all)
+{
     if (r->nkeys > 0 && r->sorted_all == all)
         return EMBER_OK;
     key_ctx k = {r, all};
     r->nkeys = ember_parallel_compact(r->n, c->threads, 65536, &k, key_keep, key_emit);
     r->sorted_all = all;
     r->sources_ready = 0;
-    int bits = pt->rows > 1 ? 64 - __builtin_clzll((unsigned long long)(pt->rows - 1)) : 0;
+    int bits = rows > 1 ? 64 - __builtin_clzll((unsigned long long)(rows - 1)) : 0;
     ember_radix_sort(r->keys, r->keys_tmp, c->sort_hist, r->nkeys, 32, 32 + bits, c->threads);
     return EMBER_OK;
 }

@@ -86,7 +86,9 @@ int64_t ref_stack_offset(const ember_collection_config *cfg, int32_t t)
     int64_t off = 0;
     for (int32_t u = 0; u < t; u++) {
         const ember_table_config *o = &cfg->tables[u];
-        if (o->dim == me->dim && memcmp(&o->optimizer, &me->optimizer, sizeof me->optimizer) == 0)
+        if (o->dim == me->dim && memcmp(&o->optimizer, &me->optimizer, sizeof me->optimizer) == 0 &&
+            o->placement == me->placement && o->exchange == me->exchange &&
+            (o->placement != EMBER_PLACE_TABLE || o->owner == me->owner))
             off += o->rows;
     }
     return off;

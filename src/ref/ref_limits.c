@@ -17,6 +17,9 @@
 
 #include "ref/ref.h"
 
+/* num_shards 0 means the world size, which is 1 for the reference. */
+static int32_t ref_shards(const ember_collection_config *cfg) { return cfg->num_shards > 0 ? cfg->num_shards : 1; }
+
 /* One distinct id of one bag. */
 typedef struct unit {
     int32_t table;
@@ -77,7 +80,7 @@ static int64_t list_units(const ember_collection_config *cfg, const ember_batch 
                 if (seen)
                     continue;
                 u[n].table = t;
-                u[n].shard = (int32_t)((off + id) % cfg->num_shards);
+                u[n].shard = (int32_t)((off + id) % ref_shards(cfg));
                 u[n].id = id;
                 u[n].sample = s;
                 u[n].feature = f;
@@ -113,7 +116,7 @@ static int range_counts(const ember_collection_config *cfg, const ember_batch *b
                         const int64_t *start, int32_t lo, int32_t hi, int64_t *ids,
                         int64_t *unique)
 {
-    int64_t cells = (int64_t)cfg->num_tables * cfg->num_shards;
+    int64_t cells = (int64_t)cfg->num_tables * ref_shards(cfg);
     memset(ids, 0, (size_t)cells * sizeof *ids);
     memset(unique, 0, (size_t)cells * sizeof *unique);
     unit *u;
@@ -122,7 +125,7 @@ static int range_counts(const ember_collection_config *cfg, const ember_batch *b
         return -1;
     qsort(u, (size_t)n, sizeof *u, unit_cmp);
     for (int64_t i = 0; i < n; i++) {
-        int64_t cell = (int64_t)u[i].table * cfg->num_shards + u[i].shard;
+        int64_t cell = (int64_t)u[i].table * ref_shards(cfg) + u[i].shard;
         ids[cell] += 1;
         if (i == 0 || u[i - 1].table != u[i].table || u[i - 1].id != u[i].id)
             unique[cell] += 1;
@@ -145,8 +148,8 @@ static int table_fits(const ember_collection_config *cfg, int32_t t, const int64
                       const int64_t *unique)
 {
     const ember_table_config *tc = &cfg->tables[t];
-    for (int32_t s = 0; s < cfg->num_shards; s++) {
-        int64_t cell = (int64_t)t * cfg->num_shards + s;
+    for (int32_t s = 0; s < ref_shards(cfg); s++) {
+        int64_t cell = (int64_t)t * ref_shards(cfg) + s;
         if (tc->max_ids_per_partition > 0 && ids[cell] > tc->max_ids_per_partition)
             return 0;
         if (tc->max_unique_ids_per_partition > 0 &&
@@ -223,7 +226,7 @@ int ref_limits_apply(const ember_collection_config *cfg, const ember_batch *b, u
                      int32_t *num_minibatches, int32_t *minibatch_start)
 {
     int rc = EMBER_OK;
-    int64_t cells = (int64_t)cfg->num_tables * cfg->num_shards;
+    int64_t cells = (int64_t)cfg->num_tables * ref_shards(cfg);
     int64_t *start = bag_starts(b);
     int64_t *ids = malloc((size_t)cells * sizeof *ids);
     int64_t *unique = malloc((size_t)cells * sizeof *unique);

@@ -5,7 +5,8 @@
  *
  * Rows are written with a static split over threads, which also places the
  * pages (first touch) and faults them in now rather than in the first step.
- * Optimizer state is zeroed the same way.
+ * Optimizer state is zeroed the same way.  Each rank writes only the rows
+ * and columns it holds (dist/shard.h), with the values one process would.
  */
 #include <math.h>
 #include <omp.h>
@@ -13,30 +14,38 @@
 
 #include "core/collection.h"
 #include "core/rng.h"
+#include "dist/shard.h"
 #include "table/init.h"
 
-static void init_row(const ember_table_config *tc, uint64_t key, int64_t row, float *out)
+/* Columns [k0, k0 + width) of a row; columns at or past dim (the padding
+ * of a COLUMN slice) are zero. */
+static void init_row(const ember_table_config *tc, uint64_t key, int64_t row, int32_t k0, int32_t width,
+                     float *out)
 {
-    switch (tc->init) {
-    case EMBER_INIT_UNIFORM:
-        for (int32_t k = 0; k < tc->dim; k++)
-            out[k] = (float)((2.0 * ember_rng_uniform(key, (uint64_t)row, (uint64_t)k, 0) - 1.0) *
+    for (int32_t j = 0; j < width; j++) {
+        int32_t k = k0 + j;
+        if (k >= tc->dim) {
+            out[j] = 0.0f;
+            continue;
+        }
+        switch (tc->init) {
+        case EMBER_INIT_UNIFORM:
+            out[j] = (float)((2.0 * ember_rng_uniform(key, (uint64_t)row, (uint64_t)k, 0) - 1.0) *
                              tc->init_value);
-        break;
-    case EMBER_INIT_NORMAL:
-        for (int32_t k = 0; k < tc->dim; k++) {
+            break;
+        case EMBER_INIT_NORMAL: {
             double u1 = ember_rng_uniform(key, (uint64_t)row, (uint64_t)k, 1);
             double u2 = ember_rng_uniform(key, (uint64_t)row, (uint64_t)k, 2);
-            out[k] = (float)(tc->init_value * sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2));
+            out[j] = (float)(tc->init_value * sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2));
+            break;
         }
-        break;
-    case EMBER_INIT_ZEROS:
-        memset(out, 0, sizeof(float) * (size_t)tc->dim);
-        break;
-    case EMBER_INIT_CONSTANT:
-        for (int32_t k = 0; k < tc->dim; k++)
-            out[k] = tc->init_value;
-        break;
+        case EMBER_INIT_ZEROS:
+            out[j] = 0.0f;
+            break;
+        case EMBER_INIT_CONSTANT:
+            out[j] = tc->init_value;
+            break;
+        }
     }
 }
 
@@ -44,15 +53,19 @@ void ember_init_ptable(ember_collection *c, int32_t p)
 {
     ember_ptable *pt = &c->ptables[p];
     ember_store *s = pt->store;
+    int32_t W = c->world->size, rank = c->world->rank;
     for (int32_t i = 0; i < pt->num_tables; i++) {
         const ember_ltable *t = &c->tables[pt->tables[i]];
         int64_t rows = t->cfg.rows;
 #pragma omp parallel for schedule(static) num_threads(c->threads)
         for (int64_t r = 0; r < rows; r++) {
-            uint32_t row = (uint32_t)(t->offset + r);
+            uint32_t phys = (uint32_t)(t->offset + r);
+            if (!ember_shard_holds(pt, W, rank, phys))
+                continue;
+            uint32_t row = ember_shard_local(pt, W, phys);
             float *v, *sv;
             s->ops->acquire(s, &row, 1, &v, &sv);
-            init_row(&t->cfg, t->rng_key, r, v);
+            init_row(&t->cfg, t->rng_key, r, pt->col0, pt->local_dim, v);
             if (sv)
                 memset(sv, 0, sizeof(float) * (size_t)s->state_floats);
             s->ops->release(s, &row, 1, 1);

@@ -6,17 +6,22 @@
  * every table is its own physical table.  Stacking gives the kernels one
  * larger batch per physical table, and because rows are sharded by
  * physical_row % shards, it also rotates each table's hot low ids onto
- * different shards.  Limits and policies stay per logical table.
+ * different shards.  Limits and policies stay per logical table.  Tables
+ * stack only with equal placement, exchange and owner; each rank then
+ * allocates its share of every physical table (dist/shard.h).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/collection.h"
+#include "dist/shard.h"
 #include "table/layout.h"
 
 static int same_group(const ember_table_config *a, const ember_table_config *b)
 {
-    return a->dim == b->dim && !memcmp(&a->optimizer, &b->optimizer, sizeof a->optimizer);
+    return a->dim == b->dim && !memcmp(&a->optimizer, &b->optimizer, sizeof a->optimizer) &&
+           a->placement == b->placement && a->exchange == b->exchange &&
+           (a->placement != EMBER_PLACE_TABLE || a->owner == b->owner);
 }
 
 int ember_layout_build(ember_collection *c)
@@ -37,7 +42,9 @@ int ember_layout_build(ember_collection *c)
             ember_ptable *pt = &c->ptables[p];
             pt->dim = c->tables[t].cfg.dim;
             pt->opt = c->tables[t].cfg.optimizer;
-            pt->state_floats = ember_state_floats(pt->opt.kind, pt->dim);
+            pt->placement = c->tables[t].cfg.placement;
+            pt->exchange = c->tables[t].cfg.exchange;
+            pt->owner = c->tables[t].cfg.owner;
             pt->tables = malloc(sizeof(int32_t) * (size_t)nt);
             pt->features = malloc(sizeof(int32_t) * (size_t)nf);
             if (!pt->tables || !pt->features)
@@ -68,12 +75,21 @@ int ember_layout_build(ember_collection *c)
         pt->features[pt->num_features++] = f;
     }
     c->pooled_width = col;
+    int32_t W = c->world->size, rank = c->world->rank;
     for (int32_t p = 0; p < c->num_ptables; p++) {
         ember_ptable *pt = &c->ptables[p];
-        int st = ember_store_memory_create(pt->rows, pt->dim, pt->state_floats, &pt->store);
+        pt->local_rows = ember_shard_local_rows(pt, W, rank);
+        pt->local_dim = pt->dim;
+        if (pt->placement == EMBER_PLACE_COLUMN) {
+            pt->local_dim = ember_shard_cols(pt->dim, W);
+            pt->col0 = rank * pt->local_dim;
+        }
+        pt->state_floats = ember_state_floats(pt->opt.kind, pt->local_dim);
+        int st = ember_store_memory_create(pt->local_rows, pt->local_dim, pt->state_floats, &pt->store);
         if (st != EMBER_OK)
             return ember_fail_create(st, "physical table %d (first table '%s'): cannot allocate %lld rows x %d",
-                                     p, c->tables[pt->tables[0]].cfg.name, (long long)pt->rows, pt->dim);
+                                     p, c->tables[pt->tables[0]].cfg.name, (long long)pt->local_rows,
+                                     pt->local_dim);
     }
     return EMBER_OK;
 }

@@ -68,7 +68,7 @@ int ember_store_memory_create(int64_t rows, int32_t dim, int32_t state_floats, e
     s->value_bytes = rows * dim * (int64_t)sizeof(float);
     s->state_bytes = rows * state_floats * (int64_t)sizeof(float);
     s->values = ember_huge_alloc(s->value_bytes);
-    if (!s->values)
+    if (!s->values && s->value_bytes > 0) /* a rank may hold no rows of a table */
         goto fail;
     if (s->state_bytes) {
         s->state = ember_huge_alloc(s->state_bytes); /* anonymous pages read as zero */

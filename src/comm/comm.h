@@ -1,0 +1,54 @@
+/*
+ * comm.h: the communicator behind an ember_world, a small vtable with two
+ * implementations: comm_self.c (a world of one, plain copies, no MPI at run
+ * time) and comm_mpi.c (an MPI communicator with MPI_ERRORS_RETURN).
+ *
+ * Every call is collective over the world and moves bytes.  Counts and
+ * displacements are per rank, in bytes.  A call returns EMBER_OK or
+ * EMBER_ECOMM with w->errmsg naming the operation and the rank.  Bytes sent
+ * to and received from other ranks, and the time spent, are counted in the
+ * world's counters (payload calls only; agreement calls are not counted).
+ */
+#ifndef EMBER_COMM_H
+#define EMBER_COMM_H
+
+#include <stdint.h>
+
+#include "ember.h"
+
+typedef struct ember_comm_ops {
+    /* Rank r sends send + sdispl[d] (scount[d] bytes) to every rank d and
+     * receives rcount[s] bytes from rank s at recv + rdispl[s].  Send
+     * regions may overlap (the same block to every rank). */
+    int (*alltoallv)(ember_world *w, const void *send, const int64_t *scount, const int64_t *sdispl,
+                     void *recv, const int64_t *rcount, const int64_t *rdispl);
+    /* recv[r * bytes ..] = rank r's send[0 .. bytes) for every r. */
+    int (*allgather)(ember_world *w, const void *send, int64_t bytes, void *recv);
+    /* buf (bytes) of rank root to every rank. */
+    int (*bcast)(ember_world *w, void *buf, int64_t bytes, int32_t root);
+    void (*destroy)(ember_world *w);
+} ember_comm_ops;
+
+struct ember_world {
+    const ember_comm_ops *ops;
+    int32_t rank, size;
+    void *impl;              /* the MPI communicator, for comm_mpi.c       */
+    int64_t bytes_sent, bytes_received;
+    double seconds;          /* wall time inside payload calls             */
+    int counting;            /* 1: payload calls update the counters       */
+    char errmsg[256];
+};
+
+/* Payload calls: counted in bytes_sent/bytes_received/seconds. */
+int ember_comm_alltoallv(ember_world *w, const void *send, const int64_t *scount,
+                         const int64_t *sdispl, void *recv, const int64_t *rcount,
+                         const int64_t *rdispl);
+/* Exchanges one int64 per pair: recv[s] = what rank s put in send[rank]. */
+int ember_comm_alltoall_i64(ember_world *w, const int64_t *send, int64_t *recv);
+/* Not counted (small control messages). */
+int ember_comm_allgather(ember_world *w, const void *send, int64_t bytes, void *recv);
+int ember_comm_bcast(ember_world *w, void *buf, int64_t bytes, int32_t root);
+
+double ember_now(void); /* monotonic seconds */
+
+#endif

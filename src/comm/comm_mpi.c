@@ -1,0 +1,122 @@
+/*
+ * comm_mpi.c: a world over an MPI communicator (include/ember-mpi.h).
+ *
+ * The caller's communicator is duplicated, and the duplicate returns errors
+ * (MPI_ERRORS_RETURN) instead of aborting, so a failed call becomes
+ * EMBER_ECOMM naming the operation and this rank.  MPI counts are int: a
+ * message over 2^31-1 bytes is refused with EMBER_ECOMM (it would need
+ * derived datatypes; no step of ember sends that much to one rank).
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "ember-mpi.h"
+
+static MPI_Comm comm_of(const ember_world *w) { return *(const MPI_Comm *)w->impl; }
+
+static int mpi_fail(ember_world *w, const char *op, int code)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(code, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "MPI error %d", code);
+    snprintf(w->errmsg, sizeof w->errmsg, "%s failed on rank %d: %.160s", op, w->rank, msg);
+    return EMBER_ECOMM;
+}
+
+/* int counts for MPI, or -1 when a count does not fit. */
+static int to_int(const int64_t *in, int *out, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++) {
+        if (in[i] < 0 || in[i] > INT_MAX)
+            return -1;
+        out[i] = (int)in[i];
+    }
+    return 0;
+}
+
+static int mpi_alltoallv(ember_world *w, const void *send, const int64_t *scount, const int64_t *sdispl,
+                         void *recv, const int64_t *rcount, const int64_t *rdispl)
+{
+    int32_t n = w->size;
+    int *buf = malloc(sizeof(int) * 4 * (size_t)n);
+    if (!buf) {
+        snprintf(w->errmsg, sizeof w->errmsg, "MPI_Alltoallv on rank %d: out of memory", w->rank);
+        return EMBER_ECOMM;
+    }
+    int *sc = buf, *sd = buf + n, *rc = buf + 2 * n, *rd = buf + 3 * n;
+    if (to_int(scount, sc, n) || to_int(sdispl, sd, n) || to_int(rcount, rc, n) || to_int(rdispl, rd, n)) {
+        free(buf);
+        snprintf(w->errmsg, sizeof w->errmsg,
+                 "MPI_Alltoallv on rank %d: a message over 2^31-1 bytes (split the batch)", w->rank);
+        return EMBER_ECOMM;
+    }
+    int code = MPI_Alltoallv(send, sc, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, comm_of(w));
+    free(buf);
+    return code == MPI_SUCCESS ? EMBER_OK : mpi_fail(w, "MPI_Alltoallv", code);
+}
+
+static int mpi_allgather(ember_world *w, const void *send, int64_t bytes, void *recv)
+{
+    if (bytes < 0 || bytes > INT_MAX)
+        return mpi_fail(w, "MPI_Allgather", MPI_ERR_COUNT);
+    int code = MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, comm_of(w));
+    return code == MPI_SUCCESS ? EMBER_OK : mpi_fail(w, "MPI_Allgather", code);
+}
+
+static int mpi_bcast(ember_world *w, void *buf, int64_t bytes, int32_t root)
+{
+    if (bytes < 0 || bytes > INT_MAX)
+        return mpi_fail(w, "MPI_Bcast", MPI_ERR_COUNT);
+    int code = MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, comm_of(w));
+    return code == MPI_SUCCESS ? EMBER_OK : mpi_fail(w, "MPI_Bcast", code);
+}
+
+static void mpi_destroy(ember_world *w)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+        MPI_Comm_free((MPI_Comm *)w->impl);
+    free(w->impl);
+    free(w);
+}
+
+static const ember_comm_ops mpi_ops = {mpi_alltoallv, mpi_allgather, mpi_bcast, mpi_destroy};
+
+int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out)
+{
+    if (!out)
+        return EMBER_EINVAL;
+    *out = NULL;
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized)
+        return EMBER_ECOMM;
+    ember_world *w = calloc(1, sizeof *w);
+    MPI_Comm *dup = malloc(sizeof *dup);
+    if (!w || !dup) {
+        free(w);
+        free(dup);
+        return EMBER_ENOMEM;
+    }
+    if (MPI_Comm_dup(comm, dup) != MPI_SUCCESS) {
+        free(w);
+        free(dup);
+        return EMBER_ECOMM;
+    }
+    MPI_Comm_set_errhandler(*dup, MPI_ERRORS_RETURN);
+    int rank = 0, size = 1;
+    MPI_Comm_rank(*dup, &rank);
+    MPI_Comm_size(*dup, &size);
+    w->ops = &mpi_ops;
+    w->impl = dup;
+    w->rank = rank;
+    w->size = size;
+    *out = w;
+    return EMBER_OK;
+}

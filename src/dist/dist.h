@@ -1,0 +1,39 @@
+/*
+ * dist.h: the distributed parts of the step (docs/distributed.md): error
+ * agreement, the per-table exchanges of forward and backward, and row
+ * access over the world.  In a world of one the step calls none of the
+ * exchanges (they would only copy); row access and agreement still work.
+ */
+#ifndef EMBER_DIST_H
+#define EMBER_DIST_H
+
+#include <stdint.h>
+
+#include "core/collection.h"
+
+/* Agrees on a status over the world: every rank passes its own; all return
+ * the first failing rank's status and message ("rank R: ...").  *value is
+ * replaced by the max over ranks (NULL: none).  A failed exchange returns
+ * EMBER_ECOMM and disables the collection. */
+int ember_dist_agree(ember_collection *c, int st, int64_t *value);
+
+/* Forward of physical table p over the world: ids exchange, shard lookup,
+ * vector exchange and pooling of this rank's outputs, round by round. */
+int ember_dist_forward(ember_collection *c, int32_t p, float *pooled, float *sequence);
+
+/* Backward of physical table p, in two parts: the gradient exchange
+ * (collective, agreed), then the owner's sorted aggregation and optimizer
+ * over the entries it received (check_only: only the debug check, a local
+ * result the caller agrees on). */
+int ember_dist_send_grads(ember_collection *c, int32_t p, const float *dp, const float *ds);
+int ember_dist_apply(ember_collection *c, int32_t p, int64_t step, int check_only);
+
+/* Row access (include/ember.h): copies rows [first, first+count) of table t
+ * between buf and the store (to_table) or from the world into buf, values or
+ * state.  Collective when the world has more than one rank. */
+int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count, float *buf, int to_table,
+                    int state);
+
+void ember_xchg_free(struct ember_xchg *x);
+
+#endif

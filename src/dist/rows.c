@@ -1,0 +1,190 @@
+/*
+ * rows.c: row access over the world (ember_table_read / write / read_state).
+ *
+ * A row of the caller's buffer is assembled from *pieces*: contiguous runs of
+ * floats that one rank holds (a whole row under ROW and TABLE placement, a
+ * column slice under COLUMN, for Adam one slice of m and one of v).  A read
+ * packs each rank's pieces in row order, all-gathers them (every rank knows
+ * every rank's piece sizes, so no sizes travel), and unpacks them in rank
+ * order.  A write stores, on each rank, the pieces it holds; it needs no
+ * messages.  Replicated tables are read from rank 0's copy (the copies are
+ * bit-identical) and written on every rank.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/dist.h"
+#include "dist/shard.h"
+
+typedef struct piece {
+    int32_t src, dst, len; /* floats: offset in the stored row, in the caller's row, length */
+} piece;
+
+/* Real columns of rank r's COLUMN slice. */
+static int32_t slice_width(const ember_ptable *pt, int32_t r)
+{
+    int32_t w = pt->dim - r * pt->local_dim;
+    return w < 0 ? 0 : w > pt->local_dim ? pt->local_dim : w;
+}
+
+/* Pieces of one row that rank r provides (read) or stores (write), given
+ * that r holds the row; returns how many. */
+static int pieces_of(const ember_ptable *pt, int32_t r, int state, int write, piece out[2])
+{
+    int32_t dim = pt->dim, c = pt->local_dim;
+    ember_optimizer_kind kind = pt->opt.kind;
+    int whole = pt->placement == EMBER_PLACE_ROW || pt->placement == EMBER_PLACE_TABLE ||
+                (pt->placement == EMBER_PLACE_REPLICATED && (write || r == 0));
+    if (pt->placement == EMBER_PLACE_REPLICATED && !whole)
+        return 0;
+    int32_t width = state ? ember_state_floats(kind, dim) : dim;
+    if (width == 0)
+        return 0;
+    if (whole) {
+        out[0] = (piece){0, 0, width};
+        return 1;
+    }
+    /* COLUMN */
+    int32_t w = slice_width(pt, r);
+    if (state && kind == EMBER_OPT_ROWWISE_ADAGRAD) {
+        if (r != 0)
+            return 0;
+        out[0] = (piece){0, 0, 1};
+        return 1;
+    }
+    if (w == 0)
+        return 0;
+    out[0] = (piece){0, r * c, w};
+    if (state && kind == EMBER_OPT_ADAM) {
+        out[1] = (piece){c, dim + r * c, w};
+        return 2;
+    }
+    return 1;
+}
+
+/* Rows x in [0, m) with x % W == r. */
+static int64_t residue_count(int64_t m, int32_t W, int32_t r) { return m > r ? (m - r - 1) / W + 1 : 0; }
+
+/* Rows of physical range [a, a + n) that rank r holds. */
+static int64_t held_rows(const ember_ptable *pt, int32_t W, int32_t r, int64_t a, int64_t n)
+{
+    switch (pt->placement) {
+    case EMBER_PLACE_ROW: return residue_count(a + n, W, r) - residue_count(a, W, r);
+    case EMBER_PLACE_TABLE: return r == pt->owner ? n : 0;
+    default: return n;
+    }
+}
+
+/* Copies rank-local pieces between the store and buf (rows of `width`). */
+static void copy_local(const ember_collection *c, const ember_ptable *pt, int64_t phys0, int64_t count,
+                       float *buf, int32_t width, int to_table, int state)
+{
+    int32_t W = c->world->size, rank = c->world->rank;
+    ember_store *s = pt->store;
+    piece pc[2];
+    int np = pieces_of(pt, rank, state, to_table, pc);
+    if (np == 0)
+        return;
+    for (int64_t i = 0; i < count; i++) {
+        uint32_t phys = (uint32_t)(phys0 + i);
+        if (!ember_shard_holds(pt, W, rank, phys))
+            continue;
+        uint32_t row = ember_shard_local(pt, W, phys);
+        float *v, *sv;
+        s->ops->acquire(s, &row, 1, &v, &sv);
+        float *stored = state ? sv : v;
+        for (int k = 0; k < np; k++) {
+            float *b = buf + i * width + pc[k].dst;
+            if (to_table)
+                memcpy(stored + pc[k].src, b, sizeof(float) * (size_t)pc[k].len);
+            else
+                memcpy(b, stored + pc[k].src, sizeof(float) * (size_t)pc[k].len);
+        }
+        s->ops->release(s, &row, 1, to_table);
+    }
+}
+
+int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count, float *buf, int to_table,
+                    int state)
+{
+    const ember_ltable *lt = &c->tables[t];
+    const ember_ptable *pt = &c->ptables[lt->ptable];
+    int32_t W = c->world->size, rank = c->world->rank;
+    int32_t width = state ? ember_state_floats(pt->opt.kind, pt->dim) : pt->dim;
+    int64_t phys0 = lt->offset + first;
+    if (to_table || W == 1) {
+        copy_local(c, pt, phys0, count, buf, width, to_table, state);
+        return EMBER_OK;
+    }
+    /* read over the world: sizes of every rank's pieces, then one all-gather */
+    int64_t *cnt = calloc((size_t)W * 3, sizeof(int64_t));
+    if (!cnt)
+        return ember_fail(c, EMBER_ENOMEM, "out of memory");
+    int64_t *zero = cnt + W, *dsp = cnt + 2 * (int64_t)W, total = 0;
+    for (int32_t r = 0; r < W; r++) {
+        piece pc[2];
+        int np = pieces_of(pt, r, state, 0, pc);
+        int64_t per_row = 0;
+        for (int k = 0; k < np; k++)
+            per_row += pc[k].len;
+        cnt[r] = held_rows(pt, W, r, phys0, count) * per_row * (int64_t)sizeof(float);
+        dsp[r] = total;
+        total += cnt[r];
+    }
+    float *recv = malloc((size_t)total + 1);
+    float *mine = malloc((size_t)cnt[rank] + 1);
+    int st = EMBER_OK;
+    if (!recv || !mine)
+        st = ember_fail(c, EMBER_ENOMEM, "out of memory for a %lld-byte row read", (long long)total);
+    /* agree before exchanging, so an allocation failure on one rank fails all */
+    st = ember_dist_agree(c, st, NULL);
+    if (st == EMBER_OK) {
+        piece pc[2];
+        int np = pieces_of(pt, rank, state, 0, pc);
+        float *o = mine;
+        for (int64_t i = 0; i < count && np; i++) {
+            uint32_t phys = (uint32_t)(phys0 + i);
+            if (!ember_shard_holds(pt, W, rank, phys))
+                continue;
+            uint32_t row = ember_shard_local(pt, W, phys);
+            float *v, *sv;
+            pt->store->ops->acquire(pt->store, &row, 1, &v, &sv);
+            for (int k = 0; k < np; k++) {
+                memcpy(o, (state ? sv : v) + pc[k].src, sizeof(float) * (size_t)pc[k].len);
+                o += pc[k].len;
+            }
+            pt->store->ops->release(pt->store, &row, 1, 0);
+        }
+        int64_t *scnt = zero; /* the same block to every rank */
+        for (int32_t r = 0; r < W; r++)
+            scnt[r] = cnt[rank];
+        int64_t *sdsp = calloc((size_t)W, sizeof(int64_t));
+        st = sdsp ? ember_comm_alltoallv(c->world, mine, scnt, sdsp, recv, cnt, dsp) : EMBER_ENOMEM;
+        free(sdsp);
+        if (st == EMBER_ECOMM) {
+            c->panicked = 1;
+            ember_fail(c, st, "%s", c->world->errmsg);
+        } else if (st != EMBER_OK) {
+            ember_fail(c, st, "out of memory");
+        }
+    }
+    if (st == EMBER_OK) {
+        for (int32_t r = 0; r < W; r++) {
+            piece pc[2];
+            int np = pieces_of(pt, r, state, 0, pc);
+            const float *in = recv + dsp[r] / (int64_t)sizeof(float);
+            for (int64_t i = 0; i < count && np; i++) {
+                if (!ember_shard_holds(pt, W, r, (uint32_t)(phys0 + i)))
+                    continue;
+                for (int k = 0; k < np; k++) {
+                    memcpy(buf + i * width + pc[k].dst, in, sizeof(float) * (size_t)pc[k].len);
+                    in += pc[k].len;
+                }
+            }
+        }
+    }
+    free(recv);
+    free(mine);
+    free(cnt);
+    return st;
+}

@@ -1,0 +1,550 @@
+/*
+ * xchg_fwd.c: forward of one physical table over a world of W > 1 ranks
+ * (docs/distributed.md, "The step" and "Wire format").
+ *
+ * Per mini-batch round: (1) the requester counts what it sends to each rank
+ * and the counts travel with its status; (2) buffers are reserved and the
+ * world agrees; (3) segment headers and entries go all-to-all; (4) owners
+ * append them to their received route `rr` and look up: distinct rows
+ * (ROWS), partial pooled sums (POOLED), column slices (COLUMN), or nothing
+ * (REPLICATED); (5) vectors come back and the requester writes its outputs.
+ * After the last round the owner's route is put in source-rank order, the
+ * order backward sums in.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/dist.h"
+#include "dist/shard.h"
+#include "dist/xchg.h"
+#include "lookup/lookup.h"
+
+typedef struct seg_header {
+    uint32_t count; /* entries of the segment in this message */
+    float div;      /* combiner divisor                        */
+} seg_header;
+
+typedef struct seg_debug {
+    int32_t feature, sample;
+} seg_debug;
+
+/* Pointers into one message: headers, debug, entries, weights, distinct rows. */
+typedef struct msg_view {
+    seg_header *hdr;
+    seg_debug *dbg;
+    uint32_t *row;
+    float *weight;
+    uint32_t *uniq;
+} msg_view;
+
+static int all_dest(const ember_ptable *pt)
+{
+    return pt->placement == EMBER_PLACE_COLUMN || pt->placement == EMBER_PLACE_REPLICATED;
+}
+
+static int comm_failed(ember_collection *c)
+{
+    c->panicked = 1;
+    return ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
+}
+
+ember_xchg *ember_xchg_get(ember_collection *c, int32_t p)
+{
+    ember_ptable *pt = &c->ptables[p];
+    if (pt->xchg)
+        return pt->xchg;
+    ember_xchg *x = calloc(1, sizeof *x);
+    int32_t W = c->world->size;
+    if (!x || !(x->scnt = calloc((size_t)W * 4, sizeof(int64_t))) ||
+        !(x->pos = calloc((size_t)W * 6, sizeof(int64_t))) || !(x->views = calloc((size_t)W, sizeof(msg_view)))) {
+        if (x) {
+            free(x->scnt);
+            free(x->pos);
+        }
+        free(x);
+        return NULL;
+    }
+    x->W = W;
+    x->sdsp = x->scnt + W;
+    x->rcnt = x->scnt + 2 * W;
+    x->rdsp = x->scnt + 3 * W;
+    pt->xchg = x;
+    return x;
+}
+
+void ember_xchg_free(ember_xchg *x)
+{
+    if (!x)
+        return;
+    free(x->sent);
+    free(x->seg_list);
+    free(x->seg_list_at);
+    free(x->remap);
+    free(x->keys);
+    free(x->keys_tmp);
+    free(x->rows_in);
+    free(x->recv);
+    free(x->block);
+    ember_route_free(&x->rr);
+    ember_route_free(&x->rr_tmp);
+    free(x->rows_out);
+    free(x->sbuf);
+    free(x->rbuf);
+    free(x->scnt);
+    free(x->pos);
+    free(x->views);
+    free(x->grad_out);
+    free(x->grad_in);
+    free(x);
+}
+
+/* Exchanges XC_N counts per pair; not counted as payload. */
+static int exchange_counts(ember_collection *c, const int64_t *send, int64_t *recv)
+{
+    ember_world *w = c->world;
+    int64_t *cnt = malloc(sizeof(int64_t) * 2 * (size_t)w->size);
+    if (!cnt)
+        return comm_failed(c);
+    for (int32_t r = 0; r < w->size; r++) {
+        cnt[r] = XC_N * (int64_t)sizeof(int64_t);
+        cnt[w->size + r] = r * XC_N * (int64_t)sizeof(int64_t);
+    }
+    int counting = w->counting;
+    w->counting = 0;
+    int st = ember_comm_alltoallv(w, send, cnt, cnt + w->size, recv, cnt, cnt + w->size);
+    w->counting = counting;
+    free(cnt);
+    return st == EMBER_OK ? EMBER_OK : comm_failed(c);
+}
+
+static int64_t header_bytes(const ember_collection *c)
+{
+    return (int64_t)sizeof(seg_header) + (c->cfg.debug_checks ? (int64_t)sizeof(seg_debug) : 0);
+}
+
+static int64_t message_bytes(const ember_collection *c, const int64_t *n)
+{
+    return n[XC_SEGS] * header_bytes(c) + n[XC_ENTS] * (n[XC_WEIGHTED] ? 8 : 4) + n[XC_UNIQ] * 4;
+}
+
+
+static msg_view view_of(const ember_collection *c, char *base, const int64_t *n)
+{
+    msg_view v;
+    char *p = base;
+    v.hdr = (seg_header *)p;
+    p += n[XC_SEGS] * (int64_t)sizeof(seg_header);
+    v.dbg = c->cfg.debug_checks ? (seg_debug *)p : NULL;
+    if (c->cfg.debug_checks)
+        p += n[XC_SEGS] * (int64_t)sizeof(seg_debug);
+    v.row = (uint32_t *)p;
+    p += n[XC_ENTS] * 4;
+    v.weight = n[XC_WEIGHTED] ? (float *)p : NULL;
+    if (n[XC_WEIGHTED])
+        p += n[XC_ENTS] * 4;
+    v.uniq = (uint32_t *)p;
+    return v;
+}
+
+/* Step 1: what this rank sends in round m for segments [g0, g1). */
+static int count_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int64_t g0, int64_t g1,
+                       int64_t *sent)
+{
+    const ember_route *r = &pt->route;
+    int32_t W = c->world->size;
+    int64_t e0 = r->seg_start[g0], e1 = r->seg_start[g1];
+    memset(sent, 0, sizeof(int64_t) * XC_N * (size_t)W);
+    if (all_dest(pt)) {
+        int64_t kept = 0;
+        for (int64_t e = e0; e < e1; e++)
+            kept += r->row[e] != EMBER_ROW_DROPPED;
+        for (int32_t d = 0; d < W; d++) {
+            sent[d * XC_N + XC_SEGS] = g1 - g0;
+            sent[d * XC_N + XC_ENTS] = kept;
+        }
+    } else {
+        int64_t *last = x->rcnt; /* scratch [W] */
+        for (int32_t d = 0; d < W; d++)
+            last[d] = -1;
+        for (int64_t g = g0; g < g1; g++)
+            for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
+                if (r->row[e] == EMBER_ROW_DROPPED)
+                    continue;
+                int32_t d = ember_shard_owner(pt, W, r->row[e]);
+                sent[d * XC_N + XC_ENTS]++;
+                if (last[d] != g) {
+                    last[d] = g;
+                    sent[d * XC_N + XC_SEGS]++;
+                }
+            }
+        if (pt->exchange == EMBER_EXCHANGE_ROWS) {
+            /* distinct rows per owner: sort this round's kept entries by row */
+            int64_t nk = 0;
+            if (ember_reserve((void **)&x->keys, &x->keys_cap, e1 - e0 + 1, sizeof(uint64_t)) ||
+                !(x->keys_tmp = realloc(x->keys_tmp, sizeof(uint64_t) * (size_t)x->keys_cap)))
+                return ember_fail(c, EMBER_ENOMEM, "out of memory for %lld ids", (long long)(e1 - e0));
+            for (int64_t e = e0; e < e1; e++)
+                if (r->row[e] != EMBER_ROW_DROPPED)
+                    x->keys[nk++] = (uint64_t)r->row[e] << 32 | (uint64_t)e;
+            int bits = pt->rows > 1 ? 64 - __builtin_clzll((unsigned long long)(pt->rows - 1)) : 0;
+            ember_radix_sort(x->keys, x->keys_tmp, c->sort_hist, nk, 32, 32 + bits, c->threads);
+            for (int64_t j = 0; j < nk; j++)
+                if (j == 0 || (x->keys[j] >> 32) != (x->keys[j - 1] >> 32))
+                    sent[ember_shard_owner(pt, W, (uint32_t)(x->keys[j] >> 32)) * XC_N + XC_UNIQ]++;
+            x->nkeys = nk; /* the sorted round, for pack_round */
+        }
+    }
+    for (int32_t d = 0; d < W; d++)
+        sent[d * XC_N + XC_WEIGHTED] = r->weighted;
+    return EMBER_OK;
+}
+
+/* Step 3: packs round m's messages into sbuf (displacements in sdsp), the
+ * segment lists per destination, and (ROWS) the entry -> received-row map. */
+static void pack_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int64_t g0, int64_t g1,
+                       const int64_t *sent)
+{
+    const ember_route *r = &pt->route;
+    int32_t W = c->world->size;
+    if (all_dest(pt)) { /* one message for every rank */
+        msg_view v = view_of(c, x->sbuf, sent);
+        int64_t k = 0;
+        for (int64_t g = g0; g < g1; g++) {
+            uint32_t cnt = 0;
+            for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
+                if (r->row[e] == EMBER_ROW_DROPPED)
+                    continue;
+                v.row[k] = r->row[e];
+                if (v.weight)
+                    v.weight[k] = r->weight[e];
+                k++, cnt++;
+            }
+            v.hdr[g - g0] = (seg_header){cnt, r->seg_div[g]};
+            if (v.dbg)
+                v.dbg[g - g0] = (seg_debug){r->seg_feature[g], r->seg_sample[g]};
+        }
+        return;
+    }
+    msg_view *mv = x->views;
+    int64_t *seg_at = x->pos, *hdr_k = x->pos + W, *ent_k = x->pos + 2 * W, *cnt_g = x->pos + 3 * W,
+            *touched = x->pos + 4 * W, *uniq_k = x->pos + 5 * W;
+    int64_t list0 = x->seg_list_at[(int64_t)m * W];
+    for (int32_t d = 0; d < W; d++) {
+        mv[d] = view_of(c, x->sbuf + x->sdsp[d], sent + d * XC_N);
+        seg_at[d] = list0;
+        list0 += sent[d * XC_N + XC_SEGS];
+        x->seg_list_at[(int64_t)m * W + d + 1] = list0;
+        hdr_k[d] = ent_k[d] = cnt_g[d] = uniq_k[d] = 0;
+    }
+    for (int64_t g = g0; g < g1; g++) {
+        int64_t nt = 0;
+        for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
+            if (r->row[e] == EMBER_ROW_DROPPED)
+                continue;
+            int32_t d = ember_shard_owner(pt, W, r->row[e]);
+            if (cnt_g[d]++ == 0)
+                touched[nt++] = d;
+            msg_view *v = &mv[d];
+            v->row[ent_k[d]] = ember_shard_local(pt, W, r->row[e]);
+            if (v->weight)
+                v->weight[ent_k[d]] = r->weight[e];
+            ent_k[d]++;
+        }
+        for (int64_t i = 0; i < nt; i++) {
+            int64_t d = touched[i];
+            mv[d].hdr[hdr_k[d]] = (seg_header){(uint32_t)cnt_g[d], r->seg_div[g]};
+            if (mv[d].dbg)
+                mv[d].dbg[hdr_k[d]] = (seg_debug){r->seg_feature[g], r->seg_sample[g]};
+            hdr_k[d]++;
+            x->seg_list[seg_at[d]++] = g;
+            cnt_g[d] = 0;
+        }
+    }
+    if (pt->exchange != EMBER_EXCHANGE_ROWS)
+        return;
+    /* distinct rows in ascending order per owner; rows_in holds owner d's
+     * rows from row (sum of UNIQ of the ranks before d) */
+    int64_t base = 0;
+    for (int32_t d = 0; d < W; d++) {
+        touched[d] = base;
+        base += sent[d * XC_N + XC_UNIQ];
+    }
+    for (int64_t j = 0; j < x->nkeys; j++) {
+        uint32_t row = (uint32_t)(x->keys[j] >> 32);
+        uint32_t e = (uint32_t)x->keys[j];
+        int32_t d = ember_shard_owner(pt, W, row);
+        if (j == 0 || (x->keys[j - 1] >> 32) != row)
+            mv[d].uniq[uniq_k[d]++] = ember_shard_local(pt, W, row);
+        x->remap[e] = (uint32_t)(touched[d] + uniq_k[d] - 1);
+    }
+}
+
+/* Step 4: appends round m's received messages to rr, by source rank. */
+static void unpack_round(ember_collection *c, ember_xchg *x, int32_t m, const int64_t *recv)
+{
+    int32_t W = c->world->size;
+    ember_route *rr = &x->rr;
+    for (int32_t s = 0; s < W; s++) {
+        const int64_t *n = recv + s * XC_N;
+        msg_view v = view_of(c, x->rbuf + x->rdsp[s], n);
+        int64_t *blk = x->block + ((int64_t)m * W + s) * 4;
+        blk[0] = rr->nseg, blk[1] = n[XC_SEGS], blk[2] = rr->n, blk[3] = n[XC_ENTS];
+        for (int64_t i = 0; i < n[XC_SEGS]; i++) {
+            int64_t g = rr->nseg + i;
+            rr->seg_start[g + 1] = rr->seg_start[g] + v.hdr[i].count;
+            rr->seg_div[g] = v.hdr[i].div;
+            rr->seg_feature[g] = v.dbg ? v.dbg[i].feature : 0;
+            rr->seg_sample[g] = v.dbg ? v.dbg[i].sample : -1;
+        }
+        memcpy(rr->row + rr->n, v.row, sizeof(uint32_t) * (size_t)n[XC_ENTS]);
+        for (int64_t i = 0; i < n[XC_ENTS]; i++)
+            rr->weight[rr->n + i] = v.weight ? v.weight[i] : 1.0f;
+        rr->nseg += n[XC_SEGS];
+        rr->n += n[XC_ENTS];
+    }
+    memset(rr->row + rr->n, 0, sizeof(uint32_t) * EMBER_ROUTE_PAD);
+}
+
+/* Step 4, lookup: what each source gets back in round m (floats in rows_out
+ * at scnt/sdsp, in bytes).  ROWS: its distinct rows; POOLED and COLUMN:
+ * one pooled row (or slice) per segment. */
+static void lookup_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, const int64_t *recv)
+{
+    int32_t W = c->world->size, ld = pt->local_dim;
+    ember_route *rr = &x->rr;
+    int64_t at = 0;
+    if (pt->exchange == EMBER_EXCHANGE_ROWS && !all_dest(pt)) {
+        for (int32_t s = 0; s < W; s++) {
+            const int64_t *n = recv + s * XC_N;
+            msg_view v = view_of(c, x->rbuf + x->rdsp[s], n);
+            x->sdsp[s] = at * 4;
+            for (int64_t i = 0; i < n[XC_UNIQ]; i++, at += ld)
+                memcpy(x->rows_out + at, pt->store->values + (int64_t)v.uniq[i] * ld, sizeof(float) * (size_t)ld);
+            x->scnt[s] = at * 4 - x->sdsp[s];
+        }
+        return;
+    }
+    int64_t g0 = x->block[(int64_t)m * W * 4], g1 = rr->nseg;
+    for (int64_t g = g0; g < g1; g++)
+        rr->seg_out[g] = (g - g0) * ld;
+    ember_pool(rr, pt->store, g0, g1, x->rows_out, NULL, c->threads);
+    for (int32_t s = 0; s < W; s++) {
+        const int64_t *blk = x->block + ((int64_t)m * W + s) * 4;
+        x->sdsp[s] = (blk[0] - g0) * ld * 4;
+        x->scnt[s] = blk[1] * ld * 4;
+    }
+}
+
+/* Step 5: the requester's outputs for segments [g0, g1) of round m. */
+static void assemble_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int64_t g0,
+                           int64_t g1, float *pooled, float *sequence)
+{
+    ember_route *r = &pt->route;
+    int32_t W = c->world->size, dim = pt->dim, ld = pt->local_dim;
+    if (pt->placement == EMBER_PLACE_REPLICATED) {
+        ember_pool(r, pt->store, g0, g1, pooled, sequence, c->threads);
+    } else if (pt->placement == EMBER_PLACE_COLUMN) {
+        for (int32_t d = 0; d < W; d++) {
+            int32_t width = dim - d * ld < ld ? dim - d * ld : ld;
+            const float *in = x->rows_in + x->rdsp[d] / 4;
+            for (int64_t g = g0; g < g1 && width > 0; g++)
+                memcpy(ember_seg_out(r, g, pooled, sequence) + d * ld, in + (g - g0) * ld,
+                       sizeof(float) * (size_t)width);
+        }
+    } else if (pt->exchange == EMBER_EXCHANGE_ROWS) {
+        ember_route view = *r;
+        view.row = x->remap;
+        ember_store rows = *pt->store;
+        rows.values = x->rows_in;
+        rows.dim = dim;
+        ember_pool(&view, &rows, g0, g1, pooled, sequence, c->threads);
+    } else { /* POOLED: partial sums added in rank order */
+        for (int64_t g = g0; g < g1; g++)
+            memset(ember_seg_out(r, g, pooled, sequence), 0, sizeof(float) * (size_t)dim);
+        for (int32_t d = 0; d < W; d++) {
+            const float *in = x->rows_in + x->rdsp[d] / 4;
+            int64_t l0 = x->seg_list_at[(int64_t)m * W + d], l1 = x->seg_list_at[(int64_t)m * W + d + 1];
+            for (int64_t i = l0; i < l1; i++, in += dim) {
+                float *o = ember_seg_out(r, x->seg_list[i], pooled, sequence);
+                for (int32_t k = 0; k < dim; k++)
+                    o[k] += in[k];
+            }
+        }
+    }
+}
+
+/* Bytes of the vectors this rank receives back from each owner in round m. */
+static void vector_counts(const ember_ptable *pt, ember_xchg *x, const int64_t *sent, int32_t W)
+{
+    int64_t at = 0;
+    for (int32_t d = 0; d < W; d++) {
+        const int64_t *n = sent + d * XC_N;
+        int64_t floats = pt->placement == EMBER_PLACE_COLUMN ? n[XC_SEGS] * pt->local_dim
+                         : pt->placement == EMBER_PLACE_REPLICATED ? 0
+                         : pt->exchange == EMBER_EXCHANGE_ROWS ? n[XC_UNIQ] * pt->dim
+                                                               : n[XC_SEGS] * pt->dim;
+        x->rcnt[d] = floats * 4;
+        x->rdsp[d] = at;
+        at += floats * 4;
+    }
+}
+
+/* Reserves everything round m needs once the counts are known. */
+static int reserve_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, const int64_t *sent,
+                         const int64_t *recv)
+{
+    int32_t W = c->world->size, ld = pt->local_dim;
+    int64_t sbytes = 0, rbytes = 0, segs_out = 0, segs_in = 0, ents_in = 0, uniq_in = 0, back = 0;
+    for (int32_t d = 0; d < W; d++) {
+        int64_t b = message_bytes(c, sent + d * XC_N);
+        x->scnt[d] = b;
+        x->sdsp[d] = all_dest(pt) ? 0 : sbytes;
+        sbytes = all_dest(pt) ? b : sbytes + b;
+        segs_out += sent[d * XC_N + XC_SEGS];
+        x->rcnt[d] = message_bytes(c, recv + d * XC_N);
+        x->rdsp[d] = rbytes;
+        rbytes += x->rcnt[d];
+        segs_in += recv[d * XC_N + XC_SEGS];
+        ents_in += recv[d * XC_N + XC_ENTS];
+        uniq_in += recv[d * XC_N + XC_UNIQ];
+        const int64_t *n = sent + d * XC_N;
+        back += pt->placement == EMBER_PLACE_COLUMN       ? n[XC_SEGS] * ld
+                : pt->placement == EMBER_PLACE_REPLICATED ? 0
+                : pt->exchange == EMBER_EXCHANGE_ROWS     ? n[XC_UNIQ] * pt->dim
+                                                          : n[XC_SEGS] * pt->dim;
+    }
+    int64_t out_floats = pt->placement == EMBER_PLACE_REPLICATED                  ? 0
+                         : pt->exchange == EMBER_EXCHANGE_ROWS && !all_dest(pt) ? uniq_in * ld
+                                                                                : segs_in * ld;
+    int64_t list_end = x->seg_list_at[(int64_t)m * W] + (all_dest(pt) ? 0 : segs_out);
+    if (ember_reserve((void **)&x->sbuf, &x->sbuf_cap, sbytes + 1, 1) ||
+        ember_reserve((void **)&x->rbuf, &x->rbuf_cap, rbytes + 1, 1) ||
+        ember_reserve((void **)&x->seg_list, &x->seg_list_cap, list_end + 1, sizeof(int64_t)) ||
+        ember_route_reserve(&x->rr, x->rr.n + ents_in, x->rr.nseg + segs_in, 0) ||
+        ember_reserve((void **)&x->rows_out, &x->rows_out_cap, out_floats + 1, sizeof(float)) ||
+        ember_reserve((void **)&x->rows_in, &x->rows_in_cap, back + 1, sizeof(float)))
+        return ember_fail(c, EMBER_ENOMEM, "out of memory for the exchange of table '%s' (%lld bytes in)",
+                          c->tables[pt->tables[0]].cfg.name, (long long)rbytes);
+    return EMBER_OK;
+}
+
+/* One round: counts, agreement, ids exchange, lookup, vector exchange, outputs. */
+static int forward_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int64_t g0, int64_t g1,
+                         float *pooled, float *sequence)
+{
+    int32_t W = c->world->size;
+    int64_t *sent = x->sent + (int64_t)m * W * XC_N, *recv = x->recv + (int64_t)m * W * XC_N;
+    int st = count_round(c, pt, x, g0, g1, sent);
+    for (int32_t d = 0; d < W; d++)
+        sent[d * XC_N + XC_STATUS] = st;
+    int cs = exchange_counts(c, sent, recv);
+    if (cs != EMBER_OK)
+        return cs;
+    int any_failed = st != EMBER_OK;
+    for (int32_t s = 0; s < W; s++)
+        any_failed |= recv[s * XC_N + XC_STATUS] != EMBER_OK;
+    if (!any_failed)
+        st = reserve_round(c, pt, x, m, sent, recv);
+    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
+        return st;
+    if (m == 0) {
+        x->rr_weighted = 0;
+        for (int32_t s = 0; s < W; s++)
+            x->rr_weighted |= recv[s * XC_N + XC_WEIGHTED] != 0;
+        x->rr.weighted = x->rr_weighted; /* the owner pools with weights */
+    }
+    pack_round(c, pt, x, m, g0, g1, sent);
+    if (ember_comm_alltoallv(c->world, x->sbuf, x->scnt, x->sdsp, x->rbuf, x->rcnt, x->rdsp) != EMBER_OK)
+        return comm_failed(c);
+    unpack_round(c, x, m, recv);
+    if (pt->placement == EMBER_PLACE_REPLICATED) {
+        assemble_round(c, pt, x, m, g0, g1, pooled, sequence);
+        return EMBER_OK;
+    }
+    lookup_round(c, pt, x, m, recv);
+    vector_counts(pt, x, sent, W);
+    if (ember_comm_alltoallv(c->world, x->rows_out, x->scnt, x->sdsp, x->rows_in, x->rcnt, x->rdsp) !=
+        EMBER_OK)
+        return comm_failed(c);
+    assemble_round(c, pt, x, m, g0, g1, pooled, sequence);
+    return EMBER_OK;
+}
+
+/* Puts rr in (source rank, round) order, the global batch's order, and
+ * points each segment at its row of the gradient buffer. */
+static int finish_owner_route(ember_collection *c, ember_ptable *pt, ember_xchg *x)
+{
+    int32_t W = c->world->size, R = x->rounds;
+    ember_route *rr = &x->rr;
+    if (R > 1) {
+        ember_route *t = &x->rr_tmp;
+        if (ember_route_reserve(t, rr->n, rr->nseg, 0))
+            return ember_fail(c, EMBER_ENOMEM, "out of memory");
+        int64_t G = 0, E = 0;
+        t->seg_start[0] = 0;
+        for (int32_t s = 0; s < W; s++)
+            for (int32_t m = 0; m < R; m++) {
+                const int64_t *blk = x->block + ((int64_t)m * W + s) * 4;
+                for (int64_t i = 0; i < blk[1]; i++, G++) {
+                    int64_t g = blk[0] + i;
+                    t->seg_start[G + 1] = t->seg_start[G] + (rr->seg_start[g + 1] - rr->seg_start[g]);
+                    t->seg_div[G] = rr->seg_div[g];
+                    t->seg_feature[G] = rr->seg_feature[g];
+                    t->seg_sample[G] = rr->seg_sample[g];
+                }
+                memcpy(t->row + E, rr->row + blk[2], sizeof(uint32_t) * (size_t)blk[3]);
+                memcpy(t->weight + E, rr->weight + blk[2], sizeof(float) * (size_t)blk[3]);
+                E += blk[3];
+            }
+        t->n = E;
+        t->nseg = G;
+        ember_route swap = *rr;
+        *rr = *t;
+        *t = swap;
+        memset(rr->row + rr->n, 0, sizeof(uint32_t) * EMBER_ROUTE_PAD);
+    }
+    for (int64_t g = 0; g < rr->nseg; g++)
+        rr->seg_out[g] = g * pt->local_dim;
+    rr->weighted = x->rr_weighted;
+    rr->dedup = 0;
+    rr->nkeys = 0;
+    rr->sorted_all = 0;
+    rr->sources_ready = 0;
+    return EMBER_OK;
+}
+
+int ember_dist_forward(ember_collection *c, int32_t p, float *pooled, float *sequence)
+{
+    ember_ptable *pt = &c->ptables[p];
+    ember_route *r = &pt->route;
+    int32_t W = c->world->size, R = c->num_rounds;
+    ember_xchg *x = ember_xchg_get(c, p);
+    int st = EMBER_OK;
+    if (!x || ember_reserve((void **)&x->sent, &x->sent_cap, (int64_t)R * W * XC_N, sizeof(int64_t)) ||
+        ember_reserve((void **)&x->recv, &x->recv_cap, (int64_t)R * W * XC_N, sizeof(int64_t)) ||
+        ember_reserve((void **)&x->block, &x->block_cap, (int64_t)R * W * 4, sizeof(int64_t)) ||
+        ember_reserve((void **)&x->seg_list_at, &x->seg_list_at_cap, (int64_t)R * W + 1, sizeof(int64_t)) ||
+        ember_reserve((void **)&x->remap, &x->remap_cap, r->n + EMBER_ROUTE_PAD, sizeof(uint32_t)) ||
+        ember_route_reserve(&x->rr, 0, 0, 0))
+        st = ember_fail(c, EMBER_ENOMEM, "out of memory for the exchange state");
+    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
+        return st;
+    x->rounds = R;
+    x->grads_ready = 0;
+    x->seg_list_at[0] = 0;
+    x->rr.n = x->rr.nseg = 0;
+    x->rr.seg_start[0] = 0;
+    for (int64_t e = 0; e < r->n + EMBER_ROUTE_PAD; e++)
+        x->remap[e] = e < r->n && r->row[e] == EMBER_ROW_DROPPED ? EMBER_ROW_DROPPED : 0;
+    for (int32_t m = 0; m < R; m++) {
+        int64_t g0 = r->nseg, g1 = r->nseg;
+        if (m < c->num_minibatches) {
+            g0 = r->sample_seg[c->minibatch_start[m]];
+            g1 = r->sample_seg[c->minibatch_start[m + 1]];
+        }
+        if ((st = forward_round(c, pt, x, m, g0, g1, pooled, sequence)) != EMBER_OK)
+            return st;
+    }
+    st = finish_owner_route(c, pt, x);
+    return ember_dist_agree(c, st, NULL);
+}

@@ -1,0 +1,313 @@
+/*
+ * mpi_equivalence.c: a distributed collection gives the results of one
+ * process (issue 3 item 7; docs/distributed.md).  Run under mpirun -np 1..4.
+ *
+ * Every rank draws the same random config and GLOBAL batch, takes its
+ * contiguous slice of samples (even, random, one rank with 0 samples, all on
+ * one rank; world 3 is uneven by construction), and runs forward + backward
+ * with random upstream gradients (the same global arrays, sliced) on the
+ * distributed collection; every rank also runs a world-of-one collection of
+ * the same config over the whole global batch.  Three steps per config.
+ * Checked after each step:
+ *   forward   the local pooled and sequence outputs equal the reference's
+ *             rows of those samples: bit-identical (memcmp) for tables
+ *             placed ROW or TABLE with exchange ROWS and for REPLICATED;
+ *             for POOLED and COLUMN |got - want| <= 1e-6 max(|got|,|want|)
+ *             + 1e-6 mag (mpi_util.h, mpi_close_out).  Outputs are
+ *             pre-filled with NaN.  Second oracle: the naive reference
+ *             (src/ref, synced to the reference collection's tables) within
+ *             test_forward's tolerance, 1e-5 |want| + 1e-5 mag.
+ *   tables    every table's values and optimizer state (ember_table_read /
+ *             _read_state, collective) equal the reference's: bit-identical
+ *             for ROW, TABLE (both exchanges: backward is the same) and
+ *             REPLICATED; COLUMN within 1e-6 relative (mpi_close_table).
+ *             Also before the first step (initialisation, collective read).
+ *   writes    at step 1 of some trials a random row range is written with
+ *             ember_table_write (collective) on both collections.
+ *   stats     steps, minibatches == 1; bytes sent/received are 0 in a world
+ *             of one; dropped_bounds is this rank's (or the global) count.
+ * Configs cycle through seven placement modes (ROW/ROWS, ROW/POOLED,
+ * TABLE/ROWS, TABLE/POOLED, COLUMN, REPLICATED, mixed placements with random
+ * exchanges and owners) x the four optimizers of table 0 (28 trials), with
+ * random combiners (feature 0 cycles through all four), weights, dedup,
+ * stacking (half the configs share dim and optimizer so tables stack),
+ * bounds = drop with out-of-range ids, debug_checks, TABLE owners on
+ * different ranks, tables with 1..3 rows (fewer than ranks), dims 1..64
+ * (not divisible by W, and below W: column-wise padding).
+ * Fixed cases: bytes sent > 0 on every rank for W > 1 with a ROW table whose
+ * rows the rank must fetch from another rank (0 for W = 1), and a global
+ * batch of 0 samples.
+ */
+#include "mpi_util.h"
+
+#define TRIALS 28
+#define STEPS 3
+
+enum { MODE_ROW_ROWS, MODE_ROW_POOLED, MODE_TABLE_ROWS, MODE_TABLE_POOLED, MODE_COLUMN,
+       MODE_REPLICATED, MODE_MIXED, NUM_MODES };
+static const char *const mode_names[] = {"row/rows", "row/pooled", "table/rows", "table/pooled",
+                                         "column",   "replicated", "mixed"};
+
+static const int32_t dims[] = {1, 2, 3, 4, 5, 8, 17, 64};
+
+static void place(test_rng *r, ember_table_config *t, int mode, int32_t index, int trial,
+                  int32_t W)
+{
+    static const ember_placement by_mode[] = {EMBER_PLACE_ROW,    EMBER_PLACE_ROW,
+                                              EMBER_PLACE_TABLE,  EMBER_PLACE_TABLE,
+                                              EMBER_PLACE_COLUMN, EMBER_PLACE_REPLICATED};
+    if (mode == MODE_MIXED) {
+        t->placement = (ember_placement)test_range(r, 0, 4);
+        t->exchange = (ember_exchange)test_range(r, 0, 2);
+        t->owner = (int32_t)test_range(r, 0, W);
+        return;
+    }
+    t->placement = by_mode[mode];
+    t->exchange = mode == MODE_ROW_POOLED || mode == MODE_TABLE_POOLED ? EMBER_EXCHANGE_POOLED
+                                                                        : EMBER_EXCHANGE_ROWS;
+    t->owner = (index + trial) % W; /* tables on different ranks */
+}
+
+static test_config *random_config(test_rng *r, int trial, ember_world *world)
+{
+    int32_t W = ember_world_size(world);
+    int mode = trial % NUM_MODES;
+    int32_t nt = (int32_t)test_range(r, 1, 5), nf = (int32_t)test_range(r, 1, 7);
+    test_config *tc = test_config_new(nt, nf);
+    for (int32_t t = 0; t < nt; t++) {
+        ember_table_config *tb = &tc->tables[t];
+        tb->rows = test_range(r, 0, 4) == 0 ? test_range(r, 1, 4) : test_range(r, 4, 400);
+        tb->dim = t == 0 ? dims[trial % 8] : dims[test_range(r, 0, 8)];
+        tb->init = (ember_init_kind)test_range(r, 0, 2);
+        if (test_range(r, 0, 8) == 0)
+            tb->init = EMBER_INIT_CONSTANT;
+        tb->init_value = test_float(r, 0.01f, 1.0f);
+        ember_optimizer_kind kind = t == 0 ? (ember_optimizer_kind)(trial / NUM_MODES % 4)
+                                           : (ember_optimizer_kind)test_range(r, 0, 4);
+        tb->optimizer = test_optimizer_random(r, kind);
+        place(r, tb, mode, t, trial, W);
+    }
+    if (test_range(r, 0, 2)) /* same dim and optimizer: tables of one placement stack */
+        for (int32_t t = 1; t < nt; t++) {
+            tc->tables[t].dim = tc->tables[0].dim;
+            tc->tables[t].optimizer = tc->tables[0].optimizer;
+        }
+    for (int32_t f = 0; f < nf; f++) {
+        tc->features[f].table = (int32_t)test_range(r, 0, nt);
+        tc->features[f].combiner = (ember_combiner)test_range(r, 0, 4);
+    }
+    tc->features[0].table = 0;
+    tc->features[0].combiner = (ember_combiner)(trial % 4);
+    tc->cfg.seed = test_next(r);
+    tc->cfg.dedup = (int)test_range(r, 0, 2);
+    tc->cfg.stack_tables = (int)test_range(r, 0, 2);
+    tc->cfg.bounds = test_range(r, 0, 4) == 0 ? EMBER_BOUNDS_DROP : EMBER_BOUNDS_ERROR;
+    tc->cfg.debug_checks = test_range(r, 0, 4) == 0;
+    tc->cfg.threads = 1;
+    tc->cfg.world = world;
+    return tc;
+}
+
+static void describe(char *buf, size_t n, int trial, const test_config *tc)
+{
+    int k = snprintf(buf, n, "trial %d mode %s (dedup %d stack %d bounds %s debug %d) tables", trial,
+                     mode_names[trial % NUM_MODES], tc->cfg.dedup, tc->cfg.stack_tables,
+                     tc->cfg.bounds == EMBER_BOUNDS_DROP ? "drop" : "error", tc->cfg.debug_checks);
+    for (int32_t t = 0; t < tc->cfg.num_tables && k > 0 && (size_t)k < n; t++) {
+        const ember_table_config *tb = &tc->tables[t];
+        k += snprintf(buf + k, n - (size_t)k, " [%s %lldx%d opt %d %s owner %d]", tb->name,
+                      (long long)tb->rows, tb->dim, (int)tb->optimizer.kind,
+                      mpi_placement_name(tb), tb->owner);
+    }
+    for (int32_t f = 0; f < tc->cfg.num_features && k > 0 && (size_t)k < n; f++)
+        k += snprintf(buf + k, n - (size_t)k, "%s f%d:t%d/c%d", f ? "" : " features",
+                      f, tc->features[f].table, (int)tc->features[f].combiner);
+}
+
+static void random_trial(test_rng *r, int trial, ember_world *world)
+{
+    int32_t W = ember_world_size(world), rank = ember_world_rank(world);
+    test_config *tc = random_config(r, trial, world);
+    test_config *rc = mpi_ref_config(tc);
+    const ember_collection_config *cfg = &tc->cfg;
+    char desc[400];
+    describe(desc, sizeof desc, trial, tc);
+    mpi_context("%s", desc);
+
+    ember_collection *dc = mpi_create(&tc->cfg, "distributed");
+    ember_collection *refc = mpi_create(&rc->cfg, "reference (world of one)");
+    if (!mpi_all(dc && refc))
+        goto done;
+    MCHECK(ember_world_size(ember_collection_world(dc)) == W, "collection world size %d",
+           ember_world_size(ember_collection_world(dc)));
+    mpi_compare_tables(dc, refc, cfg, 0, "initial tables");
+
+    int64_t dropped_local = 0, dropped_global = 0;
+    for (int step = 0; step < STEPS; step++) {
+        test_batch_opts o = test_batch_opts_default();
+        o.batch_size = (int32_t)test_range(r, 0, 41);
+        o.max_len = (int32_t)test_range(r, 0, 7);
+        o.empty_frac = 0.2;
+        o.dup_heavy = test_range(r, 0, 4) == 0;
+        o.weighted = (int)test_range(r, 0, 2);
+        o.invalid_frac = cfg->bounds == EMBER_BOUNDS_DROP ? 0.05 : 0.0;
+        test_batch gb;
+        test_batch_make(r, cfg, &o, &gb);
+        int32_t B = gb.b.batch_size, start[MPI_MAX_WORLD + 1];
+        mpi_split_kind kind = (mpi_split_kind)((trial + step) % 4);
+        mpi_split(r, B, W, kind, start);
+        int32_t lo = start[rank], hi = start[rank + 1];
+        char what[160];
+        snprintf(what, sizeof what, "step %d (global B %d, %s split, local samples [%d, %d))",
+                 step, B, mpi_split_names[kind], lo, hi);
+        /* out-of-range ids of this rank's samples (bounds = drop) */
+        int64_t k = 0;
+        for (int32_t f = 0; f < cfg->num_features; f++)
+            for (int32_t s = 0; s < B; s++)
+                for (int32_t p = 0; p < gb.lengths[(int64_t)f * B + s]; p++, k++) {
+                    int64_t id = gb.ids[k];
+                    int bad = id < 0 || id >= cfg->tables[cfg->features[f].table].rows;
+                    dropped_local += bad && s >= lo && s < hi;
+                }
+        dropped_global += gb.invalid;
+        mpi_grads g;
+        mpi_grads_make(r, cfg, &gb.b, o.dup_heavy ? 0.0f : -1.0f, &g);
+
+        /* a collective write of random rows into both, now and then */
+        if (step == 1 && trial % 3 == 0) {
+            int32_t t = (int32_t)test_range(r, 0, cfg->num_tables);
+            int64_t rows = cfg->tables[t].rows, first = test_range(r, 0, rows);
+            int64_t count = test_range(r, 1, rows - first + 1);
+            float *x = malloc((size_t)(count * cfg->tables[t].dim) * sizeof(float));
+            test_fill(r, x, count * cfg->tables[t].dim, -0.5f, 0.5f);
+            int a = ember_table_write(dc, t, first, count, x);
+            int b = ember_table_write(refc, t, first, count, x);
+            MCHECK(a == EMBER_OK && b == EMBER_OK, "%s: table_write %s rows [%lld, +%lld): %s",
+                   what, cfg->tables[t].name, (long long)first, (long long)count,
+                   ember_errmsg(dc));
+            free(x);
+            mpi_compare_tables(dc, refc, cfg, 0, "after ember_table_write");
+        }
+
+        int ok = mpi_step(dc, refc, cfg, &gb.b, start, &g, 1, what);
+        if (ok) {
+            ember_stats ds, rs;
+            ember_collection_stats(dc, &ds);
+            ember_collection_stats(refc, &rs);
+            MCHECK(ds.steps == step + 1, "%s: stats.steps %lld", what, (long long)ds.steps);
+            MCHECK(ds.minibatches == 1, "%s: stats.minibatches %lld", what,
+                   (long long)ds.minibatches);
+            MCHECK(rs.last_bytes_sent == 0 && rs.last_bytes_received == 0,
+                   "%s: world of one sent %lld received %lld bytes", what,
+                   (long long)rs.last_bytes_sent, (long long)rs.last_bytes_received);
+            if (W == 1)
+                MCHECK(ds.last_bytes_sent == 0 && ds.last_bytes_received == 0,
+                       "%s: np 1 sent %lld received %lld bytes", what,
+                       (long long)ds.last_bytes_sent, (long long)ds.last_bytes_received);
+            /* the API does not say whether a rank's count is its own or the world's */
+            MCHECK(ds.dropped_bounds == dropped_local || ds.dropped_bounds == dropped_global,
+                   "%s: stats.dropped_bounds %lld, this rank dropped %lld, all ranks %lld", what,
+                   (long long)ds.dropped_bounds, (long long)dropped_local,
+                   (long long)dropped_global);
+        }
+        mpi_grads_free(&g);
+        test_batch_free(&gb);
+        if (!ok)
+            break;
+    }
+done:
+    ember_collection_destroy(dc);
+    ember_collection_destroy(refc);
+    test_config_free(tc);
+    test_config_free(rc);
+}
+
+/* One ROW table of 4W + 3 rows; rank q's two samples read rows q and
+ * (q + 1) % W (owned by ranks q and q + 1): for W > 1 every rank must fetch
+ * a row from another rank and send it its gradient, so bytes sent and
+ * received are > 0 on every rank after forward + backward; for W = 1 they
+ * are 0.  Also a global batch of 0 samples: every rank passes B = 0, and
+ * forward and backward succeed and leave the tables as the reference's. */
+static void fixed_cases(ember_world *world)
+{
+    int32_t W = ember_world_size(world), rank = ember_world_rank(world);
+    mpi_context("fixed: bytes sent (ROW table, rows fetched from other ranks)");
+    test_config *tc = test_config_new(1, 1);
+    tc->tables[0].rows = 4 * W + 3;
+    tc->tables[0].dim = 4;
+    tc->tables[0].optimizer = ember_optimizer_default(EMBER_OPT_ADAM);
+    tc->cfg.threads = 1;
+    tc->cfg.world = world;
+    test_config *rc = mpi_ref_config(tc);
+    ember_collection *dc = mpi_create(&tc->cfg, "distributed");
+    ember_collection *refc = mpi_create(&rc->cfg, "reference");
+    if (mpi_all(dc && refc)) {
+        int32_t len[2] = {1, 1};
+        int64_t ids[2] = {rank, (rank + 1) % W};
+        ember_batch b = {2, 1, len, ids, NULL, 2};
+        float out[8], d[8] = {0.5f, -0.25f, 1, 2, -1, 0.125f, 3, -2};
+        int a = ember_forward(dc, &b, out, NULL);
+        MCHECK(a == EMBER_OK, "forward: %s", ember_errmsg(dc));
+        if (mpi_all(a == EMBER_OK)) {
+            a = ember_backward(dc, d, NULL);
+            MCHECK(a == EMBER_OK, "backward: %s", ember_errmsg(dc));
+            ember_stats st;
+            ember_collection_stats(dc, &st);
+            if (W > 1)
+                MCHECK(st.last_bytes_sent > 0 && st.last_bytes_received > 0,
+                       "W %d: sent %lld received %lld bytes", W, (long long)st.last_bytes_sent,
+                       (long long)st.last_bytes_received);
+            else
+                MCHECK(st.last_bytes_sent == 0 && st.last_bytes_received == 0,
+                       "W 1: sent %lld received %lld bytes", (long long)st.last_bytes_sent,
+                       (long long)st.last_bytes_received);
+        }
+        /* the reference ran the global batch: ranks 0..W-1, two samples each */
+        int32_t *glen = malloc(sizeof(int32_t) * 2 * (size_t)W);
+        int64_t *gids = malloc(sizeof(int64_t) * 2 * (size_t)W);
+        float *gout = malloc(sizeof(float) * 8 * (size_t)W), *gd = malloc(sizeof(float) * 8 * (size_t)W);
+        for (int32_t q = 0; q < W; q++) {
+            glen[2 * q] = glen[2 * q + 1] = 1;
+            gids[2 * q] = q;
+            gids[2 * q + 1] = (q + 1) % W;
+            memcpy(gd + 8 * q, d, sizeof d);
+        }
+        ember_batch g = {2 * W, 1, glen, gids, NULL, 2 * W};
+        MCHECK(ember_forward(refc, &g, gout, NULL) == EMBER_OK, "reference forward");
+        MCHECK(memcmp(gout + 8 * rank, out, sizeof out) == 0, "forward output differs");
+        MCHECK(ember_backward(refc, gd, NULL) == EMBER_OK, "reference backward");
+        mpi_compare_tables(dc, refc, &tc->cfg, 0, "bytes case");
+
+        /* every rank 0 samples */
+        mpi_context("fixed: a global batch of 0 samples");
+        int32_t none_len[1] = {0};
+        int64_t none_ids[1] = {0};
+        ember_batch empty = {0, 1, none_len, none_ids, NULL, 0};
+        a = ember_forward(dc, &empty, out, NULL);
+        int bref = ember_forward(refc, &empty, out, NULL);
+        MCHECK(a == EMBER_OK && bref == EMBER_OK, "forward of 0 samples: %s", ember_errmsg(dc));
+        if (mpi_all(a == EMBER_OK && bref == EMBER_OK)) {
+            a = ember_backward(dc, d, NULL);
+            bref = ember_backward(refc, d, NULL);
+            MCHECK(a == EMBER_OK && bref == EMBER_OK, "backward of 0 samples: %s",
+                   ember_errmsg(dc));
+            mpi_compare_tables(dc, refc, &tc->cfg, 0, "after a step of 0 samples");
+        }
+        free(glen), free(gids), free(gout), free(gd);
+    }
+    ember_collection_destroy(dc);
+    ember_collection_destroy(refc);
+    test_config_free(tc);
+    test_config_free(rc);
+}
+
+int main(int argc, char **argv)
+{
+    test_rng r = {mpi_test_init(&argc, &argv)};
+    ember_world *world = mpi_world();
+    fixed_cases(world);
+    for (int trial = 0; trial < TRIALS; trial++)
+        random_trial(&r, trial, world);
+    ember_world_destroy(world);
+    return mpi_test_finish("mpi_equivalence");
+}
