@@ -206,7 +206,9 @@ static void pack_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
 {
     const ember_route *r = &pt->route;
     int32_t W = c->world->size;
-    if (all_dest(pt)) { /* one message for every rank */
+    if (all_dest(pt)) { /* one message for every rank; no segment lists */
+        for (int32_t d = 0; d < W; d++)
+            x->seg_list_at[(int64_t)m * W + d + 1] = x->seg_list_at[(int64_t)m * W];
         msg_view v = view_of(c, x->sbuf, sent);
         int64_t k = 0;
         for (int64_t g = g0; g < g1; g++) {

@@ -171,13 +171,8 @@ static int apply_rowwise_column(ember_collection *c, const ember_grad_target *gt
         float *g = g_all + u * dim;
         uint32_t row = (uint32_t)(r->keys[starts[u]] >> 32);
         row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], (int64_t)starts[u + 1], dim, dp, ds, g);
-        const float *w = values + (int64_t)row * dim;
-        float part = 0.0f;
-        for (int32_t k = 0; k < gt->real_cols; k++) {
-            g[k] += o->wd * w[k];
-            part += g[k] * g[k];
-        }
-        mine[u] = part;
+        ember_optim_decay(o, gt->real_cols, values + (int64_t)row * dim, g);
+        mine[u] = ember_optim_sumsq(g, gt->real_cols);
     }
     if (ember_comm_allgather(c->world, mine, (int64_t)sizeof(float) * nu, sq) != EMBER_OK) {
         free(g_all);
@@ -191,12 +186,8 @@ static int apply_rowwise_column(ember_collection *c, const ember_grad_target *gt
         for (int32_t q = 0; q < W; q++)
             total += sq[(int64_t)q * nu + u];
         uint32_t row = (uint32_t)(r->keys[starts[u]] >> 32);
-        float *w = values + (int64_t)row * dim, *g = g_all + u * dim;
-        float s = state[row] + total / (float)gt->full_dim;
-        state[row] = s;
-        float mult = o->lr / (sqrtf(s) + o->eps);
-        for (int32_t k = 0; k < gt->real_cols; k++)
-            w[k] -= mult * g[k];
+        ember_optim_rowwise(o, gt->real_cols, values + (int64_t)row * dim, state + row, g_all + u * dim,
+                            total / (float)gt->full_dim);
     }
     free(g_all);
     free(sq);

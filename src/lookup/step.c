@@ -122,7 +122,7 @@ int ember_forward(ember_collection *c, const ember_batch *b, float *pooled, floa
     c->num_rounds = (int32_t)rounds;
     comm_begin(c);
     for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++) {
-        if (c->world->size > 1)
+        if (c->world->size > 1 || c->exchange_always)
             st = ember_dist_forward(c, p, pooled, sequence);
         else
             lookup_ptable(c, p, pooled, sequence);
@@ -201,7 +201,7 @@ int ember_backward(ember_collection *c, const float *d_pooled, const float *d_se
         return st;
     int64_t step = c->stats.steps + 1;
     c->stats.last_unique_rows = 0;
-    if (c->world->size > 1) {
+    if (c->world->size > 1 || c->exchange_always) {
         int64_t sent0 = c->stats.last_bytes_sent, recv0 = c->stats.last_bytes_received;
         double sec0 = c->stats.last_comm_seconds;
         comm_begin(c);

@@ -32,14 +32,45 @@ static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int
     return s;
 }
 
-static inline void ember_optim_row(const ember_optim_step *o, int32_t dim, float *restrict w,
-                                   float *restrict state, float *restrict g)
+/* Sum of squares of g[0..n), the one summation row-wise Adagrad uses (also
+ * for a COLUMN slice), so a world of one gives the same bits either way. */
+static inline float ember_optim_sumsq(const float *g, int32_t n)
+{
+    float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+    for (int32_t k = 0; k < n; k++)
+        sq += g[k] * g[k];
+    return sq;
+}
+
+/* L2 weight decay, the first step of every kind: g += wd * w. */
+static inline void ember_optim_decay(const ember_optim_step *o, int32_t n, const float *restrict w,
+                                     float *restrict g)
 {
     if (o->wd != 0.0f) {
 #pragma omp simd
-        for (int32_t k = 0; k < dim; k++)
+        for (int32_t k = 0; k < n; k++)
             g[k] += o->wd * w[k];
     }
+}
+
+/* Row-wise Adagrad given the row's mean of g^2 (over the whole row, which
+ * for a COLUMN slice comes from every rank). */
+static inline void ember_optim_rowwise(const ember_optim_step *o, int32_t n, float *restrict w,
+                                       float *restrict state, const float *restrict g, float mean_sq)
+{
+    float s = state[0] + mean_sq;
+    state[0] = s;
+    float mult = o->lr / (sqrtf(s) + o->eps);
+#pragma omp simd
+    for (int32_t k = 0; k < n; k++)
+        w[k] -= mult * g[k];
+}
+
+static inline void ember_optim_row(const ember_optim_step *o, int32_t dim, float *restrict w,
+                                   float *restrict state, float *restrict g)
+{
+    ember_optim_decay(o, dim, w, g);
     switch (o->kind) {
     case EMBER_OPT_SGD:
 #pragma omp simd
@@ -54,19 +85,9 @@ static inline void ember_optim_row(const ember_optim_step *o, int32_t dim, float
             w[k] -= o->lr * g[k] / (sqrtf(s) + o->eps);
         }
         break;
-    case EMBER_OPT_ROWWISE_ADAGRAD: {
-        float sq = 0.0f;
-#pragma omp simd reduction(+ : sq)
-        for (int32_t k = 0; k < dim; k++)
-            sq += g[k] * g[k];
-        float s = state[0] + sq / (float)dim;
-        state[0] = s;
-        float mult = o->lr / (sqrtf(s) + o->eps);
-#pragma omp simd
-        for (int32_t k = 0; k < dim; k++)
-            w[k] -= mult * g[k];
+    case EMBER_OPT_ROWWISE_ADAGRAD:
+        ember_optim_rowwise(o, dim, w, state, g, ember_optim_sumsq(g, dim) / (float)dim);
         break;
-    }
     case EMBER_OPT_ADAM: {
         float *m = state, *v = state + dim;
         float b1 = o->beta1, b2 = o->beta2;

@@ -1,0 +1,203 @@
+/*
+ * plan.h: the placement planner and its cost model (docs/planner.md).
+ *
+ * Three parts, one file each:
+ *   stats.c    what the ids of a table look like: the expected number of
+ *              distinct rows among n ids (a curve), and the hottest rows with
+ *              their probabilities; analytic for the synthetic Zipf/uniform
+ *              generator, or measured from a sample of real ids.
+ *   model.c    the cost model: for a collection config whose tables carry
+ *              placements, the bytes every rank sends and receives per step
+ *              (forward + backward), exactly the messages of the wire format
+ *              in docs/distributed.md, split into all-to-all and all-gather,
+ *              plus the lookups each rank serves and its row and state bytes.
+ *   planner.c  picks a placement per table that fits a per-rank memory
+ *              budget and minimises the model's cost: pins first, then
+ *              "spread" placements (row, column, replicated) per table, then
+ *              the table-wise set that lowers the cost most, bin-packed
+ *              largest first onto the least-loaded rank (pack.c).
+ *
+ * Library-internal (not in include/ember.h): `ember plan` and `ember bench`
+ * use it through "plan/plan.h".  Nothing here needs MPI or allocates tables;
+ * a plan for 1024 ranks takes milliseconds.
+ */
+#ifndef EMBER_PLAN_H
+#define EMBER_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ember.h"
+
+/* ------------------------------------------------------------ id statistics */
+
+#define PLAN_CURVE_POINTS 180 /* n = 2^(i/4), i = 0..179: up to ~3e13 ids   */
+#define PLAN_HOT_ROWS 1024    /* rows tracked one by one (all of a small table) */
+
+/*
+ * How the ids of one logical table are drawn, as the model needs it.  Ids
+ * are treated as independent draws from one distribution over the rows
+ * (every feature of the table draws from it):
+ *   distinct[i]  expected distinct rows among n_i = 2^(i/4) draws
+ *                (plan_stats_distinct() interpolates in log-log)
+ *   hot_row/p    the `hot` most likely rows and their probabilities; the
+ *                rest of the mass (1 - sum p) is spread evenly over the
+ *                other rows.  A table with at most PLAN_HOT_ROWS rows lists
+ *                every row, so small tables are exact under any sharding.
+ * Plain values, no pointers: copy freely.
+ */
+typedef struct plan_id_stats {
+    int64_t rows;
+    int32_t points;                       /* valid entries of distinct[]   */
+    double distinct[PLAN_CURVE_POINTS];
+    int32_t hot;
+    int64_t hot_row[PLAN_HOT_ROWS];       /* distinct rows, in [0, rows)   */
+    double hot_p[PLAN_HOT_ROWS];
+} plan_id_stats;
+
+/* The synthetic generator's laws (src/data/synth.c): bounded Zipf(alpha)
+ * over ranks 1..rows, rank k at row ((k-1)*2654435761) % rows; or uniform.
+ * Errors: EMBER_EINVAL (rows < 1, alpha <= 0). */
+int plan_stats_zipf(int64_t rows, double alpha, plan_id_stats *out);
+int plan_stats_uniform(int64_t rows, plan_id_stats *out);
+/* The law of one table of an ember_synth_config (zipf or uniform). */
+int plan_stats_synth(const ember_synth_config *sc, plan_id_stats *out);
+
+/* Measured statistics: feed one table's ids in stream order, then finish.
+ * The curve is the distinct count of each prefix of the stream; past the
+ * sample it grows at the rate of the sample's last doubling, up to rows. */
+typedef struct plan_stats_builder plan_stats_builder;
+int plan_stats_builder_create(int64_t rows, plan_stats_builder **out);
+int plan_stats_builder_add(plan_stats_builder *b, const int64_t *ids, int64_t n);
+int64_t plan_stats_builder_count(const plan_stats_builder *b); /* ids so far */
+int plan_stats_builder_finish(plan_stats_builder *b, plan_id_stats *out);
+void plan_stats_builder_destroy(plan_stats_builder *b);
+
+/* Expected distinct rows among n draws (n >= 0, real). */
+double plan_stats_distinct(const plan_id_stats *s, double n);
+
+/* ---------------------------------------------------------------- workload */
+
+/*
+ * One step of training as the model sees it.  The placements, owners and
+ * exchanges are those of cfg->tables; stacking follows cfg->stack_tables
+ * exactly as the library does (equal dim, optimizer, placement, owner and
+ * exchange), dedup and debug_checks change the wire bytes as the wire
+ * format says.  The global batch is split as rank r holding samples
+ * [r*B/W, (r+1)*B/W).  Every bag of feature f holds pooling[f] ids (its
+ * mean); `weighted` says the batch carries a weight per id.
+ */
+typedef struct plan_workload {
+    const ember_collection_config *cfg;
+    int64_t global_batch;       /* B: samples per step over all ranks       */
+    const double *pooling;      /* [cfg->num_features] ids per sample       */
+    int weighted;               /* the batch has weights                    */
+    const plan_id_stats *stats; /* [cfg->num_tables]                        */
+} plan_workload;
+
+/* Predicted per step, for one rank; expectations, hence doubles. */
+typedef struct plan_rank_cost {
+    double a2a_sent, ag_sent;   /* bytes sent to other ranks: all-to-all
+                                   messages and all-gather messages        */
+    double a2a_recv, ag_recv;   /* bytes received from other ranks         */
+    double ids_served;          /* entries whose rows this rank looks up
+                                   in forward (owners; every rank for
+                                   COLUMN; the rank's own for REPLICATED)  */
+    double lookup_bytes;        /* rows read in forward + rows updated in
+                                   backward, in 64-byte cache lines         */
+    int64_t row_bytes, state_bytes; /* memory of the rank's shares          */
+} plan_rank_cost;
+
+/* Per logical table: its share of the step, summed over ranks. */
+typedef struct plan_table_cost {
+    double a2a_bytes, ag_bytes; /* sent by all ranks for this table        */
+    double ids_served;          /* lookups over all ranks                  */
+    int64_t row_bytes, state_bytes; /* over all ranks (copies counted)      */
+    int64_t max_rank_bytes;     /* rows + state on the rank holding most    */
+} plan_table_cost;
+
+/*
+ * The cost model.  Fills out[0..world) (and tables[0..num_tables) when not
+ * NULL) for the placements in w->cfg.  Bytes follow docs/distributed.md's
+ * wire format for every ordered pair src != dst: headers, entries, distinct
+ * rows, rows / partial sums / column slices back, gradients, row-wise
+ * Adagrad partial sums; see docs/planner.md for each formula.  O(tables *
+ * (world + PLAN_HOT_ROWS)) time.  Errors: EMBER_EINVAL (a bad workload:
+ * world < 1, owner out of range, negative pooling), EMBER_ENOMEM.
+ */
+int plan_predict(const plan_workload *w, int32_t world, plan_rank_cost *out,
+                 plan_table_cost *tables);
+
+/*
+ * Predicted bytes `rank` sends to other ranks in one forward + backward:
+ * a2a_sent + ag_sent of plan_predict(), the quantity ember_stats's
+ * last_bytes_sent measures (payload only).  Negative on error (a bad
+ * workload or rank).  For `ember bench`: predicted vs measured.
+ */
+double plan_predict_bytes_sent(const plan_workload *w, int32_t world, int32_t rank);
+
+/* ----------------------------------------------------------------- planner */
+
+/* A user's pin for one table: -1 leaves that choice to the planner. */
+typedef struct plan_pin {
+    int placement; /* ember_placement or -1                                  */
+    int32_t owner; /* TABLE: the rank, or -1                                 */
+    int exchange;  /* ember_exchange or -1                                   */
+} plan_pin;
+
+typedef struct plan_options {
+    int32_t world;
+    int64_t memory_per_rank;     /* bytes of rows + state per rank; 0: none */
+    int64_t replicate_threshold; /* rows + state at most this may be
+                                    replicated (when the model agrees)      */
+    double lookup_weight;        /* cost of a looked-up byte relative to a
+                                    byte on the network (default 1)         */
+} plan_options;
+
+plan_options plan_options_default(void); /* world 1, no budget, 1 MiB, 1.0 */
+
+typedef struct plan_result {
+    int32_t num_tables, world;
+    ember_placement *placement; /* [num_tables]                             */
+    int32_t *owner;             /* [num_tables] (TABLE; else 0)             */
+    ember_exchange *exchange;   /* [num_tables]                             */
+    char (*reason)[128];        /* [num_tables] why this placement          */
+    plan_rank_cost *ranks;      /* [world] the model on the chosen plan     */
+    plan_table_cost *tables;    /* [num_tables]                             */
+    double cost;                /* max over ranks + mean over ranks of the
+                                   rank cost (docs/planner.md)              */
+    double seconds;             /* time the planner took                     */
+    char error[512];            /* set when plan_make fails                 */
+} plan_result;
+
+/*
+ * Places every table of w->cfg (its placement fields are ignored; pins, an
+ * array of num_tables or NULL, are honoured).  On success fills *out; free
+ * it with plan_result_free.  Errors: EMBER_EINVAL with out->error naming
+ * the table (a pin out of range, or nothing fits the memory budget: names
+ * the table and the bytes it needs per rank), EMBER_ENOMEM.
+ */
+int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *o,
+              plan_result *out);
+void plan_result_free(plan_result *r);
+
+/* Cost of one rank as the planner weighs it: the larger of its sent and
+ * received bytes (links are full duplex) plus lookup_weight * lookups. */
+double plan_rank_weight(const plan_rank_cost *c, double lookup_weight);
+
+/*
+ * Longest-processing-time bin packing (pack.c): items in decreasing order
+ * of load (ties: lower index first), each onto the bin with the least load
+ * among those with room (free[b] >= mem[i]; ties: lower bin).  Updates
+ * bin_load and bin_free, sets bin_of[i].  Returns -1 when all fit, else the
+ * index of the first item (in packing order) that fits no bin (bin_of of
+ * it and of later items is -1).  Max load is at most 4/3 of the optimum
+ * when memory does not bind (Graham 1969).
+ */
+int32_t plan_pack(int32_t items, const double *load, const int64_t *mem, int32_t bins,
+                  double *bin_load, int64_t *bin_free, int32_t *bin_of);
+
+/* "1.5 GiB", "512 B": bytes in binary units, into buf (returns buf). */
+const char *plan_format_bytes(double bytes, char *buf, size_t n);
+
+#endif
