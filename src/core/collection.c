@@ -276,7 +276,7 @@ void ember_collection_memory(const ember_collection *c, ember_memory *out)
         const ember_ptable *pt = &c->ptables[p];
         out->row_bytes += pt->store->value_bytes;
         out->state_bytes += pt->store->state_bytes;
-        out->workspace_bytes += ember_route_bytes(&pt->route);
+        out->workspace_bytes += ember_route_bytes(&pt->route) + ember_xchg_bytes(pt->xchg);
     }
     out->workspace_bytes += c->bag_off_cap * (int64_t)sizeof(int64_t) +
                             c->minibatch_cap * (int64_t)sizeof(int32_t) +

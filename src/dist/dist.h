@@ -35,5 +35,7 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
                     int state);
 
 void ember_xchg_free(struct ember_xchg *x);
+/* Bytes held by the exchange buffers (for ember_collection_memory). */
+int64_t ember_xchg_bytes(const struct ember_xchg *x);
 
 #endif

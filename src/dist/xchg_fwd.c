@@ -98,6 +98,16 @@ void ember_xchg_free(ember_xchg *x)
     free(x);
 }
 
+int64_t ember_xchg_bytes(const ember_xchg *x)
+{
+    if (!x)
+        return 0;
+    return (x->sent_cap + x->recv_cap + x->block_cap + x->seg_list_cap + x->seg_list_at_cap) * 8 +
+           x->remap_cap * 4 + x->keys_cap * 16 + (x->rows_in_cap + x->rows_out_cap) * 4 + x->sbuf_cap +
+           x->rbuf_cap + (x->grad_out_cap + x->grad_in_cap) * 4 + ember_route_bytes(&x->rr) +
+           ember_route_bytes(&x->rr_tmp) + (int64_t)x->W * 10 * 8;
+}
+
 /* Exchanges XC_N counts per pair; not counted as payload. */
 static int exchange_counts(ember_collection *c, const int64_t *send, int64_t *recv)
 {
