@@ -192,7 +192,8 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     c->seq_off = calloc((size_t)cfg->num_features, sizeof *c->seq_off);
     c->sort_hist = malloc(sizeof(int64_t) * EMBER_SORT_HIST_SIZE);
     c->limit_counts = calloc((size_t)4 * cfg->num_tables * c->cfg.num_shards, sizeof(int64_t));
-    if (!c->tables || !c->features || !c->seq_off || !c->sort_hist || !c->limit_counts) {
+    c->comm_scratch = calloc((size_t)2 * c->world->size, sizeof(int64_t));
+    if (!c->comm_scratch || !c->tables || !c->features || !c->seq_off || !c->sort_hist || !c->limit_counts) {
         st = ember_fail_create(EMBER_ENOMEM, "out of memory");
         goto fail;
     }
@@ -230,6 +231,7 @@ void ember_collection_destroy(ember_collection *c)
     free(c->seq_off);
     free(c->sort_hist);
     free(c->limit_counts);
+    free(c->comm_scratch);
     free(c->mb_hash);
     free(c->minibatch_start);
     free(c->bag_off);

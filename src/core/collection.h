@@ -86,6 +86,7 @@ struct ember_collection {
     ember_world *world;          /* never NULL                            */
     ember_world *own_world;      /* the world of one made for cfg.world NULL */
     int32_t num_rounds;          /* mini-batch rounds agreed over the world */
+    int64_t *comm_scratch;       /* [2 * world size]: agreement, counts     */
     int exchange_always;         /* run the exchanges even in a world of one
                                     (tests: the same code path, trivially)  */
     int64_t bytes_sent0, bytes_received0; /* world counters at forward start */

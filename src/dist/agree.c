@@ -8,7 +8,6 @@
  * here before its first payload exchange, so a rank never waits in an
  * exchange that another rank has abandoned.
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "dist/dist.h"
@@ -25,13 +24,9 @@ int ember_dist_agree(ember_collection *c, int st, int64_t *value)
     if (w->size == 1)
         return st;
     int64_t mine[2] = {st, value ? *value : 0};
-    int64_t *all = malloc(sizeof(int64_t) * 2 * (size_t)w->size);
-    if (!all) /* cannot take part: the others will fail in the all-gather */
+    int64_t *all = c->comm_scratch;
+    if (ember_comm_allgather(w, mine, (int64_t)sizeof mine, all) != EMBER_OK)
         return comm_failed(c);
-    if (ember_comm_allgather(w, mine, (int64_t)sizeof mine, all) != EMBER_OK) {
-        free(all);
-        return comm_failed(c);
-    }
     int32_t first = -1;
     int64_t vmax = all[1];
     for (int32_t r = 0; r < w->size; r++) {
@@ -41,7 +36,6 @@ int ember_dist_agree(ember_collection *c, int st, int64_t *value)
             vmax = all[2 * r + 1];
     }
     int status = first >= 0 ? (int)all[2 * first] : EMBER_OK;
-    free(all);
     if (value)
         *value = vmax;
     if (first < 0)

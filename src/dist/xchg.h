@@ -24,7 +24,7 @@ typedef struct ember_xchg {
     uint32_t *remap;         /* ROWS: entry -> row of rows_in (+ padding)  */
     int64_t remap_cap;
     uint64_t *keys, *keys_tmp; /* ROWS: (row << 32 | entry) of a round      */
-    int64_t keys_cap, nkeys;
+    int64_t keys_cap, keys_tmp_cap, nkeys;
     int64_t *pos;            /* [W * 6] packing cursors                     */
     void *views;             /* [W] message views while packing             */
     float *rows_in;          /* rows / partials / slices received          */

@@ -103,7 +103,7 @@ int64_t ember_xchg_bytes(const ember_xchg *x)
     if (!x)
         return 0;
     return (x->sent_cap + x->recv_cap + x->block_cap + x->seg_list_cap + x->seg_list_at_cap) * 8 +
-           x->remap_cap * 4 + x->keys_cap * 16 + (x->rows_in_cap + x->rows_out_cap) * 4 + x->sbuf_cap +
+           x->remap_cap * 4 + (x->keys_cap + x->keys_tmp_cap) * 8 + (x->rows_in_cap + x->rows_out_cap) * 4 + x->sbuf_cap +
            x->rbuf_cap + (x->grad_out_cap + x->grad_in_cap) * 4 + ember_route_bytes(&x->rr) +
            ember_route_bytes(&x->rr_tmp) + (int64_t)x->W * 10 * 8;
 }
@@ -112,9 +112,7 @@ int64_t ember_xchg_bytes(const ember_xchg *x)
 static int exchange_counts(ember_collection *c, const int64_t *send, int64_t *recv)
 {
     ember_world *w = c->world;
-    int64_t *cnt = malloc(sizeof(int64_t) * 2 * (size_t)w->size);
-    if (!cnt)
-        return comm_failed(c);
+    int64_t *cnt = c->comm_scratch;
     for (int32_t r = 0; r < w->size; r++) {
         cnt[r] = XC_N * (int64_t)sizeof(int64_t);
         cnt[w->size + r] = r * XC_N * (int64_t)sizeof(int64_t);
@@ -123,7 +121,6 @@ static int exchange_counts(ember_collection *c, const int64_t *send, int64_t *re
     w->counting = 0;
     int st = ember_comm_alltoallv(w, send, cnt, cnt + w->size, recv, cnt, cnt + w->size);
     w->counting = counting;
-    free(cnt);
     return st == EMBER_OK ? EMBER_OK : comm_failed(c);
 }
 
@@ -191,7 +188,7 @@ static int count_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
             /* distinct rows per owner: sort this round's kept entries by row */
             int64_t nk = 0;
             if (ember_reserve((void **)&x->keys, &x->keys_cap, e1 - e0 + 1, sizeof(uint64_t)) ||
-                !(x->keys_tmp = realloc(x->keys_tmp, sizeof(uint64_t) * (size_t)x->keys_cap)))
+                ember_reserve((void **)&x->keys_tmp, &x->keys_tmp_cap, e1 - e0 + 1, sizeof(uint64_t)))
                 return ember_fail(c, EMBER_ENOMEM, "out of memory for %lld ids", (long long)(e1 - e0));
             for (int64_t e = e0; e < e1; e++)
                 if (r->row[e] != EMBER_ROW_DROPPED)

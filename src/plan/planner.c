@@ -1,0 +1,708 @@
+/*
+ * planner.c: a placement per table (plan.h, docs/planner.md "Choosing").
+ *
+ * The cost of a plan is the busiest rank plus the average rank, where a
+ * rank's cost is max(bytes sent, bytes received) + lookup_weight * lookup
+ * bytes (model.c): the step waits for the busiest rank, and the average
+ * counts the bytes everybody moves.  The search is small and explainable:
+ *   1. Pins are kept as given.
+ *   2. Each free table gets its cheapest "spread" placement, judged alone:
+ *      row-wise with rows or pooled exchange, column-wise, or replicated
+ *      when its rows + state are under the replicate threshold.
+ *   3. Table-wise placement moves a whole table to one rank.  It saves
+ *      bytes (a bag goes to one owner instead of many) but loads that rank,
+ *      and the saving only pays once enough tables spread the load.  So the
+ *      free tables are sorted by what table-wise saves them alone, and for
+ *      every k the first k go table-wise, bin-packed largest first onto the
+ *      least-loaded rank with room (pack.c); the cheapest k wins.
+ *   4. The model is run once more on the chosen plan with exact stacking.
+ * Memory is a constraint throughout: a placement whose rows + state do not
+ * fit the per-rank budget is never considered, and if no k fits, the error
+ * names the table that breaks the budget.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "plan/plan.h"
+
+/* Replication costs no forward message: among spread placements within
+ * this factor of the cheapest, a small table is replicated. */
+#define REPLICATE_TIE 1.01
+
+typedef struct load3 {
+    double s, r, l; /* bytes sent, received, looked up */
+} load3;
+
+static double weight3(load3 a, double lw) { return (a.s > a.r ? a.s : a.r) + lw * a.l; }
+
+static load3 of_cost(const plan_rank_cost *c)
+{
+    return (load3){c->a2a_sent + c->ag_sent, c->a2a_recv + c->ag_recv, c->lookup_bytes};
+}
+
+static const char *place_name(ember_placement p, ember_exchange x)
+{
+    switch (p) {
+    case EMBER_PLACE_ROW: return x == EMBER_EXCHANGE_POOLED ? "row-wise (pooled)" : "row-wise (rows)";
+    case EMBER_PLACE_COLUMN: return "column-wise";
+    case EMBER_PLACE_TABLE: return x == EMBER_EXCHANGE_POOLED ? "table-wise (pooled)" : "table-wise (rows)";
+    default: return "replicated";
+    }
+}
+
+plan_options plan_options_default(void)
+{
+    plan_options o = {1, 0, INT64_C(1) << 20, 1.0};
+    return o;
+}
+
+/* One table alone, as a workload of one table and its features. */
+typedef struct solo {
+    ember_collection_config cfg;
+    ember_table_config tb;
+    ember_feature_config *feat;
+    double *pool;
+    plan_workload w;
+    plan_rank_cost *vec; /* [W] */
+} solo;
+
+typedef struct table_plan {
+    int free_spread, free_table;  /* options open to the planner          */
+    int must_table;               /* table-wise is the only option        */
+    int fixed;                    /* placement and owner pinned           */
+    ember_placement sp;           /* chosen spread placement              */
+    ember_exchange sx, tx;        /* spread / table-wise exchange          */
+    double sp_cost, runner_cost;  /* its own cost, and the next best's     */
+    ember_placement runner_p;
+    ember_exchange runner_x;
+    load3 *spread;                /* [W] its loads when spread (or fixed) */
+    int64_t *spread_mem;          /* [W]                                  */
+    load3 own;                    /* table-wise: the owner's load         */
+    load3 *req;                   /* [W] table-wise: requesters' loads    */
+    int64_t table_mem;            /* rows + state on the owner            */
+    double saving;                /* total spread weight - total table-wise */
+    double spread_total;          /* total spread weight (sum over ranks) */
+    int32_t owner;                /* chosen owner (table-wise)            */
+    int in_table;                 /* placed table-wise in the best plan   */
+} table_plan;
+
+static int solo_init(solo *s, const plan_workload *w, int32_t t, int32_t W)
+{
+    const ember_collection_config *cfg = w->cfg;
+    int32_t nf = 0;
+    for (int32_t f = 0; f < cfg->num_features; f++)
+        nf += cfg->features[f].table == t;
+    s->feat = malloc(sizeof *s->feat * (size_t)(nf > 0 ? nf : 1));
+    s->pool = malloc(sizeof *s->pool * (size_t)(nf > 0 ? nf : 1));
+    s->vec = malloc(sizeof *s->vec * (size_t)W);
+    if (!s->feat || !s->pool || !s->vec)
+        return EMBER_ENOMEM;
+    nf = 0;
+    for (int32_t f = 0; f < cfg->num_features; f++) {
+        if (cfg->features[f].table != t)
+            continue;
+        s->feat[nf] = cfg->features[f];
+        s->feat[nf].table = 0;
+        s->pool[nf++] = w->pooling[f];
+    }
+    s->tb = cfg->tables[t];
+    s->cfg = *cfg;
+    s->cfg.tables = &s->tb;
+    s->cfg.num_tables = 1;
+    s->cfg.features = s->feat;
+    s->cfg.num_features = nf;
+    s->w = *w;
+    s->w.cfg = &s->cfg;
+    s->w.pooling = s->pool;
+    s->w.stats = &w->stats[t];
+    return EMBER_OK;
+}
+
+static void solo_free(solo *s)
+{
+    free(s->feat);
+    free(s->pool);
+    free(s->vec);
+}
+
+/* The table alone under (p, x, owner): fills s->vec; its plan cost. */
+static int solo_eval(solo *s, ember_placement p, ember_exchange x, int32_t owner, int32_t W,
+                     double lw, double *cost)
+{
+    s->tb.placement = p;
+    s->tb.exchange = x;
+    s->tb.owner = owner;
+    int rc = plan_predict(&s->w, W, s->vec, NULL);
+    if (rc)
+        return rc;
+    double mx = 0, sum = 0;
+    for (int32_t r = 0; r < W; r++) {
+        double c = weight3(of_cost(&s->vec[r]), lw);
+        sum += c;
+        if (c > mx)
+            mx = c;
+    }
+    *cost = mx + sum / W;
+    return EMBER_OK;
+}
+
+static int64_t mem_max(const plan_rank_cost *v, int32_t W)
+{
+    int64_t m = 0;
+    for (int32_t r = 0; r < W; r++)
+        if (v[r].row_bytes + v[r].state_bytes > m)
+            m = v[r].row_bytes + v[r].state_bytes;
+    return m;
+}
+
+static int64_t table_bytes(const ember_table_config *tb)
+{
+    return tb->rows * (int64_t)(tb->dim + ember_state_floats(tb->optimizer.kind, tb->dim)) * 4;
+}
+
+/* Options of table t: spread choice, table-wise loads.  by_memory: choose
+ * the spread placement with the least memory instead of the least cost. */
+static int table_options(const plan_workload *w, int32_t t, const plan_pin *pin,
+                         const plan_options *o, int by_memory, table_plan *tp)
+{
+    int32_t W = o->world;
+    int64_t budget = o->memory_per_rank > 0 ? o->memory_per_rank : INT64_MAX;
+    double lw = o->lookup_weight;
+    solo s;
+    memset(&s, 0, sizeof s);
+    int rc = solo_init(&s, w, t, W);
+    if (rc)
+        goto done;
+    const ember_table_config *tb = &w->cfg->tables[t];
+    static const struct { ember_placement p; ember_exchange x; } SPREAD[] = {
+        {EMBER_PLACE_ROW, EMBER_EXCHANGE_ROWS},
+        {EMBER_PLACE_ROW, EMBER_EXCHANGE_POOLED},
+        {EMBER_PLACE_COLUMN, EMBER_EXCHANGE_ROWS},
+        {EMBER_PLACE_REPLICATED, EMBER_EXCHANGE_ROWS},
+    };
+    double best = INFINITY, runner = INFINITY;
+    int64_t best_mem = INT64_MAX;
+    tp->free_spread = 0;
+    tp->fixed = pin->placement >= 0 && (pin->placement != EMBER_PLACE_TABLE || pin->owner >= 0);
+    for (size_t i = 0; i < sizeof SPREAD / sizeof SPREAD[0]; i++) {
+        ember_placement p = SPREAD[i].p;
+        ember_exchange x = SPREAD[i].x;
+        if (pin->placement >= 0 && pin->placement != (int)p)
+            continue;
+        if (pin->exchange >= 0 && p == EMBER_PLACE_ROW && pin->exchange != (int)x)
+            continue;
+        if (pin->exchange >= 0 && p != EMBER_PLACE_ROW)
+            x = (ember_exchange)pin->exchange; /* kept, though unused */
+        if (p == EMBER_PLACE_REPLICATED && pin->placement < 0 &&
+            table_bytes(tb) > o->replicate_threshold)
+            continue;
+        double c;
+        if ((rc = solo_eval(&s, p, x, 0, W, lw, &c)))
+            goto done;
+        int64_t m = mem_max(s.vec, W);
+        if (m > budget && pin->placement < 0)
+            continue;
+        /* a replicated table's forward sends nothing: it wins a tie (1%) */
+        double score = p == EMBER_PLACE_REPLICATED ? c / REPLICATE_TIE : c;
+        double best_score = tp->free_spread && tp->sp == EMBER_PLACE_REPLICATED
+                                ? best / REPLICATE_TIE : best;
+        int better = by_memory ? (m < best_mem || (m == best_mem && score < best_score))
+                               : score < best_score;
+        if (better) {
+            if (tp->free_spread) {
+                runner = best;
+                tp->runner_p = tp->sp;
+                tp->runner_x = tp->sx;
+            }
+            best = c;
+            best_mem = m;
+            tp->sp = p;
+            tp->sx = x;
+            tp->free_spread = 1;
+            for (int32_t r = 0; r < W; r++) {
+                tp->spread[r] = of_cost(&s.vec[r]);
+                tp->spread_mem[r] = s.vec[r].row_bytes + s.vec[r].state_bytes;
+            }
+        } else if (c < runner) {
+            runner = c;
+            tp->runner_p = p;
+            tp->runner_x = x;
+        }
+    }
+    tp->sp_cost = best;
+    tp->runner_cost = runner;
+    /* table-wise: evaluated with owner 0 (pinned owner: that one) */
+    tp->free_table = 0;
+    tp->table_mem = table_bytes(tb);
+    int table_ok = pin->placement < 0 || pin->placement == EMBER_PLACE_TABLE;
+    if (table_ok && (tp->table_mem <= budget || pin->placement == EMBER_PLACE_TABLE)) {
+        double tbest = INFINITY;
+        int32_t owner = pin->owner >= 0 ? pin->owner : 0;
+        for (int x = 0; x < 2; x++) {
+            if (pin->exchange >= 0 && pin->exchange != x)
+                continue;
+            double c;
+            if ((rc = solo_eval(&s, EMBER_PLACE_TABLE, (ember_exchange)x, owner, W, lw, &c)))
+                goto done;
+            double tot = 0;
+            for (int32_t r = 0; r < W; r++)
+                tot += weight3(of_cost(&s.vec[r]), lw);
+            if (tot < tbest) {
+                tbest = tot;
+                tp->tx = (ember_exchange)x;
+                tp->own = of_cost(&s.vec[owner]);
+                for (int32_t r = 0; r < W; r++)
+                    tp->req[r] = of_cost(&s.vec[r == owner ? (W > 1 ? (owner + 1) % W : r) : r]);
+                if (W == 1)
+                    tp->req[0] = (load3){0, 0, 0};
+                if (tp->fixed) { /* a pinned owner: its exact loads */
+                    for (int32_t r = 0; r < W; r++) {
+                        tp->spread[r] = of_cost(&s.vec[r]);
+                        tp->spread_mem[r] = s.vec[r].row_bytes + s.vec[r].state_bytes;
+                    }
+                    tp->sp = EMBER_PLACE_TABLE;
+                    tp->sx = (ember_exchange)x;
+                }
+            }
+        }
+        tp->free_table = 1;
+        double spread_tot = 0;
+        for (int32_t r = 0; r < W && tp->free_spread; r++)
+            spread_tot += weight3(tp->spread[r], lw);
+        tp->saving = tp->free_spread ? spread_tot - tbest : INFINITY;
+        tp->spread_total = spread_tot;
+    }
+    tp->must_table = !tp->fixed && tp->free_table && !tp->free_spread;
+    if (tp->fixed && pin->placement == EMBER_PLACE_TABLE)
+        tp->owner = pin->owner;
+done:
+    solo_free(&s);
+    return rc;
+}
+
+typedef struct saving_key {
+    double saving;
+    int32_t t;
+} saving_key;
+
+static int cmp_saving_key(const void *a, const void *b)
+{
+    const saving_key *x = a, *y = b;
+    if (x->saving != y->saving)
+        return x->saving > y->saving ? -1 : 1;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+/* Working arrays of the k search. */
+typedef struct search {
+    int32_t W, T;
+    double lw;
+    int64_t budget;
+    load3 *base, *load;        /* [W]                                      */
+    int64_t *base_mem, *bin_free; /* [W]                                   */
+    double *bin_load, *item_load; /* [W], [T]                              */
+    int64_t *item_mem;         /* [T]                                      */
+    int32_t *items, *bin_of;   /* [T]                                      */
+} search;
+
+/* Packs the table-wise set over the current base and returns the plan
+ * cost, or INFINITY when something does not fit.  owner_out[t] set. */
+static double evaluate(search *sr, table_plan *tp, const int32_t *set, int32_t nset,
+                       int32_t *owner_out)
+{
+    int32_t W = sr->W;
+    for (int32_t r = 0; r < W; r++) {
+        if (sr->base_mem[r] > sr->budget)
+            return INFINITY;
+        sr->load[r] = sr->base[r];
+        sr->bin_load[r] = weight3(sr->base[r], sr->lw);
+        sr->bin_free[r] = sr->budget - sr->base_mem[r];
+    }
+    for (int32_t i = 0; i < nset; i++) {
+        const table_plan *p = &tp[set[i]];
+        double extra = weight3(p->own, sr->lw) - weight3(p->req[0], sr->lw);
+        sr->item_load[i] = extra > 0 ? extra : 0;
+        sr->item_mem[i] = p->table_mem;
+    }
+    if (plan_pack(nset, sr->item_load, sr->item_mem, W, sr->bin_load, sr->bin_free, sr->bin_of) >= 0)
+        return INFINITY;
+    for (int32_t i = 0; i < nset; i++) {
+        const table_plan *p = &tp[set[i]];
+        int32_t o = sr->bin_of[i];
+        owner_out[set[i]] = o;
+        sr->load[o].s += p->own.s - p->req[o].s;
+        sr->load[o].r += p->own.r - p->req[o].r;
+        sr->load[o].l += p->own.l - p->req[o].l;
+    }
+    double mx = 0, sum = 0;
+    for (int32_t r = 0; r < W; r++) {
+        double c = weight3(sr->load[r], sr->lw);
+        sum += c;
+        if (c > mx)
+            mx = c;
+    }
+    return mx + sum / W;
+}
+
+static void add_loads(search *sr, const load3 *v, const int64_t *mem, double sign)
+{
+    for (int32_t r = 0; r < sr->W; r++) {
+        sr->base[r].s += sign * v[r].s;
+        sr->base[r].r += sign * v[r].r;
+        sr->base[r].l += sign * v[r].l;
+        if (mem)
+            sr->base_mem[r] += (int64_t)sign * mem[r];
+    }
+}
+
+/* The k search over the free tables sorted by saving.  Returns the best
+ * cost (INFINITY: nothing fits); tp[].in_table and owner set for it. */
+static double search_k(search *sr, table_plan *tp, int32_t *owner_best, int32_t *owner_tmp)
+{
+    int32_t T = sr->T, W = sr->W, nset = 0, ncand = 0;
+    saving_key *cand = malloc(sizeof *cand * (size_t)(T > 0 ? T : 1));
+    if (!cand)
+        return INFINITY;
+    memset(sr->base, 0, sizeof *sr->base * (size_t)W);
+    memset(sr->base_mem, 0, sizeof *sr->base_mem * (size_t)W);
+    for (int32_t t = 0; t < T; t++) {
+        table_plan *p = &tp[t];
+        p->in_table = 0;
+        if (p->fixed || (p->free_spread && !p->free_table)) {
+            add_loads(sr, p->spread, p->spread_mem, 1);
+        } else if (p->must_table || (!p->free_spread && p->free_table)) {
+            add_loads(sr, p->req, NULL, 1);
+            sr->items[nset++] = t;
+            p->in_table = 1;
+        } else if (p->free_spread && p->free_table) {
+            add_loads(sr, p->spread, p->spread_mem, 1);
+            if (p->saving > 0)
+                cand[ncand++] = (saving_key){p->saving, t};
+        }
+    }
+    qsort(cand, (size_t)ncand, sizeof *cand, cmp_saving_key);
+    double best = evaluate(sr, tp, sr->items, nset, owner_best);
+    int32_t best_k = 0;
+    for (int32_t k = 1; k <= ncand; k++) {
+        table_plan *p = &tp[cand[k - 1].t];
+        add_loads(sr, p->spread, p->spread_mem, -1);
+        add_loads(sr, p->req, NULL, 1);
+        sr->items[nset++] = cand[k - 1].t;
+        double c = evaluate(sr, tp, sr->items, nset, owner_tmp);
+        if (c < best * (1 - 1e-9)) {
+            best = c;
+            best_k = k;
+            memcpy(owner_best, owner_tmp, sizeof *owner_tmp * (size_t)T);
+        }
+    }
+    for (int32_t k = 0; k < best_k; k++)
+        tp[cand[k].t].in_table = 1;
+    free(cand);
+    return best;
+}
+
+/* The table that breaks the budget: spread at least memory, largest
+ * first, the first whose share no longer fits. */
+static void explain_no_fit(const plan_workload *w, const plan_options *o, table_plan *tp,
+                           char *err, size_t n)
+{
+    const ember_collection_config *cfg = w->cfg;
+    int32_t T = cfg->num_tables, W = o->world;
+    char b1[32], b2[32], b3[32];
+    for (int32_t t = 0; t < T; t++)
+        if (!tp[t].free_spread && !tp[t].free_table && !tp[t].fixed) {
+            int64_t share = (cfg->tables[t].rows + W - 1) / W *
+                            (int64_t)(cfg->tables[t].dim +
+                                      ember_state_floats(cfg->tables[t].optimizer.kind,
+                                                         cfg->tables[t].dim)) * 4;
+            snprintf(err, n,
+                     "nothing fits: table '%s' (%lld rows x %d, %s rows + state) needs %s per "
+                     "rank row-wise at world %d, over the budget of %s per rank",
+                     cfg->tables[t].name, (long long)cfg->tables[t].rows, cfg->tables[t].dim,
+                     plan_format_bytes((double)table_bytes(&cfg->tables[t]), b1, sizeof b1),
+                     plan_format_bytes((double)share, b2, sizeof b2), (int)W,
+                     plan_format_bytes((double)o->memory_per_rank, b3, sizeof b3));
+            return;
+        }
+    saving_key *ord = malloc(sizeof *ord * (size_t)(T > 0 ? T : 1));
+    if (!ord) {
+        snprintf(err, n, "nothing fits the memory budget");
+        return;
+    }
+    for (int32_t t = 0; t < T; t++) {
+        int64_t m = 0;
+        for (int32_t r = 0; r < W; r++)
+            if (tp[t].spread_mem[r] > m)
+                m = tp[t].spread_mem[r];
+        if (!tp[t].free_spread && tp[t].free_table)
+            m = tp[t].table_mem / W;
+        ord[t] = (saving_key){(double)m, t};
+    }
+    qsort(ord, (size_t)T, sizeof *ord, cmp_saving_key);
+    double used = 0;
+    for (int32_t i = 0; i < T; i++) {
+        const ember_table_config *tb = &cfg->tables[ord[i].t];
+        if (used + ord[i].saving > (double)o->memory_per_rank) {
+            snprintf(err, n,
+                     "nothing fits: table '%s' (%lld rows x %d) needs %s per rank at world %d, "
+                     "but the %d larger tables already use %s of the budget of %s per rank",
+                     tb->name, (long long)tb->rows, tb->dim,
+                     plan_format_bytes(ord[i].saving, b1, sizeof b1), (int)W, (int)i,
+                     plan_format_bytes(used, b2, sizeof b2),
+                     plan_format_bytes((double)o->memory_per_rank, b3, sizeof b3));
+            free(ord);
+            return;
+        }
+        used += ord[i].saving;
+    }
+    snprintf(err, n, "nothing fits the budget of %s per rank at world %d (table-wise tables "
+             "cannot be packed)",
+             plan_format_bytes((double)o->memory_per_rank, b3, sizeof b3), (int)W);
+    free(ord);
+}
+
+static void write_reasons(const plan_workload *w, const plan_options *o, table_plan *tp,
+                          const plan_pin *pins, plan_result *res)
+{
+    const ember_collection_config *cfg = w->cfg;
+    char b1[32];
+    for (int32_t t = 0; t < cfg->num_tables; t++) {
+        table_plan *p = &tp[t];
+        char *out = res->reason[t];
+        size_t n = sizeof res->reason[t];
+        const plan_pin *pin = pins ? &pins[t] : NULL;
+        if (p->fixed) {
+            snprintf(out, n, "pinned%s", pin && pin->exchange < 0 &&
+                     (p->sp == EMBER_PLACE_ROW || p->sp == EMBER_PLACE_TABLE)
+                     ? "; exchange by cost" : "");
+        } else if (p->in_table) {
+            if (pin && pin->placement == EMBER_PLACE_TABLE)
+                snprintf(out, n, "pinned table-wise; bin-packed onto rank %d", (int)res->owner[t]);
+            else if (!p->free_spread)
+                snprintf(out, n, "table-wise: no spread placement fits the budget; rank %d",
+                         (int)res->owner[t]);
+            else
+                snprintf(out, n, "table-wise on rank %d: %.0f%% cheaper than %s; bin-packed",
+                         (int)res->owner[t],
+                         p->spread_total > 0 ? 100.0 * p->saving / p->spread_total : 0.0,
+                         place_name(p->sp, p->sx));
+        } else {
+            const char *name = place_name(p->sp, p->sx);
+            if (pin && pin->placement >= 0)
+                snprintf(out, n, "pinned %s", name);
+            else if (p->free_table && p->saving > 0)
+                snprintf(out, n, "%s: table-wise saves bytes alone but overloads a rank", name);
+            else if (!p->free_table && table_bytes(&cfg->tables[t]) > o->memory_per_rank &&
+                     o->memory_per_rank > 0)
+                snprintf(out, n, "%s: too big for one rank (%s)", name,
+                         plan_format_bytes((double)table_bytes(&cfg->tables[t]), b1, sizeof b1));
+            else if (p->sp == EMBER_PLACE_REPLICATED)
+                snprintf(out, n, "replicated: %s, at most the threshold; its forward sends "
+                         "nothing%s%s%s", plan_format_bytes((double)table_bytes(&cfg->tables[t]),
+                                                            b1, sizeof b1),
+                         isfinite(p->runner_cost) ? "; next best: " : "",
+                         isfinite(p->runner_cost) ? place_name(p->runner_p, p->runner_x) : "",
+                         isfinite(p->runner_cost) ? " (same cost within 1%)" : "");
+            else if (isfinite(p->runner_cost) && p->sp_cost > 0)
+                snprintf(out, n, "%s: cheapest; %s costs %.2fx", name,
+                         place_name(p->runner_p, p->runner_x), p->runner_cost / p->sp_cost);
+            else
+                snprintf(out, n, "%s: cheapest", name);
+        }
+    }
+}
+
+void plan_result_free(plan_result *r)
+{
+    if (!r)
+        return;
+    free(r->placement);
+    free(r->owner);
+    free(r->exchange);
+    free(r->reason);
+    free(r->ranks);
+    free(r->tables);
+    r->placement = NULL;
+    r->owner = NULL;
+    r->exchange = NULL;
+    r->reason = NULL;
+    r->ranks = NULL;
+    r->tables = NULL;
+}
+
+int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *o,
+              plan_result *res)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    memset(res, 0, sizeof *res);
+    if (!w || !w->cfg || !o || o->world < 1 || !(o->lookup_weight >= 0)) {
+        snprintf(res->error, sizeof res->error, "bad planner options (world %d)",
+                 o ? (int)o->world : 0);
+        return EMBER_EINVAL;
+    }
+    const ember_collection_config *cfg = w->cfg;
+    int32_t T = cfg->num_tables, W = o->world;
+    size_t nt = (size_t)(T > 0 ? T : 1), nw = (size_t)W;
+    int rc = EMBER_ENOMEM;
+    plan_pin none = {-1, -1, -1};
+    for (int32_t t = 0; t < T && pins; t++) {
+        const plan_pin *p = &pins[t];
+        if (p->placement > EMBER_PLACE_REPLICATED || p->exchange > EMBER_EXCHANGE_POOLED ||
+            p->owner >= W || (p->owner >= 0 && p->placement != EMBER_PLACE_TABLE)) {
+            snprintf(res->error, sizeof res->error,
+                     "table '%s': pinned owner %d is not a rank of world %d%s",
+                     cfg->tables[t].name, (int)p->owner, (int)W,
+                     p->owner >= 0 && p->placement != EMBER_PLACE_TABLE && p->owner < W
+                         ? " (or an owner without placement = table)" : "");
+            if (p->placement > EMBER_PLACE_REPLICATED || p->exchange > EMBER_EXCHANGE_POOLED)
+                snprintf(res->error, sizeof res->error, "table '%s': bad pin",
+                         cfg->tables[t].name);
+            return EMBER_EINVAL;
+        }
+    }
+    table_plan *tp = calloc(nt, sizeof *tp);
+    search sr;
+    memset(&sr, 0, sizeof sr);
+    ember_table_config *tabs = malloc(sizeof *tabs * nt);
+    int32_t *owner_best = calloc(nt, sizeof *owner_best), *owner_tmp = calloc(nt, sizeof *owner_tmp);
+    res->placement = calloc(nt, sizeof *res->placement);
+    res->owner = calloc(nt, sizeof *res->owner);
+    res->exchange = calloc(nt, sizeof *res->exchange);
+    res->reason = calloc(nt, sizeof *res->reason);
+    res->ranks = calloc(nw, sizeof *res->ranks);
+    res->tables = calloc(nt, sizeof *res->tables);
+    sr.base = malloc(sizeof *sr.base * nw);
+    sr.load = malloc(sizeof *sr.load * nw);
+    sr.base_mem = malloc(sizeof *sr.base_mem * nw);
+    sr.bin_free = malloc(sizeof *sr.bin_free * nw);
+    sr.bin_load = malloc(sizeof *sr.bin_load * nw);
+    sr.item_load = malloc(sizeof *sr.item_load * nt);
+    sr.item_mem = malloc(sizeof *sr.item_mem * nt);
+    sr.items = malloc(sizeof *sr.items * nt);
+    sr.bin_of = malloc(sizeof *sr.bin_of * nt);
+    if (!tp || !tabs || !owner_best || !owner_tmp || !res->placement || !res->owner ||
+        !res->exchange || !res->reason || !res->ranks || !res->tables || !sr.base || !sr.load ||
+        !sr.base_mem || !sr.bin_free || !sr.bin_load || !sr.item_load || !sr.item_mem ||
+        !sr.items || !sr.bin_of)
+        goto fail;
+    sr.W = W;
+    sr.T = T;
+    sr.lw = o->lookup_weight;
+    sr.budget = o->memory_per_rank > 0 ? o->memory_per_rank : INT64_MAX;
+    for (int32_t t = 0; t < T; t++) {
+        tp[t].spread = malloc(sizeof *tp[t].spread * nw);
+        tp[t].spread_mem = calloc(nw, sizeof *tp[t].spread_mem);
+        tp[t].req = calloc(nw, sizeof *tp[t].req);
+        if (!tp[t].spread || !tp[t].spread_mem || !tp[t].req)
+            goto fail;
+    }
+    if (T > 0 && !w->stats) {
+        rc = EMBER_EINVAL;
+        snprintf(res->error, sizeof res->error, "no id statistics");
+        goto fail;
+    }
+    double best = INFINITY;
+    for (int pass = 0; pass < 2 && !isfinite(best); pass++) {
+        for (int32_t t = 0; t < T; t++) {
+            rc = table_options(w, t, pins ? &pins[t] : &none, o, pass, &tp[t]);
+            if (rc) {
+                snprintf(res->error, sizeof res->error,
+                         "table '%s': the cost model refused the workload (rows, dim, pooling "
+                         "or id statistics)", cfg->tables[t].name);
+                goto fail;
+            }
+        }
+        best = search_k(&sr, tp, owner_best, owner_tmp);
+    }
+    if (!isfinite(best)) {
+        explain_no_fit(w, o, tp, res->error, sizeof res->error);
+        rc = EMBER_EINVAL;
+        goto fail;
+    }
+    /* the chosen plan, evaluated exactly */
+    for (int32_t t = 0; t < T; t++) {
+        tabs[t] = cfg->tables[t];
+        table_plan *p = &tp[t];
+        if (p->in_table) {
+            tabs[t].placement = EMBER_PLACE_TABLE;
+            tabs[t].owner = owner_best[t];
+            tabs[t].exchange = p->tx;
+        } else {
+            tabs[t].placement = p->sp;
+            tabs[t].owner = p->sp == EMBER_PLACE_TABLE ? p->owner : 0;
+            tabs[t].exchange = p->sx;
+        }
+        res->placement[t] = tabs[t].placement;
+        res->owner[t] = tabs[t].owner;
+        res->exchange[t] = tabs[t].exchange;
+    }
+    ember_collection_config c2 = *cfg;
+    c2.tables = tabs;
+    plan_workload w2 = *w;
+    w2.cfg = &c2;
+    if ((rc = plan_predict(&w2, W, res->ranks, res->tables)))
+        goto fail;
+    double mx = 0, sum = 0;
+    for (int32_t r = 0; r < W; r++) {
+        double c = plan_rank_weight(&res->ranks[r], o->lookup_weight);
+        sum += c;
+        if (c > mx)
+            mx = c;
+    }
+    res->cost = mx + sum / W;
+    res->num_tables = T;
+    res->world = W;
+    write_reasons(w, o, tp, pins, res);
+    rc = EMBER_OK;
+fail:
+    if (rc && !res->error[0])
+        snprintf(res->error, sizeof res->error, "%s", ember_status_str(rc));
+    if (tp)
+        for (int32_t t = 0; t < T; t++) {
+            free(tp[t].spread);
+            free(tp[t].spread_mem);
+            free(tp[t].req);
+        }
+    free(tp);
+    free(tabs);
+    free(owner_best);
+    free(owner_tmp);
+    free(sr.base);
+    free(sr.load);
+    free(sr.base_mem);
+    free(sr.bin_free);
+    free(sr.bin_load);
+    free(sr.item_load);
+    free(sr.item_mem);
+    free(sr.items);
+    free(sr.bin_of);
+    if (rc) {
+        char keep[sizeof res->error];
+        memcpy(keep, res->error, sizeof keep);
+        plan_result_free(res);
+        memcpy(res->error, keep, sizeof keep);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    res->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return rc;
+}
+
+const char *plan_format_bytes(double bytes, char *buf, size_t n)
+{
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    double v = bytes;
+    while (fabs(v) >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, n, "%.0f B", v);
+    else
+        snprintf(buf, n, "%.*f %s", fabs(v) < 10 ? 2 : fabs(v) < 100 ? 1 : 0, v, unit[u]);
+    return buf;
+}
