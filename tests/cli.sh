@@ -296,6 +296,231 @@ check_bench_usage_errors() {
 }
 CHECKS+=(bench_usage_errors)
 
+# ------------------------------------------------- under mpirun (issue 3)
+# Every subcommand under `mpirun -np 2`: same exit code on every rank (mpirun
+# returns it), normal output once (rank 0), data-parallel input.  Open MPI
+# on shared memory, oversubscribed, as root (as the MPI tests in CMakeLists);
+# each mpirun under a timeout, so a hang fails instead of blocking.  Under
+# ASan, leak checking is off here: Open MPI unloads its components before
+# LeakSanitizer runs, so their allocations cannot be suppressed by name (the
+# same code paths are leak-checked alone above).
+
+MPIRUN=${EMBER_MPIRUN:-mpirun}
+mpi2() { # ember under mpirun -np 2
+    OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1 \
+        ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout -k 10 120 "$MPIRUN" --oversubscribe --allow-run-as-root -np 2 "$EMBER" "$@"
+}
+have_mpirun() {
+    command -v "$MPIRUN" >/dev/null || { echo "skipped: no $MPIRUN"; return 1; }
+}
+
+check_mpi_bench() {
+    have_mpirun || return 0
+    expect_status 0 mpi2 bench --tables 4 --rows 10000 --batch 256 --pooling 4 --iters 2 \
+        --warmup 1 --optimizer none,sgd || return 1
+    bench_lines_ok "$TMP/out" "none:1 sgd:1" || return 1   # one line per pair: printed once
+    python3 - "$TMP/out" <<'EOF2' || return 1
+import json, sys
+for r in map(json.loads, open(sys.argv[1])):
+    assert (r["ranks"], r["placement"], r["exchange"], r["batch"]) == (2, "row", "rows", 256), r
+    assert r["bytes_sent_per_step_max"] > 0 and len(r["bytes_sent_per_step_by_rank"]) == 2, r
+    assert r["bytes_sent_per_step_sum"] == r["bytes_received_per_step_sum"], r
+    assert 0 <= r["comm_share"] <= 1, r
+    if r["optimizer"] == "sgd":   # the cost model's bytes, within the 10 % target
+        assert 0.9 <= r["measured_over_predicted_sum"] <= 1.1, r
+    else:                         # forward only: the model predicts a whole step
+        assert r["predicted_bytes_sent_per_step_sum"] is None, r
+EOF2
+    local p
+    for p in "column" "table" "replicated" "row --exchange pooled"; do
+        expect_status 0 mpi2 bench --tables 3 --rows 1000 --batch 64 --pooling 3 --iters 1 \
+            --warmup 0 --optimizer adagrad --placement $p || return 1
+        bench_lines_ok "$TMP/out" "adagrad:1" || { echo "placement $p"; return 1; }
+    done
+    expect_status 2 mpi2 bench --placement diagonal || return 1
+    [ "$(grep -c "bad value 'diagonal' for --placement" "$TMP/err")" = 1 ] ||
+        { echo "want the usage error once"; return 1; }
+}
+CHECKS+=(mpi_bench)
+
+# limits at -np 2: each rank counts its half of the samples, the report is of
+# the max over ranks per (table, shard); --shards defaults to the world size.
+check_mpi_limits() {
+    have_mpirun || return 0
+    local f="$TMP/mpi.bin"
+    expect_status 0 "$EMBER" gen "$f" --tables 3 --rows 1001 --batch 65 --pooling 6 \
+        --dist zipf --alpha 1.2 --batches 4 --seed 5 || return 1
+    expect_status 0 mpi2 limits "$f" --json || return 1
+    python3 - "$f" "$TMP/out" <<'EOF2' || return 1
+import json, struct, sys
+path, out = sys.argv[1], sys.argv[2]
+d = open(path, "rb").read()
+T, F = struct.unpack_from("<ii", d, 16)
+rows = struct.unpack_from("<%dq" % T, d, 24)
+ftab = struct.unpack_from("<%di" % F, d, 24 + 8 * T)
+pos = 24 + 8 * T + 4 * F + 8
+off = [sum(rows[:t]) for t in range(T)]   # stacked: one group (dim 1, SGD)
+W, S = 2, 2
+mx = [0] * T; mu = [0] * T
+while d[pos:pos + 4] == b"BREC":
+    B, N, flags = struct.unpack_from("<iqI", d, pos + 4)
+    lengths = struct.unpack_from("<%di" % (F * B), d, pos + 20)
+    ids = struct.unpack_from("<%dq" % N, d, pos + 20 + 4 * F * B)
+    pos += 20 + 4 * F * B + 8 * N + (4 * N if flags & 1 else 0) + 8
+    bags = {}; k = 0
+    for f in range(F):
+        for b in range(B):
+            bags[f, b] = ids[k:k + lengths[f * B + b]]; k += lengths[f * B + b]
+    for r in range(W):                      # rank r: samples [r*B//W, (r+1)*B//W)
+        cnt = {}; seen = {}
+        for f in range(F):
+            t = ftab[f]
+            for b in range(r * B // W, (r + 1) * B // W):
+                for i in set(bags[f, b]):
+                    s = (off[t] + i) % S
+                    cnt[t, s] = cnt.get((t, s), 0) + 1
+                    seen.setdefault((t, s), set()).add(i)
+        for t in range(T):
+            for s in range(S):
+                mx[t] = max(mx[t], cnt.get((t, s), 0))
+                mu[t] = max(mu[t], len(seen.get((t, s), ())))
+recs = [json.loads(l) for l in open(out)]
+assert len(recs) == T + 1, len(recs)                    # printed once
+assert recs[-1]["record"] == "summary" and recs[-1]["ranks"] == 2, recs[-1]
+for r in recs[:-1]:
+    t = r["table"]
+    assert r["shards"] == 2 and r["batches"] == 4, r
+    assert (r["max_ids"], r["max_unique_ids"]) == (mx[t], mu[t]), (r, mx[t], mu[t])
+    assert r["ids_total"] == 4 * 65 * 6, r               # totals of the global batches
+EOF2
+    expect_status 0 mpi2 limits --synthetic --tables 2 --rows 500 --batch 32 --batches 2 || return 1
+    [ "$(grep -c '^ember limits:' "$TMP/out")" = 1 ] || { echo "want one header"; return 1; }
+    grep -q "over 2 ranks" "$TMP/out" || return 1
+    expect_status 1 mpi2 limits "$TMP/no-such.bin" || return 1
+    grep -q "rank 0: .*no-such.bin" "$TMP/err" || return 1
+    expect_status 2 mpi2 limits --synthetic --shards 0 || return 1
+}
+CHECKS+=(mpi_limits)
+
+# gen at -np 2: rank 0 writes (the same bytes as alone), the others wait for its status
+check_mpi_gen() {
+    have_mpirun || return 0
+    expect_status 0 mpi2 gen "$TMP/g2.bin" --tables 2 --rows 100 --batch 8 --batches 3 \
+        --seed 9 || return 1
+    [ "$(grep -c '^ember gen: wrote 3 batches' "$TMP/out")" = 1 ] || { echo "want one line"; return 1; }
+    expect_status 0 "$EMBER" gen "$TMP/g1.bin" --tables 2 --rows 100 --batch 8 --batches 3 \
+        --seed 9 || return 1
+    cmp "$TMP/g1.bin" "$TMP/g2.bin" || return 1
+    [ ! -e "$TMP/g2.bin.tmp" ] || return 1
+    expect_status 1 mpi2 gen "$TMP/no-dir/a.bin" --batches 1 || return 1
+    [ "$(grep -c "no-dir" "$TMP/err")" = 1 ] || { echo "want the error once"; return 1; }
+}
+CHECKS+=(mpi_gen)
+
+# ------------------------------------------------------------ ember plan
+PLAN_CONFIGS="$(cd "$(dirname "${BASH_SOURCE[0]}")/../configs" && pwd)"
+
+check_plan_workloads() { # W1-W3 and the cluster plan: text, one line per rank
+    local c
+    for c in w1 w2 w3 cluster64 tiny; do
+        expect_status 0 "$EMBER" plan "$PLAN_CONFIGS/$c.cfg" || return 1
+        grep -q "^imbalance" "$TMP/out" || { echo "$c: no imbalance line"; return 1; }
+    done
+    expect_status 0 "$EMBER" plan "$PLAN_CONFIGS/w1.cfg" --world 8 || return 1
+    [ "$(grep -cE '^ +[0-7]  ' "$TMP/out")" = 8 ] || { echo "W1: not 8 rank lines"; return 1; }
+    [ "$(grep -cE '^t[0-7] .* table ' "$TMP/out")" = 8 ] || { echo "W1 at 8: not table-wise"; return 1; }
+}
+CHECKS+=(plan_workloads)
+
+check_plan_json() { # --json, --world and --memory-per-rank override the config
+    expect_status 0 "$EMBER" plan "$PLAN_CONFIGS/cluster64.cfg" --world 1024 \
+        --memory-per-rank 32G --json || return 1
+    python3 - "$TMP/out" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["world"] == 1024 and p["memory_per_rank"] == 32 << 30, p["world"]
+assert len(p["ranks"]) == 1024 and len(p["tables"]) == 123
+for t in p["tables"]:
+    assert t["placement"] in ("row", "column", "table", "replicated"), t
+    assert t["reason"], t
+    if t["placement"] == "table":
+        assert 0 <= t["owner"] < 1024, t
+for r in p["ranks"]:
+    assert r["row_bytes"] + r["state_bytes"] <= 32 << 30, r
+    assert r["bytes_sent"] == r["a2a_sent"] + r["ag_sent"], r
+tot = p["totals"]
+assert abs(tot["bytes_sent"] - sum(r["bytes_sent"] for r in p["ranks"])) <= 1024, tot
+assert p["imbalance"]["ids_served"] >= 1 and p["seconds"] < 2, p["imbalance"]
+big = {t["name"]: t for t in p["tables"]}["user_id"]
+assert big["placement"] == "row", big          # 481 GiB fits no rank
+PY
+}
+CHECKS+=(plan_json)
+
+check_plan_pins() { # pins in the config win; small tables replicated where it pays
+    cat >"$TMP/pins.cfg" <<'CFG'
+tables = (
+  { name = "a"; rows = 100000; dim = 32; optimizer = "adagrad"; placement = "table"; owner = 1; },
+  { name = "b"; rows = 100000; dim = 32; placement = "column"; },
+  { name = "c"; rows = 100000; dim = 32; placement = "row"; exchange = "pooled"; },
+  { name = "d"; rows = 4000;   dim = 64; dist = "uniform"; }
+);
+features = (
+  { name = "fa"; table = "a"; pooling = 4; }, { name = "fb"; table = "b"; pooling = 4; },
+  { name = "fc"; table = "c"; pooling = 4; }, { name = "fd"; table = "d"; pooling = 20; }
+);
+data = { batch_size = 64; };
+planner = { world = 2; };
+CFG
+    expect_status 0 "$EMBER" plan "$TMP/pins.cfg" --json || return 1
+    python3 - "$TMP/out" <<'PY'
+import json, sys
+t = {x["name"]: x for x in json.load(open(sys.argv[1]))["tables"]}
+assert t["a"]["placement"] == "table" and t["a"]["owner"] == 1 and t["a"]["pinned"], t["a"]
+assert t["b"]["placement"] == "column" and t["b"]["pinned"], t["b"]
+assert t["c"]["placement"] == "row" and t["c"]["exchange"] == "pooled", t["c"]
+assert t["d"]["placement"] == "replicated" and not t["d"]["pinned"], t["d"]
+PY
+}
+CHECKS+=(plan_pins)
+
+check_plan_data() { # id statistics measured on a batch file
+    expect_status 0 "$EMBER" gen "$TMP/w2.bin" --preset W2 --batches 2 || return 1
+    expect_status 0 "$EMBER" plan "$PLAN_CONFIGS/w2.cfg" --data "$TMP/w2.bin" || return 1
+    grep -q "measured on" "$TMP/out" || return 1
+    expect_status 1 "$EMBER" plan "$PLAN_CONFIGS/w1.cfg" --data "$TMP/w2.bin" || return 1
+    grep -q "26 tables" "$TMP/err" || return 1
+}
+CHECKS+=(plan_data)
+
+check_plan_errors() { # messages name the file, the line and the key
+    printf 'tables = (\n  { name = "t"; rows = 10; dim = 2000; }\n);\nfeatures = ({ name = "f"; table = "t"; });\n' >"$TMP/bad1.cfg"
+    expect_status 1 "$EMBER" plan "$TMP/bad1.cfg" || return 1
+    grep -q "bad1.cfg:2: tables\[0\].dim: must be in 1..1024" "$TMP/err" || return 1
+    printf 'tables = ({ name = "t"; rows = 10; dim = 4; colour = 1; });\nfeatures = ();\n' >"$TMP/bad2.cfg"
+    expect_status 1 "$EMBER" plan "$TMP/bad2.cfg" || return 1
+    grep -q "bad2.cfg:1: tables\[0\].colour: unknown key" "$TMP/err" || return 1
+    printf 'tables = ({ name = "t";\n rows = 5000000000; dim = 4; });\n' >"$TMP/bad3.cfg"
+    expect_status 1 "$EMBER" plan "$TMP/bad3.cfg" || return 1
+    grep -q "bad3.cfg:2: .*5000000000L" "$TMP/err" || return 1
+    printf 'tables = ({ name = "t"; rows = 10; dim = 4; });\nfeatures = ({ name = "f"; table = "u"; });\n' >"$TMP/bad4.cfg"
+    expect_status 1 "$EMBER" plan "$TMP/bad4.cfg" || return 1
+    grep -q "bad4.cfg:2: features\[0\].table: no table named \"u\"" "$TMP/err" || return 1
+    printf 'tables = ({ name = "t"; rows = ; });\n' >"$TMP/bad5.cfg"
+    expect_status 1 "$EMBER" plan "$TMP/bad5.cfg" || return 1
+    grep -q "bad5.cfg:1: syntax error" "$TMP/err" || return 1
+    expect_status 1 "$EMBER" plan "$PLAN_CONFIGS/cluster64.cfg" --world 8 || return 1
+    grep -q "nothing fits: table 'query_ngram'" "$TMP/err" || return 1 # user_id takes 60 GiB
+    expect_status 1 "$EMBER" plan "$TMP/missing.cfg" || return 1
+    grep -q "missing.cfg: cannot open" "$TMP/err" || return 1
+    expect_status 2 "$EMBER" plan "$PLAN_CONFIGS/w1.cfg" --world 0 || return 1
+    expect_status 2 "$EMBER" plan "$PLAN_CONFIGS/w1.cfg" --memory-per-rank lots || return 1
+    expect_status 2 "$EMBER" plan || return 1
+    expect_status 0 "$EMBER" plan --help || return 1
+    grep -q "usage: ember plan CONFIG" "$TMP/out" || return 1
+}
+CHECKS+=(plan_errors)
+
 # ---------------------------------------------------------------- runner
 # (keep last: checks are defined and added to CHECKS above)
 passed=0

@@ -23,14 +23,19 @@
  *             REPLICATED; COLUMN within 1e-6 relative (mpi_close_table).
  *             Also before the first step (initialisation, collective read).
  *   writes    at step 1 of some trials a random row range is written with
- *             ember_table_write (collective) on both collections.
+ *             ember_table_write (collective) on both collections and read
+ *             back (the range alone, then every table).
  *   stats     steps, minibatches == 1; bytes sent/received are 0 in a world
  *             of one; dropped_bounds is this rank's (or the global) count.
  * Configs cycle through seven placement modes (ROW/ROWS, ROW/POOLED,
  * TABLE/ROWS, TABLE/POOLED, COLUMN, REPLICATED, mixed placements with random
- * exchanges and owners) x the four optimizers of table 0 (28 trials), with
+ * exchanges and owners) x the four optimizers of table 0 x the dims 1, 2,
+ * 3, 4, 5, 8, 17, 64 of table 0 (56 trials cover every mode with every
+ * optimizer twice and with every dim), with
  * random combiners (feature 0 cycles through all four), weights, dedup,
  * stacking (half the configs share dim and optimizer so tables stack),
+ * global batches of 0..40 samples (0..300, bags up to 24 ids, every 8th),
+ * thread counts 1 and 2,
  * bounds = drop with out-of-range ids, debug_checks, TABLE owners on
  * different ranks, tables with 1..3 rows (fewer than ranks), dims 1..64
  * (not divisible by W, and below W: column-wise padding).
@@ -40,7 +45,7 @@
  */
 #include "mpi_util.h"
 
-#define TRIALS 28
+#define TRIALS 56
 #define STEPS 3
 
 enum { MODE_ROW_ROWS, MODE_ROW_POOLED, MODE_TABLE_ROWS, MODE_TABLE_POOLED, MODE_COLUMN,
@@ -103,7 +108,7 @@ static test_config *random_config(test_rng *r, int trial, ember_world *world)
     tc->cfg.stack_tables = (int)test_range(r, 0, 2);
     tc->cfg.bounds = test_range(r, 0, 4) == 0 ? EMBER_BOUNDS_DROP : EMBER_BOUNDS_ERROR;
     tc->cfg.debug_checks = test_range(r, 0, 4) == 0;
-    tc->cfg.threads = 1;
+    tc->cfg.threads = 1 + trial % 2; /* results do not depend on it */
     tc->cfg.world = world;
     return tc;
 }
@@ -145,8 +150,9 @@ static void random_trial(test_rng *r, int trial, ember_world *world)
     int64_t dropped_local = 0, dropped_global = 0;
     for (int step = 0; step < STEPS; step++) {
         test_batch_opts o = test_batch_opts_default();
-        o.batch_size = (int32_t)test_range(r, 0, 41);
-        o.max_len = (int32_t)test_range(r, 0, 7);
+        int big = trial % 8 == 7; /* now and then a larger batch with longer bags */
+        o.batch_size = (int32_t)test_range(r, 0, big ? 301 : 41);
+        o.max_len = (int32_t)test_range(r, 0, big ? 25 : 7);
         o.empty_frac = 0.2;
         o.dup_heavy = test_range(r, 0, 4) == 0;
         o.weighted = (int)test_range(r, 0, 2);
@@ -185,7 +191,14 @@ static void random_trial(test_rng *r, int trial, ember_world *world)
             MCHECK(a == EMBER_OK && b == EMBER_OK, "%s: table_write %s rows [%lld, +%lld): %s",
                    what, cfg->tables[t].name, (long long)first, (long long)count,
                    ember_errmsg(dc));
-            free(x);
+            /* the same range read back (collective) */
+            float *y = mpi_nan_buffer(count * cfg->tables[t].dim);
+            a = ember_table_read(dc, t, first, count, y);
+            MCHECK(a == EMBER_OK && !memcmp(x, y, (size_t)(count * cfg->tables[t].dim) * 4),
+                   "%s: table_read of the rows just written to %s [%lld, +%lld): %s", what,
+                   cfg->tables[t].name, (long long)first, (long long)count,
+                   a == EMBER_OK ? "values differ" : ember_errmsg(dc));
+            free(x), free(y);
             mpi_compare_tables(dc, refc, cfg, 0, "after ember_table_write");
         }
 

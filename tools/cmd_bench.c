@@ -14,6 +14,19 @@
  * that only one collection (W3 Adam: 15 GB) exists at a time.  The shape
  * options and presets are synth_args', shared with `ember gen` and
  * `ember limits`; --dim, when not given, is the preset's.
+ *
+ * Under mpirun -np W (docs/PERFORMANCE.md, "Distributed step"): the global
+ * batch stays the workload's; every rank draws the same global batches and
+ * keeps its samples [r*B/W, (r+1)*B/W) (batch_slice.h); every table gets
+ * --placement (TABLE: owner t % W) and --exchange.  Each timed iteration
+ * starts after a barrier (untimed) and its time is the maximum over ranks,
+ * so it is the world's step time.  Bytes exchanged are ember_stats'
+ * last_bytes_sent/received of every iteration (mean per step; max and sum
+ * over ranks), the exchange's time is last_comm_seconds (max over ranks),
+ * and the cost model's prediction (src/plan, plan_predict_bytes_sent) is
+ * printed beside them.  Several (optimizer, threads) pairs run one after
+ * the other in the same processes (a child could not rejoin the MPI job),
+ * so peak_rss_mb is then the largest so far.  Only rank 0 prints.
  */
 #include <errno.h>
 #include <math.h>
@@ -27,6 +40,8 @@
 
 #include <jansson.h>
 
+#include "plan/plan.h" /* the cost model's predicted bytes (library-internal) */
+#include "batch_slice.h"
 #include "commands.h"
 #include "ember.h"
 #include "synth_args.h"
@@ -43,7 +58,12 @@ typedef struct bench_opts {
     int num_opt, num_thr;
     const char *opt[BENCH_MAX_LIST];     /* none, sgd, ...    */
     int32_t thr[BENCH_MAX_LIST];
+    ember_placement placement;           /* every table's     */
+    ember_exchange exchange;
 } bench_opts;
+
+static const char *const PLACEMENT_NAMES[] = {"row", "column", "table", "replicated"};
+static const char *const EXCHANGE_NAMES[] = {"rows", "pooled"};
 
 static void bench_usage(FILE *f)
 {
@@ -62,7 +82,14 @@ static void bench_usage(FILE *f)
             "  --lr X                  learning rate (0.01)\n"
             "  --seed N                ids, init and gradient seed (0)\n"
             "  --max-gb X              skip a measurement whose tables and state exceed X GB (20)\n"
-            "One JSON line per (optimizer, threads); several pairs run in fresh processes.\n");
+            "                          (per rank under mpirun)\n"
+            "  --placement P           every table's placement over the ranks: row, column,\n"
+            "                          table (owner t %% ranks) or replicated (row)\n"
+            "  --exchange E            what ROW/TABLE owners send back: rows or pooled (rows)\n"
+            "One JSON line per (optimizer, threads); several pairs run in fresh processes.\n"
+            "Under mpirun -np N: the workload's global batch split over the ranks, step time =\n"
+            "max over ranks, bytes exchanged per step measured and predicted; rank 0 prints;\n"
+            "several pairs run one after the other in the same processes.\n");
 }
 
 static double now_s(void)
@@ -127,11 +154,25 @@ static int parse_double(const char *s, double *out)
     return (errno || end == s || *end) ? -1 : 0;
 }
 
-/* Parses argv[1..argc) into o; 0, or 2 after printing the problem. */
-static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char *thr_buf)
+/* Index of s in names[n], or -1. */
+static int name_index(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i]))
+            return i;
+    return -1;
+}
+
+/* Parses argv[1..argc) into o; 0, -1 after --help, or 2 after printing the
+ * problem on err. */
+static int bench_parse(FILE *err, int argc, char **argv, bench_opts *o, char *opt_buf,
+                       char *thr_buf)
 {
     memset(o, 0, sizeof *o);
     synth_args_init(&o->sa);
+    o->sa.err = err;
+    o->placement = EMBER_PLACE_ROW;
+    o->exchange = EMBER_EXCHANGE_ROWS;
     o->lr = 0.01;
     o->max_gb = 20;
     o->iters = 10;
@@ -145,10 +186,10 @@ static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char
         const char *eq = strchr(flag, '=');
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
             bench_usage(stdout);
-            exit(0);
+            return -1;
         }
         if (strncmp(flag, "--", 2) || (eq ? (size_t)(eq - flag) : strlen(flag)) >= sizeof name) {
-            fprintf(stderr, "ember bench: unexpected argument '%s'\n", flag);
+            fprintf(err, "ember bench: unexpected argument '%s'\n", flag);
             return 2;
         }
         if (eq) {
@@ -158,7 +199,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char
         } else {
             strcpy(name, flag);
             if (i + 1 >= argc) {
-                fprintf(stderr, "ember bench: %s needs a value\n", flag);
+                fprintf(err, "ember bench: %s needs a value\n", flag);
                 return 2;
             }
             val = argv[++i];
@@ -188,18 +229,26 @@ static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char
             bad = strlen(val) >= 256;
             if (!bad)
                 strcpy(thr_buf, val);
+        } else if (!strcmp(name, "--placement")) {
+            int k = name_index(val, PLACEMENT_NAMES, 4);
+            bad = k < 0;
+            o->placement = (ember_placement)(bad ? 0 : k);
+        } else if (!strcmp(name, "--exchange")) {
+            int k = name_index(val, EXCHANGE_NAMES, 2);
+            bad = k < 0;
+            o->exchange = (ember_exchange)(bad ? 0 : k);
         } else {
             int used = 0, took = synth_args_take(&o->sa, "bench", name, val, &used);
             if (took < 0)
                 return 2;
             if (!took || !used) { /* --weighted: the kernels here are unweighted */
-                fprintf(stderr, "ember bench: unknown option '%s' (ember bench --help)\n", name);
+                fprintf(err, "ember bench: unknown option '%s' (ember bench --help)\n", name);
                 return 2;
             }
             bad = !strcmp(name, "--rows") && o->sa.rows > INT64_C(1) << 40; /* bench's cap */
         }
         if (bad) {
-            fprintf(stderr, "ember bench: bad value '%s' for %s\n", val, name);
+            fprintf(err, "ember bench: bad value '%s' for %s\n", val, name);
             return 2;
         }
     }
@@ -213,7 +262,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char
     for (int i = 0; i < o->num_opt; i++) {
         ember_optimizer_kind k;
         if (parse_optimizer(o->opt[i], &k) < 0) {
-            fprintf(stderr,
+            fprintf(err,
                     "ember bench: bad value '%s' for --optimizer "
                     "(none, sgd, adagrad, rowwise_adagrad, adam)\n",
                     o->opt[i]);
@@ -225,20 +274,21 @@ static int bench_parse(int argc, char **argv, bench_opts *o, char *opt_buf, char
     for (int i = 0; i < o->num_thr; i++) {
         int64_t v;
         if (synth_parse_int64(thr[i], 1, 1024, &v)) {
-            fprintf(stderr, "ember bench: bad value '%s' for --threads\n", thr[i]);
+            fprintf(err, "ember bench: bad value '%s' for --threads\n", thr[i]);
             return 2;
         }
         o->thr[i] = (int32_t)v;
     }
     if (o->num_opt < 1 || o->num_thr < 1) {
-        fprintf(stderr, "ember bench: --optimizer and --threads need at least one item each\n");
+        fprintf(err, "ember bench: --optimizer and --threads need at least one item each\n");
         return 2;
     }
     return 0;
 }
 
 /* Common fields of every line of one measurement. */
-static json_t *bench_base(const bench_opts *o, const char *optimizer, int32_t threads)
+static json_t *bench_base(const tool_ctx *ctx, const bench_opts *o, const char *optimizer,
+                          int32_t threads)
 {
     const ember_synth_config *sh = &o->shape;
     char wl[128];
@@ -261,10 +311,14 @@ static json_t *bench_base(const bench_opts *o, const char *optimizer, int32_t th
     json_object_set_new(j, "pooling", json_integer(sh->pooling));
     json_object_set_new(j, "dist", json_string(sh->zipf ? "zipf" : "uniform"));
     json_object_set_new(j, "alpha", sh->zipf ? json_real(sh->alpha) : json_null());
+    json_object_set_new(j, "ranks", json_integer(ctx->size));
+    json_object_set_new(j, "placement", json_string(PLACEMENT_NAMES[o->placement]));
+    json_object_set_new(j, "exchange", json_string(EXCHANGE_NAMES[o->exchange]));
     json_object_set_new(j, "ember_version", json_string(ember_version()));
     return j;
 }
 
+/* Prints j (rank 0's stdout; the other ranks' goes nowhere) and frees it. */
 static void bench_emit(json_t *j)
 {
     char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(12));
@@ -276,7 +330,9 @@ static void bench_emit(json_t *j)
     json_decref(j);
 }
 
-/* Prints an error line for a measurement and returns 1. */
+/* Prints an error line for a measurement and returns 1.  For the status of
+ * a collective ember call, which every rank gets alike (its message names
+ * the failing rank): rank 0's line is the one printed. */
 static int bench_fail(json_t *j, const char *fmt, const char *detail)
 {
     char msg[768];
@@ -284,6 +340,27 @@ static int bench_fail(json_t *j, const char *fmt, const char *detail)
     json_object_set_new(j, "error", json_string(msg));
     bench_emit(j);
     return 1;
+}
+
+/*
+ * Agrees on this rank's own failure (why: NULL when none) before the next
+ * collective step, so that no rank is left waiting.  When any rank failed:
+ * a failing rank says why on stderr (under mpirun), rank 0 prints the error
+ * line (why, or which rank failed), j is consumed and 1 returned.
+ */
+static int bench_agree(const tool_ctx *ctx, json_t *j, const char *why)
+{
+    int32_t first;
+    if (!tool_any_failed(ctx, why != NULL, &first))
+        return 0;
+    char msg[768];
+    if (why && ctx->size > 1)
+        tool_local_error(ctx, "bench", "%s", why);
+    if (why)
+        snprintf(msg, sizeof msg, "%s%s", ctx->size > 1 ? "rank 0: " : "", why);
+    else
+        snprintf(msg, sizeof msg, "rank %d failed (its message is on its stderr)", (int)first);
+    return bench_fail(j, "%s", msg);
 }
 
 /* MiB of transparent huge pages mapped by this process (-1 if unknown). */
@@ -309,34 +386,121 @@ static uint64_t splitmix(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-/* One measurement in this process. */
-static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t threads)
+/* Table bytes (rows + state) of the rank holding most, as a share of all. */
+static double bench_rank_share(const bench_opts *o, int32_t world)
 {
     const ember_synth_config *sh = &o->shape;
-    json_t *j = bench_base(o, optimizer, threads);
+    if (world == 1)
+        return 1.0;
+    switch (o->placement) {
+    case EMBER_PLACE_ROW:
+        return (double)((sh->rows + world - 1) / world) / (double)sh->rows;
+    case EMBER_PLACE_COLUMN:
+        return (double)((o->dim + world - 1) / world) / (double)o->dim;
+    case EMBER_PLACE_TABLE:
+        return (double)((sh->tables + world - 1) / world) / (double)sh->tables;
+    default:
+        return 1.0;
+    }
+}
+
+/* The cost model's bytes per step (forward + backward) of every rank, for
+ * the collection config cc on this workload: sent[r], recv[r].  0, or -1
+ * when the model refuses it. */
+static int bench_predict(const bench_opts *o, const ember_collection_config *cc, int32_t world,
+                         double *sent, double *recv)
+{
+    const ember_synth_config *sh = &o->shape;
+    plan_id_stats *stats = malloc((size_t)sh->tables * sizeof *stats);
+    double *pooling = malloc((size_t)sh->tables * sizeof *pooling);
+    plan_rank_cost *cost = malloc((size_t)world * sizeof *cost);
+    int rc = -1;
+    if (!stats || !pooling || !cost || plan_stats_synth(sh, &stats[0]) != EMBER_OK)
+        goto done;
+    for (int32_t t = 0; t < sh->tables; t++) {
+        stats[t] = stats[0]; /* every table draws from the same law */
+        pooling[t] = sh->pooling;
+    }
+    plan_workload wl = {cc, sh->batch_size, pooling, 0, stats};
+    if (plan_predict(&wl, world, cost, NULL) != EMBER_OK)
+        goto done;
+    for (int32_t r = 0; r < world; r++) {
+        /* PREDICTED BYTES: the planner's per-rank figure for last_bytes_sent */
+        sent[r] = plan_predict_bytes_sent(&wl, world, r);
+        recv[r] = cost[r].a2a_recv + cost[r].ag_recv;
+        if (sent[r] < 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    free(stats);
+    free(pooling);
+    free(cost);
+    return rc;
+}
+
+static double max_of(const double *v, int32_t n)
+{
+    double m = v[0];
+    for (int32_t i = 1; i < n; i++)
+        m = v[i] > m ? v[i] : m;
+    return m;
+}
+
+static double sum_of(const double *v, int32_t n)
+{
+    double s = 0;
+    for (int32_t i = 0; i < n; i++)
+        s += v[i];
+    return s;
+}
+
+static json_t *json_doubles(const double *v, int32_t n, double unit)
+{
+    json_t *a = json_array();
+    for (int32_t i = 0; i < n; i++)
+        json_array_append_new(a, json_real(round_to(v[i], unit)));
+    return a;
+}
+
+/* One measurement in this process (in every rank of the world, together). */
+static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *optimizer,
+                         int32_t threads)
+{
+    const ember_synth_config *sh = &o->shape;
+    const int32_t R = ctx->size, rank = ctx->rank;
+    json_t *j = bench_base(ctx, o, optimizer, threads);
     ember_optimizer_kind kind = EMBER_OPT_SGD;
     const int train = parse_optimizer(optimizer, &kind) == 0;
     const int nb = o->warmup + o->iters;
     const int64_t ids_per_iter = (int64_t)sh->tables * sh->batch_size * sh->pooling;
+    int32_t first = 0, local_b = 0; /* this rank's samples of every batch */
+    batch_slice_range(sh->batch_size, rank, R, &first, &local_b);
+    const int64_t local_ids = (int64_t)sh->tables * local_b * sh->pooling;
     ember_table_config *tcfg = NULL;
     ember_feature_config *fcfg = NULL;
     char *names = NULL;
     ember_collection *coll = NULL;
     ember_synth *synth = NULL;
+    batch_slice slice = {0};
     int64_t *ids = NULL;
     int32_t *lengths = NULL;
     uint64_t *seen = NULL;
     float *pooled = NULL, *d_pooled = NULL;
-    double *t_tot = NULL, *t_fwd = NULL, *t_bwd = NULL;
+    double *t_it = NULL; /* [4][iters]: step, forward, backward, exchange time */
+    double *pred = NULL, *by_rank = NULL;
+    const char *why = NULL;
+    char whybuf[640];
     int rc = 1;
 
-    /* the peer's --max-gb rule: rows plus optimizer state */
+    /* the peer's --max-gb rule: rows plus optimizer state (of the rank holding most) */
     double est = (double)sh->tables * (double)sh->rows * o->dim * 4.0 *
-                 (1.0 + (train ? (double)ember_state_floats(kind, o->dim) / o->dim : 0.0));
+                 (1.0 + (train ? (double)ember_state_floats(kind, o->dim) / o->dim : 0.0)) *
+                 bench_rank_share(o, R);
     if (est > o->max_gb * 1e9) {
-        char why[128];
-        snprintf(why, sizeof why, "estimated %.1f GB > --max-gb %g", est / 1e9, o->max_gb);
-        json_object_set_new(j, "skipped", json_string(why));
+        char skip[128];
+        snprintf(skip, sizeof skip, "estimated %.1f GB > --max-gb %g", est / 1e9, o->max_gb);
+        json_object_set_new(j, "skipped", json_string(skip));
         bench_emit(j);
         return 0;
     }
@@ -344,8 +508,10 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
     tcfg = calloc((size_t)sh->tables, sizeof *tcfg);
     fcfg = calloc((size_t)sh->tables, sizeof *fcfg);
     names = malloc((size_t)sh->tables * 32);
-    if (!tcfg || !fcfg || !names) {
-        rc = bench_fail(j, "out of memory for the config%s", NULL);
+    if (!tcfg || !fcfg || !names)
+        why = "out of memory for the config";
+    if (bench_agree(ctx, j, why)) {
+        j = NULL;
         goto done;
     }
     ember_optimizer opt = ember_optimizer_default(kind);
@@ -360,6 +526,9 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
         tcfg[t].dim = o->dim;
         tcfg[t].init = EMBER_INIT_UNIFORM;
         tcfg[t].optimizer = opt;
+        tcfg[t].placement = o->placement;
+        tcfg[t].owner = o->placement == EMBER_PLACE_TABLE ? t % R : 0;
+        tcfg[t].exchange = o->exchange;
         fcfg[t].name = fn;
         fcfg[t].table = t;
         fcfg[t].combiner = EMBER_COMBINER_SUM;
@@ -371,45 +540,49 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
     ccfg.num_features = sh->tables;
     ccfg.seed = sh->seed;
     ccfg.threads = threads;
+    ccfg.world = ctx->world;
 
     double t0 = now_s();
     int st = ember_collection_create(&ccfg, &coll);
     double create_ms = (now_s() - t0) * 1e3;
     if (st) {
-        char msg[640];
-        snprintf(msg, sizeof msg, "%s: %s", ember_status_str(st), ember_errmsg(NULL));
-        rc = bench_fail(j, "ember_collection_create: %s", msg);
+        snprintf(whybuf, sizeof whybuf, "ember_collection_create: %s: %s", ember_status_str(st),
+                 ember_errmsg(NULL));
+        why = whybuf;
+    }
+    if (bench_agree(ctx, j, why)) {
+        j = NULL;
         goto done;
     }
 
-    /* every batch before the clock starts; distinct rows counted per table */
+    /* every batch before the clock starts: the global batch, its distinct
+     * rows counted per table, and this rank's samples of it kept */
     t0 = now_s();
     st = ember_synth_create(sh, &synth);
-    if (st) {
-        rc = bench_fail(j, "ember_synth_create: %s", ember_data_errmsg());
-        goto done;
-    }
     const int64_t W = ember_pooled_width(coll);
     const size_t words = (size_t)((sh->rows + 63) / 64);
-    ids = malloc((size_t)nb * (size_t)ids_per_iter * sizeof *ids);
-    lengths = malloc((size_t)sh->tables * (size_t)sh->batch_size * sizeof *lengths);
-    seen = malloc(words * sizeof *seen);
-    pooled = malloc((size_t)sh->batch_size * (size_t)W * sizeof *pooled);
-    d_pooled = malloc((size_t)sh->batch_size * (size_t)W * sizeof *d_pooled);
-    t_tot = calloc((size_t)o->iters, sizeof *t_tot);
-    t_fwd = calloc((size_t)o->iters, sizeof *t_fwd);
-    t_bwd = calloc((size_t)o->iters, sizeof *t_bwd);
-    if (!ids || !lengths || !seen || !pooled || !d_pooled || !t_tot || !t_fwd || !t_bwd) {
-        rc = bench_fail(j, "out of memory for %s batches", "the pre-generated");
-        goto done;
+    if (st == EMBER_OK) {
+        ids = malloc((size_t)nb * (size_t)(local_ids > 0 ? local_ids : 1) * sizeof *ids);
+        lengths = malloc((size_t)sh->tables * (size_t)(local_b > 0 ? local_b : 1) * sizeof *lengths);
+        seen = malloc(words * sizeof *seen);
+        pooled = malloc((size_t)(local_b > 0 ? local_b : 1) * (size_t)W * sizeof *pooled);
+        d_pooled = malloc((size_t)(local_b > 0 ? local_b : 1) * (size_t)W * sizeof *d_pooled);
+        t_it = calloc((size_t)4 * o->iters, sizeof *t_it);
+        pred = calloc((size_t)2 * R, sizeof *pred);
+        by_rank = calloc((size_t)R, sizeof *by_rank);
+        if (!ids || !lengths || !seen || !pooled || !d_pooled || !t_it || !pred || !by_rank)
+            why = "out of memory for the pre-generated batches";
+    } else {
+        snprintf(whybuf, sizeof whybuf, "ember_synth_create: %s", ember_data_errmsg());
+        why = whybuf;
     }
-    double distinct = 0; /* summed over tables and batches */
-    for (int n = 0; n < nb; n++) {
+    double distinct = 0; /* summed over tables and batches, of the global batch */
+    for (int n = 0; n < nb && !why; n++) {
         ember_batch b;
-        ember_synth_next(synth, &b);
-        memcpy(ids + (size_t)n * ids_per_iter, b.ids, (size_t)ids_per_iter * sizeof *ids);
-        if (n == 0)
-            memcpy(lengths, b.lengths, (size_t)sh->tables * sh->batch_size * sizeof *lengths);
+        if (ember_synth_next(synth, &b) != EMBER_OK) {
+            why = "ember_synth_next failed";
+            break;
+        }
         const int64_t per_table = (int64_t)sh->batch_size * sh->pooling;
         for (int32_t t = 0; t < sh->tables; t++) {
             memset(seen, 0, words * sizeof *seen);
@@ -420,28 +593,51 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
                 seen[p[i] >> 6] |= bit;
             }
         }
+        if (R > 1) {
+            if (batch_slice_take(&slice, &b, rank, R) || slice.batch.num_ids != local_ids) {
+                why = "could not slice the batch";
+                break;
+            }
+            b = slice.batch;
+        }
+        memcpy(ids + (size_t)n * local_ids, b.ids, (size_t)local_ids * sizeof *ids);
+        if (n == 0) /* every bag holds `pooling` ids: one lengths array for all */
+            memcpy(lengths, b.lengths, (size_t)sh->tables * local_b * sizeof *lengths);
     }
     double gen_ms = (now_s() - t0) * 1e3;
     ember_synth_destroy(synth);
     synth = NULL;
+    batch_slice_free(&slice);
+    if (bench_agree(ctx, j, why)) {
+        j = NULL;
+        goto done;
+    }
+    /* d_pooled: this rank's rows of one global [B x W] draw */
     uint64_t rs = sh->seed ^ 0x6a09e667f3bcc908ULL;
-    for (int64_t i = 0; i < (int64_t)sh->batch_size * W; i++) {
-        d_pooled[i] = (float)((double)(splitmix(&rs) >> 40) * 0x1.0p-23 - 1.0); /* [-1, 1) */
-        pooled[i] = 0;
+    for (int64_t i = 0; i < (int64_t)(first + local_b) * W; i++) {
+        float v = (float)((double)(splitmix(&rs) >> 40) * 0x1.0p-23 - 1.0); /* [-1, 1) */
+        if (i >= (int64_t)first * W) {
+            d_pooled[i - (int64_t)first * W] = v;
+            pooled[i - (int64_t)first * W] = 0;
+        }
     }
 
     struct rusage ru0, ru1;
+    int64_t bytes[2] = {0, 0}; /* this rank's bytes sent, received over the timed iterations */
+    ember_stats stats;
     for (int n = 0; n < nb; n++) {
         if (n == o->warmup)
             getrusage(RUSAGE_SELF, &ru0);
         ember_batch b = {
-            .batch_size = sh->batch_size,
+            .batch_size = local_b,
             .num_features = sh->tables,
             .lengths = lengths,
-            .ids = ids + (size_t)n * ids_per_iter,
+            .ids = ids + (size_t)n * local_ids,
             .weights = NULL,
-            .num_ids = ids_per_iter,
+            .num_ids = local_ids,
         };
+        if (R > 1)
+            tool_barrier(ctx); /* every rank starts the step together (untimed) */
         double a = now_s();
         st = ember_forward(coll, &b, pooled, NULL);
         double m = now_s();
@@ -449,6 +645,7 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
             char msg[640];
             snprintf(msg, sizeof msg, "%s: %s", ember_status_str(st), ember_errmsg(coll));
             rc = bench_fail(j, "ember_forward: %s", msg);
+            j = NULL;
             goto done;
         }
         if (train) {
@@ -457,30 +654,52 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
                 char msg[640];
                 snprintf(msg, sizeof msg, "%s: %s", ember_status_str(st), ember_errmsg(coll));
                 rc = bench_fail(j, "ember_backward: %s", msg);
+                j = NULL;
                 goto done;
             }
         }
         double e = now_s();
         if (n >= o->warmup) {
-            t_tot[n - o->warmup] = e - a;
-            t_fwd[n - o->warmup] = m - a;
-            t_bwd[n - o->warmup] = e - m;
+            const int i = n - o->warmup;
+            ember_collection_stats(coll, &stats);
+            t_it[i] = e - a;
+            t_it[o->iters + i] = m - a;
+            t_it[2 * o->iters + i] = e - m;
+            t_it[3 * o->iters + i] = stats.last_comm_seconds;
+            bytes[0] += stats.last_bytes_sent;
+            bytes[1] += stats.last_bytes_received;
         }
     }
     getrusage(RUSAGE_SELF, &ru1);
 
-    ember_stats stats;
     ember_memory mem;
     ember_collection_stats(coll, &stats);
     ember_collection_memory(coll, &mem);
-    double tmin = t_tot[0], tmax = t_tot[0];
-    for (int i = 1; i < o->iters; i++) {
-        tmin = t_tot[i] < tmin ? t_tot[i] : tmin;
-        tmax = t_tot[i] > tmax ? t_tot[i] : tmax;
-    }
-    double med = median(t_tot, o->iters);
     double peak_mb = (double)ru1.ru_maxrss / 1024.0;
     double target_mb = 1.1 * (double)(mem.row_bytes + mem.state_bytes) / 1048576.0 + 256.0;
+
+    /* over the ranks: times and memory of the slowest / largest, bytes max and sum */
+    tool_reduce_double(ctx, t_it, 4 * (int64_t)o->iters, TOOL_MAX);
+    int64_t imax[8] = {ru1.ru_minflt - ru0.ru_minflt, mem.row_bytes, mem.state_bytes,
+                       mem.workspace_bytes, peak_mb > target_mb, bytes[0], bytes[1], 0};
+    int64_t isum[3] = {stats.last_unique_rows, bytes[0], bytes[1]};
+    double dmax[5] = {create_ms, gen_ms, anon_huge_mb(), peak_mb, target_mb};
+    tool_reduce_i64(ctx, imax, 8, TOOL_MAX);
+    tool_reduce_i64(ctx, isum, 3, TOOL_SUM);
+    tool_reduce_double(ctx, dmax, 5, TOOL_MAX);
+    by_rank[rank] = (double)bytes[0] / o->iters;
+    tool_reduce_double(ctx, by_rank, R, TOOL_SUM); /* each rank fills its own slot */
+
+    double *tt = t_it, *tf = t_it + o->iters, *tb = t_it + 2 * o->iters, *tc = t_it + 3 * o->iters;
+    double tmin = tt[0], tmax = tt[0];
+    for (int i = 1; i < o->iters; i++) {
+        tmin = tt[i] < tmin ? tt[i] : tmin;
+        tmax = tt[i] > tmax ? tt[i] : tmax;
+    }
+    double med = median(tt, o->iters);
+    double comm_med = median(tc, o->iters);
+    peak_mb = dmax[3];
+    target_mb = dmax[4];
 
     json_object_set_new(j, "grad", json_string(train ? "fused" : "none"));
     json_object_set_new(j, "iters", json_integer(o->iters));
@@ -490,9 +709,9 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
     json_object_set_new(j, "ms_per_iter_median", json_real(round_to(med * 1e3, 1e-3)));
     json_object_set_new(j, "ms_per_iter_min", json_real(round_to(tmin * 1e3, 1e-3)));
     json_object_set_new(j, "ms_per_iter_max", json_real(round_to(tmax * 1e3, 1e-3)));
-    json_object_set_new(j, "fwd_ms_median", json_real(round_to(median(t_fwd, o->iters) * 1e3, 1e-3)));
+    json_object_set_new(j, "fwd_ms_median", json_real(round_to(median(tf, o->iters) * 1e3, 1e-3)));
     json_object_set_new(j, "bwd_ms_median",
-                        train ? json_real(round_to(median(t_bwd, o->iters) * 1e3, 1e-3))
+                        train ? json_real(round_to(median(tb, o->iters) * 1e3, 1e-3))
                               : json_null());
     json_object_set_new(j, "ids_per_iter", json_integer(ids_per_iter));
     json_object_set_new(j, "ids_per_s", json_real(round_to((double)ids_per_iter / med, 0.1)));
@@ -501,20 +720,53 @@ static int bench_run_one(const bench_opts *o, const char *optimizer, int32_t thr
     json_object_set_new(j, "distinct_rows_per_table_per_iter",
                         json_real(round_to(distinct / nb / sh->tables, 0.1)));
     json_object_set_new(j, "unique_rows_per_iter", json_real(round_to(distinct / nb, 0.1)));
-    json_object_set_new(j, "lib_last_unique_rows", json_integer(stats.last_unique_rows));
-    json_object_set_new(j, "minflt_per_iter",
-                        json_real(round_to((double)(ru1.ru_minflt - ru0.ru_minflt) / o->iters, 0.1)));
-    json_object_set_new(j, "rows_bytes", json_integer(mem.row_bytes));
-    json_object_set_new(j, "state_bytes", json_integer(mem.state_bytes));
-    json_object_set_new(j, "workspace_bytes", json_integer(mem.workspace_bytes));
+    json_object_set_new(j, "lib_last_unique_rows", json_integer(isum[0]));
+    json_object_set_new(j, "minflt_per_iter", json_real(round_to((double)imax[0] / o->iters, 0.1)));
+    json_object_set_new(j, "rows_bytes", json_integer(imax[1]));
+    json_object_set_new(j, "state_bytes", json_integer(imax[2]));
+    json_object_set_new(j, "workspace_bytes", json_integer(imax[3]));
     json_object_set_new(j, "physical_tables", json_integer(mem.physical_tables));
-    json_object_set_new(j, "batch_bytes", json_integer((json_int_t)nb * ids_per_iter * 8));
-    json_object_set_new(j, "create_ms", json_real(round_to(create_ms, 0.1)));
-    json_object_set_new(j, "gen_ms", json_real(round_to(gen_ms, 0.1)));
-    json_object_set_new(j, "anon_huge_mb", json_real(round_to(anon_huge_mb(), 0.1)));
+    json_object_set_new(j, "batch_bytes", json_integer((json_int_t)nb * local_ids * 8));
+    json_object_set_new(j, "create_ms", json_real(round_to(dmax[0], 0.1)));
+    json_object_set_new(j, "gen_ms", json_real(round_to(dmax[1], 0.1)));
+    json_object_set_new(j, "anon_huge_mb", json_real(round_to(dmax[2], 0.1)));
     json_object_set_new(j, "peak_rss_mb", json_real(round_to(peak_mb, 0.1)));
     json_object_set_new(j, "target_rss_mb", json_real(round_to(target_mb, 0.1)));
-    json_object_set_new(j, "rss_ok", json_boolean(peak_mb <= target_mb));
+    json_object_set_new(j, "rss_ok", json_boolean(!imax[4]));
+
+    /* the distributed step: world, bytes exchanged per step, the model's prediction */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    json_object_set_new(j, "local_batch_max", json_integer((sh->batch_size + R - 1) / R));
+    json_object_set_new(j, "cpus", json_integer(cpus));
+    json_object_set_new(j, "oversubscribed",
+                        json_boolean(cpus > 0 && (long)ctx->local_ranks * threads > cpus));
+    json_object_set_new(j, "bytes_sent_per_step_max", json_real(round_to((double)imax[5] / o->iters, 0.1)));
+    json_object_set_new(j, "bytes_sent_per_step_sum", json_real(round_to((double)isum[1] / o->iters, 0.1)));
+    json_object_set_new(j, "bytes_received_per_step_max",
+                        json_real(round_to((double)imax[6] / o->iters, 0.1)));
+    json_object_set_new(j, "bytes_received_per_step_sum",
+                        json_real(round_to((double)isum[2] / o->iters, 0.1)));
+    json_object_set_new(j, "bytes_sent_per_step_by_rank", json_doubles(by_rank, R, 0.1));
+    json_object_set_new(j, "comm_ms_median", json_real(round_to(comm_med * 1e3, 1e-3)));
+    json_object_set_new(j, "comm_share", json_real(round_to(med > 0 ? comm_med / med : 0, 1e-4)));
+    /* the model predicts a whole step (forward + backward): none for forward only */
+    int have_pred = train && bench_predict(o, &ccfg, R, pred, pred + R) == 0;
+    if (have_pred) {
+        double pmax = max_of(pred, R), psum = sum_of(pred, R);
+        double msum = (double)isum[1] / o->iters, mmax = (double)imax[5] / o->iters;
+        json_object_set_new(j, "predicted_bytes_sent_per_step_max", json_real(round_to(pmax, 0.1)));
+        json_object_set_new(j, "predicted_bytes_sent_per_step_sum", json_real(round_to(psum, 0.1)));
+        json_object_set_new(j, "predicted_bytes_received_per_step_max",
+                            json_real(round_to(max_of(pred + R, R), 0.1)));
+        json_object_set_new(j, "predicted_bytes_sent_by_rank", json_doubles(pred, R, 0.1));
+        json_object_set_new(j, "measured_over_predicted_sum",
+                            psum > 0 ? json_real(round_to(msum / psum, 1e-4)) : json_null());
+        json_object_set_new(j, "measured_over_predicted_max",
+                            pmax > 0 ? json_real(round_to(mmax / pmax, 1e-4)) : json_null());
+    } else {
+        json_object_set_new(j, "predicted_bytes_sent_per_step_max", json_null());
+        json_object_set_new(j, "predicted_bytes_sent_per_step_sum", json_null());
+    }
     bench_emit(j);
     j = NULL;
     rc = 0;
@@ -524,6 +776,7 @@ done:
         json_decref(j);
     ember_synth_destroy(synth);
     ember_collection_destroy(coll);
+    batch_slice_free(&slice);
     free(tcfg);
     free(fcfg);
     free(names);
@@ -532,15 +785,15 @@ done:
     free(seen);
     free(pooled);
     free(d_pooled);
-    free(t_tot);
-    free(t_fwd);
-    free(t_bwd);
+    free(t_it);
+    free(pred);
+    free(by_rank);
     return rc;
 }
 
 /* Runs one pair in a child: this program again, the lists replaced by it. */
-static int bench_run_child(int argc, char **argv, const bench_opts *o, const char *optimizer,
-                           int32_t threads)
+static int bench_run_child(const tool_ctx *ctx, int argc, char **argv, const bench_opts *o,
+                           const char *optimizer, int32_t threads)
 {
     char thr[16];
     char **cargv = calloc((size_t)argc + 8, sizeof *cargv);
@@ -587,25 +840,26 @@ static int bench_run_child(int argc, char **argv, const bench_opts *o, const cha
     if (WIFSIGNALED(status)) {
         char why[64];
         snprintf(why, sizeof why, "killed by signal %d", WTERMSIG(status));
-        json_t *j = bench_base(o, optimizer, threads);
+        json_t *j = bench_base(ctx, o, optimizer, threads);
         json_object_set_new(j, "error", json_string(why));
         bench_emit(j);
     }
     return 1;
 }
 
-int cmd_bench(int argc, char **argv)
+int cmd_bench(const tool_ctx *ctx, int argc, char **argv)
 {
     bench_opts o;
     char opt_buf[256], thr_buf[256];
-    int rc = bench_parse(argc, argv, &o, opt_buf, thr_buf);
+    int rc = bench_parse(ctx->err, argc, argv, &o, opt_buf, thr_buf);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
     if (o.num_opt * o.num_thr == 1)
-        return bench_run_one(&o, o.opt[0], o.thr[0]);
+        return bench_run_one(ctx, &o, o.opt[0], o.thr[0]);
     int failed = 0;
     for (int i = 0; i < o.num_opt; i++)
         for (int k = 0; k < o.num_thr; k++)
-            failed |= bench_run_child(argc, argv, &o, o.opt[i], o.thr[k]);
+            failed |= ctx->mpi ? bench_run_one(ctx, &o, o.opt[i], o.thr[k])
+                               : bench_run_child(ctx, argc, argv, &o, o.opt[i], o.thr[k]);
     return failed;
 }

@@ -4,6 +4,8 @@
  * The batches are ember_synth_next()'s, so `ember limits OUT` and
  * `ember limits --synthetic` with the same options see the same ids.  The
  * file appears under OUT only when complete (the writer's tmp + rename).
+ * Under mpirun only rank 0 writes (the ranks would write the same bytes to
+ * the same path); the others wait for its status and return it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,12 +29,16 @@ static void gen_usage(FILE *f)
             "  --weighted               also write a weight in [0.5, 1.5) per id\n");
 }
 
-int cmd_gen(int argc, char **argv)
+static int gen_write(const tool_ctx *ctx, const char *out_path, int64_t batches,
+                     const ember_synth_config *cfg);
+
+int cmd_gen(const tool_ctx *ctx, int argc, char **argv)
 {
     const char *out_path = NULL;
     int64_t batches = 10;
     synth_args sa;
     synth_args_init(&sa);
+    sa.err = ctx->err;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -41,7 +47,7 @@ int cmd_gen(int argc, char **argv)
         }
         if (strncmp(arg, "--", 2) != 0) {
             if (out_path) {
-                fprintf(stderr, "ember gen: more than one output file ('%s', '%s')\n",
+                fprintf(ctx->err, "ember gen: more than one output file ('%s', '%s')\n",
                         out_path, arg);
                 return 2;
             }
@@ -53,7 +59,7 @@ int cmd_gen(int argc, char **argv)
         const char *eq = strchr(arg, '=');
         size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
         if (nlen >= sizeof name) {
-            fprintf(stderr, "ember gen: unknown option '%s' (ember gen --help)\n", arg);
+            fprintf(ctx->err, "ember gen: unknown option '%s' (ember gen --help)\n", arg);
             return 2;
         }
         memcpy(name, arg, nlen);
@@ -64,7 +70,7 @@ int cmd_gen(int argc, char **argv)
             val = argv[i + 1];
         if (!strcmp(name, "--batches")) {
             if (!val || synth_parse_int64(val, 0, INT64_MAX, &batches)) {
-                fprintf(stderr, "ember gen: bad value for --batches\n");
+                fprintf(ctx->err, "ember gen: bad value for --batches\n");
                 return 2;
             }
             if (!eq)
@@ -76,25 +82,33 @@ int cmd_gen(int argc, char **argv)
         if (took < 0)
             return 2;
         if (took == 0) {
-            fprintf(stderr, "ember gen: unknown option '%s' (ember gen --help)\n", arg);
+            fprintf(ctx->err, "ember gen: unknown option '%s' (ember gen --help)\n", arg);
             return 2;
         }
         if (used && !eq)
             i++;
         if (!used && eq) {
-            fprintf(stderr, "ember gen: %s takes no value\n", name);
+            fprintf(ctx->err, "ember gen: %s takes no value\n", name);
             return 2;
         }
     }
     if (!out_path) {
-        fprintf(stderr, "ember gen: missing the output file\n");
-        gen_usage(stderr);
+        fprintf(ctx->err, "ember gen: missing the output file\n");
+        gen_usage(ctx->err);
         return 2;
     }
     ember_synth_config sc;
     if (synth_args_config(&sa, "gen", &sc))
         return 2;
+    /* rank 0 writes; main() agrees on the status, so every rank returns it */
+    return ctx->rank == 0 ? gen_write(ctx, out_path, batches, &sc) : 0;
+}
 
+/* Writes the file; 0, or 1 after printing the problem. */
+static int gen_write(const tool_ctx *ctx, const char *out_path, int64_t batches,
+                     const ember_synth_config *cfg)
+{
+    const ember_synth_config sc = *cfg;
     int status = 1, rc;
     int64_t *rows = NULL;
     int32_t *ftab = NULL;
@@ -103,7 +117,7 @@ int cmd_gen(int argc, char **argv)
     rows = malloc((size_t)sc.tables * sizeof *rows);
     ftab = malloc((size_t)sc.tables * sizeof *ftab);
     if (!rows || !ftab) {
-        fprintf(stderr, "ember gen: out of memory\n");
+        tool_local_error(ctx, "gen", "out of memory");
         goto fail;
     }
     for (int32_t t = 0; t < sc.tables; t++) {
@@ -113,7 +127,7 @@ int cmd_gen(int argc, char **argv)
     ember_batch_file_info info = {sc.tables, rows, sc.tables, ftab};
     if ((rc = ember_synth_create(&sc, &syn)) != EMBER_OK ||
         (rc = ember_batch_writer_create(out_path, &info, &w)) != EMBER_OK) {
-        fprintf(stderr, "ember gen: %s: %s\n", ember_status_str(rc), ember_data_errmsg());
+        tool_local_error(ctx, "gen", "%s: %s", ember_status_str(rc), ember_data_errmsg());
         goto fail;
     }
     int64_t ids = 0;
@@ -121,14 +135,14 @@ int cmd_gen(int argc, char **argv)
         ember_batch b;
         if ((rc = ember_synth_next(syn, &b)) != EMBER_OK ||
             (rc = ember_batch_writer_append(w, &b)) != EMBER_OK) {
-            fprintf(stderr, "ember gen: batch %lld: %s: %s\n", (long long)k,
-                    ember_status_str(rc), ember_data_errmsg());
+            tool_local_error(ctx, "gen", "batch %lld: %s: %s", (long long)k, ember_status_str(rc),
+                             ember_data_errmsg());
             goto fail;
         }
         ids += b.num_ids;
     }
     if ((rc = ember_batch_writer_close(w)) != EMBER_OK) {
-        fprintf(stderr, "ember gen: %s: %s\n", ember_status_str(rc), ember_data_errmsg());
+        tool_local_error(ctx, "gen", "%s: %s", ember_status_str(rc), ember_data_errmsg());
         goto fail;
     }
     printf("ember gen: wrote %lld batches (%lld ids; %d tables x %lld rows, batch %d, pooling "

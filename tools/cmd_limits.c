@@ -12,6 +12,14 @@
  * ceil(p99.9) as the limit (the maximum is the limit that never overflows on
  * this data).  Percentiles interpolate linearly between order statistics
  * (numpy's default).  Public API only.
+ *
+ * Under mpirun every rank reads (or draws) the same global batches and
+ * counts its contiguous share of the samples (batch_slice.h), because
+ * limits are enforced per rank over its local batch (docs/distributed.md,
+ * "Limits across ranks").  Per batch the counts are reduced to the maximum
+ * over ranks of each (table, shard) before the statistics, so the suggested
+ * limits hold on every rank of a world of that size.  --shards defaults to
+ * the world size, as the collection's num_shards does.
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +29,7 @@
 
 #include <jansson.h>
 
+#include "batch_slice.h"
 #include "commands.h"
 #include "ember.h"
 #include "synth_args.h"
@@ -28,7 +37,8 @@
 typedef struct limits_opts {
     const char *data;
     int synthetic, json, dedup_note, stack;
-    int64_t shards;
+    int64_t shards;  /* resolved: 0 (default) becomes the world size */
+    int32_t ranks;   /* the world size                               */
     int64_t batches; /* -1: all (file) or 10 (synthetic) */
     synth_args sa;
 } limits_opts;
@@ -48,7 +58,8 @@ static void limits_usage(FILE *f)
             "  observed ids and unique ids per partition (table, shard) per batch, after\n"
             "  per-sample dedup (seed 004 section 7), and suggested max_ids_per_partition /\n"
             "  max_unique_ids_per_partition (ceil of the p99.9 over batches)\n\n"
-            "  --shards N          partitions (default: the collection default)\n"
+            "  --shards N          partitions (default: the world size, as the collection's\n"
+            "                      num_shards; 1 alone)\n"
             "  --no-stack          do not stack tables (shard = id %% N per table)\n"
             "  --batches K         scan at most K batches (synthetic default 10)\n"
             "  --json              JSON lines: one object per table, then a summary\n"
@@ -56,23 +67,27 @@ static void limits_usage(FILE *f)
             "                      per-sample dedup removed\n"
             "  --synthetic         batches from the generator instead of DATA, with\n"
             "    --preset quick|W1|W2|W3 --tables N --rows N --batch N --pooling N\n"
-            "    --dist zipf|uniform --alpha A --seed S\n");
+            "    --dist zipf|uniform --alpha A --seed S\n"
+            "Under mpirun -np N each rank counts its share of every batch (samples\n"
+            "[r*B/N, (r+1)*B/N)); the statistics are of the maximum over ranks.\n");
 }
 
-/* 0, or 2 for a usage error (message printed). */
-static int parse_args(int argc, char **argv, limits_opts *o)
+/* 0, -1 after --help, or 2 for a usage error (message on ctx->err). */
+static int parse_args(const tool_ctx *ctx, int argc, char **argv, limits_opts *o)
 {
+    FILE *err = ctx->err;
     memset(o, 0, sizeof *o);
     o->stack = 1;
     o->shards = ember_collection_config_default().num_shards;
     o->batches = -1;
     synth_args_init(&o->sa);
+    o->sa.err = err;
     int gen_flags = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strncmp(arg, "--", 2) != 0) {
             if (o->data) {
-                fprintf(stderr, "ember limits: more than one DATA ('%s', '%s')\n", o->data, arg);
+                fprintf(err, "ember limits: more than one DATA ('%s', '%s')\n", o->data, arg);
                 return 2;
             }
             o->data = arg;
@@ -82,7 +97,7 @@ static int parse_args(int argc, char **argv, limits_opts *o)
         const char *eq = strchr(arg, '=');
         size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
         if (nlen >= sizeof name) {
-            fprintf(stderr, "ember limits: unknown option '%s' (ember limits --help)\n", arg);
+            fprintf(err, "ember limits: unknown option '%s' (ember limits --help)\n", arg);
             return 2;
         }
         memcpy(name, arg, nlen);
@@ -104,7 +119,7 @@ static int parse_args(int argc, char **argv, limits_opts *o)
         } else if (!strcmp(name, "--shards") || !strcmp(name, "--batches")) {
             int64_t *dst = name[2] == 's' ? &o->shards : &o->batches;
             if (!val || synth_parse_int64(val, name[2] == 's' ? 1 : 0, INT32_MAX, dst)) {
-                fprintf(stderr, "ember limits: bad value '%s' for %s\n", val ? val : "",
+                fprintf(err, "ember limits: bad value '%s' for %s\n", val ? val : "",
                         name);
                 return 2;
             }
@@ -117,7 +132,7 @@ static int parse_args(int argc, char **argv, limits_opts *o)
             if (took < 0)
                 return 2;
             if (took == 0) {
-                fprintf(stderr, "ember limits: unknown option '%s' (ember limits --help)\n",
+                fprintf(err, "ember limits: unknown option '%s' (ember limits --help)\n",
                         arg);
                 return 2;
             }
@@ -127,25 +142,27 @@ static int parse_args(int argc, char **argv, limits_opts *o)
             flag = !used;
         }
         if (flag && eq) {
-            fprintf(stderr, "ember limits: %s takes no value\n", name);
+            fprintf(err, "ember limits: %s takes no value\n", name);
             return 2;
         }
     }
     if (o->synthetic && o->data) {
-        fprintf(stderr, "ember limits: give DATA or --synthetic, not both\n");
+        fprintf(err, "ember limits: give DATA or --synthetic, not both\n");
         return 2;
     }
     if (!o->synthetic && !o->data) {
-        fprintf(stderr, "ember limits: missing DATA (a batch file) or --synthetic\n");
-        limits_usage(stderr);
+        fprintf(err, "ember limits: missing DATA (a batch file) or --synthetic\n");
+        limits_usage(err);
         return 2;
     }
     if (gen_flags && !o->synthetic) {
-        fprintf(stderr, "ember limits: generator options need --synthetic\n");
+        fprintf(err, "ember limits: generator options need --synthetic\n");
         return 2;
     }
     if (o->synthetic && o->batches < 0)
         o->batches = 10;
+    if (o->shards == 0)
+        o->shards = ctx->size;
     return 0;
 }
 
@@ -247,7 +264,12 @@ static void print_text(const limits_opts *o, const char *source, const ember_bat
            source, (long long)batches, (int)T, (int)info->num_features, (long long)o->shards,
            o->stack ? "on" : "off");
     printf("per table: ids = ids of its features, dedup_ids = after per-sample dedup; max/pXX "
-           "over batches of the batch's largest shard\n\n");
+           "over batches of the batch's largest shard\n");
+    if (o->ranks > 1)
+        printf("over %d ranks: each counts its local batch (samples [r*B/%d, (r+1)*B/%d)); "
+               "per batch the max over ranks\n",
+               (int)o->ranks, (int)o->ranks, (int)o->ranks);
+    putchar('\n');
     for (int32_t t = 0; t <= T; t++) {
         for (int c = 0; c < NCOLS; c++) {
             if (c == 0 || c == NCOLS - 1) /* names and the last column to the left */
@@ -314,6 +336,7 @@ static int emit_json(const limits_opts *o, const char *source, const ember_batch
     json_object_set_new(j, "source", json_string(source));
     json_object_set_new(j, "shards", json_integer(o->shards));
     json_object_set_new(j, "stack_tables", json_boolean(o->stack));
+    json_object_set_new(j, "ranks", json_integer(o->ranks));
     json_object_set_new(j, "tables", json_integer(info->num_tables));
     json_object_set_new(j, "features", json_integer(info->num_features));
     json_object_set_new(j, "batches", json_integer(batches));
@@ -346,12 +369,32 @@ static int grow_i64(int64_t **p, int64_t n)
     return 0;
 }
 
-int cmd_limits(int argc, char **argv)
+/* The next global batch into *b: 1, 0 at the end, or < 0 (message printed). */
+static int next_batch(const tool_ctx *ctx, ember_synth *syn, ember_batch_reader *reader,
+                      int64_t n, ember_batch *b)
+{
+    int rc;
+    if (syn) {
+        if ((rc = ember_synth_next(syn, b)) != EMBER_OK) {
+            tool_local_error(ctx, "limits", "batch %lld: %s: %s", (long long)n,
+                             ember_status_str(rc), ember_data_errmsg());
+            return rc;
+        }
+        return 1;
+    }
+    rc = ember_batch_reader_next(reader, b);
+    if (rc < 0)
+        tool_local_error(ctx, "limits", "%s: %s", ember_status_str(rc), ember_data_errmsg());
+    return rc;
+}
+
+int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
 {
     limits_opts o;
-    int prc = parse_args(argc, argv, &o);
+    int prc = parse_args(ctx, argc, argv, &o);
     if (prc)
         return prc < 0 ? 0 : prc;
+    o.ranks = ctx->size;
 
     int status = 1, rc;
     double t0 = now_s();
@@ -363,12 +406,14 @@ int cmd_limits(int argc, char **argv)
     char (*names)[32] = NULL;
     table_obs *obs = NULL;
     table_report *rep = NULL;
-    int64_t *ids = NULL, *unique = NULL, *own_rows = NULL;
+    int64_t *counts = NULL, *own_rows = NULL, *totals = NULL;
     int32_t *own_ftab = NULL;
+    batch_slice slice = {0};
     ember_batch_file_info info = {0, NULL, 0, NULL};
     char source[512];
+    int failed = 0; /* this rank's own failure, agreed before every collective step */
 
-    /* 1. the source of batches and its shape */
+    /* 1. the source of batches and its shape (every rank: the same global batches) */
     if (o.synthetic) {
         ember_synth_config sc;
         if (synth_args_config(&o.sa, "limits", &sc)) {
@@ -376,18 +421,22 @@ int cmd_limits(int argc, char **argv)
             goto fail;
         }
         if ((rc = ember_synth_create(&sc, &syn)) != EMBER_OK) {
-            fprintf(stderr, "ember limits: %s: %s\n", ember_status_str(rc), ember_data_errmsg());
-            goto fail;
+            tool_local_error(ctx, "limits", "%s: %s", ember_status_str(rc), ember_data_errmsg());
+            failed = 1;
+        } else {
+            own_rows = malloc((size_t)sc.tables * sizeof *own_rows);
+            own_ftab = malloc((size_t)sc.tables * sizeof *own_ftab);
+            if (!own_rows || !own_ftab) {
+                tool_local_error(ctx, "limits", "out of memory");
+                failed = 1;
+            } else {
+                for (int32_t t = 0; t < sc.tables; t++) {
+                    own_rows[t] = sc.rows;
+                    own_ftab[t] = t;
+                }
+                info = (ember_batch_file_info){sc.tables, own_rows, sc.tables, own_ftab};
+            }
         }
-        own_rows = malloc((size_t)sc.tables * sizeof *own_rows);
-        own_ftab = malloc((size_t)sc.tables * sizeof *own_ftab);
-        if (!own_rows || !own_ftab)
-            goto nomem;
-        for (int32_t t = 0; t < sc.tables; t++) {
-            own_rows[t] = sc.rows;
-            own_ftab[t] = t;
-        }
-        info = (ember_batch_file_info){sc.tables, own_rows, sc.tables, own_ftab};
         snprintf(source, sizeof source, "synthetic %s (%d x %lld rows, batch %d, pooling %d, "
                  "%s, seed %llu)",
                  o.sa.preset ? o.sa.preset : "quick", (int)sc.tables, (long long)sc.rows,
@@ -395,24 +444,33 @@ int cmd_limits(int argc, char **argv)
                  (unsigned long long)sc.seed);
     } else {
         if ((rc = ember_batch_reader_open(o.data, &reader)) != EMBER_OK) {
-            fprintf(stderr, "ember limits: %s: %s\n", ember_status_str(rc), ember_data_errmsg());
-            goto fail;
+            tool_local_error(ctx, "limits", "%s: %s", ember_status_str(rc), ember_data_errmsg());
+            failed = 1;
+        } else {
+            info = *ember_batch_reader_info(reader);
         }
-        info = *ember_batch_reader_info(reader);
         snprintf(source, sizeof source, "%s", o.data);
     }
     int32_t T = info.num_tables, F = info.num_features;
+    const int64_t TS = (int64_t)T * o.shards;
 
-    /* 2. a collection shaped like the data: dim 1, SGD, zero init (cheap) */
-    tables = calloc((size_t)T, sizeof *tables);
-    features = calloc((size_t)F, sizeof *features);
-    names = calloc((size_t)T + (size_t)F, sizeof *names);
-    obs = calloc((size_t)T, sizeof *obs);
-    rep = calloc((size_t)T, sizeof *rep);
-    ids = calloc((size_t)T * (size_t)o.shards, sizeof *ids);
-    unique = calloc((size_t)T * (size_t)o.shards, sizeof *unique);
-    if (!tables || !features || !names || !obs || !rep || !ids || !unique)
-        goto nomem;
+    /* 2. a collection shaped like the data over the world: dim 1, SGD, zero
+     * init (cheap), so stacking and shards are what training would see */
+    if (!failed) {
+        tables = calloc((size_t)T, sizeof *tables);
+        features = calloc((size_t)F, sizeof *features);
+        names = calloc((size_t)T + (size_t)F, sizeof *names);
+        obs = calloc((size_t)T, sizeof *obs);
+        rep = calloc((size_t)T, sizeof *rep);
+        counts = calloc((size_t)(2 * TS + 1), sizeof *counts); /* ids, unique, failure */
+        totals = calloc((size_t)(2 * T), sizeof *totals);
+        if (!tables || !features || !names || !obs || !rep || !counts || !totals) {
+            tool_local_error(ctx, "limits", "out of memory");
+            failed = 1;
+        }
+    }
+    if (tool_any_failed(ctx, failed, NULL))
+        goto fail;
     for (int32_t t = 0; t < T; t++) {
         snprintf(names[t], sizeof names[t], "t%d", (int)t);
         tables[t] = ember_table_config_default();
@@ -435,44 +493,62 @@ int cmd_limits(int argc, char **argv)
     cc.num_features = F;
     cc.num_shards = (int32_t)o.shards;
     cc.stack_tables = o.stack;
-    if ((rc = ember_collection_create(&cc, &coll)) != EMBER_OK) {
-        fprintf(stderr, "ember limits: %s: %s\n", ember_status_str(rc), ember_errmsg(NULL));
+    cc.world = ctx->world;
+    if ((rc = ember_collection_create(&cc, &coll)) != EMBER_OK)
+        tool_local_error(ctx, "limits", "%s: %s", ember_status_str(rc), ember_errmsg(NULL));
+    if (tool_any_failed(ctx, rc != EMBER_OK, NULL))
         goto fail;
-    }
 
-    /* 3. every batch: counts per (table, shard), then the max over shards */
+    /* 3. every batch: this rank's counts per (table, shard), the max over
+     * ranks of each, then the max over shards */
+    int64_t *ids = counts, *unique = counts + TS;
     int64_t n = 0, cap = 0;
     for (;;) {
         if (o.batches >= 0 && n >= o.batches)
             break;
-        ember_batch b;
-        if (syn) {
-            if ((rc = ember_synth_next(syn, &b)) != EMBER_OK) {
-                fprintf(stderr, "ember limits: batch %lld: %s: %s\n", (long long)n,
-                        ember_status_str(rc), ember_data_errmsg());
-                goto fail;
-            }
+        ember_batch global = {0}, b = {0};
+        int got = next_batch(ctx, syn, reader, n, &global);
+        failed = got < 0;
+        if (got == 1 && ctx->size > 1) {
+            int sl = batch_slice_take(&slice, &global, ctx->rank, ctx->size);
+            if (sl)
+                tool_local_error(ctx, "limits", "%s: batch %lld: %s", source, (long long)n,
+                                 sl == -2 ? "out of memory" : "malformed lengths");
+            failed = sl != 0;
+            b = slice.batch;
         } else {
-            rc = ember_batch_reader_next(reader, &b);
-            if (rc == 0)
-                break;
-            if (rc < 0) {
-                fprintf(stderr, "ember limits: %s: %s\n", ember_status_str(rc),
-                        ember_data_errmsg());
-                goto fail;
-            }
+            b = global;
         }
-        if ((rc = ember_partition_counts(coll, &b, ids, unique)) != EMBER_OK) {
-            fprintf(stderr, "ember limits: %s: batch %lld: %s: %s\n", source, (long long)n,
-                    ember_status_str(rc), ember_errmsg(coll));
-            goto fail;
+        if (got == 1 && !failed && (rc = ember_partition_counts(coll, &b, ids, unique)) != EMBER_OK) {
+            tool_local_error(ctx, "limits", "%s: batch %lld: %s: %s", source, (long long)n,
+                             ember_status_str(rc), ember_errmsg(coll));
+            failed = 1;
         }
+        if (got == 1 && !failed) {
+            for (int32_t t = 0; t < T; t++)
+                for (int64_t s = 0; s < o.shards; s++)
+                    totals[T + t] += ids[(int64_t)t * o.shards + s]; /* units: this rank's */
+            for (int32_t f = 0; f < F; f++)
+                for (int32_t s = 0; s < b.batch_size; s++)
+                    totals[info.feature_table[f]] += b.lengths[(int64_t)f * b.batch_size + s];
+        } else {
+            memset(counts, 0, (size_t)(2 * TS) * sizeof *counts);
+        }
+        /* one reduction per batch: the counts' max, a failure anywhere, the end */
+        counts[2 * TS] = failed ? 2 : got == 0 ? 1 : 0;
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             for (int32_t t = 0; t < T; t++)
-                if (grow_i64(&obs[t].max_ids, cap) || grow_i64(&obs[t].max_unique, cap))
-                    goto nomem;
+                if (grow_i64(&obs[t].max_ids, cap) || grow_i64(&obs[t].max_unique, cap)) {
+                    tool_local_error(ctx, "limits", "out of memory");
+                    counts[2 * TS] = 2;
+                }
         }
+        tool_reduce_i64(ctx, counts, 2 * TS + 1, TOOL_MAX);
+        if (counts[2 * TS] == 2)
+            goto fail; /* the failing rank said why */
+        if (counts[2 * TS] == 1)
+            break;
         for (int32_t t = 0; t < T; t++) {
             int64_t mi = 0, mu = 0;
             for (int64_t s = 0; s < o.shards; s++) {
@@ -481,39 +557,39 @@ int cmd_limits(int argc, char **argv)
                     mi = ids[cell];
                 if (unique[cell] > mu)
                     mu = unique[cell];
-                obs[t].units_total += ids[cell];
             }
             obs[t].max_ids[n] = mi;
             obs[t].max_unique[n] = mu;
         }
-        for (int32_t f = 0; f < F; f++)
-            for (int32_t s = 0; s < b.batch_size; s++)
-                obs[info.feature_table[f]].ids_total += b.lengths[(int64_t)f * b.batch_size + s];
         n++;
     }
+    /* totals of the global batches: the sum over ranks of their shares */
+    tool_reduce_i64(ctx, totals, 2 * (int64_t)T, TOOL_SUM);
+    for (int32_t t = 0; t < T; t++) {
+        obs[t].ids_total = totals[t];
+        obs[t].units_total = totals[T + t];
+    }
 
-    /* 4. report */
+    /* 4. report (rank 0's stdout; the other ranks' goes nowhere) */
     for (int32_t t = 0; t < T; t++)
         summarise(&obs[t], n, &rep[t]);
     if (o.json) {
-        if (emit_json(&o, source, &info, obs, rep, n, now_s() - t0)) {
-            fprintf(stderr, "ember limits: could not format JSON\n");
-            goto fail;
-        }
+        if (emit_json(&o, source, &info, obs, rep, n, now_s() - t0))
+            tool_local_error(ctx, "limits", "could not format JSON");
+        else
+            status = 0;
     } else {
         print_text(&o, source, &info, obs, rep, n);
+        status = 0;
     }
-    status = 0;
-    goto fail;
 
-nomem:
-    fprintf(stderr, "ember limits: out of memory\n");
 fail:
     if (obs)
         for (int32_t t = 0; t < info.num_tables; t++) {
             free(obs[t].max_ids);
             free(obs[t].max_unique);
         }
+    batch_slice_free(&slice);
     ember_collection_destroy(coll);
     ember_batch_reader_destroy(reader);
     ember_synth_destroy(syn);
@@ -522,8 +598,8 @@ fail:
     free(names);
     free(obs);
     free(rep);
-    free(ids);
-    free(unique);
+    free(counts);
+    free(totals);
     free(own_rows);
     free(own_ftab);
     return status;

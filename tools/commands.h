@@ -1,14 +1,19 @@
 /*
  * commands.h: the subcommands of the `ember` tool, one file each.
- * Each takes the arguments after its name (argv[0] is the subcommand) and
- * returns the process exit status: 0 success, 1 failure, 2 usage error.
- * Subcommands use only the public API (include/ember.h).
+ * Each takes the tool context (tool_ctx.h: the world it runs in, alone or
+ * under mpirun, and where its messages go) and the arguments after its name
+ * (argv[0] is the subcommand), and returns the process exit status: 0
+ * success, 1 failure, 2 usage error; every rank of a world returns the
+ * same one.  Subcommands use only the public API (include/ember.h).
  */
 #ifndef EMBER_TOOLS_COMMANDS_H
 #define EMBER_TOOLS_COMMANDS_H
 
-int cmd_bench(int argc, char **argv);
-int cmd_limits(int argc, char **argv);
-int cmd_gen(int argc, char **argv);
+#include "tool_ctx.h"
+
+int cmd_bench(const tool_ctx *ctx, int argc, char **argv);
+int cmd_limits(const tool_ctx *ctx, int argc, char **argv);
+int cmd_gen(const tool_ctx *ctx, int argc, char **argv);
+int cmd_plan(const tool_ctx *ctx, int argc, char **argv);
 
 #endif

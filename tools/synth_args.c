@@ -42,6 +42,7 @@ void synth_args_init(synth_args *a)
 {
     memset(a, 0, sizeof *a);
     a->zipf = -1;
+    a->err = stderr;
 }
 
 int synth_parse_int64(const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -71,7 +72,7 @@ int synth_args_take(synth_args *a, const char *cmd, const char *name, const char
         strcmp(name, "--alpha") && strcmp(name, "--seed"))
         return 0;
     if (!val) {
-        fprintf(stderr, "ember %s: %s needs a value\n", cmd, name);
+        fprintf(a->err, "ember %s: %s needs a value\n", cmd, name);
         return -1;
     }
     if (!strcmp(name, "--preset")) {
@@ -100,7 +101,7 @@ int synth_args_take(synth_args *a, const char *cmd, const char *name, const char
         a->seed_given = 1;
     }
     if (bad) {
-        fprintf(stderr, "ember %s: bad value '%s' for %s\n", cmd, val, name);
+        fprintf(a->err, "ember %s: bad value '%s' for %s\n", cmd, val, name);
         return -1;
     }
     return 1;
@@ -110,7 +111,7 @@ int synth_args_config(const synth_args *a, const char *cmd, ember_synth_config *
 {
     const synth_preset *p = synth_preset_find(a);
     if (!p) {
-        fprintf(stderr, "ember %s: unknown preset '%s' (quick, W1, W2, W3)\n", cmd, a->preset);
+        fprintf(a->err, "ember %s: unknown preset '%s' (quick, W1, W2, W3)\n", cmd, a->preset);
         return 2;
     }
     ember_synth_config c = ember_synth_config_default();

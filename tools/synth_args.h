@@ -13,6 +13,7 @@
 #define EMBER_TOOLS_SYNTH_ARGS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ember.h"
 
@@ -25,19 +26,21 @@ typedef struct synth_args {
     int weighted;
     int seed_given;
     uint64_t seed;
+    FILE *err;               /* where usage errors go: stderr (init); under
+                                MPI the tool's ctx->err, so they print once */
 } synth_args;
 
 void synth_args_init(synth_args *a);
 
 /* Tries to take the generator option named `name` with value `val` (NULL
  * when the flag takes none).  Returns 1 if it was one (and was valid), 0 if
- * it is not a generator option, -1 for a bad value (message on stderr,
+ * it is not a generator option, -1 for a bad value (message on a->err,
  * prefixed with cmd).  *used_val says whether val was consumed. */
 int synth_args_take(synth_args *a, const char *cmd, const char *name, const char *val,
                     int *used_val);
 
 /* The generator config: preset, then explicit flags.  0, or 2 (usage error,
- * message on stderr) for an unknown preset. */
+ * message on a->err) for an unknown preset. */
 int synth_args_config(const synth_args *a, const char *cmd, ember_synth_config *out);
 
 /* The preset's row width (`ember bench`'s default --dim); 0 for an unknown

@@ -381,6 +381,9 @@ static double search_k(search *sr, table_plan *tp, int32_t *owner_best, int32_t 
             add_loads(sr, p->spread, p->spread_mem, 1);
             if (p->saving > 0)
                 cand[ncand++] = (saving_key){p->saving, t};
+        } else { /* fits nowhere: no plan */
+            free(cand);
+            return INFINITY;
         }
     }
     qsort(cand, (size_t)ncand, sizeof *cand, cmp_saving_key);
@@ -448,11 +451,12 @@ static void explain_no_fit(const plan_workload *w, const plan_options *o, table_
         if (used + ord[i].saving > (double)o->memory_per_rank) {
             snprintf(err, n,
                      "nothing fits: table '%s' (%lld rows x %d) needs %s per rank at world %d, "
-                     "but the %d larger tables already use %s of the budget of %s per rank",
+                     "but %s of the %s budget per rank is taken by %d larger table%s",
                      tb->name, (long long)tb->rows, tb->dim,
-                     plan_format_bytes(ord[i].saving, b1, sizeof b1), (int)W, (int)i,
+                     plan_format_bytes(ord[i].saving, b1, sizeof b1), (int)W,
                      plan_format_bytes(used, b2, sizeof b2),
-                     plan_format_bytes((double)o->memory_per_rank, b3, sizeof b3));
+                     plan_format_bytes((double)o->memory_per_rank, b3, sizeof b3), (int)i,
+                     i == 1 ? "" : "s");
             free(ord);
             return;
         }
@@ -474,7 +478,9 @@ static void write_reasons(const plan_workload *w, const plan_options *o, table_p
         char *out = res->reason[t];
         size_t n = sizeof res->reason[t];
         const plan_pin *pin = pins ? &pins[t] : NULL;
-        if (p->fixed) {
+        if (res->world == 1 && !(pin && pin->placement >= 0)) {
+            snprintf(out, n, "a world of one: every placement is the same local table");
+        } else if (p->fixed) {
             snprintf(out, n, "pinned%s", pin && pin->exchange < 0 &&
                      (p->sp == EMBER_PLACE_ROW || p->sp == EMBER_PLACE_TABLE)
                      ? "; exchange by cost" : "");
@@ -493,22 +499,20 @@ static void write_reasons(const plan_workload *w, const plan_options *o, table_p
             const char *name = place_name(p->sp, p->sx);
             if (pin && pin->placement >= 0)
                 snprintf(out, n, "pinned %s", name);
-            else if (p->free_table && p->saving > 0)
-                snprintf(out, n, "%s: table-wise saves bytes alone but overloads a rank", name);
             else if (!p->free_table && table_bytes(&cfg->tables[t]) > o->memory_per_rank &&
                      o->memory_per_rank > 0)
                 snprintf(out, n, "%s: too big for one rank (%s)", name,
                          plan_format_bytes((double)table_bytes(&cfg->tables[t]), b1, sizeof b1));
             else if (p->sp == EMBER_PLACE_REPLICATED)
-                snprintf(out, n, "replicated: %s, at most the threshold; its forward sends "
-                         "nothing%s%s%s", plan_format_bytes((double)table_bytes(&cfg->tables[t]),
-                                                            b1, sizeof b1),
-                         isfinite(p->runner_cost) ? "; next best: " : "",
-                         isfinite(p->runner_cost) ? place_name(p->runner_p, p->runner_x) : "",
-                         isfinite(p->runner_cost) ? " (same cost within 1%)" : "");
+                snprintf(out, n, "replicated: %s, under the threshold; no forward message; "
+                         "%s costs %.2fx", plan_format_bytes((double)table_bytes(&cfg->tables[t]),
+                                                             b1, sizeof b1),
+                         isfinite(p->runner_cost) ? place_name(p->runner_p, p->runner_x) : "nothing else",
+                         isfinite(p->runner_cost) && p->sp_cost > 0 ? p->runner_cost / p->sp_cost : 0.0);
             else if (isfinite(p->runner_cost) && p->sp_cost > 0)
-                snprintf(out, n, "%s: cheapest; %s costs %.2fx", name,
-                         place_name(p->runner_p, p->runner_x), p->runner_cost / p->sp_cost);
+                snprintf(out, n, "%s: cheapest; %s costs %.2fx%s", name,
+                         place_name(p->runner_p, p->runner_x), p->runner_cost / p->sp_cost,
+                         p->free_table && p->saving > 0 ? "; table-wise would overload a rank" : "");
             else
                 snprintf(out, n, "%s: cheapest", name);
         }
@@ -551,16 +555,16 @@ int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *
     plan_pin none = {-1, -1, -1};
     for (int32_t t = 0; t < T && pins; t++) {
         const plan_pin *p = &pins[t];
-        if (p->placement > EMBER_PLACE_REPLICATED || p->exchange > EMBER_EXCHANGE_POOLED ||
-            p->owner >= W || (p->owner >= 0 && p->placement != EMBER_PLACE_TABLE)) {
-            snprintf(res->error, sizeof res->error,
-                     "table '%s': pinned owner %d is not a rank of world %d%s",
-                     cfg->tables[t].name, (int)p->owner, (int)W,
-                     p->owner >= 0 && p->placement != EMBER_PLACE_TABLE && p->owner < W
-                         ? " (or an owner without placement = table)" : "");
-            if (p->placement > EMBER_PLACE_REPLICATED || p->exchange > EMBER_EXCHANGE_POOLED)
-                snprintf(res->error, sizeof res->error, "table '%s': bad pin",
-                         cfg->tables[t].name);
+        const char *bad = NULL;
+        if (p->placement > EMBER_PLACE_REPLICATED || p->exchange > EMBER_EXCHANGE_POOLED)
+            bad = "unknown placement or exchange";
+        else if (p->owner >= 0 && p->placement != EMBER_PLACE_TABLE)
+            bad = "an owner pin needs placement table";
+        else if (p->owner >= W)
+            bad = "the pinned owner is not a rank of the world";
+        if (bad) {
+            snprintf(res->error, sizeof res->error, "table '%s': %s (placement %d, owner %d, "
+                     "world %d)", cfg->tables[t].name, bad, p->placement, (int)p->owner, (int)W);
             return EMBER_EINVAL;
         }
     }

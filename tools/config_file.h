@@ -1,0 +1,88 @@
+/*
+ * config_file.h: the `ember` tools' config file (docs/config.md), read with
+ * libconfig.
+ *
+ * One file describes a model's embeddings and how it is run: the tables and
+ * features (an ember_collection_config, including per-table pins of the
+ * placement, owner and exchange), the statistics of its ids (pooling per
+ * feature, weighting, the id law per table), the synthetic data that stands
+ * in for real data (global batch, law, seed) and the planner's settings.
+ * `ember plan` reads it today; `ember train` will.
+ *
+ * Ownership: config_file owns every string and array it points to, and
+ * `coll` points into them, so a config_file is never copied by value; free
+ * it with config_file_free().  Errors name the file, the line and the key:
+ *   configs/w1.cfg:12: tables[0].dim: must be in 1..1024, got 2000
+ */
+#ifndef EMBER_TOOLS_CONFIG_FILE_H
+#define EMBER_TOOLS_CONFIG_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ember.h"
+
+/* Per table, what the collection config cannot hold. */
+typedef struct cfg_table_extra {
+    int placement_pin;  /* ember_placement, or -1: the planner chooses      */
+    int32_t owner_pin;  /* table placement: the rank, or -1                 */
+    int exchange_pin;   /* ember_exchange, or -1                            */
+    int zipf;           /* id law: 1 bounded Zipf(alpha), 0 uniform          */
+    double alpha;
+    int line;           /* line of the table's entry in the file             */
+} cfg_table_extra;
+
+/* Per feature. */
+typedef struct cfg_feature_extra {
+    double pooling;     /* mean ids per sample (bag length)                  */
+    int weighted;       /* the feature's ids carry weights                   */
+    int line;
+} cfg_feature_extra;
+
+/* Synthetic data standing in for real data, and the id law's default. */
+typedef struct cfg_data {
+    int64_t batch_size; /* global batch: samples per step over all ranks     */
+    int zipf;           /* default id law of the tables                      */
+    double alpha;
+    uint64_t seed;
+} cfg_data;
+
+typedef struct cfg_planner {
+    int32_t world;               /* ranks to plan for                        */
+    int64_t memory_per_rank;     /* bytes of rows + state per rank; 0: none  */
+    int64_t replicate_threshold; /* rows + state at most this may be replicated */
+    double lookup_weight;        /* a looked-up byte against a network byte   */
+} cfg_planner;
+
+typedef struct config_file {
+    char *path;                  /* as given                                 */
+    char *name;                  /* the `name` setting, or the file's name   */
+    ember_collection_config coll; /* tables and features point below        */
+    ember_table_config *tables;
+    ember_feature_config *features;
+    cfg_table_extra *table_extra;
+    cfg_feature_extra *feature_extra;
+    int32_t num_tables, num_features;
+    cfg_data data;
+    cfg_planner planner;
+    char **strings;              /* every name, owned                         */
+    int32_t num_strings;
+} config_file;
+
+/* Reads and checks path.  0 and *out on success; otherwise -1, *out NULL
+ * and a message in err naming file, line and key. */
+int config_file_load(const char *path, config_file **out, char *err, size_t errlen);
+void config_file_free(config_file *cf);
+
+/* Any feature weighted: the batch then carries a weight per id. */
+int config_file_weighted(const config_file *cf);
+
+/* "1.5 GiB", "64G", "1048576", "2T" -> bytes (binary units; K, M, G, T with
+ * or without "iB"/"B").  0 on success. */
+int config_parse_bytes(const char *s, int64_t *out);
+
+const char *config_placement_name(int placement); /* "row", ..., "auto" for -1 */
+const char *config_exchange_name(int exchange);
+const char *config_optimizer_name(ember_optimizer_kind kind);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * tool_ctx.h: what every subcommand of `ember` gets besides its arguments:
+ * the world it runs in, and the few collective helpers the tool needs.
+ *
+ * Every subcommand runs alone and under `mpirun -np N`.  Launched by mpirun
+ * (Open MPI sets OMPI_COMM_WORLD_SIZE; PMI_SIZE or PMIX_RANK for other
+ * launchers), main() initialises MPI (MPI_THREAD_FUNNELED: ember calls MPI
+ * only from the calling thread) and makes a world over MPI_COMM_WORLD;
+ * alone it never touches MPI and the world is NULL (a world of one).
+ *
+ * Output rules under MPI: normal output (JSON lines, tables) is rank 0's
+ * only (main points stdout of the other ranks at /dev/null, so a subcommand
+ * may print unconditionally); a message every rank would print alike (a
+ * usage error, the agreed status of a collective ember call, whose message
+ * already names the failing rank) goes to ctx->err, which is stderr on rank
+ * 0 and a sink elsewhere; an error only this rank saw goes through
+ * tool_local_error(), "ember CMD: rank R: ..." on stderr.  Exit codes are
+ * agreed (the largest over ranks), so every rank exits with the same one.
+ *
+ * A rank must never leave the others waiting in a collective call: before
+ * each collective step a subcommand agrees on its local failures with
+ * tool_any_failed() and all ranks bail out together.
+ */
+#ifndef EMBER_TOOLS_TOOL_CTX_H
+#define EMBER_TOOLS_TOOL_CTX_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ember.h"
+
+typedef struct tool_ctx {
+    ember_world *world;  /* collections' cfg.world: NULL alone (a world of one) */
+    int32_t rank, size;  /* 0 and 1 alone                                       */
+    int mpi;             /* 1: launched by mpirun, MPI initialised by main()    */
+    int32_t local_ranks; /* ranks on this node (OMPI_COMM_WORLD_LOCAL_SIZE), or size */
+    FILE *err;           /* messages every rank would print alike: stderr on
+                            rank 0, a sink on the others                        */
+} tool_ctx;
+
+/* Detects mpirun, initialises MPI and the world (collective), points stdout
+ * of ranks other than 0 at /dev/null.  0, or 1 after printing the problem. */
+int tool_ctx_init(tool_ctx *ctx, int *argc, char ***argv);
+/* Destroys the world and finalises MPI (when tool_ctx_init started it). */
+void tool_ctx_finish(tool_ctx *ctx);
+
+/* "ember CMD: rank R: <message>\n" on this rank's stderr ("rank R: " only
+ * in a world of more than one). */
+void tool_local_error(const tool_ctx *ctx, const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Collective: the largest status over ranks (exit codes 0, 1, 2). */
+int tool_agree_status(const tool_ctx *ctx, int status);
+/* Collective: 1 on every rank when `failed` is true on any rank; *first (may
+ * be NULL) gets the lowest failing rank, or -1. */
+int tool_any_failed(const tool_ctx *ctx, int failed, int32_t *first);
+
+typedef enum tool_reduce { TOOL_MAX = 0, TOOL_SUM = 1 } tool_reduce;
+/* Collective, in place: v[i] = max or sum over ranks of v[i].  Alone: no-op. */
+void tool_reduce_i64(const tool_ctx *ctx, int64_t *v, int64_t n, tool_reduce op);
+void tool_reduce_double(const tool_ctx *ctx, double *v, int64_t n, tool_reduce op);
+/* Collective: returns when every rank has called it.  Alone: no-op. */
+void tool_barrier(const tool_ctx *ctx);
+
+#endif
