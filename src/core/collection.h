@@ -42,6 +42,7 @@ typedef struct ember_ptable {
     ember_placement placement;
     ember_exchange exchange;
     int32_t owner;          /* TABLE placement                               */
+    uint64_t row_magic;     /* ROW: ember_shard_magic(world size)            */
     int64_t local_rows;     /* rows stored on this rank                      */
     int32_t local_dim;      /* columns stored: dim, or the COLUMN slice c     */
     int32_t col0;           /* COLUMN: first column of this rank's slice      */

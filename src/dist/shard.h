@@ -10,11 +10,35 @@
 
 #include "core/collection.h"
 
+/*
+ * row / W and row % W run once or more per id on the exchange path, and a
+ * hardware division by a run-time W costs ~10 cycles.  With M = ceil(2^64 / W)
+ * (ember_shard_magic, kept on the ptable), for every 32-bit row and 1 < W < 2^32:
+ *   row / W = (M * row) >> 64            (128-bit product)
+ *   row % W = ((M * row mod 2^64) * W) >> 64
+ * (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019).
+ * W = 1 has no 64-bit M and is answered directly.  tests/test_shard.c checks
+ * both against / and %.
+ */
+__extension__ typedef unsigned __int128 ember_u128;
+
+static inline uint64_t ember_shard_magic(int32_t W) { return W > 1 ? UINT64_MAX / (uint64_t)W + 1 : 0; }
+
+static inline uint32_t ember_shard_div(uint64_t magic, int32_t W, uint32_t row)
+{
+    return W == 1 ? row : (uint32_t)(((ember_u128)magic * row) >> 64);
+}
+
+static inline uint32_t ember_shard_mod(uint64_t magic, int32_t W, uint32_t row)
+{
+    return W == 1 ? 0 : (uint32_t)(((ember_u128)(magic * row) * (uint32_t)W) >> 64);
+}
+
 /* The rank that owns row (ROW and TABLE); -1 for every rank. */
 static inline int32_t ember_shard_owner(const ember_ptable *pt, int32_t W, uint32_t row)
 {
     switch (pt->placement) {
-    case EMBER_PLACE_ROW: return (int32_t)(row % (uint32_t)W);
+    case EMBER_PLACE_ROW: return (int32_t)ember_shard_mod(pt->row_magic, W, row);
     case EMBER_PLACE_TABLE: return pt->owner;
     default: return -1;
     }
@@ -22,7 +46,7 @@ static inline int32_t ember_shard_owner(const ember_ptable *pt, int32_t W, uint3
 
 static inline uint32_t ember_shard_local(const ember_ptable *pt, int32_t W, uint32_t row)
 {
-    return pt->placement == EMBER_PLACE_ROW ? row / (uint32_t)W : row;
+    return pt->placement == EMBER_PLACE_ROW ? ember_shard_div(pt->row_magic, W, row) : row;
 }
 
 static inline int ember_shard_holds(const ember_ptable *pt, int32_t W, int32_t rank, uint32_t row)

@@ -314,6 +314,27 @@ static void unpack_round(ember_collection *c, ember_xchg *x, int32_t m, const in
     memset(rr->row + rr->n, 0, sizeof(uint32_t) * EMBER_ROUTE_PAD);
 }
 
+/* dst[i] = table row rows[i], for the rows one source asked for.  The reads
+ * are random, so rows are prefetched GATHER_AHEAD ahead (the bounds test is
+ * on the index, which GCC keeps: check `objdump -d | grep prefetch`). */
+#define GATHER_AHEAD 16
+static void gather_rows(float *dst, const float *values, const uint32_t *rows, int64_t n, int32_t ld,
+                        int threads)
+{
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n > 4096)
+    for (int64_t i = 0; i < n; i++) {
+        if (i + GATHER_AHEAD < n) {
+            const char *pf = (const char *)(values + (int64_t)rows[i + GATHER_AHEAD] * ld);
+            for (int32_t b = 0; b < ld * 4; b += 64)
+                __builtin_prefetch(pf + b, 0, 0);
+        }
+        const float *src = values + (int64_t)rows[i] * ld;
+        float *out = dst + i * ld;
+        for (int32_t k = 0; k < ld; k++)
+            out[k] = src[k];
+    }
+}
+
 /* Step 4, lookup: what each source gets back in round m (floats in rows_out
  * at scnt/sdsp, in bytes).  ROWS: its distinct rows; POOLED and COLUMN:
  * one pooled row (or slice) per segment. */
@@ -327,8 +348,8 @@ static void lookup_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, i
             const int64_t *n = recv + s * XC_N;
             msg_view v = view_of(c, x->rbuf + x->rdsp[s], n);
             x->sdsp[s] = at * 4;
-            for (int64_t i = 0; i < n[XC_UNIQ]; i++, at += ld)
-                memcpy(x->rows_out + at, pt->store->values + (int64_t)v.uniq[i] * ld, sizeof(float) * (size_t)ld);
+            gather_rows(x->rows_out + at, pt->store->values, v.uniq, n[XC_UNIQ], ld, c->threads);
+            at += n[XC_UNIQ] * ld;
             x->scnt[s] = at * 4 - x->sdsp[s];
         }
         return;

@@ -78,6 +78,7 @@ int ember_layout_build(ember_collection *c)
     int32_t W = c->world->size, rank = c->world->rank;
     for (int32_t p = 0; p < c->num_ptables; p++) {
         ember_ptable *pt = &c->ptables[p];
+        pt->row_magic = ember_shard_magic(W);
         pt->local_rows = ember_shard_local_rows(pt, W, rank);
         pt->local_dim = pt->dim;
         if (pt->placement == EMBER_PLACE_COLUMN) {
