@@ -165,7 +165,7 @@ static void error_case(test_rng *r, int mode, int kind, ember_world *world)
         }
         gb.ids[mpi_bag_start(&gb.b, 0, s)] = 0;
     }
-    mpi_sub_batch(&gb.b, lo, hi, &lb);
+    test_sub_batch(&gb.b, lo, hi, &lb);
     char what[200];
     snprintf(what, sizeof what, "bad sample %d (rank %d's local %d) feature %s, local samples "
              "[%d, %d) of %d", s, k, s - start[k], cfg->features[f].name, lo, hi, B);

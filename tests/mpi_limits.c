@@ -95,7 +95,7 @@ static int64_t range_count(const ember_collection_config *cfg, const ember_batch
                            int32_t hi, int32_t t, int unique)
 {
     test_batch sb;
-    mpi_sub_batch(b, lo, hi, &sb);
+    test_sub_batch(b, lo, hi, &sb);
     size_t cells = (size_t)cfg->num_tables * (size_t)cfg->num_shards;
     int64_t *ids = calloc(cells + 1, sizeof *ids), *uq = calloc(cells + 1, sizeof *uq);
     ref_partition_counts(cfg, &sb.b, ids, uq);
@@ -181,7 +181,7 @@ static void error_case(test_rng *r, int mode, int unique, ember_world *world)
     if (mpi_all(dc && refc)) {
         test_batch gb, lb;
         error_batch(r, tc, k, start, &gb);
-        mpi_sub_batch(&gb.b, start[rank], start[rank + 1], &lb);
+        test_sub_batch(&gb.b, start[rank], start[rank + 1], &lb);
         /* rank k's count in shard 0, the only partition over the limit */
         int64_t observed = range_count(&tc->cfg, &gb.b, start[k], start[k + 1], 0, unique);
         mpi_snapshot snap;
@@ -314,7 +314,7 @@ static int minibatch_case(test_rng *r, int mode, int trial, ember_world *world)
         tc->tables[0].max_ids_per_partition = limit;
     /* the rounds of rank k by the naive reference */
     test_batch kb;
-    mpi_sub_batch(&gb.b, start[k], start[k + 1], &kb);
+    test_sub_batch(&gb.b, start[k], start[k + 1], &kb);
     uint8_t *keep = malloc((size_t)kb.b.num_ids + 1);
     int32_t *mb = malloc(sizeof(int32_t) * (size_t)(kb.b.batch_size + 2)), rounds = 0;
     int lrc = ref_limits_apply(cfg, &kb.b, keep, &rounds, mb);
@@ -368,7 +368,7 @@ static void global_keep(const ember_collection_config *cfg, const ember_batch *g
     int32_t B = gb->batch_size, F = gb->num_features;
     for (int32_t q = 0; q < W; q++) {
         test_batch lb;
-        mpi_sub_batch(gb, start[q], start[q + 1], &lb);
+        test_sub_batch(gb, start[q], start[q + 1], &lb);
         uint8_t *lk = malloc((size_t)lb.b.num_ids + 1);
         int32_t *mb = malloc(sizeof(int32_t) * (size_t)(lb.b.batch_size + 2)), n = 0;
         int rc = ref_limits_apply(cfg, &lb.b, lk, &n, mb);
@@ -488,7 +488,7 @@ static void drop_case(test_rng *r, int mode, int trial, ember_world *world)
     int have_m = ref_model_init(&m, &lc->cfg) == 0;
     if (mpi_all(dc && local && prunedc && have_m)) {
         test_batch lb, pb;
-        mpi_sub_batch(&gb.b, lo, hi, &lb);
+        test_sub_batch(&gb.b, lo, hi, &lb);
         pruned(&gb.b, keep, &pb);
         int64_t Wp = test_pooled_width(cfg), lS = test_sequence_size(cfg, &lb.b);
         mpi_grads g;

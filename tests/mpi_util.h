@@ -189,32 +189,7 @@ static inline test_config *mpi_ref_config(const test_config *dist)
     return tc;
 }
 
-/* --------------------------------------------------- splitting a batch */
-
-/* Samples [lo, hi) of b as a new batch (same features, same id order). */
-static inline void mpi_sub_batch(const ember_batch *b, int32_t lo, int32_t hi, test_batch *out)
-{
-    int32_t B = b->batch_size, F = b->num_features, n = hi - lo;
-    int64_t nids = 0;
-    for (int32_t f = 0; f < F; f++)
-        for (int32_t s = lo; s < hi; s++)
-            nids += b->lengths[(int64_t)f * B + s];
-    test_batch_alloc(out, n, F, nids, b->weights != NULL);
-    int64_t src = 0, dst = 0;
-    for (int32_t f = 0; f < F; f++)
-        for (int32_t s = 0; s < B; s++) {
-            int32_t len = b->lengths[(int64_t)f * B + s];
-            if (s >= lo && s < hi) {
-                out->lengths[(int64_t)f * n + (s - lo)] = len;
-                memcpy(out->ids + dst, b->ids + src, (size_t)len * sizeof *out->ids);
-                if (b->weights)
-                    memcpy(out->weights + dst, b->weights + src,
-                           (size_t)len * sizeof *out->weights);
-                dst += len;
-            }
-            src += len;
-        }
-}
+/* --------------------------------------------------- splitting a batch (util.h: test_sub_batch) */
 
 /* Index in b->ids of the first id of bag (f, s). */
 static inline int64_t mpi_bag_start(const ember_batch *b, int32_t f, int32_t s)
@@ -564,7 +539,7 @@ static inline int mpi_step(ember_collection *d, ember_collection *r,
 {
     int32_t rank = mpi_rank_, B = gb->batch_size, lo = start[rank], hi = start[rank + 1];
     test_batch lb;
-    mpi_sub_batch(gb, lo, hi, &lb);
+    test_sub_batch(gb, lo, hi, &lb);
     int64_t Wp = test_pooled_width(cfg), gS = test_sequence_size(cfg, gb);
     int64_t lS = test_sequence_size(cfg, &lb.b), lB = hi - lo;
     int32_t max_len = 0;

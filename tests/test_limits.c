@@ -42,31 +42,6 @@
 
 /* ------------------------------------------------------------- helpers */
 
-/* Samples [lo, hi) of b as a new batch (same features). */
-static void sub_batch(const ember_batch *b, int32_t lo, int32_t hi, test_batch *out)
-{
-    int32_t B = b->batch_size, F = b->num_features, n = hi - lo;
-    int64_t nids = 0;
-    for (int32_t f = 0; f < F; f++)
-        for (int32_t s = lo; s < hi; s++)
-            nids += b->lengths[(int64_t)f * B + s];
-    test_batch_alloc(out, n, F, nids, b->weights != NULL);
-    int64_t src = 0, dst = 0;
-    for (int32_t f = 0; f < F; f++)
-        for (int32_t s = 0; s < B; s++) {
-            int32_t len = b->lengths[(int64_t)f * B + s];
-            if (s >= lo && s < hi) {
-                out->lengths[(int64_t)f * n + (s - lo)] = len;
-                memcpy(out->ids + dst, b->ids + src, (size_t)len * sizeof *out->ids);
-                if (b->weights)
-                    memcpy(out->weights + dst, b->weights + src,
-                           (size_t)len * sizeof *out->weights);
-                dst += len;
-            }
-            src += len;
-        }
-}
-
 typedef struct counts {
     int64_t *ids, *unique; /* [T * S] */
 } counts;
@@ -83,7 +58,7 @@ static void ref_counts_range(const ember_collection_config *cfg, const ember_bat
                              int32_t lo, int32_t hi, counts *c)
 {
     test_batch sb;
-    sub_batch(b, lo, hi, &sb);
+    test_sub_batch(b, lo, hi, &sb);
     ref_counts(cfg, &sb.b, c);
     test_batch_free(&sb);
 }

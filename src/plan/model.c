@@ -29,14 +29,6 @@
  * core's L2 cache: its lookups cost no memory traffic and are not counted. */
 #define CACHE_BYTES (1 << 20)
 
-static double touch(double p, double n)
-{
-    if (n <= 0 || p <= 0)
-        return 0;
-    if (p >= 1)
-        return 1;
-    return -expm1(n * log1p(-p));
-}
 
 static double lines(double bytes) { return LINE * ceil(bytes / LINE); }
 
@@ -140,7 +132,7 @@ static void view_distinct(const owner_view *v, double n, double *out)
     memset(out, 0, sizeof *out * (size_t)W);
     double hot = 0;
     for (int32_t k = 0; k < v->s->hot; k++) {
-        double g = touch(v->s->hot_p[k], n);
+        double g = plan_touch(v->s->hot_p[k], n);
         out[v->hot_owner[k]] += g;
         hot += g;
     }
@@ -263,7 +255,7 @@ static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *
             continue;
         }
         for (int32_t d = 0; d < W; d++)
-            m->segps[d] += touch(m->q[d], L);
+            m->segps[d] += plan_touch(m->q[d], L);
         if (dedup) {
             view_distinct(&m->v, L, m->tmp);
             for (int32_t d = 0; d < W; d++)

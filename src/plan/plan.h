@@ -24,10 +24,22 @@
 #ifndef EMBER_PLAN_H
 #define EMBER_PLAN_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "ember.h"
+
+/* Chance that a row drawn with probability p appears in n independent draws:
+ * 1 - (1 - p)^n, for n >= 0 and p in [0, 1]. */
+static inline double plan_touch(double p, double n)
+{
+    if (n <= 0 || p <= 0)
+        return 0;
+    if (p >= 1)
+        return 1;
+    return -expm1(n * log1p(-p));
+}
 
 /* ------------------------------------------------------------ id statistics */
 

@@ -26,15 +26,6 @@
 
 static double curve_n(int32_t i) { return exp2((double)i / 4.0); }
 
-/* 1 - (1 - p)^n for n >= 0, p in [0, 1]. */
-static double touch(double p, double n)
-{
-    if (n <= 0 || p <= 0)
-        return 0;
-    if (p >= 1)
-        return 1;
-    return -expm1(n * log1p(-p));
-}
 
 /* ------------------------------------------------------------------ zipf */
 
@@ -58,13 +49,13 @@ static double zipf_tail_distinct(const zipf_sum *z, double n, double a, double b
 {
     if (a > b)
         return 0;
-    double ga = touch(z->c * pow(a, -z->alpha), n), gb = touch(z->c * pow(b, -z->alpha), n);
+    double ga = plan_touch(z->c * pow(a, -z->alpha), n), gb = plan_touch(z->c * pow(b, -z->alpha), n);
     if (b - a < 1)
         return ga;
     double ua = log(a), ub = log(b), h = (ub - ua) / ZIPF_PANELS, acc = 0;
     for (int i = 0; i <= ZIPF_PANELS; i++) {
         double u = ua + h * i, x = exp(u);
-        double f = touch(z->c * exp(-z->alpha * u), n) * x;
+        double f = plan_touch(z->c * exp(-z->alpha * u), n) * x;
         acc += f * (i == 0 || i == ZIPF_PANELS ? 1 : (i % 2 ? 4 : 2));
     }
     return acc * h / 3.0 + 0.5 * (ga + gb);
@@ -160,7 +151,7 @@ int plan_stats_uniform(int64_t rows, plan_id_stats *out)
     out->rows = rows;
     out->points = PLAN_CURVE_POINTS;
     for (int32_t i = 0; i < PLAN_CURVE_POINTS; i++)
-        out->distinct[i] = (double)rows * touch(1.0 / (double)rows, curve_n(i));
+        out->distinct[i] = (double)rows * plan_touch(1.0 / (double)rows, curve_n(i));
     if (rows <= PLAN_HOT_ROWS) { /* every row, so small tables shard exactly */
         out->hot = (int32_t)rows;
         for (int32_t r = 0; r < out->hot; r++) {
