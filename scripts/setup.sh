@@ -6,7 +6,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${EMBER_BUILD_DIR:-$repo/build}"
 packages=(build-essential cmake pkg-config libxxhash-dev libjansson-dev libconfig-dev
-          libopenmpi-dev openmpi-bin python3)
+          libopenmpi-dev openmpi-bin libopenblas-dev gnuplot-nox python3)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

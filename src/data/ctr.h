@@ -1,0 +1,123 @@
+/*
+ * ctr.h: CTR samples (a label, dense features, one bag of ids per sparse
+ * feature) and the three sources `ember train` reads them from
+ * (docs/training.md, docs/ctr-format.md):
+ *
+ *   synthetic  a generator whose labels come from a hidden teacher model,
+ *              so the best achievable AUC is known (ctr_synth.c);
+ *   tsv        Criteo display-advertising lines: label, 13 integers, 26
+ *              hexadecimal categoricals, tab-separated (ctr_tsv.c);
+ *   binary     ember's compact format, written by `ember convert`, read
+ *              by mmap (ctr_bin.c).
+ *
+ * Every source splits its samples among the ranks of a world: rank r of W
+ * reads its own contiguous share, so a step's global batch is the
+ * concatenation of the ranks' local batches in rank order.  The synthetic
+ * stream is infinite and a function of (seed, global sample index); its
+ * global batch k is samples [k*G, (k+1)*G) for any W, rank r taking
+ * [k*G + r*G/W, k*G + (r+1)*G/W).  Files have N samples; rank r takes
+ * [r*N/W, (r+1)*N/W) and reads it batch by batch.
+ *
+ * Errors: -1 with a message naming the file and line (tsv), the byte offset
+ * (binary) or the setting, e.g.
+ *   day_0.tsv:1234: field 17 (C4): "zz12" is not hexadecimal
+ * A bad line is counted and skipped (policy CTR_BAD_SKIP), or fails the
+ * read (CTR_BAD_FAIL); ctr_source_stats() reports the counts.
+ */
+#ifndef EMBER_DATA_CTR_H
+#define EMBER_DATA_CTR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ember.h"
+
+#define CTR_MAX_FEATURES 64
+
+/* A batch of local samples; the source owns and reuses its arrays. */
+typedef struct ctr_batch {
+    int32_t batch_size;   /* samples                                         */
+    int32_t num_dense;    /* dense features per sample                       */
+    int32_t num_sparse;   /* sparse features (bags) per sample               */
+    const float *label;   /* [batch_size], 0 or 1                            */
+    const float *dense;   /* [batch_size][num_dense], transformed            */
+    ember_batch sparse;   /* lengths [num_sparse][batch_size], ids in [0, rows of the feature) */
+    int64_t first_sample; /* index in the source of sample 0 (messages)      */
+} ctr_batch;
+
+/* What every source yields, fixed at open. */
+typedef struct ctr_schema {
+    int32_t num_dense, num_sparse;
+    int64_t rows[CTR_MAX_FEATURES]; /* vocabulary (table rows) per sparse feature */
+    char names[CTR_MAX_FEATURES][32];
+} ctr_schema;
+
+/* The synthetic task.  Feature f has rows[f] ids drawn by a bounded
+ * Zipf(alpha[f]) law over a scrambled order (as ember_synth), pooling[f]
+ * ids per sample on average (1: one-hot; bag length 1 + Poisson(p - 1)).
+ * Dense features are standard normal.  The teacher draws its own
+ * embeddings (teacher_dim) per (feature, id) and a one-hidden-layer MLP
+ * (teacher_hidden) over [dense, pooled embeddings], all from seed; label =
+ * Bernoulli(sigmoid(teacher_scale * logit + bias)), bias set so the click
+ * rate is near ctr_rate. */
+typedef struct ctr_synth_config {
+    int32_t num_dense;                 /* default 13                       */
+    int32_t num_sparse;                /* default 8                        */
+    int64_t rows[CTR_MAX_FEATURES];
+    double alpha[CTR_MAX_FEATURES];
+    double pooling[CTR_MAX_FEATURES];
+    int32_t teacher_dim;               /* default 4                        */
+    int32_t teacher_hidden;            /* default 16                       */
+    double teacher_scale;              /* default 2.0                      */
+    double ctr_rate;                   /* default 0.25                     */
+    uint64_t seed;
+    uint64_t eval_offset;              /* eval stream: samples from this index on (default 2^40) */
+} ctr_synth_config;
+
+/* The built-in task of `ember train` with no arguments. */
+ctr_synth_config ctr_synth_config_default(void);
+
+typedef enum ctr_bad_policy { CTR_BAD_SKIP = 0, CTR_BAD_FAIL = 1 } ctr_bad_policy;
+
+typedef struct ctr_stats {
+    int64_t samples;       /* samples returned so far                        */
+    int64_t lines;         /* lines read (tsv)                               */
+    int64_t bad_lines;     /* skipped (tsv)                                  */
+    char first_bad[256];   /* the first bad line's message, "" if none       */
+} ctr_stats;
+
+typedef struct ctr_source ctr_source;
+
+/* rank, world: this rank's share.  eval: the synthetic task's held-out
+ * stream (files: pass the eval file instead).  Returns 0 or -1 with err. */
+int ctr_source_synth(const ctr_synth_config *cfg, int eval, int32_t rank, int32_t world, ctr_source **out,
+                     char *err, size_t errlen);
+/* Criteo TSV.  rows[f] (26 entries): each categorical's value (up to 8 hex
+ * digits) is hashed (xxHash64, seeded by the feature index) into
+ * [0, rows[f]); an empty categorical is an empty bag (a zero embedding).
+ * Integers: x -> log(1 + max(x, 0)); empty -> 0 (docs/ctr-format.md). */
+int ctr_source_tsv(const char *path, const int64_t *rows, ctr_bad_policy policy, int32_t rank, int32_t world,
+                   ctr_source **out, char *err, size_t errlen);
+int ctr_source_binary(const char *path, int32_t rank, int32_t world, ctr_source **out, char *err, size_t errlen);
+
+const ctr_schema *ctr_source_schema(const ctr_source *s);
+
+/* The next up-to-max_samples local samples into *out (valid until the next
+ * call or destroy).  Returns the number of samples (0: this rank's share is
+ * exhausted; ctr_source_rewind starts it again), or -1 with err. */
+int64_t ctr_source_next(ctr_source *s, int32_t max_samples, ctr_batch *out, char *err, size_t errlen);
+void ctr_source_rewind(ctr_source *s);
+void ctr_source_stats(const ctr_source *s, ctr_stats *out);
+void ctr_source_destroy(ctr_source *s);
+
+/* Synthetic only: the teacher's click probability of each sample of the
+ * last batch returned, for the teacher's AUC on the same samples.  NULL for
+ * file sources. */
+const float *ctr_source_teacher_prob(const ctr_source *s);
+
+/* `ember convert`: TSV to binary.  Returns 0 or -1 with err; stats says how
+ * many lines were converted and skipped. */
+int ctr_convert_tsv(const char *tsv_path, const char *bin_path, const int64_t *rows, ctr_bad_policy policy,
+                    ctr_stats *stats, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * dense.h: the dense half of a CTR model (docs/training.md): DLRM's bottom
+ * MLP, feature interaction and top MLP over BLAS (cblas_sgemm), binary
+ * cross-entropy on logits, and the dense optimizers.
+ *
+ * The model keeps every parameter in one flat float vector and every
+ * gradient in another of the same layout, so that replication (all-reduce)
+ * and the optimizers see one array.  Activations for backward are kept in
+ * the model, sized for the largest batch seen; forward then backward on
+ * the same batch.  Nothing here talks to MPI: src/train/ reduces grads.
+ *
+ * Layouts are row-major.  A linear layer with in -> out holds W [out][in]
+ * then b [out]; y[s][o] = b[o] + sum_i x[s][i] * W[o][i].
+ * Determinism: for a fixed BLAS thread count results are bit-identical run
+ * to run; gradients are *accumulated* (+=) so that micro-batches add up.
+ */
+#ifndef EMBER_DENSE_H
+#define EMBER_DENSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DENSE_MAX_LAYERS 8
+
+typedef enum dense_interaction {
+    DENSE_INTERACT_DOT = 0, /* [bottom, emb_1..emb_F]: pairwise dots i < j, then bottom appended */
+    DENSE_INTERACT_CAT = 1, /* concat(bottom, emb_1..emb_F)                                       */
+} dense_interaction;
+
+typedef struct dlrm_config {
+    int32_t num_dense;                 /* dense input features (13 for Criteo)               */
+    int32_t num_sparse;                /* F pooled embeddings per sample                     */
+    int32_t emb_dim;                   /* d: every pooled embedding's width                  */
+    int32_t num_bottom;                /* bottom MLP widths; the last must equal emb_dim     */
+    int32_t bottom[DENSE_MAX_LAYERS];
+    int32_t num_top;                   /* top MLP hidden widths; a final width-1 layer       */
+    int32_t top[DENSE_MAX_LAYERS];     /* (the logit) is appended, no ReLU after it          */
+    dense_interaction interaction;
+    uint64_t seed;                     /* init: a function of (seed, layer, index) only      */
+} dlrm_config;
+
+typedef struct dlrm dlrm;
+
+/* Validates cfg (message in err on failure: -1) and allocates; 0 on success.
+ * Init: W uniform in +-sqrt(6 / (in + out)) (Glorot), b = 0. */
+int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen);
+void dlrm_destroy(dlrm *m);
+
+int64_t dlrm_num_params(const dlrm *m);
+float *dlrm_params(dlrm *m);          /* [num_params]                                  */
+float *dlrm_grads(dlrm *m);           /* [num_params], same layout                     */
+void dlrm_zero_grads(dlrm *m);
+int32_t dlrm_interaction_width(const dlrm *m); /* top MLP input width                  */
+
+/* logit[s] for s < B.  dense [B][num_dense], pooled [B][num_sparse * emb_dim]
+ * (ember_forward's layout: sample-major, features in config order).
+ * Returns 0, or -1 when out of memory. */
+int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, float *logit);
+
+/* With the activations of the last forward: grads += d(loss)/d(params) for
+ * dlogit [B]; d_pooled [B][num_sparse * emb_dim] = d(loss)/d(pooled)
+ * (overwritten, not accumulated).  d_pooled may be NULL. */
+void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled);
+
+/* Binary cross-entropy on logits, numerically stable:
+ *   loss_s = max(z, 0) - z * y + log1p(exp(-|z|))
+ * Returns sum_s loss_s (double); dlogit[s] = scale * (sigmoid(z_s) - y_s)
+ * when dlogit is not NULL (scale = 1 / global batch for a mean loss). */
+double dense_bce_logits(const float *logit, const float *label, int32_t B, float scale, float *dlogit);
+
+/* sigmoid(z), stable for large |z|. */
+float dense_sigmoid(float z);
+
+/* ------------------------------------------------------------- optimizers */
+
+typedef enum dense_optim_kind { DENSE_SGD = 0, DENSE_ADAM = 1 } dense_optim_kind;
+
+typedef struct dense_optim_config {
+    dense_optim_kind kind;
+    float lr;
+    float beta1, beta2, eps; /* Adam                                       */
+    float weight_decay;      /* L2 added to the gradient: g + wd * p       */
+} dense_optim_config;
+
+dense_optim_config dense_optim_config_default(dense_optim_kind kind);
+
+typedef struct dense_optim dense_optim;
+int dense_optim_create(const dense_optim_config *cfg, int64_t n, dense_optim **out);
+void dense_optim_destroy(dense_optim *o);
+/* One step over params[i], i < n, with grads (already reduced and scaled).
+ * Adam: bias-corrected, t = number of steps so far + 1.  Elementwise, so
+ * any thread count gives the same bits. */
+void dense_optim_step(dense_optim *o, float *params, const float *grads);
+/* The state for checkpoints: floats per parameter (0 SGD, 2 Adam) and the step. */
+float *dense_optim_state(dense_optim *o, int64_t *floats, int64_t *step);
+
+#endif

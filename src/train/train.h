@@ -1,0 +1,73 @@
+/*
+ * train.h: one CTR training step and the metrics around it
+ * (docs/training.md).  The loop itself (progress, evaluation schedule, JSON
+ * lines, plot, summary) is the `ember train` tool (tools/cmd_train.c).
+ *
+ * A trainer joins an ember_collection (the embedding tables, sharded over
+ * the collection's world) and a dlrm (the dense model, replicated on every
+ * rank).  One optimizer step over a global batch of G = R * k * b samples
+ * (R ranks, k micro-batches of b samples each per rank, seed 001 §5.5.1):
+ *
+ *   ember_forward(this rank's k*b samples)            -> pooled [k*b][F*d]
+ *   for each micro-batch j < k:
+ *       dlrm_forward(micro j) ; loss, dlogit = (sigmoid - y) / G
+ *       dlrm_backward -> grads += ... ; d_pooled rows of micro j
+ *   ember_backward(d_pooled)                          (sparse update, once)
+ *   dense grads: summed over ranks in rank order (reduce-scatter by chunks,
+ *   then all-gather), so every rank holds the same bits; dense optimizer step.
+ *
+ * The embedding tables see exactly one optimizer step on all k*b samples:
+ * accumulation changes only how the dense activations are computed, and
+ * the dense gradient sum within 1e-6 of one k-times larger batch.
+ */
+#ifndef EMBER_TRAIN_H
+#define EMBER_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/ctr.h"
+#include "dense/dense.h"
+#include "ember.h"
+
+typedef struct trainer trainer;
+
+typedef struct trainer_config {
+    int32_t micro_batch;    /* b: samples per micro-batch per rank           */
+    int32_t accumulate;     /* k: micro-batches per optimizer step (>= 1)     */
+    dense_optim_config dense_optim;
+    int32_t threads;        /* OpenMP and BLAS threads                       */
+} trainer_config;
+
+/* Time per phase, seconds, summed since create (this rank). */
+typedef struct trainer_times {
+    double emb_forward, exchange, dense, emb_backward, reduce;
+} trainer_times;
+
+/* coll and model stay owned by the caller and must outlive the trainer.
+ * Checks that every feature is pooled with dim = model's emb_dim. */
+int trainer_create(const trainer_config *cfg, ember_collection *coll, dlrm *model, trainer **out, char *err,
+                   size_t errlen);
+void trainer_destroy(trainer *t);
+
+/* One optimizer step on this rank's local samples (batch_size = k * b, or
+ * fewer at the end of a file: the last micro-batch is then short).  global
+ * = the step's samples over all ranks (the loss is a mean over them).
+ * *loss_sum = this rank's summed BCE.  Collective.  0 or an ember status
+ * with err. */
+int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *loss_sum, char *err, size_t errlen);
+
+/* Forward only: prob[s] = sigmoid(logit) for the batch's samples. */
+int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, size_t errlen);
+
+void trainer_get_times(const trainer *t, trainer_times *out);
+
+/* ------------------------------------------------------------ metrics */
+
+/* Area under the ROC curve of scores against 0/1 labels; ties count one
+ * half (the Mann-Whitney statistic).  0.5 when one class is absent. */
+double metric_auc(const float *score, const float *label, int64_t n);
+/* Mean log loss with p clamped to [1e-7, 1 - 1e-7]. */
+double metric_logloss(const float *prob, const float *label, int64_t n);
+
+#endif
