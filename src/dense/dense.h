@@ -13,6 +13,11 @@
  * then b [out]; y[s][o] = b[o] + sum_i x[s][i] * W[o][i].
  * Determinism: for a fixed BLAS thread count results are bit-identical run
  * to run; gradients are *accumulated* (+=) so that micro-batches add up.
+ * OpenBLAS's sgemm is NOT bit-identical between thread counts (measured
+ * with 0.3.21: 1 vs 2 threads differ in the last bits for most of our
+ * shapes), so forward/backward depend on dense_set_threads; the optimizers,
+ * ReLU, interaction and loss do not.  Formulas, parameter layout and init:
+ * docs/training.md, "Dense model".
  */
 #ifndef EMBER_DENSE_H
 #define EMBER_DENSE_H
@@ -21,10 +26,13 @@
 #include <stdint.h>
 
 #define DENSE_MAX_LAYERS 8
+/* Stands in for a table name's hash in the init key ("dlrm" in ASCII). */
+#define DENSE_RNG_NAME 0x646c726dULL
 
 typedef enum dense_interaction {
-    DENSE_INTERACT_DOT = 0, /* [bottom, emb_1..emb_F]: pairwise dots i < j, then bottom appended */
-    DENSE_INTERACT_CAT = 1, /* concat(bottom, emb_1..emb_F)                                       */
+    DENSE_INTERACT_DOT = 0, /* v = [bottom, emb_1..emb_F]: z = (bottom, v_i.v_j for i < j in
+                               row-major order (0,1),(0,2)..(0,F),(1,2)..); d + (F+1)F/2 wide */
+    DENSE_INTERACT_CAT = 1, /* z = concat(bottom, emb_1..emb_F); d (F+1) wide                   */
 } dense_interaction;
 
 typedef struct dlrm_config {
@@ -42,10 +50,16 @@ typedef struct dlrm_config {
 typedef struct dlrm dlrm;
 
 /* Validates cfg (message in err on failure: -1) and allocates; 0 on success.
- * Init: W uniform in +-sqrt(6 / (in + out)) (Glorot), b = 0. */
+ * Init: W uniform in +-sqrt(6 / (in + out)) (Glorot), b = 0.  Layer L counts
+ * bottom layers then top layers (the logit layer last); element k = o*in + i
+ * of its W is (2u - 1) * sqrt(6 / (in + out)) with
+ * u = ember_rng_uniform(ember_rng_table_key(seed, DENSE_RNG_NAME), L, k, 0).
+ * Limits: 1 <= num_bottom <= 8, 0 <= num_top <= 8, num_dense, num_sparse
+ * >= 1, widths in [1, 65536], num_sparse <= 4096. */
 int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen);
 void dlrm_destroy(dlrm *m);
 
+const dlrm_config *dlrm_get_config(const dlrm *m); /* the config it was made with */
 int64_t dlrm_num_params(const dlrm *m);
 float *dlrm_params(dlrm *m);          /* [num_params]                                  */
 float *dlrm_grads(dlrm *m);           /* [num_params], same layout                     */
@@ -53,8 +67,10 @@ void dlrm_zero_grads(dlrm *m);
 int32_t dlrm_interaction_width(const dlrm *m); /* top MLP input width                  */
 
 /* logit[s] for s < B.  dense [B][num_dense], pooled [B][num_sparse * emb_dim]
- * (ember_forward's layout: sample-major, features in config order).
- * Returns 0, or -1 when out of memory. */
+ * (ember_forward's layout: sample-major, features in config order).  Inputs
+ * are copied into the model; the buffers need not outlive the call.
+ * Activations grow to the largest B seen (no allocation after that).
+ * Returns 0, or -1 when out of memory or B < 0 (B = 0 does nothing). */
 int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, float *logit);
 
 /* With the activations of the last forward: grads += d(loss)/d(params) for
@@ -71,6 +87,12 @@ double dense_bce_logits(const float *logit, const float *label, int32_t B, float
 /* sigmoid(z), stable for large |z|. */
 float dense_sigmoid(float z);
 
+/* Threads for BLAS (openblas_set_num_threads) and the optimizer's OpenMP
+ * loop (ReLU, interaction and loss run on the calling thread); >= 1, or 0
+ * for omp_get_max_threads().  Process-wide, as OpenBLAS's own setting is.
+ * Until called: OpenBLAS's default and omp_get_max_threads(). */
+void dense_set_threads(int32_t threads);
+
 /* ------------------------------------------------------------- optimizers */
 
 typedef enum dense_optim_kind { DENSE_SGD = 0, DENSE_ADAM = 1 } dense_optim_kind;
@@ -82,16 +104,27 @@ typedef struct dense_optim_config {
     float weight_decay;      /* L2 added to the gradient: g + wd * p       */
 } dense_optim_config;
 
+/* SGD: lr 0.01; Adam: lr 0.001, beta1 0.9, beta2 0.999, eps 1e-8; wd 0. */
 dense_optim_config dense_optim_config_default(dense_optim_kind kind);
 
 typedef struct dense_optim dense_optim;
+/* 0, or -1 when out of memory or n < 0. */
 int dense_optim_create(const dense_optim_config *cfg, int64_t n, dense_optim **out);
 void dense_optim_destroy(dense_optim *o);
-/* One step over params[i], i < n, with grads (already reduced and scaled).
- * Adam: bias-corrected, t = number of steps so far + 1.  Elementwise, so
- * any thread count gives the same bits. */
+
+/* One step over params[i], i < n, with grads (already reduced and scaled):
+ *   g = grads[i] + weight_decay * p                  (p = params[i])
+ *   SGD:  p -= lr * g
+ *   Adam: m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g
+ *         p -= lr * sqrt(1-beta2^t) / (1-beta1^t) * m / (sqrt(v) + eps)
+ * (the form of ember.h's sparse Adam; the factor is taken in double), with
+ * t = number of steps so far + 1.  Elementwise, so any thread count gives
+ * the same bits. */
 void dense_optim_step(dense_optim *o, float *params, const float *grads);
-/* The state for checkpoints: floats per parameter (0 SGD, 2 Adam) and the step. */
+/* The state for checkpoints: floats per parameter (0 SGD, 2 Adam: m[n] then
+ * v[n]) and the step; NULL for SGD.  Valid until destroy; writable. */
 float *dense_optim_state(dense_optim *o, int64_t *floats, int64_t *step);
+/* Sets the number of steps taken (checkpoint restore). */
+void dense_optim_set_step(dense_optim *o, int64_t step);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "dense/dense.h"
 #include "ember.h"
 
 typedef struct ref_table {
@@ -65,5 +66,51 @@ void ref_partition_counts(const ember_collection_config *cfg, const ember_batch 
  */
 int ref_limits_apply(const ember_collection_config *cfg, const ember_batch *b, uint8_t *keep,
                      int32_t *num_minibatches, int32_t *minibatch_start);
+
+/* ------------------------------------------------------------ dense model
+ * src/dense (dense.h) written out in double, one loop per formula, from the
+ * formulas in docs/training.md "Dense model".  Row-major; backward functions
+ * accumulate parameter gradients (+=) and overwrite input gradients.  Two
+ * exceptions keep float: init (the documented float formula) and the
+ * optimizer step (float, as the header states it). */
+
+void ref_dense_linear(int32_t B, int32_t in, int32_t out, const double *x, const double *W,
+                      const double *b, double *y);
+void ref_dense_linear_backward(int32_t B, int32_t in, int32_t out, const double *x, const double *W,
+                               const double *dy, double *dW, double *db, double *dx);
+/* y = max(x, 0); dx = x > 0 ? dy : 0 (x the pre-activation). */
+void ref_dense_relu(int64_t n, const double *x, double *y);
+void ref_dense_relu_backward(int64_t n, const double *x, const double *dy, double *dx);
+int64_t ref_dense_interact_width(dense_interaction kind, int32_t F, int32_t d);
+/* z [B][width] from bottom [B][d] and pooled [B][F d]. */
+void ref_dense_interact(dense_interaction kind, int32_t B, int32_t F, int32_t d, const double *bottom,
+                        const double *pooled, double *z);
+void ref_dense_interact_backward(dense_interaction kind, int32_t B, int32_t F, int32_t d,
+                                 const double *bottom, const double *pooled, const double *dz,
+                                 double *d_bottom, double *d_pooled);
+/* sum_s bce(z_s, y_s); dlogit[s] = sigmoid(z_s) - y_s when not NULL. */
+double ref_dense_bce(const double *logit, const double *label, int32_t B, double *dlogit);
+
+/* The whole model of cfg with parameters params [ref_dlrm_num_params] in
+ * the documented layout.  Backward recomputes the forward; grads +=,
+ * d_pooled and d_dense (either may be NULL) overwritten. */
+int64_t ref_dlrm_num_params(const dlrm_config *cfg);
+void ref_dlrm_init(const dlrm_config *cfg, float *params);
+void ref_dlrm_forward(const dlrm_config *cfg, const double *params, int32_t B, const double *dense,
+                      const double *pooled, double *logit);
+void ref_dlrm_backward(const dlrm_config *cfg, const double *params, int32_t B, const double *dense,
+                       const double *pooled, const double *dlogit, double *grads, double *d_pooled,
+                       double *d_dense);
+/* min over every ReLU unit of |pre-activation| / (the same model on absolute
+ * values): how near the input is to a kink, relative to the rounding error
+ * of any summation order.  A float model and this reference may disagree on
+ * the side of a kink only when this is ~1e-6 or less. */
+double ref_dlrm_kink_margin(const dlrm_config *cfg, const double *params, int32_t B,
+                            const double *dense, const double *pooled);
+
+/* One dense optimizer step at step t (counting this one) on n elements;
+ * m and v are Adam's moments (unused by SGD). */
+void ref_dense_optim_step(const dense_optim_config *c, int64_t t, int64_t n, float *params, float *m,
+                          float *v, const float *grads);
 
 #endif

@@ -1,0 +1,262 @@
+/*
+ * dlrm.c: the DLRM dense model (Naumov et al. 2019) over the layers of
+ * layers.h: bottom MLP over the dense features, interaction with the pooled
+ * embeddings, top MLP to one logit.
+ *
+ * Layers are numbered L = 0 .. nb-1 (bottom, ReLU after every one,
+ * including the last, as DLRM does) then nb .. nb+nt (top: ReLU after the
+ * nt hidden layers, none after the final 1-wide logit layer).  Parameters,
+ * one flat vector, layer after layer: W_L [out][in] then b_L [out]; grads
+ * the same.  Activations live in one slab carved into named views for the
+ * largest batch seen, so a warm model allocates nothing per step:
+ *   x0  [B][num_dense]       copy of the dense input (layer 0's x)
+ *   act [B][out_L]           post-ReLU output of every layer but the logit
+ *   v   [B][(F+1) d]         [bottom output, pooled]: the interaction input
+ *   z   [B][width]           interaction output (v itself for CAT)
+ *   dz, dv, g0, g1           gradients flowing back (dz is dv for CAT)
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "dense/layers.h"
+
+#define DLRM_LAYERS (2 * DENSE_MAX_LAYERS + 1)
+#define DLRM_MAX_WIDTH 65536
+
+struct dlrm {
+    dlrm_config cfg;
+    int32_t nb, nl;          /* bottom layers; all layers (nb + num_top + 1) */
+    int32_t in[DLRM_LAYERS], out[DLRM_LAYERS];
+    int64_t w_off[DLRM_LAYERS], b_off[DLRM_LAYERS];
+    int32_t vw, width, maxw; /* (F+1) d; interaction width; widest layer end */
+    int64_t num_params;
+    float *params, *grads;
+
+    int32_t cap, B;          /* activations sized for cap; last forward's B */
+    float *slab;
+    float *x0, *act[DLRM_LAYERS], *v, *z, *dz, *dv, *g0, *g1;
+};
+
+static int fail(char *err, size_t errlen, const char *msg, int32_t value)
+{
+    if (err && errlen)
+        snprintf(err, errlen, msg, value);
+    return -1;
+}
+
+static int validate(const dlrm_config *c, char *err, size_t errlen)
+{
+    if (c->num_dense < 1 || c->num_dense > DLRM_MAX_WIDTH)
+        return fail(err, errlen, "dense model: num_dense %d outside [1, 65536]", c->num_dense);
+    if (c->num_sparse < 1 || c->num_sparse > 4096)
+        return fail(err, errlen, "dense model: num_sparse %d outside [1, 4096]", c->num_sparse);
+    if (c->emb_dim < 1 || c->emb_dim > DLRM_MAX_WIDTH)
+        return fail(err, errlen, "dense model: emb_dim %d outside [1, 65536]", c->emb_dim);
+    if (c->num_bottom < 1 || c->num_bottom > DENSE_MAX_LAYERS)
+        return fail(err, errlen, "dense model: %d bottom layers (1 to 8 allowed)", c->num_bottom);
+    if (c->num_top < 0 || c->num_top > DENSE_MAX_LAYERS)
+        return fail(err, errlen, "dense model: %d top hidden layers (0 to 8 allowed)", c->num_top);
+    for (int32_t l = 0; l < c->num_bottom; l++)
+        if (c->bottom[l] < 1 || c->bottom[l] > DLRM_MAX_WIDTH)
+            return fail(err, errlen, "dense model: bottom layer width %d outside [1, 65536]",
+                        c->bottom[l]);
+    for (int32_t l = 0; l < c->num_top; l++)
+        if (c->top[l] < 1 || c->top[l] > DLRM_MAX_WIDTH)
+            return fail(err, errlen, "dense model: top layer width %d outside [1, 65536]",
+                        c->top[l]);
+    if (c->bottom[c->num_bottom - 1] != c->emb_dim) {
+        if (err && errlen)
+            snprintf(err, errlen, "dense model: the last bottom layer is %d wide, emb_dim is %d",
+                     c->bottom[c->num_bottom - 1], c->emb_dim);
+        return -1;
+    }
+    if (c->interaction != DENSE_INTERACT_DOT && c->interaction != DENSE_INTERACT_CAT)
+        return fail(err, errlen, "dense model: unknown interaction %d", (int32_t)c->interaction);
+    if (dense_interact_width(c->interaction, c->num_sparse, c->emb_dim) > (1 << 24))
+        return fail(err, errlen, "dense model: interaction wider than 2^24 (num_sparse %d)",
+                    c->num_sparse);
+    return 0;
+}
+
+/* Glorot-uniform W and zero b, each element a function of (seed, L, k). */
+static void init_params(dlrm *m)
+{
+    uint64_t key = ember_rng_table_key(m->cfg.seed, DENSE_RNG_NAME);
+    for (int32_t L = 0; L < m->nl; L++) {
+        int64_t n = (int64_t)m->out[L] * m->in[L];
+        float limit = sqrtf(6.0f / (float)(m->in[L] + m->out[L]));
+        float *W = m->params + m->w_off[L];
+        for (int64_t k = 0; k < n; k++)
+            W[k] = (2.0f * ember_rng_uniform(key, (uint64_t)L, (uint64_t)k, 0) - 1.0f) * limit;
+        memset(m->params + m->b_off[L], 0, (size_t)m->out[L] * sizeof(float));
+    }
+}
+
+int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (validate(cfg, err, errlen))
+        return -1;
+    dlrm *m = calloc(1, sizeof *m);
+    if (!m)
+        return fail(err, errlen, "dense model: out of memory%.0d", 0);
+    m->cfg = *cfg;
+    m->nb = cfg->num_bottom;
+    m->nl = cfg->num_bottom + cfg->num_top + 1;
+    m->vw = (cfg->num_sparse + 1) * cfg->emb_dim;
+    m->width = (int32_t)dense_interact_width(cfg->interaction, cfg->num_sparse, cfg->emb_dim);
+    int32_t prev = cfg->num_dense;
+    for (int32_t L = 0; L < m->nl; L++) {
+        if (L == m->nb)
+            prev = m->width;
+        int32_t o = L < m->nb ? cfg->bottom[L] : L < m->nl - 1 ? cfg->top[L - m->nb] : 1;
+        m->in[L] = prev;
+        m->out[L] = o;
+        m->w_off[L] = m->num_params;
+        m->b_off[L] = m->num_params + (int64_t)o * prev;
+        m->num_params = m->b_off[L] + o;
+        prev = o;
+    }
+    m->maxw = m->vw;
+    for (int32_t L = 0; L < m->nl; L++)
+        m->maxw = m->out[L] > m->maxw ? m->out[L] : m->maxw;
+    m->params = malloc((size_t)m->num_params * sizeof(float));
+    m->grads = calloc((size_t)m->num_params, sizeof(float));
+    if (!m->params || !m->grads) {
+        dlrm_destroy(m);
+        return fail(err, errlen, "dense model: out of memory%.0d", 0);
+    }
+    init_params(m);
+    *out = m;
+    return 0;
+}
+
+void dlrm_destroy(dlrm *m)
+{
+    if (!m)
+        return;
+    free(m->params);
+    free(m->grads);
+    free(m->slab);
+    free(m);
+}
+
+const dlrm_config *dlrm_get_config(const dlrm *m) { return &m->cfg; }
+int64_t dlrm_num_params(const dlrm *m) { return m->num_params; }
+float *dlrm_params(dlrm *m) { return m->params; }
+float *dlrm_grads(dlrm *m) { return m->grads; }
+int32_t dlrm_interaction_width(const dlrm *m) { return m->width; }
+
+void dlrm_zero_grads(dlrm *m) { memset(m->grads, 0, (size_t)m->num_params * sizeof(float)); }
+
+/* Carves the activation slab for B samples (grown, never shrunk). */
+static int reserve(dlrm *m, int32_t B)
+{
+    if (B <= m->cap)
+        return 0;
+    int dot = m->cfg.interaction == DENSE_INTERACT_DOT;
+    int64_t per = m->cfg.num_dense + 2 * (int64_t)m->vw + 2 * (int64_t)m->maxw;
+    for (int32_t L = 0; L < m->nl - 1; L++)
+        per += m->out[L];
+    if (dot)
+        per += 2 * (int64_t)m->width;
+    float *slab = malloc((size_t)(per * B) * sizeof(float));
+    if (!slab)
+        return -1;
+    free(m->slab);
+    m->slab = slab;
+    m->cap = B;
+    float *p = slab;
+#define CARVE(view, floats) (view = p, p += (int64_t)B * (floats))
+    CARVE(m->x0, m->cfg.num_dense);
+    for (int32_t L = 0; L < m->nl - 1; L++)
+        CARVE(m->act[L], m->out[L]);
+    CARVE(m->v, m->vw);
+    CARVE(m->dv, m->vw);
+    if (dot) {
+        CARVE(m->z, m->width);
+        CARVE(m->dz, m->width);
+    } else {
+        m->z = m->v;
+        m->dz = m->dv;
+    }
+    CARVE(m->g0, m->maxw);
+    CARVE(m->g1, m->maxw);
+#undef CARVE
+    DENSE_ASSERT(p == slab + per * B);
+    return 0;
+}
+
+static void layer_forward(dlrm *m, int32_t L, int32_t B, const float *x, float *y)
+{
+    dense_linear_forward(B, m->in[L], m->out[L], x, m->params + m->w_off[L], m->params + m->b_off[L],
+                         y);
+}
+
+int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, float *logit)
+{
+    if (B < 0 || reserve(m, B))
+        return -1;
+    m->B = B;
+    if (B == 0)
+        return 0;
+    const int32_t nb = m->nb, nl = m->nl, d = m->cfg.emb_dim, pw = m->vw - d;
+    memcpy(m->x0, dense, (size_t)B * (size_t)m->cfg.num_dense * sizeof(float));
+    for (int32_t L = 0; L < nb; L++) {
+        layer_forward(m, L, B, L == 0 ? m->x0 : m->act[L - 1], m->act[L]);
+        dense_relu_forward((int64_t)B * m->out[L], m->act[L]);
+    }
+    for (int32_t s = 0; s < B; s++) {
+        memcpy(m->v + (int64_t)s * m->vw, m->act[nb - 1] + (int64_t)s * d, (size_t)d * sizeof(float));
+        memcpy(m->v + (int64_t)s * m->vw + d, pooled + (int64_t)s * pw, (size_t)pw * sizeof(float));
+    }
+    dense_interact_forward(m->cfg.interaction, B, m->cfg.num_sparse, d, m->v, m->z);
+    for (int32_t L = nb; L < nl; L++) {
+        float *y = L == nl - 1 ? logit : m->act[L];
+        layer_forward(m, L, B, L == nb ? m->z : m->act[L - 1], y);
+        if (L < nl - 1)
+            dense_relu_forward((int64_t)B * m->out[L], y);
+    }
+    return 0;
+}
+
+/* grads of layer L += ..., dx = dL/dx (NULL: not needed). */
+static void layer_backward(dlrm *m, int32_t L, const float *x, const float *dy, float *dx)
+{
+    dense_linear_backward(m->B, m->in[L], m->out[L], x, m->params + m->w_off[L], dy,
+                          m->grads + m->w_off[L], m->grads + m->b_off[L], dx);
+}
+
+void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled)
+{
+    const int32_t B = m->B, nb = m->nb, nl = m->nl, d = m->cfg.emb_dim, pw = m->vw - d;
+    if (B == 0)
+        return;
+    DENSE_ASSERT(m->cap >= B);
+    /* top: the logit layer, then hidden layers down to the interaction */
+    float *dy = nl - 1 == nb ? m->dz : m->g0;
+    layer_backward(m, nl - 1, nl - 1 == nb ? m->z : m->act[nl - 2], dlogit, dy);
+    for (int32_t L = nl - 2; L >= nb; L--) {
+        dense_relu_backward((int64_t)B * m->out[L], m->act[L], dy);
+        float *dx = L == nb ? m->dz : dy == m->g0 ? m->g1 : m->g0;
+        layer_backward(m, L, L == nb ? m->z : m->act[L - 1], dy, dx);
+        dy = dx;
+    }
+    dense_interact_backward(m->cfg.interaction, B, m->cfg.num_sparse, d, m->v, m->dz, m->dv);
+    /* split dv into d_pooled and the bottom output's gradient */
+    for (int32_t s = 0; s < B; s++) {
+        const float *row = m->dv + (int64_t)s * m->vw;
+        memcpy(m->g0 + (int64_t)s * d, row, (size_t)d * sizeof(float));
+        if (d_pooled)
+            memcpy(d_pooled + (int64_t)s * pw, row + d, (size_t)pw * sizeof(float));
+    }
+    dy = m->g0;
+    for (int32_t L = nb - 1; L >= 0; L--) {
+        dense_relu_backward((int64_t)B * m->out[L], m->act[L], dy);
+        float *dx = L == 0 ? NULL : dy == m->g0 ? m->g1 : m->g0;
+        layer_backward(m, L, L == 0 ? m->x0 : m->act[L - 1], dy, dx);
+        dy = dx;
+    }
+}

@@ -1,0 +1,338 @@
+/*
+ * ref_dense.c: the dense model of docs/training.md ("Dense model") in
+ * double, literally: one loop per formula, the parameter layout worked out
+ * here again rather than taken from src/dense, and the forward recomputed
+ * inside backward so that nothing is cached.  Slow and obviously right;
+ * test_dense checks it against central differences and src/dense against it.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "ref/ref.h"
+
+#define REF_LAYERS (2 * DENSE_MAX_LAYERS + 1)
+
+static void *ref_alloc(int64_t n, size_t size)
+{
+    void *p = calloc((size_t)(n > 0 ? n : 1), size);
+    if (!p)
+        abort();
+    return p;
+}
+
+void ref_dense_linear(int32_t B, int32_t in, int32_t out, const double *x, const double *W,
+                      const double *b, double *y)
+{
+    for (int32_t s = 0; s < B; s++)
+        for (int32_t o = 0; o < out; o++) {
+            double sum = b[o];
+            for (int32_t i = 0; i < in; i++)
+                sum += x[s * in + i] * W[o * in + i];
+            y[s * out + o] = sum;
+        }
+}
+
+void ref_dense_linear_backward(int32_t B, int32_t in, int32_t out, const double *x, const double *W,
+                               const double *dy, double *dW, double *db, double *dx)
+{
+    for (int32_t o = 0; o < out; o++)
+        for (int32_t i = 0; i < in; i++)
+            for (int32_t s = 0; s < B; s++)
+                dW[o * in + i] += dy[s * out + o] * x[s * in + i];
+    for (int32_t o = 0; o < out; o++)
+        for (int32_t s = 0; s < B; s++)
+            db[o] += dy[s * out + o];
+    if (dx)
+        for (int32_t s = 0; s < B; s++)
+            for (int32_t i = 0; i < in; i++) {
+                double sum = 0;
+                for (int32_t o = 0; o < out; o++)
+                    sum += dy[s * out + o] * W[o * in + i];
+                dx[s * in + i] = sum;
+            }
+}
+
+void ref_dense_relu(int64_t n, const double *x, double *y)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] > 0 ? x[i] : 0;
+}
+
+void ref_dense_relu_backward(int64_t n, const double *x, const double *dy, double *dx)
+{
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = x[i] > 0 ? dy[i] : 0;
+}
+
+int64_t ref_dense_interact_width(dense_interaction kind, int32_t F, int32_t d)
+{
+    int64_t pairs = 0;
+    for (int32_t i = 0; i <= F; i++)
+        for (int32_t j = i + 1; j <= F; j++)
+            pairs++;
+    return kind == DENSE_INTERACT_DOT ? d + pairs : (int64_t)d * (F + 1);
+}
+
+/* Vector k of sample s: 0 the bottom output, 1..F the pooled embeddings. */
+static const double *vec(const double *bottom, const double *pooled, int32_t F, int32_t d, int32_t s,
+                         int32_t k)
+{
+    return k == 0 ? bottom + (int64_t)s * d : pooled + ((int64_t)s * F + (k - 1)) * d;
+}
+
+void ref_dense_interact(dense_interaction kind, int32_t B, int32_t F, int32_t d, const double *bottom,
+                        const double *pooled, double *z)
+{
+    int64_t w = ref_dense_interact_width(kind, F, d);
+    for (int32_t s = 0; s < B; s++) {
+        double *zs = z + s * w;
+        int64_t p = 0;
+        for (int32_t k = 0; k < d; k++)
+            zs[p++] = bottom[(int64_t)s * d + k];
+        if (kind == DENSE_INTERACT_CAT) {
+            for (int32_t f = 1; f <= F; f++)
+                for (int32_t k = 0; k < d; k++)
+                    zs[p++] = vec(bottom, pooled, F, d, s, f)[k];
+        } else {
+            for (int32_t i = 0; i <= F; i++)
+                for (int32_t j = i + 1; j <= F; j++) {
+                    double sum = 0;
+                    for (int32_t k = 0; k < d; k++)
+                        sum += vec(bottom, pooled, F, d, s, i)[k] * vec(bottom, pooled, F, d, s, j)[k];
+                    zs[p++] = sum;
+                }
+        }
+    }
+}
+
+void ref_dense_interact_backward(dense_interaction kind, int32_t B, int32_t F, int32_t d,
+                                 const double *bottom, const double *pooled, const double *dz,
+                                 double *d_bottom, double *d_pooled)
+{
+    int64_t w = ref_dense_interact_width(kind, F, d);
+    memset(d_bottom, 0, (size_t)B * (size_t)d * sizeof *d_bottom);
+    memset(d_pooled, 0, (size_t)B * (size_t)F * (size_t)d * sizeof *d_pooled);
+    for (int32_t s = 0; s < B; s++) {
+        const double *dzs = dz + s * w;
+        int64_t p = 0;
+        double *dv[4097];
+        for (int32_t k = 0; k <= F && k < 4097; k++)
+            dv[k] = (double *)vec(d_bottom, d_pooled, F, d, s, k);
+        for (int32_t k = 0; k < d; k++)
+            dv[0][k] += dzs[p++];
+        if (kind == DENSE_INTERACT_CAT) {
+            for (int32_t f = 1; f <= F; f++)
+                for (int32_t k = 0; k < d; k++)
+                    dv[f][k] += dzs[p++];
+        } else {
+            for (int32_t i = 0; i <= F; i++)
+                for (int32_t j = i + 1; j <= F; j++) {
+                    for (int32_t k = 0; k < d; k++) {
+                        dv[i][k] += dzs[p] * vec(bottom, pooled, F, d, s, j)[k];
+                        dv[j][k] += dzs[p] * vec(bottom, pooled, F, d, s, i)[k];
+                    }
+                    p++;
+                }
+        }
+    }
+}
+
+double ref_dense_bce(const double *logit, const double *label, int32_t B, double *dlogit)
+{
+    double sum = 0;
+    for (int32_t s = 0; s < B; s++) {
+        double z = logit[s], y = label[s];
+        /* -y log(p) - (1 - y) log(1 - p) with p = sigmoid(z), in log-sum-exp form */
+        double log_p = z >= 0 ? -log1p(exp(-z)) : z - log1p(exp(z));
+        double log_1mp = z >= 0 ? -z - log1p(exp(-z)) : -log1p(exp(z));
+        sum += -y * log_p - (1 - y) * log_1mp;
+        if (dlogit)
+            dlogit[s] = exp(log_p) - y;
+    }
+    return sum;
+}
+
+/* Layer shapes: bottom layers, top hidden layers, the logit layer. */
+static int32_t shapes(const dlrm_config *c, int32_t *in, int32_t *out)
+{
+    int32_t n = 0, prev = c->num_dense;
+    for (int32_t l = 0; l < c->num_bottom; l++, n++) {
+        in[n] = prev;
+        out[n] = prev = c->bottom[l];
+    }
+    prev = (int32_t)ref_dense_interact_width(c->interaction, c->num_sparse, c->emb_dim);
+    for (int32_t l = 0; l < c->num_top; l++, n++) {
+        in[n] = prev;
+        out[n] = prev = c->top[l];
+    }
+    in[n] = prev;
+    out[n] = 1;
+    return n + 1;
+}
+
+int64_t ref_dlrm_num_params(const dlrm_config *cfg)
+{
+    int32_t in[REF_LAYERS], out[REF_LAYERS], n = shapes(cfg, in, out);
+    int64_t total = 0;
+    for (int32_t L = 0; L < n; L++)
+        total += (int64_t)out[L] * in[L] + out[L];
+    return total;
+}
+
+void ref_dlrm_init(const dlrm_config *cfg, float *params)
+{
+    int32_t in[REF_LAYERS], out[REF_LAYERS], n = shapes(cfg, in, out);
+    uint64_t key = ember_rng_table_key(cfg->seed, DENSE_RNG_NAME);
+    for (int32_t L = 0; L < n; L++) {
+        float limit = sqrtf(6.0f / (float)(in[L] + out[L]));
+        for (int32_t o = 0; o < out[L]; o++)
+            for (int32_t i = 0; i < in[L]; i++) {
+                uint64_t k = (uint64_t)o * (uint64_t)in[L] + (uint64_t)i;
+                *params++ = (2.0f * ember_rng_uniform(key, (uint64_t)L, k, 0) - 1.0f) * limit;
+            }
+        for (int32_t o = 0; o < out[L]; o++)
+            *params++ = 0.0f;
+    }
+}
+
+/* Forward keeping every layer's pre-activation (pre[L]) and input (x[L]). */
+typedef struct ref_acts {
+    int32_t n, in[REF_LAYERS], out[REF_LAYERS];
+    const double *W[REF_LAYERS], *b[REF_LAYERS];
+    double *x[REF_LAYERS], *pre[REF_LAYERS], *post[REF_LAYERS];
+    double *bottom, *z;
+} ref_acts;
+
+static void acts_forward(ref_acts *a, const dlrm_config *c, const double *params, int32_t B,
+                         const double *dense, const double *pooled)
+{
+    a->n = shapes(c, a->in, a->out);
+    for (int32_t L = 0; L < a->n; L++) {
+        a->W[L] = params;
+        params += (int64_t)a->out[L] * a->in[L];
+        a->b[L] = params;
+        params += a->out[L];
+    }
+    const double *x = dense;
+    for (int32_t L = 0; L < a->n; L++) {
+        if (L == c->num_bottom) { /* the interaction sits between bottom and top */
+            a->bottom = (double *)x;
+            a->z = ref_alloc((int64_t)B * a->in[L], sizeof(double));
+            ref_dense_interact(c->interaction, B, c->num_sparse, c->emb_dim, a->bottom, pooled, a->z);
+            x = a->z;
+        }
+        a->x[L] = (double *)x;
+        a->pre[L] = ref_alloc((int64_t)B * a->out[L], sizeof(double));
+        a->post[L] = ref_alloc((int64_t)B * a->out[L], sizeof(double));
+        ref_dense_linear(B, a->in[L], a->out[L], x, a->W[L], a->b[L], a->pre[L]);
+        if (L < a->n - 1)
+            ref_dense_relu((int64_t)B * a->out[L], a->pre[L], a->post[L]);
+        else
+            memcpy(a->post[L], a->pre[L], (size_t)B * sizeof(double));
+        x = a->post[L];
+    }
+}
+
+static void acts_free(ref_acts *a)
+{
+    for (int32_t L = 0; L < a->n; L++) {
+        free(a->pre[L]);
+        free(a->post[L]);
+    }
+    free(a->z);
+}
+
+void ref_dlrm_forward(const dlrm_config *cfg, const double *params, int32_t B, const double *dense,
+                      const double *pooled, double *logit)
+{
+    ref_acts a;
+    memset(&a, 0, sizeof a);
+    acts_forward(&a, cfg, params, B, dense, pooled);
+    memcpy(logit, a.post[a.n - 1], (size_t)B * sizeof *logit);
+    acts_free(&a);
+}
+
+void ref_dlrm_backward(const dlrm_config *cfg, const double *params, int32_t B, const double *dense,
+                       const double *pooled, const double *dlogit, double *grads, double *d_pooled,
+                       double *d_dense)
+{
+    ref_acts a;
+    memset(&a, 0, sizeof a);
+    acts_forward(&a, cfg, params, B, dense, pooled);
+    int32_t F = cfg->num_sparse, d = cfg->emb_dim;
+    double *dpool = ref_alloc((int64_t)B * F * d, sizeof(double));
+    double *dy = ref_alloc(B, sizeof(double));
+    memcpy(dy, dlogit, (size_t)B * sizeof *dy);
+    for (int32_t L = a.n - 1; L >= 0; L--) {
+        int64_t off = 0;
+        for (int32_t k = 0; k < L; k++)
+            off += (int64_t)a.out[k] * a.in[k] + a.out[k];
+        if (L < a.n - 1) /* through the ReLU */
+            ref_dense_relu_backward((int64_t)B * a.out[L], a.pre[L], dy, dy);
+        double *dx = ref_alloc((int64_t)B * a.in[L], sizeof(double));
+        ref_dense_linear_backward(B, a.in[L], a.out[L], a.x[L], a.W[L], dy,
+                                  grads + off, grads + off + (int64_t)a.out[L] * a.in[L], dx);
+        free(dy);
+        dy = dx;
+        if (L == cfg->num_bottom) { /* back through the interaction */
+            double *dbottom = ref_alloc((int64_t)B * d, sizeof(double));
+            ref_dense_interact_backward(cfg->interaction, B, F, d, a.bottom, pooled, dy, dbottom,
+                                        dpool);
+            free(dy);
+            dy = dbottom;
+        }
+    }
+    if (d_pooled)
+        memcpy(d_pooled, dpool, (size_t)B * (size_t)F * (size_t)d * sizeof *dpool);
+    if (d_dense)
+        memcpy(d_dense, dy, (size_t)B * (size_t)cfg->num_dense * sizeof *dy);
+    free(dy);
+    free(dpool);
+    acts_free(&a);
+}
+
+double ref_dlrm_kink_margin(const dlrm_config *cfg, const double *params, int32_t B,
+                            const double *dense, const double *pooled)
+{
+    int64_t n = ref_dlrm_num_params(cfg), nd = (int64_t)B * cfg->num_dense;
+    int64_t np = (int64_t)B * cfg->num_sparse * cfg->emb_dim;
+    double *pa = ref_alloc(n, sizeof(double)), *xa = ref_alloc(nd, sizeof(double));
+    double *ea = ref_alloc(np, sizeof(double)), margin = INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        pa[i] = fabs(params[i]);
+    for (int64_t i = 0; i < nd; i++)
+        xa[i] = fabs(dense[i]);
+    for (int64_t i = 0; i < np; i++)
+        ea[i] = fabs(pooled[i]);
+    ref_acts a, m;
+    memset(&a, 0, sizeof a);
+    memset(&m, 0, sizeof m);
+    acts_forward(&a, cfg, params, B, dense, pooled);
+    acts_forward(&m, cfg, pa, B, xa, ea);
+    for (int32_t L = 0; L < a.n - 1; L++)
+        for (int64_t i = 0; i < (int64_t)B * a.out[L]; i++)
+            if (m.pre[L][i] > 0 && fabs(a.pre[L][i]) / m.pre[L][i] < margin)
+                margin = fabs(a.pre[L][i]) / m.pre[L][i];
+    acts_free(&a);
+    acts_free(&m);
+    free(pa), free(xa), free(ea);
+    return margin;
+}
+
+void ref_dense_optim_step(const dense_optim_config *c, int64_t t, int64_t n, float *params, float *m,
+                          float *v, const float *grads)
+{
+    double corr = sqrt(1.0 - pow((double)c->beta2, (double)t)) / (1.0 - pow((double)c->beta1, (double)t));
+    for (int64_t i = 0; i < n; i++) {
+        float g = grads[i] + c->weight_decay * params[i];
+        if (c->kind == DENSE_SGD) {
+            params[i] -= c->lr * g;
+        } else {
+            m[i] = c->beta1 * m[i] + (1.0f - c->beta1) * g;
+            v[i] = c->beta2 * v[i] + (1.0f - c->beta2) * g * g;
+            params[i] -= (float)(c->lr * corr) * m[i] / (sqrtf(v[i]) + c->eps);
+        }
+    }
+}
