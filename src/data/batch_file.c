@@ -27,6 +27,7 @@
 #include <xxhash.h>
 
 #include "data/data_error.h"
+#include "data/data_io.h"
 #include "ember.h"
 
 #define BF_MAGIC "EMBBATCH"
@@ -46,34 +47,6 @@
 #else
 #define BF_BIG_ENDIAN 0
 #endif
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* In-place conversion of n elements of size sz between host and file order
  * (a no-op on little-endian hosts). */
@@ -335,28 +308,6 @@ int ember_batch_writer_append(ember_batch_writer *w, const ember_batch *batch)
     return EMBER_OK;
 }
 
-/* fsync of the folder holding path, so the rename itself is durable. */
-static int fsync_parent(const char *path)
-{
-    char *dir = str_dup(path);
-    if (!dir)
-        return -1;
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        strcpy(dir, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    free(dir);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 int ember_batch_writer_close(ember_batch_writer *w)
 {
     int rc = EMBER_OK;
@@ -400,7 +351,7 @@ int ember_batch_writer_close(ember_batch_writer *w)
         unlink(w->tmp_path);
         return EMBER_EIO;
     }
-    if (fsync_parent(w->path) != 0) {
+    if (ember_data_fsync_parent(w->path) != 0) {
         ember_data_set_error("batch file '%s': fsync of its folder: %s", w->path,
                              strerror(errno));
         return EMBER_EIO;
@@ -815,4 +766,26 @@ void ember_batch_reader_destroy(ember_batch_reader *r)
     free(r->ids);
     free(r->weights);
     free(r);
+}
+
+/* data_io.h */
+int ember_data_fsync_parent(const char *path)
+{
+    char *dir = str_dup(path);
+    if (!dir)
+        return -1;
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    free(dir);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
 }

@@ -1,0 +1,192 @@
+/*
+ * ctr.c: the public calls of ctr.h shared by every CTR source: argument
+ * checks, the sticky failure, statistics, and the batch buffers
+ * (ctr_impl.h).  The sources themselves: ctr_synth.c, ctr_tsv.c,
+ * ctr_bin.c.
+ *
+ * Buffers grow, never shrink: after the first batch of the largest size a
+ * source allocates nothing more (ids of a file source grow with the longest
+ * bags seen, then stop).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/ctr_impl.h"
+
+int ctr_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int ctr_check_world(const char *who, int32_t rank, int32_t world, char *err, size_t errlen)
+{
+    if (world < 1 || rank < 0 || rank >= world)
+        return ctr_fail(err, errlen, "%s: rank %d of world %d: need 0 <= rank < world", who,
+                        (int)rank, (int)world);
+    return 0;
+}
+
+ctr_source *ctr_source_alloc(const ctr_source_ops *ops, void *impl, const ctr_schema *schema)
+{
+    ctr_source *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->ops = ops;
+    s->impl = impl;
+    s->schema = *schema;
+    return s;
+}
+
+static int grow(void **p, size_t want, size_t sz)
+{
+    void *q = realloc(*p, (want > 0 ? want : 1) * sz);
+    if (!q)
+        return -1;
+    *p = q;
+    return 0;
+}
+
+int ctr_buf_reserve(ctr_source *s, int32_t n, int stage)
+{
+    const size_t D = (size_t)s->schema.num_dense, S = (size_t)s->schema.num_sparse;
+    if (n > s->cap) {
+        if (grow((void **)&s->label, (size_t)n, sizeof(float)) ||
+            grow((void **)&s->dense, (size_t)n * D, sizeof(float)) ||
+            grow((void **)&s->lengths, (size_t)n * S, sizeof(int32_t)))
+            return -1;
+        if (s->stage_len && grow((void **)&s->stage_len, (size_t)n * S, sizeof(int32_t)))
+            return -1;
+        s->cap = n;
+    }
+    if (stage && !s->stage_len) {
+        s->stage_len = malloc((s->cap > 0 ? (size_t)s->cap : 1) * S * sizeof(int32_t) + 1);
+        if (!s->stage_len)
+            return -1;
+    }
+    return 0;
+}
+
+int ctr_buf_reserve_ids(ctr_source *s, int64_t n, int stage)
+{
+    int64_t *cap = stage ? &s->cap_stage : &s->cap_ids;
+    int64_t **p = stage ? &s->stage_ids : &s->ids;
+    if (n <= *cap && *p)
+        return 0;
+    int64_t want = *cap * 2 > n ? *cap * 2 : n;
+    if (grow((void **)p, (size_t)want, sizeof(int64_t)))
+        return -1;
+    *cap = want;
+    return 0;
+}
+
+int ctr_buf_transpose(ctr_source *s, int32_t n, int64_t nids)
+{
+    const int32_t S = s->schema.num_sparse;
+    if (ctr_buf_reserve_ids(s, nids, 0))
+        return -1;
+    /* off[f] = first id of feature f: ids of earlier features, all samples */
+    int64_t off[CTR_MAX_FEATURES] = {0}, acc = 0;
+    for (int32_t b = 0; b < n; b++)
+        for (int32_t f = 0; f < S; f++) {
+            int32_t len = s->stage_len[(int64_t)b * S + f];
+            s->lengths[(int64_t)f * n + b] = len;
+            off[f] += len;
+        }
+    for (int32_t f = 0; f < S; f++) {
+        int64_t c = off[f];
+        off[f] = acc;
+        acc += c;
+    }
+    const int64_t *src = s->stage_ids;
+    for (int32_t b = 0; b < n; b++)
+        for (int32_t f = 0; f < S; f++) {
+            int32_t len = s->stage_len[(int64_t)b * S + f];
+            memcpy(s->ids + off[f], src, (size_t)len * sizeof *src);
+            off[f] += len;
+            src += len;
+        }
+    s->num_ids = nids;
+    return 0;
+}
+
+const ctr_schema *ctr_source_schema(const ctr_source *s)
+{
+    return s ? &s->schema : NULL;
+}
+
+int64_t ctr_source_next(ctr_source *s, int32_t max_samples, ctr_batch *out, char *err, size_t errlen)
+{
+    if (!s || !out)
+        return ctr_fail(err, errlen, "ctr_source_next: %s is NULL", s ? "out" : "source");
+    if (s->failed)
+        return ctr_fail(err, errlen, "%s", s->errmsg);
+    if (max_samples < 1)
+        return ctr_fail(err, errlen, "ctr_source_next: max_samples = %d, must be >= 1", (int)max_samples);
+    s->batch_size = 0;
+    s->num_ids = 0;
+    int64_t n = s->ops->next(s, max_samples, s->errmsg, sizeof s->errmsg);
+    if (n < 0) {
+        s->failed = 1;
+        return ctr_fail(err, errlen, "%s", s->errmsg);
+    }
+    memset(out, 0, sizeof *out);
+    out->batch_size = (int32_t)n;
+    out->num_dense = s->schema.num_dense;
+    out->num_sparse = s->schema.num_sparse;
+    out->label = s->label;
+    out->dense = s->dense;
+    out->sparse.batch_size = (int32_t)n;
+    out->sparse.num_features = s->schema.num_sparse;
+    out->sparse.lengths = s->lengths;
+    out->sparse.ids = s->ids;
+    out->sparse.weights = NULL;
+    out->sparse.num_ids = s->num_ids;
+    out->first_sample = s->batch_first;
+    s->stats.samples += n;
+    return n;
+}
+
+void ctr_source_rewind(ctr_source *s)
+{
+    if (!s || s->failed)
+        return;
+    s->ops->rewind(s);
+}
+
+void ctr_source_stats(const ctr_source *s, ctr_stats *out)
+{
+    if (!out)
+        return;
+    if (!s) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    *out = s->stats;
+}
+
+const float *ctr_source_teacher_prob(const ctr_source *s)
+{
+    return s ? s->teacher_prob : NULL;
+}
+
+void ctr_source_destroy(ctr_source *s)
+{
+    if (!s)
+        return;
+    if (s->ops && s->ops->destroy)
+        s->ops->destroy(s);
+    free(s->label);
+    free(s->dense);
+    free(s->lengths);
+    free(s->ids);
+    free(s->stage_len);
+    free(s->stage_ids);
+    free(s);
+}

@@ -1,0 +1,801 @@
+/*
+ * test_ctr.c: the CTR data sources (src/data/ctr*.c, ctr.h).
+ *
+ * Synthetic: same seed same bits, another seed other bits; for W = 1..4 the
+ * ranks' local batches concatenate to the W = 1 global batch; the eval
+ * stream differs from the training one; teacher probabilities lie in (0, 1),
+ * the click rate is near ctr_rate and the teacher's AUC is well above 0.5.
+ * TSV: fresh random lines (empty fields, signs, upper and lower case hex)
+ * against a naive reference parser (strtok-free splitting, strtoll,
+ * strtoul, XXH64); each class of bad line counted with its line number and
+ * message under skip, and failing under fail; rank shares tile the file.
+ * Binary: ctr_convert_tsv then the reader equals the TSV reader sample for
+ * sample; its rank shares tile the file; every flipped byte and every
+ * truncation is an error, never a crash.  `test_ctr SEED` reruns a seed.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "check.h"
+#include "data/ctr.h"
+#include "util.h"
+
+static char tmpdir[256];
+
+/* ------------------------------------------------------------ samples */
+
+/* One batch copied sample-major, so batches of any size compare. */
+typedef struct samples {
+    int64_t n, cap, nids, cap_ids;
+    int32_t D, S;
+    float *label, *dense, *prob;
+    int64_t *start;  /* [n*S + 1] offsets into ids, sample-major bags */
+    int64_t *ids;
+} samples;
+
+static void samples_init(samples *a, int32_t D, int32_t S)
+{
+    memset(a, 0, sizeof *a);
+    a->D = D;
+    a->S = S;
+    a->start = calloc(1, sizeof *a->start);
+}
+
+static void samples_free(samples *a)
+{
+    free(a->label);
+    free(a->dense);
+    free(a->prob);
+    free(a->start);
+    free(a->ids);
+    memset(a, 0, sizeof *a);
+}
+
+static void samples_add(samples *a, const ctr_batch *b, const float *prob)
+{
+    int64_t n = b->batch_size, S = a->S, D = a->D;
+    if (a->n + n > a->cap) {
+        a->cap = (a->n + n) * 2;
+        a->label = realloc(a->label, (size_t)a->cap * sizeof(float));
+        a->prob = realloc(a->prob, (size_t)a->cap * sizeof(float));
+        a->dense = realloc(a->dense, (size_t)(a->cap * D + 1) * sizeof(float));
+        a->start = realloc(a->start, (size_t)(a->cap * S + 1) * sizeof(int64_t));
+    }
+    if (a->nids + b->sparse.num_ids > a->cap_ids) {
+        a->cap_ids = (a->nids + b->sparse.num_ids) * 2 + 1;
+        a->ids = realloc(a->ids, (size_t)a->cap_ids * sizeof(int64_t));
+    }
+    int64_t off[CTR_MAX_FEATURES], acc = 0;
+    for (int64_t f = 0; f < S; f++) {
+        off[f] = acc;
+        for (int64_t i = 0; i < n; i++)
+            acc += b->sparse.lengths[f * n + i];
+    }
+    CHECK(acc == b->sparse.num_ids);
+    for (int64_t i = 0; i < n; i++) {
+        a->label[a->n + i] = b->label[i];
+        a->prob[a->n + i] = prob ? prob[i] : 0;
+        memcpy(a->dense + (a->n + i) * D, b->dense + i * D, (size_t)D * sizeof(float));
+        for (int64_t f = 0; f < S; f++) {
+            int32_t len = b->sparse.lengths[f * n + i];
+            memcpy(a->ids + a->nids, b->sparse.ids + off[f], (size_t)len * sizeof(int64_t));
+            off[f] += len;
+            a->nids += len;
+            a->start[(a->n + i) * S + f + 1] = a->nids;
+        }
+    }
+    a->n += n;
+}
+
+/* 1 when samples [ai, ai+n) of a equal [bi, bi+n) of b bit for bit. */
+static int samples_equal(const samples *a, int64_t ai, const samples *b, int64_t bi, int64_t n, const char *what)
+{
+    int64_t S = a->S, D = a->D;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t x = ai + i, y = bi + i;
+        int same = a->label[x] == b->label[y] && a->prob[x] == b->prob[y] &&
+                   !memcmp(a->dense + x * D, b->dense + y * D, (size_t)D * sizeof(float));
+        for (int64_t f = 0; f < S && same; f++) {
+            int64_t la = a->start[x * S + f + 1] - a->start[x * S + f];
+            int64_t lb = b->start[y * S + f + 1] - b->start[y * S + f];
+            same = la == lb && !memcmp(a->ids + a->start[x * S + f], b->ids + b->start[y * S + f],
+                                       (size_t)la * sizeof(int64_t));
+        }
+        if (!same) {
+            fprintf(stderr, "%s: sample %lld differs from %lld\n", what, (long long)x, (long long)y);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Reads a whole share with batches of max samples. */
+static int read_all(ctr_source *s, int32_t max, samples *out)
+{
+    char err[512];
+    ctr_batch b;
+    int64_t n;
+    while ((n = ctr_source_next(s, max, &b, err, sizeof err)) > 0)
+        samples_add(out, &b, ctr_source_teacher_prob(s));
+    if (n < 0)
+        fprintf(stderr, "read_all: %s\n", err);
+    return n < 0 ? -1 : 0;
+}
+
+/* Reads `steps` batches of max samples (fewer when the share ends). */
+static int read_all_n(ctr_source *s, int32_t max, int steps, samples *out)
+{
+    char err[512];
+    ctr_batch b;
+    for (int k = 0; k < steps; k++) {
+        int64_t n = ctr_source_next(s, max, &b, err, sizeof err);
+        if (n < 0) {
+            fprintf(stderr, "read_all_n: %s\n", err);
+            return -1;
+        }
+        samples_add(out, &b, ctr_source_teacher_prob(s));
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------- synthetic */
+
+static ctr_synth_config small_task(uint64_t seed)
+{
+    ctr_synth_config c = ctr_synth_config_default();
+    c.num_sparse = 5;
+    c.num_dense = 3;
+    c.rows[0] = 1000;
+    c.rows[1] = 7;
+    c.rows[2] = 300;
+    c.rows[3] = 1; /* one row: every id 0 */
+    c.rows[4] = 5000;
+    c.pooling[2] = 2.5;
+    c.pooling[4] = 40; /* the normal approximation of the bag length */
+    c.seed = seed;
+    return c;
+}
+
+static void test_synth_determinism(uint64_t seed)
+{
+    char err[512];
+    ctr_synth_config c = small_task(seed);
+    ctr_source *a = NULL, *b = NULL, *d = NULL, *e = NULL;
+    CHECK(ctr_source_synth(&c, 0, 0, 1, &a, err, sizeof err) == 0);
+    CHECK(ctr_source_synth(&c, 0, 0, 1, &b, err, sizeof err) == 0);
+    c.seed = seed + 1;
+    CHECK(ctr_source_synth(&c, 0, 0, 1, &d, err, sizeof err) == 0);
+    c.seed = seed;
+    CHECK(ctr_source_synth(&c, 1, 0, 1, &e, err, sizeof err) == 0);
+    if (!a || !b || !d || !e)
+        goto done;
+    samples sa, sb, sd, se;
+    samples_init(&sa, c.num_dense, c.num_sparse);
+    samples_init(&sb, c.num_dense, c.num_sparse);
+    samples_init(&sd, c.num_dense, c.num_sparse);
+    samples_init(&se, c.num_dense, c.num_sparse);
+    ctr_batch bt;
+    for (int k = 0; k < 3; k++) {
+        CHECK(ctr_source_next(a, 300, &bt, err, sizeof err) == 300);
+        CHECK(bt.first_sample == 300 * k);
+        samples_add(&sa, &bt, ctr_source_teacher_prob(a));
+        for (int32_t f = 0; f < c.num_sparse; f++)
+            for (int32_t i = 0; i < bt.batch_size; i++)
+                CHECK(bt.sparse.lengths[f * bt.batch_size + i] >= 1);
+        for (int64_t i = 0; i < bt.sparse.num_ids; i++)
+            CHECK(bt.sparse.ids[i] >= 0);
+        /* another batch split gives the same samples */
+        CHECK(ctr_source_next(b, k == 1 ? 500 : 200, &bt, err, sizeof err) > 0);
+        samples_add(&sb, &bt, ctr_source_teacher_prob(b));
+        CHECK(ctr_source_next(d, 300, &bt, err, sizeof err) == 300);
+        samples_add(&sd, &bt, ctr_source_teacher_prob(d));
+        CHECK(ctr_source_next(e, 300, &bt, err, sizeof err) == 300);
+        CHECK(bt.first_sample == (int64_t)c.eval_offset + 300 * k);
+        samples_add(&se, &bt, ctr_source_teacher_prob(e));
+    }
+    CHECK(sa.n == 900 && sb.n == 900);
+    CHECK(samples_equal(&sa, 0, &sb, 0, 900, "same seed"));
+    int diff_seed = 0, diff_eval = 0;
+    for (int64_t i = 0; i < 900; i++) {
+        diff_seed += sa.dense[i * c.num_dense] != sd.dense[i * c.num_dense] || sa.prob[i] != sd.prob[i];
+        diff_eval += sa.dense[i * c.num_dense] != se.dense[i * c.num_dense] || sa.prob[i] != se.prob[i];
+    }
+    CHECK_MSG(diff_seed > 890, "another seed: only %d of 900 samples differ", diff_seed);
+    CHECK_MSG(diff_eval > 890, "eval stream: only %d of 900 samples differ", diff_eval);
+    /* ids inside their tables; the one-row table always 0; mean bag lengths */
+    double len_sum[CTR_MAX_FEATURES] = {0};
+    for (int64_t i = 0; i < sa.n; i++)
+        for (int32_t f = 0; f < c.num_sparse; f++)
+            for (int64_t k = sa.start[i * c.num_sparse + f]; k < sa.start[i * c.num_sparse + f + 1]; k++) {
+                CHECK(sa.ids[k] >= 0 && sa.ids[k] < c.rows[f]);
+                len_sum[f] += 1;
+            }
+    for (int32_t f = 0; f < c.num_sparse; f++) {
+        double mean = len_sum[f] / (double)sa.n, sd_ = sqrt((c.pooling[f] - 1) / (double)sa.n);
+        CHECK_MSG(fabs(mean - c.pooling[f]) <= 5 * sd_ + 1e-12, "feature %d: mean bag %g, pooling %g", (int)f,
+                  mean, c.pooling[f]);
+    }
+    /* rewind starts the stream again */
+    ctr_source_rewind(a);
+    samples sr;
+    samples_init(&sr, c.num_dense, c.num_sparse);
+    CHECK(ctr_source_next(a, 450, &bt, err, sizeof err) == 450);
+    samples_add(&sr, &bt, ctr_source_teacher_prob(a));
+    CHECK(samples_equal(&sr, 0, &sa, 0, 450, "after rewind"));
+    samples_free(&sa);
+    samples_free(&sb);
+    samples_free(&sd);
+    samples_free(&se);
+    samples_free(&sr);
+done:
+    ctr_source_destroy(a);
+    ctr_source_destroy(b);
+    ctr_source_destroy(d);
+    ctr_source_destroy(e);
+}
+
+/* For W = 1..4, rank r's batches of m samples are samples [r*m, (r+1)*m) of
+ * the global batches of G = W*m, i.e. of the W = 1 stream read in any
+ * batch size. */
+static void test_synth_shares(uint64_t seed)
+{
+    char err[512];
+    ctr_synth_config c = small_task(seed ^ 0x5eed);
+    const int32_t m = 23, steps = 3;
+    ctr_source *g = NULL;
+    CHECK(ctr_source_synth(&c, 0, 0, 1, &g, err, sizeof err) == 0);
+    samples sg;
+    samples_init(&sg, c.num_dense, c.num_sparse);
+    if (g)
+        CHECK(read_all_n(g, 4 * m * steps, 1, &sg) == 0);
+    ctr_source_destroy(g);
+    for (int32_t W = 1; W <= 4 && sg.n == 4 * m * steps; W++) {
+        for (int32_t r = 0; r < W; r++) {
+            ctr_source *s = NULL;
+            CHECK(ctr_source_synth(&c, 0, r, W, &s, err, sizeof err) == 0);
+            samples sr;
+            samples_init(&sr, c.num_dense, c.num_sparse);
+            if (s)
+                CHECK(read_all_n(s, m, steps, &sr) == 0);
+            for (int32_t k = 0; k < steps && sr.n == m * steps; k++) {
+                char what[64];
+                snprintf(what, sizeof what, "W=%d rank %d step %d", (int)W, (int)r, (int)k);
+                CHECK(samples_equal(&sr, (int64_t)k * m, &sg, (int64_t)k * W * m + r * m, m, what));
+            }
+            CHECK(sr.n == m * steps);
+            samples_free(&sr);
+            ctr_source_destroy(s);
+        }
+    }
+    samples_free(&sg);
+    ctr_source *s = NULL;
+    CHECK(ctr_source_synth(&c, 0, 2, 2, &s, err, sizeof err) == -1 && strstr(err, "rank 2 of world 2"));
+    c.rows[1] = 0;
+    CHECK(ctr_source_synth(&c, 0, 0, 1, &s, err, sizeof err) == -1 && strstr(err, "rows[1] = 0"));
+    CHECK(s == NULL);
+}
+
+/* Mann-Whitney AUC (no ties expected among float probabilities). */
+static int cmp_pair(const void *a, const void *b)
+{
+    const float *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static double auc_of(const float *score, const float *label, int64_t n)
+{
+    float *p = malloc((size_t)n * 2 * sizeof *p);
+    for (int64_t i = 0; i < n; i++) {
+        p[2 * i] = score[i];
+        p[2 * i + 1] = label[i];
+    }
+    qsort(p, (size_t)n, 2 * sizeof *p, cmp_pair);
+    double pos = 0, rank_sum = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (p[2 * i + 1] > 0.5f) {
+            pos++;
+            rank_sum += (double)(i + 1);
+        }
+    free(p);
+    double neg = (double)n - pos;
+    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg);
+}
+
+static void test_synth_teacher(uint64_t seed)
+{
+    char err[512];
+    ctr_synth_config c = ctr_synth_config_default();
+    c.seed = seed;
+    ctr_source *s = NULL;
+    CHECK(ctr_source_synth(&c, 1, 0, 1, &s, err, sizeof err) == 0);
+    if (!s)
+        return;
+    const ctr_schema *sc = ctr_source_schema(s);
+    CHECK(sc->num_dense == 13 && sc->num_sparse == 8 && !strcmp(sc->names[0], "C1"));
+    samples a;
+    samples_init(&a, c.num_dense, c.num_sparse);
+    CHECK(read_all_n(s, 4096, 5, &a) == 0);
+    double clicks = 0, prob = 0;
+    int inside = 1;
+    for (int64_t i = 0; i < a.n; i++) {
+        clicks += a.label[i];
+        prob += a.prob[i];
+        inside &= a.prob[i] > 0 && a.prob[i] < 1 && (a.label[i] == 0 || a.label[i] == 1);
+    }
+    CHECK(inside);
+    double n = (double)a.n, sd = sqrt(c.ctr_rate * (1 - c.ctr_rate) / n);
+    CHECK_MSG(fabs(clicks / n - c.ctr_rate) < 5 * sd + 0.01, "click rate %g, ctr_rate %g", clicks / n, c.ctr_rate);
+    CHECK_MSG(fabs(prob / n - c.ctr_rate) < 0.01, "mean teacher probability %g, ctr_rate %g", prob / n, c.ctr_rate);
+    double auc = auc_of(a.prob, a.label, a.n);
+    CHECK_MSG(auc > 0.8 && auc < 0.9, "teacher AUC %g outside (0.8, 0.9)", auc);
+    samples_free(&a);
+    ctr_source_destroy(s);
+}
+
+/* ----------------------------------------------------------------- TSV */
+
+static const int64_t TSV_ROWS[26] = {1000, 7, 100000, 1, 50, 65536, 3, 999, 10, 10, 10, 10, 10,
+                                     4096, 2,  123,    5, 6, 7,     8, 9,   1 << 20, 77, 5, 300, 11};
+
+/* A random valid line (no newline) into buf. */
+static void random_line(test_rng *r, char *buf, size_t n)
+{
+    static const char HEX[] = "0123456789abcdefABCDEF";
+    size_t k = (size_t)snprintf(buf, n, "%d", (int)test_range(r, 0, 2));
+    for (int j = 0; j < 13; j++) {
+        buf[k++] = '\t';
+        if (test_uniform(r) < 0.2)
+            continue;
+        int64_t v = test_uniform(r) < 0.1 ? -test_range(r, 1, 5) : test_range(r, 0, 100000);
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", test_uniform(r) < 0.05 && v >= 0 ? "+" : "",
+                              (long long)v);
+    }
+    for (int j = 0; j < 26; j++) {
+        buf[k++] = '\t';
+        if (test_uniform(r) < 0.2)
+            continue;
+        int len = (int)test_range(r, 1, 9);
+        for (int d = 0; d < len; d++)
+            buf[k++] = HEX[test_range(r, 0, (int64_t)sizeof HEX - 1)];
+    }
+    buf[k] = '\0';
+}
+
+/* The naive reading of one valid line: appends to a (sample-major). */
+static void reference_parse(const char *line, samples *a)
+{
+    char copy[8192], *field[40];
+    int nf = 0;
+    snprintf(copy, sizeof copy, "%s", line);
+    char *p = copy;
+    for (;;) {
+        field[nf++] = p;
+        char *t = strchr(p, '\t');
+        if (!t)
+            break;
+        *t = '\0';
+        p = t + 1;
+    }
+    CHECK(nf == 40);
+    float label = (float)atoi(field[0]), dense[13];
+    for (int j = 0; j < 13; j++) {
+        long long v = field[1 + j][0] ? strtoll(field[1 + j], NULL, 10) : 0;
+        dense[j] = (float)log1p((double)(v > 0 ? v : 0));
+    }
+    int32_t lengths[26];
+    int64_t ids[26];
+    for (int f = 0; f < 26; f++) {
+        lengths[f] = field[14 + f][0] != '\0';
+        uint32_t v = (uint32_t)strtoul(field[14 + f], NULL, 16);
+        unsigned char le[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                               (unsigned char)(v >> 24)};
+        ids[f] = (int64_t)(XXH64(le, 4, (XXH64_hash_t)f) % (uint64_t)TSV_ROWS[f]);
+    }
+    /* a one-sample batch in ctr_batch layout */
+    int64_t packed[26], k = 0;
+    for (int f = 0; f < 26; f++)
+        if (lengths[f])
+            packed[k++] = ids[f];
+    ctr_batch b;
+    memset(&b, 0, sizeof b);
+    b.batch_size = 1;
+    b.num_dense = 13;
+    b.num_sparse = 26;
+    b.label = &label;
+    b.dense = dense;
+    b.sparse.batch_size = 1;
+    b.sparse.num_features = 26;
+    b.sparse.lengths = lengths;
+    b.sparse.ids = packed;
+    b.sparse.num_ids = k;
+    samples_add(a, &b, NULL);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        abort();
+    fputs(text, f);
+    fclose(f);
+}
+
+/* n random lines, with the bad ones of `bad` (NULL-terminated) put at
+ * random places; the reference gets the good ones.  Returns malloc'd text. */
+static char *random_file(test_rng *r, int n, const char *const *bad, samples *ref, int *bad_line_numbers)
+{
+    size_t cap = (size_t)n * 600 + 100000, k = 0;
+    char *text = malloc(cap), line[4096];
+    int nbad = 0;
+    while (bad && bad[nbad])
+        nbad++;
+    int next_bad = 0;
+    for (int i = 0; i < n + nbad; i++) {
+        int put_bad = next_bad < nbad && (test_range(r, 0, n / (nbad + 1) + 1) == 0 || n + nbad - i <= nbad - next_bad);
+        if (put_bad) {
+            bad_line_numbers[next_bad] = i + 1;
+            k += (size_t)snprintf(text + k, cap - k, "%s\n", bad[next_bad++]);
+            continue;
+        }
+        random_line(r, line, sizeof line);
+        reference_parse(line, ref);
+        k += (size_t)snprintf(text + k, cap - k, "%s%s", line, test_uniform(r) < 0.05 ? "\r\n" : "\n");
+    }
+    if (k > 1 && text[k - 2] != '\n' && test_uniform(r) < 0.5)
+        text[--k] = '\0'; /* the last line (not an empty one) without its newline */
+    return text;
+}
+
+static void test_tsv_reference(uint64_t seed)
+{
+    test_rng r = {seed ^ 0x7573};
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/random.tsv", tmpdir);
+    samples ref;
+    samples_init(&ref, 13, 26);
+    int n = 700;
+    char *text = random_file(&r, n, NULL, &ref, NULL);
+    write_file(path, text);
+    free(text);
+    ctr_source *s = NULL;
+    CHECK(ctr_source_tsv(path, TSV_ROWS, CTR_BAD_FAIL, 0, 1, &s, err, sizeof err) == 0);
+    if (!s)
+        return;
+    samples got;
+    samples_init(&got, 13, 26);
+    CHECK(read_all(s, (int32_t)test_range(&r, 1, 300), &got) == 0);
+    CHECK(got.n == n && ref.n == n);
+    CHECK(got.n == n && samples_equal(&got, 0, &ref, 0, n, "tsv vs reference"));
+    ctr_stats st;
+    ctr_source_stats(s, &st);
+    CHECK(st.lines == n && st.bad_lines == 0 && st.samples == n && st.first_bad[0] == '\0');
+    CHECK(ctr_source_teacher_prob(s) == NULL);
+    /* rewind: the same samples again, lines not counted twice */
+    ctr_source_rewind(s);
+    samples again;
+    samples_init(&again, 13, 26);
+    CHECK(read_all(s, 64, &again) == 0);
+    CHECK(again.n == n && samples_equal(&again, 0, &ref, 0, n, "tsv after rewind"));
+    ctr_source_stats(s, &st);
+    CHECK(st.lines == n && st.samples == 2 * n);
+    samples_free(&again);
+    samples_free(&got);
+    samples_free(&ref);
+    ctr_source_destroy(s);
+
+    /* missing file, bad rows */
+    snprintf(path, sizeof path, "%s/missing.tsv", tmpdir);
+    CHECK(ctr_source_tsv(path, TSV_ROWS, CTR_BAD_SKIP, 0, 1, &s, err, sizeof err) == -1);
+    CHECK_MSG(strstr(err, "missing.tsv: cannot open") != NULL, "%s", err);
+    int64_t rows[26];
+    memcpy(rows, TSV_ROWS, sizeof rows);
+    rows[3] = 0;
+    CHECK(ctr_source_tsv(path, rows, CTR_BAD_SKIP, 0, 1, &s, err, sizeof err) == -1 && strstr(err, "C4"));
+}
+
+static char *overlong_line(void)
+{
+    char *l = malloc(5001);
+    memset(l, '1', 5000);
+    l[5000] = '\0';
+    return l;
+}
+
+/* Every class of bad line: counted with its line number under skip, the
+ * first one's message kept; under fail, the read fails with the message. */
+static void test_tsv_bad_lines(uint64_t seed)
+{
+    test_rng r = {seed ^ 0xbad};
+    char path[512], err[512], good[4096], line[8192];
+    char *longl = overlong_line();
+    const char *const bad[] = {
+        "1\t2", /* wrong field count */
+        NULL,   /* hex: filled below */
+        NULL,   /* integer */
+        NULL,   /* label */
+        longl,  /* overlong */
+        "",     /* empty line: 1 field */
+        NULL,
+    };
+    const char *want[] = {
+        "2 fields, expected 40 (label, I1..I13, C1..C26)",
+        "field 17 (C4): \"zz12\" is not hexadecimal",
+        "field 3 (I3): \"12a\" is not an integer",
+        "field 0 (label): \"2\" is not 0 or 1",
+        "line longer than 4096 bytes",
+        "1 fields, expected 40 (label, I1..I13, C1..C26)",
+    };
+    char hexl[4096], intl[4096], labl[4096];
+    /* a valid line with one field replaced */
+    random_line(&r, good, sizeof good);
+    char *f[40], copy[4096];
+    snprintf(copy, sizeof copy, "%s", good);
+    int nf = 0;
+    for (char *p = copy;;) {
+        f[nf++] = p;
+        char *t = strchr(p, '\t');
+        if (!t)
+            break;
+        *t = '\0';
+        p = t + 1;
+    }
+    const char *repl[3][2] = {{"17", "zz12"}, {"3", "12a"}, {"0", "2"}};
+    char *outs[3] = {hexl, intl, labl};
+    for (int c = 0; c < 3; c++) {
+        size_t k = 0;
+        int at = atoi(repl[c][0]);
+        for (int j = 0; j < 40; j++)
+            k += (size_t)snprintf(outs[c] + k, 4096 - k, "%s%s", j ? "\t" : "", j == at ? repl[c][1] : f[j]);
+    }
+    const char *bad_lines[7] = {bad[0], hexl, intl, labl, bad[4], bad[5], NULL};
+
+    /* all of them in one file, skipped */
+    snprintf(path, sizeof path, "%s/bad.tsv", tmpdir);
+    samples ref;
+    samples_init(&ref, 13, 26);
+    int at[6];
+    char *text = random_file(&r, 300, bad_lines, &ref, at);
+    write_file(path, text);
+    free(text);
+    ctr_source *s = NULL;
+    CHECK(ctr_source_tsv(path, TSV_ROWS, CTR_BAD_SKIP, 0, 1, &s, err, sizeof err) == 0);
+    if (s) {
+        samples got;
+        samples_init(&got, 13, 26);
+        CHECK(read_all(s, 37, &got) == 0);
+        CHECK(got.n == 300 && samples_equal(&got, 0, &ref, 0, 300, "tsv skipping bad lines"));
+        ctr_stats st;
+        ctr_source_stats(s, &st);
+        CHECK_MSG(st.lines == 306 && st.bad_lines == 6, "lines %lld bad %lld", (long long)st.lines,
+                  (long long)st.bad_lines);
+        snprintf(line, sizeof line, "%s:%d: %s", path, at[0], want[0]);
+        CHECK_MSG(!strcmp(st.first_bad, line), "first_bad \"%s\", want \"%s\"", st.first_bad, line);
+        samples_free(&got);
+        ctr_source_destroy(s);
+    }
+    samples_free(&ref);
+
+    /* each alone, after two good lines, failing */
+    for (int c = 0; c < 6; c++) {
+        snprintf(path, sizeof path, "%s/bad%d.tsv", tmpdir, c);
+        FILE *fp = fopen(path, "wb");
+        fprintf(fp, "%s\n%s\n%s\n%s\n", good, good, bad_lines[c], good);
+        fclose(fp);
+        CHECK(ctr_source_tsv(path, TSV_ROWS, CTR_BAD_FAIL, 0, 1, &s, err, sizeof err) == 0);
+        if (!s)
+            continue;
+        ctr_batch b;
+        snprintf(line, sizeof line, "%s:3: %s", path, want[c]);
+        CHECK(ctr_source_next(s, 10, &b, err, sizeof err) == -1);
+        CHECK_MSG(!strcmp(err, line), "got \"%s\", want \"%s\"", err, line);
+        err[0] = '\0';
+        CHECK(ctr_source_next(s, 10, &b, err, sizeof err) == -1 && !strcmp(err, line)); /* it sticks */
+        ctr_stats st;
+        ctr_source_stats(s, &st);
+        CHECK(st.bad_lines == 1 && !strcmp(st.first_bad, line));
+        ctr_source_destroy(s);
+        /* skip: 3 samples, 4 lines */
+        CHECK(ctr_source_tsv(path, TSV_ROWS, CTR_BAD_SKIP, 0, 1, &s, err, sizeof err) == 0);
+        if (!s)
+            continue;
+        CHECK(ctr_source_next(s, 10, &b, err, sizeof err) == 3);
+        CHECK(b.first_sample == 0);
+        CHECK(ctr_source_next(s, 10, &b, err, sizeof err) == 0);
+        ctr_source_stats(s, &st);
+        CHECK(st.lines == 4 && st.bad_lines == 1 && st.samples == 3);
+        ctr_source_destroy(s);
+    }
+    free(longl);
+}
+
+/* Rank shares of a file source tile it: for W = 1..4 the shares, in rank
+ * order, are the W = 1 samples, and rank r's share is lines [r*N/W, ...). */
+static void test_file_shares(const char *path, int binary, const samples *all, int64_t lines)
+{
+    char err[512];
+    for (int32_t W = 1; W <= 4; W++) {
+        int64_t at = 0;
+        for (int32_t r = 0; r < W; r++) {
+            ctr_source *s = NULL;
+            int rc = binary ? ctr_source_binary(path, r, W, &s, err, sizeof err)
+                            : ctr_source_tsv(path, TSV_ROWS, CTR_BAD_SKIP, r, W, &s, err, sizeof err);
+            CHECK_MSG(rc == 0, "%s", err);
+            if (!s)
+                continue;
+            samples got;
+            samples_init(&got, 13, 26);
+            CHECK(read_all(s, 1000, &got) == 0);
+            char what[64];
+            snprintf(what, sizeof what, "%s W=%d rank %d", binary ? "binary" : "tsv", (int)W, (int)r);
+            CHECK(at + got.n <= all->n && samples_equal(&got, 0, all, at, got.n, what));
+            ctr_stats st;
+            ctr_source_stats(s, &st);
+            if (!binary) /* lines [r*N/W, (r+1)*N/W) */
+                CHECK(st.lines == (r + 1) * lines / W - r * lines / W);
+            else
+                CHECK(got.n == (r + 1) * all->n / W - r * all->n / W);
+            at += got.n;
+            samples_free(&got);
+            ctr_source_destroy(s);
+        }
+        CHECK_MSG(at == all->n, "W=%d: shares hold %lld of %lld samples", (int)W, (long long)at, (long long)all->n);
+    }
+}
+
+/* ---------------------------------------------------------------- binary */
+
+static unsigned char *read_bytes(const char *path, long *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc((size_t)*n + 1);
+    if (fread(p, 1, (size_t)*n, f) != (size_t)*n)
+        abort();
+    fclose(f);
+    return p;
+}
+
+/* 0 when the file opens and reads to the end without an error. */
+static int reads_cleanly(const char *path, char *err, size_t errlen)
+{
+    ctr_source *s = NULL;
+    if (ctr_source_binary(path, 0, 1, &s, err, errlen))
+        return -1;
+    ctr_batch b;
+    int64_t n;
+    while ((n = ctr_source_next(s, 999, &b, err, errlen)) > 0)
+        ;
+    ctr_source_destroy(s);
+    return n < 0 ? -1 : 0;
+}
+
+static void test_binary(uint64_t seed)
+{
+    test_rng r = {seed ^ 0xb1};
+    char tsv[512], bin[512], bad[512], err[512];
+    snprintf(tsv, sizeof tsv, "%s/conv.tsv", tmpdir);
+    snprintf(bin, sizeof bin, "%s/conv.bin", tmpdir);
+    snprintf(bad, sizeof bad, "%s/corrupt.bin", tmpdir);
+    samples ref;
+    samples_init(&ref, 13, 26);
+    /* wrong field count; a label of 2 on an otherwise empty line */
+    const char *const bad_lines[] = {"0\t1\tx", "2\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t"
+                                                  "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t",
+                                     NULL};
+    int at[2];
+    const int n = 9000; /* three blocks of 4096 */
+    char *text = random_file(&r, n, bad_lines, &ref, at);
+    write_file(tsv, text);
+    free(text);
+
+    /* the TSV reader's samples (checked against the reference above) */
+    ctr_source *s = NULL;
+    samples from_tsv;
+    samples_init(&from_tsv, 13, 26);
+    CHECK(ctr_source_tsv(tsv, TSV_ROWS, CTR_BAD_SKIP, 0, 1, &s, err, sizeof err) == 0);
+    if (s)
+        CHECK(read_all(s, 512, &from_tsv) == 0);
+    ctr_source_destroy(s);
+    CHECK(from_tsv.n == n && samples_equal(&from_tsv, 0, &ref, 0, n, "tsv (9000 lines)"));
+
+    ctr_stats st;
+    CHECK(ctr_convert_tsv(tsv, bin, TSV_ROWS, CTR_BAD_FAIL, &st, err, sizeof err) == -1);
+    CHECK(access(bin, F_OK) != 0); /* nothing written on failure, no .tmp left */
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", bin);
+    CHECK(access(tmp, F_OK) != 0);
+    CHECK_MSG(ctr_convert_tsv(tsv, bin, TSV_ROWS, CTR_BAD_SKIP, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(st.samples == n && st.lines == n + 2 && st.bad_lines == 2);
+    CHECK(access(tmp, F_OK) != 0);
+
+    CHECK_MSG(ctr_source_binary(bin, 0, 1, &s, err, sizeof err) == 0, "%s", err);
+    if (s) {
+        const ctr_schema *sc = ctr_source_schema(s);
+        CHECK(sc->num_dense == 13 && sc->num_sparse == 26 && sc->rows[21] == TSV_ROWS[21] &&
+              !strcmp(sc->names[25], "C26"));
+        samples got;
+        samples_init(&got, 13, 26);
+        CHECK(read_all(s, (int32_t)test_range(&r, 1, 5000), &got) == 0);
+        CHECK(got.n == n && samples_equal(&got, 0, &from_tsv, 0, n, "binary vs tsv"));
+        ctr_source_rewind(s);
+        ctr_batch b;
+        CHECK(ctr_source_next(s, 5, &b, err, sizeof err) == 5 && b.first_sample == 0);
+        samples_free(&got);
+        ctr_source_destroy(s);
+    }
+    test_file_shares(bin, 1, &from_tsv, n);
+    test_file_shares(tsv, 0, &from_tsv, n + 2);
+
+    /* corruption: every flipped byte and every truncation is an error */
+    long size = 0;
+    unsigned char *orig = read_bytes(bin, &size);
+    CHECK(orig != NULL && size > 1000);
+    CHECK(reads_cleanly(bin, err, sizeof err) == 0);
+    for (int trial = 0; orig && trial < 60; trial++) {
+        long pos = trial < 8 ? trial * 9 : trial < 12 ? size - 1 - (trial - 8) * 5 : (long)test_range(&r, 0, size);
+        unsigned char *c = malloc((size_t)size);
+        memcpy(c, orig, (size_t)size);
+        c[pos] ^= (unsigned char)(1u << test_range(&r, 0, 8));
+        FILE *fp = fopen(bad, "wb");
+        fwrite(c, 1, (size_t)size, fp);
+        fclose(fp);
+        err[0] = '\0';
+        CHECK_MSG(reads_cleanly(bad, err, sizeof err) == -1, "flipped byte %ld of %ld read cleanly", pos, size);
+        CHECK_MSG(strstr(err, "corrupt.bin") != NULL, "message does not name the file: %s", err);
+        free(c);
+    }
+    const long cuts[] = {0, 7, 8, 60, 1097, 1104, 5000, size / 2, size - 9, size - 1};
+    for (int k = 0; orig && k < (int)(sizeof cuts / sizeof cuts[0]); k++) {
+        FILE *fp = fopen(bad, "wb");
+        fwrite(orig, 1, (size_t)cuts[k], fp);
+        fclose(fp);
+        CHECK_MSG(reads_cleanly(bad, err, sizeof err) == -1, "cut at %ld of %ld read cleanly", cuts[k], size);
+    }
+    /* a message names the place */
+    if (orig) {
+        FILE *fp = fopen(bad, "wb");
+        fwrite(orig, 1, (size_t)size, fp);
+        fclose(fp);
+        fp = fopen(bad, "r+b");
+        fseek(fp, 1104 + 20, SEEK_SET); /* inside block 0 */
+        fputc(orig[1104 + 20] ^ 0xff, fp);
+        fclose(fp);
+        CHECK(reads_cleanly(bad, err, sizeof err) == -1);
+        CHECK_MSG(strstr(err, "block 0 (byte 1104): checksum mismatch") != NULL, "%s", err);
+    }
+    snprintf(bad, sizeof bad, "%s/none.bin", tmpdir);
+    CHECK(ctr_source_binary(bad, 0, 1, &s, err, sizeof err) == -1 && strstr(err, "none.bin: cannot open"));
+    free(orig);
+    samples_free(&from_tsv);
+    samples_free(&ref);
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t seed = test_seed(argc, argv);
+    snprintf(tmpdir, sizeof tmpdir, "%s/ember-test-ctr-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_synth_determinism(seed);
+    test_synth_shares(seed);
+    test_synth_teacher(seed);
+    test_tsv_reference(seed);
+    test_tsv_bad_lines(seed);
+    test_binary(seed);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    return check_report("test_ctr");
+}

@@ -1,0 +1,122 @@
+/*
+ * cmd_convert.c: `ember convert IN.tsv OUT.bin`: Criteo TSV lines to ember's
+ * binary CTR format (docs/ctr-format.md), which `ember train` maps instead
+ * of parsing text every epoch.
+ *
+ * The work is ctr_convert_tsv() (src/data/ctr_bin.c): categoricals hashed
+ * into --rows buckets, bad lines skipped and counted (or fatal with --bad
+ * fail), OUT written as OUT.tmp, fsync'd and renamed.  Under mpirun only
+ * rank 0 converts (the ranks would write the same bytes to the same path).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "data/ctr.h"
+#include "synth_args.h"
+
+#define CONVERT_DEFAULT_ROWS 100000 /* as `ember train` hashes TSV without tables */
+
+static void convert_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ember convert IN.tsv OUT.bin [options]\n"
+            "  converts Criteo TSV (label, I1..I13, C1..C26, tab-separated) to ember's binary\n"
+            "  CTR format (docs/ctr-format.md)\n\n"
+            "  --rows N              buckets of every categorical (default %d)\n"
+            "  --rows N1,N2,...,N26  buckets of each of C1..C26\n"
+            "  --bad skip|fail       bad lines: count and skip them (default), or stop at the first\n",
+            CONVERT_DEFAULT_ROWS);
+}
+
+/* "N" or 26 comma-separated values; 0, or -1 for a bad list. */
+static int parse_rows(const char *s, int64_t rows[26])
+{
+    char buf[64];
+    int n = 0;
+    const char *p = s;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0 || len >= sizeof buf || n == 26)
+            return -1;
+        memcpy(buf, p, len);
+        buf[len] = '\0';
+        if (synth_parse_int64(buf, 1, INT64_C(1) << 32, &rows[n++]))
+            return -1;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    if (n == 1)
+        for (int f = 1; f < 26; f++)
+            rows[f] = rows[0];
+    else if (n != 26)
+        return -1;
+    return 0;
+}
+
+int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL;
+    int64_t rows[26];
+    ctr_bad_policy policy = CTR_BAD_SKIP;
+    for (int f = 0; f < 26; f++)
+        rows[f] = CONVERT_DEFAULT_ROWS;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            convert_usage(stdout);
+            return 0;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            if (in && out) {
+                fprintf(ctx->err, "ember convert: more than two files ('%s')\n", arg);
+                return 2;
+            }
+            *(in ? &out : &in) = arg;
+            continue;
+        }
+        const char *eq = strchr(arg, '=');
+        size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+        const char *val = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
+        if (nlen == 6 && !strncmp(arg, "--rows", 6)) {
+            if (!val || parse_rows(val, rows)) {
+                fprintf(ctx->err, "ember convert: --rows takes N or 26 values N1,...,N26, each in [1, 2^32]\n");
+                return 2;
+            }
+        } else if (nlen == 5 && !strncmp(arg, "--bad", 5)) {
+            if (!val || (strcmp(val, "skip") && strcmp(val, "fail"))) {
+                fprintf(ctx->err, "ember convert: --bad takes skip or fail\n");
+                return 2;
+            }
+            policy = !strcmp(val, "fail") ? CTR_BAD_FAIL : CTR_BAD_SKIP;
+        } else {
+            fprintf(ctx->err, "ember convert: unknown option '%s' (ember convert --help)\n", arg);
+            return 2;
+        }
+        if (!eq)
+            i++;
+    }
+    if (!in || !out) {
+        fprintf(ctx->err, "ember convert: need an input and an output file\n");
+        convert_usage(ctx->err);
+        return 2;
+    }
+    if (ctx->rank != 0) /* main() agrees on rank 0's status */
+        return 0;
+    char err[512];
+    ctr_stats st;
+    if (ctr_convert_tsv(in, out, rows, policy, &st, err, sizeof err)) {
+        tool_local_error(ctx, "convert", "%s", err);
+        if (st.bad_lines > 0 && policy == CTR_BAD_SKIP)
+            fprintf(stderr, "ember convert: first bad line: %s\n", st.first_bad);
+        return 1;
+    }
+    printf("ember convert: wrote %lld samples to %s (%lld lines read, %lld bad lines skipped)\n",
+           (long long)st.samples, out, (long long)st.lines, (long long)st.bad_lines);
+    if (st.bad_lines > 0)
+        printf("ember convert: first bad line: %s\n", st.first_bad);
+    return 0;
+}
