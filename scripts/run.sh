@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh: the README's first command: install, build, and run ember's main
-# job.  Extra arguments go to the job.
+# job, `ember train` (DLRM-style CTR training on the built-in synthetic task;
+# docs/training.md).  Extra arguments go to the job.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$repo/scripts/setup.sh"
-exec "${EMBER_BUILD_DIR:-$repo/build}/ember" bench "$@"
+exec "${EMBER_BUILD_DIR:-$repo/build}/ember" train "$@"

@@ -521,6 +521,119 @@ check_plan_errors() { # messages name the file, the line and the key
 }
 CHECKS+=(plan_errors)
 
+# ------------------------------------------------------------ ember train
+# A short run of the built-in synthetic task (a few seconds; the summary is
+# stdout's last line), the metrics file and the plot, config errors with
+# file and line, and missing or bad data.
+train_summary() { # file: its last line is the summary; prints auc and teacher_auc
+    python3 - "$1" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+s = json.loads(lines[-1])
+assert s["event"] == "summary", s
+for k in ["auc", "teacher_auc", "logloss", "samples_per_s", "steps", "peak_rss_mb"]:
+    assert k in s, (k, s)
+print(s["auc"], s["teacher_auc"], s["steps"])
+PY
+}
+
+check_train_synthetic() {
+    expect_status 0 "$EMBER" train --steps 400 --micro-batch 512 --eval-every 200 \
+        --eval-samples 16384 --threads 1 --metrics "$TMP/m.jsonl" --plot "$TMP/p.png" || return 1
+    read -r auc tauc steps < <(train_summary "$TMP/out") || return 1
+    echo "auc $auc teacher $tauc steps $steps"
+    [ "$steps" = 400 ] || return 1
+    # 200k samples: well above chance, below the teacher (the best possible)
+    python3 -c "import sys; a, t = $auc, $tauc; sys.exit(not (0.77 < a < t + 0.005 and t > 0.8))" || return 1
+    json_lines_valid "$TMP/m.jsonl" || return 1
+    [ "$(grep -c '"event":"eval"' "$TMP/m.jsonl")" = 2 ] || { echo "want 2 evals"; return 1; }
+    tail -1 "$TMP/m.jsonl" | grep -q '"event":"summary"' || return 1
+    if command -v gnuplot >/dev/null; then
+        [ -s "$TMP/p.png" ] && head -c 8 "$TMP/p.png" | grep -q PNG || { echo "no PNG"; return 1; }
+    fi
+    # --json: JSON lines only, the summary last
+    expect_status 0 "$EMBER" train --steps 20 --eval-samples 2048 --threads 1 --json \
+        --metrics none --plot none || return 1
+    json_lines_valid "$TMP/out" || return 1
+    train_summary "$TMP/out" >/dev/null || return 1
+}
+CHECKS+=(train_synthetic)
+
+check_train_config() { # a config: settings applied, unknown keys named with their line
+    printf 'name = "small";\nmodel = { emb_dim = 8; bottom = [16, 8]; top = [16]; interaction = "cat"; };\ntrain = { steps = 30; micro_batch = 64; accumulate = 2;\n  eval_every = 0; eval_samples = 1024; metrics = ""; plot = ""; };\n' >"$TMP/t1.cfg"
+    expect_status 0 "$EMBER" train --config "$TMP/t1.cfg" --threads 1 --json || return 1
+    grep -q '"global_batch":128' "$TMP/out" || { echo "want global batch 128"; return 1; }
+    grep -q '"emb_dim":8' "$TMP/out" || return 1
+    printf 'train = { steps = 10;\n  colour = 1; };\n' >"$TMP/t2.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/t2.cfg" || return 1
+    grep -q "t2.cfg:2: train.colour: unknown key" "$TMP/err" || return 1
+    printf 'model = { bottom = [64, 32]; };\n' >"$TMP/t3.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/t3.cfg" || return 1
+    grep -q "t3.cfg:1: model.bottom: the last width must equal the embedding dim 16" "$TMP/err" || return 1
+    printf 'train = { steps = 10; };\ndata = { source = "tsv"; train_file = "%s/none.tsv"; };\n' "$TMP" >"$TMP/t4.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/t4.cfg" || return 1
+    grep -q "none.tsv" "$TMP/err" || return 1
+    expect_status 1 "$EMBER" train --config "$TMP/missing.cfg" || return 1
+    grep -q "missing.cfg: cannot open" "$TMP/err" || return 1
+    expect_status 1 "$EMBER" train --steps 1 --metrics "$TMP/no-dir/m.jsonl" || return 1
+    grep -q "no-dir/m.jsonl" "$TMP/err" || return 1
+    expect_status 2 "$EMBER" train --steps lots || return 1
+    expect_status 2 "$EMBER" train --colour || return 1
+    expect_status 0 "$EMBER" train --help || return 1
+    grep -q "usage: ember train" "$TMP/out" || return 1
+}
+CHECKS+=(train_config)
+
+check_mpi_train() { # two ranks: one summary line, the same task, an AUC as good
+    have_mpirun || return 0
+    expect_status 0 mpi2 train --steps 300 --micro-batch 256 --eval-every 0 --eval-samples 16384 \
+        --threads 1 --metrics none --plot none || return 1
+    read -r auc tauc steps < <(train_summary "$TMP/out") || return 1
+    echo "np 2: auc $auc teacher $tauc"
+    [ "$(grep -c '"event":"summary"' "$TMP/out")" = 1 ] || { echo "want one summary"; return 1; }
+    python3 -c "import sys; sys.exit(not (0.77 < $auc < $tauc + 0.005))" || return 1
+    printf 'train = { steps = 10; };\ndata = { source = "binary"; train_file = "%s/none.bin"; };\n' "$TMP" >"$TMP/t5.cfg"
+    expect_status 1 mpi2 train --config "$TMP/t5.cfg" || return 1
+    [ "$(grep -c "none.bin" "$TMP/err")" = 1 ] || { echo "want the error once"; return 1; }
+}
+CHECKS+=(mpi_train)
+
+# ---------------------------------------------------------- ember convert
+
+# two Criteo lines around a bad one (C4, field 17, is not hexadecimal)
+ctr_tsv_lines() {
+    local ints=$'1\t\t3\t4\t5\t-1\t7\t8\t9\t10\t11\t\t13' good="" bad="" i c
+    for i in $(seq 1 26); do
+        c=$(printf '%08x' $((i * 2654435761 % 4294967296)))
+        good+=$'\t'"$c"
+        [ "$i" = 4 ] && c=zz12
+        bad+=$'\t'"$c"
+    done
+    printf '1\t%s%s\n0\t%s%s\n0\t%s%s\n' "$ints" "$good" "$ints" "$bad" "$ints" "$good"
+}
+
+check_convert() {
+    ctr_tsv_lines >"$TMP/in.tsv"
+    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/out.ctr" --rows 1000 || return 1
+    grep -q "wrote 2 samples to $TMP/out.ctr (3 lines read, 1 bad lines skipped)" "$TMP/out" || return 1
+    grep -q "first bad line: $TMP/in.tsv:2: field 17 (C4): \"zz12\" is not hexadecimal" "$TMP/out" || return 1
+    [ -f "$TMP/out.ctr" ] && [ ! -e "$TMP/out.ctr.tmp" ] || { echo "no out.ctr, or its .tmp left"; return 1; }
+    head -c 8 "$TMP/out.ctr" | grep -q EMBERCTR || return 1
+    expect_status 1 "$EMBER" convert "$TMP/in.tsv" "$TMP/fail.ctr" --bad fail || return 1
+    grep -q "in.tsv:2: field 17 (C4): \"zz12\" is not hexadecimal" "$TMP/err" || return 1
+    [ ! -e "$TMP/fail.ctr" ] && [ ! -e "$TMP/fail.ctr.tmp" ] || { echo "fail.ctr written"; return 1; }
+    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/rows.ctr" --rows="$(seq -s, 1 26)" || return 1
+    cmp -s "$TMP/out.ctr" "$TMP/rows.ctr" && { echo "--rows list ignored"; return 1; }
+    expect_status 1 "$EMBER" convert "$TMP/none.tsv" "$TMP/x.ctr" || return 1
+    grep -q "none.tsv: cannot open" "$TMP/err" || return 1
+    expect_status 2 "$EMBER" convert "$TMP/in.tsv" || return 1
+    expect_status 2 "$EMBER" convert "$TMP/in.tsv" "$TMP/x.ctr" --rows 1,2 || return 1
+    expect_status 2 "$EMBER" convert "$TMP/in.tsv" "$TMP/x.ctr" --bad maybe || return 1
+    expect_status 0 "$EMBER" convert --help || return 1
+    grep -q "usage: ember convert IN.tsv OUT.bin" "$TMP/out" || return 1
+}
+CHECKS+=(convert)
+
 # ---------------------------------------------------------------- runner
 # (keep last: checks are defined and added to CHECKS above)
 passed=0

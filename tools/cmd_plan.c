@@ -542,6 +542,11 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
         fprintf(ctx->err, "ember plan: %s\n", msg);
         return 1;
     }
+    if (cf->num_tables == 0) { /* a file for `ember train` may leave them out */
+        fprintf(ctx->err, "ember plan: %s: no tables to place (tables = ( ... ); is missing)\n", o.config);
+        config_file_free(cf);
+        return 1;
+    }
     int status = 1;
     int32_t T = cf->num_tables, F = cf->num_features;
     plan_id_stats *st = calloc((size_t)T, sizeof *st);

@@ -15,5 +15,7 @@ int cmd_bench(const tool_ctx *ctx, int argc, char **argv);
 int cmd_limits(const tool_ctx *ctx, int argc, char **argv);
 int cmd_gen(const tool_ctx *ctx, int argc, char **argv);
 int cmd_plan(const tool_ctx *ctx, int argc, char **argv);
+int cmd_convert(const tool_ctx *ctx, int argc, char **argv);
+int cmd_train(const tool_ctx *ctx, int argc, char **argv);
 
 #endif

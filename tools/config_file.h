@@ -7,7 +7,8 @@
  * placement, owner and exchange), the statistics of its ids (pooling per
  * feature, weighting, the id law per table), the synthetic data that stands
  * in for real data (global batch, law, seed) and the planner's settings.
- * `ember plan` reads it today; `ember train` will.
+ * `ember plan` and `ember train` read it; a file for `ember train` may
+ * leave out tables and features (the built-in student's are used).
  *
  * Ownership: config_file owns every string and array it points to, and
  * `coll` points into them, so a config_file is never copied by value; free
@@ -20,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/ctr.h"
+#include "dense/dense.h"
 #include "ember.h"
 
 /* Per table, what the collection config cannot hold. */
@@ -54,6 +57,39 @@ typedef struct cfg_planner {
     double lookup_weight;        /* a looked-up byte against a network byte   */
 } cfg_planner;
 
+/* `ember train` (docs/training.md, "The loop"): the data source (keys of
+ * the data group), the dense model (model group) and the loop (train
+ * group).  cfg_train_default() is the built-in task with no config file. */
+typedef enum cfg_source {
+    CFG_SOURCE_SYNTHETIC = 0,
+    CFG_SOURCE_TSV = 1,
+    CFG_SOURCE_BINARY = 2
+} cfg_source;
+
+typedef struct cfg_train {
+    int present;                 /* the file has a train or a model group      */
+    cfg_source source;
+    const char *train_file;      /* tsv, binary; owned by the config_file      */
+    const char *eval_file;       /* NULL: no evaluation                        */
+    ctr_bad_policy bad_lines;
+    int64_t hash_rows;           /* tsv without tables: buckets per categorical */
+    ctr_synth_config synth;      /* with tables: rows, alpha, pooling of each
+                                    feature follow its table and feature      */
+    dlrm_config model;           /* with tables: num_sparse, emb_dim follow them */
+    ember_optimizer emb_optimizer; /* the built-in tables (no `tables`)        */
+    float emb_init_value;
+    int32_t micro_batch, accumulate;
+    int64_t steps, eval_every, eval_samples, log_every; /* 0: automatic      */
+    dense_optim_config dense_optim;
+    const char *metrics;         /* JSON lines; "" none                        */
+    const char *plot;            /* PNG; "" none                               */
+    char error[512];             /* a file without train/model groups: why
+                                    `ember train` cannot use it ("" if it can) */
+} cfg_train;
+
+/* The built-in synthetic task and student (tables built by the tool). */
+void cfg_train_default(cfg_train *t);
+
 typedef struct config_file {
     char *path;                  /* as given                                 */
     char *name;                  /* the `name` setting, or the file's name   */
@@ -65,6 +101,7 @@ typedef struct config_file {
     int32_t num_tables, num_features;
     cfg_data data;
     cfg_planner planner;
+    cfg_train train;             /* defaults unless the file has train/model  */
     char **strings;              /* every name, owned                         */
     int32_t num_strings;
 } config_file;

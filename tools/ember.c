@@ -25,6 +25,8 @@ static const command COMMANDS[] = {
     {"limits", cmd_limits, "observed per-partition id counts and suggested limits"},
     {"gen", cmd_gen, "write synthetic batches to a batch file"},
     {"plan", cmd_plan, "a placement per table for N ranks, and each rank's bytes per step"},
+    {"convert", cmd_convert, "Criteo TSV to ember's binary CTR format (docs/ctr-format.md)"},
+    {"train", cmd_train, "train a DLRM-style CTR model (default: the built-in synthetic task)"},
 };
 
 static void usage(FILE *f)

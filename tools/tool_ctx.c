@@ -132,3 +132,39 @@ void tool_barrier(const tool_ctx *ctx)
     if (ctx->mpi)
         MPI_Barrier(MPI_COMM_WORLD);
 }
+
+int tool_gather_floats(const tool_ctx *ctx, const float *v, int64_t n, float **out, int64_t *total)
+{
+    *out = NULL;
+    *total = n;
+    if (!ctx->mpi || ctx->size == 1) {
+        *out = malloc((size_t)(n + 1) * sizeof **out);
+        if (!*out)
+            return -1;
+        memcpy(*out, v, (size_t)n * sizeof **out);
+        return 0;
+    }
+    int mine = n > INT_MAX ? INT_MAX : (int)n, size = ctx->size;
+    int *counts = calloc((size_t)size * 2, sizeof *counts), *displ = counts ? counts + size : NULL;
+    MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int64_t sum = 0;
+    if (ctx->rank == 0 && counts)
+        for (int r = 0; r < size; r++) {
+            displ[r] = (int)sum;
+            sum += counts[r];
+        }
+    int ok = ctx->rank != 0 || (counts && sum <= INT_MAX && (*out = malloc((size_t)(sum + 1) * sizeof **out)));
+    tool_reduce_i64(ctx, &sum, 1, TOOL_SUM); /* only rank 0's is non-zero: everyone learns the total */
+    int64_t bad = !ok;
+    tool_reduce_i64(ctx, &bad, 1, TOOL_MAX);
+    if (!bad)
+        MPI_Gatherv(v, mine, MPI_FLOAT, *out, counts, displ, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    free(counts);
+    *total = sum;
+    if (bad) {
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}

@@ -59,6 +59,10 @@ typedef enum tool_reduce { TOOL_MAX = 0, TOOL_SUM = 1 } tool_reduce;
 /* Collective, in place: v[i] = max or sum over ranks of v[i].  Alone: no-op. */
 void tool_reduce_i64(const tool_ctx *ctx, int64_t *v, int64_t n, tool_reduce op);
 void tool_reduce_double(const tool_ctx *ctx, double *v, int64_t n, tool_reduce op);
+/* Collective: rank 0 gets every rank's n floats, in rank order, in a new
+ * array *out (free it) of *total floats; other ranks get *out NULL and
+ * *total.  0, or -1 when out of memory on rank 0 (then *out is NULL). */
+int tool_gather_floats(const tool_ctx *ctx, const float *v, int64_t n, float **out, int64_t *total);
 /* Collective: returns when every rank has called it.  Alone: no-op. */
 void tool_barrier(const tool_ctx *ctx);
 

@@ -1,0 +1,334 @@
+/*
+ * trainer.c: one CTR training step (train.h, docs/training.md): the
+ * embedding step once on the rank's k*b samples, the dense model micro-batch
+ * by micro-batch, and the dense gradients made identical on every rank.
+ *
+ * Replication.  The dense gradients of the R ranks are summed by chunks in
+ * rank order: the vector is cut into R contiguous chunks, rank c receives
+ * chunk c from every rank (one alltoallv) and adds the R copies in rank
+ * order 0, 1, ..., R-1; then every rank receives every summed chunk (a
+ * second alltoallv that sends one block to all).  Every rank thus applies
+ * the same bytes, and the sum does not depend on timing.  It moves 2 (R-1)/R
+ * of the vector per rank, as a ring all-reduce does.  The exchange goes
+ * through the collection's communicator (src/comm/comm.h), outside the
+ * embedding's byte counters.
+ *
+ * Memory.  Every buffer is sized at create (k*b rows of pooled outputs and
+ * their gradients, one micro-batch of logits, the reduce chunks), and the
+ * dense model is run once on a zero micro-batch so that its activations are
+ * sized too: a step of at most k*b samples allocates nothing.  A larger
+ * batch (predict on a bigger evaluation batch) grows the buffers once.
+ */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "core/collection.h"
+#include "train/train.h"
+
+struct trainer {
+    trainer_config cfg;
+    ember_collection *coll;
+    dlrm *model;
+    dense_optim *opt;
+    ember_world *world;
+    int32_t rank, size;
+    int32_t num_sparse, emb_dim;
+    int64_t width;     /* pooled floats per sample (F * d)            */
+    int64_t nparams;
+
+    float *pooled, *d_pooled; /* [cap_rows][width]                    */
+    int64_t cap_rows;
+    float *logit, *dlogit;    /* [micro_batch]                        */
+
+    /* reduce by chunks: chunk c = params [off[c], off[c] + len[c]) */
+    int64_t *off, *len;
+    int64_t *rs_scount, *rs_sdispl, *rs_rcount, *rs_rdispl; /* reduce-scatter */
+    int64_t *ag_scount, *ag_sdispl, *ag_rcount, *ag_rdispl; /* all-gather     */
+    float *recv;              /* [size][len[rank]]                    */
+    float *sum;               /* [len[rank]]                          */
+
+    trainer_times times;
+};
+
+static int fail(char *err, size_t errlen, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int status, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return status;
+}
+
+static int grow_rows(trainer *t, int64_t rows)
+{
+    if (rows <= t->cap_rows)
+        return 0;
+    size_t n = (size_t)(rows * t->width + 1);
+    float *p = realloc(t->pooled, n * sizeof *p);
+    if (p)
+        t->pooled = p;
+    float *d = realloc(t->d_pooled, n * sizeof *d);
+    if (d)
+        t->d_pooled = d;
+    if (!p || !d)
+        return -1;
+    t->cap_rows = rows;
+    return 0;
+}
+
+/* The reduce's counts and displacements (bytes), fixed for the trainer. */
+static int plan_reduce(trainer *t)
+{
+    int32_t R = t->size, me = t->rank;
+    int64_t *a = calloc((size_t)R * 10, sizeof *a);
+    if (!a)
+        return -1;
+    t->off = a, t->len = a + R;
+    t->rs_scount = a + 2 * R, t->rs_sdispl = a + 3 * R, t->rs_rcount = a + 4 * R, t->rs_rdispl = a + 5 * R;
+    t->ag_scount = a + 6 * R, t->ag_sdispl = a + 7 * R, t->ag_rcount = a + 8 * R, t->ag_rdispl = a + 9 * R;
+    const int64_t F = (int64_t)sizeof(float), P = t->nparams;
+    for (int32_t c = 0; c < R; c++) {
+        t->off[c] = P * c / R;
+        t->len[c] = P * (c + 1) / R - t->off[c];
+    }
+    for (int32_t r = 0; r < R; r++) {
+        t->rs_scount[r] = t->len[r] * F;        /* chunk r of my grads to rank r */
+        t->rs_sdispl[r] = t->off[r] * F;
+        t->rs_rcount[r] = t->len[me] * F;       /* my chunk from every rank      */
+        t->rs_rdispl[r] = r * t->len[me] * F;
+        t->ag_scount[r] = t->len[me] * F;       /* my summed chunk to every rank */
+        t->ag_sdispl[r] = 0;
+        t->ag_rcount[r] = t->len[r] * F;        /* rank r's chunk into place     */
+        t->ag_rdispl[r] = t->off[r] * F;
+    }
+    t->recv = malloc((size_t)(R * t->len[me] + 1) * sizeof *t->recv);
+    t->sum = malloc((size_t)(t->len[me] + 1) * sizeof *t->sum);
+    return t->recv && t->sum ? 0 : -1;
+}
+
+int trainer_create(const trainer_config *cfg, ember_collection *coll, dlrm *model, trainer **out, char *err,
+                   size_t errlen)
+{
+    *out = NULL;
+    if (!cfg || !coll || !model)
+        return fail(err, errlen, EMBER_EINVAL, "trainer_create: NULL argument");
+    if (cfg->micro_batch < 1 || cfg->accumulate < 1 || (int64_t)cfg->micro_batch * cfg->accumulate > INT32_MAX)
+        return fail(err, errlen, EMBER_EINVAL, "trainer: micro_batch %d and accumulate %d must be >= 1 (and their "
+                    "product below 2^31)", cfg->micro_batch, cfg->accumulate);
+    if (cfg->threads < 0)
+        return fail(err, errlen, EMBER_EINVAL, "trainer: threads must be >= 0, got %d", cfg->threads);
+    const dlrm_config *mc = dlrm_get_config(model);
+    if (coll->cfg.num_features != mc->num_sparse)
+        return fail(err, errlen, EMBER_EINVAL, "trainer: the collection has %d features, the model %d sparse inputs",
+                    coll->cfg.num_features, mc->num_sparse);
+    for (int32_t f = 0; f < coll->cfg.num_features; f++) {
+        const ember_lfeature *fe = &coll->features[f];
+        if (fe->combiner == EMBER_COMBINER_NONE)
+            return fail(err, errlen, EMBER_EINVAL, "trainer: feature '%s' has combiner none (the model needs one "
+                        "pooled embedding per feature)", fe->name);
+        if (fe->dim != mc->emb_dim)
+            return fail(err, errlen, EMBER_EINVAL, "trainer: feature '%s' has dim %d, the model's emb_dim is %d",
+                        fe->name, fe->dim, mc->emb_dim);
+    }
+
+    trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return fail(err, errlen, EMBER_ENOMEM, "trainer: out of memory");
+    t->cfg = *cfg;
+    t->coll = coll;
+    t->model = model;
+    t->world = ember_collection_world(coll);
+    t->rank = ember_world_rank(t->world);
+    t->size = ember_world_size(t->world);
+    t->num_sparse = mc->num_sparse;
+    t->emb_dim = mc->emb_dim;
+    t->width = ember_pooled_width(coll);
+    t->nparams = dlrm_num_params(model);
+    int st = EMBER_ENOMEM;
+    int64_t b = cfg->micro_batch;
+    if (grow_rows(t, b * cfg->accumulate) || !(t->logit = calloc((size_t)b, sizeof *t->logit)) ||
+        !(t->dlogit = calloc((size_t)b, sizeof *t->dlogit)) || plan_reduce(t) ||
+        dense_optim_create(&cfg->dense_optim, t->nparams, &t->opt)) {
+        fail(err, errlen, EMBER_ENOMEM, "trainer: out of memory (micro_batch %d, accumulate %d, %lld dense "
+             "parameters)", cfg->micro_batch, cfg->accumulate, (long long)t->nparams);
+        goto fail;
+    }
+    if (cfg->threads > 0) {
+        if ((st = ember_collection_set_threads(coll, cfg->threads)) != EMBER_OK) {
+            fail(err, errlen, st, "trainer: %s", ember_errmsg(coll));
+            goto fail;
+        }
+        dense_set_threads(cfg->threads);
+    }
+    /* size the model's activations for a whole micro-batch now */
+    float *zeros = calloc((size_t)(b * (mc->num_dense + 1)), sizeof *zeros);
+    if (!zeros) {
+        fail(err, errlen, EMBER_ENOMEM, "trainer: out of memory");
+        goto fail;
+    }
+    memset(t->pooled, 0, (size_t)(b * t->width) * sizeof *t->pooled);
+    int mrc = dlrm_forward(model, (int32_t)b, zeros, t->pooled, t->logit);
+    if (mrc == 0)
+        dlrm_backward(model, zeros, t->d_pooled);
+    dlrm_zero_grads(model);
+    free(zeros);
+    if (mrc != 0) {
+        fail(err, errlen, EMBER_ENOMEM, "trainer: out of memory (the dense model's activations for %d samples)",
+             cfg->micro_batch);
+        goto fail;
+    }
+    *out = t;
+    return EMBER_OK;
+fail:
+    trainer_destroy(t);
+    return st == EMBER_OK ? EMBER_ENOMEM : st;
+}
+
+void trainer_destroy(trainer *t)
+{
+    if (!t)
+        return;
+    dense_optim_destroy(t->opt);
+    free(t->pooled);
+    free(t->d_pooled);
+    free(t->logit);
+    free(t->dlogit);
+    free(t->off);
+    free(t->recv);
+    free(t->sum);
+    free(t);
+}
+
+/* Dense grads summed over ranks in rank order, identical bits everywhere. */
+static int reduce_grads(trainer *t, char *err, size_t errlen)
+{
+    if (t->size == 1)
+        return EMBER_OK;
+    float *g = dlrm_grads(t->model);
+    int st = ember_comm_alltoallv(t->world, g, t->rs_scount, t->rs_sdispl, t->recv, t->rs_rcount, t->rs_rdispl);
+    if (st != EMBER_OK)
+        return fail(err, errlen, st, "trainer: dense gradient reduce-scatter: %s", t->world->errmsg);
+    int64_t n = t->len[t->rank];
+    memcpy(t->sum, t->recv, (size_t)n * sizeof *t->sum);
+    for (int32_t r = 1; r < t->size; r++) {
+        const float *x = t->recv + r * n;
+        for (int64_t i = 0; i < n; i++)
+            t->sum[i] += x[i];
+    }
+    st = ember_comm_alltoallv(t->world, t->sum, t->ag_scount, t->ag_sdispl, g, t->ag_rcount, t->ag_rdispl);
+    if (st != EMBER_OK)
+        return fail(err, errlen, st, "trainer: dense gradient all-gather: %s", t->world->errmsg);
+    return EMBER_OK;
+}
+
+static int check_batch(const trainer *t, const ctr_batch *batch, char *err, size_t errlen)
+{
+    if (batch->batch_size < 0)
+        return fail(err, errlen, EMBER_EINVAL, "trainer: negative batch size %d", batch->batch_size);
+    if (batch->batch_size > 0 && batch->num_sparse != t->num_sparse)
+        return fail(err, errlen, EMBER_EINVAL, "trainer: the batch has %d sparse features, the model %d",
+                    batch->num_sparse, t->num_sparse);
+    if (batch->batch_size > 0 && batch->num_dense != dlrm_get_config(t->model)->num_dense)
+        return fail(err, errlen, EMBER_EINVAL, "trainer: the batch has %d dense features, the model %d",
+                    batch->num_dense, dlrm_get_config(t->model)->num_dense);
+    return EMBER_OK;
+}
+
+int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *loss_sum, char *err, size_t errlen)
+{
+    int st;
+    const int32_t n = batch->batch_size, b = t->cfg.micro_batch;
+    *loss_sum = 0;
+    if ((st = check_batch(t, batch, err, errlen)) != EMBER_OK)
+        return st; /* the same on every rank for a source's batches */
+    if (n > (int64_t)b * t->cfg.accumulate)
+        return fail(err, errlen, EMBER_EINVAL, "trainer: %d samples in a step of at most %d x %d", n,
+                    t->cfg.accumulate, b);
+    if (global < 1)
+        return fail(err, errlen, EMBER_EINVAL, "trainer: global batch %lld", (long long)global);
+
+    double t0 = ember_now();
+    if ((st = ember_forward(t->coll, &batch->sparse, t->pooled, NULL)) != EMBER_OK)
+        return fail(err, errlen, st, "%s", ember_errmsg(t->coll));
+    ember_stats es;
+    ember_collection_stats(t->coll, &es);
+    double t1 = ember_now(), comm_fwd = es.last_comm_seconds;
+
+    dlrm_zero_grads(t->model);
+    const float scale = (float)(1.0 / (double)global);
+    const int32_t nd = batch->num_dense;
+    double loss = 0;
+    int dense_ok = 1;
+    for (int32_t lo = 0; lo < n; lo += b) {
+        int32_t m = n - lo < b ? n - lo : b;
+        if (dlrm_forward(t->model, m, batch->dense + (int64_t)lo * nd, t->pooled + (int64_t)lo * t->width,
+                         t->logit) != 0) {
+            /* cannot happen after create's warm-up; keep the collectives in step */
+            dense_ok = 0;
+            memset(t->d_pooled + (int64_t)lo * t->width, 0, (size_t)((int64_t)m * t->width) * sizeof(float));
+            continue;
+        }
+        loss += dense_bce_logits(t->logit, batch->label + lo, m, scale, t->dlogit);
+        dlrm_backward(t->model, t->dlogit, t->d_pooled + (int64_t)lo * t->width);
+    }
+    double t2 = ember_now();
+
+    if ((st = ember_backward(t->coll, t->d_pooled, NULL)) != EMBER_OK)
+        return fail(err, errlen, st, "%s", ember_errmsg(t->coll));
+    ember_collection_stats(t->coll, &es);
+    double t3 = ember_now(), comm_bwd = es.last_comm_seconds - comm_fwd;
+
+    st = reduce_grads(t, err, errlen);
+    double t4 = ember_now();
+    if (st != EMBER_OK)
+        return st;
+    if (!dense_ok)
+        return fail(err, errlen, EMBER_ENOMEM, "trainer: the dense model ran out of memory");
+    dense_optim_step(t->opt, dlrm_params(t->model), dlrm_grads(t->model));
+    double t5 = ember_now();
+
+    t->times.emb_forward += (t1 - t0) - comm_fwd;
+    t->times.exchange += comm_fwd + comm_bwd;
+    t->times.dense += (t2 - t1) + (t5 - t4);
+    t->times.emb_backward += (t3 - t2) - comm_bwd;
+    t->times.reduce += t4 - t3;
+    *loss_sum = loss;
+    return EMBER_OK;
+}
+
+int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, size_t errlen)
+{
+    int st;
+    const int32_t n = batch->batch_size, b = t->cfg.micro_batch;
+    if ((st = check_batch(t, batch, err, errlen)) != EMBER_OK)
+        return st;
+    int grown = grow_rows(t, n);
+    /* every rank must make the same collective call: a failed growth
+     * still runs the forward, on an empty batch */
+    ember_batch empty = {0, batch->sparse.num_features, NULL, NULL, NULL, 0};
+    st = ember_forward(t->coll, grown ? &empty : &batch->sparse, t->pooled, NULL);
+    if (grown)
+        return fail(err, errlen, EMBER_ENOMEM, "trainer: out of memory (predict on %d samples)", n);
+    if (st != EMBER_OK)
+        return fail(err, errlen, st, "%s", ember_errmsg(t->coll));
+    const int32_t nd = batch->num_dense;
+    for (int32_t lo = 0; lo < n; lo += b) {
+        int32_t m = n - lo < b ? n - lo : b;
+        if (dlrm_forward(t->model, m, batch->dense + (int64_t)lo * nd, t->pooled + (int64_t)lo * t->width,
+                         t->logit) != 0)
+            return fail(err, errlen, EMBER_ENOMEM, "trainer: the dense model ran out of memory");
+        for (int32_t s = 0; s < m; s++)
+            prob[lo + s] = dense_sigmoid(t->logit[s]);
+    }
+    return EMBER_OK;
+}
+
+void trainer_get_times(const trainer *t, trainer_times *out) { *out = t->times; }

@@ -1,0 +1,133 @@
+/*
+ * mpi_train.c: the replicated training step over MPI (src/train/trainer.c,
+ * docs/training.md "Replication and determinism").  Run under mpirun -np
+ * 1..4.
+ *
+ * Every rank draws the same random setup (tables placed row-, table-,
+ * column-wise or replicated; a dense model with DOT or CAT) and the same
+ * GLOBAL CTR batches of 1..48 samples; rank r trains on its contiguous
+ * slice [G r / W, G (r+1) / W) (uneven, sometimes empty) with micro-batches
+ * of b and accumulation k, while every rank also trains a world-of-one
+ * reference on the whole global batch (one micro-batch).  After every step:
+ *   - the dense parameters of all ranks are bit-identical (allgather,
+ *     memcmp against rank 0's): the rank-order reduce gives every rank the
+ *     same bytes;
+ *   - they equal the reference's within 1e-5 relative (the dense model sums
+ *     the global batch in other blocks);
+ *   - the loss summed over ranks equals the reference's within 1e-5.
+ * After the last step every table equals the reference's within 1e-5
+ * (collective reads).  Dense optimizer SGD or Adam (eps 1e-3: near g = 0,
+ * Adam turns rounding into a step of lr).
+ */
+#include "mpi_util.h"
+#include "train_util.h"
+
+#define TRIALS 8
+#define STEPS 5
+#define GMAX 48
+
+static int rstep(trainer *t, const tctr *x, int64_t global, double *loss, const char *what)
+{
+    char err[256] = "";
+    int st = trainer_step(t, &x->b, global, loss, err, sizeof err);
+    MCHECK(st == EMBER_OK, "%s: trainer_step: %s", what, err);
+    return st;
+}
+
+static void trial_run(test_rng *r, int trial, ember_world *world)
+{
+    const int32_t W = mpi_size_, me = mpi_rank_;
+    int32_t F = (int32_t)test_range(r, 1, 5), d = (int32_t)test_range(r, 1, 9), nd = (int32_t)test_range(r, 1, 6);
+    dlrm_config mc;
+    test_config *dist = ttrain_config(r, F, d, nd, &mc);
+    for (int32_t t = 0; t < F; t++) {
+        dist->tables[t].placement = (ember_placement)((trial + t) % 4);
+        dist->tables[t].owner = (int32_t)test_range(r, 0, W);
+    }
+    dist->cfg.world = world;
+    dist->cfg.threads = 1;
+    test_config *ref = mpi_ref_config(dist);
+    dense_optim_kind kind = trial % 2 ? DENSE_ADAM : DENSE_SGD;
+    int32_t b = (int32_t)test_range(r, 1, 7), per = (GMAX + W - 1) / W, k = (per + b - 1) / b;
+    trainer_config cd = {b, k, dense_optim_config_default(kind), 1}, cr = {GMAX, 1, dense_optim_config_default(kind), 1};
+    cd.dense_optim.lr = cr.dense_optim.lr = kind == DENSE_SGD ? 0.2f : 0.01f;
+    cd.dense_optim.eps = cr.dense_optim.eps = 1e-3f;
+    mpi_context("trial %d (F %d d %d dense %d, b %d k %d, %s, %s)", trial, F, d, nd, b, k,
+                kind == DENSE_SGD ? "sgd" : "adam", mc.interaction == DENSE_INTERACT_DOT ? "dot" : "cat");
+
+    ember_collection *cd_coll = mpi_create(&dist->cfg, "distributed"), *cr_coll = mpi_create(&ref->cfg, "reference");
+    dlrm *md = NULL, *mr = NULL;
+    trainer *td = NULL, *tr = NULL;
+    char err[256] = "";
+    int ok = cd_coll && cr_coll;
+    if (ok) {
+        MCHECK(dlrm_create(&mc, &md, err, sizeof err) == 0, "dlrm_create: %s", err);
+        MCHECK(dlrm_create(&mc, &mr, err, sizeof err) == 0, "dlrm_create: %s", err);
+        ok = mpi_all(md && mr);
+    }
+    if (ok) {
+        MCHECK(trainer_create(&cd, cd_coll, md, &td, err, sizeof err) == EMBER_OK, "trainer_create: %s", err);
+        MCHECK(trainer_create(&cr, cr_coll, mr, &tr, err, sizeof err) == EMBER_OK, "trainer_create: %s", err);
+        ok = mpi_all(td && tr);
+    }
+    dense_set_threads(1);
+    int64_t P = ok ? dlrm_num_params(md) : 0;
+    float *all = malloc((size_t)(P * W + 1) * sizeof *all);
+    for (int s = 0; ok && s < STEPS; s++) {
+        int32_t G = (int32_t)test_range(r, 1, GMAX + 1);
+        tctr g, x;
+        tctr_make(r, &ref->cfg, G, nd, &g);
+        tctr_slice(&g, (int32_t)((int64_t)G * me / W), (int32_t)((int64_t)G * (me + 1) / W), &x);
+        char what[64];
+        snprintf(what, sizeof what, "step %d (G %d, local %d)", s, G, x.b.batch_size);
+        double ld = 0, lr_ = 0;
+        int st = rstep(td, &x, G, &ld, what);
+        st |= rstep(tr, &g, G, &lr_, what);
+        ok = mpi_all(st == EMBER_OK);
+        if (ok) {
+            MPI_Allgather(dlrm_params(md), (int)P, MPI_FLOAT, all, (int)P, MPI_FLOAT, MPI_COMM_WORLD);
+            for (int32_t q = 1; q < W; q++)
+                MCHECK(memcmp(all, all + q * P, (size_t)P * sizeof *all) == 0,
+                       "%s: rank %d's dense parameters differ from rank 0's", what, q);
+            char msg[sizeof mpi_ctx_ + 256];
+            snprintf(msg, sizeof msg, "[rank %d seed %llu] %s: %s: dense parameters vs one process", me,
+                     (unsigned long long)mpi_seed_, mpi_ctx_, what);
+            CHECK_CLOSE(dlrm_params(md), dlrm_params(mr), P, 1e-5, 1e-6, msg);
+            double sum = 0;
+            MPI_Allreduce(&ld, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            MCHECK(fabs(sum - lr_) <= 1e-5 * fabs(lr_) + 1e-9, "%s: loss %.9g over ranks, %.9g in one process",
+                   what, sum, lr_);
+        }
+        tctr_free(&g);
+        tctr_free(&x);
+    }
+    if (ok) {
+        int64_t n1, n2;
+        float *a = ttrain_tables(cd_coll, &dist->cfg, &n1), *b2 = ttrain_tables(cr_coll, &ref->cfg, &n2);
+        char msg[sizeof mpi_ctx_ + 256];
+        snprintf(msg, sizeof msg, "[rank %d seed %llu] %s: tables vs one process", me, (unsigned long long)mpi_seed_,
+                 mpi_ctx_);
+        CHECK_CLOSE(a, b2, n1, 1e-5, 1e-6, msg);
+        free(a);
+        free(b2);
+    }
+    free(all);
+    trainer_destroy(td);
+    trainer_destroy(tr);
+    dlrm_destroy(md);
+    dlrm_destroy(mr);
+    ember_collection_destroy(cd_coll);
+    ember_collection_destroy(cr_coll);
+    test_config_free(dist);
+    test_config_free(ref);
+}
+
+int main(int argc, char **argv)
+{
+    test_rng r = {mpi_test_init(&argc, &argv)};
+    ember_world *world = mpi_world();
+    for (int trial = 0; trial < TRIALS; trial++)
+        trial_run(&r, trial, world);
+    ember_world_destroy(world);
+    return mpi_test_finish("mpi_train");
+}

@@ -1,0 +1,372 @@
+/*
+ * cmd_train.c: `ember train`, DLRM-style CTR training end to end
+ * (docs/training.md, "The loop"): options, then the loop
+ *
+ *   for step = 1 .. steps:
+ *       this rank's k*b samples, read ahead by a thread  (train_prefetch.c)
+ *       trainer_step: embeddings, dense model, replication (src/train)
+ *       every log_every steps: the loss, reduced over ranks -> progress, JSON
+ *       every eval_every steps: evaluation on held-out samples (train_eval.c)
+ *   final evaluation, summary, plot                      (train_report.c)
+ *
+ * Without --config it trains the built-in synthetic task (a hidden teacher
+ * labels the samples, so its AUC on the same samples is the best
+ * achievable) with the built-in student: cfg_train_default(), tools/
+ * config_file.c.  A file source that runs out is rewound (another epoch).
+ *
+ * Under mpirun every rank reads its own share of the data and the ranks
+ * make the same collective calls in the same order: the step, the loss
+ * reduction at logged steps, evaluation.  A failure on one rank (a bad TSV
+ * line under bad_lines = "fail") is agreed after the step, so all ranks
+ * stop together and the failing rank prints its message.
+ */
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "commands.h"
+#include "train_tool.h"
+
+static void train_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ember train [options]\n"
+            "  trains a DLRM-style CTR model (docs/training.md); without --config the built-in\n"
+            "  synthetic task, whose labels come from a hidden teacher\n\n"
+            "  --config FILE        settings: tables, data, model, train (docs/config.md)\n"
+            "  --steps N            optimizer steps (default 3000)\n"
+            "  --seed S             seed of the tables, the dense model and the synthetic data\n"
+            "  --threads T          threads per rank (default 1, or the config's threads)\n"
+            "  --micro-batch B      samples per micro-batch per rank (default 2048)\n"
+            "  --accumulate K       micro-batches per step (default 1)\n"
+            "  --eval-every N       evaluate every N steps (0: only at the end; default 500)\n"
+            "  --eval-samples N     held-out samples per evaluation (default 65536)\n"
+            "  --metrics FILE       JSON lines (default ember-train-metrics.jsonl; none: off)\n"
+            "  --plot FILE          PNG of loss and AUC over steps (default ember-train.png; none: off)\n"
+            "  --json               stdout: JSON lines only (no progress)\n\n"
+            "The last line of stdout is one JSON object: {\"event\":\"summary\",\"auc\":...,\n"
+            "\"teacher_auc\":...,\"logloss\":...,\"samples_per_s\":...,\"steps\":...,\"peak_rss_mb\":...}.\n"
+            "Under mpirun -np R each rank reads its own share; the global batch is R x K x B.\n");
+}
+
+typedef struct train_opts {
+    const char *config, *metrics, *plot;
+    int64_t steps, seed, threads, micro_batch, accumulate, eval_every, eval_samples; /* -1: not given */
+    int json;
+} train_opts;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    if (!s || !*s)
+        return -1;
+    long long v = strtoll(s, &end, 0);
+    if (*end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* 0, or the exit status (2: usage; 0 with *done for --help). */
+static int parse_args(const tool_ctx *ctx, int argc, char **argv, train_opts *o, int *done)
+{
+    static const struct { const char *name; int64_t lo, hi; size_t off; } INTS[] = {
+        {"--steps", 0, INT64_C(1) << 40, offsetof(train_opts, steps)},
+        {"--seed", 0, INT64_MAX, offsetof(train_opts, seed)},
+        {"--threads", 1, 4096, offsetof(train_opts, threads)},
+        {"--micro-batch", 1, 1 << 24, offsetof(train_opts, micro_batch)},
+        {"--accumulate", 1, 1 << 16, offsetof(train_opts, accumulate)},
+        {"--eval-every", 0, INT64_C(1) << 40, offsetof(train_opts, eval_every)},
+        {"--eval-samples", 0, 1 << 30, offsetof(train_opts, eval_samples)},
+    };
+    memset(o, 0, sizeof *o);
+    for (size_t k = 0; k < sizeof INTS / sizeof INTS[0]; k++)
+        *(int64_t *)((char *)o + INTS[k].off) = -1;
+    *done = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *eq = strchr(arg, '=');
+        char name[64];
+        size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            train_usage(stdout);
+            *done = 1;
+            return 0;
+        }
+        if (!strcmp(arg, "--json")) {
+            o->json = 1;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) || nlen >= sizeof name) {
+            fprintf(ctx->err, "ember train: unexpected argument '%s' (ember train --help)\n", arg);
+            return 2;
+        }
+        memcpy(name, arg, nlen);
+        name[nlen] = '\0';
+        const char *val = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
+        int used = 0, bad = 0;
+        if (!strcmp(name, "--config") || !strcmp(name, "--metrics") || !strcmp(name, "--plot")) {
+            used = 1;
+            bad = !val;
+            const char **dst = name[2] == 'c' ? &o->config : name[2] == 'm' ? &o->metrics : &o->plot;
+            *dst = val;
+        }
+        for (size_t k = 0; !used && k < sizeof INTS / sizeof INTS[0]; k++)
+            if (!strcmp(name, INTS[k].name)) {
+                used = 1;
+                bad = parse_i64(val, INTS[k].lo, INTS[k].hi, (int64_t *)((char *)o + INTS[k].off)) != 0;
+            }
+        if (!used) {
+            fprintf(ctx->err, "ember train: unknown option '%s' (ember train --help)\n", name);
+            return 2;
+        }
+        if (bad) {
+            fprintf(ctx->err, "ember train: bad value for %s: '%s'\n", name, val ? val : "(missing)");
+            return 2;
+        }
+        if (!eq)
+            i++;
+    }
+    return 0;
+}
+
+/* Settings: defaults or the file, then the command line. */
+static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
+{
+    char err[1024];
+    if (o->config) {
+        int failed = config_file_load(o->config, &s->cf, err, sizeof err) != 0;
+        int32_t first = -1;
+        if (tool_any_failed(ctx, failed, &first)) {
+            if (first == ctx->rank)
+                tool_local_error(ctx, "train", "%s", err);
+            return 1;
+        }
+        if (s->cf->train.error[0]) {
+            fprintf(ctx->err, "ember train: %s\n", s->cf->train.error);
+            return 1;
+        }
+        s->t = s->cf->train;
+        s->name = s->cf->name;
+    } else {
+        cfg_train_default(&s->t);
+        s->name = "synthetic";
+    }
+    cfg_train *t = &s->t;
+    if (o->steps >= 0)
+        t->steps = o->steps;
+    if (o->micro_batch >= 0)
+        t->micro_batch = (int32_t)o->micro_batch;
+    if (o->accumulate >= 0)
+        t->accumulate = (int32_t)o->accumulate;
+    if (o->eval_every >= 0)
+        t->eval_every = o->eval_every;
+    if (o->eval_samples >= 0)
+        t->eval_samples = o->eval_samples;
+    if (o->metrics)
+        t->metrics = strcmp(o->metrics, "none") ? o->metrics : "";
+    if (o->plot)
+        t->plot = strcmp(o->plot, "none") ? o->plot : "";
+    if (o->seed >= 0) {
+        t->model.seed = (uint64_t)o->seed;
+        t->synth.seed = (uint64_t)o->seed;
+        if (s->cf)
+            s->cf->coll.seed = (uint64_t)o->seed;
+    }
+    if ((int64_t)t->micro_batch * t->accumulate > (1 << 24)) {
+        fprintf(ctx->err, "ember train: micro-batch %d x accumulate %d is too many samples per rank and step\n",
+                (int)t->micro_batch, (int)t->accumulate);
+        return 2;
+    }
+    /* one thread unless asked: see cfg_train_default */
+    s->threads = (int32_t)o->threads;
+    if (s->threads < 1 && s->cf && s->cf->coll.threads > 0)
+        s->threads = s->cf->coll.threads;
+    if (s->threads < 1)
+        s->threads = 1;
+    omp_set_num_threads(s->threads); /* the synthetic data's loops, too */
+    return 0;
+}
+
+typedef struct loop_stats {
+    int64_t steps, samples;
+    double seconds, eval_seconds, data_seconds;
+    int have_eval;
+    train_eval_result eval;
+} loop_stats;
+
+/* The training loop.  0, or 1 on every rank after the message. */
+static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, loop_stats *ls)
+{
+    const cfg_train *t = &s->t;
+    const int32_t kb = t->micro_batch * t->accumulate, W = ctx->size;
+    const int synthetic = t->source == CFG_SOURCE_SYNTHETIC;
+    const int64_t steps = t->steps, log_every = t->log_every > 0 ? t->log_every : (steps / 200 > 1 ? steps / 200 : 1);
+    int32_t empty_len[CTR_MAX_FEATURES] = {0};
+    int64_t empty_id = 0;
+    char err[1024] = "";
+    double t0 = now(), window_loss = 0;
+    int64_t logged_samples = 0; /* samples up to the last logged step */
+    memset(ls, 0, sizeof *ls);
+    train_prefetch *pf = NULL;
+    /* a reader thread needs a core of its own: see train_prefetch.c */
+    int threaded = omp_get_num_procs() > ctx->local_ranks * s->threads;
+    int64_t bad = train_prefetch_start(s->train_src, kb, s->threads, threaded, &pf) != 0;
+    tool_reduce_i64(ctx, &bad, 1, TOOL_MAX);
+    if (bad) {
+        if (!pf)
+            tool_local_error(ctx, "train", "cannot start the reader thread");
+        train_prefetch_stop(pf);
+        return 1;
+    }
+    int status = 0;
+    for (int64_t step = 1; step <= steps; step++) {
+        double d0 = now();
+        ctr_batch b;
+        int64_t n = train_prefetch_next(pf, &b, err, sizeof err);
+        int failed = n < 0;
+        if (n <= 0) { /* keep in step with the other ranks: an empty batch */
+            memset(&b, 0, sizeof b);
+            b.num_dense = s->schema.num_dense;
+            b.num_sparse = s->schema.num_sparse;
+            b.sparse.num_features = s->schema.num_sparse;
+            b.sparse.lengths = empty_len;
+            b.sparse.ids = &empty_id;
+            n = 0;
+        }
+        ls->data_seconds += now() - d0;
+        int64_t global = synthetic ? (int64_t)kb * W : n;
+        if (!synthetic)
+            tool_reduce_i64(ctx, &global, 1, TOOL_SUM);
+        if (global == 0 && !failed) {
+            snprintf(err, sizeof err, "%s: no training samples", t->train_file ? t->train_file : "data");
+            failed = 1;
+        }
+        double loss = 0;
+        if (global > 0) { /* collective: a rank whose read failed takes part with no samples */
+            char serr[512] = "";
+            if (trainer_step(s->tr, &b, global, &loss, serr, sizeof serr) != EMBER_OK && !failed) {
+                snprintf(err, sizeof err, "%s", serr);
+                failed = 1;
+            }
+        }
+        int32_t first = -1;
+        if (tool_any_failed(ctx, failed, &first)) {
+            if (first == ctx->rank)
+                tool_local_error(ctx, "train", "step %lld: %s", (long long)step, err);
+            status = 1;
+            break;
+        }
+        ls->steps = step;
+        ls->samples += global;
+        window_loss += loss;
+        if (step % log_every == 0 || step == steps) {
+            double v[1] = {window_loss};
+            int64_t window_samples = ls->samples - logged_samples;
+            logged_samples = ls->samples;
+            tool_reduce_double(ctx, v, 1, TOOL_SUM);
+            window_loss = 0;
+            train_report_step(rep, step, steps, ls->samples, now() - t0 - ls->eval_seconds, 1,
+                              window_samples > 0 ? v[0] / (double)window_samples : NAN);
+        } else {
+            train_report_step(rep, step, steps, ls->samples, now() - t0 - ls->eval_seconds, 0, NAN);
+        }
+        if (s->eval_src && t->eval_every > 0 && step % t->eval_every == 0 && step < steps) {
+            train_eval_result e;
+            if (train_evaluate(ctx, s, &e)) {
+                status = 1;
+                break;
+            }
+            ls->eval_seconds += e.seconds;
+            train_report_eval(rep, step, &e);
+        }
+    }
+    train_prefetch_stop(pf); /* the source is ours again (its statistics) */
+    if (status)
+        return status;
+    if (s->eval_src) {
+        if (train_evaluate(ctx, s, &ls->eval))
+            return 1;
+        ls->eval_seconds += ls->eval.seconds;
+        ls->have_eval = 1;
+        train_report_eval(rep, ls->steps, &ls->eval);
+    }
+    ls->seconds = now() - t0;
+    return 0;
+}
+
+/* Reductions for the summary, and the summary itself. */
+static void finish(const tool_ctx *ctx, train_setup *s, train_report *rep, const loop_stats *ls)
+{
+    trainer_times tt;
+    trainer_get_times(s->tr, &tt);
+    double v[7] = {ls->data_seconds, tt.emb_forward, tt.exchange, tt.dense, tt.emb_backward, tt.reduce,
+                   ls->eval_seconds};
+    tool_reduce_double(ctx, v, 7, TOOL_SUM);
+    for (int i = 0; i < 7; i++)
+        v[i] /= ctx->size;
+    ctr_stats cs;
+    ctr_source_stats(s->train_src, &cs);
+    int64_t lines[2] = {cs.lines, cs.bad_lines};
+    tool_reduce_i64(ctx, lines, 2, TOOL_SUM);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    float rss = (float)((double)ru.ru_maxrss / 1024.0), *all = NULL;
+    int64_t n = 0;
+    tool_gather_floats(ctx, &rss, 1, &all, &n);
+    double train_s = ls->seconds - ls->eval_seconds;
+    train_summary sm = {
+        .steps = ls->steps, .samples = ls->samples,
+        .global_batch = (int64_t)s->t.micro_batch * s->t.accumulate * ctx->size, .world = ctx->size,
+        .seconds = ls->seconds, .train_seconds = train_s,
+        .samples_per_s = train_s > 0 ? (double)ls->samples / train_s : 0,
+        .data = v[0], .emb_forward = v[1], .exchange = v[2], .dense = v[3], .emb_backward = v[4],
+        .reduce = v[5], .evaluation = v[6], .peak_rss_mb = all ? all : &rss,
+        .have_eval = ls->have_eval, .eval = ls->eval, .lines = lines[0], .bad_lines = lines[1],
+        .first_bad = cs.first_bad,
+    };
+    if (!all)
+        sm.world = 1; /* out of memory for the gather: rank 0's alone */
+    train_report_finish(rep, &sm);
+    free(all);
+}
+
+int cmd_train(const tool_ctx *ctx, int argc, char **argv)
+{
+    train_opts o;
+    int done = 0, st = parse_args(ctx, argc, argv, &o, &done);
+    if (st || done)
+        return st;
+    train_setup s;
+    memset(&s, 0, sizeof s);
+    train_report *rep = NULL;
+    loop_stats ls;
+    if ((st = settings(ctx, &o, &s)) != 0)
+        goto out;
+    st = 1;
+    train_report_opts ro = {o.json, s.t.metrics, s.t.plot};
+    if (train_setup_open(ctx, &s) || train_report_open(ctx, &ro, &rep))
+        goto out;
+    train_report_start(rep, &s, ctx->size, (int64_t)s.t.micro_batch * s.t.accumulate * ctx->size);
+    if (train_loop(ctx, &s, rep, &ls))
+        goto out;
+    finish(ctx, &s, rep, &ls);
+    st = 0;
+out:
+    fflush(stdout);
+    train_report_close(rep);
+    train_setup_close(&s);
+    return st;
+}

@@ -1,0 +1,144 @@
+/*
+ * train_eval.c: evaluation of `ember train` on the held-out samples
+ * (train_tool.h): predict, gather to rank 0, score there.
+ *
+ * Which samples: the synthetic task's eval stream is global, so every rank
+ * asks for the same count per call and each call's global batch is the next
+ * W * n samples of the stream: the evaluation always sees the stream's
+ * first eval_samples samples (rounded up to a multiple of W), whatever the
+ * world size, and the same ones each time.  A file is split among the ranks
+ * (ctr.h), so rank r scores the first eval_samples / W samples of its share.
+ * Prediction is collective (the embedding lookup exchanges rows), so every
+ * rank makes the same number of calls; a rank whose share ran out passes an
+ * empty batch.  Scores, labels and the teacher's probabilities are gathered
+ * to rank 0, which computes the exact AUC (metrics.c) over all of them.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "train_tool.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct vec {
+    float *v;
+    int64_t n, cap;
+} vec;
+
+static int vec_push(vec *x, const float *src, int64_t n)
+{
+    if (x->n + n > x->cap) {
+        int64_t cap = x->cap * 2 > x->n + n ? x->cap * 2 : x->n + n;
+        float *p = realloc(x->v, (size_t)(cap + 1) * sizeof *p);
+        if (!p)
+            return -1;
+        x->v = p;
+        x->cap = cap;
+    }
+    memcpy(x->v + x->n, src, (size_t)n * sizeof *src);
+    x->n += n;
+    return 0;
+}
+
+/* Reads and predicts this rank's evaluation samples into prob/label/teacher. */
+static int predict_all(const tool_ctx *ctx, train_setup *s, vec *prob, vec *label, vec *teacher, int *has_teacher,
+                       char *err, size_t errlen)
+{
+    const int64_t E = s->t.eval_samples, W = ctx->size;
+    const int32_t m = s->t.micro_batch * s->t.accumulate;
+    const int synthetic = s->t.source == CFG_SOURCE_SYNTHETIC;
+    int64_t left = synthetic ? E : E * (ctx->rank + 1) / W - E * ctx->rank / W; /* global, or this rank's */
+    float *p = malloc((size_t)m * sizeof *p + 4);
+    int32_t dummy_len[CTR_MAX_FEATURES] = {0};
+    int64_t dummy_id = 0;
+    int st = 0, failed = !p;
+    if (!p)
+        snprintf(err, errlen, "evaluation: out of memory");
+    ctr_source_rewind(s->eval_src);
+    *has_teacher = synthetic; /* the same on every rank: the gathers are collective */
+    for (;;) {
+        int64_t want = synthetic ? (left + W - 1) / W : left;
+        if (want > m)
+            want = m;
+        ctr_batch b;
+        int64_t n = 0;
+        if (!failed && want > 0 && (n = ctr_source_next(s->eval_src, (int32_t)want, &b, err, errlen)) < 0)
+            failed = 1;
+        int64_t agree[2] = {n > 0 ? n : 0, failed};
+        tool_reduce_i64(ctx, agree, 2, TOOL_SUM);
+        if (agree[1]) {
+            st = failed ? -1 : -2; /* -2: another rank failed */
+            break;
+        }
+        if (agree[0] == 0)
+            break;
+        if (n == 0) { /* this rank is done, the others are not */
+            memset(&b, 0, sizeof b);
+            b.num_dense = s->schema.num_dense;
+            b.num_sparse = s->schema.num_sparse;
+            b.sparse.num_features = s->schema.num_sparse;
+            b.sparse.lengths = dummy_len;
+            b.sparse.ids = &dummy_id;
+        }
+        if (trainer_predict(s->tr, &b, p, err, errlen) != EMBER_OK) /* collective */
+            failed = 1;
+        const float *tp = ctr_source_teacher_prob(s->eval_src);
+        if (!failed && (vec_push(prob, p, n) || vec_push(label, b.label, n) || (tp && vec_push(teacher, tp, n)))) {
+            snprintf(err, errlen, "evaluation: out of memory");
+            failed = 1; /* agreed at the top of the next round */
+        }
+        left -= synthetic ? agree[0] : n;
+    }
+    free(p);
+    return st;
+}
+
+int train_evaluate(const tool_ctx *ctx, train_setup *s, train_eval_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->auc = out->logloss = out->teacher_auc = out->teacher_logloss = NAN;
+    double t0 = now();
+    vec prob = {0}, label = {0}, teacher = {0};
+    char err[512] = "";
+    int has_teacher = 0;
+    int st = predict_all(ctx, s, &prob, &label, &teacher, &has_teacher, err, sizeof err);
+    int32_t first = -1;
+    if (tool_any_failed(ctx, st != 0, &first)) {
+        if (first == ctx->rank)
+            tool_local_error(ctx, "train", "%s", err[0] ? err : "evaluation failed");
+        free(prob.v), free(label.v), free(teacher.v);
+        return 1;
+    }
+    float *gp = NULL, *gl = NULL, *gt = NULL;
+    int64_t np = 0, nl = 0, nt = 0;
+    int bad = tool_gather_floats(ctx, prob.v, prob.n, &gp, &np);
+    bad |= tool_gather_floats(ctx, label.v, label.n, &gl, &nl);
+    if (has_teacher)
+        bad |= tool_gather_floats(ctx, teacher.v, teacher.n, &gt, &nt);
+    free(prob.v), free(label.v), free(teacher.v);
+    if (tool_any_failed(ctx, bad != 0, &first)) {
+        if (first == ctx->rank)
+            tool_local_error(ctx, "train", "evaluation: out of memory gathering %lld scores", (long long)np);
+        free(gp), free(gl), free(gt);
+        return 1;
+    }
+    out->samples = np;
+    if (ctx->rank == 0 && np > 0) {
+        out->auc = metric_auc(gp, gl, np);
+        out->logloss = metric_logloss(gp, gl, np);
+        if (gt && nt == np) {
+            out->teacher_auc = metric_auc(gt, gl, np);
+            out->teacher_logloss = metric_logloss(gt, gl, np);
+        }
+    }
+    free(gp), free(gl), free(gt);
+    out->seconds = now() - t0;
+    return 0;
+}

@@ -1,0 +1,203 @@
+/*
+ * train_prefetch.c: `ember train` reads the next batch while the step runs
+ * (train_tool.h).
+ *
+ * The synthetic task draws every sample through its teacher, which costs
+ * about as much as the step itself on one thread; a reader thread
+ * overlapping the two keeps a second core busy.  Design: one thread owns
+ * the training source and fills two slots in turn (double buffering); the
+ * loop takes slot after slot, and each batch it takes stays valid until its
+ * next call.  The batches and their order are exactly those of calling
+ * ctr_source_next in the loop, so results do not change, only the time:
+ * what the loop still waits for is reported as the data time.  At the end
+ * of this rank's share the reader rewinds (another epoch).  The reader
+ * makes no MPI calls, and its own OpenMP regions use the run's thread
+ * count.  Slots grow to the largest batch seen, then allocate nothing.
+ * Without a spare core (ranks x threads >= cores on the node) the thread
+ * would only take turns with the step and with MPI's polling, so the batch
+ * is then read in the loop's own thread, through the same calls.
+ */
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_tool.h"
+
+typedef struct slot {
+    int ready;                    /* filled, not yet taken               */
+    int64_t n;                    /* samples, or -1 (err)                */
+    ctr_batch b;                  /* points into the arrays below        */
+    float *label, *dense;
+    int32_t *lengths;
+    int64_t *ids;
+    int64_t cap, cap_ids;
+    char err[512];
+} slot;
+
+struct train_prefetch {
+    int threaded;                 /* 0: next reads in the caller's thread */
+    ctr_source *src;
+    int32_t max, threads;
+    pthread_t thread;
+    int started, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t filled, freed;
+    slot s[2];
+    int take;                     /* the slot the loop takes next        */
+    int held;                     /* the slot the loop holds, or -1      */
+};
+
+static int grow(void **p, int64_t n, size_t sz)
+{
+    void *q = realloc(*p, (size_t)(n > 0 ? n : 1) * sz);
+    if (!q)
+        return -1;
+    *p = q;
+    return 0;
+}
+
+/* The source's batch into the slot's own arrays. */
+static int copy_batch(slot *sl, const ctr_batch *b)
+{
+    const int64_t n = b->batch_size, D = b->num_dense, F = b->num_sparse, ids = b->sparse.num_ids;
+    if (n > sl->cap) {
+        int64_t c = n + n / 4;
+        if (grow((void **)&sl->label, c, sizeof(float)) || grow((void **)&sl->dense, c * D, sizeof(float)) ||
+            grow((void **)&sl->lengths, c * F, sizeof(int32_t)))
+            return -1;
+        sl->cap = c;
+    }
+    if (ids > sl->cap_ids) {
+        int64_t c = ids + ids / 4;
+        if (grow((void **)&sl->ids, c, sizeof(int64_t)))
+            return -1;
+        sl->cap_ids = c;
+    }
+    memcpy(sl->label, b->label, (size_t)n * sizeof(float));
+    memcpy(sl->dense, b->dense, (size_t)(n * D) * sizeof(float));
+    memcpy(sl->lengths, b->sparse.lengths, (size_t)(n * F) * sizeof(int32_t));
+    memcpy(sl->ids, b->sparse.ids, (size_t)ids * sizeof(int64_t));
+    sl->b = *b;
+    sl->b.label = sl->label;
+    sl->b.dense = sl->dense;
+    sl->b.sparse.lengths = sl->lengths;
+    sl->b.sparse.ids = sl->ids;
+    sl->b.sparse.weights = NULL;
+    return 0;
+}
+
+static void *reader(void *arg)
+{
+    train_prefetch *p = arg;
+    omp_set_num_threads(p->threads); /* this thread's own setting */
+    for (int k = 0, failed = 0; !failed; k ^= 1) {
+        slot *sl = &p->s[k];
+        pthread_mutex_lock(&p->mu);
+        while (sl->ready && !p->stop)
+            pthread_cond_wait(&p->freed, &p->mu);
+        int stop = p->stop;
+        pthread_mutex_unlock(&p->mu);
+        if (stop)
+            break;
+        /* the slot is the reader's until marked ready */
+        ctr_batch b;
+        int64_t n = ctr_source_next(p->src, p->max, &b, sl->err, sizeof sl->err);
+        if (n == 0) { /* the end of this rank's share: another epoch */
+            ctr_source_rewind(p->src);
+            n = ctr_source_next(p->src, p->max, &b, sl->err, sizeof sl->err);
+        }
+        if (n > 0 && copy_batch(sl, &b)) {
+            snprintf(sl->err, sizeof sl->err, "out of memory for a batch of %lld samples", (long long)n);
+            n = -1;
+        }
+        sl->n = n;
+        failed = n < 0;
+        pthread_mutex_lock(&p->mu);
+        sl->ready = 1;
+        pthread_cond_broadcast(&p->filled);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return NULL;
+}
+
+int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t threads, int threaded, train_prefetch **out)
+{
+    *out = NULL;
+    train_prefetch *p = calloc(1, sizeof *p);
+    if (!p)
+        return -1;
+    p->threaded = threaded;
+    p->src = src;
+    p->max = max_samples;
+    p->threads = threads > 0 ? threads : 1;
+    p->held = -1;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->filled, NULL);
+    pthread_cond_init(&p->freed, NULL);
+    if (!threaded) {
+        *out = p;
+        return 0;
+    }
+    if (pthread_create(&p->thread, NULL, reader, p) != 0) {
+        train_prefetch_stop(p);
+        return -1;
+    }
+    p->started = 1;
+    *out = p;
+    return 0;
+}
+
+int64_t train_prefetch_next(train_prefetch *p, ctr_batch *out, char *err, size_t errlen)
+{
+    if (!p->threaded) { /* the same batches, read here */
+        int64_t n = ctr_source_next(p->src, p->max, out, err, errlen);
+        if (n == 0) {
+            ctr_source_rewind(p->src);
+            n = ctr_source_next(p->src, p->max, out, err, errlen);
+        }
+        return n;
+    }
+    pthread_mutex_lock(&p->mu);
+    if (p->held >= 0) { /* the last batch goes back to the reader */
+        p->s[p->held].ready = 0;
+        p->held = -1;
+        pthread_cond_broadcast(&p->freed);
+    }
+    slot *sl = &p->s[p->take];
+    while (!sl->ready)
+        pthread_cond_wait(&p->filled, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    if (sl->n < 0) { /* sticky: the slot stays ready with its message */
+        snprintf(err, errlen, "%s", sl->err);
+        return -1;
+    }
+    p->held = p->take;
+    p->take ^= 1;
+    *out = sl->b;
+    return sl->n;
+}
+
+void train_prefetch_stop(train_prefetch *p)
+{
+    if (!p)
+        return;
+    if (p->started) {
+        pthread_mutex_lock(&p->mu);
+        p->stop = 1;
+        pthread_cond_broadcast(&p->freed);
+        pthread_mutex_unlock(&p->mu);
+        pthread_join(p->thread, NULL);
+    }
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->filled);
+    pthread_cond_destroy(&p->freed);
+    for (int k = 0; k < 2; k++) {
+        free(p->s[k].label);
+        free(p->s[k].dense);
+        free(p->s[k].lengths);
+        free(p->s[k].ids);
+    }
+    free(p);
+}

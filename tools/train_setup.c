@@ -1,0 +1,173 @@
+/*
+ * train_setup.c: `ember train` from settings to a running model
+ * (train_tool.h): the data sources of this rank, the embedding tables (the
+ * config file's, or one per sparse feature of the data for the built-in
+ * student), the dense model and the trainer.
+ *
+ * The data decides the shape: the model takes the schema's dense and
+ * sparse counts, and the tables must hold every id the data can produce
+ * (rows >= the schema's rows per feature).  Failures that only some ranks
+ * see (a file one rank cannot open) are agreed before any collective call,
+ * and the lowest failing rank prints its message.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_tool.h"
+
+/* Agreed failure: 1 on every rank when any failed; the first prints. */
+static int agree_fail(const tool_ctx *ctx, int failed, const char *msg)
+{
+    int32_t first = -1;
+    if (!tool_any_failed(ctx, failed, &first))
+        return 0;
+    if (first == ctx->rank)
+        tool_local_error(ctx, "train", "%s", msg);
+    return 1;
+}
+
+static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t errlen)
+{
+    const cfg_train *t = &s->t;
+    int32_t r = ctx->rank, w = ctx->size;
+    switch (t->source) {
+    case CFG_SOURCE_SYNTHETIC:
+        if (ctr_source_synth(&t->synth, 0, r, w, &s->train_src, err, errlen) ||
+            ctr_source_synth(&t->synth, 1, r, w, &s->eval_src, err, errlen))
+            return -1;
+        break;
+    case CFG_SOURCE_TSV: {
+        int64_t rows[CTR_MAX_FEATURES];
+        const config_file *cf = s->cf;
+        for (int f = 0; f < CTR_MAX_FEATURES; f++)
+            rows[f] = t->hash_rows;
+        if (cf && cf->num_features) {
+            if (cf->num_features != 26) {
+                snprintf(err, errlen, "%s: a Criteo TSV has 26 categorical features, the config has %d",
+                         cf->path, cf->num_features);
+                return -1;
+            }
+            for (int f = 0; f < 26; f++)
+                rows[f] = cf->tables[cf->features[f].table].rows;
+        }
+        if (ctr_source_tsv(t->train_file, rows, t->bad_lines, r, w, &s->train_src, err, errlen) ||
+            (t->eval_file && ctr_source_tsv(t->eval_file, rows, t->bad_lines, r, w, &s->eval_src, err, errlen)))
+            return -1;
+        break;
+    }
+    case CFG_SOURCE_BINARY:
+        if (ctr_source_binary(t->train_file, r, w, &s->train_src, err, errlen) ||
+            (t->eval_file && ctr_source_binary(t->eval_file, r, w, &s->eval_src, err, errlen)))
+            return -1;
+        break;
+    }
+    s->schema = *ctr_source_schema(s->train_src);
+    if (s->eval_src) {
+        const ctr_schema *e = ctr_source_schema(s->eval_src);
+        int same = e->num_dense == s->schema.num_dense && e->num_sparse == s->schema.num_sparse;
+        for (int f = 0; same && f < e->num_sparse; f++)
+            same = e->rows[f] <= s->schema.rows[f];
+        if (!same) {
+            snprintf(err, errlen, "%s and %s: the evaluation data does not fit the training data's shape "
+                     "(dense %d vs %d, sparse %d vs %d, or more rows)", t->train_file, t->eval_file,
+                     (int)e->num_dense, (int)s->schema.num_dense, (int)e->num_sparse, (int)s->schema.num_sparse);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The collection config: the file's tables, or one table per feature. */
+static int build_tables(train_setup *s, char *err, size_t errlen)
+{
+    const ctr_schema *sc = &s->schema;
+    const config_file *cf = s->cf;
+    if (cf && cf->num_features) {
+        if (cf->num_features != sc->num_sparse) {
+            snprintf(err, errlen, "%s: %d features, but the data has %d sparse features", cf->path,
+                     cf->num_features, sc->num_sparse);
+            return -1;
+        }
+        for (int32_t f = 0; f < cf->num_features; f++) {
+            const ember_table_config *tb = &cf->tables[cf->features[f].table];
+            if (tb->rows < sc->rows[f]) {
+                snprintf(err, errlen, "%s:%d: feature \"%s\": the data's ids go up to %lld, table \"%s\" has %lld rows",
+                         cf->path, cf->feature_extra[f].line, cf->features[f].name, (long long)sc->rows[f] - 1,
+                         tb->name, (long long)tb->rows);
+                return -1;
+            }
+        }
+        s->cc = cf->coll;
+        return 0;
+    }
+    s->cc = ember_collection_config_default();
+    for (int32_t f = 0; f < sc->num_sparse; f++) {
+        char *tn = s->names[0][f], *fn = s->names[1][f];
+        if (sc->names[f][0])
+            snprintf(fn, sizeof s->names[1][f], "%.31s", sc->names[f]);
+        else
+            snprintf(fn, sizeof s->names[1][f], "f%d", (int)f);
+        snprintf(tn, sizeof s->names[0][f], "emb_%.31s", fn);
+        ember_table_config *tb = &s->tables[f];
+        *tb = ember_table_config_default();
+        tb->name = tn;
+        tb->rows = sc->rows[f];
+        tb->dim = s->t.model.emb_dim;
+        tb->init = EMBER_INIT_UNIFORM;
+        tb->init_value = s->t.emb_init_value;
+        tb->optimizer = s->t.emb_optimizer;
+        s->features[f].name = fn;
+        s->features[f].table = f;
+        s->features[f].combiner = EMBER_COMBINER_SUM;
+    }
+    s->cc.tables = s->tables;
+    s->cc.num_tables = sc->num_sparse;
+    s->cc.features = s->features;
+    s->cc.num_features = sc->num_sparse;
+    s->cc.seed = s->t.model.seed;
+    return 0;
+}
+
+int train_setup_open(const tool_ctx *ctx, train_setup *s)
+{
+    char err[768] = "";
+    int failed = open_sources(ctx, s, err, sizeof err);
+    if (agree_fail(ctx, failed, err))
+        return 1;
+    /* the data, the same on every rank, decides the shape */
+    failed = build_tables(s, err, sizeof err);
+    if (agree_fail(ctx, failed, err))
+        return 1;
+    s->t.model.num_dense = s->schema.num_dense;
+    s->t.model.num_sparse = s->schema.num_sparse;
+    s->cc.world = ctx->world;
+    s->cc.threads = s->threads;
+    int st = ember_collection_create(&s->cc, &s->coll);
+    snprintf(err, sizeof err, "%s", st == EMBER_OK ? "" : ember_errmsg(NULL));
+    if (agree_fail(ctx, st != EMBER_OK, err))
+        return 1;
+    failed = dlrm_create(&s->t.model, &s->model, err, sizeof err) != 0;
+    if (agree_fail(ctx, failed, err))
+        return 1;
+    trainer_config tc = {s->t.micro_batch, s->t.accumulate, s->t.dense_optim, s->threads};
+    failed = trainer_create(&tc, s->coll, s->model, &s->tr, err, sizeof err) != EMBER_OK;
+    if (agree_fail(ctx, failed, err))
+        return 1;
+    return 0;
+}
+
+void train_setup_close(train_setup *s)
+{
+    trainer_destroy(s->tr);
+    dlrm_destroy(s->model);
+    ember_collection_destroy(s->coll);
+    ctr_source_destroy(s->train_src);
+    ctr_source_destroy(s->eval_src);
+    config_file_free(s->cf);
+    s->tr = NULL;
+    s->model = NULL;
+    s->coll = NULL;
+    s->train_src = s->eval_src = NULL;
+    s->cf = NULL;
+}

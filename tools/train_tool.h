@@ -1,0 +1,119 @@
+/*
+ * train_tool.h: the pieces of `ember train` (docs/training.md, "The
+ * loop"), one concern per file:
+ *
+ *   cmd_train.c     options, the loop, the order of everything
+ *   train_setup.c   from settings to a running model: data sources, tables,
+ *                   dense model, trainer
+ *   train_prefetch.c  a reader thread: the next batch while the step runs
+ *   train_eval.c    evaluation on the held-out samples, gathered to rank 0
+ *   train_report.c  what the user sees: progress, JSON lines, plot, summary
+ *
+ * Under mpirun every rank runs all of it (setup and evaluation are
+ * collective); only rank 0 writes output (train_report ignores calls on
+ * other ranks).
+ */
+#ifndef EMBER_TOOLS_TRAIN_TOOL_H
+#define EMBER_TOOLS_TRAIN_TOOL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config_file.h"
+#include "tool_ctx.h"
+#include "train/train.h"
+
+/* ------------------------------------------------------------ setup */
+
+/* Everything a run holds.  setup owns it; train_setup_close frees it. */
+typedef struct train_setup {
+    cfg_train t;                 /* settings after the command line        */
+    const char *name;            /* the config's name, or "synthetic"      */
+    config_file *cf;             /* NULL: the built-in task                */
+    int32_t threads;             /* per rank                               */
+    ctr_source *train_src, *eval_src; /* eval_src NULL: no evaluation      */
+    ctr_schema schema;           /* what the sources yield                 */
+    ember_collection_config cc;  /* points into tables/features below or cf */
+    ember_table_config tables[CTR_MAX_FEATURES];
+    ember_feature_config features[CTR_MAX_FEATURES];
+    char names[2][CTR_MAX_FEATURES][40];
+    ember_collection *coll;
+    dlrm *model;
+    trainer *tr;
+} train_setup;
+
+/* Opens the sources and builds collection, model and trainer.  Collective;
+ * 0 on every rank, or 1 on every rank after the message was printed. */
+int train_setup_open(const tool_ctx *ctx, train_setup *s);
+void train_setup_close(train_setup *s);
+
+/* ---------------------------------------------------------- prefetch */
+
+typedef struct train_prefetch train_prefetch;
+
+/* Starts a thread that owns src from now on (until stop) and reads batches
+ * of up to max_samples ahead (threaded = 0: no thread, next reads).  0, or
+ * -1 when no thread could start. */
+int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t threads, int threaded, train_prefetch **out);
+/* The next batch, as ctr_source_next would return it (a share that ran out
+ * is rewound first); valid until the next call.  Samples, 0 (an empty
+ * share), or -1 with err (and -1 again on every later call). */
+int64_t train_prefetch_next(train_prefetch *p, ctr_batch *out, char *err, size_t errlen);
+/* Ends the thread; src is the caller's again.  Accepts NULL. */
+void train_prefetch_stop(train_prefetch *p);
+
+/* -------------------------------------------------------- evaluation */
+
+typedef struct train_eval_result {
+    int64_t samples;             /* over all ranks                          */
+    double auc, logloss;
+    double teacher_auc, teacher_logloss; /* NaN without a teacher          */
+    double seconds;
+} train_eval_result;
+
+/* Predicts up to t.eval_samples held-out samples (the eval source from its
+ * start), gathers scores and labels to rank 0 and scores them there (other
+ * ranks get the samples count only).  Collective; 0, or 1 on every rank
+ * after the message was printed. */
+int train_evaluate(const tool_ctx *ctx, train_setup *s, train_eval_result *out);
+
+/* ------------------------------------------------------------ report */
+
+typedef struct train_report train_report;
+
+typedef struct train_report_opts {
+    int json;                    /* stdout: JSON lines only                 */
+    const char *metrics_path;    /* "" none                                 */
+    const char *plot_path;       /* "" none                                 */
+} train_report_opts;
+
+/* Rank 0 opens the metrics file; 0, or 1 after the message (agreed). */
+int train_report_open(const tool_ctx *ctx, const train_report_opts *o, train_report **out);
+void train_report_close(train_report *r);
+
+/* The run's shape, once before the first step. */
+void train_report_start(train_report *r, const train_setup *s, int32_t world, int64_t global_batch);
+/* After a step: redraws the progress bar (a terminal) at most 10 times a
+ * second; `logged` marks steps whose loss was just reduced over ranks,
+ * which go to the JSON lines (and, on a pipe, every tenth of the run). */
+void train_report_step(train_report *r, int64_t step, int64_t steps, int64_t samples, double seconds,
+                       int logged, double loss);
+void train_report_eval(train_report *r, int64_t step, const train_eval_result *e);
+
+typedef struct train_summary {
+    int64_t steps, samples, global_batch;
+    int32_t world;
+    double seconds, train_seconds, samples_per_s;
+    double data, emb_forward, exchange, dense, emb_backward, reduce, evaluation; /* mean over ranks */
+    const float *peak_rss_mb;    /* [world] (rank 0)                         */
+    int have_eval;
+    train_eval_result eval;
+    int64_t lines, bad_lines;    /* file sources, summed over ranks         */
+    const char *first_bad;
+} train_summary;
+
+/* The summary text (not with json), the plot, and the last line: one JSON
+ * object {"event":"summary",...}. */
+void train_report_finish(train_report *r, const train_summary *sm);
+
+#endif
