@@ -47,9 +47,12 @@ typedef enum ember_status {
     EMBER_ESTATE = -7,     /* call out of order (backward without forward)       */
     EMBER_EPANIC = -8,     /* an earlier fatal error; the handle refuses work     */
     EMBER_EFORMAT = -9,    /* a file is not in the expected format               */
-    EMBER_ECOMM = -10      /* a communication call failed, or another rank
+    EMBER_ECOMM = -10,     /* a communication call failed, or another rank
                               failed this collective call (names the operation
                               and the rank)                                    */
+    EMBER_ECORRUPT = -11   /* a checksum did not match, or a file is shorter or
+                              longer than its manifest says (names the file and
+                              the part)                                        */
 } ember_status;
 
 /* A static name and one-line meaning for a status; never NULL. */
@@ -477,8 +480,81 @@ const ember_batch_file_info *ember_batch_reader_info(const ember_batch_reader *r
 /* 1 and *batch filled (valid until the next call), 0 at the end, or < 0. */
 int ember_batch_reader_next(ember_batch_reader *r, ember_batch *batch);
 void ember_batch_reader_destroy(ember_batch_reader *r);
-/* Detail of the last failure of a writer or reader (thread-local). */
+/* Detail of the last failure of a call that has no collection to carry it:
+ * batch writers and readers, ember_checkpoint_open (thread-local). */
 const char *ember_data_errmsg(void);
+
+/* ------------------------------------------------------------- checkpoints */
+
+/*
+ * A checkpoint root is a folder that holds complete checkpoints, each a
+ * folder root/step-<step, 12 digits>/ with manifest.json and one data file
+ * per rank of the world that saved it (docs/checkpoint-format.md: magic
+ * numbers, version, xxHash checksums of every part).  A checkpoint holds
+ * every table's rows, its optimizer state and the collection's optimizer
+ * step count, plus the caller's blobs (a trainer's dense model, its data
+ * position, its generators' state).
+ *
+ * Atomic: every rank writes and fsyncs its file under a temporary folder
+ * name; when all ranks succeeded, rank 0 writes the manifest, renames the
+ * folder to step-<step> and fsyncs the root.  Only folders named step-*
+ * with a manifest count; a crash at any moment leaves the previous complete
+ * checkpoint loadable, and leftovers are removed by the next save.
+ */
+typedef struct ember_blob {
+    const char *name;  /* [A-Za-z0-9_.-], 1 to 63 characters, unique      */
+    const void *data;
+    int64_t bytes;
+} ember_blob;
+
+typedef struct ember_save_options {
+    int64_t step;                 /* names the checkpoint, >= 0; larger is newer  */
+    int32_t keep;                 /* complete checkpoints kept, this one included
+                                     (older ones are deleted once this one is
+                                     complete); 0 keeps all                        */
+    const ember_blob *blobs;      /* state that is the same on every rank: saved
+                                     once, from rank 0                              */
+    int32_t num_blobs;
+    const ember_blob *rank_blobs; /* this rank's own state (its data position):
+                                     saved per rank, same names on every rank       */
+    int32_t num_rank_blobs;
+} ember_save_options;
+
+/* Saves coll's tables and the blobs as root/step-<opt->step>.  Collective.
+ * Creates root if needed; replaces an existing checkpoint of the same step
+ * (the new one is complete before the old one goes).  Errors (EMBER_EIO
+ * naming the path and the system's reason, EMBER_EINVAL for bad options, or
+ * EMBER_ECOMM when another rank failed) leave every complete checkpoint and
+ * every table as they were. */
+int ember_save(ember_collection *coll, const char *root, const ember_save_options *opt);
+
+typedef struct ember_checkpoint ember_checkpoint;
+
+/* Opens a checkpoint: path is a root (its newest complete checkpoint is
+ * taken) or one step-* folder.  Reads the manifest and every data file and
+ * verifies magic numbers, version, sizes and checksums; nothing is loaded
+ * anywhere.  Errors: EMBER_EIO (a missing file or folder, named),
+ * EMBER_EFORMAT (bad magic, version or manifest field, named), and
+ * EMBER_ECORRUPT (a checksum or size that does not match: the file and the
+ * part), with detail in ember_data_errmsg().  Not collective: each rank may
+ * open the same checkpoint. */
+int ember_checkpoint_open(const char *path, ember_checkpoint **out);
+void ember_checkpoint_close(ember_checkpoint *ck);
+int64_t ember_checkpoint_step(const ember_checkpoint *ck);
+int32_t ember_checkpoint_world(const ember_checkpoint *ck);   /* ranks that saved it */
+const char *ember_checkpoint_path(const ember_checkpoint *ck); /* the step-* folder  */
+/* A blob saved with ember_save_options.blobs (rank < 0) or rank_blobs of the
+ * given saving rank; NULL when absent.  Valid until close. */
+const void *ember_checkpoint_blob(const ember_checkpoint *ck, int32_t rank, const char *name,
+                                  int64_t *bytes);
+
+/* Loads ck's tables into coll: rows, optimizer state and optimizer step
+ * count, for any world size and any placement of either (resharding).
+ * Every table of coll must be in ck under the same name with the same rows,
+ * dim and optimizer kind; otherwise EMBER_EINVAL names the table and the
+ * field (tables of ck that coll lacks are ignored).  Collective.  On any
+ * error no table has changed. */
+int ember_load(ember_collection *coll, const ember_checkpoint *ck);
 
 #ifdef __cplusplus
 }
