@@ -32,6 +32,7 @@ const char *ember_status_str(int status)
     case EMBER_ESTATE: return "call out of order";
     case EMBER_EPANIC: return "handle disabled by an earlier fatal error";
     case EMBER_EFORMAT: return "file format error";
+    case EMBER_ECOMM: return "communication failed, or another rank failed";
     case EMBER_ECORRUPT: return "checksum or size mismatch (corrupt file)";
     default: return "unknown status";
     }
