@@ -531,9 +531,11 @@ int ember_save(ember_collection *coll, const char *root, const ember_save_option
 typedef struct ember_checkpoint ember_checkpoint;
 
 /* Opens a checkpoint: path is a root (its newest complete checkpoint is
- * taken) or one step-* folder.  Reads the manifest and every data file and
- * verifies magic numbers, version, sizes and checksums; nothing is loaded
- * anywhere.  Errors: EMBER_EIO (a missing file or folder, named),
+ * taken; if that one does not verify, its error is returned: there is no
+ * silent fallback to an older one) or one step-* folder.  Reads the
+ * manifest and every data file and verifies magic numbers, version, sizes
+ * and checksums; nothing is loaded anywhere (the data files stay mapped
+ * read-only until close).  Errors: EMBER_EIO (a missing file or folder, named),
  * EMBER_EFORMAT (bad magic, version or manifest field, named), and
  * EMBER_ECORRUPT (a checksum or size that does not match: the file and the
  * part), with detail in ember_data_errmsg().  Not collective: each rank may

@@ -1,0 +1,57 @@
+/*
+ * ckpt.h: the private interface of the checkpoint module (src/ckpt/), shared
+ * by save.c, open.c, load.c and the `ember inspect` tool.
+ *
+ * A checkpoint is stored in each saving rank's native layout (no row data
+ * moves at save); everything that reads rows goes through ckpt_read_rows,
+ * which assembles canonical full rows from the saving ranks' files, so
+ * resharding (N ranks, any placement -> M ranks, any placement) is one
+ * read per row range.  docs/checkpoint-format.md has the bytes.
+ */
+#ifndef EMBER_CKPT_H
+#define EMBER_CKPT_H
+
+#include <stdint.h>
+
+#include "ember.h"
+
+/* One logical table as the checkpoint recorded it.  placement, owner and
+ * world describe the saving layout (world = ember_checkpoint_world);
+ * rng_key recomputes initial rows (src/table/init.h: ember_init_row_values;
+ * the formula is at ember_collection_create in ember.h). */
+typedef struct ckpt_table_info {
+    const char *name;
+    int64_t rows;
+    int32_t dim;
+    ember_optimizer opt;    /* as saved; ember_load uses only opt.kind       */
+    ember_init_kind init;
+    float init_value;
+    uint64_t rng_key;
+    int32_t state_floats;   /* per full row: ember_state_floats(kind, dim)   */
+    ember_placement placement;
+    int32_t owner;          /* TABLE placement                               */
+    int32_t world;
+    int64_t offset;         /* physical row offset when saved (stacking)     */
+    int32_t local_dim;      /* dim, or the COLUMN slice width when saved     */
+} ckpt_table_info;
+
+int32_t ckpt_num_tables(const ember_checkpoint *ck);
+/* NULL when t is out of range. */
+const ckpt_table_info *ckpt_table(const ember_checkpoint *ck, int32_t t);
+/* Canonical full rows [first, first+count) of table t: values [count][dim]
+ * and, when state != NULL, state [count][state_floats] (Adam: m then v),
+ * assembled from the saving ranks' files.  EMBER_EINVAL for a bad t or range
+ * (message in ember_data_errmsg()). */
+int ckpt_read_rows(const ember_checkpoint *ck, int32_t t, int64_t first, int64_t count,
+                   float *values, float *state);
+int64_t ckpt_optimizer_steps(const ember_checkpoint *ck);
+uint64_t ckpt_seed(const ember_checkpoint *ck);
+int32_t ckpt_num_files(const ember_checkpoint *ck);
+/* File i (= saving rank i): its name in the step folder, bytes, XXH3-64. */
+const char *ckpt_file_name(const ember_checkpoint *ck, int32_t i);
+int64_t ckpt_file_bytes(const ember_checkpoint *ck, int32_t i);
+uint64_t ckpt_file_checksum(const ember_checkpoint *ck, int32_t i);
+/* The manifest JSON as stored (NUL-terminated), valid until close. */
+const char *ckpt_manifest_text(const ember_checkpoint *ck);
+
+#endif

@@ -1,0 +1,218 @@
+/*
+ * format.c: encoding of a checkpoint's bytes: the data-file header and
+ * section layout, and the manifest (JSON via jansson) with its checksum.
+ *
+ * Integers in data files are little-endian, written byte by byte, so the
+ * format does not depend on the host.  The manifest is protected by its last
+ * field: the text up to and including `"manifest_xxh3": "` is hashed with
+ * XXH3-64, and the 16 hex digits that follow must match, so every flipped
+ * byte (even in whitespace or a float's last digit) is detected.  Decoding
+ * and checking is in manifest.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <xxhash.h>
+
+#include "ckpt/ckpt_impl.h"
+
+void ckpt_put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void ckpt_put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+uint32_t ckpt_get_u32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+uint64_t ckpt_get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Header: magic u64 | version u32 | header bytes u32 | rank i32 | world i32 |
+ * step i64 | sections u32 | 0 u32 | table offset u64 | file bytes u64 |
+ * XXH3-64 of bytes [0, 56). */
+void ckpt_header_encode(uint8_t out[CKPT_HEADER_BYTES], int32_t rank, int32_t world, int64_t step,
+                        uint32_t n, int64_t table_offset, int64_t file_bytes)
+{
+    memset(out, 0, CKPT_HEADER_BYTES);
+    ckpt_put_u64(out, CKPT_MAGIC);
+    ckpt_put_u32(out + 8, CKPT_VERSION);
+    ckpt_put_u32(out + 12, CKPT_HEADER_BYTES);
+    ckpt_put_u32(out + 16, (uint32_t)rank);
+    ckpt_put_u32(out + 20, (uint32_t)world);
+    ckpt_put_u64(out + 24, (uint64_t)step);
+    ckpt_put_u32(out + 32, n);
+    ckpt_put_u64(out + 40, (uint64_t)table_offset);
+    ckpt_put_u64(out + 48, (uint64_t)file_bytes);
+    ckpt_put_u64(out + 56, XXH3_64bits(out, 56));
+}
+
+int64_t ckpt_layout(ckpt_file *f)
+{
+    int64_t at = CKPT_HEADER_BYTES;
+    for (int32_t i = 0; i < f->num_sections; i++) {
+        f->sections[i].offset = at;
+        at = ckpt_align(at + f->sections[i].bytes);
+    }
+    f->bytes = at + (int64_t)f->num_sections * CKPT_ENTRY_BYTES + CKPT_TRAILER_BYTES;
+    return at;
+}
+
+void ckpt_file_name_of(char out[64], int32_t rank, int32_t world)
+{
+    snprintf(out, 64, "rank-%05d-of-%05d.bin", (int)rank, (int)world);
+}
+
+static const char *const placement_names[] = {"row", "column", "table", "replicated"};
+static const char *const optimizer_names[] = {"sgd", "adagrad", "rowwise_adagrad", "adam"};
+static const char *const init_names[] = {"uniform", "normal", "zeros", "constant"};
+
+const char *ckpt_placement_name(ember_placement p) { return (unsigned)p < 4 ? placement_names[p] : "?"; }
+const char *ckpt_optimizer_name(ember_optimizer_kind k) { return (unsigned)k < 4 ? optimizer_names[k] : "?"; }
+const char *ckpt_init_name(ember_init_kind k) { return (unsigned)k < 4 ? init_names[k] : "?"; }
+
+int ckpt_blob_name_ok(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n < 1 || n > 63)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '.' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static json_t *hex64(uint64_t v)
+{
+    char s[24];
+    snprintf(s, sizeof s, "%016llx", (unsigned long long)v);
+    return json_string(s);
+}
+
+static const char *section_what(uint32_t what)
+{
+    switch (what) {
+    case CKPT_VALUES: return "values";
+    case CKPT_STATE: return "state";
+    case CKPT_BLOB: return "blob";
+    default: return "rank_blob";
+    }
+}
+
+static json_t *table_json(const ckpt_table_info *t)
+{
+    json_t *o = json_object(), *opt = json_object(), *init = json_object();
+    json_object_set_new(opt, "kind", json_string(ckpt_optimizer_name(t->opt.kind)));
+    json_object_set_new(opt, "lr", json_real(t->opt.lr));
+    json_object_set_new(opt, "eps", json_real(t->opt.eps));
+    json_object_set_new(opt, "weight_decay", json_real(t->opt.weight_decay));
+    json_object_set_new(opt, "beta1", json_real(t->opt.beta1));
+    json_object_set_new(opt, "beta2", json_real(t->opt.beta2));
+    json_object_set_new(init, "kind", json_string(ckpt_init_name(t->init)));
+    json_object_set_new(init, "value", json_real(t->init_value));
+    json_object_set_new(o, "name", json_string(t->name));
+    json_object_set_new(o, "rows", json_integer(t->rows));
+    json_object_set_new(o, "dim", json_integer(t->dim));
+    json_object_set_new(o, "optimizer", opt);
+    json_object_set_new(o, "init", init);
+    json_object_set_new(o, "rng_key", hex64(t->rng_key));
+    json_object_set_new(o, "state_floats", json_integer(t->state_floats));
+    json_object_set_new(o, "placement", json_string(ckpt_placement_name(t->placement)));
+    json_object_set_new(o, "owner", json_integer(t->owner));
+    json_object_set_new(o, "world", json_integer(t->world));
+    json_object_set_new(o, "offset", json_integer(t->offset));
+    json_object_set_new(o, "local_dim", json_integer(t->local_dim));
+    return o;
+}
+
+static json_t *file_json(const ember_checkpoint *ck, const ckpt_file *f)
+{
+    json_t *o = json_object(), *secs = json_array();
+    for (int32_t i = 0; i < f->num_sections; i++) {
+        const ckpt_section *s = &f->sections[i];
+        json_t *j = json_object();
+        json_object_set_new(j, "what", json_string(section_what(s->what)));
+        if (s->what == CKPT_VALUES || s->what == CKPT_STATE)
+            json_object_set_new(j, "table", json_string(ck->tables[s->index].name));
+        else
+            json_object_set_new(j, "name", json_string(s->what == CKPT_BLOB ? ck->blob_names[s->index]
+                                                                             : ck->rank_blob_names[s->index]));
+        json_object_set_new(j, "offset", json_integer(s->offset));
+        json_object_set_new(j, "bytes", json_integer(s->bytes));
+        json_object_set_new(j, "checksum", hex64(s->checksum));
+        json_array_append_new(secs, j);
+    }
+    json_object_set_new(o, "name", json_string(f->name));
+    json_object_set_new(o, "bytes", json_integer(f->bytes));
+    json_object_set_new(o, "checksum", hex64(f->checksum));
+    json_object_set_new(o, "sections", secs);
+    return o;
+}
+
+char *ckpt_manifest_encode(const ember_checkpoint *ck)
+{
+    json_t *m = json_object(), *tables = json_array(), *files = json_array();
+    json_t *blobs = json_array(), *rblobs = json_array();
+    json_object_set_new(m, "format", json_string(CKPT_FORMAT_NAME));
+    json_object_set_new(m, "version", json_integer(CKPT_VERSION));
+    json_object_set_new(m, "ember_version", json_string(ember_version()));
+    json_object_set_new(m, "step", json_integer(ck->step));
+    json_object_set_new(m, "world", json_integer(ck->world));
+    json_object_set_new(m, "seed", hex64(ck->seed));
+    json_object_set_new(m, "optimizer_steps", json_integer(ck->opt_steps));
+    for (int32_t t = 0; t < ck->num_tables; t++)
+        json_array_append_new(tables, table_json(&ck->tables[t]));
+    for (int32_t b = 0; b < ck->num_blobs; b++)
+        json_array_append_new(blobs, json_string(ck->blob_names[b]));
+    for (int32_t b = 0; b < ck->num_rank_blobs; b++)
+        json_array_append_new(rblobs, json_string(ck->rank_blob_names[b]));
+    for (int32_t r = 0; r < ck->world; r++)
+        json_array_append_new(files, file_json(ck, &ck->files[r]));
+    json_object_set_new(m, "tables", tables);
+    json_object_set_new(m, "blobs", blobs);
+    json_object_set_new(m, "rank_blobs", rblobs);
+    json_object_set_new(m, "files", files);
+    char *body = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(m);
+    if (!body)
+        return NULL;
+    /* body ends with "\n}": replace that by the checksum field */
+    size_t n = strlen(body);
+    while (n > 0 && body[n - 1] != '}')
+        n--;
+    while (n > 0 && (body[n - 1] == '}' || body[n - 1] == '\n' || body[n - 1] == ' '))
+        n--;
+    static const char key[] = ",\n  \"manifest_xxh3\": \"";
+    char *out = malloc(n + sizeof key + 16 + 8);
+    if (!out) {
+        free(body);
+        return NULL;
+    }
+    memcpy(out, body, n);
+    memcpy(out + n, key, sizeof key - 1);
+    size_t prefix = n + sizeof key - 1;
+    snprintf(out + prefix, 16 + 8, "%016llx\"\n}\n", (unsigned long long)XXH3_64bits(out, prefix));
+    free(body);
+    return out;
+}

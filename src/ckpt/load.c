@@ -1,0 +1,155 @@
+/*
+ * load.c: ember_load, a checkpoint into a live collection, resharding on
+ * the way (any saving world and placement -> this world and placement).
+ *
+ * Every rank has the whole checkpoint open (mapped), so no row data moves
+ * between ranks: each rank walks the rows it holds under its own placement,
+ * asks ckpt_read_rows for the canonical full row and state, and stores the
+ * parts it keeps (a column slice under COLUMN; for Adam the m and v slices;
+ * row-wise Adagrad's one float on every rank).  Checks come first, for every
+ * table, and are agreed over the world before any byte of any table is
+ * written, so a failed load leaves the collection as it was.  Only the
+ * optimizer kind must match; learning rate and the other hyper-parameters
+ * are the collection's own.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/ckpt_impl.h"
+#include "core/collection.h"
+#include "dist/dist.h"
+#include "dist/shard.h"
+
+#define CHUNK_ROWS 1024
+
+static int check_table(ember_collection *c, const ember_checkpoint *ck, int32_t t, int32_t *found)
+{
+    const ember_table_config *tc = &c->tables[t].cfg;
+    *found = -1;
+    for (int32_t j = 0; j < ck->num_tables && *found < 0; j++)
+        if (strcmp(ck->tables[j].name, tc->name) == 0)
+            *found = j;
+    if (*found < 0)
+        return ember_fail(c, EMBER_EINVAL, "table \"%s\": not in the checkpoint %s", tc->name, ck->path);
+    const ckpt_table_info *ti = &ck->tables[*found];
+    if (ti->rows != tc->rows)
+        return ember_fail(c, EMBER_EINVAL, "table \"%s\": checkpoint has rows %lld, the collection %lld",
+                          tc->name, (long long)ti->rows, (long long)tc->rows);
+    if (ti->dim != tc->dim)
+        return ember_fail(c, EMBER_EINVAL, "table \"%s\": checkpoint has dim %d, the collection %d", tc->name,
+                          (int)ti->dim, (int)tc->dim);
+    if (ti->opt.kind != tc->optimizer.kind)
+        return ember_fail(c, EMBER_EINVAL, "table \"%s\": checkpoint has optimizer %s, the collection %s",
+                          tc->name, ckpt_optimizer_name(ti->opt.kind), ckpt_optimizer_name(tc->optimizer.kind));
+    return EMBER_OK;
+}
+
+typedef struct scratch {
+    float *values, *state, **vp, **sp;
+    uint32_t *ids;
+} scratch;
+
+/* Stores this rank's parts of n canonical rows (values v, state s) as the
+ * local rows ids[0..n) of physical table pt. */
+static void store_rows(const ember_ptable *pt, int32_t dim, scratch *b, int64_t n)
+{
+    int32_t c = pt->local_dim, sf = ember_state_floats(pt->opt.kind, dim);
+    int column = pt->placement == EMBER_PLACE_COLUMN;
+    int32_t c0 = column ? pt->col0 : 0, w = dim - c0;
+    w = w < 0 ? 0 : w > c ? c : w;
+    pt->store->ops->acquire(pt->store, b->ids, n, b->vp, b->sp);
+    for (int64_t i = 0; i < n; i++) {
+        const float *v = b->values + i * dim, *s = b->state + i * sf;
+        float *sv = b->sp[i];
+        memcpy(b->vp[i], v + c0, sizeof(float) * (size_t)w);
+        if (sf == 0)
+            continue;
+        if (!column)
+            memcpy(sv, s, sizeof(float) * (size_t)sf);
+        else if (pt->opt.kind == EMBER_OPT_ROWWISE_ADAGRAD)
+            sv[0] = s[0];
+        else if (pt->opt.kind == EMBER_OPT_ADAM) {
+            memcpy(sv, s + c0, sizeof(float) * (size_t)w);
+            memcpy(sv + c, s + dim + c0, sizeof(float) * (size_t)w);
+        } else {
+            memcpy(sv, s + c0, sizeof(float) * (size_t)w);
+        }
+    }
+    pt->store->ops->release(pt->store, b->ids, n, 1);
+}
+
+/* Writes logical table t from checkpoint table j on this rank. */
+static void load_table(ember_collection *c, const ember_checkpoint *ck, int32_t t, int32_t j, scratch *b)
+{
+    const ember_ltable *lt = &c->tables[t];
+    const ember_ptable *pt = &c->ptables[lt->ptable];
+    int32_t W = c->world->size, rank = c->world->rank, dim = lt->cfg.dim;
+    int32_t sf = ember_state_floats(pt->opt.kind, dim);
+    int64_t n = 0;
+    for (int64_t r = 0; r < lt->cfg.rows; r++) {
+        uint32_t phys = (uint32_t)(lt->offset + r);
+        if (!ember_shard_holds(pt, W, rank, phys))
+            continue;
+        ckpt_read_rows(ck, j, r, 1, b->values + n * dim, b->state + n * sf);
+        b->ids[n++] = ember_shard_local(pt, W, phys);
+        if (n == CHUNK_ROWS) {
+            store_rows(pt, dim, b, n);
+            n = 0;
+        }
+    }
+    if (n > 0)
+        store_rows(pt, dim, b, n);
+}
+
+int ember_load(ember_collection *c, const ember_checkpoint *ck)
+{
+    if (!c)
+        return EMBER_EINVAL;
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    int32_t T = c->cfg.num_tables, maxdim = 1;
+    int32_t *found = calloc((size_t)T + 1, sizeof *found);
+    scratch b = {0};
+    int st = found ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory");
+    if (st == EMBER_OK && !ck)
+        st = ember_fail(c, EMBER_EINVAL, "ember_load: no checkpoint (NULL)");
+    for (int32_t t = 0; t < T && st == EMBER_OK; t++) {
+        st = check_table(c, ck, t, &found[t]);
+        if (c->tables[t].cfg.dim > maxdim)
+            maxdim = c->tables[t].cfg.dim;
+    }
+    if (st == EMBER_OK) {
+        b.values = malloc(sizeof(float) * (size_t)maxdim * CHUNK_ROWS);
+        b.state = malloc(sizeof(float) * (size_t)maxdim * 2 * CHUNK_ROWS);
+        b.vp = malloc(sizeof(float *) * 2 * CHUNK_ROWS);
+        b.ids = malloc(sizeof(uint32_t) * CHUNK_ROWS);
+        if (!b.values || !b.state || !b.vp || !b.ids)
+            st = ember_fail(c, EMBER_ENOMEM, "out of memory for loading");
+        b.sp = b.vp ? b.vp + CHUNK_ROWS : NULL;
+    }
+    /* one check over the world: the same checkpoint everywhere */
+    int64_t mine[2] = {ck ? ck->step : -1, ck ? (int64_t)ck->files[0].checksum : 0}, *all = NULL;
+    if (st == EMBER_OK && !(all = calloc(2 * (size_t)c->world->size, sizeof(int64_t))))
+        st = ember_fail(c, EMBER_ENOMEM, "out of memory");
+    int agreed = ember_dist_agree(c, st, NULL);
+    if (agreed == EMBER_OK && ember_comm_allgather(c->world, mine, sizeof mine, all) != EMBER_OK) {
+        c->panicked = 1;
+        agreed = ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
+    }
+    for (int32_t r = 0; agreed == EMBER_OK && r < c->world->size; r++)
+        if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
+            agreed = ember_fail(c, EMBER_EINVAL, "rank %d opened another checkpoint than rank 0", (int)r);
+    if (agreed == EMBER_OK) {
+        for (int32_t t = 0; t < T; t++)
+            load_table(c, ck, t, found[t], &b);
+        c->stats.steps = ck->opt_steps;
+        c->routed = 0; /* a pending backward would apply to the old rows */
+    }
+    free(all);
+    free(found);
+    free(b.values);
+    free(b.state);
+    free(b.vp);
+    free(b.ids);
+    return agreed;
+}

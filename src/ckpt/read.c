@@ -1,0 +1,80 @@
+/*
+ * read.c: ckpt_read_rows, canonical full rows assembled from the saving
+ * ranks' files of an opened checkpoint.
+ *
+ * Row r of a table saved under placement P by a world of W lives at:
+ *   ROW:        file (offset + r) % W, held row #(rows of the table before r
+ *               that the same file holds): whole row;
+ *   TABLE:      file owner, held row r;  REPLICATED: file 0, held row r;
+ *   COLUMN:     every file k, held row r: columns [k*c, k*c + w_k); the
+ *               state likewise (Adam: the m slice then the v slice), except
+ *               row-wise Adagrad's one float, from file 0.
+ * Every size was checked at open (manifest.c), so these reads stay inside
+ * the mappings; memcpy keeps them free of alignment assumptions.
+ */
+#include <string.h>
+
+#include "ckpt/ckpt_impl.h"
+#include "data/data_error.h"
+
+static void column_row(const ember_checkpoint *ck, int32_t t, int64_t r, float *v, float *s)
+{
+    const ckpt_table_info *ti = &ck->tables[t];
+    int32_t W = ck->world, c = ti->local_dim, dim = ti->dim;
+    for (int32_t k = 0; k < W; k++) {
+        int64_t w = ckpt_slice_width(ti, k);
+        if (w == 0)
+            continue;
+        const uint8_t *vp = ck->tv[(size_t)t * (size_t)W + (size_t)k];
+        memcpy(v + (int64_t)k * c, vp + r * w * 4, (size_t)w * 4);
+        if (!s || ti->state_floats == 0)
+            continue;
+        const uint8_t *sp = ck->ts[(size_t)t * (size_t)W + (size_t)k];
+        switch (ti->opt.kind) {
+        case EMBER_OPT_ROWWISE_ADAGRAD:
+            if (k == 0)
+                memcpy(s, sp + r * 4, 4);
+            break;
+        case EMBER_OPT_ADAM:
+            memcpy(s + (int64_t)k * c, sp + r * 2 * w * 4, (size_t)w * 4);
+            memcpy(s + dim + (int64_t)k * c, sp + (r * 2 + 1) * w * 4, (size_t)w * 4);
+            break;
+        default: memcpy(s + (int64_t)k * c, sp + r * w * 4, (size_t)w * 4); break;
+        }
+    }
+}
+
+int ckpt_read_rows(const ember_checkpoint *ck, int32_t t, int64_t first, int64_t count, float *values,
+                   float *state)
+{
+    if (!ck || t < 0 || t >= ck->num_tables || !values) {
+        ember_data_set_error("ckpt_read_rows: no such table %d", (int)t);
+        return EMBER_EINVAL;
+    }
+    const ckpt_table_info *ti = &ck->tables[t];
+    if (first < 0 || count < 0 || first > ti->rows - count) {
+        ember_data_set_error("table \"%s\": rows [%lld, %lld) outside [0, %lld)", ti->name, (long long)first,
+                             (long long)(first + count), (long long)ti->rows);
+        return EMBER_EINVAL;
+    }
+    int32_t W = ck->world, dim = ti->dim, sf = ti->state_floats;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t r = first + i, held = r;
+        float *v = values + i * dim, *s = state ? state + i * sf : NULL;
+        int32_t k = 0;
+        switch (ti->placement) {
+        case EMBER_PLACE_COLUMN: column_row(ck, t, r, v, s); continue;
+        case EMBER_PLACE_ROW:
+            k = (int32_t)((ti->offset + r) % W);
+            held = ckpt_residue_count(ti->offset + r, W, k) - ckpt_residue_count(ti->offset, W, k);
+            break;
+        case EMBER_PLACE_TABLE: k = ti->owner; break;
+        default: k = 0; break;
+        }
+        size_t at = (size_t)t * (size_t)W + (size_t)k;
+        memcpy(v, ck->tv[at] + held * dim * 4, (size_t)dim * 4);
+        if (s && sf > 0)
+            memcpy(s, ck->ts[at] + held * sf * 4, (size_t)sf * 4);
+    }
+    return EMBER_OK;
+}

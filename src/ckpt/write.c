@@ -1,0 +1,219 @@
+/*
+ * write.c: one rank's data file of a checkpoint, written in one pass.
+ *
+ * Every size is known before the first byte (ckpt_layout), so the header
+ * goes first and the whole-file and per-section XXH3-64 checksums are
+ * computed while streaming: rows are fetched from the store in batches
+ * (acquire/release, read only), packed in the saved layout (ckpt_impl.h:
+ * the held rows in ascending order; under COLUMN the slice's real columns,
+ * Adam's m slice then v slice) into a staging buffer, hashed and written
+ * through a 4 MB buffer.  Then fsync, rename from .tmp, fsync the folder.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "ckpt/ckpt_impl.h"
+#include "core/collection.h"
+#include "dist/shard.h"
+
+#define MSG CKPT_MSG
+#define BATCH_ROWS 1024
+#define fmt ckpt_fmt
+
+typedef struct writer {
+    int fd;
+    XXH3_state_t *file, *sec;
+    uint8_t *buf;
+    int64_t fill, cap, at;
+    int err;
+} writer;
+
+static void flush(writer *w)
+{
+    int64_t off = 0;
+    while (off < w->fill && !w->err) {
+        ssize_t n = write(w->fd, w->buf + off, (size_t)(w->fill - off));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            w->err = n < 0 ? errno : EIO;
+        else
+            off += n;
+    }
+    w->fill = 0;
+}
+
+static void put(writer *w, const void *data, int64_t n, int hash)
+{
+    if (hash) {
+        XXH3_64bits_update(w->file, data, (size_t)n);
+        if (hash > 1)
+            XXH3_64bits_update(w->sec, data, (size_t)n);
+    }
+    w->at += n;
+    const uint8_t *p = data;
+    while (n > 0) {
+        int64_t k = w->cap - w->fill < n ? w->cap - w->fill : n;
+        memcpy(w->buf + w->fill, p, (size_t)k);
+        w->fill += k;
+        p += k;
+        n -= k;
+        if (w->fill == w->cap)
+            flush(w);
+    }
+}
+
+static void pad_to(writer *w, int64_t at)
+{
+    static const uint8_t zero[CKPT_ALIGN];
+    if (at > w->at)
+        put(w, zero, at - w->at, 1);
+}
+
+/* Physical rows of table lt held by `rank`, ascending: the first and the
+ * stride (0 when it holds none). */
+static int64_t first_held(const ember_ptable *pt, const ember_ltable *lt, int32_t W, int32_t rank,
+                          int64_t *stride)
+{
+    *stride = 1;
+    switch (pt->placement) {
+    case EMBER_PLACE_ROW:
+        *stride = W;
+        return lt->offset + ((rank - lt->offset % W) % W + W) % W;
+    case EMBER_PLACE_TABLE: return rank == pt->owner ? lt->offset : INT64_MAX;
+    case EMBER_PLACE_REPLICATED: return rank == 0 ? lt->offset : INT64_MAX;
+    default: return lt->offset;
+    }
+}
+
+/* Writes the held rows of logical table t: values (state 0) or state. */
+static void put_rows(writer *w, ember_collection *c, const ckpt_table_info *info, int32_t t, int state,
+                     float *stage, float **vp, float **sp, uint32_t *ids)
+{
+    const ember_ltable *lt = &c->tables[t];
+    const ember_ptable *pt = &c->ptables[lt->ptable];
+    int32_t W = c->world->size, rank = c->world->rank;
+    int32_t width = state ? ckpt_state_width(info, rank) : ckpt_value_width(info, rank);
+    int32_t slice = ckpt_value_width(info, rank), c0 = pt->local_dim;
+    int64_t stride, end = lt->offset + lt->cfg.rows;
+    int64_t phys = first_held(pt, lt, W, rank, &stride);
+    if (width == 0)
+        return;
+    while (phys < end) {
+        int64_t n = 0;
+        for (; phys < end && n < BATCH_ROWS; phys += stride)
+            ids[n++] = ember_shard_local(pt, W, (uint32_t)phys);
+        pt->store->ops->acquire(pt->store, ids, n, vp, sp);
+        for (int64_t i = 0; i < n; i++) {
+            float *o = stage + i * width;
+            if (!state) {
+                memcpy(o, vp[i], sizeof(float) * (size_t)width);
+            } else if (pt->placement == EMBER_PLACE_COLUMN && info->opt.kind == EMBER_OPT_ADAM) {
+                memcpy(o, sp[i], sizeof(float) * (size_t)slice);              /* m slice */
+                memcpy(o + slice, sp[i] + c0, sizeof(float) * (size_t)slice); /* v slice */
+            } else {
+                memcpy(o, sp[i], sizeof(float) * (size_t)width);
+            }
+        }
+        pt->store->ops->release(pt->store, ids, n, 0);
+        put(w, stage, n * width * (int64_t)sizeof(float), 2);
+    }
+}
+
+/* Writes this rank's data file into dir; fills f's checksums. */
+int ckpt_write_rank_file(ember_collection *c, const ember_checkpoint *ck, ckpt_file *f, const char *dir,
+                         const ember_save_options *opt, char *msg)
+{
+    int32_t rank = c->world->rank;
+    char tmp[4096], dst[4096];
+    fmt(dst, sizeof dst, "%s/%s", dir, f->name);
+    fmt(tmp, sizeof tmp, "%s.tmp", dst);
+    int64_t table_at = ckpt_layout(f);
+    int32_t maxw = 1;
+    for (int32_t t = 0; t < ck->num_tables; t++)
+        if (2 * ck->tables[t].dim > maxw)
+            maxw = 2 * ck->tables[t].dim;
+    writer w = {-1, XXH3_createState(), XXH3_createState(), malloc(1 << 22), 0, 1 << 22, 0, 0};
+    float *stage = malloc(sizeof(float) * (size_t)maxw * BATCH_ROWS);
+    float **vp = malloc(sizeof(float *) * 2 * BATCH_ROWS);
+    uint32_t *ids = malloc(sizeof(uint32_t) * BATCH_ROWS);
+    int st = EMBER_OK;
+    if (!w.file || !w.sec || !w.buf || !stage || !vp || !ids) {
+        fmt(msg, MSG, "out of memory writing %s", dst);
+        st = EMBER_ENOMEM;
+        goto done;
+    }
+    w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w.fd < 0) {
+        fmt(msg, MSG, "cannot create %s: %s", tmp, strerror(errno));
+        st = EMBER_EIO;
+        goto done;
+    }
+    XXH3_64bits_reset(w.file);
+    uint8_t head[CKPT_HEADER_BYTES];
+    ckpt_header_encode(head, rank, ck->world, ck->step, (uint32_t)f->num_sections, table_at, f->bytes);
+    put(&w, head, CKPT_HEADER_BYTES, 1);
+    for (int32_t i = 0; i < f->num_sections; i++) {
+        ckpt_section *s = &f->sections[i];
+        pad_to(&w, s->offset);
+        XXH3_64bits_reset(w.sec);
+        if (s->what == CKPT_VALUES || s->what == CKPT_STATE)
+            put_rows(&w, c, &ck->tables[s->index], (int32_t)s->index, s->what == CKPT_STATE, stage, vp,
+                     vp + BATCH_ROWS, ids);
+        else
+            put(&w, s->what == CKPT_BLOB ? opt->blobs[s->index].data : opt->rank_blobs[s->index].data,
+                s->bytes, 2);
+        s->checksum = XXH3_64bits_digest(w.sec);
+        CKPT_ASSERT(w.at == s->offset + s->bytes);
+    }
+    pad_to(&w, table_at);
+    for (int32_t i = 0; i < f->num_sections; i++) {
+        uint8_t e[CKPT_ENTRY_BYTES];
+        const ckpt_section *s = &f->sections[i];
+        ckpt_put_u32(e, s->what);
+        ckpt_put_u32(e + 4, s->index);
+        ckpt_put_u64(e + 8, (uint64_t)s->offset);
+        ckpt_put_u64(e + 16, (uint64_t)s->bytes);
+        ckpt_put_u64(e + 24, s->checksum);
+        put(&w, e, CKPT_ENTRY_BYTES, 1);
+    }
+    uint8_t tail[CKPT_TRAILER_BYTES];
+    ckpt_put_u64(tail, CKPT_END_MAGIC);
+    put(&w, tail, 8, 1);
+    f->checksum = XXH3_64bits_digest(w.file);
+    ckpt_put_u64(tail + 8, f->checksum);
+    put(&w, tail + 8, 8, 0);
+    flush(&w);
+    if (w.err == 0 && fsync(w.fd) != 0)
+        w.err = errno;
+    if (close(w.fd) != 0 && w.err == 0)
+        w.err = errno;
+    w.fd = -1;
+    if (w.err == 0 && rename(tmp, dst) != 0)
+        w.err = errno;
+    if (w.err != 0) {
+        fmt(msg, MSG, "cannot write %s: %s", tmp, strerror(w.err));
+        unlink(tmp);
+        st = EMBER_EIO;
+    } else {
+        st = ckpt_fsync_dir(dir, msg, MSG);
+    }
+done:
+    if (w.fd >= 0)
+        close(w.fd);
+    XXH3_freeState(w.file);
+    XXH3_freeState(w.sec);
+    free(w.buf);
+    free(stage);
+    free(vp);
+    free(ids);
+    return st;
+}
+
