@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # setup.sh: installs ember's build dependencies from Debian (only those
-# missing) and builds it in build/ (or $EMBER_BUILD_DIR).  Sourced by the
-# README's two commands, run.sh and test.sh; safe to run again.
+# missing) and builds it in build/ (or $EMBER_BUILD_DIR, with EMBER_CMAKE_ARGS
+# added to cmake's; EMBER_FUZZ=1 also installs clang for scripts/fuzz.sh).
+# Sourced by the README's two commands, run.sh and test.sh; safe to run again.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${EMBER_BUILD_DIR:-$repo/build}"
 packages=(build-essential cmake pkg-config libxxhash-dev libjansson-dev libconfig-dev
           libopenmpi-dev openmpi-bin libopenblas-dev gnuplot-nox python3)
+# EMBER_FUZZ=1 (scripts/fuzz.sh): clang, libFuzzer and clang's OpenMP runtime too
+[ "${EMBER_FUZZ:-0}" = 1 ] && packages+=(clang libclang-rt-dev libomp-dev)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

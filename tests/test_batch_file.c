@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "check.h"
 #include "ember.h"
 
@@ -413,6 +415,39 @@ static void test_fields(const small_file *sf)
     expect_field(sf, "end count", end + 4, 8, (uint64_t)sf->k + 1, "end record");
 }
 
+/* Contents the checksum vouches for but that make no sense (a record
+ * written by something other than ember's writer, which refuses them): the
+ * record's checksum is recomputed, so only the content checks can object. */
+static void expect_content(const small_file *sf, const char *what, long pos, uint64_t value,
+                           const char *want)
+{
+    char bad[512];
+    path_in_tmp(bad, sizeof bad, "content.bin");
+    unsigned char *p = malloc((size_t)sf->size);
+    memcpy(p, sf->bytes, (size_t)sf->size);
+    long rec = record_offset(&sf->s, sf->bs, 0), len = record_offset(&sf->s, sf->bs, 1) - rec - 8;
+    if (pos - rec >= 20 + 4L * sf->s.num_features * sf->bs[0].b.batch_size)
+        put64(p + pos, value); /* an id */
+    else
+        put32(p + pos, (uint32_t)value); /* a length */
+    put64(p + rec + len, XXH64(p + rec, (size_t)len, 0));
+    spit(bad, p, sf->size);
+    int n;
+    int rc = read_all(bad, &n);
+    CHECK_MSG(rc == EMBER_EFORMAT && n == 0 && msg_has(bad) && msg_has("batch 0") && msg_has(want),
+              "%s: status %d after %d batches, message: %s", what, rc, n, ember_data_errmsg());
+    free(p);
+}
+
+static void test_content(const small_file *sf)
+{
+    long rec = record_offset(&sf->s, sf->bs, 0);
+    long ids = rec + 20 + 4L * sf->s.num_features * sf->bs[0].b.batch_size;
+    expect_content(sf, "negative id", ids, (uint64_t)-1, "= -1, outside the table's [0, ");
+    expect_content(sf, "id >= rows", ids, (uint64_t)INT64_MAX, "= 9223372036854775807, outside the table's [0, ");
+    expect_content(sf, "negative length", rec + 20, (uint64_t)-1, "lengths[feature 0, sample 0] = -1");
+}
+
 static void test_missing_and_writer(void)
 {
     char path[512], tmp[600];
@@ -505,6 +540,7 @@ int main(int argc, char **argv)
         test_every_truncation(&sf);
         test_payload_flip_names_batch(&sf);
         test_fields(&sf);
+        test_content(&sf);
     }
     test_missing_and_writer();
 

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# make_corpus.sh EMBER [FUZZ_CKPT]: writes the fuzz targets' seed corpora
+# under tests/fuzz/corpus/<target>/ (checked in; run again only to change
+# them).  EMBER is a built `ember` command (ember convert makes the binary
+# CTR seeds, ember gen the batch files); the configs are configs/*.cfg.
+# FUZZ_CKPT, a built build-fuzz/tests/fuzz/fuzz_ckpt, writes its own seeds
+# from the checkpoint it saves (fuzz_ckpt.c).  Every seed is a small valid
+# input, so the fuzzer starts from deep inside each reader.
+set -euo pipefail
+ember="$(realpath "$1")"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="$repo/tests/fuzz/corpus"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+rm -rf "$out"/{fuzz_tsv,fuzz_ctr_bin,fuzz_batch_file}
+mkdir -p "$out"/{fuzz_tsv,fuzz_ctr_bin,fuzz_batch_file,fuzz_config}
+
+# TSV: a good line, one with empty fields, a CRLF line, a bad line; the
+# first byte of a fuzz_tsv input is its options byte (fuzz_tsv.c).
+python3 - "$work" <<'PY'
+import sys
+w = sys.argv[1]
+def line(label, ints, cats):
+    return "\t".join([label] + ints + cats)
+full = line("1", [str(i) for i in range(13)], ["%08x" % (0x1000 * (i + 1) + i) for i in range(26)])
+empty = line("0", [""] * 5 + ["-3", "7"] + [""] * 6, [""] * 10 + ["a1b2", "", "ffffffff"] + [""] * 13)
+bad = line("2", ["x"] * 13, ["zz"] * 26)
+open(w + "/two.tsv", "w").write(full + "\n" + empty + "\n")
+open(w + "/mixed.tsv", "w").write(full + "\r\n" + bad + "\n" + empty)       # no final newline
+open(w + "/many.tsv", "w").write("".join((full if i % 3 else empty) + "\n" for i in range(9)))
+PY
+printf '\x00' | cat - "$work/two.tsv" > "$out/fuzz_tsv/two_skip"
+printf '\x03' | cat - "$work/mixed.tsv" > "$out/fuzz_tsv/mixed_fail_b2"
+printf '\x5a' | cat - "$work/many.tsv" > "$out/fuzz_tsv/many_w2_b6"
+
+# binary CTR files from the same TSV (small vocabularies)
+"$ember" convert "$work/two.tsv" "$out/fuzz_ctr_bin/two.bin" --rows 50 >/dev/null
+"$ember" convert "$work/many.tsv" "$out/fuzz_ctr_bin/many.bin" --rows 7 >/dev/null
+
+# batch files: plain and weighted
+"$ember" gen "$out/fuzz_batch_file/plain.batches" --tables 2 --rows 40 --batch 3 --pooling 2 \
+    --batches 2 --seed 1 >/dev/null
+"$ember" gen "$out/fuzz_batch_file/weighted.batches" --tables 1 --rows 9 --batch 2 --pooling 1 \
+    --batches 1 --seed 2 --weighted >/dev/null
+
+cp "$repo"/configs/*.cfg "$out/fuzz_config/"
+# two `ember train` configs (tables with a file source; the built-in student)
+# are checked in beside them: train_criteo.cfg, train_synth.cfg
+
+if [ -n "${2:-}" ]; then
+    rm -rf "$out/fuzz_ckpt"
+    mkdir -p "$out/fuzz_ckpt"
+    printf '\0\1' >"$work/one"
+    FUZZ_CKPT_SEEDS="$out/fuzz_ckpt" "$2" "$work/one" >/dev/null 2>&1
+fi
+ls -l "$out"/*
