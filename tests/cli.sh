@@ -521,6 +521,37 @@ check_plan_errors() { # messages name the file, the line and the key
 }
 CHECKS+=(plan_errors)
 
+check_config_scale() { # a million tables or features: checks in n log n (fuzz_config found n^2: hours)
+    printf 'tables = ({ name = "t%%d"; count = 999999; rows = 1; dim = 1; },\n  { name = "t999998"; rows = 1; dim = 1; });\nfeatures = ({ name = "f"; table = "t0"; });\n' >"$TMP/many_tables.cfg"
+    expect_status 1 timeout 60 "$EMBER" plan "$TMP/many_tables.cfg" || return 1
+    grep -q 'many_tables.cfg:2: tables\[1\].name: table "t999998" is defined twice (also on line 1)' "$TMP/err" || return 1
+    printf 'tables = ({ name = "t"; rows = 1; dim = 1; });\nfeatures = ({ name = "f%%d"; count = 999999; table = "t"; },\n  { name = "f5"; table = "t"; });\n' >"$TMP/many_features.cfg"
+    expect_status 1 timeout 60 "$EMBER" plan "$TMP/many_features.cfg" || return 1
+    grep -q 'many_features.cfg:3: features\[1\]: feature "f5" is defined twice (also on line 2)' "$TMP/err" || return 1
+}
+CHECKS+=(config_scale)
+
+check_bad_input_messages() { # docs/RELIABILITY.md: each bad input's message, as the user sees it
+    local a
+    for a in "--steps abc" "--steps -5" "--micro-batch 0" "--threads 1x" "--accumulate 99999999999" \
+             "--eval-every 1.5"; do
+        # shellcheck disable=SC2086
+        expect_status 2 "$EMBER" train $a || return 1
+        grep -q "ember train: bad value for ${a% *}: '${a#* }'" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    done
+    printf 'tables = ({ name = "t";\n  rows = "ten"; dim = 4; });\nfeatures = ({ name = "f"; table = "t"; });\n' >"$TMP/type.cfg"
+    expect_status 1 "$EMBER" plan "$TMP/type.cfg" || return 1
+    grep -q 'type.cfg:2: tables\[0\].rows: must be an integer, got a string' "$TMP/err" || return 1
+    printf 'train = { steps = 10;\n  micro_batch = 0; };\n' >"$TMP/range.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/range.cfg" || return 1
+    grep -q 'range.cfg:2: train.micro_batch: must be in 1..16777216, got 0' "$TMP/err" || return 1
+    : >"$TMP/empty.tsv"
+    printf 'data = { source = "tsv"; train_file = "%s/empty.tsv"; hash_rows = 100; };\ntrain = { steps = 2; micro_batch = 4; eval_every = 0; eval_samples = 0; metrics = ""; plot = ""; };\n' "$TMP" >"$TMP/empty.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/empty.cfg" --threads 1 || return 1
+    grep -q 'empty.tsv: no training samples' "$TMP/err" || return 1
+}
+CHECKS+=(bad_input_messages)
+
 # ------------------------------------------------------------ ember train
 # A short run of the built-in synthetic task (a few seconds; the summary is
 # stdout's last line), the metrics file and the plot, config errors with

@@ -779,6 +779,253 @@ static void test_binary(uint64_t seed)
     samples_free(&ref);
 }
 
+/* Each class of damage to a binary file gets its own message (docs/
+ * RELIABILITY.md), and an empty TSV file is a file of no samples. */
+static void write_bytes(const char *path, const unsigned char *p, long n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, (size_t)n, f) != (size_t)n)
+        abort();
+    fclose(f);
+}
+
+static uint64_t le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void test_binary_messages(void)
+{
+    char tsv[512], bin[512], bad[512], err[512], line[1024], text[2100];
+    snprintf(tsv, sizeof tsv, "%s/msg.tsv", tmpdir);
+    snprintf(bin, sizeof bin, "%s/msg.bin", tmpdir);
+    snprintf(bad, sizeof bad, "%s/msg-bad.bin", tmpdir);
+    /* two samples; C1 of the first is its first id in the block */
+    size_t k = (size_t)snprintf(line, sizeof line, "1");
+    for (int i = 0; i < 13; i++)
+        k += (size_t)snprintf(line + k, sizeof line - k, "\t%d", i);
+    for (int f = 0; f < 26; f++)
+        k += (size_t)snprintf(line + k, sizeof line - k, "\t%x", 0x100 + f);
+    snprintf(text, sizeof text, "%s\n%s\n", line, line);
+    write_file(tsv, text);
+    ctr_stats st;
+    CHECK_MSG(ctr_convert_tsv(tsv, bin, TSV_ROWS, CTR_BAD_FAIL, &st, err, sizeof err) == 0, "%s", err);
+    long size = 0;
+    unsigned char *orig = read_bytes(bin, &size), *c = malloc((size_t)size);
+    if (!orig || !c || size < 1200) {
+        CHECK(!"msg.bin written");
+        free(orig);
+        free(c);
+        return;
+    }
+    struct {
+        const char *what, *want;
+    } cases[] = {
+        {"magic", "msg-bad.bin: byte 0: not an ember CTR file (bad magic)"},
+        {"version", "msg-bad.bin: byte 8: version 2, this reader reads version 1"},
+        {"truncated", "msg-bad.bin: byte 48: index at byte"},
+        {"header checksum", "msg-bad.bin: byte 1096: header checksum mismatch"},
+        {"block checksum", "msg-bad.bin: block 0 (byte 1104): checksum mismatch"},
+        {"id >= rows", "msg-bad.bin: sample 0 (block 0, byte 1330): C1 id 1000 outside [0, 1000)"},
+    };
+    const int64_t H = 56 + 40 * 26 + 8, ix = (int64_t)le64(orig + 48);
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        long n = size;
+        memcpy(c, orig, (size_t)size);
+        switch (i) {
+        case 0: c[0] ^= 0xff; break;
+        case 1: c[8] = 2; break;
+        case 2: n = size - 5; break;
+        case 3: c[60] ^= 1; break;
+        case 4: c[H + 20] ^= 0x40; break;
+        case 5: /* the first id (C1 of sample 0) set to rows, the block's checksum made right */
+            for (int b = 0; b < 4; b++) /* u32 at 1104 + 16 + 2 labels + 104 dense + 104 lengths */
+                c[1330 + b] = (unsigned char)(1000u >> (8 * b));
+            put_le64(c + ix - 8, XXH64(c + H, (size_t)(ix - 8 - H), 0));
+            break;
+        }
+        write_bytes(bad, c, n);
+        err[0] = '\0';
+        CHECK_MSG(reads_cleanly(bad, err, sizeof err) == -1 && strstr(err, cases[i].want) != NULL,
+                  "%s: got \"%s\", want \"%s\"", cases[i].what, err, cases[i].want);
+    }
+    free(orig);
+    free(c);
+
+    /* an empty TSV file: it opens, and holds no samples and no lines */
+    write_file(tsv, "");
+    ctr_source *s = NULL;
+    CHECK_MSG(ctr_source_tsv(tsv, TSV_ROWS, CTR_BAD_FAIL, 0, 1, &s, err, sizeof err) == 0, "%s", err);
+    if (s) {
+        ctr_batch b;
+        CHECK(ctr_source_next(s, 8, &b, err, sizeof err) == 0);
+        ctr_source_stats(s, &st);
+        CHECK(st.lines == 0 && st.samples == 0 && st.bad_lines == 0);
+        ctr_source_destroy(s);
+    }
+}
+
+/* Integers at and past int64's limits: 20 digits used to wrap around in the
+ * parser and pass as a wrong number (found reading ctr_tsv.c for the fuzzing
+ * work); now anything past INT64_MAX is "not an integer". */
+static void test_tsv_integer_limits(void)
+{
+    static const struct {
+        const char *value;
+        int ok;
+    } cases[] = {
+        {"9223372036854775807", 1}, {"-9223372036854775807", 1}, {"+0", 1},
+        {"9223372036854775808", 0}, {"20000000000000000000", 0}, {"99999999999999999999", 0},
+        {"18446744073709551616", 0}, {"-", 0}, {"1-", 0},
+    };
+    char path[512], err[512], line[1024];
+    snprintf(path, sizeof path, "%s/ints.tsv", tmpdir);
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        size_t k = (size_t)snprintf(line, sizeof line, "0\t%s", cases[i].value);
+        for (int j = 1; j < 13; j++)
+            k += (size_t)snprintf(line + k, sizeof line - k, "\t1");
+        for (int f = 0; f < 26; f++)
+            k += (size_t)snprintf(line + k, sizeof line - k, "\t");
+        snprintf(line + k, sizeof line - k, "\n");
+        write_file(path, line);
+        ctr_source *s = NULL;
+        CHECK_MSG(ctr_source_tsv(path, TSV_ROWS, CTR_BAD_FAIL, 0, 1, &s, err, sizeof err) == 0, "%s", err);
+        if (!s)
+            continue;
+        ctr_batch b;
+        err[0] = '\0';
+        int64_t n = ctr_source_next(s, 4, &b, err, sizeof err);
+        if (cases[i].ok) {
+            double want = strtoll(cases[i].value, NULL, 10) > 0 ? log1p((double)strtoll(cases[i].value, NULL, 10)) : 0;
+            CHECK_MSG(n == 1 && b.dense[0] == (float)want, "I1 = %s: %lld samples, %s", cases[i].value,
+                      (long long)n, err);
+        } else {
+            CHECK_MSG(n == -1 && strstr(err, "ints.tsv:1: field 1 (I1):") && strstr(err, "is not an integer"),
+                      "I1 = %s: %lld samples, message \"%s\"", cases[i].value, (long long)n, err);
+        }
+        ctr_source_destroy(s);
+    }
+}
+
+/* ------------------------------------------------------------ positions */
+
+typedef int (*open_fn)(const char *path, int32_t rank, int32_t world, ctr_source **out);
+
+static const ctr_synth_config *pos_task;
+static int open_synth(const char *path, int32_t rank, int32_t world, ctr_source **out)
+{
+    char err[512];
+    (void)path;
+    return ctr_source_synth(pos_task, 0, rank, world, out, err, sizeof err);
+}
+static int open_tsv(const char *path, int32_t rank, int32_t world, ctr_source **out)
+{
+    char err[512];
+    return ctr_source_tsv(path, TSV_ROWS, CTR_BAD_SKIP, rank, world, out, err, sizeof err);
+}
+static int open_bin(const char *path, int32_t rank, int32_t world, ctr_source **out)
+{
+    char err[512];
+    return ctr_source_binary(path, rank, world, out, err, sizeof err);
+}
+
+/* `steps` batches as `ember train` reads them: a share that ran out is
+ * rewound (another epoch). */
+static int read_epochs(ctr_source *s, int32_t max, int steps, samples *out)
+{
+    char err[512];
+    ctr_batch b;
+    for (int k = 0; k < steps; k++) {
+        int64_t n = ctr_source_next(s, max, &b, err, sizeof err);
+        if (n == 0) {
+            ctr_source_rewind(s);
+            n = ctr_source_next(s, max, &b, err, sizeof err);
+        }
+        if (n < 0) {
+            fprintf(stderr, "read_epochs: %s\n", err);
+            return -1;
+        }
+        samples_add(out, &b, ctr_source_teacher_prob(s));
+    }
+    return 0;
+}
+
+/* A source told after k batches, then seeked to by a fresh one, returns the
+ * same batches as the first going on (epochs included), for several cut
+ * points, batch sizes and rank shares. */
+static void test_positions_of(const char *what, open_fn op, const char *path, int32_t D, int32_t S)
+{
+    static const struct { int32_t world, rank, max; int cut, more; } CASES[] = {
+        {1, 0, 700, 3, 25}, {1, 0, 4096, 1, 4}, {3, 2, 500, 5, 9}, {2, 0, 333, 0, 7}, {1, 0, 128, 70, 3},
+    };
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        ctr_source *a = NULL, *b = NULL;
+        char err[512], msg[128];
+        snprintf(msg, sizeof msg, "%s: world %d rank %d, %d after %d batches of %d", what, (int)CASES[c].world,
+                 (int)CASES[c].rank, CASES[c].more, CASES[c].cut, (int)CASES[c].max);
+        CHECK(op(path, CASES[c].rank, CASES[c].world, &a) == 0 && op(path, CASES[c].rank, CASES[c].world, &b) == 0);
+        if (!a || !b) {
+            ctr_source_destroy(a);
+            ctr_source_destroy(b);
+            continue;
+        }
+        samples skip, x, y;
+        samples_init(&skip, D, S);
+        samples_init(&x, D, S);
+        samples_init(&y, D, S);
+        ctr_position pa, pb, fresh;
+        CHECK(ctr_source_tell(b, &fresh) == 0 && fresh.epochs == 0 && fresh.next == fresh.begin);
+        CHECK(read_epochs(a, CASES[c].max, CASES[c].cut, &skip) == 0);
+        CHECK(ctr_source_tell(a, &pa) == 0);
+        CHECK_MSG(ctr_source_seek(b, &pa, err, sizeof err) == 0, "%s: %s", msg, err);
+        CHECK(read_epochs(a, CASES[c].max, CASES[c].more, &x) == 0);
+        CHECK(read_epochs(b, CASES[c].max, CASES[c].more, &y) == 0);
+        CHECK_MSG(x.n == y.n && x.n > 0 && samples_equal(&x, 0, &y, 0, x.n, msg), "%s", msg);
+        CHECK(ctr_source_tell(a, &pa) == 0 && ctr_source_tell(b, &pb) == 0);
+        CHECK_MSG(pa.next == pb.next && pa.epochs == pb.epochs && pa.begin == pb.begin && pa.end == pb.end, "%s",
+                  msg);
+        samples_free(&skip);
+        samples_free(&x);
+        samples_free(&y);
+        ctr_source_destroy(a);
+        ctr_source_destroy(b);
+    }
+    /* files: a position outside this rank's share fails, naming the file */
+    if (path) {
+        ctr_source *s = NULL;
+        char err[512] = "";
+        CHECK(op(path, 0, 2, &s) == 0);
+        ctr_position p;
+        CHECK(s && ctr_source_tell(s, &p) == 0);
+        if (s) {
+            p.next = p.end + 1;
+            CHECK(ctr_source_seek(s, &p, err, sizeof err) == -1 && strstr(err, path) && strstr(err, "outside"));
+        }
+        ctr_source_destroy(s);
+    }
+}
+
+static void test_positions(uint64_t seed)
+{
+    ctr_synth_config c = small_task(seed);
+    pos_task = &c;
+    char tsv[512], bin[512];
+    snprintf(tsv, sizeof tsv, "%s/conv.tsv", tmpdir); /* written by test_binary: 9002 lines */
+    snprintf(bin, sizeof bin, "%s/conv.bin", tmpdir);
+    test_positions_of("synthetic", open_synth, NULL, c.num_dense, c.num_sparse);
+    test_positions_of("tsv", open_tsv, tsv, 13, 26);
+    test_positions_of("binary", open_bin, bin, 13, 26);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = test_seed(argc, argv);
@@ -793,6 +1040,9 @@ int main(int argc, char **argv)
     test_tsv_reference(seed);
     test_tsv_bad_lines(seed);
     test_binary(seed);
+    test_binary_messages();
+    test_tsv_integer_limits();
+    test_positions(seed);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

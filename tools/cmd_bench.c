@@ -92,13 +92,6 @@ static void bench_usage(FILE *f)
             "several pairs run one after the other in the same processes.\n");
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -542,9 +535,9 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     ccfg.threads = threads;
     ccfg.world = ctx->world;
 
-    double t0 = now_s();
+    double t0 = tool_now();
     int st = ember_collection_create(&ccfg, &coll);
-    double create_ms = (now_s() - t0) * 1e3;
+    double create_ms = (tool_now() - t0) * 1e3;
     if (st) {
         snprintf(whybuf, sizeof whybuf, "ember_collection_create: %s: %s", ember_status_str(st),
                  ember_errmsg(NULL));
@@ -557,7 +550,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
 
     /* every batch before the clock starts: the global batch, its distinct
      * rows counted per table, and this rank's samples of it kept */
-    t0 = now_s();
+    t0 = tool_now();
     st = ember_synth_create(sh, &synth);
     const int64_t W = ember_pooled_width(coll);
     const size_t words = (size_t)((sh->rows + 63) / 64);
@@ -604,7 +597,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
         if (n == 0) /* every bag holds `pooling` ids: one lengths array for all */
             memcpy(lengths, b.lengths, (size_t)sh->tables * local_b * sizeof *lengths);
     }
-    double gen_ms = (now_s() - t0) * 1e3;
+    double gen_ms = (tool_now() - t0) * 1e3;
     ember_synth_destroy(synth);
     synth = NULL;
     batch_slice_free(&slice);
@@ -638,9 +631,9 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
         };
         if (R > 1)
             tool_barrier(ctx); /* every rank starts the step together (untimed) */
-        double a = now_s();
+        double a = tool_now();
         st = ember_forward(coll, &b, pooled, NULL);
-        double m = now_s();
+        double m = tool_now();
         if (st) {
             char msg[640];
             snprintf(msg, sizeof msg, "%s: %s", ember_status_str(st), ember_errmsg(coll));
@@ -658,7 +651,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
                 goto done;
             }
         }
-        double e = now_s();
+        double e = tool_now();
         if (n >= o->warmup) {
             const int i = n - o->warmup;
             ember_collection_stats(coll, &stats);

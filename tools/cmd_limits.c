@@ -353,13 +353,6 @@ static int emit_json(const limits_opts *o, const char *source, const ember_batch
     return print_json(j);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int grow_i64(int64_t **p, int64_t n)
 {
     int64_t *q = realloc(*p, (size_t)n * sizeof *q);
@@ -397,7 +390,7 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
     o.ranks = ctx->size;
 
     int status = 1, rc;
-    double t0 = now_s();
+    double t0 = tool_now();
     ember_batch_reader *reader = NULL;
     ember_synth *syn = NULL;
     ember_collection *coll = NULL;
@@ -574,7 +567,7 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
     for (int32_t t = 0; t < T; t++)
         summarise(&obs[t], n, &rep[t]);
     if (o.json) {
-        if (emit_json(&o, source, &info, obs, rep, n, now_s() - t0))
+        if (emit_json(&o, source, &info, obs, rep, n, tool_now() - t0))
             tool_local_error(ctx, "limits", "could not format JSON");
         else
             status = 0;

@@ -7,7 +7,12 @@
  *       trainer_step: embeddings, dense model, replication (src/train)
  *       every log_every steps: the loss, reduced over ranks -> progress, JSON
  *       every eval_every steps: evaluation on held-out samples (train_eval.c)
+ *       every checkpoint_every steps and at the end: a checkpoint (train_ckpt.c)
  *   final evaluation, summary, plot                      (train_report.c)
+ *
+ * --resume restores the newest checkpoint before the loop and the loop
+ * continues from its step, so N steps then --resume to 2N equal 2N steps
+ * straight, bit for bit (docs/training.md, "Checkpoints and resume").
  *
  * Without --config it trains the built-in synthetic task (a hidden teacher
  * labels the samples, so its AUC on the same samples is the best
@@ -49,24 +54,23 @@ static void train_usage(FILE *f)
             "  --eval-samples N     held-out samples per evaluation (default 65536)\n"
             "  --metrics FILE       JSON lines (default ember-train-metrics.jsonl; none: off)\n"
             "  --plot FILE          PNG of loss and AUC over steps (default ember-train.png; none: off)\n"
-            "  --json               stdout: JSON lines only (no progress)\n\n"
+            "  --json               stdout: JSON lines only (no progress)\n"
+            "  --checkpoint-dir DIR save checkpoints under DIR (ember inspect reads them)\n"
+            "  --checkpoint-every N every N steps (0: only at the end; default 0), and at the end\n"
+            "  --keep K             keep the newest K checkpoints (default 0: all)\n"
+            "  --resume             continue from the newest checkpoint under --checkpoint-dir\n"
+            "                       (none: start from scratch) up to --steps in all\n\n"
             "The last line of stdout is one JSON object: {\"event\":\"summary\",\"auc\":...,\n"
             "\"teacher_auc\":...,\"logloss\":...,\"samples_per_s\":...,\"steps\":...,\"peak_rss_mb\":...}.\n"
             "Under mpirun -np R each rank reads its own share; the global batch is R x K x B.\n");
 }
 
 typedef struct train_opts {
-    const char *config, *metrics, *plot;
+    const char *config, *metrics, *plot, *checkpoint_dir;
     int64_t steps, seed, threads, micro_batch, accumulate, eval_every, eval_samples; /* -1: not given */
-    int json;
+    int64_t checkpoint_every, keep;                                                   /* -1: not given */
+    int json, resume;
 } train_opts;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -91,6 +95,8 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, train_opts *o,
         {"--accumulate", 1, 1 << 16, offsetof(train_opts, accumulate)},
         {"--eval-every", 0, INT64_C(1) << 40, offsetof(train_opts, eval_every)},
         {"--eval-samples", 0, 1 << 30, offsetof(train_opts, eval_samples)},
+        {"--checkpoint-every", 0, INT64_C(1) << 40, offsetof(train_opts, checkpoint_every)},
+        {"--keep", 0, 1 << 20, offsetof(train_opts, keep)},
     };
     memset(o, 0, sizeof *o);
     for (size_t k = 0; k < sizeof INTS / sizeof INTS[0]; k++)
@@ -109,6 +115,10 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, train_opts *o,
             o->json = 1;
             continue;
         }
+        if (!strcmp(arg, "--resume")) {
+            o->resume = 1;
+            continue;
+        }
         if (strncmp(arg, "--", 2) || nlen >= sizeof name) {
             fprintf(ctx->err, "ember train: unexpected argument '%s' (ember train --help)\n", arg);
             return 2;
@@ -117,10 +127,14 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, train_opts *o,
         name[nlen] = '\0';
         const char *val = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
         int used = 0, bad = 0;
-        if (!strcmp(name, "--config") || !strcmp(name, "--metrics") || !strcmp(name, "--plot")) {
+        if (!strcmp(name, "--config") || !strcmp(name, "--metrics") || !strcmp(name, "--plot") ||
+            !strcmp(name, "--checkpoint-dir")) {
             used = 1;
-            bad = !val;
-            const char **dst = name[2] == 'c' ? &o->config : name[2] == 'm' ? &o->metrics : &o->plot;
+            bad = !val || !*val;
+            const char **dst = !strcmp(name, "--config")  ? &o->config
+                               : name[2] == 'c'           ? &o->checkpoint_dir
+                               : name[2] == 'm'           ? &o->metrics
+                                                          : &o->plot;
             *dst = val;
         }
         for (size_t k = 0; !used && k < sizeof INTS / sizeof INTS[0]; k++)
@@ -179,6 +193,20 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
         t->metrics = strcmp(o->metrics, "none") ? o->metrics : "";
     if (o->plot)
         t->plot = strcmp(o->plot, "none") ? o->plot : "";
+    if (o->checkpoint_dir)
+        t->checkpoint_dir = o->checkpoint_dir;
+    if (t->checkpoint_dir && !t->checkpoint_dir[0])
+        t->checkpoint_dir = NULL;
+    if (o->checkpoint_every >= 0)
+        t->checkpoint_every = o->checkpoint_every;
+    if (o->keep >= 0)
+        t->checkpoint_keep = (int32_t)o->keep;
+    s->resume = o->resume;
+    if (!t->checkpoint_dir && (o->resume || o->checkpoint_every >= 0 || o->keep >= 0)) {
+        fprintf(ctx->err, "ember train: %s needs --checkpoint-dir (or train.checkpoint_dir in the config)\n",
+                o->resume ? "--resume" : o->keep >= 0 ? "--keep" : "--checkpoint-every");
+        return 2;
+    }
     if (o->seed >= 0) {
         t->model.seed = (uint64_t)o->seed;
         t->synth.seed = (uint64_t)o->seed;
@@ -201,14 +229,34 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
 }
 
 typedef struct loop_stats {
-    int64_t steps, samples;
-    double seconds, eval_seconds, data_seconds;
+    int64_t steps, samples;      /* in all, a resumed run's earlier ones too */
+    int64_t run_samples;         /* this run's                               */
+    double seconds, eval_seconds, data_seconds, ckpt_seconds;
     int have_eval;
     train_eval_result eval;
 } loop_stats;
 
-/* The training loop.  0, or 1 on every rank after the message. */
-static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, loop_stats *ls)
+/* A checkpoint after `step` steps when one is due. */
+static int maybe_save(const tool_ctx *ctx, train_setup *s, train_report *rep, train_prefetch *pf, int64_t step,
+                      loop_stats *ls)
+{
+    const cfg_train *t = &s->t;
+    if (!t->checkpoint_dir || !((t->checkpoint_every > 0 && step % t->checkpoint_every == 0) || step == t->steps))
+        return 0;
+    ctr_position pos;
+    train_prefetch_position(pf, &pos); /* after the batches the steps consumed */
+    train_ckpt_saved c;
+    if (train_ckpt_save(ctx, s, step, ls->samples, &pos, &c))
+        return 1;
+    ls->ckpt_seconds += c.seconds;
+    train_report_checkpoint(rep, &c);
+    return 0;
+}
+
+/* The training loop from step rs->step on.  0, or 1 on every rank after the
+ * message. */
+static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, const train_resume *rs,
+                      loop_stats *ls)
 {
     const cfg_train *t = &s->t;
     const int32_t kb = t->micro_batch * t->accumulate, W = ctx->size;
@@ -217,9 +265,11 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, lo
     int32_t empty_len[CTR_MAX_FEATURES] = {0};
     int64_t empty_id = 0;
     char err[1024] = "";
-    double t0 = now(), window_loss = 0;
+    double t0 = tool_now(), window_loss = 0;
     int64_t logged_samples = 0; /* samples up to the last logged step */
     memset(ls, 0, sizeof *ls);
+    ls->steps = rs->step;
+    ls->samples = logged_samples = rs->samples;
     train_prefetch *pf = NULL;
     /* a reader thread needs a core of its own: see train_prefetch.c */
     int threaded = omp_get_num_procs() > ctx->local_ranks * s->threads;
@@ -232,8 +282,8 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, lo
         return 1;
     }
     int status = 0;
-    for (int64_t step = 1; step <= steps; step++) {
-        double d0 = now();
+    for (int64_t step = rs->step + 1; step <= steps; step++) {
+        double d0 = tool_now();
         ctr_batch b;
         int64_t n = train_prefetch_next(pf, &b, err, sizeof err);
         int failed = n < 0;
@@ -246,7 +296,7 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, lo
             b.sparse.ids = &empty_id;
             n = 0;
         }
-        ls->data_seconds += now() - d0;
+        ls->data_seconds += tool_now() - d0;
         int64_t global = synthetic ? (int64_t)kb * W : n;
         if (!synthetic)
             tool_reduce_i64(ctx, &global, 1, TOOL_SUM);
@@ -271,6 +321,7 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, lo
         }
         ls->steps = step;
         ls->samples += global;
+        ls->run_samples += global;
         window_loss += loss;
         if (step % log_every == 0 || step == steps) {
             double v[1] = {window_loss};
@@ -278,10 +329,15 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, lo
             logged_samples = ls->samples;
             tool_reduce_double(ctx, v, 1, TOOL_SUM);
             window_loss = 0;
-            train_report_step(rep, step, steps, ls->samples, now() - t0 - ls->eval_seconds, 1,
+            train_report_step(rep, step, steps, ls->samples, tool_now() - t0 - ls->eval_seconds - ls->ckpt_seconds, 1,
                               window_samples > 0 ? v[0] / (double)window_samples : NAN);
         } else {
-            train_report_step(rep, step, steps, ls->samples, now() - t0 - ls->eval_seconds, 0, NAN);
+            train_report_step(rep, step, steps, ls->samples, tool_now() - t0 - ls->eval_seconds - ls->ckpt_seconds, 0,
+                              NAN);
+        }
+        if (maybe_save(ctx, s, rep, pf, step, ls)) {
+            status = 1;
+            break;
         }
         if (s->eval_src && t->eval_every > 0 && step % t->eval_every == 0 && step < steps) {
             train_eval_result e;
@@ -303,7 +359,7 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, lo
         ls->have_eval = 1;
         train_report_eval(rep, ls->steps, &ls->eval);
     }
-    ls->seconds = now() - t0;
+    ls->seconds = tool_now() - t0;
     return 0;
 }
 
@@ -312,10 +368,10 @@ static void finish(const tool_ctx *ctx, train_setup *s, train_report *rep, const
 {
     trainer_times tt;
     trainer_get_times(s->tr, &tt);
-    double v[7] = {ls->data_seconds, tt.emb_forward, tt.exchange, tt.dense, tt.emb_backward, tt.reduce,
-                   ls->eval_seconds};
-    tool_reduce_double(ctx, v, 7, TOOL_SUM);
-    for (int i = 0; i < 7; i++)
+    double v[8] = {ls->data_seconds, tt.emb_forward, tt.exchange, tt.dense, tt.emb_backward, tt.reduce,
+                   ls->eval_seconds, ls->ckpt_seconds};
+    tool_reduce_double(ctx, v, 8, TOOL_SUM);
+    for (int i = 0; i < 8; i++)
         v[i] /= ctx->size;
     ctr_stats cs;
     ctr_source_stats(s->train_src, &cs);
@@ -326,14 +382,14 @@ static void finish(const tool_ctx *ctx, train_setup *s, train_report *rep, const
     float rss = (float)((double)ru.ru_maxrss / 1024.0), *all = NULL;
     int64_t n = 0;
     tool_gather_floats(ctx, &rss, 1, &all, &n);
-    double train_s = ls->seconds - ls->eval_seconds;
+    double train_s = ls->seconds - ls->eval_seconds - ls->ckpt_seconds;
     train_summary sm = {
         .steps = ls->steps, .samples = ls->samples,
         .global_batch = (int64_t)s->t.micro_batch * s->t.accumulate * ctx->size, .world = ctx->size,
         .seconds = ls->seconds, .train_seconds = train_s,
-        .samples_per_s = train_s > 0 ? (double)ls->samples / train_s : 0,
+        .samples_per_s = train_s > 0 ? (double)ls->run_samples / train_s : 0,
         .data = v[0], .emb_forward = v[1], .exchange = v[2], .dense = v[3], .emb_backward = v[4],
-        .reduce = v[5], .evaluation = v[6], .peak_rss_mb = all ? all : &rss,
+        .reduce = v[5], .evaluation = v[6], .checkpoint = v[7], .peak_rss_mb = all ? all : &rss,
         .have_eval = ls->have_eval, .eval = ls->eval, .lines = lines[0], .bad_lines = lines[1],
         .first_bad = cs.first_bad,
     };
@@ -356,11 +412,18 @@ int cmd_train(const tool_ctx *ctx, int argc, char **argv)
     if ((st = settings(ctx, &o, &s)) != 0)
         goto out;
     st = 1;
-    train_report_opts ro = {o.json, s.t.metrics, s.t.plot};
-    if (train_setup_open(ctx, &s) || train_report_open(ctx, &ro, &rep))
+    train_resume rs;
+    memset(&rs, 0, sizeof rs);
+    if (train_setup_open(ctx, &s) || (s.t.checkpoint_dir && train_ckpt_prepare(ctx, &s)) ||
+        (s.resume && train_ckpt_resume(ctx, &s, &rs)))
+        goto out;
+    train_report_opts ro = {o.json, s.t.metrics, s.t.plot, rs.resumed};
+    if (train_report_open(ctx, &ro, &rep))
         goto out;
     train_report_start(rep, &s, ctx->size, (int64_t)s.t.micro_batch * s.t.accumulate * ctx->size);
-    if (train_loop(ctx, &s, rep, &ls))
+    if (s.resume)
+        train_report_resume(rep, s.t.checkpoint_dir, &rs, s.t.steps);
+    if (train_loop(ctx, &s, rep, &rs, &ls))
         goto out;
     finish(ctx, &s, rep, &ls);
     st = 0;

@@ -51,10 +51,13 @@ static int fail_at(reader *r, const config_setting_t *s, const char *key, const 
 static char *keep(reader *r, const char *s)
 {
     config_file *cf = r->cf;
-    char **v = realloc(cf->strings, sizeof *v * (size_t)(cf->num_strings + 1));
-    if (!v)
-        return NULL;
-    cf->strings = v;
+    int32_t n = cf->num_strings;
+    if ((n & (n - 1)) == 0) { /* room for 2n: doubling, as a million names must not cost n^2 copies */
+        char **v = realloc(cf->strings, sizeof *v * (size_t)(n ? 2 * n : 1));
+        if (!v)
+            return NULL;
+        cf->strings = v;
+    }
     char *c = strdup(s);
     if (c)
         cf->strings[cf->num_strings++] = c;
@@ -436,6 +439,61 @@ static int entry_count_name(reader *r, const config_setting_t *e, const char *wh
     return get_string(r, m, key, name);
 }
 
+/* Names sorted with their index, so that duplicates and look-ups cost
+ * n log n: a group of a million tables (count = 1000000) must not take
+ * n^2 string compares. */
+typedef struct name_index {
+    const char *name;
+    int32_t index;
+} name_index;
+
+static int name_index_cmp(const void *a, const void *b)
+{
+    const name_index *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+static int name_only_cmp(const void *a, const void *b)
+{
+    return strcmp(((const name_index *)a)->name, ((const name_index *)b)->name);
+}
+
+/* names[0, n) sorted into *out (NULL on n == 0); -1 when out of memory. */
+static int name_index_build(const char *(*name_of)(const config_file *, int32_t), const config_file *cf,
+                            int32_t n, name_index **out)
+{
+    *out = NULL;
+    if (n == 0)
+        return 0;
+    name_index *v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        return -1;
+    for (int32_t i = 0; i < n; i++)
+        v[i] = (name_index){name_of(cf, i), i};
+    qsort(v, (size_t)n, sizeof *v, name_index_cmp);
+    *out = v;
+    return 0;
+}
+
+/* The first name (in index order) that an earlier one repeats: its index
+ * in *later and the earliest one's in *first; 0 when all are distinct. */
+static int name_index_duplicate(const name_index *v, int32_t n, int32_t *first, int32_t *later)
+{
+    int found = 0;
+    for (int32_t i = 0; i + 1 < n; i++)
+        if (!strcmp(v[i].name, v[i + 1].name) && (i == 0 || strcmp(v[i - 1].name, v[i].name)) &&
+            (!found || v[i + 1].index < *later)) {
+            *first = v[i].index; /* the run's first entry: the earliest index */
+            *later = v[i + 1].index;
+            found = 1;
+        }
+    return found;
+}
+
+static const char *table_name_of(const config_file *cf, int32_t i) { return cf->tables[i].name; }
+static const char *feature_name_of(const config_file *cf, int32_t i) { return cf->features[i].name; }
+
 static int read_tables(reader *r, const config_setting_t *list)
 {
     config_file *cf = r->cf;
@@ -466,6 +524,9 @@ static int read_tables(reader *r, const config_setting_t *list)
     if (!cf->tables || !cf->table_extra)
         return fail_at(r, NULL, "tables", "out of memory");
     int32_t k = 0;
+    int *entry = malloc((size_t)total * sizeof *entry); /* list entry of each table */
+    if (!entry)
+        return fail_at(r, NULL, "tables", "out of memory");
     for (int i = 0; i < n; i++) {
         char where[64], nm[256], key[160];
         snprintf(where, sizeof where, "tables[%d]", i);
@@ -476,59 +537,50 @@ static int read_tables(reader *r, const config_setting_t *list)
         ember_table_config t;
         cfg_table_extra x;
         if (read_table_entry(r, e, where, &t, &x))
-            return -1;
+            goto fail;
         snprintf(key, sizeof key, "%s.name", where);
         for (int64_t j = 0; j < count; j++, k++) {
             if (expand_name(r, config_setting_get_member(e, "name"), key, pattern, count, j, nm,
                             sizeof nm))
-                return -1;
-            for (int32_t q = 0; q < k; q++)
-                if (!strcmp(cf->tables[q].name, nm))
-                    return fail_at(r, config_setting_get_member(e, "name"), key,
-                                   "table \"%s\" is defined twice (also on line %d)", nm,
-                                   cf->table_extra[q].line);
+                goto fail;
             cf->tables[k] = t;
             cf->table_extra[k] = x;
-            if (!(cf->tables[k].name = keep(r, nm)))
-                return fail_at(r, NULL, key, "out of memory");
+            entry[k] = i;
+            if (!(cf->tables[k].name = keep(r, nm))) {
+                fail_at(r, NULL, key, "out of memory");
+                goto fail;
+            }
         }
     }
     cf->num_tables = k;
+    name_index *sorted;
+    int32_t q, d;
+    if (name_index_build(table_name_of, cf, k, &sorted)) {
+        fail_at(r, NULL, "tables", "out of memory");
+        goto fail;
+    }
+    int dup = name_index_duplicate(sorted, k, &q, &d);
+    free(sorted);
+    if (dup) {
+        char key[160];
+        snprintf(key, sizeof key, "tables[%d].name", entry[d]);
+        fail_at(r, config_setting_get_member(config_setting_get_elem(list, (unsigned)entry[d]), "name"), key,
+                "table \"%s\" is defined twice (also on line %d)", cf->tables[d].name, cf->table_extra[q].line);
+        goto fail;
+    }
+    free(entry);
     return 0;
+fail:
+    free(entry);
+    return -1;
 }
 
-static int read_features(reader *r, const config_setting_t *list)
+/* The features of list's n entries into cf->features (room for all made);
+ * entry[k]: the list entry of feature k.  Duplicates are checked after. */
+static int read_feature_entries(reader *r, const config_setting_t *list, int n,
+                                const name_index *tables_sorted, int *entry)
 {
     config_file *cf = r->cf;
-    static const char *const KEYS[] = {"name", "count", "table", "combiner", "pooling",
-                                       "weighted", NULL};
-    if (!list)
-        return fail_at(r, NULL, "features", "missing (a list: features = ( { name = ...; "
-                                            "table = ...; } );)");
-    if (config_setting_type(list) != CONFIG_TYPE_LIST)
-        return fail_at(r, list, "features", "must be a list ( { ... }, ... )");
-    int n = config_setting_length(list);
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        char where[64];
-        snprintf(where, sizeof where, "features[%d]", i);
-        const config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
-        int64_t count;
-        const char *name;
-        if (config_setting_type(e) != CONFIG_TYPE_GROUP)
-            return fail_at(r, e, where, "must be a group { name = ...; table = ...; }");
-        if (check_keys(r, e, where, KEYS) || entry_count_name(r, e, where, &count, &name))
-            return -1;
-        total += count;
-    }
-    if (total < 1)
-        return fail_at(r, list, "features", "must hold at least one feature");
-    if (total > 1000000)
-        return fail_at(r, list, "features", "too many features (%lld)", (long long)total);
-    cf->features = calloc((size_t)total, sizeof *cf->features);
-    cf->feature_extra = calloc((size_t)total, sizeof *cf->feature_extra);
-    if (!cf->features || !cf->feature_extra)
-        return fail_at(r, NULL, "features", "out of memory");
     int32_t k = 0;
     for (int i = 0; i < n; i++) {
         char where[64], nm[256], tn[256], key[160];
@@ -568,17 +620,13 @@ static int read_features(reader *r, const config_setting_t *list)
             if (strstr(tpattern, "%d") ? expand_name(r, tset, key, tpattern, count, j, tn, sizeof tn)
                                        : (snprintf(tn, sizeof tn, "%s", tpattern), 0))
                 return -1;
-            int32_t t = -1;
-            for (int32_t q = 0; q < cf->num_tables && t < 0; q++)
-                if (!strcmp(cf->tables[q].name, tn))
-                    t = q;
-            if (t < 0)
+            name_index want = {tn, 0};
+            const name_index *hit = cf->num_tables == 0 ? NULL
+                : bsearch(&want, tables_sorted, (size_t)cf->num_tables, sizeof want, name_only_cmp);
+            if (!hit)
                 return fail_at(r, tset, key, "no table named \"%s\"", tn);
-            for (int32_t q = 0; q < k; q++)
-                if (!strcmp(cf->features[q].name, nm))
-                    return fail_at(r, config_setting_get_member(e, "name"), where,
-                                   "feature \"%s\" is defined twice (also on line %d)", nm,
-                                   cf->feature_extra[q].line);
+            int32_t t = hit->index;
+            entry[k] = i;
             cf->features[k].table = t;
             cf->features[k].combiner = comb;
             cf->feature_extra[k] = (cfg_feature_extra){pooling, weighted,
@@ -589,6 +637,68 @@ static int read_features(reader *r, const config_setting_t *list)
     }
     cf->num_features = k;
     return 0;
+}
+
+static int read_features(reader *r, const config_setting_t *list)
+{
+    config_file *cf = r->cf;
+    static const char *const KEYS[] = {"name", "count", "table", "combiner", "pooling",
+                                       "weighted", NULL};
+    if (!list)
+        return fail_at(r, NULL, "features", "missing (a list: features = ( { name = ...; "
+                                            "table = ...; } );)");
+    if (config_setting_type(list) != CONFIG_TYPE_LIST)
+        return fail_at(r, list, "features", "must be a list ( { ... }, ... )");
+    int n = config_setting_length(list);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "features[%d]", i);
+        const config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
+        int64_t count;
+        const char *name;
+        if (config_setting_type(e) != CONFIG_TYPE_GROUP)
+            return fail_at(r, e, where, "must be a group { name = ...; table = ...; }");
+        if (check_keys(r, e, where, KEYS) || entry_count_name(r, e, where, &count, &name))
+            return -1;
+        total += count;
+    }
+    if (total < 1)
+        return fail_at(r, list, "features", "must hold at least one feature");
+    if (total > 1000000)
+        return fail_at(r, list, "features", "too many features (%lld)", (long long)total);
+    cf->features = calloc((size_t)total, sizeof *cf->features);
+    cf->feature_extra = calloc((size_t)total, sizeof *cf->feature_extra);
+    if (!cf->features || !cf->feature_extra)
+        return fail_at(r, NULL, "features", "out of memory");
+    name_index *tables_sorted = NULL, *sorted = NULL;
+    int *entry = malloc((size_t)total * sizeof *entry);
+    int rc = -1;
+    int32_t q, d;
+    if (!entry || name_index_build(table_name_of, cf, cf->num_tables, &tables_sorted)) {
+        fail_at(r, NULL, "features", "out of memory");
+        goto done;
+    }
+    if (read_feature_entries(r, list, n, tables_sorted, entry))
+        goto done;
+    if (name_index_build(feature_name_of, cf, cf->num_features, &sorted)) {
+        fail_at(r, NULL, "features", "out of memory");
+        goto done;
+    }
+    if (name_index_duplicate(sorted, cf->num_features, &q, &d)) {
+        char where[64];
+        snprintf(where, sizeof where, "features[%d]", entry[d]);
+        fail_at(r, config_setting_get_member(config_setting_get_elem(list, (unsigned)entry[d]), "name"), where,
+                "feature \"%s\" is defined twice (also on line %d)", cf->features[d].name,
+                cf->feature_extra[q].line);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(entry);
+    free(tables_sorted);
+    free(sorted);
+    return rc;
 }
 
 static const char *const SOURCES[] = {"synthetic", "tsv", "binary", NULL};
@@ -840,7 +950,8 @@ static int read_train(reader *r, const config_setting_t *g)
 {
     static const char *const KEYS[] = {"micro_batch", "accumulate", "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",
-                                       "plot", NULL};
+                                       "plot", "checkpoint_dir", "checkpoint_every", "checkpoint_keep",
+                                       NULL};
     static const char *const DENSE_OPT[] = {"sgd", "adam", NULL};
     cfg_train *t = &r->cf->train;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
@@ -910,6 +1021,17 @@ static int read_train(reader *r, const config_setting_t *g)
         return -1;
     if ((m = config_setting_get_member(g, "plot")) && read_path(r, m, "train.plot", &t->plot))
         return -1;
+    if ((m = config_setting_get_member(g, "checkpoint_dir")) &&
+        read_path(r, m, "train.checkpoint_dir", &t->checkpoint_dir))
+        return -1;
+    if ((m = config_setting_get_member(g, "checkpoint_every")) &&
+        get_int64(r, m, "train.checkpoint_every", 0, INT64_C(1) << 40, &t->checkpoint_every))
+        return -1;
+    if ((m = config_setting_get_member(g, "checkpoint_keep"))) {
+        if (get_int64(r, m, "train.checkpoint_keep", 0, 1 << 20, &v))
+            return -1;
+        t->checkpoint_keep = (int32_t)v;
+    }
     return 0;
 }
 

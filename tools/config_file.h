@@ -83,6 +83,9 @@ typedef struct cfg_train {
     dense_optim_config dense_optim;
     const char *metrics;         /* JSON lines; "" none                        */
     const char *plot;            /* PNG; "" none                               */
+    const char *checkpoint_dir;  /* "" or NULL: no checkpoints                 */
+    int64_t checkpoint_every;    /* steps between checkpoints; 0: at the end only */
+    int32_t checkpoint_keep;     /* complete checkpoints kept; 0: all          */
     char error[512];             /* a file without train/model groups: why
                                     `ember train` cannot use it ("" if it can) */
 } cfg_train;

@@ -27,6 +27,7 @@ static const command COMMANDS[] = {
     {"plan", cmd_plan, "a placement per table for N ranks, and each rank's bytes per step"},
     {"convert", cmd_convert, "Criteo TSV to ember's binary CTR format (docs/ctr-format.md)"},
     {"train", cmd_train, "train a DLRM-style CTR model (default: the built-in synthetic task)"},
+    {"inspect", cmd_inspect, "what a checkpoint holds: tables, statistics, digests, blobs"},
 };
 
 static void usage(FILE *f)

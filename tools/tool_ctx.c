@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ember-mpi.h"
 #include "tool_ctx.h"
@@ -167,4 +168,21 @@ int tool_gather_floats(const tool_ctx *ctx, const float *v, int64_t n, float **o
         return -1;
     }
     return 0;
+}
+
+int tool_agree_fail(const tool_ctx *ctx, const char *cmd, int failed, const char *msg)
+{
+    int32_t first = -1;
+    if (!tool_any_failed(ctx, failed, &first))
+        return 0;
+    if (first == ctx->rank)
+        tool_local_error(ctx, cmd, "%s", msg);
+    return 1;
+}
+
+double tool_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

@@ -54,6 +54,11 @@ int tool_agree_status(const tool_ctx *ctx, int status);
 /* Collective: 1 on every rank when `failed` is true on any rank; *first (may
  * be NULL) gets the lowest failing rank, or -1. */
 int tool_any_failed(const tool_ctx *ctx, int failed, int32_t *first);
+/* tool_any_failed, and the lowest failing rank prints msg as cmd's error:
+ * 1 on every rank when any failed, else 0. */
+int tool_agree_fail(const tool_ctx *ctx, const char *cmd, int failed, const char *msg);
+/* Seconds on a monotonic clock. */
+double tool_now(void);
 
 typedef enum tool_reduce { TOOL_MAX = 0, TOOL_SUM = 1 } tool_reduce;
 /* Collective, in place: v[i] = max or sum over ranks of v[i].  Alone: no-op. */

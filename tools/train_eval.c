@@ -20,13 +20,6 @@
 
 #include "train_tool.h"
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct vec {
     float *v;
     int64_t n, cap;
@@ -104,7 +97,7 @@ int train_evaluate(const tool_ctx *ctx, train_setup *s, train_eval_result *out)
 {
     memset(out, 0, sizeof *out);
     out->auc = out->logloss = out->teacher_auc = out->teacher_logloss = NAN;
-    double t0 = now();
+    double t0 = tool_now();
     vec prob = {0}, label = {0}, teacher = {0};
     char err[512] = "";
     int has_teacher = 0;
@@ -139,6 +132,6 @@ int train_evaluate(const tool_ctx *ctx, train_setup *s, train_eval_result *out)
         }
     }
     free(gp), free(gl), free(gt);
-    out->seconds = now() - t0;
+    out->seconds = tool_now() - t0;
     return 0;
 }

@@ -16,6 +16,13 @@
  * Without a spare core (ranks x threads >= cores on the node) the thread
  * would only take turns with the step and with MPI's polling, so the batch
  * is then read in the loop's own thread, through the same calls.
+ *
+ * Checkpoints need the data position of the batches the steps consumed, not
+ * of those read ahead: the reader records the source's position after each
+ * batch in its slot (ctr_source_tell, in the reader's thread, right after
+ * the read), and the loop's position becomes the slot's when it takes the
+ * batch.  So train_prefetch_position is always "after the last batch taken",
+ * whatever the reader has read since.
  */
 #include <omp.h>
 #include <pthread.h>
@@ -33,6 +40,7 @@ typedef struct slot {
     int32_t *lengths;
     int64_t *ids;
     int64_t cap, cap_ids;
+    ctr_position pos;             /* the source's position after this batch */
     char err[512];
 } slot;
 
@@ -47,6 +55,7 @@ struct train_prefetch {
     slot s[2];
     int take;                     /* the slot the loop takes next        */
     int held;                     /* the slot the loop holds, or -1      */
+    ctr_position pos;             /* after the last batch the loop took  */
 };
 
 static int grow(void **p, int64_t n, size_t sz)
@@ -112,6 +121,7 @@ static void *reader(void *arg)
             snprintf(sl->err, sizeof sl->err, "out of memory for a batch of %lld samples", (long long)n);
             n = -1;
         }
+        ctr_source_tell(p->src, &sl->pos);
         sl->n = n;
         failed = n < 0;
         pthread_mutex_lock(&p->mu);
@@ -133,6 +143,7 @@ int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t threads, 
     p->max = max_samples;
     p->threads = threads > 0 ? threads : 1;
     p->held = -1;
+    ctr_source_tell(src, &p->pos);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->filled, NULL);
     pthread_cond_init(&p->freed, NULL);
@@ -157,6 +168,7 @@ int64_t train_prefetch_next(train_prefetch *p, ctr_batch *out, char *err, size_t
             ctr_source_rewind(p->src);
             n = ctr_source_next(p->src, p->max, out, err, errlen);
         }
+        ctr_source_tell(p->src, &p->pos);
         return n;
     }
     pthread_mutex_lock(&p->mu);
@@ -175,9 +187,12 @@ int64_t train_prefetch_next(train_prefetch *p, ctr_batch *out, char *err, size_t
     }
     p->held = p->take;
     p->take ^= 1;
+    p->pos = sl->pos;
     *out = sl->b;
     return sl->n;
 }
+
+void train_prefetch_position(const train_prefetch *p, ctr_position *out) { *out = p->pos; }
 
 void train_prefetch_stop(train_prefetch *p)
 {

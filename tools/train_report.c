@@ -44,14 +44,8 @@ struct train_report {
     double last_draw, last_loss;
     int last_tenth;
     int drawn;                  /* a bar is on the line                    */
+    int64_t step0, samples0;    /* resumed from: rates count from there    */
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int push(point **p, int64_t *n, int64_t *cap, point x)
 {
@@ -111,7 +105,7 @@ int train_report_open(const tool_ctx *ctx, const train_report_opts *o, train_rep
         r->metrics_path = strdup(o->metrics_path ? o->metrics_path : "");
         r->plot_path = strdup(o->plot_path ? o->plot_path : "");
         failed = !r->metrics_path || !r->plot_path;
-        if (!failed && r->metrics_path[0] && !(r->metrics = fopen(r->metrics_path, "w"))) {
+        if (!failed && r->metrics_path[0] && !(r->metrics = fopen(r->metrics_path, o->append ? "a" : "w"))) {
             snprintf(msg, sizeof msg, "%s: cannot write the metrics: %m", r->metrics_path);
             failed = 1;
         }
@@ -229,8 +223,8 @@ void train_report_step(train_report *r, int64_t step, int64_t steps, int64_t sam
 {
     if (!r->active)
         return;
-    double rate = seconds > 0 ? (double)samples / seconds : 0;
-    double eta = step > 0 ? seconds * (double)(steps - step) / (double)step : -1;
+    double rate = seconds > 0 ? (double)(samples - r->samples0) / seconds : 0;
+    double eta = step > r->step0 ? seconds * (double)(steps - step) / (double)(step - r->step0) : -1;
     if (logged) {
         r->last_loss = loss;
         push(&r->loss, &r->nloss, &r->capl, (point){step, {loss, 0, 0, 0}});
@@ -249,7 +243,7 @@ void train_report_step(train_report *r, int64_t step, int64_t steps, int64_t sam
     fmt_rate(rs, sizeof rs, rate);
     fmt_time(es, sizeof es, eta);
     if (r->tty) {
-        double t = now();
+        double t = tool_now();
         if (t - r->last_draw < 0.1 && step != steps)
             return;
         r->last_draw = t;
@@ -298,6 +292,55 @@ void train_report_eval(train_report *r, int64_t step, const train_eval_result *e
     else
         printf("eval at step %lld: AUC %.4f, log loss %.4f, %lld samples, %.2f s\n", (long long)step, e->auc,
                e->logloss, (long long)e->samples, e->seconds);
+    fflush(stdout);
+}
+
+void train_report_resume(train_report *r, const char *dir, const train_resume *rs, int64_t steps)
+{
+    if (!r->active)
+        return;
+    r->step0 = rs->step;
+    r->samples0 = rs->samples;
+    json_t *j = json_object();
+    json_object_set_new(j, "event", json_string("resume"));
+    json_object_set_new(j, "step", json_integer(rs->step));
+    json_object_set_new(j, "samples", json_integer(rs->samples));
+    json_object_set_new(j, "checkpoint", rs->resumed ? json_string(rs->path) : json_null());
+    if (rs->note[0])
+        json_object_set_new(j, "differences", json_string(rs->note));
+    emit(r, j);
+    if (r->json)
+        return;
+    if (!rs->resumed)
+        printf("resume: no checkpoint under %s: starting from step 0\n", dir);
+    else
+        printf("resume: from %s (step %lld, %lld samples)\n", rs->path, (long long)rs->step,
+               (long long)rs->samples);
+    if (rs->note[0])
+        printf("resume: note: %s: the tables reshard and the dense model is copied, but the batches differ, so "
+               "the result is not bit-identical to an uninterrupted run\n", rs->note);
+    if (rs->resumed && rs->step >= steps)
+        printf("resume: the checkpoint is at step %lld, --steps is %lld: no steps to take\n", (long long)rs->step,
+               (long long)steps);
+    fflush(stdout);
+}
+
+void train_report_checkpoint(train_report *r, const train_ckpt_saved *c)
+{
+    if (!r->active)
+        return;
+    json_t *j = json_object();
+    json_object_set_new(j, "event", json_string("checkpoint"));
+    json_object_set_new(j, "step", json_integer(c->step));
+    json_object_set_new(j, "path", json_string(c->path));
+    json_object_set_new(j, "mb", num((double)c->bytes / 1e6));
+    json_object_set_new(j, "seconds", num(c->seconds));
+    emit(r, j);
+    if (r->json)
+        return;
+    clear_bar(r);
+    printf("checkpoint: step %lld -> %s (%.1f MB, %.2f s)\n", (long long)c->step, c->path, (double)c->bytes / 1e6,
+           c->seconds);
     fflush(stdout);
 }
 
@@ -410,7 +453,7 @@ void train_report_finish(train_report *r, const train_summary *sm)
         struct { const char *name; double v; } ph[] = {
             {"data", sm->data}, {"embedding forward", sm->emb_forward}, {"exchange", sm->exchange},
             {"dense", sm->dense}, {"embedding backward", sm->emb_backward}, {"dense all-reduce", sm->reduce},
-            {"evaluation", sm->evaluation},
+            {"evaluation", sm->evaluation}, {"checkpoints", sm->checkpoint},
         };
         printf("time split%s:", sm->world > 1 ? " (mean over ranks)" : "");
         for (size_t i = 0; i < sizeof ph / sizeof ph[0]; i++)
@@ -444,6 +487,7 @@ void train_report_finish(train_report *r, const train_summary *sm)
     json_object_set_new(ts, "emb_backward", num(sm->emb_backward));
     json_object_set_new(ts, "reduce", num(sm->reduce));
     json_object_set_new(ts, "eval", num(sm->evaluation));
+    json_object_set_new(ts, "checkpoint", num(sm->checkpoint));
     json_object_set_new(j, "time_s", ts);
     json_t *rss = json_array();
     for (int32_t i = 0; i < sm->world; i++)

@@ -16,17 +16,6 @@
 
 #include "train_tool.h"
 
-/* Agreed failure: 1 on every rank when any failed; the first prints. */
-static int agree_fail(const tool_ctx *ctx, int failed, const char *msg)
-{
-    int32_t first = -1;
-    if (!tool_any_failed(ctx, failed, &first))
-        return 0;
-    if (first == ctx->rank)
-        tool_local_error(ctx, "train", "%s", msg);
-    return 1;
-}
-
 static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t errlen)
 {
     const cfg_train *t = &s->t;
@@ -133,11 +122,11 @@ int train_setup_open(const tool_ctx *ctx, train_setup *s)
 {
     char err[768] = "";
     int failed = open_sources(ctx, s, err, sizeof err);
-    if (agree_fail(ctx, failed, err))
+    if (tool_agree_fail(ctx, "train", failed, err))
         return 1;
     /* the data, the same on every rank, decides the shape */
     failed = build_tables(s, err, sizeof err);
-    if (agree_fail(ctx, failed, err))
+    if (tool_agree_fail(ctx, "train", failed, err))
         return 1;
     s->t.model.num_dense = s->schema.num_dense;
     s->t.model.num_sparse = s->schema.num_sparse;
@@ -145,14 +134,14 @@ int train_setup_open(const tool_ctx *ctx, train_setup *s)
     s->cc.threads = s->threads;
     int st = ember_collection_create(&s->cc, &s->coll);
     snprintf(err, sizeof err, "%s", st == EMBER_OK ? "" : ember_errmsg(NULL));
-    if (agree_fail(ctx, st != EMBER_OK, err))
+    if (tool_agree_fail(ctx, "train", st != EMBER_OK, err))
         return 1;
     failed = dlrm_create(&s->t.model, &s->model, err, sizeof err) != 0;
-    if (agree_fail(ctx, failed, err))
+    if (tool_agree_fail(ctx, "train", failed, err))
         return 1;
     trainer_config tc = {s->t.micro_batch, s->t.accumulate, s->t.dense_optim, s->threads};
     failed = trainer_create(&tc, s->coll, s->model, &s->tr, err, sizeof err) != EMBER_OK;
-    if (agree_fail(ctx, failed, err))
+    if (tool_agree_fail(ctx, "train", failed, err))
         return 1;
     return 0;
 }

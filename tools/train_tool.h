@@ -8,6 +8,7 @@
  *   train_prefetch.c  a reader thread: the next batch while the step runs
  *   train_eval.c    evaluation on the held-out samples, gathered to rank 0
  *   train_report.c  what the user sees: progress, JSON lines, plot, summary
+ *   train_ckpt.c    checkpoints of the whole run's state, and --resume
  *
  * Under mpirun every rank runs all of it (setup and evaluation are
  * collective); only rank 0 writes output (train_report ignores calls on
@@ -40,12 +41,46 @@ typedef struct train_setup {
     ember_collection *coll;
     dlrm *model;
     trainer *tr;
+    int resume;                  /* --resume                               */
 } train_setup;
 
 /* Opens the sources and builds collection, model and trainer.  Collective;
  * 0 on every rank, or 1 on every rank after the message was printed. */
 int train_setup_open(const tool_ctx *ctx, train_setup *s);
 void train_setup_close(train_setup *s);
+
+/* ------------------------------------------------------- checkpoints */
+
+/* train_ckpt.c: the checkpoint folder is t.checkpoint_dir; blobs and the
+ * resume contract in docs/training.md, "Checkpoints and resume". */
+typedef struct train_resume {
+    int resumed;                 /* 0: no checkpoint under the folder       */
+    int64_t step, samples;       /* where the run continues                 */
+    int32_t saved_world;
+    char path[4096];             /* the step folder                         */
+    char note[1024];             /* soft differences (world, threads), or "" */
+} train_resume;
+
+typedef struct train_ckpt_saved {
+    int64_t step, bytes;         /* bytes: rank 0 only                      */
+    double seconds;
+    char path[4096];
+} train_ckpt_saved;
+
+/* Rank 0 creates the folder if needed and checks it can write there.
+ * Collective; 0, or 1 on every rank after the message. */
+int train_ckpt_prepare(const tool_ctx *ctx, const train_setup *s);
+/* Saves the tables and the run's state after `step` steps (samples: over
+ * all ranks so far; pos: this rank's data position after the step's
+ * batch).  Collective; 0, or 1 on every rank after the message. */
+int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t samples, const ctr_position *pos,
+                    train_ckpt_saved *out);
+/* --resume: restores the newest complete checkpoint under the folder
+ * (tables, dense model and optimizer, the data position of the training
+ * source, which must not be read yet); rs->resumed 0 when there is none.
+ * Collective; 0, or 1 on every rank after the message (a corrupt
+ * checkpoint, different settings). */
+int train_ckpt_resume(const tool_ctx *ctx, train_setup *s, train_resume *rs);
 
 /* ---------------------------------------------------------- prefetch */
 
@@ -59,6 +94,10 @@ int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t threads, 
  * is rewound first); valid until the next call.  Samples, 0 (an empty
  * share), or -1 with err (and -1 again on every later call). */
 int64_t train_prefetch_next(train_prefetch *p, ctr_batch *out, char *err, size_t errlen);
+/* The source's position after the last batch next returned (before the
+ * first: where the source stood at start), however far the thread has read
+ * ahead: what a checkpoint saves. */
+void train_prefetch_position(const train_prefetch *p, ctr_position *out);
 /* Ends the thread; src is the caller's again.  Accepts NULL. */
 void train_prefetch_stop(train_prefetch *p);
 
@@ -85,6 +124,7 @@ typedef struct train_report_opts {
     int json;                    /* stdout: JSON lines only                 */
     const char *metrics_path;    /* "" none                                 */
     const char *plot_path;       /* "" none                                 */
+    int append;                  /* append to the metrics file (resume)     */
 } train_report_opts;
 
 /* Rank 0 opens the metrics file; 0, or 1 after the message (agreed). */
@@ -99,12 +139,18 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
 void train_report_step(train_report *r, int64_t step, int64_t steps, int64_t samples, double seconds,
                        int logged, double loss);
 void train_report_eval(train_report *r, int64_t step, const train_eval_result *e);
+/* --resume: where the run continues (rs->resumed 0: from scratch); rates and
+ * the ETA count from there. */
+void train_report_resume(train_report *r, const char *dir, const train_resume *rs, int64_t steps);
+/* A checkpoint was saved: one line (a JSON line with --json). */
+void train_report_checkpoint(train_report *r, const train_ckpt_saved *c);
 
 typedef struct train_summary {
     int64_t steps, samples, global_batch;
     int32_t world;
     double seconds, train_seconds, samples_per_s;
     double data, emb_forward, exchange, dense, emb_backward, reduce, evaluation; /* mean over ranks */
+    double checkpoint;           /* saving checkpoints, mean over ranks     */
     const float *peak_rss_mb;    /* [world] (rank 0)                         */
     int have_eval;
     train_eval_result eval;

@@ -158,6 +158,33 @@ void ctr_source_rewind(ctr_source *s)
     if (!s || s->failed)
         return;
     s->ops->rewind(s);
+    s->epochs++;
+}
+
+int ctr_source_tell(const ctr_source *s, ctr_position *out)
+{
+    if (!s || !out)
+        return -1;
+    memset(out, 0, sizeof *out);
+    s->ops->tell(s, out);
+    out->epochs = s->epochs;
+    return 0;
+}
+
+int ctr_source_seek(ctr_source *s, const ctr_position *pos, char *err, size_t errlen)
+{
+    if (!s || !pos)
+        return ctr_fail(err, errlen, "ctr_source_seek: %s is NULL", s ? "pos" : "source");
+    if (s->failed)
+        return ctr_fail(err, errlen, "%s", s->errmsg);
+    if (pos->epochs < 0)
+        return ctr_fail(err, errlen, "ctr_source_seek: epochs %lld < 0", (long long)pos->epochs);
+    if (s->ops->seek(s, pos->next, s->errmsg, sizeof s->errmsg)) {
+        s->failed = 1;
+        return ctr_fail(err, errlen, "%s", s->errmsg);
+    }
+    s->epochs = pos->epochs;
+    return 0;
 }
 
 void ctr_source_stats(const ctr_source *s, ctr_stats *out)

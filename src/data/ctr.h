@@ -125,6 +125,36 @@ void ctr_source_rewind(ctr_source *s);
 void ctr_source_stats(const ctr_source *s, ctr_stats *out);
 void ctr_source_destroy(ctr_source *s);
 
+/* Where a source stands, for checkpoints (docs/training.md, "Checkpoints
+ * and resume"): what the next call to ctr_source_next returns first, and
+ * how many times the share was rewound.
+ *   synthetic  next: global index of the next call's first global sample
+ *              (call k of a fresh stream with global batch G starts at
+ *              k*G); begin = end = 0 (the stream has no end).
+ *   tsv        next: index of the next line in the file (bad lines count);
+ *              [begin, end): this rank's lines.
+ *   binary     next: index of the next sample in the file; [begin, end):
+ *              this rank's samples.
+ * Only next and epochs are state: a source opened the same way (file or
+ * config, rank, world) and seeked to a told position returns the same
+ * batches as the source that told it. */
+typedef struct ctr_position {
+    int64_t next;
+    int64_t epochs;       /* ctr_source_rewind calls so far                  */
+    int64_t begin, end;   /* the share (files), for moving to another world  */
+} ctr_position;
+
+/* The position after the last batch returned.  0, or -1 when s or out is
+ * NULL. */
+int ctr_source_tell(const ctr_source *s, ctr_position *out);
+/* Continues from pos (pos->begin and end are not used).  Files: next must
+ * lie in this rank's share [begin, end] (end: the share is exhausted, the
+ * next call returns 0); TSV re-reads the share's lines up to next without
+ * parsing or counting them; binary checks the block on the next read.
+ * Statistics are not restored.  0, or -1 with err (a position outside the
+ * share, a read error, a failed source). */
+int ctr_source_seek(ctr_source *s, const ctr_position *pos, char *err, size_t errlen);
+
 /* Synthetic only: the teacher's click probability of each sample of the
  * last batch returned, for the teacher's AUC on the same samples.  NULL for
  * file sources. */

@@ -210,7 +210,27 @@ static void bin_destroy(ctr_source *s)
     free(m);
 }
 
-static const ctr_source_ops BIN_OPS = {bin_next, bin_rewind, bin_destroy};
+static void bin_tell(const ctr_source *s, ctr_position *out)
+{
+    const bin_impl *m = s->impl;
+    out->next = m->cur;
+    out->begin = m->begin;
+    out->end = m->end;
+}
+
+/* The block is entered (and checked) by the next read, as after rewind. */
+static int bin_seek_to(ctr_source *s, int64_t next, char *err, size_t errlen)
+{
+    bin_impl *m = s->impl;
+    if (next < m->begin || next > m->end)
+        return ctr_fail(err, errlen, "%s: position: sample %lld is outside this rank's samples [%lld, %lld)",
+                        m->path, (long long)next, (long long)m->begin, (long long)m->end);
+    m->cur = next;
+    m->block = -1;
+    return 0;
+}
+
+static const ctr_source_ops BIN_OPS = {bin_next, bin_rewind, bin_destroy, bin_tell, bin_seek_to};
 
 /* The header and index of docs/ctr-format.md, in the order it lists. */
 static int bin_check(bin_impl *m, ctr_schema *sc, char *err, size_t errlen)

@@ -26,6 +26,10 @@ typedef struct ctr_source_ops {
     int64_t (*next)(ctr_source *s, int32_t max, char *err, size_t errlen);
     void (*rewind)(ctr_source *s);
     void (*destroy)(ctr_source *s); /* frees impl, not the common part */
+    /* ctr_source_tell without epochs; ctr_source_seek of pos->next (0 or
+     * -1 with err; the common part sets epochs). */
+    void (*tell)(const ctr_source *s, ctr_position *out);
+    int (*seek)(ctr_source *s, int64_t next, char *err, size_t errlen);
 } ctr_source_ops;
 
 struct ctr_source {
@@ -35,6 +39,7 @@ struct ctr_source {
     ctr_stats stats;
     int64_t batch_first;   /* set by next: ctr_batch.first_sample        */
     int failed;            /* a failure sticks: errmsg is repeated       */
+    int64_t epochs;        /* rewinds so far (ctr_position)              */
     char errmsg[512];
     /* the batch handed out, capacity in samples and ids */
     int32_t cap, batch_size;

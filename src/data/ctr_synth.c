@@ -375,7 +375,22 @@ static void synth_destroy(ctr_source *s)
     free(m);
 }
 
-static const ctr_source_ops SYNTH_OPS = {synth_next, synth_rewind, synth_destroy};
+static void synth_tell(const ctr_source *s, ctr_position *out)
+{
+    const synth_impl *m = s->impl;
+    out->next = (int64_t)m->pos;
+}
+
+static int synth_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
+{
+    synth_impl *m = s->impl;
+    if (next < 0)
+        return ctr_fail(err, errlen, "synthetic CTR task: position %lld < 0", (long long)next);
+    m->pos = (uint64_t)next;
+    return 0;
+}
+
+static const ctr_source_ops SYNTH_OPS = {synth_next, synth_rewind, synth_destroy, synth_tell, synth_seek};
 
 int ctr_source_synth(const ctr_synth_config *cfg, int eval, int32_t rank, int32_t world, ctr_source **out,
                      char *err, size_t errlen)

@@ -108,12 +108,13 @@ static int int_value(const char *s, size_t n, int64_t *out)
         return -1;
     uint64_t v = 0;
     for (; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9' || v > (UINT64_C(1) << 62))
+        if (s[i] < '0' || s[i] > '9')
             return -1;
-        v = v * 10 + (uint64_t)(s[i] - '0');
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > ((uint64_t)INT64_MAX - d) / 10) /* v * 10 + d would pass INT64_MAX (or wrap) */
+            return -1;
+        v = v * 10 + d;
     }
-    if (v > (uint64_t)INT64_MAX)
-        return -1;
     *out = neg ? -(int64_t)v : (int64_t)v;
     return 0;
 }
@@ -285,7 +286,43 @@ static void tsv_destroy(ctr_source *s)
     free(t);
 }
 
-static const ctr_source_ops TSV_OPS = {tsv_next, tsv_rewind, tsv_destroy};
+static void tsv_tell(const ctr_source *s, ctr_position *out)
+{
+    const tsv_impl *t = s->impl;
+    out->next = t->line;
+    out->begin = t->begin;
+    out->end = t->end;
+}
+
+/* From the share's first line, reads lines up to next without parsing. */
+static int tsv_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
+{
+    tsv_impl *t = s->impl;
+    if (next < t->begin || next > t->end)
+        return ctr_fail(err, errlen, "%s: position: line %lld is outside this rank's lines %lld to %lld", t->path,
+                        (long long)next + 1, (long long)t->begin + 1, (long long)t->end);
+    if (fseeko(t->f, (off_t)t->begin_offset, SEEK_SET) != 0)
+        return ctr_fail(err, errlen, "%s: seek to byte %lld: %s", t->path, (long long)t->begin_offset,
+                        strerror(errno));
+    t->line = t->begin;
+    while (t->line < next) {
+        size_t len;
+        int overlong;
+        int rc = tsv_getline(t, &len, &overlong);
+        if (rc < 0)
+            return ctr_fail(err, errlen, "%s:%lld: read error: %s", t->path, (long long)t->line + 1,
+                            strerror(errno));
+        if (rc == 0)
+            return ctr_fail(err, errlen, "%s:%lld: file ends before its %lld counted lines (changed while read?)",
+                            t->path, (long long)t->line + 1, (long long)t->lines);
+        t->line++;
+    }
+    if (t->seen < next)
+        t->seen = next; /* lines skipped here are not counted as read */
+    return 0;
+}
+
+static const ctr_source_ops TSV_OPS = {tsv_next, tsv_rewind, tsv_destroy, tsv_tell, tsv_seek};
 
 /* Counts the lines and finds where line `want` starts (via marks every
  * 2^16 lines and a second short pass).  0 or -1 with err. */

@@ -49,6 +49,16 @@ static void init_row(const ember_table_config *tc, uint64_t key, int64_t row, in
     }
 }
 
+void ember_init_row_values(int init_kind, float init_value, int32_t dim, uint64_t rng_key, int64_t row, float *out)
+{
+    ember_table_config tc;
+    memset(&tc, 0, sizeof tc);
+    tc.init = (ember_init_kind)init_kind;
+    tc.init_value = init_value;
+    tc.dim = dim;
+    init_row(&tc, rng_key, row, 0, dim, out);
+}
+
 void ember_init_ptable(ember_collection *c, int32_t p)
 {
     ember_ptable *pt = &c->ptables[p];

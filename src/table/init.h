@@ -12,4 +12,10 @@ struct ember_collection;
  * optimizer state zero), touching pages with the collection's threads. */
 void ember_init_ptable(struct ember_collection *coll, int32_t p);
 
+/* Row `row`'s initial values (dim floats) of a table with this init kind
+ * and value and rng key (ember_rng_table_key of the collection's seed and
+ * the table's name): what ember_init_ptable writes, for `ember inspect`'s
+ * count of rows never touched. */
+void ember_init_row_values(int init_kind, float init_value, int32_t dim, uint64_t rng_key, int64_t row, float *out);
+
 #endif

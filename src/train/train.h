@@ -62,6 +62,10 @@ int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, 
 
 void trainer_get_times(const trainer *t, trainer_times *out);
 
+/* The dense optimizer the trainer owns (its state and step for checkpoints:
+ * dense_optim_state, dense_optim_set_step).  Valid until destroy. */
+dense_optim *trainer_dense_optim(trainer *t);
+
 /* ------------------------------------------------------------ metrics */
 
 /* Area under the ROC curve of scores against 0/1 labels; ties count one

@@ -332,3 +332,5 @@ int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, 
 }
 
 void trainer_get_times(const trainer *t, trainer_times *out) { *out = t->times; }
+
+dense_optim *trainer_dense_optim(trainer *t) { return t->opt; }

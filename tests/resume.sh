@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# resume.sh: `ember train` checkpoints and --resume, and `ember inspect`, run
+# by CTest as
+#   bash tests/resume.sh path/to/ember
+# The contract (docs/training.md, "Checkpoints and resume"): 2N steps straight
+# and N steps, then --resume to 2N, end in the same state bit for bit: every
+# table's rows and optimizer state, the dense weights and the dense
+# optimizer's state, the step, the data position.  Compared through
+# `ember inspect --json`, whose digests (XXH64 over canonical rows and state,
+# in row order; XXH64 of each blob) do not depend on the files' layout.
+# Each check is a function; its output is shown only when it fails (as
+# tests/cli.sh).
+set -u
+
+EMBER=${1:?usage: bash tests/resume.sh path/to/ember}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ember-resume-XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+CHECKS=()
+# small and quick: no evaluation during the run, a small one at the end
+QUICK=(--micro-batch 128 --eval-every 0 --eval-samples 512 --threads 1 --plot none --metrics none)
+
+expect_status() { # $1: expected status; rest: command.  Output in $TMP/out, $TMP/err.
+    local want=$1
+    shift
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local got=$?
+    if [ "$got" != "$want" ]; then
+        echo "expected exit $want, got $got: $*"
+        echo "--- stdout"; tail -20 "$TMP/out"
+        echo "--- stderr"; tail -20 "$TMP/err"
+        return 1
+    fi
+}
+
+MPIRUN=${EMBER_MPIRUN:-mpirun}
+mpi2() { # as tests/cli.sh
+    OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1 \
+        ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout -k 10 120 "$MPIRUN" --oversubscribe --allow-run-as-root -np 2 "$EMBER" "$@"
+}
+solo() { "$EMBER" "$@"; }
+have_mpirun() {
+    command -v "$MPIRUN" >/dev/null || { echo "skipped: no $MPIRUN"; return 1; }
+}
+
+# $1, $2: checkpoint folders (roots or step folders); "same" or "differ".
+# Compares the step, every table's digest and every blob's.
+compare_ckpt() {
+    "$EMBER" inspect "$1" --json >"$TMP/a.json" 2>"$TMP/err" || { cat "$TMP/err"; return 1; }
+    "$EMBER" inspect "$2" --json >"$TMP/b.json" 2>"$TMP/err" || { cat "$TMP/err"; return 1; }
+    python3 - "$TMP/a.json" "$TMP/b.json" "$3" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+def content(c):
+    d = {"step": c["step"], "world": c["world"], "optimizer_steps": c["optimizer_steps"]}
+    for t in c["tables"]:
+        d["table " + t["name"]] = t["digest"]
+    for x in c["blobs"]:
+        d["blob " + x["name"]] = x["digest"]
+    for x in c["rank_blobs"]:
+        d["rank %d blob %s" % (x["rank"], x["name"])] = x["digest"]
+    return d
+ca, cb = content(a), content(b)
+assert len(a["tables"]) > 0 and any(k.startswith("blob dense.params") for k in ca), ca
+diff = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
+if sys.argv[3] == "same":
+    assert not diff, "differ: " + ", ".join("%s %s vs %s" % (k, ca.get(k), cb.get(k)) for k in diff)
+else:
+    assert diff, "the same, expected them to differ"
+print("%s: %d tables, %d blobs, %d rank blobs; %s" % (sys.argv[3], len(a["tables"]), len(a["blobs"]),
+      len(a["rank_blobs"]), "differ: " + ", ".join(diff[:4]) if diff else "all digests equal"))
+PY
+}
+
+# $1: runner (solo or mpi2); $2: name; rest: train options.  2N = 16 steps
+# straight, vs 8 then --resume to 16 (a checkpoint every 4, keep 2).
+straight_vs_resumed() {
+    local run=$1 name=$2
+    shift 2
+    local A="$TMP/$name.straight" B="$TMP/$name.resumed"
+    expect_status 0 $run train "${QUICK[@]}" "$@" --steps 16 --checkpoint-dir "$A" || return 1
+    grep -q "checkpoint: step 16 -> $A/step-000000000016" "$TMP/out" || { echo "no checkpoint line"; return 1; }
+    expect_status 0 $run train "${QUICK[@]}" "$@" --steps 8 --checkpoint-dir "$B" \
+        --checkpoint-every 4 --keep 2 || return 1
+    [ "$(ls "$B")" = "$(printf 'step-000000000004\nstep-000000000008')" ] || { ls "$B"; return 1; }
+    compare_ckpt "$A" "$B" differ || return 1 # a test that can fail: 8 steps are not 16
+    expect_status 0 $run train "${QUICK[@]}" "$@" --steps 16 --checkpoint-dir "$B" \
+        --checkpoint-every 4 --keep 2 --resume || return 1
+    grep -q "resume: from $B/step-000000000008 (step 8" "$TMP/out" || { echo "no resume line"; return 1; }
+    grep -q '"steps":16' "$TMP/out" || { echo "want 16 steps in the summary"; return 1; }
+    [ "$(ls "$B")" = "$(printf 'step-000000000012\nstep-000000000016')" ] || { ls "$B"; return 1; }
+    compare_ckpt "$A" "$B" same
+}
+
+# --------------------------------------------------------- exact resume
+
+check_resume_synthetic() {
+    straight_vs_resumed solo synth || return 1
+    # SGD on the dense model (no optimizer state blob) and accumulation
+    printf 'name = "sgd";\ntrain = { optimizer = "sgd"; };\n' >"$TMP/sgd.cfg"
+    straight_vs_resumed solo synth-sgd --config "$TMP/sgd.cfg" --accumulate 2
+}
+CHECKS+=(resume_synthetic)
+
+# A small Criteo TSV (random, some bad lines) and its binary conversion.
+make_ctr_files() {
+    [ -f "$TMP/d.ctr" ] && return 0
+    python3 - "$TMP/d.tsv" <<'PY'
+import random, sys
+r = random.Random(5)
+with open(sys.argv[1], "w") as f:
+    for i in range(1500):
+        if i % 401 == 17:
+            f.write("2\tbad\n")  # counted and skipped
+            continue
+        ints = [str(r.randint(-2, 300)) if r.random() > 0.1 else "" for _ in range(13)]
+        cats = ["%08x" % r.randint(0, 60 + 40 * k) if r.random() > 0.05 else "" for k in range(26)]
+        f.write("\t".join([str(int(r.random() < 0.3))] + ints + cats) + "\n")
+PY
+    "$EMBER" convert "$TMP/d.tsv" "$TMP/d.ctr" --rows 500 >/dev/null || return 1
+    printf 'name = "tsv";\ntrain = { steps = 16; };\ndata = { source = "tsv"; train_file = "%s"; hash_rows = 500; };\n' "$TMP/d.tsv" >"$TMP/tsv.cfg"
+    printf 'name = "bin";\ntrain = { steps = 16; };\ndata = { source = "binary"; train_file = "%s"; };\n' "$TMP/d.ctr" >"$TMP/bin.cfg"
+}
+
+check_resume_files() { # 16 steps of 128 over 1496 samples: the resumed half crosses an epoch
+    make_ctr_files || return 1
+    straight_vs_resumed solo tsv --config "$TMP/tsv.cfg" || return 1
+    straight_vs_resumed solo bin --config "$TMP/bin.cfg" || return 1
+    # the data position: 1496 samples are 11 batches of 128 and one of 88, so 16 steps end
+    # 4 batches into the second epoch
+    "$EMBER" inspect "$TMP/bin.resumed" | grep -q "next sample 512, epoch 1, share \[0, 1496)" || {
+        "$EMBER" inspect "$TMP/bin.resumed" | grep data.position; return 1; }
+}
+CHECKS+=(resume_files)
+
+check_resume_mpi() { # the same under mpirun -np 2, and resuming on another world size
+    have_mpirun || return 0
+    make_ctr_files || return 1
+    straight_vs_resumed mpi2 mpi-synth || return 1
+    straight_vs_resumed mpi2 mpi-bin --config "$TMP/bin.cfg" || return 1
+    # 2 ranks' checkpoint resumed by one: allowed, with a note, not bit-identical
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --steps 20 --checkpoint-dir "$TMP/mpi-synth.resumed" --resume || return 1
+    grep -q "note: world 2, this run 1" "$TMP/out" || { echo "no note about the world"; return 1; }
+    grep -q '"steps":20' "$TMP/out" || return 1
+    "$EMBER" inspect "$TMP/mpi-synth.resumed" | grep -q "saved by 1 rank," || return 1
+    # a file: rank 0 of 2 had read 512 of its 748 samples (16 batches of 128 in epoch 2), so one
+    # rank starts at 1024 of 1496: 3 batches of 128 and one of 88 end the epoch
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --config "$TMP/bin.cfg" --steps 20 \
+        --checkpoint-dir "$TMP/mpi-bin.resumed" --resume || return 1
+    "$EMBER" inspect "$TMP/mpi-bin.resumed" | grep -q "next sample 1496, epoch 2, share \[0, 1496)" || {
+        "$EMBER" inspect "$TMP/mpi-bin.resumed" | grep data.position; return 1; }
+}
+CHECKS+=(resume_mpi)
+
+# ------------------------------------------------------------- failures
+
+check_resume_errors() {
+    local D="$TMP/err.ck"
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --steps 4 --checkpoint-dir "$D" || return 1
+    # already there: nothing to do, said
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --steps 4 --checkpoint-dir "$D" --resume || return 1
+    grep -q "resume: the checkpoint is at step 4, --steps is 4: no steps to take" "$TMP/out" || return 1
+    # other settings: named, with both values
+    expect_status 1 "$EMBER" train "${QUICK[@]}" --micro-batch 64 --steps 8 --checkpoint-dir "$D" --resume || return 1
+    grep -q "checkpoint $D/step-000000000004: micro_batch 128, this run 64" "$TMP/err" || return 1
+    expect_status 1 "$EMBER" train "${QUICK[@]}" --seed 9 --steps 8 --checkpoint-dir "$D" --resume || return 1
+    grep -q "step-000000000004: data_seed 0, this run 9" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    # a corrupt data file: named, no silent restart; inspect names it too
+    local f
+    f=$(ls "$D/step-000000000004" | grep -v manifest.json | head -1)
+    [ -n "$f" ] || return 1
+    cp -r "$D" "$TMP/bad.ck"
+    python3 - "$TMP/bad.ck/step-000000000004/$f" <<'PY'
+import os, sys
+with open(sys.argv[1], "r+b") as fp:
+    n = os.path.getsize(sys.argv[1]); fp.seek(n // 2); b = fp.read(1); fp.seek(n // 2)
+    fp.write(bytes([b[0] ^ 0x10]))
+PY
+    expect_status 1 "$EMBER" train "${QUICK[@]}" --steps 8 --checkpoint-dir "$TMP/bad.ck" --resume || return 1
+    grep -q "$f" "$TMP/err" || { echo "the message does not name $f"; return 1; }
+    expect_status 1 "$EMBER" inspect "$TMP/bad.ck" || return 1
+    grep -q "$f" "$TMP/err" || return 1
+    # nothing to resume from: said, then from scratch
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --steps 2 --checkpoint-dir "$TMP/empty.ck" --resume || return 1
+    grep -q "resume: no checkpoint under $TMP/empty.ck: starting from step 0" "$TMP/out" || return 1
+    # a folder that cannot be made, options without a folder
+    : >"$TMP/plain"
+    expect_status 1 "$EMBER" train "${QUICK[@]}" --steps 2 --checkpoint-dir "$TMP/plain/ck" || return 1
+    grep -q "$TMP/plain/ck: cannot create the checkpoint folder" "$TMP/err" || return 1
+    expect_status 2 "$EMBER" train --resume || return 1
+    grep -q -- "--resume needs --checkpoint-dir" "$TMP/err" || return 1
+    expect_status 2 "$EMBER" train --checkpoint-every 5 || return 1
+    printf 'train = { checkpoint_dir = "%s"; checkpoint_every = 2; checkpoint_keep = 1; steps = 4;\n  micro_batch = 64; eval_samples = 256; metrics = ""; plot = ""; };\n' "$TMP/cfg.ck" >"$TMP/ck.cfg"
+    expect_status 0 "$EMBER" train --config "$TMP/ck.cfg" --threads 1 || return 1
+    [ "$(ls "$TMP/cfg.ck")" = step-000000000004 ] || { ls "$TMP/cfg.ck"; return 1; }
+    printf 'train = { checkpoint_every = -1; };\n' >"$TMP/bad.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/bad.cfg" || return 1
+    grep -q "bad.cfg:1: train.checkpoint_every" "$TMP/err" || return 1
+}
+CHECKS+=(resume_errors)
+
+check_resume_metrics() { # the metrics file continues; the summary's time split has checkpoints
+    local D="$TMP/m.ck" M="$TMP/m.jsonl"
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --steps 6 --checkpoint-dir "$D" --metrics "$M" || return 1
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --steps 12 --checkpoint-dir "$D" --metrics "$M" --resume --json || return 1
+    python3 - "$M" "$TMP/out" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+ev = [r["event"] for r in recs]
+assert ev.count("start") == 2 and ev.count("summary") == 2 and ev.count("resume") == 1, ev
+steps = [r["step"] for r in recs if r["event"] == "train"]
+assert steps == sorted(steps) and steps[-1] == 12 and 6 in steps, steps
+res = [r for r in recs if r["event"] == "resume"][0]
+assert res["step"] == 6 and res["samples"] == 6 * 128, res
+ck = [r for r in recs if r["event"] == "checkpoint"]
+assert [r["step"] for r in ck] == [6, 12] and all(r["mb"] > 0 for r in ck), ck
+out = [json.loads(l) for l in open(sys.argv[2])]   # --json: JSON lines only
+s = out[-1]
+assert s["event"] == "summary" and s["steps"] == 12 and s["samples"] == 12 * 128, s
+assert s["time_s"]["checkpoint"] > 0, s["time_s"]
+PY
+}
+CHECKS+=(resume_metrics)
+
+# --------------------------------------------------------- ember inspect
+
+check_inspect() {
+    local D="$TMP/insp.ck"
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --steps 4 --checkpoint-every 2 --checkpoint-dir "$D" || return 1
+    expect_status 0 "$EMBER" inspect "$D" || return 1
+    grep -q "checkpoint $D/step-000000000004: step 4, saved by 1 rank, ember" "$TMP/out" || return 1
+    grep -q "files (checksums verified):" "$TMP/out" || return 1
+    grep -Eq "^  emb_C1: 20000 x 16, adagrad \(step 4\), row, init uniform 0.05" "$TMP/out" || return 1
+    grep -q "rows never touched" "$TMP/out" || return 1
+    grep -q "train.state .*trainer step 4, 512 samples" "$TMP/out" || return 1
+    expect_status 0 "$EMBER" inspect "$D" --step 2 --json || return 1
+    python3 - "$TMP/out" <<'PY'
+import json, sys
+c = json.loads(open(sys.argv[1]).read())
+assert c["step"] == 2 and c["world"] == 1, c
+t = {x["name"]: x for x in c["tables"]}
+assert len(t) == 8, t.keys()
+big = t["emb_C1"]                       # 20,000 Zipf rows: most never seen in 256 samples
+assert big["rows"] == 20000 and big["dim"] == 16 and big["optimizer"] == "adagrad", big
+assert 15000 < big["untouched_rows"] < 20000, big
+assert big["state_norm"] > 0 and big["max_abs"] <= 0.2501, big  # init 0.05, 2 Adagrad steps of at most lr 0.1
+for x in c["tables"]:
+    assert x["untouched_rows"] < x["rows"], x   # every table moved
+b = {x["name"]: x for x in c["blobs"]}
+assert b["train.state"]["content"]["step"] == 2, b
+assert b["dense.params"]["content"]["floats"] == b["train.state"]["content"]["dense_params"], b
+PY
+    [ $? = 0 ] || return 1
+    # a step folder works as well; errors
+    expect_status 0 "$EMBER" inspect "$D/step-000000000002" --json || return 1
+    expect_status 1 "$EMBER" inspect "$D" --step 3 || return 1
+    grep -q "step-000000000003" "$TMP/err" || return 1
+    expect_status 1 "$EMBER" inspect "$TMP/nothing" || return 1
+    expect_status 2 "$EMBER" inspect || return 1
+    expect_status 2 "$EMBER" inspect "$D" --step x || return 1
+    expect_status 0 "$EMBER" inspect --help || return 1
+}
+CHECKS+=(inspect)
+
+# ---------------------------------------------------------------- runner
+passed=0
+failed=0
+for c in "${CHECKS[@]}"; do
+    if "check_$c" >"$TMP/log.$c" 2>&1; then
+        passed=$((passed + 1))
+        echo "ok   $c"
+    else
+        failed=$((failed + 1))
+        echo "FAIL $c"
+        sed 's/^/     /' "$TMP/log.$c"
+    fi
+done
+echo "resume: $passed passed, $failed failed"
+[ "$failed" = 0 ]
