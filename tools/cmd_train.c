@@ -262,8 +262,6 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
     const int32_t kb = t->micro_batch * t->accumulate, W = ctx->size;
     const int synthetic = t->source == CFG_SOURCE_SYNTHETIC;
     const int64_t steps = t->steps, log_every = t->log_every > 0 ? t->log_every : (steps / 200 > 1 ? steps / 200 : 1);
-    int32_t empty_len[CTR_MAX_FEATURES] = {0};
-    int64_t empty_id = 0;
     char err[1024] = "";
     double t0 = tool_now(), window_loss = 0;
     int64_t logged_samples = 0; /* samples up to the last logged step */
@@ -288,12 +286,7 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
         int64_t n = train_prefetch_next(pf, &b, err, sizeof err);
         int failed = n < 0;
         if (n <= 0) { /* keep in step with the other ranks: an empty batch */
-            memset(&b, 0, sizeof b);
-            b.num_dense = s->schema.num_dense;
-            b.num_sparse = s->schema.num_sparse;
-            b.sparse.num_features = s->schema.num_sparse;
-            b.sparse.lengths = empty_len;
-            b.sparse.ids = &empty_id;
+            ctr_batch_empty(&s->schema, &b);
             n = 0;
         }
         ls->data_seconds += tool_now() - d0;

@@ -49,8 +49,6 @@ static int predict_all(const tool_ctx *ctx, train_setup *s, vec *prob, vec *labe
     const int synthetic = s->t.source == CFG_SOURCE_SYNTHETIC;
     int64_t left = synthetic ? E : E * (ctx->rank + 1) / W - E * ctx->rank / W; /* global, or this rank's */
     float *p = malloc((size_t)m * sizeof *p + 4);
-    int32_t dummy_len[CTR_MAX_FEATURES] = {0};
-    int64_t dummy_id = 0;
     int st = 0, failed = !p;
     if (!p)
         snprintf(err, errlen, "evaluation: out of memory");
@@ -73,12 +71,7 @@ static int predict_all(const tool_ctx *ctx, train_setup *s, vec *prob, vec *labe
         if (agree[0] == 0)
             break;
         if (n == 0) { /* this rank is done, the others are not */
-            memset(&b, 0, sizeof b);
-            b.num_dense = s->schema.num_dense;
-            b.num_sparse = s->schema.num_sparse;
-            b.sparse.num_features = s->schema.num_sparse;
-            b.sparse.lengths = dummy_len;
-            b.sparse.ids = &dummy_id;
+            ctr_batch_empty(&s->schema, &b);
         }
         if (trainer_predict(s->tr, &b, p, err, errlen) != EMBER_OK) /* collective */
             failed = 1;

@@ -217,3 +217,15 @@ void ctr_source_destroy(ctr_source *s)
     free(s->stage_ids);
     free(s);
 }
+
+void ctr_batch_empty(const ctr_schema *schema, ctr_batch *out)
+{
+    static const int32_t no_lengths[CTR_MAX_FEATURES];
+    static const int64_t no_id;
+    memset(out, 0, sizeof *out);
+    out->num_dense = schema->num_dense;
+    out->num_sparse = schema->num_sparse;
+    out->sparse.num_features = schema->num_sparse;
+    out->sparse.lengths = no_lengths;
+    out->sparse.ids = &no_id;
+}

@@ -57,6 +57,10 @@ typedef struct ctr_schema {
     char names[CTR_MAX_FEATURES][32];
 } ctr_schema;
 
+/* A batch of no samples in schema's shape, for a rank whose share ran out
+ * while the others still step (collective calls need every rank). */
+void ctr_batch_empty(const ctr_schema *schema, ctr_batch *out);
+
 /* The synthetic task.  Feature f has rows[f] ids drawn by a bounded
  * Zipf(alpha[f]) law over a scrambled order (as ember_synth), pooling[f]
  * ids per sample on average (1: one-hot; bag length 1 + Poisson(p - 1)).
