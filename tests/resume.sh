@@ -192,6 +192,10 @@ PY
     printf 'train = { checkpoint_dir = "%s"; checkpoint_every = 2; checkpoint_keep = 1; steps = 4;\n  micro_batch = 64; eval_samples = 256; metrics = ""; plot = ""; };\n' "$TMP/cfg.ck" >"$TMP/ck.cfg"
     expect_status 0 "$EMBER" train --config "$TMP/ck.cfg" --threads 1 || return 1
     [ "$(ls "$TMP/cfg.ck")" = step-000000000004 ] || { ls "$TMP/cfg.ck"; return 1; }
+    # another embedding learning rate: ember_load would take it, the settings check names it
+    printf 'model = { emb_optimizer = { kind = "adagrad"; lr = 0.05; }; };\ntrain = { checkpoint_dir = "%s"; steps = 6;\n  micro_batch = 64; eval_samples = 256; metrics = ""; plot = ""; };\n' "$TMP/cfg.ck" >"$TMP/lr.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/lr.cfg" --threads 1 --resume || return 1
+    grep -q "step-000000000004: table.emb_[A-Za-z0-9_]* optimizer adagrad lr 0.1,.*this run optimizer adagrad lr 0.05," "$TMP/err" || { cat "$TMP/err"; return 1; }
     printf 'train = { checkpoint_every = -1; };\n' >"$TMP/bad.cfg"
     expect_status 1 "$EMBER" train --config "$TMP/bad.cfg" || return 1
     grep -q "bad.cfg:1: train.checkpoint_every" "$TMP/err" || return 1

@@ -61,6 +61,18 @@ static void add(char *buf, size_t n, const char *fmt, ...)
     va_end(ap);
 }
 
+/* The shortest decimal that reads back as x (readable fingerprints). */
+static const char *flt(float x, char buf[32])
+{
+    for (int prec = 6; prec < 9; prec++) {
+        snprintf(buf, 32, "%.*g", prec, (double)x);
+        if (strtof(buf, NULL) == x)
+            return buf;
+    }
+    snprintf(buf, 32, "%.9g", (double)x);
+    return buf;
+}
+
 static void add_widths(char *buf, size_t n, const char *key, int32_t k, const int32_t *w)
 {
     add(buf, n, "%s ", key);
@@ -106,9 +118,17 @@ static void fingerprint(const tool_ctx *ctx, const train_setup *s, char *buf, si
     add(buf, n, "micro_batch %d\n", (int)t->micro_batch);
     add(buf, n, "accumulate %d\n", (int)t->accumulate);
     const dense_optim_config *o = &t->dense_optim;
-    add(buf, n, "dense_optimizer %s lr %.9g, beta1 %.9g, beta2 %.9g, eps %.9g, weight_decay %.9g\n",
-        o->kind == DENSE_ADAM ? "adam" : "sgd", (double)o->lr, (double)o->beta1, (double)o->beta2, (double)o->eps,
-        (double)o->weight_decay);
+    char f[5][32];
+    add(buf, n, "dense_optimizer %s lr %s, beta1 %s, beta2 %s, eps %s, weight_decay %s\n",
+        o->kind == DENSE_ADAM ? "adam" : "sgd", flt(o->lr, f[0]), flt(o->beta1, f[1]), flt(o->beta2, f[2]),
+        flt(o->eps, f[3]), flt(o->weight_decay, f[4]));
+    static const char *const OPT[] = {"sgd", "adagrad", "rowwise_adagrad", "adam"};
+    for (int32_t i = 0; i < s->cc.num_tables; i++) { /* ember_load checks rows, dim and kind only */
+        const ember_optimizer *e = &s->cc.tables[i].optimizer;
+        add(buf, n, "table.%s optimizer %s lr %s, eps %s, weight_decay %s, beta1 %s, beta2 %s\n",
+            s->cc.tables[i].name, (unsigned)e->kind < 4 ? OPT[e->kind] : "?", flt(e->lr, f[0]), flt(e->eps, f[1]),
+            flt(e->weight_decay, f[2]), flt(e->beta1, f[3]), flt(e->beta2, f[4]));
+    }
     add(buf, n, "soft\n");
     add(buf, n, "world %d\n", (int)ctx->size);
     add(buf, n, "threads %d\n", (int)s->threads);
@@ -208,7 +228,7 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
                     train_ckpt_saved *out)
 {
     double t0 = tool_now();
-    char fp[8192];
+    char fp[16384];
     fingerprint(ctx, s, fp, sizeof fp);
     int64_t nparams = dlrm_num_params(s->model), floats = 0, ostep = 0;
     float *ostate = dense_optim_state(trainer_dense_optim(s->tr), &floats, &ostep);
@@ -281,7 +301,7 @@ static const void *blob(const ember_checkpoint *ck, int32_t rank, const char *na
 static int restore_dense(const tool_ctx *ctx, train_setup *s, const ember_checkpoint *ck, train_resume *rs,
                          char *err, size_t errlen)
 {
-    char mine[8192];
+    char mine[16384];
     fingerprint(ctx, s, mine, sizeof mine);
     int64_t fplen = 0;
     const char *fpb = ember_checkpoint_blob(ck, -1, "train.fingerprint", &fplen);
