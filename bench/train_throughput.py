@@ -20,20 +20,22 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import wait_for_quiet  # noqa: E402
 
-# (label, ranks, threads per rank, extra environment)
+# (label, ranks, threads per rank, extra environment, extra arguments)
 CONFIGS = [
-    ("1 process, 1 thread (+ reader thread)", 1, 1, {}),
-    ("1 process, 2 threads", 1, 2, {}),
-    ("1 process, 2 threads, OMP_WAIT_POLICY=passive", 1, 2, {"OMP_WAIT_POLICY": "passive"}),
-    ("mpirun -np 2, 1 thread each", 2, 1, {}),
+    ("1 process, 1 thread (+ reader thread)", 1, 1, {}, []),
+    ("1 process, 2 threads (BLAS 1 thread, the default)", 1, 2, {}, []),
+    ("1 process, 2 threads, --blas-threads 2", 1, 2, {}, ["--blas-threads", "2"]),
+    ("1 process, 2 threads, --blas-threads 2, OMP_WAIT_POLICY=passive", 1, 2, {"OMP_WAIT_POLICY": "passive"},
+     ["--blas-threads", "2"]),
+    ("mpirun -np 2, 1 thread each", 2, 1, {}, []),
 ]
 PHASES = ["data", "emb_forward", "exchange", "dense", "emb_backward", "reduce", "eval"]
 MPI_ENV = {"OMPI_MCA_btl": "self,vader", "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
 
 
-def run_one(ember, ranks, threads, extra, steps):
+def run_one(ember, ranks, threads, extra, args, steps):
     cmd = [ember, "train", "--json", "--steps", str(steps), "--threads", str(threads),
-           "--plot", "none", "--metrics", "none"]
+           "--plot", "none", "--metrics", "none"] + args
     if ranks > 1:
         cmd = ["mpirun", "--allow-run-as-root", "--bind-to", "none", "-np", str(ranks)] + cmd
     env = dict(os.environ, **MPI_ENV, **extra)
@@ -53,9 +55,9 @@ def main():
     results = {c[0]: [] for c in CONFIGS}
     with open(os.path.join(a.out, "train.jsonl"), "w") as log:
         for r in range(a.rounds):
-            for label, ranks, threads, extra in CONFIGS:
+            for label, ranks, threads, extra, args in CONFIGS:
                 busy = wait_for_quiet(30, a.quiet_threshold)
-                s = run_one(a.ember, ranks, threads, extra, a.steps)
+                s = run_one(a.ember, ranks, threads, extra, args, a.steps)
                 s.update(round=r, config=label, others_busy=busy)
                 log.write(json.dumps(s) + "\n")
                 results[label].append(s)

@@ -49,7 +49,7 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
     test_config *ref = mpi_ref_config(dist);
     dense_optim_kind kind = trial % 2 ? DENSE_ADAM : DENSE_SGD;
     int32_t b = (int32_t)test_range(r, 1, 7), per = (GMAX + W - 1) / W, k = (per + b - 1) / b;
-    trainer_config cd = {b, k, dense_optim_config_default(kind), 1}, cr = {GMAX, 1, dense_optim_config_default(kind), 1};
+    trainer_config cd = {b, k, dense_optim_config_default(kind), 1, 1}, cr = {GMAX, 1, dense_optim_config_default(kind), 1, 1};
     cd.dense_optim.lr = cr.dense_optim.lr = kind == DENSE_SGD ? 0.2f : 0.01f;
     cd.dense_optim.eps = cr.dense_optim.eps = 1e-3f;
     mpi_context("trial %d (F %d d %d dense %d, b %d k %d, %s, %s)", trial, F, d, nd, b, k,

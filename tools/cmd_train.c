@@ -48,6 +48,8 @@ static void train_usage(FILE *f)
             "  --steps N            optimizer steps (default 3000)\n"
             "  --seed S             seed of the tables, the dense model and the synthetic data\n"
             "  --threads T          threads per rank (default 1, or the config's threads)\n"
+            "  --blas-threads T     OpenBLAS threads per rank for the dense GEMMs (default 1:\n"
+            "                       results then do not depend on --threads)\n"
             "  --micro-batch B      samples per micro-batch per rank (default 2048)\n"
             "  --accumulate K       micro-batches per step (default 1)\n"
             "  --eval-every N       evaluate every N steps (0: only at the end; default 500)\n"
@@ -67,7 +69,7 @@ static void train_usage(FILE *f)
 
 typedef struct train_opts {
     const char *config, *metrics, *plot, *checkpoint_dir;
-    int64_t steps, seed, threads, micro_batch, accumulate, eval_every, eval_samples; /* -1: not given */
+    int64_t steps, seed, threads, blas_threads, micro_batch, accumulate, eval_every, eval_samples; /* -1: not given */
     int64_t checkpoint_every, keep;                                                   /* -1: not given */
     int json, resume;
 } train_opts;
@@ -91,6 +93,7 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, train_opts *o,
         {"--steps", 0, INT64_C(1) << 40, offsetof(train_opts, steps)},
         {"--seed", 0, INT64_MAX, offsetof(train_opts, seed)},
         {"--threads", 1, 4096, offsetof(train_opts, threads)},
+        {"--blas-threads", 1, 4096, offsetof(train_opts, blas_threads)},
         {"--micro-batch", 1, 1 << 24, offsetof(train_opts, micro_batch)},
         {"--accumulate", 1, 1 << 16, offsetof(train_opts, accumulate)},
         {"--eval-every", 0, INT64_C(1) << 40, offsetof(train_opts, eval_every)},
@@ -224,6 +227,7 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
         s->threads = s->cf->coll.threads;
     if (s->threads < 1)
         s->threads = 1;
+    s->blas_threads = o->blas_threads > 0 ? (int32_t)o->blas_threads : 1;
     omp_set_num_threads(s->threads); /* the synthetic data's loops, too */
     return 0;
 }

@@ -32,6 +32,7 @@ typedef struct train_setup {
     const char *name;            /* the config's name, or "synthetic"      */
     config_file *cf;             /* NULL: the built-in task                */
     int32_t threads;             /* per rank                               */
+    int32_t blas_threads;        /* OpenBLAS threads per rank (default 1)  */
     ctr_source *train_src, *eval_src; /* eval_src NULL: no evaluation      */
     ctr_schema schema;           /* what the sources yield                 */
     ember_collection_config cc;  /* points into tables/features below or cf */

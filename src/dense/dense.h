@@ -92,6 +92,11 @@ float dense_sigmoid(float z);
  * for omp_get_max_threads().  Process-wide, as OpenBLAS's own setting is.
  * Until called: OpenBLAS's default and omp_get_max_threads(). */
 void dense_set_threads(int32_t threads);
+/* BLAS threads only (>= 1), after dense_set_threads.  With 1, forward and
+ * backward no longer depend on the thread count; `ember train` uses 1 by
+ * default: its GEMMs are small, and OpenBLAS's pthread pool spins against
+ * OpenMP's workers (docs/PERFORMANCE.md, "Training"). */
+void dense_set_blas_threads(int32_t threads);
 
 /* ------------------------------------------------------------- optimizers */
 

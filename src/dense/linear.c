@@ -30,6 +30,11 @@ void dense_set_threads(int32_t threads)
     openblas_set_num_threads(threads);
 }
 
+void dense_set_blas_threads(int32_t threads)
+{
+    openblas_set_num_threads(threads < 1 ? 1 : threads);
+}
+
 int dense_threads(void)
 {
     return dense_threads_ > 0 ? dense_threads_ : omp_get_max_threads();

@@ -36,7 +36,10 @@ typedef struct trainer_config {
     int32_t micro_batch;    /* b: samples per micro-batch per rank           */
     int32_t accumulate;     /* k: micro-batches per optimizer step (>= 1)     */
     dense_optim_config dense_optim;
-    int32_t threads;        /* OpenMP and BLAS threads                       */
+    int32_t threads;        /* OpenMP threads (embedding, dense optimizer)   */
+    int32_t blas_threads;   /* OpenBLAS threads for the dense GEMMs; 0: as
+                               threads.  1 keeps the whole step bit-identical
+                               whatever `threads` is (dense.h)              */
 } trainer_config;
 
 /* Time per phase, seconds, summed since create (this rank). */

@@ -167,6 +167,8 @@ int trainer_create(const trainer_config *cfg, ember_collection *coll, dlrm *mode
             goto fail;
         }
         dense_set_threads(cfg->threads);
+        if (cfg->blas_threads > 0)
+            dense_set_blas_threads(cfg->blas_threads);
     }
     /* size the model's activations for a whole micro-batch now */
     float *zeros = calloc((size_t)(b * (mc->num_dense + 1)), sizeof *zeros);
