@@ -117,13 +117,6 @@ static void run(const unsigned char *p, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_file_init(&file, "fuzz.ctrbin");
-    run(data, size);
-    unsigned char *fixed = malloc(size ? size : 1);
-    FUZZ_REQUIRE(fixed != NULL, "out of memory");
-    memcpy(fixed, data, size);
-    fix_checksums(fixed, size);
-    if (memcmp(fixed, data, size) != 0)
-        run(fixed, size);
-    free(fixed);
+    fuzz_as_is_and_fixed(data, size, run, fix_checksums);
     return 0;
 }

@@ -76,4 +76,19 @@ static inline void fz_put_u64(unsigned char *p, uint64_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* Runs the input as it is, then (when that changes it) with its checksums
+ * made right by fix, so the fuzzer also reaches the checks behind them. */
+static inline void fuzz_as_is_and_fixed(const uint8_t *data, size_t size, void (*run)(const uint8_t *, size_t),
+                                        void (*fix)(unsigned char *, size_t))
+{
+    run(data, size);
+    unsigned char *fixed = malloc(size ? size : 1);
+    FUZZ_REQUIRE(fixed != NULL, "out of memory");
+    memcpy(fixed, data, size);
+    fix(fixed, size);
+    if (memcmp(fixed, data, size) != 0)
+        run(fixed, size);
+    free(fixed);
+}
+
 #endif
