@@ -7,24 +7,7 @@
 # "N passed, N failed" and exits 1 when any failed.
 set -u
 
-EMBER=${1:?usage: bash tests/cli.sh path/to/ember}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ember-cli-XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-CHECKS=()
-
-# $1: expected status; rest: command.  Leaves stdout/stderr in $TMP/out, $TMP/err.
-expect_status() {
-    local want=$1
-    shift
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    local got=$?
-    if [ "$got" != "$want" ]; then
-        echo "expected exit $want, got $got: $*"
-        echo "--- stdout"; head -20 "$TMP/out"
-        echo "--- stderr"; head -20 "$TMP/err"
-        return 1
-    fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh" # EMBER, TMP, expect_status, mpi2, run_checks
 
 json_lines_valid() { # file: every line is a JSON object
     python3 -c 'import json,sys; [json.loads(l) for l in sys.stdin]' <"$1"
@@ -304,15 +287,6 @@ CHECKS+=(bench_usage_errors)
 # ASan, leak checking is off here: Open MPI unloads its components before
 # LeakSanitizer runs, so their allocations cannot be suppressed by name (the
 # same code paths are leak-checked alone above).
-
-MPIRUN=${EMBER_MPIRUN:-mpirun}
-mpi2() { # ember under mpirun -np 2
-    OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1 \
-        ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout -k 10 120 "$MPIRUN" --oversubscribe --allow-run-as-root -np 2 "$EMBER" "$@"
-}
-have_mpirun() {
-    command -v "$MPIRUN" >/dev/null || { echo "skipped: no $MPIRUN"; return 1; }
-}
 
 check_mpi_bench() {
     have_mpirun || return 0
@@ -665,19 +639,4 @@ check_convert() {
 }
 CHECKS+=(convert)
 
-# ---------------------------------------------------------------- runner
-# (keep last: checks are defined and added to CHECKS above)
-passed=0
-failed=0
-for c in "${CHECKS[@]}"; do
-    if "check_$c" >"$TMP/log.$c" 2>&1; then
-        passed=$((passed + 1))
-        echo "ok   $c"
-    else
-        failed=$((failed + 1))
-        echo "FAIL $c"
-        sed 's/^/     /' "$TMP/log.$c"
-    fi
-done
-echo "cli: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+run_checks cli

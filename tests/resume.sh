@@ -12,35 +12,11 @@
 # tests/cli.sh).
 set -u
 
-EMBER=${1:?usage: bash tests/resume.sh path/to/ember}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/ember-resume-XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-CHECKS=()
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh" # EMBER, TMP, expect_status, mpi2, run_checks
 # small and quick: no evaluation during the run, a small one at the end
 QUICK=(--micro-batch 128 --eval-every 0 --eval-samples 512 --threads 1 --plot none --metrics none)
 
-expect_status() { # $1: expected status; rest: command.  Output in $TMP/out, $TMP/err.
-    local want=$1
-    shift
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    local got=$?
-    if [ "$got" != "$want" ]; then
-        echo "expected exit $want, got $got: $*"
-        echo "--- stdout"; tail -20 "$TMP/out"
-        echo "--- stderr"; tail -20 "$TMP/err"
-        return 1
-    fi
-}
-
-MPIRUN=${EMBER_MPIRUN:-mpirun}
-mpi2() { # as tests/cli.sh
-    OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1 \
-        ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout -k 10 120 "$MPIRUN" --oversubscribe --allow-run-as-root -np 2 "$EMBER" "$@"
-}
 solo() { "$EMBER" "$@"; }
-have_mpirun() {
-    command -v "$MPIRUN" >/dev/null || { echo "skipped: no $MPIRUN"; return 1; }
-}
 
 # $1, $2: checkpoint folders (roots or step folders); "same" or "differ".
 # Compares the step, every table's digest and every blob's.
@@ -276,18 +252,4 @@ PY
 }
 CHECKS+=(inspect)
 
-# ---------------------------------------------------------------- runner
-passed=0
-failed=0
-for c in "${CHECKS[@]}"; do
-    if "check_$c" >"$TMP/log.$c" 2>&1; then
-        passed=$((passed + 1))
-        echo "ok   $c"
-    else
-        failed=$((failed + 1))
-        echo "FAIL $c"
-        sed 's/^/     /' "$TMP/log.$c"
-    fi
-done
-echo "resume: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+run_checks resume

@@ -1,0 +1,52 @@
+# check_lib.sh: what the shell test scripts (tests/cli.sh, tests/resume.sh)
+# share; sourced by them after `set -u`, with the ember binary as $1.
+# A script defines check_<name> functions, adds <name> to CHECKS, and ends
+# with `run_checks NAME`: each check's output is shown only when it fails,
+# then "NAME: N passed, N failed", exit 1 when any failed.
+
+EMBER=${1:?usage: bash $0 path/to/ember}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ember-test-XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+CHECKS=()
+
+# $1: expected status; rest: command.  Leaves stdout/stderr in $TMP/out, $TMP/err.
+expect_status() {
+    local want=$1
+    shift
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local got=$?
+    if [ "$got" != "$want" ]; then
+        echo "expected exit $want, got $got: $*"
+        echo "--- stdout"; head -20 "$TMP/out"
+        echo "--- stderr"; tail -20 "$TMP/err"
+        return 1
+    fi
+}
+
+# ember under mpirun -np 2.  LeakSanitizer is off there: Open MPI's own
+# allocations cannot be suppressed by name (the same code paths are
+# leak-checked in single-process checks).
+MPIRUN=${EMBER_MPIRUN:-mpirun}
+mpi2() {
+    OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1 \
+        ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout -k 10 120 "$MPIRUN" --oversubscribe --allow-run-as-root -np 2 "$EMBER" "$@"
+}
+have_mpirun() {
+    command -v "$MPIRUN" >/dev/null || { echo "skipped: no $MPIRUN"; return 1; }
+}
+
+run_checks() { # $1: the script's name for the last line
+    local passed=0 failed=0 c
+    for c in "${CHECKS[@]}"; do
+        if "check_$c" >"$TMP/log.$c" 2>&1; then
+            passed=$((passed + 1))
+            echo "ok   $c"
+        else
+            failed=$((failed + 1))
+            echo "FAIL $c"
+            sed 's/^/     /' "$TMP/log.$c"
+        fi
+    done
+    echo "$1: $passed passed, $failed failed"
+    [ "$failed" = 0 ]
+}
