@@ -23,6 +23,7 @@
 
 #include "check.h"
 #include "ember.h"
+#include "util.h"
 
 static uint64_t rng_state;
 
@@ -143,33 +144,6 @@ static int read_all(const char *path, int *nread)
     return rc;
 }
 
-static unsigned char *slurp(const char *path, long *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)*size + 1);
-    if (fread(p, 1, (size_t)*size, f) != (size_t)*size) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    return p;
-}
-
-static void spit(const char *path, const unsigned char *p, long size)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, (size_t)size, f) != (size_t)size) {
-        fprintf(stderr, "spit: cannot write %s\n", path);
-        exit(2);
-    }
-    fclose(f);
-}
-
 static int file_exists(const char *path)
 {
     struct stat st;
@@ -265,7 +239,7 @@ static void make_small(small_file *sf)
         } while (sf->bs[i].b.num_ids == 0); /* every batch has ids to corrupt */
     }
     CHECK(write_file(sf->path, &sf->s, sf->bs, sf->k) == EMBER_OK);
-    sf->bytes = slurp(sf->path, &sf->size);
+    sf->bytes = test_read_file(sf->path, &sf->size);
     CHECK(sf->bytes != NULL && sf->size == record_offset(&sf->s, sf->bs, sf->k) + 20);
 }
 
@@ -278,7 +252,7 @@ static void test_every_flip(const small_file *sf)
     for (long pos = 0; pos < sf->size; pos++) {
         memcpy(p, sf->bytes, (size_t)sf->size);
         p[pos] ^= (unsigned char)(1u << rnd_below(8));
-        spit(bad, p, sf->size);
+        test_write_file(bad, p, sf->size);
         int n;
         int rc = read_all(bad, &n);
         if (rc == EMBER_EFORMAT && msg_has(bad)) {
@@ -299,7 +273,7 @@ static void test_every_truncation(const small_file *sf)
     path_in_tmp(bad, sizeof bad, "truncated.bin");
     int refused = 0;
     for (long len = 0; len < sf->size; len++) {
-        spit(bad, sf->bytes, len);
+        test_write_file(bad, sf->bytes, len);
         int n;
         int rc = read_all(bad, &n);
         if (rc == EMBER_EFORMAT && msg_has(bad)) {
@@ -315,7 +289,7 @@ static void test_every_truncation(const small_file *sf)
     unsigned char *p = malloc((size_t)sf->size + 3);
     memcpy(p, sf->bytes, (size_t)sf->size);
     memset(p + sf->size, 0, 3);
-    spit(bad, p, sf->size + 3);
+    test_write_file(bad, p, sf->size + 3);
     int n;
     CHECK(read_all(bad, &n) == EMBER_EFORMAT && msg_has(bad) && n == sf->k);
     free(p);
@@ -333,7 +307,7 @@ static void test_payload_flip_names_batch(const small_file *sf)
     unsigned char *p = malloc((size_t)sf->size);
     memcpy(p, sf->bytes, (size_t)sf->size);
     p[pos] ^= 0x40;
-    spit(bad, p, sf->size);
+    test_write_file(bad, p, sf->size);
     int n;
     int rc = read_all(bad, &n);
     snprintf(want, sizeof want, "batch %d ", k);
@@ -377,7 +351,7 @@ static void expect_field(const small_file *sf, const char *what, long pos, int w
         put32(p + pos, (uint32_t)value);
     else
         put64(p + pos, value);
-    spit(bad, p, sf->size);
+    test_write_file(bad, p, sf->size);
     int n;
     int rc = read_all(bad, &n);
     CHECK_MSG(rc == EMBER_EFORMAT && msg_has(bad) && msg_has(field),
@@ -392,7 +366,7 @@ static void test_fields(const small_file *sf)
     unsigned char *p = malloc((size_t)sf->size);
     memcpy(p, sf->bytes, (size_t)sf->size);
     memcpy(p, "NOTBATCH", 8);
-    spit(bad, p, sf->size);
+    test_write_file(bad, p, sf->size);
     ember_batch_reader *r = NULL;
     int rc = ember_batch_reader_open(bad, &r);
     CHECK_MSG(rc == EMBER_EFORMAT && r == NULL && msg_has(bad) && msg_has("magic"),
@@ -431,7 +405,7 @@ static void expect_content(const small_file *sf, const char *what, long pos, uin
     else
         put32(p + pos, (uint32_t)value); /* a length */
     put64(p + rec + len, XXH64(p + rec, (size_t)len, 0));
-    spit(bad, p, sf->size);
+    test_write_file(bad, p, sf->size);
     int n;
     int rc = read_all(bad, &n);
     CHECK_MSG(rc == EMBER_EFORMAT && n == 0 && msg_has(bad) && msg_has("batch 0") && msg_has(want),
@@ -459,7 +433,7 @@ static void test_missing_and_writer(void)
 
     /* an empty file is not a batch file */
     path_in_tmp(path, sizeof path, "empty.bin");
-    spit(path, (const unsigned char *)"", 0);
+    test_write_file(path, (const unsigned char *)"", 0);
     int n;
     CHECK(read_all(path, &n) == EMBER_EFORMAT && msg_has(path));
 

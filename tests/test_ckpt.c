@@ -146,29 +146,6 @@ static int list_files(const char *dir, char names[][256], int max)
     return n;
 }
 
-static unsigned char *slurp(const char *path, long *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)*n + 1);
-    if (fread(p, 1, (size_t)*n, f) != (size_t)*n)
-        *n = -1;
-    fclose(f);
-    return p;
-}
-
-static void spit(const char *path, const unsigned char *p, long n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, (size_t)n, f) != (size_t)n)
-        abort();
-    fclose(f);
-}
-
 /* Opens dir, expecting one of the statuses and the file named. */
 static void expect_fail(const char *dir, int s1, int s2, const char *name, const char *what)
 {
@@ -201,29 +178,29 @@ static void test_corruption(test_rng *r)
         const char *name = names[test_range(r, 0, nf)];
         snprintf(path, sizeof path, "%s/%s", dir, name);
         long n = 0;
-        unsigned char *orig = slurp(path, &n), *bad = malloc((size_t)n + 2);
+        unsigned char *orig = test_read_file(path, &n), *bad = malloc((size_t)n + 2);
         memcpy(bad, orig, (size_t)n);
         int kind = (int)test_range(r, 0, 10);
         char what[128];
         if (kind < 7) { /* flip one byte */
             long at = (long)test_range(r, 0, n);
             bad[at] ^= (unsigned char)test_range(r, 1, 256);
-            spit(path, bad, n);
+            test_write_file(path, bad, n);
             snprintf(what, sizeof what, "byte %ld of %s flipped", at, name);
             expect_fail(dir, EMBER_ECORRUPT, EMBER_EFORMAT, name, what);
             flips++;
         } else if (kind < 9) { /* truncate */
             long keep = (long)test_range(r, 0, n);
-            spit(path, bad, keep);
+            test_write_file(path, bad, keep);
             snprintf(what, sizeof what, "%s truncated to %ld bytes", name, keep);
             expect_fail(dir, EMBER_ECORRUPT, EMBER_EFORMAT, name, what);
         } else { /* extend */
             bad[n] = 0;
-            spit(path, bad, n + 1);
+            test_write_file(path, bad, n + 1);
             snprintf(what, sizeof what, "%s extended", name);
             expect_fail(dir, EMBER_ECORRUPT, EMBER_EFORMAT, name, what);
         }
-        spit(path, orig, n);
+        test_write_file(path, orig, n);
         ember_checkpoint *ck = NULL;
         CHECK_MSG(ember_checkpoint_open(root, &ck) == EMBER_OK, "restored: %s", ember_data_errmsg());
         ember_checkpoint_close(ck);
@@ -233,10 +210,10 @@ static void test_corruption(test_rng *r)
     /* a missing data file: EIO naming it */
     snprintf(path, sizeof path, "%s/rank-00000-of-00001.bin", dir);
     long n = 0;
-    unsigned char *orig = slurp(path, &n);
+    unsigned char *orig = test_read_file(path, &n);
     remove(path);
     expect_fail(root, EMBER_EIO, EMBER_EIO, "rank-00000-of-00001.bin", "missing data file");
-    spit(path, orig, n);
+    test_write_file(path, orig, n);
     free(orig);
     /* no manifest: no checkpoint at all */
     snprintf(path, sizeof path, "%s/manifest.json", dir);

@@ -649,21 +649,6 @@ static void test_file_shares(const char *path, int binary, const samples *all, i
 
 /* ---------------------------------------------------------------- binary */
 
-static unsigned char *read_bytes(const char *path, long *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)*n + 1);
-    if (fread(p, 1, (size_t)*n, f) != (size_t)*n)
-        abort();
-    fclose(f);
-    return p;
-}
-
 /* 0 when the file opens and reads to the end without an error. */
 static int reads_cleanly(const char *path, char *err, size_t errlen)
 {
@@ -737,7 +722,7 @@ static void test_binary(uint64_t seed)
 
     /* corruption: every flipped byte and every truncation is an error */
     long size = 0;
-    unsigned char *orig = read_bytes(bin, &size);
+    unsigned char *orig = test_read_file(bin, &size);
     CHECK(orig != NULL && size > 1000);
     CHECK(reads_cleanly(bin, err, sizeof err) == 0);
     for (int trial = 0; orig && trial < 60; trial++) {
@@ -781,14 +766,6 @@ static void test_binary(uint64_t seed)
 
 /* Each class of damage to a binary file gets its own message (docs/
  * RELIABILITY.md), and an empty TSV file is a file of no samples. */
-static void write_bytes(const char *path, const unsigned char *p, long n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, (size_t)n, f) != (size_t)n)
-        abort();
-    fclose(f);
-}
-
 static uint64_t le64(const unsigned char *p)
 {
     uint64_t v = 0;
@@ -820,7 +797,7 @@ static void test_binary_messages(void)
     ctr_stats st;
     CHECK_MSG(ctr_convert_tsv(tsv, bin, TSV_ROWS, CTR_BAD_FAIL, &st, err, sizeof err) == 0, "%s", err);
     long size = 0;
-    unsigned char *orig = read_bytes(bin, &size), *c = malloc((size_t)size);
+    unsigned char *orig = test_read_file(bin, &size), *c = malloc((size_t)size);
     if (!orig || !c || size < 1200) {
         CHECK(!"msg.bin written");
         free(orig);
@@ -853,7 +830,7 @@ static void test_binary_messages(void)
             put_le64(c + ix - 8, XXH64(c + H, (size_t)(ix - 8 - H), 0));
             break;
         }
-        write_bytes(bad, c, n);
+        test_write_file(bad, c, n);
         err[0] = '\0';
         CHECK_MSG(reads_cleanly(bad, err, sizeof err) == -1 && strstr(err, cases[i].want) != NULL,
                   "%s: got \"%s\", want \"%s\"", cases[i].what, err, cases[i].want);

@@ -473,4 +473,34 @@ static inline int test_tables_identical(const ember_collection *a, const ember_c
     return same;
 }
 
+/* The whole file at path (malloc'd, one spare byte) and its size in *n;
+ * NULL when it cannot be opened or read. */
+static inline unsigned char *test_read_file(const char *path, long *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = *n >= 0 ? malloc((size_t)*n + 1) : NULL;
+    if (p && fread(p, 1, (size_t)*n, f) != (size_t)*n) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    return p;
+}
+
+/* Writes n bytes to path; aborts when it cannot (a broken test machine). */
+static inline void test_write_file(const char *path, const unsigned char *p, long n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, (size_t)n, f) != (size_t)n) {
+        fprintf(stderr, "cannot write %s\n", path);
+        abort();
+    }
+    fclose(f);
+}
+
 #endif
