@@ -80,6 +80,19 @@ static int tsv_getline(tsv_impl *t, size_t *len, int *overlong)
     return 1;
 }
 
+/* tsv_getline for a line that open counted: 0, or -1 with err (a read
+ * error, or the file shrank since open). */
+static int tsv_counted_line(tsv_impl *t, size_t *len, int *overlong, char *err, size_t errlen)
+{
+    int rc = tsv_getline(t, len, overlong);
+    if (rc < 0)
+        return ctr_fail(err, errlen, "%s:%lld: read error: %s", t->path, (long long)t->line + 1, strerror(errno));
+    if (rc == 0)
+        return ctr_fail(err, errlen, "%s:%lld: file ends before its %lld counted lines (changed while read?)",
+                        t->path, (long long)t->line + 1, (long long)t->lines);
+    return 0;
+}
+
 static int hex_value(const char *s, size_t n, uint32_t *out)
 {
     if (n < 1 || n > 8)
@@ -223,13 +236,8 @@ static int64_t tsv_next(ctr_source *s, int32_t max, char *err, size_t errlen)
     while (n < max && t->line < t->end) {
         size_t len;
         int overlong;
-        int rc = tsv_getline(t, &len, &overlong);
-        if (rc < 0)
-            return ctr_fail(err, errlen, "%s:%lld: read error: %s", t->path, (long long)t->line + 1,
-                            strerror(errno));
-        if (rc == 0) /* the file shrank since open */
-            return ctr_fail(err, errlen, "%s:%lld: file ends before its %lld counted lines (changed while read?)",
-                            t->path, (long long)t->line + 1, (long long)t->lines);
+        if (tsv_counted_line(t, &len, &overlong, err, errlen))
+            return -1;
         int64_t line = t->line++;
         int fresh = line >= t->seen;
         if (fresh) {
@@ -308,13 +316,8 @@ static int tsv_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
     while (t->line < next) {
         size_t len;
         int overlong;
-        int rc = tsv_getline(t, &len, &overlong);
-        if (rc < 0)
-            return ctr_fail(err, errlen, "%s:%lld: read error: %s", t->path, (long long)t->line + 1,
-                            strerror(errno));
-        if (rc == 0)
-            return ctr_fail(err, errlen, "%s:%lld: file ends before its %lld counted lines (changed while read?)",
-                            t->path, (long long)t->line + 1, (long long)t->lines);
+        if (tsv_counted_line(t, &len, &overlong, err, errlen))
+            return -1;
         t->line++;
     }
     if (t->seen < next)
