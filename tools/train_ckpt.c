@@ -247,7 +247,8 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
     snprintf(msg, sizeof msg, "checkpoint at step %lld: %s", (long long)step,
              st == EMBER_OK ? "" : ember_errmsg(s->coll));
     /* the rank that saw the cause prints, not one that saw another fail */
-    if (tool_agree_fail(ctx, "train", st != EMBER_OK && st != EMBER_ECOMM, msg) || tool_agree_fail(ctx, "train", st != EMBER_OK, msg))
+    if (tool_agree_fail(ctx, "train", st != EMBER_OK && st != EMBER_ECOMM, msg) ||
+        tool_agree_fail(ctx, "train", st != EMBER_OK, msg))
         return 1;
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s/step-%012lld", s->t.checkpoint_dir, (long long)step);
