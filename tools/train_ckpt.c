@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckpt/ckpt.h"
 #include "train_tool.h"
 
 #define STATE_MAGIC 0x4e49415254424d45LL /* "EMBTRAIN" little-endian */
@@ -260,27 +261,6 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
 
 /* ---------------------------------------------------------------- resume */
 
-/* 1 when dir holds a folder step-<digits> with a manifest.json. */
-static int has_checkpoint(const char *dir)
-{
-    DIR *d = opendir(dir);
-    int found = 0;
-    if (!d)
-        return 0;
-    struct dirent *e;
-    while (!found && (e = readdir(d))) {
-        const char *n = e->d_name;
-        if (strncmp(n, "step-", 5) || !n[5] || strspn(n + 5, "0123456789") != strlen(n + 5))
-            continue;
-        char p[4400];
-        struct stat st;
-        snprintf(p, sizeof p, "%.4000s/%.256s/manifest.json", dir, n);
-        found = stat(p, &st) == 0;
-    }
-    closedir(d);
-    return found;
-}
-
 static const void *blob(const ember_checkpoint *ck, int32_t rank, const char *name, int64_t want, char *err,
                         size_t errlen)
 {
@@ -388,7 +368,8 @@ int train_ckpt_resume(const tool_ctx *ctx, train_setup *s, train_resume *rs)
     const char *dir = s->t.checkpoint_dir;
     char err[1536] = "";
     memset(rs, 0, sizeof rs[0]);
-    int64_t have = has_checkpoint(dir);
+    int64_t *steps = NULL, have = ckpt_list_steps(dir, &steps) > 0;
+    free(steps);
     tool_reduce_i64(ctx, &have, 1, TOOL_MAX);
     if (!have)
         return 0; /* from scratch; the caller says so */

@@ -54,4 +54,9 @@ uint64_t ckpt_file_checksum(const ember_checkpoint *ck, int32_t i);
 /* The manifest JSON as stored (NUL-terminated), valid until close. */
 const char *ckpt_manifest_text(const ember_checkpoint *ck);
 
+/* Steps of root's complete checkpoints (step-<12 digits> with a manifest),
+ * ascending, malloc'd into *steps (free it); returns how many, or -1
+ * (errno).  What ember_checkpoint_open looks for under a root. */
+int64_t ckpt_list_steps(const char *root, int64_t **steps);
+
 #endif

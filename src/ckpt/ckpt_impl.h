@@ -172,9 +172,6 @@ int ckpt_mkdirs(const char *path, char *msg, size_t msg_cap);
 int ckpt_remove_tree(const char *path);
 /* Removes root's .tmp-* and .trash-* folders (leftovers of crashed saves). */
 void ckpt_clean_leftovers(const char *root);
-/* Steps of root's complete checkpoints (step-<12 digits> with a manifest),
- * ascending, malloc'd into *steps; returns how many, or -1 (errno). */
-int64_t ckpt_list_steps(const char *root, int64_t **steps);
 /* Renames root/step-<step> to a .trash-* name and removes it. */
 int ckpt_discard(const char *root, int64_t step, char *msg, size_t msg_cap);
 /* Moves the folder tmp over dst (dst may exist: the new one is in place
