@@ -51,24 +51,6 @@ typedef struct table_stats {
     uint64_t digest;
 } table_stats;
 
-static const char *opt_name(ember_optimizer_kind k)
-{
-    static const char *const N[] = {"sgd", "adagrad", "rowwise_adagrad", "adam"};
-    return (unsigned)k < 4 ? N[k] : "?";
-}
-
-static const char *placement_name(ember_placement p)
-{
-    static const char *const N[] = {"row", "column", "table", "replicated"};
-    return (unsigned)p < 4 ? N[p] : "?";
-}
-
-static const char *init_name(ember_init_kind k)
-{
-    static const char *const N[] = {"uniform", "normal", "zeros", "constant"};
-    return (unsigned)k < 4 ? N[k] : "?";
-}
-
 /* Streams table t's rows in chunks.  0, or -1 with the message printed. */
 static int table_scan(const tool_ctx *ctx, const ember_checkpoint *ck, int32_t t, table_stats *st)
 {
@@ -291,14 +273,14 @@ int cmd_inspect(const tool_ctx *ctx, int argc, char **argv)
         if (ti->placement == EMBER_PLACE_TABLE)
             snprintf(where, sizeof where, "table on rank %d", (int)ti->owner);
         else
-            snprintf(where, sizeof where, "%s", placement_name(ti->placement));
+            snprintf(where, sizeof where, "%s", ckpt_placement_name(ti->placement));
         if (json) {
             json_t *o = json_pack("{sssIsisssIsssisi}", "name", ti->name, "rows", (json_int_t)ti->rows, "dim",
-                                  (int)ti->dim, "optimizer", opt_name(ti->opt.kind), "optimizer_steps",
+                                  (int)ti->dim, "optimizer", ckpt_optimizer_name(ti->opt.kind), "optimizer_steps",
                                   (json_int_t)ckpt_optimizer_steps(ck), "placement",
-                                  placement_name(ti->placement), "owner", (int)ti->owner, "state_floats",
+                                  ckpt_placement_name(ti->placement), "owner", (int)ti->owner, "state_floats",
                                   (int)ti->state_floats);
-            json_object_set_new(o, "init", json_pack("{ssso}", "kind", init_name(ti->init), "value",
+            json_object_set_new(o, "init", json_pack("{ssso}", "kind", ckpt_init_name(ti->init), "value",
                                                      num((double)ti->init_value)));
             json_object_set_new(o, "norm", num(norm));
             json_object_set_new(o, "mean_row_norm", num(mean_row));
@@ -310,8 +292,8 @@ int cmd_inspect(const tool_ctx *ctx, int argc, char **argv)
             json_array_append_new(tables, o);
         } else {
             printf("  %s: %lld x %d, %s (step %lld), %s, init %s %g\n", ti->name, (long long)ti->rows,
-                   (int)ti->dim, opt_name(ti->opt.kind), (long long)ckpt_optimizer_steps(ck), where,
-                   init_name(ti->init), (double)ti->init_value);
+                   (int)ti->dim, ckpt_optimizer_name(ti->opt.kind), (long long)ckpt_optimizer_steps(ck), where,
+                   ckpt_init_name(ti->init), (double)ti->init_value);
             printf("    values: L2 norm %.6g, mean row norm %.6g, max |v| %.6g; %lld of %lld rows never touched "
                    "(%.1f%%)\n", norm, mean_row, st.max_abs, (long long)st.untouched, (long long)ti->rows,
                    100.0 * (double)st.untouched / (double)ti->rows);

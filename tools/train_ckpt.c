@@ -123,11 +123,10 @@ static void fingerprint(const tool_ctx *ctx, const train_setup *s, char *buf, si
     add(buf, n, "dense_optimizer %s lr %s, beta1 %s, beta2 %s, eps %s, weight_decay %s\n",
         o->kind == DENSE_ADAM ? "adam" : "sgd", flt(o->lr, f[0]), flt(o->beta1, f[1]), flt(o->beta2, f[2]),
         flt(o->eps, f[3]), flt(o->weight_decay, f[4]));
-    static const char *const OPT[] = {"sgd", "adagrad", "rowwise_adagrad", "adam"};
     for (int32_t i = 0; i < s->cc.num_tables; i++) { /* ember_load checks rows, dim and kind only */
         const ember_optimizer *e = &s->cc.tables[i].optimizer;
         add(buf, n, "table.%s optimizer %s lr %s, eps %s, weight_decay %s, beta1 %s, beta2 %s\n",
-            s->cc.tables[i].name, (unsigned)e->kind < 4 ? OPT[e->kind] : "?", flt(e->lr, f[0]), flt(e->eps, f[1]),
+            s->cc.tables[i].name, ckpt_optimizer_name(e->kind), flt(e->lr, f[0]), flt(e->eps, f[1]),
             flt(e->weight_decay, f[2]), flt(e->beta1, f[3]), flt(e->beta2, f[4]));
     }
     add(buf, n, "soft\n");

@@ -59,4 +59,10 @@ const char *ckpt_manifest_text(const ember_checkpoint *ck);
  * (errno).  What ember_checkpoint_open looks for under a root. */
 int64_t ckpt_list_steps(const char *root, int64_t **steps);
 
+/* The names the manifest uses ("row", "rowwise_adagrad", "zeros"; "?" out
+ * of range): static strings. */
+const char *ckpt_placement_name(ember_placement p);
+const char *ckpt_optimizer_name(ember_optimizer_kind k);
+const char *ckpt_init_name(ember_init_kind k);
+
 #endif

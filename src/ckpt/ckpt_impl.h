@@ -142,9 +142,6 @@ char *ckpt_manifest_encode(const ember_checkpoint *ck);
 int ckpt_manifest_decode(ember_checkpoint *ck, const char *text, int64_t bytes, const char *where);
 /* Frees what decode allocated (not the maps). */
 void ckpt_free_parts(ember_checkpoint *ck);
-const char *ckpt_placement_name(ember_placement p);
-const char *ckpt_optimizer_name(ember_optimizer_kind k);
-const char *ckpt_init_name(ember_init_kind k);
 int ckpt_blob_name_ok(const char *name);
 
 /* -------------------------------------------------------------- write.c */
