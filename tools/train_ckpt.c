@@ -205,6 +205,15 @@ int train_ckpt_prepare(const tool_ctx *ctx, const train_setup *s)
     return tool_agree_fail(ctx, "train", failed, msg);
 }
 
+/* Agrees a collective library call's status st: 1 on every rank when any
+ * failed.  msg is printed by a rank that saw the cause, not by one that only
+ * saw another rank fail (EMBER_ECOMM). */
+static int agree_status(const tool_ctx *ctx, int st, const char *msg)
+{
+    return tool_agree_fail(ctx, "train", st != EMBER_OK && st != EMBER_ECOMM, msg) ||
+           tool_agree_fail(ctx, "train", st != EMBER_OK, msg);
+}
+
 /* Bytes of the files in a folder (rank 0's view). */
 static int64_t folder_bytes(const char *path)
 {
@@ -246,9 +255,7 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
     char msg[1024];
     snprintf(msg, sizeof msg, "checkpoint at step %lld: %s", (long long)step,
              st == EMBER_OK ? "" : ember_errmsg(s->coll));
-    /* the rank that saw the cause prints, not one that saw another fail */
-    if (tool_agree_fail(ctx, "train", st != EMBER_OK && st != EMBER_ECOMM, msg) ||
-        tool_agree_fail(ctx, "train", st != EMBER_OK, msg))
+    if (agree_status(ctx, st, msg))
         return 1;
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s/step-%012lld", s->t.checkpoint_dir, (long long)step);
@@ -383,8 +390,9 @@ int train_ckpt_resume(const tool_ctx *ctx, train_setup *s, train_resume *rs)
     if (tool_agree_fail(ctx, "train", failed, err))
         goto out;
     int st = ember_load(s->coll, ck); /* collective */
-    snprintf(err, sizeof err, "checkpoint %s: %s", ember_checkpoint_path(ck), st == EMBER_OK ? "" : ember_errmsg(s->coll));
-    if (tool_agree_fail(ctx, "train", st != EMBER_OK && st != EMBER_ECOMM, err) || tool_agree_fail(ctx, "train", st != EMBER_OK, err))
+    snprintf(err, sizeof err, "checkpoint %s: %s", ember_checkpoint_path(ck),
+             st == EMBER_OK ? "" : ember_errmsg(s->coll));
+    if (agree_status(ctx, st, err))
         goto out;
     failed = restore_position(ctx, s, ck, err, sizeof err) != 0;
     if (tool_agree_fail(ctx, "train", failed, err))
