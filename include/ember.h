@@ -143,6 +143,47 @@ typedef enum ember_exchange {
     EMBER_EXCHANGE_POOLED = 1
 } ember_exchange;
 
+/*
+ * Where a table's rows and optimizer state live on each rank (docs/tiers.md).
+ *   MEMORY: in DRAM (anonymous huge-page mappings).
+ *   SSD:    in a store file on a local filesystem, with a DRAM row cache of
+ *           cache_bytes in front.  The step makes its rows resident (reading
+ *           missing ones, writing dirty victims back) and the kernels run on
+ *           the cached rows: results are bit-identical to MEMORY for any
+ *           cache size, policy, thread count and placement.  The store file
+ *           is working space, not a checkpoint: it is created empty (rows
+ *           never written are computed by the initializer), locked while the
+ *           collection lives, and deleted by ember_collection_destroy.  Save
+ *           with ember_save to keep a table.
+ *   AUTO:   SSD when the collection's rule says so (ssd_min_bytes,
+ *           memory_budget), else MEMORY.
+ */
+typedef enum ember_storage {
+    EMBER_STORAGE_AUTO = 0,
+    EMBER_STORAGE_MEMORY = 1,
+    EMBER_STORAGE_SSD = 2
+} ember_storage;
+
+/*
+ * Which cached row an SSD table evicts when it needs a slot.  Rows of the
+ * current step are pinned and never evicted.
+ *   LRU:       the least recently used row.
+ *   LFU:       the row used in the fewest steps since it was loaded (ties:
+ *              the least recently used).
+ *   LOOKAHEAD: with batches announced by ember_prefetch: a row no announced
+ *              batch uses, least recently used first; otherwise the row whose
+ *              next use is farthest (Belady's rule inside the window).
+ *              Announced rows are read in the background while the caller
+ *              computes.  Without announcements it is LRU.
+ *   DEFAULT:   the collection's ssd_policy.
+ */
+typedef enum ember_cache_policy {
+    EMBER_CACHE_DEFAULT = 0,
+    EMBER_CACHE_LRU = 1,
+    EMBER_CACHE_LFU = 2,
+    EMBER_CACHE_LOOKAHEAD = 3
+} ember_cache_policy;
+
 typedef struct ember_table_config {
     const char *name; /* required, unique; keys the initializer (see below)     */
     int64_t rows;     /* >= 1                                                   */
@@ -179,6 +220,14 @@ typedef struct ember_table_config {
     ember_placement placement; /* default ROW                                  */
     int32_t owner;             /* TABLE placement: the rank holding the table  */
     ember_exchange exchange;   /* ROW and TABLE placements; default ROWS       */
+    ember_storage storage;     /* default AUTO                                */
+    int64_t cache_bytes;       /* SSD: DRAM for the cached rows, their state
+                                  and the cache's bookkeeping, per rank;
+                                  0 = the collection's ssd_cache_bytes        */
+    ember_cache_policy cache_policy; /* SSD; default DEFAULT                  */
+    const char *path;          /* SSD: folder of the store file; NULL = the
+                                  collection's ssd_dir.  The file is
+                                  <path>/<table>.rank<R>.ember-store         */
 } ember_table_config;
 
 /* rows 0, dim 0 (caller sets), uniform(0.05), SGD lr 0.01, no limits, error. */
@@ -262,6 +311,20 @@ typedef struct ember_collection_config {
     int debug_checks;      /* 1: check outputs and gradients for NaN/Inf        */
     int32_t threads;       /* OpenMP threads; 0 = omp_get_max_threads()         */
     ember_world *world;    /* NULL: a world of one                              */
+    /* Memory tiers (docs/tiers.md).  A table with storage AUTO goes to the SSD
+     * tier when its rows + optimizer state on one rank exceed ssd_min_bytes
+     * (0: no such rule), and, when memory_budget > 0 and the MEMORY tables
+     * of a rank still need more than memory_budget bytes, the largest AUTO
+     * tables move to SSD until they fit (cache bytes counted). */
+    int64_t ssd_min_bytes;
+    int64_t memory_budget;
+    const char *ssd_dir;          /* default folder of store files; NULL = "." */
+    int64_t ssd_cache_bytes;      /* default cache per SSD table and rank;
+                                     0 = 256 MiB                              */
+    ember_cache_policy ssd_policy;/* default policy; DEFAULT = LOOKAHEAD      */
+    int32_t lookahead;            /* batches ember_prefetch may announce ahead
+                                     (1..63; 0 = 2)                           */
+    int32_t io_threads;           /* I/O threads per SSD table; 0 = 8          */
 } ember_collection_config;
 
 ember_collection_config ember_collection_config_default(void);
@@ -348,6 +411,26 @@ int ember_forward(ember_collection *coll, const ember_batch *batch, float *poole
  */
 int ember_backward(ember_collection *coll, const float *d_pooled, const float *d_sequence);
 
+/*
+ * Announces a batch that a later ember_forward / ember_backward will train
+ * on: the next one after those already announced (lookahead,
+ * docs/tiers.md).  Each SSD table with policy LOOKAHEAD maps the batch's
+ * ids to its rows now and reads the missing ones in the background while
+ * the caller computes; a row an announced batch needs is evicted only when
+ * nothing else can go, farthest next use first.  A training loop announces
+ * batch i + lookahead after ember_forward of batch i; the window holds
+ * `lookahead` batches and later announcements are ignored (counted in
+ * ember_tier_stats.ignored_hints).  The window moves on with each
+ * ember_backward; a forward without backward (evaluation) does not move it.
+ * It is a hint: it changes which rows are cached, never a result; invalid
+ * ids are skipped here (ember_forward reports them).  Without lookahead
+ * tables it does nothing.  Collective in a world of W > 1.
+ * Errors: EMBER_EINPUT (lengths that do not add up), EMBER_EIO (a background
+ * write-back of an earlier announcement failed; nothing was lost),
+ * EMBER_ENOMEM, EMBER_ECOMM.
+ */
+int ember_prefetch(ember_collection *coll, const ember_batch *batch);
+
 /* ------------------------------------------------------ routing statistics */
 
 /*
@@ -385,13 +468,47 @@ typedef struct ember_stats {
 } ember_stats;
 void ember_collection_stats(const ember_collection *coll, ember_stats *out);
 
+/* ------------------------------------------------------------- SSD tier */
+
+/*
+ * Counters of one SSD table on this rank since its collection was created
+ * (docs/tiers.md).  An access is a distinct row of one step (pinned by the
+ * forward); a load brings a row into the cache: read from the store file,
+ * or computed by the initializer when it was never written.
+ *   hit rate = 1 - (demand_loads + prefetch_loads) / accesses
+ * so a row read ahead for an announced batch counts as a miss that did not
+ * stall, and a prefetched row evicted before its use is a wasted load.
+ */
+typedef struct ember_tier_stats {
+    int64_t cache_rows;      /* slots of the cache                           */
+    int64_t resident_rows;   /* rows cached now                               */
+    int64_t dirty_rows;      /* of those, changed since last written          */
+    int64_t accesses;
+    int64_t demand_loads;    /* loaded while a step waited                   */
+    int64_t prefetch_loads;  /* loaded in the background (lookahead)         */
+    int64_t init_loads;      /* loads that were never-written rows (no read) */
+    int64_t evictions;
+    int64_t writes;          /* rows written back (eviction, flush, release) */
+    int64_t bytes_read, bytes_written;
+    int64_t ignored_hints;   /* announced batches past the lookahead window  */
+    double wait_seconds;     /* steps waiting for background reads           */
+    double io_seconds;       /* steps doing synchronous reads and writes     */
+} ember_tier_stats;
+
+/* Counters of the SSD store holding table t on this rank (a stacked table
+ * shares its physical table's store and counters).  EMBER_EINVAL for a bad
+ * table or a table in the memory tier.  Not collective. */
+int ember_table_tier_stats(const ember_collection *coll, int32_t table, ember_tier_stats *out);
+
 /* ------------------------------------------------------------------ memory */
 
 typedef struct ember_memory {
-    int64_t row_bytes;       /* table values                                   */
-    int64_t state_bytes;     /* optimizer state                                */
+    int64_t row_bytes;       /* table values in DRAM (SSD tier: cached rows)   */
+    int64_t state_bytes;     /* optimizer state in DRAM (SSD: cached rows)     */
     int64_t workspace_bytes; /* routing and kernel buffers (grow-only)         */
     int32_t physical_tables; /* after stacking                                 */
+    int64_t cache_meta_bytes; /* SSD tier: cache bookkeeping in DRAM           */
+    int64_t disk_bytes;      /* SSD tier: bytes of this rank's store files     */
 } ember_memory;
 void ember_collection_memory(const ember_collection *coll, ember_memory *out);
 

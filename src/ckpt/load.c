@@ -51,13 +51,14 @@ typedef struct scratch {
 
 /* Stores this rank's parts of n canonical rows (values v, state s) as the
  * local rows ids[0..n) of physical table pt. */
-static void store_rows(const ember_ptable *pt, int32_t dim, scratch *b, int64_t n)
+static int store_rows(const ember_ptable *pt, int32_t dim, scratch *b, int64_t n)
 {
     int32_t c = pt->local_dim, sf = ember_state_floats(pt->opt.kind, dim);
     int column = pt->placement == EMBER_PLACE_COLUMN;
     int32_t c0 = column ? pt->col0 : 0, w = dim - c0;
     w = w < 0 ? 0 : w > c ? c : w;
-    pt->store->ops->acquire(pt->store, b->ids, n, b->vp, b->sp);
+    if (pt->store->ops->acquire(pt->store, b->ids, n, b->vp, b->sp) != EMBER_OK)
+        return EMBER_EIO;
     for (int64_t i = 0; i < n; i++) {
         const float *v = b->values + i * dim, *s = b->state + i * sf;
         float *sv = b->sp[i];
@@ -75,11 +76,12 @@ static void store_rows(const ember_ptable *pt, int32_t dim, scratch *b, int64_t 
             memcpy(sv, s + c0, sizeof(float) * (size_t)w);
         }
     }
-    pt->store->ops->release(pt->store, b->ids, n, 1);
+    return pt->store->ops->release(pt->store, b->ids, n, 1);
 }
 
-/* Writes logical table t from checkpoint table j on this rank. */
-static void load_table(ember_collection *c, const ember_checkpoint *ck, int32_t t, int32_t j, scratch *b)
+/* Writes logical table t from checkpoint table j on this rank.  Only the
+ * SSD tier can fail here (EMBER_EIO, message on its store). */
+static int load_table(ember_collection *c, const ember_checkpoint *ck, int32_t t, int32_t j, scratch *b)
 {
     const ember_ltable *lt = &c->tables[t];
     const ember_ptable *pt = &c->ptables[lt->ptable];
@@ -93,12 +95,12 @@ static void load_table(ember_collection *c, const ember_checkpoint *ck, int32_t 
         ckpt_read_rows(ck, j, r, 1, b->values + n * dim, b->state + n * sf);
         b->ids[n++] = ember_shard_local(pt, W, phys);
         if (n == CHUNK_ROWS) {
-            store_rows(pt, dim, b, n);
+            if (store_rows(pt, dim, b, n) != EMBER_OK)
+                return EMBER_EIO;
             n = 0;
         }
     }
-    if (n > 0)
-        store_rows(pt, dim, b, n);
+    return n > 0 ? store_rows(pt, dim, b, n) : EMBER_OK;
 }
 
 int ember_load(ember_collection *c, const ember_checkpoint *ck)
@@ -140,10 +142,21 @@ int ember_load(ember_collection *c, const ember_checkpoint *ck)
         if (all[2 * r] != all[0] || all[2 * r + 1] != all[1])
             agreed = ember_fail(c, EMBER_EINVAL, "rank %d opened another checkpoint than rank 0", (int)r);
     if (agreed == EMBER_OK) {
-        for (int32_t t = 0; t < T; t++)
-            load_table(c, ck, t, found[t], &b);
+        int failed = -1;
+        for (int32_t t = 0; t < T && failed < 0; t++)
+            if (load_table(c, ck, t, found[t], &b) != EMBER_OK)
+                failed = t;
         c->stats.steps = ck->opt_steps;
         c->routed = 0; /* a pending backward would apply to the old rows */
+        if (failed >= 0) {
+            /* an SSD store failed half-way: the tables are neither old nor
+             * new, so the collection refuses further work */
+            c->panicked = 1;
+            agreed = ember_fail(c, EMBER_EIO, "loading table '%s': %s; the collection is disabled",
+                                c->tables[failed].cfg.name, c->ptables[c->tables[failed].ptable].store->errmsg);
+        }
+        if ((agreed = ember_dist_agree(c, agreed, NULL)) != EMBER_OK)
+            c->panicked = 1;
     }
     free(all);
     free(found);

@@ -28,6 +28,7 @@
 
 #include "ckpt/ckpt_impl.h"
 #include "core/collection.h"
+#include "tier/tier.h"
 #include "dist/shard.h"
 
 #define MSG CKPT_MSG
@@ -258,6 +259,10 @@ int ember_save(ember_collection *c, const char *root, const ember_save_options *
     ember_checkpoint ck;
     memset(&ck, 0, sizeof ck);
     int st = check_options(c, root, opt, msg);
+    /* the SSD tier writes its dirty rows back first (the checkpoint reads
+     * every row from the cache or the store file either way) */
+    if (st == EMBER_OK && (st = ember_tier_flush(c)) != EMBER_OK)
+        fmt(msg, MSG, "%s", c->errmsg);
     if ((st = agree(c, st, msg)) != EMBER_OK)
         return st;
     if ((st = describe(c, opt, &ck)) != EMBER_OK)

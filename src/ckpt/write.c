@@ -33,6 +33,7 @@ typedef struct writer {
     uint8_t *buf;
     int64_t fill, cap, at;
     int err;
+    char store_msg[400]; /* a store that could not give its rows (SSD tier) */
 } writer;
 
 static void flush(writer *w)
@@ -106,11 +107,15 @@ static void put_rows(writer *w, ember_collection *c, const ckpt_table_info *info
     int64_t phys = first_held(pt, lt, W, rank, &stride);
     if (width == 0)
         return;
-    while (phys < end) {
+    while (phys < end && !w->store_msg[0]) {
         int64_t n = 0;
         for (; phys < end && n < BATCH_ROWS; phys += stride)
             ids[n++] = ember_shard_local(pt, W, (uint32_t)phys);
-        pt->store->ops->acquire(pt->store, ids, n, vp, sp);
+        if (pt->store->ops->acquire(pt->store, ids, n, vp, sp) != EMBER_OK) {
+            fmt(w->store_msg, sizeof w->store_msg, "%s", pt->store->errmsg);
+            w->err = EIO;
+            return;
+        }
         for (int64_t i = 0; i < n; i++) {
             float *o = stage + i * width;
             if (!state) {
@@ -140,7 +145,7 @@ int ckpt_write_rank_file(ember_collection *c, const ember_checkpoint *ck, ckpt_f
     for (int32_t t = 0; t < ck->num_tables; t++)
         if (2 * ck->tables[t].dim > maxw)
             maxw = 2 * ck->tables[t].dim;
-    writer w = {-1, XXH3_createState(), XXH3_createState(), malloc(1 << 22), 0, 1 << 22, 0, 0};
+    writer w = {-1, XXH3_createState(), XXH3_createState(), malloc(1 << 22), 0, 1 << 22, 0, 0, ""};
     float *stage = malloc(sizeof(float) * (size_t)maxw * BATCH_ROWS);
     float **vp = malloc(sizeof(float *) * 2 * BATCH_ROWS);
     uint32_t *ids = malloc(sizeof(uint32_t) * BATCH_ROWS);
@@ -199,7 +204,10 @@ int ckpt_write_rank_file(ember_collection *c, const ember_checkpoint *ck, ckpt_f
     if (w.err == 0 && rename(tmp, dst) != 0)
         w.err = errno;
     if (w.err != 0) {
-        fmt(msg, MSG, "cannot write %s: %s", tmp, strerror(w.err));
+        if (w.store_msg[0])
+            fmt(msg, MSG, "%s", w.store_msg);
+        else
+            fmt(msg, MSG, "cannot write %s: %s", tmp, strerror(w.err));
         unlink(tmp);
         st = EMBER_EIO;
     } else {

@@ -16,6 +16,7 @@
 #include "dist/dist.h"
 #include "table/init.h"
 #include "table/layout.h"
+#include "tier/tier.h"
 
 ember_optimizer ember_optimizer_default(ember_optimizer_kind kind)
 {
@@ -115,7 +116,26 @@ static int validate_config(const ember_collection_config *cfg)
         if (tc->placement == EMBER_PLACE_TABLE && (tc->owner < 0 || tc->owner >= W))
             return ember_fail_create(EMBER_EINVAL, "table '%s': owner rank %d outside the world [0, %d)",
                                      nm, tc->owner, W);
+        if (tc->storage < EMBER_STORAGE_AUTO || tc->storage > EMBER_STORAGE_SSD)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': unknown storage %d", nm, tc->storage);
+        if (tc->cache_policy < EMBER_CACHE_DEFAULT || tc->cache_policy > EMBER_CACHE_LOOKAHEAD)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': unknown cache policy %d", nm, tc->cache_policy);
+        if (tc->cache_bytes < 0)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': cache_bytes %lld must be >= 0", nm,
+                                     (long long)tc->cache_bytes);
+        if (tc->path && (!*tc->path || strlen(tc->path) > 3000))
+            return ember_fail_create(EMBER_EINVAL, "table '%s': path is empty or longer than 3000 bytes", nm);
     }
+    if (cfg->ssd_min_bytes < 0 || cfg->memory_budget < 0 || cfg->ssd_cache_bytes < 0)
+        return ember_fail_create(EMBER_EINVAL, "ssd_min_bytes, memory_budget and ssd_cache_bytes must be >= 0");
+    if (cfg->ssd_policy < EMBER_CACHE_DEFAULT || cfg->ssd_policy > EMBER_CACHE_LOOKAHEAD)
+        return ember_fail_create(EMBER_EINVAL, "unknown ssd_policy %d", cfg->ssd_policy);
+    if (cfg->lookahead < 0 || cfg->lookahead >= 64)
+        return ember_fail_create(EMBER_EINVAL, "lookahead %d outside [0, 63] (0 = 2)", cfg->lookahead);
+    if (cfg->io_threads < 0 || cfg->io_threads > 256)
+        return ember_fail_create(EMBER_EINVAL, "io_threads %d outside [0, 256] (0 = 8)", cfg->io_threads);
+    if (cfg->ssd_dir && (!*cfg->ssd_dir || strlen(cfg->ssd_dir) > 3000))
+        return ember_fail_create(EMBER_EINVAL, "ssd_dir is empty or longer than 3000 bytes");
     for (int32_t f = 0; f < cfg->num_features; f++) {
         const ember_feature_config *fc = &cfg->features[f];
         if (!fc->name || !*fc->name)
@@ -164,6 +184,31 @@ static int copy_names(ember_collection *c, const ember_collection_config *cfg)
     return EMBER_OK;
 }
 
+/* Storage, cache policy, cache bytes and folder of every table, from its
+ * own settings and the collection's rules (tier/rule.c). */
+static int resolve_tiers(ember_collection *c, const ember_collection_config *cfg)
+{
+    ember_storage *storage = malloc(sizeof(ember_storage) * (size_t)cfg->num_tables);
+    if (!storage)
+        return ember_fail_create(EMBER_ENOMEM, "out of memory");
+    ember_tier_resolve(cfg, c->world->size, storage);
+    for (int32_t t = 0; t < cfg->num_tables; t++) {
+        ember_table_config *tc = &c->tables[t].cfg;
+        tc->storage = storage[t];
+        if (tc->cache_policy == EMBER_CACHE_DEFAULT)
+            tc->cache_policy = cfg->ssd_policy != EMBER_CACHE_DEFAULT ? cfg->ssd_policy : EMBER_CACHE_LOOKAHEAD;
+        tc->cache_bytes = ember_tier_cache_bytes(cfg, tc);
+        if (!tc->path)
+            tc->path = cfg->ssd_dir ? cfg->ssd_dir : ".";
+    }
+    free(storage);
+    if (c->cfg.lookahead == 0)
+        c->cfg.lookahead = 2;
+    if (c->cfg.io_threads == 0)
+        c->cfg.io_threads = 8;
+    return EMBER_OK;
+}
+
 int ember_collection_create(const ember_collection_config *cfg, ember_collection **out)
 {
     int st;
@@ -201,10 +246,16 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
         ember_fail_create(st, "out of memory");
         goto fail;
     }
+    if ((st = resolve_tiers(c, cfg)) != EMBER_OK)
+        goto fail;
     c->cfg.tables = NULL; /* the copies in c->tables are authoritative */
     c->cfg.features = NULL;
-    if ((st = ember_layout_build(c)) != EMBER_OK)
-        goto fail; /* layout sets the create message */
+    st = ember_layout_build(c); /* layout sets the create message */
+    for (int32_t t = 0; t < cfg->num_tables; t++)
+        c->tables[t].cfg.path = NULL; /* the caller's strings are needed only here */
+    c->cfg.ssd_dir = NULL;
+    if (st != EMBER_OK)
+        goto fail;
     for (int32_t p = 0; p < c->num_ptables; p++)
         ember_init_ptable(c, p);
     *out = c;
@@ -278,6 +329,8 @@ void ember_collection_memory(const ember_collection *c, ember_memory *out)
         const ember_ptable *pt = &c->ptables[p];
         out->row_bytes += pt->store->value_bytes;
         out->state_bytes += pt->store->state_bytes;
+        out->cache_meta_bytes += pt->store->meta_bytes;
+        out->disk_bytes += pt->store->disk_bytes;
         out->workspace_bytes += ember_route_bytes(&pt->route) + ember_xchg_bytes(pt->xchg);
     }
     out->workspace_bytes += c->bag_off_cap * (int64_t)sizeof(int64_t) +
@@ -285,6 +338,20 @@ void ember_collection_memory(const ember_collection *c, ember_memory *out)
                             2 * c->mb_hash_cap * (int64_t)sizeof(uint64_t) +
                             (int64_t)sizeof(int64_t) * 4 * c->cfg.num_tables * c->cfg.num_shards +
                             (int64_t)sizeof(int64_t) * EMBER_SORT_HIST_SIZE;
+}
+
+int ember_table_tier_stats(const ember_collection *c, int32_t table, ember_tier_stats *out)
+{
+    if (table < 0 || table >= c->cfg.num_tables)
+        return ember_fail((ember_collection *)c, EMBER_EINVAL, "table %d outside [0, %d)", table,
+                          c->cfg.num_tables);
+    const ember_ptable *pt = &c->ptables[c->tables[table].ptable];
+    memset(out, 0, sizeof *out);
+    if (pt->storage != EMBER_STORAGE_SSD)
+        return ember_fail((ember_collection *)c, EMBER_EINVAL, "table '%s' is in the memory tier",
+                          c->tables[table].cfg.name);
+    ember_store_tier_stats(pt->store, out);
+    return EMBER_OK;
 }
 
 static int check_range(const ember_collection *c, int32_t table, int64_t first, int64_t count)

@@ -34,6 +34,11 @@ typedef struct ember_lfeature {
 
 struct ember_xchg; /* dist/xchg.h: exchange buffers of one physical table */
 
+typedef struct ember_tier_init_ctx { /* what the SSD tier's initializer needs */
+    const struct ember_collection *coll;
+    int32_t ptable;
+} ember_tier_init_ctx;
+
 typedef struct ember_ptable {
     int32_t dim;
     int32_t state_floats;   /* per stored row (COLUMN: of the slice)         */
@@ -51,6 +56,10 @@ typedef struct ember_ptable {
     int32_t num_features;   /* features reading it, config order             */
     int32_t *features;
     ember_store *store;     /* local_rows x local_dim                        */
+    ember_storage storage;  /* MEMORY or SSD (resolved from AUTO)            */
+    ember_cache_policy policy; /* SSD: resolved from DEFAULT                 */
+    int64_t cache_bytes;    /* SSD: the sum over its tables                  */
+    ember_tier_init_ctx init_ctx;
     ember_route route;      /* the routed last batch (this rank's samples)   */
     struct ember_xchg *xchg; /* exchange state; NULL in a world of one       */
 } ember_ptable;
@@ -81,6 +90,7 @@ struct ember_collection {
     int64_t mb_hash_cap;
     int64_t *sort_hist;          /* [EMBER_SORT_HIST_SIZE] radix scratch   */
     ember_stats stats;
+    int64_t next_announce;       /* step of the next ember_prefetch batch  */
     int panicked;
     char errmsg[512];
 

@@ -75,23 +75,25 @@ static int64_t held_rows(const ember_ptable *pt, int32_t W, int32_t r, int64_t a
     }
 }
 
-/* Copies rank-local pieces between the store and buf (rows of `width`). */
-static void copy_local(const ember_collection *c, const ember_ptable *pt, int64_t phys0, int64_t count,
-                       float *buf, int32_t width, int to_table, int state)
+/* Copies rank-local pieces between the store and buf (rows of `width`).
+ * Only the SSD tier can fail (EMBER_EIO, message on the collection). */
+static int copy_local(ember_collection *c, const ember_ptable *pt, int64_t phys0, int64_t count,
+                      float *buf, int32_t width, int to_table, int state)
 {
     int32_t W = c->world->size, rank = c->world->rank;
     ember_store *s = pt->store;
     piece pc[2];
     int np = pieces_of(pt, rank, state, to_table, pc);
     if (np == 0)
-        return;
+        return EMBER_OK;
     for (int64_t i = 0; i < count; i++) {
         uint32_t phys = (uint32_t)(phys0 + i);
         if (!ember_shard_holds(pt, W, rank, phys))
             continue;
         uint32_t row = ember_shard_local(pt, W, phys);
         float *v, *sv;
-        s->ops->acquire(s, &row, 1, &v, &sv);
+        if (s->ops->acquire(s, &row, 1, &v, &sv) != EMBER_OK)
+            return ember_fail(c, EMBER_EIO, "%s", s->errmsg);
         float *stored = state ? sv : v;
         for (int k = 0; k < np; k++) {
             float *b = buf + i * width + pc[k].dst;
@@ -100,8 +102,10 @@ static void copy_local(const ember_collection *c, const ember_ptable *pt, int64_
             else
                 memcpy(b, stored + pc[k].src, sizeof(float) * (size_t)pc[k].len);
         }
-        s->ops->release(s, &row, 1, to_table);
+        if (s->ops->release(s, &row, 1, to_table) != EMBER_OK)
+            return ember_fail(c, EMBER_EIO, "%s", s->errmsg);
     }
+    return EMBER_OK;
 }
 
 int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count, float *buf, int to_table,
@@ -112,10 +116,8 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
     int32_t W = c->world->size, rank = c->world->rank;
     int32_t width = state ? ember_state_floats(pt->opt.kind, pt->dim) : pt->dim;
     int64_t phys0 = lt->offset + first;
-    if (to_table || W == 1) {
-        copy_local(c, pt, phys0, count, buf, width, to_table, state);
-        return EMBER_OK;
-    }
+    if (to_table || W == 1)
+        return copy_local(c, pt, phys0, count, buf, width, to_table, state);
     /* read over the world: sizes of every rank's pieces, then one all-gather */
     int64_t *cnt = calloc((size_t)W * 3, sizeof(int64_t));
     if (!cnt)
@@ -140,7 +142,7 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
     st = ember_dist_agree(c, st, NULL);
     if (st == EMBER_OK) {
         piece pc[2];
-        int np = pieces_of(pt, rank, state, 0, pc);
+        int np = pieces_of(pt, rank, state, 0, pc), lst = EMBER_OK;
         float *o = mine;
         for (int64_t i = 0; i < count && np; i++) {
             uint32_t phys = (uint32_t)(phys0 + i);
@@ -148,7 +150,10 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
                 continue;
             uint32_t row = ember_shard_local(pt, W, phys);
             float *v, *sv;
-            pt->store->ops->acquire(pt->store, &row, 1, &v, &sv);
+            if (pt->store->ops->acquire(pt->store, &row, 1, &v, &sv) != EMBER_OK) {
+                lst = ember_fail(c, EMBER_EIO, "%s", pt->store->errmsg);
+                break; /* the exchange still runs (it is collective); then agreed */
+            }
             for (int k = 0; k < np; k++) {
                 memcpy(o, (state ? sv : v) + pc[k].src, sizeof(float) * (size_t)pc[k].len);
                 o += pc[k].len;
@@ -167,6 +172,8 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
         } else if (st != EMBER_OK) {
             ember_fail(c, st, "out of memory");
         }
+        if (st == EMBER_OK)
+            st = ember_dist_agree(c, lst, NULL);
     }
     if (st == EMBER_OK) {
         for (int32_t r = 0; r < W; r++) {

@@ -14,6 +14,7 @@
 #include "dist/dist.h"
 #include "dist/shard.h"
 #include "dist/xchg.h"
+#include "tier/tier.h"
 #include "lookup/lookup.h"
 
 static int comm_failed(ember_collection *c)
@@ -98,5 +99,7 @@ int ember_dist_apply(ember_collection *c, int32_t p, int64_t step, int check_onl
                             pt->placement == EMBER_PLACE_ROW ? rank : 0,
                             column_rowwise ? pt->dim : 0,
                             real};
+    if (!check_only)
+        ember_tier_mark_dirty(c, pt);
     return ember_grad_route(c, &gt, x->grad_in, NULL, step, check_only);
 }

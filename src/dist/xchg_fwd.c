@@ -18,6 +18,7 @@
 #include "dist/shard.h"
 #include "dist/xchg.h"
 #include "lookup/lookup.h"
+#include "tier/tier.h"
 
 typedef struct seg_header {
     uint32_t count; /* entries of the segment in this message */
@@ -365,6 +366,29 @@ static void lookup_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, i
     }
 }
 
+/* Step 4 on an SSD table: the rows this rank serves in round m become
+ * resident and pinned, and every list of them that a kernel reads holds
+ * slots: the received entries (forward pooling and backward), each
+ * source's distinct rows (ROWS), and a replicated table's own entries
+ * (x->remap: pt->route keeps its rows for packing). */
+static int stage_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int64_t n0, int64_t g0, int64_t g1,
+                       const int64_t *recv)
+{
+    ember_route *rr = &x->rr, *r = &pt->route;
+    int st = ember_tier_stage(c, pt, rr->row + n0, rr->row + n0, rr->n - n0);
+    if (st == EMBER_OK && pt->exchange == EMBER_EXCHANGE_ROWS && !all_dest(pt))
+        for (int32_t s = 0; s < c->world->size && st == EMBER_OK; s++) {
+            const int64_t *n = recv + s * XC_N;
+            msg_view v = view_of(c, x->rbuf + x->rdsp[s], n);
+            st = ember_tier_stage(c, pt, v.uniq, v.uniq, n[XC_UNIQ]);
+        }
+    if (st == EMBER_OK && pt->placement == EMBER_PLACE_REPLICATED) {
+        int64_t e0 = r->seg_start[g0], e1 = r->seg_start[g1];
+        st = ember_tier_stage(c, pt, r->row + e0, x->remap + e0, e1 - e0);
+    }
+    return st;
+}
+
 /* Step 5: the requester's outputs for segments [g0, g1) of round m. */
 static void assemble_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int64_t g0,
                            int64_t g1, float *pooled, float *sequence)
@@ -372,7 +396,10 @@ static void assemble_round(ember_collection *c, ember_ptable *pt, ember_xchg *x,
     ember_route *r = &pt->route;
     int32_t W = c->world->size, dim = pt->dim, ld = pt->local_dim;
     if (pt->placement == EMBER_PLACE_REPLICATED) {
-        ember_pool(r, pt->store, g0, g1, pooled, sequence, c->threads);
+        ember_route view = *r;
+        if (pt->store->staged)
+            view.row = x->remap; /* slots (stage_round) */
+        ember_pool(&view, pt->store, g0, g1, pooled, sequence, c->threads);
     } else if (pt->placement == EMBER_PLACE_COLUMN) {
         for (int32_t d = 0; d < W; d++) {
             int32_t width = dim - d * ld < ld ? dim - d * ld : ld;
@@ -486,7 +513,13 @@ static int forward_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, i
     pack_round(c, pt, x, m, g0, g1, sent);
     if (ember_comm_alltoallv(c->world, x->sbuf, x->scnt, x->sdsp, x->rbuf, x->rcnt, x->rdsp) != EMBER_OK)
         return comm_failed(c);
+    int64_t n0 = x->rr.n;
     unpack_round(c, x, m, recv);
+    if (pt->storage == EMBER_STORAGE_SSD) { /* the same on every rank: agreed */
+        st = stage_round(c, pt, x, n0, g0, g1, recv);
+        if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
+            return st;
+    }
     if (pt->placement == EMBER_PLACE_REPLICATED) {
         assemble_round(c, pt, x, m, g0, g1, pooled, sequence);
         return EMBER_OK;

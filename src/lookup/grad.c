@@ -151,6 +151,12 @@ static int64_t check_gradients(const ember_route *r, int32_t dim, const uint64_t
  * per touched row (after weight decay), the sums are all-gathered and added
  * in rank order, then every rank applies the same multiplier to its slice.
  * Every rank holds the same touched rows (COLUMN ids are all-gathered). */
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 static int apply_rowwise_column(ember_collection *c, const ember_grad_target *gt, const uint64_t *starts,
                                 int64_t nu, const float *dp, const float *ds, const ember_optim_step *o)
 {
@@ -158,39 +164,52 @@ static int apply_rowwise_column(ember_collection *c, const ember_grad_target *gt
     int32_t dim = gt->dim, W = c->world->size;
     float *g_all = malloc(sizeof(float) * ((size_t)nu * (size_t)dim + 1));
     float *sq = malloc(sizeof(float) * ((size_t)nu * (size_t)(W + 1) + 1));
-    int st = g_all && sq ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory for %lld rows", (long long)nu);
+    /* runs in row order: an SSD store's runs come in slot order, which
+     * differs between ranks; (row << 32 | run) sorted gives every rank the
+     * same order */
+    uint64_t *ord = malloc(sizeof(uint64_t) * ((size_t)nu + 1));
+    int st = g_all && sq && ord ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory for %lld rows", (long long)nu);
     if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK) {
         free(g_all);
         free(sq);
+        free(ord);
         return st;
     }
+    for (int64_t u = 0; u < nu; u++)
+        ord[u] = (uint64_t)ember_store_row_of(gt->store, (uint32_t)(r->keys[starts[u]] >> 32)) << 32 | (uint64_t)u;
+    if (gt->store->staged)
+        qsort(ord, (size_t)nu, sizeof(uint64_t), cmp_u64);
     float *values = gt->store->values, *state = gt->store->state;
     float *mine = sq + (int64_t)nu * W;
 #pragma omp parallel for schedule(static) num_threads(c->threads)
-    for (int64_t u = 0; u < nu; u++) {
+    for (int64_t k = 0; k < nu; k++) {
+        int64_t u = (int64_t)(uint32_t)ord[k];
         float *g = g_all + u * dim;
         uint32_t row = (uint32_t)(r->keys[starts[u]] >> 32);
         row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], (int64_t)starts[u + 1], dim, dp, ds, g);
         ember_optim_decay(o, gt->real_cols, values + (int64_t)row * dim, g);
-        mine[u] = ember_optim_sumsq(g, gt->real_cols);
+        mine[k] = ember_optim_sumsq(g, gt->real_cols);
     }
     if (ember_comm_allgather(c->world, mine, (int64_t)sizeof(float) * nu, sq) != EMBER_OK) {
         free(g_all);
         free(sq);
+        free(ord);
         c->panicked = 1;
         return ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
     }
 #pragma omp parallel for schedule(static) num_threads(c->threads)
-    for (int64_t u = 0; u < nu; u++) {
+    for (int64_t k = 0; k < nu; k++) {
+        int64_t u = (int64_t)(uint32_t)ord[k];
         float total = 0.0f;
         for (int32_t q = 0; q < W; q++)
-            total += sq[(int64_t)q * nu + u];
+            total += sq[(int64_t)q * nu + k];
         uint32_t row = (uint32_t)(r->keys[starts[u]] >> 32);
         ember_optim_rowwise(o, gt->real_cols, values + (int64_t)row * dim, state + row, g_all + u * dim,
                             total / (float)gt->full_dim);
     }
     free(g_all);
     free(sq);
+    free(ord);
     return EMBER_OK;
 }
 
@@ -231,7 +250,7 @@ int ember_grad_route(ember_collection *c, const ember_grad_target *gt, const flo
             uint32_t e = (uint32_t)r->keys[starts[bad]];
             int64_t seg = ember_route_segment_of(r, e);
             const ember_lfeature *fe = &c->features[r->seg_feature[seg]];
-            int64_t phys = (int64_t)row * gt->row_stride + gt->row_base;
+            int64_t phys = (int64_t)ember_store_row_of(gt->store, row) * gt->row_stride + gt->row_base;
             return ember_fail(c, EMBER_ENUMERIC,
                               "table '%s' row %lld: gradient is not finite (feature '%s', sample %d); "
                               "no table was changed",

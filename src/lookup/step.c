@@ -24,17 +24,23 @@
 #include "dist/dist.h"
 #include "lookup/lookup.h"
 #include "prep/limits.h"
+#include "tier/tier.h"
 
 
 /* Shard lookup and pooling of physical table p, one mini-batch at a time
- * (in a world of one every shard is local and the exchanges are empty). */
-static void lookup_ptable(ember_collection *c, int32_t p, float *pooled, float *sequence)
+ * (in a world of one every shard is local and the exchanges are empty).  An
+ * SSD table first stages the batch's rows: the route then holds slots. */
+static int lookup_ptable(ember_collection *c, int32_t p, float *pooled, float *sequence)
 {
-    const ember_ptable *pt = &c->ptables[p];
-    const ember_route *r = &pt->route;
+    ember_ptable *pt = &c->ptables[p];
+    ember_route *r = &pt->route;
+    int st = ember_tier_stage_route(c, pt, r);
+    if (st != EMBER_OK)
+        return st;
     for (int32_t m = 0; m < c->num_minibatches; m++)
         ember_pool(r, pt->store, r->sample_seg[c->minibatch_start[m]],
                    r->sample_seg[c->minibatch_start[m + 1]], pooled, sequence, c->threads);
+    return EMBER_OK;
 }
 
 /* Debug check of one forward's outputs: names table, row, feature, sample. */
@@ -59,7 +65,7 @@ static int check_outputs(ember_collection *c, float *pooled, float *sequence)
                 const float *v = pt->store->values + (int64_t)r->row[e] * pt->dim;
                 for (int32_t k = 0; k < pt->dim; k++)
                     if (!isfinite(v[k]))
-                        bad_row = (int64_t)r->row[e] - fe->offset;
+                        bad_row = (int64_t)ember_store_row_of(pt->store, r->row[e]) - fe->offset;
             }
             if (bad_row >= 0)
                 return ember_fail(c, EMBER_ENUMERIC,
@@ -121,11 +127,12 @@ int ember_forward(ember_collection *c, const ember_batch *b, float *pooled, floa
         return st;
     c->num_rounds = (int32_t)rounds;
     comm_begin(c);
+    ember_tier_begin(c);
     for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++) {
         if (c->world->size > 1 || c->exchange_always)
             st = ember_dist_forward(c, p, pooled, sequence);
         else
-            lookup_ptable(c, p, pooled, sequence);
+            st = lookup_ptable(c, p, pooled, sequence);
     }
     comm_end(c);
     if (st != EMBER_OK)
@@ -216,9 +223,12 @@ int ember_backward(ember_collection *c, const float *d_pooled, const float *d_se
         /* With debug checks every table's gradients are checked before any
          * table changes: first a checking pass over all physical tables. */
         for (int pass = c->cfg.debug_checks ? 0 : 1; pass < 2; pass++)
-            for (int32_t p = 0; p < c->num_ptables; p++)
+            for (int32_t p = 0; p < c->num_ptables; p++) {
+                if (pass == 1)
+                    ember_tier_mark_dirty(c, &c->ptables[p]);
                 if ((st = ember_grad_apply(c, p, d_pooled, d_sequence, step, pass == 0)) != EMBER_OK)
                     return st;
+            }
     }
     c->stats.steps = step;
     c->routed = 0;

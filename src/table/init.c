@@ -59,10 +59,26 @@ void ember_init_row_values(int init_kind, float init_value, int32_t dim, uint64_
     init_row(&tc, rng_key, row, 0, dim, out);
 }
 
+void ember_init_local_row(void *ctx, uint32_t local, float *out)
+{
+    const ember_tier_init_ctx *ic = ctx;
+    const ember_collection *c = ic->coll;
+    const ember_ptable *pt = &c->ptables[ic->ptable];
+    int32_t W = c->world->size;
+    int64_t phys = pt->placement == EMBER_PLACE_ROW ? (int64_t)local * W + c->world->rank : (int64_t)local;
+    int32_t i = 0; /* the logical table holding phys: tables ascend by offset */
+    while (i + 1 < pt->num_tables && c->tables[pt->tables[i + 1]].offset <= phys)
+        i++;
+    const ember_ltable *t = &c->tables[pt->tables[i]];
+    init_row(&t->cfg, t->rng_key, phys - t->offset, pt->col0, pt->local_dim, out);
+}
+
 void ember_init_ptable(ember_collection *c, int32_t p)
 {
     ember_ptable *pt = &c->ptables[p];
     ember_store *s = pt->store;
+    if (s->staged)
+        return; /* the SSD tier computes rows never written when it loads them */
     int32_t W = c->world->size, rank = c->world->rank;
     for (int32_t i = 0; i < pt->num_tables; i++) {
         const ember_ltable *t = &c->tables[pt->tables[i]];

@@ -12,6 +12,10 @@ struct ember_collection;
  * optimizer state zero), touching pages with the collection's threads. */
 void ember_init_ptable(struct ember_collection *coll, int32_t p);
 
+/* The SSD tier's initializer (tier.h ember_row_init_fn): the initial values
+ * of local row `local` of a physical table; ctx is its ember_tier_init_ctx. */
+void ember_init_local_row(void *ctx, uint32_t local, float *out);
+
 /* Row `row`'s initial values (dim floats) of a table with this init kind
  * and value and rng key (ember_rng_table_key of the collection's seed and
  * the table's name): what ember_init_ptable writes, for `ember inspect`'s

@@ -8,20 +8,53 @@
  * physical_row % shards, it also rotates each table's hot low ids onto
  * different shards.  Limits and policies stay per logical table.  Tables
  * stack only with equal placement, exchange and owner; each rank then
- * allocates its share of every physical table (dist/shard.h).
+ * allocates its share of every physical table (dist/shard.h).  SSD tables
+ * stack only with the same cache policy and folder; the physical table's
+ * cache is the sum of its tables' cache budgets.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/collection.h"
 #include "dist/shard.h"
+#include "table/init.h"
 #include "table/layout.h"
+#include "tier/tier.h"
 
 static int same_group(const ember_table_config *a, const ember_table_config *b)
 {
     return a->dim == b->dim && !memcmp(&a->optimizer, &b->optimizer, sizeof a->optimizer) &&
            a->placement == b->placement && a->exchange == b->exchange &&
-           (a->placement != EMBER_PLACE_TABLE || a->owner == b->owner);
+           (a->placement != EMBER_PLACE_TABLE || a->owner == b->owner) && a->storage == b->storage &&
+           (a->storage != EMBER_STORAGE_SSD || (a->cache_policy == b->cache_policy && !strcmp(a->path, b->path)));
+}
+
+/* The store of physical table p: memory, or the SSD tier (a rank that holds
+ * none of its rows keeps an empty memory store). */
+static int create_store(ember_collection *c, int32_t p)
+{
+    ember_ptable *pt = &c->ptables[p];
+    const ember_table_config *first = &c->tables[pt->tables[0]].cfg;
+    if (pt->storage != EMBER_STORAGE_SSD || pt->local_rows == 0) {
+        int st = ember_store_memory_create(pt->local_rows, pt->local_dim, pt->state_floats, &pt->store);
+        if (st != EMBER_OK)
+            return ember_fail_create(st, "physical table %d (first table '%s'): cannot allocate %lld rows x %d",
+                                     p, first->name, (long long)pt->local_rows, pt->local_dim);
+        return EMBER_OK;
+    }
+    char label[160], err[512];
+    if (pt->num_tables > 1)
+        snprintf(label, sizeof label, "table '%s' (stacked with %d more)", first->name, pt->num_tables - 1);
+    else
+        snprintf(label, sizeof label, "table '%s'", first->name);
+    pt->init_ctx.coll = c;
+    pt->init_ctx.ptable = p;
+    ember_ssd_params sp = {first->path, first->name, label, c->world->rank, pt->local_rows, pt->local_dim,
+                           pt->state_floats, pt->cache_bytes, pt->policy, c->cfg.lookahead, c->cfg.io_threads,
+                           ember_init_local_row, &pt->init_ctx};
+    int st = ember_store_ssd_create(&sp, &pt->store, err, sizeof err);
+    return st == EMBER_OK ? EMBER_OK : ember_fail_create(st, "%s", err);
 }
 
 int ember_layout_build(ember_collection *c)
@@ -45,6 +78,8 @@ int ember_layout_build(ember_collection *c)
             pt->placement = c->tables[t].cfg.placement;
             pt->exchange = c->tables[t].cfg.exchange;
             pt->owner = c->tables[t].cfg.owner;
+            pt->storage = c->tables[t].cfg.storage;
+            pt->policy = c->tables[t].cfg.cache_policy;
             pt->tables = malloc(sizeof(int32_t) * (size_t)nt);
             pt->features = malloc(sizeof(int32_t) * (size_t)nf);
             if (!pt->tables || !pt->features)
@@ -58,6 +93,7 @@ int ember_layout_build(ember_collection *c)
                                      c->tables[t].cfg.name);
         c->tables[t].ptable = p;
         c->tables[t].offset = pt->rows;
+        pt->cache_bytes += c->tables[t].cfg.cache_bytes;
         pt->rows += c->tables[t].cfg.rows;
         pt->tables[pt->num_tables++] = t;
     }
@@ -86,11 +122,9 @@ int ember_layout_build(ember_collection *c)
             pt->col0 = rank * pt->local_dim;
         }
         pt->state_floats = ember_state_floats(pt->opt.kind, pt->local_dim);
-        int st = ember_store_memory_create(pt->local_rows, pt->local_dim, pt->state_floats, &pt->store);
+        int st = create_store(c, p);
         if (st != EMBER_OK)
-            return ember_fail_create(st, "physical table %d (first table '%s'): cannot allocate %lld rows x %d",
-                                     p, c->tables[pt->tables[0]].cfg.name, (long long)pt->local_rows,
-                                     pt->local_dim);
+            return st;
     }
     return EMBER_OK;
 }

@@ -9,6 +9,14 @@
  * in release without any kernel changing.  Rows are `dim` floats; state rows
  * are `state_floats` floats, stored beside the values in a second mapping so
  * that forward gathers touch values only.
+ *
+ * The SSD tier (src/tier/, docs/tiers.md) is such a staged store.  For the
+ * step it does more than acquire: stage() makes a step's rows resident in
+ * its DRAM cache, pins them, and translates each row number into the cache
+ * slot that holds it; `values` and `state` then point at the cache's slot
+ * arrays, so the kernels read and update slot s at values + s * dim exactly
+ * as the memory tier's row s.  The arithmetic is the same; only the index
+ * space changes, and slot_row[] maps a slot back to its row for messages.
  */
 #ifndef EMBER_TABLE_STORE_H
 #define EMBER_TABLE_STORE_H
@@ -19,11 +27,30 @@ typedef struct ember_store ember_store;
 
 typedef struct ember_store_ops {
     /* Fills values[i] and state[i] (state may be NULL) for rows[i], i < n.
-     * The pointers stay valid until the matching release. */
+     * The pointers stay valid until the matching release.  One acquire may
+     * be outstanding per store (row access, checkpoints; not thread-safe on
+     * a staged store).  Errors: EMBER_EIO, EMBER_ENOMEM (message in errmsg). */
     int (*acquire)(ember_store *s, const uint32_t *rows, int64_t n, float **values,
                    float **state);
-    void (*release)(ember_store *s, const uint32_t *rows, int64_t n, int dirty);
+    /* dirty: the rows were written; a staged store writes them back. */
+    int (*release)(ember_store *s, const uint32_t *rows, int64_t n, int dirty);
     void (*destroy)(ember_store *s);
+    /* Staged stores only (NULL for the memory tier). */
+    /* Step `step` (completed backwards so far) begins: the previous step's
+     * pins are released, announced batches before it are forgotten. */
+    void (*begin)(ember_store *s, int64_t step);
+    /* Makes rows[0..n) resident and pinned until the next begin, and writes
+     * each one's slot to slots[i] (may equal rows); EMBER_ROW_DROPPED stays.
+     * Errors: EMBER_ELIMIT (the pinned rows do not fit the cache), EMBER_EIO;
+     * the rows' contents never change. */
+    int (*stage)(ember_store *s, const uint32_t *rows, uint32_t *slots, int64_t n);
+    /* The pinned rows are about to be updated (backward). */
+    void (*mark_dirty)(ember_store *s);
+    /* Writes every dirty cached row back to the store file. */
+    int (*flush)(ember_store *s);
+    /* Announces the rows of the batch that step `seq` will train on
+     * (lookahead); may start background reads.  Errors: EMBER_EIO. */
+    int (*announce)(ember_store *s, const uint32_t *rows, int64_t n, int64_t seq);
 } ember_store_ops;
 
 struct ember_store {
@@ -36,7 +63,19 @@ struct ember_store {
     float *values;
     float *state;
     int64_t value_bytes, state_bytes;
+    /* Staged stores: values/state index slots, not rows (see above). */
+    int staged;
+    const uint32_t *slot_row; /* [slots] local row held by each slot        */
+    int64_t disk_bytes;       /* bytes of the store file                    */
+    int64_t meta_bytes;       /* cache bookkeeping (map, lists, flags)      */
+    char errmsg[400];         /* detail of the last failed call             */
 };
+
+/* The local row that kernel index i addresses (a slot of a staged store). */
+static inline uint32_t ember_store_row_of(const ember_store *s, uint32_t i)
+{
+    return s->staged ? s->slot_row[i] : i;
+}
 
 /* Memory tier: values and state in anonymous mappings with
  * madvise(MADV_HUGEPAGE), state zeroed; values left for the initializer. */

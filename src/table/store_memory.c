@@ -41,9 +41,10 @@ static int memory_acquire(ember_store *s, const uint32_t *rows, int64_t n, float
     return EMBER_OK;
 }
 
-static void memory_release(ember_store *s, const uint32_t *rows, int64_t n, int dirty)
+static int memory_release(ember_store *s, const uint32_t *rows, int64_t n, int dirty)
 {
     (void)s, (void)rows, (void)n, (void)dirty;
+    return EMBER_OK;
 }
 
 static void memory_destroy(ember_store *s)
@@ -53,7 +54,8 @@ static void memory_destroy(ember_store *s)
     free(s);
 }
 
-static const ember_store_ops MEMORY_OPS = {memory_acquire, memory_release, memory_destroy};
+static const ember_store_ops MEMORY_OPS = {memory_acquire, memory_release, memory_destroy,
+                                           NULL, NULL, NULL, NULL, NULL};
 
 int ember_store_memory_create(int64_t rows, int32_t dim, int32_t state_floats, ember_store **out)
 {

@@ -1,0 +1,131 @@
+/*
+ * ssd_impl.h: the private shape of the SSD tier's store: the store file, the
+ * slot cache in front of it, and the eviction policies' bookkeeping.  Shared
+ * by ssd.c (file, step staging, background reads, row access) and
+ * ssd_cache.c (row -> slot map, policy lists and heap, lookahead window).
+ *
+ * A cached row lives in a slot: values at base.values + slot * dim, state at
+ * base.state + slot * sf, its row in slot_row[slot].  Every resident slot
+ * that is not pinned by the current step and not being loaded sits in
+ * exactly one policy structure:
+ *   LRU        list 0, least recent at the head
+ *   LFU        a binary heap on (steps used, last step used)
+ *   LOOKAHEAD  list 0 ("cold": no announced batch uses it, LRU order), or
+ *              list 1 + (s % 64) for the announced batch s that uses it next
+ * so a victim is found in O(1) (lists) or O(log slots) (heap).
+ */
+#ifndef EMBER_TIER_SSD_IMPL_H
+#define EMBER_TIER_SSD_IMPL_H
+
+#include <stdint.h>
+
+#include "ember.h"
+#include "table/store.h"
+#include "tier/io_pool.h"
+#include "tier/tier.h"
+
+#define SSD_NONE UINT32_MAX
+#define SSD_WINDOW 64          /* announced batches tracked (lookahead <= 63) */
+#define SSD_LISTS (1 + SSD_WINDOW)
+
+enum { F_PINNED = 1, F_DIRTY = 2, F_LOADING = 4 };
+
+typedef struct ssd_job {          /* one batch of slot loads (and write-backs) */
+    int64_t n;                    /* claimed slots                             */
+    uint32_t *slot, *new_row, *old_row; /* old_row SSD_NONE: a free slot      */
+    uint8_t *old_dirty;
+    int32_t *wreq;                /* request of the slot's write-back, or -1   */
+    ember_io_req *req;            /* write-backs first, then loads             */
+    int64_t nreq, nwrites, cap;
+    int background;
+} ssd_job;
+
+typedef struct ssd_store {
+    ember_store base;
+    int fd;
+    char path[4096];
+    char label[160];
+    int64_t rows;
+    int32_t dim, sf;
+    int64_t rec_bytes;            /* one row's record in the file: values, state */
+    uint64_t *written;            /* [rows/64] the file holds the row's record */
+    ember_row_init_fn init;
+    void *init_ctx;
+    ember_io_pool *io;
+
+    /* the cache */
+    int64_t cap, used;            /* slots; slots ever handed out           */
+    uint32_t *slot_row;           /* [cap]                                  */
+    uint8_t *flags;               /* [cap] F_*                              */
+    uint64_t *map;                /* row << 32 | slot, open addressing      */
+    int64_t map_size;
+    int map_shift;
+    int32_t *free_slots;          /* slots freed after a failed load        */
+    int64_t nfree, resident;
+    int32_t *pinned;              /* [cap] slots pinned by this step        */
+    int64_t npinned;
+    uint32_t step;
+
+    /* policy */
+    ember_cache_policy policy;
+    int32_t *prev, *next;         /* [cap] list links                       */
+    int8_t *where;                /* [cap] list index, or -1                */
+    int32_t head[SSD_LISTS], tail[SSD_LISTS];
+    uint32_t *freq, *last;        /* LFU: [cap]                             */
+    int32_t *heap, *heap_pos;     /* LFU: [cap]                             */
+    int64_t heap_n;
+    uint64_t *mask;               /* LOOKAHEAD: [cap] bit s % 64: batch s uses it */
+
+    /* lookahead window: announced batches seq_cur .. seq_cur + wlen - 1 */
+    int32_t K, wlen;
+    int64_t seq_cur;
+    uint32_t *wrows[SSD_WINDOW];  /* sorted distinct rows of each           */
+    int64_t wn[SSD_WINDOW], wcap[SSD_WINDOW];
+
+    ssd_job job;                  /* the step's or the background's loads   */
+    int64_t *miss;                /* stage scratch                          */
+    uint32_t *miss_row;
+    int64_t miss_cap, miss_row_cap;
+    float *bulk;                  /* row access scratch: records            */
+    int64_t bulk_cap;
+    int64_t *bulk_slot;           /* [n] slot, or -1: in bulk               */
+    int64_t bulk_slot_cap;
+    ember_io_req *bulk_req;
+    int64_t bulk_req_cap;
+
+    ember_tier_stats st;
+} ssd_store;
+
+/* ssd_cache.c: the row -> slot map */
+int64_t ssd_map_find(const ssd_store *s, uint32_t row);
+void ssd_map_insert(ssd_store *s, uint32_t row, uint32_t slot);
+void ssd_map_erase(ssd_store *s, uint32_t row);
+static inline void ssd_map_prefetch(const ssd_store *s, uint32_t row)
+{
+    __builtin_prefetch(&s->map[((uint64_t)row * 0x9E3779B97F4A7C15ull) >> s->map_shift], 0, 1);
+}
+
+/* ssd_cache.c: policy bookkeeping */
+void ssd_policy_remove(ssd_store *s, int32_t slot); /* no-op when not listed */
+void ssd_policy_place(ssd_store *s, int32_t slot);  /* after use or load     */
+void ssd_pin(ssd_store *s, int32_t slot);           /* counts an access      */
+/* A slot for a new row: fresh or freed first; then a victim (removed from
+ * its policy structure).  cold_only: only rows no announced batch uses
+ * (lookahead's prefetch).  -1 when none is left. */
+int32_t ssd_take_slot(ssd_store *s, int cold_only, uint32_t *victim_row);
+void ssd_release_slot(ssd_store *s, int32_t slot);  /* back to the free list */
+/* Lookahead: which window batches use row (bits s % 64). */
+uint64_t ssd_window_mask(const ssd_store *s, uint32_t row);
+/* Forgets the announced batches of steps before `step`. */
+void ssd_window_to(ssd_store *s, int64_t step);
+
+static inline int ssd_is_written(const ssd_store *s, uint32_t row)
+{
+    return (int)((s->written[row >> 6] >> (row & 63)) & 1);
+}
+static inline void ssd_set_written(ssd_store *s, uint32_t row)
+{
+    s->written[row >> 6] |= 1ull << (row & 63);
+}
+
+#endif

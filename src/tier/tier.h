@@ -1,0 +1,72 @@
+/*
+ * tier.h: the SSD tier's constructor and queries, for the layout code that
+ * creates stores and for the step, checkpoints and tools that ask about
+ * them (docs/tiers.md).  The store itself is an ember_store (table/store.h).
+ */
+#ifndef EMBER_TIER_TIER_H
+#define EMBER_TIER_TIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ember.h"
+#include "table/store.h"
+
+typedef void (*ember_row_init_fn)(void *ctx, uint32_t row, float *values);
+
+typedef struct ember_ssd_params {
+    const char *dir;          /* folder of the store file                     */
+    const char *name;         /* file stem (the first table's name)           */
+    const char *label;        /* for messages, e.g. "table 'user'"            */
+    int32_t rank;
+    int64_t rows;             /* local rows                                   */
+    int32_t dim, state_floats;
+    int64_t cache_bytes;
+    ember_cache_policy policy; /* LRU, LFU or LOOKAHEAD                       */
+    int32_t lookahead;        /* window of announced batches, 1..63           */
+    int32_t io_threads;
+    ember_row_init_fn init;   /* values of a row never written (thread-safe)  */
+    void *init_ctx;
+} ember_ssd_params;
+
+/* Creates the store file <dir>/<name>.rank<rank>.ember-store (locked,
+ * space reserved) and the cache.  Errors: EMBER_EIO (missing folder,
+ * read-only, in use by another process, too small: named), EMBER_EINVAL (a
+ * cache that holds no row), EMBER_ENOMEM; the message goes to err. */
+int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *err, size_t errlen);
+
+/* DRAM bytes per cached row: values, state and bookkeeping. */
+int64_t ember_ssd_slot_bytes(int32_t dim, int32_t state_floats, ember_cache_policy policy);
+
+#define EMBER_SSD_CACHE_DEFAULT ((int64_t)256 << 20)
+
+/* rule.c.  Bytes of rows + optimizer state of table t on its fullest rank in
+ * the memory tier, in a world of W. */
+int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W);
+/* The cache budget of an SSD table: its own, the collection's, 256 MiB. */
+int64_t ember_tier_cache_bytes(const ember_collection_config *cfg, const ember_table_config *t);
+/* Storage of every table (out[num_tables]: MEMORY or SSD): the table's
+ * choice, else the collection's rules (ember.h, ssd_min_bytes and
+ * memory_budget). */
+void ember_tier_resolve(const ember_collection_config *cfg, int32_t W, ember_storage *out);
+
+/* Counters of a store (zeros for the memory tier). */
+void ember_store_tier_stats(const ember_store *s, ember_tier_stats *out);
+
+/* tier_step.c: the tier on the step's spine (messages go to the collection). */
+struct ember_collection;
+struct ember_ptable;
+struct ember_route;
+void ember_tier_begin(struct ember_collection *c);
+int ember_tier_stage(struct ember_collection *c, struct ember_ptable *pt, const uint32_t *rows, uint32_t *slots,
+                     int64_t n);
+/* Stages a route's rows in place (they become slots) and drops its keys. */
+int ember_tier_stage_route(struct ember_collection *c, struct ember_ptable *pt, struct ember_route *r);
+void ember_tier_mark_dirty(struct ember_collection *c, struct ember_ptable *pt);
+int ember_tier_flush(struct ember_collection *c);
+
+/* Test hook (tests/test_tier.c): the k-th I/O request from now and all
+ * later ones fail with errno err; k = 0 turns it off. */
+void ember_store_ssd_inject_failure(ember_store *s, int64_t k, int err, int writes_only);
+
+#endif

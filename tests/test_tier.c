@@ -1,0 +1,412 @@
+/*
+ * test_tier.c: the SSD tier against the memory tier (docs/tiers.md).
+ *
+ * Random configs (every optimizer, combiners, weights, dedup, stacking,
+ * bounds = drop) run the same steps on a memory collection and on SSD
+ * collections with a random policy (LRU, LFU, lookahead with announced
+ * batches), 1 or 2 threads, and a random cache from a few rows to the whole
+ * table (a cache too small for one step's rows gets EMBER_ELIMIT, checked,
+ * and the run starts again with twice the cache).  Outputs, tables and
+ * optimizer state must be bit-identical (memcmp, no tolerance: the tier
+ * moves rows, never changes the arithmetic).  Then checkpoints from one tier
+ * load into the other, injected I/O failures (write-back at eviction, at
+ * save, reads) fail with EMBER_EIO naming table and file and change
+ * nothing, and bad folders, locked files, too-small filesystems and caches
+ * that hold no row are refused with their names.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/collection.h"
+#include "tier/tier.h"
+#include "util.h"
+
+#define STEPS 5
+
+static char root[256];
+
+typedef struct steps {
+    test_batch tb[STEPS];
+    float *dp[STEPS], *ds[STEPS];
+} steps;
+
+/* Random batches; big: 128 samples of 6 ids per feature (the fixed configs:
+ * about 330 distinct rows per table and step). */
+static void make_steps(test_rng *r, const test_config *tc, steps *st, int big)
+{
+    for (int s = 0; s < STEPS; s++) {
+        test_batch_opts o = test_batch_opts_default();
+        o.batch_size = big ? 128 : (int32_t)test_range(r, 1, 129);
+        o.max_len = big ? 6 : (int32_t)test_range(r, 1, 7);
+        o.empty_frac = big ? 0 : 0.1;
+        o.dup_heavy = s == 3;
+        o.weighted = (int)test_range(r, 0, 2);
+        o.invalid_frac = tc->cfg.bounds == EMBER_BOUNDS_DROP ? 0.05 : 0.0;
+        test_batch_make(r, &tc->cfg, &o, &st->tb[s]);
+        int64_t W = test_pooled_width(&tc->cfg), S = test_sequence_size(&tc->cfg, &st->tb[s].b);
+        st->dp[s] = malloc((size_t)(o.batch_size * W + 1) * sizeof(float));
+        st->ds[s] = malloc((size_t)(S + 1) * sizeof(float));
+        test_fill(r, st->dp[s], o.batch_size * W, -1, 1);
+        test_fill(r, st->ds[s], S, -1, 1);
+    }
+}
+
+static void free_steps(steps *st)
+{
+    for (int s = 0; s < STEPS; s++) {
+        test_batch_free(&st->tb[s]);
+        free(st->dp[s]);
+        free(st->ds[s]);
+    }
+}
+
+/* Runs the steps; outputs go to out[s] (pooled then sequence).  Returns the
+ * forward status that stopped it (EMBER_OK when all ran). */
+static int run(ember_collection *c, const test_config *tc, steps *st, float **out, int lookahead)
+{
+    for (int s = 0; s < STEPS; s++) {
+        int64_t W = test_pooled_width(&tc->cfg), S = test_sequence_size(&tc->cfg, &st->tb[s].b);
+        int rc = ember_forward(c, &st->tb[s].b, out[s], out[s] + st->tb[s].b.batch_size * W);
+        if (rc != EMBER_OK)
+            return rc;
+        (void)S;
+        for (int k = 1; k <= lookahead && s + k < STEPS; k++) /* announce what is not yet */
+            if (s == 0 || k == lookahead)
+                CHECK(ember_prefetch(c, &st->tb[s + k].b) == EMBER_OK);
+        rc = ember_backward(c, st->dp[s], st->ds[s]);
+        CHECK_MSG(rc == EMBER_OK, "backward step %d: %s", s, ember_errmsg(c));
+    }
+    return EMBER_OK;
+}
+
+static float **alloc_outs(const test_config *tc, steps *st)
+{
+    float **out = calloc(STEPS, sizeof *out);
+    for (int s = 0; s < STEPS; s++)
+        out[s] = calloc((size_t)(st->tb[s].b.batch_size * test_pooled_width(&tc->cfg) +
+                                 test_sequence_size(&tc->cfg, &st->tb[s].b) + 1),
+                        sizeof(float));
+    return out;
+}
+
+static void free_outs(float **out)
+{
+    for (int s = 0; s < STEPS; s++)
+        free(out[s]);
+    free(out);
+}
+
+static size_t out_bytes(const test_config *tc, const steps *st, int s)
+{
+    return (size_t)(st->tb[s].b.batch_size * test_pooled_width(&tc->cfg) +
+                    test_sequence_size(&tc->cfg, &st->tb[s].b)) * sizeof(float);
+}
+
+/* The config with every table on the SSD tier under dir. */
+static test_config *ssd_config(test_rng *r, const test_config *tc, const char *dir, ember_cache_policy pol,
+                               int64_t rows_cached)
+{
+    test_config *cc = test_config_copy(tc);
+    cc->cfg.ssd_dir = dir;
+    cc->cfg.ssd_policy = pol;
+    cc->cfg.lookahead = (int32_t)test_range(r, 1, 4);
+    cc->cfg.io_threads = (int32_t)test_range(r, 1, 5);
+    for (int32_t t = 0; t < cc->cfg.num_tables; t++) {
+        ember_table_config *t_ = &cc->tables[t];
+        t_->storage = EMBER_STORAGE_SSD;
+        int64_t k = rows_cached < t_->rows ? rows_cached : t_->rows;
+        t_->cache_bytes = k * ember_ssd_slot_bytes(t_->dim, ember_state_floats(t_->optimizer.kind, t_->dim), pol);
+    }
+    return cc;
+}
+
+static void one_config(test_rng *r, int ix)
+{
+    test_config *tc = test_config_random(r, 4, 6, 300, 3000);
+    steps st;
+    make_steps(r, tc, &st, 0);
+    tc->cfg.threads = 1;
+    ember_collection *mem = NULL;
+    CHECK_MSG(ember_collection_create(&tc->cfg, &mem) == EMBER_OK, "create: %s", ember_errmsg(NULL));
+    float **want = alloc_outs(tc, &st);
+    CHECK_MSG(run(mem, tc, &st, want, 0) == EMBER_OK, "memory run: %s", ember_errmsg(mem));
+
+    ember_cache_policy pol = (ember_cache_policy)test_range(r, 1, 4);
+    int32_t threads = (int32_t)test_range(r, 1, 3);
+    int64_t cached = test_range(r, 1, 3001);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/c%d", root, ix);
+    mkdir(dir, 0700);
+    for (int attempt = 0; attempt < 16; attempt++, cached *= 2) {
+        test_config *cc = ssd_config(r, tc, dir, pol, cached);
+        cc->cfg.threads = threads;
+        ember_collection *ssd = NULL;
+        int rc = ember_collection_create(&cc->cfg, &ssd);
+        CHECK_MSG(rc == EMBER_OK, "config %d: create ssd: %s", ix, ember_errmsg(NULL));
+        float **got = alloc_outs(tc, &st);
+        rc = rc == EMBER_OK ? run(ssd, tc, &st, got, pol == EMBER_CACHE_LOOKAHEAD ? cc->cfg.lookahead : 0) : rc;
+        if (rc == EMBER_ELIMIT) { /* the cache was smaller than one step's rows */
+            CHECK_MSG(strstr(ember_errmsg(ssd), "distinct rows cached at once") != NULL, "message: %s",
+                      ember_errmsg(ssd));
+            ember_collection_destroy(ssd);
+            free_outs(got);
+            test_config_free(cc);
+            continue;
+        }
+        CHECK_MSG(rc == EMBER_OK, "config %d: ssd run: %s", ix, ember_errmsg(ssd));
+        printf("config %d: %d tables, policy %d, %lld rows cached per table, %d threads, attempt %d\n", ix,
+               tc->cfg.num_tables, (int)pol, (long long)cached, threads, attempt);
+        for (int s = 0; s < STEPS && rc == EMBER_OK; s++)
+            CHECK_MSG(memcmp(want[s], got[s], out_bytes(tc, &st, s)) == 0, "config %d step %d: outputs differ",
+                      ix, s);
+        if (rc == EMBER_OK) {
+            CHECK_MSG(test_tables_identical(mem, ssd, &tc->cfg), "config %d: tables differ (policy %d)", ix,
+                      (int)pol);
+            for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
+                ember_tier_stats ts;
+                CHECK(ember_table_tier_stats(ssd, t, &ts) == EMBER_OK);
+                CHECK_MSG(ts.demand_loads <= ts.accesses && ts.resident_rows <= ts.cache_rows &&
+                              ts.resident_rows == ts.demand_loads + ts.prefetch_loads - ts.evictions,
+                          "config %d table %d: accesses %lld, loads %lld + %lld, evictions %lld, resident %lld of %lld",
+                          ix, t, (long long)ts.accesses, (long long)ts.demand_loads, (long long)ts.prefetch_loads,
+                          (long long)ts.evictions, (long long)ts.resident_rows, (long long)ts.cache_rows);
+            }
+        }
+        ember_collection_destroy(ssd);
+        free_outs(got);
+        test_config_free(cc);
+        break;
+    }
+    rmdir(dir);
+    ember_collection_destroy(mem);
+    free_outs(want);
+    free_steps(&st);
+    test_config_free(tc);
+}
+
+/* A small fixed config for the checkpoint and fault tests. */
+static test_config *fixed_config(test_rng *r)
+{
+    test_config *tc = test_config_new(2, 2);
+    for (int32_t t = 0; t < 2; t++) {
+        tc->tables[t].rows = 2000;
+        tc->tables[t].dim = 8;
+        tc->tables[t].optimizer = test_optimizer_random(r, t ? EMBER_OPT_ADAM : EMBER_OPT_ROWWISE_ADAGRAD);
+        tc->features[t].table = t;
+    }
+    tc->cfg.seed = test_next(r);
+    tc->cfg.threads = 1;
+    return tc;
+}
+
+static void checkpoints(test_rng *r)
+{
+    test_config *tc = fixed_config(r);
+    steps st;
+    make_steps(r, tc, &st, 1);
+    char dir[300], ck1[300], ck2[300];
+    snprintf(dir, sizeof dir, "%s/ck", root);
+    snprintf(ck1, sizeof ck1, "%s/from-ssd", root);
+    snprintf(ck2, sizeof ck2, "%s/from-mem", root);
+    mkdir(dir, 0700);
+    test_config *cc = ssd_config(r, tc, dir, EMBER_CACHE_LRU, 900);
+    ember_collection *mem = NULL, *ssd = NULL, *mem2 = NULL, *ssd2 = NULL;
+    CHECK(ember_collection_create(&tc->cfg, &mem) == EMBER_OK);
+    CHECK_MSG(ember_collection_create(&cc->cfg, &ssd) == EMBER_OK, "%s", ember_errmsg(NULL));
+    float **o1 = alloc_outs(tc, &st), **o2 = alloc_outs(tc, &st);
+    CHECK(run(mem, tc, &st, o1, 0) == EMBER_OK);
+    CHECK(run(ssd, tc, &st, o2, 0) == EMBER_OK);
+    ember_save_options so = {0};
+    so.step = 5;
+    CHECK_MSG(ember_save(ssd, ck1, &so) == EMBER_OK, "save from ssd: %s", ember_errmsg(ssd));
+    CHECK_MSG(ember_save(mem, ck2, &so) == EMBER_OK, "save from memory: %s", ember_errmsg(mem));
+    /* SSD -> memory and memory -> SSD */
+    ember_checkpoint *a = NULL, *b = NULL;
+    CHECK(ember_checkpoint_open(ck1, &a) == EMBER_OK);
+    CHECK(ember_checkpoint_open(ck2, &b) == EMBER_OK);
+    CHECK(ember_collection_create(&tc->cfg, &mem2) == EMBER_OK);
+    char dir2[300];
+    snprintf(dir2, sizeof dir2, "%s/ck2", root);
+    mkdir(dir2, 0700);
+    test_config *cc2 = ssd_config(r, tc, dir2, EMBER_CACHE_LFU, 900);
+    CHECK(ember_collection_create(&cc2->cfg, &ssd2) == EMBER_OK);
+    CHECK_MSG(ember_load(mem2, a) == EMBER_OK, "load into memory: %s", ember_errmsg(mem2));
+    CHECK_MSG(ember_load(ssd2, b) == EMBER_OK, "load into ssd: %s", ember_errmsg(ssd2));
+    CHECK_MSG(test_tables_identical(mem, mem2, &tc->cfg), "SSD checkpoint loaded into memory differs");
+    CHECK_MSG(test_tables_identical(mem, ssd2, &tc->cfg), "memory checkpoint loaded into SSD differs");
+    /* both go on training identically */
+    CHECK(run(mem2, tc, &st, o1, 0) == EMBER_OK);
+    CHECK(run(ssd2, tc, &st, o2, 0) == EMBER_OK);
+    CHECK_MSG(test_tables_identical(mem2, ssd2, &tc->cfg), "training after loading differs between tiers");
+    ember_checkpoint_close(a);
+    ember_checkpoint_close(b);
+    ember_collection_destroy(mem);
+    ember_collection_destroy(ssd);
+    ember_collection_destroy(mem2);
+    ember_collection_destroy(ssd2);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s' '%s' '%s'", ck1, ck2, dir, dir2);
+    CHECK(system(cmd) == 0);
+    free_outs(o1);
+    free_outs(o2);
+    free_steps(&st);
+    test_config_free(cc);
+    test_config_free(cc2);
+    test_config_free(tc);
+}
+
+/* Injected I/O failures: the failing call names table and file; a retry
+ * without the fault gives exactly the memory tier's results, and the last
+ * checkpoint stays loadable. */
+static void faults(test_rng *r)
+{
+    test_config *tc = fixed_config(r);
+    steps st;
+    make_steps(r, tc, &st, 1);
+    char dir[300], ck[300];
+    snprintf(dir, sizeof dir, "%s/f", root);
+    snprintf(ck, sizeof ck, "%s/f-ck", root);
+    mkdir(dir, 0700);
+    test_config *cc = ssd_config(r, tc, dir, EMBER_CACHE_LRU, 500); /* evicts dirty rows from step 1 */
+    ember_collection *mem = NULL, *ssd = NULL;
+    CHECK(ember_collection_create(&tc->cfg, &mem) == EMBER_OK);
+    CHECK(ember_collection_create(&cc->cfg, &ssd) == EMBER_OK);
+    float **o1 = alloc_outs(tc, &st), **o2 = alloc_outs(tc, &st);
+    int64_t W = test_pooled_width(&tc->cfg);
+    ember_store *s0 = ssd->ptables[ssd->tables[0].ptable].store;
+    ember_save_options so = {0};
+    int faulted = 0;
+    for (int s = 0; s < STEPS; s++) {
+        CHECK(ember_forward(mem, &st.tb[s].b, o1[s], o1[s] + st.tb[s].b.batch_size * W) == EMBER_OK);
+        CHECK(ember_backward(mem, st.dp[s], st.ds[s]) == EMBER_OK);
+        for (int fault = 0; fault < 2 && s >= 1 && s <= 3; fault++) {
+            ember_store_ssd_inject_failure(s0, 1, fault ? EIO : ENOSPC, !fault);
+            int rc = ember_forward(ssd, &st.tb[s].b, o2[s], o2[s] + st.tb[s].b.batch_size * W);
+            fprintf(stderr, "DBG step %d fault %d rc %d %s\n", s, fault, rc, rc ? ember_errmsg(ssd) : "");
+            if (rc != EMBER_OK) {
+                faulted++;
+                CHECK_MSG(rc == EMBER_EIO && strstr(ember_errmsg(ssd), ".ember-store") &&
+                              strstr(ember_errmsg(ssd), "table '"),
+                          "step %d fault %d: status %d, message %s", s, fault, rc, ember_errmsg(ssd));
+                CHECK(ember_backward(ssd, st.dp[s], st.ds[s]) == EMBER_ESTATE);
+            } else {
+                CHECK(ember_backward(ssd, st.dp[s], st.ds[s]) == EMBER_OK);
+                break; /* this step needed no I/O of that kind */
+            }
+        }
+        ember_store_ssd_inject_failure(s0, 0, 0, 0);
+        ember_stats before;
+        ember_collection_stats(ssd, &before);
+        if (before.steps == s) { /* the step did not run yet: run it cleanly */
+            CHECK_MSG(ember_forward(ssd, &st.tb[s].b, o2[s], o2[s] + st.tb[s].b.batch_size * W) == EMBER_OK,
+                      "step %d after the fault: %s", s, ember_errmsg(ssd));
+            CHECK(ember_backward(ssd, st.dp[s], st.ds[s]) == EMBER_OK);
+        }
+        CHECK_MSG(memcmp(o1[s], o2[s], out_bytes(tc, &st, s)) == 0, "step %d: outputs differ after faults", s);
+        CHECK_MSG(test_tables_identical(mem, ssd, &tc->cfg), "DBG step %d tables", s);
+        if (s == 3) {
+            so.step = 3;
+            CHECK(ember_save(ssd, ck, &so) == EMBER_OK);
+        }
+    }
+    CHECK_MSG(test_tables_identical(mem, ssd, &tc->cfg), "tables differ after injected faults");
+    ember_tier_stats ts;
+    ember_table_tier_stats(ssd, 0, &ts);
+    CHECK_MSG(faulted >= 2, "only %d injected faults hit a step (table 0: %lld evictions, %lld writes, %lld loads)",
+              faulted, (long long)ts.evictions, (long long)ts.writes, (long long)ts.demand_loads);
+    /* a write-back failure at save: the save fails, the older checkpoint stays */
+    ember_store_ssd_inject_failure(s0, 1, ENOSPC, 1);
+    so.step = 5;
+    int rc = ember_save(ssd, ck, &so);
+    CHECK_MSG(rc == EMBER_EIO && strstr(ember_errmsg(ssd), "write-back"), "save with a failing flush: %d %s", rc,
+              ember_errmsg(ssd));
+    ember_store_ssd_inject_failure(s0, 0, 0, 0);
+    ember_checkpoint *k = NULL;
+    CHECK(ember_checkpoint_open(ck, &k) == EMBER_OK && ember_checkpoint_step(k) == 3);
+    ember_checkpoint_close(k);
+    CHECK_MSG(test_tables_identical(mem, ssd, &tc->cfg), "tables changed by a failed save");
+    ember_collection_destroy(mem);
+    ember_collection_destroy(ssd);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", ck, dir);
+    CHECK(system(cmd) == 0);
+    free_outs(o1);
+    free_outs(o2);
+    free_steps(&st);
+    test_config_free(cc);
+    test_config_free(tc);
+}
+
+static void bad_setups(test_rng *r)
+{
+    test_config *tc = fixed_config(r);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/b", root);
+    mkdir(dir, 0700);
+    ember_collection *c = NULL, *d = NULL;
+    test_config *cc = ssd_config(r, tc, "/nonexistent-ember-folder", EMBER_CACHE_LRU, 100);
+    CHECK(ember_collection_create(&cc->cfg, &c) == EMBER_EIO);
+    CHECK_MSG(strstr(ember_errmsg(NULL), "/nonexistent-ember-folder does not exist"), "%s", ember_errmsg(NULL));
+    test_config_free(cc);
+    cc = ssd_config(r, tc, "/proc/self", EMBER_CACHE_LRU, 100);
+    CHECK(ember_collection_create(&cc->cfg, &c) == EMBER_EIO);
+    CHECK_MSG(strstr(ember_errmsg(NULL), "cannot create the store file /proc/self/"), "%s", ember_errmsg(NULL));
+    test_config_free(cc);
+    cc = ssd_config(r, tc, dir, EMBER_CACHE_LRU, 100);
+    CHECK(ember_collection_create(&cc->cfg, &c) == EMBER_OK);
+    CHECK(ember_collection_create(&cc->cfg, &d) == EMBER_EIO);
+    CHECK_MSG(strstr(ember_errmsg(NULL), "is in use by another collection or process"), "%s", ember_errmsg(NULL));
+    ember_collection_destroy(c);
+    CHECK_MSG(ember_collection_create(&cc->cfg, &d) == EMBER_OK, "reuse after destroy: %s", ember_errmsg(NULL));
+    ember_collection_destroy(d);
+    cc->tables[0].cache_bytes = 10;
+    CHECK(ember_collection_create(&cc->cfg, &c) == EMBER_EINVAL);
+    CHECK_MSG(strstr(ember_errmsg(NULL), "holds no row"), "%s", ember_errmsg(NULL));
+    cc->tables[0].cache_bytes = 1 << 20;
+    cc->tables[0].rows = 4000000000LL;
+    cc->tables[0].dim = 1024;
+    cc->cfg.stack_tables = 0;
+    CHECK(ember_collection_create(&cc->cfg, &c) == EMBER_EIO);
+    CHECK_MSG(strstr(ember_errmsg(NULL), "bytes free; the table needs"), "%s", ember_errmsg(NULL));
+    test_config_free(cc);
+    /* the size rule and the budget rule choose the SSD tier */
+    cc = test_config_copy(tc);
+    cc->cfg.ssd_dir = dir;
+    cc->cfg.ssd_min_bytes = 2000 * 8 * 4; /* table 0's rows alone: row-wise Adagrad adds state */
+    CHECK(ember_collection_create(&cc->cfg, &c) == EMBER_OK);
+    ember_tier_stats ts;
+    CHECK(ember_table_tier_stats(c, 0, &ts) == EMBER_OK && ts.cache_rows == 2000);
+    ember_collection_destroy(c);
+    cc->cfg.ssd_min_bytes = 0;
+    cc->cfg.memory_budget = 200000; /* table 1 (Adam, 192 kB) must go */
+    cc->cfg.ssd_cache_bytes = 50000;
+    CHECK(ember_collection_create(&cc->cfg, &c) == EMBER_OK);
+    CHECK(ember_table_tier_stats(c, 1, &ts) == EMBER_OK);
+    CHECK(ember_table_tier_stats(c, 0, &ts) == EMBER_EINVAL);
+    ember_collection_destroy(c);
+    test_config_free(cc);
+    rmdir(dir);
+    test_config_free(tc);
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t seed = test_seed(argc, argv);
+    test_rng r = {seed};
+    const char *tmp = getenv("TMPDIR");
+    snprintf(root, sizeof root, "%s/ember-test-tier-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    for (int i = 0; i < 24; i++)
+        one_config(&r, i);
+    checkpoints(&r);
+    faults(&r);
+    bad_setups(&r);
+    rmdir(root);
+    return check_report("test_tier");
+}
