@@ -42,11 +42,13 @@
 
 #include "plan/plan.h" /* the cost model's predicted bytes (library-internal) */
 #include "batch_slice.h"
+#include "config_file.h"
 #include "commands.h"
 #include "ember.h"
 #include "synth_args.h"
 
 #define BENCH_MAX_LIST 16
+#define BENCH_LOOKAHEAD 2 /* the collection's default window */
 
 typedef struct bench_opts {
     synth_args sa;
@@ -60,10 +62,16 @@ typedef struct bench_opts {
     int32_t thr[BENCH_MAX_LIST];
     ember_placement placement;           /* every table's     */
     ember_exchange exchange;
+    ember_storage storage;               /* every table's     */
+    int64_t cache_bytes;                 /* per table and rank */
+    ember_cache_policy policy;
+    const char *ssd_dir;
 } bench_opts;
 
 static const char *const PLACEMENT_NAMES[] = {"row", "column", "table", "replicated"};
 static const char *const EXCHANGE_NAMES[] = {"rows", "pooled"};
+static const char *const STORAGE_NAMES[] = {"auto", "memory", "ssd"};
+static const char *const POLICY_NAMES[] = {"default", "lru", "lfu", "lookahead"};
 
 static void bench_usage(FILE *f)
 {
@@ -86,6 +94,11 @@ static void bench_usage(FILE *f)
             "  --placement P           every table's placement over the ranks: row, column,\n"
             "                          table (owner t %% ranks) or replicated (row)\n"
             "  --exchange E            what ROW/TABLE owners send back: rows or pooled (rows)\n"
+            "  --storage memory|ssd    where every table lives (memory); ssd: a store file per\n"
+            "                          table in --ssd-dir (.) under a DRAM cache of --cache-bytes\n"
+            "                          per table (256M; K, M, G suffixes) with --policy\n"
+            "                          lru|lfu|lookahead (lookahead: the next 2 batches are\n"
+            "                          announced with ember_prefetch after each forward)\n"
             "One JSON line per (optimizer, threads); several pairs run in fresh processes.\n"
             "Under mpirun -np N: the workload's global batch split over the ranks, step time =\n"
             "max over ranks, bytes exchanged per step measured and predicted; rank 0 prints;\n"
@@ -166,6 +179,9 @@ static int bench_parse(FILE *err, int argc, char **argv, bench_opts *o, char *op
     o->sa.err = err;
     o->placement = EMBER_PLACE_ROW;
     o->exchange = EMBER_EXCHANGE_ROWS;
+    o->storage = EMBER_STORAGE_MEMORY;
+    o->policy = EMBER_CACHE_LOOKAHEAD;
+    o->ssd_dir = ".";
     o->lr = 0.01;
     o->max_gb = 20;
     o->iters = 10;
@@ -226,6 +242,19 @@ static int bench_parse(FILE *err, int argc, char **argv, bench_opts *o, char *op
             int k = name_index(val, PLACEMENT_NAMES, 4);
             bad = k < 0;
             o->placement = (ember_placement)(bad ? 0 : k);
+        } else if (!strcmp(name, "--storage")) {
+            int k = name_index(val, STORAGE_NAMES, 3);
+            bad = k < 1;
+            o->storage = (ember_storage)(bad ? 0 : k);
+        } else if (!strcmp(name, "--policy")) {
+            int k = name_index(val, POLICY_NAMES, 4);
+            bad = k < 1;
+            o->policy = (ember_cache_policy)(bad ? 0 : k);
+        } else if (!strcmp(name, "--cache-bytes")) {
+            bad = config_parse_bytes(val, &v) != 0 || v < 1;
+            o->cache_bytes = v;
+        } else if (!strcmp(name, "--ssd-dir")) {
+            o->ssd_dir = val;
         } else if (!strcmp(name, "--exchange")) {
             int k = name_index(val, EXCHANGE_NAMES, 2);
             bad = k < 0;
@@ -307,6 +336,11 @@ static json_t *bench_base(const tool_ctx *ctx, const bench_opts *o, const char *
     json_object_set_new(j, "ranks", json_integer(ctx->size));
     json_object_set_new(j, "placement", json_string(PLACEMENT_NAMES[o->placement]));
     json_object_set_new(j, "exchange", json_string(EXCHANGE_NAMES[o->exchange]));
+    json_object_set_new(j, "storage", json_string(STORAGE_NAMES[o->storage]));
+    if (o->storage == EMBER_STORAGE_SSD) {
+        json_object_set_new(j, "policy", json_string(POLICY_NAMES[o->policy]));
+        json_object_set_new(j, "cache_bytes", json_integer(o->cache_bytes ? o->cache_bytes : 256 << 20));
+    }
     json_object_set_new(j, "ember_version", json_string(ember_version()));
     return j;
 }
@@ -448,6 +482,32 @@ static double sum_of(const double *v, int32_t n)
     return s;
 }
 
+/* SSD tier counters summed over the physical tables (stacked tables share
+ * one store: counted once). */
+static void tier_sum(const ember_collection *c, int32_t tables, ember_tier_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    ember_tier_stats prev;
+    memset(&prev, 0, sizeof prev);
+    for (int32_t t = 0; t < tables; t++) {
+        ember_tier_stats s;
+        if (ember_table_tier_stats(c, t, &s) != EMBER_OK || !memcmp(&s, &prev, sizeof s))
+            continue;
+        prev = s;
+        out->cache_rows += s.cache_rows;
+        out->accesses += s.accesses;
+        out->demand_loads += s.demand_loads;
+        out->prefetch_loads += s.prefetch_loads;
+        out->init_loads += s.init_loads;
+        out->evictions += s.evictions;
+        out->writes += s.writes;
+        out->bytes_read += s.bytes_read;
+        out->bytes_written += s.bytes_written;
+        out->wait_seconds += s.wait_seconds;
+        out->io_seconds += s.io_seconds;
+    }
+}
+
 static json_t *json_doubles(const double *v, int32_t n, double unit)
 {
     json_t *a = json_array();
@@ -522,6 +582,9 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
         tcfg[t].placement = o->placement;
         tcfg[t].owner = o->placement == EMBER_PLACE_TABLE ? t % R : 0;
         tcfg[t].exchange = o->exchange;
+        tcfg[t].storage = o->storage;
+        tcfg[t].cache_bytes = o->cache_bytes;
+        tcfg[t].cache_policy = o->policy;
         fcfg[t].name = fn;
         fcfg[t].table = t;
         fcfg[t].combiner = EMBER_COMBINER_SUM;
@@ -533,6 +596,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     ccfg.num_features = sh->tables;
     ccfg.seed = sh->seed;
     ccfg.threads = threads;
+    ccfg.ssd_dir = o->ssd_dir;
     ccfg.world = ctx->world;
 
     double t0 = tool_now();
@@ -617,10 +681,13 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
 
     struct rusage ru0, ru1;
     int64_t bytes[2] = {0, 0}; /* this rank's bytes sent, received over the timed iterations */
+    ember_tier_stats tier0, tier1; /* SSD tier counters at the warm-up's end and at the end */
     ember_stats stats;
     for (int n = 0; n < nb; n++) {
-        if (n == o->warmup)
+        if (n == o->warmup) {
             getrusage(RUSAGE_SELF, &ru0);
+            tier_sum(coll, sh->tables, &tier0);
+        }
         ember_batch b = {
             .batch_size = local_b,
             .num_features = sh->tables,
@@ -640,6 +707,18 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
             rc = bench_fail(j, "ember_forward: %s", msg);
             j = NULL;
             goto done;
+        }
+        if (o->storage == EMBER_STORAGE_SSD && o->policy == EMBER_CACHE_LOOKAHEAD) {
+            for (int k = n == 0 ? 1 : BENCH_LOOKAHEAD; k <= BENCH_LOOKAHEAD && n + k < nb; k++) {
+                ember_batch nx = b;
+                nx.ids = ids + (size_t)(n + k) * local_ids;
+                st = ember_prefetch(coll, &nx);
+                if (st) {
+                    rc = bench_fail(j, "ember_prefetch: %s", ember_errmsg(coll));
+                    j = NULL;
+                    goto done;
+                }
+            }
         }
         if (train) {
             st = ember_backward(coll, d_pooled, NULL);
@@ -664,6 +743,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
         }
     }
     getrusage(RUSAGE_SELF, &ru1);
+    tier_sum(coll, sh->tables, &tier1);
 
     ember_memory mem;
     ember_collection_stats(coll, &stats);
@@ -694,6 +774,28 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     peak_mb = dmax[3];
     target_mb = dmax[4];
 
+    if (o->storage == EMBER_STORAGE_SSD) { /* this rank's timed iterations */
+        double it = (double)o->iters;
+        int64_t acc = tier1.accesses - tier0.accesses;
+        int64_t loads = tier1.demand_loads - tier0.demand_loads + tier1.prefetch_loads - tier0.prefetch_loads;
+        json_object_set_new(j, "cache_rows", json_integer(tier1.cache_rows));
+        json_object_set_new(j, "hit_rate", json_real(acc ? round_to(1.0 - (double)loads / (double)acc, 1e-5) : 0));
+        json_object_set_new(j, "accesses_per_iter", json_real(round_to((double)acc / it, 0.1)));
+        json_object_set_new(j, "demand_loads_per_iter",
+                            json_real(round_to((double)(tier1.demand_loads - tier0.demand_loads) / it, 0.1)));
+        json_object_set_new(j, "prefetch_loads_per_iter",
+                            json_real(round_to((double)(tier1.prefetch_loads - tier0.prefetch_loads) / it, 0.1)));
+        json_object_set_new(j, "read_bytes_per_iter",
+                            json_real(round_to((double)(tier1.bytes_read - tier0.bytes_read) / it, 1)));
+        json_object_set_new(j, "written_bytes_per_iter",
+                            json_real(round_to((double)(tier1.bytes_written - tier0.bytes_written) / it, 1)));
+        json_object_set_new(j, "io_wait_ms_per_iter",
+                            json_real(round_to((tier1.wait_seconds - tier0.wait_seconds) * 1e3 / it, 1e-3)));
+        json_object_set_new(j, "io_sync_ms_per_iter",
+                            json_real(round_to((tier1.io_seconds - tier0.io_seconds) * 1e3 / it, 1e-3)));
+        json_object_set_new(j, "disk_bytes", json_integer(mem.disk_bytes));
+        json_object_set_new(j, "cache_meta_bytes", json_integer(mem.cache_meta_bytes));
+    }
     json_object_set_new(j, "grad", json_string(train ? "fused" : "none"));
     json_object_set_new(j, "iters", json_integer(o->iters));
     json_object_set_new(j, "warmup", json_integer(o->warmup));
