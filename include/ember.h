@@ -386,7 +386,10 @@ int64_t ember_sequence_size(const ember_collection *coll, const ember_batch *bat
  * feature has combiner NONE.  The routed batch is kept for ember_backward.
  * Errors: EMBER_EINPUT (names feature, sample, id; a negative length, a
  * lengths sum != num_ids, an id outside [0, rows) under bounds=error, a
- * non-finite weight), EMBER_ELIMIT, EMBER_ENUMERIC.  Tables never change.
+ * non-finite weight), EMBER_ELIMIT (also: an SSD table's cache cannot hold
+ * the batch's distinct rows at once; names the table, needed and allowed
+ * bytes), EMBER_ENUMERIC, EMBER_EIO (an SSD table's store file failed: names
+ * table, file and row).  Tables never change.
  */
 int ember_forward(ember_collection *coll, const ember_batch *batch, float *pooled,
                   float *sequence);
