@@ -502,6 +502,9 @@ typedef struct ember_tier_stats {
  * shares its physical table's store and counters).  EMBER_EINVAL for a bad
  * table or a table in the memory tier.  Not collective. */
 int ember_table_tier_stats(const ember_collection *coll, int32_t table, ember_tier_stats *out);
+/* The same summed over every SSD store of this rank (each physical table
+ * once); the number of such stores is returned (0: no SSD table here). */
+int32_t ember_collection_tier_stats(const ember_collection *coll, ember_tier_stats *out);
 
 /* ------------------------------------------------------------------ memory */
 

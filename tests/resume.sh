@@ -88,6 +88,28 @@ check_threads_identical() {
 }
 CHECKS+=(threads_identical)
 
+# The SSD tier (a cache of about a quarter of the rows, so rows are evicted,
+# written back and read again) trains bit-identically to the memory tier,
+# alone and under mpirun -np 2, with every cache policy.
+check_ssd_identical() {
+    mkdir -p "$TMP/ssd"
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --steps 12 --checkpoint-dir "$TMP/ssd-mem.ck" || return 1
+    for pol in lru lfu lookahead; do
+        printf 'train = { };\nssd = { min_bytes = 1; dir = "%s/ssd"; cache_bytes = "40K"; policy = "%s"; };\n' "$TMP" "$pol" \
+            >"$TMP/ssd-$pol.cfg"
+        expect_status 0 "$EMBER" train "${QUICK[@]}" --config "$TMP/ssd-$pol.cfg" --steps 12 \
+            --checkpoint-dir "$TMP/ssd-$pol.ck" || return 1
+        compare_ckpt "$TMP/ssd-mem.ck" "$TMP/ssd-$pol.ck" same-state || return 1
+    done
+    [ -z "$(ls -A "$TMP/ssd")" ] || { echo "store files left behind: $(ls "$TMP/ssd")"; return 1; }
+    have_mpirun || return 0
+    expect_status 0 mpi2 train "${QUICK[@]}" --steps 12 --checkpoint-dir "$TMP/ssd-mem2.ck" || return 1
+    expect_status 0 mpi2 train "${QUICK[@]}" --config "$TMP/ssd-lookahead.cfg" --steps 12 \
+        --checkpoint-dir "$TMP/ssd-mpi.ck" || return 1
+    compare_ckpt "$TMP/ssd-mem2.ck" "$TMP/ssd-mpi.ck" same-state
+}
+CHECKS+=(ssd_identical)
+
 # A small Criteo TSV (random, some bad lines) and its binary conversion.
 make_ctr_files() {
     [ -f "$TMP/d.ctr" ] && return 0

@@ -482,32 +482,6 @@ static double sum_of(const double *v, int32_t n)
     return s;
 }
 
-/* SSD tier counters summed over the physical tables (stacked tables share
- * one store: counted once). */
-static void tier_sum(const ember_collection *c, int32_t tables, ember_tier_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    ember_tier_stats prev;
-    memset(&prev, 0, sizeof prev);
-    for (int32_t t = 0; t < tables; t++) {
-        ember_tier_stats s;
-        if (ember_table_tier_stats(c, t, &s) != EMBER_OK || !memcmp(&s, &prev, sizeof s))
-            continue;
-        prev = s;
-        out->cache_rows += s.cache_rows;
-        out->accesses += s.accesses;
-        out->demand_loads += s.demand_loads;
-        out->prefetch_loads += s.prefetch_loads;
-        out->init_loads += s.init_loads;
-        out->evictions += s.evictions;
-        out->writes += s.writes;
-        out->bytes_read += s.bytes_read;
-        out->bytes_written += s.bytes_written;
-        out->wait_seconds += s.wait_seconds;
-        out->io_seconds += s.io_seconds;
-    }
-}
-
 static json_t *json_doubles(const double *v, int32_t n, double unit)
 {
     json_t *a = json_array();
@@ -686,7 +660,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     for (int n = 0; n < nb; n++) {
         if (n == o->warmup) {
             getrusage(RUSAGE_SELF, &ru0);
-            tier_sum(coll, sh->tables, &tier0);
+            ember_collection_tier_stats(coll, &tier0);
         }
         ember_batch b = {
             .batch_size = local_b,
@@ -743,7 +717,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
         }
     }
     getrusage(RUSAGE_SELF, &ru1);
-    tier_sum(coll, sh->tables, &tier1);
+    ember_collection_tier_stats(coll, &tier1);
 
     ember_memory mem;
     ember_collection_stats(coll, &stats);

@@ -379,6 +379,12 @@ static void finish(const tool_ctx *ctx, train_setup *s, train_report *rep, const
     float rss = (float)((double)ru.ru_maxrss / 1024.0), *all = NULL;
     int64_t n = 0;
     tool_gather_floats(ctx, &rss, 1, &all, &n);
+    ember_tier_stats ts;
+    int64_t ti[8] = {ember_collection_tier_stats(s->coll, &ts), ts.accesses, ts.demand_loads, ts.prefetch_loads,
+                     ts.evictions, ts.writes, ts.bytes_read, ts.bytes_written};
+    double td[2] = {ts.wait_seconds, ts.io_seconds};
+    tool_reduce_i64(ctx, ti, 8, TOOL_SUM);
+    tool_reduce_double(ctx, td, 2, TOOL_SUM);
     double train_s = ls->seconds - ls->eval_seconds - ls->ckpt_seconds;
     train_summary sm = {
         .steps = ls->steps, .samples = ls->samples,
@@ -388,8 +394,11 @@ static void finish(const tool_ctx *ctx, train_setup *s, train_report *rep, const
         .data = v[0], .emb_forward = v[1], .exchange = v[2], .dense = v[3], .emb_backward = v[4],
         .reduce = v[5], .evaluation = v[6], .checkpoint = v[7], .peak_rss_mb = all ? all : &rss,
         .have_eval = ls->have_eval, .eval = ls->eval, .lines = lines[0], .bad_lines = lines[1],
-        .first_bad = cs.first_bad,
+        .first_bad = cs.first_bad, .ssd_stores = (int32_t)ti[0],
     };
+    sm.tier.accesses = ti[1], sm.tier.demand_loads = ti[2], sm.tier.prefetch_loads = ti[3];
+    sm.tier.evictions = ti[4], sm.tier.writes = ti[5], sm.tier.bytes_read = ti[6], sm.tier.bytes_written = ti[7];
+    sm.tier.wait_seconds = td[0], sm.tier.io_seconds = td[1];
     if (!all)
         sm.world = 1; /* out of memory for the gather: rank 0's alone */
     train_report_finish(rep, &sm);

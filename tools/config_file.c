@@ -256,6 +256,8 @@ static const char *const INITS[] = {"uniform", "normal", "zeros", "constant", NU
 static const char *const COMBINERS[] = {"sum", "mean", "sqrtn", "none", NULL};
 static const char *const POLICIES[] = {"error", "drop", "minibatch", NULL};
 static const char *const DISTS[] = {"uniform", "zipf", NULL};
+static const char *const STORAGES[] = {"auto", "memory", "ssd", NULL};
+static const char *const CACHE_POLICIES[] = {"default", "lru", "lfu", "lookahead", NULL};
 
 const char *config_placement_name(int p) { return p >= 0 && p < 4 ? PLACEMENTS[p] : "auto"; }
 const char *config_exchange_name(int x) { return x >= 0 && x < 2 ? EXCHANGES[x] : "auto"; }
@@ -343,7 +345,8 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
 {
     static const char *const KEYS[] = {"name", "count", "rows", "dim", "init", "init_value",
                                        "optimizer", "limits", "placement", "owner", "exchange",
-                                       "dist", "alpha", NULL};
+                                       "dist", "alpha", "storage", "cache_bytes", "cache_policy",
+                                       "path", NULL};
     char key[160];
     if (config_setting_type(e) != CONFIG_TYPE_GROUP)
         return fail_at(r, e, where, "must be a group { name = ...; rows = ...; dim = ...; }");
@@ -418,6 +421,26 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
     }
     if ((m = MEMBER("alpha")) && get_double(r, m, key, 1e-6, 100, &x->alpha))
         return -1;
+    int k;
+    if ((m = MEMBER("storage"))) {
+        if (get_enum(r, m, key, STORAGES, &k))
+            return -1;
+        t->storage = (ember_storage)k;
+    }
+    if ((m = MEMBER("cache_bytes")) && get_bytes(r, m, key, &t->cache_bytes))
+        return -1;
+    if ((m = MEMBER("cache_policy"))) {
+        if (get_enum(r, m, key, CACHE_POLICIES, &k))
+            return -1;
+        t->cache_policy = (ember_cache_policy)k;
+    }
+    if ((m = MEMBER("path"))) {
+        const char *s = NULL;
+        if (get_string(r, m, key, &s))
+            return -1;
+        if (!(t->path = keep(r, s)))
+            return fail_at(r, m, key, "out of memory");
+    }
 #undef MEMBER
     return 0;
 }
@@ -1135,11 +1158,59 @@ static int read_planner(reader *r, const config_setting_t *g)
     return 0;
 }
 
+/* ssd = { dir; min_bytes; memory_budget; cache_bytes; policy; lookahead;
+ * io_threads; }: the collection's SSD tier rules (docs/tiers.md). */
+static int read_ssd(reader *r, const config_setting_t *g, ember_collection_config *cc)
+{
+    static const char *const KEYS[] = {"dir", "min_bytes", "memory_budget", "cache_bytes", "policy",
+                                       "lookahead", "io_threads", NULL};
+    if (!g)
+        return 0;
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return fail_at(r, g, "ssd", "must be a group { dir = ...; cache_bytes = ...; }");
+    if (check_keys(r, g, "ssd", KEYS))
+        return -1;
+    const config_setting_t *m;
+    int64_t v;
+    int k;
+    if ((m = config_setting_get_member(g, "dir"))) {
+        const char *s = NULL;
+        if (get_string(r, m, "ssd.dir", &s))
+            return -1;
+        if (!(cc->ssd_dir = keep(r, s)))
+            return fail_at(r, m, "ssd.dir", "out of memory");
+    }
+    if ((m = config_setting_get_member(g, "min_bytes")) && get_bytes(r, m, "ssd.min_bytes", &cc->ssd_min_bytes))
+        return -1;
+    if ((m = config_setting_get_member(g, "memory_budget")) &&
+        get_bytes(r, m, "ssd.memory_budget", &cc->memory_budget))
+        return -1;
+    if ((m = config_setting_get_member(g, "cache_bytes")) &&
+        get_bytes(r, m, "ssd.cache_bytes", &cc->ssd_cache_bytes))
+        return -1;
+    if ((m = config_setting_get_member(g, "policy"))) {
+        if (get_enum(r, m, "ssd.policy", CACHE_POLICIES, &k))
+            return -1;
+        cc->ssd_policy = (ember_cache_policy)k;
+    }
+    if ((m = config_setting_get_member(g, "lookahead"))) {
+        if (get_int64(r, m, "ssd.lookahead", 1, 63, &v))
+            return -1;
+        cc->lookahead = (int32_t)v;
+    }
+    if ((m = config_setting_get_member(g, "io_threads"))) {
+        if (get_int64(r, m, "ssd.io_threads", 1, 256, &v))
+            return -1;
+        cc->io_threads = (int32_t)v;
+    }
+    return 0;
+}
+
 static int read_top(reader *r, config_t *c)
 {
     static const char *const KEYS[] = {"name", "seed", "stack_tables", "dedup", "debug_checks",
                                        "bounds", "num_shards", "threads", "tables", "features",
-                                       "data", "planner", "train", "model", NULL};
+                                       "data", "planner", "train", "model", "ssd", NULL};
     config_file *cf = r->cf;
     const config_setting_t *root = config_root_setting(c), *m;
     if (check_keys(r, root, "", KEYS))
@@ -1192,7 +1263,8 @@ static int read_top(reader *r, config_t *c)
         cc->threads = (int32_t)v;
     }
     /* data first: it gives the tables' default id law */
-    if (read_data(r, config_lookup(c, "data")) || read_planner(r, config_lookup(c, "planner")))
+    if (read_data(r, config_lookup(c, "data")) || read_planner(r, config_lookup(c, "planner")) ||
+        read_ssd(r, config_lookup(c, "ssd"), cc))
         return -1;
     /* a file for `ember train` may leave the tables to the tool */
     const config_setting_t *tg = config_lookup(c, "train"), *mg = config_lookup(c, "model");

@@ -115,6 +115,15 @@ static int build_tables(train_setup *s, char *err, size_t errlen)
     s->cc.features = s->features;
     s->cc.num_features = sc->num_sparse;
     s->cc.seed = s->t.model.seed;
+    if (cf) { /* the file's SSD tier rules apply to the built-in tables too */
+        s->cc.ssd_min_bytes = cf->coll.ssd_min_bytes;
+        s->cc.memory_budget = cf->coll.memory_budget;
+        s->cc.ssd_dir = cf->coll.ssd_dir;
+        s->cc.ssd_cache_bytes = cf->coll.ssd_cache_bytes;
+        s->cc.ssd_policy = cf->coll.ssd_policy;
+        s->cc.lookahead = cf->coll.lookahead;
+        s->cc.io_threads = cf->coll.io_threads;
+    }
     return 0;
 }
 

@@ -157,6 +157,8 @@ typedef struct train_summary {
     train_eval_result eval;
     int64_t lines, bad_lines;    /* file sources, summed over ranks         */
     const char *first_bad;
+    int32_t ssd_stores;          /* SSD tier stores, summed over ranks      */
+    ember_tier_stats tier;       /* their counters, summed over ranks       */
 } train_summary;
 
 /* The summary text (not with json), the plot, and the last line: one JSON

@@ -354,6 +354,34 @@ int ember_table_tier_stats(const ember_collection *c, int32_t table, ember_tier_
     return EMBER_OK;
 }
 
+int32_t ember_collection_tier_stats(const ember_collection *c, ember_tier_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    int32_t n = 0;
+    for (int32_t p = 0; p < c->num_ptables; p++) {
+        if (!c->ptables[p].store->staged)
+            continue;
+        ember_tier_stats s;
+        ember_store_tier_stats(c->ptables[p].store, &s);
+        n++;
+        out->cache_rows += s.cache_rows;
+        out->resident_rows += s.resident_rows;
+        out->dirty_rows += s.dirty_rows;
+        out->accesses += s.accesses;
+        out->demand_loads += s.demand_loads;
+        out->prefetch_loads += s.prefetch_loads;
+        out->init_loads += s.init_loads;
+        out->evictions += s.evictions;
+        out->writes += s.writes;
+        out->bytes_read += s.bytes_read;
+        out->bytes_written += s.bytes_written;
+        out->ignored_hints += s.ignored_hints;
+        out->wait_seconds += s.wait_seconds;
+        out->io_seconds += s.io_seconds;
+    }
+    return n;
+}
+
 static int check_range(const ember_collection *c, int32_t table, int64_t first, int64_t count)
 {
     if (table < 0 || table >= c->cfg.num_tables)
