@@ -41,6 +41,7 @@
 #include <jansson.h>
 
 #include "plan/plan.h" /* the cost model's predicted bytes (library-internal) */
+#include "tier/tier.h" /* Belady's offline optimum (library-internal) */
 #include "batch_slice.h"
 #include "config_file.h"
 #include "commands.h"
@@ -48,7 +49,6 @@
 #include "synth_args.h"
 
 #define BENCH_MAX_LIST 16
-#define BENCH_LOOKAHEAD 2 /* the collection's default window */
 
 typedef struct bench_opts {
     synth_args sa;
@@ -66,6 +66,8 @@ typedef struct bench_opts {
     int64_t cache_bytes;                 /* per table and rank */
     ember_cache_policy policy;
     const char *ssd_dir;
+    int belady;                          /* also Belady's hit rate */
+    int32_t lookahead;                   /* batches announced ahead */
 } bench_opts;
 
 static const char *const PLACEMENT_NAMES[] = {"row", "column", "table", "replicated"};
@@ -99,6 +101,9 @@ static void bench_usage(FILE *f)
             "                          per table (256M; K, M, G suffixes) with --policy\n"
             "                          lru|lfu|lookahead (lookahead: the next 2 batches are\n"
             "                          announced with ember_prefetch after each forward)\n"
+"  --lookahead K           batches announced ahead (2)\n"
+            "  --belady 1              also Belady's offline hit rate for the same cache and ids\n"
+            "                          (one process; the timed iterations, after the warm-up)\n"
             "One JSON line per (optimizer, threads); several pairs run in fresh processes.\n"
             "Under mpirun -np N: the workload's global batch split over the ranks, step time =\n"
             "max over ranks, bytes exchanged per step measured and predicted; rank 0 prints;\n"
@@ -182,6 +187,7 @@ static int bench_parse(FILE *err, int argc, char **argv, bench_opts *o, char *op
     o->storage = EMBER_STORAGE_MEMORY;
     o->policy = EMBER_CACHE_LOOKAHEAD;
     o->ssd_dir = ".";
+    o->lookahead = 2;
     o->lr = 0.01;
     o->max_gb = 20;
     o->iters = 10;
@@ -255,6 +261,12 @@ static int bench_parse(FILE *err, int argc, char **argv, bench_opts *o, char *op
             o->cache_bytes = v;
         } else if (!strcmp(name, "--ssd-dir")) {
             o->ssd_dir = val;
+        } else if (!strcmp(name, "--lookahead")) {
+            bad = synth_parse_int64(val, 1, 63, &v);
+            o->lookahead = (int32_t)v;
+        } else if (!strcmp(name, "--belady")) {
+            bad = synth_parse_int64(val, 0, 1, &v);
+            o->belady = (int)v;
         } else if (!strcmp(name, "--exchange")) {
             int k = name_index(val, EXCHANGE_NAMES, 2);
             bad = k < 0;
@@ -482,6 +494,46 @@ static double sum_of(const double *v, int32_t n)
     return s;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Belady's loads for the bench's own batches: every table stacked into one
+ * physical table (row t * rows + id), each step's distinct rows. */
+static int belady(const ember_synth_config *sh, const int64_t *ids, int64_t local_ids, int nb, int64_t cap,
+                  int first, int64_t *acc, int64_t *loads)
+{
+    uint32_t **rows = calloc((size_t)nb, sizeof *rows);
+    int64_t *n = calloc((size_t)nb, sizeof *n);
+    int st = rows && n ? 0 : -1;
+    int64_t per_table = local_ids / sh->tables;
+    for (int s = 0; s < nb && !st; s++) {
+        uint32_t *v = malloc(sizeof(uint32_t) * (size_t)(local_ids + 1));
+        if (!(rows[s] = v)) {
+            st = -1;
+            break;
+        }
+        for (int64_t i = 0; i < local_ids; i++)
+            v[i] = (uint32_t)((i / per_table) * sh->rows + ids[(size_t)s * local_ids + i]);
+        qsort(v, (size_t)local_ids, sizeof *v, cmp_u32);
+        int64_t u = 0;
+        for (int64_t i = 0; i < local_ids; i++)
+            if (u == 0 || v[i] != v[u - 1])
+                v[u++] = v[i];
+        n[s] = u;
+    }
+    if (!st)
+        st = ember_cache_sim_belady((const uint32_t *const *)rows, n, nb, (int64_t)sh->tables * sh->rows, cap,
+                                    first, acc, loads);
+    for (int s = 0; rows && s < nb; s++)
+        free(rows[s]);
+    free(rows);
+    free(n);
+    return st;
+}
+
 static json_t *json_doubles(const double *v, int32_t n, double unit)
 {
     json_t *a = json_array();
@@ -571,6 +623,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     ccfg.seed = sh->seed;
     ccfg.threads = threads;
     ccfg.ssd_dir = o->ssd_dir;
+    ccfg.lookahead = o->lookahead;
     ccfg.world = ctx->world;
 
     double t0 = tool_now();
@@ -683,7 +736,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
             goto done;
         }
         if (o->storage == EMBER_STORAGE_SSD && o->policy == EMBER_CACHE_LOOKAHEAD) {
-            for (int k = n == 0 ? 1 : BENCH_LOOKAHEAD; k <= BENCH_LOOKAHEAD && n + k < nb; k++) {
+            for (int k = n == 0 ? 1 : o->lookahead; k <= o->lookahead && n + k < nb; k++) {
                 ember_batch nx = b;
                 nx.ids = ids + (size_t)(n + k) * local_ids;
                 st = ember_prefetch(coll, &nx);
@@ -748,6 +801,12 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     peak_mb = dmax[3];
     target_mb = dmax[4];
 
+    if (o->storage == EMBER_STORAGE_SSD && o->belady && R == 1) {
+        int64_t acc = 0, loads = 0;
+        int bst = belady(sh, ids, local_ids, nb, tier1.cache_rows, o->warmup, &acc, &loads);
+        json_object_set_new(j, "belady_hit_rate",
+                            bst == 0 && acc ? json_real(round_to(1.0 - (double)loads / (double)acc, 1e-5)) : json_null());
+    }
     if (o->storage == EMBER_STORAGE_SSD) { /* this rank's timed iterations */
         double it = (double)o->iters;
         int64_t acc = tier1.accesses - tier0.accesses;

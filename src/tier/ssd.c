@@ -271,6 +271,7 @@ static int bg_finish(ssd_store *s)
 static void ssd_begin(ember_store *bs, int64_t step)
 {
     ssd_store *s = (ssd_store *)bs;
+    s->step_now = step;
     if (s->policy == EMBER_CACHE_LOOKAHEAD)
         ssd_window_to(s, step);
     for (int64_t i = 0; i < s->npinned; i++) {
@@ -380,7 +381,8 @@ static int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_
         ssd_window_to(s, INT64_MAX);
     if (s->wlen == 0)
         s->seq_cur = seq;
-    if (s->wlen >= s->K) {
+    /* the window: the current step's batch and K more (the ring holds 64) */
+    if (seq > s->step_now + s->K || s->wlen >= SSD_WINDOW) {
         s->st.ignored_hints++;
         return EMBER_OK;
     }

@@ -79,6 +79,7 @@ typedef struct ssd_store {
     /* lookahead window: announced batches seq_cur .. seq_cur + wlen - 1 */
     int32_t K, wlen;
     int64_t seq_cur;
+    int64_t step_now;             /* the step of the last begin             */
     uint32_t *wrows[SSD_WINDOW];  /* sorted distinct rows of each           */
     int64_t wn[SSD_WINDOW], wcap[SSD_WINDOW];
 

@@ -65,6 +65,13 @@ int ember_tier_stage_route(struct ember_collection *c, struct ember_ptable *pt, 
 void ember_tier_mark_dirty(struct ember_collection *c, struct ember_ptable *pt);
 int ember_tier_flush(struct ember_collection *c);
 
+/* sim.c: Belady's offline optimum on a sequence of steps; rows[s][0..n[s])
+ * are the distinct rows (< rows_total) step s needs at once.  Counts the
+ * accesses and loads of steps >= first_counted for a cache of cap rows.
+ * 0; -1 out of memory; -2 a step has more rows than the cache. */
+int ember_cache_sim_belady(const uint32_t *const *rows, const int64_t *n, int64_t steps, int64_t rows_total,
+                           int64_t cap, int64_t first_counted, int64_t *accesses, int64_t *loads);
+
 /* Test hook (tests/test_tier.c): the k-th I/O request from now and all
  * later ones fail with errno err; k = 0 turns it off. */
 void ember_store_ssd_inject_failure(ember_store *s, int64_t k, int err, int writes_only);
