@@ -325,6 +325,10 @@ typedef struct ember_collection_config {
     int32_t lookahead;            /* batches ember_prefetch may announce ahead
                                      (1..63; 0 = 2)                           */
     int32_t io_threads;           /* I/O threads per SSD table; 0 = 8          */
+    int ssd_buffered;             /* 1: store files through the page cache;
+                                     0 (default): O_DIRECT where the file
+                                     system allows it (records padded to 512
+                                     bytes), else buffered                   */
 } ember_collection_config;
 
 ember_collection_config ember_collection_config_default(void);

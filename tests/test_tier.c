@@ -6,7 +6,7 @@
  * collections with a random policy (LRU, LFU, lookahead with announced
  * batches), 1 or 2 threads, and a random cache from a few rows to the whole
  * table (a cache too small for one step's rows gets EMBER_ELIMIT, checked,
- * and the run starts again with twice the cache).  Outputs, tables and
+ * and the run starts again with twice the cache), O_DIRECT or buffered.  Outputs, tables and
  * optimizer state must be bit-identical (memcmp, no tolerance: the tier
  * moves rows, never changes the arithmetic).  Then checkpoints from one tier
  * load into the other, injected I/O failures (write-back at eviction, at
@@ -114,6 +114,7 @@ static test_config *ssd_config(test_rng *r, const test_config *tc, const char *d
     cc->cfg.ssd_policy = pol;
     cc->cfg.lookahead = (int32_t)test_range(r, 1, 4);
     cc->cfg.io_threads = (int32_t)test_range(r, 1, 5);
+    cc->cfg.ssd_buffered = (int)test_range(r, 0, 2); /* O_DIRECT (padded records) or the page cache */
     for (int32_t t = 0; t < cc->cfg.num_tables; t++) {
         ember_table_config *t_ = &cc->tables[t];
         t_->storage = EMBER_STORAGE_SSD;
@@ -285,7 +286,6 @@ static void faults(test_rng *r)
         for (int fault = 0; fault < 2 && s >= 1 && s <= 3; fault++) {
             ember_store_ssd_inject_failure(s0, 1, fault ? EIO : ENOSPC, !fault);
             int rc = ember_forward(ssd, &st.tb[s].b, o2[s], o2[s] + st.tb[s].b.batch_size * W);
-            fprintf(stderr, "DBG step %d fault %d rc %d %s\n", s, fault, rc, rc ? ember_errmsg(ssd) : "");
             if (rc != EMBER_OK) {
                 faulted++;
                 CHECK_MSG(rc == EMBER_EIO && strstr(ember_errmsg(ssd), ".ember-store") &&

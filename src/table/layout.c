@@ -52,7 +52,7 @@ static int create_store(ember_collection *c, int32_t p)
     pt->init_ctx.ptable = p;
     ember_ssd_params sp = {first->path, first->name, label, c->world->rank, pt->local_rows, pt->local_dim,
                            pt->state_floats, pt->cache_bytes, pt->policy, c->cfg.lookahead, c->cfg.io_threads,
-                           ember_init_local_row, &pt->init_ctx};
+                           c->cfg.ssd_buffered, ember_init_local_row, &pt->init_ctx};
     int st = ember_store_ssd_create(&sp, &pt->store, err, sizeof err);
     return st == EMBER_OK ? EMBER_OK : ember_fail_create(st, "%s", err);
 }

@@ -35,10 +35,42 @@ struct ember_io_pool {
     int fail_err, fail_writes_only;
     ember_io_init_fn init;
     void *init_ctx;
+    int64_t stride;     /* O_DIRECT record bytes                  */
+    char *bounce;       /* (nthreads + 1) x stride, 4096-aligned  */
 };
 
-/* Moves one whole request; partial transfers continue where they stopped. */
-static int do_io(ember_io_pool *p, int fd, ember_io_req *r)
+/* One aligned record through the thread's bounce buffer (O_DIRECT). */
+static int bounced(int fd, ember_io_req *r, char *buf, int64_t stride, int write)
+{
+    if (write) {
+        memcpy(buf, r->iov[0].iov_base, r->iov[0].iov_len);
+        if (r->iov[1].iov_len)
+            memcpy(buf + r->iov[0].iov_len, r->iov[1].iov_base, r->iov[1].iov_len);
+        memset(buf + r->iov[0].iov_len + r->iov[1].iov_len, 0,
+               (size_t)stride - r->iov[0].iov_len - r->iov[1].iov_len);
+    }
+    for (int64_t done = 0; done < stride;) {
+        ssize_t k = write ? pwrite(fd, buf + done, (size_t)(stride - done), r->offset + done)
+                          : pread(fd, buf + done, (size_t)(stride - done), r->offset + done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0)
+            return errno ? errno : EIO;
+        if (k == 0)
+            return write ? ENOSPC : EIO;
+        done += k;
+    }
+    if (!write) {
+        memcpy(r->iov[0].iov_base, buf, r->iov[0].iov_len);
+        if (r->iov[1].iov_len)
+            memcpy(r->iov[1].iov_base, buf + r->iov[0].iov_len, r->iov[1].iov_len);
+    }
+    return 0;
+}
+
+/* Moves one whole request; partial transfers continue where they stopped.
+ * who: the thread's index (nthreads for the waiting caller). */
+static int do_io(ember_io_pool *p, int fd, ember_io_req *r, int who)
 {
     if (r->op == EMBER_IO_INIT) {
         p->init(p->init_ctx, r);
@@ -52,6 +84,8 @@ static int do_io(ember_io_pool *p, int fd, ember_io_req *r)
             return p->fail_err;
         }
     }
+    if (r->bounce)
+        return bounced(fd, r, p->bounce + (int64_t)who * p->stride, p->stride, write);
     struct iovec iov[2] = {r->iov[0], r->iov[1]};
     int cnt = iov[1].iov_len ? 2 : 1, first = 0;
     int64_t off = r->offset;
@@ -77,7 +111,7 @@ static int do_io(ember_io_pool *p, int fd, ember_io_req *r)
 
 /* Claims and runs requests of the current batch until none are left.  A
  * claim in the second part first waits until the first part is done. */
-static void work_batch(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t first, int64_t n)
+static void work_batch(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t first, int64_t n, int who)
 {
     for (;;) {
         int64_t i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
@@ -94,7 +128,7 @@ static void work_batch(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t fir
                 goto finished;
             }
         }
-        reqs[i].err = do_io(p, fd, &reqs[i]);
+        reqs[i].err = do_io(p, fd, &reqs[i], who);
     finished:
         pthread_mutex_lock(&p->mu);
         if (reqs[i].err && i < first)
@@ -106,9 +140,16 @@ static void work_batch(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t fir
     }
 }
 
+typedef struct worker_arg {
+    ember_io_pool *p;
+    int who;
+} worker_arg;
+
 static void *worker(void *arg)
 {
-    ember_io_pool *p = arg;
+    ember_io_pool *p = ((worker_arg *)arg)->p;
+    int who = ((worker_arg *)arg)->who;
+    free(arg);
     uint64_t seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -124,7 +165,7 @@ static void *worker(void *arg)
         int64_t n = p->n, first = p->first;
         p->in_batch++;
         pthread_mutex_unlock(&p->mu);
-        work_batch(p, fd, reqs, first, n);
+        work_batch(p, fd, reqs, first, n, who);
         pthread_mutex_lock(&p->mu);
         if (--p->in_batch == 0)
             pthread_cond_broadcast(&p->done_cv);
@@ -149,12 +190,28 @@ ember_io_pool *ember_io_pool_create(int threads, ember_io_init_fn init, void *in
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done_cv, NULL);
     p->nthreads = threads > 0 ? threads : 1;
-    for (; p->started < p->nthreads; p->started++)
-        if (pthread_create(&p->threads[p->started], NULL, worker, p) != 0) {
+    for (; p->started < p->nthreads; p->started++) {
+        worker_arg *a = malloc(sizeof *a);
+        if (a)
+            *a = (worker_arg){p, p->started};
+        if (!a || pthread_create(&p->threads[p->started], NULL, worker, a) != 0) {
+            free(a);
             ember_io_pool_destroy(p);
             return NULL;
         }
+    }
     return p;
+}
+
+int ember_io_pool_set_stride(ember_io_pool *p, int64_t stride)
+{
+    void *b = NULL;
+    if (posix_memalign(&b, 4096, (size_t)(stride * (p->nthreads + 1))) != 0)
+        return -1;
+    free(p->bounce);
+    p->bounce = b;
+    p->stride = stride;
+    return 0;
 }
 
 void ember_io_start(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t first, int64_t n)
@@ -178,7 +235,7 @@ int64_t ember_io_wait(ember_io_pool *p)
 {
     if (!p->active)
         return -1;
-    work_batch(p, p->fd, p->reqs, p->first, p->n);
+    work_batch(p, p->fd, p->reqs, p->first, p->n, p->nthreads);
     pthread_mutex_lock(&p->mu);
     /* also until every worker has left the batch: a late one must not claim
      * requests of the next batch with this batch's pointers */
@@ -225,5 +282,6 @@ void ember_io_pool_destroy(ember_io_pool *p)
     pthread_cond_destroy(&p->work);
     pthread_cond_destroy(&p->done_cv);
     free(p->threads);
+    free(p->bounce);
     free(p);
 }

@@ -23,6 +23,8 @@ typedef struct ember_io_req {
     int op;              /* EMBER_IO_READ (preadv), _WRITE (pwritev), or _INIT:
                             the pool's init hook fills the row (no I/O)       */
     uint32_t row;        /* for _INIT                                         */
+    int bounce;          /* O_DIRECT: move `stride` bytes through an aligned
+                            buffer of the thread (the iovecs are not aligned) */
     int32_t err;         /* errno after the run; 0 when it succeeded;
                             ECANCELED when skipped after a failed first part */
 } ember_io_req;
@@ -36,6 +38,9 @@ typedef struct ember_io_pool ember_io_pool;
 /* Starts `threads` I/O threads (>= 1).  NULL when out of memory or when a
  * thread cannot be started. */
 ember_io_pool *ember_io_pool_create(int threads, ember_io_init_fn init, void *init_ctx);
+/* O_DIRECT: requests with `bounce` move `stride` bytes (a multiple of 512)
+ * through a 4096-aligned buffer per thread.  0, or -1 out of memory. */
+int ember_io_pool_set_stride(ember_io_pool *p, int64_t stride);
 void ember_io_pool_destroy(ember_io_pool *p); /* waits for a running batch */
 
 /* Runs n requests on fd in two parts: requests [0, first) complete before

@@ -55,7 +55,7 @@ static int io_fail(ssd_store *s, const ember_io_req *r, int64_t n_failed)
 {
     return fail(s, EMBER_EIO, "%s: %s of row %lld of the store file %s failed: %s (%lld request%s failed)",
                 s->label, r->op == EMBER_IO_WRITE ? "write-back" : "read",
-                (long long)(r->offset / s->rec_bytes), s->path, strerror(r->err), (long long)n_failed,
+                (long long)(r->offset / s->stride), s->path, strerror(r->err), (long long)n_failed,
                 n_failed == 1 ? "" : "s");
 }
 
@@ -85,7 +85,8 @@ static void init_hook(void *ctx, ember_io_req *r)
 /* A request that moves slot x's record (values, state) at row's place. */
 static void slot_req(ssd_store *s, ember_io_req *q, int32_t x, uint32_t row, int op)
 {
-    q->offset = (int64_t)row * s->rec_bytes;
+    q->offset = (int64_t)row * s->stride;
+    q->bounce = s->direct;
     q->iov[0].iov_base = s->base.values + (int64_t)x * s->dim;
     q->iov[0].iov_len = sizeof(float) * (size_t)s->dim;
     q->iov[1].iov_base = s->sf ? s->base.state + (int64_t)x * s->sf : NULL;
@@ -431,6 +432,23 @@ static int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_
 
 /* ------------------------------------------------------- whole-row access */
 
+/* The scratch records, page-aligned (O_DIRECT reads runs into it). */
+static int bulk_reserve(ssd_store *s, int64_t floats)
+{
+    if (floats + 1 <= s->bulk_cap)
+        return 0;
+    int64_t c = s->bulk_cap ? 2 * s->bulk_cap : 4096;
+    while (c < floats + 1)
+        c *= 2;
+    void *b = NULL;
+    if (posix_memalign(&b, 4096, sizeof(float) * (size_t)c) != 0)
+        return -1;
+    free(s->bulk);
+    s->bulk = b;
+    s->bulk_cap = c;
+    return 0;
+}
+
 /* Row access outside the step (ember_table_read/write, checkpoints): cached
  * rows are used in place; others go through a scratch buffer in the file's
  * record layout, so runs of consecutive rows move with one request. */
@@ -440,8 +458,8 @@ static int ssd_acquire(ember_store *bs, const uint32_t *rows, int64_t n, float *
     int st = bg_finish(s);
     if (st != EMBER_OK)
         return st;
-    int64_t recf = s->dim + s->sf;
-    if (grow((void **)&s->bulk, &s->bulk_cap, n * recf + 1, sizeof(float)) ||
+    int64_t recf = s->stride / (int64_t)sizeof(float);
+    if (bulk_reserve(s, n * recf) ||
         grow((void **)&s->bulk_slot, &s->bulk_slot_cap, n + 1, sizeof(int64_t)) ||
         grow((void **)&s->bulk_req, &s->bulk_req_cap, n + 1, sizeof(ember_io_req)))
         return fail(s, EMBER_ENOMEM, "%s: out of memory for reading %lld rows", s->label, (long long)n);
@@ -467,22 +485,22 @@ static int ssd_acquire(ember_store *bs, const uint32_t *rows, int64_t n, float *
         ember_io_req *q = nq ? &s->bulk_req[nq - 1] : NULL;
         if (q && i > 0 && s->bulk_slot[i - 1] < 0 && rows[i] == rows[i - 1] + 1 &&
             (char *)q->iov[0].iov_base + q->iov[0].iov_len == (char *)rec &&
-            q->offset + (int64_t)q->iov[0].iov_len == (int64_t)rows[i] * s->rec_bytes) {
-            q->iov[0].iov_len += (size_t)s->rec_bytes; /* extends the run */
+            q->offset + (int64_t)q->iov[0].iov_len == (int64_t)rows[i] * s->stride) {
+            q->iov[0].iov_len += (size_t)s->stride; /* extends the run */
             continue;
         }
         q = &s->bulk_req[nq++];
         memset(q, 0, sizeof *q);
-        q->offset = (int64_t)rows[i] * s->rec_bytes;
+        q->offset = (int64_t)rows[i] * s->stride;
         q->iov[0].iov_base = rec;
-        q->iov[0].iov_len = (size_t)s->rec_bytes;
+        q->iov[0].iov_len = (size_t)s->stride;
         q->op = EMBER_IO_READ;
     }
     double t0 = now_s();
     int64_t failed = ember_io_run(s->io, s->fd, s->bulk_req, 0, nq);
     s->st.io_seconds += now_s() - t0;
     for (int64_t i = 0; i < nq; i++)
-        s->st.bytes_read += s->bulk_req[i].err ? 0 : (int64_t)s->bulk_req[i].iov[0].iov_len;
+        s->st.bytes_read += s->bulk_req[i].err ? 0 : (int64_t)s->bulk_req[i].iov[0].iov_len / s->stride * s->rec_bytes;
     return failed >= 0 ? io_fail(s, &s->bulk_req[failed], 1) : EMBER_OK;
 }
 
@@ -491,7 +509,7 @@ static int ssd_release(ember_store *bs, const uint32_t *rows, int64_t n, int dir
     ssd_store *s = (ssd_store *)bs;
     if (!dirty)
         return EMBER_OK;
-    int64_t recf = s->dim + s->sf, nq = 0;
+    int64_t recf = s->stride / (int64_t)sizeof(float), nq = 0;
     for (int64_t i = 0; i < n; i++) {
         if (s->bulk_slot[i] >= 0) {
             s->flags[s->bulk_slot[i]] |= F_DIRTY;
@@ -501,14 +519,14 @@ static int ssd_release(ember_store *bs, const uint32_t *rows, int64_t n, int dir
         ember_io_req *q = nq ? &s->bulk_req[nq - 1] : NULL;
         if (q && i > 0 && s->bulk_slot[i - 1] < 0 && rows[i] == rows[i - 1] + 1 &&
             (char *)q->iov[0].iov_base + q->iov[0].iov_len == (char *)rec) {
-            q->iov[0].iov_len += (size_t)s->rec_bytes;
+            q->iov[0].iov_len += (size_t)s->stride;
             continue;
         }
         q = &s->bulk_req[nq++];
         memset(q, 0, sizeof *q);
-        q->offset = (int64_t)rows[i] * s->rec_bytes;
+        q->offset = (int64_t)rows[i] * s->stride;
         q->iov[0].iov_base = rec;
-        q->iov[0].iov_len = (size_t)s->rec_bytes;
+        q->iov[0].iov_len = (size_t)s->stride;
         q->op = EMBER_IO_WRITE;
     }
     double t0 = now_s();
@@ -518,11 +536,11 @@ static int ssd_release(ember_store *bs, const uint32_t *rows, int64_t n, int dir
         ember_io_req *q = &s->bulk_req[k];
         if (q->err)
             continue;
-        int64_t first = q->offset / s->rec_bytes, cnt = (int64_t)q->iov[0].iov_len / s->rec_bytes;
+        int64_t first = q->offset / s->stride, cnt = (int64_t)q->iov[0].iov_len / s->stride;
         for (int64_t r = first; r < first + cnt; r++)
             ssd_set_written(s, (uint32_t)r);
         s->st.writes += cnt;
-        s->st.bytes_written += (int64_t)q->iov[0].iov_len;
+        s->st.bytes_written += cnt * s->rec_bytes;
     }
     return failed >= 0 ? io_fail(s, &s->bulk_req[failed], 1) : EMBER_OK;
 }
@@ -601,15 +619,25 @@ int64_t ember_ssd_slot_bytes(int32_t dim, int32_t state_floats, ember_cache_poli
     return (int64_t)sizeof(float) * (dim + state_floats) + meta;
 }
 
-static int open_file(ssd_store *s, const char *dir, int64_t bytes)
+static int open_file(ssd_store *s, const char *dir, int buffered)
 {
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return fail(s, EMBER_EIO, "%s: the SSD tier's folder %s %s", s->label, dir,
                     errno == ENOENT ? "does not exist" : "is not a folder");
-    s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    s->fd = -1;
+    if (!buffered) { /* O_DIRECT where the filesystem takes it (tmpfs does not) */
+        s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT, 0600);
+        s->direct = s->fd >= 0;
+    }
+    if (s->fd < 0)
+        s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (s->fd < 0)
         return fail(s, EMBER_EIO, "%s: cannot create the store file %s: %s", s->label, s->path, strerror(errno));
+    if (!s->direct)
+        s->stride = s->rec_bytes; /* buffered: records unpadded */
+    int64_t bytes = s->rows * s->stride;
+    s->base.disk_bytes = bytes;
     if (flock(s->fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         close(s->fd);
@@ -652,6 +680,7 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->dim = p->dim;
     s->sf = p->state_floats;
     s->rec_bytes = (int64_t)sizeof(float) * (p->dim + p->state_floats);
+    s->stride = p->buffered ? s->rec_bytes : (s->rec_bytes + 511) / 512 * 512;
     s->init = p->init;
     s->init_ctx = p->init_ctx;
     s->policy = p->policy;
@@ -676,7 +705,7 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->base.state_floats = p->state_floats;
     s->base.value_bytes = s->cap * p->dim * (int64_t)sizeof(float);
     s->base.state_bytes = s->cap * p->state_floats * (int64_t)sizeof(float);
-    s->base.disk_bytes = p->rows * s->rec_bytes;
+    s->base.disk_bytes = p->rows * s->stride;
     s->map_size = 2;
     s->map_shift = 63;
     while (s->map_size < 2 * s->cap)
@@ -719,10 +748,10 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     for (int l = 0; l < SSD_LISTS; l++)
         s->head[l] = s->tail[l] = -1;
     s->st.cache_rows = s->cap;
-    if ((st = open_file(s, p->dir, s->base.disk_bytes)) != EMBER_OK)
+    if ((st = open_file(s, p->dir, p->buffered)) != EMBER_OK)
         goto done;
     s->io = ember_io_pool_create(p->io_threads, init_hook, s);
-    if (!s->io)
+    if (!s->io || (s->direct && ember_io_pool_set_stride(s->io, s->stride) != 0))
         st = fail(s, EMBER_ENOMEM, "%s: cannot start %d I/O threads", s->label, (int)p->io_threads);
 done:
     if (st != EMBER_OK) {

@@ -47,7 +47,10 @@ typedef struct ssd_store {
     char label[160];
     int64_t rows;
     int32_t dim, sf;
-    int64_t rec_bytes;            /* one row's record in the file: values, state */
+    int64_t rec_bytes;            /* one row's record: values, state        */
+    int64_t stride;               /* its place in the file: rec_bytes, or
+                                     rounded up to 512 under O_DIRECT        */
+    int direct;                   /* the file is open with O_DIRECT         */
     uint64_t *written;            /* [rows/64] the file holds the row's record */
     ember_row_init_fn init;
     void *init_ctx;

@@ -25,6 +25,8 @@ typedef struct ember_ssd_params {
     ember_cache_policy policy; /* LRU, LFU or LOOKAHEAD                       */
     int32_t lookahead;        /* window of announced batches, 1..63           */
     int32_t io_threads;
+    int buffered;             /* 1: through the page cache; 0: O_DIRECT
+                                 where the filesystem allows it          */
     ember_row_init_fn init;   /* values of a row never written (thread-safe)  */
     void *init_ctx;
 } ember_ssd_params;
