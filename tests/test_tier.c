@@ -306,7 +306,7 @@ static void faults(test_rng *r)
             CHECK(ember_backward(ssd, st.dp[s], st.ds[s]) == EMBER_OK);
         }
         CHECK_MSG(memcmp(o1[s], o2[s], out_bytes(tc, &st, s)) == 0, "step %d: outputs differ after faults", s);
-        CHECK_MSG(test_tables_identical(mem, ssd, &tc->cfg), "DBG step %d tables", s);
+        CHECK_MSG(test_tables_identical(mem, ssd, &tc->cfg), "step %d: tables differ after the faults", s);
         if (s == 3) {
             so.step = 3;
             CHECK(ember_save(ssd, ck, &so) == EMBER_OK);

@@ -68,6 +68,7 @@ typedef struct bench_opts {
     const char *ssd_dir;
     int belady;                          /* also Belady's hit rate */
     int32_t lookahead;                   /* batches announced ahead */
+    int buffered;                        /* store files through the page cache */
 } bench_opts;
 
 static const char *const PLACEMENT_NAMES[] = {"row", "column", "table", "replicated"};
@@ -102,6 +103,7 @@ static void bench_usage(FILE *f)
             "                          lru|lfu|lookahead (lookahead: the next 2 batches are\n"
             "                          announced with ember_prefetch after each forward)\n"
 "  --lookahead K           batches announced ahead (2)\n"
+            "  --buffered 1            store files through the page cache (default: O_DIRECT)\n"
             "  --belady 1              also Belady's offline hit rate for the same cache and ids\n"
             "                          (one process; the timed iterations, after the warm-up)\n"
             "One JSON line per (optimizer, threads); several pairs run in fresh processes.\n"
@@ -261,6 +263,9 @@ static int bench_parse(FILE *err, int argc, char **argv, bench_opts *o, char *op
             o->cache_bytes = v;
         } else if (!strcmp(name, "--ssd-dir")) {
             o->ssd_dir = val;
+        } else if (!strcmp(name, "--buffered")) {
+            bad = synth_parse_int64(val, 0, 1, &v);
+            o->buffered = (int)v;
         } else if (!strcmp(name, "--lookahead")) {
             bad = synth_parse_int64(val, 1, 63, &v);
             o->lookahead = (int32_t)v;
@@ -351,6 +356,8 @@ static json_t *bench_base(const tool_ctx *ctx, const bench_opts *o, const char *
     json_object_set_new(j, "storage", json_string(STORAGE_NAMES[o->storage]));
     if (o->storage == EMBER_STORAGE_SSD) {
         json_object_set_new(j, "policy", json_string(POLICY_NAMES[o->policy]));
+        json_object_set_new(j, "io", json_string(o->buffered ? "buffered" : "direct"));
+        json_object_set_new(j, "lookahead", json_integer(o->lookahead));
         json_object_set_new(j, "cache_bytes", json_integer(o->cache_bytes ? o->cache_bytes : 256 << 20));
     }
     json_object_set_new(j, "ember_version", json_string(ember_version()));
@@ -624,6 +631,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     ccfg.threads = threads;
     ccfg.ssd_dir = o->ssd_dir;
     ccfg.lookahead = o->lookahead;
+    ccfg.ssd_buffered = o->buffered;
     ccfg.world = ctx->world;
 
     double t0 = tool_now();
