@@ -320,11 +320,14 @@ typedef struct ember_collection_config {
     int64_t memory_budget;
     const char *ssd_dir;          /* default folder of store files; NULL = "." */
     int64_t ssd_cache_bytes;      /* default cache per SSD table and rank;
-                                     0 = 256 MiB                              */
+                                     0 = an equal share of what
+                                     memory_budget leaves, or 256 MiB          */
     ember_cache_policy ssd_policy;/* default policy; DEFAULT = LOOKAHEAD      */
     int32_t lookahead;            /* batches ember_prefetch may announce ahead
                                      (1..63; 0 = 2)                           */
-    int32_t io_threads;           /* I/O threads per SSD table; 0 = 8          */
+    int32_t io_threads;           /* I/O threads per SSD table; 0 = 32 (they
+                                     block in the kernel: as many requests in
+                                     flight as the device needs)              */
     int ssd_buffered;             /* 1: store files through the page cache;
                                      0 (default): O_DIRECT where the file
                                      system allows it (records padded to 512

@@ -69,6 +69,7 @@ typedef struct bench_opts {
     int belady;                          /* also Belady's hit rate */
     int32_t lookahead;                   /* batches announced ahead */
     int buffered;                        /* store files through the page cache */
+    int32_t io_threads;                  /* per SSD table; 0: the collection's */
 } bench_opts;
 
 static const char *const PLACEMENT_NAMES[] = {"row", "column", "table", "replicated"};
@@ -104,6 +105,7 @@ static void bench_usage(FILE *f)
             "                          announced with ember_prefetch after each forward)\n"
 "  --lookahead K           batches announced ahead (2)\n"
             "  --buffered 1            store files through the page cache (default: O_DIRECT)\n"
+            "  --io-threads N          I/O threads per SSD table (the library's default)\n"
             "  --belady 1              also Belady's offline hit rate for the same cache and ids\n"
             "                          (one process; the timed iterations, after the warm-up)\n"
             "One JSON line per (optimizer, threads); several pairs run in fresh processes.\n"
@@ -263,6 +265,9 @@ static int bench_parse(FILE *err, int argc, char **argv, bench_opts *o, char *op
             o->cache_bytes = v;
         } else if (!strcmp(name, "--ssd-dir")) {
             o->ssd_dir = val;
+        } else if (!strcmp(name, "--io-threads")) {
+            bad = synth_parse_int64(val, 1, 256, &v);
+            o->io_threads = (int32_t)v;
         } else if (!strcmp(name, "--buffered")) {
             bad = synth_parse_int64(val, 0, 1, &v);
             o->buffered = (int)v;
@@ -358,6 +363,7 @@ static json_t *bench_base(const tool_ctx *ctx, const bench_opts *o, const char *
         json_object_set_new(j, "policy", json_string(POLICY_NAMES[o->policy]));
         json_object_set_new(j, "io", json_string(o->buffered ? "buffered" : "direct"));
         json_object_set_new(j, "lookahead", json_integer(o->lookahead));
+        json_object_set_new(j, "io_threads", json_integer(o->io_threads ? o->io_threads : 32));
         json_object_set_new(j, "cache_bytes", json_integer(o->cache_bytes ? o->cache_bytes : 256 << 20));
     }
     json_object_set_new(j, "ember_version", json_string(ember_version()));
@@ -632,6 +638,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     ccfg.ssd_dir = o->ssd_dir;
     ccfg.lookahead = o->lookahead;
     ccfg.ssd_buffered = o->buffered;
+    ccfg.io_threads = o->io_threads;
     ccfg.world = ctx->world;
 
     double t0 = tool_now();

@@ -274,6 +274,8 @@ static double imbalance(const double *v, int32_t W)
 }
 
 typedef struct summary {
+    const ember_table_config *tiered; /* tables with their tiers (plan_tiers) */
+    const double *hit;                /* expected LRU hit rate, -1: memory     */
     double imb_ids, imb_rows, imb_sent, imb_cost;
     double a2a, ag, sent_max, mem_max;
     int32_t busiest;
@@ -351,6 +353,12 @@ static int print_json(const plan_opts *o, const config_file *cf, const plan_opti
         json_object_set_new(j, "ag_bytes", jbytes(tc->ag_bytes));
         json_object_set_new(j, "ids_served", json_real(tc->ids_served));
         json_object_set_new(j, "reason", json_string(res->reason[t]));
+        json_object_set_new(j, "storage", json_string(s->tiered[t].storage == EMBER_STORAGE_SSD ? "ssd" : "memory"));
+        if (s->tiered[t].storage == EMBER_STORAGE_SSD) {
+            json_object_set_new(j, "cache_bytes", json_integer(s->tiered[t].cache_bytes));
+            json_object_set_new(j, "ssd_bytes", json_integer(tc->ssd_bytes));
+            json_object_set_new(j, "expected_lru_hit_rate", json_real(s->hit[t]));
+        }
         json_array_append_new(tabs, j);
     }
     for (int32_t r = 0; r < res->world; r++) {
@@ -370,6 +378,7 @@ static int print_json(const plan_opts *o, const config_file *cf, const plan_opti
         json_object_set_new(j, "shared_tables", json_integer(shared));
         json_object_set_new(j, "row_bytes", json_integer(c->row_bytes));
         json_object_set_new(j, "state_bytes", json_integer(c->state_bytes));
+        json_object_set_new(j, "ssd_bytes", json_integer(c->ssd_bytes));
         json_object_set_new(j, "ids_served", json_real(c->ids_served));
         json_object_set_new(j, "lookup_bytes", jbytes(c->lookup_bytes));
         json_object_set_new(j, "a2a_sent", jbytes(c->a2a_sent));
@@ -415,6 +424,34 @@ static const char *fmt_count(double v, char *buf, size_t n)
     else
         snprintf(buf, n, "%.0f", v);
     return buf;
+}
+
+/* The SSD tier's tables: cache and store file per rank, expected hit rate. */
+static void print_tiers(const config_file *cf, const plan_result *res, const summary *s)
+{
+    char b1[32], b2[32], b3[32];
+    int any = 0;
+    for (int32_t t = 0; t < cf->num_tables; t++)
+        any |= s->tiered[t].storage == EMBER_STORAGE_SSD;
+    if (!any)
+        return;
+    int64_t dram = 0, disk = 0;
+    for (int32_t r = 0; r < res->world; r++) {
+        const plan_rank_cost *c = &res->ranks[r];
+        dram = c->row_bytes + c->state_bytes > dram ? c->row_bytes + c->state_bytes : dram;
+        disk = c->ssd_bytes > disk ? c->ssd_bytes : disk;
+    }
+    printf("\nSSD tier (docs/tiers.md): per rank at most %s in DRAM (rows, state and caches) and %s in "
+           "store files\n", plan_format_bytes((double)dram, b1, sizeof b1), plan_format_bytes((double)disk, b2, sizeof b2));
+    printf("  %-24s %12s %14s %20s\n", "table", "cache/rank", "store, total", "expected hit rate");
+    for (int32_t t = 0; t < cf->num_tables; t++) {
+        if (s->tiered[t].storage != EMBER_STORAGE_SSD)
+            continue;
+        printf("  %-24s %12s %14s %19.1f%%\n", cf->tables[t].name,
+               plan_format_bytes((double)s->tiered[t].cache_bytes, b1, sizeof b1),
+               plan_format_bytes((double)res->tables[t].ssd_bytes, b3, sizeof b3), 100.0 * s->hit[t]);
+    }
+    printf("  (hit rate: LRU by Che's approximation from the id statistics; lookahead does better)\n");
 }
 
 static void print_text(const plan_opts *o, const config_file *cf, const plan_options *po,
@@ -528,6 +565,7 @@ static void print_text(const plan_opts *o, const config_file *cf, const plan_opt
     if (po->memory_per_rank > 0)
         printf(" (%.0f%% of the budget)", 100.0 * s->mem_max / (double)po->memory_per_rank);
     printf("; plan cost (busiest + mean rank) %s\n", plan_format_bytes(res->cost, b2, sizeof b2));
+    print_tiers(cf, res, s);
 }
 
 int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
@@ -554,6 +592,8 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
     plan_pin *pins = calloc((size_t)T, sizeof *pins);
     plan_result res;
     summary sm = {0};
+    ember_table_config *tiered = NULL;
+    double *hit = NULL;
     memset(&res, 0, sizeof res);
     if (!st || !pooling || !pins) {
         fprintf(ctx->err, "ember plan: out of memory\n");
@@ -591,6 +631,17 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
     po.lookup_weight = o.lookup_weight >= 0 ? o.lookup_weight : cf->planner.lookup_weight;
     int64_t B = o.batch ? o.batch : cf->data.batch_size;
     plan_workload w = {&cf->coll, B, pooling, weighted, st};
+    /* tiers first: tables over the budget go to the SSD tier, whose cache is
+     * then what counts in memory */
+    tiered = calloc((size_t)T + 1, sizeof *tiered);
+    hit = calloc((size_t)T + 1, sizeof *hit);
+    if (!tiered || !hit || plan_tiers(&w, &po, tiered, hit) != EMBER_OK) {
+        fprintf(ctx->err, "ember plan: out of memory\n");
+        goto done;
+    }
+    ember_collection_config tcc = cf->coll;
+    tcc.tables = tiered;
+    w.cfg = &tcc;
     if (plan_make(&w, pins, &po, &res) != EMBER_OK) {
         fprintf(ctx->err, "ember plan: %s: %s\n", cf->path, res.error);
         goto done;
@@ -599,6 +650,8 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
         fprintf(ctx->err, "ember plan: out of memory\n");
         goto done;
     }
+    sm.tiered = tiered;
+    sm.hit = hit;
     if (o.json) {
         if (print_json(&o, cf, &po, B, &res, &sm, pins, source)) {
             fprintf(ctx->err, "ember plan: could not format JSON\n");
@@ -609,6 +662,8 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
     }
     status = 0;
 done:
+    free(tiered);
+    free(hit);
     free(sm.cost);
     plan_result_free(&res);
     free(st);

@@ -133,7 +133,7 @@ static int validate_config(const ember_collection_config *cfg)
     if (cfg->lookahead < 0 || cfg->lookahead >= 64)
         return ember_fail_create(EMBER_EINVAL, "lookahead %d outside [0, 63] (0 = 2)", cfg->lookahead);
     if (cfg->io_threads < 0 || cfg->io_threads > 256)
-        return ember_fail_create(EMBER_EINVAL, "io_threads %d outside [0, 256] (0 = 8)", cfg->io_threads);
+        return ember_fail_create(EMBER_EINVAL, "io_threads %d outside [0, 256] (0 = 32)", cfg->io_threads);
     if (cfg->ssd_dir && (!*cfg->ssd_dir || strlen(cfg->ssd_dir) > 3000))
         return ember_fail_create(EMBER_EINVAL, "ssd_dir is empty or longer than 3000 bytes");
     for (int32_t f = 0; f < cfg->num_features; f++) {
@@ -189,23 +189,28 @@ static int copy_names(ember_collection *c, const ember_collection_config *cfg)
 static int resolve_tiers(ember_collection *c, const ember_collection_config *cfg)
 {
     ember_storage *storage = malloc(sizeof(ember_storage) * (size_t)cfg->num_tables);
-    if (!storage)
+    int64_t *cache = malloc(sizeof(int64_t) * (size_t)cfg->num_tables);
+    if (!storage || !cache) {
+        free(storage);
+        free(cache);
         return ember_fail_create(EMBER_ENOMEM, "out of memory");
-    ember_tier_resolve(cfg, c->world->size, storage);
+    }
+    ember_tier_resolve(cfg, c->world->size, storage, cache);
     for (int32_t t = 0; t < cfg->num_tables; t++) {
         ember_table_config *tc = &c->tables[t].cfg;
         tc->storage = storage[t];
         if (tc->cache_policy == EMBER_CACHE_DEFAULT)
             tc->cache_policy = cfg->ssd_policy != EMBER_CACHE_DEFAULT ? cfg->ssd_policy : EMBER_CACHE_LOOKAHEAD;
-        tc->cache_bytes = ember_tier_cache_bytes(cfg, tc);
+        tc->cache_bytes = cache[t];
         if (!tc->path)
             tc->path = cfg->ssd_dir ? cfg->ssd_dir : ".";
     }
     free(storage);
+    free(cache);
     if (c->cfg.lookahead == 0)
         c->cfg.lookahead = 2;
     if (c->cfg.io_threads == 0)
-        c->cfg.io_threads = 8;
+        c->cfg.io_threads = 32;
     return EMBER_OK;
 }
 

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "plan/plan.h"
+#include "tier/tier.h"
 
 #define LINE 64.0 /* a random row access reads whole cache lines */
 /* A rank's share of a table (rows + state) of at most this stays in the
@@ -44,7 +45,7 @@ static int same_group(const ember_table_config *a, const ember_table_config *b)
 {
     return a->dim == b->dim && !memcmp(&a->optimizer, &b->optimizer, sizeof a->optimizer) &&
            a->placement == b->placement && a->exchange == b->exchange &&
-           (a->placement != EMBER_PLACE_TABLE || a->owner == b->owner);
+           (a->placement != EMBER_PLACE_TABLE || a->owner == b->owner) && a->storage == b->storage;
 }
 
 static void stack_tables(const ember_collection_config *cfg, int32_t *group, int64_t *offset,
@@ -310,6 +311,10 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
                         const int64_t *group_rows, const int32_t *first, int32_t ngroups,
                         plan_rank_cost *out, plan_table_cost *tables)
 {
+    int64_t group_cache[ngroups > 0 ? ngroups : 1]; /* SSD: the tables' caches summed */
+    memset(group_cache, 0, sizeof group_cache);
+    for (int32_t t = 0; t < cfg->num_tables; t++)
+        group_cache[group[t]] += cfg->tables[t].cache_bytes;
     for (int32_t g = 0; g < ngroups; g++) {
         const ember_table_config *tb = &cfg->tables[first[g]];
         int64_t R = group_rows[g];
@@ -321,6 +326,12 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
             case EMBER_PLACE_ROW: lr = R / W + (r < R % W ? 1 : 0); break;
             case EMBER_PLACE_TABLE: lr = r == tb->owner ? R : 0; break;
             default: lr = R;
+            }
+            if (tb->storage == EMBER_STORAGE_SSD && lr > 0) { /* DRAM: the cache */
+                int64_t full = lr * (ld + sf) * 4, cache = group_cache[g];
+                out[r].row_bytes += cache < full ? cache : full;
+                out[r].ssd_bytes += lr * ember_ssd_stride(ld, sf);
+                continue;
             }
             out[r].row_bytes += lr * ld * 4;
             out[r].state_bytes += lr * sf * 4;
@@ -340,8 +351,12 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
         tables[t].row_bytes = R * ld * 4 * copies;
         tables[t].state_bytes = R * sf * 4 * copies;
         tables[t].max_rank_bytes = most * (ld + sf) * 4;
+        if (tb->storage == EMBER_STORAGE_SSD) {
+            tables[t].ssd_bytes = R * ember_ssd_stride(ld, sf) * copies;
+            if (tb->cache_bytes < tables[t].max_rank_bytes)
+                tables[t].max_rank_bytes = tb->cache_bytes;
+        }
     }
-    (void)group;
 }
 
 static int check_workload(const plan_workload *w, int32_t world)

@@ -88,6 +88,18 @@ void plan_stats_builder_destroy(plan_stats_builder *b);
 /* Expected distinct rows among n draws (n >= 0, real). */
 double plan_stats_distinct(const plan_id_stats *s, double n);
 
+/*
+ * Expected hit rate of an LRU cache of `cache_rows` rows for steps of n
+ * draws each (accesses: a step's distinct rows), by Che's approximation:
+ * the cache holds the distinct rows of the last T draws, D(T) = cache_rows,
+ * and a row of a step hits when it was drawn in the T draws before, so
+ *   hits = sum_i P(i in step) P(i in the T before) = D(n) + D(T) - D(n + T)
+ *   hit rate = hits / D(n)
+ * (D = plan_stats_distinct).  1 when the cache holds every row; 0 when it
+ * cannot hold one step's rows.  Lookahead does better (docs/tiers.md).
+ */
+double plan_lru_hit_rate(const plan_id_stats *s, double n, double cache_rows);
+
 /* ---------------------------------------------------------------- workload */
 
 /*
@@ -117,7 +129,9 @@ typedef struct plan_rank_cost {
                                    COLUMN; the rank's own for REPLICATED)  */
     double lookup_bytes;        /* rows read in forward + rows updated in
                                    backward, in 64-byte cache lines         */
-    int64_t row_bytes, state_bytes; /* memory of the rank's shares          */
+    int64_t row_bytes, state_bytes; /* memory of the rank's shares (an SSD
+                                   table: its cache, in row_bytes)          */
+    int64_t ssd_bytes;          /* SSD tables' store files on the rank      */
 } plan_rank_cost;
 
 /* Per logical table: its share of the step, summed over ranks. */
@@ -125,7 +139,9 @@ typedef struct plan_table_cost {
     double a2a_bytes, ag_bytes; /* sent by all ranks for this table        */
     double ids_served;          /* lookups over all ranks                  */
     int64_t row_bytes, state_bytes; /* over all ranks (copies counted)      */
-    int64_t max_rank_bytes;     /* rows + state on the rank holding most    */
+    int64_t max_rank_bytes;     /* rows + state on the rank holding most
+                                   (an SSD table: its cache there)          */
+    int64_t ssd_bytes;          /* SSD: store files over all ranks          */
 } plan_table_cost;
 
 /*
@@ -208,6 +224,19 @@ double plan_rank_weight(const plan_rank_cost *c, double lookup_weight);
  */
 int32_t plan_pack(int32_t items, const double *load, const int64_t *mem, int32_t bins,
                   double *bin_load, int64_t *bin_free, int32_t *bin_of);
+
+/*
+ * Tiers (tiers.c): which tables go to the SSD tier, by the collection's own
+ * rules (ember.h: storage, ssd_min_bytes, memory_budget; tier/rule.c) with
+ * o->memory_per_rank as the budget when the config sets none, for a world
+ * of o->world.  tables[] receives a copy of w->cfg->tables with storage,
+ * cache_bytes and cache_policy resolved (plan with it: SSD tables then count
+ * their cache as memory and their store file as ssd_bytes); hit[t] is the
+ * expected LRU hit rate of an SSD table's cache on the workload's ids
+ * (plan_lru_hit_rate, the ranks' caches together), -1 for memory tables.
+ * Errors: EMBER_ENOMEM.
+ */
+int plan_tiers(const plan_workload *w, const plan_options *o, ember_table_config *tables, double *hit);
 
 /* "1.5 GiB", "512 B": bytes in binary units, into buf (returns buf). */
 const char *plan_format_bytes(double bytes, char *buf, size_t n);

@@ -338,3 +338,25 @@ void plan_stats_builder_destroy(plan_stats_builder *b)
     free(b->count);
     free(b);
 }
+
+double plan_lru_hit_rate(const plan_id_stats *s, double n, double cache_rows)
+{
+    if (n <= 0 || cache_rows >= (double)s->rows)
+        return 1.0;
+    double dn = plan_stats_distinct(s, n);
+    if (cache_rows < dn || dn <= 0)
+        return 0.0;
+    double lo = 0, hi = n; /* T with D(T) = cache_rows: bisection in log scale */
+    while (plan_stats_distinct(s, hi) < cache_rows && hi < 1e30)
+        lo = hi, hi *= 2;
+    for (int i = 0; i < 200 && hi - lo > 1e-9 * hi; i++) {
+        double mid = lo > 0 ? sqrt(lo * hi) : hi / 2;
+        if (plan_stats_distinct(s, mid) < cache_rows)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    double T = hi;
+    double hit = (dn + plan_stats_distinct(s, T) - plan_stats_distinct(s, n + T)) / dn;
+    return hit < 0 ? 0 : hit > 1 ? 1 : hit;
+}

@@ -1,8 +1,8 @@
 /*
- * rule.c: which tables go to the SSD tier (PopART's tensor locations: a
- * size threshold and a memory budget decide, a table may also say), shared
- * by collection create and the planner so that `ember plan` shows the
- * tiers the collection will use.
+ * rule.c: which tables go to the SSD tier, and with how much cache
+ * (PopART's tensor locations: a size threshold and a memory budget decide,
+ * a table may also say), shared by collection create and the planner so
+ * that `ember plan` shows the tiers and caches the collection will use.
  */
 #include "tier/tier.h"
 
@@ -17,23 +17,22 @@ int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W)
     return rows * (dim + ember_state_floats(t->optimizer.kind, dim)) * (int64_t)sizeof(float);
 }
 
-int64_t ember_tier_cache_bytes(const ember_collection_config *cfg, const ember_table_config *t)
+/* A cache size the table or the collection set; 0 when neither did. */
+static int64_t set_cache(const ember_collection_config *cfg, const ember_table_config *t)
 {
-    if (t->cache_bytes > 0)
-        return t->cache_bytes;
-    return cfg->ssd_cache_bytes > 0 ? cfg->ssd_cache_bytes : EMBER_SSD_CACHE_DEFAULT;
+    return t->cache_bytes > 0 ? t->cache_bytes : cfg->ssd_cache_bytes;
 }
 
-void ember_tier_resolve(const ember_collection_config *cfg, int32_t W, ember_storage *out)
+void ember_tier_resolve(const ember_collection_config *cfg, int32_t W, ember_storage *storage, int64_t *cache)
 {
     int64_t need = 0;
     for (int32_t t = 0; t < cfg->num_tables; t++) {
         const ember_table_config *tc = &cfg->tables[t];
         int64_t bytes = ember_tier_rank_bytes(tc, W);
-        out[t] = tc->storage;
-        if (out[t] == EMBER_STORAGE_AUTO)
-            out[t] = cfg->ssd_min_bytes > 0 && bytes > cfg->ssd_min_bytes ? EMBER_STORAGE_SSD : EMBER_STORAGE_AUTO;
-        need += out[t] == EMBER_STORAGE_SSD ? ember_tier_cache_bytes(cfg, tc) : bytes;
+        storage[t] = tc->storage;
+        if (storage[t] == EMBER_STORAGE_AUTO)
+            storage[t] = cfg->ssd_min_bytes > 0 && bytes > cfg->ssd_min_bytes ? EMBER_STORAGE_SSD : EMBER_STORAGE_AUTO;
+        need += storage[t] == EMBER_STORAGE_SSD ? set_cache(cfg, tc) : bytes;
     }
     /* over the budget: the largest undecided tables move to the SSD tier */
     while (cfg->memory_budget > 0 && need > cfg->memory_budget) {
@@ -41,15 +40,26 @@ void ember_tier_resolve(const ember_collection_config *cfg, int32_t W, ember_sto
         int64_t best_bytes = 0;
         for (int32_t t = 0; t < cfg->num_tables; t++) {
             int64_t b = ember_tier_rank_bytes(&cfg->tables[t], W);
-            if (out[t] == EMBER_STORAGE_AUTO && b > best_bytes)
+            if (storage[t] == EMBER_STORAGE_AUTO && b > best_bytes)
                 best = t, best_bytes = b;
         }
         if (best < 0)
             break;
-        out[best] = EMBER_STORAGE_SSD;
-        need += ember_tier_cache_bytes(cfg, &cfg->tables[best]) - best_bytes;
+        storage[best] = EMBER_STORAGE_SSD;
+        need += set_cache(cfg, &cfg->tables[best]) - best_bytes;
     }
+    /* caches nobody sized: the budget's rest in equal shares, else 256 MiB */
+    int32_t open = 0;
+    for (int32_t t = 0; t < cfg->num_tables; t++) {
+        if (storage[t] == EMBER_STORAGE_AUTO)
+            storage[t] = EMBER_STORAGE_MEMORY;
+        cache[t] = storage[t] == EMBER_STORAGE_SSD ? set_cache(cfg, &cfg->tables[t]) : 0;
+        open += storage[t] == EMBER_STORAGE_SSD && cache[t] == 0;
+    }
+    int64_t share = EMBER_SSD_CACHE_DEFAULT;
+    if (cfg->memory_budget > 0 && open > 0)
+        share = need < cfg->memory_budget ? (cfg->memory_budget - need) / open : 0;
     for (int32_t t = 0; t < cfg->num_tables; t++)
-        if (out[t] == EMBER_STORAGE_AUTO)
-            out[t] = EMBER_STORAGE_MEMORY;
+        if (storage[t] == EMBER_STORAGE_SSD && cache[t] == 0)
+            cache[t] = share > 0 ? share : 1; /* 1: create names the cache that holds no row */
 }

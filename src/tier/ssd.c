@@ -710,7 +710,7 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->dim = p->dim;
     s->sf = p->state_floats;
     s->rec_bytes = (int64_t)sizeof(float) * (p->dim + p->state_floats);
-    s->stride = p->buffered ? s->rec_bytes : (s->rec_bytes + 511) / 512 * 512;
+    s->stride = p->buffered ? s->rec_bytes : ember_ssd_stride(p->dim, p->state_floats);
     s->init = p->init;
     s->init_ctx = p->init_ctx;
     s->policy = p->policy;

@@ -37,6 +37,13 @@ typedef struct ember_ssd_params {
  * cache that holds no row), EMBER_ENOMEM; the message goes to err. */
 int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *err, size_t errlen);
 
+/* Bytes of one row in a store file under O_DIRECT (the default): values
+ * and state, padded to 512. */
+static inline int64_t ember_ssd_stride(int32_t dim, int32_t state_floats)
+{
+    return ((int64_t)sizeof(float) * (dim + state_floats) + 511) / 512 * 512;
+}
+
 /* DRAM bytes per cached row: values, state and bookkeeping. */
 int64_t ember_ssd_slot_bytes(int32_t dim, int32_t state_floats, ember_cache_policy policy);
 
@@ -45,12 +52,13 @@ int64_t ember_ssd_slot_bytes(int32_t dim, int32_t state_floats, ember_cache_poli
 /* rule.c.  Bytes of rows + optimizer state of table t on its fullest rank in
  * the memory tier, in a world of W. */
 int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W);
-/* The cache budget of an SSD table: its own, the collection's, 256 MiB. */
-int64_t ember_tier_cache_bytes(const ember_collection_config *cfg, const ember_table_config *t);
-/* Storage of every table (out[num_tables]: MEMORY or SSD): the table's
+/* Storage of every table (storage[num_tables]: MEMORY or SSD): the table's
  * choice, else the collection's rules (ember.h, ssd_min_bytes and
- * memory_budget). */
-void ember_tier_resolve(const ember_collection_config *cfg, int32_t W, ember_storage *out);
+ * memory_budget); and the cache of each SSD table (cache[num_tables], 0 for
+ * memory tables): its own cache_bytes, else the collection's
+ * ssd_cache_bytes, else an equal share of what the memory budget leaves
+ * (the memory tables and the sized caches counted), else 256 MiB. */
+void ember_tier_resolve(const ember_collection_config *cfg, int32_t W, ember_storage *storage, int64_t *cache);
 
 /* Counters of a store (zeros for the memory tier). */
 void ember_store_tier_stats(const ember_store *s, ember_tier_stats *out);
