@@ -431,6 +431,26 @@ PY
 }
 CHECKS+=(plan_json)
 
+check_plan_tiers() { # over the budget: the SSD tier, its cache sized to the rest, a hit rate
+    expect_status 0 "$EMBER" plan "$PLAN_CONFIGS/w3.cfg" --world 1 --memory-per-rank 4G --json || return 1
+    python3 - "$TMP/out" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+t = p["tables"][0]
+assert t["storage"] == "ssd" and t["cache_bytes"] == 4 << 30, t
+assert t["ssd_bytes"] == 10000000 * 1024, t            # rows x (128 + 128) floats, padded to 512
+assert 0.38 < t["expected_lru_hit_rate"] < 0.42, t     # uniform ids, 4 GiB of 1066-byte slots
+r = p["ranks"][0]
+assert r["row_bytes"] + r["state_bytes"] == 4 << 30 and r["ssd_bytes"] == t["ssd_bytes"], r
+PY
+    expect_status 0 "$EMBER" plan "$PLAN_CONFIGS/w3.cfg" --world 1 --memory-per-rank 4G || return 1
+    grep -q "SSD tier (docs/tiers.md): per rank at most 4.00 GiB in DRAM" "$TMP/out" || return 1
+    expect_status 0 "$EMBER" plan "$PLAN_CONFIGS/w3.cfg" --world 1 --memory-per-rank 16G --json || return 1
+    python3 -c 'import json,sys; t = json.load(open(sys.argv[1]))["tables"][0]; assert t["storage"] == "memory", t' \
+        "$TMP/out" || return 1
+}
+CHECKS+=(plan_tiers)
+
 check_plan_pins() { # pins in the config win; small tables replicated where it pays
     cat >"$TMP/pins.cfg" <<'CFG'
 tables = (
@@ -483,8 +503,12 @@ check_plan_errors() { # messages name the file, the line and the key
     printf 'tables = ({ name = "t"; rows = ; });\n' >"$TMP/bad5.cfg"
     expect_status 1 "$EMBER" plan "$TMP/bad5.cfg" || return 1
     grep -q "bad5.cfg:1: syntax error" "$TMP/err" || return 1
-    expect_status 1 "$EMBER" plan "$PLAN_CONFIGS/cluster64.cfg" --world 8 || return 1
-    grep -q "nothing fits: table 'query_ngram'" "$TMP/err" || return 1 # user_id takes 60 GiB
+    # over the budget, tables go to the SSD tier; pinned to memory, nothing fits
+    expect_status 0 "$EMBER" plan "$PLAN_CONFIGS/cluster64.cfg" --world 8 || return 1
+    grep -q "SSD tier (docs/tiers.md)" "$TMP/out" || return 1
+    printf 'tables = ({ name = "big"; rows = 100000000; dim = 64; storage = "memory"; });\nfeatures = ({ name = "f"; table = "big"; });\n' >"$TMP/pinmem.cfg"
+    expect_status 1 "$EMBER" plan "$TMP/pinmem.cfg" --memory-per-rank 1G || return 1
+    grep -q "nothing fits: table 'big'" "$TMP/err" || { cat "$TMP/err"; return 1; }
     expect_status 1 "$EMBER" plan "$TMP/missing.cfg" || return 1
     grep -q "missing.cfg: cannot open" "$TMP/err" || return 1
     expect_status 2 "$EMBER" plan "$PLAN_CONFIGS/w1.cfg" --world 0 || return 1
