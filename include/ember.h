@@ -440,6 +440,10 @@ int ember_backward(ember_collection *coll, const float *d_pooled, const float *d
  * EMBER_ENOMEM, EMBER_ECOMM.
  */
 int ember_prefetch(ember_collection *coll, const ember_batch *batch);
+/* How many batches ahead ember_prefetch wants to hear of: the collection's
+ * lookahead when it has an SSD table with policy LOOKAHEAD, else 0 (then
+ * ember_prefetch does nothing).  The same on every rank. */
+int32_t ember_prefetch_depth(const ember_collection *coll);
 
 /* ------------------------------------------------------ routing statistics */
 

@@ -275,7 +275,10 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
     train_prefetch *pf = NULL;
     /* a reader thread needs a core of its own: see train_prefetch.c */
     int threaded = omp_get_num_procs() > ctx->local_ranks * s->threads;
-    int64_t bad = train_prefetch_start(s->train_src, kb, s->threads, threaded, &pf) != 0;
+    /* the SSD tier's lookahead: the batches of the next K steps are read
+     * ahead and announced after each embedding forward */
+    const int32_t ahead = ember_prefetch_depth(s->coll);
+    int64_t bad = train_prefetch_start(s->train_src, kb, s->threads, threaded, ahead, &pf) != 0;
     tool_reduce_i64(ctx, &bad, 1, TOOL_MAX);
     if (bad) {
         if (!pf)
@@ -302,6 +305,15 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
             failed = 1;
         }
         double loss = 0;
+        ctr_batch next[64];
+        const ember_batch *announce[64];
+        int32_t na = 0;
+        for (int32_t j = step == rs->step + 1 ? 1 : ahead; ahead > 0 && j <= ahead; j++, na++) {
+            if (train_prefetch_peek(pf, j, &next[na]) <= 0) /* collective: an empty one in its place */
+                ctr_batch_empty(&s->schema, &next[na]);
+            announce[na] = &next[na].sparse;
+        }
+        trainer_announce(s->tr, announce, na);
         if (global > 0) { /* collective: a rank whose read failed takes part with no samples */
             char serr[512] = "";
             if (trainer_step(s->tr, &b, global, &loss, serr, sizeof serr) != EMBER_OK && !failed) {

@@ -17,6 +17,12 @@
  * would only take turns with the step and with MPI's polling, so the batch
  * is then read in the loop's own thread, through the same calls.
  *
+ * With the SSD tier's lookahead (ember_prefetch), the loop also needs to see
+ * K batches ahead: the slots are then a ring of K + 2 (the batch held, K
+ * ahead, one being read), train_prefetch_peek waits for the batch j ahead,
+ * and the reader fills slot after slot in ring order.  Without a spare core
+ * the same ring is filled in the loop's thread, on demand.
+ *
  * Checkpoints need the data position of the batches the steps consumed, not
  * of those read ahead: the reader records the source's position after each
  * batch in its slot (ctr_source_tell, in the reader's thread, right after
@@ -52,9 +58,11 @@ struct train_prefetch {
     int started, stop;
     pthread_mutex_t mu;
     pthread_cond_t filled, freed;
-    slot s[2];
+    slot *s;                      /* [nslots], a ring                    */
+    int nslots;
     int take;                     /* the slot the loop takes next        */
     int held;                     /* the slot the loop holds, or -1      */
+    int fill;                     /* the slot read next (not threaded)   */
     ctr_position pos;             /* after the last batch the loop took  */
 };
 
@@ -97,11 +105,30 @@ static int copy_batch(slot *sl, const ctr_batch *b)
     return 0;
 }
 
+/* Reads the source's next batch into sl (another epoch at the end of this
+ * rank's share); its n (< 0: sl->err). */
+static int64_t read_slot(train_prefetch *p, slot *sl)
+{
+    ctr_batch b;
+    int64_t n = ctr_source_next(p->src, p->max, &b, sl->err, sizeof sl->err);
+    if (n == 0) {
+        ctr_source_rewind(p->src);
+        n = ctr_source_next(p->src, p->max, &b, sl->err, sizeof sl->err);
+    }
+    if (n > 0 && copy_batch(sl, &b)) {
+        snprintf(sl->err, sizeof sl->err, "out of memory for a batch of %lld samples", (long long)n);
+        n = -1;
+    }
+    ctr_source_tell(p->src, &sl->pos);
+    sl->n = n;
+    return n;
+}
+
 static void *reader(void *arg)
 {
     train_prefetch *p = arg;
     omp_set_num_threads(p->threads); /* this thread's own setting */
-    for (int k = 0, failed = 0; !failed; k ^= 1) {
+    for (int k = 0, failed = 0; !failed; k = (k + 1) % p->nslots) {
         slot *sl = &p->s[k];
         pthread_mutex_lock(&p->mu);
         while (sl->ready && !p->stop)
@@ -111,19 +138,7 @@ static void *reader(void *arg)
         if (stop)
             break;
         /* the slot is the reader's until marked ready */
-        ctr_batch b;
-        int64_t n = ctr_source_next(p->src, p->max, &b, sl->err, sizeof sl->err);
-        if (n == 0) { /* the end of this rank's share: another epoch */
-            ctr_source_rewind(p->src);
-            n = ctr_source_next(p->src, p->max, &b, sl->err, sizeof sl->err);
-        }
-        if (n > 0 && copy_batch(sl, &b)) {
-            snprintf(sl->err, sizeof sl->err, "out of memory for a batch of %lld samples", (long long)n);
-            n = -1;
-        }
-        ctr_source_tell(p->src, &sl->pos);
-        sl->n = n;
-        failed = n < 0;
+        failed = read_slot(p, sl) < 0;
         pthread_mutex_lock(&p->mu);
         sl->ready = 1;
         pthread_cond_broadcast(&p->filled);
@@ -132,12 +147,18 @@ static void *reader(void *arg)
     return NULL;
 }
 
-int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t threads, int threaded, train_prefetch **out)
+int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t threads, int threaded, int32_t ahead,
+                         train_prefetch **out)
 {
     *out = NULL;
     train_prefetch *p = calloc(1, sizeof *p);
     if (!p)
         return -1;
+    p->nslots = 2 + (ahead > 0 ? ahead : 0);
+    if (!(p->s = calloc((size_t)p->nslots, sizeof *p->s))) {
+        free(p);
+        return -1;
+    }
     p->threaded = threaded;
     p->src = src;
     p->max = max_samples;
@@ -160,34 +181,54 @@ int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t threads, 
     return 0;
 }
 
+/* Slot k ready: waited for (threaded) or read now, in ring order. */
+static slot *ready_slot(train_prefetch *p, int k)
+{
+    slot *sl = &p->s[k];
+    if (p->threaded) {
+        pthread_mutex_lock(&p->mu);
+        while (!sl->ready)
+            pthread_cond_wait(&p->filled, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+        return sl;
+    }
+    while (!sl->ready) { /* read up to it in order; a failure stays (sticky) */
+        slot *f = &p->s[p->fill];
+        read_slot(p, f);
+        f->ready = 1;
+        p->fill = (p->fill + 1) % p->nslots;
+    }
+    return sl;
+}
+
 int64_t train_prefetch_next(train_prefetch *p, ctr_batch *out, char *err, size_t errlen)
 {
-    if (!p->threaded) { /* the same batches, read here */
-        int64_t n = ctr_source_next(p->src, p->max, out, err, errlen);
-        if (n == 0) {
-            ctr_source_rewind(p->src);
-            n = ctr_source_next(p->src, p->max, out, err, errlen);
-        }
-        ctr_source_tell(p->src, &p->pos);
-        return n;
-    }
     pthread_mutex_lock(&p->mu);
-    if (p->held >= 0) { /* the last batch goes back to the reader */
+    if (p->held >= 0 && p->s[p->held].n >= 0) { /* the last batch goes back to the reader */
         p->s[p->held].ready = 0;
         p->held = -1;
         pthread_cond_broadcast(&p->freed);
     }
-    slot *sl = &p->s[p->take];
-    while (!sl->ready)
-        pthread_cond_wait(&p->filled, &p->mu);
     pthread_mutex_unlock(&p->mu);
+    slot *sl = ready_slot(p, p->take);
     if (sl->n < 0) { /* sticky: the slot stays ready with its message */
         snprintf(err, errlen, "%s", sl->err);
         return -1;
     }
     p->held = p->take;
-    p->take ^= 1;
+    p->take = (p->take + 1) % p->nslots;
     p->pos = sl->pos;
+    *out = sl->b;
+    return sl->n;
+}
+
+int64_t train_prefetch_peek(train_prefetch *p, int32_t j, ctr_batch *out)
+{
+    if (j < 1 || j > p->nslots - 2)
+        return -1;
+    slot *sl = ready_slot(p, (p->take + j - 1) % p->nslots);
+    if (sl->n <= 0)
+        return sl->n < 0 ? -1 : 0;
     *out = sl->b;
     return sl->n;
 }
@@ -208,11 +249,12 @@ void train_prefetch_stop(train_prefetch *p)
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->filled);
     pthread_cond_destroy(&p->freed);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < p->nslots; k++) {
         free(p->s[k].label);
         free(p->s[k].dense);
         free(p->s[k].lengths);
         free(p->s[k].ids);
     }
+    free(p->s);
     free(p);
 }

@@ -162,6 +162,14 @@ static int announce_all(ember_collection *c, uint64_t *pairs, int64_t n, int64_t
     return st;
 }
 
+int32_t ember_prefetch_depth(const ember_collection *c)
+{
+    for (int32_t p = 0; p < c->num_ptables; p++)
+        if (lookahead_table(&c->ptables[p]))
+            return c->cfg.lookahead;
+    return 0;
+}
+
 int ember_prefetch(ember_collection *c, const ember_batch *b)
 {
     if (c->panicked)

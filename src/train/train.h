@@ -59,6 +59,11 @@ void trainer_destroy(trainer *t);
  * *loss_sum = this rank's summed BCE.  Collective.  0 or an ember status
  * with err. */
 int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *loss_sum, char *err, size_t errlen);
+/* Batches the next trainer_step announces to the collection right after its
+ * embedding forward (ember_prefetch: the SSD tier reads their rows while the
+ * dense model runs), in order; valid until that step returns.  Collective:
+ * every rank announces the same number (an empty batch where it has none). */
+void trainer_announce(trainer *t, const ember_batch *const *batches, int32_t n);
 
 /* Forward only: prob[s] = sigmoid(logit) for the batch's samples. */
 int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, size_t errlen);

@@ -43,6 +43,8 @@ struct trainer {
     float *pooled, *d_pooled; /* [cap_rows][width]                    */
     int64_t cap_rows;
     float *logit, *dlogit;    /* [micro_batch]                        */
+    const ember_batch *const *announce; /* for the next step's ember_prefetch */
+    int32_t num_announce;
 
     /* reduce by chunks: chunk c = params [off[c], off[c] + len[c]) */
     int64_t *off, *len;
@@ -244,6 +246,12 @@ static int check_batch(const trainer *t, const ctr_batch *batch, char *err, size
     return EMBER_OK;
 }
 
+void trainer_announce(trainer *t, const ember_batch *const *batches, int32_t n)
+{
+    t->announce = batches;
+    t->num_announce = n;
+}
+
 int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *loss_sum, char *err, size_t errlen)
 {
     int st;
@@ -260,6 +268,10 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
     double t0 = ember_now();
     if ((st = ember_forward(t->coll, &batch->sparse, t->pooled, NULL)) != EMBER_OK)
         return fail(err, errlen, st, "%s", ember_errmsg(t->coll));
+    for (int32_t i = 0; i < t->num_announce; i++) /* read ahead while the dense model runs */
+        if ((st = ember_prefetch(t->coll, t->announce[i])) != EMBER_OK)
+            return fail(err, errlen, st, "%s", ember_errmsg(t->coll));
+    t->num_announce = 0;
     ember_stats es;
     ember_collection_stats(t->coll, &es);
     double t1 = ember_now(), comm_fwd = es.last_comm_seconds;
