@@ -449,6 +449,25 @@ static int bulk_reserve(ssd_store *s, int64_t floats)
     return 0;
 }
 
+/* Adds row's record at rec to the row-access requests: the last request
+ * grows when it ends right before rec, in memory and in the file. */
+static void add_record(ssd_store *s, int64_t *nq, uint32_t row, float *rec, int op)
+{
+    ember_io_req *q = *nq ? &s->bulk_req[*nq - 1] : NULL;
+    int64_t off = (int64_t)row * s->stride;
+    if (q && q->op == op && (char *)q->iov[0].iov_base + q->iov[0].iov_len == (char *)rec &&
+        q->offset + (int64_t)q->iov[0].iov_len == off) {
+        q->iov[0].iov_len += (size_t)s->stride;
+        return;
+    }
+    q = &s->bulk_req[(*nq)++];
+    memset(q, 0, sizeof *q);
+    q->offset = off;
+    q->iov[0].iov_base = rec;
+    q->iov[0].iov_len = (size_t)s->stride;
+    q->op = op;
+}
+
 /* Row access outside the step (ember_table_read/write, checkpoints): cached
  * rows are used in place; others go through a scratch buffer in the file's
  * record layout, so runs of consecutive rows move with one request. */
@@ -482,19 +501,7 @@ static int ssd_acquire(ember_store *bs, const uint32_t *rows, int64_t n, float *
             memset(rec + s->dim, 0, sizeof(float) * (size_t)s->sf);
             continue;
         }
-        ember_io_req *q = nq ? &s->bulk_req[nq - 1] : NULL;
-        if (q && i > 0 && s->bulk_slot[i - 1] < 0 && rows[i] == rows[i - 1] + 1 &&
-            (char *)q->iov[0].iov_base + q->iov[0].iov_len == (char *)rec &&
-            q->offset + (int64_t)q->iov[0].iov_len == (int64_t)rows[i] * s->stride) {
-            q->iov[0].iov_len += (size_t)s->stride; /* extends the run */
-            continue;
-        }
-        q = &s->bulk_req[nq++];
-        memset(q, 0, sizeof *q);
-        q->offset = (int64_t)rows[i] * s->stride;
-        q->iov[0].iov_base = rec;
-        q->iov[0].iov_len = (size_t)s->stride;
-        q->op = EMBER_IO_READ;
+        add_record(s, &nq, rows[i], rec, EMBER_IO_READ);
     }
     double t0 = now_s();
     int64_t failed = ember_io_run(s->io, s->fd, s->bulk_req, 0, nq);
@@ -515,19 +522,7 @@ static int ssd_release(ember_store *bs, const uint32_t *rows, int64_t n, int dir
             s->flags[s->bulk_slot[i]] |= F_DIRTY;
             continue;
         }
-        float *rec = s->bulk + i * recf;
-        ember_io_req *q = nq ? &s->bulk_req[nq - 1] : NULL;
-        if (q && i > 0 && s->bulk_slot[i - 1] < 0 && rows[i] == rows[i - 1] + 1 &&
-            (char *)q->iov[0].iov_base + q->iov[0].iov_len == (char *)rec) {
-            q->iov[0].iov_len += (size_t)s->stride;
-            continue;
-        }
-        q = &s->bulk_req[nq++];
-        memset(q, 0, sizeof *q);
-        q->offset = (int64_t)rows[i] * s->stride;
-        q->iov[0].iov_base = rec;
-        q->iov[0].iov_len = (size_t)s->stride;
-        q->op = EMBER_IO_WRITE;
+        add_record(s, &nq, rows[i], s->bulk + i * recf, EMBER_IO_WRITE);
     }
     double t0 = now_s();
     int64_t failed = ember_io_run(s->io, s->fd, s->bulk_req, 0, nq);
