@@ -171,10 +171,10 @@ typedef enum ember_storage {
  *   LFU:       the row used in the fewest steps since it was loaded (ties:
  *              the least recently used).
  *   LOOKAHEAD: with batches announced by ember_prefetch: a row no announced
- *              batch uses, least recently used first; otherwise the row whose
- *              next use is farthest (Belady's rule inside the window).
+ *              batch uses, the least used first (as LFU); otherwise the row
+ *              whose next use is farthest (Belady's rule inside the window).
  *              Announced rows are read in the background while the caller
- *              computes.  Without announcements it is LRU.
+ *              computes.  Without announcements it is LFU.
  *   DEFAULT:   the collection's ssd_policy.
  */
 typedef enum ember_cache_policy {

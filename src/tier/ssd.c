@@ -416,7 +416,7 @@ static int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_
             continue;
         uint64_t had = s->mask[x];
         s->mask[x] |= 1ull << e;
-        if (!had && s->where[x] == 0) /* cold until now: its next use is this batch */
+        if (!had && ssd_policy_cold(s, (int32_t)x)) /* cold until now: its next use is this batch */
             ssd_policy_place(s, (int32_t)x);
     }
     for (int64_t i = 0; i < u; i++) /* only rows no announced batch needs may go */
@@ -607,7 +607,7 @@ int64_t ember_ssd_slot_bytes(int32_t dim, int32_t state_floats, ember_cache_poli
     /* values + state; slot_row, flags, where, pinned, prev/next; map at
      * load <= 1/2: 16; LFU: freq, last, heap, heap_pos; lookahead: mask */
     int64_t meta = 4 + 1 + 1 + 4 + 8 + 16;
-    if (policy == EMBER_CACHE_LFU)
+    if (policy == EMBER_CACHE_LFU || policy == EMBER_CACHE_LOOKAHEAD)
         meta += 16;
     if (policy == EMBER_CACHE_LOOKAHEAD)
         meta += 8;
@@ -749,7 +749,7 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->where = malloc(cap);
     int ok = (s->base.values || !s->base.value_bytes) && (s->base.state || !s->base.state_bytes) && s->written &&
              s->slot_row && s->flags && s->map && s->free_slots && s->pinned && s->prev && s->next && s->where;
-    if (p->policy == EMBER_CACHE_LFU) {
+    if (p->policy == EMBER_CACHE_LFU || p->policy == EMBER_CACHE_LOOKAHEAD) {
         s->freq = calloc(cap, sizeof(uint32_t));
         s->last = calloc(cap, sizeof(uint32_t));
         s->heap = malloc(cap * sizeof(int32_t));

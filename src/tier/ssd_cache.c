@@ -161,23 +161,27 @@ static int next_use_list(const ssd_store *s, uint64_t mask)
 
 void ssd_policy_remove(ssd_store *s, int32_t x)
 {
-    if (s->policy == EMBER_CACHE_LFU) {
-        if (s->heap_pos[x] >= 0)
-            heap_remove(s, x);
-    } else if (s->where[x] >= 0) {
+    if (s->heap_pos && s->heap_pos[x] >= 0)
+        heap_remove(s, x);
+    else if (s->where[x] >= 0)
         list_unlink(s, x);
-    }
 }
 
 void ssd_policy_place(ssd_store *s, int32_t x)
 {
     ssd_policy_remove(s, x);
-    if (s->policy == EMBER_CACHE_LFU) {
-        heap_set(s, s->heap_n, x);
+    int l = s->policy == EMBER_CACHE_LOOKAHEAD ? next_use_list(s, s->mask[x]) : 0;
+    if (s->policy == EMBER_CACHE_LFU || (s->policy == EMBER_CACHE_LOOKAHEAD && l == 0)) {
+        heap_set(s, s->heap_n, x); /* LFU; lookahead's rows no announced batch uses */
         heap_up(s, s->heap_n++);
     } else {
-        list_push_back(s, s->policy == EMBER_CACHE_LOOKAHEAD ? next_use_list(s, s->mask[x]) : 0, x);
+        list_push_back(s, l, x);
     }
+}
+
+int ssd_policy_cold(const ssd_store *s, int32_t x)
+{
+    return s->policy == EMBER_CACHE_LOOKAHEAD ? s->heap_pos[x] >= 0 : s->where[x] == 0;
 }
 
 void ssd_pin(ssd_store *s, int32_t x)
@@ -186,7 +190,7 @@ void ssd_pin(ssd_store *s, int32_t x)
     s->flags[x] |= F_PINNED;
     s->pinned[s->npinned++] = x;
     s->st.accesses++;
-    if (s->policy == EMBER_CACHE_LFU) {
+    if (s->freq) {
         s->freq[x]++;
         s->last[x] = s->step;
     }
@@ -209,17 +213,15 @@ int32_t ssd_take_slot(ssd_store *s, int cold_only, uint32_t *victim_row)
     if (s->used < s->cap)
         return (int32_t)s->used++;
     int32_t x = -1;
-    if (s->policy == EMBER_CACHE_LFU) {
-        if (s->heap_n > 0) {
-            x = s->heap[0];
-            heap_remove(s, x);
-        }
-    } else {
+    if (s->policy == EMBER_CACHE_LRU) {
         x = pop_list(s, 0);
-        /* lookahead: the row whose next use is farthest (Belady) */
-        for (int32_t k = s->wlen - 1; x < 0 && !cold_only && k >= 0; k--)
-            x = pop_list(s, 1 + (int)((s->seq_cur + k) % SSD_WINDOW));
+    } else if (s->heap_n > 0) { /* LFU; lookahead's cold rows, least used first */
+        x = s->heap[0];
+        heap_remove(s, x);
     }
+    /* lookahead: then the row whose next use is farthest (Belady) */
+    for (int32_t k = s->wlen - 1; x < 0 && !cold_only && s->policy == EMBER_CACHE_LOOKAHEAD && k >= 0; k--)
+        x = pop_list(s, 1 + (int)((s->seq_cur + k) % SSD_WINDOW));
     if (x >= 0)
         *victim_row = s->slot_row[x];
     return x;

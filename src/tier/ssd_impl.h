@@ -10,8 +10,9 @@
  * exactly one policy structure:
  *   LRU        list 0, least recent at the head
  *   LFU        a binary heap on (steps used, last step used)
- *   LOOKAHEAD  list 0 ("cold": no announced batch uses it, LRU order), or
- *              list 1 + (s % 64) for the announced batch s that uses it next
+ *   LOOKAHEAD  the LFU heap ("cold": no announced batch uses it, least used
+ *              first), or list 1 + (s % 64) for the announced batch s that
+ *              uses it next
  * so a victim is found in O(1) (lists) or O(log slots) (heap).
  */
 #ifndef EMBER_TIER_SSD_IMPL_H
@@ -113,6 +114,7 @@ static inline void ssd_map_prefetch(const ssd_store *s, uint32_t row)
 void ssd_policy_remove(ssd_store *s, int32_t slot); /* no-op when not listed */
 void ssd_policy_place(ssd_store *s, int32_t slot);  /* after use or load     */
 void ssd_pin(ssd_store *s, int32_t slot);           /* counts an access      */
+int ssd_policy_cold(const ssd_store *s, int32_t slot); /* no announced use   */
 /* A slot for a new row: fresh or freed first; then a victim (removed from
  * its policy structure).  cold_only: only rows no announced batch uses
  * (lookahead's prefetch).  -1 when none is left. */
