@@ -324,7 +324,7 @@ typedef struct ember_collection_config {
                                      memory_budget leaves, or 256 MiB          */
     ember_cache_policy ssd_policy;/* default policy; DEFAULT = LOOKAHEAD      */
     int32_t lookahead;            /* batches ember_prefetch may announce ahead
-                                     (1..63; 0 = 2)                           */
+                                     (1..63; 0 = 16)                          */
     int32_t io_threads;           /* I/O threads per SSD table; 0 = 32 (they
                                      block in the kernel: as many requests in
                                      flight as the device needs)              */
@@ -489,9 +489,10 @@ void ember_collection_stats(const ember_collection *coll, ember_stats *out);
  * (docs/tiers.md).  An access is a distinct row of one step (pinned by the
  * forward); a load brings a row into the cache: read from the store file,
  * or computed by the initializer when it was never written.
- *   hit rate = 1 - (demand_loads + prefetch_loads) / accesses
- * so a row read ahead for an announced batch counts as a miss that did not
- * stall, and a prefetched row evicted before its use is a wasted load.
+ *   hit rate = 1 - (demand_loads + prefetch_used) / accesses
+ * so a row read ahead for an announced batch counts, at its use, as a miss
+ * that did not stall; a row read ahead and evicted before its use is a
+ * wasted load (prefetch_wasted), extra I/O but no miss.
  */
 typedef struct ember_tier_stats {
     int64_t cache_rows;      /* slots of the cache                           */
@@ -507,6 +508,8 @@ typedef struct ember_tier_stats {
     int64_t ignored_hints;   /* announced batches past the lookahead window  */
     double wait_seconds;     /* steps waiting for background reads           */
     double io_seconds;       /* steps doing synchronous reads and writes     */
+    int64_t prefetch_used;   /* prefetched rows a step then used             */
+    int64_t prefetch_wasted; /* prefetched rows evicted before any use       */
 } ember_tier_stats;
 
 /* Counters of the SSD store holding table t on this rank (a stacked table

@@ -169,7 +169,8 @@ static void one_config(test_rng *r, int ix)
             for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
                 ember_tier_stats ts;
                 CHECK(ember_table_tier_stats(ssd, t, &ts) == EMBER_OK);
-                CHECK_MSG(ts.demand_loads <= ts.accesses && ts.resident_rows <= ts.cache_rows &&
+                CHECK_MSG(ts.demand_loads + ts.prefetch_used <= ts.accesses && ts.resident_rows <= ts.cache_rows &&
+                              ts.prefetch_used + ts.prefetch_wasted <= ts.prefetch_loads &&
                               ts.resident_rows == ts.demand_loads + ts.prefetch_loads - ts.evictions,
                           "config %d table %d: accesses %lld, loads %lld + %lld, evictions %lld, resident %lld of %lld",
                           ix, t, (long long)ts.accesses, (long long)ts.demand_loads, (long long)ts.prefetch_loads,

@@ -103,7 +103,7 @@ static void bench_usage(FILE *f)
             "                          per table (256M; K, M, G suffixes) with --policy\n"
             "                          lru|lfu|lookahead (lookahead: the next 2 batches are\n"
             "                          announced with ember_prefetch after each forward)\n"
-"  --lookahead K           batches announced ahead (2)\n"
+"  --lookahead K           batches announced ahead (16)\n"
             "  --buffered 1            store files through the page cache (default: O_DIRECT)\n"
             "  --io-threads N          I/O threads per SSD table (the library's default)\n"
             "  --belady 1              also Belady's offline hit rate for the same cache and ids\n"
@@ -191,7 +191,7 @@ static int bench_parse(FILE *err, int argc, char **argv, bench_opts *o, char *op
     o->storage = EMBER_STORAGE_MEMORY;
     o->policy = EMBER_CACHE_LOOKAHEAD;
     o->ssd_dir = ".";
-    o->lookahead = 2;
+    o->lookahead = 16;
     o->lr = 0.01;
     o->max_gb = 20;
     o->iters = 10;
@@ -825,7 +825,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     if (o->storage == EMBER_STORAGE_SSD) { /* this rank's timed iterations */
         double it = (double)o->iters;
         int64_t acc = tier1.accesses - tier0.accesses;
-        int64_t loads = tier1.demand_loads - tier0.demand_loads + tier1.prefetch_loads - tier0.prefetch_loads;
+        int64_t loads = tier1.demand_loads - tier0.demand_loads + tier1.prefetch_used - tier0.prefetch_used;
         json_object_set_new(j, "cache_rows", json_integer(tier1.cache_rows));
         json_object_set_new(j, "hit_rate", json_real(acc ? round_to(1.0 - (double)loads / (double)acc, 1e-5) : 0));
         json_object_set_new(j, "accesses_per_iter", json_real(round_to((double)acc / it, 0.1)));
@@ -833,6 +833,8 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
                             json_real(round_to((double)(tier1.demand_loads - tier0.demand_loads) / it, 0.1)));
         json_object_set_new(j, "prefetch_loads_per_iter",
                             json_real(round_to((double)(tier1.prefetch_loads - tier0.prefetch_loads) / it, 0.1)));
+        json_object_set_new(j, "prefetch_wasted_per_iter",
+                            json_real(round_to((double)(tier1.prefetch_wasted - tier0.prefetch_wasted) / it, 0.1)));
         json_object_set_new(j, "read_bytes_per_iter",
                             json_real(round_to((double)(tier1.bytes_read - tier0.bytes_read) / it, 1)));
         json_object_set_new(j, "written_bytes_per_iter",

@@ -392,10 +392,10 @@ static void finish(const tool_ctx *ctx, train_setup *s, train_report *rep, const
     int64_t n = 0;
     tool_gather_floats(ctx, &rss, 1, &all, &n);
     ember_tier_stats ts;
-    int64_t ti[8] = {ember_collection_tier_stats(s->coll, &ts), ts.accesses, ts.demand_loads, ts.prefetch_loads,
-                     ts.evictions, ts.writes, ts.bytes_read, ts.bytes_written};
+    int64_t ti[9] = {ember_collection_tier_stats(s->coll, &ts), ts.accesses, ts.demand_loads, ts.prefetch_loads,
+                     ts.evictions, ts.writes, ts.bytes_read, ts.bytes_written, ts.prefetch_used};
     double td[2] = {ts.wait_seconds, ts.io_seconds};
-    tool_reduce_i64(ctx, ti, 8, TOOL_SUM);
+    tool_reduce_i64(ctx, ti, 9, TOOL_SUM);
     tool_reduce_double(ctx, td, 2, TOOL_SUM);
     double train_s = ls->seconds - ls->eval_seconds - ls->ckpt_seconds;
     train_summary sm = {
@@ -410,6 +410,7 @@ static void finish(const tool_ctx *ctx, train_setup *s, train_report *rep, const
     };
     sm.tier.accesses = ti[1], sm.tier.demand_loads = ti[2], sm.tier.prefetch_loads = ti[3];
     sm.tier.evictions = ti[4], sm.tier.writes = ti[5], sm.tier.bytes_read = ti[6], sm.tier.bytes_written = ti[7];
+    sm.tier.prefetch_used = ti[8];
     sm.tier.wait_seconds = td[0], sm.tier.io_seconds = td[1];
     if (!all)
         sm.world = 1; /* out of memory for the gather: rank 0's alone */

@@ -460,11 +460,11 @@ void train_report_finish(train_report *r, const train_summary *sm)
             printf("%s %s %.2f s (%.0f%%)", i ? "," : "", ph[i].name, ph[i].v, 100 * ph[i].v / w);
         if (sm->ssd_stores > 0) {
             const ember_tier_stats *t = &sm->tier;
-            int64_t loads = t->demand_loads + t->prefetch_loads;
+            int64_t loads = t->demand_loads + t->prefetch_loads, misses = t->demand_loads + t->prefetch_used;
             printf("\nSSD tier: %d store%s, hit rate %.2f%% (%lld loads, %lld read ahead), %.1f MB read, "
                    "%.1f MB written, waited %.2f s, synchronous I/O %.2f s",
                    (int)sm->ssd_stores, sm->ssd_stores == 1 ? "" : "s",
-                   t->accesses ? 100.0 * (1.0 - (double)loads / (double)t->accesses) : 0.0, (long long)loads,
+                   t->accesses ? 100.0 * (1.0 - (double)misses / (double)t->accesses) : 0.0, (long long)loads,
                    (long long)t->prefetch_loads, (double)t->bytes_read / 1e6, (double)t->bytes_written / 1e6,
                    t->wait_seconds, t->io_seconds);
         }
@@ -505,7 +505,7 @@ void train_report_finish(train_report *r, const train_summary *sm)
     json_object_set_new(j, "peak_rss_mb", json_real(round(10.0 * peak) / 10.0));
     if (sm->ssd_stores > 0) {
         const ember_tier_stats *t = &sm->tier;
-        double loads = (double)(t->demand_loads + t->prefetch_loads);
+        double loads = (double)(t->demand_loads + t->prefetch_used);
         json_object_set_new(j, "ssd_hit_rate", num(t->accesses ? 1.0 - loads / (double)t->accesses : NAN));
         json_object_set_new(j, "ssd_bytes_read", json_integer(t->bytes_read));
         json_object_set_new(j, "ssd_bytes_written", json_integer(t->bytes_written));

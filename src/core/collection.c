@@ -131,7 +131,7 @@ static int validate_config(const ember_collection_config *cfg)
     if (cfg->ssd_policy < EMBER_CACHE_DEFAULT || cfg->ssd_policy > EMBER_CACHE_LOOKAHEAD)
         return ember_fail_create(EMBER_EINVAL, "unknown ssd_policy %d", cfg->ssd_policy);
     if (cfg->lookahead < 0 || cfg->lookahead >= 64)
-        return ember_fail_create(EMBER_EINVAL, "lookahead %d outside [0, 63] (0 = 2)", cfg->lookahead);
+        return ember_fail_create(EMBER_EINVAL, "lookahead %d outside [0, 63] (0 = 16)", cfg->lookahead);
     if (cfg->io_threads < 0 || cfg->io_threads > 256)
         return ember_fail_create(EMBER_EINVAL, "io_threads %d outside [0, 256] (0 = 32)", cfg->io_threads);
     if (cfg->ssd_dir && (!*cfg->ssd_dir || strlen(cfg->ssd_dir) > 3000))
@@ -208,7 +208,7 @@ static int resolve_tiers(ember_collection *c, const ember_collection_config *cfg
     free(storage);
     free(cache);
     if (c->cfg.lookahead == 0)
-        c->cfg.lookahead = 2;
+        c->cfg.lookahead = 16;
     if (c->cfg.io_threads == 0)
         c->cfg.io_threads = 32;
     return EMBER_OK;
@@ -375,6 +375,8 @@ int32_t ember_collection_tier_stats(const ember_collection *c, ember_tier_stats 
         out->accesses += s.accesses;
         out->demand_loads += s.demand_loads;
         out->prefetch_loads += s.prefetch_loads;
+        out->prefetch_used += s.prefetch_used;
+        out->prefetch_wasted += s.prefetch_wasted;
         out->init_loads += s.init_loads;
         out->evictions += s.evictions;
         out->writes += s.writes;

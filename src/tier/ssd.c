@@ -132,10 +132,10 @@ static int job_reserve(ssd_store *s, int64_t n)
 
 /* Claims a slot for row: the map points at it at once (LOADING), its
  * victim leaves the map.  0, or -1 when no slot is left. */
-static int claim(ssd_store *s, uint32_t row, int cold_only)
+static int claim(ssd_store *s, uint32_t row, int64_t keep_through)
 {
     uint32_t victim;
-    int32_t x = ssd_take_slot(s, cold_only, &victim);
+    int32_t x = ssd_take_slot(s, keep_through, &victim);
     if (x < 0)
         return -1;
     ssd_job *j = &s->job;
@@ -248,6 +248,7 @@ static int job_finish(ssd_store *s, int64_t failed, int pin)
             ssd_pin(s, x);
         } else {
             s->st.prefetch_loads++;
+            s->flags[x] = F_PREFETCHED;
             ssd_policy_place(s, x);
         }
     }
@@ -355,7 +356,7 @@ static int ssd_stage(ember_store *bs, const uint32_t *rows, uint32_t *slots, int
     for (int64_t k = 0; k < nm; k++) {
         int64_t x = ssd_map_find(s, s->miss_row[k]);
         if (x < 0) {
-            if (claim(s, s->miss_row[k], 0) < 0)
+            if (claim(s, s->miss_row[k], INT64_MIN) < 0)
                 return too_small(s, k);
             x = s->job.slot[s->job.n - 1];
         }
@@ -405,7 +406,8 @@ static int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_
             s->wrows[e][u++] = s->wrows[e][i];
     s->wn[e] = u;
     s->wlen++;
-    if (job_reserve(s, u))
+    int64_t next_n = s->wn[(s->step_now + 1) % SSD_WINDOW];
+    if (job_reserve(s, next_n > u ? next_n : u))
         return fail(s, EMBER_ENOMEM, "%s: out of memory for %lld loads", s->label, (long long)u);
     /* first every resident row of the batch leaves the cold list, so that
      * none of them can be the victim of another row of the same batch (its
@@ -419,9 +421,17 @@ static int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_
         if (!had && ssd_policy_cold(s, (int32_t)x)) /* cold until now: its next use is this batch */
             ssd_policy_place(s, (int32_t)x);
     }
-    for (int64_t i = 0; i < u; i++) /* only rows no announced batch needs may go */
-        if (ssd_map_find(s, s->wrows[e][i]) < 0 && claim(s, s->wrows[e][i], 1) < 0)
-            break;
+    /* read the next step's missing rows (announced earlier, or now): one step
+     * ahead hides the reads behind this step's backward and dense work, and
+     * reading earlier would only take slots from rows needed sooner.  A
+     * victim is a cold row, else one needed after that step, farthest first */
+    int64_t next = s->step_now + 1;
+    if (next >= s->seq_cur && next < s->seq_cur + s->wlen) {
+        int ne = (int)(next % SSD_WINDOW);
+        for (int64_t i = 0; i < s->wn[ne]; i++)
+            if (ssd_map_find(s, s->wrows[ne][i]) < 0 && claim(s, s->wrows[ne][i], INT64_MAX) < 0)
+                break;
+    }
     if (s->job.n == 0)
         return EMBER_OK;
     job_requests(s);

@@ -187,7 +187,9 @@ int ssd_policy_cold(const ssd_store *s, int32_t x)
 void ssd_pin(ssd_store *s, int32_t x)
 {
     ssd_policy_remove(s, x);
-    s->flags[x] |= F_PINNED;
+    if (s->flags[x] & F_PREFETCHED)
+        s->st.prefetch_used++;
+    s->flags[x] = (uint8_t)((s->flags[x] & ~F_PREFETCHED) | F_PINNED);
     s->pinned[s->npinned++] = x;
     s->st.accesses++;
     if (s->freq) {
@@ -205,7 +207,7 @@ static int32_t pop_list(ssd_store *s, int l)
     return x;
 }
 
-int32_t ssd_take_slot(ssd_store *s, int cold_only, uint32_t *victim_row)
+int32_t ssd_take_slot(ssd_store *s, int64_t keep_through, uint32_t *victim_row)
 {
     *victim_row = SSD_NONE;
     if (s->nfree > 0)
@@ -220,10 +222,13 @@ int32_t ssd_take_slot(ssd_store *s, int cold_only, uint32_t *victim_row)
         heap_remove(s, x);
     }
     /* lookahead: then the row whose next use is farthest (Belady) */
-    for (int32_t k = s->wlen - 1; x < 0 && !cold_only && s->policy == EMBER_CACHE_LOOKAHEAD && k >= 0; k--)
+    for (int32_t k = s->wlen - 1;
+         x < 0 && s->policy == EMBER_CACHE_LOOKAHEAD && k >= 0 && s->seq_cur + k > keep_through; k--)
         x = pop_list(s, 1 + (int)((s->seq_cur + k) % SSD_WINDOW));
-    if (x >= 0)
+    if (x >= 0) {
         *victim_row = s->slot_row[x];
+        s->st.prefetch_wasted += (s->flags[x] & F_PREFETCHED) != 0;
+    }
     return x;
 }
 

@@ -29,7 +29,7 @@
 #define SSD_WINDOW 64          /* announced batches tracked (lookahead <= 63) */
 #define SSD_LISTS (1 + SSD_WINDOW)
 
-enum { F_PINNED = 1, F_DIRTY = 2, F_LOADING = 4 };
+enum { F_PINNED = 1, F_DIRTY = 2, F_LOADING = 4, F_PREFETCHED = 8 /* read ahead, not yet used */ };
 
 typedef struct ssd_job {          /* one batch of slot loads (and write-backs) */
     int64_t n;                    /* claimed slots                             */
@@ -116,9 +116,9 @@ void ssd_policy_place(ssd_store *s, int32_t slot);  /* after use or load     */
 void ssd_pin(ssd_store *s, int32_t slot);           /* counts an access      */
 int ssd_policy_cold(const ssd_store *s, int32_t slot); /* no announced use   */
 /* A slot for a new row: fresh or freed first; then a victim (removed from
- * its policy structure).  cold_only: only rows no announced batch uses
- * (lookahead's prefetch).  -1 when none is left. */
-int32_t ssd_take_slot(ssd_store *s, int cold_only, uint32_t *victim_row);
+ * its policy structure): a cold row, else (lookahead) one of the farthest
+ * announced batch after step keep_through.  -1 when none is left. */
+int32_t ssd_take_slot(ssd_store *s, int64_t keep_through, uint32_t *victim_row);
 void ssd_release_slot(ssd_store *s, int32_t slot);  /* back to the free list */
 /* Lookahead: which window batches use row (bits s % 64). */
 uint64_t ssd_window_mask(const ssd_store *s, uint32_t row);
