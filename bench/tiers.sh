@@ -23,11 +23,11 @@ table_w3=$((10000000 * (128 + 128) * 4))   # rows + Adagrad state
 for pct in 5 10 25; do
     for pol in lru lfu lookahead; do
         "$ember" bench "${w1[@]}" --storage ssd --ssd-dir "$dir" --cache-bytes $((table_w1 * pct / 100)) \
-            --policy "$pol" --lookahead 4 --belady 1 --workload "W1-ssd-$pct" >>"$out"
+            --policy "$pol" --lookahead 16 --belady 1 --workload "W1-ssd-$pct" >>"$out"
     done
 done
 "$ember" bench "${w3[@]}" >>"$out"
 for pol in lru lookahead; do
     "$ember" bench "${w3[@]}" --storage ssd --ssd-dir "$dir" --cache-bytes $((table_w3 / 10)) \
-        --policy "$pol" --lookahead 4 --belady 1 --workload "W3-ssd-10" >>"$out"
+        --policy "$pol" --lookahead 16 --belady 1 --workload "W3-ssd-10" >>"$out"
 done
