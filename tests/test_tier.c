@@ -2,7 +2,8 @@
  * test_tier.c: the SSD tier against the memory tier (docs/tiers.md).
  *
  * Random configs (every optimizer, combiners, weights, dedup, stacking,
- * bounds = drop) run the same steps on a memory collection and on SSD
+ * bounds = drop, debug checks, limits that drop ids or split the batch into
+ * mini-batches) run the same steps on a memory collection and on SSD
  * collections with a random policy (LRU, LFU, lookahead with announced
  * batches), 1 or 2 threads, and a random cache from a few rows to the whole
  * table (a cache too small for one step's rows gets EMBER_ELIMIT, checked,
@@ -127,6 +128,12 @@ static test_config *ssd_config(test_rng *r, const test_config *tc, const char *d
 static void one_config(test_rng *r, int ix)
 {
     test_config *tc = test_config_random(r, 4, 6, 300, 3000);
+    tc->cfg.debug_checks = (int)test_range(r, 0, 2);
+    for (int32_t t = 0; t < tc->cfg.num_tables; t++)
+        if (test_range(r, 0, 3) == 0) { /* limits: dropped ids and mini-batches on the SSD tier too */
+            tc->tables[t].limit_policy = test_range(r, 0, 2) ? EMBER_LIMIT_DROP : EMBER_LIMIT_MINIBATCH;
+            tc->tables[t].max_ids_per_partition = test_range(r, 40, 400);
+        }
     steps st;
     make_steps(r, tc, &st, 0);
     tc->cfg.threads = 1;
@@ -341,6 +348,37 @@ static void faults(test_rng *r)
     test_config_free(tc);
 }
 
+/* Debug checks name the table's row, not the cache slot that holds it. */
+static void nan_names_row(test_rng *r)
+{
+    test_config *tc = fixed_config(r);
+    tc->cfg.debug_checks = 1;
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/nan", root);
+    mkdir(dir, 0700);
+    test_config *cc = ssd_config(r, tc, dir, EMBER_CACHE_LRU, 900);
+    ember_collection *c = NULL;
+    CHECK(ember_collection_create(&cc->cfg, &c) == EMBER_OK);
+    int64_t row = test_range(r, 1000, 2000); /* far from slot numbers of a fresh cache */
+    float bad[8];
+    for (int k = 0; k < 8; k++)
+        bad[k] = k == 3 ? NAN : 0.5f;
+    CHECK(ember_table_write(c, 0, row, 1, bad) == EMBER_OK);
+    int32_t lengths[2] = {3, 0};
+    int64_t ids[3] = {5, row, 7};
+    ember_batch b = {1, 2, lengths, ids, NULL, 3};
+    float out[16];
+    int rc = ember_forward(c, &b, out, NULL);
+    char want[64];
+    snprintf(want, sizeof want, "row %lld holds a non-finite value", (long long)row);
+    CHECK_MSG(rc == EMBER_ENUMERIC && strstr(ember_errmsg(c), want), "status %d: %s (want \"%s\")", rc,
+              ember_errmsg(c), want);
+    ember_collection_destroy(c);
+    rmdir(dir);
+    test_config_free(cc);
+    test_config_free(tc);
+}
+
 static void bad_setups(test_rng *r)
 {
     test_config *tc = fixed_config(r);
@@ -407,6 +445,7 @@ int main(int argc, char **argv)
         one_config(&r, i);
     checkpoints(&r);
     faults(&r);
+    nan_names_row(&r);
     bad_setups(&r);
     rmdir(root);
     return check_report("test_tier");
