@@ -125,6 +125,28 @@ uint64_t ssd_window_mask(const ssd_store *s, uint32_t row);
 /* Forgets the announced batches of steps before `step`. */
 void ssd_window_to(ssd_store *s, int64_t step);
 
+/* ssd.c: helpers shared by the store's files. */
+double ssd_now(void);
+int ssd_fail(ssd_store *s, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* EMBER_EIO naming the table, the row, the file and the system's reason. */
+int ssd_io_fail(ssd_store *s, const ember_io_req *r, int64_t n_failed);
+int ssd_grow(void **p, int64_t *cap, int64_t n, size_t sz); /* grow-only array */
+/* A request that moves slot x's record (values, state) at row's place. */
+void ssd_slot_req(ssd_store *s, ember_io_req *q, int32_t x, uint32_t row, int op);
+
+/* ssd_stage.c: the store's step operations (table/store.h). */
+void ssd_begin(ember_store *s, int64_t step);
+int ssd_stage(ember_store *s, const uint32_t *rows, uint32_t *slots, int64_t n);
+void ssd_mark_dirty(ember_store *s);
+int ssd_announce(ember_store *s, const uint32_t *rows, int64_t n, int64_t seq);
+/* Waits for the background load batch (lookahead) and applies it. */
+int ssd_bg_finish(ssd_store *s);
+
+/* ssd_rows.c: row access and flush (table/store.h). */
+int ssd_acquire(ember_store *s, const uint32_t *rows, int64_t n, float **values, float **state);
+int ssd_release(ember_store *s, const uint32_t *rows, int64_t n, int dirty);
+int ssd_flush(ember_store *s);
+
 static inline int ssd_is_written(const ssd_store *s, uint32_t row)
 {
     return (int)((s->written[row >> 6] >> (row & 63)) & 1);

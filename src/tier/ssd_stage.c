@@ -1,0 +1,366 @@
+/*
+ * ssd_stage.c: the SSD tier on the step (docs/tiers.md): stage (look every
+ * row up, pin the hits, claim a slot for each distinct miss, write dirty
+ * victims back, then read or initialise the missing rows) and lookahead's
+ * announce (record the batch's rows, read the next step's missing rows in
+ * the background into slots of rows no announced batch uses).
+ *
+ * Failure leaves the table as it was: a claim changes the map at once (so a
+ * batch's repeated rows share a slot), but victims are written back before
+ * their slots are read into (two-part I/O batches), and when a write-back
+ * fails every claim of the batch is undone: victims return to the map with
+ * their dirty data still in their slots.  When a read fails, only that
+ * row's slot is freed; the row is still in the file.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prep/route.h"
+#include "tier/ssd_impl.h"
+
+/* ----------------------------------------------------------- load jobs */
+
+static int job_reserve(ssd_store *s, int64_t n)
+{
+    ssd_job *j = &s->job;
+    if (n <= j->cap)
+        return 0;
+    int64_t c = j->cap ? j->cap : 256;
+    while (c < n)
+        c *= 2;
+    uint32_t *a = realloc(j->slot, sizeof(uint32_t) * (size_t)c);
+    if (a)
+        j->slot = a;
+    uint32_t *b = realloc(j->new_row, sizeof(uint32_t) * (size_t)c);
+    if (b)
+        j->new_row = b;
+    uint32_t *d = realloc(j->old_row, sizeof(uint32_t) * (size_t)c);
+    if (d)
+        j->old_row = d;
+    uint8_t *e = realloc(j->old_dirty, (size_t)c);
+    if (e)
+        j->old_dirty = e;
+    int32_t *w = realloc(j->wreq, sizeof(int32_t) * (size_t)c);
+    if (w)
+        j->wreq = w;
+    ember_io_req *q = realloc(j->req, sizeof(ember_io_req) * (size_t)(2 * c));
+    if (q)
+        j->req = q;
+    if (!a || !b || !d || !e || !w || !q)
+        return -1;
+    j->cap = c;
+    return 0;
+}
+
+/* Claims a slot for row: the map points at it at once (LOADING), its
+ * victim leaves the map.  0, or -1 when no slot is left. */
+static int claim(ssd_store *s, uint32_t row, int64_t keep_through)
+{
+    uint32_t victim;
+    int32_t x = ssd_take_slot(s, keep_through, &victim);
+    if (x < 0)
+        return -1;
+    ssd_job *j = &s->job;
+    int64_t k = j->n++;
+    j->slot[k] = (uint32_t)x;
+    j->new_row[k] = row;
+    j->wreq[k] = -1;
+    j->old_row[k] = victim;
+    j->old_dirty[k] = victim != SSD_NONE && (s->flags[x] & F_DIRTY);
+    if (victim != SSD_NONE)
+        ssd_map_erase(s, victim);
+    ssd_map_insert(s, row, (uint32_t)x);
+    s->flags[x] = F_LOADING;
+    return 0;
+}
+
+/* Undoes every claim of the job: victims back in the map and their policy
+ * structures, fresh slots free.  written: which write-backs succeeded. */
+static void job_undo(ssd_store *s)
+{
+    ssd_job *j = &s->job;
+    for (int64_t k = j->n - 1; k >= 0; k--) {
+        int32_t x = (int32_t)j->slot[k];
+        ssd_map_erase(s, j->new_row[k]);
+        if (j->old_row[k] == SSD_NONE) {
+            ssd_release_slot(s, x);
+            continue;
+        }
+        ssd_map_insert(s, j->old_row[k], (uint32_t)x);
+        s->slot_row[x] = j->old_row[k];
+        int wrote = j->wreq[k] >= 0 && j->req[j->wreq[k]].err == 0 && j->nreq > 0;
+        if (wrote) {
+            ssd_set_written(s, j->old_row[k]);
+            s->st.writes++;
+            s->st.bytes_written += s->rec_bytes;
+        }
+        s->flags[x] = j->old_dirty[k] && !wrote ? F_DIRTY : 0;
+        if (s->mask)
+            s->mask[x] = ssd_window_mask(s, j->old_row[k]);
+        ssd_policy_place(s, x);
+    }
+    j->n = j->nreq = j->nwrites = 0;
+}
+
+/* The I/O of the claims: write-backs of dirty victims, then loads. */
+static void job_requests(ssd_store *s)
+{
+    ssd_job *j = &s->job;
+    j->nreq = 0;
+    for (int64_t k = 0; k < j->n; k++) {
+        j->wreq[k] = -1;
+        if (j->old_dirty[k]) {
+            j->wreq[k] = (int32_t)j->nreq;
+            ssd_slot_req(s, &j->req[j->nreq++], (int32_t)j->slot[k], j->old_row[k], EMBER_IO_WRITE);
+        }
+    }
+    j->nwrites = j->nreq;
+    for (int64_t k = 0; k < j->n; k++) {
+        uint32_t r = j->new_row[k];
+        ssd_slot_req(s, &j->req[j->nreq++], (int32_t)j->slot[k], r, ssd_is_written(s, r) ? EMBER_IO_READ : EMBER_IO_INIT);
+    }
+}
+
+/* Applies the outcome of the job's I/O (failed: index of a failed request
+ * or -1).  pin: the step's loads (pinned, demand) or lookahead's. */
+static int job_finish(ssd_store *s, int64_t failed, int pin)
+{
+    ssd_job *j = &s->job;
+    int64_t nbad = 0;
+    for (int64_t i = 0; i < j->nreq; i++)
+        nbad += j->req[i].err != 0 && j->req[i].err != ECANCELED;
+    if (failed >= 0 && failed < j->nwrites) {
+        ember_io_req bad = j->req[failed];
+        job_undo(s);
+        return ssd_io_fail(s, &bad, nbad);
+    }
+    int st = EMBER_OK;
+    for (int64_t k = 0; k < j->n; k++) {
+        int32_t x = (int32_t)j->slot[k];
+        if (j->old_row[k] != SSD_NONE) {
+            s->st.evictions++;
+            s->resident--;
+            if (j->old_dirty[k]) {
+                ssd_set_written(s, j->old_row[k]);
+                s->st.writes++;
+                s->st.bytes_written += s->rec_bytes;
+            }
+        }
+        ember_io_req *q = &j->req[j->nwrites + k];
+        if (q->err) {
+            if (st == EMBER_OK)
+                st = ssd_io_fail(s, q, nbad);
+            ssd_map_erase(s, j->new_row[k]);
+            ssd_release_slot(s, x);
+            continue;
+        }
+        s->slot_row[x] = j->new_row[k];
+        s->flags[x] = 0;
+        s->resident++;
+        if (q->op == EMBER_IO_INIT)
+            s->st.init_loads++;
+        else
+            s->st.bytes_read += s->rec_bytes;
+        if (s->freq)
+            s->freq[x] = 0;
+        if (s->mask)
+            s->mask[x] = ssd_window_mask(s, j->new_row[k]);
+        if (pin) {
+            s->st.demand_loads++;
+            ssd_pin(s, x);
+        } else {
+            s->st.prefetch_loads++;
+            s->flags[x] = F_PREFETCHED;
+            ssd_policy_place(s, x);
+        }
+    }
+    j->n = j->nreq = j->nwrites = 0;
+    return st;
+}
+
+/* Waits for the background job (lookahead) and applies it. */
+int ssd_bg_finish(ssd_store *s)
+{
+    if (!s->job.background)
+        return EMBER_OK;
+    double t0 = ssd_now();
+    int64_t failed = ember_io_wait(s->io);
+    s->st.wait_seconds += ssd_now() - t0;
+    s->job.background = 0;
+    return job_finish(s, failed, 0);
+}
+
+/* ---------------------------------------------------------- step staging */
+
+void ssd_begin(ember_store *bs, int64_t step)
+{
+    ssd_store *s = (ssd_store *)bs;
+    s->step_now = step;
+    if (s->policy == EMBER_CACHE_LOOKAHEAD)
+        ssd_window_to(s, step);
+    for (int64_t i = 0; i < s->npinned; i++) {
+        int32_t x = s->pinned[i];
+        s->flags[x] &= (uint8_t)~F_PINNED;
+        ssd_policy_place(s, x);
+    }
+    s->npinned = 0;
+    s->step++;
+}
+
+void ssd_mark_dirty(ember_store *bs)
+{
+    ssd_store *s = (ssd_store *)bs;
+    for (int64_t i = 0; i < s->npinned; i++)
+        s->flags[s->pinned[i]] |= F_DIRTY;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The message for a step whose rows do not fit the cache. */
+static int too_small(ssd_store *s, int64_t from)
+{
+    int64_t extra = 0, nm = 0;
+    for (int64_t i = from; s->miss[i] >= 0; i++)
+        s->miss_row[nm++] = s->miss_row[i];
+    qsort(s->miss_row, (size_t)nm, sizeof(uint32_t), cmp_u32);
+    for (int64_t i = 0; i < nm; i++)
+        extra += (i == 0 || s->miss_row[i] != s->miss_row[i - 1]) && ssd_map_find(s, s->miss_row[i]) < 0;
+    int64_t need = s->npinned + s->job.n + extra;
+    job_undo(s);
+    int64_t per = ember_ssd_slot_bytes(s->dim, s->sf, s->policy);
+    return ssd_fail(s, EMBER_ELIMIT,
+                "%s: one step needs %lld distinct rows cached at once (%lld bytes of cache) but the "
+                "SSD tier's cache holds %lld rows (%lld bytes); raise cache_bytes or use smaller batches",
+                s->label, (long long)need, (long long)(need * per), (long long)s->cap,
+                (long long)(s->cap * per));
+}
+
+int ssd_stage(ember_store *bs, const uint32_t *rows, uint32_t *slots, int64_t n)
+{
+    ssd_store *s = (ssd_store *)bs;
+    int st = ssd_bg_finish(s);
+    if (st != EMBER_OK)
+        return st;
+    if (ssd_grow((void **)&s->miss, &s->miss_cap, n + 1, sizeof(int64_t)) ||
+        ssd_grow((void **)&s->miss_row, &s->miss_row_cap, n + 1, sizeof(uint32_t)))
+        return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for staging %lld rows", s->label, (long long)n);
+    /* pass 1: hits are pinned where they are */
+    int64_t nm = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i + 8 < n && rows[i + 8] != EMBER_ROW_DROPPED)
+            ssd_map_prefetch(s, rows[i + 8]);
+        uint32_t r = rows[i];
+        if (r == EMBER_ROW_DROPPED) {
+            slots[i] = r;
+            continue;
+        }
+        int64_t x = ssd_map_find(s, r);
+        if (x < 0) {
+            s->miss[nm] = i;
+            s->miss_row[nm++] = r;
+            continue;
+        }
+        if (!(s->flags[x] & F_PINNED))
+            ssd_pin(s, (int32_t)x);
+        slots[i] = (uint32_t)x;
+    }
+    if (nm == 0)
+        return EMBER_OK;
+    /* pass 2: a slot per distinct missing row (none of this step's rows can
+     * be a victim: they are all pinned) */
+    s->miss[nm] = -1;
+    if (job_reserve(s, nm))
+        return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for %lld loads", s->label, (long long)nm);
+    for (int64_t k = 0; k < nm; k++) {
+        int64_t x = ssd_map_find(s, s->miss_row[k]);
+        if (x < 0) {
+            if (claim(s, s->miss_row[k], INT64_MIN) < 0)
+                return too_small(s, k);
+            x = s->job.slot[s->job.n - 1];
+        }
+        slots[s->miss[k]] = (uint32_t)x;
+    }
+    job_requests(s);
+    double t0 = ssd_now();
+    int64_t failed = ember_io_run(s->io, s->fd, s->job.req, s->job.nwrites, s->job.nreq);
+    s->st.io_seconds += ssd_now() - t0;
+    return job_finish(s, failed, 1);
+}
+
+/* ------------------------------------------------------------ lookahead */
+
+int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_t seq)
+{
+    ssd_store *s = (ssd_store *)bs;
+    if (s->policy != EMBER_CACHE_LOOKAHEAD)
+        return EMBER_OK;
+    int st = ssd_bg_finish(s);
+    if (st != EMBER_OK)
+        return st;
+    if (s->wlen > 0 && seq != s->seq_cur + s->wlen) /* not the next one: start again */
+        ssd_window_to(s, INT64_MAX);
+    if (s->wlen == 0)
+        s->seq_cur = seq;
+    /* the window: the current step's batch and K more (the ring holds 64) */
+    if (seq > s->step_now + s->K || s->wlen >= SSD_WINDOW) {
+        s->st.ignored_hints++;
+        return EMBER_OK;
+    }
+    int e = (int)((s->seq_cur + s->wlen) % SSD_WINDOW);
+    if (ssd_grow((void **)&s->wrows[e], &s->wcap[e], n + 1, sizeof(uint32_t)))
+        return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for an announced batch", s->label);
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (rows[i] != EMBER_ROW_DROPPED)
+            s->wrows[e][m++] = rows[i];
+    int sorted = 1; /* the collection hands over sorted distinct rows */
+    for (int64_t i = 1; i < m && sorted; i++)
+        sorted = s->wrows[e][i - 1] < s->wrows[e][i];
+    if (!sorted)
+        qsort(s->wrows[e], (size_t)m, sizeof(uint32_t), cmp_u32);
+    int64_t u = 0;
+    for (int64_t i = 0; i < m; i++)
+        if (u == 0 || s->wrows[e][i] != s->wrows[e][u - 1])
+            s->wrows[e][u++] = s->wrows[e][i];
+    s->wn[e] = u;
+    s->wlen++;
+    int64_t next_n = s->wn[(s->step_now + 1) % SSD_WINDOW];
+    if (job_reserve(s, next_n > u ? next_n : u))
+        return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for %lld loads", s->label, (long long)u);
+    /* first every resident row of the batch leaves the cold list, so that
+     * none of them can be the victim of another row of the same batch (its
+     * write-back and its reload would race) */
+    for (int64_t i = 0; i < u; i++) {
+        int64_t x = ssd_map_find(s, s->wrows[e][i]);
+        if (x < 0)
+            continue;
+        uint64_t had = s->mask[x];
+        s->mask[x] |= 1ull << e;
+        if (!had && ssd_policy_cold(s, (int32_t)x)) /* cold until now: its next use is this batch */
+            ssd_policy_place(s, (int32_t)x);
+    }
+    /* read the next step's missing rows (announced earlier, or now): one step
+     * ahead hides the reads behind this step's backward and dense work, and
+     * reading earlier would only take slots from rows needed sooner.  A
+     * victim is a cold row, else one needed after that step, farthest first */
+    int64_t next = s->step_now + 1;
+    if (next >= s->seq_cur && next < s->seq_cur + s->wlen) {
+        int ne = (int)(next % SSD_WINDOW);
+        for (int64_t i = 0; i < s->wn[ne]; i++)
+            if (ssd_map_find(s, s->wrows[ne][i]) < 0 && claim(s, s->wrows[ne][i], INT64_MAX) < 0)
+                break;
+    }
+    if (s->job.n == 0)
+        return EMBER_OK;
+    job_requests(s);
+    s->job.background = 1;
+    ember_io_start(s->io, s->fd, s->job.req, s->job.nwrites, s->job.nreq);
+    return EMBER_OK;
+}
