@@ -27,7 +27,9 @@ for pct in 5 10 25; do
     done
 done
 "$ember" bench "${w3[@]}" >>"$out"
-for pol in lru lookahead; do
+for k in 16 40; do # uniform ids come back far apart: the window must reach them
     "$ember" bench "${w3[@]}" --storage ssd --ssd-dir "$dir" --cache-bytes $((table_w3 / 10)) \
-        --policy "$pol" --lookahead 16 --belady 1 --workload "W3-ssd-10" >>"$out"
+        --policy lookahead --lookahead $k --belady 1 --workload "W3-ssd-10" >>"$out"
 done
+"$ember" bench "${w3[@]}" --storage ssd --ssd-dir "$dir" --cache-bytes $((table_w3 / 10)) \
+    --policy lru --belady 1 --workload "W3-ssd-10" >>"$out"

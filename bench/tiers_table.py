@@ -49,8 +49,9 @@ for base, j in rows:
     mem = memory.get(base)
     share = "%.0f %%" % (100 * ops / limit) if limit and ops else "-"
     pct = j["workload"].split("-")[-1]
+    policy = j["policy"] + (" (window %d)" % j["lookahead"] if j["policy"] == "lookahead" else "")
     print("| %s | %s %% (%.1f %%: %s rows) | %s | %.1f %% | %.1f %% | %.0f | %s | %s (%s) | %s | %s | %s |" % (
-        base, pct, 100.0 * j["cache_rows"] / table_rows, format(j["cache_rows"], ","), j["policy"],
+        base, pct, 100.0 * j["cache_rows"] / table_rows, format(j["cache_rows"], ","), policy,
         100 * j["hit_rate"], 100 * j["belady_hit_rate"] if j.get("belady_hit_rate") is not None else float("nan"),
         j["ms_per_iter_median"], "%.3f" % (mem / j["ms_per_iter_median"]) if mem else "-",
         format(round(loads), ","), format(round(j["prefetch_loads_per_iter"]), ","), format(round(writes), ","),
