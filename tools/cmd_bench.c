@@ -806,8 +806,9 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     tool_reduce_double(ctx, by_rank, R, TOOL_SUM); /* each rank fills its own slot */
 
     double *tt = t_it, *tf = t_it + o->iters, *tb = t_it + 2 * o->iters, *tc = t_it + 3 * o->iters;
-    double tmin = tt[0], tmax = tt[0];
+    double tmin = tt[0], tmax = tt[0], tsum = tt[0];
     for (int i = 1; i < o->iters; i++) {
+        tsum += tt[i];
         tmin = tt[i] < tmin ? tt[i] : tmin;
         tmax = tt[i] > tmax ? tt[i] : tmax;
     }
@@ -854,6 +855,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     json_object_set_new(j, "ms_per_iter_median", json_real(round_to(med * 1e3, 1e-3)));
     json_object_set_new(j, "ms_per_iter_min", json_real(round_to(tmin * 1e3, 1e-3)));
     json_object_set_new(j, "ms_per_iter_max", json_real(round_to(tmax * 1e3, 1e-3)));
+    json_object_set_new(j, "ms_per_iter_mean", json_real(round_to(tsum / o->iters * 1e3, 1e-3)));
     json_object_set_new(j, "fwd_ms_median", json_real(round_to(median(tf, o->iters) * 1e3, 1e-3)));
     json_object_set_new(j, "bwd_ms_median",
                         train ? json_real(round_to(median(tb, o->iters) * 1e3, 1e-3))
