@@ -24,27 +24,19 @@
 
 static char dir[256];
 
+/* util.h's random config, placed: one placement per trial (mixed every
+ * fifth), random exchanges and owners. */
 static test_config *random_config(test_rng *r, int trial, ember_world *world)
 {
     int32_t W = ember_world_size(world);
-    int32_t nt = (int32_t)test_range(r, 1, 4), nf = (int32_t)test_range(r, 1, 5);
-    test_config *tc = test_config_new(nt, nf);
-    for (int32_t t = 0; t < nt; t++) {
+    test_config *tc = test_config_random(r, 3, 4, 20, 600);
+    for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
         ember_table_config *tb = &tc->tables[t];
-        tb->rows = test_range(r, 20, 600);
-        tb->dim = test_pick_dim(r);
-        tb->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 4));
         tb->placement = trial % 5 < 4 ? (ember_placement)(trial % 5) : (ember_placement)test_range(r, 0, 4);
         tb->exchange = (ember_exchange)test_range(r, 0, 2);
         tb->owner = (int32_t)test_range(r, 0, W);
     }
-    for (int32_t f = 0; f < nf; f++) {
-        tc->features[f].table = (int32_t)test_range(r, 0, nt);
-        tc->features[f].combiner = (ember_combiner)test_range(r, 0, 4);
-    }
-    tc->cfg.seed = test_next(r);
-    tc->cfg.dedup = (int)test_range(r, 0, 2);
-    tc->cfg.stack_tables = (int)test_range(r, 0, 2);
+    tc->cfg.num_shards = 0; /* the world size */
     tc->cfg.threads = 1 + trial % 2;
     tc->cfg.world = world;
     return tc;
