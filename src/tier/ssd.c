@@ -149,6 +149,10 @@ static int zero_fill(ssd_store *s, int64_t bytes)
     free(z);
     if (st == EMBER_OK && ftruncate(s->fd, bytes) != 0) /* the last chunk was rounded up */
         st = ssd_fail(s, EMBER_EIO, "%s: cannot size %s: %s", s->label, s->path, strerror(errno));
+    /* the zeros reach the disk now, not while steps wait for their reads (a
+     * disk with a write cache would flush them later, behind our reads) */
+    if (st == EMBER_OK && fdatasync(s->fd) != 0)
+        st = ssd_fail(s, EMBER_EIO, "%s: cannot sync %s: %s", s->label, s->path, strerror(errno));
     return st;
 }
 
