@@ -249,8 +249,6 @@ int64_t ember_io_wait(ember_io_pool *p)
     return -1;
 }
 
-int ember_io_busy(const ember_io_pool *p) { return p->active; }
-
 int64_t ember_io_run(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t first, int64_t n)
 {
     if (n <= 0)

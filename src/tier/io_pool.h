@@ -57,8 +57,6 @@ int64_t ember_io_run(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t first
 void ember_io_start(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t first, int64_t n);
 /* Waits for the background batch (if any); returns as ember_io_run. */
 int64_t ember_io_wait(ember_io_pool *p);
-/* 1 while a background batch started and was not yet waited for. */
-int ember_io_busy(const ember_io_pool *p);
 
 /* Test hook: the k-th request from now (k >= 1) and every later one fail
  * with errno `err` (ENOSPC, EIO); k = 0 switches failure injection off.
