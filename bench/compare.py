@@ -4,11 +4,13 @@
 Runs, for every chosen workload x optimizer x threads, in rounds (--rounds, default 3) so that the
 noise of a shared machine shows:
   ember   `ember bench` (--ember, default build/ember), one combination per process
-  peer    ../shared/bench/peer/torch_embeddingbag.py --grad sparse (Debian PyTorch, /usr/bin/python3)
+  peer    torch_embeddingbag.py --grad sparse from --peer-dir (Debian PyTorch, /usr/bin/python3); the
+          PyTorch peer and the limit probe are not in this repository yet: without --peer-dir
+          both are skipped
   fbgemm  bench/peer_fbgemm.py when --fbgemm is given and the file exists (same flags, impl "fbgemm";
           run with .venv-fbgemm/bin/python when that venv exists)
-  limit   memlimits --wl-* (../shared/bench/peer/memlimits.c compiled into bench/out/ with the gcc line of
-          its README): the forward gather shaped like the workload, 1 and 2 threads, 4K and 2M pages
+  limit   memlimits --wl-* (memlimits.c from --peer-dir, compiled into bench/out/): the forward
+          gather shaped like the workload, 1 and 2 threads, 4K and 2M pages
 Within a round the order of ember and the peer alternates from one round to the next.
 
 Raw JSON lines (one file per source, each line tagged with "round") go to bench/out/*.jsonl (--out to
@@ -31,7 +33,7 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PEER_DIR = os.path.normpath(os.path.join(REPO, "..", "shared", "bench", "peer"))
+PEER_DIR = None  # --peer-dir: the folder of torch_embeddingbag.py and memlimits.c
 OUT_DIR = os.path.join(REPO, "bench", "out")
 SOURCES = ("ember", "peer", "fbgemm", "limits")
 
@@ -364,12 +366,19 @@ def main():
     p.add_argument("--fbgemm", action="store_true", help="also run bench/peer_fbgemm.py when it exists")
     p.add_argument("--no-peer", action="store_true")
     p.add_argument("--no-limits", action="store_true")
+    p.add_argument("--peer-dir", default=None,
+                   help="folder holding the PyTorch peer torch_embeddingbag.py and memlimits.c "
+                        "(not in this repository); without it the peer and the limits are skipped")
     p.add_argument("--summarize-only", action="store_true", help="rebuild the table from bench/out/*.jsonl")
     p.add_argument("--out", default=None, help="folder for the JSON lines and summary.md (bench/out)")
     a = p.parse_args()
+    global OUT_DIR, PEER_DIR
     if a.out:
-        global OUT_DIR
         OUT_DIR = os.path.abspath(a.out)
+    if a.peer_dir:
+        PEER_DIR = os.path.abspath(a.peer_dir)
+    else:
+        a.no_peer = a.no_limits = True
     a.workloads = a.workloads.split(",")
     for w in a.workloads:
         if w not in WORKLOADS:

@@ -8,7 +8,7 @@
  *
  * Prints one JSON line: medians (ms) of ember_forward, of its routing alone
  * (validate + build), of a table-by-table gather (the shape of the
- * ../shared/bench/peer memlimits probe: one table's bags after another) and
+ * memory-limit probe of docs/PERFORMANCE.md: one table's bags after another) and
  * of a sample-by-sample gather (ember's visiting order), each summing rows
  * with a 16-ahead prefetch into the real [B x T*D] output layout.  Used for
  * the "why" of the forward rows in docs/PERFORMANCE.md.  The gather loops

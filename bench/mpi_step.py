@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """mpi_step.py: `ember bench` under mpirun, the measurements of docs/PERFORMANCE.md,
-"Distributed step (issue 3)".
+"Distributed step".
 
 Runs every configuration (workload, ranks, placement, exchange) once per round, rounds
 interleaved, each after waiting for the machine to be quiet (compare.py's rule: other

@@ -7,7 +7,7 @@ Run with the venv's python, e.g.
   .venv-fbgemm/bin/python bench/peer_fbgemm.py --tables 8 --rows 1000000 --dim 64 --batch 4096 --pooling 20 \
       --dist zipf --alpha 1.05 --optimizer rowwise_adagrad --threads 1 --iters 10
 
-Flags and output follow ../shared/bench/peer/torch_embeddingbag.py: one JSON line per measurement on stdout;
+Flags and output follow `ember bench` and the PyTorch peer (bench/compare.py): one JSON line per measurement on stdout;
 with comma lists every (optimizer, threads) combination runs in a fresh child process (per-measurement
 peak_rss_mb).  All tables live in one SplitTableBatchedEmbeddingBagsCodegen module,
 embedding_specs = [(rows, dim, EmbeddingLocation.HOST, ComputeDevice.CPU)] * tables, PoolingMode.SUM,

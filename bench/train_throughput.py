@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """train_throughput.py: `ember train` samples/s and time split, the measurements of
-docs/PERFORMANCE.md, "Training (issue 4)".
+docs/PERFORMANCE.md, "Training".
 
 Runs each configuration once per round, rounds interleaved, each after waiting for the
 machine to be quiet (compare.py's rule), on the built-in synthetic task, and prints one

@@ -108,8 +108,8 @@ typedef enum ember_limit_policy {
 } ember_limit_policy;
 
 /*
- * Placement of a table over the ranks of a world (seed 000 §14.3.1, seed 003,
- * seed 004 §7-8).  In a world of one every placement is the same local table.
+ * Placement of a table over the ranks of a world (the IPU's partition
+ * strategies, SparseOperationKit, SparseCore's mod sharding).  In a world of one every placement is the same local table.
  *   ROW:        token strategy: physical row r lives on rank r % world, as
  *               local row r / world.
  *   COLUMN:     encoding strategy: every rank holds every row, columns
@@ -191,7 +191,7 @@ typedef struct ember_table_config {
     ember_init_kind init;
     float init_value; /* uniform bound, normal sigma or constant; default 0.05  */
     ember_optimizer optimizer;
-    /* Per-partition limits (seed 004 §7), 0 = unlimited.  The unit is a
+    /* Per-partition limits (as SparseCore's), 0 = unlimited.  The unit is a
      * distinct id within one bag (sample, feature): repeated ids in a bag
      * count once, whatever cfg.dedup says.  Counts are per (table, shard),
      * shard = physical_row % num_shards, as in ember_partition_counts().
@@ -210,7 +210,7 @@ typedef struct ember_table_config {
      *   updates are bit-identical to the unsplit batch.
      * error: any overflow -> EMBER_ELIMIT naming table, shard, both counts.
      * In a world of W ranks the counts are per rank, over that rank's local
-     * batch (seed 004 §7 step 1: each core counts what it sends to every
+     * batch (as in SparseCore: each core counts what it sends to every
      * partition); drops are decided locally; an error on one rank fails all
      * ranks; minibatch rounds are agreed (the world runs as many rounds as
      * the rank needing most, the others' extra rounds are empty). */
@@ -304,7 +304,7 @@ typedef struct ember_collection_config {
                               Lookups and updates are identical either way;
                               only the shard of a row (physical_row % shards)
                               moves, which spreads each table's hot low ids
-                              over the shards (seed 004 §7 step 8).          */
+                              over the shards.                              */
     ember_bounds_policy bounds;
     int dedup;             /* 1: merge repeated ids within one bag (summing
                               their weights) before lookup; default 0          */
@@ -449,7 +449,7 @@ int32_t ember_prefetch_depth(const ember_collection *coll);
 
 /*
  * Observed per-partition counts for one batch, without lookup (the algorithm
- * of seed 004 §7): bags to COO, per-sample dedup of (sample, id) within each
+ * of SparseCore's limit calculation): bags to COO, per-sample dedup of (sample, id) within each
  * feature (always, whatever cfg.dedup says), then for every remaining entry
  * of table t the shard s = physical_row % num_shards, where physical_row is
  * the id plus the table's offset inside its stacked table;
@@ -562,8 +562,8 @@ int ember_collection_set_threads(ember_collection *coll, int32_t threads);
 /* ------------------------------------------------------- synthetic batches */
 
 /*
- * The benchmark workloads' input, the same distribution as
- * ../shared/bench/peer/torch_embeddingbag.py: `tables` tables of `rows` rows,
+ * The benchmark workloads' input (docs/PERFORMANCE.md), the distribution of
+ * the PyTorch peer: `tables` tables of `rows` rows,
  * one feature per table, every bag exactly `pooling` ids.  zipf: bounded
  * Zipf(alpha) over ranks 1..rows by rejection-inversion, rank k mapped to row
  * ((k-1) * 2654435761) % rows; otherwise uniform over rows.  Deterministic

@@ -279,7 +279,7 @@ check_bench_usage_errors() {
 }
 CHECKS+=(bench_usage_errors)
 
-# ------------------------------------------------- under mpirun (issue 3)
+# ------------------------------------------------- under mpirun
 # Every subcommand under `mpirun -np 2`: same exit code on every rank (mpirun
 # returns it), normal output once (rank 0), data-parallel input.  Open MPI
 # on shared memory, oversubscribed, as root (as the MPI tests in CMakeLists);

@@ -1,6 +1,6 @@
 /*
  * mpi_equivalence.c: a distributed collection gives the results of one
- * process (issue 3 item 7; docs/distributed.md).  Run under mpirun -np 1..4.
+ * process (docs/distributed.md).  Run under mpirun -np 1..4.
  *
  * Every rank draws the same random config and GLOBAL batch, takes its
  * contiguous slice of samples (even, random, one rank with 0 samples, all on

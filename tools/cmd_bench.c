@@ -1,7 +1,7 @@
 /*
  * cmd_bench.c: `ember bench`, the kernel throughput of one workload as JSON
- * lines, shaped like the peer benchmark (../shared/bench/peer/
- * torch_embeddingbag.py) so the two can be put side by side.
+ * lines, shaped like the PyTorch peer benchmark (docs/PERFORMANCE.md) so
+ * the two can be put side by side.
  *
  * One measurement is one (optimizer, threads) pair: build a collection (one
  * table and one SUM feature per --tables, uniform init), draw warmup + iters

@@ -1,6 +1,6 @@
 /*
  * cmd_limits.c: `ember limits DATA`: observed per-partition id counts and
- * suggested limits (seed 004 §7, "Calcolo dei limiti", steps 1-7).
+ * suggested limits (SparseCore's limit calculation, steps 1-7).
  *
  * It reads batches from a batch file, or from the synthetic generator with
  * --synthetic, builds a collection shaped like the data (one table per file
@@ -56,7 +56,7 @@ static void limits_usage(FILE *f)
             "usage: ember limits DATA [options]\n"
             "       ember limits --synthetic [generator options] [options]\n"
             "  observed ids and unique ids per partition (table, shard) per batch, after\n"
-            "  per-sample dedup (seed 004 section 7), and suggested max_ids_per_partition /\n"
+            "  per-sample dedup, and suggested max_ids_per_partition /\n"
             "  max_unique_ids_per_partition (ceil of the p99.9 over batches)\n\n"
             "  --shards N          partitions (default: the world size, as the collection's\n"
             "                      num_shards; 1 alone)\n"
@@ -281,7 +281,7 @@ static void print_text(const limits_opts *o, const char *source, const ember_bat
     }
     if (o->dedup_note) {
         printf("\nnote: the unit counted is a distinct id within one bag (sample, feature): an "
-               "id repeated in a\nbag counts once (seed 004 section 7, step 3), whatever the "
+               "id repeated in a\nbag counts once, whatever the "
                "collection's dedup setting, and\nthe same id in two samples counts twice in "
                "max_ids but once in max_unique.\n");
         for (int32_t t = 0; t < T; t++)
@@ -348,7 +348,7 @@ static int emit_json(const limits_opts *o, const char *source, const ember_batch
     if (o->dedup_note)
         json_object_set_new(j, "note",
                             json_string("counts are of distinct ids within one bag (sample, "
-                                        "feature), after per-sample dedup (seed 004 section 7, "
+                                        "feature), after per-sample dedup ("
                                         "step 3), whatever the collection's dedup setting"));
     return print_json(j);
 }

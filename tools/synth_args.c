@@ -18,7 +18,7 @@ typedef struct synth_preset {
     int zipf;
 } synth_preset;
 
-/* ../shared/bench/peer/README.md (torch_embeddingbag.py PRESETS); dim is
+/* The benchmark workloads (docs/PERFORMANCE.md); dim is
  * only `ember bench`'s, it does not matter to the ids. */
 static const synth_preset PRESETS[] = {
     {"quick", 8, 100000, 64, 1024, 20, 1},

@@ -6,7 +6,7 @@
  *
  * A preset fills every field first and explicit flags override it, whatever
  * their order on the command line.  The presets, the only table of them, are
- * the benchmark workloads of ../shared/bench/peer (W1, W2, W3) plus "quick",
+ * the benchmark workloads of docs/PERFORMANCE.md (W1, W2, W3) plus "quick",
  * the default; each also carries the row width `ember bench` uses.
  */
 #ifndef EMBER_TOOLS_SYNTH_ARGS_H
