@@ -243,7 +243,8 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     c->sort_hist = malloc(sizeof(int64_t) * EMBER_SORT_HIST_SIZE);
     c->limit_counts = calloc((size_t)4 * cfg->num_tables * c->cfg.num_shards, sizeof(int64_t));
     c->comm_scratch = calloc((size_t)2 * c->world->size, sizeof(int64_t));
-    if (!c->comm_scratch || !c->tables || !c->features || !c->seq_off || !c->sort_hist || !c->limit_counts) {
+    c->prefetch.cnt = calloc((size_t)6 * c->world->size, sizeof(int64_t));
+    if (!c->comm_scratch || !c->prefetch.cnt || !c->tables || !c->features || !c->seq_off || !c->sort_hist || !c->limit_counts) {
         st = ember_fail_create(EMBER_ENOMEM, "out of memory");
         goto fail;
     }
@@ -291,6 +292,11 @@ void ember_collection_destroy(ember_collection *c)
     free(c->mb_hash);
     free(c->minibatch_start);
     free(c->bag_off);
+    free(c->prefetch.cnt);
+    free(c->prefetch.out);
+    free(c->prefetch.in);
+    free(c->prefetch.tmp);
+    free(c->prefetch.rows);
     free(c->names);
     ember_world_destroy(c->own_world);
     free(c);

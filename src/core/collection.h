@@ -34,6 +34,13 @@ typedef struct ember_lfeature {
 
 struct ember_xchg; /* dist/xchg.h: exchange buffers of one physical table */
 
+typedef struct ember_prefetch_scratch { /* ember_prefetch's grow-only buffers */
+    int64_t *cnt;                        /* [6 * world] counts and displacements (create) */
+    uint64_t *out, *in, *tmp;            /* (ptable, row) pairs sent, received, sort scratch */
+    uint32_t *rows;                      /* one store's distinct rows */
+    int64_t out_cap, in_cap, tmp_cap, rows_cap;
+} ember_prefetch_scratch;
+
 typedef struct ember_tier_init_ctx { /* what the SSD tier's initializer needs */
     const struct ember_collection *coll;
     int32_t ptable;
@@ -91,6 +98,7 @@ struct ember_collection {
     int64_t *sort_hist;          /* [EMBER_SORT_HIST_SIZE] radix scratch   */
     ember_stats stats;
     int64_t next_announce;       /* step of the next ember_prefetch batch  */
+    ember_prefetch_scratch prefetch;
     int panicked;
     char errmsg[512];
 

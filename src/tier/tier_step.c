@@ -136,16 +136,14 @@ static int check_batch(ember_collection *c, const ember_batch *b)
  * each store's rows are one run). */
 static int announce_all(ember_collection *c, uint64_t *pairs, int64_t n, int64_t seq)
 {
-    int64_t *hist = c->sort_hist;
-    uint64_t *tmp = malloc(sizeof(uint64_t) * ((size_t)n + 1));
-    uint32_t *rows = malloc(sizeof(uint32_t) * ((size_t)n + 1));
-    if (!tmp || !rows) {
-        free(tmp);
-        free(rows);
+    ember_prefetch_scratch *ps = &c->prefetch;
+    if (ember_reserve((void **)&ps->tmp, &ps->tmp_cap, n + 1, sizeof(uint64_t)) ||
+        ember_reserve((void **)&ps->rows, &ps->rows_cap, n + 1, sizeof(uint32_t)))
         return ember_fail(c, EMBER_ENOMEM, "ember_prefetch: out of memory for %lld ids", (long long)n);
-    }
+    uint64_t *tmp = ps->tmp;
+    uint32_t *rows = ps->rows;
     int hi = 32 + (64 - __builtin_clzll((unsigned long long)c->num_ptables));
-    ember_radix_sort(pairs, tmp, hist, n, 0, hi, c->threads);
+    ember_radix_sort(pairs, tmp, c->sort_hist, n, 0, hi, c->threads);
     int st = EMBER_OK;
     for (int64_t i = 0; i < n && st == EMBER_OK;) {
         int32_t p = (int32_t)(pairs[i] >> 32);
@@ -157,8 +155,6 @@ static int announce_all(ember_collection *c, uint64_t *pairs, int64_t n, int64_t
         if (s->staged && s->ops->announce(s, rows, m, seq) != EMBER_OK)
             st = ember_fail(c, EMBER_EIO, "%s", s->errmsg);
     }
-    free(tmp);
-    free(rows);
     return st;
 }
 
@@ -174,10 +170,7 @@ int ember_prefetch(ember_collection *c, const ember_batch *b)
 {
     if (c->panicked)
         return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
-    int any = 0;
-    for (int32_t p = 0; p < c->num_ptables; p++)
-        any |= lookahead_table(&c->ptables[p]);
-    if (!any)
+    if (ember_prefetch_depth(c) == 0)
         return EMBER_OK; /* the same answer on every rank: no messages */
     /* the step that will train on it: after the pending one and after the
      * batches announced before it */
@@ -185,40 +178,37 @@ int ember_prefetch(ember_collection *c, const ember_batch *b)
     if (seq < c->next_announce)
         seq = c->next_announce;
     c->next_announce = seq + 1;
+    /* grow-only scratch on the collection: nothing is allocated per step */
     int32_t W = c->world->size;
-    int64_t *cnt = calloc((size_t)W * 6, sizeof(int64_t));
-    uint64_t *out = NULL, *in = NULL;
-    int st = cnt ? check_batch(c, b) : ember_fail(c, EMBER_ENOMEM, "out of memory");
-    int64_t total = 0, got = 0;
+    ember_prefetch_scratch *ps = &c->prefetch;
+    int st = check_batch(c, b);
+    int64_t *cnt = ps->cnt, total = 0, got = 0; /* [6 * world], made by create */
     if (st == EMBER_OK) {
+        memset(cnt, 0, sizeof(int64_t) * 6 * (size_t)W);
         total = collect(c, b, cnt, NULL); /* counts */
-        out = malloc(sizeof(uint64_t) * ((size_t)total + 1));
-        if (!out)
+        if (ember_reserve((void **)&ps->out, &ps->out_cap, total + 1, sizeof(uint64_t)))
             st = ember_fail(c, EMBER_ENOMEM, "ember_prefetch: out of memory for %lld ids", (long long)total);
         else {
             memset(cnt, 0, sizeof(int64_t) * (size_t)W);
-            collect(c, b, cnt, out);
+            collect(c, b, cnt, ps->out);
         }
     }
-    if (W == 1) {
-        st = st == EMBER_OK ? announce_all(c, out, total, seq) : st;
-        goto done;
-    }
+    if (W == 1)
+        return st == EMBER_OK ? announce_all(c, ps->out, total, seq) : st;
     /* counts travel first; the world agrees before the pairs do */
     int64_t *scnt = cnt, *rcnt = cnt + 2 * W, *sdsp = cnt + 3 * W, *rdsp = cnt + 4 * W;
     if (st != EMBER_OK)
         memset(scnt, 0, sizeof(int64_t) * (size_t)W);
     if (ember_comm_alltoall_i64(c->world, scnt, rcnt) != EMBER_OK) {
         c->panicked = 1;
-        st = ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
-        goto done;
+        return ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
     }
     for (int32_t d = 0; d < W; d++)
         got += rcnt[d];
-    if (st == EMBER_OK && !(in = malloc(sizeof(uint64_t) * ((size_t)got + 1))))
+    if (st == EMBER_OK && ember_reserve((void **)&ps->in, &ps->in_cap, got + 1, sizeof(uint64_t)))
         st = ember_fail(c, EMBER_ENOMEM, "ember_prefetch: out of memory for %lld ids", (long long)got);
     if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
-        goto done;
+        return st;
     for (int32_t d = 0; d < W; d++) {
         sdsp[d] = (d ? sdsp[d - 1] + scnt[d - 1] : 0);
         rdsp[d] = (d ? rdsp[d - 1] + rcnt[d - 1] : 0);
@@ -226,15 +216,9 @@ int ember_prefetch(ember_collection *c, const ember_batch *b)
     for (int32_t d = 0; d < W; d++) { /* bytes */
         scnt[d] *= 8, sdsp[d] *= 8, rcnt[d] *= 8, rdsp[d] *= 8;
     }
-    if (ember_comm_alltoallv(c->world, out, scnt, sdsp, in, rcnt, rdsp) != EMBER_OK) {
+    if (ember_comm_alltoallv(c->world, ps->out, scnt, sdsp, ps->in, rcnt, rdsp) != EMBER_OK) {
         c->panicked = 1;
-        st = ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
-        goto done;
+        return ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
     }
-    st = ember_dist_agree(c, announce_all(c, in, got, seq), NULL);
-done:
-    free(cnt);
-    free(out);
-    free(in);
-    return st;
+    return ember_dist_agree(c, announce_all(c, ps->in, got, seq), NULL);
 }
