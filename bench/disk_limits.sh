@@ -8,7 +8,8 @@
 # Cases: random reads of 4 KiB and of 512 bytes (one padded row record of a
 # dim-64 row-wise Adagrad table) with O_DIRECT from 8 and 32 blocking threads
 # (what ember's I/O pool does) and from one io_uring queue of depth 32;
-# random 512-byte direct writes from 8 threads (write-backs); sequential
+# random 512-byte direct writes from 8 and 32 threads (write-backs), the
+# same into space that was only reserved with fallocate; sequential
 # 1 MiB reads and writes.
 set -euo pipefail
 dir="${1:-.}"
@@ -43,5 +44,13 @@ run randread_4k_direct_uring32 --rw=randread --bs=4k --direct=1 --ioengine=io_ur
 run randread_512_direct_psync8 --rw=randread --bs=512 --direct=1 --ioengine=psync --numjobs=8
 run randread_512_direct_psync32 --rw=randread --bs=512 --direct=1 --ioengine=psync --numjobs=32
 run randwrite_512_direct_psync8 --rw=randwrite --bs=512 --direct=1 --ioengine=psync --numjobs=8
+run randwrite_512_direct_psync32 --rw=randwrite --bs=512 --direct=1 --ioengine=psync --numjobs=32
+# the same into space only reserved (fallocate: unwritten extents), why store files are zero-filled
+rm -f "$file"
+run randwrite_512_direct_psync32_reserved --rw=randwrite --bs=512 --direct=1 --ioengine=psync --numjobs=32 \
+    --fallocate=native
+rm -f "$file"
+fio --name=prep --filename="$file" --size=4G --rw=write --bs=1M --direct=1 --ioengine=psync \
+    --output-format=terse >/dev/null
 run seqread_1m_direct --rw=read --bs=1M --direct=1 --ioengine=io_uring --iodepth=16
 run seqwrite_1m_direct --rw=write --bs=1M --direct=1 --ioengine=io_uring --iodepth=16
