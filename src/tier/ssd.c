@@ -52,21 +52,6 @@ int ssd_io_fail(ssd_store *s, const ember_io_req *r, int64_t n_failed)
                 n_failed == 1 ? "" : "s");
 }
 
-int ssd_grow(void **p, int64_t *cap, int64_t n, size_t sz)
-{
-    if (n <= *cap)
-        return 0;
-    int64_t c = *cap ? *cap : 64;
-    while (c < n)
-        c *= 2;
-    void *q = realloc(*p, (size_t)c * sz);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 static void init_hook(void *ctx, ember_io_req *r)
 {
     ssd_store *s = ctx;

@@ -130,7 +130,6 @@ double ssd_now(void);
 int ssd_fail(ssd_store *s, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* EMBER_EIO naming the table, the row, the file and the system's reason. */
 int ssd_io_fail(ssd_store *s, const ember_io_req *r, int64_t n_failed);
-int ssd_grow(void **p, int64_t *cap, int64_t n, size_t sz); /* grow-only array */
 /* A request that moves slot x's record (values, state) at row's place. */
 void ssd_slot_req(ssd_store *s, ember_io_req *q, int32_t x, uint32_t row, int op);
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/collection.h" /* ember_reserve */
 #include "prep/route.h"
 #include "tier/ssd_impl.h"
 
@@ -63,8 +64,8 @@ int ssd_acquire(ember_store *bs, const uint32_t *rows, int64_t n, float **values
         return st;
     int64_t recf = s->stride / (int64_t)sizeof(float);
     if (bulk_reserve(s, n * recf) ||
-        ssd_grow((void **)&s->bulk_slot, &s->bulk_slot_cap, n + 1, sizeof(int64_t)) ||
-        ssd_grow((void **)&s->bulk_req, &s->bulk_req_cap, n + 1, sizeof(ember_io_req)))
+        ember_reserve((void **)&s->bulk_slot, &s->bulk_slot_cap, n + 1, sizeof(int64_t)) ||
+        ember_reserve((void **)&s->bulk_req, &s->bulk_req_cap, n + 1, sizeof(ember_io_req)))
         return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for reading %lld rows", s->label, (long long)n);
     int64_t nq = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -135,7 +136,7 @@ int ssd_flush(ember_store *bs)
         nd += (s->flags[x] & F_DIRTY) != 0;
     if (nd == 0)
         return EMBER_OK;
-    if (ssd_grow((void **)&s->bulk_req, &s->bulk_req_cap, nd, sizeof(ember_io_req)))
+    if (ember_reserve((void **)&s->bulk_req, &s->bulk_req_cap, nd, sizeof(ember_io_req)))
         return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for writing %lld rows back", s->label, (long long)nd);
     int64_t nq = 0;
     for (int64_t x = 0; x < s->used; x++)

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/collection.h" /* ember_reserve */
 #include "prep/route.h"
 #include "tier/ssd_impl.h"
 
@@ -248,8 +249,8 @@ int ssd_stage(ember_store *bs, const uint32_t *rows, uint32_t *slots, int64_t n)
     int st = ssd_bg_finish(s);
     if (st != EMBER_OK)
         return st;
-    if (ssd_grow((void **)&s->miss, &s->miss_cap, n + 1, sizeof(int64_t)) ||
-        ssd_grow((void **)&s->miss_row, &s->miss_row_cap, n + 1, sizeof(uint32_t)))
+    if (ember_reserve((void **)&s->miss, &s->miss_cap, n + 1, sizeof(int64_t)) ||
+        ember_reserve((void **)&s->miss_row, &s->miss_row_cap, n + 1, sizeof(uint32_t)))
         return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for staging %lld rows", s->label, (long long)n);
     /* pass 1: hits are pinned where they are */
     int64_t nm = 0;
@@ -314,7 +315,7 @@ int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_t seq)
         return EMBER_OK;
     }
     int e = (int)((s->seq_cur + s->wlen) % SSD_WINDOW);
-    if (ssd_grow((void **)&s->wrows[e], &s->wcap[e], n + 1, sizeof(uint32_t)))
+    if (ember_reserve((void **)&s->wrows[e], &s->wcap[e], n + 1, sizeof(uint32_t)))
         return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for an announced batch", s->label);
     int64_t m = 0;
     for (int64_t i = 0; i < n; i++)
