@@ -37,7 +37,7 @@ typedef struct ssd_job {          /* one batch of slot loads (and write-backs) *
     uint8_t *old_dirty;
     int32_t *wreq;                /* request of the slot's write-back, or -1   */
     ember_io_req *req;            /* write-backs first, then loads             */
-    int64_t nreq, nwrites, cap;
+    int64_t nreq, nwrites, caps[6]; /* of the arrays above, in order */
     int background;
 } ssd_job;
 

@@ -24,36 +24,16 @@
 
 /* ----------------------------------------------------------- load jobs */
 
+/* Room for n claims (and their 2n requests: write-backs and loads). */
 static int job_reserve(ssd_store *s, int64_t n)
 {
     ssd_job *j = &s->job;
-    if (n <= j->cap)
-        return 0;
-    int64_t c = j->cap ? j->cap : 256;
-    while (c < n)
-        c *= 2;
-    uint32_t *a = realloc(j->slot, sizeof(uint32_t) * (size_t)c);
-    if (a)
-        j->slot = a;
-    uint32_t *b = realloc(j->new_row, sizeof(uint32_t) * (size_t)c);
-    if (b)
-        j->new_row = b;
-    uint32_t *d = realloc(j->old_row, sizeof(uint32_t) * (size_t)c);
-    if (d)
-        j->old_row = d;
-    uint8_t *e = realloc(j->old_dirty, (size_t)c);
-    if (e)
-        j->old_dirty = e;
-    int32_t *w = realloc(j->wreq, sizeof(int32_t) * (size_t)c);
-    if (w)
-        j->wreq = w;
-    ember_io_req *q = realloc(j->req, sizeof(ember_io_req) * (size_t)(2 * c));
-    if (q)
-        j->req = q;
-    if (!a || !b || !d || !e || !w || !q)
-        return -1;
-    j->cap = c;
-    return 0;
+    return ember_reserve((void **)&j->slot, &j->caps[0], n, sizeof *j->slot) ||
+           ember_reserve((void **)&j->new_row, &j->caps[1], n, sizeof *j->new_row) ||
+           ember_reserve((void **)&j->old_row, &j->caps[2], n, sizeof *j->old_row) ||
+           ember_reserve((void **)&j->old_dirty, &j->caps[3], n, sizeof *j->old_dirty) ||
+           ember_reserve((void **)&j->wreq, &j->caps[4], n, sizeof *j->wreq) ||
+           ember_reserve((void **)&j->req, &j->caps[5], 2 * n, sizeof *j->req);
 }
 
 /* Claims a slot for row: the map points at it at once (LOADING), its
