@@ -184,6 +184,46 @@ typedef enum ember_cache_policy {
     EMBER_CACHE_LOOKAHEAD = 3
 } ember_cache_policy;
 
+/*
+ * What a table's ids are (docs/dynamic.md).
+ *   FIXED:   row numbers in [0, rows).
+ *   DYNAMIC: any int64 key (user ids, item ids, hashed crosses): no range
+ *            check, no collisions.  A key gets a row the first time it is
+ *            admitted (admit_after occurrences, counted in a sketch), with
+ *            values from the initializer keyed by the key (row `key` of a
+ *            fixed table with the same name and seed would start the same)
+ *            and zero optimizer state.  A key without a row reads zeros and
+ *            gets no update (its weight still counts in mean and sqrtn
+ *            divisors, as a dropped id).  Rows are freed by the eviction
+ *            policy when the table is full, by TTL, or on demand
+ *            (ember_dynamic_evict); a freed row's key must be admitted anew
+ *            and starts fresh.  The table holds `capacity` rows per rank, is
+ *            placed row-wise by a hash of the key, never stacked, and `rows`
+ *            must be 0.
+ */
+typedef enum ember_table_kind {
+    EMBER_TABLE_FIXED = 0,
+    EMBER_TABLE_DYNAMIC = 1
+} ember_table_kind;
+
+/*
+ * Which row a full dynamic table frees for a new key.  Rows the current
+ * batch uses are never chosen; ties go to the lower slot.
+ *   LRU:  the row whose last use is oldest.
+ *   LFU:  the row used least often (occurrences, counted from the key's
+ *         first sighting), then the oldest.
+ *   TTL:  as LRU, and every training step first frees the rows unused for
+ *         more than ttl_steps steps.
+ *   NONE: nothing is freed: a batch that needs a row of a full table fails
+ *         with EMBER_ELIMIT naming the table and its capacity.
+ */
+typedef enum ember_evict_policy {
+    EMBER_EVICT_LRU = 0,
+    EMBER_EVICT_LFU = 1,
+    EMBER_EVICT_TTL = 2,
+    EMBER_EVICT_NONE = 3
+} ember_evict_policy;
+
 typedef struct ember_table_config {
     const char *name; /* required, unique; keys the initializer (see below)     */
     int64_t rows;     /* >= 1                                                   */
@@ -228,6 +268,20 @@ typedef struct ember_table_config {
     const char *path;          /* SSD: folder of the store file; NULL = the
                                   collection's ssd_dir.  The file is
                                   <path>/<table>.rank<R>.ember-store         */
+    /* Dynamic tables (kind DYNAMIC; docs/dynamic.md). */
+    ember_table_kind kind;     /* default FIXED                               */
+    int64_t capacity;          /* rows per rank, 1 .. 2^32-2; 0 = as many as
+                                  capacity_bytes holds                        */
+    int64_t capacity_bytes;    /* per rank: rows, optimizer state, key index,
+                                  metadata and sketch (ember_dynamic_row_bytes)*/
+    int32_t admit_after;       /* occurrences before a key gets a row;
+                                  0 or 1 = its first use; at most 65535       */
+    ember_evict_policy evict;  /* default LRU                                 */
+    int32_t ttl_steps;         /* TTL: steps without use before a row is freed
+                                  (>= 1)                                     */
+    int64_t sketch_bytes;      /* admission sketch per rank (admit_after > 1):
+                                  4 rows of 16-bit counters; 0 = 8 bytes per
+                                  row of capacity; 64 B .. 16 GiB            */
 } ember_table_config;
 
 /* rows 0, dim 0 (caller sets), uniform(0.05), SGD lr 0.01, no limits, error. */
@@ -520,6 +574,59 @@ int ember_table_tier_stats(const ember_collection *coll, int32_t table, ember_ti
  * once); the number of such stores is returned (0: no SSD table here). */
 int32_t ember_collection_tier_stats(const ember_collection *coll, ember_tier_stats *out);
 
+/* --------------------------------------------------------- dynamic tables */
+
+/*
+ * Counters of one dynamic table on this rank (docs/dynamic.md).  Not
+ * collective.  A key's use count is its occurrences in training batches
+ * since it was first seen (the sketch's estimate before it was admitted).
+ */
+typedef struct ember_dynamic_stats {
+    int64_t capacity;          /* rows of this rank                           */
+    int64_t resident;          /* keys holding a row now                      */
+    int64_t admitted;          /* keys given a row, since creation             */
+    int64_t evicted;           /* rows freed to make room for a new key        */
+    int64_t expired;           /* rows freed by TTL or ember_dynamic_evict     */
+    int64_t evicted_count_sum; /* use counts of the keys freed (both kinds)    */
+    int64_t not_admitted;      /* ids of training batches that read zeros      */
+    int64_t last_evicted;      /* keys freed by the last training forward (or
+                                  ember_dynamic_evict): ember_dynamic_evicted  */
+    int64_t index_bytes;       /* key map, metadata and victim heap in DRAM    */
+    int64_t sketch_bytes;      /* admission sketch                             */
+} ember_dynamic_stats;
+/* EMBER_EINVAL for a bad or non-dynamic table. */
+int ember_table_dynamic_stats(const ember_collection *coll, int32_t table, ember_dynamic_stats *out);
+
+/* The keys this rank freed in the last training forward (or the last
+ * ember_dynamic_evict) and their use counts, in the order they were freed:
+ * copies min(max, *n) of them; *n = how many there are.  Not collective. */
+int ember_dynamic_evicted(const ember_collection *coll, int32_t table, int64_t max, int64_t *keys,
+                          int64_t *counts, int64_t *n);
+
+/* Frees, on this rank, every row of the table not used in the last
+ * idle_steps training steps (0: every row); *freed = how many (may be
+ * NULL).  Not collective: each rank frees its own rows by the same rule. */
+int ember_dynamic_evict(ember_collection *coll, int32_t table, int64_t idle_steps, int64_t *freed);
+
+/* The keys that hold a row on this rank, ascending: *n = how many; the keys
+ * are copied only when max >= *n.  Not collective. */
+int ember_dynamic_keys(const ember_collection *coll, int32_t table, int64_t max, int64_t *keys, int64_t *n);
+
+/* Rows by key: for each keys[i], found[i] = 1 and its row (dim floats at
+ * values + i * dim) and optimizer state (ember_state_floats floats at state
+ * + i * that) when it holds a row, else found[i] = 0 and zeros.  Any of
+ * values, state, found may be NULL.  Collective like ember_table_read:
+ * every rank passes the same keys and gets every answer.  Nothing changes
+ * (no use is counted). */
+int ember_dynamic_read(const ember_collection *coll, int32_t table, const int64_t *keys, int64_t n, float *values,
+                       float *state, int8_t *found);
+
+/* Training (1, the default) or evaluation (0).  In evaluation a forward
+ * only looks keys up: no key is counted, admitted or evicted and no row's
+ * last use changes, so evaluating on held-out data leaves the dynamic
+ * tables as they were.  Fixed tables behave the same in both. */
+int ember_collection_set_training(ember_collection *coll, int training);
+
 /* ------------------------------------------------------------------ memory */
 
 typedef struct ember_memory {
@@ -529,6 +636,8 @@ typedef struct ember_memory {
     int32_t physical_tables; /* after stacking                                 */
     int64_t cache_meta_bytes; /* SSD tier: cache bookkeeping in DRAM           */
     int64_t disk_bytes;      /* SSD tier: bytes of this rank's store files     */
+    int64_t index_bytes;     /* dynamic tables: key maps, row metadata, victim
+                                heaps and admission sketches                 */
 } ember_memory;
 void ember_collection_memory(const ember_collection *coll, ember_memory *out);
 
@@ -551,6 +660,10 @@ int ember_table_write(ember_collection *coll, int32_t table, int64_t first, int6
 int ember_table_read_state(const ember_collection *coll, int32_t table, int64_t first,
                            int64_t count, float *out);
 int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim);
+/* Overwrites the optimizer state of rows [first, first+count) from in (the
+ * layout of ember_table_read_state); values are not touched. */
+int ember_table_write_state(ember_collection *coll, int32_t table, int64_t first, int64_t count,
+                            const float *in);
 
 /* The world the collection was created over (never NULL). */
 ember_world *ember_collection_world(const ember_collection *coll);

@@ -14,6 +14,7 @@
 #include "core/collection.h"
 #include "core/rng.h"
 #include "dist/dist.h"
+#include "dyn/dyn_step.h"
 #include "table/init.h"
 #include "table/layout.h"
 #include "tier/tier.h"
@@ -83,7 +84,10 @@ static int validate_config(const ember_collection_config *cfg)
             if (!strcmp(cfg->tables[u].name, nm))
                 return ember_fail_create(EMBER_EINVAL, "table '%s': name used twice (tables %d and %d)",
                                          nm, u, t);
-        if (tc->rows < 1 || tc->rows >= (int64_t)UINT32_MAX)
+        char derr[400];
+        if (ember_dyn_check_config(tc, W, derr, sizeof derr) != EMBER_OK)
+            return ember_fail_create(EMBER_EINVAL, "%s", derr);
+        if (tc->kind == EMBER_TABLE_FIXED && (tc->rows < 1 || tc->rows >= (int64_t)UINT32_MAX))
             return ember_fail_create(EMBER_EINVAL, "table '%s': rows %lld outside [1, 2^32-1)", nm,
                                      (long long)tc->rows);
         if (tc->dim < 1 || tc->dim > 1024)
@@ -171,6 +175,11 @@ static int copy_names(ember_collection *c, const ember_collection_config *cfg)
         c->tables[t].cfg = cfg->tables[t];
         c->tables[t].cfg.name = p;
         c->tables[t].rng_key = ember_rng_table_key(cfg->seed, XXH64(p, len - 1, 0));
+        if (cfg->tables[t].kind == EMBER_TABLE_DYNAMIC) { /* capacity rows on every rank */
+            c->tables[t].cfg.capacity = ember_dyn_capacity(&cfg->tables[t]);
+            c->tables[t].cfg.capacity_bytes = 0;
+            c->tables[t].cfg.rows = c->tables[t].cfg.capacity * ember_world_size(cfg->world);
+        }
         p += len;
     }
     for (int32_t f = 0; f < cfg->num_features; f++) {
@@ -244,7 +253,10 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     c->limit_counts = calloc((size_t)4 * cfg->num_tables * c->cfg.num_shards, sizeof(int64_t));
     c->comm_scratch = calloc((size_t)2 * c->world->size, sizeof(int64_t));
     c->prefetch.cnt = calloc((size_t)6 * c->world->size, sizeof(int64_t));
-    if (!c->comm_scratch || !c->prefetch.cnt || !c->tables || !c->features || !c->seq_off || !c->sort_hist || !c->limit_counts) {
+    c->exchange_scratch = calloc((size_t)4 * c->world->size, sizeof(int64_t));
+    c->dyn_cnt = calloc((size_t)4 * c->world->size, sizeof(int64_t));
+    c->training = 1;
+    if (!c->comm_scratch || !c->prefetch.cnt || !c->exchange_scratch || !c->dyn_cnt || !c->tables || !c->features || !c->seq_off || !c->sort_hist || !c->limit_counts) {
         st = ember_fail_create(EMBER_ENOMEM, "out of memory");
         goto fail;
     }
@@ -260,7 +272,7 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     for (int32_t t = 0; t < cfg->num_tables; t++)
         c->tables[t].cfg.path = NULL; /* the caller's strings are needed only here */
     c->cfg.ssd_dir = NULL;
-    if (st != EMBER_OK)
+    if (st != EMBER_OK || (st = ember_dyn_tables_create(c)) != EMBER_OK)
         goto fail;
     for (int32_t p = 0; p < c->num_ptables; p++)
         ember_init_ptable(c, p);
@@ -275,6 +287,7 @@ void ember_collection_destroy(ember_collection *c)
 {
     if (!c)
         return;
+    ember_dyn_tables_destroy(c);
     for (int32_t p = 0; p < c->num_ptables; p++) {
         ember_xchg_free(c->ptables[p].xchg);
         ember_store_destroy(c->ptables[p].store);
@@ -289,6 +302,7 @@ void ember_collection_destroy(ember_collection *c)
     free(c->sort_hist);
     free(c->limit_counts);
     free(c->comm_scratch);
+    free(c->exchange_scratch);
     free(c->mb_hash);
     free(c->minibatch_start);
     free(c->bag_off);
@@ -343,6 +357,8 @@ void ember_collection_memory(const ember_collection *c, ember_memory *out)
         out->cache_meta_bytes += pt->store->meta_bytes;
         out->disk_bytes += pt->store->disk_bytes;
         out->workspace_bytes += ember_route_bytes(&pt->route) + ember_xchg_bytes(pt->xchg);
+        if (pt->dyn)
+            out->index_bytes += ember_dyn_bytes(&pt->dyn->d);
     }
     out->workspace_bytes += c->bag_off_cap * (int64_t)sizeof(int64_t) +
                             c->minibatch_cap * (int64_t)sizeof(int32_t) +
@@ -427,4 +443,12 @@ int ember_table_read_state(const ember_collection *c, int32_t table, int64_t fir
 {
     int st = check_range(c, table, first, count);
     return st != EMBER_OK ? st : ember_dist_rows((ember_collection *)c, table, first, count, out, 0, 1);
+}
+
+int ember_table_write_state(ember_collection *c, int32_t table, int64_t first, int64_t count, const float *in)
+{
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    int st = check_range(c, table, first, count);
+    return st != EMBER_OK ? st : ember_dist_rows(c, table, first, count, (float *)in, 1, 1);
 }

@@ -33,6 +33,7 @@ typedef struct ember_lfeature {
 } ember_lfeature;
 
 struct ember_xchg; /* dist/xchg.h: exchange buffers of one physical table */
+struct ember_dyn_table; /* dyn/dyn_step.h: the key index of a dynamic table */
 
 typedef struct ember_prefetch_scratch { /* ember_prefetch's grow-only buffers */
     int64_t *cnt;                        /* [6 * world] counts and displacements (create) */
@@ -69,6 +70,7 @@ typedef struct ember_ptable {
     ember_tier_init_ctx init_ctx;
     ember_route route;      /* the routed last batch (this rank's samples)   */
     struct ember_xchg *xchg; /* exchange state; NULL in a world of one       */
+    struct ember_dyn_table *dyn; /* dynamic tables: the key index; else NULL */
 } ember_ptable;
 
 struct ember_collection {
@@ -110,6 +112,18 @@ struct ember_collection {
                                     (tests: the same code path, trivially)  */
     int64_t bytes_sent0, bytes_received0; /* world counters at forward start */
     double comm_seconds0;
+    int64_t *exchange_scratch;   /* [4 * world size]: ember_dist_exchange   */
+
+    /* dynamic tables (dyn/dyn_step.c) */
+    int32_t num_dynamic;         /* physical tables with a key index        */
+    int training;                /* 1 (default): forwards admit and evict   */
+    int64_t *dyn_ids;            /* the batch's ids, keys replaced by rows  */
+    uint64_t *dyn_keys;          /* one table's keys, bucketed by owner     */
+    int64_t *dyn_pos;            /* their batch positions                   */
+    uint32_t *dyn_slots;         /* slots received back                     */
+    uint64_t *dyn_recv;          /* keys received by this owner             */
+    int64_t *dyn_cnt;            /* [4 * world size] counts                 */
+    int64_t dyn_ids_cap, dyn_keys_cap, dyn_pos_cap, dyn_slots_cap, dyn_recv_cap;
 };
 
 /* Records a failure on coll (printf-style) and returns status. */

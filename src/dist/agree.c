@@ -12,10 +12,28 @@
 
 #include "dist/dist.h"
 
-static int comm_failed(ember_collection *c)
+int ember_dist_comm_failed(ember_collection *c)
 {
     c->panicked = 1;
     return ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
+}
+
+int ember_dist_exchange(ember_collection *c, const void *send, const int64_t *scount, void *recv,
+                        const int64_t *rcount, size_t elem)
+{
+    int32_t W = c->world->size;
+    int64_t *b = c->exchange_scratch, so = 0, ro = 0;
+    for (int32_t r = 0; r < W; r++) {
+        b[r] = scount[r] * (int64_t)elem;
+        b[W + r] = so;
+        so += b[r];
+        b[2 * W + r] = rcount[r] * (int64_t)elem;
+        b[3 * W + r] = ro;
+        ro += b[2 * W + r];
+    }
+    if (ember_comm_alltoallv(c->world, send, b, b + W, recv, b + 2 * W, b + 3 * W) != EMBER_OK)
+        return ember_dist_comm_failed(c);
+    return EMBER_OK;
 }
 
 int ember_dist_agree(ember_collection *c, int st, int64_t *value)
@@ -26,7 +44,7 @@ int ember_dist_agree(ember_collection *c, int st, int64_t *value)
     int64_t mine[2] = {st, value ? *value : 0};
     int64_t *all = c->comm_scratch;
     if (ember_comm_allgather(w, mine, (int64_t)sizeof mine, all) != EMBER_OK)
-        return comm_failed(c);
+        return ember_dist_comm_failed(c);
     int32_t first = -1;
     int64_t vmax = all[1];
     for (int32_t r = 0; r < w->size; r++) {
@@ -45,7 +63,7 @@ int ember_dist_agree(ember_collection *c, int st, int64_t *value)
     if (w->rank == first)
         memcpy(msg, c->errmsg, sizeof msg);
     if (ember_comm_bcast(w, msg, (int64_t)sizeof msg, first) != EMBER_OK)
-        return comm_failed(c);
+        return ember_dist_comm_failed(c);
     msg[sizeof msg - 1] = 0;
     return ember_fail(c, status, "rank %d: %s", first, msg);
 }

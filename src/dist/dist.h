@@ -17,6 +17,13 @@
  * EMBER_ECOMM and disables the collection. */
 int ember_dist_agree(ember_collection *c, int st, int64_t *value);
 
+/* A failed exchange: disables the collection, returns EMBER_ECOMM. */
+int ember_dist_comm_failed(ember_collection *c);
+/* alltoallv with counts in elements of `elem` bytes, packed in rank order
+ * on both sides (displacements are the prefix sums).  Counted as payload. */
+int ember_dist_exchange(ember_collection *c, const void *send, const int64_t *scount, void *recv,
+                        const int64_t *rcount, size_t elem);
+
 /* Forward of physical table p over the world: ids exchange, shard lookup,
  * vector exchange and pooling of this rank's outputs, round by round. */
 int ember_dist_forward(ember_collection *c, int32_t p, float *pooled, float *sequence);

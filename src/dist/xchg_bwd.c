@@ -17,11 +17,6 @@
 #include "tier/tier.h"
 #include "lookup/lookup.h"
 
-static int comm_failed(ember_collection *c)
-{
-    c->panicked = 1;
-    return ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
-}
 
 static int64_t sum_over_rounds(const ember_xchg *x, const int64_t *counts, int32_t peer, int field)
 {
@@ -77,7 +72,7 @@ int ember_dist_send_grads(ember_collection *c, int32_t p, const float *dp, const
             }
     }
     if (ember_comm_alltoallv(c->world, x->grad_out, x->scnt, x->sdsp, x->grad_in, x->rcnt, x->rdsp) != EMBER_OK)
-        return comm_failed(c);
+        return ember_dist_comm_failed(c);
     x->grads_ready = 1;
     return EMBER_OK;
 }

@@ -43,11 +43,6 @@ static int all_dest(const ember_ptable *pt)
     return pt->placement == EMBER_PLACE_COLUMN || pt->placement == EMBER_PLACE_REPLICATED;
 }
 
-static int comm_failed(ember_collection *c)
-{
-    c->panicked = 1;
-    return ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
-}
 
 ember_xchg *ember_xchg_get(ember_collection *c, int32_t p)
 {
@@ -122,7 +117,7 @@ static int exchange_counts(ember_collection *c, const int64_t *send, int64_t *re
     w->counting = 0;
     int st = ember_comm_alltoallv(w, send, cnt, cnt + w->size, recv, cnt, cnt + w->size);
     w->counting = counting;
-    return st == EMBER_OK ? EMBER_OK : comm_failed(c);
+    return st == EMBER_OK ? EMBER_OK : ember_dist_comm_failed(c);
 }
 
 static int64_t header_bytes(const ember_collection *c)
@@ -512,7 +507,7 @@ static int forward_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, i
     }
     pack_round(c, pt, x, m, g0, g1, sent);
     if (ember_comm_alltoallv(c->world, x->sbuf, x->scnt, x->sdsp, x->rbuf, x->rcnt, x->rdsp) != EMBER_OK)
-        return comm_failed(c);
+        return ember_dist_comm_failed(c);
     int64_t n0 = x->rr.n;
     unpack_round(c, x, m, recv);
     if (pt->storage == EMBER_STORAGE_SSD) { /* the same on every rank: agreed */
@@ -528,7 +523,7 @@ static int forward_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, i
     vector_counts(pt, x, sent, W);
     if (ember_comm_alltoallv(c->world, x->rows_out, x->scnt, x->sdsp, x->rows_in, x->rcnt, x->rdsp) !=
         EMBER_OK)
-        return comm_failed(c);
+        return ember_dist_comm_failed(c);
     assemble_round(c, pt, x, m, g0, g1, pooled, sequence);
     return EMBER_OK;
 }

@@ -22,6 +22,7 @@
 
 #include "core/collection.h"
 #include "dist/dist.h"
+#include "dyn/dyn_step.h"
 #include "lookup/lookup.h"
 #include "prep/limits.h"
 #include "tier/tier.h"
@@ -98,9 +99,8 @@ static void comm_end(ember_collection *c)
     c->stats.last_comm_seconds = c->world->seconds - c->comm_seconds0;
 }
 
-/* The local phase of forward: validation, routing and limits (no messages). */
-static int forward_local(ember_collection *c, const ember_batch *b, float *pooled, float *sequence,
-                         int64_t *dropped_bounds, int64_t *dropped_limit)
+/* Validation of the batch and the output buffers (no messages). */
+static int forward_validate(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
 {
     int st;
     if ((st = ember_route_validate(c, b)) != EMBER_OK)
@@ -109,19 +109,19 @@ static int forward_local(ember_collection *c, const ember_batch *b, float *poole
     if ((b->batch_size > 0 && c->pooled_width > 0 && !pooled) || (seq_needed > 0 && !sequence))
         return ember_fail(c, EMBER_EINVAL, "output buffer is NULL (pooled width %lld, sequence floats %lld)",
                           (long long)c->pooled_width, (long long)seq_needed);
-    if ((st = ember_route_build(c, b, ember_limits_active(c), dropped_bounds)) != EMBER_OK)
-        return st;
-    return ember_limits_apply(c, dropped_limit);
+    return EMBER_OK;
 }
 
-int ember_forward(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
+/* Forward of a validated batch whose ids are rows (dynamic keys resolved):
+ * local status st of what came before, routing and limits, agreement,
+ * lookups and pooling, debug checks. */
+static int forward_routed(ember_collection *c, const ember_batch *b, int st, float *pooled, float *sequence)
 {
-    int st;
-    if (c->panicked)
-        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
-    c->routed = 0;
     int64_t dropped_bounds = 0, dropped_limit = 0;
-    st = forward_local(c, b, pooled, sequence, &dropped_bounds, &dropped_limit);
+    if (st == EMBER_OK)
+        st = ember_route_build(c, b, ember_limits_active(c), &dropped_bounds);
+    if (st == EMBER_OK)
+        st = ember_limits_apply(c, &dropped_limit);
     int64_t rounds = st == EMBER_OK ? c->num_minibatches : 0;
     if ((st = ember_dist_agree(c, st, &rounds)) != EMBER_OK)
         return st;
@@ -147,6 +147,23 @@ int ember_forward(ember_collection *c, const ember_batch *b, float *pooled, floa
     c->stats.last_unique_rows = 0;
     c->routed = 1;
     return EMBER_OK;
+}
+
+int ember_forward(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
+{
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    c->routed = 0;
+    int st = forward_validate(c, b, pooled, sequence);
+    if (c->num_dynamic == 0)
+        return forward_routed(c, b, st, pooled, sequence);
+    /* dynamic tables: keys become rows first, which is collective, so the
+     * ranks agree on the batches being valid before it */
+    ember_batch rows;
+    if ((st = ember_dist_agree(c, st, NULL)) == EMBER_OK && (st = ember_dyn_forward_begin(c, b, &rows)) == EMBER_OK)
+        st = forward_routed(c, &rows, EMBER_OK, pooled, sequence);
+    ember_dyn_forward_end(c, st);
+    return st;
 }
 
 /* Debug check of the upstream gradient slices the batch will read. */

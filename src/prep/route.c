@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/collection.h"
+#include "dyn/dyn_step.h"
 #include "prep/route.h"
 
 /* Sample of position i in feature f's id range (binary search of bag_off). */
@@ -81,7 +82,7 @@ int ember_route_validate(ember_collection *c, const ember_batch *b)
         const ember_lfeature *fe = &c->features[f];
         int64_t rows = c->tables[fe->table].cfg.rows;
         int64_t bad = -1;
-        if (c->cfg.bounds == EMBER_BOUNDS_ERROR) {
+        if (c->cfg.bounds == EMBER_BOUNDS_ERROR && c->tables[fe->table].cfg.kind == EMBER_TABLE_FIXED) {
             bad = first_out_of_range(b->ids, bo[0], bo[B], (uint64_t)rows, c->threads);
             if (bad >= 0)
                 return ember_fail(c, EMBER_EINPUT,
@@ -284,11 +285,11 @@ static int64_t build_samples(ember_collection *c, int32_t p, const ember_batch *
                     r->seg_feature[g] = f;
                     r->seg_sample[g] = s;
                     g++;
-                    if ((uint64_t)b->ids[k] >= rows) {
+                    if ((uint64_t)b->ids[k] >= rows && b->ids[k] != EMBER_ID_UNSEEN) {
                         (*dropped)++;
                         continue;
                     }
-                    r->row[e] = base + (uint32_t)b->ids[k];
+                    r->row[e] = b->ids[k] == EMBER_ID_UNSEEN ? EMBER_ROW_DROPPED : base + (uint32_t)b->ids[k];
                     if (weighted)
                         r->weight[e] = win ? win[k] : 1.0f;
                     if (dedup)
@@ -307,11 +308,12 @@ static int64_t build_samples(ember_collection *c, int32_t p, const ember_batch *
             int long_bag = hi - lo > LONG_BAG;
             double sumw = 0, sumw2 = 0;
             for (int64_t k = lo; k < hi; k++) {
-                if ((uint64_t)b->ids[k] >= rows) {
+                if ((uint64_t)b->ids[k] >= rows && b->ids[k] != EMBER_ID_UNSEEN) {
                     (*dropped)++;
                     continue;
                 }
-                uint32_t row = base + (uint32_t)b->ids[k];
+                /* a dynamic key with no row: a dropped entry (zeros, in the divisor) */
+                uint32_t row = b->ids[k] == EMBER_ID_UNSEEN ? EMBER_ROW_DROPPED : base + (uint32_t)b->ids[k];
                 float w = win ? win[k] : 1.0f;
                 sumw += w;
                 sumw2 += (double)w * w;

@@ -67,6 +67,39 @@ void ref_partition_counts(const ember_collection_config *cfg, const ember_batch 
 int ref_limits_apply(const ember_collection_config *cfg, const ember_batch *b, uint8_t *keep,
                      int32_t *num_minibatches, int32_t *minibatch_start);
 
+/* Element (r, c) of table t by the initializer formula, with its rng key
+ * ref_table_key(seed, name); a dynamic table's row for key k is r = k. */
+float ref_init_value(const ember_table_config *t, uint64_t key, int64_t r, int32_t c);
+uint64_t ref_table_key(uint64_t seed, const char *name);
+/* The dim initial values of row `row` of table t under seed. */
+void ref_init_row(const ember_table_config *t, uint64_t seed, int64_t row, float *out);
+
+/* ---------------------------------------------------------- dynamic tables
+ * The key -> slot rules of one owner rank (ref_dyn.c), naively. */
+typedef struct ref_dyn {
+    int64_t capacity;
+    int32_t admit_after, ttl;
+    ember_evict_policy evict;
+    int64_t width;              /* sketch counters per row                    */
+    uint64_t seed;              /* the table's rng key                        */
+    int8_t *resident;
+    uint64_t *key;
+    uint32_t *last, *count;
+    uint16_t *sketch;           /* [4 * width]                                */
+    int64_t admitted, evicted, expired, not_admitted, count_sum;
+    uint64_t *ev_keys;          /* freed by the last step                     */
+    uint32_t *ev_counts;
+    int64_t ev_n;
+} ref_dyn;
+int ref_dyn_init(ref_dyn *r, int64_t capacity, int32_t admit_after, ember_evict_policy evict, int32_t ttl,
+                 int64_t sketch_width, uint64_t seed);
+void ref_dyn_free(ref_dyn *r);
+/* One training step's keys (the owner's order): slots[i] = the key's slot or
+ * -1; the rows to reset (slot, new key) in reset_slots/reset_keys (room for
+ * n).  EMBER_ELIMIT (nothing changed) when a new key finds no slot. */
+int ref_dyn_step(ref_dyn *r, const uint64_t *keys, int64_t n, uint32_t step, int64_t *slots, int64_t *reset_slots,
+                 uint64_t *reset_keys, int64_t *nresets);
+
 /* ------------------------------------------------------------ dense model
  * src/dense (dense.h) written out in double, one loop per formula, from the
  * formulas in docs/training.md "Dense model".  Row-major; backward functions

@@ -16,7 +16,7 @@
 #include "ref/ref.h"
 
 /* Element (r, c) of a table, exactly as the header writes it. */
-static float ref_init_value(const ember_table_config *t, uint64_t key, int64_t r, int32_t c)
+float ref_init_value(const ember_table_config *t, uint64_t key, int64_t r, int32_t c)
 {
     float value = t->init_value;
     switch (t->init) {
@@ -35,6 +35,11 @@ static float ref_init_value(const ember_table_config *t, uint64_t key, int64_t r
         return value;
     }
     return NAN;
+}
+
+uint64_t ref_table_key(uint64_t seed, const char *name)
+{
+    return ember_rng_table_key(seed, XXH64(name, strlen(name), 0));
 }
 
 int ref_model_init(ref_model *m, const ember_collection_config *cfg)

@@ -15,6 +15,7 @@
 #include "core/collection.h"
 #include "core/rng.h"
 #include "dist/shard.h"
+#include "dyn/dyn_step.h"
 #include "table/init.h"
 
 /* Columns [k0, k0 + width) of a row; columns at or past dim (the padding
@@ -65,6 +66,11 @@ void ember_init_local_row(void *ctx, uint32_t local, float *out)
     const ember_collection *c = ic->coll;
     const ember_ptable *pt = &c->ptables[ic->ptable];
     int32_t W = c->world->size;
+    if (pt->dyn) { /* a slot: the row of the key it holds (a free slot's values never matter) */
+        const ember_ltable *t = &c->tables[pt->tables[0]];
+        init_row(&t->cfg, t->rng_key, (int64_t)pt->dyn->d.slot_key[local], 0, pt->local_dim, out);
+        return;
+    }
     int64_t phys = pt->placement == EMBER_PLACE_ROW ? (int64_t)local * W + c->world->rank : (int64_t)local;
     int32_t i = 0; /* the logical table holding phys: tables ascend by offset */
     while (i + 1 < pt->num_tables && c->tables[pt->tables[i + 1]].offset <= phys)
@@ -79,6 +85,8 @@ void ember_init_ptable(ember_collection *c, int32_t p)
     ember_store *s = pt->store;
     if (s->staged)
         return; /* the SSD tier computes rows never written when it loads them */
+    if (pt->dyn)
+        return; /* a dynamic table's rows are written when keys take them */
     int32_t W = c->world->size, rank = c->world->rank;
     for (int32_t i = 0; i < pt->num_tables; i++) {
         const ember_ltable *t = &c->tables[pt->tables[i]];

@@ -24,6 +24,8 @@
 
 static int same_group(const ember_table_config *a, const ember_table_config *b)
 {
+    if (a->kind == EMBER_TABLE_DYNAMIC || b->kind == EMBER_TABLE_DYNAMIC)
+        return 0; /* a dynamic table's rows are slot * W + owner: never offset */
     return a->dim == b->dim && !memcmp(&a->optimizer, &b->optimizer, sizeof a->optimizer) &&
            a->placement == b->placement && a->exchange == b->exchange &&
            (a->placement != EMBER_PLACE_TABLE || a->owner == b->owner) && a->storage == b->storage &&

@@ -1,0 +1,357 @@
+/*
+ * dyn.c: resolve, commit and rollback of a dynamic table's keys (dyn.h);
+ * the admission sketch.
+ *
+ * The sketch is a count-min sketch of depth 4 with saturating 16-bit
+ * counters and conservative update (a key's counters only rise to its new
+ * estimate), so an estimate is never below the key's true count and is
+ * exact while no other key shares all four of its counters.  Only keys
+ * without a row are counted; a key keeps its count when its row is freed,
+ * so an evicted key that returns is admitted again at once.
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/collection.h"
+#include "core/rng.h"
+#include "dyn/dyn.h"
+
+#define SKETCH_DEPTH 4
+#define MAP_LOAD 0.9
+#define FIND_MIN_PARALLEL 16384 /* keys below which resolve finds on one thread */
+
+int64_t ember_dyn_index_bytes(int64_t capacity, ember_evict_policy evict)
+{
+    int64_t per = 1; /* map buckets, as ember_keymap_init rounds them */
+    while ((double)per < (double)capacity / MAP_LOAD + 1)
+        per <<= 1;
+    if (per < 16)
+        per = 16;
+    int64_t heap = evict == EMBER_EVICT_NONE ? 0 : 2 * capacity + 16;
+    return per * (int64_t)sizeof(ember_keymap_bucket) +
+           capacity * (int64_t)(sizeof(uint64_t) + sizeof(ember_dyn_meta) + 2 * sizeof(uint32_t)) +
+           (capacity + 63) / 64 * 8 + heap * (int64_t)sizeof(ember_dyn_heap_entry);
+}
+
+int ember_dyn_init(ember_dyn *d, const ember_dyn_params *p)
+{
+    memset(d, 0, sizeof *d);
+    d->p = *p;
+    int64_t cap = p->capacity;
+    if (cap < 1 || cap >= (int64_t)UINT32_MAX)
+        return EMBER_EINVAL;
+    int st = ember_keymap_init(&d->map, cap, MAP_LOAD, 0, p->seed);
+    if (st != EMBER_OK)
+        return st;
+    d->slot_key = calloc((size_t)cap, sizeof *d->slot_key);
+    d->meta = calloc((size_t)cap, sizeof *d->meta);
+    d->gen = calloc((size_t)cap, sizeof *d->gen);
+    d->pin = calloc((size_t)cap, sizeof *d->pin);
+    d->free_bits = calloc((size_t)(cap + 63) / 64, sizeof *d->free_bits);
+    d->heap_cap = p->evict == EMBER_EVICT_NONE ? 0 : 2 * cap + 16;
+    d->heap = d->heap_cap ? malloc(sizeof *d->heap * (size_t)d->heap_cap) : NULL;
+    d->sketch = p->sketch_width ? calloc((size_t)(SKETCH_DEPTH * p->sketch_width), sizeof *d->sketch) : NULL;
+    if (!d->slot_key || !d->meta || !d->gen || !d->pin || !d->free_bits || (d->heap_cap && !d->heap) ||
+        (p->sketch_width && !d->sketch)) {
+        ember_dyn_free(d);
+        return EMBER_ENOMEM;
+    }
+    for (int64_t s = 0; s < cap; s++)
+        d->free_bits[s >> 6] |= (uint64_t)1 << (s & 63);
+    d->free_count = cap;
+    return EMBER_OK;
+}
+
+void ember_dyn_free(ember_dyn *d)
+{
+    ember_keymap_free(&d->map);
+    ember_keymap_free(&d->batch);
+    free(d->slot_key);
+    free(d->meta);
+    free(d->gen);
+    free(d->pin);
+    free(d->free_bits);
+    free(d->heap);
+    free(d->sketch);
+    free(d->undo);
+    free(d->sketch_old_idx);
+    free(d->sketch_old_val);
+    free(d->resets);
+    free(d->evicted_keys);
+    free(d->evicted_counts);
+    free(d->pend_keys);
+    free(d->pend_counts);
+    free(d->dkey);
+    free(d->dcount);
+    free(d->dslot);
+    free(d->miss);
+    free(d->aside);
+    memset(d, 0, sizeof *d);
+}
+
+int64_t ember_dyn_bytes(const ember_dyn *d)
+{
+    return ember_dyn_index_bytes(d->p.capacity, d->p.evict) + ember_dyn_sketch_bytes(d->p.sketch_width);
+}
+
+/* ---------------------------------------------------------------- sketch */
+
+static inline uint64_t sketch_index(const ember_dyn *d, uint64_t key, int row)
+{
+    uint64_t h = ember_mix64(key ^ ember_mix64(d->p.seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(row + 1)));
+    return (uint64_t)row * (uint64_t)d->p.sketch_width + (h & (uint64_t)(d->p.sketch_width - 1));
+}
+
+static uint32_t sketch_estimate(const ember_dyn *d, uint64_t key)
+{
+    if (!d->sketch)
+        return 0;
+    uint32_t est = UINT16_MAX;
+    for (int r = 0; r < SKETCH_DEPTH; r++) {
+        uint16_t v = d->sketch[sketch_index(d, key, r)];
+        if (v < est)
+            est = v;
+    }
+    return est;
+}
+
+/* Conservative update to `value` (saturated), logging old counters. */
+static int sketch_raise(ember_dyn *d, uint64_t key, uint32_t value)
+{
+    if (!d->sketch)
+        return EMBER_OK;
+    uint16_t v = value > UINT16_MAX ? UINT16_MAX : (uint16_t)value;
+    for (int r = 0; r < SKETCH_DEPTH; r++) {
+        uint64_t i = sketch_index(d, key, r);
+        if (d->sketch[i] >= v)
+            continue;
+        int64_t cap = d->sketch_cap;
+        if (ember_reserve((void **)&d->sketch_old_idx, &cap, d->sketch_n + 1, sizeof *d->sketch_old_idx))
+            return EMBER_ENOMEM;
+        cap = d->sketch_cap;
+        if (ember_reserve((void **)&d->sketch_old_val, &cap, d->sketch_n + 1, sizeof *d->sketch_old_val))
+            return EMBER_ENOMEM;
+        d->sketch_cap = cap;
+        d->sketch_old_idx[d->sketch_n] = (uint32_t)i;
+        d->sketch_old_val[d->sketch_n++] = d->sketch[i];
+        d->sketch[i] = v;
+    }
+    return EMBER_OK;
+}
+
+/* --------------------------------------------------------------- resolve */
+
+static void find_all(const ember_dyn *d, const uint64_t *keys, int64_t n, int threads, uint32_t *slots)
+{
+    if (n < FIND_MIN_PARALLEL)
+        threads = 1;
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
+        ember_keymap_find_batch(&d->map, keys + lo, hi - lo, slots + lo);
+        for (int64_t i = lo; i < hi; i++)
+            if (slots[i] != EMBER_KEYMAP_NONE)
+                d->pin[slots[i]] = d->serial; /* the same value from every thread */
+    }
+}
+
+/* Distinct missing keys in first-occurrence order: dkey, dcount; slots[i]
+ * of a missing key temporarily holds its distinct index.  Returns the
+ * number of distinct keys, or -1 when out of memory. */
+static int64_t distinct_misses(ember_dyn *d, const uint64_t *keys, int64_t n, uint32_t *slots)
+{
+    int64_t nm = 0;
+    for (int64_t i = 0; i < n; i++)
+        nm += slots[i] == EMBER_KEYMAP_NONE;
+    d->miss_n = 0;
+    if (nm == 0)
+        return 0;
+    if (ember_reserve((void **)&d->miss, &d->miss_cap, nm, sizeof *d->miss))
+        return -1;
+    for (int64_t i = 0, k = 0; i < n; i++)
+        if (slots[i] == EMBER_KEYMAP_NONE)
+            d->miss[k++] = i;
+    d->miss_n = nm;
+    if (d->batch.capacity < nm) {
+        ember_keymap_free(&d->batch);
+        if (ember_keymap_init(&d->batch, nm, 0.5, 0, d->p.seed ^ 0x5bd1e995u) != EMBER_OK)
+            return -1;
+    } else {
+        ember_keymap_clear(&d->batch);
+    }
+    int64_t cap = d->d_cap;
+    if (ember_reserve((void **)&d->dkey, &cap, nm, sizeof *d->dkey))
+        return -1;
+    cap = d->d_cap;
+    if (ember_reserve((void **)&d->dcount, &cap, nm, sizeof *d->dcount))
+        return -1;
+    cap = d->d_cap;
+    if (ember_reserve((void **)&d->dslot, &cap, nm, sizeof *d->dslot))
+        return -1;
+    d->d_cap = cap;
+    int64_t nd = 0;
+    for (int64_t k = 0; k < nm; k++) {
+        int64_t i = d->miss[k];
+        uint32_t idx = ember_keymap_find_or_insert(&d->batch, keys[i], (uint32_t)nd);
+        if (idx == EMBER_KEYMAP_NONE) {
+            idx = (uint32_t)nd;
+            d->dkey[nd] = keys[i];
+            d->dcount[nd++] = 0;
+        }
+        if (d->dcount[idx] < UINT32_MAX)
+            d->dcount[idx]++;
+        slots[i] = idx;
+    }
+    return nd;
+}
+
+/* Gives distinct missing key j a slot if its count reaches admit_after. */
+static int admit(ember_dyn *d, int64_t j, uint32_t step, char *err, size_t errlen)
+{
+    uint64_t key = d->dkey[j];
+    uint32_t est = sketch_estimate(d, key);
+    uint64_t now = (uint64_t)est + d->dcount[j];
+    d->dslot[j] = EMBER_DYN_NONE;
+    if (d->p.admit_after > 1 && sketch_raise(d, key, now > UINT32_MAX ? UINT32_MAX : (uint32_t)now))
+        return EMBER_ENOMEM;
+    if (now < (uint64_t)d->p.admit_after)
+        return EMBER_OK;
+    /* room for the undo entries and the reset first: nothing fails after a slot is taken */
+    if (ember_reserve((void **)&d->undo, &d->undo_cap, d->undo_n + 2, sizeof *d->undo) ||
+        ember_reserve((void **)&d->resets, &d->resets_cap, d->resets_n + 1, sizeof *d->resets))
+        return EMBER_ENOMEM;
+    uint32_t slot;
+    int evicted;
+    int st = ember_dyn_take_slot(d, step, &slot, &evicted);
+    if (st == EMBER_ELIMIT) {
+        if (d->p.evict == EMBER_EVICT_NONE)
+            snprintf(err, errlen, "is full: all %lld rows of this rank hold keys and eviction is none",
+                     (long long)d->p.capacity);
+        else
+            snprintf(err, errlen, "cannot admit key %lld: all %lld rows of this rank hold keys this batch uses",
+                     (long long)key, (long long)d->p.capacity);
+        return st;
+    }
+    if (st != EMBER_OK)
+        return st;
+    ember_dyn_log(d, EMBER_DYN_UNDO_ADMIT, slot);
+    ember_keymap_insert(&d->map, key, slot);
+    d->slot_key[slot] = key;
+    d->meta[slot].last_step = step;
+    d->meta[slot].count = est;
+    d->gen[slot]++;
+    d->pin[slot] = d->serial;
+    ember_dyn_heap_push(d, slot);
+    d->resets[d->resets_n].slot = slot;
+    d->resets[d->resets_n++].key = key;
+    d->dslot[j] = slot;
+    d->step.admitted++;
+    return EMBER_OK;
+}
+
+int ember_dyn_resolve(ember_dyn *d, const uint64_t *keys, int64_t n, uint32_t step, int training,
+                      int threads, uint32_t *slots, char *err, size_t errlen)
+{
+    d->serial++;
+    if (!training) {
+        find_all(d, keys, n, threads, slots);
+        return EMBER_OK;
+    }
+    d->pending = 1;
+    d->undo_n = d->sketch_n = d->resets_n = 0;
+    memset(&d->step, 0, sizeof d->step);
+    d->pend_n = 0;
+    ember_dyn_expire(d, step);
+    find_all(d, keys, n, threads, slots);
+    int64_t nd = distinct_misses(d, keys, n, slots);
+    int st = nd < 0 ? EMBER_ENOMEM : EMBER_OK;
+    for (int64_t j = 0; j < nd && st == EMBER_OK; j++)
+        st = admit(d, j, step, err, errlen);
+    ember_dyn_unpin_aside(d);
+    if (st != EMBER_OK) {
+        if (st == EMBER_ENOMEM)
+            snprintf(err, errlen, "out of memory resolving %lld keys", (long long)n);
+        ember_dyn_rollback(d);
+        return st;
+    }
+    for (int64_t k = 0; k < d->miss_n; k++) { /* distinct index -> slot */
+        int64_t i = d->miss[k];
+        slots[i] = d->dslot[slots[i]];
+        d->step.not_admitted += slots[i] == EMBER_DYN_NONE;
+    }
+    return EMBER_OK;
+}
+
+void ember_dyn_commit(ember_dyn *d, const uint32_t *slots, int64_t n, uint32_t step, int threads)
+{
+    if (!d->pending)
+        return;
+    int64_t cap = d->p.capacity;
+    if (n < FIND_MIN_PARALLEL)
+        threads = 1;
+    /* each thread touches the slots of its own range: no two threads write
+     * one slot, and every count is the same sum for any thread count */
+#pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        uint32_t lo = (uint32_t)(cap * t / nt), hi = (uint32_t)(cap * (t + 1) / nt);
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t s = slots[i];
+            if (s == EMBER_DYN_NONE || s < lo || s >= hi)
+                continue;
+            d->meta[s].last_step = step;
+            if (d->meta[s].count < UINT32_MAX)
+                d->meta[s].count++;
+        }
+    }
+    d->total.admitted += d->step.admitted;
+    d->total.evicted += d->step.evicted;
+    d->total.expired += d->step.expired;
+    d->total.evicted_count_sum += d->step.evicted_count_sum;
+    d->total.not_admitted += d->step.not_admitted;
+    d->undo_n = d->sketch_n = 0;
+    /* the pending list of freed keys becomes the published one */
+    uint64_t *k = d->evicted_keys;
+    uint32_t *c = d->evicted_counts;
+    int64_t kc = d->evicted_cap;
+    d->evicted_keys = d->pend_keys, d->evicted_counts = d->pend_counts, d->evicted_cap = d->pend_cap;
+    d->evicted_n = d->pend_n;
+    d->pend_keys = k, d->pend_counts = c, d->pend_cap = kc, d->pend_n = 0;
+    d->pending = 0;
+}
+
+void ember_dyn_rollback(ember_dyn *d)
+{
+    if (!d->pending)
+        return;
+    for (int64_t i = d->undo_n - 1; i >= 0; i--) {
+        const ember_dyn_undo *u = &d->undo[i];
+        uint32_t s = u->slot;
+        if (u->kind == EMBER_DYN_UNDO_ADMIT) { /* the slot is free again */
+            ember_keymap_erase(&d->map, d->slot_key[s]);
+            d->free_bits[s >> 6] |= (uint64_t)1 << (s & 63);
+            d->free_count++;
+            d->resident--;
+            if ((int64_t)(s >> 6) < d->free_hint)
+                d->free_hint = s >> 6;
+        } else { /* the freed key is back */
+            d->free_bits[s >> 6] &= ~((uint64_t)1 << (s & 63));
+            d->free_count--;
+            d->resident++;
+            ember_keymap_insert(&d->map, u->key, s);
+        }
+        d->slot_key[s] = u->key;
+        d->meta[s] = u->meta;
+        d->gen[s] = u->gen;
+    }
+    for (int64_t i = d->sketch_n - 1; i >= 0; i--)
+        d->sketch[d->sketch_old_idx[i]] = d->sketch_old_val[i];
+    ember_dyn_heap_rebuild(d);
+    d->undo_n = d->sketch_n = d->resets_n = 0;
+    d->pend_n = 0;
+    memset(&d->step, 0, sizeof d->step);
+    d->pending = 0;
+}

@@ -1,0 +1,94 @@
+/*
+ * keymap.h: ember's 64-bit key -> 32-bit slot hash map, the index of a
+ * dynamic table (docs/dynamic.md).
+ *
+ * Open addressing with linear probing over 16-byte buckets (key, slot), in
+ * 2^s sub-maps chosen by the hash's top bits, each a power-of-two array
+ * probed by its low bits.  Deletion shifts the following run back, so there
+ * are no tombstones and a find never walks further than the run its key
+ * lives in.  Lookups are batched: the hashes of a window of keys are
+ * computed and their home buckets prefetched ahead of the probes, so a
+ * lookup costs about one cache miss however large the map is.
+ *
+ * Thread safety: any number of threads may find concurrently while nobody
+ * inserts or erases.  Inserts and erases of different sub-maps may run
+ * concurrently (ember_keymap_sub gives a key's sub-map), which is how the
+ * parallel insert of the benchmark splits its work; the dynamic table's own
+ * inserts are serial, in batch order, so its contents never depend on the
+ * thread count.
+ */
+#ifndef EMBER_DYN_KEYMAP_H
+#define EMBER_DYN_KEYMAP_H
+
+#include <stdint.h>
+
+#define EMBER_KEYMAP_NONE UINT32_MAX /* "no slot": an empty bucket, a missing key */
+
+typedef struct ember_keymap_bucket {
+    uint64_t key;
+    uint32_t slot;   /* EMBER_KEYMAP_NONE: empty */
+    uint32_t unused; /* keeps buckets 16 bytes, four to a cache line */
+} ember_keymap_bucket;
+
+typedef struct ember_keymap_sub {
+    ember_keymap_bucket *b;
+    uint64_t mask;   /* buckets - 1 */
+    int64_t count;
+} ember_keymap_sub;
+
+typedef struct ember_keymap {
+    ember_keymap_sub *subs;
+    int32_t sub_bits;  /* 2^sub_bits sub-maps */
+    uint64_t seed;     /* mixed into every hash */
+    int64_t buckets;   /* over all sub-maps */
+    int64_t capacity;  /* keys it may hold (buckets * max load) */
+} ember_keymap;
+
+/* The hash of a key: splitmix64's finaliser of key ^ seed (a bijection, so
+ * distinct keys never share a full hash). */
+static inline uint64_t ember_keymap_hash(uint64_t seed, uint64_t key)
+{
+    uint64_t z = key ^ seed;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Makes a map for `capacity` keys at most, with buckets >= capacity /
+ * max_load (max_load in (0, 1); rounded up to powers of two per sub-map).
+ * sub_bits 0..12.  Returns EMBER_OK, EMBER_EINVAL or EMBER_ENOMEM. */
+int ember_keymap_init(ember_keymap *m, int64_t capacity, double max_load, int32_t sub_bits, uint64_t seed);
+void ember_keymap_free(ember_keymap *m);
+/* Bytes of its bucket arrays. */
+int64_t ember_keymap_bytes(const ember_keymap *m);
+int64_t ember_keymap_count(const ember_keymap *m);
+void ember_keymap_clear(ember_keymap *m);
+
+static inline int32_t ember_keymap_sub_of(const ember_keymap *m, uint64_t h)
+{
+    return m->sub_bits ? (int32_t)(h >> (64 - m->sub_bits)) : 0;
+}
+
+/* The slot of one key, or EMBER_KEYMAP_NONE. */
+uint32_t ember_keymap_find(const ember_keymap *m, uint64_t key);
+/* Batched find: slots[i] = find(keys[i]) for i < n, with prefetching.
+ * Read-only: call from any number of threads on disjoint outputs. */
+void ember_keymap_find_batch(const ember_keymap *m, const uint64_t *keys, int64_t n, uint32_t *slots);
+/* Inserts key -> slot (slot != NONE); the key must be absent and the map
+ * below capacity (the caller counts: dynamic tables never exceed it). */
+void ember_keymap_insert(ember_keymap *m, uint64_t key, uint32_t slot);
+/* The key's slot if present, else inserts key -> slot and returns NONE. */
+uint32_t ember_keymap_find_or_insert(ember_keymap *m, uint64_t key, uint32_t slot);
+/* Batched insert-or-find: out[i] = the slot of keys[i], inserting
+ * slots[i] for a key not present (out[i] = slots[i] then).  Only keys of
+ * sub-maps [sub_lo, sub_hi) are processed (out of others untouched): two
+ * threads with disjoint ranges may run at once. */
+void ember_keymap_upsert_batch(ember_keymap *m, const uint64_t *keys, const uint32_t *slots, int64_t n,
+                               int32_t sub_lo, int32_t sub_hi, uint32_t *out);
+/* Removes a key; returns its slot or NONE if absent. */
+uint32_t ember_keymap_erase(ember_keymap *m, uint64_t key);
+
+/* Calls fn for every (key, slot), sub-map by sub-map in bucket order. */
+void ember_keymap_each(const ember_keymap *m, void *ctx, void (*fn)(void *ctx, uint64_t key, uint32_t slot));
+
+#endif

@@ -1,0 +1,495 @@
+/*
+ * test_dynamic.c: dynamic tables (include/ember.h, docs/dynamic.md) in a
+ * world of one, against the naive reference of dyn_util.h.
+ *
+ *   - the key map alone against a naive array (find, insert, erase with
+ *     backward shift);
+ *   - random key streams with heavy repetition through LRU, LFU, TTL and
+ *     NONE tables, admit_after 1..3, every optimizer, two features on the
+ *     table (one pooled, one sequence or sqrtn) and a fixed table beside it,
+ *     at 1 and 2 threads: resident keys, counters, freed keys, outputs, rows
+ *     and state bit-identical to the reference after every step;
+ *   - a reused slot starts fresh (row from the initializer of its new key,
+ *     state zero); admission exactly at the threshold; a failed forward
+ *     (limit error, full table) changes nothing; evaluation changes nothing;
+ *     eviction on demand; bad configs named.
+ */
+#include "dyn/keymap.h"
+#include "dyn_util.h"
+
+/* ------------------------------------------------------------- key map */
+
+static void test_keymap(test_rng *r)
+{
+    for (int trial = 0; trial < 20; trial++) {
+        int64_t cap = test_range(r, 1, 3000);
+        int32_t sub_bits = (int32_t)test_range(r, 0, 4);
+        ember_keymap m;
+        CHECK(ember_keymap_init(&m, cap, 0.9, sub_bits, test_next(r)) == EMBER_OK);
+        uint64_t *keys = malloc(8 * (size_t)cap);
+        int8_t *in = calloc((size_t)cap, 1);
+        int64_t pool = cap, count = 0;
+        for (int64_t i = 0; i < pool; i++) /* small keys too: hashing must spread them */
+            keys[i] = test_range(r, 0, 2) ? test_next(r) : (uint64_t)i * 64;
+        int ok = 1;
+        for (int op = 0; op < 20 * cap && ok; op++) {
+            int64_t i = test_range(r, 0, pool);
+            int kind = (int)test_range(r, 0, 3);
+            if (kind == 0) {
+                uint32_t got = ember_keymap_find(&m, keys[i]);
+                ok = in[i] ? got == (uint32_t)i : got == EMBER_KEYMAP_NONE;
+            } else if (kind == 1) {
+                uint32_t got = ember_keymap_find_or_insert(&m, keys[i], (uint32_t)i);
+                ok = in[i] ? got == (uint32_t)i : got == EMBER_KEYMAP_NONE;
+                count += !in[i];
+                in[i] = 1;
+            } else {
+                uint32_t got = ember_keymap_erase(&m, keys[i]);
+                ok = in[i] ? got == (uint32_t)i : got == EMBER_KEYMAP_NONE;
+                count -= in[i];
+                in[i] = 0;
+            }
+        }
+        CHECK_MSG(ok, "trial %d: keymap find/insert/erase differs from the naive set", trial);
+        CHECK(ember_keymap_count(&m) == count);
+        uint32_t *got = malloc(4 * (size_t)pool);
+        ember_keymap_find_batch(&m, keys, pool, got);
+        int same = 1;
+        for (int64_t i = 0; i < pool; i++)
+            same &= got[i] == (in[i] ? (uint32_t)i : EMBER_KEYMAP_NONE);
+        CHECK_MSG(same, "trial %d: batched find differs from the naive set", trial);
+        free(got);
+        free(keys);
+        free(in);
+        ember_keymap_free(&m);
+    }
+}
+
+/* ------------------------------------------------------------ streams */
+
+enum { F_POOLED, F_SECOND, F_FIXED, NUM_F };
+
+typedef struct stream {
+    uint64_t *pool; /* distinct keys; low indices are drawn most often */
+    int64_t n;
+} stream;
+
+static void stream_init(test_rng *r, stream *s, int64_t n)
+{
+    s->n = n;
+    s->pool = malloc(8 * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t k = test_next(r);
+        switch (i % 5) { /* extremes and small ids among random 64-bit keys */
+        case 0: s->pool[i] = k; break;
+        case 1: s->pool[i] = (uint64_t)(int64_t)test_range(r, -1000, 1000) * 997u; break;
+        case 2: s->pool[i] = i == 2 ? (uint64_t)INT64_MIN : i == 7 ? (uint64_t)INT64_MAX : k; break;
+        default: s->pool[i] = k | 1; break;
+        }
+    }
+}
+
+static int64_t stream_key(test_rng *r, const stream *s)
+{
+    double u = test_uniform(r);
+    return (int64_t)s->pool[(int64_t)((double)s->n * u * u * u)];
+}
+
+/* A batch: features 0 and 1 read the dynamic table, 2 the fixed one. */
+static void make_batch(test_rng *r, const stream *s, int32_t B, int32_t max_len, int weighted, test_batch *tb)
+{
+    int64_t n = 0;
+    int32_t len[3 * 64];
+    for (int32_t i = 0; i < NUM_F * B; i++)
+        n += len[i] = (int32_t)test_range(r, 0, max_len + 1);
+    test_batch_alloc(tb, B, NUM_F, n, weighted);
+    memcpy(tb->lengths, len, sizeof(int32_t) * (size_t)(NUM_F * B));
+    for (int64_t k = 0, i = 0; i < NUM_F * B; i++)
+        for (int32_t p = 0; p < len[i]; p++, k++) {
+            tb->ids[k] = i / B == F_FIXED ? test_range(r, 0, 40) : stream_key(r, s);
+            if (weighted)
+                tb->weights[k] = test_float(r, 0.5f, 1.5f);
+        }
+}
+
+static test_config *stream_config(test_rng *r, ember_evict_policy evict, int32_t admit, int64_t capacity)
+{
+    test_config *tc = test_config_new(2, NUM_F);
+    tc->cfg.seed = test_next(r);
+    tc->cfg.dedup = (int)test_range(r, 0, 2);
+    ember_table_config *d = &tc->tables[0];
+    snprintf(tc->table_names[0], 32, "dyn");
+    d->kind = EMBER_TABLE_DYNAMIC;
+    d->rows = 0;
+    d->capacity = capacity;
+    d->dim = (int32_t)test_dims[test_range(r, 0, 4)];
+    d->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 4));
+    d->admit_after = admit;
+    d->evict = evict;
+    d->ttl_steps = evict == EMBER_EVICT_TTL ? (int32_t)test_range(r, 1, 4) : 0;
+    d->init = test_range(r, 0, 2) ? EMBER_INIT_UNIFORM : EMBER_INIT_NORMAL;
+    tc->tables[1].rows = 40;
+    tc->tables[1].dim = 4;
+    tc->features[F_POOLED].table = 0;
+    tc->features[F_POOLED].combiner = test_range(r, 0, 2) ? EMBER_COMBINER_SUM : EMBER_COMBINER_MEAN;
+    tc->features[F_SECOND].table = 0;
+    tc->features[F_SECOND].combiner = test_range(r, 0, 2) ? EMBER_COMBINER_NONE : EMBER_COMBINER_SQRTN;
+    tc->features[F_FIXED].table = 1;
+    return tc;
+}
+
+/* The fixed table (index 1) of a and b, values and state. */
+static int fixed_identical(const ember_collection *a, const ember_collection *b, const test_config *tc)
+{
+    int same = 1;
+    for (int state = 0; state < 2; state++) {
+        int64_t per = state ? ember_state_floats(tc->tables[1].optimizer.kind, 4) : 4;
+        float *x = malloc(sizeof(float) * (size_t)(40 * per + 1)), *y = malloc(sizeof(float) * (size_t)(40 * per + 1));
+        if (state) {
+            ember_table_read_state(a, 1, 0, 40, x);
+            ember_table_read_state(b, 1, 0, 40, y);
+        } else {
+            ember_table_read(a, 1, 0, 40, x);
+            ember_table_read(b, 1, 0, 40, y);
+        }
+        same &= !memcmp(x, y, sizeof(float) * (size_t)(40 * per));
+        free(x);
+        free(y);
+    }
+    return same;
+}
+
+static int outputs_equal(const float *a, const float *b, int64_t n) { return !n || !memcmp(a, b, sizeof(float) * (size_t)n); }
+
+/* Random streams through fast collections at 1 and 2 threads and the sim. */
+static void test_streams(test_rng *r)
+{
+    static const ember_evict_policy policies[] = {EMBER_EVICT_LRU, EMBER_EVICT_LFU, EMBER_EVICT_TTL,
+                                                  EMBER_EVICT_NONE};
+    for (int trial = 0; trial < 24; trial++) {
+        ember_evict_policy evict = policies[trial % 4];
+        int32_t admit = (int32_t)test_range(r, 0, 4);
+        int64_t capacity = test_range(r, 4, 120);
+        test_config *tc = stream_config(r, evict, admit, capacity);
+        stream s;
+        stream_init(r, &s, capacity * test_range(r, 1, 6));
+        ember_collection *A[2] = {NULL, NULL};
+        for (int t = 0; t < 2; t++) {
+            tc->cfg.threads = t + 1;
+            CHECK(ember_collection_create(&tc->cfg, &A[t]) == EMBER_OK);
+        }
+        dyn_sim sim;
+        dyn_sim_init(&sim, tc, 0, 1);
+        int64_t pw = ember_pooled_width(A[0]);
+        int steps = 30, bad = 0, limits = 0;
+        for (int step = 1; step <= steps && !bad; step++) {
+            test_batch g, rb;
+            int32_t B = (int32_t)test_range(r, 0, 20);
+            make_batch(r, &s, B, (int32_t)test_range(r, 1, 6), (int)test_range(r, 0, 2), &g);
+            int32_t start[2] = {0, B};
+            int64_t seqn = ember_sequence_size(A[0], &g.b);
+            float *out[3], *seq[3];
+            for (int k = 0; k < 3; k++) {
+                out[k] = calloc((size_t)(B * pw + 1), sizeof(float));
+                seq[k] = calloc((size_t)(seqn + 1), sizeof(float));
+            }
+            ember_stats es;
+            ember_collection_stats(A[0], &es);
+            uint32_t at = (uint32_t)(es.steps + 1);
+            int want = dyn_sim_step(&sim, &tc->cfg, &g.b, start, at, &rb);
+            int got0 = ember_forward(A[0], &g.b, out[0], seq[0]);
+            int got1 = ember_forward(A[1], &g.b, out[1], seq[1]);
+            char what[160];
+            snprintf(what, sizeof what, "trial %d (evict %d, admit %d, capacity %lld) step %d", trial, evict, admit,
+                     (long long)capacity, step);
+            CHECK_MSG(got0 == want && got1 == want, "%s: forward %d/%d, reference %d (%s)", what, got0, got1, want,
+                      ember_errmsg(A[0]));
+            if (want == EMBER_OK && got0 == EMBER_OK && got1 == EMBER_OK) {
+                CHECK(ember_forward(sim.R, &rb.b, out[2], seq[2]) == EMBER_OK);
+                bad += !outputs_equal(out[0], out[2], B * pw) || !outputs_equal(out[1], out[2], B * pw) ||
+                       !outputs_equal(seq[0], seq[2], seqn) || !outputs_equal(seq[1], seq[2], seqn);
+                CHECK_MSG(!bad, "%s: forward outputs differ from the reference", what);
+                test_fill(r, out[2], B * pw, -1, 1);
+                test_fill(r, seq[2], seqn, -1, 1);
+                for (int k = 0; k < 2; k++)
+                    CHECK(ember_backward(A[k], out[2], seq[2]) == EMBER_OK);
+                CHECK(ember_backward(sim.R, out[2], seq[2]) == EMBER_OK);
+                test_batch_free(&rb);
+            } else {
+                limits++;
+            }
+            for (int k = 0; k < 2; k++)
+                bad += dyn_sim_compare(&sim, A[k], 0, what);
+            bad += !fixed_identical(A[0], sim.R, tc);
+            CHECK_MSG(!bad, "%s: tables differ from the reference", what);
+            for (int k = 0; k < 3; k++) {
+                free(out[k]);
+                free(seq[k]);
+            }
+            test_batch_free(&g);
+        }
+        (void)limits;
+        for (int t = 0; t < 2; t++)
+            ember_collection_destroy(A[t]);
+        dyn_sim_free(&sim);
+        free(s.pool);
+        test_config_free(tc);
+    }
+}
+
+
+/* ------------------------------------------------------ targeted cases */
+
+/* A collection with one dynamic table "d" (dim 4, Adagrad) and one SUM
+ * feature on it; optional fixed table "f" with a limit (second feature). */
+static ember_collection *small(int64_t capacity, int32_t admit, ember_evict_policy evict, int32_t ttl, int with_fixed,
+                               test_config **out)
+{
+    test_config *tc = test_config_new(with_fixed ? 2 : 1, with_fixed ? 2 : 1);
+    tc->cfg.seed = 42;
+    snprintf(tc->table_names[0], 32, "d");
+    ember_table_config *d = &tc->tables[0];
+    d->kind = EMBER_TABLE_DYNAMIC;
+    d->rows = 0;
+    d->capacity = capacity;
+    d->dim = 4;
+    d->optimizer = ember_optimizer_default(EMBER_OPT_ADAGRAD);
+    d->optimizer.lr = 0.5f;
+    d->admit_after = admit;
+    d->evict = evict;
+    d->ttl_steps = ttl;
+    if (with_fixed) {
+        tc->tables[1].rows = 10;
+        tc->tables[1].dim = 4;
+        tc->tables[1].max_ids_per_partition = 2;
+        tc->features[1].table = 1;
+    }
+    ember_collection *c = NULL;
+    if (ember_collection_create(&tc->cfg, &c) != EMBER_OK)
+        fprintf(stderr, "create: %s\n", ember_errmsg(NULL));
+    *out = tc;
+    return c;
+}
+
+/* One training step of keys (one sample, one bag) with d_pooled = 1. */
+static int train_keys(ember_collection *c, const int64_t *keys, int32_t n, int32_t nfixed, float *pooled)
+{
+    int32_t F = ember_pooled_width(c) / 4 > 1 ? 2 : 1, len[2] = {n, nfixed};
+    int64_t ids[64];
+    memcpy(ids, keys, sizeof(int64_t) * (size_t)n);
+    for (int32_t i = 0; i < nfixed; i++)
+        ids[n + i] = i;
+    ember_batch b = {1, F, len, ids, NULL, n + (F > 1 ? nfixed : 0)};
+    float out[8], grad[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int st = ember_forward(c, &b, pooled ? pooled : out, NULL);
+    if (st == EMBER_OK)
+        st = ember_backward(c, grad, NULL);
+    return st;
+}
+
+static void expect_init_row(const test_config *tc, int64_t key, const float *got, const char *what)
+{
+    float want[4];
+    ref_init_row(&tc->tables[0], tc->cfg.seed, key, want);
+    CHECK_MSG(!memcmp(got, want, sizeof want), "%s: row of key %lld is not its initial row", what, (long long)key);
+}
+
+static void test_fresh_slot(void)
+{
+    test_config *tc;
+    ember_collection *c = small(1, 1, EMBER_EVICT_LRU, 0, 0, &tc);
+    int64_t a = 7, b = -123456789012345LL;
+    float pooled[4], st[4];
+    int8_t found;
+    CHECK(train_keys(c, &a, 1, 0, pooled) == EMBER_OK);
+    expect_init_row(tc, a, pooled, "first use");
+    CHECK(train_keys(c, &a, 1, 0, NULL) == EMBER_OK); /* a has state now */
+    CHECK(ember_dynamic_read(c, 0, &a, 1, NULL, st, &found) == EMBER_OK && found && st[0] != 0);
+    CHECK(train_keys(c, &b, 1, 0, pooled) == EMBER_OK); /* b takes a's slot */
+    expect_init_row(tc, b, pooled, "reused slot");
+    int64_t ek[2], ec[2], ne;
+    CHECK(ember_dynamic_evicted(c, 0, 2, ek, ec, &ne) == EMBER_OK && ne == 1 && ek[0] == a && ec[0] == 2);
+    /* b's state after one step is one Adagrad update from zero: g^2 = 1 */
+    CHECK(ember_dynamic_read(c, 0, &b, 1, NULL, st, &found) == EMBER_OK && found && st[0] == 1.0f && st[3] == 1.0f);
+    CHECK(ember_dynamic_read(c, 0, &a, 1, NULL, st, &found) == EMBER_OK && !found && st[0] == 0);
+    CHECK(train_keys(c, &a, 1, 0, pooled) == EMBER_OK); /* a returns: fresh again */
+    expect_init_row(tc, a, pooled, "returning key");
+    ember_collection_destroy(c);
+    test_config_free(tc);
+}
+
+static void test_admission(void)
+{
+    test_config *tc;
+    ember_collection *c = small(8, 3, EMBER_EVICT_LRU, 0, 0, &tc);
+    int64_t k = 99, three[3] = {5, 5, 5};
+    float pooled[4], zero[4] = {0};
+    for (int i = 1; i <= 3; i++) {
+        CHECK(train_keys(c, &k, 1, 0, pooled) == EMBER_OK);
+        if (i < 3)
+            CHECK_MSG(!memcmp(pooled, zero, sizeof zero), "occurrence %d of %d: not admitted, reads zeros", i, 3);
+        else
+            expect_init_row(tc, k, pooled, "third occurrence");
+    }
+    CHECK(train_keys(c, three, 3, 0, pooled) == EMBER_OK); /* 3 occurrences in one batch: admitted in it */
+    float want[4];
+    ref_init_row(&tc->tables[0], tc->cfg.seed, 5, want);
+    CHECK(fabsf(pooled[0] - 3 * want[0]) <= 1e-6f);
+    ember_dynamic_stats ds;
+    CHECK(ember_table_dynamic_stats(c, 0, &ds) == EMBER_OK && ds.admitted == 2 && ds.not_admitted == 2 && ds.resident == 2);
+    CHECK(ds.sketch_bytes == 64); /* 8 bytes per row of 8, at least 64 */
+    ember_collection_destroy(c);
+    test_config_free(tc);
+}
+
+/* Snapshot of a dynamic table: keys, counters, rows by key. */
+typedef struct snap {
+    int64_t keys[64], n;
+    ember_dynamic_stats ds;
+    float rows[64 * 4], state[64 * 4];
+} snap;
+
+static void take(const ember_collection *c, snap *s)
+{
+    memset(s, 0, sizeof *s);
+    ember_dynamic_keys(c, 0, 64, s->keys, &s->n);
+    ember_table_dynamic_stats(c, 0, &s->ds);
+    int8_t found[64];
+    ember_dynamic_read(c, 0, s->keys, s->n, s->rows, s->state, found);
+}
+
+static void test_failed_forward(void)
+{
+    test_config *tc;
+    ember_collection *c = small(4, 1, EMBER_EVICT_LRU, 0, 1, &tc);
+    int64_t keys[4] = {1, 2, 3, 4}, more[3] = {1, 50, 60};
+    CHECK(train_keys(c, keys, 4, 1, NULL) == EMBER_OK); /* full */
+    snap before, after;
+    take(c, &before);
+    /* a limit error on the fixed table after the keys were resolved (50 and 60 evict two rows) */
+    CHECK(train_keys(c, more, 3, 3, NULL) == EMBER_ELIMIT);
+    take(c, &after);
+    CHECK_MSG(!memcmp(&before, &after, sizeof before), "a forward failing on a limit changed the dynamic table");
+    CHECK(train_keys(c, more, 3, 1, NULL) == EMBER_OK);
+    ember_collection_destroy(c);
+    test_config_free(tc);
+
+    c = small(2, 1, EMBER_EVICT_NONE, 0, 0, &tc);
+    CHECK(train_keys(c, keys, 2, 0, NULL) == EMBER_OK);
+    take(c, &before);
+    CHECK(train_keys(c, keys + 1, 2, 0, NULL) == EMBER_ELIMIT);
+    CHECK_MSG(strstr(ember_errmsg(c), "'d'") && strstr(ember_errmsg(c), "2 rows"), "message: %s", ember_errmsg(c));
+    take(c, &after);
+    CHECK_MSG(!memcmp(&before, &after, sizeof before), "a full table's failed forward changed it");
+    ember_collection_destroy(c);
+    test_config_free(tc);
+
+    c = small(2, 1, EMBER_EVICT_LRU, 0, 0, &tc); /* 3 new keys in one batch, 2 rows */
+    CHECK(train_keys(c, keys, 3, 0, NULL) == EMBER_ELIMIT);
+    CHECK_MSG(strstr(ember_errmsg(c), "this batch uses"), "message: %s", ember_errmsg(c));
+    take(c, &after);
+    CHECK(after.n == 0 && after.ds.admitted == 0);
+    ember_collection_destroy(c);
+    test_config_free(tc);
+}
+
+static void test_evaluation(void)
+{
+    test_config *tc;
+    ember_collection *c = small(4, 1, EMBER_EVICT_TTL, 2, 0, &tc);
+    int64_t keys[2] = {10, 20}, other = 30;
+    CHECK(train_keys(c, keys, 2, 0, NULL) == EMBER_OK);
+    snap before, after;
+    take(c, &before);
+    CHECK(ember_collection_set_training(c, 0) == EMBER_OK);
+    int32_t len = 2;
+    int64_t ids[2] = {20, 30};
+    ember_batch b = {1, 1, &len, ids, NULL, 2};
+    float pooled[4], want[4];
+    for (int i = 0; i < 5; i++) /* evaluation never ages rows out (TTL 2) */
+        CHECK(ember_forward(c, &b, pooled, NULL) == EMBER_OK);
+    int8_t found;
+    CHECK(ember_dynamic_read(c, 0, &keys[1], 1, want, NULL, &found) == EMBER_OK && found);
+    CHECK(!memcmp(pooled, want, sizeof want)); /* key 30 has no row: zeros */
+    take(c, &after);
+    CHECK_MSG(!memcmp(&before, &after, sizeof before), "evaluation changed the dynamic table");
+    CHECK(ember_collection_set_training(c, 1) == EMBER_OK);
+    for (int i = 0; i < 3; i++)
+        CHECK(train_keys(c, &other, 1, 0, NULL) == EMBER_OK);
+    take(c, &after); /* TTL 2: 10 and 20 (last used at step 1) are gone by step 4 */
+    CHECK(after.n == 1 && after.keys[0] == 30 && after.ds.expired == 2);
+    int64_t freed;
+    CHECK(ember_dynamic_evict(c, 0, 0, &freed) == EMBER_OK && freed == 1);
+    take(c, &after);
+    CHECK(after.n == 0 && after.ds.expired == 3);
+    ember_collection_destroy(c);
+    test_config_free(tc);
+}
+
+static void expect_create_error(test_config *tc, const char *needle)
+{
+    ember_collection *c = NULL;
+    int st = ember_collection_create(&tc->cfg, &c);
+    CHECK_MSG(st == EMBER_EINVAL && strstr(ember_errmsg(NULL), needle), "expected '%s', got %d: %s", needle, st,
+              ember_errmsg(NULL));
+    ember_collection_destroy(c);
+}
+
+static void test_bad_config(void)
+{
+    test_config *tc = test_config_new(1, 1);
+    ember_table_config *d = &tc->tables[0];
+    d->kind = EMBER_TABLE_DYNAMIC;
+    d->rows = 0;
+    expect_create_error(tc, "capacity 0");
+    d->capacity = 10;
+    d->rows = 100;
+    expect_create_error(tc, "rows must be 0");
+    d->rows = 0;
+    d->evict = EMBER_EVICT_TTL;
+    expect_create_error(tc, "ttl_steps >= 1");
+    d->evict = EMBER_EVICT_LRU;
+    d->admit_after = 2;
+    d->sketch_bytes = 8;
+    expect_create_error(tc, "sketch_bytes 8 outside");
+    d->sketch_bytes = 0;
+    d->admit_after = 70000;
+    expect_create_error(tc, "admit_after 70000");
+    d->admit_after = 0;
+    d->placement = EMBER_PLACE_COLUMN;
+    expect_create_error(tc, "placement row");
+    d->placement = EMBER_PLACE_ROW;
+    d->capacity = 0;
+    d->capacity_bytes = 100;
+    expect_create_error(tc, "holds no row");
+    /* capacity from bytes: the largest that fits */
+    d->capacity_bytes = 1 << 20;
+    ember_collection *c = NULL;
+    CHECK(ember_collection_create(&tc->cfg, &c) == EMBER_OK);
+    ember_dynamic_stats ds;
+    ember_memory mem;
+    ember_table_dynamic_stats(c, 0, &ds);
+    ember_collection_memory(c, &mem);
+    CHECK(ds.capacity > 1000 && mem.row_bytes + mem.index_bytes <= (1 << 20));
+    ember_collection_destroy(c);
+    tc->tables[0] = ember_table_config_default();
+    tc->tables[0].rows = 10;
+    tc->tables[0].dim = 4;
+    tc->tables[0].capacity = 5;
+    tc->tables[0].name = tc->table_names[0];
+    expect_create_error(tc, "are for dynamic tables");
+    test_config_free(tc);
+}
+
+int main(int argc, char **argv)
+{
+    test_rng r = {test_seed(argc, argv)};
+    test_keymap(&r);
+    test_streams(&r);
+    test_fresh_slot();
+    test_admission();
+    test_failed_forward();
+    test_evaluation();
+    test_bad_config();
+    return check_report("test_dynamic");
+}
