@@ -137,6 +137,7 @@ static inline int dyn_sim_step(dyn_sim *s, const ember_collection_config *cfg, c
     for (int32_t o = 0; o < W; o++)
         dyn_owner_copy(&saved[o], &s->owners[o]);
     int st = EMBER_OK;
+    int64_t nreset = 0;
     float *row = malloc(sizeof(float) * (size_t)(s->tcfg.dim + s->sf + 1));
     for (int32_t o = 0; o < W && st == EMBER_OK; o++) {
         int64_t m = 0;
@@ -152,20 +153,22 @@ static inline int dyn_sim_step(dyn_sim *s, const ember_collection_config *cfg, c
                         }
             }
         int64_t nr = 0;
-        st = ref_dyn_step(&s->owners[o], keys, m, step, slots, rs, rk, &nr);
+        st = ref_dyn_step(&s->owners[o], keys, m, step, slots, rs + nreset, rk + nreset, &nr);
         if (st != EMBER_OK)
             break;
         for (int64_t i = 0; i < m; i++)
             trans[pos[i]] = slots[i] >= 0 ? slots[i] * W + o : s->zero_row;
-        for (int64_t i = 0; i < nr; i++) {
-            int64_t id = rs[i] * W + o;
-            ref_init_row(&s->tcfg, s->seed, (int64_t)rk[i], row);
-            if (ember_table_write(s->R, s->table, id, 1, row) != EMBER_OK)
-                abort();
-            memset(row, 0, sizeof(float) * (size_t)(s->sf + 1));
-            if (s->sf && ember_table_write_state(s->R, s->table, id, 1, row) != EMBER_OK)
-                abort();
-        }
+        for (int64_t i = nreset; i < nreset + nr; i++)
+            rs[i] = rs[i] * W + o; /* twin row */
+        nreset += nr;
+    }
+    for (int64_t i = 0; i < nreset && st == EMBER_OK; i++) { /* every owner succeeded: the new rows */
+        ref_init_row(&s->tcfg, s->seed, (int64_t)rk[i], row);
+        if (ember_table_write(s->R, s->table, rs[i], 1, row) != EMBER_OK)
+            abort();
+        memset(row, 0, sizeof(float) * (size_t)(s->sf + 1));
+        if (s->sf && ember_table_write_state(s->R, s->table, rs[i], 1, row) != EMBER_OK)
+            abort();
     }
     if (st != EMBER_OK) {
         for (int32_t o = 0; o < W; o++) {
@@ -283,8 +286,8 @@ static inline int dyn_sim_compare(const dyn_sim *s, const ember_collection *A, i
         if (!found[i] || memcmp(v + i * dim, w, sizeof(float) * (size_t)dim) ||
             (s->sf && memcmp(st + i * s->sf, ws, sizeof(float) * (size_t)s->sf))) {
             if (bad < 8)
-                fprintf(stderr, "%s: key %lld: row or state differs from the reference (found %d)\n", what,
-                        (long long)all[i], found[i]);
+                fprintf(stderr, "%s: key %lld (twin row %lld): row or state differs from the reference (found %d): "
+                        "%g vs %g\n", what, (long long)all[i], (long long)ids[i], found[i], v[i * dim], w[0]);
             bad++;
         }
     }
@@ -300,6 +303,80 @@ static inline int dyn_sim_compare(const dyn_sim *s, const ember_collection *A, i
     free(ws);
     free(found);
     return bad;
+}
+
+/* -------------------------------------------------- random key streams */
+
+enum { F_POOLED, F_SECOND, F_FIXED, NUM_F };
+
+typedef struct stream {
+    uint64_t *pool; /* distinct keys; low indices are drawn most often */
+    int64_t n;
+} stream;
+
+static inline void stream_init(test_rng *r, stream *s, int64_t n)
+{
+    s->n = n;
+    s->pool = malloc(8 * (size_t)n);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t k = test_next(r);
+        switch (i % 5) { /* extremes and small ids among random 64-bit keys */
+        case 0: s->pool[i] = k; break;
+        case 1: s->pool[i] = (uint64_t)(int64_t)test_range(r, -1000, 1000) * 997u; break;
+        case 2: s->pool[i] = i == 2 ? (uint64_t)INT64_MIN : i == 7 ? (uint64_t)INT64_MAX : k; break;
+        default: s->pool[i] = k | 1; break;
+        }
+    }
+}
+
+static inline int64_t stream_key(test_rng *r, const stream *s)
+{
+    double u = test_uniform(r);
+    return (int64_t)s->pool[(int64_t)((double)s->n * u * u * u)];
+}
+
+/* A batch: features 0 and 1 read the dynamic table, 2 the fixed one. */
+static inline void make_batch(test_rng *r, const stream *s, int32_t B, int32_t max_len, int weighted, test_batch *tb)
+{
+    int64_t n = 0;
+    int32_t *len = malloc(sizeof(int32_t) * (size_t)(NUM_F * B + 1));
+    for (int32_t i = 0; i < NUM_F * B; i++)
+        n += len[i] = (int32_t)test_range(r, 0, max_len + 1);
+    test_batch_alloc(tb, B, NUM_F, n, weighted);
+    memcpy(tb->lengths, len, sizeof(int32_t) * (size_t)(NUM_F * B));
+    for (int64_t k = 0, i = 0; i < NUM_F * B; i++)
+        for (int32_t p = 0; p < len[i]; p++, k++) {
+            tb->ids[k] = i / B == F_FIXED ? test_range(r, 0, 40) : stream_key(r, s);
+            if (weighted)
+                tb->weights[k] = test_float(r, 0.5f, 1.5f);
+        }
+    free(len);
+}
+
+static inline test_config *stream_config(test_rng *r, ember_evict_policy evict, int32_t admit, int64_t capacity)
+{
+    test_config *tc = test_config_new(2, NUM_F);
+    tc->cfg.seed = test_next(r);
+    tc->cfg.dedup = (int)test_range(r, 0, 2);
+    ember_table_config *d = &tc->tables[0];
+    snprintf(tc->table_names[0], 32, "dyn");
+    d->kind = EMBER_TABLE_DYNAMIC;
+    d->rows = 0;
+    d->capacity = capacity;
+    d->dim = (int32_t)test_dims[test_range(r, 0, 4)];
+    d->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 4));
+    d->admit_after = admit;
+    d->evict = evict;
+    d->ttl_steps = evict == EMBER_EVICT_TTL ? (int32_t)test_range(r, 1, 4) : 0;
+    d->init = test_range(r, 0, 2) ? EMBER_INIT_UNIFORM : EMBER_INIT_NORMAL;
+    tc->tables[1].rows = 40;
+    tc->tables[1].dim = 4;
+    tc->features[F_POOLED].table = 0;
+    tc->features[F_POOLED].combiner = test_range(r, 0, 2) ? EMBER_COMBINER_SUM : EMBER_COMBINER_MEAN;
+    tc->features[F_SECOND].table = 0;
+    tc->features[F_SECOND].combiner = test_range(r, 0, 2) ? EMBER_COMBINER_NONE : EMBER_COMBINER_SQRTN;
+    tc->features[F_FIXED].table = 1;
+    return tc;
 }
 
 #endif

@@ -167,8 +167,9 @@ int ember_dynamic_read(const ember_collection *cc, int32_t table, const int64_t 
             memcpy(all, mine, sizeof(float) * (size_t)(n * per));
         } else { /* the same block to every rank; rank r's block lands at its offset */
             int64_t *scnt = cnt + W, *sdsp = cnt + 2 * W, *rdsp = cnt + 3 * W, off = 0;
+            int64_t my_bytes = cnt[rank] * per * (int64_t)sizeof(float);
             for (int32_t r = 0; r < W; r++) {
-                scnt[r] = cnt[rank] * per * (int64_t)sizeof(float);
+                scnt[r] = my_bytes;
                 sdsp[r] = 0;
                 rdsp[r] = off;
                 off += cnt[r] * per * (int64_t)sizeof(float);
