@@ -9,11 +9,18 @@
  *     step; outputs bit-identical in the `rows` exchange and within the
  *     pooled exchange's rounding in `pooled`; a step that fails on one
  *     owner (a full table) fails on every rank and changes nothing;
+ *   - every fourth trial on the SSD tier;
  *   - world-size invariance: with room for every key and admission on first
  *     use, rows by key after training equal those of a world of one.
  */
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "dyn_util.h"
 #include "mpi_util.h"
+#include "tier/tier.h"
+
+static char dir[256];
 
 #define TRIALS 16
 #define STEPS 12
@@ -30,6 +37,15 @@ static void trial(test_rng *r, int ix, ember_world *world)
     tc->tables[0].exchange = ix % 2 ? EMBER_EXCHANGE_POOLED : EMBER_EXCHANGE_ROWS;
     tc->cfg.world = world;
     tc->cfg.threads = 1 + ix % 2;
+    if (ix % 4 == 3) { /* the SSD tier, a cache of a few rows */
+        ember_table_config *d = &tc->tables[0];
+        d->storage = EMBER_STORAGE_SSD;
+        d->path = dir;
+        d->cache_policy = EMBER_CACHE_LRU;
+        d->cache_bytes = 200 * ember_ssd_slot_bytes(d->dim, ember_state_floats(d->optimizer.kind, d->dim),
+                                                    EMBER_CACHE_LRU);
+        tc->cfg.io_threads = 2;
+    }
     stream s;
     stream_init(r, &s, capacity * W * test_range(r, 1, 5));
     mpi_context("trial %d (evict %d, admit %d, capacity %lld, %s exchange, optimizer %d, dedup %d, combiners %d %d)",
@@ -166,10 +182,17 @@ int main(int argc, char **argv)
 {
     uint64_t seed = mpi_test_init(&argc, &argv);
     ember_world *world = mpi_world();
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/ember-mpi-dynamic-%llu", tmp && *tmp ? tmp : "/tmp", (unsigned long long)seed);
+    mkdir(dir, 0700);
+    MPI_Barrier(MPI_COMM_WORLD);
     test_rng r = {seed};
     for (int i = 0; i < TRIALS; i++)
         trial(&r, i, world);
     world_size_invariance(&r, world);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (mpi_rank_ == 0)
+        rmdir(dir);
     ember_world_destroy(world);
     return mpi_test_finish("mpi_dynamic");
 }

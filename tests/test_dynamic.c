@@ -14,8 +14,13 @@
  *     (limit error, full table) changes nothing; evaluation changes nothing;
  *     eviction on demand; bad configs named.
  */
+#include <sys/stat.h>
+
 #include "dyn/keymap.h"
 #include "dyn_util.h"
+#include "tier/tier.h"
+
+static char tmpdir[256];
 
 /* ------------------------------------------------------------- key map */
 
@@ -96,25 +101,42 @@ static void test_streams(test_rng *r)
     static const ember_evict_policy policies[] = {EMBER_EVICT_LRU, EMBER_EVICT_LFU, EMBER_EVICT_TTL,
                                                   EMBER_EVICT_NONE};
     for (int trial = 0; trial < 24; trial++) {
-        ember_evict_policy evict = policies[trial % 4];
-        int32_t admit = (int32_t)test_range(r, 0, 4);
-        int64_t capacity = test_range(r, 4, 120);
+        ember_evict_policy evict = policies[trial / 3 % 4];
+        int32_t admit = (int32_t)test_range(r, 0, trial % 3 == 2 ? 3 : 4);
+        int64_t capacity = trial % 3 == 2 ? test_range(r, 300, 600) : test_range(r, 4, 120);
         test_config *tc = stream_config(r, evict, admit, capacity);
+        int ssd = trial % 3 == 2; /* the dynamic table on the SSD tier, its cache smaller than the table */
         stream s;
-        stream_init(r, &s, capacity * test_range(r, 1, 6));
+        stream_init(r, &s, capacity * (ssd ? 4 : test_range(r, 1, 6)));
         ember_collection *A[2] = {NULL, NULL};
+        char dirs[2][300];
         for (int t = 0; t < 2; t++) {
             tc->cfg.threads = t + 1;
-            CHECK(ember_collection_create(&tc->cfg, &A[t]) == EMBER_OK);
+            if (ssd) {
+                ember_table_config *d = &tc->tables[0];
+                snprintf(dirs[t], sizeof dirs[t], "%s/%d", tmpdir, t);
+                mkdir(dirs[t], 0700);
+                d->storage = EMBER_STORAGE_SSD;
+                tc->cfg.io_threads = 2; /* tiny requests: 32 threads would only contend */
+                if (d->evict == EMBER_EVICT_TTL)
+                    d->ttl_steps = 30; /* rows must outlive the cache's capacity */
+                d->path = dirs[t];
+                d->cache_policy = (ember_cache_policy)test_range(r, 1, 4);
+                d->cache_bytes = 121 * /* a batch's distinct rows fit (20 x 3 x 2); fewer than the table's */
+                                 ember_ssd_slot_bytes(d->dim, ember_state_floats(d->optimizer.kind, d->dim),
+                                                      d->cache_policy == EMBER_CACHE_LOOKAHEAD ? EMBER_CACHE_LFU
+                                                                                               : d->cache_policy);
+            }
+            CHECK_MSG(ember_collection_create(&tc->cfg, &A[t]) == EMBER_OK, "%s", ember_errmsg(NULL));
         }
         dyn_sim sim;
         dyn_sim_init(&sim, tc, 0, 1);
         int64_t pw = ember_pooled_width(A[0]);
-        int steps = 30, bad = 0, limits = 0;
+        int steps = ssd ? 60 : 30, bad = 0, limits = 0;
         for (int step = 1; step <= steps && !bad; step++) {
             test_batch g, rb;
             int32_t B = (int32_t)test_range(r, 0, 20);
-            make_batch(r, &s, B, (int32_t)test_range(r, 1, 6), (int)test_range(r, 0, 2), &g);
+            make_batch(r, &s, B, (int32_t)test_range(r, 1, ssd ? 4 : 6), (int)test_range(r, 0, 2), &g);
             int32_t start[2] = {0, B};
             int64_t seqn = ember_sequence_size(A[0], &g.b);
             float *out[3], *seq[3];
@@ -147,7 +169,7 @@ static void test_streams(test_rng *r)
             } else {
                 limits++;
             }
-            for (int k = 0; k < 2; k++)
+            for (int k = 0; k < 2 && (!ssd || step % 6 == 0 || step == steps); k++) /* SSD reads cost */
                 bad += dyn_sim_compare(&sim, A[k], 0, what);
             bad += !fixed_identical(A[0], sim.R, tc);
             CHECK_MSG(!bad, "%s: tables differ from the reference", what);
@@ -158,6 +180,12 @@ static void test_streams(test_rng *r)
             test_batch_free(&g);
         }
         (void)limits;
+        if (ssd) {
+            ember_tier_stats ts;
+            CHECK(ember_table_tier_stats(A[0], 0, &ts) == EMBER_OK);
+            CHECK_MSG(ts.evictions > 0 && ts.writes > 0, "trial %d: the SSD cache never evicted (%lld rows cached)",
+                      trial, (long long)ts.cache_rows);
+        }
         for (int t = 0; t < 2; t++)
             ember_collection_destroy(A[t]);
         dyn_sim_free(&sim);
@@ -413,6 +441,9 @@ static void test_bad_config(void)
 int main(int argc, char **argv)
 {
     test_rng r = {test_seed(argc, argv)};
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/ember-test-dynamic-%d", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    mkdir(tmpdir, 0700);
     test_keymap(&r);
     test_streams(&r);
     test_fresh_slot();
@@ -420,5 +451,11 @@ int main(int argc, char **argv)
     test_failed_forward();
     test_evaluation();
     test_bad_config();
+    for (int t = 0; t < 2; t++) {
+        char d[300];
+        snprintf(d, sizeof d, "%s/%d", tmpdir, t);
+        rmdir(d);
+    }
+    rmdir(tmpdir);
     return check_report("test_dynamic");
 }

@@ -123,9 +123,44 @@ void ember_keymap_find_batch(const ember_keymap *m, const uint64_t *keys, int64_
     }
 }
 
-/* Finds key in s, or inserts key -> slot at the end of its run. */
-static inline uint32_t upsert(ember_keymap_sub *s, uint64_t h, uint64_t key, uint32_t slot)
+/* Doubles sub-map s (a sub-map may get more than its share of keys); on
+ * failure it stays as it is. */
+static void grow(const ember_keymap *m, ember_keymap_sub *s)
 {
+    uint64_t buckets = (s->mask + 1) * 2;
+    ember_keymap_bucket *b = malloc(sizeof *b * (size_t)buckets);
+    if (!b)
+        return;
+    for (uint64_t j = 0; j < buckets; j++)
+        b[j].slot = EMBER_KEYMAP_NONE;
+    for (uint64_t i = 0; i <= s->mask; i++) {
+        if (s->b[i].slot == EMBER_KEYMAP_NONE)
+            continue;
+        uint64_t j = ember_keymap_hash(m->seed, s->b[i].key) & (buckets - 1);
+        while (b[j].slot != EMBER_KEYMAP_NONE)
+            j = (j + 1) & (buckets - 1);
+        b[j] = s->b[i];
+    }
+    free(s->b);
+    ((ember_keymap *)m)->buckets += (int64_t)(s->mask + 1);
+    s->b = b;
+    s->mask = buckets - 1;
+}
+
+/* Finds key in s, or inserts key -> slot at the end of its run.  A sub-map
+ * past 63/64 full doubles first (an overflow guard: maps are sized for
+ * their load); one that cannot (no memory) and has a single empty bucket
+ * left refuses the key (EMBER_KEYMAP_FULL), so probes always end. */
+static inline uint32_t upsert(const ember_keymap *m, ember_keymap_sub *s, uint64_t h, uint64_t key, uint32_t slot)
+{
+    if ((uint64_t)s->count + 1 > s->mask + 1 - (s->mask + 1) / 64) {
+        uint32_t got = probe(s, h, key);
+        if (got != EMBER_KEYMAP_NONE)
+            return got;
+        grow(m, s);
+        if ((uint64_t)s->count + 2 > s->mask + 1)
+            return EMBER_KEYMAP_FULL;
+    }
     for (uint64_t j = h & s->mask;; j = (j + 1) & s->mask) {
         ember_keymap_bucket *b = &s->b[j];
         if (b->slot == EMBER_KEYMAP_NONE) {
@@ -147,7 +182,7 @@ void ember_keymap_insert(ember_keymap *m, uint64_t key, uint32_t slot)
 uint32_t ember_keymap_find_or_insert(ember_keymap *m, uint64_t key, uint32_t slot)
 {
     uint64_t h = ember_keymap_hash(m->seed, key);
-    return upsert(&m->subs[ember_keymap_sub_of(m, h)], h, key, slot);
+    return upsert(m, &m->subs[ember_keymap_sub_of(m, h)], h, key, slot);
 }
 
 void ember_keymap_upsert_batch(ember_keymap *m, const uint64_t *keys, const uint32_t *slots, int64_t n,
@@ -170,7 +205,7 @@ void ember_keymap_upsert_batch(ember_keymap *m, const uint64_t *keys, const uint
         int32_t sub = ember_keymap_sub_of(m, h);
         if (sub < sub_lo || sub >= sub_hi)
             continue;
-        uint32_t got = upsert(&m->subs[sub], h, keys[i], slots[i]);
+        uint32_t got = upsert(m, &m->subs[sub], h, keys[i], slots[i]);
         out[i] = got == EMBER_KEYMAP_NONE ? slots[i] : got;
     }
 }

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #define EMBER_KEYMAP_NONE UINT32_MAX /* "no slot": an empty bucket, a missing key */
+#define EMBER_KEYMAP_FULL (UINT32_MAX - 1) /* an insert refused: out of memory */
 
 typedef struct ember_keymap_bucket {
     uint64_t key;
@@ -74,10 +75,13 @@ uint32_t ember_keymap_find(const ember_keymap *m, uint64_t key);
 /* Batched find: slots[i] = find(keys[i]) for i < n, with prefetching.
  * Read-only: call from any number of threads on disjoint outputs. */
 void ember_keymap_find_batch(const ember_keymap *m, const uint64_t *keys, int64_t n, uint32_t *slots);
-/* Inserts key -> slot (slot != NONE); the key must be absent and the map
- * below capacity (the caller counts: dynamic tables never exceed it). */
+/* Inserts key -> slot (slot below FULL); the key must be absent.  A
+ * sub-map that passes 63/64 load doubles (sub-maps share keys unevenly); a
+ * map of one sub-map holding at most `capacity` keys never grows, so a
+ * dynamic table's inserts never allocate. */
 void ember_keymap_insert(ember_keymap *m, uint64_t key, uint32_t slot);
-/* The key's slot if present, else inserts key -> slot and returns NONE. */
+/* The key's slot if present, else inserts key -> slot and returns NONE
+ * (EMBER_KEYMAP_FULL: refused, out of memory to grow). */
 uint32_t ember_keymap_find_or_insert(ember_keymap *m, uint64_t key, uint32_t slot);
 /* Batched insert-or-find: out[i] = the slot of keys[i], inserting
  * slots[i] for a key not present (out[i] = slots[i] then).  Only keys of

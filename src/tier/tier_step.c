@@ -66,9 +66,11 @@ int ember_tier_flush(ember_collection *c)
 
 /* ------------------------------------------------------------ prefetch */
 
+/* A table that takes announcements.  Not a dynamic one: its keys become
+ * rows only when a step resolves them, so its cache runs as LFU. */
 static int lookahead_table(const ember_ptable *pt)
 {
-    return pt->storage == EMBER_STORAGE_SSD && pt->policy == EMBER_CACHE_LOOKAHEAD;
+    return pt->storage == EMBER_STORAGE_SSD && pt->policy == EMBER_CACHE_LOOKAHEAD && !pt->dyn;
 }
 
 /* (ptable << 32 | local row) of every valid id of a lookahead table, per
