@@ -25,6 +25,63 @@ static char dir[256];
 #define TRIALS 16
 #define STEPS 12
 
+
+/* 1 on every rank when a and b (same world, or one of them a world of one
+ * on every rank) hold the same keys with the same rows and state. */
+static int same_by_key(const ember_collection *a, const ember_collection *b, int32_t dim, int32_t sf, int64_t max)
+{
+    int64_t n = 0, m = 0, *keys = malloc(8 * (size_t)(max + 1)), *all = malloc(8 * (size_t)(max * mpi_size_ + 1));
+    int local_a = ember_world_size(ember_collection_world(a)) == 1 && mpi_size_ > 1;
+    ember_dynamic_keys(local_a ? b : a, 0, max, keys, &n); /* this rank's keys of the distributed one */
+    int64_t *counts = calloc((size_t)mpi_size_, 8);
+    MPI_Allgather(&n, 1, MPI_INT64_T, counts, 1, MPI_INT64_T, MPI_COMM_WORLD);
+    int *rc = calloc((size_t)mpi_size_, sizeof(int)), *rd = calloc((size_t)mpi_size_, sizeof(int));
+    for (int r = 0; r < mpi_size_; r++) {
+        rc[r] = (int)counts[r];
+        rd[r] = r ? rd[r - 1] + rc[r - 1] : 0;
+        m += counts[r];
+    }
+    MPI_Allgatherv(keys, (int)n, MPI_INT64_T, all, rc, rd, MPI_INT64_T, MPI_COMM_WORLD);
+    float *x = malloc(sizeof(float) * (size_t)(m * (dim + sf) + 1)), *y = malloc(sizeof(float) * (size_t)(m * (dim + sf) + 1));
+    int8_t *fx = malloc((size_t)m + 1), *fy = malloc((size_t)m + 1);
+    int ok = ember_dynamic_read(a, 0, all, m, x, x + m * dim, fx) == EMBER_OK &&
+             ember_dynamic_read(b, 0, all, m, y, y + m * dim, fy) == EMBER_OK;
+    ok = ok && !memcmp(fx, fy, (size_t)m) && mpi_first_diff(x, y, m * (dim + sf)) < 0;
+    int64_t na = 0, nb = 0; /* the same number of keys overall */
+    ember_dynamic_stats sa, sb;
+    ember_table_dynamic_stats(a, 0, &sa);
+    ember_table_dynamic_stats(b, 0, &sb);
+    na = sa.resident, nb = sb.resident;
+    int64_t ta = na, tb = nb;
+    if (ember_world_size(ember_collection_world(a)) > 1)
+        MPI_Allreduce(&na, &ta, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (ember_world_size(ember_collection_world(b)) > 1)
+        MPI_Allreduce(&nb, &tb, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    ok = ok && ta == tb && ta == m;
+    free(keys);
+    free(all);
+    free(counts);
+    free(rc);
+    free(rd);
+    free(x);
+    free(y);
+    free(fx);
+    free(fy);
+    return mpi_all(ok);
+}
+
+/* Saves c to root (collective) and opens it on every rank. */
+static ember_checkpoint *save_open(ember_collection *c, const char *root, int64_t step)
+{
+    ember_save_options so = {step, 0, NULL, 0, NULL, 0};
+    int st = ember_save(c, root, &so);
+    MCHECK(st == EMBER_OK, "save: %s", ember_errmsg(c));
+    MPI_Barrier(MPI_COMM_WORLD);
+    ember_checkpoint *ck = NULL;
+    MCHECK(ember_checkpoint_open(root, &ck) == EMBER_OK, "open: %s", ember_data_errmsg());
+    return ck;
+}
+
 static void trial(test_rng *r, int ix, ember_world *world)
 {
     static const ember_evict_policy policies[] = {EMBER_EVICT_LRU, EMBER_EVICT_LFU, EMBER_EVICT_TTL,
@@ -110,6 +167,53 @@ static void trial(test_rng *r, int ix, ember_world *world)
     if (rank == 0 && !bad)
         printf("trial %d: W %d evict %d admit %d capacity %lld: %d steps equal\n", ix, W, evict, admit,
                (long long)capacity, STEPS);
+    if (A && !bad) { /* save, load into a twin of the same world, train both on: equal, evictions included */
+        char root[300];
+        snprintf(root, sizeof root, "%s/resume-%d", dir, ix);
+        ember_checkpoint *ck = save_open(A, root, STEPS);
+        test_config *tc2 = test_config_copy(tc);
+        char dir2[300];
+        snprintf(dir2, sizeof dir2, "%s/b", dir);
+        mkdir(dir2, 0700);
+        if (tc2->tables[0].storage == EMBER_STORAGE_SSD)
+            tc2->tables[0].path = dir2;
+        ember_collection *B2 = mpi_create(&tc2->cfg, "resumed");
+        MCHECK(B2 && ember_load(B2, ck) == EMBER_OK, "load: %s", B2 ? ember_errmsg(B2) : "");
+        int32_t dim = tc->tables[0].dim, sf = ember_state_floats(tc->tables[0].optimizer.kind, dim);
+        for (int step = 0; step < 6 && B2; step++) {
+            test_batch g, lb;
+            int32_t B = (int32_t)test_range(r, 0, 24), start[65];
+            make_batch(r, &s, B, 3, 0, &g);
+            mpi_split(r, B, W, MPI_SPLIT_EVEN, start);
+            test_sub_batch(&g.b, start[rank], start[rank + 1], &lb);
+            int64_t lseq = test_sequence_size(&tc->cfg, &lb.b), n = lb.b.batch_size * pw + lseq;
+            float *o1 = calloc((size_t)n + 1, 4), *o2 = calloc((size_t)n + 1, 4), *gr = malloc(4 * (size_t)n + 4);
+            test_rng gl = {(uint64_t)(step * 1000 + rank)}; /* local sizes: not from r, which every rank shares */
+            test_fill(&gl, gr, n, -1, 1);
+            int s1 = ember_forward(A, &lb.b, o1, o1 + lb.b.batch_size * pw);
+            int s2 = ember_forward(B2, &lb.b, o2, o2 + lb.b.batch_size * pw);
+            MCHECK(s1 == s2 && mpi_first_diff(o1, o2, n) < 0, "resumed step %d: %d/%d or outputs differ", step, s1, s2);
+            if (s1 == EMBER_OK && s2 == EMBER_OK) {
+                ember_backward(A, gr, gr + lb.b.batch_size * pw);
+                ember_backward(B2, gr, gr + lb.b.batch_size * pw);
+            }
+            free(o1);
+            free(o2);
+            free(gr);
+            test_batch_free(&g);
+            test_batch_free(&lb);
+        }
+        MCHECK(B2 && same_by_key(A, B2, dim, sf, capacity), "a resumed dynamic table differs from the original");
+        ember_collection_destroy(B2);
+        test_config_free(tc2);
+        ember_checkpoint_close(ck);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) {
+            char cmd[400];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+            MCHECK(system(cmd) == 0, "rm");
+        }
+    }
     ember_collection_destroy(A);
     dyn_sim_free(&sim);
     free(s.pool);
@@ -154,6 +258,30 @@ static void world_size_invariance(test_rng *r, ember_world *world)
         test_batch_free(&g);
         test_batch_free(&lb);
     }
+    if (A && D) { /* W -> 1 and 1 -> W through checkpoints: the same rows by key */
+        char ra[300], rd[300];
+        snprintf(ra, sizeof ra, "%s/world", dir);
+        snprintf(rd, sizeof rd, "%s/one-%d", dir, rank);
+        ember_checkpoint *cka = save_open(A, ra, 10);
+        ember_save_options so = {10, 0, NULL, 0, NULL, 0};
+        MCHECK(ember_save(D, rd, &so) == EMBER_OK, "save: %s", ember_errmsg(D)); /* each rank its own copy */
+        ember_checkpoint *ckd = NULL;
+        MCHECK(ember_checkpoint_open(rd, &ckd) == EMBER_OK, "open %s", rd);
+        ember_collection *D2 = mpi_create(&one->cfg, "world of one from W"), *A2 = mpi_create(&tc->cfg, "W from one");
+        MCHECK(D2 && ember_load(D2, cka) == EMBER_OK, "load W -> 1: %s", D2 ? ember_errmsg(D2) : "");
+        MCHECK(A2 && ember_load(A2, ckd) == EMBER_OK, "load 1 -> W: %s", A2 ? ember_errmsg(A2) : "");
+        int32_t dim = tc->tables[0].dim, sf = ember_state_floats(tc->tables[0].optimizer.kind, dim);
+        MCHECK(A2 && D2 && same_by_key(A2, D2, dim, sf, 400), "resharded checkpoints differ by key");
+        MCHECK(A2 && same_by_key(A, A2, dim, sf, 400), "1 -> W differs from the original W");
+        ember_collection_destroy(D2);
+        ember_collection_destroy(A2);
+        ember_checkpoint_close(cka);
+        ember_checkpoint_close(ckd);
+        MPI_Barrier(MPI_COMM_WORLD);
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'%s%s%s", rd, rank == 0 ? " '" : "", rank == 0 ? ra : "", rank == 0 ? "'" : "");
+        MCHECK(system(cmd) == 0, "rm");
+    }
     int64_t n = 0, *keys = malloc(8 * 401);
     ember_dynamic_keys(D, 0, 400, keys, &n);
     int32_t dim = tc->tables[0].dim, sf = ember_state_floats(tc->tables[0].optimizer.kind, dim);
@@ -191,8 +319,12 @@ int main(int argc, char **argv)
         trial(&r, i, world);
     world_size_invariance(&r, world);
     MPI_Barrier(MPI_COMM_WORLD);
-    if (mpi_rank_ == 0)
+    if (mpi_rank_ == 0) {
+        char b[300];
+        snprintf(b, sizeof b, "%s/b", dir);
+        rmdir(b);
         rmdir(dir);
+    }
     ember_world_destroy(world);
     return mpi_test_finish("mpi_dynamic");
 }

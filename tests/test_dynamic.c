@@ -438,6 +438,82 @@ static void test_bad_config(void)
     test_config_free(tc);
 }
 
+/* Two dynamic collections hold the same keys, rows, state and counters. */
+static int same_dynamic(const ember_collection *a, const ember_collection *b, int counters)
+{
+    snap x, y;
+    take(a, &x);
+    take(b, &y);
+    int same = x.n == y.n && !memcmp(x.keys, y.keys, sizeof x.keys) && !memcmp(x.rows, y.rows, sizeof x.rows) &&
+               !memcmp(x.state, y.state, sizeof x.state);
+    if (counters) /* the history: not the capacity, sizes or the last step's freed keys */
+        same &= x.ds.resident == y.ds.resident && x.ds.admitted == y.ds.admitted && x.ds.evicted == y.ds.evicted &&
+                x.ds.expired == y.ds.expired && x.ds.evicted_count_sum == y.ds.evicted_count_sum &&
+                x.ds.not_admitted == y.ds.not_admitted;
+    return same;
+}
+
+static void test_checkpoint(test_rng *r)
+{
+    test_config *tc;
+    ember_collection *a = small(16, 2, EMBER_EVICT_LFU, 0, 0, &tc);
+    stream s;
+    stream_init(r, &s, 40);
+    char root[300];
+    snprintf(root, sizeof root, "%s/ckpt", tmpdir);
+    int64_t keys[8];
+    for (int step = 0; step < 30; step++) {
+        for (int i = 0; i < 6; i++)
+            keys[i] = stream_key(r, &s);
+        CHECK(train_keys(a, keys, 6, 0, NULL) == EMBER_OK);
+    }
+    ember_save_options so = {30, 0, NULL, 0, NULL, 0};
+    CHECK(ember_save(a, root, &so) == EMBER_OK);
+    ember_checkpoint *ck = NULL;
+    CHECK(ember_checkpoint_open(root, &ck) == EMBER_OK);
+    /* the same layout: bit-identical continuation, evictions included */
+    ember_collection *b = NULL;
+    CHECK(ember_collection_create(&tc->cfg, &b) == EMBER_OK);
+    CHECK(ember_load(b, ck) == EMBER_OK);
+    CHECK_MSG(same_dynamic(a, b, 1), "a loaded dynamic table differs from the saved one");
+    /* another capacity: keys get slots in key order; rows by key are kept */
+    test_config *big = test_config_copy(tc);
+    big->tables[0].capacity = 40;
+    ember_collection *c = NULL;
+    CHECK(ember_collection_create(&big->cfg, &c) == EMBER_OK);
+    CHECK(ember_load(c, ck) == EMBER_OK);
+    CHECK_MSG(same_dynamic(a, c, 1), "a dynamic table resharded to capacity 40 differs by key");
+    /* too small: refused, nothing changed */
+    test_config *tiny = test_config_copy(tc);
+    tiny->tables[0].capacity = 3;
+    ember_collection *d = NULL;
+    CHECK(ember_collection_create(&tiny->cfg, &d) == EMBER_OK);
+    snap before, after;
+    take(d, &before);
+    CHECK(ember_load(d, ck) == EMBER_EINVAL && strstr(ember_errmsg(d), "capacity is 3"));
+    take(d, &after);
+    CHECK(!memcmp(&before, &after, sizeof before));
+    for (int step = 0; step < 20; step++) {
+        for (int i = 0; i < 6; i++)
+            keys[i] = stream_key(r, &s);
+        CHECK(train_keys(a, keys, 6, 0, NULL) == EMBER_OK);
+        CHECK(train_keys(b, keys, 6, 0, NULL) == EMBER_OK);
+    }
+    CHECK_MSG(same_dynamic(a, b, 1), "training after a load differs from training on");
+    ember_checkpoint_close(ck);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    CHECK(system(cmd) == 0);
+    ember_collection_destroy(a);
+    ember_collection_destroy(b);
+    ember_collection_destroy(c);
+    ember_collection_destroy(d);
+    free(s.pool);
+    test_config_free(tc);
+    test_config_free(big);
+    test_config_free(tiny);
+}
+
 int main(int argc, char **argv)
 {
     test_rng r = {test_seed(argc, argv)};
@@ -451,6 +527,7 @@ int main(int argc, char **argv)
     test_failed_forward();
     test_evaluation();
     test_bad_config();
+    test_checkpoint(&r);
     for (int t = 0; t < 2; t++) {
         char d[300];
         snprintf(d, sizeof d, "%s/%d", tmpdir, t);

@@ -33,6 +33,12 @@ typedef struct ckpt_table_info {
     int32_t world;
     int64_t offset;         /* physical row offset when saved (stacking)     */
     int32_t local_dim;      /* dim, or the COLUMN slice width when saved     */
+    /* dynamic tables (kind DYNAMIC: rows = capacity x world, ROW, offset 0) */
+    ember_table_kind kind;
+    int64_t capacity;       /* slots per saving rank                         */
+    int32_t admit_after, ttl_steps;
+    ember_evict_policy evict;
+    int64_t sketch_width;   /* counters per sketch row (0: no sketch)         */
 } ckpt_table_info;
 
 int32_t ckpt_num_tables(const ember_checkpoint *ck);
@@ -64,5 +70,18 @@ int64_t ckpt_list_steps(const char *root, int64_t **steps);
 const char *ckpt_placement_name(ember_placement p);
 const char *ckpt_optimizer_name(ember_optimizer_kind k);
 const char *ckpt_init_name(ember_init_kind k);
+const char *ckpt_evict_name(ember_evict_policy e);
+
+/* A dynamic table's keys section in saving rank r's file (docs/
+ * checkpoint-format.md): its counters, and per slot the key and metadata
+ * (count 0: a free slot), and the admission sketch.  Pointers into the
+ * mapped file, little-endian; EMBER_EINVAL when t is not dynamic. */
+typedef struct ckpt_dyn_part {
+    int64_t counters[8];    /* admitted, evicted, expired, evicted_count_sum,
+                               not_admitted, 0, 0, 0                          */
+    const uint8_t *slots;   /* capacity x (u64 key, u32 last step, u32 count) */
+    const uint8_t *sketch;  /* 4 x sketch_width u16                           */
+} ckpt_dyn_part;
+int ckpt_dyn_read(const ember_checkpoint *ck, int32_t t, int32_t r, ckpt_dyn_part *out);
 
 #endif

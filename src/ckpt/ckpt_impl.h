@@ -41,7 +41,16 @@
 #define CKPT_MANIFEST "manifest.json"
 #define CKPT_FORMAT_NAME "ember-checkpoint"
 
-enum { CKPT_VALUES = 1, CKPT_STATE = 2, CKPT_BLOB = 3, CKPT_RANK_BLOB = 4 };
+enum { CKPT_VALUES = 1, CKPT_STATE = 2, CKPT_BLOB = 3, CKPT_RANK_BLOB = 4, CKPT_KEYS = 5 };
+
+/* Bytes of a dynamic table's keys section: 64 of counters, 16 per slot,
+ * 8 per sketch column (4 rows of u16). */
+#define CKPT_KEYS_HEAD 64
+#define CKPT_KEYS_SLOT 16
+static inline int64_t ckpt_keys_bytes(int64_t capacity, int64_t sketch_width)
+{
+    return CKPT_KEYS_HEAD + CKPT_KEYS_SLOT * capacity + 8 * sketch_width;
+}
 
 typedef struct ckpt_section {
     uint32_t what, index;  /* CKPT_*, table or blob index                     */
@@ -71,6 +80,7 @@ struct ember_checkpoint {
     const char **blob_names, **rank_blob_names;
     ckpt_file *files;      /* [world], file i saved by rank i               */
     const uint8_t **tv, **ts; /* [table * world + rank]: values, state data  */
+    const uint8_t **tk;       /* [table * world + rank]: dynamic keys section */
 };
 
 /* ------------------------------------------------------------ geometry */
@@ -131,6 +141,11 @@ void ckpt_header_encode(uint8_t out[CKPT_HEADER_BYTES], int32_t rank, int32_t wo
 /* Lays out f->sections (bytes set) from CKPT_HEADER_BYTES on; sets f->bytes.
  * Returns the section table's offset. */
 int64_t ckpt_layout(ckpt_file *f);
+/* The sections rank r's file has, in order: each table's values (and
+ * state, and a dynamic table's keys), then (rank 0) the shared blobs, then
+ * the rank blobs (blob sizes -1: not fixed by the tables).  out may be
+ * NULL; returns the count. */
+int ckpt_expected_sections(const ember_checkpoint *ck, int32_t r, ckpt_section *out);
 /* "rank-RRRRR-of-WWWWW.bin" */
 void ckpt_file_name_of(char out[64], int32_t rank, int32_t world);
 /* The manifest text of ck (tables, blobs, files filled), with its checksum

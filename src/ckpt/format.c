@@ -88,6 +88,11 @@ static const char *const init_names[] = {"uniform", "normal", "zeros", "constant
 const char *ckpt_placement_name(ember_placement p) { return (unsigned)p < 4 ? placement_names[p] : "?"; }
 const char *ckpt_optimizer_name(ember_optimizer_kind k) { return (unsigned)k < 4 ? optimizer_names[k] : "?"; }
 const char *ckpt_init_name(ember_init_kind k) { return (unsigned)k < 4 ? init_names[k] : "?"; }
+const char *ckpt_evict_name(ember_evict_policy e)
+{
+    static const char *const names[] = {"lru", "lfu", "ttl", "none"};
+    return (unsigned)e < 4 ? names[e] : "?";
+}
 
 int ckpt_blob_name_ok(const char *name)
 {
@@ -116,6 +121,7 @@ static const char *section_what(uint32_t what)
     case CKPT_VALUES: return "values";
     case CKPT_STATE: return "state";
     case CKPT_BLOB: return "blob";
+    case CKPT_KEYS: return "keys";
     default: return "rank_blob";
     }
 }
@@ -143,6 +149,14 @@ static json_t *table_json(const ckpt_table_info *t)
     json_object_set_new(o, "world", json_integer(t->world));
     json_object_set_new(o, "offset", json_integer(t->offset));
     json_object_set_new(o, "local_dim", json_integer(t->local_dim));
+    if (t->kind == EMBER_TABLE_DYNAMIC) {
+        json_object_set_new(o, "kind", json_string("dynamic"));
+        json_object_set_new(o, "capacity", json_integer(t->capacity));
+        json_object_set_new(o, "admit_after", json_integer(t->admit_after));
+        json_object_set_new(o, "evict", json_string(ckpt_evict_name(t->evict)));
+        json_object_set_new(o, "ttl_steps", json_integer(t->ttl_steps));
+        json_object_set_new(o, "sketch_width", json_integer(t->sketch_width));
+    }
     return o;
 }
 
@@ -153,7 +167,7 @@ static json_t *file_json(const ember_checkpoint *ck, const ckpt_file *f)
         const ckpt_section *s = &f->sections[i];
         json_t *j = json_object();
         json_object_set_new(j, "what", json_string(section_what(s->what)));
-        if (s->what == CKPT_VALUES || s->what == CKPT_STATE)
+        if (s->what == CKPT_VALUES || s->what == CKPT_STATE || s->what == CKPT_KEYS)
             json_object_set_new(j, "table", json_string(ck->tables[s->index].name));
         else
             json_object_set_new(j, "name", json_string(s->what == CKPT_BLOB ? ck->blob_names[s->index]

@@ -19,8 +19,149 @@
 #include "core/collection.h"
 #include "dist/dist.h"
 #include "dist/shard.h"
+#include "dyn/dyn_step.h"
 
 #define CHUNK_ROWS 1024
+
+typedef struct scratch {
+    float *values, *state, **vp, **sp;
+    uint32_t *ids;
+} scratch;
+
+/* ---------------------------------------------------------- dynamic tables
+ * A dynamic table's keys go to their owners in this world (mix64(key) mod
+ * W).  Saved by a world of the same size with the same capacity and sketch,
+ * every rank takes its own file's slots, metadata, sketch and counters as
+ * they were (and the rows, stale free ones included, as any ROW table), so
+ * training continues bit for bit.  Otherwise each rank gathers the keys it
+ * owns from every file, gives them slots 0, 1, ... in key order, reads
+ * their rows, and takes the element-wise maximum of the saved sketches
+ * (folded to its width: an estimate never drops below a key's count);
+ * rank 0 takes the summed counters. */
+
+typedef struct dyn_entry {
+    uint64_t key;
+    int64_t old_row;   /* slot * saving world + saving rank */
+    uint32_t last, count;
+} dyn_entry;
+
+static int cmp_entry(const void *a, const void *b)
+{
+    uint64_t x = ((const dyn_entry *)a)->key, y = ((const dyn_entry *)b)->key;
+    return (x > y) - (x < y);
+}
+
+static int same_layout(const ember_collection *c, const ckpt_table_info *ti, const ember_dyn *d)
+{
+    return ti->world == c->world->size && ti->capacity == d->p.capacity && ti->sketch_width == d->p.sketch_width;
+}
+
+/* The keys this rank owns in table j of ck (count only when out is NULL). */
+static int64_t owned_entries(const ember_collection *c, const ember_checkpoint *ck, int32_t j, dyn_entry *out)
+{
+    const ckpt_table_info *ti = &ck->tables[j];
+    int32_t W = c->world->size, rank = c->world->rank;
+    int64_t n = 0;
+    for (int32_t r = 0; r < ti->world; r++) {
+        ckpt_dyn_part part;
+        ckpt_dyn_read(ck, j, r, &part);
+        for (int64_t s = 0; s < ti->capacity; s++) {
+            const uint8_t *p = part.slots + CKPT_KEYS_SLOT * s;
+            uint32_t count = ckpt_get_u32(p + 12);
+            uint64_t key = ckpt_get_u64(p);
+            if (count == 0 || (int32_t)ember_dyn_owner((int64_t)key, W) != rank)
+                continue;
+            if (out)
+                out[n] = (dyn_entry){key, s * ti->world + r, ckpt_get_u32(p + 8), count};
+            n++;
+        }
+    }
+    return n;
+}
+
+static int check_dynamic(ember_collection *c, const ember_checkpoint *ck, int32_t t, int32_t j)
+{
+    const ember_dyn *d = &c->ptables[c->tables[t].ptable].dyn->d;
+    const ckpt_table_info *ti = &ck->tables[j];
+    if (same_layout(c, ti, d))
+        return EMBER_OK;
+    int64_t n = owned_entries(c, ck, j, NULL);
+    if (n > d->p.capacity)
+        return ember_fail(c, EMBER_EINVAL,
+                          "table \"%s\": rank %d would own %lld of the checkpoint's keys, its capacity is %lld",
+                          c->tables[t].cfg.name, (int)c->world->rank, (long long)n, (long long)d->p.capacity);
+    return EMBER_OK;
+}
+
+static int store_rows(const ember_ptable *pt, int32_t dim, scratch *b, int64_t n);
+
+/* The key index (and, resharding, the rows) of dynamic table t. */
+static int load_dynamic(ember_collection *c, const ember_checkpoint *ck, int32_t t, int32_t j, scratch *b)
+{
+    const ember_ptable *pt = &c->ptables[c->tables[t].ptable];
+    ember_dyn *d = &pt->dyn->d;
+    const ckpt_table_info *ti = &ck->tables[j];
+    int32_t rank = c->world->rank, dim = ti->dim, sf = ti->state_floats;
+    ember_dyn_clear(d);
+    if (same_layout(c, ti, d)) {
+        ckpt_dyn_part part;
+        ckpt_dyn_read(ck, j, rank, &part);
+        for (int64_t s = 0; s < ti->capacity; s++) {
+            const uint8_t *p = part.slots + CKPT_KEYS_SLOT * s;
+            uint32_t count = ckpt_get_u32(p + 12);
+            if (count)
+                ember_dyn_put(d, (uint32_t)s, ckpt_get_u64(p), ckpt_get_u32(p + 8), count);
+        }
+        for (int64_t i = 0; i < 4 * d->p.sketch_width; i++)
+            d->sketch[i] = (uint16_t)(part.sketch[2 * i] | part.sketch[2 * i + 1] << 8);
+        d->total = (ember_dyn_counters){part.counters[0], part.counters[1], part.counters[2], part.counters[3],
+                                        part.counters[4]};
+        ember_dyn_loaded(d);
+        return EMBER_OK; /* rows: load_table, as any ROW table */
+    }
+    int64_t n = owned_entries(c, ck, j, NULL);
+    dyn_entry *e = malloc(sizeof *e * (size_t)(n + 1));
+    if (!e)
+        return EMBER_ENOMEM;
+    owned_entries(c, ck, j, e);
+    qsort(e, (size_t)n, sizeof *e, cmp_entry);
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        ember_dyn_put(d, (uint32_t)i, e[i].key, e[i].last, e[i].count);
+        ckpt_read_rows(ck, j, e[i].old_row, 1, b->values + k * dim, b->state + k * sf);
+        b->ids[k++] = (uint32_t)i;
+        if (k == CHUNK_ROWS || i + 1 == n) {
+            if (store_rows(pt, dim, b, k) != EMBER_OK) {
+                free(e);
+                return EMBER_EIO;
+            }
+            k = 0;
+        }
+    }
+    free(e);
+    for (int32_t r = 0; r < ti->world; r++) {
+        ckpt_dyn_part part;
+        ckpt_dyn_read(ck, j, r, &part);
+        for (int64_t i = 0; d->sketch && ti->sketch_width && i < 4 * d->p.sketch_width; i++) {
+            int64_t row = i / d->p.sketch_width, col = i % d->p.sketch_width;
+            for (int64_t from = col & (ti->sketch_width - 1); from < ti->sketch_width; from += d->p.sketch_width) {
+                const uint8_t *p = part.sketch + 2 * (row * ti->sketch_width + from);
+                uint16_t v = (uint16_t)(p[0] | p[1] << 8);
+                if (v > d->sketch[i])
+                    d->sketch[i] = v;
+            }
+        }
+        if (rank == 0) {
+            d->total.admitted += part.counters[0];
+            d->total.evicted += part.counters[1];
+            d->total.expired += part.counters[2];
+            d->total.evicted_count_sum += part.counters[3];
+            d->total.not_admitted += part.counters[4];
+        }
+    }
+    ember_dyn_loaded(d);
+    return EMBER_OK;
+}
 
 static int check_table(ember_collection *c, const ember_checkpoint *ck, int32_t t, int32_t *found)
 {
@@ -32,7 +173,11 @@ static int check_table(ember_collection *c, const ember_checkpoint *ck, int32_t 
     if (*found < 0)
         return ember_fail(c, EMBER_EINVAL, "table \"%s\": not in the checkpoint %s", tc->name, ck->path);
     const ckpt_table_info *ti = &ck->tables[*found];
-    if (ti->rows != tc->rows)
+    if ((ti->kind == EMBER_TABLE_DYNAMIC) != (tc->kind == EMBER_TABLE_DYNAMIC))
+        return ember_fail(c, EMBER_EINVAL, "table \"%s\": checkpoint has a %s table, the collection a %s one",
+                          tc->name, ti->kind == EMBER_TABLE_DYNAMIC ? "dynamic" : "fixed",
+                          tc->kind == EMBER_TABLE_DYNAMIC ? "dynamic" : "fixed");
+    if (ti->kind != EMBER_TABLE_DYNAMIC && ti->rows != tc->rows)
         return ember_fail(c, EMBER_EINVAL, "table \"%s\": checkpoint has rows %lld, the collection %lld",
                           tc->name, (long long)ti->rows, (long long)tc->rows);
     if (ti->dim != tc->dim)
@@ -41,13 +186,9 @@ static int check_table(ember_collection *c, const ember_checkpoint *ck, int32_t 
     if (ti->opt.kind != tc->optimizer.kind)
         return ember_fail(c, EMBER_EINVAL, "table \"%s\": checkpoint has optimizer %s, the collection %s",
                           tc->name, ckpt_optimizer_name(ti->opt.kind), ckpt_optimizer_name(tc->optimizer.kind));
-    return EMBER_OK;
+    return ti->kind == EMBER_TABLE_DYNAMIC ? check_dynamic(c, ck, t, *found) : EMBER_OK;
 }
 
-typedef struct scratch {
-    float *values, *state, **vp, **sp;
-    uint32_t *ids;
-} scratch;
 
 /* Stores this rank's parts of n canonical rows (values v, state s) as the
  * local rows ids[0..n) of physical table pt. */
@@ -85,6 +226,11 @@ static int load_table(ember_collection *c, const ember_checkpoint *ck, int32_t t
 {
     const ember_ltable *lt = &c->tables[t];
     const ember_ptable *pt = &c->ptables[lt->ptable];
+    if (pt->dyn) {
+        int st = load_dynamic(c, ck, t, j, b);
+        if (st != EMBER_OK || !same_layout(c, &ck->tables[j], &pt->dyn->d))
+            return st;
+    }
     int32_t W = c->world->size, rank = c->world->rank, dim = lt->cfg.dim;
     int32_t sf = ember_state_floats(pt->opt.kind, dim);
     int64_t n = 0;

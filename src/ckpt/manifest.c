@@ -105,6 +105,7 @@ static int get_enum(const dec *d, json_t *o, const char *key, const char *(*name
 static const char *placement_i(int i) { return ckpt_placement_name((ember_placement)i); }
 static const char *optimizer_i(int i) { return ckpt_optimizer_name((ember_optimizer_kind)i); }
 static const char *init_i(int i) { return ckpt_init_name((ember_init_kind)i); }
+static const char *evict_i(int i) { return ckpt_evict_name((ember_evict_policy)i); }
 
 #define TRY(x)                                                                                               \
     do {                                                                                                     \
@@ -158,6 +159,25 @@ static int decode_table(dec *d, json_t *o, int32_t world, ckpt_table_info *t)
     int64_t ld = t->placement == EMBER_PLACE_COLUMN ? (t->dim + world - 1) / world : t->dim;
     TRY(get_int(d, o, "local_dim", ld, ld, &x));
     t->local_dim = (int32_t)x;
+    t->kind = EMBER_TABLE_FIXED;
+    const char *kind = json_string_value(json_object_get(o, "kind"));
+    if (!kind || strcmp(kind, "fixed") == 0)
+        return EMBER_OK; /* tables of checkpoints without "kind" are fixed */
+    if (strcmp(kind, "dynamic") != 0)
+        return bad(d, "kind", "not fixed or dynamic");
+    t->kind = EMBER_TABLE_DYNAMIC;
+    TRY(get_int(d, o, "capacity", 1, UINT32_MAX - 1, &t->capacity));
+    if (t->rows != t->capacity * world || t->placement != EMBER_PLACE_ROW || t->offset != 0)
+        return bad(d, "capacity", "a dynamic table has rows = capacity x world, placement row, offset 0");
+    TRY(get_int(d, o, "admit_after", 0, 65535, &x));
+    t->admit_after = (int32_t)x;
+    TRY(get_enum(d, o, "evict", evict_i, 4, &e));
+    t->evict = (ember_evict_policy)e;
+    TRY(get_int(d, o, "ttl_steps", 0, INT32_MAX, &x));
+    t->ttl_steps = (int32_t)x;
+    TRY(get_int(d, o, "sketch_width", 0, INT64_C(1) << 31, &t->sketch_width));
+    if (t->sketch_width & (t->sketch_width - 1))
+        return bad(d, "sketch_width", "not 0 or a power of two");
     return EMBER_OK;
 }
 
@@ -205,9 +225,7 @@ static int decode_names(dec *d, json_t *m, const char *key, int32_t *n, const ch
     return check_unique(d, key, *out, sizeof **out, *n);
 }
 
-/* The sections rank r's file must have, in order: each table's values
- * (and state), then (rank 0) the shared blobs, then the rank blobs. */
-static int expected_sections(const ember_checkpoint *ck, int32_t r, ckpt_section *out)
+int ckpt_expected_sections(const ember_checkpoint *ck, int32_t r, ckpt_section *out)
 {
     int32_t n = 0;
     for (int32_t t = 0; t < ck->num_tables; t++) {
@@ -219,6 +237,11 @@ static int expected_sections(const ember_checkpoint *ck, int32_t r, ckpt_section
         if (ti->state_floats > 0) {
             if (out)
                 out[n] = (ckpt_section){CKPT_STATE, (uint32_t)t, 0, held * ckpt_state_width(ti, r), 0};
+            n++;
+        }
+        if (ti->kind == EMBER_TABLE_DYNAMIC) {
+            if (out)
+                out[n] = (ckpt_section){CKPT_KEYS, (uint32_t)t, 0, ckpt_keys_bytes(ti->capacity, ti->sketch_width), 0};
             n++;
         }
     }
@@ -233,7 +256,7 @@ static int expected_sections(const ember_checkpoint *ck, int32_t r, ckpt_section
 
 static int decode_file(dec *d, ember_checkpoint *ck, json_t *o, int32_t r)
 {
-    static const char *const whats[] = {"", "values", "state", "blob", "rank_blob"};
+    static const char *const whats[] = {"", "values", "state", "blob", "rank_blob", "keys"};
     int st;
     ckpt_file *f = &ck->files[r];
     const char *name;
@@ -246,14 +269,14 @@ static int decode_file(dec *d, ember_checkpoint *ck, json_t *o, int32_t r)
     json_t *secs = json_object_get(o, "sections");
     if (!json_is_array(secs))
         return bad(d, "sections", "expected an array");
-    int32_t n = expected_sections(ck, r, NULL);
+    int32_t n = ckpt_expected_sections(ck, r, NULL);
     if ((int64_t)json_array_size(secs) != n)
         return bad(d, "sections", "not the expected number of sections");
     f->num_sections = n;
     f->sections = calloc((size_t)n + 1, sizeof *f->sections);
     if (!f->sections)
         return bad(d, "sections", "out of memory");
-    expected_sections(ck, r, f->sections);
+    ckpt_expected_sections(ck, r, f->sections);
     size_t base = strlen(d->ctx);
     int64_t at = CKPT_HEADER_BYTES;
     for (int32_t i = 0; i < n; i++) {
@@ -266,7 +289,7 @@ static int decode_file(dec *d, ember_checkpoint *ck, json_t *o, int32_t r)
         TRY(get_str(d, j, "what", &what));
         if (strcmp(what, whats[s->what]) != 0)
             return bad(d, "what", "not the expected section here");
-        if (s->what == CKPT_VALUES || s->what == CKPT_STATE) {
+        if (s->what == CKPT_VALUES || s->what == CKPT_STATE || s->what == CKPT_KEYS) {
             want = ck->tables[s->index].name;
             TRY(get_str(d, j, "table", &label));
         } else {
@@ -274,7 +297,8 @@ static int decode_file(dec *d, ember_checkpoint *ck, json_t *o, int32_t r)
             TRY(get_str(d, j, "name", &label));
         }
         if (strcmp(label, want) != 0)
-            return bad(d, s->what <= CKPT_STATE ? "table" : "name", "not the expected section here");
+            return bad(d, s->what <= CKPT_STATE || s->what == CKPT_KEYS ? "table" : "name",
+                       "not the expected section here");
         if (s->bytes < 0)
             TRY(get_int(d, j, "bytes", 0, MAX_FILE_BYTES, &s->bytes));
         else
@@ -399,11 +423,12 @@ void ckpt_free_parts(ember_checkpoint *ck)
     free(ck->rank_blob_names);
     free(ck->tv);
     free(ck->ts);
+    free(ck->tk);
     if (ck->doc)
         json_decref((json_t *)ck->doc);
     ck->files = NULL;
     ck->tables = NULL;
     ck->blob_names = ck->rank_blob_names = NULL;
-    ck->tv = ck->ts = NULL;
+    ck->tv = ck->ts = ck->tk = NULL;
     ck->doc = NULL;
 }

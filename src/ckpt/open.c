@@ -98,6 +98,7 @@ static const char *section_label(const ember_checkpoint *ck, const ckpt_section 
     case CKPT_VALUES: snprintf(buf, cap, "table \"%s\" values", ck->tables[s->index].name); break;
     case CKPT_STATE: snprintf(buf, cap, "table \"%s\" optimizer state", ck->tables[s->index].name); break;
     case CKPT_BLOB: snprintf(buf, cap, "blob \"%s\"", ck->blob_names[s->index]); break;
+    case CKPT_KEYS: snprintf(buf, cap, "table \"%s\" keys", ck->tables[s->index].name); break;
     default: snprintf(buf, cap, "rank blob \"%s\"", ck->rank_blob_names[s->index]); break;
     }
     return buf;
@@ -192,7 +193,8 @@ static int index_tables(ember_checkpoint *ck)
     size_t n = (size_t)ck->num_tables * (size_t)ck->world + 1;
     ck->tv = calloc(n, sizeof *ck->tv);
     ck->ts = calloc(n, sizeof *ck->ts);
-    if (!ck->tv || !ck->ts) {
+    ck->tk = calloc(n, sizeof *ck->tk);
+    if (!ck->tv || !ck->ts || !ck->tk) {
         ember_data_set_error("%s: out of memory", ck->path);
         return EMBER_ENOMEM;
     }
@@ -205,6 +207,8 @@ static int index_tables(ember_checkpoint *ck)
                 ck->tv[at] = f->map + s->offset;
             else if (s->what == CKPT_STATE)
                 ck->ts[at] = f->map + s->offset;
+            else if (s->what == CKPT_KEYS)
+                ck->tk[at] = f->map + s->offset;
         }
     }
     return EMBER_OK;

@@ -78,3 +78,18 @@ int ckpt_read_rows(const ember_checkpoint *ck, int32_t t, int64_t first, int64_t
     }
     return EMBER_OK;
 }
+
+int ckpt_dyn_read(const ember_checkpoint *ck, int32_t t, int32_t r, ckpt_dyn_part *out)
+{
+    memset(out, 0, sizeof *out);
+    if (t < 0 || t >= ck->num_tables || r < 0 || r >= ck->world || ck->tables[t].kind != EMBER_TABLE_DYNAMIC) {
+        ember_data_set_error("%s: table %d of rank %d is not a dynamic table", ck->path, (int)t, (int)r);
+        return EMBER_EINVAL;
+    }
+    const uint8_t *p = ck->tk[(size_t)t * (size_t)ck->world + (size_t)r];
+    for (int i = 0; i < 8; i++)
+        out->counters[i] = (int64_t)ckpt_get_u64(p + 8 * i);
+    out->slots = p + CKPT_KEYS_HEAD;
+    out->sketch = out->slots + CKPT_KEYS_SLOT * ck->tables[t].capacity;
+    return EMBER_OK;
+}

@@ -30,6 +30,7 @@
 #include "core/collection.h"
 #include "tier/tier.h"
 #include "dist/shard.h"
+#include "dyn/dyn_step.h"
 
 #define MSG CKPT_MSG
 #define fmt ckpt_fmt
@@ -89,7 +90,17 @@ static int describe(ember_collection *c, const ember_save_options *opt, ember_ch
         ck->tables[t] = (ckpt_table_info){lt->cfg.name, lt->cfg.rows, lt->cfg.dim, lt->cfg.optimizer,
                                           lt->cfg.init, lt->cfg.init_value, lt->rng_key,
                                           ember_state_floats(lt->cfg.optimizer.kind, lt->cfg.dim),
-                                          pt->placement, pt->owner, W, lt->offset, pt->local_dim};
+                                          pt->placement, pt->owner, W, lt->offset, pt->local_dim,
+                                          EMBER_TABLE_FIXED, 0, 0, 0, EMBER_EVICT_LRU, 0};
+        if (pt->dyn) {
+            ckpt_table_info *ti = &ck->tables[t];
+            ti->kind = EMBER_TABLE_DYNAMIC;
+            ti->capacity = pt->dyn->d.p.capacity;
+            ti->admit_after = pt->dyn->d.p.admit_after;
+            ti->evict = pt->dyn->d.p.evict;
+            ti->ttl_steps = pt->dyn->d.p.ttl_steps;
+            ti->sketch_width = pt->dyn->d.p.sketch_width;
+        }
     }
     for (int32_t b = 0; b < opt->num_blobs; b++)
         ck->blob_names[b] = opt->blobs[b].name;
@@ -98,27 +109,19 @@ static int describe(ember_collection *c, const ember_save_options *opt, ember_ch
     for (int32_t r = 0; r < W; r++) {
         ckpt_file *f = &ck->files[r];
         ckpt_file_name_of(f->name, r, W);
-        int32_t n = 0;
-        for (int32_t t = 0; t < ck->num_tables; t++)
-            n += 1 + (ck->tables[t].state_floats > 0);
-        n += (r == 0 ? opt->num_blobs : 0) + opt->num_rank_blobs;
+        int32_t n = ckpt_expected_sections(ck, r, NULL);
         f->sections = calloc((size_t)n + 1, sizeof *f->sections);
         if (!f->sections)
             return EMBER_ENOMEM;
         f->num_sections = n;
-        n = 0;
-        for (int32_t t = 0; t < ck->num_tables; t++) {
-            const ckpt_table_info *ti = &ck->tables[t];
-            int64_t held = ckpt_held_rows(ti, r) * (int64_t)sizeof(float);
-            f->sections[n++] = (ckpt_section){CKPT_VALUES, (uint32_t)t, 0, held * ckpt_value_width(ti, r), 0};
-            if (ti->state_floats > 0)
-                f->sections[n++] = (ckpt_section){CKPT_STATE, (uint32_t)t, 0, held * ckpt_state_width(ti, r), 0};
+        ckpt_expected_sections(ck, r, f->sections);
+        for (int32_t i = 0; i < n; i++) { /* blob sizes: rank 0's shared ones; other ranks' own: gathered later */
+            ckpt_section *s = &f->sections[i];
+            if (s->what == CKPT_BLOB)
+                s->bytes = opt->blobs[s->index].bytes;
+            else if (s->what == CKPT_RANK_BLOB)
+                s->bytes = r == c->world->rank ? opt->rank_blobs[s->index].bytes : 0;
         }
-        for (int32_t b = 0; r == 0 && b < opt->num_blobs; b++)
-            f->sections[n++] = (ckpt_section){CKPT_BLOB, (uint32_t)b, 0, opt->blobs[b].bytes, 0};
-        for (int32_t b = 0; b < opt->num_rank_blobs; b++) /* sizes of other ranks: gathered later */
-            f->sections[n++] = (ckpt_section){CKPT_RANK_BLOB, (uint32_t)b, 0,
-                                              r == c->world->rank ? opt->rank_blobs[b].bytes : 0, 0};
         ckpt_layout(f);
     }
     return EMBER_OK;

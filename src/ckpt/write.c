@@ -20,6 +20,7 @@
 #include <xxhash.h>
 
 #include "ckpt/ckpt_impl.h"
+#include "dyn/dyn_step.h"
 #include "core/collection.h"
 #include "dist/shard.h"
 
@@ -95,6 +96,38 @@ static int64_t first_held(const ember_ptable *pt, const ember_ltable *lt, int32_
 }
 
 /* Writes the held rows of logical table t: values (state 0) or state. */
+/* A dynamic table's keys section: counters, then per slot (key, last
+ * step, count; count 0 = free), then the sketch, all little-endian. */
+static void put_keys(writer *w, const ember_dyn *d)
+{
+    uint8_t buf[CKPT_KEYS_SLOT * 256];
+    int64_t head[8] = {d->total.admitted, d->total.evicted, d->total.expired, d->total.evicted_count_sum,
+                       d->total.not_admitted, 0, 0, 0};
+    for (int i = 0; i < 8; i++)
+        ckpt_put_u64(buf + 8 * i, (uint64_t)head[i]);
+    put(w, buf, CKPT_KEYS_HEAD, 2);
+    for (int64_t s0 = 0; s0 < d->p.capacity; s0 += 256) {
+        int64_t n = d->p.capacity - s0 < 256 ? d->p.capacity - s0 : 256;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t s = s0 + i;
+            int resident = !(d->free_bits[s >> 6] >> (s & 63) & 1);
+            uint8_t *p = buf + CKPT_KEYS_SLOT * i;
+            ckpt_put_u64(p, resident ? d->slot_key[s] : 0);
+            ckpt_put_u32(p + 8, resident ? d->meta[s].last_step : 0);
+            ckpt_put_u32(p + 12, resident ? d->meta[s].count : 0);
+        }
+        put(w, buf, CKPT_KEYS_SLOT * n, 2);
+    }
+    for (int64_t i0 = 0; i0 < 4 * d->p.sketch_width; i0 += 1024) {
+        int64_t n = 4 * d->p.sketch_width - i0 < 1024 ? 4 * d->p.sketch_width - i0 : 1024;
+        for (int64_t i = 0; i < n; i++) {
+            buf[2 * i] = (uint8_t)d->sketch[i0 + i];
+            buf[2 * i + 1] = (uint8_t)(d->sketch[i0 + i] >> 8);
+        }
+        put(w, buf, 2 * n, 2);
+    }
+}
+
 static void put_rows(writer *w, ember_collection *c, const ckpt_table_info *info, int32_t t, int state,
                      float *stage, float **vp, float **sp, uint32_t *ids)
 {
@@ -172,6 +205,8 @@ int ckpt_write_rank_file(ember_collection *c, const ember_checkpoint *ck, ckpt_f
         if (s->what == CKPT_VALUES || s->what == CKPT_STATE)
             put_rows(&w, c, &ck->tables[s->index], (int32_t)s->index, s->what == CKPT_STATE, stage, vp,
                      vp + BATCH_ROWS, ids);
+        else if (s->what == CKPT_KEYS)
+            put_keys(&w, &c->ptables[c->tables[s->index].ptable].dyn->d);
         else
             put(&w, s->what == CKPT_BLOB ? opt->blobs[s->index].data : opt->rank_blobs[s->index].data,
                 s->bytes, 2);

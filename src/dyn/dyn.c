@@ -355,3 +355,38 @@ void ember_dyn_rollback(ember_dyn *d)
     memset(&d->step, 0, sizeof d->step);
     d->pending = 0;
 }
+
+void ember_dyn_clear(ember_dyn *d)
+{
+    ember_keymap_clear(&d->map);
+    int64_t cap = d->p.capacity;
+    memset(d->meta, 0, sizeof *d->meta * (size_t)cap);
+    memset(d->gen, 0, sizeof *d->gen * (size_t)cap);
+    memset(d->pin, 0, sizeof *d->pin * (size_t)cap);
+    memset(d->slot_key, 0, sizeof *d->slot_key * (size_t)cap);
+    for (int64_t s = 0; s < cap; s++)
+        d->free_bits[s >> 6] |= (uint64_t)1 << (s & 63);
+    d->free_count = cap;
+    d->free_hint = 0;
+    d->resident = 0;
+    d->heap_n = d->aside_n = 0;
+    if (d->sketch)
+        memset(d->sketch, 0, sizeof *d->sketch * (size_t)(SKETCH_DEPTH * d->p.sketch_width));
+    memset(&d->total, 0, sizeof d->total);
+    d->evicted_n = d->pend_n = 0;
+    d->serial = 0;
+    d->pending = 0;
+}
+
+void ember_dyn_put(ember_dyn *d, uint32_t slot, uint64_t key, uint32_t last_step, uint32_t count)
+{
+    ember_keymap_insert(&d->map, key, slot);
+    d->slot_key[slot] = key;
+    d->meta[slot].last_step = last_step;
+    d->meta[slot].count = count;
+    d->free_bits[slot >> 6] &= ~((uint64_t)1 << (slot & 63));
+    d->free_count--;
+    d->resident++;
+}
+
+void ember_dyn_loaded(ember_dyn *d) { ember_dyn_heap_rebuild(d); }

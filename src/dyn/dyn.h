@@ -155,6 +155,13 @@ void ember_dyn_rollback(ember_dyn *d);
  * demand); returns how many. */
 int64_t ember_dyn_evict_idle(ember_dyn *d, uint32_t step, int64_t idle_steps);
 
+/* Loading (checkpoints): clear makes every slot free, the sketch and the
+ * counters zero; put makes a free slot hold key (count >= 1); loaded
+ * rebuilds the victim heap. */
+void ember_dyn_clear(ember_dyn *d);
+void ember_dyn_put(ember_dyn *d, uint32_t slot, uint64_t key, uint32_t last_step, uint32_t count);
+void ember_dyn_loaded(ember_dyn *d);
+
 /* Internals shared by dyn.c and dyn_evict.c. */
 int ember_dyn_take_slot(ember_dyn *d, uint32_t step, uint32_t *slot, int *evicted);
 void ember_dyn_heap_push(ember_dyn *d, uint32_t slot);
