@@ -594,6 +594,14 @@ typedef struct ember_dynamic_stats {
     int64_t index_bytes;       /* key map, metadata and victim heap in DRAM    */
     int64_t sketch_bytes;      /* admission sketch                             */
 } ember_dynamic_stats;
+/* DRAM bytes per rank of a dynamic table of this config (its capacity, or
+ * the capacity capacity_bytes holds): rows and optimizer state, plus per row
+ * the key map (16 bytes a bucket at load <= 0.9, a power of two), 24 of
+ * metadata (key, last step, use count, generation, pin), 1 bit of free map,
+ * 32 of victim heap (none for eviction NONE), plus the sketch.  0 when the
+ * config is not a valid dynamic table.  What ember_collection_memory counts. */
+int64_t ember_dynamic_bytes(const ember_table_config *t);
+
 /* EMBER_EINVAL for a bad or non-dynamic table. */
 int ember_table_dynamic_stats(const ember_collection *coll, int32_t table, ember_dynamic_stats *out);
 

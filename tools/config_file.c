@@ -258,6 +258,8 @@ static const char *const POLICIES[] = {"error", "drop", "minibatch", NULL};
 static const char *const DISTS[] = {"uniform", "zipf", NULL};
 static const char *const STORAGES[] = {"auto", "memory", "ssd", NULL};
 static const char *const CACHE_POLICIES[] = {"default", "lru", "lfu", "lookahead", NULL};
+static const char *const KINDS[] = {"fixed", "dynamic", NULL};
+static const char *const EVICTS[] = {"lru", "lfu", "ttl", "none", NULL};
 
 const char *config_placement_name(int p) { return p >= 0 && p < 4 ? PLACEMENTS[p] : "auto"; }
 const char *config_exchange_name(int x) { return x >= 0 && x < 2 ? EXCHANGES[x] : "auto"; }
@@ -346,7 +348,8 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
     static const char *const KEYS[] = {"name", "count", "rows", "dim", "init", "init_value",
                                        "optimizer", "limits", "placement", "owner", "exchange",
                                        "dist", "alpha", "storage", "cache_bytes", "cache_policy",
-                                       "path", NULL};
+                                       "path", "keys", "kind", "capacity", "capacity_bytes", "admit_after", "evict",
+                                       "ttl_steps", "sketch_bytes", NULL};
     char key[160];
     if (config_setting_type(e) != CONFIG_TYPE_GROUP)
         return fail_at(r, e, where, "must be a group { name = ...; rows = ...; dim = ...; }");
@@ -356,15 +359,20 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
     x->placement_pin = -1;
     x->owner_pin = -1;
     x->exchange_pin = -1;
+    x->vocab = 0;
     x->zipf = r->cf->data.zipf;
     x->alpha = r->cf->data.alpha;
     x->line = (int)config_setting_source_line(e);
     const config_setting_t *m;
     int64_t v;
 #define MEMBER(k) (snprintf(key, sizeof key, "%s.%s", where, k), config_setting_get_member(e, k))
-    if (!(m = MEMBER("rows")))
+    const char *kind = NULL; /* a dynamic table has no rows: capacity and keys size it */
+    const config_setting_t *km = config_setting_get_member(e, "kind");
+    int dynamic = km && config_setting_type(km) == CONFIG_TYPE_STRING &&
+                  (kind = config_setting_get_string(km)) && !strcmp(kind, "dynamic");
+    if (!(m = MEMBER("rows")) && !dynamic)
         return fail_at(r, e, key, "missing");
-    if (get_int64(r, m, key, 1, (INT64_C(1) << 53), &t->rows))
+    if (m && get_int64(r, m, key, 1, (INT64_C(1) << 53), &t->rows))
         return -1;
     if (!(m = MEMBER("dim")))
         return fail_at(r, e, key, "missing");
@@ -441,6 +449,39 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
         if (!(t->path = keep(r, s)))
             return fail_at(r, m, key, "out of memory");
     }
+    if ((m = MEMBER("kind"))) {
+        if (get_enum(r, m, key, KINDS, &k))
+            return -1;
+        t->kind = (ember_table_kind)k;
+    }
+    if ((m = MEMBER("keys")) && get_int64(r, m, key, 1, INT64_C(1) << 53, &x->vocab))
+        return -1;
+    if (t->kind == EMBER_TABLE_DYNAMIC) {
+        if (t->rows)
+            return fail_at(r, e, where, "a dynamic table takes any key: no rows (capacity sizes it, keys sets "
+                                        "the synthetic data's distinct keys)");
+    }
+    if ((m = MEMBER("capacity")) && get_int64(r, m, key, 1, (int64_t)UINT32_MAX - 2, &t->capacity))
+        return -1;
+    if ((m = MEMBER("capacity_bytes")) && get_bytes(r, m, key, &t->capacity_bytes))
+        return -1;
+    if ((m = MEMBER("admit_after"))) {
+        if (get_int64(r, m, key, 0, 65535, &v))
+            return -1;
+        t->admit_after = (int32_t)v;
+    }
+    if ((m = MEMBER("evict"))) {
+        if (get_enum(r, m, key, EVICTS, &k))
+            return -1;
+        t->evict = (ember_evict_policy)k;
+    }
+    if ((m = MEMBER("ttl_steps"))) {
+        if (get_int64(r, m, key, 1, INT32_MAX, &v))
+            return -1;
+        t->ttl_steps = (int32_t)v;
+    }
+    if ((m = MEMBER("sketch_bytes")) && get_bytes(r, m, key, &t->sketch_bytes))
+        return -1;
 #undef MEMBER
     return 0;
 }
@@ -1094,7 +1135,13 @@ static int train_from_tables(reader *r, config_t *c)
                      r->path, cf->feature_extra[f].line, cf->features[f].name);
             return -1;
         }
-        t->synth.rows[f] = tb->rows;
+        int64_t vocab = cf->table_extra[cf->features[f].table].vocab;
+        t->synth.keyed[f] = tb->kind == EMBER_TABLE_DYNAMIC;
+        if (t->synth.keyed[f] && !vocab)
+            return fail_at(r, config_lookup(c, "tables"), "tables",
+                           "dynamic table \"%s\": set keys (the synthetic data's distinct keys)", tb->name);
+        t->synth.rows[f] = vocab ? vocab : tb->rows;
+        t->synth.hash_rows[f] = !t->synth.keyed[f] && vocab ? tb->rows : 0;
         t->synth.alpha[f] = cf->table_extra[cf->features[f].table].zipf
                                 ? cf->table_extra[cf->features[f].table].alpha : 0.0;
         t->synth.pooling[f] = cf->feature_extra[f].pooling < 1 ? 1 : cf->feature_extra[f].pooling;

@@ -33,6 +33,8 @@ typedef struct cfg_table_extra {
     int zipf;           /* id law: 1 bounded Zipf(alpha), 0 uniform          */
     double alpha;
     int line;           /* line of the table's entry in the file             */
+    int64_t vocab;      /* `keys`: the synthetic data's distinct keys, hashed
+                           into the rows of a fixed table (0: rows)        */
 } cfg_table_extra;
 
 /* Per feature. */

@@ -37,7 +37,7 @@ static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t e
                          cf->path, cf->num_features);
                 return -1;
             }
-            for (int f = 0; f < 26; f++)
+            for (int f = 0; f < 26; f++) /* a dynamic table (rows 0) reads whole 64-bit keys */
                 rows[f] = cf->tables[cf->features[f].table].rows;
         }
         if (ctr_source_tsv(t->train_file, rows, t->bad_lines, r, w, &s->train_src, err, errlen) ||
@@ -80,7 +80,14 @@ static int build_tables(train_setup *s, char *err, size_t errlen)
         }
         for (int32_t f = 0; f < cf->num_features; f++) {
             const ember_table_config *tb = &cf->tables[cf->features[f].table];
-            if (tb->rows < sc->rows[f]) {
+            if (tb->kind == EMBER_TABLE_DYNAMIC ? sc->rows[f] != 0 : tb->rows < sc->rows[f] || sc->rows[f] == 0) {
+                if (tb->kind == EMBER_TABLE_DYNAMIC || sc->rows[f] == 0) {
+                    snprintf(err, errlen, "%s:%d: feature \"%s\": table \"%s\" is %s but the data's ids are %s",
+                             cf->path, cf->feature_extra[f].line, cf->features[f].name, tb->name,
+                             tb->kind == EMBER_TABLE_DYNAMIC ? "dynamic" : "fixed",
+                             sc->rows[f] == 0 ? "64-bit keys" : "row numbers");
+                    return -1;
+                }
                 snprintf(err, errlen, "%s:%d: feature \"%s\": the data's ids go up to %lld, table \"%s\" has %lld rows",
                          cf->path, cf->feature_extra[f].line, cf->features[f].name, (long long)sc->rows[f] - 1,
                          tb->name, (long long)tb->rows);

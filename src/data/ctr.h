@@ -74,9 +74,15 @@ void ctr_batch_empty(const ctr_schema *schema, ctr_batch *out);
 typedef struct ctr_synth_config {
     int32_t num_dense;                 /* default 13                       */
     int32_t num_sparse;                /* default 8                        */
-    int64_t rows[CTR_MAX_FEATURES];
+    int64_t rows[CTR_MAX_FEATURES];    /* vocabulary: distinct ids drawn   */
     double alpha[CTR_MAX_FEATURES];
     double pooling[CTR_MAX_FEATURES];
+    int keyed[CTR_MAX_FEATURES];       /* 1: ids go out as 64-bit keys, the
+                                          bijection ctr_synth_key of the id
+                                          (for dynamic tables); schema rows 0 */
+    int64_t hash_rows[CTR_MAX_FEATURES]; /* > 0: ids go out as ctr_synth_key
+                                          of the id mod hash_rows (a fixed
+                                          table that hashes its keys)      */
     int32_t teacher_dim;               /* default 4                        */
     int32_t teacher_hidden;            /* default 16                       */
     double teacher_scale;              /* default 1.75 (teacher AUC ~0.85)  */
@@ -84,6 +90,11 @@ typedef struct ctr_synth_config {
     uint64_t seed;
     uint64_t eval_offset;              /* eval stream: samples from this index on (default 2^40) */
 } ctr_synth_config;
+
+/* The key a keyed feature f emits for vocabulary id `id`: splitmix64's
+ * finaliser of id ^ a per-feature salt (a bijection: distinct ids, distinct
+ * keys), spread over all 64 bits as open-vocabulary ids are. */
+int64_t ctr_synth_key(const ctr_synth_config *cfg, int32_t f, int64_t id);
 
 /* The built-in task of `ember train` with no arguments. */
 ctr_synth_config ctr_synth_config_default(void);
@@ -105,7 +116,8 @@ int ctr_source_synth(const ctr_synth_config *cfg, int eval, int32_t rank, int32_
                      char *err, size_t errlen);
 /* Criteo TSV.  rows[f] (26 entries): each categorical's value (up to 8 hex
  * digits) is hashed (xxHash64, seeded by the feature index) into
- * [0, rows[f]); an empty categorical is an empty bag (a zero embedding).
+ * [0, rows[f]), or, with rows[f] = 0 (a dynamic table), used whole as a
+ * 64-bit key; an empty categorical is an empty bag (a zero embedding).
  * Integers: x -> log(1 + max(x, 0)); empty -> 0 (docs/ctr-format.md).
  * Fields are numbered from 0 (the label) in messages: C4 is field 17. */
 int ctr_source_tsv(const char *path, const int64_t *rows, ctr_bad_policy policy, int32_t rank, int32_t world,

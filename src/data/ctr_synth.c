@@ -61,6 +61,12 @@ typedef struct synth_impl {
     int64_t cap_first;
 } synth_impl;
 
+int64_t ctr_synth_key(const ctr_synth_config *cfg, int32_t f, int64_t id)
+{
+    uint64_t salt = ember_mix64(cfg->seed ^ 0x5851f42d4c957f2dULL ^ (uint64_t)f * 0x9e3779b97f4a7c15ULL);
+    return (int64_t)ember_mix64((uint64_t)id ^ salt);
+}
+
 /* Two standard normals' worth of bits -> one N(0,1) (Box-Muller, cosine). */
 static inline double normal_from_bits(uint64_t bits)
 {
@@ -129,7 +135,9 @@ static double sample_at(const synth_impl *m, uint64_t i, float *dense, int64_t *
         for (int32_t p = 0; p < len; p++) {
             int64_t id = rank_to_row(zipf_rank(&m->zipf[f], &st), (uint64_t)c->rows[f]);
             if (ids)
-                ids[f][p] = id;
+                ids[f][p] = c->keyed[f]       ? ctr_synth_key(c, f, id)
+                            : c->hash_rows[f] ? (int64_t)((uint64_t)ctr_synth_key(c, f, id) % (uint64_t)c->hash_rows[f])
+                                              : id;
             for (int32_t k = 0; k < td; k++)
                 e[k] += teacher_emb(m, f, id, k);
         }
@@ -407,7 +415,7 @@ int ctr_source_synth(const ctr_synth_config *cfg, int eval, int32_t rank, int32_
     sc.num_dense = cfg->num_dense;
     sc.num_sparse = cfg->num_sparse;
     for (int32_t f = 0; f < cfg->num_sparse; f++) {
-        sc.rows[f] = cfg->rows[f];
+        sc.rows[f] = cfg->keyed[f] ? 0 : cfg->hash_rows[f] ? cfg->hash_rows[f] : cfg->rows[f]; /* 0: any key */
         snprintf(sc.names[f], sizeof sc.names[f], "C%d", (int)f + 1);
     }
     ctr_source *s = m ? ctr_source_alloc(&SYNTH_OPS, m, &sc) : NULL;

@@ -137,7 +137,8 @@ static inline int64_t tsv_id(uint32_t v, int32_t f, int64_t rows)
 {
     unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
                           (unsigned char)(v >> 24)};
-    return (int64_t)(XXH64(b, 4, (XXH64_hash_t)f) % (uint64_t)rows);
+    uint64_t h = XXH64(b, 4, (XXH64_hash_t)f);
+    return rows == 0 ? (int64_t)h : (int64_t)(h % (uint64_t)rows); /* 0: a dynamic table's 64-bit key */
 }
 
 static void field_name(int k, char *out, size_t n)
@@ -423,8 +424,9 @@ int ctr_source_tsv(const char *path, const int64_t *rows, ctr_bad_policy policy,
     sc.num_dense = CTR_TSV_DENSE;
     sc.num_sparse = CTR_TSV_SPARSE;
     for (int f = 0; f < CTR_TSV_SPARSE; f++) {
-        if (rows[f] < 1)
-            return ctr_fail(err, errlen, "%s: rows of C%d = %lld, must be >= 1", path, f + 1, (long long)rows[f]);
+        if (rows[f] < 0)
+            return ctr_fail(err, errlen, "%s: rows of C%d = %lld, must be >= 0 (0: 64-bit keys)", path, f + 1,
+                            (long long)rows[f]);
         sc.rows[f] = rows[f];
         snprintf(sc.names[f], sizeof sc.names[f], "C%d", f + 1);
     }

@@ -114,3 +114,12 @@ int ember_dyn_check_config(const ember_table_config *t, int32_t world, char *err
                         (long long)cap, world), EMBER_EINVAL;
     return EMBER_OK;
 }
+
+int64_t ember_dynamic_bytes(const ember_table_config *t)
+{
+    char err[8];
+    if (!t || t->kind != EMBER_TABLE_DYNAMIC || t->dim < 1 || t->dim > 1024 ||
+        ember_dyn_check_config(t, 1, err, sizeof err) != EMBER_OK)
+        return 0;
+    return ember_dyn_table_bytes(t, ember_dyn_capacity(t));
+}

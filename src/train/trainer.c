@@ -328,7 +328,9 @@ int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, 
     /* every rank must make the same collective call: a failed growth
      * still runs the forward, on an empty batch */
     ember_batch empty = {0, batch->sparse.num_features, NULL, NULL, NULL, 0};
+    ember_collection_set_training(t->coll, 0); /* predictions admit and evict no dynamic key */
     st = ember_forward(t->coll, grown ? &empty : &batch->sparse, t->pooled, NULL);
+    ember_collection_set_training(t->coll, 1);
     if (grown)
         return fail(err, errlen, EMBER_ENOMEM, "trainer: out of memory (predict on %d samples)", n);
     if (st != EMBER_OK)
