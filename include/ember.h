@@ -816,6 +816,17 @@ const void *ember_checkpoint_blob(const ember_checkpoint *ck, int32_t rank, cons
  * error no table has changed. */
 int ember_load(ember_collection *coll, const ember_checkpoint *ck);
 
+/* Writes one table of ck as (key, row) records for serving, sorted by key
+ * (signed): a fixed table every row, its row number the key; a dynamic
+ * table every key that holds a row.  The file (docs/checkpoint-format.md,
+ * "Exported rows"): a 64-byte header (magic "EMBRROWS", version 1, dim,
+ * record count, kind, optimizer steps, XXH64 of the table's name), records
+ * of an int64 key and dim floats, then the XXH3-64 of every byte before.
+ * Written to path.tmp, fsynced and renamed over path.  Not collective.
+ * Errors: EMBER_EINVAL (no such table), EMBER_EIO, EMBER_ENOMEM; detail in
+ * ember_data_errmsg(). */
+int ember_export(const ember_checkpoint *ck, const char *table, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

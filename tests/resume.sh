@@ -110,6 +110,29 @@ check_ssd_identical() {
 }
 CHECKS+=(ssd_identical)
 
+# Dynamic tables (configs/dynamic.cfg: admission, LFU eviction, 20x more
+# keys than rows): --resume continues bit for bit, alone and under mpirun
+# -np 2, and one thread or two give the same state.
+check_dynamic_resume() {
+    local cfg="$(dirname "${BASH_SOURCE[0]}")/../configs/dynamic.cfg"
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --config "$cfg" --steps 16 --checkpoint-dir "$TMP/dyn-a.ck" || return 1
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --config "$cfg" --steps 8 --checkpoint-dir "$TMP/dyn-b.ck" \
+        --checkpoint-every 4 || return 1
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --config "$cfg" --steps 16 --checkpoint-dir "$TMP/dyn-b.ck" \
+        --resume || return 1
+    compare_ckpt "$TMP/dyn-a.ck" "$TMP/dyn-b.ck" same || return 1
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --config "$cfg" --threads 2 --steps 16 \
+        --checkpoint-dir "$TMP/dyn-t2.ck" || return 1
+    compare_ckpt "$TMP/dyn-a.ck" "$TMP/dyn-t2.ck" same-state || return 1
+    have_mpirun || return 0
+    expect_status 0 mpi2 train "${QUICK[@]}" --config "$cfg" --steps 16 --checkpoint-dir "$TMP/dyn-m.ck" || return 1
+    expect_status 0 mpi2 train "${QUICK[@]}" --config "$cfg" --steps 8 --checkpoint-dir "$TMP/dyn-n.ck" || return 1
+    expect_status 0 mpi2 train "${QUICK[@]}" --config "$cfg" --steps 16 --checkpoint-dir "$TMP/dyn-n.ck" \
+        --resume || return 1
+    compare_ckpt "$TMP/dyn-m.ck" "$TMP/dyn-n.ck" same
+}
+CHECKS+=(dynamic_resume)
+
 # A small Criteo TSV (random, some bad lines) and its binary conversion.
 make_ctr_files() {
     [ -f "$TMP/d.ctr" ] && return 0

@@ -70,7 +70,13 @@ typedef struct bench_opts {
     int32_t lookahead;                   /* batches announced ahead */
     int buffered;                        /* store files through the page cache */
     int32_t io_threads;                  /* per SSD table; 0: the collection's */
+    int dynamic;                         /* --table-kind dynamic */
+    int32_t key_bits;                    /* --key-space: Zipf over 2^bits keys (0: rows) */
+    int32_t admit_after;
+    ember_evict_policy evict;
 } bench_opts;
+
+static const char *const EVICT_NAMES[] = {"lru", "lfu", "ttl", "none"};
 
 static const char *const PLACEMENT_NAMES[] = {"row", "column", "table", "replicated"};
 static const char *const EXCHANGE_NAMES[] = {"rows", "pooled"};
@@ -98,6 +104,11 @@ static void bench_usage(FILE *f)
             "  --placement P           every table's placement over the ranks: row, column,\n"
             "                          table (owner t %% ranks) or replicated (row)\n"
             "  --exchange E            what ROW/TABLE owners send back: rows or pooled (rows)\n"
+            "  --table-kind fixed|dynamic  dynamic: tables take 64-bit keys (the ids scattered\n"
+            "                          by splitmix64), rows/W rows per rank (fixed)\n"
+            "  --key-space BITS        dynamic: keys from a Zipf law over 2^BITS ranks (rows)\n"
+            "  --admit-after N --evict lru|lfu|ttl|none   dynamic tables' rules (1, lru;\n"
+            "                          ttl frees rows unused for 8 steps)\n"
             "  --storage memory|ssd    where every table lives (memory); ssd: a store file per\n"
             "                          table in --ssd-dir (.) under a DRAM cache of --cache-bytes\n"
             "                          per table (256M; K, M, G suffixes) with --policy\n"
@@ -277,6 +288,19 @@ static int bench_parse(FILE *err, int argc, char **argv, bench_opts *o, char *op
         } else if (!strcmp(name, "--belady")) {
             bad = synth_parse_int64(val, 0, 1, &v);
             o->belady = (int)v;
+        } else if (!strcmp(name, "--table-kind")) {
+            bad = strcmp(val, "fixed") && strcmp(val, "dynamic");
+            o->dynamic = !strcmp(val, "dynamic");
+        } else if (!strcmp(name, "--key-space")) {
+            bad = synth_parse_int64(val, 1, 62, &v);
+            o->key_bits = (int32_t)v;
+        } else if (!strcmp(name, "--admit-after")) {
+            bad = synth_parse_int64(val, 0, 65535, &v);
+            o->admit_after = (int32_t)v;
+        } else if (!strcmp(name, "--evict")) {
+            int k = name_index(val, EVICT_NAMES, 4);
+            bad = k < 0;
+            o->evict = (ember_evict_policy)(bad ? 0 : k);
         } else if (!strcmp(name, "--exchange")) {
             int k = name_index(val, EXCHANGE_NAMES, 2);
             bad = k < 0;
@@ -428,6 +452,14 @@ static double anon_huge_mb(void)
             break;
     fclose(f);
     return kb < 0 ? -1 : kb / 1024.0;
+}
+
+/* splitmix64's finaliser: a bijection of 64-bit words. */
+static uint64_t splitmix_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
 }
 
 static uint64_t splitmix(uint64_t *state)
@@ -624,6 +656,14 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
         tcfg[t].storage = o->storage;
         tcfg[t].cache_bytes = o->cache_bytes;
         tcfg[t].cache_policy = o->policy;
+        if (o->dynamic) {
+            tcfg[t].kind = EMBER_TABLE_DYNAMIC;
+            tcfg[t].rows = 0;
+            tcfg[t].capacity = (sh->rows + R - 1) / R;
+            tcfg[t].admit_after = o->admit_after;
+            tcfg[t].evict = o->evict;
+            tcfg[t].ttl_steps = o->evict == EMBER_EVICT_TTL ? 8 : 0;
+        }
         fcfg[t].name = fn;
         fcfg[t].table = t;
         fcfg[t].combiner = EMBER_COMBINER_SUM;
@@ -657,7 +697,10 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     /* every batch before the clock starts: the global batch, its distinct
      * rows counted per table, and this rank's samples of it kept */
     t0 = tool_now();
-    st = ember_synth_create(sh, &synth);
+    ember_synth_config gen = *sh; /* dynamic: the key space's law */
+    if (o->dynamic && o->key_bits)
+        gen.rows = INT64_C(1) << o->key_bits;
+    st = ember_synth_create(&gen, &synth);
     const int64_t W = ember_pooled_width(coll);
     const size_t words = (size_t)((sh->rows + 63) / 64);
     if (st == EMBER_OK) {
@@ -683,7 +726,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
             break;
         }
         const int64_t per_table = (int64_t)sh->batch_size * sh->pooling;
-        for (int32_t t = 0; t < sh->tables; t++) {
+        for (int32_t t = 0; t < sh->tables && !o->dynamic; t++) {
             memset(seen, 0, words * sizeof *seen);
             const int64_t *p = b.ids + t * per_table;
             for (int64_t i = 0; i < per_table; i++) {
@@ -700,6 +743,9 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
             b = slice.batch;
         }
         memcpy(ids + (size_t)n * local_ids, b.ids, (size_t)local_ids * sizeof *ids);
+        if (o->dynamic) /* keys: the ids scattered over 64 bits (a bijection), as open ids are */
+            for (int64_t i = 0; i < local_ids; i++)
+                ids[(size_t)n * local_ids + i] = (int64_t)splitmix_mix((uint64_t)ids[(size_t)n * local_ids + i]);
         if (n == 0) /* every bag holds `pooling` ids: one lengths array for all */
             memcpy(lengths, b.lengths, (size_t)sh->tables * local_b * sizeof *lengths);
     }
@@ -865,8 +911,27 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     json_object_set_new(j, "row_gbytes_per_s",
                         json_real(round_to((double)ids_per_iter * o->dim * 4 / med / 1e9, 1e-4)));
     json_object_set_new(j, "distinct_rows_per_table_per_iter",
-                        json_real(round_to(distinct / nb / sh->tables, 0.1)));
-    json_object_set_new(j, "unique_rows_per_iter", json_real(round_to(distinct / nb, 0.1)));
+                        o->dynamic ? json_null() : json_real(round_to(distinct / nb / sh->tables, 0.1)));
+    json_object_set_new(j, "unique_rows_per_iter", o->dynamic ? json_null() : json_real(round_to(distinct / nb, 0.1)));
+    if (o->dynamic) {
+        ember_dynamic_stats ds, sum = {0};
+        for (int32_t t = 0; t < sh->tables; t++) {
+            ember_table_dynamic_stats(coll, t, &ds);
+            sum.capacity += ds.capacity, sum.resident += ds.resident, sum.admitted += ds.admitted;
+            sum.evicted += ds.evicted + ds.expired, sum.not_admitted += ds.not_admitted;
+            sum.index_bytes += ds.index_bytes + ds.sketch_bytes;
+        }
+        json_object_set_new(j, "table_kind", json_string("dynamic"));
+        json_object_set_new(j, "key_space_bits", json_integer(o->key_bits));
+        json_object_set_new(j, "admit_after", json_integer(o->admit_after));
+        json_object_set_new(j, "evict", json_string(EVICT_NAMES[o->evict]));
+        json_object_set_new(j, "dyn_capacity", json_integer(sum.capacity));
+        json_object_set_new(j, "dyn_resident", json_integer(sum.resident));
+        json_object_set_new(j, "dyn_admitted", json_integer(sum.admitted));
+        json_object_set_new(j, "dyn_evicted", json_integer(sum.evicted));
+        json_object_set_new(j, "dyn_not_admitted", json_integer(sum.not_admitted));
+        json_object_set_new(j, "dyn_index_bytes", json_integer(sum.index_bytes));
+    }
     json_object_set_new(j, "lib_last_unique_rows", json_integer(isum[0]));
     json_object_set_new(j, "minflt_per_iter", json_real(round_to((double)imax[0] / o->iters, 0.1)));
     json_object_set_new(j, "rows_bytes", json_integer(imax[1]));

@@ -289,14 +289,40 @@ int cmd_inspect(const tool_ctx *ctx, int argc, char **argv)
             json_object_set_new(o, "state_norm", num(snorm));
             json_object_set_new(o, "state_max_abs", num(st.state_max_abs));
             json_object_set_new(o, "digest", hex(st.digest));
+            if (ti->kind == EMBER_TABLE_DYNAMIC) {
+                ckpt_dyn_summary ds;
+                ckpt_dyn_summarize(ck, t, &ds);
+                json_object_set_new(o, "untouched_rows", json_null()); /* slots: no row number to compare */
+                json_object_set_new(o, "dynamic", json_pack("{sIsIsIsIsIsIsIsIsisssi}", "capacity_per_rank",
+                    (json_int_t)ti->capacity, "resident", (json_int_t)ds.resident, "most_on_a_rank",
+                    (json_int_t)ds.most_on_a_rank, "admitted", (json_int_t)ds.admitted, "evicted",
+                    (json_int_t)ds.evicted, "expired", (json_int_t)ds.expired, "not_admitted",
+                    (json_int_t)ds.not_admitted, "evicted_count_sum", (json_int_t)ds.evicted_count_sum,
+                    "admit_after", (int)ti->admit_after, "evict", ckpt_evict_name(ti->evict), "sketch_width",
+                    (int)ti->sketch_width));
+            }
             json_array_append_new(tables, o);
         } else {
             printf("  %s: %lld x %d, %s (step %lld), %s, init %s %g\n", ti->name, (long long)ti->rows,
                    (int)ti->dim, ckpt_optimizer_name(ti->opt.kind), (long long)ckpt_optimizer_steps(ck), where,
                    ckpt_init_name(ti->init), (double)ti->init_value);
-            printf("    values: L2 norm %.6g, mean row norm %.6g, max |v| %.6g; %lld of %lld rows never touched "
-                   "(%.1f%%)\n", norm, mean_row, st.max_abs, (long long)st.untouched, (long long)ti->rows,
-                   100.0 * (double)st.untouched / (double)ti->rows);
+            if (ti->kind == EMBER_TABLE_DYNAMIC) {
+                ckpt_dyn_summary ds;
+                ckpt_dyn_summarize(ck, t, &ds);
+                printf("    dynamic: %lld of %lld rows hold keys (%.1f%%; fullest rank %lld of %lld); admit after %d, "
+                       "evict %s\n", (long long)ds.resident, (long long)ti->rows,
+                       100.0 * (double)ds.resident / (double)ti->rows, (long long)ds.most_on_a_rank,
+                       (long long)ti->capacity, (int)ti->admit_after, ckpt_evict_name(ti->evict));
+                printf("    keys: %lld admitted, %lld evicted, %lld expired (use counts %lld), %lld ids not admitted\n",
+                       (long long)ds.admitted, (long long)ds.evicted, (long long)ds.expired,
+                       (long long)ds.evicted_count_sum, (long long)ds.not_admitted);
+                printf("    values (every slot): L2 norm %.6g, mean row norm %.6g, max |v| %.6g\n", norm, mean_row,
+                       st.max_abs);
+            } else {
+                printf("    values: L2 norm %.6g, mean row norm %.6g, max |v| %.6g; %lld of %lld rows never touched "
+                       "(%.1f%%)\n", norm, mean_row, st.max_abs, (long long)st.untouched, (long long)ti->rows,
+                       100.0 * (double)st.untouched / (double)ti->rows);
+            }
             if (ti->state_floats > 0)
                 printf("    state: %d floats per row, L2 norm %.6g, max |s| %.6g\n", (int)ti->state_floats, snorm,
                        st.state_max_abs);

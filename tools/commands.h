@@ -18,5 +18,6 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv);
 int cmd_convert(const tool_ctx *ctx, int argc, char **argv);
 int cmd_train(const tool_ctx *ctx, int argc, char **argv);
 int cmd_inspect(const tool_ctx *ctx, int argc, char **argv);
+int cmd_export(const tool_ctx *ctx, int argc, char **argv);
 
 #endif

@@ -28,6 +28,7 @@ static const command COMMANDS[] = {
     {"convert", cmd_convert, "Criteo TSV to ember's binary CTR format (docs/ctr-format.md)"},
     {"train", cmd_train, "train a DLRM-style CTR model (default: the built-in synthetic task)"},
     {"inspect", cmd_inspect, "what a checkpoint holds: tables, statistics, digests, blobs"},
+    {"export", cmd_export, "one table of a checkpoint as (key, row) records for serving"},
 };
 
 static void usage(FILE *f)

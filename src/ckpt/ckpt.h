@@ -83,5 +83,11 @@ typedef struct ckpt_dyn_part {
     const uint8_t *sketch;  /* 4 x sketch_width u16                           */
 } ckpt_dyn_part;
 int ckpt_dyn_read(const ember_checkpoint *ck, int32_t t, int32_t r, ckpt_dyn_part *out);
+/* Over every saving rank: keys held (resident), the counters summed, and
+ * the fullest rank's keys. */
+typedef struct ckpt_dyn_summary {
+    int64_t resident, most_on_a_rank, admitted, evicted, expired, evicted_count_sum, not_admitted;
+} ckpt_dyn_summary;
+int ckpt_dyn_summarize(const ember_checkpoint *ck, int32_t t, ckpt_dyn_summary *out);
 
 #endif

@@ -93,3 +93,26 @@ int ckpt_dyn_read(const ember_checkpoint *ck, int32_t t, int32_t r, ckpt_dyn_par
     out->sketch = out->slots + CKPT_KEYS_SLOT * ck->tables[t].capacity;
     return EMBER_OK;
 }
+
+int ckpt_dyn_summarize(const ember_checkpoint *ck, int32_t t, ckpt_dyn_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int32_t r = 0; r < ck->world; r++) {
+        ckpt_dyn_part p;
+        int st = ckpt_dyn_read(ck, t, r, &p);
+        if (st != EMBER_OK)
+            return st;
+        int64_t n = 0;
+        for (int64_t s = 0; s < ck->tables[t].capacity; s++)
+            n += ckpt_get_u32(p.slots + CKPT_KEYS_SLOT * s + 12) != 0;
+        out->resident += n;
+        if (n > out->most_on_a_rank)
+            out->most_on_a_rank = n;
+        out->admitted += p.counters[0];
+        out->evicted += p.counters[1];
+        out->expired += p.counters[2];
+        out->evicted_count_sum += p.counters[3];
+        out->not_admitted += p.counters[4];
+    }
+    return EMBER_OK;
+}

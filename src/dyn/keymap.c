@@ -83,6 +83,15 @@ void ember_keymap_clear(ember_keymap *m)
     }
 }
 
+/* Prefetches the home bucket's cache line and the next one: at load 0.9 a
+ * key's run is 5.5 buckets long on average, so it often crosses a line. */
+static inline void prefetch_run(const ember_keymap_sub *s, uint64_t h)
+{
+    uint64_t j = h & s->mask;
+    __builtin_prefetch(&s->b[j]);
+    __builtin_prefetch(&s->b[(j + 4) & s->mask]);
+}
+
 /* Probes sub-map s from the home bucket of hash h. */
 static inline uint32_t probe(const ember_keymap_sub *s, uint64_t h, uint64_t key)
 {
@@ -108,7 +117,7 @@ void ember_keymap_find_batch(const ember_keymap *m, const uint64_t *keys, int64_
     for (int64_t i = 0; i < ahead; i++) {
         hs[i] = ember_keymap_hash(m->seed, keys[i]);
         const ember_keymap_sub *s = &m->subs[ember_keymap_sub_of(m, hs[i])];
-        __builtin_prefetch(&s->b[hs[i] & s->mask]);
+        prefetch_run(s, hs[i]);
     }
     for (int64_t i = 0; i < n; i++) {
         uint64_t h = hs[i % PREFETCH_DISTANCE];
@@ -116,7 +125,7 @@ void ember_keymap_find_batch(const ember_keymap *m, const uint64_t *keys, int64_
         if (next < n) {
             uint64_t hn = ember_keymap_hash(m->seed, keys[next]);
             const ember_keymap_sub *sn = &m->subs[ember_keymap_sub_of(m, hn)];
-            __builtin_prefetch(&sn->b[hn & sn->mask]);
+            prefetch_run(sn, hn);
             hs[i % PREFETCH_DISTANCE] = hn;
         }
         slots[i] = probe(&m->subs[ember_keymap_sub_of(m, h)], h, keys[i]);
