@@ -143,6 +143,25 @@ static int parse_args(int argc, char **argv, plan_opts *o, FILE *err)
     return 0;
 }
 
+/* A dynamic table's rows per rank: its capacity, or the most that
+ * capacity_bytes holds (ember_dynamic_bytes is monotone in the capacity). */
+static int64_t dynamic_capacity(const ember_table_config *tb)
+{
+    if (tb->capacity > 0)
+        return tb->capacity;
+    ember_table_config c = *tb;
+    c.capacity_bytes = 0;
+    int64_t lo = 1, hi = (int64_t)UINT32_MAX - 2;
+    while (hi - lo > 1) {
+        c.capacity = lo + (hi - lo) / 2;
+        if (ember_dynamic_bytes(&c) <= tb->capacity_bytes)
+            lo = c.capacity;
+        else
+            hi = c.capacity;
+    }
+    return lo;
+}
+
 /* Id statistics from the config's law, one computation per distinct law. */
 static int stats_from_config(const config_file *cf, plan_id_stats *st, FILE *err)
 {
@@ -587,6 +606,28 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
     }
     int status = 1;
     int32_t T = cf->num_tables, F = cf->num_features;
+    /* A dynamic table is planned as the row-wise table of capacity x W rows
+     * it is (its ids spread over the slots as its keys over the owners); its
+     * key index, metadata and sketch are listed apart after the plan. */
+    int32_t plan_world = o.world ? o.world : cf->planner.world;
+    int64_t *dyn_index = calloc((size_t)T + 1, sizeof *dyn_index);
+    for (int32_t t = 0; dyn_index && t < T; t++) {
+        ember_table_config *tb = &cf->tables[t];
+        if (tb->kind != EMBER_TABLE_DYNAMIC)
+            continue;
+        int64_t all = ember_dynamic_bytes(tb);
+        int32_t sf = ember_state_floats(tb->optimizer.kind, tb->dim);
+        ember_table_config fixed = *tb;
+        fixed.kind = EMBER_TABLE_FIXED;
+        fixed.capacity = fixed.capacity_bytes = fixed.sketch_bytes = 0;
+        fixed.admit_after = fixed.ttl_steps = 0;
+        fixed.evict = EMBER_EVICT_LRU;
+        int64_t cap = dynamic_capacity(tb);
+        fixed.rows = cap * (plan_world > 0 ? plan_world : 1);
+        dyn_index[t] = all - cap * 4 * (int64_t)(tb->dim + sf);
+        *tb = fixed;
+        cf->table_extra[t].placement_pin = EMBER_PLACE_ROW;
+    }
     plan_id_stats *st = calloc((size_t)T, sizeof *st);
     double *pooling = calloc((size_t)F, sizeof *pooling);
     plan_pin *pins = calloc((size_t)T, sizeof *pins);
@@ -659,11 +700,24 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
         }
     } else {
         print_text(&o, cf, &po, B, &res, &sm, source);
+        int64_t idx = 0;
+        for (int32_t t = 0; dyn_index && t < T; t++)
+            idx += dyn_index[t];
+        if (idx > 0) {
+            char b1[32];
+            printf("dynamic tables (planned as row-wise tables of capacity x world rows): key index, row "
+                   "metadata and sketches add %s per rank:\n", plan_format_bytes((double)idx, b1, sizeof b1));
+            for (int32_t t = 0; t < T; t++)
+                if (dyn_index[t] > 0)
+                    printf("  %s: %lld rows per rank, %s of index\n", cf->tables[t].name,
+                           (long long)(cf->tables[t].rows / po.world), plan_format_bytes((double)dyn_index[t], b1, sizeof b1));
+        }
     }
     status = 0;
 done:
     free(tiered);
     free(hit);
+    free(dyn_index);
     free(sm.cost);
     plan_result_free(&res);
     free(st);
