@@ -182,7 +182,7 @@ static inline int dyn_sim_step(dyn_sim *s, const ember_collection_config *cfg, c
         memcpy(rb->lengths, g->lengths, sizeof(int32_t) * (size_t)F * B);
         if (g->weights)
             memcpy(rb->weights, g->weights, sizeof(float) * (size_t)n);
-        for (int32_t f = 0; f < F; f++)
+        for (int32_t f = 0; f < F && B > 0; f++)
             for (int64_t k = bag[(int64_t)f * B]; k < (f + 1 < F ? bag[(int64_t)(f + 1) * B] : n); k++)
                 rb->ids[k] = cfg->features[f].table == s->table ? trans[k] : g->ids[k];
         /* the zero row: zeros, zero state, every step */
