@@ -509,6 +509,9 @@ int32_t ember_prefetch_depth(const ember_collection *coll);
  * the id plus the table's offset inside its stacked table;
  *   ids[t * num_shards + s]    += 1
  *   unique[t * num_shards + s] += 1 the first time that id is seen there.
+ * A dynamic table's keys are counted by destination: s = mix64(key) mod
+ * num_shards (its owner when num_shards is the world size), unique = its
+ * distinct keys there.
  * Both arrays hold num_tables * num_shards counts.  Invalid ids are an error
  * (EMBER_EINPUT) whatever the bounds policy.  Counts are of this rank's
  * batch only (not collective).  It reuses the routing buffers,

@@ -514,6 +514,31 @@ static void test_checkpoint(test_rng *r)
     test_config_free(tiny);
 }
 
+/* ember_partition_counts: keys counted by destination, against the naive one. */
+static void test_partition_counts(test_rng *r)
+{
+    for (int trial = 0; trial < 20; trial++) {
+        test_config *tc = stream_config(r, EMBER_EVICT_LRU, 1, 50);
+        tc->cfg.num_shards = (int32_t)test_range(r, 1, 6);
+        stream s;
+        stream_init(r, &s, 200);
+        ember_collection *c = NULL;
+        CHECK(ember_collection_create(&tc->cfg, &c) == EMBER_OK);
+        test_batch g;
+        make_batch(r, &s, (int32_t)test_range(r, 0, 20), 5, 0, &g);
+        int64_t n = 2 * (int64_t)tc->cfg.num_shards, got[2][20], want[2][20];
+        CHECK(ember_partition_counts(c, &g.b, got[0], got[1]) == EMBER_OK);
+        ref_partition_counts(&tc->cfg, &g.b, want[0], want[1]);
+        CHECK_MSG(!memcmp(got[0], want[0], 8 * (size_t)n) && !memcmp(got[1], want[1], 8 * (size_t)n),
+                  "trial %d: partition counts of a dynamic table differ from the reference (%d shards)", trial,
+                  tc->cfg.num_shards);
+        test_batch_free(&g);
+        ember_collection_destroy(c);
+        free(s.pool);
+        test_config_free(tc);
+    }
+}
+
 int main(int argc, char **argv)
 {
     test_rng r = {test_seed(argc, argv)};
@@ -528,6 +553,7 @@ int main(int argc, char **argv)
     test_evaluation();
     test_bad_config();
     test_checkpoint(&r);
+    test_partition_counts(&r);
     for (int t = 0; t < 2; t++) {
         char d[300];
         snprintf(d, sizeof d, "%s/%d", tmpdir, t);

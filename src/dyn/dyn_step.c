@@ -267,3 +267,41 @@ void ember_dyn_forward_end(ember_collection *c, int status)
         }
     }
 }
+
+int ember_dyn_partition_counts(ember_collection *c, const ember_batch *b, int64_t *ids, int64_t *unique)
+{
+    int32_t B = b->batch_size, S = c->cfg.num_shards;
+    for (int32_t p = 0; p < c->num_ptables; p++) {
+        const ember_ptable *pt = &c->ptables[p];
+        if (!pt->dyn)
+            continue;
+        int32_t t = pt->tables[0];
+        int64_t n = 0;
+        for (int32_t i = 0; i < pt->num_features; i++) {
+            const int64_t *bo = c->bag_off + (int64_t)pt->features[i] * (B + 1);
+            n += bo[B] - bo[0];
+        }
+        memset(ids + (int64_t)t * S, 0, sizeof(int64_t) * (size_t)S);
+        memset(unique + (int64_t)t * S, 0, sizeof(int64_t) * (size_t)S);
+        ember_keymap seen; /* the table's distinct keys of this batch */
+        if (n > 0 && ember_keymap_init(&seen, n, 0.5, 0, 0x2545f4914f6cdd1dULL) != EMBER_OK)
+            return ember_fail(c, EMBER_ENOMEM, "out of memory counting %lld keys", (long long)n);
+        for (int32_t i = 0; i < pt->num_features && n > 0; i++) {
+            const int64_t *bo = c->bag_off + (int64_t)pt->features[i] * (B + 1);
+            for (int32_t s = 0; s < B; s++)
+                for (int64_t k = bo[s]; k < bo[s + 1]; k++) {
+                    int repeat = 0; /* per-sample dedup: a key counts once per bag */
+                    for (int64_t j = bo[s]; j < k && !repeat; j++)
+                        repeat = b->ids[j] == b->ids[k];
+                    if (repeat)
+                        continue;
+                    int64_t cell = (int64_t)t * S + ember_dyn_owner(b->ids[k], S);
+                    ids[cell]++;
+                    unique[cell] += ember_keymap_find_or_insert(&seen, (uint64_t)b->ids[k], 0) == EMBER_KEYMAP_NONE;
+                }
+        }
+        if (n > 0)
+            ember_keymap_free(&seen);
+    }
+    return EMBER_OK;
+}

@@ -46,6 +46,12 @@ void ember_dyn_tables_destroy(struct ember_collection *c);
  * (ids in the collection's scratch; *out = *b without dynamic tables).
  * On error every table is as before. */
 int ember_dyn_forward_begin(struct ember_collection *c, const struct ember_batch *b, struct ember_batch *out);
+/* ember_partition_counts for dynamic tables: their cells of ids/unique
+ * recounted from the batch (c->bag_off filled by validation): per-sample
+ * dedup of keys within each bag, shard = ember_dyn_owner(key, num_shards),
+ * unique = distinct keys per (table, shard). */
+int ember_dyn_partition_counts(struct ember_collection *c, const struct ember_batch *b, int64_t *ids,
+                               int64_t *unique);
 /* End of forward: commit (status OK) or roll back the resolves. */
 void ember_dyn_forward_end(struct ember_collection *c, int status);
 

@@ -274,5 +274,5 @@ int ember_partition_counts(ember_collection *c, const ember_batch *b, int64_t *i
     memset(ids, 0, sizeof(int64_t) * (size_t)n);
     memset(unique, 0, sizeof(int64_t) * (size_t)n);
     ember_limits_count(c, ids, unique);
-    return EMBER_OK;
+    return c->num_dynamic ? ember_dyn_partition_counts(c, b, ids, unique) : EMBER_OK;
 }

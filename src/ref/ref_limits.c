@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "ref/ref.h"
 
 /* num_shards 0 means the world size, which is 1 for the reference. */
@@ -48,7 +49,7 @@ static int64_t *bag_starts(const ember_batch *b)
 
 static int id_valid(const ember_collection_config *cfg, int32_t t, int64_t id)
 {
-    return id >= 0 && id < cfg->tables[t].rows;
+    return cfg->tables[t].kind == EMBER_TABLE_DYNAMIC || (id >= 0 && id < cfg->tables[t].rows);
 }
 
 /* The units of samples [lo, hi), in (feature, sample, position) order.
@@ -80,7 +81,9 @@ static int64_t list_units(const ember_collection_config *cfg, const ember_batch 
                 if (seen)
                     continue;
                 u[n].table = t;
-                u[n].shard = (int32_t)((off + id) % ref_shards(cfg));
+                u[n].shard = cfg->tables[t].kind == EMBER_TABLE_DYNAMIC /* a key's destination */
+                                 ? (ref_shards(cfg) == 1 ? 0 : (int32_t)(ember_mix64((uint64_t)id) % (uint64_t)ref_shards(cfg)))
+                                 : (int32_t)((off + id) % ref_shards(cfg));
                 u[n].id = id;
                 u[n].sample = s;
                 u[n].feature = f;
