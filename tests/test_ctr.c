@@ -341,6 +341,8 @@ static void test_synth_teacher(uint64_t seed)
 
 static const int64_t TSV_ROWS[26] = {1000, 7, 100000, 1, 50, 65536, 3, 999, 10, 10, 10, 10, 10,
                                      4096, 2,  123,    5, 6, 7,     8, 9,   1 << 20, 77, 5, 300, 11};
+/* The rows the reference hashes into (rows 0: a dynamic table's whole 64-bit key). */
+static const int64_t *ref_rows = TSV_ROWS;
 
 /* A random valid line (no newline) into buf. */
 static void random_line(test_rng *r, char *buf, size_t n)
@@ -394,7 +396,8 @@ static void reference_parse(const char *line, samples *a)
         uint32_t v = (uint32_t)strtoul(field[14 + f], NULL, 16);
         unsigned char le[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
                                (unsigned char)(v >> 24)};
-        ids[f] = (int64_t)(XXH64(le, 4, (XXH64_hash_t)f) % (uint64_t)TSV_ROWS[f]);
+        uint64_t h = XXH64(le, 4, (XXH64_hash_t)f);
+        ids[f] = ref_rows[f] ? (int64_t)(h % (uint64_t)ref_rows[f]) : (int64_t)h;
     }
     /* a one-sample batch in ctr_batch layout */
     int64_t packed[26], k = 0;
@@ -451,8 +454,9 @@ static char *random_file(test_rng *r, int n, const char *const *bad, samples *re
     return text;
 }
 
-static void test_tsv_reference(uint64_t seed)
+static void test_tsv_reference(uint64_t seed, const int64_t *rows)
 {
+    ref_rows = rows;
     test_rng r = {seed ^ 0x7573};
     char path[512], err[512];
     snprintf(path, sizeof path, "%s/random.tsv", tmpdir);
@@ -463,7 +467,8 @@ static void test_tsv_reference(uint64_t seed)
     write_file(path, text);
     free(text);
     ctr_source *s = NULL;
-    CHECK(ctr_source_tsv(path, TSV_ROWS, CTR_BAD_FAIL, 0, 1, &s, err, sizeof err) == 0);
+    CHECK(ctr_source_tsv(path, rows, CTR_BAD_FAIL, 0, 1, &s, err, sizeof err) == 0);
+    ref_rows = TSV_ROWS;
     if (!s)
         return;
     samples got;
@@ -492,10 +497,10 @@ static void test_tsv_reference(uint64_t seed)
     snprintf(path, sizeof path, "%s/missing.tsv", tmpdir);
     CHECK(ctr_source_tsv(path, TSV_ROWS, CTR_BAD_SKIP, 0, 1, &s, err, sizeof err) == -1);
     CHECK_MSG(strstr(err, "missing.tsv: cannot open") != NULL, "%s", err);
-    int64_t rows[26];
-    memcpy(rows, TSV_ROWS, sizeof rows);
-    rows[3] = 0;
-    CHECK(ctr_source_tsv(path, rows, CTR_BAD_SKIP, 0, 1, &s, err, sizeof err) == -1 && strstr(err, "C4"));
+    int64_t bad_rows[26];
+    memcpy(bad_rows, TSV_ROWS, sizeof bad_rows);
+    bad_rows[3] = -1;
+    CHECK(ctr_source_tsv(path, bad_rows, CTR_BAD_SKIP, 0, 1, &s, err, sizeof err) == -1 && strstr(err, "C4"));
 }
 
 static char *overlong_line(void)
@@ -1014,7 +1019,11 @@ int main(int argc, char **argv)
     test_synth_determinism(seed);
     test_synth_shares(seed);
     test_synth_teacher(seed);
-    test_tsv_reference(seed);
+    test_tsv_reference(seed, TSV_ROWS);
+    int64_t keyed[26]; /* every third feature feeds a dynamic table: whole 64-bit keys */
+    for (int f = 0; f < 26; f++)
+        keyed[f] = f % 3 ? TSV_ROWS[f] : 0;
+    test_tsv_reference(seed, keyed);
     test_tsv_bad_lines(seed);
     test_binary(seed);
     test_binary_messages();
