@@ -124,6 +124,20 @@ check_dynamic_resume() {
     expect_status 0 "$EMBER" train "${QUICK[@]}" --config "$cfg" --threads 2 --steps 16 \
         --checkpoint-dir "$TMP/dyn-t2.ck" || return 1
     compare_ckpt "$TMP/dyn-a.ck" "$TMP/dyn-t2.ck" same-state || return 1
+    # ember export: one record per resident key (ember inspect's count), sorted, the documented size
+    expect_status 0 "$EMBER" export "$TMP/dyn-a.ck" --table c1 --out "$TMP/c1.rows" || return 1
+    "$EMBER" inspect "$TMP/dyn-a.ck" --json >"$TMP/dyn.json" || return 1
+    python3 - "$TMP/c1.rows" "$TMP/dyn.json" <<'PY' || return 1
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+magic, version, dim, n, kind = struct.unpack_from("<QIIQI", data, 0)
+table = [t for t in json.load(open(sys.argv[2]))["tables"] if t["name"] == "c1"][0]
+keys = [struct.unpack_from("<q", data, 64 + i * (8 + 4 * dim))[0] for i in range(n)]
+assert magic == 0x53574F5252424D45 and version == 1 and kind == 1, (hex(magic), version, kind)
+assert dim == table["dim"] and n == table["dynamic"]["resident"], (dim, n, table["dynamic"])
+assert len(data) == 64 + n * (8 + 4 * dim) + 8, len(data)
+assert keys == sorted(keys) and len(set(keys)) == n
+PY
     have_mpirun || return 0
     expect_status 0 mpi2 train "${QUICK[@]}" --config "$cfg" --steps 16 --checkpoint-dir "$TMP/dyn-m.ck" || return 1
     expect_status 0 mpi2 train "${QUICK[@]}" --config "$cfg" --steps 8 --checkpoint-dir "$TMP/dyn-n.ck" || return 1
