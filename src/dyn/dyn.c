@@ -29,7 +29,7 @@ int64_t ember_dyn_index_bytes(int64_t capacity, ember_evict_policy evict)
         per <<= 1;
     if (per < 16)
         per = 16;
-    int64_t heap = evict == EMBER_EVICT_NONE ? 0 : 2 * capacity + 16;
+    int64_t heap = evict == EMBER_EVICT_NONE ? 0 : 2 * capacity + 20; /* + 4: the line alignment */
     return per * (int64_t)sizeof(ember_keymap_bucket) +
            capacity * (int64_t)(sizeof(uint64_t) + sizeof(ember_dyn_meta) + 2 * sizeof(uint32_t)) +
            (capacity + 63) / 64 * 8 + heap * (int64_t)sizeof(ember_dyn_heap_entry);
@@ -51,7 +51,13 @@ int ember_dyn_init(ember_dyn *d, const ember_dyn_params *p)
     d->pin = calloc((size_t)cap, sizeof *d->pin);
     d->free_bits = calloc((size_t)(cap + 63) / 64, sizeof *d->free_bits);
     d->heap_cap = p->evict == EMBER_EVICT_NONE ? 0 : 2 * cap + 16;
-    d->heap = d->heap_cap ? malloc(sizeof *d->heap * (size_t)d->heap_cap) : NULL;
+    if (d->heap_cap) { /* children 4i+1..4i+4 on one line: entry 0 sits 3 entries into a line */
+        void *mem = NULL;
+        if (posix_memalign(&mem, 64, sizeof *d->heap * (size_t)(d->heap_cap + 4)) == 0) {
+            d->heap_mem = mem;
+            d->heap = (ember_dyn_heap_entry *)mem + 3;
+        }
+    }
     d->sketch = p->sketch_width ? calloc((size_t)(SKETCH_DEPTH * p->sketch_width), sizeof *d->sketch) : NULL;
     if (!d->slot_key || !d->meta || !d->gen || !d->pin || !d->free_bits || (d->heap_cap && !d->heap) ||
         (p->sketch_width && !d->sketch)) {
@@ -73,7 +79,7 @@ void ember_dyn_free(ember_dyn *d)
     free(d->gen);
     free(d->pin);
     free(d->free_bits);
-    free(d->heap);
+    free(d->heap_mem);
     free(d->sketch);
     free(d->undo);
     free(d->sketch_old_idx);
@@ -225,7 +231,7 @@ static int admit(ember_dyn *d, int64_t j, uint32_t step, char *err, size_t errle
         return EMBER_ENOMEM;
     uint32_t slot;
     int evicted;
-    int st = ember_dyn_take_slot(d, step, &slot, &evicted);
+    int st = ember_dyn_take_slot(d, &slot, &evicted);
     if (st == EMBER_ELIMIT) {
         if (d->p.evict == EMBER_EVICT_NONE)
             snprintf(err, errlen, "is full: all %lld rows of this rank hold keys and eviction is none",

@@ -89,7 +89,8 @@ typedef struct ember_dyn {
     uint32_t *pin;             /* [capacity] resolve serial that used it      */
     uint64_t *free_bits;       /* [capacity / 64] 1 = free                     */
     int64_t free_count, free_hint, resident;
-    ember_dyn_heap_entry *heap;
+    ember_dyn_heap_entry *heap;  /* 4-ary min-heap of victims (dyn_evict.c)     */
+    void *heap_mem;              /* its allocation                               */
     int64_t heap_n, heap_cap;
     uint16_t *sketch;          /* [4 * sketch_width]                          */
     uint32_t serial;           /* resolves so far                              */
@@ -163,7 +164,7 @@ void ember_dyn_put(ember_dyn *d, uint32_t slot, uint64_t key, uint32_t last_step
 void ember_dyn_loaded(ember_dyn *d);
 
 /* Internals shared by dyn.c and dyn_evict.c. */
-int ember_dyn_take_slot(ember_dyn *d, uint32_t step, uint32_t *slot, int *evicted);
+int ember_dyn_take_slot(ember_dyn *d, uint32_t *slot, int *evicted);
 void ember_dyn_heap_push(ember_dyn *d, uint32_t slot);
 int ember_dyn_heap_rebuild(ember_dyn *d);
 void ember_dyn_unpin_aside(ember_dyn *d);

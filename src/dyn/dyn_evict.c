@@ -3,7 +3,7 @@
  *
  * Free slots are a bitmap; a new row takes the lowest free slot, so slot
  * numbers are a pure function of the key sequence.  Victims come from a
- * lazy min-heap of (score, slot): LRU and TTL score a row by its last step,
+ * lazy 4-ary min-heap of (score, slot): LRU and TTL score a row by its last step,
  * LFU by (use count, last step); ties go to the lower slot.  A row's score
  * only grows while it is resident, so an entry's score is a lower bound of
  * its row's: popping the minimum, an entry whose score is behind is pushed
@@ -36,11 +36,16 @@ static int entry_less(const ember_dyn_heap_entry *a, const ember_dyn_heap_entry 
     return a->score < b->score || (a->score == b->score && a->slot < b->slot);
 }
 
+/* A 4-ary heap: half the levels of a binary one, and a node's four
+ * children are one 64-byte line (the array starts 3 entries before a line,
+ * see ember_dyn_init), so a sift down misses the cache once a level. */
+#define HEAP_ARITY 4
+
 static void sift_up(ember_dyn_heap_entry *h, int64_t i)
 {
     ember_dyn_heap_entry e = h[i];
     while (i > 0) {
-        int64_t parent = (i - 1) / 2;
+        int64_t parent = (i - 1) / HEAP_ARITY;
         if (!entry_less(&e, &h[parent]))
             break;
         h[i] = h[parent];
@@ -53,15 +58,17 @@ static void sift_down(ember_dyn_heap_entry *h, int64_t n, int64_t i)
 {
     ember_dyn_heap_entry e = h[i];
     for (;;) {
-        int64_t c = 2 * i + 1;
+        int64_t c = HEAP_ARITY * i + 1, end = c + HEAP_ARITY < n ? c + HEAP_ARITY : n;
         if (c >= n)
             break;
-        if (c + 1 < n && entry_less(&h[c + 1], &h[c]))
-            c++;
-        if (!entry_less(&h[c], &e))
+        int64_t best = c;
+        for (int64_t k = c + 1; k < end; k++)
+            if (entry_less(&h[k], &h[best]))
+                best = k;
+        if (!entry_less(&h[best], &e))
             break;
-        h[i] = h[c];
-        i = c;
+        h[i] = h[best];
+        i = best;
     }
     h[i] = e;
 }
@@ -106,7 +113,7 @@ int ember_dyn_heap_rebuild(ember_dyn *d)
         }
     d->heap_n = n;
     d->aside_n = 0; /* the pinned entries set aside are in again */
-    for (int64_t i = n / 2 - 1; i >= 0; i--)
+    for (int64_t i = (n - 2) / HEAP_ARITY; i >= 0 && n > 1; i--)
         sift_down(d->heap, n, i);
     return EMBER_OK;
 }
@@ -222,9 +229,8 @@ static uint32_t lowest_free(ember_dyn *d)
     return EMBER_DYN_NONE; /* not reached while free_count > 0 */
 }
 
-int ember_dyn_take_slot(ember_dyn *d, uint32_t step, uint32_t *slot, int *evicted)
+int ember_dyn_take_slot(ember_dyn *d, uint32_t *slot, int *evicted)
 {
-    (void)step;
     *evicted = 0;
     if (d->free_count == 0) {
         if (d->p.evict == EMBER_EVICT_NONE)
