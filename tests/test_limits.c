@@ -1,6 +1,6 @@
 /*
  * test_limits.c: per-partition counts and limit policies (ember.h on
- * ember_table_config limits and ember_partition_counts; seed 004 §7) against
+ * ember_table_config limits and ember_partition_counts) against
  * the naive reference in src/ref/ref_limits.c, on fresh random inputs.
  *
  *   counts     ember_partition_counts == ref_partition_counts exactly, shards
@@ -821,7 +821,7 @@ static void test_dedup(test_rng *r)
     }
 }
 
-/* The reference itself on a hand-made case (seed 004 §3's example), so a
+/* The reference itself on a hand-made case (SparseCore's documented example), so a
  * wrong reference cannot agree with a wrong library. */
 static void test_reference_by_hand(void)
 {

@@ -19,7 +19,7 @@
 
 #include "ckpt/ckpt.h"
 
-/* A broken invariant of this module: file:line, abort (STYLE.md). */
+/* A broken invariant of this module: file:line, abort (a bug, not bad input). */
 #define CKPT_ASSERT(x)                                                                                       \
     do {                                                                                                     \
         if (!(x)) {                                                                                          \

@@ -7,7 +7,7 @@
  * an end record carrying the number of batches, so that a file cut at a record
  * boundary is still found truncated.  Everything is little-endian.
  *
- * Design choices.  Durability as STYLE.md asks: the writer writes path.tmp,
+ * Design choices.  Durability: the writer writes path.tmp,
  * fsyncs it, renames it over path and fsyncs the directory, so a reader sees
  * either the old file or the whole new one.  Distrust on read: every count is
  * checked against the bytes left in the file before anything is allocated

@@ -6,7 +6,7 @@
  * failure is kept per thread and read back with ember_data_errmsg() (ember.h).
  * A failing function formats its message with ember_data_set_error() just
  * before it returns the status; a message names the place (file, batch,
- * field) as STYLE.md asks.
+ * field) the user must look at.
  */
 #ifndef EMBER_DATA_ERROR_H
 #define EMBER_DATA_ERROR_H

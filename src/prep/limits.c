@@ -1,5 +1,5 @@
 /*
- * limits.c: per-partition limits (seed 004 §7): counting, the error and
+ * limits.c: per-partition limits (SparseCore's max_ids_per_partition and max_unique_ids_per_partition): counting, the error and
  * drop policies, and the greedy mini-batch split.
  *
  * The unit is a distinct id within a bag (the route's leader entries).  A

@@ -1,5 +1,5 @@
 /*
- * limits.h: per-partition limits (seed 004 §7) on a routed batch.
+ * limits.h: per-partition limits (SparseCore's) on a routed batch.
  */
 #ifndef EMBER_PREP_LIMITS_H
 #define EMBER_PREP_LIMITS_H

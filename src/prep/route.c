@@ -1,5 +1,5 @@
 /*
- * route.c: host preprocessing of one batch (seed 004 §2-3): validation, then
+ * route.c: host preprocessing of one batch (as SparseCore's host preprocessing): validation, then
  * jagged bags -> COO entries per physical table, in sample-major order.
  *
  * Validation reads everything before anything is written, so a bad batch

@@ -1,6 +1,6 @@
 /*
  * route.h: a batch routed to one physical table (host preprocessing,
- * seed 004 §2-3): jagged bags -> COO entries in sample-major order, optional
+ * as SparseCore's): jagged bags -> COO entries in sample-major order, optional
  * per-bag dedup, limits applied, and the sorted (row, entry) keys that the
  * backward aggregation and the limit checks share.
  *

@@ -1,6 +1,6 @@
 /*
  * ref_limits.c: naive reference for ember_partition_counts() and for the
- * per-partition limit policies of ember_table_config (seed 004 §7).
+ * per-partition limit policies of ember_table_config.
  *
  * Everything is rebuilt from the batch for every question asked: a "unit" is
  * a distinct id within one bag (sample, feature); a sample range's units are

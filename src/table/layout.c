@@ -1,5 +1,5 @@
 /*
- * layout.c: table stacking (seed 004 §2).
+ * layout.c: table stacking (as SparseCore's).
  *
  * Tables with the same dim and bitwise-equal optimizer config share one
  * physical table, in config order, each at a row offset; with stacking off

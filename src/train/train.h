@@ -6,7 +6,7 @@
  * A trainer joins an ember_collection (the embedding tables, sharded over
  * the collection's world) and a dlrm (the dense model, replicated on every
  * rank).  One optimizer step over a global batch of G = R * k * b samples
- * (R ranks, k micro-batches of b samples each per rank, seed 001 §5.5.1):
+ * (R ranks, k micro-batches of b samples each per rank, gradient accumulation):
  *
  *   ember_forward(this rank's k*b samples)            -> pooled [k*b][F*d]
  *   for each micro-batch j < k:
