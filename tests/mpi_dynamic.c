@@ -82,6 +82,46 @@ static ember_checkpoint *save_open(ember_collection *c, const char *root, int64_
     return ck;
 }
 
+/* One step's input: a global batch g of B samples, split over the ranks
+ * at start[], this rank's slice lb, output buffers for both, and a global
+ * gradient gd drawn from r (the same on every rank) with this rank's
+ * sequence part in lds; ld = this rank's pooled part of gd. */
+typedef struct step_io {
+    test_batch g, lb;
+    int32_t start[65];
+    int64_t gseq, lseq;
+    float *gout, *lout, *gd, *lds, *ld;
+} step_io;
+
+static void step_io_make(test_rng *r, stream *s, const test_config *tc, int32_t B, int32_t max_len, int weighted,
+                         mpi_split_kind split, step_io *io)
+{
+    int32_t W = mpi_size_, rank = mpi_rank_;
+    int64_t pw = test_pooled_width(&tc->cfg);
+    make_batch(r, s, B, max_len, weighted, &io->g);
+    mpi_split(r, B, W, split, io->start);
+    test_sub_batch(&io->g.b, io->start[rank], io->start[rank + 1], &io->lb);
+    io->gseq = test_sequence_size(&tc->cfg, &io->g.b);
+    io->lseq = test_sequence_size(&tc->cfg, &io->lb.b);
+    io->gout = calloc((size_t)(B * pw + io->gseq + 1), sizeof(float));
+    io->lout = calloc((size_t)(io->lb.b.batch_size * pw + io->lseq + 1), sizeof(float));
+    io->gd = malloc(sizeof(float) * (size_t)(B * pw + io->gseq + 1));
+    io->lds = mpi_nan_buffer(io->lseq);
+    test_fill(r, io->gd, B * pw + io->gseq, -1, 1);
+    mpi_local_sequence(&tc->cfg, &io->g.b, io->start[rank], io->start[rank + 1], io->gd + B * pw, io->lds);
+    io->ld = io->gd + (int64_t)io->start[rank] * pw;
+}
+
+static void step_io_free(step_io *io)
+{
+    free(io->gout);
+    free(io->lout);
+    free(io->gd);
+    free(io->lds);
+    test_batch_free(&io->g);
+    test_batch_free(&io->lb);
+}
+
 static void trial(test_rng *r, int ix, ember_world *world)
 {
     static const ember_evict_policy policies[] = {EMBER_EVICT_LRU, EMBER_EVICT_LFU, EMBER_EVICT_TTL,
@@ -114,28 +154,26 @@ static void trial(test_rng *r, int ix, ember_world *world)
     int64_t pw = test_pooled_width(&tc->cfg);
     int bad = 0;
     for (int step = 1; step <= STEPS && A && !bad; step++) {
-        test_batch g, lb, rb;
-        int32_t B = (int32_t)test_range(r, 0, 24), start[65];
-        make_batch(r, &s, B, (int32_t)test_range(r, 1, 5), (int)test_range(r, 0, 2), &g);
-        mpi_split(r, B, W, (mpi_split_kind)test_range(r, 0, 4), start);
-        test_sub_batch(&g.b, start[rank], start[rank + 1], &lb);
-        int64_t gseq = test_sequence_size(&tc->cfg, &g.b), lseq = test_sequence_size(&tc->cfg, &lb.b);
-        float *gout = calloc((size_t)(B * pw + gseq + 1), sizeof(float));
-        float *lout = calloc((size_t)(lb.b.batch_size * pw + lseq + 1), sizeof(float));
-        float *gd = malloc(sizeof(float) * (size_t)(B * pw + gseq + 1)), *lds = mpi_nan_buffer(lseq);
-        test_fill(r, gd, B * pw + gseq, -1, 1);
-        mpi_local_sequence(&tc->cfg, &g.b, start[rank], start[rank + 1], gd + B * pw, lds);
+        step_io io;
+        test_batch rb;
+        int32_t B = (int32_t)test_range(r, 0, 24), max_len = (int32_t)test_range(r, 1, 5);
+        int weighted = (int)test_range(r, 0, 2);
+        step_io_make(r, &s, tc, B, max_len, weighted, (mpi_split_kind)test_range(r, 0, 4), &io);
+        const int32_t *start = io.start;
+        int64_t lseq = io.lseq;
+        float *gout = io.gout, *lout = io.lout;
+        const test_batch *g = &io.g, *lb = &io.lb;
         ember_stats es;
         ember_collection_stats(A, &es);
-        int want = dyn_sim_step(&sim, &tc->cfg, &g.b, start, (uint32_t)(es.steps + 1), &rb);
-        int got = ember_forward(A, &lb.b, lout, lout + lb.b.batch_size * pw);
+        int want = dyn_sim_step(&sim, &tc->cfg, &g->b, start, (uint32_t)(es.steps + 1), &rb);
+        int got = ember_forward(A, &lb->b, lout, lout + lb->b.batch_size * pw);
         MCHECK(got == want, "step %d: forward %d, reference %d (%s)", step, got, want, ember_errmsg(A));
         if (want == EMBER_OK && got == EMBER_OK) {
             MCHECK(ember_forward(sim.R, &rb.b, gout, gout + B * pw) == EMBER_OK, "twin forward");
             const float *mine = gout + (int64_t)start[rank] * pw;
-            int64_t n = lb.b.batch_size * pw;
+            int64_t n = lb->b.batch_size * pw;
             float *lwant = mpi_nan_buffer(lseq);
-            mpi_local_sequence(&tc->cfg, &g.b, start[rank], start[rank + 1], gout + B * pw, lwant);
+            mpi_local_sequence(&tc->cfg, &g->b, start[rank], start[rank + 1], gout + B * pw, lwant);
             if (tc->tables[0].exchange == EMBER_EXCHANGE_ROWS) {
                 MCHECK(mpi_first_diff(lout, mine, n) < 0 && mpi_first_diff(lout + n, lwant, lseq) < 0,
                        "step %d: outputs differ from the reference", step);
@@ -147,9 +185,8 @@ static void trial(test_rng *r, int ix, ember_world *world)
                        "step %d: pooled-exchange outputs beyond rounding of the reference", step);
             }
             free(lwant);
-            MCHECK(ember_backward(A, gd + (int64_t)start[rank] * pw, lds) == EMBER_OK, "backward: %s",
-                   ember_errmsg(A));
-            MCHECK(ember_backward(sim.R, gd, gd + B * pw) == EMBER_OK, "twin backward");
+            MCHECK(ember_backward(A, io.ld, io.lds) == EMBER_OK, "backward: %s", ember_errmsg(A));
+            MCHECK(ember_backward(sim.R, io.gd, io.gd + B * pw) == EMBER_OK, "twin backward");
             test_batch_free(&rb);
         }
         char what[96];
@@ -157,12 +194,7 @@ static void trial(test_rng *r, int ix, ember_world *world)
         bad = dyn_sim_compare(&sim, A, rank, what);
         MCHECK(bad == 0, "step %d: %d mismatches with the reference", step, bad);
         bad = !mpi_all(!bad);
-        free(gout);
-        free(lout);
-        free(gd);
-        free(lds);
-        test_batch_free(&g);
-        test_batch_free(&lb);
+        step_io_free(&io);
     }
     if (rank == 0 && !bad)
         printf("trial %d: W %d evict %d admit %d capacity %lld: %d steps equal\n", ix, W, evict, admit,
@@ -181,27 +213,20 @@ static void trial(test_rng *r, int ix, ember_world *world)
         MCHECK(B2 && ember_load(B2, ck) == EMBER_OK, "load: %s", B2 ? ember_errmsg(B2) : "");
         int32_t dim = tc->tables[0].dim, sf = ember_state_floats(tc->tables[0].optimizer.kind, dim);
         for (int step = 0; step < 6 && B2; step++) {
-            test_batch g, lb;
-            int32_t B = (int32_t)test_range(r, 0, 24), start[65];
-            make_batch(r, &s, B, 3, 0, &g);
-            mpi_split(r, B, W, MPI_SPLIT_EVEN, start);
-            test_sub_batch(&g.b, start[rank], start[rank + 1], &lb);
-            int64_t lseq = test_sequence_size(&tc->cfg, &lb.b), n = lb.b.batch_size * pw + lseq;
-            float *o1 = calloc((size_t)n + 1, 4), *o2 = calloc((size_t)n + 1, 4), *gr = malloc(4 * (size_t)n + 4);
-            test_rng gl = {(uint64_t)(step * 1000 + rank)}; /* local sizes: not from r, which every rank shares */
-            test_fill(&gl, gr, n, -1, 1);
-            int s1 = ember_forward(A, &lb.b, o1, o1 + lb.b.batch_size * pw);
-            int s2 = ember_forward(B2, &lb.b, o2, o2 + lb.b.batch_size * pw);
-            MCHECK(s1 == s2 && mpi_first_diff(o1, o2, n) < 0, "resumed step %d: %d/%d or outputs differ", step, s1, s2);
+            step_io io;
+            step_io_make(r, &s, tc, (int32_t)test_range(r, 0, 24), 3, 0, MPI_SPLIT_EVEN, &io);
+            int64_t lb_n = io.lb.b.batch_size * pw, n = lb_n + io.lseq;
+            float *o2 = calloc((size_t)n + 1, sizeof(float));
+            int s1 = ember_forward(A, &io.lb.b, io.lout, io.lout + lb_n);
+            int s2 = ember_forward(B2, &io.lb.b, o2, o2 + lb_n);
+            MCHECK(s1 == s2 && mpi_first_diff(io.lout, o2, n) < 0, "resumed step %d: %d/%d or outputs differ", step,
+                   s1, s2);
             if (s1 == EMBER_OK && s2 == EMBER_OK) {
-                ember_backward(A, gr, gr + lb.b.batch_size * pw);
-                ember_backward(B2, gr, gr + lb.b.batch_size * pw);
+                MCHECK(ember_backward(A, io.ld, io.lds) == EMBER_OK, "%s", ember_errmsg(A));
+                MCHECK(ember_backward(B2, io.ld, io.lds) == EMBER_OK, "%s", ember_errmsg(B2));
             }
-            free(o1);
             free(o2);
-            free(gr);
-            test_batch_free(&g);
-            test_batch_free(&lb);
+            step_io_free(&io);
         }
         MCHECK(B2 && same_by_key(A, B2, dim, sf, capacity), "a resumed dynamic table differs from the original");
         ember_collection_destroy(B2);
@@ -223,7 +248,7 @@ static void trial(test_rng *r, int ix, ember_world *world)
 /* Room for every key, admission on first use: rows by key as in a world of one. */
 static void world_size_invariance(test_rng *r, ember_world *world)
 {
-    int32_t W = ember_world_size(world), rank = mpi_rank_;
+    int32_t rank = mpi_rank_;
     test_config *tc = stream_config(r, EMBER_EVICT_NONE, 1, 400);
     tc->tables[0].exchange = EMBER_EXCHANGE_ROWS;
     stream s;
@@ -234,29 +259,17 @@ static void world_size_invariance(test_rng *r, ember_world *world)
     ember_collection *A = mpi_create(&tc->cfg, "dynamic"), *D = mpi_create(&one->cfg, "world of one");
     int64_t pw = test_pooled_width(&tc->cfg);
     for (int step = 0; step < 10 && A && D; step++) {
-        test_batch g, lb;
-        int32_t B = (int32_t)test_range(r, 1, 24), start[65];
-        make_batch(r, &s, B, 4, 1, &g);
-        mpi_split(r, B, W, MPI_SPLIT_RANDOM, start);
-        test_sub_batch(&g.b, start[rank], start[rank + 1], &lb);
-        int64_t gseq = test_sequence_size(&tc->cfg, &g.b), lseq = test_sequence_size(&tc->cfg, &lb.b);
-        float *gout = calloc((size_t)(B * pw + gseq + 1), sizeof(float));
-        float *lout = calloc((size_t)(lb.b.batch_size * pw + lseq + 1), sizeof(float));
-        float *gd = malloc(sizeof(float) * (size_t)(B * pw + gseq + 1)), *lds = mpi_nan_buffer(lseq);
-        test_fill(r, gd, B * pw + gseq, -1, 1);
-        mpi_local_sequence(&tc->cfg, &g.b, start[rank], start[rank + 1], gd + B * pw, lds);
-        MCHECK(ember_forward(A, &lb.b, lout, lout + lb.b.batch_size * pw) == EMBER_OK, "%s", ember_errmsg(A));
-        MCHECK(ember_forward(D, &g.b, gout, gout + B * pw) == EMBER_OK, "%s", ember_errmsg(D));
-        MCHECK(mpi_first_diff(lout, gout + (int64_t)start[rank] * pw, lb.b.batch_size * pw) < 0,
+        step_io io;
+        int32_t B = (int32_t)test_range(r, 1, 24);
+        step_io_make(r, &s, tc, B, 4, 1, MPI_SPLIT_RANDOM, &io);
+        int64_t lb_n = io.lb.b.batch_size * pw;
+        MCHECK(ember_forward(A, &io.lb.b, io.lout, io.lout + lb_n) == EMBER_OK, "%s", ember_errmsg(A));
+        MCHECK(ember_forward(D, &io.g.b, io.gout, io.gout + B * pw) == EMBER_OK, "%s", ember_errmsg(D));
+        MCHECK(mpi_first_diff(io.lout, io.gout + (int64_t)io.start[rank] * pw, lb_n) < 0,
                "step %d: outputs differ from a world of one", step);
-        MCHECK(ember_backward(A, gd + (int64_t)start[rank] * pw, lds) == EMBER_OK, "%s", ember_errmsg(A));
-        MCHECK(ember_backward(D, gd, gd + B * pw) == EMBER_OK, "%s", ember_errmsg(D));
-        free(gout);
-        free(lout);
-        free(gd);
-        free(lds);
-        test_batch_free(&g);
-        test_batch_free(&lb);
+        MCHECK(ember_backward(A, io.ld, io.lds) == EMBER_OK, "%s", ember_errmsg(A));
+        MCHECK(ember_backward(D, io.gd, io.gd + B * pw) == EMBER_OK, "%s", ember_errmsg(D));
+        step_io_free(&io);
     }
     if (A && D) { /* W -> 1 and 1 -> W through checkpoints: the same rows by key */
         char ra[300], rd[300];

@@ -24,11 +24,7 @@
 
 int64_t ember_dyn_index_bytes(int64_t capacity, ember_evict_policy evict)
 {
-    int64_t per = 1; /* map buckets, as ember_keymap_init rounds them */
-    while ((double)per < (double)capacity / MAP_LOAD + 1)
-        per <<= 1;
-    if (per < 16)
-        per = 16;
+    int64_t per = ember_keymap_sub_buckets(capacity, MAP_LOAD, 0);
     int64_t heap = evict == EMBER_EVICT_NONE ? 0 : 2 * capacity + 20; /* + 4: the line alignment */
     return per * (int64_t)sizeof(ember_keymap_bucket) +
            capacity * (int64_t)(sizeof(uint64_t) + sizeof(ember_dyn_meta) + 2 * sizeof(uint32_t)) +

@@ -22,15 +22,19 @@ static int64_t pow2_at_least(int64_t n)
     return p;
 }
 
+int64_t ember_keymap_sub_buckets(int64_t capacity, double max_load, int32_t sub_bits)
+{
+    int64_t per = pow2_at_least((int64_t)((double)capacity / max_load / (1 << sub_bits)) + 1);
+    return per < 16 ? 16 : per;
+}
+
 int ember_keymap_init(ember_keymap *m, int64_t capacity, double max_load, int32_t sub_bits, uint64_t seed)
 {
     memset(m, 0, sizeof *m);
     if (capacity < 1 || !(max_load > 0 && max_load < 1) || sub_bits < 0 || sub_bits > 12)
         return EMBER_EINVAL;
     int32_t nsub = 1 << sub_bits;
-    int64_t per = pow2_at_least((int64_t)((double)capacity / max_load / nsub) + 1);
-    if (per < 16)
-        per = 16;
+    int64_t per = ember_keymap_sub_buckets(capacity, max_load, sub_bits);
     m->subs = calloc((size_t)nsub, sizeof *m->subs);
     if (!m->subs)
         return EMBER_ENOMEM;

@@ -60,6 +60,8 @@ static inline uint64_t ember_keymap_hash(uint64_t seed, uint64_t key)
  * sub_bits 0..12.  Returns EMBER_OK, EMBER_EINVAL or EMBER_ENOMEM. */
 int ember_keymap_init(ember_keymap *m, int64_t capacity, double max_load, int32_t sub_bits, uint64_t seed);
 void ember_keymap_free(ember_keymap *m);
+/* Buckets of each sub-map that ember_keymap_init makes for these arguments. */
+int64_t ember_keymap_sub_buckets(int64_t capacity, double max_load, int32_t sub_bits);
 /* Bytes of its bucket arrays. */
 int64_t ember_keymap_bytes(const ember_keymap *m);
 int64_t ember_keymap_count(const ember_keymap *m);
