@@ -147,6 +147,20 @@ static void test_streams(test_rng *r)
             ember_stats es;
             ember_collection_stats(A[0], &es);
             uint32_t at = (uint32_t)(es.steps + 1);
+            if (test_range(r, 0, 4) == 0) { /* a forward without a backward: the step is the same */
+                test_batch x, xr;
+                make_batch(r, &s, B, (int32_t)test_range(r, 1, 4), 0, &x);
+                int xw = dyn_sim_step(&sim, &tc->cfg, &x.b, start, at, &xr);
+                float *xo = calloc((size_t)(B * pw + 1), sizeof(float));
+                float *xs = calloc((size_t)(ember_sequence_size(A[0], &x.b) + 1), sizeof(float));
+                for (int k = 0; k < 2; k++)
+                    CHECK_MSG(ember_forward(A[k], &x.b, xo, xs) == xw, "trial %d step %d: extra forward", trial, step);
+                if (xw == EMBER_OK)
+                    test_batch_free(&xr);
+                test_batch_free(&x);
+                free(xo);
+                free(xs);
+            }
             int want = dyn_sim_step(&sim, &tc->cfg, &g.b, start, at, &rb);
             int got0 = ember_forward(A[0], &g.b, out[0], seq[0]);
             int got1 = ember_forward(A[1], &g.b, out[1], seq[1]);

@@ -26,12 +26,22 @@ static inline uint64_t ember_rng_table_key(uint64_t seed, uint64_t name_hash)
     return ember_mix64(seed * 0x9e3779b97f4a7c15ULL ^ ember_mix64(name_hash + 0x632be59bd9b4e019ULL));
 }
 
+/* The row's half of ember_rng_bits: computed once for a whole row. */
+static inline uint64_t ember_rng_row(uint64_t key, uint64_t row)
+{
+    return key ^ ember_mix64(row * 0xd1b54a32d192ed03ULL + 0x8cb92ba72f3d8dd7ULL);
+}
+
+/* 64 random bits at column col, stream of a row from ember_rng_row. */
+static inline uint64_t ember_rng_col(uint64_t row_bits, uint64_t col, uint64_t stream)
+{
+    return ember_mix64(row_bits ^ (col * 0xabc98388fb8fac03ULL) ^ (stream << 56));
+}
+
 /* 64 random bits at (key, row, col, stream). */
 static inline uint64_t ember_rng_bits(uint64_t key, uint64_t row, uint64_t col, uint64_t stream)
 {
-    uint64_t z = key ^ ember_mix64(row * 0xd1b54a32d192ed03ULL + 0x8cb92ba72f3d8dd7ULL);
-    z = ember_mix64(z ^ (col * 0xabc98388fb8fac03ULL) ^ (stream << 56));
-    return z;
+    return ember_rng_col(ember_rng_row(key, row), col, stream);
 }
 
 /* Uniform in [0, 1) with 24 random bits: exactly representable as float. */

@@ -15,20 +15,31 @@
 #include <string.h>
 
 #include "core/collection.h"
+#include "core/huge.h"
 #include "core/rng.h"
 #include "dyn/dyn.h"
 
 #define SKETCH_DEPTH 4
 #define MAP_LOAD 0.9
 #define FIND_MIN_PARALLEL 16384 /* keys below which resolve finds on one thread */
+#define PREFETCH_AHEAD 16       /* keys whose map bucket is requested ahead    */
 
 int64_t ember_dyn_index_bytes(int64_t capacity, ember_evict_policy evict)
 {
     int64_t per = ember_keymap_sub_buckets(capacity, MAP_LOAD, 0);
-    int64_t heap = evict == EMBER_EVICT_NONE ? 0 : 2 * capacity + 20; /* + 4: the line alignment */
+    int64_t words = (capacity + 63) / 64, victims = 0;
+    if (evict == EMBER_EVICT_LFU)
+        victims = (2 * capacity + 20) * (int64_t)sizeof(ember_dyn_heap_entry); /* + 4: the line alignment */
+    else if (evict != EMBER_EVICT_NONE)
+        victims = ember_dyn_age_cap(capacity) * (int64_t)sizeof(ember_dyn_age_entry) + words * 8;
     return per * (int64_t)sizeof(ember_keymap_bucket) +
-           capacity * (int64_t)(sizeof(uint64_t) + sizeof(ember_dyn_meta) + 2 * sizeof(uint32_t)) +
-           (capacity + 63) / 64 * 8 + heap * (int64_t)sizeof(ember_dyn_heap_entry);
+           capacity * (int64_t)(sizeof(uint64_t) + sizeof(ember_dyn_meta) + 2 * sizeof(uint32_t)) + words * 8 +
+           victims;
+}
+
+static int64_t heap_bytes(const ember_dyn *d)
+{
+    return (int64_t)sizeof *d->heap * (d->heap_cap + 4);
 }
 
 int ember_dyn_init(ember_dyn *d, const ember_dyn_params *p)
@@ -41,21 +52,25 @@ int ember_dyn_init(ember_dyn *d, const ember_dyn_params *p)
     int st = ember_keymap_init(&d->map, cap, MAP_LOAD, 0, p->seed);
     if (st != EMBER_OK)
         return st;
-    d->slot_key = calloc((size_t)cap, sizeof *d->slot_key);
-    d->meta = calloc((size_t)cap, sizeof *d->meta);
-    d->gen = calloc((size_t)cap, sizeof *d->gen);
-    d->pin = calloc((size_t)cap, sizeof *d->pin);
+    /* the per-slot arrays are read at random: huge pages, zero-filled */
+    d->slot_key = ember_huge_alloc(cap * (int64_t)sizeof *d->slot_key);
+    d->meta = ember_huge_alloc(cap * (int64_t)sizeof *d->meta);
+    d->gen = ember_huge_alloc(cap * (int64_t)sizeof *d->gen);
+    d->pin = ember_huge_alloc(cap * (int64_t)sizeof *d->pin);
     d->free_bits = calloc((size_t)(cap + 63) / 64, sizeof *d->free_bits);
-    d->heap_cap = p->evict == EMBER_EVICT_NONE ? 0 : 2 * cap + 16;
-    if (d->heap_cap) { /* children 4i+1..4i+4 on one line: entry 0 sits 3 entries into a line */
-        void *mem = NULL;
-        if (posix_memalign(&mem, 64, sizeof *d->heap * (size_t)(d->heap_cap + 4)) == 0) {
-            d->heap_mem = mem;
-            d->heap = (ember_dyn_heap_entry *)mem + 3;
-        }
+    d->heap_cap = ember_dyn_uses_heap(d) ? 2 * cap + 16 : 0;
+    if (ember_dyn_uses_age(d)) {
+        d->age_cap = ember_dyn_age_cap(cap);
+        d->age = ember_huge_alloc(d->age_cap * (int64_t)sizeof *d->age);
+        d->used_bits = calloc((size_t)(cap + 63) / 64, sizeof *d->used_bits);
+    }
+    if (d->heap_cap) { /* children 4i+1..4i+4 on one line: entry 0 sits 3 entries into a page */
+        d->heap_mem = ember_huge_alloc(heap_bytes(d));
+        d->heap = d->heap_mem ? (ember_dyn_heap_entry *)d->heap_mem + 3 : NULL;
     }
     d->sketch = p->sketch_width ? calloc((size_t)(SKETCH_DEPTH * p->sketch_width), sizeof *d->sketch) : NULL;
     if (!d->slot_key || !d->meta || !d->gen || !d->pin || !d->free_bits || (d->heap_cap && !d->heap) ||
+        (d->age_cap && (!d->age || !d->used_bits)) ||
         (p->sketch_width && !d->sketch)) {
         ember_dyn_free(d);
         return EMBER_ENOMEM;
@@ -68,19 +83,24 @@ int ember_dyn_init(ember_dyn *d, const ember_dyn_params *p)
 
 void ember_dyn_free(ember_dyn *d)
 {
+    int64_t cap = d->p.capacity;
     ember_keymap_free(&d->map);
     ember_keymap_free(&d->batch);
-    free(d->slot_key);
-    free(d->meta);
-    free(d->gen);
-    free(d->pin);
+    ember_huge_free(d->slot_key, cap * (int64_t)sizeof *d->slot_key);
+    ember_huge_free(d->meta, cap * (int64_t)sizeof *d->meta);
+    ember_huge_free(d->gen, cap * (int64_t)sizeof *d->gen);
+    ember_huge_free(d->pin, cap * (int64_t)sizeof *d->pin);
     free(d->free_bits);
-    free(d->heap_mem);
+    ember_huge_free(d->heap_mem, heap_bytes(d));
+    ember_huge_free(d->age, d->age_cap * (int64_t)sizeof *d->age);
+    free(d->used_bits);
     free(d->sketch);
     free(d->undo);
     free(d->sketch_old_idx);
     free(d->sketch_old_val);
-    free(d->resets);
+    free(d->reset_slot);
+    free(d->reset_key);
+    free(d->gone);
     free(d->evicted_keys);
     free(d->evicted_counts);
     free(d->pend_keys);
@@ -197,6 +217,8 @@ static int64_t distinct_misses(ember_dyn *d, const uint64_t *keys, int64_t n, ui
     int64_t nd = 0;
     for (int64_t k = 0; k < nm; k++) {
         int64_t i = d->miss[k];
+        if (k + PREFETCH_AHEAD < nm)
+            ember_keymap_prefetch(&d->batch, keys[d->miss[k + PREFETCH_AHEAD]]);
         uint32_t idx = ember_keymap_find_or_insert(&d->batch, keys[i], (uint32_t)nd);
         if (idx == EMBER_KEYMAP_NONE) {
             idx = (uint32_t)nd;
@@ -221,11 +243,7 @@ static int admit(ember_dyn *d, int64_t j, uint32_t step, char *err, size_t errle
         return EMBER_ENOMEM;
     if (now < (uint64_t)d->p.admit_after)
         return EMBER_OK;
-    /* room for the undo entries and the reset first: nothing fails after a slot is taken */
-    if (ember_reserve((void **)&d->undo, &d->undo_cap, d->undo_n + 2, sizeof *d->undo) ||
-        ember_reserve((void **)&d->resets, &d->resets_cap, d->resets_n + 1, sizeof *d->resets))
-        return EMBER_ENOMEM;
-    uint32_t slot;
+    uint32_t slot; /* (room for the undo entries, reset and freed key: reserve_admissions) */
     int evicted;
     int st = ember_dyn_take_slot(d, &slot, &evicted);
     if (st == EMBER_ELIMIT) {
@@ -240,18 +258,44 @@ static int admit(ember_dyn *d, int64_t j, uint32_t step, char *err, size_t errle
     if (st != EMBER_OK)
         return st;
     ember_dyn_log(d, EMBER_DYN_UNDO_ADMIT, slot);
-    ember_keymap_insert(&d->map, key, slot);
-    d->slot_key[slot] = key;
+    d->slot_key[slot] = key; /* into the map with the others: insert_admitted */
     d->meta[slot].last_step = step;
     d->meta[slot].count = est;
     d->gen[slot]++;
     d->pin[slot] = d->serial;
     ember_dyn_heap_push(d, slot);
-    d->resets[d->resets_n].slot = slot;
-    d->resets[d->resets_n++].key = key;
+    d->reset_slot[d->resets_n] = slot;
+    d->reset_key[d->resets_n++] = key;
     d->dslot[j] = slot;
     d->step.admitted++;
     return EMBER_OK;
+}
+
+/* Room for nd admissions: an eviction and an admission undo entry, a
+ * reset and a freed key each, so nothing fails once slots are taken. */
+static int reserve_admissions(ember_dyn *d, int64_t nd)
+{
+    int64_t cap = d->resets_cap;
+    if (ember_reserve((void **)&d->undo, &d->undo_cap, d->undo_n + 2 * nd, sizeof *d->undo) ||
+        ember_reserve((void **)&d->reset_slot, &cap, nd, sizeof *d->reset_slot))
+        return EMBER_ENOMEM;
+    cap = d->resets_cap;
+    if (ember_reserve((void **)&d->reset_key, &cap, nd, sizeof *d->reset_key))
+        return EMBER_ENOMEM;
+    d->resets_cap = cap;
+    return ember_reserve((void **)&d->gone, &d->gone_cap, nd, sizeof *d->gone) ? EMBER_ENOMEM : EMBER_OK;
+}
+
+/* The map changes of the admissions, as two prefetched batches: the freed
+ * keys out, then the admitted keys in.  The sets are disjoint (a victim
+ * was resident and unused by the batch, an admitted key was absent), so
+ * the order of the changes does not matter; the slots were decided in
+ * batch order already. */
+static void apply_map_changes(ember_dyn *d)
+{
+    ember_keymap_erase_batch(&d->map, d->gone, d->gone_n);
+    ember_keymap_insert_batch(&d->map, d->reset_key, d->reset_slot, d->resets_n);
+    d->gone_n = 0;
 }
 
 int ember_dyn_resolve(ember_dyn *d, const uint64_t *keys, int64_t n, uint32_t step, int training,
@@ -269,9 +313,12 @@ int ember_dyn_resolve(ember_dyn *d, const uint64_t *keys, int64_t n, uint32_t st
     ember_dyn_expire(d, step);
     find_all(d, keys, n, threads, slots);
     int64_t nd = distinct_misses(d, keys, n, slots);
-    int st = nd < 0 ? EMBER_ENOMEM : EMBER_OK;
+    int st = nd < 0 ? EMBER_ENOMEM : reserve_admissions(d, nd);
+    d->defer_erase = 1;
     for (int64_t j = 0; j < nd && st == EMBER_OK; j++)
         st = admit(d, j, step, err, errlen);
+    d->defer_erase = 0;
+    apply_map_changes(d);
     ember_dyn_unpin_aside(d);
     if (st != EMBER_OK) {
         if (st == EMBER_ENOMEM)
@@ -294,21 +341,35 @@ void ember_dyn_commit(ember_dyn *d, const uint32_t *slots, int64_t n, uint32_t s
     int64_t cap = d->p.capacity;
     if (n < FIND_MIN_PARALLEL)
         threads = 1;
-    /* each thread touches the slots of its own range: no two threads write
-     * one slot, and every count is the same sum for any thread count */
-#pragma omp parallel num_threads(threads)
+    /* each thread touches the slots of its own range (whole words of the
+     * used bits): no two threads write one slot or word, and every count
+     * is the same sum for any thread count */
+    int64_t words = (cap + 63) / 64, used = 0;
+    uint64_t *ub = d->used_bits;
+#pragma omp parallel num_threads(threads) reduction(+ : used)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        uint32_t lo = (uint32_t)(cap * t / nt), hi = (uint32_t)(cap * (t + 1) / nt);
+        int64_t lo = words * t / nt * 64, hi = words * (t + 1) / nt * 64;
         for (int64_t i = 0; i < n; i++) {
+            if (i + PREFETCH_AHEAD < n) {
+                uint32_t p = slots[i + PREFETCH_AHEAD];
+                if (p != EMBER_DYN_NONE && p >= lo && p < hi)
+                    __builtin_prefetch(&d->meta[p], 1);
+            }
             uint32_t s = slots[i];
             if (s == EMBER_DYN_NONE || s < lo || s >= hi)
                 continue;
             d->meta[s].last_step = step;
             if (d->meta[s].count < UINT32_MAX)
                 d->meta[s].count++;
+            if (ub && !(ub[s >> 6] >> (s & 63) & 1)) {
+                ub[s >> 6] |= (uint64_t)1 << (s & 63);
+                used++;
+            }
         }
     }
+    if (ub)
+        ember_dyn_age_commit(d, step, used);
     d->total.admitted += d->step.admitted;
     d->total.evicted += d->step.evicted;
     d->total.expired += d->step.expired;
@@ -351,7 +412,10 @@ void ember_dyn_rollback(ember_dyn *d)
     }
     for (int64_t i = d->sketch_n - 1; i >= 0; i--)
         d->sketch[d->sketch_old_idx[i]] = d->sketch_old_val[i];
-    ember_dyn_heap_rebuild(d);
+    if (ember_dyn_uses_age(d))
+        ember_dyn_age_rollback(d);
+    else
+        ember_dyn_heap_rebuild(d);
     d->undo_n = d->sketch_n = d->resets_n = 0;
     d->pend_n = 0;
     memset(&d->step, 0, sizeof d->step);
@@ -372,6 +436,8 @@ void ember_dyn_clear(ember_dyn *d)
     d->free_hint = 0;
     d->resident = 0;
     d->heap_n = d->aside_n = 0;
+    d->age_n = d->age_head = d->age_cursor = 0;
+    d->age_step = 0;
     if (d->sketch)
         memset(d->sketch, 0, sizeof *d->sketch * (size_t)(SKETCH_DEPTH * d->p.sketch_width));
     memset(&d->total, 0, sizeof d->total);
@@ -391,4 +457,4 @@ void ember_dyn_put(ember_dyn *d, uint32_t slot, uint64_t key, uint32_t last_step
     d->resident++;
 }
 
-void ember_dyn_loaded(ember_dyn *d) { ember_dyn_heap_rebuild(d); }
+void ember_dyn_loaded(ember_dyn *d) { ember_dyn_victims_rebuild(d); }

@@ -55,11 +55,10 @@ typedef struct ember_dyn_heap_entry { /* a candidate victim; lazy (see dyn_evict
     uint32_t gen;              /* the slot's generation when pushed           */
 } ember_dyn_heap_entry;
 
-/* One reset the caller must apply to its store: slot now holds key. */
-typedef struct ember_dyn_reset {
+typedef struct ember_dyn_age_entry { /* a row used at a step (LRU, TTL: dyn_age.c) */
     uint32_t slot;
-    uint64_t key;
-} ember_dyn_reset;
+    uint32_t step;
+} ember_dyn_age_entry;
 
 /* One change resolve made, undone in reverse by rollback. */
 enum { EMBER_DYN_UNDO_FREE = 1, /* a resident slot was freed (evicted, expired) */
@@ -89,9 +88,13 @@ typedef struct ember_dyn {
     uint32_t *pin;             /* [capacity] resolve serial that used it      */
     uint64_t *free_bits;       /* [capacity / 64] 1 = free                     */
     int64_t free_count, free_hint, resident;
-    ember_dyn_heap_entry *heap;  /* 4-ary min-heap of victims (dyn_evict.c)     */
+    ember_dyn_heap_entry *heap;  /* LFU: 4-ary min-heap of victims (dyn_evict.c) */
     void *heap_mem;              /* its allocation                               */
     int64_t heap_n, heap_cap;
+    ember_dyn_age_entry *age;    /* LRU, TTL: the age queue (dyn_age.c)          */
+    int64_t age_n, age_cap, age_head, age_cursor;
+    uint32_t age_step;           /* step of the last entries appended            */
+    uint64_t *used_bits;         /* [capacity / 64] slots the committing step used */
     uint16_t *sketch;          /* [4 * sketch_width]                          */
     uint32_t serial;           /* resolves so far                              */
     ember_dyn_counters total;  /* committed steps                              */
@@ -102,8 +105,12 @@ typedef struct ember_dyn {
     uint32_t *sketch_old_idx;  /* sketch counters changed, and old values      */
     uint16_t *sketch_old_val;
     int64_t sketch_n, sketch_cap;
-    ember_dyn_reset *resets;
+    uint32_t *reset_slot;      /* resets the caller must apply to its store:   */
+    uint64_t *reset_key;       /* reset_slot[i] now holds reset_key[i]          */
     int64_t resets_n, resets_cap;
+    uint64_t *gone;            /* keys freed by the admissions of this resolve, */
+    int64_t gone_n, gone_cap;  /* erased from the map in one batch after them   */
+    int defer_erase;           /* release_slot appends to gone, not erases      */
     uint64_t *evicted_keys;    /* keys freed by the last committed step (or
                                   on-demand eviction), with their use counts  */
     uint32_t *evicted_counts;
@@ -163,10 +170,23 @@ void ember_dyn_clear(ember_dyn *d);
 void ember_dyn_put(ember_dyn *d, uint32_t slot, uint64_t key, uint32_t last_step, uint32_t count);
 void ember_dyn_loaded(ember_dyn *d);
 
-/* Internals shared by dyn.c and dyn_evict.c. */
+/* Internals shared by dyn.c, dyn_evict.c and dyn_age.c. */
+static inline int ember_dyn_uses_heap(const ember_dyn *d) { return d->p.evict == EMBER_EVICT_LFU; }
+static inline int ember_dyn_uses_age(const ember_dyn *d)
+{
+    return d->p.evict == EMBER_EVICT_LRU || d->p.evict == EMBER_EVICT_TTL;
+}
+int64_t ember_dyn_age_cap(int64_t capacity);
+uint32_t ember_dyn_age_victim(ember_dyn *d);
+uint32_t ember_dyn_age_oldest(ember_dyn *d);
+void ember_dyn_age_rebuild(ember_dyn *d);
+/* used = the set bits of used_bits (the slots the step used; cleared) */
+void ember_dyn_age_commit(ember_dyn *d, uint32_t step, int64_t used);
+void ember_dyn_age_rollback(ember_dyn *d);
 int ember_dyn_take_slot(ember_dyn *d, uint32_t *slot, int *evicted);
 void ember_dyn_heap_push(ember_dyn *d, uint32_t slot);
 int ember_dyn_heap_rebuild(ember_dyn *d);
+void ember_dyn_victims_rebuild(ember_dyn *d); /* heap or age queue, from the metadata */
 void ember_dyn_unpin_aside(ember_dyn *d);
 void ember_dyn_release_slot(ember_dyn *d, uint32_t slot, int expired);
 int ember_dyn_log(ember_dyn *d, int kind, uint32_t slot);

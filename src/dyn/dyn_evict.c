@@ -2,9 +2,10 @@
  * dyn_evict.c: free slots and victims of a dynamic table (dyn.h).
  *
  * Free slots are a bitmap; a new row takes the lowest free slot, so slot
- * numbers are a pure function of the key sequence.  Victims come from a
- * lazy 4-ary min-heap of (score, slot): LRU and TTL score a row by its last step,
- * LFU by (use count, last step); ties go to the lower slot.  A row's score
+ * numbers are a pure function of the key sequence.  LRU and TTL victims
+ * come from the age queue (dyn_age.c); LFU victims from a lazy 4-ary
+ * min-heap of (score, slot) scored by (use count, last step); ties go to
+ * the lower slot.  A row's score
  * only grows while it is resident, so an entry's score is a lower bound of
  * its row's: popping the minimum, an entry whose score is behind is pushed
  * again with the current one, an entry of a slot freed or reused since
@@ -95,15 +96,23 @@ static ember_dyn_heap_entry pop_entry(ember_dyn *d)
 
 void ember_dyn_heap_push(ember_dyn *d, uint32_t slot)
 {
-    if (d->p.evict == EMBER_EVICT_NONE)
+    if (!ember_dyn_uses_heap(d))
         return;
     ember_dyn_heap_entry e = {ember_dyn_score(d, slot), slot, d->gen[slot]};
     push_entry(d, e);
 }
 
+void ember_dyn_victims_rebuild(ember_dyn *d)
+{
+    if (ember_dyn_uses_age(d))
+        ember_dyn_age_rebuild(d);
+    else
+        ember_dyn_heap_rebuild(d);
+}
+
 int ember_dyn_heap_rebuild(ember_dyn *d)
 {
-    if (d->p.evict == EMBER_EVICT_NONE)
+    if (!ember_dyn_uses_heap(d))
         return EMBER_OK;
     int64_t n = 0;
     for (int64_t s = 0; s < d->p.capacity; s++)
@@ -178,7 +187,10 @@ int ember_dyn_note_evicted(ember_dyn *d, uint64_t key, uint32_t count)
 
 void ember_dyn_release_slot(ember_dyn *d, uint32_t slot, int expired)
 {
-    ember_keymap_erase(&d->map, d->slot_key[slot]);
+    if (d->defer_erase) /* an admission's victim: erased with the others (room reserved) */
+        d->gone[d->gone_n++] = d->slot_key[slot];
+    else
+        ember_keymap_erase(&d->map, d->slot_key[slot]);
     d->free_bits[slot >> 6] |= (uint64_t)1 << (slot & 63);
     d->free_count++;
     d->resident--;
@@ -205,15 +217,12 @@ void ember_dyn_expire(ember_dyn *d, uint32_t step)
 {
     if (d->p.evict != EMBER_EVICT_TTL)
         return;
-    while (settle_top(d)) {
-        uint32_t slot = d->heap[0].slot;
+    uint32_t slot;
+    while ((slot = ember_dyn_age_oldest(d)) != EMBER_DYN_NONE) {
         if ((int64_t)step - (int64_t)d->meta[slot].last_step <= d->p.ttl_steps)
             break;
-        pop_entry(d);
-        if (evict_logged(d, slot, 1) != EMBER_OK) {
-            ember_dyn_heap_push(d, slot); /* out of memory: it stays */
-            break;
-        }
+        if (evict_logged(d, slot, 1) != EMBER_OK)
+            break; /* out of memory: it stays */
     }
 }
 
@@ -236,7 +245,9 @@ int ember_dyn_take_slot(ember_dyn *d, uint32_t *slot, int *evicted)
         if (d->p.evict == EMBER_EVICT_NONE)
             return EMBER_ELIMIT;
         uint32_t victim = EMBER_DYN_NONE;
-        while (settle_top(d)) { /* pinned entries stay aside until the resolve ends */
+        if (ember_dyn_uses_age(d))
+            victim = ember_dyn_age_victim(d);
+        while (!ember_dyn_uses_age(d) && settle_top(d)) { /* pinned entries stay aside until the resolve ends */
             if (ember_reserve((void **)&d->aside, &d->aside_cap, d->aside_n + 1, sizeof *d->aside))
                 return EMBER_ENOMEM;
             ember_dyn_heap_entry e = pop_entry(d);

@@ -27,6 +27,15 @@
 #include "table/init.h"
 
 #define RESET_CHUNK 256 /* rows acquired from the store at once */
+#define RESET_AHEAD 8   /* rows whose lines are requested ahead of the reset */
+
+static inline void prefetch_row(const float *v, const float *st, int32_t dim, int32_t state_floats)
+{
+    for (int32_t k = 0; k < dim; k += 16)
+        __builtin_prefetch(v + k, 1);
+    for (int32_t k = 0; st && k < state_floats; k += 16)
+        __builtin_prefetch(st + k, 1);
+}
 
 int ember_dyn_tables_create(ember_collection *c)
 {
@@ -96,17 +105,19 @@ static int apply_resets(ember_collection *c, ember_ptable *pt)
         uint32_t rows[RESET_CHUNK];
         float *v[RESET_CHUNK], *st[RESET_CHUNK];
         for (int64_t i = 0; i < m; i++)
-            rows[i] = dt->d.resets[i0 + i].slot;
+            rows[i] = dt->d.reset_slot[i0 + i];
         int rc = s->ops->acquire(s, rows, m, v, st);
         if (rc != EMBER_OK)
             return ember_fail(c, rc, "table '%s': %s", t->cfg.name, s->errmsg);
         for (int64_t i = 0; i < m; i++) {
+            if (i + RESET_AHEAD < m) /* the old values are copied, then overwritten */
+                prefetch_row(v[i + RESET_AHEAD], st[i + RESET_AHEAD], s->dim, s->state_floats);
             float *u = dt->undo_rows + (i0 + i) * per;
             memcpy(u, v[i], sizeof(float) * (size_t)s->dim);
             if (s->state_floats)
                 memcpy(u + s->dim, st[i], sizeof(float) * (size_t)s->state_floats);
             ember_init_row_values(t->cfg.init, t->cfg.init_value, s->dim, t->rng_key,
-                                  (int64_t)dt->d.resets[i0 + i].key, v[i]);
+                                  (int64_t)dt->d.reset_key[i0 + i], v[i]);
             if (s->state_floats)
                 memset(st[i], 0, sizeof(float) * (size_t)s->state_floats);
         }
@@ -129,7 +140,7 @@ static void undo_resets(ember_ptable *pt)
         uint32_t rows[RESET_CHUNK];
         float *v[RESET_CHUNK], *st[RESET_CHUNK];
         for (int64_t i = 0; i < m; i++)
-            rows[i] = dt->d.resets[i0 + i].slot;
+            rows[i] = dt->d.reset_slot[i0 + i];
         if (s->ops->acquire(s, rows, m, v, st) != EMBER_OK)
             return;
         for (int64_t i = 0; i < m; i++) {

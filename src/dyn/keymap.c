@@ -9,10 +9,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/huge.h"
 #include "dyn/keymap.h"
 #include "ember.h"
 
 #define PREFETCH_DISTANCE 16 /* keys hashed and prefetched ahead of the probe */
+#define HUGE_MIN_BUCKETS (1 << 17) /* 2 MiB: arrays this large ask for huge pages */
+
+/* Bucket arrays: large ones in huge pages (a probe then rarely misses the
+ * TLB as well as the cache), small ones from malloc. */
+static ember_keymap_bucket *buckets_alloc(uint64_t n)
+{
+    if (n >= HUGE_MIN_BUCKETS)
+        return ember_huge_alloc((int64_t)(n * sizeof(ember_keymap_bucket)));
+    return malloc(sizeof(ember_keymap_bucket) * (size_t)n);
+}
+
+static void buckets_free(ember_keymap_bucket *b, uint64_t n)
+{
+    if (n >= HUGE_MIN_BUCKETS)
+        ember_huge_free(b, (int64_t)(n * sizeof(ember_keymap_bucket)));
+    else
+        free(b);
+}
 
 static int64_t pow2_at_least(int64_t n)
 {
@@ -42,7 +61,7 @@ int ember_keymap_init(ember_keymap *m, int64_t capacity, double max_load, int32_
     m->seed = seed;
     for (int32_t i = 0; i < nsub; i++) {
         ember_keymap_sub *s = &m->subs[i];
-        s->b = malloc(sizeof *s->b * (size_t)per);
+        s->b = buckets_alloc((uint64_t)per);
         if (!s->b) {
             ember_keymap_free(m);
             return EMBER_ENOMEM;
@@ -59,7 +78,8 @@ void ember_keymap_free(ember_keymap *m)
 {
     if (m->subs)
         for (int32_t i = 0; i < 1 << m->sub_bits; i++)
-            free(m->subs[i].b);
+            if (m->subs[i].b)
+                buckets_free(m->subs[i].b, m->subs[i].mask + 1);
     free(m->subs);
     memset(m, 0, sizeof *m);
 }
@@ -89,7 +109,7 @@ void ember_keymap_clear(ember_keymap *m)
 
 /* Prefetches the home bucket's cache line and the next one: at load 0.9 a
  * key's run is 5.5 buckets long on average, so it often crosses a line. */
-static inline void prefetch_run(const ember_keymap_sub *s, uint64_t h)
+static inline __attribute__((always_inline)) void prefetch_run(const ember_keymap_sub *s, uint64_t h)
 {
     uint64_t j = h & s->mask;
     __builtin_prefetch(&s->b[j]);
@@ -141,7 +161,7 @@ void ember_keymap_find_batch(const ember_keymap *m, const uint64_t *keys, int64_
 static void grow(const ember_keymap *m, ember_keymap_sub *s)
 {
     uint64_t buckets = (s->mask + 1) * 2;
-    ember_keymap_bucket *b = malloc(sizeof *b * (size_t)buckets);
+    ember_keymap_bucket *b = buckets_alloc(buckets);
     if (!b)
         return;
     for (uint64_t j = 0; j < buckets; j++)
@@ -154,7 +174,7 @@ static void grow(const ember_keymap *m, ember_keymap_sub *s)
             j = (j + 1) & (buckets - 1);
         b[j] = s->b[i];
     }
-    free(s->b);
+    buckets_free(s->b, s->mask + 1);
     ((ember_keymap *)m)->buckets += (int64_t)(s->mask + 1);
     s->b = b;
     s->mask = buckets - 1;
@@ -248,6 +268,24 @@ uint32_t ember_keymap_erase(ember_keymap *m, uint64_t key)
     s->b[hole].slot = EMBER_KEYMAP_NONE;
     s->count--;
     return slot;
+}
+
+void ember_keymap_erase_batch(ember_keymap *m, const uint64_t *keys, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (i + PREFETCH_DISTANCE < n)
+            ember_keymap_prefetch(m, keys[i + PREFETCH_DISTANCE]);
+        (void)ember_keymap_erase(m, keys[i]);
+    }
+}
+
+void ember_keymap_insert_batch(ember_keymap *m, const uint64_t *keys, const uint32_t *slots, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (i + PREFETCH_DISTANCE < n)
+            ember_keymap_prefetch(m, keys[i + PREFETCH_DISTANCE]);
+        ember_keymap_insert(m, keys[i], slots[i]);
+    }
 }
 
 void ember_keymap_each(const ember_keymap *m, void *ctx, void (*fn)(void *ctx, uint64_t key, uint32_t slot))

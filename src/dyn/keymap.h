@@ -93,6 +93,20 @@ void ember_keymap_upsert_batch(ember_keymap *m, const uint64_t *keys, const uint
                                int32_t sub_lo, int32_t sub_hi, uint32_t *out);
 /* Removes a key; returns its slot or NONE if absent. */
 uint32_t ember_keymap_erase(ember_keymap *m, uint64_t key);
+/* Serial batches with prefetching, in order: erases keys[0..n) (absent
+ * ones are ignored); inserts (key, slot) pairs (keys absent, as insert). */
+void ember_keymap_erase_batch(ember_keymap *m, const uint64_t *keys, int64_t n);
+void ember_keymap_insert_batch(ember_keymap *m, const uint64_t *keys, const uint32_t *slots, int64_t n);
+
+/* Starts loading the home bucket of key (a hint, no effect on contents).
+ * Always inlined: GCC finds a function whose only effect is a prefetch
+ * free of side effects and deletes the calls it did not inline. */
+static inline __attribute__((always_inline)) void ember_keymap_prefetch(const ember_keymap *m, uint64_t key)
+{
+    uint64_t h = ember_keymap_hash(m->seed, key);
+    const ember_keymap_sub *s = &m->subs[ember_keymap_sub_of(m, h)];
+    __builtin_prefetch(&s->b[h & s->mask], 1);
+}
 
 /* Calls fn for every (key, slot), sub-map by sub-map in bucket order. */
 void ember_keymap_each(const ember_keymap *m, void *ctx, void (*fn)(void *ctx, uint64_t key, uint32_t slot));

@@ -18,11 +18,32 @@
 #include "dyn/dyn_step.h"
 #include "table/init.h"
 
+/* The uniform kind, the common one, as a loop without branches: the row's
+ * half of the mix is computed once and the columns vectorise (a reset of a
+ * dynamic table's slot runs this on the training step).  Same values as
+ * the general loop below, bit for bit. */
+static void init_uniform(uint64_t key, int64_t row, int32_t k0, int32_t n, double scale, float *out)
+{
+    uint64_t zr = ember_rng_row(key, (uint64_t)row);
+    for (int32_t j = 0; j < n; j++) {
+        float u = (float)(ember_rng_col(zr, (uint64_t)(k0 + j), 0) >> 40) * 0x1.0p-24f;
+        out[j] = (float)((2.0 * u - 1.0) * scale);
+    }
+}
+
 /* Columns [k0, k0 + width) of a row; columns at or past dim (the padding
  * of a COLUMN slice) are zero. */
 static void init_row(const ember_table_config *tc, uint64_t key, int64_t row, int32_t k0, int32_t width,
                      float *out)
 {
+    if (tc->init == EMBER_INIT_UNIFORM) {
+        int32_t n = tc->dim - k0 < width ? tc->dim - k0 : width;
+        n = n < 0 ? 0 : n;
+        init_uniform(key, row, k0, n, tc->init_value, out);
+        for (int32_t j = n; j < width; j++)
+            out[j] = 0.0f;
+        return;
+    }
     for (int32_t j = 0; j < width; j++) {
         int32_t k = k0 + j;
         if (k >= tc->dim) {

@@ -23,6 +23,8 @@
 
 #include <stdint.h>
 
+#include "core/huge.h"
+
 typedef struct ember_store ember_store;
 
 typedef struct ember_store_ops {
@@ -87,8 +89,5 @@ static inline void ember_store_destroy(ember_store *s)
         s->ops->destroy(s);
 }
 
-/* Large zero-filled allocations that ask for transparent huge pages. */
-void *ember_huge_alloc(int64_t bytes);
-void ember_huge_free(void *p, int64_t bytes);
 
 #endif

@@ -1,34 +1,12 @@
 /*
  * store_memory.c: the memory tier: a physical table's values and optimizer
- * state in anonymous mappings that ask for transparent huge pages.  Random
- * row gathers are TLB-bound with 4 KiB pages; on the project machine
- * MADV_HUGEPAGE alone speeds them up by up to 2x (bench/peer limits).
+ * state in anonymous mappings that ask for transparent huge pages
+ * (core/huge.h).
  */
-#define _GNU_SOURCE
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "table/store.h"
 #include "ember.h"
-
-void *ember_huge_alloc(int64_t bytes)
-{
-    if (bytes <= 0)
-        return NULL;
-    void *p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, (size_t)bytes, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
-void ember_huge_free(void *p, int64_t bytes)
-{
-    if (p && bytes > 0)
-        munmap(p, (size_t)bytes);
-}
 
 static int memory_acquire(ember_store *s, const uint32_t *rows, int64_t n, float **values,
                           float **state)

@@ -105,7 +105,7 @@ typedef struct ssd_store {
 int64_t ssd_map_find(const ssd_store *s, uint32_t row);
 void ssd_map_insert(ssd_store *s, uint32_t row, uint32_t slot);
 void ssd_map_erase(ssd_store *s, uint32_t row);
-static inline void ssd_map_prefetch(const ssd_store *s, uint32_t row)
+static inline __attribute__((always_inline)) void ssd_map_prefetch(const ssd_store *s, uint32_t row)
 {
     __builtin_prefetch(&s->map[((uint64_t)row * 0x9E3779B97F4A7C15ull) >> s->map_shift], 0, 1);
 }
