@@ -526,6 +526,62 @@ static void test_checkpoint(test_rng *r)
 }
 
 /* ember_partition_counts: keys counted by destination, against the naive one. */
+/* Admission counts survive a reshard to a narrower and a wider sketch: a
+ * key counted twice before the save (admit_after 3) is admitted at its next
+ * occurrence after the load (an estimate is never below the true count).
+ * The saved sketch is large enough that no key is admitted early (checked:
+ * the keys are fixed). */
+static void test_sketch_reshard(void)
+{
+    test_config *tc;
+    ember_collection *a = small(512, 3, EMBER_EVICT_LRU, 0, 0, &tc);
+    tc->tables[0].sketch_bytes = 65536; /* 200 keys: no key's four counters all shared */
+    ember_collection_destroy(a);
+    CHECK(ember_collection_create(&tc->cfg, &a) == EMBER_OK);
+    int64_t keys[40];
+    for (int rep = 0; rep < 2; rep++) /* keys 0..199 once, 0..99 twice */
+        for (int i0 = 0; i0 < (rep ? 100 : 200); i0 += 40) {
+            for (int i = 0; i < 40; i++)
+                keys[i] = (int64_t)0x5eed00000000LL + (i0 + i) * 7919;
+            CHECK(train_keys(a, keys, 40, 0, NULL) == EMBER_OK);
+        }
+    ember_dynamic_stats ds;
+    CHECK(ember_table_dynamic_stats(a, 0, &ds) == EMBER_OK);
+    CHECK_MSG(ds.resident == 0, "%lld keys admitted before their third occurrence", (long long)ds.resident);
+    char root[300];
+    snprintf(root, sizeof root, "%s/sketch", tmpdir);
+    ember_save_options so = {4, 0, NULL, 0, NULL, 0};
+    CHECK(ember_save(a, root, &so) == EMBER_OK);
+    ember_checkpoint *ck = NULL;
+    CHECK(ember_checkpoint_open(root, &ck) == EMBER_OK);
+    const int64_t widths[2] = {8192, 262144};
+    for (int w = 0; w < 2; w++) {
+        test_config *o = test_config_copy(tc);
+        o->tables[0].sketch_bytes = widths[w];
+        ember_collection *b = NULL;
+        CHECK(ember_collection_create(&o->cfg, &b) == EMBER_OK);
+        CHECK(ember_load(b, ck) == EMBER_OK);
+        int missed = 0;
+        for (int i = 0; i < 100; i++) {
+            int64_t k = (int64_t)0x5eed00000000LL + i * 7919;
+            int8_t found = 0;
+            CHECK(train_keys(b, &k, 1, 0, NULL) == EMBER_OK);
+            CHECK(ember_dynamic_read(b, 0, &k, 1, NULL, NULL, &found) == EMBER_OK);
+            missed += !found;
+        }
+        CHECK_MSG(missed == 0, "sketch of %lld bytes after a reshard from 65536: %d of 100 keys counted twice "
+                  "were not admitted at their third occurrence", (long long)widths[w], missed);
+        ember_collection_destroy(b);
+        test_config_free(o);
+    }
+    ember_checkpoint_close(ck);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    CHECK(system(cmd) == 0);
+    ember_collection_destroy(a);
+    test_config_free(tc);
+}
+
 static void test_partition_counts(test_rng *r)
 {
     for (int trial = 0; trial < 20; trial++) {
@@ -564,6 +620,7 @@ int main(int argc, char **argv)
     test_evaluation();
     test_bad_config();
     test_checkpoint(&r);
+    test_sketch_reshard();
     test_partition_counts(&r);
     for (int t = 0; t < 2; t++) {
         char d[300];

@@ -142,10 +142,13 @@ static int load_dynamic(ember_collection *c, const ember_checkpoint *ck, int32_t
     for (int32_t r = 0; r < ti->world; r++) {
         ckpt_dyn_part part;
         ckpt_dyn_read(ck, j, r, &part);
-        for (int64_t i = 0; d->sketch && ti->sketch_width && i < 4 * d->p.sketch_width; i++) {
-            int64_t row = i / d->p.sketch_width, col = i % d->p.sketch_width;
-            for (int64_t from = col & (ti->sketch_width - 1); from < ti->sketch_width; from += d->p.sketch_width) {
-                const uint8_t *p = part.sketch + 2 * (row * ti->sketch_width + from);
+        /* lines of 32 counters; a key's line is its hash mod lines, so new line
+         * l takes the maximum over the saved lines congruent to l */
+        int64_t lines = d->p.sketch_width / 8, saved_lines = ti->sketch_width / 8;
+        for (int64_t i = 0; d->sketch && saved_lines && i < 32 * lines; i++) {
+            int64_t line = i / 32, within = i % 32;
+            for (int64_t from = line & (saved_lines - 1); from < saved_lines; from += lines) {
+                const uint8_t *p = part.sketch + 2 * (32 * from + within);
                 uint16_t v = (uint16_t)(p[0] | p[1] << 8);
                 if (v > d->sketch[i])
                     d->sketch[i] = v;

@@ -176,8 +176,8 @@ static int decode_table(dec *d, json_t *o, int32_t world, ckpt_table_info *t)
     TRY(get_int(d, o, "ttl_steps", 0, INT32_MAX, &x));
     t->ttl_steps = (int32_t)x;
     TRY(get_int(d, o, "sketch_width", 0, INT64_C(1) << 31, &t->sketch_width));
-    if (t->sketch_width & (t->sketch_width - 1))
-        return bad(d, "sketch_width", "not 0 or a power of two");
+    if ((t->sketch_width & (t->sketch_width - 1)) || (t->sketch_width && t->sketch_width < 8))
+        return bad(d, "sketch_width", "not 0 or a power of two of at least 8");
     return EMBER_OK;
 }
 

@@ -2,8 +2,8 @@
  * dyn.c: resolve, commit and rollback of a dynamic table's keys (dyn.h);
  * the admission sketch.
  *
- * The sketch is a count-min sketch of depth 4 with saturating 16-bit
- * counters and conservative update (a key's counters only rise to its new
+ * The sketch is a blocked count-min sketch of depth 4 (a key's counters
+ * in one cache line) with saturating 16-bit counters and conservative update (a key's counters only rise to its new
  * estimate), so an estimate is never below the key's true count and is
  * exact while no other key shares all four of its counters.  Only keys
  * without a row are counted; a key keeps its count when its row is freed,
@@ -120,19 +120,35 @@ int64_t ember_dyn_bytes(const ember_dyn *d)
 
 /* ---------------------------------------------------------------- sketch */
 
-static inline uint64_t sketch_index(const ember_dyn *d, uint64_t key, int row)
+/* The sketch is width / 8 lines of 32 counters (64 bytes); row i of the
+ * count-min is counters 8i..8i+7 of a line, so a key's four counters share
+ * one line: one memory access a key, prefetched ahead in the admission
+ * loop.  Counter i of a key: line h mod lines, then bits 40+3i.. of h. */
+static inline uint64_t sketch_hash(const ember_dyn *d, uint64_t key)
 {
-    uint64_t h = ember_mix64(key ^ ember_mix64(d->p.seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(row + 1)));
-    return (uint64_t)row * (uint64_t)d->p.sketch_width + (h & (uint64_t)(d->p.sketch_width - 1));
+    return ember_mix64(key ^ ember_mix64(d->p.seed + 0x9e3779b97f4a7c15ULL));
+}
+
+static inline uint64_t sketch_index(const ember_dyn *d, uint64_t h, int row)
+{
+    uint64_t line = h & (uint64_t)(d->p.sketch_width / 8 - 1);
+    return line * 32 + 8 * (uint64_t)row + (h >> (40 + 3 * row) & 7);
+}
+
+static inline void sketch_prefetch(const ember_dyn *d, uint64_t key)
+{
+    if (d->sketch)
+        __builtin_prefetch(&d->sketch[sketch_index(d, sketch_hash(d, key), 0)], 1);
 }
 
 static uint32_t sketch_estimate(const ember_dyn *d, uint64_t key)
 {
     if (!d->sketch)
         return 0;
+    uint64_t h = sketch_hash(d, key);
     uint32_t est = UINT16_MAX;
     for (int r = 0; r < SKETCH_DEPTH; r++) {
-        uint16_t v = d->sketch[sketch_index(d, key, r)];
+        uint16_t v = d->sketch[sketch_index(d, h, r)];
         if (v < est)
             est = v;
     }
@@ -140,27 +156,20 @@ static uint32_t sketch_estimate(const ember_dyn *d, uint64_t key)
 }
 
 /* Conservative update to `value` (saturated), logging old counters. */
-static int sketch_raise(ember_dyn *d, uint64_t key, uint32_t value)
+static void sketch_raise(ember_dyn *d, uint64_t key, uint32_t value)
 {
     if (!d->sketch)
-        return EMBER_OK;
+        return;
+    uint64_t h = sketch_hash(d, key);
     uint16_t v = value > UINT16_MAX ? UINT16_MAX : (uint16_t)value;
-    for (int r = 0; r < SKETCH_DEPTH; r++) {
-        uint64_t i = sketch_index(d, key, r);
+    for (int r = 0; r < SKETCH_DEPTH; r++) { /* (room for the undo records: reserve_admissions) */
+        uint64_t i = sketch_index(d, h, r);
         if (d->sketch[i] >= v)
             continue;
-        int64_t cap = d->sketch_cap;
-        if (ember_reserve((void **)&d->sketch_old_idx, &cap, d->sketch_n + 1, sizeof *d->sketch_old_idx))
-            return EMBER_ENOMEM;
-        cap = d->sketch_cap;
-        if (ember_reserve((void **)&d->sketch_old_val, &cap, d->sketch_n + 1, sizeof *d->sketch_old_val))
-            return EMBER_ENOMEM;
-        d->sketch_cap = cap;
         d->sketch_old_idx[d->sketch_n] = (uint32_t)i;
         d->sketch_old_val[d->sketch_n++] = d->sketch[i];
         d->sketch[i] = v;
     }
-    return EMBER_OK;
 }
 
 /* --------------------------------------------------------------- resolve */
@@ -239,8 +248,8 @@ static int admit(ember_dyn *d, int64_t j, uint32_t step, char *err, size_t errle
     uint32_t est = sketch_estimate(d, key);
     uint64_t now = (uint64_t)est + d->dcount[j];
     d->dslot[j] = EMBER_DYN_NONE;
-    if (d->p.admit_after > 1 && sketch_raise(d, key, now > UINT32_MAX ? UINT32_MAX : (uint32_t)now))
-        return EMBER_ENOMEM;
+    if (d->p.admit_after > 1)
+        sketch_raise(d, key, now > UINT32_MAX ? UINT32_MAX : (uint32_t)now);
     if (now < (uint64_t)d->p.admit_after)
         return EMBER_OK;
     uint32_t slot; /* (room for the undo entries, reset and freed key: reserve_admissions) */
@@ -272,10 +281,18 @@ static int admit(ember_dyn *d, int64_t j, uint32_t step, char *err, size_t errle
 }
 
 /* Room for nd admissions: an eviction and an admission undo entry, a
- * reset and a freed key each, so nothing fails once slots are taken. */
+ * reset, a freed key and four sketch undo records each, so nothing fails
+ * once the first count or slot is taken. */
 static int reserve_admissions(ember_dyn *d, int64_t nd)
 {
-    int64_t cap = d->resets_cap;
+    int64_t cap = d->sketch_cap, raised = d->sketch ? SKETCH_DEPTH * nd : 0;
+    if (ember_reserve((void **)&d->sketch_old_idx, &cap, raised, sizeof *d->sketch_old_idx))
+        return EMBER_ENOMEM;
+    cap = d->sketch_cap;
+    if (ember_reserve((void **)&d->sketch_old_val, &cap, raised, sizeof *d->sketch_old_val))
+        return EMBER_ENOMEM;
+    d->sketch_cap = cap;
+    cap = d->resets_cap;
     if (ember_reserve((void **)&d->undo, &d->undo_cap, d->undo_n + 2 * nd, sizeof *d->undo) ||
         ember_reserve((void **)&d->reset_slot, &cap, nd, sizeof *d->reset_slot))
         return EMBER_ENOMEM;
@@ -315,8 +332,11 @@ int ember_dyn_resolve(ember_dyn *d, const uint64_t *keys, int64_t n, uint32_t st
     int64_t nd = distinct_misses(d, keys, n, slots);
     int st = nd < 0 ? EMBER_ENOMEM : reserve_admissions(d, nd);
     d->defer_erase = 1;
-    for (int64_t j = 0; j < nd && st == EMBER_OK; j++)
+    for (int64_t j = 0; j < nd && st == EMBER_OK; j++) {
+        if (j + PREFETCH_AHEAD < nd)
+            sketch_prefetch(d, d->dkey[j + PREFETCH_AHEAD]);
         st = admit(d, j, step, err, errlen);
+    }
     d->defer_erase = 0;
     apply_map_changes(d);
     ember_dyn_unpin_aside(d);

@@ -60,11 +60,13 @@ static int64_t slot_of(const ref_dyn *r, uint64_t key)
     return -1;
 }
 
-/* Counter i of key: the documented hash. */
+/* Counter i of key: the documented hash (width / 8 lines of 32 counters;
+ * counter i is one of the 8 in the i-th quarter of the key's line). */
 static uint16_t *counter(ref_dyn *r, uint64_t key, int i)
 {
-    uint64_t h = ember_mix64(key ^ ember_mix64(r->seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1)));
-    return &r->sketch[(uint64_t)i * (uint64_t)r->width + (h % (uint64_t)r->width)];
+    uint64_t h = ember_mix64(key ^ ember_mix64(r->seed + 0x9e3779b97f4a7c15ULL));
+    uint64_t line = h % ((uint64_t)r->width / 8);
+    return &r->sketch[32 * line + 8 * (uint64_t)i + ((h >> (40 + 3 * i)) % 8)];
 }
 
 static void free_slot(ref_dyn *r, int64_t s)

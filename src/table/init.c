@@ -4,7 +4,9 @@
  * so they never depend on sharding, thread count, stacking or creation order.
  *
  * Rows are written with a static split over threads, which also places the
- * pages (first touch) and faults them in now rather than in the first step.
+ * pages (first touch) and faults them in now rather than in the first step;
+ * a dynamic table's slots are zeroed for the same reason (their values come
+ * when keys take them).
  * Optimizer state is zeroed the same way.  Each rank writes only the rows
  * and columns it holds (dist/shard.h), with the values one process would.
  */
@@ -106,9 +108,21 @@ void ember_init_ptable(ember_collection *c, int32_t p)
     ember_store *s = pt->store;
     if (s->staged)
         return; /* the SSD tier computes rows never written when it loads them */
-    if (pt->dyn)
-        return; /* a dynamic table's rows are written when keys take them */
     int32_t W = c->world->size, rank = c->world->rank;
+    if (pt->dyn) { /* rows are written when keys take them; zeros now place the pages */
+        int64_t rows = pt->local_rows;
+#pragma omp parallel for schedule(static) num_threads(c->threads)
+        for (int64_t r = 0; r < rows; r++) {
+            uint32_t row = (uint32_t)r;
+            float *v, *sv;
+            s->ops->acquire(s, &row, 1, &v, &sv);
+            memset(v, 0, sizeof(float) * (size_t)s->dim);
+            if (sv)
+                memset(sv, 0, sizeof(float) * (size_t)s->state_floats);
+            s->ops->release(s, &row, 1, 1);
+        }
+        return;
+    }
     for (int32_t i = 0; i < pt->num_tables; i++) {
         const ember_ltable *t = &c->tables[pt->tables[i]];
         int64_t rows = t->cfg.rows;
