@@ -519,6 +519,59 @@ check_plan_errors() { # messages name the file, the line and the key
 }
 CHECKS+=(plan_errors)
 
+check_plan_limits_dynamic() { # dynamic tables: memory with the key index, keys against capacity, limits --config agrees
+    local cfg="$PLAN_CONFIGS/dynamic.cfg"
+    expect_status 0 "$EMBER" plan "$cfg" --world 2 || return 1
+    grep -q "^memory: at most .* of rows + state + key indexes on a rank" "$TMP/out" || return 1
+    grep -qE "^c1 +40000 +16 adagrad +row .* dynamic: row-wise by key hash \(mix64\(key\) mod 2\)" "$TMP/out" || return 1
+    grep -qE "^warning: dynamic table 'c1': [0-9.]+k distinct keys per rank over 3000 steps, [0-9.]+x its capacity of 20000 rows per rank: its rows fill after about [0-9]+ steps, then about [0-9]+ keys per step per rank find no row" "$TMP/out" || return 1
+    expect_status 0 "$EMBER" plan "$cfg" --world 2 --horizon 30 --json || return 1
+    cp "$TMP/out" "$TMP/plan.json"
+    expect_status 0 "$EMBER" limits --config "$cfg" --shards 2 --batches 30 --json || return 1
+    cp "$TMP/out" "$TMP/limits.json"
+    python3 - "$TMP/plan.json" "$TMP/limits.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+lim = {r["name"]: r for r in map(json.loads, open(sys.argv[2])) if r.get("record") == "table"}
+tables = {t["name"]: t for t in plan["tables"]}
+c1 = tables["c1"]  # rows + state of 20000 rows (dim 16, Adagrad), and the key index: ember_dynamic_bytes
+assert c1["max_rank_bytes"] == 20000 * 32 * 4 + c1["dynamic"]["index_bytes_per_rank"] > 20000 * 32 * 4, c1
+for r in plan["ranks"]:
+    assert r["index_bytes"] == sum(t["dynamic"]["index_bytes_per_rank"] for t in plan["tables"] if t["kind"] == "dynamic"), r
+assert plan["totals"]["max_rank_memory"] == max(r["row_bytes"] + r["state_bytes"] + r["index_bytes"] for r in plan["ranks"])
+for name in ("c1", "c2", "c3", "c4"):
+    t, l = tables[name], lim[name]
+    d = t["dynamic"]
+    assert t["kind"] == "dynamic" and t["placement"] == "row" and l["kind"] == "dynamic", (t, l)
+    assert d["capacity"] == l["capacity"] and l["owners"] == 2 and d["horizon_steps"] == 30, (d, l)
+    # the law's distinct keys per rank against the data's (the busiest owner), per step and over 30 steps
+    assert abs(d["keys_over_horizon"] - l["distinct_keys_per_owner"]) <= 0.05 * l["distinct_keys_per_owner"], (name, d, l)
+    assert abs(d["keys_per_step"] - l["mean_keys_per_owner_per_batch"]) <= 0.05 * l["mean_keys_per_owner_per_batch"], (name, d, l)
+    assert l["over_capacity"] == d["over_capacity_over_horizon"], (name, d, l)
+assert not lim["c1"]["over_capacity"] and lim["c3"]["over_capacity"], lim
+for name in ("c5", "c8"):
+    assert tables[name]["kind"] == "fixed" and "dynamic" not in tables[name] and "capacity" not in lim[name]
+PY
+    expect_status 0 "$EMBER" limits --config "$cfg" --shards 2 --batches 30 || return 1
+    grep -q "^dynamic tables: distinct keys by owner (mix64(key) mod 2)" "$TMP/out" || return 1
+    grep -qE "^warning: dynamic table 'c3': [0-9]+ distinct keys on one owner over the data, [0-9.]+x its capacity of 5000 rows per rank" "$TMP/out" || return 1
+    grep -q "dynamic table 'c1'" "$TMP/out" && { echo "c1 fits over 30 steps"; return 1; }
+    expect_status 2 "$EMBER" limits --config "$cfg" --synthetic || return 1
+    expect_status 2 "$EMBER" limits "$TMP/limits.json" --batch 8 || return 1
+    if have_mpirun; then # two ranks: the same keys by owner (each reads the global batches)
+        expect_status 0 mpi2 limits --config "$cfg" --batches 30 --json || return 1
+        python3 - "$TMP/limits.json" "$TMP/out" <<'PY'
+import json, sys
+keys = ("capacity", "owners", "max_keys_per_owner_per_batch", "distinct_keys_per_owner", "distinct_keys")
+one, two = ([r for r in map(json.loads, open(p)) if r.get("kind") == "dynamic"] for p in sys.argv[1:])
+assert len(one) == len(two) == 4
+for a, b in zip(one, two):
+    assert all(a[k] == b[k] for k in keys), (a, b)
+PY
+    fi
+}
+CHECKS+=(plan_limits_dynamic)
+
 check_config_scale() { # a million tables or features: checks in n log n (fuzz_config found n^2: hours)
     printf 'tables = ({ name = "t%%d"; count = 999999; rows = 1; dim = 1; },\n  { name = "t999998"; rows = 1; dim = 1; });\nfeatures = ({ name = "f"; table = "t0"; });\n' >"$TMP/many_tables.cfg"
     expect_status 1 timeout 60 "$EMBER" plan "$TMP/many_tables.cfg" || return 1

@@ -20,6 +20,12 @@
  *    LPT's bound); the W1 plan goes table-wise at 8 ranks and not at 64;
  *    a 1024-rank plan of 200 tables takes milliseconds (under 3 s even
  *    in a sanitizer build).
+ * 4. Dynamic tables: D(n) of their keys and the keys per owner against the
+ *    real generator (`ember train`'s synthetic keys); the model against the
+ *    exact count of the rows they resolve to plus the key exchange; Che's
+ *    keys without a row against a naive LRU; their memory (rows, state and
+ *    key index) against a real collection, and a budget that fits the rows
+ *    but not the index.
  */
 #include <math.h>
 #include <stdint.h>
@@ -29,6 +35,8 @@
 #include <time.h>
 
 #include "check.h"
+#include "data/ctr.h"
+#include "dyn/dyn_step.h"
 #include "ember.h"
 #include "plan/plan.h"
 
@@ -812,6 +820,362 @@ static void test_large(void)
     free(st);
 }
 
+/* ------------------------------------------------------- dynamic tables */
+
+/* The synthetic task of `ember train` with nf keyed features of `keys`
+ * keys each (a dynamic table read by all of them), as a world of one. */
+static ctr_source *keyed_source(int64_t keys, double alpha, int32_t nf, const double *pooling, uint64_t seed)
+{
+    ctr_synth_config sc = ctr_synth_config_default();
+    sc.num_sparse = nf;
+    sc.seed = seed;
+    for (int32_t f = 0; f < nf; f++) {
+        sc.rows[f] = keys;
+        sc.alpha[f] = alpha;
+        sc.pooling[f] = pooling[f];
+        sc.keyed[f] = 1;
+    }
+    ctr_source *src = NULL;
+    char err[256];
+    if (ctr_source_synth(&sc, 0, 0, 1, &src, err, sizeof err))
+        abort();
+    return src;
+}
+
+/* A workload of one dynamic table read by nf features, with the keyed
+ * statistics of keyed_source(). */
+static void wl_dynamic(workload *w, int64_t B, int64_t keys, double alpha, int32_t nf, const double *pooling,
+                       uint64_t seed, int64_t capacity)
+{
+    wl_init(w, B);
+    ember_table_config *t = &w->tables[0];
+    *t = ember_table_config_default();
+    t->name = "user";
+    t->kind = EMBER_TABLE_DYNAMIC;
+    t->rows = 0;
+    t->capacity = capacity;
+    t->admit_after = 2;
+    t->evict = EMBER_EVICT_LFU;
+    t->dim = 16;
+    t->optimizer = ember_optimizer_default(EMBER_OPT_ADAGRAD);
+    w->cfg.num_tables = 1;
+    int32_t feat[MAX_F];
+    for (int32_t f = 0; f < nf; f++) {
+        static const char *names[] = {"k0", "k1", "k2", "k3"};
+        wl_feature(w, names[f], 0, 1, EMBER_COMBINER_SUM);
+        w->pooling[f] = pooling[f];
+        feat[f] = f;
+    }
+    CHECK(plan_stats_synth_keys(keys, alpha, seed, nf, feat, pooling, &w->stats[0]) == EMBER_OK);
+}
+
+/* Distinct keys among v[0..n) in total and per owner of W (sorts v). */
+static int64_t distinct_keys(uint64_t *v, int64_t n, int32_t W, int64_t *per_owner)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_u64);
+    int64_t d = 0;
+    memset(per_owner, 0, sizeof *per_owner * (size_t)W);
+    for (int64_t i = 0; i < n; i++)
+        if (i == 0 || v[i] != v[i - 1]) {
+            d++;
+            per_owner[ember_dyn_owner((int64_t)v[i], W)]++;
+        }
+    return d;
+}
+
+/* D(n) of a dynamic table's keys, and the distinct keys of its busiest
+ * owner over 1 to 64 steps (plan_dynamic_keys), against the real generator
+ * (within 2%; per owner 3% plus three standard deviations of the hash's
+ * split of the keys); the keyed builder counts the same by owner. */
+static void test_dynamic_law(void)
+{
+    static const struct { int64_t keys; double alpha; int32_t nf; double pooling[2]; } cases[] = {
+        {400000, 1.1, 1, {1, 0}}, {50000, 0, 1, {3, 0}}, {100000, 1.05, 2, {1, 2}},
+    };
+    const int64_t B = 4096;
+    const int32_t W = 4;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        workload w;
+        wl_dynamic(&w, B, cases[c].keys, cases[c].alpha, cases[c].nf, cases[c].pooling, 11, 1000);
+        plan_workload pw = wl_plan(&w);
+        ctr_source *src = keyed_source(cases[c].keys, cases[c].alpha, cases[c].nf, cases[c].pooling, 11);
+        plan_stats_builder *bl = NULL;
+        CHECK(plan_stats_builder_create(0, &bl) == EMBER_OK);
+        int64_t n = 0, cap = 1 << 16;
+        uint64_t *all = malloc(sizeof *all * (size_t)cap), *tmp = NULL;
+        for (int32_t step = 1; step <= 64; step++) {
+            ctr_batch cb;
+            char err[256];
+            CHECK(ctr_source_next(src, (int32_t)B, &cb, err, sizeof err) == B);
+            if (n + cb.sparse.num_ids > cap) {
+                cap = 2 * (n + cb.sparse.num_ids);
+                all = realloc(all, sizeof *all * (size_t)cap);
+            }
+            for (int64_t i = 0; i < cb.sparse.num_ids; i++)
+                all[n + i] = (uint64_t)cb.sparse.ids[i];
+            CHECK(plan_stats_builder_add(bl, cb.sparse.ids, cb.sparse.num_ids) == EMBER_OK);
+            n += cb.sparse.num_ids;
+            if (step != 1 && step != 8 && step != 64)
+                continue;
+            tmp = realloc(tmp, sizeof *tmp * (size_t)n);
+            memcpy(tmp, all, sizeof *tmp * (size_t)n);
+            int64_t owner[4], built[4];
+            double got = (double)distinct_keys(tmp, n, W, owner), want = plan_stats_distinct(&w.stats[0], (double)n);
+            CHECK_MSG(fabs(got - want) <= 0.02 * got + 1, "keys %lld alpha %g features %d, %lld draws: measured "
+                      "%.0f distinct keys, law %.1f", (long long)cases[c].keys, cases[c].alpha, cases[c].nf,
+                      (long long)n, got, want);
+            plan_dynamic d;
+            CHECK(plan_dynamic_keys(&pw, 0, W, step, &d) == EMBER_OK);
+            /* the tail keys split over owners as hashes do: 3 sd of that binomial allowed too */
+            double on = (double)owner[d.busiest], sd = sqrt(got * (W - 1)) / W;
+            CHECK_MSG(fabs(on - d.keys_horizon) <= 0.03 * on + 3 * sd, "keys %lld alpha %g, %d steps, owner %d of %d: "
+                      "measured %.0f distinct keys, predicted %.1f", (long long)cases[c].keys, cases[c].alpha,
+                      step, d.busiest, W, on, d.keys_horizon);
+            CHECK(plan_stats_builder_distinct(bl) == (int64_t)got);
+            CHECK(plan_stats_builder_owners(bl, W, built) == EMBER_OK && !memcmp(built, owner, sizeof owner));
+        }
+        plan_stats_builder_destroy(bl);
+        ctr_source_destroy(src);
+        free(all);
+        free(tmp);
+        free(w.stats);
+    }
+}
+
+/* A global batch of one key per sample as the rows the keys resolve to:
+ * slot * W + owner, a key's slot the number of its owner's keys first used
+ * before it.  Adds each rank's key exchange to sent and recv: a key to a
+ * remote owner 8 bytes, its slot back 4 bytes. */
+static void keys_to_rows(const int64_t *keys, int64_t B, int32_t W, gbatch *g, double *sent, double *recv)
+{
+    g->len = malloc(sizeof *g->len * (size_t)B);
+    g->ids = malloc(sizeof *g->ids * (size_t)B);
+    g->off = malloc(sizeof *g->off * (size_t)(B + 1));
+    int64_t *seen = malloc(sizeof *seen * (size_t)B), *slot = malloc(sizeof *slot * (size_t)B);
+    int64_t next[8] = {0}, ns = 0;
+    int32_t s = 0; /* rank r holds samples [r*B/W, (r+1)*B/W) */
+    for (int64_t i = 0; i < B; i++) {
+        while (i >= (s + 1) * B / W)
+            s++;
+        int32_t o = (int32_t)ember_dyn_owner(keys[i], W);
+        int64_t j = 0;
+        while (j < ns && seen[j] != keys[i])
+            j++;
+        if (j == ns) {
+            seen[ns] = keys[i];
+            slot[ns++] = next[o]++;
+        }
+        g->ids[i] = slot[j] * W + o;
+        g->len[i] = 1;
+        g->off[i] = i;
+        if (o != s) {
+            sent[s] += 8, recv[o] += 8;
+            sent[o] += 4, recv[s] += 4;
+        }
+    }
+    g->off[B] = B;
+    free(seen);
+    free(slot);
+}
+
+/* The model's bytes for a dynamic table against the exact count: the wire
+ * count of the row-wise table its keys resolve to, plus the key exchange,
+ * within 10% as for fixed tables; plan_predict_bytes_sent leaves the key
+ * exchange out, as ember_stats does. */
+static void test_dynamic_wire(void)
+{
+    const int64_t B = 2048, keys = 100000;
+    const double pooling[1] = {1};
+    const int batches = 3;
+    double worst = 0;
+    workload w, fx;
+    wl_dynamic(&w, B, keys, 1.05, 1, pooling, 5, 50000);
+    static const int32_t worlds[] = {2, 3, 4};
+    for (size_t wi = 0; wi < 3; wi++)
+        for (int xm = 0; xm < 2; xm++) {
+            int32_t W = worlds[wi];
+            w.tables[0].exchange = (ember_exchange)xm;
+            wl_init(&fx, B);
+            wl_table(&fx, "user", w.tables[0].capacity * W, 16, 1, EMBER_OPT_ADAGRAD);
+            wl_feature(&fx, "k0", 0, 1, EMBER_COMBINER_SUM);
+            wl_place(&fx, EMBER_PLACE_ROW, (ember_exchange)xm, 0);
+            ctr_source *src = keyed_source(keys, 1.05, 1, pooling, 5);
+            double sent[4] = {0}, recv[4] = {0};
+            for (int k = 0; k < batches; k++) {
+                ctr_batch cb;
+                char err[256];
+                gbatch g;
+                CHECK(ctr_source_next(src, (int32_t)B, &cb, err, sizeof err) == B);
+                keys_to_rows(cb.sparse.ids, B, W, &g, sent, recv);
+                exact_bytes(&fx, &g, W, sent, recv);
+                free_batch(&g);
+            }
+            plan_rank_cost pc[4];
+            plan_workload pw = wl_plan(&w);
+            CHECK(plan_predict(&pw, W, pc, NULL) == EMBER_OK);
+            for (int32_t r = 0; r < W; r++) {
+                double es = sent[r] / batches, er = recv[r] / batches;
+                double ps = pc[r].a2a_sent + pc[r].ag_sent, pr = pc[r].a2a_recv + pc[r].ag_recv;
+                CHECK_MSG(fabs(ps - es) <= 0.10 * es + 64 && fabs(pr - er) <= 0.10 * er + 64,
+                          "dynamic W=%d exchange %d rank %d: sent model %.0f exact %.0f, received model %.0f "
+                          "exact %.0f", W, xm, r, ps, es, pr, er);
+                CHECK(pc[r].key_sent > 0 && pc[r].key_sent < ps);
+                worst = fmax(worst, fmax(fabs(ps - es) / es, fabs(pr - er) / er));
+                CHECK(fabs(plan_predict_bytes_sent(&pw, W, r) - (ps - pc[r].key_sent)) <= 1e-6 * ps);
+            }
+            ctr_source_destroy(src);
+            free(fx.stats);
+        }
+    printf("dynamic table vs exact count: largest error %.2f%%\n", 100 * worst);
+    free(w.stats);
+}
+
+/* Keys per step that find no row once a rank's rows are full: Che's
+ * estimate (plan_dynamic_keys) against a naive LRU of `capacity` slots on
+ * the busiest owner, fed by the generator (every key of a step used, the
+ * oldest last use evicted), after a warm-up; within 15%. */
+static void test_dynamic_churn(void)
+{
+    const int64_t B = 4096, keys = 40000, C = 2000;
+    const double pooling[1] = {1};
+    const int32_t W = 2, warm = 20, steps = 40;
+    workload w;
+    wl_dynamic(&w, B, keys, 1.1, 1, pooling, 3, C);
+    plan_workload pw = wl_plan(&w);
+    plan_dynamic d;
+    CHECK(plan_dynamic_keys(&pw, 0, W, 100, &d) == EMBER_OK);
+    ctr_source *src = keyed_source(keys, 1.1, 1, pooling, 3);
+    int64_t *slot_key = malloc(sizeof *slot_key * (size_t)C), *last = malloc(sizeof *last * (size_t)C);
+    uint64_t *step_keys = malloc(sizeof *step_keys * (size_t)B);
+    int64_t used = 0, misses = 0;
+    for (int32_t step = 0; step < warm + steps; step++) {
+        ctr_batch cb;
+        char err[256];
+        CHECK(ctr_source_next(src, (int32_t)B, &cb, err, sizeof err) == B);
+        int64_t n = 0;
+        for (int64_t i = 0; i < B; i++)
+            if ((int32_t)ember_dyn_owner(cb.sparse.ids[i], W) == d.busiest)
+                step_keys[n++] = (uint64_t)cb.sparse.ids[i];
+        qsort(step_keys, (size_t)n, sizeof *step_keys, cmp_u64);
+        for (int64_t i = 0; i < n; i++) {
+            if (i && step_keys[i] == step_keys[i - 1])
+                continue;
+            int64_t k = (int64_t)step_keys[i], j = 0;
+            while (j < used && slot_key[j] != k)
+                j++;
+            if (j == used) { /* no row: a free one, or the oldest not used this step */
+                misses += step >= warm;
+                if (used < C) {
+                    used++;
+                } else {
+                    int64_t v = -1;
+                    for (int64_t q = 0; q < C; q++)
+                        if (last[q] < step && (v < 0 || last[q] < last[v]))
+                            v = q;
+                    if (v < 0)
+                        continue; /* every row is used by this step */
+                    j = v;
+                }
+                slot_key[j] = k;
+            }
+            last[j] = step;
+        }
+    }
+    double got = (double)misses / steps;
+    CHECK_MSG(fabs(got - d.miss_step) <= 0.15 * got + 2, "LRU of %lld rows on owner %d: %.1f keys per step find "
+              "no row, Che's estimate %.1f", (long long)C, d.busiest, got, d.miss_step);
+    CHECK(d.over_horizon && !d.over_step && d.fill_steps > 1 && d.fill_steps < warm);
+    printf("dynamic table, LRU of %lld rows: %.1f keys per step find no row, Che's estimate %.1f\n", (long long)C,
+           got, d.miss_step);
+    ctr_source_destroy(src);
+    free(slot_key);
+    free(last);
+    free(step_keys);
+    free(w.stats);
+}
+
+/* Memory: a rank holds a dynamic table's rows, state and key index, as a
+ * real collection counts them (ember_collection_memory), on every rank of
+ * any world.  A budget that fits the rows and state but not the index too
+ * moves the table to the SSD tier (its index stays in memory), and fails,
+ * naming the table and its index, when the table is pinned to memory. */
+static void test_dynamic_memory(void)
+{
+    const double pooling[2] = {1, 2};
+    workload w;
+    wl_dynamic(&w, 4096, 400000, 1.1, 1, pooling, 1, 20000);
+    wl_table(&w, "small", 1000, 16, 1, EMBER_OPT_ADAGRAD);
+    wl_feature(&w, "s0", 1, 2, EMBER_COMBINER_SUM);
+    const ember_table_config *dyn = &w.tables[0];
+    int64_t rows = 20000 * (16 + 16) * 4, index = ember_dynamic_bytes(dyn) - rows, small = 1000 * 32 * 4;
+    CHECK(index > 0 && plan_dynamic_index_bytes(dyn) == index && plan_dynamic_capacity(dyn) == 20000);
+    /* a real collection of a world of one */
+    ember_collection *coll = NULL;
+    CHECK(ember_collection_create(&w.cfg, &coll) == EMBER_OK);
+    ember_memory mem;
+    ember_collection_memory(coll, &mem);
+    ember_collection_destroy(coll);
+    plan_workload pw = wl_plan(&w);
+    for (int32_t W = 1; W <= 8; W *= 2) {
+        plan_rank_cost pc[8];
+        plan_table_cost tc[2];
+        CHECK(plan_predict(&pw, W, pc, tc) == EMBER_OK);
+        if (W == 1)
+            CHECK_MSG(pc[0].row_bytes + pc[0].state_bytes == mem.row_bytes + mem.state_bytes &&
+                      pc[0].index_bytes == mem.index_bytes, "plan %lld + %lld + %lld, collection %lld + %lld + %lld",
+                      (long long)pc[0].row_bytes, (long long)pc[0].state_bytes, (long long)pc[0].index_bytes,
+                      (long long)mem.row_bytes, (long long)mem.state_bytes, (long long)mem.index_bytes);
+        for (int32_t r = 0; r < W; r++) {
+            int64_t share = (1000 / W + (r < 1000 % W)) * 32 * 4;
+            CHECK_MSG(pc[r].index_bytes == index && plan_rank_memory(&pc[r]) == rows + index + share,
+                      "W=%d rank %d: index %lld, memory %lld, want %lld", W, r, (long long)pc[r].index_bytes,
+                      (long long)plan_rank_memory(&pc[r]), (long long)(rows + index + share));
+        }
+        CHECK(tc[0].max_rank_bytes == rows + index && tc[0].index_bytes == index * W);
+    }
+    /* the budget: rows + state of both fit, the index does not */
+    plan_options o = plan_options_default();
+    o.world = 4;
+    o.memory_per_rank = rows + small + index / 2;
+    ember_table_config tiered[2];
+    double hit[2];
+    CHECK(plan_tiers(&pw, &o, tiered, hit) == EMBER_OK);
+    CHECK(tiered[0].storage == EMBER_STORAGE_SSD && tiered[1].storage == EMBER_STORAGE_MEMORY);
+    CHECK(tiered[0].cache_bytes > 0 && tiered[0].cache_bytes <= o.memory_per_rank - index - small / 4);
+    CHECK(hit[0] > 0 && hit[0] < 1);
+    ember_collection_config cc = w.cfg;
+    cc.tables = tiered;
+    plan_workload pt = pw;
+    pt.cfg = &cc;
+    plan_result res;
+    CHECK(plan_make(&pt, NULL, &o, &res) == EMBER_OK);
+    for (int32_t r = 0; res.ranks && r < o.world; r++)
+        CHECK(res.ranks[r].index_bytes == index && plan_rank_memory(&res.ranks[r]) <= o.memory_per_rank &&
+              res.ranks[r].ssd_bytes > 0);
+    CHECK(res.placement && res.placement[0] == EMBER_PLACE_ROW && strstr(res.reason[0], "dynamic"));
+    plan_result_free(&res);
+    w.tables[0].storage = EMBER_STORAGE_MEMORY; /* pinned: nothing fits */
+    CHECK(plan_tiers(&pw, &o, tiered, hit) == EMBER_OK && tiered[0].storage == EMBER_STORAGE_MEMORY);
+    CHECK(plan_make(&pt, NULL, &o, &res) == EMBER_EINVAL);
+    CHECK_MSG(strstr(res.error, "'user'") && strstr(res.error, "key index"), "%s", res.error);
+    plan_result_free(&res);
+    /* without the index the old rows-only count would have fitted */
+    CHECK(rows + small <= o.memory_per_rank && rows + index > o.memory_per_rank);
+    /* a dynamic table is row-wise, whatever the pin */
+    plan_pin pins[2] = {{EMBER_PLACE_TABLE, -1, -1}, {-1, -1, -1}};
+    w.tables[0].storage = EMBER_STORAGE_AUTO;
+    o.memory_per_rank = 0;
+    CHECK(plan_make(&pw, pins, &o, &res) == EMBER_EINVAL && strstr(res.error, "row-wise by key hash"));
+    plan_result_free(&res);
+    pins[0].placement = -1;
+    CHECK(plan_make(&pw, pins, &o, &res) == EMBER_OK && res.placement[0] == EMBER_PLACE_ROW);
+    plan_result_free(&res);
+    o.world = 1 << 18; /* slot * W + owner must fit 32 bits */
+    CHECK(plan_make(&pw, pins, &o, &res) == EMBER_EINVAL && strstr(res.error, "exceeds 2^32-1 rows"));
+    plan_result_free(&res);
+    free(w.stats);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -825,5 +1189,9 @@ int main(int argc, char **argv)
     test_pack_planner();
     test_w1();
     test_large();
+    test_dynamic_law();
+    test_dynamic_wire();
+    test_dynamic_churn();
+    test_dynamic_memory();
     return check_report("test_plan");
 }

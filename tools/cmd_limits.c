@@ -11,7 +11,14 @@
  * maximum and the p50/p99/p99.9 of those per-batch maxima, and suggests
  * ceil(p99.9) as the limit (the maximum is the limit that never overflows on
  * this data).  Percentiles interpolate linearly between order statistics
- * (numpy's default).  Public API only.
+ * (numpy's default).
+ *
+ * With --config it counts a config's tables on the data `ember train
+ * --config` reads (its synthetic task, TSV or binary file), in global
+ * batches of data.batch_size (--batch): a dynamic table is one there, and
+ * its keys are also counted by owner, per batch and over all batches,
+ * against its capacity (limits_keys.h), which is what `ember plan`
+ * predicts for it.
  *
  * Under mpirun every rank reads (or draws) the same global batches and
  * counts its contiguous share of the samples (batch_slice.h), because
@@ -31,11 +38,15 @@
 
 #include "batch_slice.h"
 #include "commands.h"
+#include "config_file.h"
 #include "ember.h"
+#include "limits_keys.h"
+#include "plan/plan.h"
 #include "synth_args.h"
 
 typedef struct limits_opts {
-    const char *data;
+    const char *data, *config;
+    int64_t batch;   /* --batch: the global batch (0: the preset's or config's) */
     int synthetic, json, dedup_note, stack;
     int64_t shards;  /* resolved: 0 (default) becomes the world size */
     int32_t ranks;   /* the world size                               */
@@ -55,6 +66,7 @@ static void limits_usage(FILE *f)
     fprintf(f,
             "usage: ember limits DATA [options]\n"
             "       ember limits --synthetic [generator options] [options]\n"
+            "       ember limits --config CONFIG [--batch N] [options]\n"
             "  observed ids and unique ids per partition (table, shard) per batch, after\n"
             "  per-sample dedup, and suggested max_ids_per_partition /\n"
             "  max_unique_ids_per_partition (ceil of the p99.9 over batches)\n\n"
@@ -68,6 +80,9 @@ static void limits_usage(FILE *f)
             "  --synthetic         batches from the generator instead of DATA, with\n"
             "    --preset quick|W1|W2|W3 --tables N --rows N --batch N --pooling N\n"
             "    --dist zipf|uniform --alpha A --seed S\n"
+            "  --config CONFIG     a config's tables on the data `ember train --config` reads,\n"
+            "                      global batches of --batch N (default data.batch_size);\n"
+            "                      dynamic tables: distinct keys by owner against capacity\n"
             "Under mpirun -np N each rank counts its share of every batch (samples\n"
             "[r*B/N, (r+1)*B/N)); the statistics are of the maximum over ranks.\n");
 }
@@ -116,6 +131,19 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, limits_opts *o
             flag = 1;
         } else if (!strcmp(name, "--synthetic")) {
             o->synthetic = flag = 1;
+        } else if (!strcmp(name, "--config") || !strcmp(name, "--batch")) {
+            int bad = !val;
+            if (name[2] == 'c')
+                o->config = val;
+            else if (!bad && !(bad = synth_parse_int64(val, 1, INT32_MAX, &o->batch)))
+                o->sa.batch = (int32_t)o->batch; /* the generator's too */
+            if (bad) {
+                fprintf(err, "ember limits: bad value '%s' for %s\n", val ? val : "", name);
+                return 2;
+            }
+            if (!eq)
+                i++;
+            continue;
         } else if (!strcmp(name, "--shards") || !strcmp(name, "--batches")) {
             int64_t *dst = name[2] == 's' ? &o->shards : &o->batches;
             if (!val || synth_parse_int64(val, name[2] == 's' ? 1 : 0, INT32_MAX, dst)) {
@@ -146,12 +174,12 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, limits_opts *o
             return 2;
         }
     }
-    if (o->synthetic && o->data) {
-        fprintf(err, "ember limits: give DATA or --synthetic, not both\n");
+    if ((o->synthetic != 0) + (o->data != NULL) + (o->config != NULL) > 1) {
+        fprintf(err, "ember limits: give one of DATA, --synthetic and --config\n");
         return 2;
     }
-    if (!o->synthetic && !o->data) {
-        fprintf(err, "ember limits: missing DATA (a batch file) or --synthetic\n");
+    if (!o->synthetic && !o->data && !o->config) {
+        fprintf(err, "ember limits: missing DATA (a batch file), --synthetic or --config\n");
         limits_usage(err);
         return 2;
     }
@@ -159,7 +187,11 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, limits_opts *o
         fprintf(err, "ember limits: generator options need --synthetic\n");
         return 2;
     }
-    if (o->synthetic && o->batches < 0)
+    if (o->batch && o->data) {
+        fprintf(err, "ember limits: --batch needs --synthetic or --config (a file's batches are as written)\n");
+        return 2;
+    }
+    if ((o->synthetic || o->config) && o->batches < 0)
         o->batches = 10;
     if (o->shards == 0)
         o->shards = ctx->size;
@@ -222,7 +254,7 @@ static int print_json(json_t *o)
 /* The aligned text table: one row of cells per table, widths from content. */
 #define NCOLS 13
 static void print_text(const limits_opts *o, const char *source, const ember_batch_file_info *info,
-                       const table_obs *obs, const table_report *rep, int64_t batches)
+                       const table_obs *obs, const table_report *rep, int64_t batches, char (*names)[32])
 {
     static const char *head[NCOLS] = {"table", "rows", "ids", "dedup_ids", "max_ids",
                                       "p50", "p99", "p99.9", "max_unique", "p50",
@@ -237,8 +269,11 @@ static void print_text(const limits_opts *o, const char *source, const ember_bat
     for (int32_t t = 0; t < T; t++) {
         char(*row)[48] = cell[t + 1];
         const table_report *r = &rep[t];
-        snprintf(row[0], 48, "t%d", (int)t);
-        snprintf(row[1], 48, "%lld", (long long)info->table_rows[t]);
+        snprintf(row[0], 48, "%s", names[t]);
+        if (info->table_rows[t])
+            snprintf(row[1], 48, "%lld", (long long)info->table_rows[t]);
+        else
+            snprintf(row[1], 48, "keys"); /* a dynamic table */
         snprintf(row[2], 48, "%lld", (long long)obs[t].ids_total);
         snprintf(row[3], 48, "%lld", (long long)obs[t].units_total);
         snprintf(row[4], 48, "%lld", (long long)r->max_ids);
@@ -286,7 +321,7 @@ static void print_text(const limits_opts *o, const char *source, const ember_bat
                "max_ids but once in max_unique.\n");
         for (int32_t t = 0; t < T; t++)
             if (obs[t].ids_total > 0)
-                printf("  t%d: per-sample dedup removed %lld of %lld ids (%.2f%%)\n", (int)t,
+                printf("  %s: per-sample dedup removed %lld of %lld ids (%.2f%%)\n", names[t],
                        (long long)(obs[t].ids_total - obs[t].units_total),
                        (long long)obs[t].ids_total,
                        100.0 * (double)(obs[t].ids_total - obs[t].units_total) /
@@ -297,7 +332,7 @@ static void print_text(const limits_opts *o, const char *source, const ember_bat
 
 static int emit_json(const limits_opts *o, const char *source, const ember_batch_file_info *info,
                      const table_obs *obs, const table_report *rep, int64_t batches,
-                     double seconds)
+                     double seconds, char (*names)[32], const limits_keys *keys)
 {
     int64_t all_ids = 0, all_unique = 0, ids_total = 0, units_total = 0;
     for (int32_t t = 0; t < info->num_tables; t++) {
@@ -305,7 +340,7 @@ static int emit_json(const limits_opts *o, const char *source, const ember_batch
         json_t *j = json_object();
         json_object_set_new(j, "record", json_string("table"));
         json_object_set_new(j, "table", json_integer(t));
-        json_object_set_new(j, "name", json_sprintf("t%d", (int)t));
+        json_object_set_new(j, "name", json_string(names[t]));
         json_object_set_new(j, "rows", json_integer(info->table_rows[t]));
         json_object_set_new(j, "shards", json_integer(o->shards));
         json_object_set_new(j, "batches", json_integer(batches));
@@ -322,6 +357,7 @@ static int emit_json(const limits_opts *o, const char *source, const ember_batch
         json_object_set_new(j, "suggested_max_ids_per_partition", json_integer(r->suggest_ids));
         json_object_set_new(j, "suggested_max_unique_ids_per_partition",
                             json_integer(r->suggest_unique));
+        limits_keys_json(keys, t, j);
         if (print_json(j))
             return -1;
         if (r->max_ids > all_ids)
@@ -364,9 +400,19 @@ static int grow_i64(int64_t **p, int64_t n)
 
 /* The next global batch into *b: 1, 0 at the end, or < 0 (message printed). */
 static int next_batch(const tool_ctx *ctx, ember_synth *syn, ember_batch_reader *reader,
-                      int64_t n, ember_batch *b)
+                      ctr_source *src, int32_t batch, int64_t n, ember_batch *b)
 {
     int rc;
+    if (src) { /* --config: the data ember train reads */
+        char err[512];
+        ctr_batch cb;
+        int64_t got = ctr_source_next(src, batch, &cb, err, sizeof err);
+        if (got < 0)
+            tool_local_error(ctx, "limits", "batch %lld: %s", (long long)n, err);
+        else if (got > 0)
+            *b = cb.sparse;
+        return got < 0 ? -1 : got > 0;
+    }
     if (syn) {
         if ((rc = ember_synth_next(syn, b)) != EMBER_OK) {
             tool_local_error(ctx, "limits", "batch %lld: %s: %s", (long long)n,
@@ -381,6 +427,74 @@ static int next_batch(const tool_ctx *ctx, ember_synth *syn, ember_batch_reader 
     return rc;
 }
 
+/* The data of a config's `ember train`: its source as a world of one (every
+ * rank reads the same global batches).  0, or -1 with the message in err. */
+static int open_data(const config_file *cf, ctr_source **src, char *err, size_t n)
+{
+    const cfg_train *t = &cf->train;
+    if (t->source == CFG_SOURCE_SYNTHETIC) {
+        if (t->error[0]) {
+            snprintf(err, n, "%s: no synthetic data for these tables: %s", cf->path, t->error);
+            return -1;
+        }
+        return ctr_source_synth(&t->synth, 0, 0, 1, src, err, n);
+    }
+    if (t->source == CFG_SOURCE_BINARY)
+        return ctr_source_binary(t->train_file, 0, 1, src, err, n);
+    int64_t rows[CTR_MAX_FEATURES];
+    if (cf->num_features != 26) {
+        snprintf(err, n, "%s: a Criteo TSV has 26 categorical features, the config has %d", cf->path,
+                 cf->num_features);
+        return -1;
+    }
+    for (int32_t f = 0; f < 26; f++) /* a dynamic table (rows 0) reads whole 64-bit keys */
+        rows[f] = cf->tables[cf->features[f].table].rows;
+    return ctr_source_tsv(t->train_file, rows, t->bad_lines, 0, 1, src, err, n);
+}
+
+/* --config: the config, its data, and the shape of both (info points into
+ * rows and ftab).  0, or -1 with the message printed. */
+static int open_config(const tool_ctx *ctx, const limits_opts *o, config_file **cf, ctr_source **src,
+                       int64_t **rows, int32_t **ftab, ember_batch_file_info *info, char *source, size_t n)
+{
+    char err[1024];
+    if (config_file_load(o->config, cf, err, sizeof err) == 0 && !(*cf)->num_features)
+        snprintf(err, sizeof err, "%s: no tables and features to count", o->config);
+    else if (*cf && open_data(*cf, src, err, sizeof err) == 0)
+        err[0] = '\0';
+    const config_file *c = *cf;
+    const ctr_schema *sc = *src ? ctr_source_schema(*src) : NULL;
+    if (sc && sc->num_sparse != c->num_features)
+        snprintf(err, sizeof err, "%s: %d features, but the data has %d sparse features", c->path,
+                 (int)c->num_features, (int)sc->num_sparse);
+    for (int32_t f = 0; sc && !err[0] && f < c->num_features; f++) {
+        const ember_table_config *tb = &c->tables[c->features[f].table];
+        if ((tb->kind == EMBER_TABLE_DYNAMIC) != (sc->rows[f] == 0) || (sc->rows[f] && sc->rows[f] > tb->rows))
+            snprintf(err, sizeof err, "%s: feature \"%s\": the data's ids do not fit table \"%s\" (%s)", c->path,
+                     c->features[f].name, tb->name, sc->rows[f] ? "row numbers" : "64-bit keys");
+    }
+    if (err[0]) {
+        tool_local_error(ctx, "limits", "%s", err);
+        return -1;
+    }
+    *rows = malloc(sizeof **rows * (size_t)c->num_tables);
+    *ftab = malloc(sizeof **ftab * (size_t)c->num_features);
+    if (!*rows || !*ftab) {
+        tool_local_error(ctx, "limits", "out of memory");
+        return -1;
+    }
+    for (int32_t t = 0; t < c->num_tables; t++)
+        (*rows)[t] = c->tables[t].rows; /* 0: dynamic */
+    for (int32_t f = 0; f < c->num_features; f++)
+        (*ftab)[f] = c->features[f].table;
+    *info = (ember_batch_file_info){c->num_tables, *rows, c->num_features, *ftab};
+    static const char *const SRC[] = {"the synthetic task", "TSV", "binary"};
+    snprintf(source, n, "%s (%s): %s%s%s, global batch %lld", c->path, c->name, SRC[c->train.source],
+             c->train.source ? " " : "", c->train.source ? c->train.train_file : "",
+             (long long)(o->batch ? o->batch : c->data.batch_size));
+    return 0;
+}
+
 int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
 {
     limits_opts o;
@@ -393,6 +507,10 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
     double t0 = tool_now();
     ember_batch_reader *reader = NULL;
     ember_synth *syn = NULL;
+    config_file *cf = NULL;
+    ctr_source *src = NULL;
+    limits_keys *keys = NULL;
+    int64_t *capacity = NULL;
     ember_collection *coll = NULL;
     ember_table_config *tables = NULL;
     ember_feature_config *features = NULL;
@@ -435,6 +553,8 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
                  o.sa.preset ? o.sa.preset : "quick", (int)sc.tables, (long long)sc.rows,
                  (int)sc.batch_size, (int)sc.pooling, sc.zipf ? "zipf" : "uniform",
                  (unsigned long long)sc.seed);
+    } else if (o.config) {
+        failed = open_config(ctx, &o, &cf, &src, &own_rows, &own_ftab, &info, source, sizeof source) != 0;
     } else {
         if ((rc = ember_batch_reader_open(o.data, &reader)) != EMBER_OK) {
             tool_local_error(ctx, "limits", "%s: %s", ember_status_str(rc), ember_data_errmsg());
@@ -448,7 +568,9 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
     const int64_t TS = (int64_t)T * o.shards;
 
     /* 2. a collection shaped like the data over the world: dim 1, SGD, zero
-     * init (cheap), so stacking and shards are what training would see */
+     * init (cheap), so stacking and shards are what training would see; a
+     * config's dynamic tables stay dynamic (capacity 1: counting keys by
+     * owner needs no rows) */
     if (!failed) {
         tables = calloc((size_t)T, sizeof *tables);
         features = calloc((size_t)F, sizeof *features);
@@ -457,7 +579,8 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
         rep = calloc((size_t)T, sizeof *rep);
         counts = calloc((size_t)(2 * TS + 1), sizeof *counts); /* ids, unique, failure */
         totals = calloc((size_t)(2 * T), sizeof *totals);
-        if (!tables || !features || !names || !obs || !rep || !counts || !totals) {
+        capacity = calloc((size_t)T + 1, sizeof *capacity);
+        if (!tables || !features || !names || !obs || !rep || !counts || !totals || !capacity) {
             tool_local_error(ctx, "limits", "out of memory");
             failed = 1;
         }
@@ -465,16 +588,32 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
     if (tool_any_failed(ctx, failed, NULL))
         goto fail;
     for (int32_t t = 0; t < T; t++) {
-        snprintf(names[t], sizeof names[t], "t%d", (int)t);
+        if (cf)
+            snprintf(names[t], sizeof names[t], "%.31s", cf->tables[t].name);
+        else
+            snprintf(names[t], sizeof names[t], "t%d", (int)t);
         tables[t] = ember_table_config_default();
         tables[t].name = names[t];
         tables[t].rows = info.table_rows[t];
         tables[t].dim = 1;
         tables[t].init = EMBER_INIT_ZEROS;
         tables[t].optimizer = ember_optimizer_default(EMBER_OPT_SGD);
+        if (cf && cf->tables[t].kind == EMBER_TABLE_DYNAMIC) {
+            tables[t].kind = EMBER_TABLE_DYNAMIC;
+            tables[t].capacity = 1;
+            capacity[t] = plan_dynamic_capacity(&cf->tables[t]);
+        }
     }
+    int oom = limits_keys_create(&info, tables, capacity, o.shards, &keys) != 0;
+    if (oom)
+        tool_local_error(ctx, "limits", "out of memory");
+    if (tool_any_failed(ctx, oom, NULL))
+        goto fail;
     for (int32_t f = 0; f < F; f++) {
-        snprintf(names[T + f], sizeof names[T + f], "f%d", (int)f);
+        if (cf)
+            snprintf(names[T + f], sizeof names[T + f], "%.31s", cf->features[f].name);
+        else
+            snprintf(names[T + f], sizeof names[T + f], "f%d", (int)f);
         features[f].name = names[T + f];
         features[f].table = info.feature_table[f];
         features[f].combiner = EMBER_COMBINER_SUM;
@@ -500,8 +639,13 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
         if (o.batches >= 0 && n >= o.batches)
             break;
         ember_batch global = {0}, b = {0};
-        int got = next_batch(ctx, syn, reader, n, &global);
+        int32_t gb = (int32_t)(o.batch ? o.batch : cf ? cf->data.batch_size : 0);
+        int got = next_batch(ctx, syn, reader, src, gb, n, &global);
         failed = got < 0;
+        if (got == 1 && keys && limits_keys_add(keys, &global)) { /* the global batch's keys by owner */
+            tool_local_error(ctx, "limits", "out of memory counting keys");
+            failed = 1;
+        }
         if (got == 1 && ctx->size > 1) {
             int sl = batch_slice_take(&slice, &global, ctx->rank, ctx->size);
             if (sl)
@@ -567,12 +711,13 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
     for (int32_t t = 0; t < T; t++)
         summarise(&obs[t], n, &rep[t]);
     if (o.json) {
-        if (emit_json(&o, source, &info, obs, rep, n, tool_now() - t0))
+        if (emit_json(&o, source, &info, obs, rep, n, tool_now() - t0, names, keys))
             tool_local_error(ctx, "limits", "could not format JSON");
         else
             status = 0;
     } else {
-        print_text(&o, source, &info, obs, rep, n);
+        print_text(&o, source, &info, obs, rep, n, names);
+        limits_keys_print(keys, names);
         status = 0;
     }
 
@@ -595,5 +740,9 @@ fail:
     free(totals);
     free(own_rows);
     free(own_ftab);
+    free(capacity);
+    limits_keys_destroy(keys);
+    ctr_source_destroy(src);
+    config_file_free(cf);
     return status;
 }

@@ -4,10 +4,13 @@
  * (docs/planner.md).
  *
  * The id statistics come from the config's id law per table (the synthetic
- * generator's Zipf or uniform, computed exactly), or with --data from a
- * sample of a batch file (distinct rows measured, pooling and weights as
- * observed).  No MPI: the world is a number, so `--world 1024` shows a
- * cluster's plan on a laptop.  The planner and the model are library code
+ * generator's Zipf or uniform, computed exactly; a dynamic table's keys as
+ * `ember train`'s synthetic task draws them from its `keys`), or with
+ * --data from a sample of a batch file (distinct rows and keys measured,
+ * pooling and weights as observed).  For each dynamic table it prints its
+ * keys per step and over a horizon against its capacity (plan_dynamic.h).
+ * No MPI: the world is a number, so `--world 1024` shows a cluster's plan
+ * on a laptop.  The planner and the model are library code
  * (src/plan/); this file reads options, prints and exits.  Under mpirun
  * every rank computes the same plan without talking to the others; rank 0
  * prints it (tool_ctx.h), and messages go to ctx->err.
@@ -23,6 +26,7 @@
 #include "config_file.h"
 #include "ember.h"
 #include "plan/plan.h"
+#include "plan_dynamic.h"
 #include "synth_args.h"
 
 typedef struct plan_opts {
@@ -33,6 +37,7 @@ typedef struct plan_opts {
     double lookup_weight;     /* < 0: the config's                      */
     int64_t batch;            /* 0: the config's                        */
     int64_t batches;          /* --data: batches to read                */
+    int64_t horizon;          /* steps; 0: the config's train.steps     */
     int json, all_ranks;
 } plan_opts;
 
@@ -52,6 +57,8 @@ static void plan_usage(FILE *f)
             "  --data FILE              id statistics from a batch file instead of the\n"
             "                           config's id law (tables and features must match)\n"
             "  --batches K              batches of FILE to sample (default 20)\n"
+            "  --horizon STEPS          dynamic tables: distinct keys over this many steps\n"
+            "                           against capacity (default: train.steps, 3000)\n"
             "  --json                   one JSON object instead of text\n"
             "  --all-ranks              list every rank (text lists 16 when the world is > 64)\n");
 }
@@ -100,7 +107,8 @@ static int parse_args(int argc, char **argv, plan_opts *o, FILE *err)
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
         if (strcmp(name, "--world") && strcmp(name, "--memory-per-rank") &&
             strcmp(name, "--replicate-threshold") && strcmp(name, "--lookup-weight") &&
-            strcmp(name, "--batch") && strcmp(name, "--data") && strcmp(name, "--batches")) {
+            strcmp(name, "--batch") && strcmp(name, "--data") && strcmp(name, "--batches") &&
+            strcmp(name, "--horizon")) {
             fprintf(err, "ember plan: unknown option '%s' (ember plan --help)\n", arg);
             return 2;
         }
@@ -127,6 +135,8 @@ static int parse_args(int argc, char **argv, plan_opts *o, FILE *err)
             bad = synth_parse_int64(val, 1, INT32_MAX, &o->batch);
         } else if (!strcmp(name, "--batches")) {
             bad = synth_parse_int64(val, 1, INT32_MAX, &o->batches);
+        } else if (!strcmp(name, "--horizon")) {
+            bad = synth_parse_int64(val, 1, INT64_C(1) << 40, &o->horizon);
         } else {
             o->data = val;
         }
@@ -143,36 +153,48 @@ static int parse_args(int argc, char **argv, plan_opts *o, FILE *err)
     return 0;
 }
 
-/* A dynamic table's rows per rank: its capacity, or the most that
- * capacity_bytes holds (ember_dynamic_bytes is monotone in the capacity). */
-static int64_t dynamic_capacity(const ember_table_config *tb)
+/* A dynamic table's keys as the synthetic task of `ember train` draws them:
+ * each of its features from its own `keys` keys (docs/config.md), in
+ * proportion to its pooling.  Without `keys`, capacity x world keys (room
+ * for every key). */
+static int stats_of_keys(const config_file *cf, int32_t t, int32_t world, const double *pooling,
+                         plan_id_stats *st)
 {
-    if (tb->capacity > 0)
-        return tb->capacity;
-    ember_table_config c = *tb;
-    c.capacity_bytes = 0;
-    int64_t lo = 1, hi = (int64_t)UINT32_MAX - 2;
-    while (hi - lo > 1) {
-        c.capacity = lo + (hi - lo) / 2;
-        if (ember_dynamic_bytes(&c) <= tb->capacity_bytes)
-            lo = c.capacity;
-        else
-            hi = c.capacity;
+    const cfg_table_extra *x = &cf->table_extra[t];
+    int32_t nf = 0, *feat = malloc(sizeof *feat * (size_t)(cf->num_features + 1));
+    double *share = malloc(sizeof *share * (size_t)(cf->num_features + 1));
+    int rc = feat && share ? EMBER_OK : EMBER_ENOMEM;
+    for (int32_t f = 0; rc == EMBER_OK && f < cf->num_features; f++)
+        if (cf->features[f].table == t) {
+            feat[nf] = f;
+            share[nf++] = pooling[f] > 0 ? pooling[f] : 1e-9;
+        }
+    if (rc == EMBER_OK && nf == 0) { /* no feature reads it: one stream of nothing */
+        feat[nf] = 0;
+        share[nf++] = 1;
     }
-    return lo;
+    int64_t keys = x->vocab ? x->vocab : plan_dynamic_capacity(&cf->tables[t]) * world;
+    if (rc == EMBER_OK)
+        rc = plan_stats_synth_keys(keys, x->zipf ? x->alpha : 0.0, cf->data.seed, nf, feat, share, st);
+    free(feat);
+    free(share);
+    return rc;
 }
 
 /* Id statistics from the config's law, one computation per distinct law. */
-static int stats_from_config(const config_file *cf, plan_id_stats *st, FILE *err)
+static int stats_from_config(const config_file *cf, int32_t world, const double *pooling, plan_id_stats *st,
+                             FILE *err)
 {
     for (int32_t t = 0; t < cf->num_tables; t++) {
         const cfg_table_extra *x = &cf->table_extra[t];
+        int dyn = cf->tables[t].kind == EMBER_TABLE_DYNAMIC;
         int32_t same = -1;
-        for (int32_t q = 0; q < t && same < 0; q++)
-            if (cf->tables[q].rows == cf->tables[t].rows && cf->table_extra[q].zipf == x->zipf &&
-                (!x->zipf || cf->table_extra[q].alpha == x->alpha))
+        for (int32_t q = 0; q < t && same < 0 && !dyn; q++)
+            if (cf->tables[q].kind != EMBER_TABLE_DYNAMIC && cf->tables[q].rows == cf->tables[t].rows &&
+                cf->table_extra[q].zipf == x->zipf && (!x->zipf || cf->table_extra[q].alpha == x->alpha))
                 same = q;
-        int rc = same >= 0 ? (st[t] = st[same], EMBER_OK)
+        int rc = dyn ? stats_of_keys(cf, t, world, pooling, &st[t])
+                 : same >= 0 ? (st[t] = st[same], EMBER_OK)
                  : x->zipf ? plan_stats_zipf(cf->tables[t].rows, x->alpha, &st[t])
                            : plan_stats_uniform(cf->tables[t].rows, &st[t]);
         if (rc) {
@@ -208,8 +230,8 @@ static int stats_from_data(const plan_opts *o, const config_file *cf, plan_id_st
                 (int)cf->num_tables, (int)cf->num_features);
         goto done;
     }
-    for (int32_t t = 0; t < cf->num_tables; t++)
-        if (info->table_rows[t] != cf->tables[t].rows) {
+    for (int32_t t = 0; t < cf->num_tables; t++) /* a dynamic table takes the ids as keys */
+        if (info->table_rows[t] != cf->tables[t].rows && cf->tables[t].kind != EMBER_TABLE_DYNAMIC) {
             fprintf(err, "ember plan: %s: table %d has %lld rows, but table '%s' of %s has %lld\n",
                     o->data, (int)t, (long long)info->table_rows[t], cf->tables[t].name, cf->path,
                     (long long)cf->tables[t].rows);
@@ -222,7 +244,7 @@ static int stats_from_data(const plan_opts *o, const config_file *cf, plan_id_st
                     cf->features[f].name, cf->path, cf->tables[cf->features[f].table].name);
             goto done;
         }
-    for (int32_t t = 0; t < cf->num_tables; t++)
+    for (int32_t t = 0; t < cf->num_tables; t++) /* rows 0 (dynamic): keys */
         if (plan_stats_builder_create(cf->tables[t].rows, &bl[t])) {
             fprintf(err, "ember plan: out of memory\n");
             goto done;
@@ -274,6 +296,27 @@ done:
     return status;
 }
 
+/* Where the statistics come from, for the header line. */
+static void law_source(const config_file *cf, char *buf, size_t n)
+{
+    int zipf = 0, unif = 0, keyed = 0, guessed = 0;
+    for (int32_t t = 0; t < cf->num_tables; t++) {
+        zipf += cf->table_extra[t].zipf, unif += !cf->table_extra[t].zipf;
+        keyed += cf->tables[t].kind == EMBER_TABLE_DYNAMIC;
+        guessed += cf->tables[t].kind == EMBER_TABLE_DYNAMIC && !cf->table_extra[t].vocab;
+    }
+    int k;
+    if (unif == 0)
+        k = snprintf(buf, n, "Zipf(%g) law of the config", cf->table_extra[0].alpha);
+    else if (zipf == 0)
+        k = snprintf(buf, n, "uniform law of the config");
+    else
+        k = snprintf(buf, n, "the config's laws (%d Zipf, %d uniform tables)", zipf, unif);
+    if (keyed && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, "; dynamic tables: the synthetic task's keys, `keys` per feature%s",
+                 guessed ? " (unset: capacity x world)" : "");
+}
+
 static const char *place_short(ember_placement p)
 {
     static const char *n[] = {"row", "column", "table", "replicated"};
@@ -295,6 +338,9 @@ static double imbalance(const double *v, int32_t W)
 typedef struct summary {
     const ember_table_config *tiered; /* tables with their tiers (plan_tiers) */
     const double *hit;                /* expected LRU hit rate, -1: memory     */
+    const plan_dynamic *dyn;          /* [T] dynamic tables' keys (capacity 0:
+                                         a fixed table)                       */
+    int64_t index_max;                /* key indexes on a rank, at most        */
     double imb_ids, imb_rows, imb_sent, imb_cost;
     double a2a, ag, sent_max, mem_max;
     int32_t busiest;
@@ -312,7 +358,7 @@ static int summarise(const plan_result *res, double lw, summary *s)
     for (int32_t r = 0; r < W; r++) {
         const plan_rank_cost *c = &res->ranks[r];
         v[0][r] = c->ids_served;
-        v[1][r] = (double)(c->row_bytes + c->state_bytes);
+        v[1][r] = (double)plan_rank_memory(c);
         v[2][r] = c->a2a_sent + c->ag_sent;
         v[3][r] = plan_rank_weight(c, lw);
         s->a2a += c->a2a_sent;
@@ -321,6 +367,8 @@ static int summarise(const plan_result *res, double lw, summary *s)
             s->sent_max = v[2][r];
         if (v[1][r] > s->mem_max)
             s->mem_max = v[1][r];
+        if (c->index_bytes > s->index_max)
+            s->index_max = c->index_bytes;
         if (v[3][r] > v[3][s->busiest])
             s->busiest = r;
     }
@@ -335,6 +383,12 @@ static int summarise(const plan_result *res, double lw, summary *s)
 }
 
 static json_t *jbytes(double v) { return json_integer((json_int_t)llround(v)); }
+
+/* The rows of a table as laid out: a dynamic table's capacity x world. */
+static int64_t shown_rows(const ember_table_config *tb, int32_t W)
+{
+    return tb->kind == EMBER_TABLE_DYNAMIC ? plan_dynamic_capacity(tb) * W : tb->rows;
+}
 
 static int print_json(const plan_opts *o, const config_file *cf, const plan_options *po,
                       int64_t B, const plan_result *res, const summary *s, const plan_pin *pins,
@@ -356,7 +410,7 @@ static int print_json(const plan_opts *o, const config_file *cf, const plan_opti
         const plan_table_cost *tc = &res->tables[t];
         json_t *j = json_object();
         json_object_set_new(j, "name", json_string(tb->name));
-        json_object_set_new(j, "rows", json_integer(tb->rows));
+        json_object_set_new(j, "rows", json_integer(shown_rows(tb, res->world)));
         json_object_set_new(j, "dim", json_integer(tb->dim));
         json_object_set_new(j, "optimizer", json_string(config_optimizer_name(tb->optimizer.kind)));
         json_object_set_new(j, "placement", json_string(place_short(res->placement[t])));
@@ -378,6 +432,12 @@ static int print_json(const plan_opts *o, const config_file *cf, const plan_opti
             json_object_set_new(j, "ssd_bytes", json_integer(tc->ssd_bytes));
             json_object_set_new(j, "expected_lru_hit_rate", json_real(s->hit[t]));
         }
+        json_object_set_new(j, "kind", json_string(tb->kind == EMBER_TABLE_DYNAMIC ? "dynamic" : "fixed"));
+        if (tb->kind == EMBER_TABLE_DYNAMIC) {
+            json_object_set_new(j, "index_bytes", json_integer(tc->index_bytes));
+            json_object_set_new(j, "key_bytes", jbytes(tc->key_bytes));
+            json_object_set_new(j, "dynamic", plan_dynamic_json(&s->dyn[t]));
+        }
         json_array_append_new(tabs, j);
     }
     for (int32_t r = 0; r < res->world; r++) {
@@ -388,7 +448,7 @@ static int print_json(const plan_opts *o, const config_file *cf, const plan_opti
             if (res->placement[t] == EMBER_PLACE_TABLE) {
                 if (res->owner[t] == r)
                     json_array_append_new(own, json_string(cf->tables[t].name));
-            } else if (res->placement[t] != EMBER_PLACE_ROW || cf->tables[t].rows > r) {
+            } else if (res->placement[t] != EMBER_PLACE_ROW || shown_rows(&cf->tables[t], res->world) > r) {
                 shared++;
             }
         }
@@ -397,6 +457,7 @@ static int print_json(const plan_opts *o, const config_file *cf, const plan_opti
         json_object_set_new(j, "shared_tables", json_integer(shared));
         json_object_set_new(j, "row_bytes", json_integer(c->row_bytes));
         json_object_set_new(j, "state_bytes", json_integer(c->state_bytes));
+        json_object_set_new(j, "index_bytes", json_integer(c->index_bytes));
         json_object_set_new(j, "ssd_bytes", json_integer(c->ssd_bytes));
         json_object_set_new(j, "ids_served", json_real(c->ids_served));
         json_object_set_new(j, "lookup_bytes", jbytes(c->lookup_bytes));
@@ -416,6 +477,7 @@ static int print_json(const plan_opts *o, const config_file *cf, const plan_opti
     json_object_set_new(tot, "bytes_sent", jbytes(s->a2a + s->ag));
     json_object_set_new(tot, "busiest_rank", json_integer(s->busiest));
     json_object_set_new(tot, "max_rank_memory", jbytes(s->mem_max));
+    json_object_set_new(tot, "max_rank_index", json_integer(s->index_max));
     json_object_set_new(imb, "ids_served", json_real(s->imb_ids));
     json_object_set_new(imb, "row_bytes", json_real(s->imb_rows));
     json_object_set_new(imb, "bytes_sent", json_real(s->imb_sent));
@@ -432,19 +494,6 @@ static int print_json(const plan_opts *o, const config_file *cf, const plan_opti
     return 0;
 }
 
-static const char *fmt_count(double v, char *buf, size_t n)
-{
-    if (v >= 1e9)
-        snprintf(buf, n, "%.2fG", v / 1e9);
-    else if (v >= 1e6)
-        snprintf(buf, n, "%.2fM", v / 1e6);
-    else if (v >= 1e4)
-        snprintf(buf, n, "%.1fk", v / 1e3);
-    else
-        snprintf(buf, n, "%.0f", v);
-    return buf;
-}
-
 /* The SSD tier's tables: cache and store file per rank, expected hit rate. */
 static void print_tiers(const config_file *cf, const plan_result *res, const summary *s)
 {
@@ -457,11 +506,12 @@ static void print_tiers(const config_file *cf, const plan_result *res, const sum
     int64_t dram = 0, disk = 0;
     for (int32_t r = 0; r < res->world; r++) {
         const plan_rank_cost *c = &res->ranks[r];
-        dram = c->row_bytes + c->state_bytes > dram ? c->row_bytes + c->state_bytes : dram;
+        dram = plan_rank_memory(c) > dram ? plan_rank_memory(c) : dram;
         disk = c->ssd_bytes > disk ? c->ssd_bytes : disk;
     }
-    printf("\nSSD tier (docs/tiers.md): per rank at most %s in DRAM (rows, state and caches) and %s in "
-           "store files\n", plan_format_bytes((double)dram, b1, sizeof b1), plan_format_bytes((double)disk, b2, sizeof b2));
+    printf("\nSSD tier (docs/tiers.md): per rank at most %s in DRAM (rows, state%s and caches) and %s in "
+           "store files\n", plan_format_bytes((double)dram, b1, sizeof b1), s->index_max ? ", key indexes" : "",
+           plan_format_bytes((double)disk, b2, sizeof b2));
     printf("  %-24s %12s %14s %20s\n", "table", "cache/rank", "store, total", "expected hit rate");
     for (int32_t t = 0; t < cf->num_tables; t++) {
         if (s->tiered[t].storage != EMBER_STORAGE_SSD)
@@ -504,7 +554,7 @@ static void print_text(const plan_opts *o, const config_file *cf, const plan_opt
         const char *x = res->placement[t] == EMBER_PLACE_ROW || res->placement[t] == EMBER_PLACE_TABLE
                             ? config_exchange_name(res->exchange[t]) : "-";
         printf("%-*s %11lld %4d %-15s %-10s %5s %-6s %10s %10s %10s  %s\n", nw, tb->name,
-               (long long)tb->rows, tb->dim, config_optimizer_name(tb->optimizer.kind),
+               (long long)shown_rows(tb, W), tb->dim, config_optimizer_name(tb->optimizer.kind),
                place_short(res->placement[t]), owner, x,
                plan_format_bytes((double)tc->max_rank_bytes, b1, sizeof b1),
                plan_format_bytes(tc->a2a_bytes, b2, sizeof b2),
@@ -527,8 +577,10 @@ static void print_text(const plan_opts *o, const config_file *cf, const plan_opt
             if (best >= 0)
                 show[best] = 1;
         }
-    printf("\n%5s  %-24s %10s %10s %10s %10s %10s %10s %10s %10s\n", "rank", "tables", "rows",
-           "state", "ids served", "lookups", "a2a sent", "ag sent", "received", "cost");
+    int ix = s->index_max > 0; /* a key index column for dynamic tables */
+    printf("\n%5s  %-24s %10s %10s%*s %10s %10s %10s %10s %10s %10s\n", "rank", "tables", "rows",
+           "state", ix ? 11 : 0, ix ? "key index" : "", "ids served", "lookups", "a2a sent", "ag sent",
+           "received", "cost");
     int32_t hidden = 0;
     for (int32_t r = 0; r < W; r++) {
         if (!show[r]) {
@@ -548,7 +600,7 @@ static void print_text(const plan_opts *o, const config_file *cf, const plan_opt
                     snprintf(list + L, sizeof list - L, "%s%s", L ? "," : "", cf->tables[t].name);
                 else
                     full = 1;
-            } else if (res->placement[t] != EMBER_PLACE_ROW || cf->tables[t].rows > r) {
+            } else if (res->placement[t] != EMBER_PLACE_ROW || shown_rows(&cf->tables[t], res->world) > r) {
                 shared++;
             }
         }
@@ -560,10 +612,13 @@ static void print_text(const plan_opts *o, const config_file *cf, const plan_opt
             snprintf(more, sizeof more, "%s", list);
         if (strlen(more) > 24)
             snprintf(more, sizeof more, "%d own +%d spread", own, shared);
-        printf("%5d  %-24s %10s %10s %10s %10s %10s %10s %10s %10s%s\n", (int)r, more,
+        char index[32] = "";
+        if (ix)
+            plan_format_bytes((double)c->index_bytes, index, sizeof index);
+        printf("%5d  %-24s %10s %10s%*s %10s %10s %10s %10s %10s %10s%s\n", (int)r, more,
                plan_format_bytes((double)c->row_bytes, b1, sizeof b1),
-               plan_format_bytes((double)c->state_bytes, b2, sizeof b2),
-               fmt_count(c->ids_served, b3, sizeof b3),
+               plan_format_bytes((double)c->state_bytes, b2, sizeof b2), ix ? 11 : 0, index,
+               plan_fmt_count(c->ids_served, b3, sizeof b3),
                plan_format_bytes(c->lookup_bytes, b4, sizeof b4),
                plan_format_bytes(c->a2a_sent, b5, sizeof b5),
                plan_format_bytes(c->ag_sent, b6, sizeof b6),
@@ -580,11 +635,13 @@ static void print_text(const plan_opts *o, const config_file *cf, const plan_opt
            po->lookup_weight);
     printf("imbalance, max / mean over ranks: ids served %.2f, rows + state %.2f, bytes sent %.2f, "
            "cost %.2f\n", s->imb_ids, s->imb_rows, s->imb_sent, s->imb_cost);
-    printf("memory: at most %s of rows + state on a rank", plan_format_bytes(s->mem_max, b1, sizeof b1));
+    printf("memory: at most %s of rows + state%s on a rank", plan_format_bytes(s->mem_max, b1, sizeof b1),
+           s->index_max ? " + key indexes" : "");
     if (po->memory_per_rank > 0)
         printf(" (%.0f%% of the budget)", 100.0 * s->mem_max / (double)po->memory_per_rank);
     printf("; plan cost (busiest + mean rank) %s\n", plan_format_bytes(res->cost, b2, sizeof b2));
     print_tiers(cf, res, s);
+    plan_dynamic_print(cf, res, s->dyn, B);
 }
 
 int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
@@ -606,40 +663,25 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
     }
     int status = 1;
     int32_t T = cf->num_tables, F = cf->num_features;
-    /* A dynamic table is planned as the row-wise table of capacity x W rows
-     * it is (its ids spread over the slots as its keys over the owners); its
-     * key index, metadata and sketch are listed apart after the plan. */
-    int32_t plan_world = o.world ? o.world : cf->planner.world;
-    int64_t *dyn_index = calloc((size_t)T + 1, sizeof *dyn_index);
-    for (int32_t t = 0; dyn_index && t < T; t++) {
-        ember_table_config *tb = &cf->tables[t];
-        if (tb->kind != EMBER_TABLE_DYNAMIC)
-            continue;
-        int64_t all = ember_dynamic_bytes(tb);
-        int32_t sf = ember_state_floats(tb->optimizer.kind, tb->dim);
-        ember_table_config fixed = *tb;
-        fixed.kind = EMBER_TABLE_FIXED;
-        fixed.capacity = fixed.capacity_bytes = fixed.sketch_bytes = 0;
-        fixed.admit_after = fixed.ttl_steps = 0;
-        fixed.evict = EMBER_EVICT_LRU;
-        int64_t cap = dynamic_capacity(tb);
-        fixed.rows = cap * (plan_world > 0 ? plan_world : 1);
-        dyn_index[t] = all - cap * 4 * (int64_t)(tb->dim + sf);
-        *tb = fixed;
-        cf->table_extra[t].placement_pin = EMBER_PLACE_ROW;
-    }
     plan_id_stats *st = calloc((size_t)T, sizeof *st);
-    double *pooling = calloc((size_t)F, sizeof *pooling);
+    double *pooling = calloc((size_t)F + 1, sizeof *pooling);
     plan_pin *pins = calloc((size_t)T, sizeof *pins);
+    plan_dynamic *dyn = calloc((size_t)T, sizeof *dyn);
     plan_result res;
     summary sm = {0};
     ember_table_config *tiered = NULL;
     double *hit = NULL;
     memset(&res, 0, sizeof res);
-    if (!st || !pooling || !pins) {
+    if (!st || !pooling || !pins || !dyn) {
         fprintf(ctx->err, "ember plan: out of memory\n");
         goto done;
     }
+    plan_options po = plan_options_default();
+    po.world = o.world ? o.world : cf->planner.world;
+    po.memory_per_rank = o.memory >= 0 ? o.memory : cf->planner.memory_per_rank;
+    po.replicate_threshold = o.replicate >= 0 ? o.replicate : cf->planner.replicate_threshold;
+    po.lookup_weight = o.lookup_weight >= 0 ? o.lookup_weight : cf->planner.lookup_weight;
+    int64_t B = o.batch ? o.batch : cf->data.batch_size;
     for (int32_t f = 0; f < F; f++)
         pooling[f] = cf->feature_extra[f].pooling;
     int weighted = config_file_weighted(cf);
@@ -650,27 +692,13 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
         snprintf(source, sizeof source, "measured on %lld batches of %s (pooling and weights as "
                  "observed)", (long long)o.batches, o.data);
     } else {
-        if (stats_from_config(cf, st, ctx->err))
+        if (stats_from_config(cf, po.world, pooling, st, ctx->err))
             goto done;
-        int zipf = 0, unif = 0;
-        for (int32_t t = 0; t < T; t++)
-            zipf += cf->table_extra[t].zipf, unif += !cf->table_extra[t].zipf;
-        if (unif == 0 && T > 0)
-            snprintf(source, sizeof source, "Zipf(%g) law of the config", cf->table_extra[0].alpha);
-        else if (zipf == 0)
-            snprintf(source, sizeof source, "uniform law of the config");
-        else
-            snprintf(source, sizeof source, "the config's laws (%d Zipf, %d uniform tables)", zipf, unif);
+        law_source(cf, source, sizeof source);
     }
     for (int32_t t = 0; t < T; t++)
         pins[t] = (plan_pin){cf->table_extra[t].placement_pin, cf->table_extra[t].owner_pin,
                              cf->table_extra[t].exchange_pin};
-    plan_options po = plan_options_default();
-    po.world = o.world ? o.world : cf->planner.world;
-    po.memory_per_rank = o.memory >= 0 ? o.memory : cf->planner.memory_per_rank;
-    po.replicate_threshold = o.replicate >= 0 ? o.replicate : cf->planner.replicate_threshold;
-    po.lookup_weight = o.lookup_weight >= 0 ? o.lookup_weight : cf->planner.lookup_weight;
-    int64_t B = o.batch ? o.batch : cf->data.batch_size;
     plan_workload w = {&cf->coll, B, pooling, weighted, st};
     /* tiers first: tables over the budget go to the SSD tier, whose cache is
      * then what counts in memory */
@@ -687,12 +715,20 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
         fprintf(ctx->err, "ember plan: %s: %s\n", cf->path, res.error);
         goto done;
     }
+    int64_t horizon = o.horizon ? o.horizon : cf->train.steps > 0 ? cf->train.steps : 1;
+    for (int32_t t = 0; t < T; t++)
+        if (cf->tables[t].kind == EMBER_TABLE_DYNAMIC &&
+            plan_dynamic_keys(&w, t, po.world, (double)horizon, &dyn[t]) != EMBER_OK) {
+            fprintf(ctx->err, "ember plan: %s: table '%s': no key statistics\n", cf->path, cf->tables[t].name);
+            goto done;
+        }
     if (summarise(&res, po.lookup_weight, &sm)) {
         fprintf(ctx->err, "ember plan: out of memory\n");
         goto done;
     }
     sm.tiered = tiered;
     sm.hit = hit;
+    sm.dyn = dyn;
     if (o.json) {
         if (print_json(&o, cf, &po, B, &res, &sm, pins, source)) {
             fprintf(ctx->err, "ember plan: could not format JSON\n");
@@ -700,24 +736,12 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
         }
     } else {
         print_text(&o, cf, &po, B, &res, &sm, source);
-        int64_t idx = 0;
-        for (int32_t t = 0; dyn_index && t < T; t++)
-            idx += dyn_index[t];
-        if (idx > 0) {
-            char b1[32];
-            printf("dynamic tables (planned as row-wise tables of capacity x world rows): key index, row "
-                   "metadata and sketches add %s per rank:\n", plan_format_bytes((double)idx, b1, sizeof b1));
-            for (int32_t t = 0; t < T; t++)
-                if (dyn_index[t] > 0)
-                    printf("  %s: %lld rows per rank, %s of index\n", cf->tables[t].name,
-                           (long long)(cf->tables[t].rows / po.world), plan_format_bytes((double)dyn_index[t], b1, sizeof b1));
-        }
     }
     status = 0;
 done:
     free(tiered);
     free(hit);
-    free(dyn_index);
+    free(dyn);
     free(sm.cost);
     plan_result_free(&res);
     free(st);

@@ -17,11 +17,20 @@
  * one", so one table costs O(world + hot rows) whatever the world size.
  * Lookups are counted in 64-byte lines, and not at all for a share of a
  * table small enough (1 MiB) to stay in cache.
+ *
+ * A dynamic table is the row-wise table of capacity * W rows its keys
+ * resolve to, with keyed statistics: a key's owner is mix64(key) mod W, so
+ * the hot keys fall where they hash and the rest evenly; its distinct rows
+ * per owner are its distinct keys per owner.  Before routing, every key
+ * occurrence goes to its owner (8 bytes) and its slot comes back (4
+ * bytes).  Its memory per rank is its capacity's rows and state plus its
+ * key index (dynamic.c), which stays in DRAM on the SSD tier too.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dyn/dyn_step.h"
 #include "plan/plan.h"
 #include "tier/tier.h"
 
@@ -39,16 +48,27 @@ double plan_rank_weight(const plan_rank_cost *c, double lookup_weight)
     return (s > r ? s : r) + lookup_weight * c->lookup_bytes;
 }
 
+static int is_dynamic(const ember_table_config *tb) { return tb->kind == EMBER_TABLE_DYNAMIC; }
+
+/* Rows of the table as the library lays it out: a dynamic table's
+ * capacity on each of the W ranks. */
+static int64_t table_rows(const ember_table_config *tb, int32_t W)
+{
+    return is_dynamic(tb) ? plan_dynamic_capacity(tb) * W : tb->rows;
+}
+
 /* Physical tables as layout.c builds them: group[t], offset[t], and the
  * rows of each group (group_rows[g]). */
 static int same_group(const ember_table_config *a, const ember_table_config *b)
 {
+    if (is_dynamic(a) || is_dynamic(b))
+        return 0; /* a dynamic table's rows are slot * W + owner: never offset */
     return a->dim == b->dim && !memcmp(&a->optimizer, &b->optimizer, sizeof a->optimizer) &&
            a->placement == b->placement && a->exchange == b->exchange &&
            (a->placement != EMBER_PLACE_TABLE || a->owner == b->owner) && a->storage == b->storage;
 }
 
-static void stack_tables(const ember_collection_config *cfg, int32_t *group, int64_t *offset,
+static void stack_tables(const ember_collection_config *cfg, int32_t W, int32_t *group, int64_t *offset,
                          int64_t *group_rows, int32_t *first, int32_t *ngroups)
 {
     int32_t n = 0;
@@ -65,7 +85,7 @@ static void stack_tables(const ember_collection_config *cfg, int32_t *group, int
         }
         group[t] = g;
         offset[t] = group_rows[g];
-        group_rows[g] += cfg->tables[t].rows;
+        group_rows[g] += table_rows(&cfg->tables[t], W);
     }
     *ngroups = n;
 }
@@ -91,10 +111,21 @@ static void view_init(owner_view *v, const plan_id_stats *s, int32_t W, int64_t 
     v->owner = owner;
     if (owner >= 0)
         return;
+    double hot_mass = 0;
+    if (s->keyed) { /* keys hash to their owners: the tail evenly */
+        for (int32_t d = 0; d < W; d++)
+            v->tail_cnt[d] = (double)(s->rows - s->hot) / W;
+        for (int32_t k = 0; k < s->hot; k++) {
+            v->hot_owner[k] = (int32_t)ember_dyn_owner(s->hot_row[k], W);
+            hot_mass += s->hot_p[k];
+        }
+        v->tail_rows = (double)(s->rows - s->hot);
+        v->tail_mass = hot_mass < 1 ? 1 - hot_mass : 0;
+        return;
+    }
     int64_t R = s->rows, base = R / W, extra = R % W, o = offset % W;
     for (int32_t d = 0; d < W; d++) /* rows p in [offset, offset+R), p % W == d */
         v->tail_cnt[d] = (double)(base + (((d - o) % W + W) % W < extra ? 1 : 0));
-    double hot_mass = 0;
     for (int32_t k = 0; k < s->hot; k++) {
         v->hot_owner[k] = (int32_t)((offset + s->hot_row[k]) % W);
         v->tail_cnt[v->hot_owner[k]] -= 1;
@@ -164,8 +195,27 @@ typedef struct model_ctx {
 static int64_t share_bytes(const ember_table_config *tb, int32_t W)
 {
     int32_t ld = tb->placement == EMBER_PLACE_COLUMN ? (tb->dim + W - 1) / W : tb->dim;
-    int64_t lr = tb->placement == EMBER_PLACE_ROW ? (tb->rows + W - 1) / W : tb->rows;
+    int64_t lr = tb->placement == EMBER_PLACE_ROW ? (table_rows(tb, W) + W - 1) / W : tb->rows;
     return lr * (ld + ember_state_floats(tb->optimizer.kind, ld)) * 4;
+}
+
+/* A dynamic table's key exchange before routing: every key occurrence of
+ * rank r's samples to its owner (8 bytes), its slot back (4 bytes); q[r]
+ * the key mass on owner r, n the keys per sample. */
+static void key_exchange(const model_ctx *m, double n, plan_rank_cost *out, plan_table_cost *tc)
+{
+    for (int32_t r = 0; r < m->W && m->W > 1; r++) {
+        double q = m->q[r] < 1 ? m->q[r] : 1;
+        double away = (double)m->b[r] * n * (1 - q);             /* my keys, others' */
+        double in = (double)(m->B - m->b[r]) * n * q;            /* others' keys, mine */
+        double sent = 8 * away + 4 * in, recv = 4 * away + 8 * in;
+        out[r].a2a_sent += sent;
+        out[r].a2a_recv += recv;
+        out[r].key_sent += sent;
+        out[r].key_recv += recv;
+        tc->a2a_bytes += sent;
+        tc->key_bytes += sent;
+    }
 }
 
 /* Costs of logical table t on every rank, added into out[] and *tc. */
@@ -266,6 +316,8 @@ static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *
                 m->entps[d] += L * m->q[d];
         }
     }
+    if (is_dynamic(tb))
+        key_exchange(m, sh.n_ids, out, tc);
     view_distinct(&m->v, (double)m->b_lo * sh.n_ids, m->uq_lo);
     view_distinct(&m->v, (double)m->b_hi * sh.n_ids, m->uq_hi);
     view_distinct(&m->v, (double)B * sh.n_ids, m->upd);
@@ -313,8 +365,12 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
 {
     int64_t group_cache[ngroups > 0 ? ngroups : 1]; /* SSD: the tables' caches summed */
     memset(group_cache, 0, sizeof group_cache);
-    for (int32_t t = 0; t < cfg->num_tables; t++)
+    for (int32_t t = 0; t < cfg->num_tables; t++) {
         group_cache[group[t]] += cfg->tables[t].cache_bytes;
+        int64_t index = plan_dynamic_index_bytes(&cfg->tables[t]); /* DRAM on either tier */
+        for (int32_t r = 0; r < W && index > 0; r++)
+            out[r].index_bytes += index;
+    }
     for (int32_t g = 0; g < ngroups; g++) {
         const ember_table_config *tb = &cfg->tables[first[g]];
         int64_t R = group_rows[g];
@@ -323,7 +379,7 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
         for (int32_t r = 0; r < W; r++) {
             int64_t lr;
             switch (tb->placement) {
-            case EMBER_PLACE_ROW: lr = R / W + (r < R % W ? 1 : 0); break;
+            case EMBER_PLACE_ROW: lr = is_dynamic(tb) ? R / W : R / W + (r < R % W ? 1 : 0); break;
             case EMBER_PLACE_TABLE: lr = r == tb->owner ? R : 0; break;
             default: lr = R;
             }
@@ -343,19 +399,21 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
         const ember_table_config *tb = &cfg->tables[t];
         int32_t ld = tb->placement == EMBER_PLACE_COLUMN ? (tb->dim + W - 1) / W : tb->dim;
         int32_t sf = ember_state_floats(tb->optimizer.kind, ld);
-        int64_t R = tb->rows, copies = 1, most = R;
+        int64_t R = table_rows(tb, W), copies = 1, most = R, index = plan_dynamic_index_bytes(tb);
         if (tb->placement == EMBER_PLACE_ROW)
             most = (R + W - 1) / W;
         else if (tb->placement == EMBER_PLACE_COLUMN || tb->placement == EMBER_PLACE_REPLICATED)
             copies = W;
         tables[t].row_bytes = R * ld * 4 * copies;
         tables[t].state_bytes = R * sf * 4 * copies;
+        tables[t].index_bytes = index * W;
         tables[t].max_rank_bytes = most * (ld + sf) * 4;
         if (tb->storage == EMBER_STORAGE_SSD) {
             tables[t].ssd_bytes = R * ember_ssd_stride(ld, sf) * copies;
             if (tb->cache_bytes < tables[t].max_rank_bytes)
                 tables[t].max_rank_bytes = tb->cache_bytes;
         }
+        tables[t].max_rank_bytes += index;
     }
 }
 
@@ -367,9 +425,15 @@ static int check_workload(const plan_workload *w, int32_t world)
         return EMBER_EINVAL;
     for (int32_t t = 0; t < cfg->num_tables; t++) {
         const ember_table_config *tb = &cfg->tables[t];
+        const plan_id_stats *s = &w->stats[t];
+        if (is_dynamic(tb)) { /* row-wise by key hash, keyed statistics */
+            if (plan_dynamic_capacity(tb) < 1 || tb->placement != EMBER_PLACE_ROW || !s->keyed || s->rows < 1)
+                return EMBER_EINVAL;
+            continue;
+        }
         if (tb->rows < 1 || tb->dim < 1 || (unsigned)tb->placement > EMBER_PLACE_REPLICATED ||
             (tb->placement == EMBER_PLACE_TABLE && (tb->owner < 0 || tb->owner >= world)) ||
-            w->stats[t].rows != tb->rows)
+            s->rows != tb->rows || s->keyed)
             return EMBER_EINVAL;
     }
     for (int32_t f = 0; f < cfg->num_features; f++)
@@ -422,7 +486,7 @@ int plan_predict(const plan_workload *w, int32_t world, plan_rank_cost *out,
     }
     memset(out, 0, sizeof *out * (size_t)W);
     int32_t ngroups = 0;
-    stack_tables(cfg, group, offset, grows, first, &ngroups);
+    stack_tables(cfg, W, group, offset, grows, first, &ngroups);
     for (int32_t t = 0; t < T; t++)
         table_cost(&m, t, offset[t], out, &tc[t]);
     memory_cost(cfg, W, group, grows, first, ngroups, out, tc);
@@ -449,7 +513,7 @@ double plan_predict_bytes_sent(const plan_workload *w, int32_t world, int32_t ra
         return -1;
     double r = -1;
     if (plan_predict(w, world, c, NULL) == EMBER_OK)
-        r = c[rank].a2a_sent + c[rank].ag_sent;
+        r = c[rank].a2a_sent + c[rank].ag_sent - c[rank].key_sent;
     free(c);
     return r;
 }

@@ -16,6 +16,8 @@
  *              "spread" placements (row, column, replicated) per table, then
  *              the table-wise set that lowers the cost most, bin-packed
  *              largest first onto the least-loaded rank (pack.c).
+ *   dynamic.c  dynamic tables (docs/dynamic.md): their memory per rank, and
+ *              their keys per step and over a horizon against capacity.
  *
  * Library-internal (not in include/ember.h): `ember plan` and `ember bench`
  * use it through "plan/plan.h".  Nothing here needs MPI or allocates tables;
@@ -46,6 +48,9 @@ static inline double plan_touch(double p, double n)
 #define PLAN_CURVE_POINTS 180 /* n = 2^(i/4), i = 0..179: up to ~3e13 ids   */
 #define PLAN_HOT_ROWS 1024    /* rows tracked one by one (all of a small table) */
 
+/* The key space of measured keys: unknown, so as good as unbounded. */
+#define PLAN_ANY_KEYS (INT64_C(1) << 62)
+
 /*
  * How the ids of one logical table are drawn, as the model needs it.  Ids
  * are treated as independent draws from one distribution over the rows
@@ -56,10 +61,16 @@ static inline double plan_touch(double p, double n)
  *                rest of the mass (1 - sum p) is spread evenly over the
  *                other rows.  A table with at most PLAN_HOT_ROWS rows lists
  *                every row, so small tables are exact under any sharding.
+ *   keyed        1: the ids are a dynamic table's keys (docs/dynamic.md):
+ *                rows is the key space (the distinct keys that can occur,
+ *                PLAN_ANY_KEYS when unknown), hot_row holds the hottest
+ *                keys themselves, each owned by rank mix64(key) mod W, and
+ *                the rest of the mass is spread evenly over the owners.
  * Plain values, no pointers: copy freely.
  */
 typedef struct plan_id_stats {
     int64_t rows;
+    int32_t keyed;                        /* ids are dynamic keys          */
     int32_t points;                       /* valid entries of distinct[]   */
     double distinct[PLAN_CURVE_POINTS];
     int32_t hot;
@@ -75,13 +86,35 @@ int plan_stats_uniform(int64_t rows, plan_id_stats *out);
 /* The law of one table of an ember_synth_config (zipf or uniform). */
 int plan_stats_synth(const ember_synth_config *sc, plan_id_stats *out);
 
+/*
+ * The keys of a dynamic table as `ember train`'s synthetic task draws them
+ * (data/ctr.h): feature feat[i] of the table draws ids from its own `keys`
+ * ids by the bounded Zipf(alpha) law (alpha <= 0: uniform), rank k at id
+ * ((k-1)*2654435761) % keys, and sends the key ctr_synth_key(seed,
+ * feat[i], id).  A table read by nf features thus sees nf disjoint key
+ * sets; share[i] is the fraction of the table's ids that feat[i] draws (its
+ * pooling over the table's).  Keyed statistics over nf * keys keys:
+ *   D(n) = sum_i D_keys(share[i] * n)
+ * and the hottest keys of all features with probabilities share[i] * p.
+ * Errors: EMBER_EINVAL (keys < 1, nf < 1, shares not positive), ENOMEM.
+ */
+int plan_stats_synth_keys(int64_t keys, double alpha, uint64_t seed, int32_t nf, const int32_t *feat,
+                          const double *share, plan_id_stats *out);
+
 /* Measured statistics: feed one table's ids in stream order, then finish.
  * The curve is the distinct count of each prefix of the stream; past the
- * sample it grows at the rate of the sample's last doubling, up to rows. */
+ * sample it grows at the rate of the sample's last doubling, up to rows.
+ * rows 0: a dynamic table's keys (every id is a key; keyed statistics over
+ * PLAN_ANY_KEYS keys). */
 typedef struct plan_stats_builder plan_stats_builder;
 int plan_stats_builder_create(int64_t rows, plan_stats_builder **out);
 int plan_stats_builder_add(plan_stats_builder *b, const int64_t *ids, int64_t n);
 int64_t plan_stats_builder_count(const plan_stats_builder *b); /* ids so far */
+int64_t plan_stats_builder_distinct(const plan_stats_builder *b); /* distinct ids so far */
+/* Keys only (rows 0): out[o] = the distinct keys seen so far that rank o
+ * of a world of `world` owns (mix64(key) mod world, a dynamic table's
+ * owner).  Errors: EMBER_EINVAL (not keys, world < 1). */
+int plan_stats_builder_owners(const plan_stats_builder *b, int32_t world, int64_t *out);
 int plan_stats_builder_finish(plan_stats_builder *b, plan_id_stats *out);
 void plan_stats_builder_destroy(plan_stats_builder *b);
 
@@ -106,10 +139,13 @@ double plan_lru_hit_rate(const plan_id_stats *s, double n, double cache_rows);
  * One step of training as the model sees it.  The placements, owners and
  * exchanges are those of cfg->tables; stacking follows cfg->stack_tables
  * exactly as the library does (equal dim, optimizer, placement, owner and
- * exchange), dedup and debug_checks change the wire bytes as the wire
- * format says.  The global batch is split as rank r holding samples
- * [r*B/W, (r+1)*B/W).  Every bag of feature f holds pooling[f] ids (its
- * mean); `weighted` says the batch carries a weight per id.
+ * exchange; dynamic tables never), dedup and debug_checks change the wire
+ * bytes as the wire format says.  A dynamic table (kind DYNAMIC, rows 0,
+ * placement ROW) has keyed statistics; it holds its capacity on every rank
+ * and is the row-wise table of capacity * W rows its keys resolve to.  The
+ * global batch is split as rank r holding samples [r*B/W, (r+1)*B/W).
+ * Every bag of feature f holds pooling[f] ids (its mean); `weighted` says
+ * the batch carries a weight per id.
  */
 typedef struct plan_workload {
     const ember_collection_config *cfg;
@@ -131,17 +167,33 @@ typedef struct plan_rank_cost {
                                    backward, in 64-byte cache lines         */
     int64_t row_bytes, state_bytes; /* memory of the rank's shares (an SSD
                                    table: its cache, in row_bytes)          */
+    int64_t index_bytes;        /* dynamic tables' key maps, row metadata,
+                                   victim heaps and sketches (DRAM on
+                                   either tier)                             */
     int64_t ssd_bytes;          /* SSD tables' store files on the rank      */
+    double key_sent, key_recv;  /* dynamic tables' key exchange (keys to
+                                   their owners, slots back): part of
+                                   a2a_sent and a2a_recv                    */
 } plan_rank_cost;
+
+/* What a rank must hold in memory: rows, state and key indexes.  This is
+ * what the planner fits into memory_per_rank. */
+static inline int64_t plan_rank_memory(const plan_rank_cost *c)
+{
+    return c->row_bytes + c->state_bytes + c->index_bytes;
+}
 
 /* Per logical table: its share of the step, summed over ranks. */
 typedef struct plan_table_cost {
     double a2a_bytes, ag_bytes; /* sent by all ranks for this table        */
     double ids_served;          /* lookups over all ranks                  */
     int64_t row_bytes, state_bytes; /* over all ranks (copies counted)      */
-    int64_t max_rank_bytes;     /* rows + state on the rank holding most
-                                   (an SSD table: its cache there)          */
+    int64_t index_bytes;        /* dynamic: key indexes over all ranks      */
+    int64_t max_rank_bytes;     /* rows + state (+ key index) on the rank
+                                   holding most (an SSD table: its cache
+                                   there)                                   */
     int64_t ssd_bytes;          /* SSD: store files over all ranks          */
+    double key_bytes;           /* dynamic: key exchange sent, all ranks    */
 } plan_table_cost;
 
 /*
@@ -158,8 +210,9 @@ int plan_predict(const plan_workload *w, int32_t world, plan_rank_cost *out,
 
 /*
  * Predicted bytes `rank` sends to other ranks in one forward + backward:
- * a2a_sent + ag_sent of plan_predict(), the quantity ember_stats's
- * last_bytes_sent measures (payload only).  Negative on error (a bad
+ * a2a_sent + ag_sent - key_sent of plan_predict(), the quantity
+ * ember_stats's last_bytes_sent measures (payload from routing on: a
+ * dynamic table's key exchange comes before it).  Negative on error (a bad
  * workload or rank).  For `ember bench`: predicted vs measured.
  */
 double plan_predict_bytes_sent(const plan_workload *w, int32_t world, int32_t rank);
@@ -175,7 +228,8 @@ typedef struct plan_pin {
 
 typedef struct plan_options {
     int32_t world;
-    int64_t memory_per_rank;     /* bytes of rows + state per rank; 0: none */
+    int64_t memory_per_rank;     /* bytes of rows + state + key indexes per
+                                    rank (plan_rank_memory); 0: none        */
     int64_t replicate_threshold; /* rows + state at most this may be
                                     replicated (when the model agrees)      */
     double lookup_weight;        /* cost of a looked-up byte relative to a
@@ -200,9 +254,11 @@ typedef struct plan_result {
 
 /*
  * Places every table of w->cfg (its placement fields are ignored; pins, an
- * array of num_tables or NULL, are honoured).  On success fills *out; free
- * it with plan_result_free.  Errors: EMBER_EINVAL with out->error naming
- * the table (a pin out of range, or nothing fits the memory budget: names
+ * array of num_tables or NULL, are honoured).  A dynamic table is always
+ * row-wise (owner = mix64(key) mod W); only its exchange is chosen.  On
+ * success fills *out; free it with plan_result_free.  Errors: EMBER_EINVAL
+ * with out->error naming the table (a pin out of range, a dynamic table
+ * pinned to another placement, or nothing fits the memory budget: names
  * the table and the bytes it needs per rank), EMBER_ENOMEM.
  */
 int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *o,
@@ -234,9 +290,50 @@ int32_t plan_pack(int32_t items, const double *load, const int64_t *mem, int32_t
  * their cache as memory and their store file as ssd_bytes); hit[t] is the
  * expected LRU hit rate of an SSD table's cache on the workload's ids
  * (plan_lru_hit_rate, the ranks' caches together), -1 for memory tables.
+ * A dynamic table moves by its capacity's rows and state; its key index
+ * stays in memory and counts in the budget on either tier.
  * Errors: EMBER_ENOMEM.
  */
 int plan_tiers(const plan_workload *w, const plan_options *o, ember_table_config *tables, double *hit);
+
+/* ---------------------------------------------------------- dynamic tables */
+
+/* Rows per rank of a dynamic table (its capacity, or what capacity_bytes
+ * holds), and the DRAM per rank of its key map, row metadata, victim heap
+ * and sketch (ember_dynamic_bytes less rows and state).  0 for a fixed
+ * table or an invalid config. */
+int64_t plan_dynamic_capacity(const ember_table_config *tb);
+int64_t plan_dynamic_index_bytes(const ember_table_config *tb);
+
+/*
+ * A dynamic table's keys against its capacity (docs/planner.md, "Dynamic
+ * tables").  With B the global batch, N the table's ids per sample, D_o(n)
+ * the expected distinct keys that owner o receives among n draws (the hot
+ * keys on their owners, the rest of D(n) spread evenly), and o* the owner
+ * with the most keys per step (the one its hottest keys hash to):
+ *   keys_step     D_o*(B N): distinct keys one step brings to a rank
+ *   keys_horizon  D_o*(steps B N): distinct keys a rank sees in `steps`
+ *                 steps, the rows it would need to keep them all
+ *   fill_steps    s with D_o*(s B N) = capacity: steps until the rank has
+ *                 seen as many keys as it has rows (INFINITY: never)
+ *   miss_step     once full, the keys of a step at o* that find no row, by
+ *                 Che's approximation of LRU: D_o*(B N + T) - capacity,
+ *                 D_o*(T) = capacity (0 when every key fits)
+ * Admission (admit_after) is not modelled: every key counts.  Errors:
+ * EMBER_EINVAL (table t is not dynamic, or its statistics are not keyed).
+ */
+typedef struct plan_dynamic {
+    int64_t capacity;           /* rows per rank                            */
+    int64_t index_bytes;        /* key index etc. per rank                  */
+    double steps;               /* the horizon                              */
+    double keys_step, keys_horizon, fill_steps, miss_step;
+    int32_t busiest;            /* o*                                       */
+    int over_step;              /* keys_step > capacity: a step cannot give
+                                   every key a row (EMBER_ELIMIT when full) */
+    int over_horizon;           /* keys_horizon > capacity: rows are evicted */
+} plan_dynamic;
+
+int plan_dynamic_keys(const plan_workload *w, int32_t t, int32_t world, double steps, plan_dynamic *out);
 
 /* "1.5 GiB", "512 B": bytes in binary units, into buf (returns buf). */
 const char *plan_format_bytes(double bytes, char *buf, size_t n);

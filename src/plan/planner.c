@@ -16,9 +16,11 @@
  *      every k the first k go table-wise, bin-packed largest first onto the
  *      least-loaded rank with room (pack.c); the cheapest k wins.
  *   4. The model is run once more on the chosen plan with exact stacking.
- * Memory is a constraint throughout: a placement whose rows + state do not
- * fit the per-rank budget is never considered, and if no k fits, the error
- * names the table that breaks the budget.
+ * Memory is a constraint throughout: a placement whose rows + state (and
+ * a dynamic table's key index) do not fit the per-rank budget is never
+ * considered, and if no k fits, the error names the table that breaks the
+ * budget.  A dynamic table is pinned row-wise: its keys' owners are
+ * mix64(key) mod W, so only its exchange is a choice.
  */
 #include <math.h>
 #include <stdio.h>
@@ -153,9 +155,19 @@ static int64_t mem_max(const plan_rank_cost *v, int32_t W)
 {
     int64_t m = 0;
     for (int32_t r = 0; r < W; r++)
-        if (v[r].row_bytes + v[r].state_bytes > m)
-            m = v[r].row_bytes + v[r].state_bytes;
+        if (plan_rank_memory(&v[r]) > m)
+            m = plan_rank_memory(&v[r]);
     return m;
+}
+
+/* "1000 rows x 64", or a dynamic table's "dynamic, 20000 rows per rank x 16". */
+static const char *table_desc(const ember_table_config *tb, char *buf, size_t n)
+{
+    if (tb->kind == EMBER_TABLE_DYNAMIC)
+        snprintf(buf, n, "dynamic, %lld rows per rank x %d", (long long)plan_dynamic_capacity(tb), tb->dim);
+    else
+        snprintf(buf, n, "%lld rows x %d", (long long)tb->rows, tb->dim);
+    return buf;
 }
 
 static int64_t table_bytes(const ember_table_config *tb)
@@ -224,7 +236,7 @@ static int table_options(const plan_workload *w, int32_t t, const plan_pin *pin,
             tp->free_spread = 1;
             for (int32_t r = 0; r < W; r++) {
                 tp->spread[r] = of_cost(&s.vec[r]);
-                tp->spread_mem[r] = s.vec[r].row_bytes + s.vec[r].state_bytes;
+                tp->spread_mem[r] = plan_rank_memory(&s.vec[r]);
             }
         } else if (c < runner) {
             runner = c;
@@ -261,7 +273,7 @@ static int table_options(const plan_workload *w, int32_t t, const plan_pin *pin,
                 if (tp->fixed) { /* a pinned owner: its exact loads */
                     for (int32_t r = 0; r < W; r++) {
                         tp->spread[r] = of_cost(&s.vec[r]);
-                        tp->spread_mem[r] = s.vec[r].row_bytes + s.vec[r].state_bytes;
+                        tp->spread_mem[r] = plan_rank_memory(&s.vec[r]);
                     }
                     tp->sp = EMBER_PLACE_TABLE;
                     tp->sx = (ember_exchange)x;
@@ -446,17 +458,24 @@ static void explain_no_fit(const plan_workload *w, const plan_options *o, table_
     }
     qsort(ord, (size_t)T, sizeof *ord, cmp_saving_key);
     double used = 0;
+    char desc[96];
     for (int32_t i = 0; i < T; i++) {
         const ember_table_config *tb = &cfg->tables[ord[i].t];
         if (used + ord[i].saving > (double)o->memory_per_rank) {
-            snprintf(err, n,
-                     "nothing fits: table '%s' (%lld rows x %d) needs %s per rank at world %d, "
-                     "but %s of the %s budget per rank is taken by %d larger table%s",
-                     tb->name, (long long)tb->rows, tb->dim,
-                     plan_format_bytes(ord[i].saving, b1, sizeof b1), (int)W,
-                     plan_format_bytes(used, b2, sizeof b2),
-                     plan_format_bytes((double)o->memory_per_rank, b3, sizeof b3), (int)i,
-                     i == 1 ? "" : "s");
+            char need[96], index[64] = "", b4[32];
+            if (tb->kind == EMBER_TABLE_DYNAMIC)
+                snprintf(index, sizeof index, " (%s of it key index, in memory on either tier)",
+                         plan_format_bytes((double)plan_dynamic_index_bytes(tb), b4, sizeof b4));
+            snprintf(need, sizeof need, "%s per rank%s", plan_format_bytes(ord[i].saving, b1, sizeof b1), index);
+            if (i == 0)
+                snprintf(err, n, "nothing fits: table '%s' (%s) needs %s at world %d, over the budget of %s per "
+                         "rank", tb->name, table_desc(tb, desc, sizeof desc), need, (int)W,
+                         plan_format_bytes((double)o->memory_per_rank, b3, sizeof b3));
+            else
+                snprintf(err, n, "nothing fits: table '%s' (%s) needs %s at world %d, but %s of the %s budget "
+                         "per rank is taken by %d larger table%s", tb->name, table_desc(tb, desc, sizeof desc),
+                         need, (int)W, plan_format_bytes(used, b2, sizeof b2),
+                         plan_format_bytes((double)o->memory_per_rank, b3, sizeof b3), (int)i, i == 1 ? "" : "s");
             free(ord);
             return;
         }
@@ -478,7 +497,10 @@ static void write_reasons(const plan_workload *w, const plan_options *o, table_p
         char *out = res->reason[t];
         size_t n = sizeof res->reason[t];
         const plan_pin *pin = pins ? &pins[t] : NULL;
-        if (res->world == 1 && !(pin && pin->placement >= 0)) {
+        if (cfg->tables[t].kind == EMBER_TABLE_DYNAMIC) {
+            snprintf(out, n, "dynamic: row-wise by key hash (mix64(key) mod %d)%s", (int)res->world,
+                     pin && pin->exchange < 0 && res->world > 1 ? "; exchange by cost" : "");
+        } else if (res->world == 1 && !(pin && pin->placement >= 0)) {
             snprintf(out, n, "a world of one: every placement is the same local table");
         } else if (p->fixed) {
             snprintf(out, n, "pinned%s", pin && pin->exchange < 0 &&
@@ -556,7 +578,9 @@ int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *
     for (int32_t t = 0; t < T && pins; t++) {
         const plan_pin *p = &pins[t];
         const char *bad = NULL;
-        if (p->placement > EMBER_PLACE_REPLICATED || p->exchange > EMBER_EXCHANGE_POOLED)
+        if (cfg->tables[t].kind == EMBER_TABLE_DYNAMIC && p->placement >= 0 && p->placement != EMBER_PLACE_ROW)
+            bad = "a dynamic table is placed row-wise by key hash";
+        else if (p->placement > EMBER_PLACE_REPLICATED || p->exchange > EMBER_EXCHANGE_POOLED)
             bad = "unknown placement or exchange";
         else if (p->owner >= 0 && p->placement != EMBER_PLACE_TABLE)
             bad = "an owner pin needs placement table";
@@ -569,6 +593,7 @@ int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *
         }
     }
     table_plan *tp = calloc(nt, sizeof *tp);
+    plan_pin *pin = malloc(sizeof *pin * nt); /* the pins, dynamic tables row-wise */
     search sr;
     memset(&sr, 0, sizeof sr);
     ember_table_config *tabs = malloc(sizeof *tabs * nt);
@@ -588,7 +613,7 @@ int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *
     sr.item_mem = malloc(sizeof *sr.item_mem * nt);
     sr.items = malloc(sizeof *sr.items * nt);
     sr.bin_of = malloc(sizeof *sr.bin_of * nt);
-    if (!tp || !tabs || !owner_best || !owner_tmp || !res->placement || !res->owner ||
+    if (!tp || !pin || !tabs || !owner_best || !owner_tmp || !res->placement || !res->owner ||
         !res->exchange || !res->reason || !res->ranks || !res->tables || !sr.base || !sr.load ||
         !sr.base_mem || !sr.bin_free || !sr.bin_load || !sr.item_load || !sr.item_mem ||
         !sr.items || !sr.bin_of)
@@ -609,10 +634,23 @@ int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *
         snprintf(res->error, sizeof res->error, "no id statistics");
         goto fail;
     }
+    for (int32_t t = 0; t < T; t++) {
+        const ember_table_config *tb = &cfg->tables[t];
+        pin[t] = pins ? pins[t] : none;
+        if (tb->kind != EMBER_TABLE_DYNAMIC)
+            continue;
+        pin[t].placement = EMBER_PLACE_ROW;
+        if (plan_dynamic_capacity(tb) * W >= (int64_t)UINT32_MAX) { /* slot * W + owner is 32 bits */
+            rc = EMBER_EINVAL;
+            snprintf(res->error, sizeof res->error, "table '%s': capacity %lld x %d ranks exceeds 2^32-1 rows",
+                     tb->name, (long long)plan_dynamic_capacity(tb), (int)W);
+            goto fail;
+        }
+    }
     double best = INFINITY;
     for (int pass = 0; pass < 2 && !isfinite(best); pass++) {
         for (int32_t t = 0; t < T; t++) {
-            rc = table_options(w, t, pins ? &pins[t] : &none, o, pass, &tp[t]);
+            rc = table_options(w, t, &pin[t], o, pass, &tp[t]);
             if (rc) {
                 snprintf(res->error, sizeof res->error,
                          "table '%s': the cost model refused the workload (rows, dim, pooling "
@@ -672,6 +710,7 @@ fail:
             free(tp[t].req);
         }
     free(tp);
+    free(pin);
     free(tabs);
     free(owner_best);
     free(owner_tmp);

@@ -13,11 +13,19 @@
  * real data the builder measures D at the same n on a sample stream and
  * counts the hottest rows.  The curve is stored at n = 2^(i/4) and read by
  * log-log interpolation (under 0.3% between points).
+ *
+ * A dynamic table's ids are keys (keyed statistics): the synthetic task's
+ * keys are its law over `keys` ids sent through a bijection per feature
+ * (data/ctr.h), so their curve is the law's, summed over the features, and
+ * their hot keys are the law's hot ids, mapped; measured keys are counted
+ * like rows, over an unbounded key space.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/ctr.h"
+#include "dyn/dyn_step.h"
 #include "plan/plan.h"
 
 #define ZIPF_EXACT 1024      /* ranks summed one by one                 */
@@ -168,6 +176,81 @@ int plan_stats_synth(const ember_synth_config *sc, plan_id_stats *out)
                     : plan_stats_uniform(sc->rows, out);
 }
 
+typedef struct hot_key {
+    int64_t key;
+    double p;
+} hot_key;
+
+static int cmp_hot_p(const void *a, const void *b)
+{
+    const hot_key *x = a, *y = b;
+    if (x->p != y->p)
+        return x->p > y->p ? -1 : 1;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* The hottest keys of nf disjoint copies of `law`, copy i weighted share[i]
+ * and keyed by ctr_synth_key(feat[i], id): the PLAN_HOT_ROWS most likely. */
+static int hot_keys(const plan_id_stats *law, uint64_t seed, int32_t nf, const int32_t *feat,
+                    const double *share, plan_id_stats *out)
+{
+    int64_t n = (int64_t)nf * law->hot;
+    hot_key *v = malloc(sizeof *v * (size_t)(n > 0 ? n : 1));
+    if (!v)
+        return EMBER_ENOMEM;
+    ctr_synth_config sc = ctr_synth_config_default();
+    sc.seed = seed;
+    for (int32_t i = 0; i < nf; i++)
+        for (int32_t k = 0; k < law->hot; k++)
+            v[(int64_t)i * law->hot + k] = (hot_key){ctr_synth_key(&sc, feat[i], law->hot_row[k]),
+                                                     share[i] * law->hot_p[k]};
+    qsort(v, (size_t)n, sizeof *v, cmp_hot_p);
+    out->hot = (int32_t)(n < PLAN_HOT_ROWS ? n : PLAN_HOT_ROWS);
+    for (int32_t k = 0; k < out->hot; k++) {
+        out->hot_row[k] = v[k].key;
+        out->hot_p[k] = v[k].p;
+    }
+    free(v);
+    hot_merge(out);
+    return EMBER_OK;
+}
+
+int plan_stats_synth_keys(int64_t keys, double alpha, uint64_t seed, int32_t nf, const int32_t *feat,
+                          const double *share, plan_id_stats *out)
+{
+    if (keys < 1 || nf < 1 || !feat || !share || !out || !isfinite(alpha))
+        return EMBER_EINVAL;
+    double total = 0;
+    for (int32_t i = 0; i < nf; i++) {
+        if (!(share[i] > 0) || !isfinite(share[i]))
+            return EMBER_EINVAL;
+        total += share[i];
+    }
+    plan_id_stats *law = malloc(sizeof *law);
+    double *w = malloc(sizeof *w * (size_t)nf);
+    int rc = law && w ? EMBER_OK : EMBER_ENOMEM;
+    if (rc == EMBER_OK)
+        rc = alpha > 0 ? plan_stats_zipf(keys, alpha, law) : plan_stats_uniform(keys, law);
+    if (rc == EMBER_OK) {
+        memset(out, 0, sizeof *out);
+        out->keyed = 1;
+        out->rows = keys <= PLAN_ANY_KEYS / nf ? keys * nf : PLAN_ANY_KEYS;
+        out->points = PLAN_CURVE_POINTS;
+        for (int32_t i = 0; i < nf; i++)
+            w[i] = share[i] / total;
+        for (int32_t p = 0; p < PLAN_CURVE_POINTS; p++) {
+            double d = 0;
+            for (int32_t i = 0; i < nf; i++)
+                d += plan_stats_distinct(law, w[i] * curve_n(p));
+            out->distinct[p] = d;
+        }
+        rc = hot_keys(law, seed, nf, feat, w, out);
+    }
+    free(law);
+    free(w);
+    return rc;
+}
+
 double plan_stats_distinct(const plan_id_stats *s, double n)
 {
     if (!(n > 0) || s->points < 1)
@@ -192,8 +275,9 @@ double plan_stats_distinct(const plan_id_stats *s, double n)
 
 struct plan_stats_builder {
     int64_t rows, n;       /* ids seen                                      */
-    int64_t *key;          /* open addressing: id + 1, 0 = empty            */
-    int64_t *count;
+    int keyed;             /* rows 0 at create: every id is a key           */
+    int64_t *key;          /* open addressing: the ids                      */
+    int64_t *count;        /* their counts; 0 = an empty slot               */
     int64_t cap, used;     /* slots, filled slots (= distinct so far)       */
     int32_t next_point;    /* next curve index to record                    */
     double distinct[PLAN_CURVE_POINTS];
@@ -202,12 +286,13 @@ struct plan_stats_builder {
 int plan_stats_builder_create(int64_t rows, plan_stats_builder **out)
 {
     *out = NULL;
-    if (rows < 1)
+    if (rows < 0)
         return EMBER_EINVAL;
     plan_stats_builder *b = calloc(1, sizeof *b);
     if (!b)
         return EMBER_ENOMEM;
-    b->rows = rows;
+    b->keyed = rows == 0;
+    b->rows = rows ? rows : PLAN_ANY_KEYS;
     b->cap = 1024;
     b->key = calloc((size_t)b->cap, sizeof *b->key);
     b->count = calloc((size_t)b->cap, sizeof *b->count);
@@ -235,10 +320,10 @@ static int builder_grow(plan_stats_builder *b)
         return EMBER_ENOMEM;
     }
     for (int64_t i = 0; i < b->cap; i++) {
-        if (!b->key[i])
+        if (!b->count[i])
             continue;
-        uint64_t h = slot_hash(b->key[i] - 1) & (uint64_t)(cap - 1);
-        while (key[h])
+        uint64_t h = slot_hash(b->key[i]) & (uint64_t)(cap - 1);
+        while (count[h])
             h = (h + 1) & (uint64_t)(cap - 1);
         key[h] = b->key[i];
         count[h] = b->count[i];
@@ -254,15 +339,15 @@ static int builder_grow(plan_stats_builder *b)
 int plan_stats_builder_add(plan_stats_builder *b, const int64_t *ids, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= b->rows)
+        if (!b->keyed && (ids[i] < 0 || ids[i] >= b->rows))
             continue; /* invalid ids are not looked up */
         if (2 * (b->used + 1) > b->cap && builder_grow(b))
             return EMBER_ENOMEM;
         uint64_t m = (uint64_t)(b->cap - 1), h = slot_hash(ids[i]) & m;
-        while (b->key[h] && b->key[h] != ids[i] + 1)
+        while (b->count[h] && b->key[h] != ids[i])
             h = (h + 1) & m;
-        if (!b->key[h]) {
-            b->key[h] = ids[i] + 1;
+        if (!b->count[h]) {
+            b->key[h] = ids[i];
             b->used++;
         }
         b->count[h]++;
@@ -276,6 +361,19 @@ int plan_stats_builder_add(plan_stats_builder *b, const int64_t *ids, int64_t n)
 
 int64_t plan_stats_builder_count(const plan_stats_builder *b) { return b->n; }
 
+int64_t plan_stats_builder_distinct(const plan_stats_builder *b) { return b->used; }
+
+int plan_stats_builder_owners(const plan_stats_builder *b, int32_t world, int64_t *out)
+{
+    if (!b->keyed || world < 1)
+        return EMBER_EINVAL;
+    memset(out, 0, sizeof *out * (size_t)world);
+    for (int64_t i = 0; i < b->cap; i++)
+        if (b->count[i])
+            out[ember_dyn_owner(b->key[i], world)]++;
+    return EMBER_OK;
+}
+
 static int cmp_count_desc(const void *a, const void *b)
 {
     const int64_t *x = a, *y = b; /* (count, id) pairs */
@@ -288,8 +386,12 @@ int plan_stats_builder_finish(plan_stats_builder *b, plan_id_stats *out)
 {
     memset(out, 0, sizeof *out);
     out->rows = b->rows;
-    if (b->n == 0) /* nothing seen: no ids, no distinct rows */
-        return plan_stats_uniform(b->rows, out);
+    if (b->n == 0) { /* nothing seen: no ids, no distinct rows */
+        int rc = plan_stats_uniform(b->rows, out);
+        out->keyed = b->keyed;
+        return rc;
+    }
+    out->keyed = b->keyed;
     /* the curve: measured points, then the last doubling's rate */
     int32_t m = b->next_point;
     for (int32_t i = 0; i < m; i++)
@@ -315,8 +417,8 @@ int plan_stats_builder_finish(plan_stats_builder *b, plan_id_stats *out)
         return EMBER_ENOMEM;
     int64_t k = 0;
     for (int64_t i = 0; i < b->cap; i++)
-        if (b->key[i])
-            pairs[k][0] = b->count[i], pairs[k][1] = b->key[i] - 1, k++;
+        if (b->count[i])
+            pairs[k][0] = b->count[i], pairs[k][1] = b->key[i], k++;
     qsort(pairs, (size_t)k, sizeof *pairs, cmp_count_desc);
     int small = b->rows <= PLAN_HOT_ROWS;
     for (int64_t i = 0; i < k && out->hot < PLAN_HOT_ROWS; i++) {

@@ -2,19 +2,35 @@
  * rule.c: which tables go to the SSD tier, and with how much cache
  * (PopART's tensor locations: a size threshold and a memory budget decide,
  * a table may also say), shared by collection create and the planner so
- * that `ember plan` shows the tiers and caches the collection will use.
+ * that `ember plan` shows the tiers and caches the collection will use.  A
+ * dynamic table moves its capacity's rows and state; its key index, row
+ * metadata and sketch stay in DRAM on either tier, so they always count in
+ * the budget.
  */
+#include "dyn/dyn_step.h"
 #include "tier/tier.h"
 
 int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W)
 {
     int64_t rows = t->rows;
     int32_t dim = t->dim;
+    if (t->kind == EMBER_TABLE_DYNAMIC) /* capacity rows on every rank */
+        return ember_dyn_capacity(t) * (dim + ember_state_floats(t->optimizer.kind, dim)) * (int64_t)sizeof(float);
     if (W > 1 && t->placement == EMBER_PLACE_ROW)
         rows = (rows + W - 1) / W;
     if (W > 1 && t->placement == EMBER_PLACE_COLUMN)
         dim = (dim + W - 1) / W;
     return rows * (dim + ember_state_floats(t->optimizer.kind, dim)) * (int64_t)sizeof(float);
+}
+
+/* DRAM a table keeps on a rank whatever its tier: a dynamic table's key
+ * map, row metadata, victim heap and sketch. */
+static int64_t index_bytes(const ember_table_config *t)
+{
+    if (t->kind != EMBER_TABLE_DYNAMIC)
+        return 0;
+    int64_t b = ember_dynamic_bytes(t) - ember_tier_rank_bytes(t, 1);
+    return b > 0 ? b : 0;
 }
 
 /* A cache size the table or the collection set; 0 when neither did. */
@@ -32,7 +48,7 @@ void ember_tier_resolve(const ember_collection_config *cfg, int32_t W, ember_sto
         storage[t] = tc->storage;
         if (storage[t] == EMBER_STORAGE_AUTO)
             storage[t] = cfg->ssd_min_bytes > 0 && bytes > cfg->ssd_min_bytes ? EMBER_STORAGE_SSD : EMBER_STORAGE_AUTO;
-        need += storage[t] == EMBER_STORAGE_SSD ? set_cache(cfg, tc) : bytes;
+        need += (storage[t] == EMBER_STORAGE_SSD ? set_cache(cfg, tc) : bytes) + index_bytes(tc);
     }
     /* over the budget: the largest undecided tables move to the SSD tier */
     while (cfg->memory_budget > 0 && need > cfg->memory_budget) {

@@ -50,7 +50,8 @@ int64_t ember_ssd_slot_bytes(int32_t dim, int32_t state_floats, ember_cache_poli
 #define EMBER_SSD_CACHE_DEFAULT ((int64_t)256 << 20)
 
 /* rule.c.  Bytes of rows + optimizer state of table t on its fullest rank in
- * the memory tier, in a world of W. */
+ * the memory tier, in a world of W (a dynamic table: its capacity's, on
+ * every rank; its key index is not included but counts in the budget). */
 int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W);
 /* Storage of every table (storage[num_tables]: MEMORY or SSD): the table's
  * choice, else the collection's rules (ember.h, ssd_min_bytes and
