@@ -706,6 +706,13 @@ check_convert() {
     [ ! -e "$TMP/fail.ctr" ] && [ ! -e "$TMP/fail.ctr.tmp" ] || { echo "fail.ctr written"; return 1; }
     expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/rows.ctr" --rows="$(seq -s, 1 26)" || return 1
     cmp -s "$TMP/out.ctr" "$TMP/rows.ctr" && { echo "--rows list ignored"; return 1; }
+    # rows 0: 64-bit keys, format version 2 (version 1 without them)
+    [ "$(head -c 12 "$TMP/out.ctr" | tail -c 4 | od -An -tu4 | tr -d ' ')" = 1 ] || return 1
+    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/keys.ctr" --rows="0,7$(printf ',0%.0s' $(seq 24))" || return 1
+    grep -q "64-bit keys (format version 2) for C1,C3,C4,C5,.*,C26$" "$TMP/out" || return 1
+    [ "$(head -c 12 "$TMP/keys.ctr" | tail -c 4 | od -An -tu4 | tr -d ' ')" = 2 ] || return 1
+    expect_status 2 "$EMBER" convert "$TMP/in.tsv" "$TMP/x.ctr" --rows -1 || return 1
+    grep -q "or 0 (64-bit keys)" "$TMP/err" || return 1
     expect_status 1 "$EMBER" convert "$TMP/none.tsv" "$TMP/x.ctr" || return 1
     grep -q "none.tsv: cannot open" "$TMP/err" || return 1
     expect_status 2 "$EMBER" convert "$TMP/in.tsv" || return 1

@@ -11,7 +11,14 @@
  * message under skip, and failing under fail; rank shares tile the file.
  * Binary: ctr_convert_tsv then the reader equals the TSV reader sample for
  * sample; its rank shares tile the file; every flipped byte and every
- * truncation is an error, never a crash.  `test_ctr SEED` reruns a seed.
+ * truncation is an error, never a crash.  Version 2 (64-bit keys): a random
+ * mix of keyed (rows 0) and hashed features, TSV -> binary -> samples equal
+ * to TSV -> samples and the reference, shares and positions; a truncated
+ * block, a cut file, a bad checksum (the position stays after the last
+ * good batch), keyed features read as row numbers (a version 1 header, a
+ * header that disagrees with the blocks' key masks) each give a message
+ * naming the file, block or sample, and feature.  `test_ctr SEED` reruns a
+ * seed.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -729,6 +736,7 @@ static void test_binary(uint64_t seed)
     long size = 0;
     unsigned char *orig = test_read_file(bin, &size);
     CHECK(orig != NULL && size > 1000);
+    CHECK(orig && orig[8] == 1); /* no feature with rows 0: version 1, as ember always wrote */
     CHECK(reads_cleanly(bin, err, sizeof err) == 0);
     for (int trial = 0; orig && trial < 60; trial++) {
         long pos = trial < 8 ? trial * 9 : trial < 12 ? size - 1 - (trial - 8) * 5 : (long)test_range(&r, 0, size);
@@ -760,7 +768,7 @@ static void test_binary(uint64_t seed)
         fputc(orig[1104 + 20] ^ 0xff, fp);
         fclose(fp);
         CHECK(reads_cleanly(bad, err, sizeof err) == -1);
-        CHECK_MSG(strstr(err, "block 0 (byte 1104): checksum mismatch") != NULL, "%s", err);
+        CHECK_MSG(strstr(err, "block 0 (byte 1104; samples 0..4095): checksum mismatch") != NULL, "%s", err);
     }
     snprintf(bad, sizeof bad, "%s/none.bin", tmpdir);
     CHECK(ctr_source_binary(bad, 0, 1, &s, err, sizeof err) == -1 && strstr(err, "none.bin: cannot open"));
@@ -813,11 +821,15 @@ static void test_binary_messages(void)
         const char *what, *want;
     } cases[] = {
         {"magic", "msg-bad.bin: byte 0: not an ember CTR file (bad magic)"},
-        {"version", "msg-bad.bin: byte 8: version 2, this reader reads version 1"},
+        {"version", "msg-bad.bin: byte 8: version 3, this reader reads versions 1 and 2"},
         {"truncated", "msg-bad.bin: byte 48: index at byte"},
         {"header checksum", "msg-bad.bin: byte 1096: header checksum mismatch"},
-        {"block checksum", "msg-bad.bin: block 0 (byte 1104): checksum mismatch"},
+        {"block checksum", "msg-bad.bin: block 0 (byte 1104; samples 0..1): checksum mismatch"},
         {"id >= rows", "msg-bad.bin: sample 0 (block 0, byte 1330): C1 id 1000 outside [0, 1000)"},
+        {"keys in version 1", "msg-bad.bin: byte 64: feature 1 (C2) has rows 0 (64-bit keys), which needs format "
+                              "version 2; the file says version 1"},
+        {"bag past the ids", "msg-bad.bin: sample 1 (block 0, byte 1328): C26: a bag of 2 ids runs past the block's "
+                             "52 ids"},
     };
     const int64_t H = 56 + 40 * 26 + 8, ix = (int64_t)le64(orig + 48);
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
@@ -825,13 +837,21 @@ static void test_binary_messages(void)
         memcpy(c, orig, (size_t)size);
         switch (i) {
         case 0: c[0] ^= 0xff; break;
-        case 1: c[8] = 2; break;
+        case 1: c[8] = 3; break;
         case 2: n = size - 5; break;
         case 3: c[60] ^= 1; break;
         case 4: c[H + 20] ^= 0x40; break;
         case 5: /* the first id (C1 of sample 0) set to rows, the block's checksum made right */
             for (int b = 0; b < 4; b++) /* u32 at 1104 + 16 + 2 labels + 104 dense + 104 lengths */
                 c[1330 + b] = (unsigned char)(1000u >> (8 * b));
+            put_le64(c + ix - 8, XXH64(c + H, (size_t)(ix - 8 - H), 0));
+            break;
+        case 6: /* C2 with rows 0 in a version 1 header, the header's checksum made right */
+            put_le64(c + 56 + 8, 0);
+            put_le64(c + H - 8, XXH64(c, (size_t)(H - 8), 0));
+            break;
+        case 7: /* the last bag (C26 of sample 1, u16 at 1104 + 16 + 2 + 104 + 2 * 51) says 2 ids */
+            c[1328] = 2;
             put_le64(c + ix - 8, XXH64(c + H, (size_t)(ix - 8 - H), 0));
             break;
         }
@@ -1008,6 +1028,223 @@ static void test_positions(uint64_t seed)
     test_positions_of("binary", open_bin, bin, 13, 26);
 }
 
+/* ------------------------------------------------- binary, 64-bit keys */
+
+/* Rows mixing keyed features (rows 0: a dynamic table's whole 64-bit
+ * keys) and hashed ones, at least one of each. */
+static void random_keyed_rows(test_rng *r, int64_t rows[26])
+{
+    for (int f = 0; f < 26; f++)
+        rows[f] = test_uniform(r) < 0.4 ? 0 : TSV_ROWS[f];
+    rows[test_range(r, 0, 26)] = 0;
+    int f = (int)test_range(r, 0, 26);
+    rows[f] = TSV_ROWS[f];
+}
+
+/* The checksums of a file laid out as docs/ctr-format.md says, made right
+ * after an edit: every block's (by the index), the index's, the header's. */
+static void fix_checksums(unsigned char *c, long size)
+{
+    const int64_t H = 56 + 40 * 26 + 8, ix = (int64_t)le64(c + 48), nb = (int64_t)le64(c + 40);
+    for (int64_t b = 0; b < nb && ix + 8 * nb + 8 == size; b++) {
+        int64_t off = (int64_t)le64(c + ix + 8 * b), stop = b + 1 < nb ? (int64_t)le64(c + ix + 8 * b + 8) : ix;
+        put_le64(c + stop - 8, XXH64(c + off, (size_t)(stop - off - 8), 0));
+    }
+    if (ix + 8 * nb + 8 == size)
+        put_le64(c + ix + 8 * nb, XXH64(c + ix, (size_t)(8 * nb), 0));
+    put_le64(c + H - 8, XXH64(c, (size_t)(H - 8), 0));
+}
+
+/* TSV -> binary -> samples equals TSV -> samples and the reference parser,
+ * for a random mix of keyed and hashed features; the file is version 2,
+ * its shares tile it and positions resume it. */
+static void test_binary_keys(uint64_t seed)
+{
+    test_rng r = {seed ^ 0x6b657973};
+    char tsv[512], bin[512], err[512];
+    snprintf(tsv, sizeof tsv, "%s/keys.tsv", tmpdir);
+    snprintf(bin, sizeof bin, "%s/keys.bin", tmpdir);
+    int64_t rows[26];
+    random_keyed_rows(&r, rows);
+    samples ref;
+    samples_init(&ref, 13, 26);
+    const char *const bad_lines[] = {"1\t2\t3", NULL};
+    int at[1];
+    const int n = 4096 + (int)test_range(&r, 300, 3000); /* two blocks */
+    ref_rows = rows;
+    char *text = random_file(&r, n, bad_lines, &ref, at);
+    ref_rows = TSV_ROWS;
+    write_file(tsv, text);
+    free(text);
+
+    ctr_source *s = NULL;
+    samples from_tsv;
+    samples_init(&from_tsv, 13, 26);
+    CHECK_MSG(ctr_source_tsv(tsv, rows, CTR_BAD_SKIP, 0, 1, &s, err, sizeof err) == 0, "%s", err);
+    if (s)
+        CHECK(read_all(s, (int32_t)test_range(&r, 1, 700), &from_tsv) == 0);
+    ctr_source_destroy(s);
+    CHECK(from_tsv.n == n && samples_equal(&from_tsv, 0, &ref, 0, n, "keyed tsv vs reference"));
+
+    ctr_stats st;
+    CHECK_MSG(ctr_convert_tsv(tsv, bin, rows, CTR_BAD_SKIP, &st, err, sizeof err) == 0, "%s", err);
+    CHECK(st.samples == n && st.bad_lines == 1);
+    long size = 0;
+    unsigned char *head = test_read_file(bin, &size);
+    CHECK(head && size > 1104 && head[8] == 2);
+    free(head);
+    CHECK_MSG(ctr_source_binary(bin, 0, 1, &s, err, sizeof err) == 0, "%s", err);
+    if (s) {
+        const ctr_schema *sc = ctr_source_schema(s);
+        for (int f = 0; f < 26; f++)
+            CHECK_MSG(sc->rows[f] == rows[f], "C%d: rows %lld, want %lld", f + 1, (long long)sc->rows[f],
+                      (long long)rows[f]);
+        samples got;
+        samples_init(&got, 13, 26);
+        CHECK(read_all(s, (int32_t)test_range(&r, 1, 5000), &got) == 0);
+        CHECK(got.n == n && samples_equal(&got, 0, &ref, 0, n, "keyed binary vs reference"));
+        samples_free(&got);
+        ctr_source_destroy(s);
+    }
+    test_file_shares(bin, 1, &ref, n);
+    test_positions_of("binary with keys", open_bin, bin, 13, 26);
+    samples_free(&from_tsv);
+    samples_free(&ref);
+
+    /* every feature keyed: blocks without row ids */
+    int64_t all_keys[26] = {0};
+    samples_init(&ref, 13, 26);
+    ref_rows = all_keys;
+    text = random_file(&r, 300, NULL, &ref, NULL);
+    ref_rows = TSV_ROWS;
+    write_file(tsv, text);
+    free(text);
+    CHECK_MSG(ctr_convert_tsv(tsv, bin, all_keys, CTR_BAD_FAIL, &st, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(ctr_source_binary(bin, 0, 1, &s, err, sizeof err) == 0, "%s", err);
+    if (s) {
+        samples got;
+        samples_init(&got, 13, 26);
+        CHECK(read_all(s, 77, &got) == 0);
+        CHECK(got.n == 300 && samples_equal(&got, 0, &ref, 0, 300, "all keyed binary vs reference"));
+        samples_free(&got);
+        ctr_source_destroy(s);
+    }
+    samples_free(&ref);
+}
+
+/* A damaged version 2 file: what the reader says, naming the file, the
+ * block or sample, and the feature where one is at fault. */
+static int fails_with(const char *path, const unsigned char *c, long n, const char *const *want, const char *what)
+{
+    char err[512] = "";
+    test_write_file(path, c, n);
+    int rc = reads_cleanly(path, err, sizeof err);
+    CHECK_MSG(rc == -1, "%s: read cleanly", what);
+    for (int i = 0; want[i]; i++)
+        CHECK_MSG(strstr(err, want[i]) != NULL, "%s: \"%s\" does not say \"%s\"", what, err, want[i]);
+    return rc;
+}
+
+/* The first feature of rows (26) that has (keyed) or lacks (!keyed) rows 0. */
+static int first_feature(const int64_t *rows, int keyed)
+{
+    for (int f = 0; f < 26; f++)
+        if ((rows[f] == 0) == keyed)
+            return f;
+    return -1;
+}
+
+static void test_binary_keys_errors(uint64_t seed)
+{
+    test_rng r = {seed ^ 0xe7705};
+    char tsv[512], bin[512], bad[512], err[512], want[3][160];
+    snprintf(tsv, sizeof tsv, "%s/kerr.tsv", tmpdir);
+    snprintf(bin, sizeof bin, "%s/kerr.bin", tmpdir);
+    snprintf(bad, sizeof bad, "%s/kerr-bad.bin", tmpdir);
+    int64_t rows[26];
+    random_keyed_rows(&r, rows);
+    samples ref;
+    samples_init(&ref, 13, 26);
+    char *text = random_file(&r, 5000, NULL, &ref, NULL);
+    samples_free(&ref);
+    write_file(tsv, text);
+    free(text);
+    ctr_stats st;
+    CHECK_MSG(ctr_convert_tsv(tsv, bin, rows, CTR_BAD_FAIL, &st, err, sizeof err) == 0, "%s", err);
+    long size = 0;
+    unsigned char *orig = test_read_file(bin, &size), *c = malloc((size_t)size);
+    if (!orig || !c || size < 4000) {
+        CHECK(!"kerr.bin written");
+        free(orig);
+        free(c);
+        return;
+    }
+    const int64_t H = 56 + 40 * 26 + 8, ix = (int64_t)le64(orig + 48), off1 = (int64_t)le64(orig + ix + 8);
+    CHECK(le64(orig + 40) == 2 && le64(orig + ix) == (uint64_t)H);
+    const char *const names_file[] = {"kerr-bad.bin: ", NULL};
+
+    /* a truncated block: 8 bytes of block 1's keys lost, offsets and checksums made right */
+    memcpy(c, orig, (size_t)size);
+    memmove(c + ix - 16, c + ix - 8, (size_t)(size - ix + 8));
+    put_le64(c + 48, (uint64_t)(ix - 8));
+    fix_checksums(c, size - 8);
+    snprintf(want[0], sizeof want[0], "kerr-bad.bin: block 1 (byte %lld; samples 4096..4999): ", (long long)off1);
+    fails_with(bad, c, size - 8, (const char *const[]){want[0], "truncated block", NULL}, "truncated block");
+
+    /* a file cut inside block 1: open names the block the file ends in */
+    snprintf(want[0], sizeof want[0], "block 1 (byte %lld; samples 4096..4999) is cut short", (long long)off1);
+    fails_with(bad, orig, (long)off1 + 100, (const char *const[]){names_file[0], want[0], "100 bytes into it", NULL},
+               "cut file");
+
+    /* a bad checksum in block 1: the batches before it are read; the one
+     * that reaches it fails and the position stays after the last good one */
+    memcpy(c, orig, (size_t)size);
+    c[ix - 20] ^= 0x10; /* a key or row id of block 1's last sample */
+    test_write_file(bad, c, size);
+    ctr_source *s = NULL;
+    CHECK_MSG(ctr_source_binary(bad, 0, 1, &s, err, sizeof err) == 0, "%s", err);
+    if (s) {
+        ctr_batch b;
+        for (int k = 0; k < 4; k++)
+            CHECK(ctr_source_next(s, 1000, &b, err, sizeof err) == 1000);
+        snprintf(want[0], sizeof want[0], "kerr-bad.bin: block 1 (byte %lld; samples 4096..4999): checksum mismatch",
+                 (long long)off1);
+        CHECK(ctr_source_next(s, 1000, &b, err, sizeof err) == -1);
+        CHECK_MSG(strstr(err, want[0]) != NULL, "bad checksum: \"%s\"", err);
+        ctr_position pos;
+        CHECK(ctr_source_tell(s, &pos) == 0 && pos.next == 4000); /* nothing half-done */
+        CHECK(ctr_source_next(s, 1000, &b, err, sizeof err) == -1 && strstr(err, want[0])); /* it sticks */
+        ctr_source_destroy(s);
+    }
+
+    /* a keyed feature in a file read as row numbers: a version 1 header */
+    int kf = first_feature(rows, 1), rf = first_feature(rows, 0);
+    memcpy(c, orig, (size_t)size);
+    c[8] = 1;
+    fix_checksums(c, size);
+    snprintf(want[0], sizeof want[0], "kerr-bad.bin: byte %d: feature %d (C%d) has rows 0 (64-bit keys), which needs "
+             "format version 2; the file says version 1", 56 + 8 * kf, kf, kf + 1);
+    fails_with(bad, c, size, (const char *const[]){want[0], NULL}, "keys in version 1");
+
+    /* ... and a version 2 header whose keyed feature says rows (or whose
+     * row feature says keys): the blocks' key masks disagree with it */
+    for (int k = 0; k < 2; k++) {
+        int f = k == 0 ? kf : rf;
+        memcpy(c, orig, (size_t)size);
+        put_le64(c + 56 + 8 * f, k == 0 ? 1u << 20 : 0);
+        fix_checksums(c, size);
+        if (k == 0)
+            snprintf(want[0], sizeof want[0], "kerr-bad.bin: block 0 (byte %lld; samples 0..4095): C%d carries 64-bit "
+                     "keys in this block, but the header gives it 1048576 rows", (long long)H, f + 1);
+        else
+            snprintf(want[0], sizeof want[0], "kerr-bad.bin: block 0 (byte %lld; samples 0..4095): C%d carries row ids "
+                     "in this block, but the header gives it rows 0 (64-bit keys)", (long long)H, f + 1);
+        fails_with(bad, c, size, (const char *const[]){want[0], NULL}, k == 0 ? "keys read as rows" : "rows read as keys");
+    }
+    free(orig);
+    free(c);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = test_seed(argc, argv);
@@ -1029,6 +1266,8 @@ int main(int argc, char **argv)
     test_binary_messages();
     test_tsv_integer_limits();
     test_positions(seed);
+    test_binary_keys(seed);
+    test_binary_keys_errors(seed);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -3,10 +3,12 @@
  * binary CTR format (docs/ctr-format.md), which `ember train` maps instead
  * of parsing text every epoch.
  *
- * The work is ctr_convert_tsv() (src/data/ctr_bin.c): categoricals hashed
- * into --rows buckets, bad lines skipped and counted (or fatal with --bad
- * fail), OUT written as OUT.tmp, fsync'd and renamed.  Under mpirun only
- * rank 0 converts (the ranks would write the same bytes to the same path).
+ * The work is ctr_convert_tsv() (src/data/ctr_bin_write.c): categoricals
+ * hashed into --rows buckets, or kept whole as 64-bit keys where --rows
+ * says 0 (features of dynamic tables: the file is then format version 2),
+ * bad lines skipped and counted (or fatal with --bad fail), OUT written as
+ * OUT.tmp, fsync'd and renamed.  Under mpirun only rank 0 converts (the
+ * ranks would write the same bytes to the same path).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,12 +27,14 @@ static void convert_usage(FILE *f)
             "  converts Criteo TSV (label, I1..I13, C1..C26, tab-separated) to ember's binary\n"
             "  CTR format (docs/ctr-format.md)\n\n"
             "  --rows N              buckets of every categorical (default %d)\n"
-            "  --rows N1,N2,...,N26  buckets of each of C1..C26\n"
+            "  --rows N1,N2,...,N26  buckets of each of C1..C26; 0: the categorical's whole\n"
+            "                        64-bit key, for a dynamic table (written as format version 2)\n"
             "  --bad skip|fail       bad lines: count and skip them (default), or stop at the first\n",
             CONVERT_DEFAULT_ROWS);
 }
 
-/* "N" or 26 comma-separated values; 0, or -1 for a bad list. */
+/* "N" or 26 comma-separated values, each 0 (64-bit keys) or in [1, 2^32];
+ * 0, or -1 for a bad list. */
 static int parse_rows(const char *s, int64_t rows[26])
 {
     char buf[64];
@@ -43,7 +47,7 @@ static int parse_rows(const char *s, int64_t rows[26])
             return -1;
         memcpy(buf, p, len);
         buf[len] = '\0';
-        if (synth_parse_int64(buf, 1, INT64_C(1) << 32, &rows[n++]))
+        if (synth_parse_int64(buf, 0, INT64_C(1) << 32, &rows[n++]))
             return -1;
         if (!comma)
             break;
@@ -55,6 +59,18 @@ static int parse_rows(const char *s, int64_t rows[26])
     else if (n != 26)
         return -1;
     return 0;
+}
+
+/* Which categoricals went out as 64-bit keys (format version 2). */
+static void print_keyed(const int64_t rows[26])
+{
+    char list[26 * 5] = "";
+    size_t k = 0;
+    for (int f = 0; f < 26; f++)
+        if (rows[f] == 0)
+            k += (size_t)snprintf(list + k, sizeof list - k, "%sC%d", k ? "," : "", f + 1);
+    if (k > 0)
+        printf("ember convert: 64-bit keys (format version 2) for %s\n", list);
 }
 
 int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
@@ -83,7 +99,8 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
         const char *val = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
         if (nlen == 6 && !strncmp(arg, "--rows", 6)) {
             if (!val || parse_rows(val, rows)) {
-                fprintf(ctx->err, "ember convert: --rows takes N or 26 values N1,...,N26, each in [1, 2^32]\n");
+                fprintf(ctx->err, "ember convert: --rows takes N or 26 values N1,...,N26, each in [1, 2^32] or 0 "
+                                "(64-bit keys)\n");
                 return 2;
             }
         } else if (nlen == 5 && !strncmp(arg, "--bad", 5)) {
@@ -118,5 +135,6 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
            (long long)st.samples, out, (long long)st.lines, (long long)st.bad_lines);
     if (st.bad_lines > 0)
         printf("ember convert: first bad line: %s\n", st.first_bad);
+    print_keyed(rows);
     return 0;
 }

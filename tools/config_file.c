@@ -1137,7 +1137,7 @@ static int train_from_tables(reader *r, config_t *c)
         }
         int64_t vocab = cf->table_extra[cf->features[f].table].vocab;
         t->synth.keyed[f] = tb->kind == EMBER_TABLE_DYNAMIC;
-        if (t->synth.keyed[f] && !vocab)
+        if (t->synth.keyed[f] && !vocab && t->source == CFG_SOURCE_SYNTHETIC) /* files bring their own keys */
             return fail_at(r, config_lookup(c, "tables"), "tables",
                            "dynamic table \"%s\": set keys (the synthetic data's distinct keys)", tb->name);
         t->synth.rows[f] = vocab ? vocab : tb->rows;

@@ -6,7 +6,9 @@
  *
  * The data decides the shape: the model takes the schema's dense and
  * sparse counts, and the tables must hold every id the data can produce
- * (rows >= the schema's rows per feature).  Failures that only some ranks
+ * (rows >= the schema's rows per feature); a feature whose data carries
+ * 64-bit keys (schema rows 0) needs a dynamic table, and a dynamic table
+ * needs keys.  Failures that only some ranks
  * see (a file one rank cannot open) are agreed before any collective call,
  * and the lowest failing rank prints its message.
  */
@@ -15,6 +17,32 @@
 #include <string.h>
 
 #include "train_tool.h"
+
+/* The evaluation data must fit the training data's model: the same shape,
+ * keys where the training data has keys, and ids inside its rows. */
+static int check_eval_shape(const cfg_train *t, const ctr_schema *tr, const ctr_schema *e, char *err, size_t errlen)
+{
+    if (e->num_dense != tr->num_dense || e->num_sparse != tr->num_sparse) {
+        snprintf(err, errlen, "%s and %s: the evaluation data does not fit the training data's shape (dense %d vs "
+                 "%d, sparse %d vs %d)", t->train_file, t->eval_file, (int)e->num_dense, (int)tr->num_dense,
+                 (int)e->num_sparse, (int)tr->num_sparse);
+        return -1;
+    }
+    for (int f = 0; f < e->num_sparse; f++) {
+        if ((e->rows[f] == 0) != (tr->rows[f] == 0)) {
+            snprintf(err, errlen, "%s and %s: feature %s carries %s in the evaluation data but %s in the training "
+                     "data", t->train_file, t->eval_file, e->names[f], e->rows[f] ? "row numbers" : "64-bit keys",
+                     tr->rows[f] ? "row numbers" : "64-bit keys");
+            return -1;
+        }
+        if (e->rows[f] > tr->rows[f]) {
+            snprintf(err, errlen, "%s and %s: feature %s has %lld rows in the evaluation data, %lld in the training "
+                     "data", t->train_file, t->eval_file, e->names[f], (long long)e->rows[f], (long long)tr->rows[f]);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t errlen)
 {
@@ -52,17 +80,37 @@ static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t e
         break;
     }
     s->schema = *ctr_source_schema(s->train_src);
-    if (s->eval_src) {
-        const ctr_schema *e = ctr_source_schema(s->eval_src);
-        int same = e->num_dense == s->schema.num_dense && e->num_sparse == s->schema.num_sparse;
-        for (int f = 0; same && f < e->num_sparse; f++)
-            same = e->rows[f] <= s->schema.rows[f];
-        if (!same) {
-            snprintf(err, errlen, "%s and %s: the evaluation data does not fit the training data's shape "
-                     "(dense %d vs %d, sparse %d vs %d, or more rows)", t->train_file, t->eval_file,
-                     (int)e->num_dense, (int)s->schema.num_dense, (int)e->num_sparse, (int)s->schema.num_sparse);
-            return -1;
-        }
+    return s->eval_src && t->eval_file ? check_eval_shape(t, &s->schema, ctr_source_schema(s->eval_src), err, errlen) : 0;
+}
+
+/* Feature f of the config against the data: a dynamic table takes 64-bit
+ * keys (schema rows 0: TSV with the table's rows 0, a binary file of format
+ * version 2 converted with --rows 0 for the feature), a fixed table row
+ * numbers below its rows. */
+static int check_feature(const train_setup *s, int32_t f, char *err, size_t errlen)
+{
+    const config_file *cf = s->cf;
+    const ember_table_config *tb = &cf->tables[cf->features[f].table];
+    const int64_t rows = s->schema.rows[f];
+    const char *data = s->t.train_file ? s->t.train_file : "the synthetic data", *name = s->schema.names[f];
+    const int dynamic = tb->kind == EMBER_TABLE_DYNAMIC;
+    if (dynamic && rows != 0) {
+        snprintf(err, errlen, "%s:%d: feature \"%s\": table \"%s\" is dynamic but the data's ids are row numbers "
+                 "(%s: %s has %lld rows; `ember convert` with --rows 0 for %s keeps its 64-bit keys)", cf->path,
+                 cf->feature_extra[f].line, cf->features[f].name, tb->name, data, name, (long long)rows, name);
+        return -1;
+    }
+    if (!dynamic && rows == 0) {
+        snprintf(err, errlen, "%s:%d: feature \"%s\": table \"%s\" is fixed but the data's ids are 64-bit keys "
+                 "(%s: %s has rows 0)", cf->path, cf->feature_extra[f].line, cf->features[f].name, tb->name, data,
+                 name);
+        return -1;
+    }
+    if (!dynamic && tb->rows < rows) {
+        snprintf(err, errlen, "%s:%d: feature \"%s\": the data's ids go up to %lld, table \"%s\" has %lld rows",
+                 cf->path, cf->feature_extra[f].line, cf->features[f].name, (long long)rows - 1, tb->name,
+                 (long long)tb->rows);
+        return -1;
     }
     return 0;
 }
@@ -78,26 +126,20 @@ static int build_tables(train_setup *s, char *err, size_t errlen)
                      cf->num_features, sc->num_sparse);
             return -1;
         }
-        for (int32_t f = 0; f < cf->num_features; f++) {
-            const ember_table_config *tb = &cf->tables[cf->features[f].table];
-            if (tb->kind == EMBER_TABLE_DYNAMIC ? sc->rows[f] != 0 : tb->rows < sc->rows[f] || sc->rows[f] == 0) {
-                if (tb->kind == EMBER_TABLE_DYNAMIC || sc->rows[f] == 0) {
-                    snprintf(err, errlen, "%s:%d: feature \"%s\": table \"%s\" is %s but the data's ids are %s",
-                             cf->path, cf->feature_extra[f].line, cf->features[f].name, tb->name,
-                             tb->kind == EMBER_TABLE_DYNAMIC ? "dynamic" : "fixed",
-                             sc->rows[f] == 0 ? "64-bit keys" : "row numbers");
-                    return -1;
-                }
-                snprintf(err, errlen, "%s:%d: feature \"%s\": the data's ids go up to %lld, table \"%s\" has %lld rows",
-                         cf->path, cf->feature_extra[f].line, cf->features[f].name, (long long)sc->rows[f] - 1,
-                         tb->name, (long long)tb->rows);
+        for (int32_t f = 0; f < cf->num_features; f++)
+            if (check_feature(s, f, err, errlen))
                 return -1;
-            }
-        }
         s->cc = cf->coll;
         return 0;
     }
     s->cc = ember_collection_config_default();
+    for (int32_t f = 0; f < sc->num_sparse; f++)
+        if (sc->rows[f] == 0) {
+            snprintf(err, errlen, "%s: feature %s carries 64-bit keys (rows 0): train it with a config whose "
+                     "table for it is dynamic (docs/dynamic.md)", s->t.train_file ? s->t.train_file : "data",
+                     sc->names[f]);
+            return -1;
+        }
     for (int32_t f = 0; f < sc->num_sparse; f++) {
         char *tn = s->names[0][f], *fn = s->names[1][f];
         if (sc->names[f][0])

@@ -8,7 +8,7 @@
  *   tsv        Criteo display-advertising lines: label, 13 integers, 26
  *              hexadecimal categoricals, tab-separated (ctr_tsv.c);
  *   binary     ember's compact format, written by `ember convert`, read
- *              by mmap (ctr_bin.c).
+ *              by mmap (ctr_bin*.c); version 2 also carries 64-bit keys.
  *
  * Every source splits its samples among the ranks of a world: rank r of W
  * reads its own contiguous share, so a step's global batch is the
@@ -44,7 +44,8 @@ typedef struct ctr_batch {
     int32_t num_sparse;   /* sparse features (bags) per sample               */
     const float *label;   /* [batch_size], 0 or 1                            */
     const float *dense;   /* [batch_size][num_dense], transformed            */
-    ember_batch sparse;   /* lengths [num_sparse][batch_size], ids in [0, rows of the feature) */
+    ember_batch sparse;   /* lengths [num_sparse][batch_size], ids in [0, rows of the feature),
+                             or any 64-bit key where the schema's rows is 0 */
     int64_t first_sample; /* index in the source of sample 0 (messages):
                              synthetic: global sample index; tsv: its line
                              number - 1; binary: sample index in the file   */
@@ -53,7 +54,8 @@ typedef struct ctr_batch {
 /* What every source yields, fixed at open. */
 typedef struct ctr_schema {
     int32_t num_dense, num_sparse;
-    int64_t rows[CTR_MAX_FEATURES]; /* vocabulary (table rows) per sparse feature */
+    int64_t rows[CTR_MAX_FEATURES]; /* vocabulary (table rows) per sparse feature;
+                                       0: its ids are 64-bit keys (a dynamic table) */
     char names[CTR_MAX_FEATURES][32];
 } ctr_schema;
 
@@ -122,9 +124,12 @@ int ctr_source_synth(const ctr_synth_config *cfg, int eval, int32_t rank, int32_
  * Fields are numbered from 0 (the label) in messages: C4 is field 17. */
 int ctr_source_tsv(const char *path, const int64_t *rows, ctr_bad_policy policy, int32_t rank, int32_t world,
                    ctr_source **out, char *err, size_t errlen);
-/* Binary (docs/ctr-format.md), mapped read-only.  Open checks the header and
- * the block index; each block is checked (checksum, labels, ids < rows)
- * when this rank first reads from it. */
+/* Binary (docs/ctr-format.md, versions 1 and 2), mapped read-only.  Open
+ * checks the header and the block index; each block is checked (checksum,
+ * key mask, labels, bag lengths, ids < rows) when this rank first reads
+ * from it.  A feature with rows 0 in the header (version 2) yields whole
+ * 64-bit keys.  A read that fails leaves the position after the last good
+ * batch (ctr_source_tell). */
 int ctr_source_binary(const char *path, int32_t rank, int32_t world, ctr_source **out, char *err, size_t errlen);
 
 const ctr_schema *ctr_source_schema(const ctr_source *s);
@@ -179,7 +184,10 @@ const float *ctr_source_teacher_prob(const ctr_source *s);
 /* `ember convert`: TSV to binary.  Returns 0 or -1 with err; stats says how
  * many lines were converted and skipped.  Writes bin_path.tmp, fsyncs it,
  * renames it over bin_path and fsyncs the folder; on failure bin_path is
- * untouched and the temporary file removed.  rows[f] <= 2^32. */
+ * untouched and the temporary file removed.  rows[f] <= 2^32, as
+ * ctr_source_tsv takes them: rows[f] = 0 keeps feature f's whole 64-bit
+ * keys and makes the file format version 2 (version 1 when no feature has
+ * rows 0). */
 int ctr_convert_tsv(const char *tsv_path, const char *bin_path, const int64_t *rows, ctr_bad_policy policy,
                     ctr_stats *stats, char *err, size_t errlen);
 

@@ -10,8 +10,10 @@
  * rank 0 of 1 and rank 1 of 2, every batch of the share is read (3 samples
  * a call, so batches cross blocks), the source is rewound and read again.
  * Required: success or -1 with a message, never a crash, UB, leak or hang;
- * every batch well formed (labels 0/1, ids inside the header's rows,
- * lengths that add up to num_ids); without a failure both passes agree.
+ * every batch well formed (labels 0/1, ids inside the header's rows, any
+ * 64-bit key for a feature of rows 0 in a version 2 file, lengths that add
+ * up to num_ids); without a failure both passes agree.  The seeds hold
+ * files of both versions (make_corpus.sh).
  */
 #include <xxhash.h>
 
@@ -21,7 +23,8 @@
 static fuzz_file file;
 
 /* Recomputes the checksums of a file laid out as docs/ctr-format.md says,
- * as far as its own fields allow (every offset checked before use). */
+ * as far as its own fields allow (every offset checked before use).  Both
+ * versions: a block's checksum is its last 8 bytes, whatever it holds. */
 static void fix_checksums(unsigned char *p, size_t size)
 {
     if (size < 56 || memcmp(p, "EMBERCTR", 8) != 0)
@@ -57,8 +60,8 @@ static void check_batch(const ctr_batch *b, int32_t max, const ctr_schema *sc)
         for (int32_t i = 0; i < b->batch_size; i++) {
             int32_t l = b->sparse.lengths[(int64_t)f * b->batch_size + i];
             FUZZ_REQUIRE(l >= 0 && l <= 65535, "length %d", (int)l);
-            for (int32_t j = 0; j < l; j++, k++)
-                FUZZ_REQUIRE(b->sparse.ids[k] >= 0 && b->sparse.ids[k] < sc->rows[f],
+            for (int32_t j = 0; j < l; j++, k++) /* rows 0: a 64-bit key, any value */
+                FUZZ_REQUIRE(sc->rows[f] == 0 || (b->sparse.ids[k] >= 0 && b->sparse.ids[k] < sc->rows[f]),
                              "id %lld of feature %d (rows %lld)", (long long)b->sparse.ids[k], (int)f,
                              (long long)sc->rows[f]);
         }
@@ -103,6 +106,10 @@ static void run(const unsigned char *p, size_t size)
             FUZZ_REQUIRE(s == NULL && err[0] != '\0', "failed open without a message");
             return; /* the header is the same for every share */
         }
+        const ctr_schema *sc = ctr_source_schema(s);
+        for (int32_t f = 0; f < sc->num_sparse; f++) /* keys only in version 2 */
+            FUZZ_REQUIRE(sc->rows[f] > 0 || fz_get_u32(p + 8) == 2, "feature %d: rows 0 in version %u", (int)f,
+                         fz_get_u32(p + 8));
         uint64_t sum1, sum2;
         int64_t n1 = read_pass(s, 3, &sum1);
         ctr_source_rewind(s);

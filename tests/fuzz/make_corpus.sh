@@ -2,7 +2,8 @@
 # make_corpus.sh EMBER [FUZZ_CKPT]: writes the fuzz targets' seed corpora
 # under tests/fuzz/corpus/<target>/ (checked in; run again only to change
 # them).  EMBER is a built `ember` command (ember convert makes the binary
-# CTR seeds, ember gen the batch files); the configs are configs/*.cfg.
+# CTR seeds, of format versions 1 and 2; ember gen the batch files); the
+# configs are configs/*.cfg.
 # FUZZ_CKPT, a built build-fuzz/tests/fuzz/fuzz_ckpt, writes its own seeds
 # from the checkpoint it saves (fuzz_ckpt.c).  Every seed is a small valid
 # input, so the fuzzer starts from deep inside each reader.
@@ -36,6 +37,11 @@ printf '\x5a' | cat - "$work/many.tsv" > "$out/fuzz_tsv/many_w2_b6"
 # binary CTR files from the same TSV (small vocabularies)
 "$ember" convert "$work/two.tsv" "$out/fuzz_ctr_bin/two.bin" --rows 50 >/dev/null
 "$ember" convert "$work/many.tsv" "$out/fuzz_ctr_bin/many.bin" --rows 7 >/dev/null
+# version 2: some categoricals kept as 64-bit keys (rows 0), the others hashed
+"$ember" convert "$work/two.tsv" "$out/fuzz_ctr_bin/two_keys.bin" \
+    --rows "0,0,0$(printf ',50%.0s' $(seq 22)),0" >/dev/null
+"$ember" convert "$work/many.tsv" "$out/fuzz_ctr_bin/many_keys.bin" \
+    --rows "7,0$(printf ',7,0%.0s' $(seq 12))" >/dev/null
 
 # batch files: plain and weighted
 "$ember" gen "$out/fuzz_batch_file/plain.batches" --tables 2 --rows 40 --batch 3 --pooling 2 \

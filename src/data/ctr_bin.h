@@ -1,0 +1,87 @@
+/*
+ * ctr_bin.h: the layout of ember's binary CTR format (docs/ctr-format.md),
+ * shared by its reader (ctr_bin.c), its block checks (ctr_bin_block.c) and
+ * its writer (ctr_bin_write.c).
+ *
+ * Two versions.  Version 1 stores every id as a u32 row number.  Version 2
+ * adds 64-bit keys, for features that feed dynamic tables: a feature whose
+ * header rows is 0 carries keys, stored as i64 in a column of their own
+ * after the u32 ids, and each block counts its keys beside its ids.  The
+ * header is the same in both; a cb_layout says what a file's blocks hold.
+ * A version 2 block also records which features carry keys (a bit mask),
+ * so a header and blocks that disagree are caught naming the feature.
+ */
+#ifndef EMBER_DATA_CTR_BIN_H
+#define EMBER_DATA_CTR_BIN_H
+
+#include <stdint.h>
+
+#include "data/ctr_impl.h"
+
+#define CB_MAGIC "EMBERCTR"
+#define CB_VERSION_ROWS 1u            /* u32 row ids only              */
+#define CB_VERSION_KEYS 2u            /* + i64 keys (features of rows 0) */
+#define CB_MARKER 0x4B4C4243u         /* "CBLK" as little-endian bytes */
+#define CB_HEADER_FIXED 56
+#define CB_MAX_DENSE 4096
+#define CB_MAX_ROWS (INT64_C(1) << 32)
+#define CB_MAX_BAG 65535              /* a u16 length                  */
+#define CB_BLOCK_SAMPLES 4096         /* what ctr_convert_tsv writes   */
+
+/* What a file's blocks hold, from its header. */
+typedef struct cb_layout {
+    uint32_t version;
+    int64_t D, S;                          /* dense, sparse features     */
+    int64_t block_fixed;                   /* marker, n, counts (, mask): 16 or 32 */
+    unsigned char keyed[CTR_MAX_FEATURES]; /* 1: the feature's ids are keys */
+    uint64_t key_mask;                     /* bit f: keyed[f] (version 2 blocks) */
+} cb_layout;
+
+/* The layout of a file of this version whose features have these rows
+ * (rows 0: the feature carries keys; only version 2 has such features). */
+void cb_layout_init(cb_layout *l, uint32_t version, int64_t D, int64_t S, const int64_t *rows);
+
+static inline int64_t cb_header_size(int64_t S)
+{
+    return CB_HEADER_FIXED + 40 * S + 8;
+}
+
+/* Bytes of a block of n samples holding m row ids and q keys. */
+static inline int64_t cb_block_size(const cb_layout *l, int64_t n, int64_t m, int64_t q)
+{
+    return l->block_fixed + n + 4 * n * l->D + 2 * n * l->S + 4 * m + 8 * q + 8;
+}
+
+/* A checked block: where its columns start. */
+typedef struct cb_block {
+    int64_t index, first, n;     /* block number, its first sample, samples */
+    const unsigned char *lab, *dense, *len, *ids, *keys;
+} cb_block;
+
+/* Checks block b, bytes [off, stop) of map (size, marker, n = want_n,
+ * counts, checksum, key mask against the header, labels, bag lengths
+ * against the counts, row ids below their rows) and points *out at its
+ * columns.  0, or -1 with a message
+ * naming path, the block and its samples, and the sample and feature at
+ * fault when there is one. */
+int cb_block_check(const cb_layout *l, const ctr_schema *sc, const char *path, const unsigned char *map,
+                   int64_t off, int64_t stop, int64_t b, int64_t first, int64_t want_n, cb_block *out, char *err,
+                   size_t errlen);
+
+/* "block 3 (byte 1234; samples 12288..16383)": block b at byte off,
+ * holding count samples from first, for messages. */
+void cb_block_where(char *buf, size_t size, int64_t b, int64_t off, int64_t first, int64_t count);
+
+/* Where sample i of a checked block starts in its ids and keys columns. */
+void cb_block_seek(const cb_layout *l, const cb_block *blk, int64_t i, int64_t *ids_pos, int64_t *keys_pos);
+
+/* The S bag lengths of sample i of a checked block into len; their sum. */
+int64_t cb_sample_lengths(const cb_layout *l, const cb_block *blk, int64_t i, int32_t *len);
+
+/* Sample i of a checked block, whose lengths len gave: its label, its D
+ * dense floats, and its bags' ids one feature after the other into ids
+ * (row ids from *ids_pos, keys from *keys_pos, both advanced). */
+void cb_sample_read(const cb_layout *l, const cb_block *blk, int64_t i, const int32_t *len, int64_t *ids_pos,
+                    int64_t *keys_pos, float *label, float *dense, int64_t *ids);
+
+#endif

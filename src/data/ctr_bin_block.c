@@ -1,0 +1,210 @@
+/*
+ * ctr_bin_block.c: one block of ember's binary CTR format (ctr_bin.h,
+ * docs/ctr-format.md): its checks, and the samples read out of it.
+ *
+ * A block is believed in steps: its size against its counts, then its
+ * checksum, then (version 2) its key mask against the header, then its
+ * contents, in two passes: labels and bag lengths first (every bag must
+ * fit in the block's ids or keys, and the lengths must use them all), then
+ * the row ids against their features' rows, so a message can name the
+ * sample and the feature whose bag or id is wrong.  Keys (version 2) take
+ * any 64-bit value.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "data/ctr_bin.h"
+#include "data/data_io.h"
+
+void cb_layout_init(cb_layout *l, uint32_t version, int64_t D, int64_t S, const int64_t *rows)
+{
+    memset(l, 0, sizeof *l);
+    l->version = version;
+    l->D = D;
+    l->S = S;
+    l->block_fixed = version >= CB_VERSION_KEYS ? 32 : 16;
+    for (int64_t f = 0; f < S; f++) {
+        l->keyed[f] = rows[f] == 0;
+        l->key_mask |= (uint64_t)l->keyed[f] << f;
+    }
+}
+
+void cb_block_where(char *buf, size_t size, int64_t b, int64_t off, int64_t first, int64_t count)
+{
+    snprintf(buf, size, "block %lld (byte %lld; samples %lld..%lld)", (long long)b, (long long)off,
+             (long long)first, (long long)(first + count - 1));
+}
+
+/* The block's counts against its bytes: 0, or -1 with err. */
+static int check_size(const cb_layout *l, const char *path, const char *where, int64_t n, uint64_t m, uint64_t q,
+                      int64_t bytes, char *err, size_t errlen)
+{
+    char keys[48] = "";
+    if (l->version >= CB_VERSION_KEYS)
+        snprintf(keys, sizeof keys, " and %llu keys", (unsigned long long)q);
+    if (m > (uint64_t)bytes / 4 || q > (uint64_t)bytes / 8)
+        return ctr_fail(err, errlen, "%s: %s: %lld samples with %llu ids%s cannot fit in its %lld bytes (a corrupt "
+                        "count or a truncated block)", path, where, (long long)n, (unsigned long long)m, keys,
+                        (long long)bytes);
+    int64_t need = cb_block_size(l, n, (int64_t)m, (int64_t)q);
+    if (need != bytes)
+        return ctr_fail(err, errlen, "%s: %s: %lld samples with %llu ids%s need %lld bytes, the block has %lld (%s)",
+                        path, where, (long long)n, (unsigned long long)m, keys, (long long)need, (long long)bytes,
+                        need > bytes ? "a corrupt count or a truncated block" : "a corrupt count");
+    return 0;
+}
+
+/* Version 2: the features the block says carry keys are the header's. */
+static int check_mask(const cb_layout *l, const ctr_schema *sc, const char *path, const char *where, uint64_t mask,
+                      char *err, size_t errlen)
+{
+    if (l->version < CB_VERSION_KEYS || mask == l->key_mask)
+        return 0;
+    for (int64_t f = 0; f < CTR_MAX_FEATURES; f++) {
+        int keyed = (int)(mask >> f & 1);
+        if (f >= l->S && keyed)
+            return ctr_fail(err, errlen, "%s: %s: the block's key mask 0x%016llx names feature %lld, the file has %lld",
+                            path, where, (unsigned long long)mask, (long long)f, (long long)l->S);
+        if (f < l->S && keyed && !l->keyed[f])
+            return ctr_fail(err, errlen, "%s: %s: %s carries 64-bit keys in this block, but the header gives it %lld "
+                            "rows", path, where, sc->names[f], (long long)sc->rows[f]);
+        if (f < l->S && !keyed && l->keyed[f])
+            return ctr_fail(err, errlen, "%s: %s: %s carries row ids in this block, but the header gives it rows 0 "
+                            "(64-bit keys)", path, where, sc->names[f]);
+    }
+    return 0;
+}
+
+/* Pass 1: labels 0/1, and every bag inside the ids (or keys) the block
+ * counts, using them all. */
+static int check_bags(const cb_layout *l, const ctr_schema *sc, const char *path, const char *where,
+                      const unsigned char *map, const cb_block *blk, uint64_t m, uint64_t q, char *err, size_t errlen)
+{
+    uint64_t used[2] = {0, 0}, have[2] = {m, q};
+    static const char *const WHAT[2] = {"ids", "keys"};
+    for (int64_t i = 0; i < blk->n; i++) {
+        long long sample = (long long)(blk->first + i);
+        if (blk->lab[i] > 1)
+            return ctr_fail(err, errlen, "%s: sample %lld (block %lld, byte %lld): label %u is not 0 or 1", path,
+                            sample, (long long)blk->index, (long long)(blk->lab + i - map), blk->lab[i]);
+        for (int64_t f = 0; f < l->S; f++) {
+            const unsigned char *at = blk->len + 2 * (i * l->S + f);
+            int k = l->keyed[f];
+            uint64_t len = get_u16(at);
+            if (len > have[k] - used[k])
+                return ctr_fail(err, errlen, "%s: sample %lld (block %lld, byte %lld): %s: a bag of %llu %s runs "
+                                "past the block's %llu %s", path, sample, (long long)blk->index,
+                                (long long)(at - map), sc->names[f], (unsigned long long)len,
+                                len == 1 ? (k ? "key" : "id") : WHAT[k], (unsigned long long)have[k], WHAT[k]);
+            used[k] += len;
+        }
+    }
+    if (used[0] != m || used[1] != q) {
+        if (l->version < CB_VERSION_KEYS)
+            return ctr_fail(err, errlen, "%s: %s: bag lengths sum to %llu ids, the block has %llu", path, where,
+                            (unsigned long long)used[0], (unsigned long long)m);
+        return ctr_fail(err, errlen, "%s: %s: bag lengths sum to %llu ids and %llu keys, the block has %llu ids and "
+                        "%llu keys", path, where, (unsigned long long)used[0], (unsigned long long)used[1],
+                        (unsigned long long)m, (unsigned long long)q);
+    }
+    return 0;
+}
+
+/* Pass 2: every row id below its feature's rows. */
+static int check_ids(const cb_layout *l, const ctr_schema *sc, const char *path, const unsigned char *map,
+                     const cb_block *blk, char *err, size_t errlen)
+{
+    int64_t k = 0;
+    for (int64_t i = 0; i < blk->n; i++)
+        for (int64_t f = 0; f < l->S; f++) {
+            int64_t len = get_u16(blk->len + 2 * (i * l->S + f));
+            if (l->keyed[f])
+                continue;
+            for (int64_t j = k; j < k + len; j++) {
+                uint32_t id = get_u32(blk->ids + 4 * j);
+                if ((int64_t)id >= sc->rows[f])
+                    return ctr_fail(err, errlen, "%s: sample %lld (block %lld, byte %lld): %s id %u outside [0, %lld)",
+                                    path, (long long)(blk->first + i), (long long)blk->index,
+                                    (long long)(blk->ids + 4 * j - map), sc->names[f], id, (long long)sc->rows[f]);
+            }
+            k += len;
+        }
+    return 0;
+}
+
+int cb_block_check(const cb_layout *l, const ctr_schema *sc, const char *path, const unsigned char *map,
+                   int64_t off, int64_t stop, int64_t b, int64_t first, int64_t want_n, cb_block *out, char *err,
+                   size_t errlen)
+{
+    const unsigned char *p = map + off;
+    int64_t bytes = stop - off;
+    char where[128];
+    cb_block_where(where, sizeof where, b, off, first, want_n);
+    if (bytes < l->block_fixed + 8)
+        return ctr_fail(err, errlen, "%s: %s: %lld bytes, too short for a block", path, where, (long long)bytes);
+    if (get_u32(p) != CB_MARKER)
+        return ctr_fail(err, errlen, "%s: %s: bad block marker 0x%08x", path, where, get_u32(p));
+    int64_t n = get_u32(p + 4);
+    if (n != want_n)
+        return ctr_fail(err, errlen, "%s: %s: %lld samples, the header says %lld", path, where, (long long)n,
+                        (long long)want_n);
+    uint64_t m = get_u64(p + 8), q = l->version >= CB_VERSION_KEYS ? get_u64(p + 16) : 0;
+    if (check_size(l, path, where, n, m, q, bytes, err, errlen))
+        return -1;
+    uint64_t want = XXH64(p, (size_t)bytes - 8, 0), got = get_u64(p + bytes - 8);
+    if (want != got)
+        return ctr_fail(err, errlen, "%s: %s: checksum mismatch (stored %016llx, computed %016llx): the data is corrupt",
+                        path, where, (unsigned long long)got, (unsigned long long)want);
+    cb_block blk = {b, first, n, NULL, NULL, NULL, NULL, NULL};
+    blk.lab = p + l->block_fixed;
+    blk.dense = blk.lab + n;
+    blk.len = blk.dense + 4 * n * l->D;
+    blk.ids = blk.len + 2 * n * l->S;
+    blk.keys = blk.ids + 4 * m;
+    if (check_mask(l, sc, path, where, l->version >= CB_VERSION_KEYS ? get_u64(p + 24) : 0, err, errlen) ||
+        check_bags(l, sc, path, where, map, &blk, m, q, err, errlen) || check_ids(l, sc, path, map, &blk, err, errlen))
+        return -1;
+    *out = blk;
+    return 0;
+}
+
+void cb_block_seek(const cb_layout *l, const cb_block *blk, int64_t i, int64_t *ids_pos, int64_t *keys_pos)
+{
+    *ids_pos = *keys_pos = 0;
+    for (int64_t s = 0; s < i; s++)
+        for (int64_t f = 0; f < l->S; f++)
+            *(l->keyed[f] ? keys_pos : ids_pos) += get_u16(blk->len + 2 * (s * l->S + f));
+}
+
+int64_t cb_sample_lengths(const cb_layout *l, const cb_block *blk, int64_t i, int32_t *len)
+{
+    int64_t sum = 0;
+    for (int64_t f = 0; f < l->S; f++) {
+        len[f] = get_u16(blk->len + 2 * (i * l->S + f));
+        sum += len[f];
+    }
+    return sum;
+}
+
+void cb_sample_read(const cb_layout *l, const cb_block *blk, int64_t i, const int32_t *len, int64_t *ids_pos,
+                    int64_t *keys_pos, float *label, float *dense, int64_t *ids)
+{
+    *label = (float)blk->lab[i];
+    for (int64_t j = 0; j < l->D; j++) {
+        uint32_t bits = get_u32(blk->dense + 4 * (i * l->D + j));
+        memcpy(&dense[j], &bits, 4);
+    }
+    for (int64_t f = 0; f < l->S; f++) {
+        if (l->keyed[f]) {
+            for (int32_t j = 0; j < len[f]; j++)
+                *ids++ = (int64_t)get_u64(blk->keys + 8 * (*keys_pos + j));
+            *keys_pos += len[f];
+        } else {
+            for (int32_t j = 0; j < len[f]; j++)
+                *ids++ = get_u32(blk->ids + 4 * (*ids_pos + j));
+            *ids_pos += len[f];
+        }
+    }
+}
