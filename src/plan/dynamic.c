@@ -59,23 +59,15 @@ static double owner_distinct(const owner_keys *k, double n)
     return mine + (rest > 0 ? rest / k->W : 0);
 }
 
+static double owner_distinct_of(const void *k, double n) { return owner_distinct(k, n); }
+
 /* The n with D_o(n) = target (D_o is increasing), by bisection in log n;
  * INFINITY when D_o never reaches it. */
 static double owner_draws_for(const owner_keys *k, double target)
 {
     if (owner_distinct(k, HUGE_DRAWS) < target)
         return INFINITY;
-    double lo = 0, hi = 1;
-    while (owner_distinct(k, hi) < target && hi < HUGE_DRAWS)
-        lo = hi, hi *= 2;
-    for (int i = 0; i < 200 && hi - lo > 1e-9 * hi; i++) {
-        double mid = lo > 0 ? sqrt(lo * hi) : hi / 2;
-        if (owner_distinct(k, mid) < target)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return hi;
+    return plan_solve_increasing(owner_distinct_of, k, target, 1, HUGE_DRAWS);
 }
 
 /* Keys per sample of table t: its features' pooling summed. */

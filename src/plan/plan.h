@@ -120,6 +120,11 @@ void plan_stats_builder_destroy(plan_stats_builder *b);
 
 /* Expected distinct rows among n draws (n >= 0, real). */
 double plan_stats_distinct(const plan_id_stats *s, double n);
+/* The least n (to a relative 1e-9) with f(ctx, n) >= target, for f
+ * increasing in n: doubling from `start` up to `cap`, then bisection in
+ * log n.  Returns the upper end found (cap when f never reaches it). */
+double plan_solve_increasing(double (*f)(const void *ctx, double n), const void *ctx, double target, double start,
+                             double cap);
 
 /*
  * Expected hit rate of an LRU cache of `cache_rows` rows for steps of n

@@ -271,6 +271,24 @@ double plan_stats_distinct(const plan_id_stats *s, double n)
     return d < cap ? d : cap;
 }
 
+double plan_solve_increasing(double (*f)(const void *ctx, double n), const void *ctx, double target, double start,
+                             double cap)
+{
+    double lo = 0, hi = start;
+    while (f(ctx, hi) < target && hi < cap)
+        lo = hi, hi *= 2;
+    for (int i = 0; i < 200 && hi - lo > 1e-9 * hi; i++) {
+        double mid = lo > 0 ? sqrt(lo * hi) : hi / 2;
+        if (f(ctx, mid) < target)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return hi;
+}
+
+static double stats_distinct(const void *s, double n) { return plan_stats_distinct(s, n); }
+
 /* ---------------------------------------------------------------- builder */
 
 struct plan_stats_builder {
@@ -448,17 +466,7 @@ double plan_lru_hit_rate(const plan_id_stats *s, double n, double cache_rows)
     double dn = plan_stats_distinct(s, n);
     if (cache_rows < dn || dn <= 0)
         return 0.0;
-    double lo = 0, hi = n; /* T with D(T) = cache_rows: bisection in log scale */
-    while (plan_stats_distinct(s, hi) < cache_rows && hi < 1e30)
-        lo = hi, hi *= 2;
-    for (int i = 0; i < 200 && hi - lo > 1e-9 * hi; i++) {
-        double mid = lo > 0 ? sqrt(lo * hi) : hi / 2;
-        if (plan_stats_distinct(s, mid) < cache_rows)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    double T = hi;
+    double T = plan_solve_increasing(stats_distinct, s, cache_rows, n, 1e30); /* D(T) = cache_rows */
     double hit = (dn + plan_stats_distinct(s, T) - plan_stats_distinct(s, n + T)) / dn;
     return hit < 0 ? 0 : hit > 1 ? 1 : hit;
 }
