@@ -26,6 +26,16 @@ static char tmpdir[256];
 
 static void test_keymap(test_rng *r)
 {
+    ember_keymap tiny; /* sub-maps of one bucket: full ones grow, so a probe for a missing key ends */
+    CHECK(ember_keymap_init(&tiny, 1, 0.9, 4, 7) == EMBER_OK);
+    int ends = 1;
+    for (uint32_t i = 0; i < 200; i++)
+        ember_keymap_insert(&tiny, (uint64_t)i * 0x9e3779b97f4a7c15ULL, i);
+    for (uint32_t i = 200; i < 400; i++)
+        ends &= ember_keymap_find(&tiny, (uint64_t)i * 0x9e3779b97f4a7c15ULL) == EMBER_KEYMAP_NONE &&
+                ember_keymap_erase(&tiny, (uint64_t)i * 0x9e3779b97f4a7c15ULL) == EMBER_KEYMAP_NONE;
+    CHECK(ends && ember_keymap_count(&tiny) == 200);
+    ember_keymap_free(&tiny);
     for (int trial = 0; trial < 20; trial++) {
         int64_t cap = test_range(r, 1, 3000);
         int32_t sub_bits = (int32_t)test_range(r, 0, 4);

@@ -181,12 +181,14 @@ static void grow(const ember_keymap *m, ember_keymap_sub *s)
 }
 
 /* Finds key in s, or inserts key -> slot at the end of its run.  A sub-map
- * past 63/64 full doubles first (an overflow guard: maps are sized for
- * their load); one that cannot (no memory) and has a single empty bucket
- * left refuses the key (EMBER_KEYMAP_FULL), so probes always end. */
+ * past 63/64 full (of fewer than 64 buckets: with one empty bucket left)
+ * doubles first (an overflow guard: maps are sized for their load); one
+ * that cannot (no memory) and has a single empty bucket left refuses the
+ * key (EMBER_KEYMAP_FULL), so probes always end. */
 static inline uint32_t upsert(const ember_keymap *m, ember_keymap_sub *s, uint64_t h, uint64_t key, uint32_t slot)
 {
-    if ((uint64_t)s->count + 1 > s->mask + 1 - (s->mask + 1) / 64) {
+    uint64_t buckets = s->mask + 1, spare = buckets >= 64 ? buckets / 64 : 1;
+    if ((uint64_t)s->count + 1 > buckets - spare) {
         uint32_t got = probe(s, h, key);
         if (got != EMBER_KEYMAP_NONE)
             return got;
