@@ -481,14 +481,18 @@ int ember_backward(ember_collection *coll, const float *d_pooled, const float *d
  * docs/tiers.md).  Each SSD table with policy LOOKAHEAD maps the batch's
  * ids to its rows now and reads the missing ones in the background while
  * the caller computes; a row an announced batch needs is evicted only when
- * nothing else can go, farthest next use first.  A training loop announces
- * batch i + lookahead after ember_forward of batch i; the window holds
- * `lookahead` batches and later announcements are ignored (counted in
- * ember_tier_stats.ignored_hints).  The window moves on with each
- * ember_backward; a forward without backward (evaluation) does not move it.
- * It is a hint: it changes which rows are cached, never a result; invalid
- * ids are skipped here (ember_forward reports them).  Without lookahead
- * tables it does nothing.  Collective in a world of W > 1.
+ * nothing else can go, farthest next use first.  A dynamic table's keys are
+ * looked up in their owner's key map, find only (nothing admitted, counted
+ * or marked used): a key that holds a slot announces it, a key without a
+ * row is skipped.  A training loop announces batch i + lookahead after
+ * ember_forward of batch i; the window holds `lookahead` batches and later
+ * announcements are ignored (counted in ember_tier_stats.ignored_hints).
+ * The window moves on with each ember_backward; a forward without backward
+ * (evaluation) does not move it.  It is a hint: it changes which rows are
+ * cached, never a result (a slot announced and then given to another key
+ * before its step only wastes a read); invalid ids are skipped here
+ * (ember_forward reports them).  Without lookahead tables it does nothing.
+ * Collective in a world of W > 1.
  * Errors: EMBER_EINPUT (lengths that do not add up), EMBER_EIO (a background
  * write-back of an earlier announcement failed; nothing was lost),
  * EMBER_ENOMEM, EMBER_ECOMM.

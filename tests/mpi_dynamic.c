@@ -9,7 +9,10 @@
  *     step; outputs bit-identical in the `rows` exchange and within the
  *     pooled exchange's rounding in `pooled`; a step that fails on one
  *     owner (a full table) fails on every rank and changes nothing;
- *   - every fourth trial on the SSD tier;
+ *   - every fourth trial on the SSD tier, every eighth with lookahead (each
+ *     rank announces its slice of the coming batches);
+ *   - announcements reach the owners' stores (rows read ahead), change
+ *     nothing (a twin in memory), and skip keys without a row;
  *   - world-size invariance: with room for every key and admission on first
  *     use, rows by key after training equal those of a world of one.
  */
@@ -134,14 +137,17 @@ static void trial(test_rng *r, int ix, ember_world *world)
     tc->tables[0].exchange = ix % 2 ? EMBER_EXCHANGE_POOLED : EMBER_EXCHANGE_ROWS;
     tc->cfg.world = world;
     tc->cfg.threads = 1 + ix % 2;
-    if (ix % 4 == 3) { /* the SSD tier, a cache of a few rows */
+    int32_t ahead = 0; /* batches announced ahead (lookahead) */
+    if (ix % 4 == 3) { /* the SSD tier, a cache of a few rows; every other one announces its batches */
         ember_table_config *d = &tc->tables[0];
         d->storage = EMBER_STORAGE_SSD;
         d->path = dir;
-        d->cache_policy = EMBER_CACHE_LRU;
+        d->cache_policy = ix % 8 == 7 ? EMBER_CACHE_LOOKAHEAD : EMBER_CACHE_LRU;
         d->cache_bytes = 200 * ember_ssd_slot_bytes(d->dim, ember_state_floats(d->optimizer.kind, d->dim),
-                                                    EMBER_CACHE_LRU);
+                                                    d->cache_policy);
         tc->cfg.io_threads = 2;
+        tc->cfg.lookahead = (int32_t)test_range(r, 1, 4);
+        ahead = d->cache_policy == EMBER_CACHE_LOOKAHEAD ? tc->cfg.lookahead : 0;
     }
     stream s;
     stream_init(r, &s, capacity * W * test_range(r, 1, 5));
@@ -153,12 +159,16 @@ static void trial(test_rng *r, int ix, ember_world *world)
     dyn_sim_init(&sim, tc, 0, W);
     int64_t pw = test_pooled_width(&tc->cfg);
     int bad = 0;
-    for (int step = 1; step <= STEPS && A && !bad; step++) {
-        step_io io;
-        test_batch rb;
+    step_io ios[STEPS + 1]; /* every step's input, drawn first: announcements need the later ones */
+    for (int step = 1; step <= STEPS; step++) {
         int32_t B = (int32_t)test_range(r, 0, 24), max_len = (int32_t)test_range(r, 1, 5);
         int weighted = (int)test_range(r, 0, 2);
-        step_io_make(r, &s, tc, B, max_len, weighted, (mpi_split_kind)test_range(r, 0, 4), &io);
+        step_io_make(r, &s, tc, B, max_len, weighted, (mpi_split_kind)test_range(r, 0, 4), &ios[step]);
+    }
+    for (int step = 1; step <= STEPS && A && !bad; step++) {
+        step_io io = ios[step];
+        test_batch rb;
+        int32_t B = io.g.b.batch_size;
         const int32_t *start = io.start;
         int64_t lseq = io.lseq;
         float *gout = io.gout, *lout = io.lout;
@@ -168,6 +178,9 @@ static void trial(test_rng *r, int ix, ember_world *world)
         int want = dyn_sim_step(&sim, &tc->cfg, &g->b, start, (uint32_t)(es.steps + 1), &rb);
         int got = ember_forward(A, &lb->b, lout, lout + lb->b.batch_size * pw);
         MCHECK(got == want, "step %d: forward %d, reference %d (%s)", step, got, want, ember_errmsg(A));
+        for (int k = 1; k <= ahead && step + k <= STEPS; k++) /* each rank its slice of what is not yet announced */
+            if (step == 1 || k == ahead)
+                MCHECK(ember_prefetch(A, &ios[step + k].lb.b) == EMBER_OK, "prefetch: %s", ember_errmsg(A));
         if (want == EMBER_OK && got == EMBER_OK) {
             MCHECK(ember_forward(sim.R, &rb.b, gout, gout + B * pw) == EMBER_OK, "twin forward");
             const float *mine = gout + (int64_t)start[rank] * pw;
@@ -194,8 +207,9 @@ static void trial(test_rng *r, int ix, ember_world *world)
         bad = dyn_sim_compare(&sim, A, rank, what);
         MCHECK(bad == 0, "step %d: %d mismatches with the reference", step, bad);
         bad = !mpi_all(!bad);
-        step_io_free(&io);
     }
+    for (int step = 1; step <= STEPS; step++)
+        step_io_free(&ios[step]);
     if (rank == 0 && !bad)
         printf("trial %d: W %d evict %d admit %d capacity %lld: %d steps equal\n", ix, W, evict, admit,
                (long long)capacity, STEPS);
@@ -243,6 +257,72 @@ static void trial(test_rng *r, int ix, ember_world *world)
     dyn_sim_free(&sim);
     free(s.pool);
     test_config_free(tc);
+}
+
+/* Announcements travel: each rank announces its slice of the next batch,
+ * the keys reach their owners (with the fixed table's rows in the same
+ * blocks) and the owners read rows ahead; outputs and tables equal a twin
+ * in memory.  Keys without a row announced on every rank: no error. */
+static void lookahead_owners(test_rng *r, ember_world *world)
+{
+    int32_t W = mpi_size_, rank = mpi_rank_;
+    test_config *tc = stream_config(r, EMBER_EVICT_LRU, 1, 64);
+    tc->cfg.world = world;
+    tc->cfg.lookahead = 2;
+    tc->cfg.io_threads = 2;
+    test_config *mem = test_config_copy(tc);
+    for (int32_t t = 0; t < 2; t++) {
+        ember_table_config *x = &tc->tables[t];
+        /* dynamic: room for one step's keys (8 W at most, all on one owner at worst), far fewer than the
+         * keys a rank sees; fixed: the whole table */
+        int64_t rows = t ? 40 : 8 * W + 2;
+        x->storage = EMBER_STORAGE_SSD;
+        x->path = dir;
+        x->cache_policy = EMBER_CACHE_LOOKAHEAD;
+        x->cache_bytes =
+            rows * ember_ssd_slot_bytes(x->dim, ember_state_floats(x->optimizer.kind, x->dim), EMBER_CACHE_LOOKAHEAD);
+    }
+    stream s;
+    stream_init(r, &s, 100 * W);
+    ember_collection *A = mpi_create(&tc->cfg, "lookahead"), *M = mpi_create(&mem->cfg, "memory twin");
+    int64_t pw = test_pooled_width(&tc->cfg);
+    step_io ios[31];
+    for (int step = 0; step <= 30; step++) /* 2 samples per rank of up to 2 ids per feature */
+        step_io_make(r, &s, tc, 2 * W, 2, 0, MPI_SPLIT_EVEN, &ios[step]);
+    for (int step = 0; step < 30 && A && M; step++) {
+        step_io *io = &ios[step];
+        int64_t n = io->lb.b.batch_size * pw + io->lseq;
+        float *o2 = calloc((size_t)n + 1, sizeof(float));
+        int64_t lb_n = io->lb.b.batch_size * pw;
+        MCHECK(ember_forward(A, &io->lb.b, io->lout, io->lout + lb_n) == EMBER_OK, "%s", ember_errmsg(A));
+        MCHECK(ember_forward(M, &io->lb.b, o2, o2 + lb_n) == EMBER_OK, "%s", ember_errmsg(M));
+        MCHECK(mpi_first_diff(io->lout, o2, n) < 0, "step %d: outputs differ from the memory twin", step);
+        MCHECK(ember_prefetch(A, &ios[step + 1].lb.b) == EMBER_OK, "prefetch: %s", ember_errmsg(A));
+        MCHECK(ember_backward(A, io->ld, io->lds) == EMBER_OK, "%s", ember_errmsg(A));
+        MCHECK(ember_backward(M, io->ld, io->lds) == EMBER_OK, "%s", ember_errmsg(M));
+        free(o2);
+    }
+    if (A && M) {
+        int32_t dim = tc->tables[0].dim, sf = ember_state_floats(tc->tables[0].optimizer.kind, dim);
+        MCHECK(same_by_key(A, M, dim, sf, 64), "announced keys changed the tables");
+        ember_tier_stats ts;
+        MCHECK(ember_table_tier_stats(A, 0, &ts) == EMBER_OK, "tier stats");
+        int64_t loads = ts.prefetch_loads, all = 0;
+        MPI_Allreduce(&loads, &all, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+        MCHECK(all > 0, "no announced key's row was read ahead on any rank (this rank: %lld accesses, %lld loads)",
+               (long long)ts.accesses, (long long)ts.demand_loads);
+        int64_t fresh[2] = {0x7e57000000000000LL + rank, -1 - rank};
+        int32_t len[3] = {2, 0, 0};
+        ember_batch fb = {1, 3, len, fresh, NULL, 2};
+        MCHECK(ember_prefetch(A, &fb) == EMBER_OK, "announcing keys without a row: %s", ember_errmsg(A));
+    }
+    for (int step = 0; step <= 30; step++)
+        step_io_free(&ios[step]);
+    ember_collection_destroy(A);
+    ember_collection_destroy(M);
+    free(s.pool);
+    test_config_free(tc);
+    test_config_free(mem);
 }
 
 /* Room for every key, admission on first use: rows by key as in a world of one. */
@@ -330,6 +410,7 @@ int main(int argc, char **argv)
     test_rng r = {seed};
     for (int i = 0; i < TRIALS; i++)
         trial(&r, i, world);
+    lookahead_owners(&r, world);
     world_size_invariance(&r, world);
     MPI_Barrier(MPI_COMM_WORLD);
     if (mpi_rank_ == 0) {

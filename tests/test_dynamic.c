@@ -7,8 +7,12 @@
  *   - random key streams with heavy repetition through LRU, LFU, TTL and
  *     NONE tables, admit_after 1..3, every optimizer, two features on the
  *     table (one pooled, one sequence or sqrtn) and a fixed table beside it,
- *     at 1 and 2 threads: resident keys, counters, freed keys, outputs, rows
- *     and state bit-identical to the reference after every step;
+ *     at 1 and 2 threads, in memory or on the SSD tier (some with lookahead:
+ *     the coming batches announced by ember_prefetch): resident keys,
+ *     counters, freed keys, outputs, rows and state bit-identical to the
+ *     reference after every step;
+ *   - announcements reach a dynamic table's store (rows read ahead, then
+ *     used); a key without a row is skipped and not counted;
  *   - a reused slot starts fresh (row from the initializer of its new key,
  *     state zero); admission exactly at the threshold; a failed forward
  *     (limit error, full table) changes nothing; evaluation changes nothing;
@@ -131,22 +135,37 @@ static void test_streams(test_rng *r)
                 if (d->evict == EMBER_EVICT_TTL)
                     d->ttl_steps = 30; /* rows must outlive the cache's capacity */
                 d->path = dirs[t];
-                d->cache_policy = (ember_cache_policy)test_range(r, 1, 4);
+                if (t == 0) { /* every other SSD trial announces its batches (lookahead) */
+                    d->cache_policy = trial % 2 ? EMBER_CACHE_LOOKAHEAD : (ember_cache_policy)test_range(r, 1, 4);
+                    tc->cfg.lookahead = (int32_t)test_range(r, 1, 4);
+                }
                 d->cache_bytes = 121 * /* a batch's distinct rows fit (20 x 3 x 2); fewer than the table's */
                                  ember_ssd_slot_bytes(d->dim, ember_state_floats(d->optimizer.kind, d->dim),
-                                                      d->cache_policy == EMBER_CACHE_LOOKAHEAD ? EMBER_CACHE_LFU
-                                                                                               : d->cache_policy);
+                                                      d->cache_policy);
+                if (d->cache_policy == EMBER_CACHE_LOOKAHEAD) { /* the fixed table too: rows and keys announced */
+                    ember_table_config *f = &tc->tables[1];
+                    f->storage = EMBER_STORAGE_SSD;
+                    f->path = dirs[t];
+                    f->cache_policy = EMBER_CACHE_LOOKAHEAD;
+                    f->cache_bytes = 40 * ember_ssd_slot_bytes(f->dim, ember_state_floats(f->optimizer.kind, f->dim),
+                                                               EMBER_CACHE_LOOKAHEAD);
+                }
             }
             CHECK_MSG(ember_collection_create(&tc->cfg, &A[t]) == EMBER_OK, "%s", ember_errmsg(NULL));
         }
+        tc->tables[1].storage = EMBER_STORAGE_MEMORY; /* the reference's twin of the fixed table */
         dyn_sim sim;
         dyn_sim_init(&sim, tc, 0, 1);
         int64_t pw = ember_pooled_width(A[0]);
         int steps = ssd ? 60 : 30, bad = 0;
+        int32_t ahead = ssd && tc->tables[0].cache_policy == EMBER_CACHE_LOOKAHEAD ? tc->cfg.lookahead : 0;
+        test_batch gs[61]; /* every step's batch, drawn first: announcements need the later ones */
+        for (int step = 1; step <= steps; step++)
+            make_batch(r, &s, (int32_t)test_range(r, 0, 20), (int32_t)test_range(r, 1, ssd ? 4 : 6),
+                       (int)test_range(r, 0, 2), &gs[step]);
         for (int step = 1; step <= steps && !bad; step++) {
-            test_batch g, rb;
-            int32_t B = (int32_t)test_range(r, 0, 20);
-            make_batch(r, &s, B, (int32_t)test_range(r, 1, ssd ? 4 : 6), (int)test_range(r, 0, 2), &g);
+            test_batch g = gs[step], rb;
+            int32_t B = g.b.batch_size;
             int32_t start[2] = {0, B};
             int64_t seqn = ember_sequence_size(A[0], &g.b);
             float *out[3], *seq[3];
@@ -174,6 +193,9 @@ static void test_streams(test_rng *r)
             int want = dyn_sim_step(&sim, &tc->cfg, &g.b, start, at, &rb);
             int got0 = ember_forward(A[0], &g.b, out[0], seq[0]);
             int got1 = ember_forward(A[1], &g.b, out[1], seq[1]);
+            for (int k = 1; k <= ahead && step + k <= steps; k++) /* announce what is not yet */
+                for (int t = 0; t < 2 && (step == 1 || k == ahead); t++)
+                    CHECK_MSG(ember_prefetch(A[t], &gs[step + k].b) == EMBER_OK, "prefetch: %s", ember_errmsg(A[t]));
             char what[160];
             snprintf(what, sizeof what, "trial %d (evict %d, admit %d, capacity %lld) step %d", trial, evict, admit,
                      (long long)capacity, step);
@@ -199,13 +221,16 @@ static void test_streams(test_rng *r)
                 free(out[k]);
                 free(seq[k]);
             }
-            test_batch_free(&g);
         }
-        if (ssd) {
+        for (int step = 1; step <= steps; step++)
+            test_batch_free(&gs[step]);
+        for (int t = 0; t < 2 && ssd; t++) {
             ember_tier_stats ts;
-            CHECK(ember_table_tier_stats(A[0], 0, &ts) == EMBER_OK);
+            CHECK(ember_table_tier_stats(A[t], 0, &ts) == EMBER_OK);
             CHECK_MSG(ts.evictions > 0 && ts.writes > 0, "trial %d: the SSD cache never evicted (%lld rows cached)",
                       trial, (long long)ts.cache_rows);
+            CHECK_MSG(!ahead || ts.prefetch_loads > 0, "trial %d, %d threads: no announced row was read ahead", trial,
+                      t + 1);
         }
         for (int t = 0; t < 2; t++)
             ember_collection_destroy(A[t]);
@@ -401,6 +426,76 @@ static void test_evaluation(void)
     take(c, &after);
     CHECK(after.n == 0 && after.ds.expired == 3);
     ember_collection_destroy(c);
+    test_config_free(tc);
+}
+
+/* One step of n keys (one sample, one bag) that announces the next batch
+ * (next_n keys) between its forward and its backward. */
+static int train_announcing(ember_collection *c, const int64_t *keys, int32_t n, const int64_t *next, int32_t next_n)
+{
+    int64_t ids[2][16];
+    int32_t len[2] = {n, next_n};
+    memcpy(ids[0], keys, sizeof(int64_t) * (size_t)n);
+    memcpy(ids[1], next, sizeof(int64_t) * (size_t)next_n);
+    ember_batch b = {1, 1, &len[0], ids[0], NULL, n}, nb = {1, 1, &len[1], ids[1], NULL, next_n};
+    float out[4], grad[4] = {1, 1, 1, 1};
+    int st = ember_forward(c, &b, out, NULL);
+    if (st == EMBER_OK)
+        st = ember_prefetch(c, &nb);
+    if (st == EMBER_OK)
+        st = ember_backward(c, grad, NULL);
+    return st;
+}
+
+/* Announcements of a dynamic SSD table reach its store: rows of keys that
+ * hold a slot are read ahead and then used; a key without a row is skipped
+ * and not counted (admit_after 2: an announced key still needs two
+ * trained occurrences). */
+static void test_lookahead(void)
+{
+    test_config *tc;
+    ember_collection *c = small(64, 2, EMBER_EVICT_LRU, 0, 0, &tc);
+    ember_collection_destroy(c);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/la", tmpdir);
+    mkdir(dir, 0700);
+    ember_table_config *d = &tc->tables[0];
+    d->storage = EMBER_STORAGE_SSD;
+    d->path = dir;
+    d->cache_policy = EMBER_CACHE_LOOKAHEAD;
+    d->cache_bytes = 24 * ember_ssd_slot_bytes(4, ember_state_floats(d->optimizer.kind, 4), EMBER_CACHE_LOOKAHEAD);
+    tc->cfg.lookahead = 2;
+    tc->cfg.io_threads = 2;
+    CHECK_MSG(ember_collection_create(&tc->cfg, &c) == EMBER_OK, "%s", ember_errmsg(NULL));
+    CHECK(ember_prefetch_depth(c) == 2);
+    int64_t keys[41][16]; /* step s: 8 keys of 48, each twice (admitted at first use) */
+    for (int s = 0; s <= 40; s++)
+        for (int i = 0; i < 8; i++)
+            keys[s][2 * i] = keys[s][2 * i + 1] = 1000 + (s * 5 + i * 6) % 48;
+    for (int s = 0; s < 40; s++)
+        CHECK_MSG(train_announcing(c, keys[s], 16, keys[s + 1], 16) == EMBER_OK, "step %d: %s", s, ember_errmsg(c));
+    ember_tier_stats ts;
+    CHECK(ember_table_tier_stats(c, 0, &ts) == EMBER_OK);
+    CHECK_MSG(ts.prefetch_loads > 0 && ts.prefetch_used > 0 && ts.evictions > 0,
+              "announced keys read no row ahead: %lld read ahead, %lld used, %lld evictions",
+              (long long)ts.prefetch_loads, (long long)ts.prefetch_used, (long long)ts.evictions);
+    /* keys without a row: announced, skipped, nothing changes */
+    int64_t fresh[4] = {77, 77, -5, 1LL << 62};
+    snap before, after;
+    take(c, &before);
+    int32_t len = 4;
+    ember_batch fb = {1, 1, &len, fresh, NULL, 4};
+    CHECK_MSG(ember_prefetch(c, &fb) == EMBER_OK, "announcing keys without a row: %s", ember_errmsg(c));
+    take(c, &after);
+    CHECK_MSG(!memcmp(&before, &after, sizeof before), "announcing keys changed the dynamic table");
+    int8_t found;
+    CHECK(train_announcing(c, fresh, 1, fresh, 1) == EMBER_OK); /* the first trained occurrence of 77 */
+    CHECK(ember_dynamic_read(c, 0, fresh, 1, NULL, NULL, &found) == EMBER_OK);
+    CHECK_MSG(!found, "key 77 was admitted after one trained occurrence: its announcements were counted");
+    CHECK(train_announcing(c, fresh, 1, fresh, 1) == EMBER_OK);
+    CHECK(ember_dynamic_read(c, 0, fresh, 1, NULL, NULL, &found) == EMBER_OK && found);
+    ember_collection_destroy(c);
+    rmdir(dir);
     test_config_free(tc);
 }
 
@@ -628,6 +723,7 @@ int main(int argc, char **argv)
     test_admission();
     test_failed_forward();
     test_evaluation();
+    test_lookahead();
     test_bad_config();
     test_checkpoint(&r);
     test_sketch_reshard();

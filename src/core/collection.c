@@ -311,6 +311,8 @@ void ember_collection_destroy(ember_collection *c)
     free(c->prefetch.in);
     free(c->prefetch.tmp);
     free(c->prefetch.rows);
+    free(c->prefetch.sec_counts);
+    free(c->prefetch.section);
     free(c->names);
     ember_world_destroy(c->own_world);
     free(c);

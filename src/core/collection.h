@@ -37,9 +37,12 @@ struct ember_dyn_table; /* dyn/dyn_step.h: the key index of a dynamic table */
 
 typedef struct ember_prefetch_scratch { /* ember_prefetch's grow-only buffers */
     int64_t *cnt;                        /* [6 * world] counts and displacements (create) */
-    uint64_t *out, *in, *tmp;            /* (ptable, row) pairs sent, received, sort scratch */
-    uint32_t *rows;                      /* one store's distinct rows */
-    int64_t out_cap, in_cap, tmp_cap, rows_cap;
+    uint64_t *out, *in, *tmp;            /* blocks sent, received (then pairs), sort scratch */
+    uint32_t *rows;                      /* one store's distinct rows; a key section's slots */
+    int64_t *sec_counts;                 /* [2 * world * sections] counts and cursors */
+    int32_t *section;                    /* [2 * ptables] section of each table, table of each */
+    int32_t num_sections;                /* 1 + the dynamic lookahead tables */
+    int64_t out_cap, in_cap, tmp_cap, rows_cap, sec_counts_cap, section_cap;
 } ember_prefetch_scratch;
 
 typedef struct ember_tier_init_ctx { /* what the SSD tier's initializer needs */

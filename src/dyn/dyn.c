@@ -174,7 +174,8 @@ static void sketch_raise(ember_dyn *d, uint64_t key, uint32_t value)
 
 /* --------------------------------------------------------------- resolve */
 
-static void find_all(const ember_dyn *d, const uint64_t *keys, int64_t n, int threads, uint32_t *slots)
+/* Finds every key; pin: marks the slots found as used by this resolve. */
+static void find_keys(const ember_dyn *d, const uint64_t *keys, int64_t n, int threads, uint32_t *slots, int pin)
 {
     if (n < FIND_MIN_PARALLEL)
         threads = 1;
@@ -183,10 +184,15 @@ static void find_all(const ember_dyn *d, const uint64_t *keys, int64_t n, int th
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int64_t lo = n * t / nt, hi = n * (t + 1) / nt;
         ember_keymap_find_batch(&d->map, keys + lo, hi - lo, slots + lo);
-        for (int64_t i = lo; i < hi; i++)
+        for (int64_t i = lo; i < hi && pin; i++)
             if (slots[i] != EMBER_KEYMAP_NONE)
                 d->pin[slots[i]] = d->serial; /* the same value from every thread */
     }
+}
+
+void ember_dyn_find(const ember_dyn *d, const uint64_t *keys, int64_t n, int threads, uint32_t *slots)
+{
+    find_keys(d, keys, n, threads, slots, 0);
 }
 
 /* Distinct missing keys in first-occurrence order: dkey, dcount; slots[i]
@@ -320,7 +326,7 @@ int ember_dyn_resolve(ember_dyn *d, const uint64_t *keys, int64_t n, uint32_t st
 {
     d->serial++;
     if (!training) {
-        find_all(d, keys, n, threads, slots);
+        find_keys(d, keys, n, threads, slots, 1);
         return EMBER_OK;
     }
     d->pending = 1;
@@ -328,7 +334,7 @@ int ember_dyn_resolve(ember_dyn *d, const uint64_t *keys, int64_t n, uint32_t st
     memset(&d->step, 0, sizeof d->step);
     d->pend_n = 0;
     ember_dyn_expire(d, step);
-    find_all(d, keys, n, threads, slots);
+    find_keys(d, keys, n, threads, slots, 1);
     int64_t nd = distinct_misses(d, keys, n, slots);
     int st = nd < 0 ? EMBER_ENOMEM : reserve_admissions(d, nd);
     d->defer_erase = 1;

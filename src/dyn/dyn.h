@@ -153,6 +153,10 @@ int64_t ember_dyn_bytes(const ember_dyn *d);
  */
 int ember_dyn_resolve(ember_dyn *d, const uint64_t *keys, int64_t n, uint32_t step, int training,
                       int threads, uint32_t *slots, char *err, size_t errlen);
+/* Find only: slots[i] = the slot of keys[i], or EMBER_DYN_NONE.  Nothing
+ * changes (no admission, count, pin or last use): what lookahead
+ * announcements read, between steps. */
+void ember_dyn_find(const ember_dyn *d, const uint64_t *keys, int64_t n, int threads, uint32_t *slots);
 /* The step succeeded: every used slot's last step = step, count += its
  * occurrences in slots[0..n) (the array resolve wrote). */
 void ember_dyn_commit(ember_dyn *d, const uint32_t *slots, int64_t n, uint32_t step, int threads);

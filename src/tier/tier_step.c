@@ -4,8 +4,9 @@
  *   ember_forward:  begin (last step's pins released) -> route -> stage the
  *                   rows each store must serve (translating row -> slot in
  *                   the route the kernels read) -> pool
- *   ember_prefetch: route the announced batch's ids to their owners ->
- *                   announce them to each SSD store (background reads)
+ *   ember_prefetch: route the announced batch's ids to their owners (a
+ *                   dynamic table's keys: found in the owner's key map) ->
+ *                   announce the rows to each SSD store (background reads)
  *   ember_backward: mark the pinned rows dirty -> fused optimizer on slots
  *   ember_save:     flush dirty rows (the checkpoint reads every row anyway)
  *
@@ -18,6 +19,7 @@
 #include "core/collection.h"
 #include "dist/dist.h"
 #include "dist/shard.h"
+#include "dyn/dyn_step.h"
 #include "prep/route.h"
 #include "tier/tier.h"
 
@@ -66,55 +68,153 @@ int ember_tier_flush(ember_collection *c)
 
 /* ------------------------------------------------------------ prefetch */
 
-/* A table that takes announcements.  Not a dynamic one: its keys become
- * rows only when a step resolves them, so its cache runs as LFU. */
+/*
+ * The announced batch goes to each rank as one block of 64-bit words:
+ *
+ *   k_1 .. k_D     how many keys of each dynamic lookahead table follow
+ *                  (D of them, in physical-table order; none when D = 0)
+ *   pairs          (ptable << 32 | local row) of the fixed tables' ids
+ *   keys           of dynamic table 1, then 2, ... D
+ *
+ * A fixed table's id becomes its owner and local row at the sender.  A key
+ * becomes a row only at its owner (mix64(key) mod W, as the step routes it),
+ * which finds it in its key map without changing anything; a key without a
+ * row is skipped (its step will admit it and reset the slot).  Either way an
+ * announcement is a hint: a slot announced and then reused for another key
+ * before its step only makes the cache choose worse; no result changes.
+ */
+
+/* A table that takes announcements. */
 static int lookahead_table(const ember_ptable *pt)
 {
-    return pt->storage == EMBER_STORAGE_SSD && pt->policy == EMBER_CACHE_LOOKAHEAD && !pt->dyn;
+    return pt->storage == EMBER_STORAGE_SSD && pt->policy == EMBER_CACHE_LOOKAHEAD;
 }
 
-/* (ptable << 32 | local row) of every valid id of a lookahead table, per
- * destination rank: counts into cnt[W] (zeroed by the caller), and with out
- * the pairs in destination order (cnt[W..2W) is scratch). */
-static int64_t collect(const ember_collection *c, const ember_batch *b, int64_t *cnt, uint64_t *out)
+/* The sections of a block: ps->section[p] = 0 (pairs), 1 + j (the keys of
+ * dynamic table j) or -1 (no announcements) for each physical table p;
+ * ps->section[P + j] = the physical table of dynamic section j. */
+static int sections(ember_collection *c)
 {
-    int32_t W = c->world->size;
-    int64_t at = 0, total = 0;
-    for (int pass = 0; pass < (out ? 2 : 1); pass++) {
-        int64_t *pos = cnt + W; /* pass 1: write cursors */
-        if (pass == 1)
-            for (int32_t d = 0; d < W; d++)
-                pos[d] = (d ? pos[d - 1] + cnt[d - 1] : 0);
-        at = 0;
-        for (int32_t f = 0; f < c->cfg.num_features; f++) {
-            const ember_lfeature *fe = &c->features[f];
-            const ember_ptable *pt = &c->ptables[fe->ptable];
-            int64_t len = 0;
-            for (int32_t s = 0; s < b->batch_size; s++)
-                len += b->lengths[(int64_t)f * b->batch_size + s];
-            if (!lookahead_table(pt)) {
-                at += len;
-                continue;
+    ember_prefetch_scratch *ps = &c->prefetch;
+    int32_t P = c->num_ptables;
+    if (ember_reserve((void **)&ps->section, &ps->section_cap, 2 * (int64_t)P + 1, sizeof(int32_t)))
+        return ember_fail(c, EMBER_ENOMEM, "ember_prefetch: out of memory");
+    ps->num_sections = 1;
+    for (int32_t p = 0; p < P; p++) {
+        const ember_ptable *pt = &c->ptables[p];
+        ps->section[p] = !lookahead_table(pt) ? -1 : pt->dyn ? ps->num_sections++ : 0;
+        if (ps->section[p] > 0)
+            ps->section[P + ps->section[p] - 1] = p;
+    }
+    return EMBER_OK;
+}
+
+/* Counts the ids of lookahead tables into cnt[d * S + s] (destination d,
+ * section s), or with out writes them at the cursors pos[d * S + s]. */
+static void collect(const ember_collection *c, const ember_batch *b, int64_t *cnt, int64_t *pos, uint64_t *out)
+{
+    int32_t W = c->world->size, S = c->prefetch.num_sections;
+    int64_t at = 0;
+    for (int32_t f = 0; f < c->cfg.num_features; f++) {
+        const ember_lfeature *fe = &c->features[f];
+        const ember_ptable *pt = &c->ptables[fe->ptable];
+        int32_t s = c->prefetch.section[fe->ptable];
+        int64_t len = 0;
+        for (int32_t i = 0; i < b->batch_size; i++)
+            len += b->lengths[(int64_t)f * b->batch_size + i];
+        if (s > 0) { /* keys, to their owners as they are */
+            for (int64_t i = at; i < at + len; i++) {
+                int64_t x = (int64_t)ember_dyn_owner(b->ids[i], W) * S + s;
+                if (out)
+                    out[pos[x]++] = (uint64_t)b->ids[i];
+                else
+                    cnt[x]++;
             }
+        } else if (s == 0) { /* rows, as their owners hold them */
             int64_t rows = c->tables[fe->table].cfg.rows;
             for (int64_t i = at; i < at + len; i++) {
                 int64_t id = b->ids[i];
                 if (id < 0 || id >= rows)
                     continue; /* a hint: ember_forward reports bad ids */
                 uint32_t phys = (uint32_t)(fe->offset + id);
-                int32_t owner = ember_shard_owner(pt, W, phys);
-                uint64_t key = (uint64_t)fe->ptable << 32 | ember_shard_local(pt, W, phys);
+                int32_t owner = ember_shard_owner(pt, W, phys); /* < 0: every rank holds it */
+                uint64_t pair = (uint64_t)fe->ptable << 32 | ember_shard_local(pt, W, phys);
                 for (int32_t d = owner < 0 ? 0 : owner; d < (owner < 0 ? W : owner + 1); d++) {
-                    if (pass == 0)
-                        cnt[d]++, total++;
+                    if (out)
+                        out[pos[(int64_t)d * S]++] = pair;
                     else
-                        out[pos[d]++] = key;
+                        cnt[(int64_t)d * S]++;
                 }
             }
-            at += len;
+        }
+        at += len;
+    }
+}
+
+/* The blocks of the batch for every rank, in rank order, into ps->out;
+ * words[d] = the length of block d. */
+static int pack(ember_collection *c, const ember_batch *b, int64_t *words)
+{
+    ember_prefetch_scratch *ps = &c->prefetch;
+    int32_t W = c->world->size, S = ps->num_sections;
+    int64_t WS = (int64_t)W * S, total = 0;
+    if (ember_reserve((void **)&ps->sec_counts, &ps->sec_counts_cap, 2 * WS, sizeof(int64_t)))
+        return ember_fail(c, EMBER_ENOMEM, "ember_prefetch: out of memory");
+    int64_t *cnt = ps->sec_counts, *pos = ps->sec_counts + WS;
+    memset(cnt, 0, sizeof(int64_t) * (size_t)WS);
+    collect(c, b, cnt, NULL, NULL);
+    for (int32_t d = 0; d < W; d++) {
+        words[d] = S - 1;
+        for (int32_t s = 0; s < S; s++)
+            words[d] += cnt[(int64_t)d * S + s];
+        total += words[d];
+    }
+    if (ember_reserve((void **)&ps->out, &ps->out_cap, total + 1, sizeof(uint64_t)))
+        return ember_fail(c, EMBER_ENOMEM, "ember_prefetch: out of memory for %lld ids", (long long)total);
+    int64_t base = 0;
+    for (int32_t d = 0; d < W; base += words[d++]) {
+        const int64_t *k = cnt + (int64_t)d * S;
+        int64_t *p = pos + (int64_t)d * S;
+        p[0] = base + S - 1;
+        for (int32_t s = 1; s < S; s++) {
+            ps->out[base + s - 1] = (uint64_t)k[s];
+            p[s] = p[s - 1] + k[s - 1];
         }
     }
-    return total;
+    collect(c, b, NULL, pos, ps->out);
+    return EMBER_OK;
+}
+
+/* Turns the blocks in buf (from each rank in order, words[r] long) into
+ * (ptable, local row) pairs, in place: the pairs as they came, and the keys
+ * that hold a slot in their table's key map (find only) as (ptable, slot);
+ * a slot is the row-wise table's local row.  *n = the pairs. */
+static int unpack(ember_collection *c, uint64_t *buf, const int64_t *words, int32_t nsrc, int64_t *n)
+{
+    ember_prefetch_scratch *ps = &c->prefetch;
+    int32_t D = ps->num_sections - 1;
+    int64_t total = 0, m = 0, at = 0;
+    for (int32_t r = 0; r < nsrc; r++)
+        total += words[r];
+    if (ember_reserve((void **)&ps->rows, &ps->rows_cap, total + 1, sizeof(uint32_t)))
+        return ember_fail(c, EMBER_ENOMEM, "ember_prefetch: out of memory for %lld ids", (long long)total);
+    int64_t *k = ps->sec_counts; /* a block's key counts, read before the pairs move over them */
+    for (int32_t r = 0; r < nsrc; at += words[r++]) {
+        int64_t npairs = words[r] - D;
+        for (int32_t j = 0; j < D; j++)
+            npairs -= (k[j] = (int64_t)buf[at + j]);
+        memmove(buf + m, buf + at + D, sizeof(uint64_t) * (size_t)npairs);
+        m += npairs;
+        for (int64_t j = 0, kp = at + D + npairs; j < D; kp += k[j++]) {
+            int32_t p = ps->section[c->num_ptables + j];
+            ember_dyn_find(&c->ptables[p].dyn->d, buf + kp, k[j], c->threads, ps->rows);
+            for (int64_t i = 0; i < k[j]; i++) /* m <= kp + i: keys are read before they are overwritten */
+                if (ps->rows[i] != EMBER_DYN_NONE)
+                    buf[m++] = (uint64_t)p << 32 | ps->rows[i];
+        }
+    }
+    *n = m;
+    return EMBER_OK;
 }
 
 static int check_batch(ember_collection *c, const ember_batch *b)
@@ -134,8 +234,8 @@ static int check_batch(ember_collection *c, const ember_batch *b)
     return EMBER_OK;
 }
 
-/* Hands the received pairs to each lookahead store (sorted by ptable, so
- * each store's rows are one run). */
+/* Hands the pairs to each lookahead store (sorted by ptable, so each
+ * store's rows are one run). */
 static int announce_all(ember_collection *c, uint64_t *pairs, int64_t n, int64_t seq)
 {
     ember_prefetch_scratch *ps = &c->prefetch;
@@ -183,22 +283,18 @@ int ember_prefetch(ember_collection *c, const ember_batch *b)
     /* grow-only scratch on the collection: nothing is allocated per step */
     int32_t W = c->world->size;
     ember_prefetch_scratch *ps = &c->prefetch;
+    int64_t *scnt = ps->cnt, *rcnt = scnt + W; /* [6 * world], made by create: words, */
+    int64_t *sbytes = scnt + 2 * W, *sdsp = scnt + 3 * W, *rbytes = scnt + 4 * W, *rdsp = scnt + 5 * W; /* bytes */
+    int64_t n = 0, got = 0;
     int st = check_batch(c, b);
-    int64_t *cnt = ps->cnt, total = 0, got = 0; /* [6 * world], made by create */
-    if (st == EMBER_OK) {
-        memset(cnt, 0, sizeof(int64_t) * 6 * (size_t)W);
-        total = collect(c, b, cnt, NULL); /* counts */
-        if (ember_reserve((void **)&ps->out, &ps->out_cap, total + 1, sizeof(uint64_t)))
-            st = ember_fail(c, EMBER_ENOMEM, "ember_prefetch: out of memory for %lld ids", (long long)total);
-        else {
-            memset(cnt, 0, sizeof(int64_t) * (size_t)W);
-            collect(c, b, cnt, ps->out);
-        }
+    if (st == EMBER_OK && (st = sections(c)) == EMBER_OK)
+        st = pack(c, b, scnt);
+    if (W == 1) {
+        if (st == EMBER_OK)
+            st = unpack(c, ps->out, scnt, 1, &n);
+        return st == EMBER_OK ? announce_all(c, ps->out, n, seq) : st;
     }
-    if (W == 1)
-        return st == EMBER_OK ? announce_all(c, ps->out, total, seq) : st;
-    /* counts travel first; the world agrees before the pairs do */
-    int64_t *scnt = cnt, *rcnt = cnt + 2 * W, *sdsp = cnt + 3 * W, *rdsp = cnt + 4 * W;
+    /* counts travel first; the world agrees before the blocks do */
     if (st != EMBER_OK)
         memset(scnt, 0, sizeof(int64_t) * (size_t)W);
     if (ember_comm_alltoall_i64(c->world, scnt, rcnt) != EMBER_OK) {
@@ -212,15 +308,15 @@ int ember_prefetch(ember_collection *c, const ember_batch *b)
     if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
         return st;
     for (int32_t d = 0; d < W; d++) {
-        sdsp[d] = (d ? sdsp[d - 1] + scnt[d - 1] : 0);
-        rdsp[d] = (d ? rdsp[d - 1] + rcnt[d - 1] : 0);
+        sbytes[d] = 8 * scnt[d];
+        rbytes[d] = 8 * rcnt[d];
+        sdsp[d] = d ? sdsp[d - 1] + sbytes[d - 1] : 0;
+        rdsp[d] = d ? rdsp[d - 1] + rbytes[d - 1] : 0;
     }
-    for (int32_t d = 0; d < W; d++) { /* bytes */
-        scnt[d] *= 8, sdsp[d] *= 8, rcnt[d] *= 8, rdsp[d] *= 8;
-    }
-    if (ember_comm_alltoallv(c->world, ps->out, scnt, sdsp, ps->in, rcnt, rdsp) != EMBER_OK) {
+    if (ember_comm_alltoallv(c->world, ps->out, sbytes, sdsp, ps->in, rbytes, rdsp) != EMBER_OK) {
         c->panicked = 1;
         return ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
     }
-    return ember_dist_agree(c, announce_all(c, ps->in, got, seq), NULL);
+    st = unpack(c, ps->in, rcnt, W, &n);
+    return ember_dist_agree(c, st == EMBER_OK ? announce_all(c, ps->in, n, seq) : st, NULL);
 }
