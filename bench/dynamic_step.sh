@@ -4,8 +4,8 @@
 # x pooling 20, row-wise Adagrad, one thread) on fixed tables against the
 # same step on dynamic tables of 1M rows each whose keys are drawn from
 # 2^20, 2^24 and 2^40 keys with the same law (admission on first use, and
-# at 2^40 also admit_after 2), alternating fixed and dynamic runs in one
-# session, two rounds.  The warm-up (35 steps) fills the dynamic tables
+# at 2^40 also admit_after 2), and fixed against 2^40 at two threads,
+# alternating fixed and dynamic runs in one session, two rounds.  The warm-up (35 steps) fills the dynamic tables
 # first.  JSON lines to OUT (default bench/out/dynamic_step.jsonl).  About 4
 # minutes on the project machine.
 set -euo pipefail
@@ -14,14 +14,17 @@ out="${1:-$repo/bench/out/dynamic_step.jsonl}"
 ember="${EMBER:-$repo/build/ember}"
 mkdir -p "$(dirname "$out")"
 : >"$out"
-w1=(--preset W1 --optimizer rowwise_adagrad --threads 1 --iters 20 --warmup 35)
+w1=(--preset W1 --optimizer rowwise_adagrad --iters 20 --warmup 35)
 for round in 1 2; do
-    "$ember" bench "${w1[@]}" --workload W1-fixed >>"$out"
+    "$ember" bench "${w1[@]}" --threads 1 --workload W1-fixed >>"$out"
     for bits in 20 24 40; do
-        "$ember" bench "${w1[@]}" --table-kind dynamic --key-space "$bits" --workload "W1-dynamic-2^$bits" >>"$out"
+        "$ember" bench "${w1[@]}" --threads 1 --table-kind dynamic --key-space "$bits" \
+            --workload "W1-dynamic-2^$bits" >>"$out"
     done
-    "$ember" bench "${w1[@]}" --table-kind dynamic --key-space 40 --admit-after 2 \
+    "$ember" bench "${w1[@]}" --threads 1 --table-kind dynamic --key-space 40 --admit-after 2 \
         --workload "W1-dynamic-2^40-admit2" >>"$out"
+    "$ember" bench "${w1[@]}" --threads 2 --workload W1-fixed >>"$out"
+    "$ember" bench "${w1[@]}" --threads 2 --table-kind dynamic --key-space 40 --workload "W1-dynamic-2^40" >>"$out"
 done
 python3 - "$out" <<'PY'
 import json, statistics, sys
@@ -30,15 +33,16 @@ ms = defaultdict(list)
 extra = {}
 for line in open(sys.argv[1]):
     d = json.loads(line)
-    ms[d["workload"]].append(d["ms_per_iter_mean"])
-    extra[d["workload"]] = d
-fixed = statistics.median(ms["W1-fixed"])
-print("| workload | ms per step (median of rounds) | speed vs fixed | keys admitted per step |")
-print("|---|---|---|---|")
-for w, v in ms.items():
+    key = (d["workload"], d["threads"])
+    ms[key].append(d["ms_per_iter_median"])
+    extra[key] = d
+print("| workload | threads | ms per step (median of steps, then of rounds) | speed vs fixed | keys admitted per step |")
+print("|---|---|---|---|---|")
+for (w, t), v in ms.items():
     m = statistics.median(v)
-    d = extra[w]
+    fixed = statistics.median(ms[("W1-fixed", t)])
+    d = extra[(w, t)]
     steps = d.get("iters", 20) + d.get("warmup", 35)
     adm = d.get("dyn_admitted")
-    print(f"| {w} | {m:.1f} | {fixed / m:.2f} | {'' if adm is None else f'{adm / steps:.0f}'} |")
+    print(f"| {w} | {t} | {m:.1f} | {fixed / m:.2f} | {'' if adm is None else f'{adm / steps:.0f}'} |")
 PY
