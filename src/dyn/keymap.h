@@ -98,14 +98,16 @@ uint32_t ember_keymap_erase(ember_keymap *m, uint64_t key);
 void ember_keymap_erase_batch(ember_keymap *m, const uint64_t *keys, int64_t n);
 void ember_keymap_insert_batch(ember_keymap *m, const uint64_t *keys, const uint32_t *slots, int64_t n);
 
-/* Starts loading the home bucket of key (a hint, no effect on contents).
- * Always inlined: GCC finds a function whose only effect is a prefetch
- * free of side effects and deletes the calls it did not inline. */
+/* Starts loading the home bucket of key and the next line (an insert or
+ * an erase walks to the end of the run, often into it): a hint, no effect
+ * on contents.  Always inlined: GCC finds a function whose only effect is
+ * a prefetch free of side effects and deletes the calls it did not inline. */
 static inline __attribute__((always_inline)) void ember_keymap_prefetch(const ember_keymap *m, uint64_t key)
 {
     uint64_t h = ember_keymap_hash(m->seed, key);
     const ember_keymap_sub *s = &m->subs[ember_keymap_sub_of(m, h)];
     __builtin_prefetch(&s->b[h & s->mask], 1);
+    __builtin_prefetch(&s->b[(h + 4) & s->mask], 1);
 }
 
 /* Calls fn for every (key, slot), sub-map by sub-map in bucket order. */
