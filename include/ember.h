@@ -598,14 +598,15 @@ typedef struct ember_dynamic_stats {
     int64_t not_admitted;      /* ids of training batches that read zeros      */
     int64_t last_evicted;      /* keys freed by the last training forward (or
                                   ember_dynamic_evict): ember_dynamic_evicted  */
-    int64_t index_bytes;       /* key map, metadata and victim heap in DRAM    */
+    int64_t index_bytes;       /* key map, metadata and victims in DRAM        */
     int64_t sketch_bytes;      /* admission sketch                             */
 } ember_dynamic_stats;
 /* DRAM bytes per rank of a dynamic table of this config (its capacity, or
  * the capacity capacity_bytes holds): rows and optimizer state, plus per row
  * the key map (16 bytes a bucket at load <= 0.9, a power of two), 24 of
  * metadata (key, last step, use count, generation, pin), 1 bit of free map,
- * 32 of victim heap (none for eviction NONE), plus the sketch.  0 when the
+ * the victims (LRU, TTL: 16 of age queue + 1 bit; LFU: 32 of heap; NONE:
+ * 0), plus the sketch.  0 when the
  * config is not a valid dynamic table.  What ember_collection_memory counts. */
 int64_t ember_dynamic_bytes(const ember_table_config *t);
 
