@@ -39,6 +39,7 @@ typedef struct ckpt_table_info {
     int32_t admit_after, ttl_steps;
     ember_evict_policy evict;
     int64_t sketch_width;   /* counters per sketch row (0: no sketch)         */
+    int sketch_lines;       /* the sketch is in lines (else not read)         */
 } ckpt_table_info;
 
 int32_t ckpt_num_tables(const ember_checkpoint *ck);

@@ -156,6 +156,7 @@ static json_t *table_json(const ckpt_table_info *t)
         json_object_set_new(o, "evict", json_string(ckpt_evict_name(t->evict)));
         json_object_set_new(o, "ttl_steps", json_integer(t->ttl_steps));
         json_object_set_new(o, "sketch_width", json_integer(t->sketch_width));
+        json_object_set_new(o, "sketch_layout", json_string("lines"));
     }
     return o;
 }

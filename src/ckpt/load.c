@@ -112,7 +112,7 @@ static int load_dynamic(ember_collection *c, const ember_checkpoint *ck, int32_t
             if (count)
                 ember_dyn_put(d, (uint32_t)s, ckpt_get_u64(p), ckpt_get_u32(p + 8), count);
         }
-        for (int64_t i = 0; i < 4 * d->p.sketch_width; i++)
+        for (int64_t i = 0; ti->sketch_lines && i < 4 * d->p.sketch_width; i++)
             d->sketch[i] = (uint16_t)(part.sketch[2 * i] | part.sketch[2 * i + 1] << 8);
         d->total = (ember_dyn_counters){part.counters[0], part.counters[1], part.counters[2], part.counters[3],
                                         part.counters[4]};
@@ -144,7 +144,7 @@ static int load_dynamic(ember_collection *c, const ember_checkpoint *ck, int32_t
         ckpt_dyn_read(ck, j, r, &part);
         /* lines of 32 counters; a key's line is its hash mod lines, so new line
          * l takes the maximum over the saved lines congruent to l */
-        int64_t lines = d->p.sketch_width / 8, saved_lines = ti->sketch_width / 8;
+        int64_t lines = d->p.sketch_width / 8, saved_lines = ti->sketch_lines ? ti->sketch_width / 8 : 0;
         for (int64_t i = 0; d->sketch && saved_lines && i < 32 * lines; i++) {
             int64_t line = i / 32, within = i % 32;
             for (int64_t from = line & (saved_lines - 1); from < saved_lines; from += lines) {

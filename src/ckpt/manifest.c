@@ -178,6 +178,12 @@ static int decode_table(dec *d, json_t *o, int32_t world, ckpt_table_info *t)
     TRY(get_int(d, o, "sketch_width", 0, INT64_C(1) << 31, &t->sketch_width));
     if ((t->sketch_width & (t->sketch_width - 1)) || (t->sketch_width && t->sketch_width < 8))
         return bad(d, "sketch_width", "not 0 or a power of two of at least 8");
+    /* absent in checkpoints of builds whose sketch was stored row by row:
+     * that sketch is not read (docs/checkpoint-format.md) */
+    json_t *layout = json_object_get(o, "sketch_layout");
+    if (layout && (!json_is_string(layout) || strcmp(json_string_value(layout), "lines")))
+        return bad(d, "sketch_layout", "not \"lines\"");
+    t->sketch_lines = layout != NULL;
     return EMBER_OK;
 }
 

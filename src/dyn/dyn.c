@@ -166,7 +166,7 @@ static void sketch_raise(ember_dyn *d, uint64_t key, uint32_t value)
         uint64_t i = sketch_index(d, h, r);
         if (d->sketch[i] >= v)
             continue;
-        d->sketch_old_idx[d->sketch_n] = (uint32_t)i;
+        d->sketch_old_idx[d->sketch_n] = i;
         d->sketch_old_val[d->sketch_n++] = d->sketch[i];
         d->sketch[i] = v;
     }

@@ -102,7 +102,7 @@ typedef struct ember_dyn {
     /* the pending resolve's undo log and outputs */
     ember_dyn_undo *undo;
     int64_t undo_n, undo_cap;
-    uint32_t *sketch_old_idx;  /* sketch counters changed, and old values      */
+    uint64_t *sketch_old_idx;  /* sketch counters changed, and old values      */
     uint16_t *sketch_old_val;
     int64_t sketch_n, sketch_cap;
     uint32_t *reset_slot;      /* resets the caller must apply to its store:   */

@@ -1,8 +1,9 @@
 /*
  * dyn_config.c: a dynamic table's size from its config, and the checks of
- * its fields (ember_collection_create).  Sizes are exact: the bytes a
- * capacity costs are what ember_dyn_init allocates (dyn.c), so capacity
- * from capacity_bytes is the largest capacity that fits.
+ * its fields (ember_collection_create).  Sizes are the bytes ember_dyn_init
+ * asks for (dyn.c; the large per-slot arrays are page-rounded mappings, a
+ * few KiB more for a small table), so capacity from capacity_bytes is the
+ * largest capacity that fits.
  */
 #include <stdio.h>
 
