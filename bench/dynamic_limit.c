@@ -26,23 +26,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "core/huge.h"
 #include "core/rng.h"
 
 #define PF 16
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 typedef struct bucket {
     uint64_t key;
@@ -111,7 +99,7 @@ int main(int argc, char **argv)
     double *ms = malloc(sizeof *ms * (size_t)reps);
     uint64_t sink = 0;
     for (int64_t r = 0; r < reps; r++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int64_t i = 0; i < N; i++) { /* find and note every id */
             uint64_t hn = look[i + PF];
             const table *tn = &t[hn % (uint64_t)T];
@@ -142,9 +130,9 @@ int main(int argc, char **argv)
                 row[j] = (float)(ember_rng_col(zr, (uint64_t)j, 0) >> 40) * 0x1.0p-24f;
             row[D] = 0.0f;
         }
-        ms[r] = (now() - t0) * 1e3;
+        ms[r] = (bench_now() - t0) * 1e3;
     }
-    qsort(ms, (size_t)reps, sizeof *ms, cmp_double);
+    qsort(ms, (size_t)reps, sizeof *ms, bench_cmp_double);
     printf("{\"bench\":\"dynamic_limit\",\"tables\":%lld,\"capacity\":%lld,\"dim\":%d,\"lookups\":%lld,"
            "\"admits\":%lld,\"reps\":%lld,\"threads\":1,\"ms_median\":%.3f,\"ms_min\":%.3f,\"sink\":%llu}\n",
            (long long)T, (long long)C, D, (long long)N, (long long)A, (long long)reps, ms[reps / 2], ms[0],

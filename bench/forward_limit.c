@@ -21,26 +21,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "core/collection.h"
 
 #define PF 16
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return v[n / 2];
 }
 
@@ -164,20 +152,20 @@ int main(int argc, char **argv)
         ember_batch b;
         ember_synth_next(s, &b);
         memcpy(ids, b.ids, sizeof(int64_t) * (size_t)n);
-        double t0 = now();
+        double t0 = bench_now();
         ember_forward(c, &b, out, NULL);
-        tf[it] = now() - t0;
+        tf[it] = bench_now() - t0;
         int64_t dropped;
-        t0 = now();
+        t0 = bench_now();
         ember_route_validate(c, &b);
         ember_route_build(c, &b, 0, &dropped);
-        tr[it] = now() - t0;
-        t0 = now();
+        tr[it] = bench_now() - t0;
+        t0 = bench_now();
         gather(D, tab, ids, R, T, B, P, 0, out);
-        tt[it] = now() - t0;
-        t0 = now();
+        tt[it] = bench_now() - t0;
+        t0 = bench_now();
         gather(D, tab, ids, R, T, B, P, 1, out);
-        ts[it] = now() - t0;
+        ts[it] = bench_now() - t0;
     }
     int w = 3; /* warm-up */
     double mf = median(tf + w, N - w), mr = median(tr + w, N - w), mt = median(tt + w, N - w),

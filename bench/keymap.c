@@ -22,19 +22,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "dyn/keymap.h"
 #include "peer_plain_map.h"
 
 #define FIND_KEYS (1 << 22)
 #define FIND_BATCH 4096
 #define UPSERT_KEYS (1 << 18)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static uint64_t rng(uint64_t *s)
 {
@@ -44,15 +38,9 @@ static uint64_t rng(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *x, int n)
 {
-    qsort(x, (size_t)n, sizeof *x, cmp_d);
+    qsort(x, (size_t)n, sizeof *x, bench_cmp_double);
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
@@ -115,12 +103,13 @@ int main(int argc, char **argv)
             if (!only || !strcmp(only, "ember")) {
                 ember_keymap m;
                 /* max_load a hair above `load`: exactly 2^K buckets in all */
-                if (ember_keymap_init(&m, n, load + 0.001 > 0.999 ? 0.999 : load + 0.001, sub_bits, 99) != 0)
+                double max_load = load + 0.001 > 0.999 ? 0.999 : load + 0.001;
+                if (ember_keymap_init(&m, n, max_load, sub_bits, 99) != 0)
                     return 1;
                 for (int64_t i = 0; i < n; i++)
                     ember_keymap_insert(&m, keys[i], (uint32_t)i);
                 for (int r = 0; r < reps; r++) {
-                    double t0 = now();
+                    double t0 = bench_now();
 #pragma omp parallel num_threads(threads)
                     {
                         int th = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -129,21 +118,21 @@ int main(int argc, char **argv)
                             ember_keymap_find_batch(&m, queries + lo, hi - lo, out + lo);
                         }
                     }
-                    t[r] = (now() - t0) * 1e9 / FIND_KEYS;
+                    t[r] = (bench_now() - t0) * 1e9 / FIND_KEYS;
                 }
                 emit("ember", "find", load, threads, n, median(t, reps), reps);
                 for (int r = 0; r < reps; r++) {
                     ember_keymap c;
-                    ember_keymap_init(&c, n, load + 0.001 > 0.999 ? 0.999 : load + 0.001, sub_bits, 99);
+                    ember_keymap_init(&c, n, max_load, sub_bits, 99);
                     for (int64_t i = 0; i < n; i++)
                         ember_keymap_insert(&c, keys[i], (uint32_t)i);
-                    double t0 = now();
+                    double t0 = bench_now();
 #pragma omp parallel num_threads(threads)
                     {
                         int th = omp_get_thread_num(), nt = omp_get_num_threads(), ns = 1 << sub_bits;
                         ember_keymap_upsert_batch(&c, up, vals, UPSERT_KEYS, ns * th / nt, ns * (th + 1) / nt, out);
                     }
-                    t[r] = (now() - t0) * 1e9 / UPSERT_KEYS;
+                    t[r] = (bench_now() - t0) * 1e9 / UPSERT_KEYS;
                     ember_keymap_free(&c);
                 }
                 emit("ember", "upsert", load, threads, n, median(t, reps), reps);
@@ -158,7 +147,7 @@ int main(int argc, char **argv)
                 for (int64_t i = 0; i < n; i++)
                     plain_upsert(&pm[shards > 1 ? plain_hash(keys[i]) >> 63 : 0], keys[i], (uint32_t)i);
                 for (int r = 0; r < reps; r++) {
-                    double t0 = now();
+                    double t0 = bench_now();
 #pragma omp parallel num_threads(threads)
                     {
                         int th = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -168,7 +157,7 @@ int main(int argc, char **argv)
                                 out[i] = plain_find(&pm[shards > 1 ? plain_hash(queries[i]) >> 63 : 0], queries[i]);
                         }
                     }
-                    t[r] = (now() - t0) * 1e9 / FIND_KEYS;
+                    t[r] = (bench_now() - t0) * 1e9 / FIND_KEYS;
                 }
                 emit("plain", "find", load, threads, n, median(t, reps), reps);
                 for (int s = 0; s < shards; s++)
@@ -178,7 +167,7 @@ int main(int argc, char **argv)
                         plain_init(&pm[s], buckets / (uint64_t)shards);
                     for (int64_t i = 0; i < n; i++)
                         plain_upsert(&pm[shards > 1 ? plain_hash(keys[i]) >> 63 : 0], keys[i], (uint32_t)i);
-                    double t0 = now();
+                    double t0 = bench_now();
 #pragma omp parallel num_threads(threads)
                     {
                         int th = omp_get_thread_num();
@@ -188,7 +177,7 @@ int main(int argc, char **argv)
                                 out[i] = plain_upsert(&pm[s], up[i], vals[i]);
                         }
                     }
-                    t[r] = (now() - t0) * 1e9 / UPSERT_KEYS;
+                    t[r] = (bench_now() - t0) * 1e9 / UPSERT_KEYS;
                     for (int s = 0; s < shards; s++)
                         plain_free(&pm[s]);
                 }
