@@ -2,8 +2,9 @@
  * peer_plain_map.h: a PEER, not part of ember: the plain C open-addressing
  * map a C programmer writes first (linear probing over 16-byte buckets, the
  * same hash as ember's map, one key at a time, no prefetching), for
- * bench/keymap.c.  The same layout as ember's map, so the difference is the
- * batching and prefetching alone.
+ * bench/keymap.c.  ember's map was this layout, batched and prefetched,
+ * before it became bucketed cuckoo: the difference is the probe scheme
+ * and the batching.
  */
 #ifndef EMBER_BENCH_PEER_PLAIN_MAP_H
 #define EMBER_BENCH_PEER_PLAIN_MAP_H

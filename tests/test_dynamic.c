@@ -2,8 +2,9 @@
  * test_dynamic.c: dynamic tables (include/ember.h, docs/dynamic.md) in a
  * world of one, against the naive reference of dyn_util.h.
  *
- *   - the key map alone against a naive array (find, insert, erase with
- *     backward shift);
+ *   - the key map alone against a naive array (find, insert, erase), held
+ *     full at loads 0.9 and 0.96 (chains of moves; it must not grow), and
+ *     keys forced past their two lines into the stash and a doubling;
  *   - random key streams with heavy repetition through LRU, LFU, TTL and
  *     NONE tables, admit_after 1..3, every optimizer, two features on the
  *     table (one pooled, one sequence or sqrtn) and a fixed table beside it,
@@ -28,18 +29,130 @@ static char tmpdir[256];
 
 /* ------------------------------------------------------------- key map */
 
+struct key_sum {
+    int64_t n;
+    uint64_t keys, slots;
+};
+
+static void add_key(void *ctx, uint64_t key, uint32_t slot)
+{
+    struct key_sum *t = ctx;
+    t->n++;
+    t->keys += key * 0x9e3779b97f4a7c15ULL;
+    t->slots += slot;
+}
+
+/* Maps of 2^12 buckets held at their capacity (load 0.9, and 0.96 where
+ * inserts need long chains of moves) while keys come and go: contents equal
+ * the naive set, and the map never grows (a dynamic table's map must not
+ * allocate in a step). */
+static void test_keymap_full(test_rng *r)
+{
+    static const double loads[] = {0.9, 0.96};
+    for (int li = 0; li < 2; li++) {
+        int64_t cap = (int64_t)(loads[li] * 4096) - 1;
+        ember_keymap m;
+        CHECK(ember_keymap_init(&m, cap, loads[li], 0, test_next(r)) == EMBER_OK && m.buckets == 4096);
+        int64_t pool = 4 * cap;
+        uint64_t *keys = malloc(8 * (size_t)pool);
+        int64_t *live = malloc(8 * (size_t)cap); /* indices of the keys in the map */
+        for (int64_t i = 0; i < pool; i++)
+            keys[i] = test_range(r, 0, 2) ? test_next(r) : (uint64_t)i;
+        int8_t *in = calloc((size_t)pool, 1);
+        int64_t next = 0, count = 0;
+        int ok = 1;
+        for (; next < cap; next++, count++) {
+            ok &= ember_keymap_find_or_insert(&m, keys[next], (uint32_t)next) == EMBER_KEYMAP_NONE;
+            live[next] = next;
+            in[next] = 1;
+        }
+        for (int op = 0; op < 30 * cap && ok; op++) { /* one out, one new in */
+            int64_t at = test_range(r, 0, cap), old = live[at];
+            ok &= ember_keymap_erase(&m, keys[old]) == (uint32_t)old;
+            in[old] = 0;
+            int64_t k = test_range(r, 0, 2) && next < pool ? next++ : old; /* a new key, or the same again */
+            ok &= ember_keymap_find_or_insert(&m, keys[k], (uint32_t)k) == EMBER_KEYMAP_NONE;
+            live[at] = k;
+            in[k] = 1;
+        }
+        CHECK_MSG(ok, "load %.2f: a full map's erase/insert differs from the naive set", loads[li]);
+        uint32_t *got = malloc(4 * (size_t)pool);
+        ember_keymap_find_batch(&m, keys, pool, got);
+        struct key_sum want = {0, 0, 0}, seen = {0, 0, 0};
+        for (int64_t i = 0; i < pool; i++) {
+            ok &= got[i] == (in[i] ? (uint32_t)i : EMBER_KEYMAP_NONE);
+            if (in[i])
+                add_key(&want, keys[i], (uint32_t)i);
+        }
+        ember_keymap_each(&m, &seen, add_key);
+        CHECK_MSG(ok && !memcmp(&want, &seen, sizeof want), "load %.2f: a full map's contents differ", loads[li]);
+        CHECK_MSG(m.buckets == 4096 && ember_keymap_count(&m) == count, "load %.2f: the map grew to %lld buckets",
+                  loads[li], (long long)m.buckets);
+        free(got);
+        free(keys);
+        free(live);
+        free(in);
+        ember_keymap_free(&m);
+    }
+}
+
+/* Keys whose two lines are the same pair, in a map of 4 lines: past 8 of
+ * them the walk fails and the stash takes the homeless keys; with the stash
+ * full the map doubles.  Every key stays findable throughout. */
+static void test_keymap_stash(void)
+{
+    ember_keymap m;
+    CHECK(ember_keymap_init(&m, 1, 0.9, 0, 11) == EMBER_OK && m.buckets == 16);
+    uint64_t keys[18];
+    int n = 0;
+    for (uint64_t k = 0; n < 18; k++) {
+        uint64_t l2, l1 = ember_keymap_lines(ember_keymap_hash(m.seed, k), 3, &l2);
+        if ((l1 == 0 && l2 == 1) || (l1 == 1 && l2 == 0))
+            keys[n++] = k;
+    }
+    int ok = 1, stashed = 0;
+    for (int i = 0; i < 14; i++) {
+        ember_keymap_insert(&m, keys[i], (uint32_t)i);
+        stashed |= m.subs[0].stash_n > 0;
+        for (int j = 0; j <= i; j++)
+            ok &= ember_keymap_find(&m, keys[j]) == (uint32_t)j;
+    }
+    CHECK_MSG(ok && stashed && m.buckets == 16, "keys past their two lines: lost, or no stash used");
+    for (int i = 0; i < 14; i += 3) /* out of lines and stash alike */
+        ok &= ember_keymap_erase(&m, keys[i]) == (uint32_t)i;
+    for (int i = 0; i < 14; i++)
+        ok &= ember_keymap_find(&m, keys[i]) == (i % 3 ? (uint32_t)i : EMBER_KEYMAP_NONE);
+    for (int i = 0; i < 14; i += 3)
+        ember_keymap_insert(&m, keys[i], (uint32_t)i);
+    for (int i = 14; i < 18; i++) /* the stash fills: the map doubles */
+        ember_keymap_insert(&m, keys[i], (uint32_t)i);
+    struct key_sum want = {0, 0, 0}, seen = {0, 0, 0};
+    for (int i = 0; i < 18; i++) {
+        ok &= ember_keymap_find(&m, keys[i]) == (uint32_t)i;
+        add_key(&want, keys[i], (uint32_t)i);
+    }
+    ember_keymap_each(&m, &seen, add_key);
+    CHECK_MSG(ok && m.buckets > 16 && ember_keymap_count(&m) == 18 && !memcmp(&want, &seen, sizeof want),
+              "a map whose stash filled: keys lost after growing to %lld buckets", (long long)m.buckets);
+    ember_keymap_free(&m);
+}
+
 static void test_keymap(test_rng *r)
 {
-    ember_keymap tiny; /* sub-maps of one bucket: full ones grow, so a probe for a missing key ends */
+    ember_keymap tiny; /* sub-maps of 16 buckets: full ones use their stash, then grow */
     CHECK(ember_keymap_init(&tiny, 1, 0.9, 4, 7) == EMBER_OK);
-    int ends = 1;
+    int ends = 1, kept = 1;
     for (uint32_t i = 0; i < 200; i++)
         ember_keymap_insert(&tiny, (uint64_t)i * 0x9e3779b97f4a7c15ULL, i);
     for (uint32_t i = 200; i < 400; i++)
         ends &= ember_keymap_find(&tiny, (uint64_t)i * 0x9e3779b97f4a7c15ULL) == EMBER_KEYMAP_NONE &&
                 ember_keymap_erase(&tiny, (uint64_t)i * 0x9e3779b97f4a7c15ULL) == EMBER_KEYMAP_NONE;
-    CHECK(ends && ember_keymap_count(&tiny) == 200);
+    for (uint32_t i = 0; i < 200; i++)
+        kept &= ember_keymap_find(&tiny, (uint64_t)i * 0x9e3779b97f4a7c15ULL) == i;
+    CHECK(ends && kept && ember_keymap_count(&tiny) == 200);
     ember_keymap_free(&tiny);
+    test_keymap_full(r);
+    test_keymap_stash();
     for (int trial = 0; trial < 20; trial++) {
         int64_t cap = test_range(r, 1, 3000);
         int32_t sub_bits = (int32_t)test_range(r, 0, 4);

@@ -2,13 +2,16 @@
  * keymap.h: ember's 64-bit key -> 32-bit slot hash map, the index of a
  * dynamic table (docs/dynamic.md).
  *
- * Open addressing with linear probing over 16-byte buckets (key, slot), in
- * 2^s sub-maps chosen by the hash's top bits, each a power-of-two array
- * probed by its low bits.  Deletion shifts the following run back, so there
- * are no tombstones and a find never walks further than the run its key
- * lives in.  Lookups are batched: the hashes of a window of keys are
- * computed and their home buckets prefetched ahead of the probes, so a
- * lookup costs about one cache miss however large the map is.
+ * Bucketed cuckoo hashing: a key lives in one of two cache lines of four
+ * 16-byte buckets (key, slot), chosen by two functions of its hash, in 2^s
+ * sub-maps chosen by the hash's top bits.  A lookup reads at most those two
+ * lines (plus a tiny stash, empty in practice), so at load 0.9 it costs what
+ * it costs at 0.5: there is no run to walk.  Lookups are batched: the hashes
+ * of a window of keys are computed and both lines prefetched ahead of the
+ * probes, so a lookup costs two overlapped cache misses however large the
+ * map is and however full.  An insert that finds both lines full moves
+ * residents to their other line (a deterministic walk); deletion just
+ * empties the bucket.
  *
  * Thread safety: any number of threads may find concurrently while nobody
  * inserts or erases.  Inserts and erases of different sub-maps may run
@@ -31,10 +34,15 @@ typedef struct ember_keymap_bucket {
     uint32_t unused; /* keeps buckets 16 bytes, four to a cache line */
 } ember_keymap_bucket;
 
+#define EMBER_KEYMAP_STASH 8 /* keys a sub-map holds outside its lines */
+
 typedef struct ember_keymap_sub {
-    ember_keymap_bucket *b;
-    uint64_t mask;   /* buckets - 1 */
-    int64_t count;
+    ember_keymap_bucket *b; /* lines of 4 buckets, 64-byte aligned */
+    uint64_t mask;          /* buckets - 1 */
+    int64_t count;          /* keys, stash included */
+    uint64_t kicks;         /* moves so far: picks the next victim, deterministically */
+    int32_t stash_n;
+    ember_keymap_bucket stash[EMBER_KEYMAP_STASH]; /* a walk's homeless keys */
 } ember_keymap_sub;
 
 typedef struct ember_keymap {
@@ -78,9 +86,10 @@ uint32_t ember_keymap_find(const ember_keymap *m, uint64_t key);
  * Read-only: call from any number of threads on disjoint outputs. */
 void ember_keymap_find_batch(const ember_keymap *m, const uint64_t *keys, int64_t n, uint32_t *slots);
 /* Inserts key -> slot (slot below FULL); the key must be absent.  A
- * sub-map that passes 63/64 load doubles (sub-maps share keys unevenly); a
- * map of one sub-map holding at most `capacity` keys never grows, so a
- * dynamic table's inserts never allocate. */
+ * sub-map that would pass 31/32 load, or whose stash is full, doubles
+ * first (sub-maps share keys unevenly); a map of one sub-map at load 0.9 or
+ * less has never been seen to fill its stash, so a dynamic table's inserts
+ * do not allocate. */
 void ember_keymap_insert(ember_keymap *m, uint64_t key, uint32_t slot);
 /* The key's slot if present, else inserts key -> slot and returns NONE
  * (EMBER_KEYMAP_FULL: refused, out of memory to grow). */
@@ -98,19 +107,31 @@ uint32_t ember_keymap_erase(ember_keymap *m, uint64_t key);
 void ember_keymap_erase_batch(ember_keymap *m, const uint64_t *keys, int64_t n);
 void ember_keymap_insert_batch(ember_keymap *m, const uint64_t *keys, const uint32_t *slots, int64_t n);
 
-/* Starts loading the home bucket of key and the next line (an insert or
- * an erase walks to the end of the run, often into it): a hint, no effect
- * on contents.  Always inlined: GCC finds a function whose only effect is
- * a prefetch free of side effects and deletes the calls it did not inline. */
-static inline __attribute__((always_inline)) void ember_keymap_prefetch(const ember_keymap *m, uint64_t key)
+/* The two lines of hash h in a sub-map of lines lmask + 1 (>= 4): the
+ * first from its low bits, the second from a remix of all of them (never
+ * the first).  Returns the first line's index; *second gets the other. */
+static inline uint64_t ember_keymap_lines(uint64_t h, uint64_t lmask, uint64_t *second)
 {
-    uint64_t h = ember_keymap_hash(m->seed, key);
-    const ember_keymap_sub *s = &m->subs[ember_keymap_sub_of(m, h)];
-    __builtin_prefetch(&s->b[h & s->mask], 1);
-    __builtin_prefetch(&s->b[(h + 4) & s->mask], 1);
+    uint64_t l1 = h & lmask;
+    uint64_t l2 = (((h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ULL) >> 23) & lmask;
+    *second = l2 == l1 ? l1 ^ 1 : l2;
+    return l1;
 }
 
-/* Calls fn for every (key, slot), sub-map by sub-map in bucket order. */
+/* Starts loading both lines of key, for writing: a hint, no effect on
+ * contents.  Always inlined: GCC finds a function whose only effect is a
+ * prefetch free of side effects and deletes the calls it did not inline. */
+static inline __attribute__((always_inline)) void ember_keymap_prefetch(const ember_keymap *m, uint64_t key)
+{
+    uint64_t h = ember_keymap_hash(m->seed, key), l2;
+    const ember_keymap_sub *s = &m->subs[ember_keymap_sub_of(m, h)];
+    uint64_t l1 = ember_keymap_lines(h, s->mask >> 2, &l2);
+    __builtin_prefetch(&s->b[4 * l1], 1);
+    __builtin_prefetch(&s->b[4 * l2], 1);
+}
+
+/* Calls fn for every (key, slot), sub-map by sub-map in bucket order, each
+ * sub-map's stash last. */
 void ember_keymap_each(const ember_keymap *m, void *ctx, void (*fn)(void *ctx, uint64_t key, uint32_t slot));
 
 #endif
