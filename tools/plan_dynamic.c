@@ -65,14 +65,17 @@ void plan_dynamic_print(const config_file *cf, const plan_result *res, const pla
         steps = dyn[t].capacity ? dyn[t].steps : steps;
     printf("\ndynamic tables (docs/dynamic.md): rank r owns the keys with mix64(key) mod %d = r; per rank, "
            "over %.0f steps of %lld samples (--horizon):\n", (int)res->world, steps, (long long)B);
-    printf("  %-*s %13s %12s %12s %14s %21s %12s %17s\n", nw, "table", "capacity/rank", "rows + state",
+    printf("  %-*s %13s %15s %12s %14s %21s %12s %17s\n", nw, "table", "capacity/rank", "rows + state",
            "key index", "keys/step", "keys over the horizon", "rows fill in", "no row, per step");
     for (int32_t t = 0; t < T; t++) {
         const plan_dynamic *d = &dyn[t];
         if (cf->tables[t].kind != EMBER_TABLE_DYNAMIC)
             continue;
         char b1[32], b2[32], k1[32], k2[32], f[48], m[32], over[48];
-        int64_t rows = res->tables[t].max_rank_bytes - d->index_bytes;
+        /* an SSD table's rows are in its store file (split evenly by key hash); in
+         * memory it has its cache */
+        int ssd = res->tables[t].ssd_bytes > 0;
+        int64_t rows = ssd ? res->tables[t].ssd_bytes / res->world : res->tables[t].max_rank_bytes - d->index_bytes;
         snprintf(over, sizeof over, "%s (%.2fx)", plan_fmt_count(d->keys_horizon, k2, sizeof k2),
                  d->keys_horizon / (double)d->capacity);
         if (isfinite(d->fill_steps))
@@ -80,8 +83,9 @@ void plan_dynamic_print(const config_file *cf, const plan_result *res, const pla
                      ceil(d->fill_steps) == 1 ? "" : "s");
         else
             snprintf(f, sizeof f, "never");
-        printf("  %-*s %13lld %12s %12s %14s %21s %12s %17s\n", nw, cf->tables[t].name, (long long)d->capacity,
-               plan_format_bytes((double)rows, b1, sizeof b1),
+        char rb[40];
+        snprintf(rb, sizeof rb, "%s%s", plan_format_bytes((double)rows, b1, sizeof b1), ssd ? " (ssd)" : "");
+        printf("  %-*s %13lld %15s %12s %14s %21s %12s %17s\n", nw, cf->tables[t].name, (long long)d->capacity, rb,
                plan_format_bytes((double)d->index_bytes, b2, sizeof b2),
                plan_fmt_count(d->keys_step, k1, sizeof k1), over, f,
                plan_fmt_count(d->miss_step, m, sizeof m));

@@ -587,8 +587,16 @@ int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *
         else if (p->owner >= W)
             bad = "the pinned owner is not a rank of the world";
         if (bad) {
-            snprintf(res->error, sizeof res->error, "table '%s': %s (placement %d, owner %d, "
-                     "world %d)", cfg->tables[t].name, bad, p->placement, (int)p->owner, (int)W);
+            const char *pn = p->placement < 0 ? "auto"
+                             : p->placement > EMBER_PLACE_REPLICATED || p->exchange > EMBER_EXCHANGE_POOLED
+                                 ? "unknown"
+                                 : place_name((ember_placement)p->placement,
+                                              p->exchange < 0 ? EMBER_EXCHANGE_ROWS : (ember_exchange)p->exchange);
+            char owner[32] = "";
+            if (p->owner >= 0)
+                snprintf(owner, sizeof owner, " on rank %d", (int)p->owner);
+            snprintf(res->error, sizeof res->error, "table '%s': %s (pinned %s%s, world %d)", cfg->tables[t].name, bad,
+                     pn, owner, (int)W);
             return EMBER_EINVAL;
         }
     }
