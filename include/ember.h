@@ -536,8 +536,9 @@ typedef struct ember_stats {
                                  this rank; 0 after a forward until its
                                  backward runs                                 */
     int64_t last_bytes_sent;  /* bytes this rank sent to other ranks in the
-                                 last forward and backward (payload only;
-                                 the few bytes of error agreement excluded)    */
+                                 last forward and backward (payload only,
+                                 dynamic tables' key exchange included; the
+                                 few bytes of error agreement excluded)        */
     int64_t last_bytes_received;
     double last_comm_seconds; /* wall time inside exchanges, same span       */
 } ember_stats;

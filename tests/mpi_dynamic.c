@@ -14,13 +14,16 @@
  *   - announcements reach the owners' stores (rows read ahead), change
  *     nothing (a twin in memory), and skip keys without a row;
  *   - world-size invariance: with room for every key and admission on first
- *     use, rows by key after training equal those of a world of one.
+ *     use, rows by key after training equal those of a world of one;
+ *   - the key exchange's bytes (8 per id to another rank's key, 4 back) count
+ *     in ember_stats' last_bytes_sent and last_bytes_received.
  */
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "dyn_util.h"
 #include "mpi_util.h"
+#include "dyn/dyn_step.h"
 #include "tier/tier.h"
 
 static char dir[256];
@@ -399,6 +402,76 @@ static void world_size_invariance(test_rng *r, ember_world *world)
     test_config_free(one);
 }
 
+/* Bytes of one forward on a fresh collection of one dynamic table whose
+ * keys (distinct) all need more occurrences before a row. */
+static void forward_bytes(const test_config *tc, const ember_batch *lb, int64_t *sent, int64_t *received)
+{
+    ember_collection *c = mpi_create(&tc->cfg, "key bytes");
+    float out[64];
+    *sent = *received = -1;
+    if (c && ember_forward(c, lb, out, NULL) == EMBER_OK) {
+        ember_stats st;
+        ember_collection_stats(c, &st);
+        *sent = st.last_bytes_sent;
+        *received = st.last_bytes_received;
+    }
+    MCHECK(*sent >= 0, "key bytes: forward: %s", c ? ember_errmsg(c) : "no collection");
+    ember_collection_destroy(c);
+}
+
+/* The key exchange counts in ember_stats' bytes.  With no key holding a row
+ * the routed part of the forward is the same whatever the keys (every id is
+ * "no row"), so a batch whose keys all belong to the rank that holds them
+ * (no key exchange) against the same bags with random keys differs by
+ * exactly 8 bytes per id sent to its key's owner and 4 per id received (its
+ * slot, or "none", back). */
+static void key_bytes(test_rng *r, ember_world *world)
+{
+    int32_t W = mpi_size_, rank = mpi_rank_;
+    test_config *tc = test_config_new(1, 1);
+    tc->tables[0].kind = EMBER_TABLE_DYNAMIC;
+    tc->tables[0].rows = 0;
+    tc->tables[0].capacity = 100;
+    tc->tables[0].admit_after = 3;
+    tc->tables[0].dim = 4;
+    tc->cfg.world = world;
+    tc->cfg.seed = test_next(r);
+    mpi_context("key bytes");
+    enum { PER_RANK = 6, MAX_IDS = PER_RANK * 4 * 3 };
+    int32_t B = PER_RANK * W, lengths[PER_RANK * 4];
+    int64_t ids[MAX_IDS], local[MAX_IDS], n = 0, lo = 0, hi = 0, away = 0, in = 0;
+    for (int32_t b = 0; b < B; b++) { /* the global batch, the same on every rank */
+        lengths[b] = (int32_t)test_range(r, 0, 4);
+        if (b == PER_RANK * rank)
+            lo = n;
+        for (int32_t k = 0; k < lengths[b]; k++, n++)
+            ids[n] = (int64_t)test_next(r); /* distinct: none reaches admit_after in one batch */
+        if (b == PER_RANK * (rank + 1) - 1)
+            hi = n;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int mine = i >= lo && i < hi, owned = (int32_t)ember_dyn_owner(ids[i], W) == rank;
+        away += mine && !owned;
+        in += !mine && owned;
+    }
+    for (int64_t i = lo, key = 0; i < hi; i++) { /* the same bags, keys of this rank */
+        while ((int32_t)ember_dyn_owner(key, W) != rank)
+            key++;
+        local[i - lo] = key++;
+    }
+    ember_batch lb = {PER_RANK, 1, lengths + PER_RANK * rank, ids + lo, NULL, hi - lo};
+    ember_batch ob = lb;
+    ob.ids = local;
+    int64_t s_keys, r_keys, s_own, r_own;
+    forward_bytes(tc, &lb, &s_keys, &r_keys);
+    forward_bytes(tc, &ob, &s_own, &r_own);
+    MCHECK(s_keys - s_own == 8 * away + 4 * in && r_keys - r_own == 4 * away + 8 * in,
+           "key bytes: sent %lld and received %lld more than without a key exchange, want %lld and %lld (%lld "
+           "ids away, %lld in)", (long long)(s_keys - s_own), (long long)(r_keys - r_own),
+           (long long)(8 * away + 4 * in), (long long)(4 * away + 8 * in), (long long)away, (long long)in);
+    free(tc);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = mpi_test_init(&argc, &argv);
@@ -412,6 +485,7 @@ int main(int argc, char **argv)
         trial(&r, i, world);
     lookahead_owners(&r, world);
     world_size_invariance(&r, world);
+    key_bytes(&r, world);
     MPI_Barrier(MPI_COMM_WORLD);
     if (mpi_rank_ == 0) {
         char b[300];

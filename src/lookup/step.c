@@ -160,8 +160,21 @@ int ember_forward(ember_collection *c, const ember_batch *b, float *pooled, floa
     /* dynamic tables: keys become rows first, which is collective, so the
      * ranks agree on the batches being valid before it */
     ember_batch rows;
-    if ((st = ember_dist_agree(c, st, NULL)) == EMBER_OK && (st = ember_dyn_forward_begin(c, b, &rows)) == EMBER_OK)
+    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK) {
+        ember_dyn_forward_end(c, st);
+        return st;
+    }
+    comm_begin(c); /* the keys to their owners and the slots back count as the step's bytes */
+    st = ember_dyn_forward_begin(c, b, &rows);
+    comm_end(c);
+    ember_stats keys = c->stats;
+    c->stats.last_bytes_sent = c->stats.last_bytes_received = 0;
+    c->stats.last_comm_seconds = 0;
+    if (st == EMBER_OK)
         st = forward_routed(c, &rows, EMBER_OK, pooled, sequence);
+    c->stats.last_bytes_sent += keys.last_bytes_sent;
+    c->stats.last_bytes_received += keys.last_bytes_received;
+    c->stats.last_comm_seconds += keys.last_comm_seconds;
     ember_dyn_forward_end(c, st);
     return st;
 }

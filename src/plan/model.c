@@ -513,7 +513,7 @@ double plan_predict_bytes_sent(const plan_workload *w, int32_t world, int32_t ra
         return -1;
     double r = -1;
     if (plan_predict(w, world, c, NULL) == EMBER_OK)
-        r = c[rank].a2a_sent + c[rank].ag_sent - c[rank].key_sent;
+        r = c[rank].a2a_sent + c[rank].ag_sent;
     free(c);
     return r;
 }

@@ -215,10 +215,10 @@ int plan_predict(const plan_workload *w, int32_t world, plan_rank_cost *out,
 
 /*
  * Predicted bytes `rank` sends to other ranks in one forward + backward:
- * a2a_sent + ag_sent - key_sent of plan_predict(), the quantity
- * ember_stats's last_bytes_sent measures (payload from routing on: a
- * dynamic table's key exchange comes before it).  Negative on error (a bad
- * workload or rank).  For `ember bench`: predicted vs measured.
+ * a2a_sent + ag_sent of plan_predict() (a dynamic table's key exchange
+ * included), the quantity ember_stats's last_bytes_sent measures.
+ * Negative on error (a bad workload or rank).  For `ember bench`:
+ * predicted vs measured.
  */
 double plan_predict_bytes_sent(const plan_workload *w, int32_t world, int32_t rank);
 
