@@ -146,4 +146,13 @@ double ref_dlrm_kink_margin(const dlrm_config *cfg, const double *params, int32_
 void ref_dense_optim_step(const dense_optim_config *c, int64_t t, int64_t n, float *params, float *m,
                           float *v, const float *grads);
 
+/* Row-wise encodings (src/quant/quant.h): enc 0 fp32, 1 fp16, 2 int8, 3
+ * int4; the rules of docs/inference.md with half precision done in double. */
+double ref_half_value(uint16_t h);
+uint16_t ref_half_round(float x); /* nearest even; NaN -> 0x7e00 */
+int ref_quant_row(int enc, int32_t dim, const float *x, uint8_t *out);
+void ref_dequant_row(int enc, int32_t dim, const uint8_t *row, float *out);
+/* Simulated quantization: the value x reads as (quant.h's rule). */
+float ref_fake_quant(float x, float low, float high, int32_t buckets);
+
 #endif
