@@ -282,6 +282,17 @@ typedef struct ember_table_config {
     int64_t sketch_bytes;      /* admission sketch per rank (admit_after > 1):
                                   4 rows of 16-bit counters; 0 = 8 bytes per
                                   row of capacity; 64 B .. 16 GiB            */
+    /* Simulated quantization (docs/inference.md), for a model that will be
+     * served with quantized rows.  quant_buckets 0 = off (default); else
+     * 2 .. 2^24 buckets over [quant_low, quant_high] (finite, low < high):
+     * the forward reads every element x of this table's rows as
+     *     step = (quant_high - quant_low) / (quant_buckets - 1)   (float)
+     *     q(x) = fmaf(step, rint((min(max(x, low), high) - low) / step), low)
+     * (rint: half to even), pooled outputs and sequence rows alike; the
+     * backward passes the gradient straight through to the fp32 row (dq/dx
+     * taken as 1), so rows and optimizer state stay fp32. */
+    int32_t quant_buckets;
+    float quant_low, quant_high;
 } ember_table_config;
 
 /* rows 0, dim 0 (caller sets), uniform(0.05), SGD lr 0.01, no limits, error. */
@@ -349,8 +360,9 @@ typedef struct ember_collection_config {
     int32_t num_shards;    /* limit partitions (physical_row % num_shards);
                               0 (default) = the world size                   */
     int stack_tables;      /* 1 (default): tables with equal dim, optimizer
-                              (every field bitwise equal), placement, owner
-                              and exchange share one physical
+                              (every field bitwise equal), placement, owner,
+                              exchange and simulated quantization (buckets,
+                              low, high) share one physical
                               table: its rows are those tables' rows in config
                               order, so table t's physical row for id is
                               offset(t) + id, offset(t) = rows of the earlier

@@ -723,4 +723,20 @@ check_convert() {
 }
 CHECKS+=(convert)
 
+check_quantization() { # simulated quantization from a config: trains; a bad group is named; the
+    # fingerprint records it, so resuming with another setting fails
+    printf 'tables = ({ name = "t"; rows = 500; dim = 8; quantization = { num_buckets = 16; low = -0.1; high = 0.1; }; });\nfeatures = ({ name = "f"; table = "t"; });\n' >"$TMP/q.cfg"
+    expect_status 0 "$EMBER" train --config "$TMP/q.cfg" --steps 3 --checkpoint-dir "$TMP/qck" --json || return 1
+    sed 's/num_buckets = 16/num_buckets = 32/' "$TMP/q.cfg" >"$TMP/q2.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/q2.cfg" --steps 4 --checkpoint-dir "$TMP/qck" --resume || return 1
+    grep -q "table.t.quantization" "$TMP/err" || return 1
+    sed 's/low = -0.1; high = 0.1;/low = 0.1; high = -0.1;/' "$TMP/q.cfg" >"$TMP/q3.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/q3.cfg" --steps 1 || return 1
+    grep -q "q3.cfg:1: tables\[0\].quantization: low (0.1) must be below high (-0.1)" "$TMP/err" || return 1
+    sed 's/ high = 0.1;//' "$TMP/q.cfg" >"$TMP/q4.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/q4.cfg" --steps 1 || return 1
+    grep -q "tables\[0\].quantization.high: missing" "$TMP/err" || return 1
+}
+CHECKS+=(quantization)
+
 run_checks cli

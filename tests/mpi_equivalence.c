@@ -90,12 +90,16 @@ static test_config *random_config(test_rng *r, int trial, ember_world *world)
         ember_optimizer_kind kind = t == 0 ? (ember_optimizer_kind)(trial / NUM_MODES % 4)
                                            : (ember_optimizer_kind)test_range(r, 0, 4);
         tb->optimizer = test_optimizer_random(r, kind);
+        test_quant_random(r, tb);
         place(r, tb, mode, t, trial, W);
     }
-    if (test_range(r, 0, 2)) /* same dim and optimizer: tables of one placement stack */
+    if (test_range(r, 0, 2)) /* same dim, optimizer, quantization: tables of one placement stack */
         for (int32_t t = 1; t < nt; t++) {
             tc->tables[t].dim = tc->tables[0].dim;
             tc->tables[t].optimizer = tc->tables[0].optimizer;
+            tc->tables[t].quant_buckets = tc->tables[0].quant_buckets;
+            tc->tables[t].quant_low = tc->tables[0].quant_low;
+            tc->tables[t].quant_high = tc->tables[0].quant_high;
         }
     for (int32_t f = 0; f < nf; f++) {
         tc->features[f].table = (int32_t)test_range(r, 0, nt);
@@ -120,9 +124,9 @@ static void describe(char *buf, size_t n, int trial, const test_config *tc)
                      tc->cfg.bounds == EMBER_BOUNDS_DROP ? "drop" : "error", tc->cfg.debug_checks);
     for (int32_t t = 0; t < tc->cfg.num_tables && k > 0 && (size_t)k < n; t++) {
         const ember_table_config *tb = &tc->tables[t];
-        k += snprintf(buf + k, n - (size_t)k, " [%s %lldx%d opt %d %s owner %d]", tb->name,
+        k += snprintf(buf + k, n - (size_t)k, " [%s %lldx%d opt %d %s owner %d quant %d]", tb->name,
                       (long long)tb->rows, tb->dim, (int)tb->optimizer.kind,
-                      mpi_placement_name(tb), tb->owner);
+                      mpi_placement_name(tb), tb->owner, tb->quant_buckets);
     }
     for (int32_t f = 0; f < tc->cfg.num_features && k > 0 && (size_t)k < n; f++)
         k += snprintf(buf + k, n - (size_t)k, "%s f%d:t%d/c%d", f ? "" : " features",

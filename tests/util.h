@@ -156,6 +156,17 @@ static inline ember_optimizer test_optimizer_random(test_rng *r, ember_optimizer
  * from test_dims, uniform/normal/constant init, a random optimizer of any
  * kind), 1..max_features features (random table and combiner, NONE
  * included), random dedup, stacking, shards and bounds.  seed is random. */
+/* One table in four gets simulated quantization (a range narrower than
+ * the rows' values now and then, so clipping happens too). */
+static inline void test_quant_random(test_rng *r, ember_table_config *tb)
+{
+    if (test_range(r, 0, 4))
+        return;
+    tb->quant_buckets = (int32_t)test_range(r, 2, 300);
+    tb->quant_low = -test_float(r, 0.01f, 1.0f);
+    tb->quant_high = test_float(r, 0.01f, 1.0f);
+}
+
 static inline test_config *test_config_random(test_rng *r, int max_tables, int max_features,
                                               int64_t min_rows, int64_t max_rows)
 {
@@ -171,6 +182,7 @@ static inline test_config *test_config_random(test_rng *r, int max_tables, int m
             tb->init = EMBER_INIT_CONSTANT;
         tb->init_value = test_float(r, 0.01f, 1.0f);
         tb->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 4));
+        test_quant_random(r, tb);
     }
     for (int32_t f = 0; f < nf; f++) {
         tc->features[f].table = (int32_t)test_range(r, 0, nt);
@@ -184,14 +196,22 @@ static inline test_config *test_config_random(test_rng *r, int max_tables, int m
     return tc;
 }
 
+static inline int test_quantized(const test_config *tc)
+{
+    int n = 0;
+    for (int32_t t = 0; t < tc->cfg.num_tables; t++)
+        n += tc->tables[t].quant_buckets != 0;
+    return n;
+}
+
 /* One line that names a random case, for failure messages. */
 static inline void test_describe(char *buf, size_t n, int trial, int32_t B, int32_t max_len,
                                  const test_config *tc, int heavy)
 {
     snprintf(buf, n,
-             "trial %d (B=%d max_len %d tables %d features %d dedup %d bounds %s stack %d heavy %d)",
+             "trial %d (B=%d max_len %d tables %d features %d dedup %d bounds %s stack %d heavy %d quantized %d)",
              trial, B, max_len, tc->cfg.num_tables, tc->cfg.num_features, tc->cfg.dedup,
-             tc->cfg.bounds == EMBER_BOUNDS_DROP ? "drop" : "error", tc->cfg.stack_tables, heavy);
+             tc->cfg.bounds == EMBER_BOUNDS_DROP ? "drop" : "error", tc->cfg.stack_tables, heavy, test_quantized(tc));
 }
 
 /* ----------------------------------------------------------------- batch */
@@ -410,16 +430,23 @@ static inline void test_ref_magnitude(const ref_model *m, const ember_batch *b,
 {
     ref_model a = *m;
     ref_table *t = malloc((size_t)m->cfg.num_tables * sizeof *t);
+    ember_table_config *tc = malloc((size_t)m->cfg.num_tables * sizeof *tc);
     float *w = malloc((size_t)b->num_ids * sizeof *w + sizeof *w);
-    if (!t || !w)
+    if (!t || !tc || !w)
         abort();
     for (int32_t i = 0; i < m->cfg.num_tables; i++) {
+        const ember_table_config *q = &m->cfg.tables[i]; /* |value as read|: after simulated quantization */
         int64_t n = m->tables[i].rows * m->tables[i].dim;
         t[i] = m->tables[i];
         t[i].w = malloc((size_t)n * sizeof(float) + 1);
         for (int64_t k = 0; k < n; k++)
-            t[i].w[k] = fabsf(m->tables[i].w[k]);
+            t[i].w[k] = fabsf(q->quant_buckets ? ref_fake_quant(m->tables[i].w[k], q->quant_low, q->quant_high,
+                                                                q->quant_buckets)
+                                               : m->tables[i].w[k]);
+        tc[i] = *q;
+        tc[i].quant_buckets = 0;
     }
+    a.cfg.tables = tc;
     for (int64_t k = 0; k < b->num_ids; k++)
         w[k] = b->weights ? fabsf(b->weights[k]) : 1.0f;
     ember_batch ab = *b;
@@ -429,6 +456,7 @@ static inline void test_ref_magnitude(const ref_model *m, const ember_batch *b,
     for (int32_t i = 0; i < m->cfg.num_tables; i++)
         free(t[i].w);
     free(t);
+    free(tc);
     free(w);
 }
 

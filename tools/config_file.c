@@ -341,6 +341,40 @@ static int read_limits(reader *r, const config_setting_t *s, const char *key,
     return 0;
 }
 
+/* quantization = { num_buckets = 256; low = -0.5; high = 0.5; }: simulated
+ * quantization of the table's forward reads (docs/inference.md). */
+static int read_quantization(reader *r, const config_setting_t *s, const char *key, ember_table_config *t)
+{
+    static const char *const KEYS[] = {"num_buckets", "low", "high", NULL};
+    char sub[160];
+    if (config_setting_type(s) != CONFIG_TYPE_GROUP)
+        return fail_at(r, s, key, "must be a group { num_buckets = 256; low = -0.5; high = 0.5; }");
+    if (check_keys(r, s, key, KEYS))
+        return -1;
+    const char *names[3] = {"num_buckets", "low", "high"};
+    double v[3];
+    for (int i = 0; i < 3; i++) {
+        const config_setting_t *m = config_setting_get_member(s, names[i]);
+        snprintf(sub, sizeof sub, "%.120s.%s", key, names[i]);
+        if (!m)
+            return fail_at(r, s, sub, "missing (quantization needs num_buckets, low and high)");
+        if (i == 0) {
+            int64_t n;
+            if (get_int64(r, m, sub, 2, 1 << 24, &n))
+                return -1;
+            v[0] = (double)n;
+        } else if (get_double(r, m, sub, -1e30, 1e30, &v[i])) {
+            return -1;
+        }
+    }
+    if (!(v[1] < v[2]))
+        return fail_at(r, s, key, "low (%g) must be below high (%g)", v[1], v[2]);
+    t->quant_buckets = (int32_t)v[0];
+    t->quant_low = (float)v[1];
+    t->quant_high = (float)v[2];
+    return 0;
+}
+
 /* The settings of one table entry, applied to every table it expands to. */
 static int read_table_entry(reader *r, const config_setting_t *e, const char *where,
                             ember_table_config *t, cfg_table_extra *x)
@@ -349,7 +383,7 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
                                        "optimizer", "limits", "placement", "owner", "exchange",
                                        "dist", "alpha", "storage", "cache_bytes", "cache_policy",
                                        "path", "keys", "kind", "capacity", "capacity_bytes", "admit_after", "evict",
-                                       "ttl_steps", "sketch_bytes", NULL};
+                                       "ttl_steps", "sketch_bytes", "quantization", NULL};
     char key[160];
     if (config_setting_type(e) != CONFIG_TYPE_GROUP)
         return fail_at(r, e, where, "must be a group { name = ...; rows = ...; dim = ...; }");
@@ -481,6 +515,8 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
         t->ttl_steps = (int32_t)v;
     }
     if ((m = MEMBER("sketch_bytes")) && get_bytes(r, m, key, &t->sketch_bytes))
+        return -1;
+    if ((m = MEMBER("quantization")) && read_quantization(r, m, key, t))
         return -1;
 #undef MEMBER
     return 0;

@@ -128,6 +128,10 @@ static void fingerprint(const tool_ctx *ctx, const train_setup *s, char *buf, si
         add(buf, n, "table.%s optimizer %s lr %s, eps %s, weight_decay %s, beta1 %s, beta2 %s\n",
             s->cc.tables[i].name, ckpt_optimizer_name(e->kind), flt(e->lr, f[0]), flt(e->eps, f[1]),
             flt(e->weight_decay, f[2]), flt(e->beta1, f[3]), flt(e->beta2, f[4]));
+        const ember_table_config *q = &s->cc.tables[i];
+        if (q->quant_buckets) /* only when on: older checkpoints' fingerprints stay equal */
+            add(buf, n, "table.%s.quantization %d buckets over [%s, %s]\n", q->name, (int)q->quant_buckets,
+                flt(q->quant_low, f[0]), flt(q->quant_high, f[1]));
     }
     add(buf, n, "soft\n");
     add(buf, n, "world %d\n", (int)ctx->size);

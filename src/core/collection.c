@@ -6,6 +6,7 @@
  * config fails fast with the field named.  Stacking groups tables whose dim
  * and optimizer are bitwise equal into one physical table (table/layout.c).
  */
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,13 @@ static int validate_config(const ember_collection_config *cfg)
             return ember_fail_create(EMBER_EINVAL, "table '%s': dim %d outside [1, 1024]", nm, tc->dim);
         if (tc->init < EMBER_INIT_UNIFORM || tc->init > EMBER_INIT_CONSTANT)
             return ember_fail_create(EMBER_EINVAL, "table '%s': unknown init %d", nm, tc->init);
+        if (tc->quant_buckets != 0 && (tc->quant_buckets < 2 || tc->quant_buckets > (1 << 24)))
+            return ember_fail_create(EMBER_EINVAL, "table '%s': quantization buckets %d outside [2, 2^24] (0 = off)",
+                                     nm, tc->quant_buckets);
+        if (tc->quant_buckets != 0 &&
+            !(isfinite(tc->quant_low) && isfinite(tc->quant_high) && tc->quant_low < tc->quant_high))
+            return ember_fail_create(EMBER_EINVAL, "table '%s': quantization range [%g, %g] must be finite with "
+                                     "low < high", nm, tc->quant_low, tc->quant_high);
         const ember_optimizer *o = &tc->optimizer;
         if (o->kind < EMBER_OPT_SGD || o->kind > EMBER_OPT_ADAM)
             return ember_fail_create(EMBER_EINVAL, "table '%s': unknown optimizer %d", nm, o->kind);

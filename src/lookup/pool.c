@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "lookup/lookup.h"
+#include "quant/quant.h"
 
 #define PREFETCH 16 /* route.h pads row[] with EMBER_ROUTE_PAD valid rows past n */
 _Static_assert(PREFETCH <= EMBER_ROUTE_PAD, "prefetch reads past the route's padding");
@@ -74,6 +75,38 @@ DEFINE_POOL(pool_128, 128)
 DEFINE_POOL(pool_256, 256)
 DEFINE_POOL(pool_any, dim)
 
+/* Simulated quantization (ember_table_config.quant_*): the same sums, each
+ * element read through ember_fake_quant.  One generic kernel: it is a
+ * training-time option, its cost is the quantization's, not the gather's. */
+static void pool_fq(const ember_route *r, const ember_store *s, int64_t g0, int64_t g1, float *pooled,
+                    float *sequence)
+{
+    const uint32_t *row = r->row;
+    const float *weight = r->weighted ? r->weight : NULL, *values = s->values;
+    const float lo = s->fq_low, hi = s->fq_high, step = s->fq_step;
+    const int32_t dim = s->dim;
+    float acc[1024]; /* dim <= 1024 (ember.h) */
+    for (int64_t g = g0; g < g1; g++) {
+        for (int32_t k = 0; k < dim; k++)
+            acc[k] = 0.0f;
+        for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
+            uint32_t x = row[e];
+            if (x == EMBER_ROW_DROPPED)
+                continue;
+            const float *v = values + (int64_t)x * dim;
+            float w = weight ? weight[e] : 1.0f;
+            for (int32_t k = 0; k < dim; k++) {
+                float q = ember_fake_quant(v[k], lo, hi, step);
+                acc[k] = weight ? acc[k] + w * q : acc[k] + q;
+            }
+        }
+        float dv = r->seg_div[g];
+        float *o = ember_seg_out(r, g, pooled, sequence);
+        for (int32_t k = 0; k < dim; k++)
+            o[k] = dv == 1.0f ? acc[k] : dv == 0.0f ? 0.0f : acc[k] / dv;
+    }
+}
+
 typedef void (*pool_fn)(const ember_route *, const float *, int32_t, int64_t, int64_t, float *, float *);
 
 static pool_fn pick(int32_t dim)
@@ -115,6 +148,9 @@ void ember_pool(const ember_route *r, const ember_store *s, int64_t g0, int64_t 
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int64_t lo = t == 0 ? g0 : seg_at_entry(r, g0, g1, e0 + (e1 - e0) * t / nt);
         int64_t hi = t == nt - 1 ? g1 : seg_at_entry(r, g0, g1, e0 + (e1 - e0) * (t + 1) / nt);
-        fn(r, s->values, s->dim, lo, hi, pooled, sequence);
+        if (s->fq_step > 0)
+            pool_fq(r, s, lo, hi, pooled, sequence);
+        else
+            fn(r, s->values, s->dim, lo, hi, pooled, sequence);
     }
 }

@@ -93,7 +93,8 @@ int64_t ref_stack_offset(const ember_collection_config *cfg, int32_t t)
         const ember_table_config *o = &cfg->tables[u];
         if (o->dim == me->dim && memcmp(&o->optimizer, &me->optimizer, sizeof me->optimizer) == 0 &&
             o->placement == me->placement && o->exchange == me->exchange &&
-            (o->placement != EMBER_PLACE_TABLE || o->owner == me->owner))
+            (o->placement != EMBER_PLACE_TABLE || o->owner == me->owner) && o->quant_buckets == me->quant_buckets &&
+            (!me->quant_buckets || (o->quant_low == me->quant_low && o->quant_high == me->quant_high)))
             off += o->rows;
     }
     return off;

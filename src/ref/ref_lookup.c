@@ -79,6 +79,15 @@ static void ref_layout(const ref_model *m, const int64_t *off, int32_t B, int64_
     *W = c;
 }
 
+/* Element k of row id of table `table` as the forward reads it: through
+ * the table's simulated quantization, if any. */
+static float ref_read(const ref_model *m, int32_t table, int64_t id, int32_t k)
+{
+    const ember_table_config *tc = &m->cfg.tables[table];
+    float x = m->tables[table].w[id * m->tables[table].dim + k];
+    return tc->quant_buckets >= 2 ? ref_fake_quant(x, tc->quant_low, tc->quant_high, tc->quant_buckets) : x;
+}
+
 void ref_forward(const ref_model *m, const ember_batch *b, const uint8_t *keep, float *pooled,
                  float *sequence)
 {
@@ -98,7 +107,7 @@ void ref_forward(const ref_model *m, const ember_batch *b, const uint8_t *keep, 
                     float *out = sequence + seq_off[f] + (i - off[(int64_t)f * B]) * t->dim;
                     int live = ref_valid(m, f, b->ids[i]) && (!keep || keep[i]);
                     for (int32_t k = 0; k < t->dim; k++)
-                        out[k] = live ? ref_w(b, i) * t->w[b->ids[i] * t->dim + k] : 0.0f;
+                        out[k] = live ? ref_w(b, i) * ref_read(m, fc->table, b->ids[i], k) : 0.0f;
                 }
                 continue;
             }
@@ -123,7 +132,7 @@ void ref_forward(const ref_model *m, const ember_batch *b, const uint8_t *keep, 
                             w += ref_w(b, j);
                 }
                 for (int32_t k = 0; k < t->dim; k++)
-                    out[k] += w * t->w[b->ids[i] * t->dim + k];
+                    out[k] += w * ref_read(m, fc->table, b->ids[i], k);
             }
             float scale = ref_scale(m, b, f, start, len);
             if (fc->combiner != EMBER_COMBINER_SUM)

@@ -10,7 +10,8 @@
  * stack only with equal placement, exchange and owner; each rank then
  * allocates its share of every physical table (dist/shard.h).  SSD tables
  * stack only with the same cache policy and folder; the physical table's
- * cache is the sum of its tables' cache budgets.
+ * cache is the sum of its tables' cache budgets.  Tables stack only with
+ * the same simulated quantization (the store applies it to every read).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,12 +30,14 @@ static int same_group(const ember_table_config *a, const ember_table_config *b)
     return a->dim == b->dim && !memcmp(&a->optimizer, &b->optimizer, sizeof a->optimizer) &&
            a->placement == b->placement && a->exchange == b->exchange &&
            (a->placement != EMBER_PLACE_TABLE || a->owner == b->owner) && a->storage == b->storage &&
-           (a->storage != EMBER_STORAGE_SSD || (a->cache_policy == b->cache_policy && !strcmp(a->path, b->path)));
+           (a->storage != EMBER_STORAGE_SSD || (a->cache_policy == b->cache_policy && !strcmp(a->path, b->path))) &&
+           a->quant_buckets == b->quant_buckets &&
+           (!a->quant_buckets || (a->quant_low == b->quant_low && a->quant_high == b->quant_high));
 }
 
 /* The store of physical table p: memory, or the SSD tier (a rank that holds
  * none of its rows keeps an empty memory store). */
-static int create_store(ember_collection *c, int32_t p)
+static int create_store_tier(ember_collection *c, int32_t p)
 {
     ember_ptable *pt = &c->ptables[p];
     const ember_table_config *first = &c->tables[pt->tables[0]].cfg;
@@ -57,6 +60,20 @@ static int create_store(ember_collection *c, int32_t p)
                            c->cfg.ssd_buffered, ember_init_local_row, &pt->init_ctx};
     int st = ember_store_ssd_create(&sp, &pt->store, err, sizeof err);
     return st == EMBER_OK ? EMBER_OK : ember_fail_create(st, "%s", err);
+}
+
+/* The store of physical table p, with its tables' simulated quantization. */
+static int create_store(ember_collection *c, int32_t p)
+{
+    int st = create_store_tier(c, p);
+    ember_ptable *pt = &c->ptables[p];
+    const ember_table_config *first = &c->tables[pt->tables[0]].cfg;
+    if (st == EMBER_OK && first->quant_buckets >= 2) {
+        pt->store->fq_low = first->quant_low;
+        pt->store->fq_high = first->quant_high;
+        pt->store->fq_step = (first->quant_high - first->quant_low) / (float)(first->quant_buckets - 1);
+    }
+    return st;
 }
 
 int ember_layout_build(ember_collection *c)

@@ -69,6 +69,10 @@ struct ember_store {
     int staged;
     const uint32_t *slot_row; /* [slots] local row held by each slot        */
     int64_t disk_bytes;       /* bytes of the store file                    */
+    /* Simulated quantization of reads (ember_table_config.quant_*): the
+     * pooling kernel reads x as ember_fake_quant(x, fq_low, fq_high,
+     * fq_step); fq_step 0 = off.  Set by the layout for every tier. */
+    float fq_low, fq_high, fq_step;
     int64_t meta_bytes;       /* cache bookkeeping (map, lists, flags)      */
     char errmsg[400];         /* detail of the last failed call             */
 };
