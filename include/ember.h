@@ -824,6 +824,16 @@ void ember_checkpoint_close(ember_checkpoint *ck);
 int64_t ember_checkpoint_step(const ember_checkpoint *ck);
 int32_t ember_checkpoint_world(const ember_checkpoint *ck);   /* ranks that saved it */
 const char *ember_checkpoint_path(const ember_checkpoint *ck); /* the step-* folder  */
+/* The tables ck holds, in the order they were saved, and table t's
+ * configuration as saved: name (valid until close), kind, rows, dim, init,
+ * optimizer, placement and owner; for a dynamic table its capacity per
+ * saving rank, admission, eviction and sketch size.  What a checkpoint does
+ * not record (limits, exchange, storage, simulated quantization) is
+ * ember_table_config_default()'s.  A collection made of these configs (and
+ * its own features) loads ck: nothing needs declaring again.  EMBER_EINVAL
+ * when t is out of range or out is NULL. */
+int32_t ember_checkpoint_num_tables(const ember_checkpoint *ck);
+int ember_checkpoint_table(const ember_checkpoint *ck, int32_t t, ember_table_config *out);
 /* A blob saved with ember_save_options.blobs (rank < 0) or rank_blobs of the
  * given saving rank; NULL when absent.  Valid until close. */
 const void *ember_checkpoint_blob(const ember_checkpoint *ck, int32_t rank, const char *name,

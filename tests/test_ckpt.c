@@ -119,6 +119,34 @@ static void test_roundtrip(test_rng *r, int trial)
         CHECK_MSG(test_tables_identical(c1, c2, &tc->cfg), "trial %d: a step after load differs", trial);
         ember_collection_destroy(c2);
     }
+    /* the checkpoint lists its tables: a collection of those configs (and the
+     * original features) loads it without declaring anything again */
+    {
+        int32_t nt = ember_checkpoint_num_tables(ck), same = nt == tc->cfg.num_tables;
+        ember_table_config listed[TEST_MAX_TABLES], dummy;
+        CHECK(ember_checkpoint_table(ck, nt, &dummy) == EMBER_EINVAL && ember_checkpoint_table(ck, -1, &dummy) == EMBER_EINVAL);
+        for (int32_t t = 0; t < nt && same; t++) {
+            const ember_table_config *o = &tc->tables[t];
+            same = ember_checkpoint_table(ck, t, &listed[t]) == EMBER_OK && !strcmp(listed[t].name, o->name) &&
+                   listed[t].rows == o->rows && listed[t].dim == o->dim && listed[t].init == o->init &&
+                   listed[t].init_value == o->init_value && listed[t].placement == o->placement &&
+                   !memcmp(&listed[t].optimizer, &o->optimizer, sizeof o->optimizer) && listed[t].kind == o->kind;
+        }
+        CHECK_MSG(same, "trial %d: the listed tables differ from the saved configs", trial);
+        ember_collection_config lc = tc->cfg;
+        lc.tables = listed;
+        ember_collection *c4 = NULL;
+        if (same && ember_collection_create(&lc, &c4) == EMBER_OK) {
+            CHECK_MSG(ember_load(c4, ck) == EMBER_OK, "trial %d: load into the listed tables: %s", trial,
+                      ember_errmsg(c4));
+            ckpt_snap_take(&b, c4, &lc);
+            CHECK_MSG(ckpt_snap_equal(&a, &b, &tc->cfg), "trial %d: tables loaded by listing differ", trial);
+            ckpt_snap_free(&b);
+        } else {
+            CHECK_MSG(0, "trial %d: no collection from the listed tables: %s", trial, ember_errmsg(NULL));
+        }
+        ember_collection_destroy(c4);
+    }
     /* hyper-parameters may differ: they come from the collection */
     tc2->tables[0].optimizer.lr *= 2;
     ember_collection *c3 = make(tc2);

@@ -22,6 +22,7 @@
 
 #include "ckpt/ckpt_impl.h"
 #include "data/data_error.h"
+#include "dyn/dyn.h"
 
 #define MAX_MANIFEST_BYTES (INT64_C(1) << 28)
 
@@ -292,6 +293,35 @@ const void *ember_checkpoint_blob(const ember_checkpoint *ck, int32_t rank, cons
         }
     }
     return NULL;
+}
+
+int32_t ember_checkpoint_num_tables(const ember_checkpoint *ck) { return ck ? ck->num_tables : 0; }
+
+int ember_checkpoint_table(const ember_checkpoint *ck, int32_t t, ember_table_config *out)
+{
+    const ckpt_table_info *in = ckpt_table(ck, t);
+    if (!in || !out)
+        return EMBER_EINVAL;
+    *out = ember_table_config_default();
+    out->name = in->name;
+    out->kind = in->kind;
+    out->dim = in->dim;
+    out->init = in->init;
+    out->init_value = in->init_value;
+    out->optimizer = in->opt;
+    out->placement = in->placement;
+    out->owner = in->placement == EMBER_PLACE_TABLE ? in->owner : 0;
+    if (in->kind == EMBER_TABLE_DYNAMIC) {
+        out->rows = 0;
+        out->capacity = in->capacity;
+        out->admit_after = in->admit_after;
+        out->evict = in->evict;
+        out->ttl_steps = in->ttl_steps;
+        out->sketch_bytes = ember_dyn_sketch_bytes(in->sketch_width);
+    } else {
+        out->rows = in->rows;
+    }
+    return EMBER_OK;
 }
 
 int32_t ckpt_num_tables(const ember_checkpoint *ck) { return ck ? ck->num_tables : 0; }
