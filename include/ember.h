@@ -763,6 +763,49 @@ void ember_batch_reader_destroy(ember_batch_reader *r);
  * batch writers and readers, ember_checkpoint_open (thread-local). */
 const char *ember_data_errmsg(void);
 
+/* -------------------------------------------------------------- prediction */
+
+/*
+ * A predictor scores samples with a model trained by `ember train`
+ * (docs/inference.md).  It opens a checkpoint (the newest under a root, or
+ * one step-* folder), builds the collection and the dense model from the
+ * checkpoint's model description (the blob "model.json"), loads the tables
+ * at this world's size (any size: ember_load reshards) and the dense
+ * parameters.  Nothing is declared by the caller.
+ *
+ *   scores[s] = sigmoid(dense model(dense[s], pooled embeddings of sample s))
+ *
+ * computed exactly as the trainer's own evaluation: the same forward, the
+ * dense model run in chunks of the trainer's micro-batch, one BLAS thread,
+ * so the scores are bit-identical to the ones `ember train` evaluated.
+ * Predictions admit and evict no dynamic key.
+ *
+ * Open and score are collective over the world (options.world; NULL: a
+ * world of one): every rank calls them, each with its own samples.  Open's
+ * errors, agreed over the world: EMBER_EIO, EMBER_EFORMAT, EMBER_ECORRUPT
+ * (the checkpoint; a checkpoint without a model description is named),
+ * EMBER_ENOMEM, or the collection's own; detail in ember_data_errmsg().
+ * Score: EMBER_EINVAL for arguments that do not fit the model (that rank
+ * alone; it still takes part in the exchange with no samples), or
+ * ember_forward's errors; detail in ember_predictor_errmsg().
+ */
+typedef struct ember_predictor ember_predictor;
+typedef struct ember_predictor_options {
+    ember_world *world; /* NULL: a world of one                                */
+    int32_t threads;    /* OpenMP threads for the embedding work; 0: 1          */
+} ember_predictor_options;
+int ember_predictor_open(const char *path, const ember_predictor_options *options, ember_predictor **out);
+void ember_predictor_close(ember_predictor *p);
+/* The model's collection (tables and features; names valid until close) and
+ * its dense features per sample. */
+const ember_collection_config *ember_predictor_config(const ember_predictor *p);
+int32_t ember_predictor_num_dense(const ember_predictor *p);
+/* dense [batch_size][num_dense]; sparse as ember_forward's batch (the
+ * model's features, in order); scores [batch_size]. */
+int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *dense, const ember_batch *sparse,
+                          float *scores);
+const char *ember_predictor_errmsg(const ember_predictor *p);
+
 /* ------------------------------------------------------------- checkpoints */
 
 /*

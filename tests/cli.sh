@@ -723,6 +723,62 @@ check_convert() {
 }
 CHECKS+=(convert)
 
+check_predict() { # the scores of a checkpoint are the trainer's own evaluation, bit for bit; a
+    # TSV and a binary file of the same samples score the same; bad input is named
+    expect_status 0 "$EMBER" train --steps 12 --checkpoint-dir "$TMP/pck" --json || return 1
+    local want got
+    want=$(tail -1 "$TMP/out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["auc"], d["logloss"])')
+    expect_status 0 "$EMBER" predict "$TMP/pck" synthetic --json --out "$TMP/p.f32" || return 1
+    got=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["auc"], d["logloss"])' "$TMP/out")
+    [ "$want" = "$got" ] || { echo "predict gives AUC/log loss $got, the trainer's evaluation $want"; return 1; }
+    [ "$(stat -c %s "$TMP/p.f32")" = $((65536 * 4)) ] || return 1
+    expect_status 0 "$EMBER" predict "$TMP/pck" synthetic --samples 100 --format tsv --out "$TMP/p.tsv" || return 1
+    python3 - "$TMP/p.tsv" "$TMP/p.f32" <<'EOF2' || return 1
+import array, sys
+rows = [l.split("\t") for l in open(sys.argv[1])]
+f32 = array.array("f", open(sys.argv[2], "rb").read())
+assert [int(r[0]) for r in rows] == list(range(100)), "index column"
+assert all(float(r[2]) in (0.0, 1.0) for r in rows), "label column"
+assert all(abs(float(r[1]) - f32[i]) <= 1e-6 for i, r in enumerate(rows)), "the same samples score the same"
+EOF2
+    # a Criteo-shaped model: the TSV and its binary conversion score alike
+    printf 'tables = ({ name = "c%%d"; count = 26; rows = 1000; dim = 8; });\nfeatures = ({ name = "f%%d"; count = 26; table = "c%%d"; });\ndata = { batch_size = 2; source = "tsv"; train_file = "%s"; };\ntrain = { steps = 3; micro_batch = 2; };\n' "$TMP/pin.tsv" >"$TMP/p.cfg"
+    { ctr_tsv_lines; ctr_tsv_lines; } | grep -v zz12 >"$TMP/pin.tsv"
+    expect_status 0 "$EMBER" train --config "$TMP/p.cfg" --checkpoint-dir "$TMP/pck2" || return 1
+    expect_status 0 "$EMBER" convert "$TMP/pin.tsv" "$TMP/pin.bin" --rows 1000 || return 1
+    expect_status 0 "$EMBER" predict "$TMP/pck2" "$TMP/pin.tsv" --out "$TMP/t.f32" || return 1
+    grep -q "scored 4 samples" "$TMP/out" || return 1
+    expect_status 0 "$EMBER" predict "$TMP/pck2" "$TMP/pin.bin" --out "$TMP/b.f32" || return 1
+    cmp -s "$TMP/t.f32" "$TMP/b.f32" || { echo "TSV and binary scores differ"; return 1; }
+    expect_status 1 "$EMBER" predict "$TMP/pck2" synthetic || return 1
+    grep -q "not trained on the built-in task" "$TMP/err" || return 1
+    expect_status 1 "$EMBER" predict "$TMP/pck" "$TMP/pin.tsv" || return 1
+    grep -q "pin.tsv: 13 dense and 26 sparse features, the model takes 13 and 8" "$TMP/err" || return 1
+    expect_status 1 "$EMBER" predict "$TMP/none" synthetic || return 1
+    grep -q "none" "$TMP/err" || return 1
+    expect_status 2 "$EMBER" predict "$TMP/pck" || return 1
+    expect_status 2 "$EMBER" predict "$TMP/pck" synthetic --format csv || return 1
+}
+CHECKS+=(predict)
+
+check_mpi_predict() { # under mpirun: the scores of the np-2 evaluation, and the same file at np 1
+    have_mpirun || return 0
+    expect_status 0 mpi2 train --steps 6 --checkpoint-dir "$TMP/mck" --json || return 1
+    local want got
+    want=$(tail -1 "$TMP/out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["auc"], d["logloss"])')
+    expect_status 0 mpi2 predict "$TMP/mck" synthetic --json --out "$TMP/m2.f32" || return 1
+    [ "$(wc -l <"$TMP/out")" = 1 ] || { echo "printed more than once"; return 1; }
+    got=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["auc"], d["logloss"])' "$TMP/out")
+    [ "$want" = "$got" ] || { echo "np 2: predict $got, the evaluation $want"; return 1; }
+    expect_status 0 "$EMBER" predict "$TMP/mck" synthetic --out "$TMP/m1.f32" || return 1
+    python3 - "$TMP/m1.f32" "$TMP/m2.f32" <<'EOF2' || return 1
+import array, sys
+a, b = (array.array("f", open(p, "rb").read()) for p in sys.argv[1:3])
+assert len(a) == len(b) == 65536 and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6, "np 1 against np 2"
+EOF2
+}
+CHECKS+=(mpi_predict)
+
 check_quantization() { # simulated quantization from a config: trains; a bad group is named; the
     # fingerprint records it, so resuming with another setting fails
     printf 'tables = ({ name = "t"; rows = 500; dim = 8; quantization = { num_buckets = 16; low = -0.1; high = 0.1; }; });\nfeatures = ({ name = "f"; table = "t"; });\n' >"$TMP/q.cfg"

@@ -147,6 +147,14 @@ static void test_roundtrip(test_rng *r, int trial)
         }
         ember_collection_destroy(c4);
     }
+    /* a checkpoint without a model description (this one: ember_save from a
+     * program) cannot be a predictor, and the error says why */
+    if (trial == 0) {
+        ember_predictor *pr = NULL;
+        int ps = ember_predictor_open(root, NULL, &pr);
+        CHECK_MSG(ps == EMBER_EFORMAT && !pr && strstr(ember_data_errmsg(), "no model description"),
+                  "predictor on a checkpoint without model.json: %s (%s)", ember_status_str(ps), ember_data_errmsg());
+    }
     /* hyper-parameters may differ: they come from the collection */
     tc2->tables[0].optimizer.lr *= 2;
     ember_collection *c3 = make(tc2);

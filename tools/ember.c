@@ -29,6 +29,7 @@ static const command COMMANDS[] = {
     {"train", cmd_train, "train a DLRM-style CTR model (default: the built-in synthetic task)"},
     {"inspect", cmd_inspect, "what a checkpoint holds: tables, statistics, digests, blobs"},
     {"export", cmd_export, "one table of a checkpoint as (key, row) records for serving"},
+    {"predict", cmd_predict, "one score per sample of a data file with a trained checkpoint"},
 };
 
 static void usage(FILE *f)

@@ -134,32 +134,34 @@ void tool_barrier(const tool_ctx *ctx)
         MPI_Barrier(MPI_COMM_WORLD);
 }
 
-int tool_gather_floats(const tool_ctx *ctx, const float *v, int64_t n, float **out, int64_t *total)
+/* Rank 0 gets every rank's n elements of `size` bytes (MPI type t). */
+static int gather(const tool_ctx *ctx, const void *v, int64_t n, size_t size, MPI_Datatype t, void **out,
+                  int64_t *total)
 {
     *out = NULL;
     *total = n;
     if (!ctx->mpi || ctx->size == 1) {
-        *out = malloc((size_t)(n + 1) * sizeof **out);
+        *out = malloc((size_t)(n + 1) * size);
         if (!*out)
             return -1;
-        memcpy(*out, v, (size_t)n * sizeof **out);
+        memcpy(*out, v, (size_t)n * size);
         return 0;
     }
-    int mine = n > INT_MAX ? INT_MAX : (int)n, size = ctx->size;
-    int *counts = calloc((size_t)size * 2, sizeof *counts), *displ = counts ? counts + size : NULL;
+    int mine = n > INT_MAX ? INT_MAX : (int)n, ranks = ctx->size;
+    int *counts = calloc((size_t)ranks * 2, sizeof *counts), *displ = counts ? counts + ranks : NULL;
     MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
     int64_t sum = 0;
     if (ctx->rank == 0 && counts)
-        for (int r = 0; r < size; r++) {
+        for (int r = 0; r < ranks; r++) {
             displ[r] = (int)sum;
             sum += counts[r];
         }
-    int ok = ctx->rank != 0 || (counts && sum <= INT_MAX && (*out = malloc((size_t)(sum + 1) * sizeof **out)));
+    int ok = ctx->rank != 0 || (counts && sum <= INT_MAX && (*out = malloc((size_t)(sum + 1) * size)));
     tool_reduce_i64(ctx, &sum, 1, TOOL_SUM); /* only rank 0's is non-zero: everyone learns the total */
     int64_t bad = !ok;
     tool_reduce_i64(ctx, &bad, 1, TOOL_MAX);
     if (!bad)
-        MPI_Gatherv(v, mine, MPI_FLOAT, *out, counts, displ, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        MPI_Gatherv(v, mine, t, *out, counts, displ, t, 0, MPI_COMM_WORLD);
     free(counts);
     *total = sum;
     if (bad) {
@@ -168,6 +170,16 @@ int tool_gather_floats(const tool_ctx *ctx, const float *v, int64_t n, float **o
         return -1;
     }
     return 0;
+}
+
+int tool_gather_floats(const tool_ctx *ctx, const float *v, int64_t n, float **out, int64_t *total)
+{
+    return gather(ctx, v, n, sizeof(float), MPI_FLOAT, (void **)out, total);
+}
+
+int tool_gather_i64(const tool_ctx *ctx, const int64_t *v, int64_t n, int64_t **out, int64_t *total)
+{
+    return gather(ctx, v, n, sizeof(int64_t), MPI_INT64_T, (void **)out, total);
 }
 
 int tool_agree_fail(const tool_ctx *ctx, const char *cmd, int failed, const char *msg)

@@ -68,6 +68,7 @@ void tool_reduce_double(const tool_ctx *ctx, double *v, int64_t n, tool_reduce o
  * array *out (free it) of *total floats; other ranks get *out NULL and
  * *total.  0, or -1 when out of memory on rank 0 (then *out is NULL). */
 int tool_gather_floats(const tool_ctx *ctx, const float *v, int64_t n, float **out, int64_t *total);
+int tool_gather_i64(const tool_ctx *ctx, const int64_t *v, int64_t n, int64_t **out, int64_t *total);
 /* Collective: returns when every rank has called it.  Alone: no-op. */
 void tool_barrier(const tool_ctx *ctx);
 

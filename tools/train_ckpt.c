@@ -12,6 +12,8 @@
  *   train.state        int64[8]: magic, version, step, samples so far, dense
  *                      parameters, dense optimizer step, its state floats, 0
  *   dense.params       the dense model's parameters (dlrm_params)
+ *   model.json         the model description (src/infer/model.h): what the
+ *                      predictor builds its collection and dense model from
  *   dense.optim        the dense optimizer's state (Adam: m then v), if any
  *   data.position      per rank: int64[6]: magic, version, then ctr_position
  *                      (next, epochs, begin, end) after the last batch a
@@ -42,6 +44,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+#include "infer/model.h"
 #include "train_tool.h"
 
 #define STATE_MAGIC 0x4e49415254424d45LL /* "EMBTRAIN" little-endian */
@@ -247,18 +250,35 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
     float *ostate = dense_optim_state(trainer_dense_optim(s->tr), &floats, &ostep);
     int64_t state[8] = {STATE_MAGIC, BLOB_VERSION, step, samples, nparams, ostep, floats * nparams, 0};
     int64_t position[6] = {POS_MAGIC, BLOB_VERSION, pos->next, pos->epochs, pos->begin, pos->end};
-    ember_blob blobs[4] = {
+    /* the model description, for predictions (docs/inference.md); a model it
+     * cannot describe is still checkpointed, without one */
+    char merr[256] = "";
+    ember_model *model = malloc(sizeof *model);
+    char *mjson = NULL;
+    int describable = model && ember_model_make(model, &s->cc, &s->t.model, s->t.micro_batch,
+                                                s->t.micro_batch * s->t.accumulate, &s->schema,
+                                                s->t.source == CFG_SOURCE_SYNTHETIC ? &s->t.synth : NULL, merr,
+                                                sizeof merr) == 0;
+    if (describable)
+        mjson = ember_model_to_json(model);
+    free(model);
+    ember_blob blobs[5] = {
         {"train.fingerprint", fp, (int64_t)strlen(fp)},
         {"train.state", state, (int64_t)sizeof state},
         {"dense.params", dlrm_params(s->model), nparams * (int64_t)sizeof(float)},
+        {EMBER_MODEL_BLOB, mjson, mjson ? (int64_t)strlen(mjson) : 0},
         {"dense.optim", ostate, floats * nparams * (int64_t)sizeof(float)},
     };
     ember_blob rank_blob = {"data.position", position, (int64_t)sizeof position};
-    ember_save_options o = {step, s->t.checkpoint_keep, blobs, ostate && floats > 0 ? 4 : 3, &rank_blob, 1};
-    int st = ember_save(s->coll, s->t.checkpoint_dir, &o);
+    if (!mjson) /* dense.optim takes its place */
+        blobs[3] = blobs[4];
+    ember_save_options o = {step, s->t.checkpoint_keep, blobs, (ostate && floats > 0 ? 5 : 4) - !mjson, &rank_blob, 1};
+    int no_json = describable && !mjson;
+    int st = no_json ? EMBER_ENOMEM : ember_save(s->coll, s->t.checkpoint_dir, &o);
+    free(mjson);
     char msg[1024];
     snprintf(msg, sizeof msg, "checkpoint at step %lld: %s", (long long)step,
-             st == EMBER_OK ? "" : ember_errmsg(s->coll));
+             st == EMBER_OK ? "" : no_json ? "out of memory describing the model" : ember_errmsg(s->coll));
     if (agree_status(ctx, st, msg))
         return 1;
     memset(out, 0, sizeof *out);

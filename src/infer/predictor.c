@@ -1,0 +1,173 @@
+/*
+ * predictor.c: scoring with a trained model (ember.h, "Prediction";
+ * docs/inference.md).
+ *
+ * The predictor is the trainer's evaluation path and nothing else: a
+ * collection built from the checkpoint's model description, loaded with
+ * ember_load (any world size), the dense model with the saved parameters,
+ * and trainer_predict, which scores a batch with the dense model in chunks
+ * of the trainer's micro-batch.  That is what makes its scores the
+ * trainer's own, bit for bit.  Every step that can fail on one rank alone
+ * (opening the checkpoint, reading the description) is agreed before the
+ * collective ones, so no rank waits on a rank that gave up.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "core/collection.h"
+#include "data/data_error.h"
+#include "infer/model.h"
+#include "train/train.h"
+
+struct ember_predictor {
+    ember_model m;
+    ember_collection_config cc;
+    ember_world *own_world; /* a world of one made here, or NULL */
+    ember_collection *coll;
+    dlrm *dense;
+    trainer *tr;
+    char err[768];
+};
+
+/* 1 on every rank when any rank failed (ok = 0 there). */
+static int any_failed(ember_world *w, int failed)
+{
+    int32_t n = ember_world_size(w);
+    int64_t mine = failed, *all = malloc(sizeof(int64_t) * (size_t)n);
+    int bad = !all || ember_comm_allgather(w, &mine, sizeof mine, all) != EMBER_OK;
+    for (int32_t r = 0; r < n && !bad; r++)
+        bad = all[r] != 0;
+    free(all);
+    return bad;
+}
+
+/* Fails open: the message (which may be p->err itself) goes to
+ * ember_data_errmsg(), p is freed. */
+static int open_fail(ember_predictor *p, int st, const char *fmt, ...)
+{
+    char msg[sizeof p->err];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ember_predictor_close(p);
+    ember_data_set_error("%s", msg);
+    return st;
+}
+
+int ember_predictor_open(const char *path, const ember_predictor_options *o, ember_predictor **out)
+{
+    *out = NULL;
+    ember_predictor *p = calloc(1, sizeof *p);
+    if (!p)
+        return ember_data_set_error("predictor: out of memory"), EMBER_ENOMEM;
+    ember_world *w = o ? o->world : NULL;
+    if (!w && ember_world_self(&p->own_world) != EMBER_OK)
+        return open_fail(p, EMBER_ENOMEM, "predictor: out of memory");
+    w = w ? w : p->own_world;
+    int32_t threads = o && o->threads > 0 ? o->threads : 1;
+    /* local: the checkpoint and its model description */
+    ember_checkpoint *ck = NULL;
+    int st = ember_checkpoint_open(path, &ck);
+    if (st != EMBER_OK)
+        snprintf(p->err, sizeof p->err, "%s", ember_data_errmsg());
+    int64_t n = 0;
+    const char *json = st == EMBER_OK ? ember_checkpoint_blob(ck, -1, EMBER_MODEL_BLOB, &n) : NULL;
+    if (st == EMBER_OK && !json) {
+        st = EMBER_EFORMAT;
+        snprintf(p->err, sizeof p->err, "%s: no model description (blob %s): written by `ember train` before "
+                 "predictions existed, or by a program of its own; its tables can still be loaded with "
+                 "ember_load", ember_checkpoint_path(ck), EMBER_MODEL_BLOB);
+    }
+    if (st == EMBER_OK && ember_model_from_json(json, (size_t)n, &p->m, p->err, sizeof p->err) != 0)
+        st = EMBER_EFORMAT;
+    const float *params = NULL;
+    if (st == EMBER_OK) {
+        char derr[256];
+        if (dlrm_create(&p->m.dense, &p->dense, derr, sizeof derr) != 0) {
+            st = EMBER_EFORMAT;
+            snprintf(p->err, sizeof p->err, "%s: the dense model: %s", ember_checkpoint_path(ck), derr);
+        } else {
+            int64_t want = dlrm_num_params(p->dense) * (int64_t)sizeof(float), got = 0;
+            params = ember_checkpoint_blob(ck, -1, "dense.params", &got);
+            if (!params || got != want) {
+                st = EMBER_EFORMAT;
+                snprintf(p->err, sizeof p->err, "%s: dense.params: %lld bytes, the model needs %lld",
+                         ember_checkpoint_path(ck), (long long)(params ? got : 0), (long long)want);
+            } else {
+                memcpy(dlrm_params(p->dense), params, (size_t)want);
+            }
+        }
+    }
+    if (any_failed(w, st != EMBER_OK)) {
+        ember_checkpoint_close(ck);
+        return open_fail(p, st != EMBER_OK ? st : EMBER_ECOMM, "%s",
+                         st != EMBER_OK ? p->err : "predictor: another rank could not open the checkpoint");
+    }
+    /* collective: the collection, its tables, the scoring path */
+    p->cc = ember_model_collection(&p->m);
+    p->cc.world = w;
+    p->cc.threads = threads;
+    for (int32_t t = 0; t < p->m.num_tables; t++) /* a dynamic table's capacity was per saving rank */
+        if (p->m.tables[t].kind == EMBER_TABLE_DYNAMIC && p->m.tables[t].capacity > 0) {
+            int64_t total = p->m.tables[t].capacity * ember_checkpoint_world(ck), W = ember_world_size(w);
+            p->m.tables[t].capacity = (total + W - 1) / W;
+            p->m.tables[t].capacity_bytes = 0;
+        }
+    st = ember_collection_create(&p->cc, &p->coll);
+    if (st != EMBER_OK) {
+        ember_checkpoint_close(ck);
+        return open_fail(p, st, "%s", ember_errmsg(NULL));
+    }
+    st = ember_load(p->coll, ck);
+    ember_checkpoint_close(ck);
+    if (st != EMBER_OK)
+        return open_fail(p, st, "%s", ember_errmsg(p->coll));
+    trainer_config tc = {p->m.chunk, 1, dense_optim_config_default(DENSE_SGD), threads, 1};
+    char terr[512];
+    st = trainer_create(&tc, p->coll, p->dense, &p->tr, terr, sizeof terr);
+    if (any_failed(w, st != EMBER_OK))
+        return open_fail(p, st != EMBER_OK ? st : EMBER_ECOMM, "%s", st != EMBER_OK ? terr : "another rank failed");
+    *out = p;
+    return EMBER_OK;
+}
+
+void ember_predictor_close(ember_predictor *p)
+{
+    if (!p)
+        return;
+    trainer_destroy(p->tr);
+    dlrm_destroy(p->dense);
+    ember_collection_destroy(p->coll);
+    ember_world_destroy(p->own_world);
+    free(p);
+}
+
+int32_t ember_predictor_num_dense(const ember_predictor *p) { return p->m.dense.num_dense; }
+const ember_model *ember_predictor_model(const ember_predictor *p) { return &p->m; }
+const ember_collection_config *ember_predictor_config(const ember_predictor *p) { return &p->cc; }
+const char *ember_predictor_errmsg(const ember_predictor *p) { return p->err; }
+
+int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *dense, const ember_batch *sparse,
+                          float *scores)
+{
+    /* a bad call still takes part in the collective forward (with no samples),
+     * so the other ranks do not wait for it; it fails on its own rank */
+    int bad = !sparse || batch_size < 0 || batch_size != sparse->batch_size ||
+              sparse->num_features != p->m.num_features ||
+              (batch_size > 0 && ((!dense && p->m.dense.num_dense > 0) || !scores));
+    ember_batch none = {0, p->m.num_features, NULL, NULL, NULL, 0};
+    ctr_batch b = {bad ? 0 : batch_size, p->m.dense.num_dense, p->m.num_features, NULL, dense, bad ? none : *sparse, 0};
+    int st = trainer_predict(p->tr, &b, scores, p->err, sizeof p->err);
+    if (bad) {
+        snprintf(p->err, sizeof p->err, "score: batch_size %d, sparse batch of %d samples and %d features (the "
+                 "model has %d), dense %s, scores %s", (int)batch_size, sparse ? (int)sparse->batch_size : -1,
+                 sparse ? (int)sparse->num_features : -1, (int)p->m.num_features, dense ? "given" : "NULL",
+                 scores ? "given" : "NULL");
+        return EMBER_EINVAL;
+    }
+    return st;
+}

@@ -1,0 +1,113 @@
+/*
+ * test_infer.c: the model description (src/infer/model.h) round trip and
+ * its errors.  Random collections (fixed and dynamic tables, limits,
+ * simulated quantization, every optimizer), dense models and inputs go to
+ * JSON and back: every setting equal, bit for bit.  Broken descriptions
+ * (bad JSON, a missing or mistyped field, out-of-range values) are refused
+ * with the field named.  The predictor itself is tested end to end by
+ * tests/cli.sh (scores equal to the trainer's evaluation, at 1 and 2 ranks).
+ */
+#include "infer/model.h"
+#include "util.h"
+
+static int same_table(const ember_table_config *a, const ember_table_config *b)
+{
+    return !strcmp(a->name, b->name) && a->kind == b->kind && a->rows == b->rows && a->dim == b->dim &&
+           a->init == b->init && a->init_value == b->init_value &&
+           !memcmp(&a->optimizer, &b->optimizer, sizeof a->optimizer) && a->placement == b->placement &&
+           a->owner == b->owner && a->exchange == b->exchange &&
+           a->max_ids_per_partition == b->max_ids_per_partition &&
+           a->max_unique_ids_per_partition == b->max_unique_ids_per_partition && a->limit_policy == b->limit_policy &&
+           a->quant_buckets == b->quant_buckets && a->quant_low == b->quant_low && a->quant_high == b->quant_high &&
+           a->capacity == b->capacity && a->admit_after == b->admit_after && a->evict == b->evict &&
+           a->ttl_steps == b->ttl_steps && a->sketch_bytes == b->sketch_bytes;
+}
+
+static void roundtrip(test_rng *r, int trial)
+{
+    test_config *tc = test_config_random(r, 6, 8, 1, 100000);
+    for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
+        ember_table_config *tb = &tc->tables[t];
+        tb->placement = (ember_placement)test_range(r, 0, 4);
+        tb->exchange = (ember_exchange)test_range(r, 0, 2);
+        tb->max_ids_per_partition = test_range(r, 0, 3) ? 0 : test_range(r, 1, 1000);
+        tb->limit_policy = (ember_limit_policy)test_range(r, 0, 3);
+        if (test_range(r, 0, 3) == 0) {
+            tb->kind = EMBER_TABLE_DYNAMIC;
+            tb->rows = 0;
+            tb->capacity = test_range(r, 1, 1 << 20);
+            tb->admit_after = (int32_t)test_range(r, 0, 5);
+            tb->evict = (ember_evict_policy)test_range(r, 0, 4);
+            tb->ttl_steps = (int32_t)test_range(r, 0, 9);
+            tb->sketch_bytes = test_range(r, 0, 1 << 20);
+        }
+    }
+    dlrm_config d = {13, tc->cfg.num_features, 16, 2, {64, 16}, 2, {32, 8}, (dense_interaction)(trial % 2),
+                     test_next(r)};
+    ctr_schema in = {13, tc->cfg.num_features, {0}, {{0}}};
+    for (int32_t f = 0; f < in.num_sparse; f++) {
+        in.rows[f] = test_range(r, 0, 2) ? test_range(r, 1, 1000000) : 0;
+        snprintf(in.names[f], sizeof in.names[f], "C%d", (int)f + 1);
+    }
+    ctr_synth_config sy = ctr_synth_config_default();
+    sy.seed = test_next(r); /* any 64 bits, the top one too */
+    sy.teacher_scale = test_float(r, 0.5f, 3.0f);
+    ember_model *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    char err[256];
+    tc->cfg.dedup = (int)test_range(r, 0, 2);
+    CHECK(ember_model_make(a, &tc->cfg, &d, (int32_t)test_range(r, 1, 4096), (int32_t)test_range(r, 1, 65536), &in,
+                           trial % 2 ? &sy : NULL, err, sizeof err) == 0);
+    char *json = ember_model_to_json(a);
+    int rc = json ? ember_model_from_json(json, strlen(json), b, err, sizeof err) : -1;
+    CHECK_MSG(rc == 0, "trial %d: read back: %s", trial, err);
+    int same = rc == 0 && a->num_tables == b->num_tables && a->num_features == b->num_features && a->seed == b->seed &&
+               a->dedup == b->dedup && !memcmp(&a->dense, &b->dense, sizeof a->dense) && a->chunk == b->chunk &&
+               a->batch == b->batch && !memcmp(&a->input, &b->input, sizeof a->input) && a->synthetic == b->synthetic;
+    for (int32_t t = 0; same && t < a->num_tables; t++)
+        same = same_table(&a->tables[t], &b->tables[t]);
+    for (int32_t f = 0; same && f < a->num_features; f++)
+        same = !strcmp(a->features[f].name, b->features[f].name) && a->features[f].table == b->features[f].table &&
+               a->features[f].combiner == b->features[f].combiner;
+    if (same && a->synthetic) {
+        const ctr_synth_config *x = &a->synth, *y = &b->synth;
+        same = x->num_dense == y->num_dense && x->num_sparse == y->num_sparse && x->seed == y->seed &&
+               x->teacher_scale == y->teacher_scale && x->ctr_rate == y->ctr_rate && x->eval_offset == y->eval_offset &&
+               x->teacher_dim == y->teacher_dim && x->teacher_hidden == y->teacher_hidden;
+        for (int32_t f = 0; same && f < x->num_sparse; f++)
+            same = x->rows[f] == y->rows[f] && x->alpha[f] == y->alpha[f] && x->pooling[f] == y->pooling[f] &&
+                   x->keyed[f] == y->keyed[f] && x->hash_rows[f] == y->hash_rows[f];
+    }
+    CHECK_MSG(same, "trial %d: the description read back differs", trial);
+    /* the collection it describes is the one it came from */
+    ember_collection_config cc = ember_model_collection(b);
+    CHECK(cc.num_tables == tc->cfg.num_tables && cc.num_features == tc->cfg.num_features && cc.tables == b->tables);
+    free(json);
+    free(a), free(b);
+    test_config_free(tc);
+}
+
+static void refused(const char *json, const char *names)
+{
+    ember_model *m = malloc(sizeof *m);
+    char err[256] = "";
+    int rc = ember_model_from_json(json, strlen(json), m, err, sizeof err);
+    CHECK_MSG(rc == -1 && strstr(err, names), "%.60s...: %d \"%s\" does not name %s", json, rc, err, names);
+    free(m);
+}
+
+int main(int argc, char **argv)
+{
+    test_rng r = {test_seed(argc, argv)};
+    for (int trial = 0; trial < 40; trial++)
+        roundtrip(&r, trial);
+    refused("{", "line 1");
+    refused("{\"format\": \"other\"}", "expected \"ember-model\"");
+    refused("{\"format\": \"ember-model\", \"version\": 2}", "version");
+    refused("{\"format\": \"ember-model\", \"version\": 1}", "seed: missing");
+    refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"tables\": 3}",
+            "tables: wrong type");
+    refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"tables\": "
+            "[{\"name\": \"t\", \"kind\": 0, \"rows\": 5, \"dim\": 5000}]}",
+            "tables[0].dim: 5000 outside [1, 1024]");
+    return check_report("test_infer");
+}
