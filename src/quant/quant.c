@@ -131,7 +131,14 @@ int ember_quant_row(ember_encoding e, int32_t dim, const float *x, uint8_t *out)
     }
     float top = e == EMBER_ENC_INT8 ? 255.0f : 15.0f;
     float bias = ember_half_to_float(ember_half_from_float(lo));
-    float scale = ember_half_to_float(ember_half_from_float((hi - bias) / top));
+    /* the scale rounds up, so bias + top * scale reaches the maximum: a scale
+     * rounded down (much, where it is an fp16 subnormal) would clip the top
+     * codes by several steps */
+    float want = hi > bias ? (hi - bias) / top : 0.0f; /* bias may round above every value */
+    uint16_t hs = ember_half_from_float(want);
+    if (ember_half_to_float(hs) < want)
+        hs++; /* the next half up (want >= 0 and finite) */
+    float scale = ember_half_to_float(hs);
     put_half(out, scale);
     put_half(out + 2, bias);
     uint8_t *q = out + 4;

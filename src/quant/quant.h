@@ -5,9 +5,11 @@
  * A quantized row is self-contained: fp16 rows are dim halves; int8 and
  * int4 rows are an fp16 scale, an fp16 bias, then the codes (FBGEMM's
  * IntNBitTableBatchedEmbeddingBagsCodegen layout; int4: element 2k in the
- * low nibble of byte k).  The scale and bias are rounded to fp16 *before*
- * the codes are computed from them, so a row reads back as exactly
- * fmaf(scale, q, bias): what the exporter measured is what the server reads.
+ * low nibble of byte k).  bias = fp16(min) (nearest), scale = the smallest
+ * fp16 >= max(0, max - bias) / (2^bits - 1) (rounded up, so the top codes never
+ * clip), both rounded *before* the codes are computed from them, so a row
+ * reads back as exactly fmaf(scale, q, bias): what the exporter measured is
+ * what the server reads.
  *
  * Every function here is scalar-defined: the vector kernels that pool
  * quantized rows must produce the same bits (tests/test_quant.c checks them

@@ -71,8 +71,11 @@ int ref_quant_row(int enc, int32_t dim, const float *x, uint8_t *out)
     }
     int levels = enc == 2 ? 255 : 15;
     float bias = half_round_value(lo);
-    float scale = half_round_value((hi - bias) / (float)levels);
-    uint16_t hs = ref_half_round(scale), hb = ref_half_round(bias);
+    float want = hi > bias ? (hi - bias) / (float)levels : 0.0f;
+    uint16_t hs = ref_half_round(want), hb = ref_half_round(bias);
+    while (ref_half_value(hs) < (double)want) /* the smallest half >= want */
+        hs++;
+    float scale = (float)ref_half_value(hs);
     memcpy(out, &hs, 2);
     memcpy(out + 2, &hb, 2);
     int64_t codes = enc == 2 ? dim : (dim + 1) / 2;
