@@ -768,16 +768,18 @@ const char *ember_data_errmsg(void);
 /*
  * A predictor scores samples with a model trained by `ember train`
  * (docs/inference.md).  It opens a checkpoint (the newest under a root, or
- * one step-* folder), builds the collection and the dense model from the
- * checkpoint's model description (the blob "model.json"), loads the tables
- * at this world's size (any size: ember_load reshards) and the dense
+ * one step-* folder) or an inference bundle (ember_bundle_write), builds
+ * the collection and the dense model from its model description, loads the
+ * tables at this world's size (any size: a checkpoint reshards, a bundle's
+ * rows are decoded and written where they belong) and the dense
  * parameters.  Nothing is declared by the caller.
  *
  *   scores[s] = sigmoid(dense model(dense[s], pooled embeddings of sample s))
  *
  * computed exactly as the trainer's own evaluation: the same forward, the
  * dense model run in chunks of the trainer's micro-batch, one BLAS thread,
- * so the scores are bit-identical to the ones `ember train` evaluated.
+ * so a checkpoint's (and an fp32 bundle's) scores are bit-identical to the
+ * ones `ember train` evaluated; a quantized bundle scores its decoded rows.
  * Predictions admit and evict no dynamic key.
  *
  * Open and score are collective over the world (options.world; NULL: a
@@ -805,6 +807,20 @@ int32_t ember_predictor_num_dense(const ember_predictor *p);
 int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *dense, const ember_batch *sparse,
                           float *scores);
 const char *ember_predictor_errmsg(const ember_predictor *p);
+
+/* Writes an inference bundle (docs/inference.md, "Bundles") from a
+ * checkpoint of `ember train`: every table's rows encoded row-wise as
+ * `quantize` ("fp32", "fp16", "int8" or "int4"; per_table entries
+ * "NAME=ENCODING" override it for some tables), the dense parameters and
+ * the model description, each file checksummed (XXH3-64), published
+ * atomically as the folder `out` (which must not exist).  A predictor
+ * opens a bundle as it opens a checkpoint, at any world size.  Local (one
+ * process: it loads every row).  Errors: the checkpoint's, EMBER_EINVAL
+ * (bad encodings, an unknown table, out exists, a dynamic table: not
+ * bundled yet), EMBER_EINPUT (a row fp16 cannot hold, named), EMBER_EIO;
+ * detail in ember_data_errmsg(); nothing is left behind on failure. */
+int ember_bundle_write(const char *checkpoint, const char *out, const char *quantize, const char *const *per_table,
+                       int32_t num_per_table);
 
 /* ------------------------------------------------------------- checkpoints */
 

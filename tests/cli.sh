@@ -761,6 +761,52 @@ EOF2
 }
 CHECKS+=(predict)
 
+check_bundles() { # export at every encoding: fp32 scores as the checkpoint, bit for bit; int8
+    # and fp16 within the documented AUC; bundles checksummed, never overwritten; bad input named
+    expect_status 0 "$EMBER" train --steps 12 --checkpoint-dir "$TMP/bck" || return 1
+    expect_status 0 "$EMBER" predict "$TMP/bck" synthetic --json --out "$TMP/ck.f32" || return 1
+    cp "$TMP/out" "$TMP/ck.json"
+    local q
+    for q in fp32 fp16 int8 int4; do
+        expect_status 0 "$EMBER" export "$TMP/bck" "$TMP/b-$q" --quantize "$q" || return 1
+        expect_status 0 "$EMBER" predict "$TMP/b-$q" synthetic --json --out "$TMP/$q.f32" || return 1
+        cp "$TMP/out" "$TMP/$q.json"
+    done
+    cmp -s "$TMP/ck.f32" "$TMP/fp32.f32" || { echo "an fp32 bundle scores differently from its checkpoint"; return 1; }
+    python3 - "$TMP" <<'EOF2' || return 1
+import json, os, sys
+d = sys.argv[1]
+auc = {q: json.load(open(os.path.join(d, q + ".json")))["auc"] for q in ("ck", "fp16", "int8", "int4")}
+assert abs(auc["fp16"] - auc["ck"]) <= 0.0002, auc
+assert abs(auc["int8"] - auc["ck"]) <= 0.001, auc
+assert abs(auc["int4"] - auc["ck"]) <= 0.01, auc
+row_bytes = {"fp32": lambda k: 4 * k, "fp16": lambda k: 2 * k, "int8": lambda k: 4 + k, "int4": lambda k: 4 + (k + 1) // 2}
+for q in row_bytes:   # every table file: rows x the encoding's row size (fp16 scale and bias in front)
+    man = json.load(open(os.path.join(d, "b-" + q, "manifest.json")))
+    for t in man["tables"]:
+        assert t["encoding"] == q and t["row_bytes"] == row_bytes[q](t["dim"]), t
+        assert os.path.getsize(os.path.join(d, "b-" + q, t["file"])) == t["rows"] * t["row_bytes"], t
+EOF2
+    # per-table encodings; errors: an existing folder, an unknown table or encoding
+    expect_status 0 "$EMBER" export "$TMP/bck" "$TMP/b-mix" --quantize int8 --per-table emb_C1=fp32 || return 1
+    expect_status 0 "$EMBER" predict "$TMP/b-mix" synthetic || return 1
+    expect_status 1 "$EMBER" export "$TMP/bck" "$TMP/b-mix" --quantize int8 || return 1
+    grep -q "b-mix exists" "$TMP/err" || return 1
+    expect_status 1 "$EMBER" export "$TMP/bck" "$TMP/b-x" --quantize int8 --per-table nope=fp16 || return 1
+    grep -q "per-table nope=fp16: no table of that name" "$TMP/err" || return 1
+    expect_status 1 "$EMBER" export "$TMP/bck" "$TMP/b-y" --quantize int3 || return 1
+    grep -q "encoding 'int3'" "$TMP/err" || return 1
+    [ ! -e "$TMP/b-x" ] && [ ! -e "$TMP/b-y" ] && [ ! -e "$TMP/b-x.tmp" ] || { echo "a failed export left files"; return 1; }
+    expect_status 2 "$EMBER" export "$TMP/bck" "$TMP/b-z" || return 1
+    # a corrupt table file is named
+    local f
+    f=$(ls "$TMP/b-int8"/table-*.rows | head -1)
+    printf '\x01' | dd of="$f" bs=1 seek=10 conv=notrunc status=none
+    expect_status 1 "$EMBER" predict "$TMP/b-int8" synthetic || return 1
+    grep -q "$(basename "$f"): checksum mismatch" "$TMP/err" || return 1
+}
+CHECKS+=(bundles)
+
 check_mpi_predict() { # under mpirun: the scores of the np-2 evaluation, and the same file at np 1
     have_mpirun || return 0
     expect_status 0 mpi2 train --steps 6 --checkpoint-dir "$TMP/mck" --json || return 1
@@ -775,6 +821,15 @@ check_mpi_predict() { # under mpirun: the scores of the np-2 evaluation, and the
 import array, sys
 a, b = (array.array("f", open(p, "rb").read()) for p in sys.argv[1:3])
 assert len(a) == len(b) == 65536 and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6, "np 1 against np 2"
+EOF2
+    # a bundle loads at any world size: an int8 bundle at np 2 against np 1
+    expect_status 0 "$EMBER" export "$TMP/mck" "$TMP/mb" --quantize int8 || return 1
+    expect_status 0 mpi2 predict "$TMP/mb" synthetic --out "$TMP/mb2.f32" || return 1
+    expect_status 0 "$EMBER" predict "$TMP/mb" synthetic --out "$TMP/mb1.f32" || return 1
+    python3 - "$TMP/mb1.f32" "$TMP/mb2.f32" <<'EOF2' || return 1
+import array, sys
+a, b = (array.array("f", open(p, "rb").read()) for p in sys.argv[1:3])
+assert len(a) == len(b) == 65536 and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6, "bundle: np 1 against np 2"
 EOF2
 }
 CHECKS+=(mpi_predict)

@@ -19,6 +19,7 @@
 #include "comm/comm.h"
 #include "core/collection.h"
 #include "data/data_error.h"
+#include "infer/bundle.h"
 #include "infer/model.h"
 #include "train/train.h"
 
@@ -58,6 +59,65 @@ static int open_fail(ember_predictor *p, int st, const char *fmt, ...)
     return st;
 }
 
+/* Local: the model description and the dense parameters, from either
+ * source (where names it in messages). */
+static int describe(ember_predictor *p, const char *json, int64_t n, const float *params, int64_t bytes,
+                    const char *where)
+{
+    if (ember_model_from_json(json, (size_t)n, &p->m, p->err, sizeof p->err) != 0)
+        return EMBER_EFORMAT;
+    char derr[256];
+    if (dlrm_create(&p->m.dense, &p->dense, derr, sizeof derr) != 0) {
+        snprintf(p->err, sizeof p->err, "%s: the dense model: %s", where, derr);
+        return EMBER_EFORMAT;
+    }
+    int64_t want = dlrm_num_params(p->dense) * (int64_t)sizeof(float);
+    if (!params || bytes != want) {
+        snprintf(p->err, sizeof p->err, "%s: dense.params: %lld bytes, the model needs %lld", where,
+                 (long long)(params ? bytes : 0), (long long)want);
+        return EMBER_EFORMAT;
+    }
+    memcpy(dlrm_params(p->dense), params, (size_t)want);
+    return EMBER_OK;
+}
+
+/* Local part of opening a checkpoint: *ck, the description, the dense
+ * parameters. */
+static int open_checkpoint(ember_predictor *p, const char *path, ember_checkpoint **ck)
+{
+    int st = ember_checkpoint_open(path, ck);
+    if (st != EMBER_OK) {
+        snprintf(p->err, sizeof p->err, "%s", ember_data_errmsg());
+        return st;
+    }
+    int64_t n = 0, bytes = 0;
+    const char *json = ember_checkpoint_blob(*ck, -1, EMBER_MODEL_BLOB, &n);
+    if (!json) {
+        snprintf(p->err, sizeof p->err, "%s: no model description (blob %s): written by `ember train` before "
+                 "predictions existed, or by a program of its own; its tables can still be loaded with "
+                 "ember_load", ember_checkpoint_path(*ck), EMBER_MODEL_BLOB);
+        return EMBER_EFORMAT;
+    }
+    const float *params = ember_checkpoint_blob(*ck, -1, "dense.params", &bytes);
+    return describe(p, json, n, params, bytes, ember_checkpoint_path(*ck));
+}
+
+/* Local part of opening a bundle: *b (files verified), the description,
+ * the dense parameters, the tables against the description. */
+static int open_bundle(ember_predictor *p, const char *path, ember_bundle **b)
+{
+    int st = bundle_open(path, b, p->err, sizeof p->err);
+    if (st != EMBER_OK)
+        return st;
+    int64_t bytes = 0;
+    const float *params = bundle_dense(*b, &bytes);
+    const char *json = bundle_model_json(*b);
+    if ((st = describe(p, json, (int64_t)strlen(json), params, bytes, path)) != EMBER_OK)
+        return st;
+    ember_collection_config cc = ember_model_collection(&p->m);
+    return bundle_check(*b, &cc, p->err, sizeof p->err);
+}
+
 int ember_predictor_open(const char *path, const ember_predictor_options *o, ember_predictor **out)
 {
     *out = NULL;
@@ -69,63 +129,46 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
         return open_fail(p, EMBER_ENOMEM, "predictor: out of memory");
     w = w ? w : p->own_world;
     int32_t threads = o && o->threads > 0 ? o->threads : 1;
-    /* local: the checkpoint and its model description */
+    /* local: the source, its model description, the dense parameters */
     ember_checkpoint *ck = NULL;
-    int st = ember_checkpoint_open(path, &ck);
-    if (st != EMBER_OK)
-        snprintf(p->err, sizeof p->err, "%s", ember_data_errmsg());
-    int64_t n = 0;
-    const char *json = st == EMBER_OK ? ember_checkpoint_blob(ck, -1, EMBER_MODEL_BLOB, &n) : NULL;
-    if (st == EMBER_OK && !json) {
-        st = EMBER_EFORMAT;
-        snprintf(p->err, sizeof p->err, "%s: no model description (blob %s): written by `ember train` before "
-                 "predictions existed, or by a program of its own; its tables can still be loaded with "
-                 "ember_load", ember_checkpoint_path(ck), EMBER_MODEL_BLOB);
-    }
-    if (st == EMBER_OK && ember_model_from_json(json, (size_t)n, &p->m, p->err, sizeof p->err) != 0)
-        st = EMBER_EFORMAT;
-    const float *params = NULL;
-    if (st == EMBER_OK) {
-        char derr[256];
-        if (dlrm_create(&p->m.dense, &p->dense, derr, sizeof derr) != 0) {
-            st = EMBER_EFORMAT;
-            snprintf(p->err, sizeof p->err, "%s: the dense model: %s", ember_checkpoint_path(ck), derr);
-        } else {
-            int64_t want = dlrm_num_params(p->dense) * (int64_t)sizeof(float), got = 0;
-            params = ember_checkpoint_blob(ck, -1, "dense.params", &got);
-            if (!params || got != want) {
-                st = EMBER_EFORMAT;
-                snprintf(p->err, sizeof p->err, "%s: dense.params: %lld bytes, the model needs %lld",
-                         ember_checkpoint_path(ck), (long long)(params ? got : 0), (long long)want);
-            } else {
-                memcpy(dlrm_params(p->dense), params, (size_t)want);
-            }
-        }
+    ember_bundle *b = NULL;
+    int st = bundle_is(path) ? open_bundle(p, path, &b) : open_checkpoint(p, path, &ck);
+    int32_t max_dim = 1;
+    for (int32_t t = 0; t < p->m.num_tables; t++)
+        max_dim = p->m.tables[t].dim > max_dim ? p->m.tables[t].dim : max_dim;
+    float *scratch = b && st == EMBER_OK ? malloc(sizeof(float) * BUNDLE_CHUNK_ROWS * (size_t)max_dim) : NULL;
+    if (b && st == EMBER_OK && !scratch) {
+        st = EMBER_ENOMEM;
+        snprintf(p->err, sizeof p->err, "%s: out of memory decoding rows", path);
     }
     if (any_failed(w, st != EMBER_OK)) {
         ember_checkpoint_close(ck);
+        bundle_close(b);
+        free(scratch);
         return open_fail(p, st != EMBER_OK ? st : EMBER_ECOMM, "%s",
-                         st != EMBER_OK ? p->err : "predictor: another rank could not open the checkpoint");
+                         st != EMBER_OK ? p->err : "predictor: another rank could not open the model");
     }
     /* collective: the collection, its tables, the scoring path */
     p->cc = ember_model_collection(&p->m);
     p->cc.world = w;
     p->cc.threads = threads;
-    for (int32_t t = 0; t < p->m.num_tables; t++) /* a dynamic table's capacity was per saving rank */
+    for (int32_t t = 0; ck && t < p->m.num_tables; t++) /* a dynamic table's capacity was per saving rank */
         if (p->m.tables[t].kind == EMBER_TABLE_DYNAMIC && p->m.tables[t].capacity > 0) {
             int64_t total = p->m.tables[t].capacity * ember_checkpoint_world(ck), W = ember_world_size(w);
             p->m.tables[t].capacity = (total + W - 1) / W;
             p->m.tables[t].capacity_bytes = 0;
         }
     st = ember_collection_create(&p->cc, &p->coll);
-    if (st != EMBER_OK) {
-        ember_checkpoint_close(ck);
-        return open_fail(p, st, "%s", ember_errmsg(NULL));
-    }
-    st = ember_load(p->coll, ck);
+    if (st == EMBER_OK)
+        st = ck ? ember_load(p->coll, ck) : bundle_load_tables(b, p->coll, &p->cc, scratch);
+    const char *why = st == EMBER_OK ? "" : p->coll ? ember_errmsg(p->coll) : ember_errmsg(NULL);
+    char msg[sizeof p->err];
+    snprintf(msg, sizeof msg, "%s", why);
     ember_checkpoint_close(ck);
+    bundle_close(b);
+    free(scratch);
     if (st != EMBER_OK)
-        return open_fail(p, st, "%s", ember_errmsg(p->coll));
+        return open_fail(p, st, "%s", msg);
     trainer_config tc = {p->m.chunk, 1, dense_optim_config_default(DENSE_SGD), threads, 1};
     char terr[512];
     st = trainer_create(&tc, p->coll, p->dense, &p->tr, terr, sizeof terr);
@@ -148,6 +191,8 @@ void ember_predictor_close(ember_predictor *p)
 
 int32_t ember_predictor_num_dense(const ember_predictor *p) { return p->m.dense.num_dense; }
 const ember_model *ember_predictor_model(const ember_predictor *p) { return &p->m; }
+ember_collection *ember_predictor_collection(const ember_predictor *p) { return p->coll; }
+const dlrm *ember_predictor_dense(const ember_predictor *p) { return p->dense; }
 const ember_collection_config *ember_predictor_config(const ember_predictor *p) { return &p->cc; }
 const char *ember_predictor_errmsg(const ember_predictor *p) { return p->err; }
 

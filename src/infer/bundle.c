@@ -1,0 +1,373 @@
+/*
+ * bundle.c: inference bundles (docs/inference.md, "Bundles"): a folder of
+ *
+ *   manifest.json   {"format": "ember-bundle", "version": 1, "step": S,
+ *                    "model": the model description (model.h),
+ *                    "tables": [{"name", "encoding", "rows", "dim",
+ *                                "row_bytes", "file", "bytes", "xxh3"}],
+ *                    "dense": {"file", "bytes", "xxh3"}}
+ *   <table>.rows    rows x row_bytes: each row encoded by quant.h
+ *   dense.params    the dense model's parameters, float32
+ *
+ * Written from a checkpoint through a predictor of one rank (which holds
+ * every row), each file atomically, the folder published by rename like a
+ * checkpoint; every file's size and XXH3-64 are checked when a bundle is
+ * opened.  A bundle loads at any world size: every rank reads every table
+ * file and ember_table_write keeps each rank's part.  Rows are decoded to
+ * fp32 on load (the scores are those of the quantized rows; the memory
+ * saving at serving time needs a quantized store, not built yet).  Dynamic
+ * tables are not bundled yet: their rows need their keys.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ckpt/ckpt_impl.h"
+#include "data/data_error.h"
+#include "infer/bundle.h"
+#include "infer/model.h"
+#include "quant/quant.h"
+
+#define CHUNK_ROWS BUNDLE_CHUNK_ROWS
+
+struct ember_bundle {
+    char dir[4096];
+    json_t *manifest;
+    char *model_json;
+    int32_t num_tables;
+    struct bundle_file {
+        const uint8_t *map;
+        int64_t bytes;
+    } files[EMBER_MODEL_MAX + 1]; /* tables, then dense.params */
+    ember_encoding enc[EMBER_MODEL_MAX];
+    int64_t row_bytes[EMBER_MODEL_MAX];
+};
+
+/* ----------------------------------------------------------------- write */
+
+/* The encoding of table `name`: its --per-table entry "name=enc", or dflt. */
+static int encoding_of(const char *name, const char *dflt, const char *const *per, int32_t n, char *err, size_t len)
+{
+    for (int32_t i = 0; i < n; i++) {
+        const char *eq = strchr(per[i], '=');
+        if (eq && (size_t)(eq - per[i]) == strlen(name) && !strncmp(per[i], name, (size_t)(eq - per[i]))) {
+            int e = ember_encoding_parse(eq + 1);
+            if (e < 0)
+                snprintf(err, len, "table '%s': encoding '%s' (expected fp32, fp16, int8 or int4)", name, eq + 1);
+            return e;
+        }
+    }
+    int e = ember_encoding_parse(dflt);
+    if (e < 0)
+        snprintf(err, len, "encoding '%s' (expected fp32, fp16, int8 or int4)", dflt ? dflt : "(none)");
+    return e;
+}
+
+static int write_file(const char *dir, const char *name, const void *data, int64_t bytes, json_t *entry, char *err,
+                      size_t len)
+{
+    if (ckpt_write_atomic(dir, name, data, bytes, err, len) != EMBER_OK)
+        return EMBER_EIO;
+    json_object_set_new(entry, "file", json_string(name));
+    json_object_set_new(entry, "bytes", json_integer(bytes));
+    json_object_set_new(entry, "xxh3", json_integer((json_int_t)XXH3_64bits(data, (size_t)bytes)));
+    return EMBER_OK;
+}
+
+/* Encodes table t of the predictor's collection into one buffer. */
+static int encode_table(const ember_collection *coll, int32_t t, const ember_table_config *tc, ember_encoding e,
+                        uint8_t **out, int64_t *bytes, char *err, size_t len)
+{
+    int64_t rb = ember_quant_row_bytes(e, tc->dim), rows = tc->rows;
+    uint8_t *buf = malloc((size_t)(rows * rb + 1));
+    float *chunk = malloc(sizeof(float) * (size_t)CHUNK_ROWS * (size_t)tc->dim);
+    int st = buf && chunk ? EMBER_OK : EMBER_ENOMEM;
+    if (st != EMBER_OK)
+        snprintf(err, len, "table '%s': out of memory for %lld rows", tc->name, (long long)rows);
+    for (int64_t r0 = 0; r0 < rows && st == EMBER_OK; r0 += CHUNK_ROWS) {
+        int64_t n = rows - r0 < CHUNK_ROWS ? rows - r0 : CHUNK_ROWS;
+        if ((st = ember_table_read(coll, t, r0, n, chunk)) != EMBER_OK) {
+            snprintf(err, len, "table '%s': %s", tc->name, ember_errmsg(coll));
+            break;
+        }
+        for (int64_t i = 0; i < n && st == EMBER_OK; i++)
+            if (ember_quant_row(e, tc->dim, chunk + i * tc->dim, buf + (r0 + i) * rb) != 0) {
+                st = EMBER_EINPUT;
+                snprintf(err, len, "table '%s' row %lld: a value that %s cannot hold (not finite, or beyond "
+                         "fp16's 65504)", tc->name, (long long)(r0 + i), ember_encoding_name(e));
+            }
+    }
+    free(chunk);
+    if (st != EMBER_OK) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    *bytes = rows * rb;
+    return EMBER_OK;
+}
+
+int ember_bundle_write(const char *checkpoint, const char *out, const char *quantize, const char *const *per_table,
+                       int32_t num_per_table)
+{
+    char err[1024] = "", tmp[4200], root[4096];
+    ember_predictor *p = NULL;
+    int st = ember_predictor_open(checkpoint, NULL, &p); /* a world of one: every row here */
+    if (st != EMBER_OK)
+        return st; /* its message is in ember_data_errmsg() */
+    const ember_model *m = ember_predictor_model(p);
+    const ember_collection_config *cc = ember_predictor_config(p);
+    struct stat sb;
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    snprintf(root, sizeof root, "%s", out);
+    char *slash = strrchr(root, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        snprintf(root, sizeof root, ".");
+    if (stat(out, &sb) == 0) {
+        st = EMBER_EINVAL;
+        snprintf(err, sizeof err, "%s exists: bundles are not overwritten (remove it, or name another)", out);
+    }
+    for (int32_t t = 0; t < m->num_tables && st == EMBER_OK; t++)
+        if (m->tables[t].kind == EMBER_TABLE_DYNAMIC) {
+            st = EMBER_EINVAL;
+            snprintf(err, sizeof err, "table '%s' is dynamic: bundles hold fixed tables only so far (export its "
+                     "(key, row) records with `ember export CHECKPOINT --table %s`)", m->tables[t].name,
+                     m->tables[t].name);
+        }
+    for (int32_t i = 0; i < num_per_table && st == EMBER_OK; i++) { /* every --per-table names a table */
+        const char *eq = strchr(per_table[i], '=');
+        int found = 0;
+        for (int32_t t = 0; eq && t < m->num_tables && !found; t++)
+            found = strlen(m->tables[t].name) == (size_t)(eq - per_table[i]) &&
+                    !strncmp(m->tables[t].name, per_table[i], (size_t)(eq - per_table[i]));
+        if (!found) {
+            st = EMBER_EINVAL;
+            snprintf(err, sizeof err, "--per-table %s: %s", per_table[i],
+                     eq ? "no table of that name in the checkpoint" : "expected NAME=ENCODING");
+        }
+    }
+    if (st == EMBER_OK) {
+        ckpt_remove_tree(tmp);
+        st = ckpt_mkdirs(tmp, err, sizeof err);
+    }
+    json_t *tables = json_array(), *dense = json_object();
+    for (int32_t t = 0; t < m->num_tables && st == EMBER_OK; t++) {
+        const ember_table_config *tc = &cc->tables[t];
+        int e = encoding_of(tc->name, quantize, per_table, num_per_table, err, sizeof err);
+        if (e < 0) {
+            st = EMBER_EINVAL;
+            break;
+        }
+        uint8_t *buf = NULL;
+        int64_t bytes = 0;
+        if ((st = encode_table(ember_predictor_collection(p), t, tc, (ember_encoding)e, &buf, &bytes, err,
+                               sizeof err)) != EMBER_OK)
+            break;
+        char name[128];
+        snprintf(name, sizeof name, "table-%04d.rows", (int)t);
+        json_t *entry = json_pack("{s:s, s:s, s:I, s:i, s:I}", "name", tc->name, "encoding",
+                                  ember_encoding_name((ember_encoding)e), "rows", (json_int_t)tc->rows, "dim",
+                                  (int)tc->dim, "row_bytes",
+                                  (json_int_t)ember_quant_row_bytes((ember_encoding)e, tc->dim));
+        st = write_file(tmp, name, buf, bytes, entry, err, sizeof err);
+        json_array_append_new(tables, entry);
+        free(buf);
+    }
+    if (st == EMBER_OK) {
+        const dlrm *d = ember_predictor_dense(p);
+        st = write_file(tmp, "dense.params", dlrm_params((dlrm *)d), dlrm_num_params(d) * (int64_t)sizeof(float),
+                        dense, err, sizeof err);
+    }
+    /* a table trained with simulated quantization keeps it: the forward reads
+     * the decoded rows through the same rule, as the dense model learned */
+    char *model_json = st == EMBER_OK ? ember_model_to_json(m) : NULL;
+    json_t *model = model_json ? json_loads(model_json, 0, NULL) : NULL;
+    free(model_json);
+    if (st == EMBER_OK && !model) {
+        st = EMBER_ENOMEM;
+        snprintf(err, sizeof err, "out of memory describing the model");
+    }
+    if (st == EMBER_OK) {
+        json_t *man = json_pack("{s:s, s:i, s:o, s:O, s:O}", "format", "ember-bundle", "version", 1, "model", model,
+                                "tables", tables, "dense", dense);
+        char *text = man ? json_dumps(man, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) : NULL;
+        st = text ? ckpt_write_atomic(tmp, "manifest.json", text, (int64_t)strlen(text), err, sizeof err)
+                  : EMBER_ENOMEM;
+        free(text);
+        json_decref(man);
+        model = NULL;
+    }
+    if (st == EMBER_OK)
+        st = ckpt_publish(root, tmp, out, err, sizeof err);
+    json_decref(model);
+    json_decref(tables);
+    json_decref(dense);
+    if (st != EMBER_OK)
+        ckpt_remove_tree(tmp);
+    ember_predictor_close(p);
+    if (st != EMBER_OK)
+        ember_data_set_error("export %s: %s", out, err);
+    return st;
+}
+
+/* ------------------------------------------------------------------ read */
+
+int bundle_is(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    json_t *j = json_load_file(path, 0, NULL);
+    const char *f = j ? json_string_value(json_object_get(j, "format")) : NULL;
+    int is = f && !strcmp(f, "ember-bundle");
+    json_decref(j);
+    return is;
+}
+
+/* Maps dir/name and checks its size and checksum against entry. */
+static int map_file(ember_bundle *b, struct bundle_file *f, json_t *entry, char *err, size_t len)
+{
+    const char *name = json_string_value(json_object_get(entry, "file"));
+    json_t *jb = json_object_get(entry, "bytes"), *jx = json_object_get(entry, "xxh3");
+    if (!name || strchr(name, '/') || !json_is_integer(jb) || !json_is_integer(jx)) {
+        snprintf(err, len, "%s/manifest.json: a file entry without file, bytes or xxh3", b->dir);
+        return EMBER_EFORMAT;
+    }
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", b->dir, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        snprintf(err, len, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return EMBER_EIO;
+    }
+    f->bytes = (int64_t)sb.st_size;
+    if (f->bytes != (int64_t)json_integer_value(jb)) {
+        close(fd);
+        snprintf(err, len, "%s: %lld bytes, the manifest says %lld", path, (long long)f->bytes,
+                 (long long)json_integer_value(jb));
+        return EMBER_ECORRUPT;
+    }
+    f->map = f->bytes ? mmap(NULL, (size_t)f->bytes, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    close(fd);
+    if (f->bytes && f->map == MAP_FAILED) {
+        f->map = NULL;
+        snprintf(err, len, "%s: cannot map: %s", path, strerror(errno));
+        return EMBER_EIO;
+    }
+    if ((json_int_t)XXH3_64bits(f->map, (size_t)f->bytes) != json_integer_value(jx)) {
+        snprintf(err, len, "%s: checksum mismatch (the file is corrupt)", path);
+        return EMBER_ECORRUPT;
+    }
+    return EMBER_OK;
+}
+
+int bundle_open(const char *dir, ember_bundle **out, char *err, size_t len)
+{
+    *out = NULL;
+    ember_bundle *b = calloc(1, sizeof *b);
+    if (!b)
+        return snprintf(err, len, "out of memory"), EMBER_ENOMEM;
+    snprintf(b->dir, sizeof b->dir, "%s", dir);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    json_error_t je;
+    b->manifest = json_load_file(path, 0, &je);
+    int st = EMBER_OK;
+    json_t *tables = b->manifest ? json_object_get(b->manifest, "tables") : NULL;
+    json_t *model = b->manifest ? json_object_get(b->manifest, "model") : NULL;
+    if (!b->manifest) {
+        st = EMBER_EFORMAT;
+        snprintf(err, len, "%s: line %d: %s", path, je.line, je.text);
+    } else if (!json_is_array(tables) || !json_is_object(model) || json_array_size(tables) > EMBER_MODEL_MAX ||
+               json_integer_value(json_object_get(b->manifest, "version")) != 1) {
+        st = EMBER_EFORMAT;
+        snprintf(err, len, "%s: not a version 1 bundle manifest (tables, model)", path);
+    } else if (!(b->model_json = json_dumps(model, JSON_COMPACT | JSON_REAL_PRECISION(17)))) {
+        st = EMBER_ENOMEM;
+        snprintf(err, len, "out of memory");
+    }
+    b->num_tables = tables ? (int32_t)json_array_size(tables) : 0;
+    for (int32_t t = 0; t < b->num_tables && st == EMBER_OK; t++) {
+        json_t *e = json_array_get(tables, (size_t)t);
+        int enc = ember_encoding_parse(json_string_value(json_object_get(e, "encoding")));
+        json_t *dim = json_object_get(e, "dim");
+        if (enc < 0 || !json_is_integer(dim)) {
+            st = EMBER_EFORMAT;
+            snprintf(err, len, "%s: tables[%d]: encoding or dim missing or unknown", path, (int)t);
+            break;
+        }
+        b->enc[t] = (ember_encoding)enc;
+        b->row_bytes[t] = ember_quant_row_bytes(b->enc[t], (int32_t)json_integer_value(dim));
+        st = map_file(b, &b->files[t], e, err, len);
+    }
+    if (st == EMBER_OK)
+        st = map_file(b, &b->files[b->num_tables], json_object_get(b->manifest, "dense"), err, len);
+    if (st != EMBER_OK) {
+        bundle_close(b);
+        return st;
+    }
+    *out = b;
+    return EMBER_OK;
+}
+
+void bundle_close(ember_bundle *b)
+{
+    if (!b)
+        return;
+    for (int32_t i = 0; i <= b->num_tables; i++)
+        if (b->files[i].map)
+            munmap((void *)b->files[i].map, (size_t)b->files[i].bytes);
+    free(b->model_json);
+    json_decref(b->manifest);
+    free(b);
+}
+
+const char *bundle_model_json(const ember_bundle *b) { return b->model_json; }
+
+const float *bundle_dense(const ember_bundle *b, int64_t *bytes)
+{
+    *bytes = b->files[b->num_tables].bytes;
+    return (const float *)b->files[b->num_tables].map;
+}
+
+int bundle_check(const ember_bundle *b, const ember_collection_config *cc, char *err, size_t len)
+{
+    if (b->num_tables != cc->num_tables) {
+        snprintf(err, len, "%s: %d table files for %d tables", b->dir, (int)b->num_tables, (int)cc->num_tables);
+        return EMBER_EFORMAT;
+    }
+    for (int32_t t = 0; t < cc->num_tables; t++)
+        if (b->files[t].bytes != cc->tables[t].rows * b->row_bytes[t]) {
+            snprintf(err, len, "%s: table '%s': %lld bytes for %lld rows of %lld", b->dir, cc->tables[t].name,
+                     (long long)b->files[t].bytes, (long long)cc->tables[t].rows, (long long)b->row_bytes[t]);
+            return EMBER_EFORMAT;
+        }
+    return EMBER_OK;
+}
+
+int bundle_load_tables(const ember_bundle *b, ember_collection *coll, const ember_collection_config *cc,
+                       float *scratch)
+{
+    int st = EMBER_OK;
+    for (int32_t t = 0; t < cc->num_tables && st == EMBER_OK; t++) {
+        int32_t dim = cc->tables[t].dim;
+        for (int64_t r0 = 0; r0 < cc->tables[t].rows && st == EMBER_OK; r0 += CHUNK_ROWS) {
+            int64_t n = cc->tables[t].rows - r0 < CHUNK_ROWS ? cc->tables[t].rows - r0 : CHUNK_ROWS;
+            for (int64_t i = 0; i < n; i++)
+                ember_dequant_row(b->enc[t], dim, b->files[t].map + (r0 + i) * b->row_bytes[t], scratch + i * dim);
+            st = ember_table_write(coll, t, r0, n, scratch);
+        }
+    }
+    return st;
+}

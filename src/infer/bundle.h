@@ -1,0 +1,39 @@
+/*
+ * bundle.h: inference bundles, written from a checkpoint with quantized
+ * rows and read by the predictor (bundle.c; docs/inference.md, "Bundles").
+ * ember_bundle_write is public (ember.h); the rest is the predictor's.
+ */
+#ifndef EMBER_INFER_BUNDLE_H
+#define EMBER_INFER_BUNDLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dense/dense.h"
+#include "ember.h"
+
+#define BUNDLE_CHUNK_ROWS 4096 /* rows decoded per collective ember_table_write */
+
+typedef struct ember_bundle ember_bundle;
+
+/* 1 when dir holds a bundle's manifest. */
+int bundle_is(const char *dir);
+/* Reads the manifest and maps and verifies every file (sizes, XXH3-64).
+ * Local.  EMBER_EIO, EMBER_EFORMAT, EMBER_ECORRUPT with err naming the file. */
+int bundle_open(const char *dir, ember_bundle **out, char *err, size_t len);
+void bundle_close(ember_bundle *b);
+/* The model description (NUL-terminated JSON) and the dense parameters. */
+const char *bundle_model_json(const ember_bundle *b);
+const float *bundle_dense(const ember_bundle *b, int64_t *bytes);
+/* The table files fit the collection the description makes.  Local. */
+int bundle_check(const ember_bundle *b, const ember_collection_config *cc, char *err, size_t len);
+/* Decodes every table into coll with collective ember_table_write calls;
+ * scratch holds BUNDLE_CHUNK_ROWS rows of the widest table. */
+int bundle_load_tables(const ember_bundle *b, ember_collection *coll, const ember_collection_config *cc,
+                       float *scratch);
+
+/* The predictor's parts, for the bundle writer. */
+ember_collection *ember_predictor_collection(const ember_predictor *p);
+const dlrm *ember_predictor_dense(const ember_predictor *p);
+
+#endif
