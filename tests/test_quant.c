@@ -12,13 +12,17 @@
  *     an exact tie (half to even), and rows that cannot be stored (not
  *     finite, beyond fp16): bytes and decoded values equal the reference's,
  *     and the decode is within scale of the input;
- *   - simulated quantization: random values, clipping and exact ties.
+ *   - simulated quantization: random values, clipping and exact ties;
+ *   - the fused pooling kernel (qpool.h) against decoding every row and
+ *     pooling in entry order: bit-identical, weights and divisors (0 too),
+ *     empty bags, 1 and 2 threads, every encoding.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant/qpool.h"
 #include "quant/quant.h"
 #include "ref/ref.h"
 #include "util.h"
@@ -169,6 +173,58 @@ static void fake_quant(test_rng *r)
           ember_fake_quant(-5.0f, -0.5f, 0.5f, step) == -0.5f);
 }
 
+/* The fused pooling kernel against decoding every row (the reference's
+ * decode) and pooling in entry order: bit-identical, at 1 and 2 threads. */
+static void pooling(test_rng *r)
+{
+    for (int trial = 0; trial < 60; trial++) {
+        ember_encoding e = (ember_encoding)(trial % 4);
+        int32_t dim = trial % 5 == 0 ? (int32_t)test_range(r, 1, 9) : (int32_t)test_dims[test_range(r, 0, 6)];
+        int64_t rows = test_range(r, 1, 300), bags = test_range(r, 0, 200);
+        int64_t rb = ember_quant_row_bytes(e, dim);
+        uint8_t *tab = malloc((size_t)(rows * rb));
+        float *x = malloc(sizeof(float) * (size_t)dim), *dec = malloc(sizeof(float) * (size_t)(rows * dim));
+        for (int64_t i = 0; i < rows; i++) {
+            test_fill(r, x, dim, -1, 1);
+            ember_quant_row(e, dim, x, tab + i * rb);
+            ref_dequant_row((int)e, dim, tab + i * rb, dec + i * dim);
+        }
+        int64_t *off = malloc(sizeof(int64_t) * (size_t)(bags + 1));
+        off[0] = 0;
+        for (int64_t b = 0; b < bags; b++)
+            off[b + 1] = off[b] + (test_range(r, 0, 5) ? test_range(r, 0, 30) : 0);
+        int64_t n = off[bags];
+        uint32_t *ids = malloc(sizeof(uint32_t) * (size_t)(n + 1));
+        float *w = malloc(sizeof(float) * (size_t)(n + 1)), *div = malloc(sizeof(float) * (size_t)(bags + 1));
+        for (int64_t i = 0; i < n; i++)
+            ids[i] = (uint32_t)test_range(r, 0, rows), w[i] = test_float(r, 0.1f, 2.0f);
+        for (int64_t b = 0; b < bags; b++)
+            div[b] = test_range(r, 0, 4) ? test_float(r, 0.5f, 8.0f) : (test_range(r, 0, 2) ? 0.0f : 1.0f);
+        int weighted = trial % 3 != 0, divided = trial % 2;
+        float *want = malloc(sizeof(float) * (size_t)(bags * dim + 1)), *got = malloc(sizeof(float) * (size_t)(bags * dim + 1));
+        for (int64_t b = 0; b < bags; b++) {
+            float *o = want + b * dim;
+            for (int32_t k = 0; k < dim; k++) {
+                float acc = 0.0f;
+                for (int64_t i = off[b]; i < off[b + 1]; i++)
+                    acc = fmaf(weighted ? w[i] : 1.0f, dec[(int64_t)ids[i] * dim + k], acc);
+                float dv = divided ? div[b] : 1.0f;
+                o[k] = dv == 1.0f ? acc : dv == 0.0f ? 0.0f : acc / dv;
+            }
+        }
+        ember_qpool_args a = {e, dim, tab, rb, bags, off, ids, weighted ? w : NULL, divided ? div : NULL, got};
+        for (int threads = 1; threads <= 2; threads++) {
+            for (int64_t i = 0; i < bags * dim; i++)
+                got[i] = NAN;
+            ember_qpool(&a, threads);
+            CHECK_MSG(!memcmp(got, want, sizeof(float) * (size_t)(bags * dim)),
+                      "qpool %s dim %d bags %lld weighted %d divided %d threads %d: differs from decode-then-pool",
+                      ember_encoding_name(e), dim, (long long)bags, weighted, divided, threads);
+        }
+        free(tab), free(x), free(dec), free(off), free(ids), free(w), free(div), free(want), free(got);
+    }
+}
+
 int main(int argc, char **argv)
 {
     test_rng r = {test_seed(argc, argv)};
@@ -178,5 +234,6 @@ int main(int argc, char **argv)
     halves(&r);
     rows(&r);
     fake_quant(&r);
+    pooling(&r);
     return check_report("test_quant");
 }
