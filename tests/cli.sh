@@ -791,13 +791,31 @@ EOF2
     expect_status 0 "$EMBER" export "$TMP/bck" "$TMP/b-mix" --quantize int8 --per-table emb_C1=fp32 || return 1
     expect_status 0 "$EMBER" predict "$TMP/b-mix" synthetic || return 1
     expect_status 1 "$EMBER" export "$TMP/bck" "$TMP/b-mix" --quantize int8 || return 1
-    grep -q "b-mix exists" "$TMP/err" || return 1
+    grep -q "b-mix: it exists" "$TMP/err" || return 1
     expect_status 1 "$EMBER" export "$TMP/bck" "$TMP/b-x" --quantize int8 --per-table nope=fp16 || return 1
     grep -q "per-table nope=fp16: no table of that name" "$TMP/err" || return 1
     expect_status 1 "$EMBER" export "$TMP/bck" "$TMP/b-y" --quantize int3 || return 1
     grep -q "encoding 'int3'" "$TMP/err" || return 1
-    [ ! -e "$TMP/b-x" ] && [ ! -e "$TMP/b-y" ] && [ ! -e "$TMP/b-x.tmp" ] || { echo "a failed export left files"; return 1; }
+    [ ! -e "$TMP/b-x" ] && [ ! -e "$TMP/b-y" ] && ! ls -d "$TMP"/b-*.tmp-* 2>/dev/null ||
+        { echo "a failed export left files"; return 1; }
+    mkdir "$TMP/b-z.tmp" # a folder of that name is the user's: an export never removes it
+    expect_status 1 "$EMBER" export "$TMP/bck" "$TMP/b-z" --quantize int8 --per-table nope=fp16 || return 1
+    [ -d "$TMP/b-z.tmp" ] || { echo "export removed a folder it did not make"; return 1; }
+    expect_status 0 "$EMBER" export "$TMP/bck" "$TMP/b-slash/" --quantize fp16 || return 1
+    [ -f "$TMP/b-slash/manifest.json" ] || { echo "a trailing slash"; return 1; }
+    expect_status 1 "$EMBER" export "$TMP/bck" "$TMP/no/such/b" --quantize fp16 || return 1
+    grep -q "the folder $TMP/no/such does not exist" "$TMP/err" || return 1
     expect_status 2 "$EMBER" export "$TMP/bck" "$TMP/b-z" || return 1
+    # a manifest whose table entry does not fit the model is refused by name
+    python3 - "$TMP/b-fp16/manifest.json" <<'EOF2' || return 1
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["tables"][0]["dim"] = 8
+m["tables"][0]["row_bytes"] = 16
+json.dump(m, open(sys.argv[1], "w"))
+EOF2
+    expect_status 1 "$EMBER" predict "$TMP/b-fp16" synthetic || return 1
+    grep -q "table 'emb_C1': the manifest's entry has" "$TMP/err" || return 1
     # a corrupt table file is named
     local f
     f=$(ls "$TMP/b-int8"/table-*.rows | head -1)
@@ -812,6 +830,8 @@ check_mpi_predict() { # under mpirun: the scores of the np-2 evaluation, and the
     expect_status 0 mpi2 train --steps 6 --checkpoint-dir "$TMP/mck" --json || return 1
     local want got
     want=$(tail -1 "$TMP/out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["auc"], d["logloss"])')
+    expect_status 0 mpi2 predict "$TMP/mck" synthetic --samples 101 --json || return 1
+    grep -q '"samples":101,' "$TMP/out" || { echo "--samples 101 at np 2"; return 1; }
     expect_status 0 mpi2 predict "$TMP/mck" synthetic --json --out "$TMP/m2.f32" || return 1
     [ "$(wc -l <"$TMP/out")" = 1 ] || { echo "printed more than once"; return 1; }
     got=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["auc"], d["logloss"])' "$TMP/out")

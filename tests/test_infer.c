@@ -55,13 +55,16 @@ static void roundtrip(test_rng *r, int trial)
     ember_model *a = malloc(sizeof *a), *b = malloc(sizeof *b);
     char err[256];
     tc->cfg.dedup = (int)test_range(r, 0, 2);
+    tc->cfg.bounds = (ember_bounds_policy)test_range(r, 0, 2);
+    tc->cfg.num_shards = (int32_t)test_range(r, 0, 9);
     CHECK(ember_model_make(a, &tc->cfg, &d, (int32_t)test_range(r, 1, 4096), (int32_t)test_range(r, 1, 65536), &in,
                            trial % 2 ? &sy : NULL, err, sizeof err) == 0);
     char *json = ember_model_to_json(a);
     int rc = json ? ember_model_from_json(json, strlen(json), b, err, sizeof err) : -1;
     CHECK_MSG(rc == 0, "trial %d: read back: %s", trial, err);
     int same = rc == 0 && a->num_tables == b->num_tables && a->num_features == b->num_features && a->seed == b->seed &&
-               a->dedup == b->dedup && !memcmp(&a->dense, &b->dense, sizeof a->dense) && a->chunk == b->chunk &&
+               a->dedup == b->dedup && a->stack_tables == b->stack_tables && a->bounds == b->bounds &&
+               a->num_shards == b->num_shards && !memcmp(&a->dense, &b->dense, sizeof a->dense) && a->chunk == b->chunk &&
                a->batch == b->batch && !memcmp(&a->input, &b->input, sizeof a->input) && a->synthetic == b->synthetic;
     for (int32_t t = 0; same && t < a->num_tables; t++)
         same = same_table(&a->tables[t], &b->tables[t]);
@@ -104,10 +107,11 @@ int main(int argc, char **argv)
     refused("{\"format\": \"other\"}", "expected \"ember-model\"");
     refused("{\"format\": \"ember-model\", \"version\": 2}", "version");
     refused("{\"format\": \"ember-model\", \"version\": 1}", "seed: missing");
-    refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"tables\": 3}",
+    refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"stack_tables\": true, "
+            "\"bounds\": 0, \"num_shards\": 0, \"tables\": 3}",
             "tables: wrong type");
-    refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"tables\": "
-            "[{\"name\": \"t\", \"kind\": 0, \"rows\": 5, \"dim\": 5000}]}",
+    refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"stack_tables\": true, "
+            "\"bounds\": 0, \"num_shards\": 0, \"tables\": [{\"name\": \"t\", \"kind\": 0, \"rows\": 5, \"dim\": 5000}]}",
             "tables[0].dim: 5000 outside [1, 1024]");
     return check_report("test_infer");
 }

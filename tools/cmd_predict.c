@@ -277,6 +277,13 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
         } else {
             if (!synthetic && samples > 0 && ns > samples) /* files: the first N of the file */
                 ns = samples;
+            if (synthetic) { /* ranks ask for ceil(left / W): keep exactly the first N of the stream */
+                int64_t limit = samples > 0 ? samples : 65536, k = 0;
+                for (int64_t i = 0; i < ns; i++)
+                    if (gi[i] < limit)
+                        gs[k] = gs[i], gl[k] = gl[i], gi[k] = gi[i], k++;
+                ns = k;
+            }
             if (out && write_scores(out, tsv, synthetic, gs, gl, gi, ns, err, sizeof err)) {
                 fprintf(ctx->err, "ember predict: %s\n", err);
                 status = 1;

@@ -251,7 +251,9 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
     int64_t state[8] = {STATE_MAGIC, BLOB_VERSION, step, samples, nparams, ostep, floats * nparams, 0};
     int64_t position[6] = {POS_MAGIC, BLOB_VERSION, pos->next, pos->epochs, pos->begin, pos->end};
     /* the model description, for predictions (docs/inference.md); a model it
-     * cannot describe is still checkpointed, without one */
+     * cannot describe (over 1024 tables, names of 64 bytes or more, names
+     * that are not UTF-8) is still checkpointed, without one: the predictor
+     * then says so */
     char merr[256] = "";
     ember_model *model = malloc(sizeof *model);
     char *mjson = NULL;
@@ -273,12 +275,11 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
     if (!mjson) /* dense.optim takes its place */
         blobs[3] = blobs[4];
     ember_save_options o = {step, s->t.checkpoint_keep, blobs, (ostate && floats > 0 ? 5 : 4) - !mjson, &rank_blob, 1};
-    int no_json = describable && !mjson;
-    int st = no_json ? EMBER_ENOMEM : ember_save(s->coll, s->t.checkpoint_dir, &o);
+    int st = ember_save(s->coll, s->t.checkpoint_dir, &o); /* without a description if none could be made */
     free(mjson);
     char msg[1024];
     snprintf(msg, sizeof msg, "checkpoint at step %lld: %s", (long long)step,
-             st == EMBER_OK ? "" : no_json ? "out of memory describing the model" : ember_errmsg(s->coll));
+             st == EMBER_OK ? "" : ember_errmsg(s->coll));
     if (agree_status(ctx, st, msg))
         return 1;
     memset(out, 0, sizeof *out);

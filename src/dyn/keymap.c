@@ -297,7 +297,8 @@ static void grow(const ember_keymap *m, ember_keymap_sub *s)
         free(g);
         return;
     }
-    ((ember_keymap *)m)->buckets += (int64_t)(s->mask + 1);
+    /* sub-maps of one map may grow on two threads at once (upsert_batch) */
+    __atomic_fetch_add(&((ember_keymap *)m)->buckets, (int64_t)(s->mask + 1), __ATOMIC_RELAXED);
     buckets_free(s->b, s->mask + 1);
     *s = *g;
     free(g);

@@ -1,7 +1,7 @@
 /*
  * bundle.c: inference bundles (docs/inference.md, "Bundles"): a folder of
  *
- *   manifest.json   {"format": "ember-bundle", "version": 1, "step": S,
+ *   manifest.json   {"format": "ember-bundle", "version": 1,
  *                    "model": the model description (model.h),
  *                    "tables": [{"name", "encoding", "rows", "dim",
  *                                "row_bytes", "file", "bytes", "xxh3"}],
@@ -10,14 +10,16 @@
  *   dense.params    the dense model's parameters, float32
  *
  * Written from a checkpoint through a predictor of one rank (which holds
- * every row), each file atomically, the folder published by rename like a
- * checkpoint; every file's size and XXH3-64 are checked when a bundle is
- * opened.  A bundle loads at any world size: every rank reads every table
+ * every row) into a temporary folder of this process, each file fsynced,
+ * the folder published by a rename that never replaces an existing one;
+ * every file's size and XXH3-64, and every table entry against the model
+ * description, are checked when a bundle is opened.  A bundle loads at any world size: every rank reads every table
  * file and ember_table_write keeps each rank's part.  Rows are decoded to
  * fp32 on load (the scores are those of the quantized rows; the memory
  * saving at serving time needs a quantized store, not built yet).  Dynamic
  * tables are not bundled yet: their rows need their keys.
  */
+#define _GNU_SOURCE /* renameat2 */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -47,7 +49,8 @@ struct ember_bundle {
         int64_t bytes;
     } files[EMBER_MODEL_MAX + 1]; /* tables, then dense.params */
     ember_encoding enc[EMBER_MODEL_MAX];
-    int64_t row_bytes[EMBER_MODEL_MAX];
+    int64_t row_bytes[EMBER_MODEL_MAX], rows[EMBER_MODEL_MAX];
+    int32_t dim[EMBER_MODEL_MAX];
 };
 
 /* ----------------------------------------------------------------- write */
@@ -114,28 +117,57 @@ static int encode_table(const ember_collection *coll, int32_t t, const ember_tab
     return EMBER_OK;
 }
 
-int ember_bundle_write(const char *checkpoint, const char *out, const char *quantize, const char *const *per_table,
+/* Renames tmp to out unless out exists (atomically where the system can),
+ * then makes the rename durable. */
+static int publish(const char *tmp, const char *out, const char *parent, char *err, size_t len)
+{
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_NOREPLACE) != 0) {
+        struct stat sb;
+        if (errno == EEXIST) {
+            snprintf(err, len, "%s exists: bundles are not overwritten (remove it, or name another)", out);
+            return EMBER_EINVAL;
+        }
+        if ((errno != EINVAL && errno != ENOSYS) || stat(out, &sb) == 0 || rename(tmp, out) != 0) {
+            snprintf(err, len, "cannot rename %.500s to %.500s: %s", tmp, out, strerror(errno));
+            return EMBER_EIO;
+        }
+    }
+    return ckpt_fsync_dir(parent, err, len);
+}
+
+int ember_bundle_write(const char *checkpoint, const char *out_arg, const char *quantize, const char *const *per_table,
                        int32_t num_per_table)
 {
-    char err[1024] = "", tmp[4200], root[4096];
+    char err[1024] = "", out[4096], tmp[4200], parent[4096];
+    snprintf(out, sizeof out, "%s", out_arg ? out_arg : "");
+    for (size_t n = strlen(out); n > 1 && out[n - 1] == '/'; n--) /* "b/" is the folder b */
+        out[n - 1] = '\0';
+    snprintf(parent, sizeof parent, "%s", out);
+    char *slash = strrchr(parent, '/');
+    if (slash)
+        *(slash == parent ? slash + 1 : slash) = '\0';
+    else
+        snprintf(parent, sizeof parent, ".");
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid()); /* this process's own */
+    struct stat sb;
+    if (!out[0]) {
+        ember_data_set_error("export: no bundle folder named");
+        return EMBER_EINVAL;
+    }
+    if (stat(out, &sb) == 0) {
+        ember_data_set_error("export %s: it exists: bundles are not overwritten (remove it, or name another)", out);
+        return EMBER_EINVAL;
+    }
+    if (stat(parent, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        ember_data_set_error("export %s: the folder %s does not exist", out, parent);
+        return EMBER_EIO;
+    }
     ember_predictor *p = NULL;
     int st = ember_predictor_open(checkpoint, NULL, &p); /* a world of one: every row here */
     if (st != EMBER_OK)
         return st; /* its message is in ember_data_errmsg() */
     const ember_model *m = ember_predictor_model(p);
     const ember_collection_config *cc = ember_predictor_config(p);
-    struct stat sb;
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
-    snprintf(root, sizeof root, "%s", out);
-    char *slash = strrchr(root, '/');
-    if (slash)
-        *slash = '\0';
-    else
-        snprintf(root, sizeof root, ".");
-    if (stat(out, &sb) == 0) {
-        st = EMBER_EINVAL;
-        snprintf(err, sizeof err, "%s exists: bundles are not overwritten (remove it, or name another)", out);
-    }
     for (int32_t t = 0; t < m->num_tables && st == EMBER_OK; t++)
         if (m->tables[t].kind == EMBER_TABLE_DYNAMIC) {
             st = EMBER_EINVAL;
@@ -155,9 +187,14 @@ int ember_bundle_write(const char *checkpoint, const char *out, const char *quan
                      eq ? "no table of that name in the checkpoint" : "expected NAME=ENCODING");
         }
     }
+    int created = 0;
     if (st == EMBER_OK) {
-        ckpt_remove_tree(tmp);
-        st = ckpt_mkdirs(tmp, err, sizeof err);
+        if (mkdir(tmp, 0755) != 0) {
+            st = EMBER_EIO;
+            snprintf(err, sizeof err, "cannot create %.900s: %s", tmp, strerror(errno));
+        } else {
+            created = 1;
+        }
     }
     json_t *tables = json_array(), *dense = json_object();
     for (int32_t t = 0; t < m->num_tables && st == EMBER_OK; t++) {
@@ -207,11 +244,11 @@ int ember_bundle_write(const char *checkpoint, const char *out, const char *quan
         model = NULL;
     }
     if (st == EMBER_OK)
-        st = ckpt_publish(root, tmp, out, err, sizeof err);
+        st = publish(tmp, out, parent, err, sizeof err);
     json_decref(model);
     json_decref(tables);
     json_decref(dense);
-    if (st != EMBER_OK)
+    if (st != EMBER_OK && created)
         ckpt_remove_tree(tmp);
     ember_predictor_close(p);
     if (st != EMBER_OK)
@@ -301,14 +338,17 @@ int bundle_open(const char *dir, ember_bundle **out, char *err, size_t len)
     for (int32_t t = 0; t < b->num_tables && st == EMBER_OK; t++) {
         json_t *e = json_array_get(tables, (size_t)t);
         int enc = ember_encoding_parse(json_string_value(json_object_get(e, "encoding")));
-        json_t *dim = json_object_get(e, "dim");
-        if (enc < 0 || !json_is_integer(dim)) {
+        json_t *dim = json_object_get(e, "dim"), *rows = json_object_get(e, "rows");
+        if (enc < 0 || !json_is_integer(dim) || !json_is_integer(rows) || json_integer_value(dim) < 1 ||
+            json_integer_value(dim) > 1024 || json_integer_value(rows) < 1) {
             st = EMBER_EFORMAT;
-            snprintf(err, len, "%s: tables[%d]: encoding or dim missing or unknown", path, (int)t);
+            snprintf(err, len, "%s: tables[%d]: encoding, dim or rows missing, unknown or out of range", path, (int)t);
             break;
         }
         b->enc[t] = (ember_encoding)enc;
-        b->row_bytes[t] = ember_quant_row_bytes(b->enc[t], (int32_t)json_integer_value(dim));
+        b->dim[t] = (int32_t)json_integer_value(dim);
+        b->rows[t] = (int64_t)json_integer_value(rows);
+        b->row_bytes[t] = ember_quant_row_bytes(b->enc[t], b->dim[t]);
         st = map_file(b, &b->files[t], e, err, len);
     }
     if (st == EMBER_OK)
@@ -348,7 +388,12 @@ int bundle_check(const ember_bundle *b, const ember_collection_config *cc, char 
         return EMBER_EFORMAT;
     }
     for (int32_t t = 0; t < cc->num_tables; t++)
-        if (b->files[t].bytes != cc->tables[t].rows * b->row_bytes[t]) {
+        if (b->dim[t] != cc->tables[t].dim || b->rows[t] != cc->tables[t].rows) {
+            snprintf(err, len, "%s: table '%s': the manifest's entry has %lld rows of dim %d, the model %lld of %d",
+                     b->dir, cc->tables[t].name, (long long)b->rows[t], (int)b->dim[t], (long long)cc->tables[t].rows,
+                     (int)cc->tables[t].dim);
+            return EMBER_EFORMAT;
+        } else if (b->files[t].bytes != cc->tables[t].rows * b->row_bytes[t]) {
             snprintf(err, len, "%s: table '%s': %lld bytes for %lld rows of %lld", b->dir, cc->tables[t].name,
                      (long long)b->files[t].bytes, (long long)cc->tables[t].rows, (long long)b->row_bytes[t]);
             return EMBER_EFORMAT;

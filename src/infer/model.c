@@ -2,7 +2,8 @@
  * model.c: the model description (model.h) to and from JSON.
  *
  * Layout (docs/inference.md):
- *   {"format": "ember-model", "version": 1, "seed": .., "dedup": 0|1,
+ *   {"format": "ember-model", "version": 1, "seed": .., "dedup": bool,
+ *    "stack_tables": bool, "bounds": .., "num_shards": ..,
  *    "tables":   [{"name", "kind", "rows", "dim", "init", "init_value",
  *                  "optimizer": {kind, lr, eps, weight_decay, beta1, beta2},
  *                  "placement", "owner", "exchange",
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dyn/dyn_step.h"
 #include "infer/model.h"
 
 int ember_model_make(ember_model *m, const ember_collection_config *cc, const dlrm_config *dense, int32_t chunk,
@@ -48,12 +50,20 @@ int ember_model_make(ember_model *m, const ember_collection_config *cc, const dl
                 m->tables[t] = cc->tables[t], m->tables[t].name = m->names[0][t];
         }
     for (int32_t t = 0; t < m->num_tables; t++) { /* where rows live is the loader's choice */
-        m->tables[t].storage = EMBER_STORAGE_AUTO;
-        m->tables[t].path = NULL;
-        m->tables[t].cache_bytes = 0;
+        ember_table_config *tb = &m->tables[t];
+        tb->storage = EMBER_STORAGE_AUTO;
+        tb->path = NULL;
+        tb->cache_bytes = 0;
+        if (tb->kind == EMBER_TABLE_DYNAMIC) { /* rows per rank, however it was sized */
+            tb->capacity = ember_dyn_capacity(tb);
+            tb->capacity_bytes = 0;
+        }
     }
     m->seed = cc->seed;
     m->dedup = cc->dedup;
+    m->stack_tables = cc->stack_tables;
+    m->bounds = cc->bounds;
+    m->num_shards = cc->num_shards;
     m->dense = *dense;
     m->chunk = chunk;
     m->batch = batch;
@@ -73,6 +83,9 @@ ember_collection_config ember_model_collection(const ember_model *m)
     cc.num_features = m->num_features;
     cc.seed = m->seed;
     cc.dedup = m->dedup;
+    cc.stack_tables = m->stack_tables;
+    cc.bounds = m->bounds;
+    cc.num_shards = m->num_shards;
     return cc;
 }
 
@@ -107,11 +120,11 @@ static json_t *table_json(const ember_table_config *t)
     const ember_optimizer *o = &t->optimizer;
     int64_t limits[3] = {t->max_ids_per_partition, t->max_unique_ids_per_partition, t->limit_policy};
     int64_t dyn[5] = {t->capacity, t->admit_after, t->evict, t->ttl_steps, t->sketch_bytes};
-    json_t *opt = json_pack("{s:i, s:f, s:f, s:f, s:f, s:f}", "kind", (json_int_t)o->kind, "lr", (double)o->lr, "eps",
+    json_t *opt = json_pack("{s:I, s:f, s:f, s:f, s:f, s:f}", "kind", (json_int_t)o->kind, "lr", (double)o->lr, "eps",
                             (double)o->eps, "weight_decay", (double)o->weight_decay, "beta1", (double)o->beta1,
                             "beta2", (double)o->beta2);
-    json_t *q = json_pack("[i, f, f]", (json_int_t)t->quant_buckets, (double)t->quant_low, (double)t->quant_high);
-    return json_pack("{s:s, s:i, s:I, s:i, s:i, s:f, s:o, s:i, s:i, s:i, s:o, s:o, s:o}", "name", t->name, "kind",
+    json_t *q = json_pack("[I, f, f]", (json_int_t)t->quant_buckets, (double)t->quant_low, (double)t->quant_high);
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:o, s:I, s:I, s:I, s:o, s:o, s:o}", "name", t->name, "kind",
                      (json_int_t)t->kind, "rows", (json_int_t)t->rows, "dim", (json_int_t)t->dim, "init",
                      (json_int_t)t->init, "init_value", (double)t->init_value, "optimizer", opt, "placement",
                      (json_int_t)t->placement, "owner", (json_int_t)t->owner, "exchange", (json_int_t)t->exchange,
@@ -123,7 +136,7 @@ static json_t *synth_json(const ctr_synth_config *s)
     int64_t rows[CTR_MAX_FEATURES], keyed[CTR_MAX_FEATURES], hash_rows[CTR_MAX_FEATURES];
     for (int32_t f = 0; f < s->num_sparse; f++)
         rows[f] = s->rows[f], keyed[f] = s->keyed[f], hash_rows[f] = s->hash_rows[f];
-    return json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:i, s:i, s:f, s:f, s:I, s:I}", "num_dense",
+    return json_pack("{s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:f, s:f, s:I, s:I}", "num_dense",
                      (json_int_t)s->num_dense, "num_sparse", (json_int_t)s->num_sparse, "rows",
                      ints(rows, s->num_sparse), "alpha", reals(s->alpha, s->num_sparse), "pooling",
                      reals(s->pooling, s->num_sparse), "keyed", ints(keyed, s->num_sparse), "hash_rows",
@@ -138,23 +151,24 @@ char *ember_model_to_json(const ember_model *m)
     for (int32_t t = 0; t < m->num_tables; t++)
         json_array_append_new(tables, table_json(&m->tables[t]));
     for (int32_t f = 0; f < m->num_features; f++)
-        json_array_append_new(features, json_pack("{s:s, s:i, s:i}", "name", m->features[f].name, "table",
+        json_array_append_new(features, json_pack("{s:s, s:I, s:I}", "name", m->features[f].name, "table",
                                                   (json_int_t)m->features[f].table, "combiner",
                                                   (json_int_t)m->features[f].combiner));
     for (int32_t f = 0; f < m->input.num_sparse; f++)
         json_array_append_new(names, json_string(m->input.names[f]));
     const dlrm_config *d = &m->dense;
-    json_t *dense = json_pack("{s:i, s:i, s:i, s:o, s:o, s:i, s:I}", "num_dense", (json_int_t)d->num_dense,
+    json_t *dense = json_pack("{s:I, s:I, s:I, s:o, s:o, s:I, s:I}", "num_dense", (json_int_t)d->num_dense,
                               "num_sparse", (json_int_t)d->num_sparse, "emb_dim", (json_int_t)d->emb_dim, "bottom",
                               widths(d->bottom, d->num_bottom), "top", widths(d->top, d->num_top), "interaction",
                               (json_int_t)d->interaction, "seed", (json_int_t)d->seed);
-    json_t *input = json_pack("{s:i, s:o, s:o}", "num_dense", (json_int_t)m->input.num_dense, "rows",
+    json_t *input = json_pack("{s:I, s:o, s:o}", "num_dense", (json_int_t)m->input.num_dense, "rows",
                               ints(m->input.rows, m->input.num_sparse), "names", names);
-    json_t *root = json_pack("{s:s, s:i, s:I, s:b, s:o, s:o, s:o, s:i, s:i, s:o, s:o}", "format", "ember-model",
-                             "version", 1, "seed", (json_int_t)m->seed, "dedup", m->dedup, "tables", tables,
-                             "features", features, "dense", dense, "chunk", (json_int_t)m->chunk, "batch",
-                             (json_int_t)m->batch, "input", input, "synthetic",
-                             m->synthetic ? synth_json(&m->synth) : json_null());
+    json_t *root = json_pack("{s:s, s:i, s:I, s:b, s:b, s:I, s:I, s:o, s:o, s:o, s:I, s:I, s:o, s:o}", "format",
+                             "ember-model", "version", 1, "seed", (json_int_t)m->seed, "dedup", m->dedup,
+                             "stack_tables", m->stack_tables, "bounds", (json_int_t)m->bounds, "num_shards",
+                             (json_int_t)m->num_shards, "tables", tables, "features", features, "dense", dense,
+                             "chunk", (json_int_t)m->chunk, "batch", (json_int_t)m->batch, "input", input,
+                             "synthetic", m->synthetic ? synth_json(&m->synth) : json_null());
     char *s = root ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(root);
     return s;
@@ -315,8 +329,11 @@ int ember_model_from_json(const char *json, size_t n, ember_model *m, char *err,
     }
     get_int(&r, root, "", "version", 1, 1);
     m->seed = (uint64_t)get_int(&r, root, "", "seed", INT64_MIN, INT64_MAX);
-    json_t *dd = member(&r, root, "", "dedup", -1);
+    json_t *dd = member(&r, root, "", "dedup", -1), *st = member(&r, root, "", "stack_tables", -1);
     m->dedup = dd && json_is_true(dd);
+    m->stack_tables = st && json_is_true(st);
+    m->bounds = (ember_bounds_policy)get_int(&r, root, "", "bounds", 0, EMBER_BOUNDS_DROP);
+    m->num_shards = (int32_t)get_int(&r, root, "", "num_shards", 0, 1 << 20);
     json_t *tables = get_array(&r, root, "", "tables", -EMBER_MODEL_MAX);
     m->num_tables = tables ? (int32_t)json_array_size(tables) : 0;
     for (int32_t t = 0; t < m->num_tables && !r.failed; t++)

@@ -29,6 +29,9 @@ typedef struct ember_model {
     char names[2][EMBER_MODEL_MAX][64];
     uint64_t seed;          /* the collection's (initializers; a loaded model ignores it) */
     int dedup;              /* the collection's dedup setting                        */
+    int stack_tables;       /* and the others that change what a forward reads      */
+    ember_bounds_policy bounds;
+    int32_t num_shards;
     dlrm_config dense;
     int32_t chunk;          /* samples per dense forward (the trainer's micro-batch) */
     int32_t batch;          /* samples per rank in one evaluation call (micro-batch x

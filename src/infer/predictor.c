@@ -152,18 +152,28 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
     p->cc = ember_model_collection(&p->m);
     p->cc.world = w;
     p->cc.threads = threads;
-    for (int32_t t = 0; ck && t < p->m.num_tables; t++) /* a dynamic table's capacity was per saving rank */
-        if (p->m.tables[t].kind == EMBER_TABLE_DYNAMIC && p->m.tables[t].capacity > 0) {
-            int64_t total = p->m.tables[t].capacity * ember_checkpoint_world(ck), W = ember_world_size(w);
-            p->m.tables[t].capacity = (total + W - 1) / W;
-            p->m.tables[t].capacity_bytes = 0;
-        }
+    int32_t W = ember_world_size(w);
+    for (int32_t t = 0; t < p->m.num_tables; t++) {
+        ember_table_config *tb = &p->m.tables[t];
+        /* keys go to ranks by hash, unevenly: each rank gets room for every key
+         * saved (predictions admit none) */
+        if (ck && tb->kind == EMBER_TABLE_DYNAMIC && tb->capacity > 0)
+            tb->capacity *= ember_checkpoint_world(ck);
+        if (tb->placement == EMBER_PLACE_TABLE) /* a smaller world: the owner wraps (scores do not change) */
+            tb->owner %= W;
+    }
     st = ember_collection_create(&p->cc, &p->coll);
-    if (st == EMBER_OK)
-        st = ck ? ember_load(p->coll, ck) : bundle_load_tables(b, p->coll, &p->cc, scratch);
-    const char *why = st == EMBER_OK ? "" : p->coll ? ember_errmsg(p->coll) : ember_errmsg(NULL);
     char msg[sizeof p->err];
-    snprintf(msg, sizeof msg, "%s", why);
+    snprintf(msg, sizeof msg, "%s", st == EMBER_OK ? "" : ember_errmsg(NULL));
+    if (any_failed(w, st != EMBER_OK)) { /* before the collective loads */
+        ember_checkpoint_close(ck);
+        bundle_close(b);
+        free(scratch);
+        return open_fail(p, st != EMBER_OK ? st : EMBER_ECOMM, "%s",
+                         st != EMBER_OK ? msg : "predictor: another rank could not create the tables");
+    }
+    st = ck ? ember_load(p->coll, ck) : bundle_load_tables(b, p->coll, &p->cc, scratch);
+    snprintf(msg, sizeof msg, "%s", st == EMBER_OK ? "" : ember_errmsg(p->coll));
     ember_checkpoint_close(ck);
     bundle_close(b);
     free(scratch);
