@@ -842,6 +842,19 @@ import array, sys
 a, b = (array.array("f", open(p, "rb").read()) for p in sys.argv[1:3])
 assert len(a) == len(b) == 65536 and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6, "np 1 against np 2"
 EOF2
+    # dynamic tables: keys reshard by hash into a world of another size
+    expect_status 0 mpi2 train --config "$PLAN_CONFIGS/dynamic.cfg" --steps 4 --checkpoint-dir "$TMP/dck" --json ||
+        return 1
+    want=$(tail -1 "$TMP/out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["auc"], d["logloss"])')
+    expect_status 0 mpi2 predict "$TMP/dck" synthetic --json --out "$TMP/d2.f32" || return 1
+    got=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["auc"], d["logloss"])' "$TMP/out")
+    [ "$want" = "$got" ] || { echo "dynamic, np 2: predict $got, the evaluation $want"; return 1; }
+    expect_status 0 "$EMBER" predict "$TMP/dck" synthetic --out "$TMP/d1.f32" || return 1
+    python3 - "$TMP/d1.f32" "$TMP/d2.f32" <<'EOF2' || return 1
+import array, sys
+a, b = (array.array("f", open(p, "rb").read()) for p in sys.argv[1:3])
+assert len(a) == len(b) == 65536 and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6, "dynamic: np 1 against np 2"
+EOF2
     # a bundle loads at any world size: an int8 bundle at np 2 against np 1
     expect_status 0 "$EMBER" export "$TMP/mck" "$TMP/mb" --quantize int8 || return 1
     expect_status 0 mpi2 predict "$TMP/mb" synthetic --out "$TMP/mb2.f32" || return 1
