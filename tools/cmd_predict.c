@@ -26,7 +26,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: ember predict CHECKPOINT DATA [--out FILE] [--format f32|tsv] [--samples N]\n"
                "                     [--threads T] [--json]\n"
-               "  CHECKPOINT    a checkpoint of `ember train` (a root: its newest; or one step-* folder)\n"
+               "  CHECKPOINT    a checkpoint of `ember train` (a root: its newest; or one step-* folder),\n"
+               "                or a bundle of `ember export --quantize`\n"
                "  DATA          a Criteo TSV file, an ember binary file (`ember convert`), or `synthetic`:\n"
                "                the held-out stream of the built-in task the model was trained on\n"
                "  --out FILE    the scores, one per sample in the data's order\n"

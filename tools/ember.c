@@ -28,8 +28,8 @@ static const command COMMANDS[] = {
     {"convert", cmd_convert, "Criteo TSV to ember's binary CTR format (docs/ctr-format.md)"},
     {"train", cmd_train, "train a DLRM-style CTR model (default: the built-in synthetic task)"},
     {"inspect", cmd_inspect, "what a checkpoint holds: tables, statistics, digests, blobs"},
-    {"export", cmd_export, "one table of a checkpoint as (key, row) records for serving"},
-    {"predict", cmd_predict, "one score per sample of a data file with a trained checkpoint"},
+    {"export", cmd_export, "an inference bundle (quantized tables), or one table as (key, row) records"},
+    {"predict", cmd_predict, "one score per sample of a data file, with a checkpoint or a bundle"},
 };
 
 static void usage(FILE *f)
