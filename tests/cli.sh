@@ -787,6 +787,17 @@ for q in row_bytes:   # every table file: rows x the encoding's row size (fp16 s
         assert t["encoding"] == q and t["row_bytes"] == row_bytes[q](t["dim"]), t
         assert os.path.getsize(os.path.join(d, "b-" + q, t["file"])) == t["rows"] * t["row_bytes"], t
 EOF2
+    # from C (examples/predict.c): the same model from its checkpoint and its fp32 bundle scores
+    # the same, and every score is a probability
+    local ex
+    ex="$(dirname "$EMBER")/example_predict"
+    expect_status 0 "$ex" "$TMP/bck" || return 1
+    grep "^sample" "$TMP/out" >"$TMP/ex-ck.txt"
+    expect_status 0 "$ex" "$TMP/b-fp32" || return 1
+    grep "^sample" "$TMP/out" | cmp -s - "$TMP/ex-ck.txt" || { echo "C: an fp32 bundle scores differently"; return 1; }
+    expect_status 0 "$ex" "$TMP/b-int4" || return 1
+    [ "$(awk '/^sample/ && $4 > 0 && $4 < 1' "$TMP/out" | wc -l)" = 4 ] || { echo "C: four probabilities"; return 1; }
+    grep -q "model: 13 dense inputs, 8 features: C1 (table emb_C1)" "$TMP/out" || return 1
     # per-table encodings; errors: an existing folder, an unknown table or encoding
     expect_status 0 "$EMBER" export "$TMP/bck" "$TMP/b-mix" --quantize int8 --per-table emb_C1=fp32 || return 1
     expect_status 0 "$EMBER" predict "$TMP/b-mix" synthetic || return 1

@@ -107,11 +107,13 @@ int main(int argc, char **argv)
     refused("{\"format\": \"other\"}", "expected \"ember-model\"");
     refused("{\"format\": \"ember-model\", \"version\": 2}", "version");
     refused("{\"format\": \"ember-model\", \"version\": 1}", "seed: missing");
-    refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"stack_tables\": true, "
-            "\"bounds\": 0, \"num_shards\": 0, \"tables\": 3}",
+    refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"tables\": 3}",
             "tables: wrong type");
-    refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"stack_tables\": true, "
-            "\"bounds\": 0, \"num_shards\": 0, \"tables\": [{\"name\": \"t\", \"kind\": 0, \"rows\": 5, \"dim\": 5000}]}",
+    refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"bounds\": 7, "
+            "\"tables\": 3}",
+            "bounds: 7 outside [0, 1]");
+    refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"tables\": "
+            "[{\"name\": \"t\", \"kind\": 0, \"rows\": 5, \"dim\": 5000}]}",
             "tables[0].dim: 5000 outside [1, 1024]");
     return check_report("test_infer");
 }

@@ -329,11 +329,17 @@ int ember_model_from_json(const char *json, size_t n, ember_model *m, char *err,
     }
     get_int(&r, root, "", "version", 1, 1);
     m->seed = (uint64_t)get_int(&r, root, "", "seed", INT64_MIN, INT64_MAX);
-    json_t *dd = member(&r, root, "", "dedup", -1), *st = member(&r, root, "", "stack_tables", -1);
+    json_t *dd = member(&r, root, "", "dedup", -1);
     m->dedup = dd && json_is_true(dd);
-    m->stack_tables = st && json_is_true(st);
-    m->bounds = (ember_bounds_policy)get_int(&r, root, "", "bounds", 0, EMBER_BOUNDS_DROP);
-    m->num_shards = (int32_t)get_int(&r, root, "", "num_shards", 0, 1 << 20);
+    /* added after version 1 first shipped: absent means the collection's defaults */
+    ember_collection_config dflt = ember_collection_config_default();
+    json_t *st = json_object_get(root, "stack_tables");
+    m->stack_tables = st ? json_is_true(st) : dflt.stack_tables;
+    m->bounds = json_object_get(root, "bounds")
+                    ? (ember_bounds_policy)get_int(&r, root, "", "bounds", 0, EMBER_BOUNDS_DROP)
+                    : dflt.bounds;
+    m->num_shards = json_object_get(root, "num_shards") ? (int32_t)get_int(&r, root, "", "num_shards", 0, 1 << 20)
+                                                         : dflt.num_shards;
     json_t *tables = get_array(&r, root, "", "tables", -EMBER_MODEL_MAX);
     m->num_tables = tables ? (int32_t)json_array_size(tables) : 0;
     for (int32_t t = 0; t < m->num_tables && !r.failed; t++)
