@@ -14,6 +14,29 @@
 
 #define EMBER_COMPACT_MAX_CHUNKS 64
 
+/* The other pattern: segments (bags) [g0, g1) split over nt threads by
+ * their entries, whole segments only (start[g] = segment g's first entry,
+ * start[g1] = the end).  Thread t gets [split(t), split(t + 1)): the first
+ * segment whose first entry is at or past t/nt of the entries.  Every
+ * segment goes to one thread, in a split that depends only on the counts,
+ * so each output is summed in the same order whatever nt is. */
+static inline int64_t ember_split_segments(const int64_t *start, int64_t g0, int64_t g1, int t, int nt)
+{
+    if (t <= 0)
+        return g0;
+    if (t >= nt)
+        return g1;
+    int64_t e = start[g0] + (start[g1] - start[g0]) * t / nt;
+    while (g0 < g1) { /* the first segment starting at or after e */
+        int64_t mid = g0 + (g1 - g0) / 2;
+        if (start[mid] < e)
+            g0 = mid + 1;
+        else
+            g1 = mid;
+    }
+    return g0;
+}
+
 /* For i in [0, n) in order: if keep(ctx, i), emit(ctx, i, next slot).
  * Returns the number kept.  Runs on one thread below min_parallel items. */
 static inline int64_t ember_parallel_compact(int64_t n, int threads, int64_t min_parallel, void *ctx,

@@ -18,6 +18,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "lookup/lookup.h"
 #include "quant/quant.h"
 
@@ -121,33 +122,19 @@ static pool_fn pick(int32_t dim)
     }
 }
 
-/* First segment of [g0, g1) whose first entry is >= e. */
-static int64_t seg_at_entry(const ember_route *r, int64_t g0, int64_t g1, int64_t e)
-{
-    while (g0 < g1) {
-        int64_t mid = g0 + (g1 - g0) / 2;
-        if (r->seg_start[mid] < e)
-            g0 = mid + 1;
-        else
-            g1 = mid;
-    }
-    return g0;
-}
-
 void ember_pool(const ember_route *r, const ember_store *s, int64_t g0, int64_t g1, float *pooled,
                 float *sequence, int threads)
 {
     if (g1 <= g0)
         return;
     pool_fn fn = pick(s->dim);
-    int64_t e0 = r->seg_start[g0], e1 = r->seg_start[g1];
-    if (threads > 1 && e1 - e0 < 4096)
+    if (threads > 1 && r->seg_start[g1] - r->seg_start[g0] < 4096)
         threads = 1;
 #pragma omp parallel num_threads(threads)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t lo = t == 0 ? g0 : seg_at_entry(r, g0, g1, e0 + (e1 - e0) * t / nt);
-        int64_t hi = t == nt - 1 ? g1 : seg_at_entry(r, g0, g1, e0 + (e1 - e0) * (t + 1) / nt);
+        int64_t lo = ember_split_segments(r->seg_start, g0, g1, t, nt);
+        int64_t hi = ember_split_segments(r->seg_start, g0, g1, t + 1, nt);
         if (s->fq_step > 0)
             pool_fq(r, s, lo, hi, pooled, sequence);
         else

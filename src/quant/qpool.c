@@ -16,6 +16,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "quant/qpool.h"
 
 #define PREFETCH 16
@@ -234,20 +235,6 @@ static void pool_range(const ember_qpool_args *a, int64_t b0, int64_t b1)
     }
 }
 
-/* First bag of [0, bags] whose first entry is >= e. */
-static int64_t bag_at_entry(const int64_t *offsets, int64_t bags, int64_t e)
-{
-    int64_t lo = 0, hi = bags;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (offsets[mid] < e)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 void ember_qpool(const ember_qpool_args *a, int threads)
 {
     int64_t n = a->offsets[a->bags];
@@ -256,8 +243,7 @@ void ember_qpool(const ember_qpool_args *a, int threads)
 #pragma omp parallel num_threads(threads > 0 ? threads : 1)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t b0 = t == 0 ? 0 : bag_at_entry(a->offsets, a->bags, n * t / nt);
-        int64_t b1 = t == nt - 1 ? a->bags : bag_at_entry(a->offsets, a->bags, n * (t + 1) / nt);
-        pool_range(a, b0, b1);
+        pool_range(a, ember_split_segments(a->offsets, 0, a->bags, t, nt),
+                   ember_split_segments(a->offsets, 0, a->bags, t + 1, nt));
     }
 }
