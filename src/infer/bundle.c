@@ -37,8 +37,6 @@
 #include "infer/model.h"
 #include "quant/quant.h"
 
-#define CHUNK_ROWS BUNDLE_CHUNK_ROWS
-
 struct ember_bundle {
     char dir[4096];
     json_t *manifest;
@@ -90,12 +88,12 @@ static int encode_table(const ember_collection *coll, int32_t t, const ember_tab
 {
     int64_t rb = ember_quant_row_bytes(e, tc->dim), rows = tc->rows;
     uint8_t *buf = malloc((size_t)(rows * rb + 1));
-    float *chunk = malloc(sizeof(float) * (size_t)CHUNK_ROWS * (size_t)tc->dim);
+    float *chunk = malloc(sizeof(float) * (size_t)BUNDLE_CHUNK_ROWS * (size_t)tc->dim);
     int st = buf && chunk ? EMBER_OK : EMBER_ENOMEM;
     if (st != EMBER_OK)
         snprintf(err, len, "table '%s': out of memory for %lld rows", tc->name, (long long)rows);
-    for (int64_t r0 = 0; r0 < rows && st == EMBER_OK; r0 += CHUNK_ROWS) {
-        int64_t n = rows - r0 < CHUNK_ROWS ? rows - r0 : CHUNK_ROWS;
+    for (int64_t r0 = 0; r0 < rows && st == EMBER_OK; r0 += BUNDLE_CHUNK_ROWS) {
+        int64_t n = rows - r0 < BUNDLE_CHUNK_ROWS ? rows - r0 : BUNDLE_CHUNK_ROWS;
         if ((st = ember_table_read(coll, t, r0, n, chunk)) != EMBER_OK) {
             snprintf(err, len, "table '%s': %s", tc->name, ember_errmsg(coll));
             break;
@@ -407,8 +405,8 @@ int bundle_load_tables(const ember_bundle *b, ember_collection *coll, const embe
     int st = EMBER_OK;
     for (int32_t t = 0; t < cc->num_tables && st == EMBER_OK; t++) {
         int32_t dim = cc->tables[t].dim;
-        for (int64_t r0 = 0; r0 < cc->tables[t].rows && st == EMBER_OK; r0 += CHUNK_ROWS) {
-            int64_t n = cc->tables[t].rows - r0 < CHUNK_ROWS ? cc->tables[t].rows - r0 : CHUNK_ROWS;
+        for (int64_t r0 = 0; r0 < cc->tables[t].rows && st == EMBER_OK; r0 += BUNDLE_CHUNK_ROWS) {
+            int64_t n = cc->tables[t].rows - r0 < BUNDLE_CHUNK_ROWS ? cc->tables[t].rows - r0 : BUNDLE_CHUNK_ROWS;
             for (int64_t i = 0; i < n; i++)
                 ember_dequant_row(b->enc[t], dim, b->files[t].map + (r0 + i) * b->row_bytes[t], scratch + i * dim);
             st = ember_table_write(coll, t, r0, n, scratch);
