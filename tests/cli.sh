@@ -723,13 +723,26 @@ check_convert() {
 }
 CHECKS+=(convert)
 
+# "AUC log loss" of a train summary (the last line of $TMP/out) or of a predict JSON line
+auc_logloss() { tail -1 "$TMP/out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["auc"], d["logloss"])'; }
+
+# Two float32 score files: N scores each, within 1e-6 of each other
+scores_close() { # a b n what
+    python3 - "$1" "$2" "$3" "$4" <<'EOF2'
+import array, sys
+a, b = (array.array("f", open(p, "rb").read()) for p in sys.argv[1:3])
+n = int(sys.argv[3])
+assert len(a) == len(b) == n and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6, sys.argv[4]
+EOF2
+}
+
 check_predict() { # the scores of a checkpoint are the trainer's own evaluation, bit for bit; a
     # TSV and a binary file of the same samples score the same; bad input is named
     expect_status 0 "$EMBER" train --steps 12 --checkpoint-dir "$TMP/pck" --json || return 1
     local want got
-    want=$(tail -1 "$TMP/out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["auc"], d["logloss"])')
+    want=$(auc_logloss)
     expect_status 0 "$EMBER" predict "$TMP/pck" synthetic --json --out "$TMP/p.f32" || return 1
-    got=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["auc"], d["logloss"])' "$TMP/out")
+    got=$(auc_logloss)
     [ "$want" = "$got" ] || { echo "predict gives AUC/log loss $got, the trainer's evaluation $want"; return 1; }
     [ "$(stat -c %s "$TMP/p.f32")" = $((65536 * 4)) ] || return 1
     expect_status 0 "$EMBER" predict "$TMP/pck" synthetic --samples 100 --format tsv --out "$TMP/p.tsv" || return 1
@@ -840,41 +853,29 @@ check_mpi_predict() { # under mpirun: the scores of the np-2 evaluation, and the
     have_mpirun || return 0
     expect_status 0 mpi2 train --steps 6 --checkpoint-dir "$TMP/mck" --json || return 1
     local want got
-    want=$(tail -1 "$TMP/out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["auc"], d["logloss"])')
+    want=$(auc_logloss)
     expect_status 0 mpi2 predict "$TMP/mck" synthetic --samples 101 --json || return 1
     grep -q '"samples":101,' "$TMP/out" || { echo "--samples 101 at np 2"; return 1; }
     expect_status 0 mpi2 predict "$TMP/mck" synthetic --json --out "$TMP/m2.f32" || return 1
     [ "$(wc -l <"$TMP/out")" = 1 ] || { echo "printed more than once"; return 1; }
-    got=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["auc"], d["logloss"])' "$TMP/out")
+    got=$(auc_logloss)
     [ "$want" = "$got" ] || { echo "np 2: predict $got, the evaluation $want"; return 1; }
     expect_status 0 "$EMBER" predict "$TMP/mck" synthetic --out "$TMP/m1.f32" || return 1
-    python3 - "$TMP/m1.f32" "$TMP/m2.f32" <<'EOF2' || return 1
-import array, sys
-a, b = (array.array("f", open(p, "rb").read()) for p in sys.argv[1:3])
-assert len(a) == len(b) == 65536 and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6, "np 1 against np 2"
-EOF2
+    scores_close "$TMP/m1.f32" "$TMP/m2.f32" 65536 "np 1 against np 2" || return 1
     # dynamic tables: keys reshard by hash into a world of another size
     expect_status 0 mpi2 train --config "$PLAN_CONFIGS/dynamic.cfg" --steps 4 --checkpoint-dir "$TMP/dck" --json ||
         return 1
-    want=$(tail -1 "$TMP/out" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["auc"], d["logloss"])')
+    want=$(auc_logloss)
     expect_status 0 mpi2 predict "$TMP/dck" synthetic --json --out "$TMP/d2.f32" || return 1
-    got=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["auc"], d["logloss"])' "$TMP/out")
+    got=$(auc_logloss)
     [ "$want" = "$got" ] || { echo "dynamic, np 2: predict $got, the evaluation $want"; return 1; }
     expect_status 0 "$EMBER" predict "$TMP/dck" synthetic --out "$TMP/d1.f32" || return 1
-    python3 - "$TMP/d1.f32" "$TMP/d2.f32" <<'EOF2' || return 1
-import array, sys
-a, b = (array.array("f", open(p, "rb").read()) for p in sys.argv[1:3])
-assert len(a) == len(b) == 65536 and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6, "dynamic: np 1 against np 2"
-EOF2
+    scores_close "$TMP/d1.f32" "$TMP/d2.f32" 65536 "dynamic: np 1 against np 2" || return 1
     # a bundle loads at any world size: an int8 bundle at np 2 against np 1
     expect_status 0 "$EMBER" export "$TMP/mck" "$TMP/mb" --quantize int8 || return 1
     expect_status 0 mpi2 predict "$TMP/mb" synthetic --out "$TMP/mb2.f32" || return 1
     expect_status 0 "$EMBER" predict "$TMP/mb" synthetic --out "$TMP/mb1.f32" || return 1
-    python3 - "$TMP/mb1.f32" "$TMP/mb2.f32" <<'EOF2' || return 1
-import array, sys
-a, b = (array.array("f", open(p, "rb").read()) for p in sys.argv[1:3])
-assert len(a) == len(b) == 65536 and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6, "bundle: np 1 against np 2"
-EOF2
+    scores_close "$TMP/mb1.f32" "$TMP/mb2.f32" 65536 "bundle: np 1 against np 2" || return 1
 }
 CHECKS+=(mpi_predict)
 
