@@ -20,5 +20,6 @@ int cmd_train(const tool_ctx *ctx, int argc, char **argv);
 int cmd_inspect(const tool_ctx *ctx, int argc, char **argv);
 int cmd_export(const tool_ctx *ctx, int argc, char **argv);
 int cmd_predict(const tool_ctx *ctx, int argc, char **argv);
+int cmd_serve(const tool_ctx *ctx, int argc, char **argv);
 
 #endif

@@ -30,6 +30,7 @@ static const command COMMANDS[] = {
     {"inspect", cmd_inspect, "what a checkpoint holds: tables, statistics, digests, blobs"},
     {"export", cmd_export, "an inference bundle (quantized tables), or one table as (key, row) records"},
     {"predict", cmd_predict, "one score per sample of a data file, with a checkpoint or a bundle"},
+    {"serve", cmd_serve, "an HTTP scoring endpoint for a bundle or a checkpoint (micro-batched)"},
 };
 
 static void usage(FILE *f)

@@ -49,6 +49,23 @@ printf '\x5a' | cat - "$work/many.tsv" > "$out/fuzz_tsv/many_w2_b6"
 "$ember" gen "$out/fuzz_batch_file/weighted.batches" --tables 1 --rows 9 --batch 2 --pooling 1 \
     --batches 1 --seed 2 --weighted >/dev/null
 
+# scoring requests for the model of fuzz_request.c (2 dense; "a" 10 rows, "b" 1000, "k"
+# keys): the first byte picks the decoder ('0' JSON, '1' binary)
+rm -rf "$out/fuzz_request"
+mkdir -p "$out/fuzz_request"
+python3 - "$out/fuzz_request" <<'PY'
+import json, struct, sys
+o = sys.argv[1]
+req = {"dense": [[0.5, -1], [2, 3.25]], "sparse": {"a": [[1, 9], 3], "b": [[], [999]], "k": [[-5], [1 << 62]]}}
+open(o + "/two.json", "w").write("0" + json.dumps(req))
+req["weights"] = {"a": [[0.5, 2], 1.5]}
+open(o + "/weighted.json", "w").write("0" + json.dumps(req))
+lengths, ids = [2, 1, 0, 1, 1, 1], [1, 9, 3, 999, -5, 1 << 62]
+body = (b"EMBQ" + struct.pack("<IIIIIQ", 1, 2, 2, 3, 0, len(ids)) + struct.pack("<4f", 0.5, -1, 2, 3.25)
+        + struct.pack("<6i", *lengths) + struct.pack("<6q", *ids))
+open(o + "/two.bin", "wb").write(b"1" + body)
+PY
+
 cp "$repo"/configs/*.cfg "$out/fuzz_config/"
 # two `ember train` configs (tables with a file source; the built-in student)
 # are checked in beside them: train_criteo.cfg, train_synth.cfg

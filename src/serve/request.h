@@ -1,0 +1,70 @@
+/*
+ * request.h: the body of a scoring request decoded into a batch of the
+ * model's shape (docs/inference.md, "Serving").  Two bodies:
+ *
+ *   JSON    {"dense": [[f, ...], ...], "sparse": {"NAME": [[id, ...], ...], ...},
+ *            "weights": {"NAME": [[w, ...], ...]}}       (weights optional)
+ *           one row of dense per sample, one bag per sample under every
+ *           feature's name (a bare integer is a bag of one id);
+ *   binary  "EMBQ" then little-endian counts, dense, lengths, ids and
+ *           optionally weights (the layout in serve_decode_binary below).
+ *
+ * Decoding checks everything a forward would refuse, and names the sample,
+ * the feature and the value at fault: a client's mistake is that client's
+ * 400, never a failed micro-batch that other clients' samples share.  Ids
+ * must lie in [0, rows) of their feature's table (any 64-bit key for a
+ * dynamic table), dense values and weights must be finite.  Pure functions
+ * of the body: no I/O, no global state (a libFuzzer target runs them).
+ */
+#ifndef EMBER_SERVE_REQUEST_H
+#define EMBER_SERVE_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ember.h"
+#include "infer/model.h"
+
+#define SERVE_BINARY_MAGIC "EMBQ"
+#define SERVE_BINARY_HEADER 32
+
+/* What a body must fit. */
+typedef struct serve_shape {
+    int32_t num_dense, num_features;
+    const int64_t *rows;        /* per feature: ids in [0, rows); 0: any 64-bit key */
+    const char *const *names;   /* per feature                                      */
+    int32_t max_samples;        /* per request                                      */
+} serve_shape;
+
+/* One request's samples, in ember_batch's layout; malloc'd arrays. */
+typedef struct serve_batch {
+    int32_t n;
+    float *dense;      /* [n][num_dense]                               */
+    int32_t *lengths;  /* [num_features][n]                            */
+    int64_t *ids;      /* feature-major, num_ids                       */
+    float *weights;    /* NULL, or one per id                          */
+    int64_t num_ids;
+} serve_batch;
+
+/* The shape of a predictor's model; names and rows are kept in *store
+ * (valid while p is open). */
+typedef struct serve_shape_store {
+    int64_t rows[EMBER_MODEL_MAX];
+    const char *names[EMBER_MODEL_MAX];
+} serve_shape_store;
+int serve_shape_of(const ember_predictor *p, int32_t max_samples, serve_shape_store *store, serve_shape *out);
+
+/* Each returns 0, or -1 with err naming what is wrong (out is then empty);
+ * out is freed with serve_batch_free either way. */
+int serve_decode_json(const serve_shape *s, const char *body, size_t n, serve_batch *out, char *err, size_t errlen);
+/* Binary body, little-endian, no padding:
+ *   0  char[4] "EMBQ"        4  u32 version = 1      8  u32 n (samples)
+ *   12 u32 num_dense         16 u32 num_features     20 u32 flags (bit 0: weights)
+ *   24 u64 num_ids           32 f32 dense[n*num_dense]
+ *   .. i32 lengths[num_features*n] (feature-major)   .. i64 ids[num_ids]
+ *   .. f32 weights[num_ids] (flag bit 0)             and nothing after. */
+int serve_decode_binary(const serve_shape *s, const void *body, size_t n, serve_batch *out, char *err,
+                        size_t errlen);
+void serve_batch_free(serve_batch *b);
+
+#endif

@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""serve_client.py: checks of `ember serve` from a real HTTP client, run by CTest as
+    python3 tests/serve_client.py path/to/ember
+
+A Criteo-shaped model is trained on random TSV lines and exported at int8; `ember predict`
+scores the same lines (the reference). The server, on a free loopback port, must give the
+same scores (within 1e-6: micro-batching may change the last bits through the dense
+model's matrix products) for JSON and binary bodies, for one client and for many at once;
+answer every bad request with a 4xx naming the fault and stay healthy; and on SIGTERM
+under load finish what it took, answer or refuse the rest, and exit 0.
+Standard library only.
+"""
+import http.client
+import json
+import os
+import random
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+EMBER = os.path.abspath(sys.argv[1])
+TMP = tempfile.mkdtemp(prefix="ember-serve-")
+ROWS = 1000
+TOL = 1e-6
+FAILED = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILED.append(what)
+        print("FAIL:", what, flush=True)
+
+
+def run(*args):
+    r = subprocess.run([EMBER, *args], cwd=TMP, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("ember %s failed (%d):\n%s%s" % (" ".join(args), r.returncode, r.stdout, r.stderr))
+    return r.stdout
+
+
+def tsv_lines(rng, n):
+    lines = []
+    for _ in range(n):
+        ints = [str(rng.randrange(0, 1000)) if rng.random() < 0.8 else "" for _ in range(13)]
+        cats = ["%x" % rng.randrange(0, 1 << 32) if rng.random() < 0.9 else "" for _ in range(26)]
+        lines.append("\t".join([str(rng.randrange(2))] + ints + cats))
+    return "\n".join(lines) + "\n"
+
+
+def read_ctr_bin(path):
+    """Samples of an ember binary CTR file, version 1 (docs/ctr-format.md): dense rows and,
+    per sample, one bag of ids per feature."""
+    data = open(path, "rb").read()
+    magic, version, _, nd, ns, n = struct.unpack_from("<8sIIIIQ", data, 0)
+    assert magic == b"EMBERCTR" and version == 1, (magic, version)
+    at, samples = 64 + 40 * ns, []
+    while len(samples) < n:
+        marker, k, m = struct.unpack_from("<IIQ", data, at)
+        assert marker == 0x4B4C4243
+        at += 16 + k
+        dense = struct.unpack_from("<%df" % (k * nd), data, at)
+        at += 4 * k * nd
+        lengths = struct.unpack_from("<%dH" % (k * ns), data, at)
+        at += 2 * k * ns
+        ids = struct.unpack_from("<%dI" % m, data, at)
+        at += 4 * m + 8
+        j = 0
+        for i in range(k):
+            bags = []
+            for f in range(ns):
+                ln = lengths[i * ns + f]
+                bags.append(list(ids[j:j + ln]))
+                j += ln
+            samples.append((list(dense[i * nd:(i + 1) * nd]), bags))
+    return samples
+
+
+class Server:
+    def __init__(self, *args):
+        self.out = open(os.path.join(TMP, "serve.out"), "w+")
+        self.err = open(os.path.join(TMP, "serve.err"), "w+")
+        self.proc = subprocess.Popen([EMBER, "serve", *args, "--port", "0"], cwd=TMP, stdout=self.out,
+                                     stderr=self.err)
+        for _ in range(300):
+            self.out.seek(0)
+            line = self.out.readline()
+            if "http://" in line:
+                self.port = int(line.split("http://127.0.0.1:")[1].split()[0])
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.err.seek(0)
+        sys.exit("ember serve did not start: " + self.err.read())
+
+    def request(self, method, path, body=None, binary=False, conn=None):
+        c = conn or http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        headers = {"Content-Type": "application/octet-stream" if binary else "application/json"}
+        c.request(method, path, body=body, headers=headers)
+        r = c.getresponse()
+        data = r.read()
+        if conn is None:
+            c.close()
+        return r.status, data
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=60)
+        self.out.seek(0)
+        lines = self.out.read().splitlines()
+        return rc, json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
+
+
+def json_body(names, samples):
+    return json.dumps({"dense": [d for d, _ in samples],
+                       "sparse": {name: [bags[f] for _, bags in samples] for f, name in enumerate(names)}})
+
+
+def binary_body(samples, nf):
+    nd = len(samples[0][0]) if samples else 13
+    lengths = [len(bags[f]) for f in range(nf) for _, bags in samples]
+    ids = [i for f in range(nf) for _, bags in samples for i in bags[f]]
+    return (b"EMBQ" + struct.pack("<IIIIIQ", 1, len(samples), nd, nf, 0, len(ids))
+            + struct.pack("<%df" % (len(samples) * nd), *[x for d, _ in samples for x in d])
+            + struct.pack("<%di" % len(lengths), *lengths) + struct.pack("<%dq" % len(ids), *ids))
+
+
+def scores_of(status, data, binary):
+    assert status == 200, (status, data[:300])
+    if binary:
+        return list(struct.unpack("<%df" % (len(data) // 4), data))
+    return json.loads(data)["scores"]
+
+
+def close(got, ref, what):
+    bad = [i for i, (g, r) in enumerate(zip(got, ref)) if abs(g - r) > TOL]
+    check(len(got) == len(ref) and not bad, "%s: %d scores, %d of %d differ by more than %g (first %s)"
+          % (what, len(got), len(bad), len(ref), TOL, bad[:1]))
+
+
+def main():
+    rng = random.Random(int(os.environ.get("EMBER_TEST_SEED", "20261124")))
+    print("seed", rng.getstate()[1][0], "tmp", TMP, flush=True)
+    open(os.path.join(TMP, "train.tsv"), "w").write(tsv_lines(rng, 2000))
+    open(os.path.join(TMP, "test.tsv"), "w").write(tsv_lines(rng, 600))
+    open(os.path.join(TMP, "m.cfg"), "w").write(
+        'tables = ({ name = "c%%d"; count = 26; rows = %d; dim = 8; });\n'
+        'features = ({ name = "f%%d"; count = 26; table = "c%%d"; });\n'
+        'data = { batch_size = 64; source = "tsv"; train_file = "train.tsv"; };\n'
+        'train = { steps = 30; micro_batch = 64; metrics = ""; plot = ""; };\n' % ROWS)
+    run("train", "--config", "m.cfg", "--checkpoint-dir", "ck")
+    run("export", "ck", "b8", "--quantize", "int8")
+    run("convert", "test.tsv", "test.bin", "--rows", str(ROWS))
+    run("predict", "b8", "test.bin", "--out", "ref.f32")
+    ref = list(struct.unpack("<600f", open(os.path.join(TMP, "ref.f32"), "rb").read()))
+    samples = read_ctr_bin(os.path.join(TMP, "test.bin"))
+    check(len(samples) == 600, "600 samples read back")
+
+    srv = Server("b8", "--max-body", "1000000", "--max-wait-us", "20000", "--max-batch", "256")
+    status, data = srv.request("GET", "/model")
+    model = json.loads(data)
+    names = [f["name"] for f in model["features"]]
+    check(status == 200 and model["dense"] == 13 and len(names) == 26 and all(f["rows"] == ROWS
+          for f in model["features"]), "/model: 13 dense, 26 features of %d rows" % ROWS)
+    check(srv.request("GET", "/health")[0] == 200, "/health is 200")
+
+    # one client: random slices, JSON and binary, on one kept-alive connection
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    for k in range(30):
+        a = rng.randrange(600)
+        b = min(600, a + rng.choice([1, 2, 7, 64, 300]))
+        binary = k % 2 == 1
+        body = binary_body(samples[a:b], 26) if binary else json_body(names, samples[a:b])
+        close(scores_of(*srv.request("POST", "/score", body, binary, conn), binary), ref[a:b],
+              "slice [%d, %d) %s" % (a, b, "binary" if binary else "JSON"))
+    conn.close()
+    check(scores_of(*srv.request("POST", "/score", json_body(names, [])), False) == [], "no samples, no scores")
+
+    # many clients at once: every answer right, and the requests shared micro-batches
+    before = json.loads(srv.request("GET", "/stats")[1])
+    results, start = [], threading.Barrier(8)
+
+    def client(t):
+        r = random.Random(t)
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        start.wait()
+        for k in range(10):
+            a = r.randrange(590)
+            b = a + r.randrange(1, 11)
+            binary = (t + k) % 2 == 1
+            body = binary_body(samples[a:b], 26) if binary else json_body(names, samples[a:b])
+            st, data = srv.request("POST", "/score", body, binary, c)
+            results.append((st, scores_of(st, data, binary) if st == 200 else None, a, b))
+        c.close()
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check(len(results) == 80 and all(st == 200 for st, _, _, _ in results), "80 concurrent requests answered 200")
+    for st, got, a, b in results:
+        if got is not None:
+            close(got, ref[a:b], "concurrent slice [%d, %d)" % (a, b))
+    after = json.loads(srv.request("GET", "/stats")[1])
+    check(after["requests"] - before["requests"] == 80, "/stats counts the 80 requests")
+    check(after["batches"] - before["batches"] < 80, "concurrent requests shared micro-batches (%d batches for 80)"
+          % (after["batches"] - before["batches"]))
+    check(after["latency_ms"]["p99"] >= after["latency_ms"]["p50"] > 0, "/stats has latency percentiles")
+
+    # bad requests: a 4xx naming the fault, and the server stays up
+    good = samples[:3]
+    wrong_dense = json.loads(json_body(names, good))
+    wrong_dense["dense"][1] = wrong_dense["dense"][1][:5]
+    missing = json.loads(json_body(names, good))
+    del missing["sparse"][names[7]]
+    out_of_range = json.loads(json_body(names, good))
+    out_of_range["sparse"][names[4]][2] = [ROWS]
+    negative = json.loads(json_body(names, good))
+    negative["sparse"][names[0]][0] = [-1]
+    unknown = json.loads(json_body(names, good))
+    unknown["sparse"]["nope"] = [[1], [1], [1]]
+    bad_bin = bytearray(binary_body(good, 26))
+    struct.pack_into("<I", bad_bin, 16, 25)
+    short_bin = binary_body(good, 26)[:-4]
+    bin_range = bytearray(binary_body(good, 26))
+    struct.pack_into("<q", bin_range, len(bin_range) - 8, ROWS + 5)
+    cases = [
+        ("malformed JSON", '{"dense": [[1, 2', False, 400, "JSON: line 1"),
+        ("not an object", "[1, 2, 3]", False, 400, "JSON object"),
+        ("a dense row too short", json.dumps(wrong_dense), False, 400, "\"dense\", sample 1"),
+        ("a feature missing", json.dumps(missing), False, 400, "feature \"%s\" is missing" % names[7]),
+        ("an id out of range", json.dumps(out_of_range), False, 400,
+         "sample 2, feature \"%s\": id %d outside [0, %d)" % (names[4], ROWS, ROWS)),
+        ("a negative id", json.dumps(negative), False, 400, "id -1 outside"),
+        ("an unknown feature", json.dumps(unknown), False, 400, "no feature \"nope\""),
+        ("binary: wrong feature count", bytes(bad_bin), True, 400, "25 sparse features; the model has 13 and 26"),
+        ("binary: truncated", short_bin, True, 400, "bytes, but 3 samples"),
+        ("binary: id out of range", bytes(bin_range), True, 400, "id %d outside" % (ROWS + 5)),
+        ("oversized body", b"x" * 1100000, False, 413, "larger than this server takes"),
+    ]
+    for what, body, binary, want, needle in cases:
+        st, data = srv.request("POST", "/score", body, binary)
+        try:
+            msg = json.loads(data)["error"]
+        except Exception:
+            msg = None
+        check(st == want and msg is not None and needle in msg, "%s: got %d %r, want %d with %r"
+              % (what, st, data[:200], want, needle))
+    st, data = srv.request("GET", "/score")
+    check(st == 405, "GET /score is 405")
+    check(srv.request("GET", "/nowhere")[0] == 404, "an unknown path is 404")
+    close(scores_of(*srv.request("POST", "/score", json_body(names, good)), False), ref[:3],
+          "after the bad requests")
+    rc, stats = srv.stop()
+    check(rc == 0 and stats is not None, "SIGTERM when idle: exit 0 and a final stats line")
+
+    # more samples than one request may hold: 400 (the body fits)
+    srv = Server("b8", "--max-request-samples", "4")
+    st, data = srv.request("POST", "/score", json_body(names, samples[:5]))
+    check(st == 400 and b"5 samples, more than one request may hold (4)" in data, "--max-request-samples: %d %r"
+          % (st, data[:200]))
+    close(scores_of(*srv.request("POST", "/score", json_body(names, samples[:4])), False), ref[:4], "4 samples")
+
+    # SIGTERM under load: what was taken is answered, nothing is lost, exit 0
+    answered, refused, stop = [], [], threading.Event()
+
+    def loader(t):
+        r = random.Random(100 + t)
+        while not stop.is_set():
+            a = r.randrange(596)
+            try:
+                st, data = srv.request("POST", "/score", json_body(names, samples[a:a + 4]))
+            except (ConnectionError, http.client.HTTPException, OSError):
+                refused.append(t)
+                time.sleep(0.01)
+                continue
+            answered.append((st, data, a))
+
+    threads = [threading.Thread(target=loader, args=(t,)) for t in range(6)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    rc, stats = srv.stop()
+    stop.set()
+    for t in threads:
+        t.join()
+    oks = [x for x in answered if x[0] == 200]
+    check(rc == 0, "SIGTERM under load: exit status %d" % rc)
+    check(all(st in (200, 503) for st, _, _ in answered), "under load only 200 and 503: %s"
+          % sorted(set(st for st, _, _ in answered)))
+    check(len(oks) > 10, "requests were answered under load (%d)" % len(oks))
+    for st, data, a in oks:
+        close(scores_of(st, data, False), ref[a:a + 4], "under load, slice at %d" % a)
+    check(stats is not None and stats["requests"] - stats["errors"] == len(oks) + 1,
+          "every scored request was answered: server %s, client %d (+1 before)"
+          % (stats and stats["requests"] - stats["errors"], len(oks)))
+
+    print("%d checks failed" % len(FAILED) if FAILED else "all checks passed", flush=True)
+    if not FAILED:
+        subprocess.run(["rm", "-rf", TMP])
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+/*
+ * cmd_serve.c: `ember serve MODEL`: an HTTP scoring endpoint for a bundle
+ * or a checkpoint (docs/inference.md, "Serving").  This file reads the
+ * options, opens the predictor and the scorer (library, src/serve/),
+ * starts the endpoints (serve_http.c) and waits for SIGTERM or SIGINT;
+ * then it stops taking connections, lets the requests in flight finish,
+ * prints the final statistics as one JSON line and exits 0.
+ *
+ * Signals reach a handler that only writes a byte to a pipe, so it does
+ * not matter which of the many threads (connections, OpenMP) receives
+ * them; the main thread sleeps on the pipe.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "serve_http.h"
+
+static int wake[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (write(wake[1], &b, 1) < 0) { /* the pipe is full: a wake-up is already there */
+    }
+    errno = saved;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: ember serve MODEL [--port P] [--host ADDR] [--threads T] [--max-batch N]\n"
+               "                   [--max-wait-us U] [--max-body BYTES] [--max-request-samples N]\n"
+               "                   [--connections N] [--drain-seconds S]\n"
+               "  MODEL                   a bundle of `ember export --quantize`, or a checkpoint of `ember train`\n"
+               "  --port P                TCP port (default 8080; 0: any free port, printed at start)\n"
+               "  --host ADDR             address to listen on (default 127.0.0.1, loopback only;\n"
+               "                          0.0.0.0 or :: listen on every interface)\n"
+               "  --threads T             OpenMP threads for the embedding work (default 1)\n"
+               "  --max-batch N           samples per micro-batch (default 512)\n"
+               "  --max-wait-us U         how long the oldest waiting request waits for others (default 500)\n"
+               "  --max-body BYTES        larger request bodies get 413 (default 67108864)\n"
+               "  --max-request-samples N larger requests get 400 (default 65536)\n"
+               "  --connections N         open connections at most (default 256)\n"
+               "  --drain-seconds S       on SIGTERM, how long requests in flight may finish (default 30)\n"
+               "Endpoints: POST /score (JSON, or binary with Content-Type application/octet-stream),\n"
+               "GET /health, GET /model (the input a request gives), GET /stats (docs/inference.md, \"Serving\").\n");
+}
+
+typedef struct serve_options {
+    int64_t port, threads, max_batch, max_wait_us, max_body, max_samples, connections, drain_seconds;
+    const char *host, *model;
+} serve_options;
+
+/* 0, or 2 after printing the usage error. */
+static int parse(const tool_ctx *ctx, int argc, char **argv, serve_options *o)
+{
+    static const struct {
+        const char *name;
+        size_t at;
+        int64_t lo, hi;
+    } ints[] = {
+        {"--port", offsetof(serve_options, port), 0, 65535},
+        {"--threads", offsetof(serve_options, threads), 1, 1024},
+        {"--max-batch", offsetof(serve_options, max_batch), 1, 1 << 24},
+        {"--max-wait-us", offsetof(serve_options, max_wait_us), 0, 10000000},
+        {"--max-body", offsetof(serve_options, max_body), 32, (int64_t)1 << 34},
+        {"--max-request-samples", offsetof(serve_options, max_samples), 1, INT32_MAX},
+        {"--connections", offsetof(serve_options, connections), 1, 65536},
+        {"--drain-seconds", offsetof(serve_options, drain_seconds), 0, 86400},
+    };
+    for (int i = 1; i < argc; i++) {
+        size_t k = 0;
+        while (k < sizeof ints / sizeof *ints && strcmp(argv[i], ints[k].name))
+            k++;
+        if (k < sizeof ints / sizeof *ints && i + 1 < argc) {
+            char *end;
+            long long v = strtoll(argv[i + 1], &end, 10);
+            if (*end || end == argv[i + 1] || v < ints[k].lo || v > ints[k].hi) {
+                fprintf(ctx->err, "ember serve: %s %s: expected an integer in [%lld, %lld]\n", argv[i], argv[i + 1],
+                        (long long)ints[k].lo, (long long)ints[k].hi);
+                return 2;
+            }
+            *(int64_t *)((char *)o + ints[k].at) = v;
+            i++;
+        } else if (!strcmp(argv[i], "--host") && i + 1 < argc) {
+            o->host = argv[++i];
+        } else if (argv[i][0] != '-' && !o->model) {
+            o->model = argv[i];
+        } else {
+            fprintf(ctx->err, "ember serve: unexpected argument '%s' (ember serve --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!o->model) {
+        usage(ctx->err);
+        return 2;
+    }
+    return 0;
+}
+
+static int install_signals(void)
+{
+    if (pipe(wake) != 0)
+        return -1;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction ign = {0};
+    ign.sa_handler = SIG_IGN;
+    return sigaction(SIGTERM, &sa, NULL) | sigaction(SIGINT, &sa, NULL) | sigaction(SIGPIPE, &ign, NULL);
+}
+
+int cmd_serve(const tool_ctx *ctx, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+    serve_options o = {8080, 1, 512, 500, 64 << 20, 65536, 256, 30, "127.0.0.1", NULL};
+    int rc = parse(ctx, argc, argv, &o);
+    if (rc)
+        return rc;
+    if (ctx->size > 1) {
+        fprintf(ctx->err, "ember serve: runs in one process (not under mpirun); it scores with --threads threads\n");
+        return 2;
+    }
+    if (install_signals() != 0) {
+        fprintf(stderr, "ember serve: cannot install the signal handlers: %s\n", strerror(errno));
+        return 1;
+    }
+    ember_predictor_options po = {NULL, (int32_t)o.threads};
+    ember_predictor *p = NULL;
+    if (ember_predictor_open(o.model, &po, &p) != EMBER_OK) {
+        fprintf(stderr, "ember serve: %s\n", ember_data_errmsg());
+        return 1;
+    }
+    serve_http h = {0};
+    serve_shape_of(p, (int32_t)o.max_samples, &h.shape_store, &h.shape);
+    h.model = o.model;
+    h.num_tables = ember_predictor_config(p)->num_tables;
+    h.threads = (int32_t)o.threads;
+    h.max_batch = (int32_t)o.max_batch;
+    h.max_wait = (double)o.max_wait_us * 1e-6;
+    h.max_body = (size_t)o.max_body;
+    serve_scorer_config sc = {(int32_t)o.max_batch, h.max_wait};
+    char err[512];
+    if (serve_scorer_create(p, &sc, &h.scorer) != EMBER_OK) {
+        fprintf(stderr, "ember serve: out of memory starting the scorer\n");
+        ember_predictor_close(p);
+        return 1;
+    }
+    if (serve_http_start(&h, o.host, (int)o.port, (int)o.connections, err, sizeof err) != 0) {
+        fprintf(stderr, "ember serve: %s\n", err);
+        serve_scorer_destroy(h.scorer);
+        ember_predictor_close(p);
+        return 1;
+    }
+    int v6 = strchr(o.host, ':') != NULL;
+    printf("ember serve: %s on http://%s%s%s:%d (%d tables, %d features, %d dense; max batch %d, max wait %lld us, "
+           "%d threads)\n", o.model, v6 ? "[" : "", o.host, v6 ? "]" : "", serve_http_port(&h), (int)h.num_tables,
+           (int)h.shape.num_features, (int)h.shape.num_dense, (int)o.max_batch, (long long)o.max_wait_us,
+           (int)o.threads);
+    fflush(stdout);
+    unsigned char sig = 0;
+    while (read(wake[0], &sig, 1) < 0 && errno == EINTR)
+        ;
+    fprintf(stderr, "ember serve: %s: draining %d requests in flight\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            atomic_load(&h.active));
+    int left = serve_http_drain(&h, (double)o.drain_seconds);
+    char *stats = serve_http_stats_json(&h);
+    printf("%s", stats ? stats : "{}\n");
+    free(stats);
+    serve_scorer_destroy(h.scorer);
+    ember_predictor_close(p);
+    if (left > 0)
+        fprintf(stderr, "ember serve: %d requests still in flight after %lld s were cut off\n", left,
+                (long long)o.drain_seconds);
+    return left > 0;
+}

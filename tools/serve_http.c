@@ -1,0 +1,276 @@
+/*
+ * serve_http.c: `ember serve`'s endpoints over libmicrohttpd
+ * (docs/inference.md, "Serving").
+ *
+ *   POST /score    JSON or binary body (Content-Type application/octet-
+ *                  stream) -> {"scores": [...]} or little-endian float32
+ *   GET  /health   {"status": "ok", ...}; 503 while draining
+ *   GET  /model    the input a request gives: dense count, features by name
+ *                  with their rows (0: 64-bit keys)
+ *   GET  /stats    requests, errors, latency p50/p99, batch sizes, where
+ *                  the time went
+ *
+ * A thread per connection: a request's thread decodes its body, hands the
+ * samples to the scorer and blocks until its micro-batch is scored, so a
+ * slow client holds only its own thread.  Bodies are collected up to
+ * max_body; a larger one (by Content-Length, or while it streams in) is
+ * answered 413 without being kept.  Every client mistake is a 4xx with
+ * {"error": reason}; nothing a body holds reaches the predictor unchecked.
+ */
+#include <arpa/inet.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/comm.h"
+#include "serve_http.h"
+
+typedef struct request {
+    double t0;
+    char *body;
+    size_t len, cap;
+    int too_big;
+} request;
+
+static enum MHD_Result answer(serve_http *h, struct MHD_Connection *c, unsigned code, const char *type, void *data,
+                              size_t len)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (atomic_load(&h->draining))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ok = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result answer_json(serve_http *h, struct MHD_Connection *c, unsigned code, json_t *j)
+{
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s)
+        return MHD_NO;
+    size_t n = strlen(s);
+    s[n] = '\n'; /* the NUL becomes a newline: curl output ends its line */
+    return answer(h, c, code, "application/json", s, n + 1);
+}
+
+static enum MHD_Result answer_error(serve_http *h, struct MHD_Connection *c, unsigned code, const char *why)
+{
+    return answer_json(h, c, code, json_pack("{s:s}", "error", why));
+}
+
+static enum MHD_Result answer_scores(serve_http *h, struct MHD_Connection *c, int binary, const float *s, int32_t n)
+{
+    if (binary) {
+        void *b = malloc(sizeof(float) * (size_t)n + 1);
+        if (!b)
+            return MHD_NO;
+        memcpy(b, s, sizeof(float) * (size_t)n);
+        return answer(h, c, MHD_HTTP_OK, "application/octet-stream", b, sizeof(float) * (size_t)n);
+    }
+    /* "%.9g" gives back every float exactly */
+    size_t cap = 16 + 18 * (size_t)n, at = 0;
+    char *b = malloc(cap);
+    if (!b)
+        return MHD_NO;
+    at += (size_t)snprintf(b, cap, "{\"scores\":[");
+    for (int32_t i = 0; i < n; i++)
+        at += (size_t)snprintf(b + at, cap - at, i ? ",%.9g" : "%.9g", (double)s[i]);
+    at += (size_t)snprintf(b + at, cap - at, "]}\n");
+    return answer(h, c, MHD_HTTP_OK, "application/json", b, at);
+}
+
+char *serve_http_stats_json(const serve_http *h)
+{
+    serve_stats st;
+    serve_scorer_stats(h->scorer, &st);
+    double n = st.requests > 0 ? (double)st.requests : 1;
+    json_t *j = json_pack("{s:I,s:I,s:I,s:I,s:{s:f,s:f,s:f},s:{s:f,s:f,s:f},s:{s:f,s:f,s:f,s:f},"
+                          "s:i,s:i,s:f,s:i,s:f}",
+                          "requests", (json_int_t)st.requests, "errors", (json_int_t)st.errors, "samples",
+                          (json_int_t)st.samples, "batches", (json_int_t)st.batches, "latency_ms", "p50",
+                          st.latency_p50 * 1e3, "p99", st.latency_p99 * 1e3, "mean", st.latency_mean * 1e3,
+                          "batch_size", "p50", st.batch_p50, "p99", st.batch_p99, "mean", st.batch_mean,
+                          "ms_per_request", "decode", st.seconds_decode / n * 1e3, "wait",
+                          st.seconds_wait / n * 1e3, "score", st.seconds_score / n * 1e3, "http",
+                          (st.seconds_total - st.seconds_decode - st.seconds_wait - st.seconds_score) / n * 1e3,
+                          "threads", (int)h->threads, "max_batch", (int)h->max_batch, "max_wait_us",
+                          h->max_wait * 1e6, "in_flight", atomic_load(&h->active), "uptime_s",
+                          ember_now() - h->started);
+    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
+    json_decref(j);
+    char *line = s ? realloc(s, strlen(s) + 2) : NULL; /* one line: a newline at the end */
+    if (!line) {
+        free(s);
+        return NULL;
+    }
+    strcat(line, "\n");
+    return line;
+}
+
+static enum MHD_Result on_score(serve_http *h, struct MHD_Connection *c, request *r)
+{
+    if (r->too_big) {
+        char why[160];
+        snprintf(why, sizeof why, "the body is larger than this server takes (%zu bytes; --max-body)", h->max_body);
+        return answer_error(h, c, MHD_HTTP_CONTENT_TOO_LARGE, why);
+    }
+    const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    int binary = type && !strncmp(type, "application/octet-stream", 24);
+    serve_batch b;
+    serve_timing t = {0, 0, 0};
+    char err[512];
+    double t0 = ember_now();
+    int st = binary ? serve_decode_binary(&h->shape, r->body, r->len, &b, err, sizeof err)
+                    : serve_decode_json(&h->shape, r->body ? r->body : "", r->len, &b, err, sizeof err);
+    t.decode = ember_now() - t0;
+    if (st != 0) {
+        serve_scorer_record(h->scorer, 1, ember_now() - r->t0, NULL);
+        return answer_error(h, c, MHD_HTTP_BAD_REQUEST, err);
+    }
+    float *scores = malloc(sizeof(float) * ((size_t)b.n + 1));
+    st = !scores ? -1 : b.n == 0 ? 0 : serve_scorer_score(h->scorer, &b, scores, &t, err, sizeof err);
+    if (!scores)
+        snprintf(err, sizeof err, "out of memory");
+    int32_t n = b.n;
+    serve_batch_free(&b);
+    enum MHD_Result ok = st == 0 ? answer_scores(h, c, binary, scores, n)
+                                 : answer_error(h, c, st == -2 ? MHD_HTTP_SERVICE_UNAVAILABLE
+                                                               : MHD_HTTP_INTERNAL_SERVER_ERROR, err);
+    serve_scorer_record(h->scorer, st != 0, ember_now() - r->t0, st == 0 ? &t : NULL);
+    free(scores);
+    return ok;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *data, size_t *size, void **con_cls)
+{
+    serve_http *h = cls;
+    request *r = *con_cls;
+    if (!r) { /* headers are in: the request starts */
+        if (!(r = calloc(1, sizeof *r)))
+            return MHD_NO;
+        r->t0 = ember_now();
+        *con_cls = r;
+        atomic_fetch_add(&h->active, 1);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        r->too_big = cl && strtoull(cl, NULL, 10) > h->max_body;
+        return MHD_YES;
+    }
+    if (*size > 0) { /* a piece of the body */
+        if (!r->too_big && r->len + *size > h->max_body)
+            r->too_big = 1;
+        if (!r->too_big && r->len + *size + 1 > r->cap) {
+            size_t cap = r->cap * 2 > r->len + *size + 1 ? r->cap * 2 : r->len + *size + 1;
+            char *b = realloc(r->body, cap < h->max_body + 1 ? cap : h->max_body + 1);
+            if (!b)
+                return MHD_NO;
+            r->body = b;
+            r->cap = cap < h->max_body + 1 ? cap : h->max_body + 1;
+        }
+        if (!r->too_big) {
+            memcpy(r->body + r->len, data, *size);
+            r->len += *size;
+        }
+        *size = 0;
+        return MHD_YES;
+    }
+    if (!strcmp(url, "/score"))
+        return strcmp(method, "POST") ? answer_error(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, "/score takes POST")
+                                      : on_score(h, c, r);
+    if (strcmp(method, "GET") && strcmp(method, "HEAD") && (!strcmp(url, "/health") || !strcmp(url, "/stats") || !strcmp(url, "/model")))
+        return answer_error(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only");
+    if (!strcmp(url, "/health"))
+        return atomic_load(&h->draining)
+                   ? answer_json(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, json_pack("{s:s}", "status", "draining"))
+                   : answer_json(h, c, MHD_HTTP_OK,
+                                 json_pack("{s:s,s:s,s:i,s:i,s:i}", "status", "ok", "model", h->model, "tables",
+                                           (int)h->num_tables, "features", (int)h->shape.num_features, "dense",
+                                           (int)h->shape.num_dense));
+    if (!strcmp(url, "/model")) {
+        json_t *fs = json_array();
+        for (int32_t f = 0; fs && f < h->shape.num_features; f++)
+            json_array_append_new(fs, json_pack("{s:s,s:I}", "name", h->shape.names[f], "rows",
+                                                (json_int_t)h->shape.rows[f]));
+        return answer_json(h, c, MHD_HTTP_OK, json_pack("{s:s,s:i,s:o,s:i}", "model", h->model, "dense",
+                                                        (int)h->shape.num_dense, "features", fs, "max_samples",
+                                                        (int)h->shape.max_samples));
+    }
+    if (!strcmp(url, "/stats")) {
+        char *s = serve_http_stats_json(h);
+        return s ? answer(h, c, MHD_HTTP_OK, "application/json", s, strlen(s)) : MHD_NO;
+    }
+    return answer_error(h, c, MHD_HTTP_NOT_FOUND, "no such endpoint (POST /score, GET /health, /model, /stats)");
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why)
+{
+    serve_http *h = cls;
+    request *r = *con_cls;
+    if (!r)
+        return;
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+    atomic_fetch_sub(&h->active, 1);
+}
+
+int serve_http_start(serve_http *h, const char *host, int port, int connections, char *err, size_t errlen)
+{
+    struct sockaddr_in v4 = {0};
+    struct sockaddr_in6 v6 = {0};
+    const struct sockaddr *addr = NULL;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (inet_pton(AF_INET, host, &v4.sin_addr) == 1) {
+        v4.sin_family = AF_INET;
+        v4.sin_port = htons((uint16_t)port);
+        addr = (const struct sockaddr *)&v4;
+    } else if (inet_pton(AF_INET6, host, &v6.sin6_addr) == 1) {
+        v6.sin6_family = AF_INET6;
+        v6.sin6_port = htons((uint16_t)port);
+        addr = (const struct sockaddr *)&v6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        snprintf(err, errlen, "--host %s: not an IPv4 or IPv6 address", host);
+        return -1;
+    }
+    h->started = ember_now();
+    h->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, addr,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_LIMIT,
+                                 (unsigned)connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
+    if (!h->daemon) {
+        snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this machine)", host, port);
+        return -1;
+    }
+    return 0;
+}
+
+int serve_http_port(const serve_http *h)
+{
+    const union MHD_DaemonInfo *i = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return i ? (int)i->port : -1;
+}
+
+int serve_http_drain(serve_http *h, double seconds)
+{
+    atomic_store(&h->draining, 1);
+    MHD_socket fd = MHD_quiesce_daemon(h->daemon);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+    double until = ember_now() + seconds;
+    while (atomic_load(&h->active) > 0 && ember_now() < until)
+        usleep(5000);
+    int left = atomic_load(&h->active);
+    serve_scorer_stop(h->scorer); /* scores what it holds; later requests get 503 */
+    MHD_stop_daemon(h->daemon);
+    h->daemon = NULL;
+    return left;
+}
