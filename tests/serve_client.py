@@ -15,6 +15,7 @@ import json
 import os
 import random
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -115,18 +116,26 @@ class Server:
         return rc, json.loads(lines[-1]) if lines and lines[-1].startswith("{") else None
 
 
-def json_body(names, samples):
-    return json.dumps({"dense": [d for d, _ in samples],
-                       "sparse": {name: [bags[f] for _, bags in samples] for f, name in enumerate(names)}})
+def json_body(names, samples, weight=None):
+    """weight(f, b, i): the weight of id i of sample b's bag of feature f (None: no weights)."""
+    body = {"dense": [d for d, _ in samples],
+            "sparse": {name: [bags[f] for _, bags in samples] for f, name in enumerate(names)}}
+    if weight:
+        body["weights"] = {name: [[weight(f, b, i) for i in range(len(bags[f]))] for b, (_, bags) in
+                                  enumerate(samples)] for f, name in enumerate(names)}
+    return json.dumps(body)
 
 
-def binary_body(samples, nf):
+def binary_body(samples, nf, weight=None):
     nd = len(samples[0][0]) if samples else 13
     lengths = [len(bags[f]) for f in range(nf) for _, bags in samples]
     ids = [i for f in range(nf) for _, bags in samples for i in bags[f]]
-    return (b"EMBQ" + struct.pack("<IIIIIQ", 1, len(samples), nd, nf, 0, len(ids))
+    ws = [weight(f, b, i) for f in range(nf) for b, (_, bags) in enumerate(samples)
+          for i in range(len(bags[f]))] if weight else []
+    return (b"EMBQ" + struct.pack("<IIIIIQ", 1, len(samples), nd, nf, 1 if weight else 0, len(ids))
             + struct.pack("<%df" % (len(samples) * nd), *[x for d, _ in samples for x in d])
-            + struct.pack("<%di" % len(lengths), *lengths) + struct.pack("<%dq" % len(ids), *ids))
+            + struct.pack("<%di" % len(lengths), *lengths) + struct.pack("<%dq" % len(ids), *ids)
+            + (struct.pack("<%df" % len(ws), *ws) if weight else b""))
 
 
 def scores_of(status, data, binary):
@@ -143,8 +152,9 @@ def close(got, ref, what):
 
 
 def main():
-    rng = random.Random(int(os.environ.get("EMBER_TEST_SEED", "20261124")))
-    print("seed", rng.getstate()[1][0], "tmp", TMP, flush=True)
+    seed = int(os.environ.get("EMBER_TEST_SEED", str(random.randrange(1 << 30))))
+    rng = random.Random(seed)
+    print("EMBER_TEST_SEED=%d tmp %s" % (seed, TMP), flush=True)
     open(os.path.join(TMP, "train.tsv"), "w").write(tsv_lines(rng, 2000))
     open(os.path.join(TMP, "test.tsv"), "w").write(tsv_lines(rng, 600))
     open(os.path.join(TMP, "m.cfg"), "w").write(
@@ -180,6 +190,18 @@ def main():
     conn.close()
     check(scores_of(*srv.request("POST", "/score", json_body(names, [])), False) == [], "no samples, no scores")
 
+    # weights: all ones score as none; others change the scores, alike in JSON and binary
+    ones = lambda f, b, i: 1.0
+    varied = lambda f, b, i: 0.25 + ((f * 7 + b * 3 + i) % 5) * 0.5
+    close(scores_of(*srv.request("POST", "/score", json_body(names, samples[:50], ones)), False), ref[:50],
+          "weights of 1 (JSON)")
+    close(scores_of(*srv.request("POST", "/score", binary_body(samples[:50], 26, ones), True), True), ref[:50],
+          "weights of 1 (binary)")
+    wj = scores_of(*srv.request("POST", "/score", json_body(names, samples[:50], varied)), False)
+    wb = scores_of(*srv.request("POST", "/score", binary_body(samples[:50], 26, varied), True), True)
+    close(wj, wb, "weighted: JSON and binary")
+    check(sum(abs(a - b) > 1e-4 for a, b in zip(wj, ref[:50])) > 25, "weights other than 1 change the scores")
+
     # many clients at once: every answer right, and the requests shared micro-batches
     before = json.loads(srv.request("GET", "/stats")[1])
     results, start = [], threading.Barrier(8)
@@ -192,9 +214,10 @@ def main():
             a = r.randrange(590)
             b = a + r.randrange(1, 11)
             binary = (t + k) % 2 == 1
-            body = binary_body(samples[a:b], 26) if binary else json_body(names, samples[a:b])
+            w = varied if (t + k) % 3 == 0 else None
+            body = binary_body(samples[a:b], 26, w) if binary else json_body(names, samples[a:b], w)
             st, data = srv.request("POST", "/score", body, binary, c)
-            results.append((st, scores_of(st, data, binary) if st == 200 else None, a, b))
+            results.append((st, scores_of(st, data, binary) if st == 200 else None, a, b, w))
         c.close()
 
     threads = [threading.Thread(target=client, args=(t,)) for t in range(8)]
@@ -202,11 +225,13 @@ def main():
         t.start()
     for t in threads:
         t.join()
-    check(len(results) == 80 and all(st == 200 for st, _, _, _ in results), "80 concurrent requests answered 200")
-    for st, got, a, b in results:
-        if got is not None:
-            close(got, ref[a:b], "concurrent slice [%d, %d)" % (a, b))
     after = json.loads(srv.request("GET", "/stats")[1])
+    check(len(results) == 80 and all(r[0] == 200 for r in results), "80 concurrent requests answered 200")
+    for st, got, a, b, w in results:
+        if got is not None:  # weighted ones against the same request alone
+            want = ref[a:b] if not w else scores_of(*srv.request("POST", "/score", json_body(names, samples[a:b], w)),
+                                                     False)
+            close(got, want, "concurrent slice [%d, %d)%s" % (a, b, " weighted" if w else ""))
     check(after["requests"] - before["requests"] == 80, "/stats counts the 80 requests")
     check(after["batches"] - before["batches"] < 80, "concurrent requests shared micro-batches (%d batches for 80)"
           % (after["batches"] - before["batches"]))
@@ -241,7 +266,6 @@ def main():
         ("binary: wrong feature count", bytes(bad_bin), True, 400, "25 sparse features; the model has 13 and 26"),
         ("binary: truncated", short_bin, True, 400, "bytes, but 3 samples"),
         ("binary: id out of range", bytes(bin_range), True, 400, "id %d outside" % (ROWS + 5)),
-        ("oversized body", b"x" * 1100000, False, 413, "larger than this server takes"),
     ]
     for what, body, binary, want, needle in cases:
         st, data = srv.request("POST", "/score", body, binary)
@@ -251,6 +275,21 @@ def main():
             msg = None
         check(st == want and msg is not None and needle in msg, "%s: got %d %r, want %d with %r"
               % (what, st, data[:200], want, needle))
+    # oversized: by Content-Length, answered before the body is sent; streamed, after it
+    raw = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+    raw.sendall(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Length: 1100000\r\nExpect: 100-continue\r\n\r\n")
+    head = raw.recv(65536)
+    check(head.startswith(b"HTTP/1.1 413") and b"larger than this server takes (1000000 bytes" in head,
+          "a Content-Length over --max-body: 413 before the body: %r" % head[:80])
+    raw.close()
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    c.request("POST", "/score", body=(b"x" * 100000 for _ in range(11)), encode_chunked=True,
+              headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    check(r.status == 413 and b"larger than this server takes" in data, "a streamed body over --max-body: %d %r"
+          % (r.status, data[:100]))
     st, data = srv.request("GET", "/score")
     check(st == 405, "GET /score is 405")
     check(srv.request("GET", "/nowhere")[0] == 404, "an unknown path is 404")
@@ -267,19 +306,35 @@ def main():
     close(scores_of(*srv.request("POST", "/score", json_body(names, samples[:4])), False), ref[:4], "4 samples")
 
     # SIGTERM under load: what was taken is answered, nothing is lost, exit 0
-    answered, refused, stop = [], [], threading.Event()
+    answered, refused, lost, stop = [], [], [], threading.Event()
 
     def loader(t):
         r = random.Random(100 + t)
+        conn = None
         while not stop.is_set():
             a = r.randrange(596)
+            if t % 2 and conn is None:  # half the loaders keep their connection open between requests
+                conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+                try:
+                    conn.connect()
+                except ConnectionRefusedError:
+                    refused.append(t)
+                    conn = None
+                    time.sleep(0.01)
+                    continue
             try:
-                st, data = srv.request("POST", "/score", json_body(names, samples[a:a + 4]))
-            except (ConnectionError, http.client.HTTPException, OSError):
+                st, data = srv.request("POST", "/score", json_body(names, samples[a:a + 4]), conn=conn)
+            except ConnectionRefusedError:  # the server stopped taking connections: never sent
                 refused.append(t)
                 time.sleep(0.01)
                 continue
+            except (ConnectionError, http.client.HTTPException, OSError) as e:  # sent, and no answer
+                lost.append((t, repr(e)))
+                conn = None
+                continue
             answered.append((st, data, a))
+            if conn is not None and st == 503 or conn is not None and conn.sock is None:
+                conn = None  # the server said Connection: close
 
     threads = [threading.Thread(target=loader, args=(t,)) for t in range(6)]
     for t in threads:
@@ -293,12 +348,44 @@ def main():
     check(rc == 0, "SIGTERM under load: exit status %d" % rc)
     check(all(st in (200, 503) for st, _, _ in answered), "under load only 200 and 503: %s"
           % sorted(set(st for st, _, _ in answered)))
+    check(not lost, "no request sent under load went unanswered: %s" % lost[:3])
     check(len(oks) > 10, "requests were answered under load (%d)" % len(oks))
     for st, data, a in oks:
         close(scores_of(st, data, False), ref[a:a + 4], "under load, slice at %d" % a)
     check(stats is not None and stats["requests"] - stats["errors"] == len(oks) + 1,
           "every scored request was answered: server %s, client %d (+1 before)"
           % (stats and stats["requests"] - stats["errors"], len(oks)))
+
+    # a request in flight when SIGTERM comes is finished; /health says draining meanwhile
+    srv = Server("b8")
+    keep = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    check(srv.request("GET", "/health", conn=keep)[0] == 200, "/health before SIGTERM")
+    body = json_body(names, samples[10:20]).encode()
+    slow = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+    slow.sendall(b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                 % len(body) + body[:100])
+    time.sleep(0.3)
+    srv.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    st, data = srv.request("GET", "/health", conn=keep)
+    check(st == 503 and b"draining" in data, "/health while draining: %d %r" % (st, data[:100]))
+    slow.sendall(body[100:])
+    answer = b""
+    while b"\r\n\r\n" not in answer or len(answer.split(b"\r\n\r\n", 1)[1]) < 20:
+        chunk = slow.recv(65536)
+        if not chunk:
+            break
+        answer += chunk
+    check(answer.startswith(b"HTTP/1.1 200"), "the request in flight at SIGTERM was answered: %r" % answer[:60])
+    if answer.startswith(b"HTTP/1.1 200"):
+        while not answer.endswith(b"}\n"):
+            chunk = slow.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        close(json.loads(answer.split(b"\r\n\r\n", 1)[1])["scores"], ref[10:20], "in flight at SIGTERM")
+    rc = srv.proc.wait(timeout=60)
+    check(rc == 0, "exit 0 after the drain (%d)" % rc)
 
     print("%d checks failed" % len(FAILED) if FAILED else "all checks passed", flush=True)
     if not FAILED:

@@ -10,7 +10,9 @@
  * not matter which of the many threads (connections, OpenMP) receives
  * them; the main thread sleeps on the pipe.
  */
+#define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,12 +25,14 @@
 #include "serve_http.h"
 
 static int wake[2] = {-1, -1};
+static volatile sig_atomic_t signals_seen; /* 2: a second signal cuts the drain short */
 
 static void on_signal(int sig)
 {
     int saved = errno;
     unsigned char b = (unsigned char)sig;
-    if (write(wake[1], &b, 1) < 0) { /* the pipe is full: a wake-up is already there */
+    signals_seen = signals_seen < 2 ? signals_seen + 1 : 2;
+    if (write(wake[1], &b, 1) < 0) { /* non-blocking: a full pipe already holds a wake-up */
     }
     errno = saved;
 }
@@ -48,7 +52,8 @@ static void usage(FILE *f)
                "  --max-body BYTES        larger request bodies get 413 (default 67108864)\n"
                "  --max-request-samples N larger requests get 400 (default 65536)\n"
                "  --connections N         open connections at most (default 256)\n"
-               "  --drain-seconds S       on SIGTERM, how long requests in flight may finish (default 30)\n"
+               "  --drain-seconds S       on SIGTERM, how long requests in flight may finish (default 30;\n"
+               "                          a second SIGTERM or SIGINT stops at once)\n"
                "Endpoints: POST /score (JSON, or binary with Content-Type application/octet-stream),\n"
                "GET /health, GET /model (the input a request gives), GET /stats (docs/inference.md, \"Serving\").\n");
 }
@@ -107,7 +112,7 @@ static int parse(const tool_ctx *ctx, int argc, char **argv, serve_options *o)
 
 static int install_signals(void)
 {
-    if (pipe(wake) != 0)
+    if (pipe2(wake, O_CLOEXEC) != 0 || fcntl(wake[1], F_SETFL, O_NONBLOCK) != 0) /* the handler never blocks */
         return -1;
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
@@ -174,7 +179,7 @@ int cmd_serve(const tool_ctx *ctx, int argc, char **argv)
         ;
     fprintf(stderr, "ember serve: %s: draining %d requests in flight\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
             atomic_load(&h.active));
-    int left = serve_http_drain(&h, (double)o.drain_seconds);
+    int left = serve_http_drain(&h, (double)o.drain_seconds, &signals_seen);
     char *stats = serve_http_stats_json(&h);
     printf("%s", stats ? stats : "{}\n");
     free(stats);

@@ -18,11 +18,15 @@
  * {"error": reason}; nothing a body holds reaches the predictor unchecked.
  */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "comm/comm.h"
@@ -35,8 +39,9 @@ typedef struct request {
     int too_big;
 } request;
 
-static enum MHD_Result answer(serve_http *h, struct MHD_Connection *c, unsigned code, const char *type, void *data,
-                              size_t len)
+/* allow: the Allow header of a 405, else NULL. */
+static enum MHD_Result answer_allow(serve_http *h, struct MHD_Connection *c, unsigned code, const char *type,
+                                    void *data, size_t len, const char *allow)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -44,6 +49,8 @@ static enum MHD_Result answer(serve_http *h, struct MHD_Connection *c, unsigned 
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     if (atomic_load(&h->draining))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(c, code, r);
@@ -51,20 +58,47 @@ static enum MHD_Result answer(serve_http *h, struct MHD_Connection *c, unsigned 
     return ok;
 }
 
-static enum MHD_Result answer_json(serve_http *h, struct MHD_Connection *c, unsigned code, json_t *j)
+static enum MHD_Result answer(serve_http *h, struct MHD_Connection *c, unsigned code, const char *type, void *data,
+                              size_t len)
 {
-    char *s = json_dumps(j, JSON_COMPACT);
+    return answer_allow(h, c, code, type, data, len, NULL);
+}
+
+static enum MHD_Result answer_json_allow(serve_http *h, struct MHD_Connection *c, unsigned code, json_t *j,
+                                         const char *allow)
+{
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
+    if (!s) /* a string that is not UTF-8 (a path), or out of memory */
+        s = strdup(code < 300 ? "{\"error\":\"cannot write the answer\"}" : "{\"error\":\"(a message that is not UTF-8)\"}");
     if (!s)
         return MHD_NO;
     size_t n = strlen(s);
     s[n] = '\n'; /* the NUL becomes a newline: curl output ends its line */
-    return answer(h, c, code, "application/json", s, n + 1);
+    return answer_allow(h, c, code, "application/json", s, n + 1, allow);
+}
+
+static enum MHD_Result answer_json(serve_http *h, struct MHD_Connection *c, unsigned code, json_t *j)
+{
+    return answer_json_allow(h, c, code, j, NULL);
+}
+
+/* why may quote the client's bytes, cut anywhere by the message buffer:
+ * anything not ASCII becomes '?', so the answer is always JSON. */
+static enum MHD_Result answer_error_allow(serve_http *h, struct MHD_Connection *c, unsigned code, const char *why,
+                                          const char *allow)
+{
+    char ascii[1024];
+    size_t i = 0;
+    for (; why[i] && i + 1 < sizeof ascii; i++)
+        ascii[i] = (unsigned char)why[i] < 0x80 ? why[i] : '?';
+    ascii[i] = 0;
+    return answer_json_allow(h, c, code, json_pack("{s:s}", "error", ascii), allow);
 }
 
 static enum MHD_Result answer_error(serve_http *h, struct MHD_Connection *c, unsigned code, const char *why)
 {
-    return answer_json(h, c, code, json_pack("{s:s}", "error", why));
+    return answer_error_allow(h, c, code, why, NULL);
 }
 
 static enum MHD_Result answer_scores(serve_http *h, struct MHD_Connection *c, int binary, const float *s, int32_t n)
@@ -82,8 +116,9 @@ static enum MHD_Result answer_scores(serve_http *h, struct MHD_Connection *c, in
     if (!b)
         return MHD_NO;
     at += (size_t)snprintf(b, cap, "{\"scores\":[");
-    for (int32_t i = 0; i < n; i++)
-        at += (size_t)snprintf(b + at, cap - at, i ? ",%.9g" : "%.9g", (double)s[i]);
+    for (int32_t i = 0; i < n; i++) /* JSON has no NaN: a score that is not finite is null */
+        at += (size_t)(isfinite(s[i]) ? snprintf(b + at, cap - at, i ? ",%.9g" : "%.9g", (double)s[i])
+                                      : snprintf(b + at, cap - at, i ? ",null" : "null"));
     at += (size_t)snprintf(b + at, cap - at, "]}\n");
     return answer(h, c, MHD_HTTP_OK, "application/json", b, at);
 }
@@ -124,7 +159,8 @@ static enum MHD_Result on_score(serve_http *h, struct MHD_Connection *c, request
         return answer_error(h, c, MHD_HTTP_CONTENT_TOO_LARGE, why);
     }
     const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    int binary = type && !strncmp(type, "application/octet-stream", 24);
+    int binary = type && !strncasecmp(type, "application/octet-stream", 24) &&
+                 (type[24] == 0 || type[24] == ';' || type[24] == ' ');
     serve_batch b;
     serve_timing t = {0, 0, 0};
     char err[512];
@@ -132,9 +168,9 @@ static enum MHD_Result on_score(serve_http *h, struct MHD_Connection *c, request
     int st = binary ? serve_decode_binary(&h->shape, r->body, r->len, &b, err, sizeof err)
                     : serve_decode_json(&h->shape, r->body ? r->body : "", r->len, &b, err, sizeof err);
     t.decode = ember_now() - t0;
-    if (st != 0) {
+    if (st != 0) { /* -2: out of memory, the server's fault */
         serve_scorer_record(h->scorer, 1, ember_now() - r->t0, NULL);
-        return answer_error(h, c, MHD_HTTP_BAD_REQUEST, err);
+        return answer_error(h, c, st == -2 ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_BAD_REQUEST, err);
     }
     float *scores = malloc(sizeof(float) * ((size_t)b.n + 1));
     st = !scores ? -1 : b.n == 0 ? 0 : serve_scorer_score(h->scorer, &b, scores, &t, err, sizeof err);
@@ -161,8 +197,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->t0 = ember_now();
         *con_cls = r;
         atomic_fetch_add(&h->active, 1);
+        atomic_store(&h->last_start, r->t0);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        r->too_big = cl && strtoull(cl, NULL, 10) > h->max_body;
+        if (cl && strtoull(cl, NULL, 10) > h->max_body) { /* answered before the body is read (or continued) */
+            r->too_big = 1;
+            return on_score(h, c, r);
+        }
         return MHD_YES;
     }
     if (*size > 0) { /* a piece of the body */
@@ -184,10 +224,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (!strcmp(url, "/score"))
-        return strcmp(method, "POST") ? answer_error(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, "/score takes POST")
+        return strcmp(method, "POST") ? answer_error_allow(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, "/score takes POST", "POST")
                                       : on_score(h, c, r);
-    if (strcmp(method, "GET") && strcmp(method, "HEAD") && (!strcmp(url, "/health") || !strcmp(url, "/stats") || !strcmp(url, "/model")))
-        return answer_error(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only");
+    int known = !strcmp(url, "/health") || !strcmp(url, "/stats") || !strcmp(url, "/model");
+    if (known && strcmp(method, "GET") && strcmp(method, "HEAD"))
+        return answer_error_allow(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only", "GET, HEAD");
     if (!strcmp(url, "/health"))
         return atomic_load(&h->draining)
                    ? answer_json(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, json_pack("{s:s}", "status", "draining"))
@@ -209,6 +250,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return s ? answer(h, c, MHD_HTTP_OK, "application/json", s, strlen(s)) : MHD_NO;
     }
     return answer_error(h, c, MHD_HTTP_NOT_FOUND, "no such endpoint (POST /score, GET /health, /model, /stats)");
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    serve_http *h = cls;
+    atomic_fetch_add(&h->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why)
@@ -244,10 +292,12 @@ int serve_http_start(serve_http *h, const char *host, int port, int connections,
     }
     h->started = ember_now();
     h->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, addr,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_LIMIT,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION,
+                                 on_connection, h, MHD_OPTION_CONNECTION_LIMIT,
                                  (unsigned)connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
     if (!h->daemon) {
-        snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this machine)", host, port);
+        snprintf(err, errlen, "cannot listen on %s port %d (in use, not an address of this machine, or not permitted)",
+                 host, port);
         return -1;
     }
     return 0;
@@ -259,18 +309,36 @@ int serve_http_port(const serve_http *h)
     return i ? (int)i->port : -1;
 }
 
-int serve_http_drain(serve_http *h, double seconds)
+int serve_http_drain(serve_http *h, double seconds, volatile sig_atomic_t *signals)
 {
     atomic_store(&h->draining, 1);
+    double t0 = ember_now(), until = t0 + seconds;
     MHD_socket fd = MHD_quiesce_daemon(h->daemon);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
-    double until = ember_now() + seconds;
-    while (atomic_load(&h->active) > 0 && ember_now() < until)
-        usleep(5000);
+    if (fd != MHD_INVALID_SOCKET) {
+        /* connections the kernel completed but MHD had not accepted yet are
+         * served too; then the socket stops taking any (refused, not reset) */
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        for (;;) {
+            struct sockaddr_storage a;
+            socklen_t al = sizeof a;
+            int cfd = accept(fd, (struct sockaddr *)&a, &al);
+            if (cfd < 0)
+                break;
+            MHD_add_connection(h->daemon, cfd, (struct sockaddr *)&a, al); /* closes cfd if it fails */
+        }
+        shutdown(fd, SHUT_RDWR);
+    }
+    while (ember_now() < until && *signals < 2) {
+        double quiet = ember_now() - (atomic_load(&h->last_start) > t0 ? atomic_load(&h->last_start) : t0);
+        if (atomic_load(&h->active) == 0 && (atomic_load(&h->connections) == 0 || quiet > 0.25))
+            break;
+        usleep(2000);
+    }
     int left = atomic_load(&h->active);
     serve_scorer_stop(h->scorer); /* scores what it holds; later requests get 503 */
-    MHD_stop_daemon(h->daemon);
+    MHD_stop_daemon(h->daemon);   /* closes the connections left */
     h->daemon = NULL;
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd); /* only now (microhttpd.h, MHD_quiesce_daemon) */
     return left;
 }

@@ -5,6 +5,7 @@
 #ifndef EMBER_TOOLS_SERVE_HTTP_H
 #define EMBER_TOOLS_SERVE_HTTP_H
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,7 +21,9 @@ typedef struct serve_http {
     int32_t num_tables, threads, max_batch;
     double max_wait, started;
     size_t max_body;
-    atomic_int active;         /* requests between first byte and completion */
+    atomic_int active;         /* requests between headers and completion   */
+    atomic_int connections;    /* open connections                           */
+    _Atomic double last_start; /* when the latest request started            */
     atomic_int draining;       /* 1 after SIGTERM: answers close their connection */
     struct MHD_Daemon *daemon;
 } serve_http;
@@ -30,10 +33,14 @@ typedef struct serve_http {
 int serve_http_start(serve_http *h, const char *host, int port, int connections, char *err, size_t errlen);
 /* The port bound. */
 int serve_http_port(const serve_http *h);
-/* Stops accepting connections, waits up to `seconds` for the requests in
- * flight, stops the scorer (scoring what it holds), then the daemon.
- * Returns the requests still in flight when the wait ran out. */
-int serve_http_drain(serve_http *h, double seconds);
+/* Shuts down gracefully: stops accepting connections (those the kernel
+ * already queued are still served; later ones are refused), answers the
+ * rest with Connection: close and /health with 503, waits up to `seconds`
+ * (or until *signals reaches 2: a second SIGTERM) for the requests in
+ * flight and for open connections to go quiet (no request started for
+ * 0.25 s), then stops the scorer (scoring what it holds) and the daemon.
+ * Returns the requests still in flight when the wait ended. */
+int serve_http_drain(serve_http *h, double seconds, volatile sig_atomic_t *signals);
 /* The statistics as one JSON object (malloc'd). */
 char *serve_http_stats_json(const serve_http *h);
 

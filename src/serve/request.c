@@ -218,13 +218,13 @@ static int decode_root(const serve_shape *s, json_t *root, serve_batch *out, cha
     out->dense = malloc(sizeof(float) * ((size_t)out->n * (size_t)s->num_dense + 1));
     out->lengths = malloc(sizeof(int32_t) * ((size_t)out->n * (size_t)s->num_features + 1));
     if (!out->dense || !out->lengths)
-        return fail(out, err, errlen, "out of memory decoding %d samples", (int)out->n);
-    if (json_dense(s, dense, out, err, errlen) || json_lengths(s, sparse, out, err, errlen))
+        return (void)fail(out, err, errlen, "out of memory decoding %d samples", (int)out->n), -2;
+    if ((dense && json_dense(s, dense, out, err, errlen)) || json_lengths(s, sparse, out, err, errlen))
         return -1;
     out->ids = malloc(sizeof(int64_t) * ((size_t)out->num_ids + 1));
     out->weights = weights ? malloc(sizeof(float) * ((size_t)out->num_ids + 1)) : NULL;
     if (!out->ids || (weights && !out->weights))
-        return fail(out, err, errlen, "out of memory decoding %lld ids", (long long)out->num_ids);
+        return (void)fail(out, err, errlen, "out of memory decoding %lld ids", (long long)out->num_ids), -2;
     return json_ids(s, sparse, weights, out, err, errlen);
 }
 
@@ -284,7 +284,7 @@ int serve_decode_binary(const serve_shape *s, const void *body, size_t n, serve_
     out->ids = malloc(8 * ((size_t)nids + 1));
     out->weights = flags & 1 ? malloc(4 * ((size_t)nids + 1)) : NULL;
     if (!out->dense || !out->lengths || !out->ids || (flags & 1 && !out->weights))
-        return fail(out, err, errlen, "out of memory decoding %u samples", ns);
+        return (void)fail(out, err, errlen, "out of memory decoding %u samples", ns), -2;
     const unsigned char *at = p + SERVE_BINARY_HEADER;
     memcpy(out->dense, at, 4 * (size_t)ns * nd);
     at += 4 * (size_t)ns * nd;

@@ -183,7 +183,7 @@ static void *run(void *arg)
             ;
         /* take jobs while they fit (the first always) */
         job *first = s->head, *end = s->head;
-        int32_t n = 0;
+        int64_t n = 0; /* <= max_batch, or one request's own samples */
         int64_t ids = 0;
         double now = ember_now();
         while (end && (end == first || n + end->req->n <= s->c.max_batch)) {
@@ -197,7 +197,7 @@ static void *run(void *arg)
             s->tail = NULL;
         s->waiting_samples -= n;
         pthread_mutex_unlock(&s->mu);
-        score_jobs(s, first, end, n, ids);
+        score_jobs(s, first, end, (int32_t)n, ids);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);

@@ -58,6 +58,7 @@ static unsigned char *to_binary(const serve_batch *b, size_t *len)
 {
     size_t n = SERVE_BINARY_HEADER + 4 * (size_t)b->n * 2 + 4 * (size_t)b->n * 3 + (b->weights ? 12 : 8) * (size_t)b->num_ids;
     unsigned char *p = malloc(n), *at = p + SERVE_BINARY_HEADER;
+    FUZZ_REQUIRE(p != NULL, "out of memory");
     uint32_t head[6] = {1, (uint32_t)b->n, 2, 3, b->weights ? 1u : 0u, 0};
     uint64_t nids = (uint64_t)b->num_ids;
     memcpy(p, SERVE_BINARY_MAGIC, 4);
@@ -123,7 +124,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(&a);
     if (binary) {
         char *j = to_json(&a);
-        FUZZ_REQUIRE(j && serve_decode_json(&SHAPE, j, strlen(j), &b, err, sizeof err) == 0, "JSON of it: %s", err);
+        FUZZ_REQUIRE(j != NULL, "cannot write the batch as JSON");
+        FUZZ_REQUIRE(serve_decode_json(&SHAPE, j, strlen(j), &b, err, sizeof err) == 0, "JSON of it: %s", err);
         free(j);
     } else {
         size_t len;
