@@ -147,7 +147,7 @@ int main(int argc, char **argv)
         }
         for (int threads = 1; threads <= max_threads; threads++) {
             for (int r = 0; r < reps; r++) {
-                ember_qpool_args a = {(ember_encoding)e, sh->dim, rows, rb, bags, offs[r], ids[r], NULL, NULL, out};
+                ember_qpool_args a = {(ember_encoding)e, sh->dim, rows, rb, bags, offs[r], ids[r], NULL, NULL, out, NULL, NULL};
                 double t0 = bench_now();
                 ember_qpool(&a, threads);
                 t[r] = (bench_now() - t0) * 1e3;

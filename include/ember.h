@@ -224,6 +224,14 @@ typedef enum ember_evict_policy {
     EMBER_EVICT_NONE = 3
 } ember_evict_policy;
 
+/* How a table holds its rows (ember_table_config.rows_encoding). */
+typedef enum ember_row_encoding {
+    EMBER_ROWS_FP32 = 0,
+    EMBER_ROWS_FP16 = 1, /* IEEE half per element                           */
+    EMBER_ROWS_INT8 = 2, /* fp16 scale, fp16 bias, one byte per element      */
+    EMBER_ROWS_INT4 = 3  /* fp16 scale, fp16 bias, two elements per byte     */
+} ember_row_encoding;
+
 typedef struct ember_table_config {
     const char *name; /* required, unique; keys the initializer (see below)     */
     int64_t rows;     /* >= 1                                                   */
@@ -293,6 +301,18 @@ typedef struct ember_table_config {
      * taken as 1), so rows and optimizer state stay fp32. */
     int32_t quant_buckets;
     float quant_low, quant_high;
+    /* Encoded rows, for inference (docs/inference.md, "Quantized tables"):
+     * FP32 (default) or the row-wise FP16, INT8, INT4 of inference bundles.
+     * An encoded table is read-only: the forward pools its rows decoded
+     * (bit-identical to pooling the decoded fp32 rows), ember_backward
+     * refuses the collection (EMBER_EINVAL), row writes and ember_load
+     * encode what they store (int8/int4: each row's own scale and bias from
+     * its min and max; a row fp16 cannot hold fails, named: a write writes
+     * nothing, a load disables the collection), reads decode, and optimizer
+     * state reads as zeros (writes to it are dropped).  Memory tier, ROW,
+     * TABLE or REPLICATED placement, fixed tables, no simulated
+     * quantization; anything else is refused at create. */
+    ember_row_encoding rows_encoding;
 } ember_table_config;
 
 /* rows 0, dim 0 (caller sets), uniform(0.05), SGD lr 0.01, no limits, error. */
@@ -680,7 +700,9 @@ void ember_collection_memory(const ember_collection *coll, ember_memory *out);
 int ember_table_read(const ember_collection *coll, int32_t table, int64_t first, int64_t count,
                      float *out);
 /* Overwrites rows [first, first+count) of table t from in (for tests, loading
- * and serving).  Optimizer state is not touched. */
+ * and serving).  Optimizer state is not touched.  A table of encoded rows
+ * encodes each row; EMBER_EINPUT (the table and row named, nothing
+ * written) when a row holds a value fp16 cannot (not finite, |x| > 65504). */
 int ember_table_write(ember_collection *coll, int32_t table, int64_t first, int64_t count,
                       const float *in);
 /* Copies the optimizer state of rows [first, first+count): floats per row are

@@ -212,7 +212,7 @@ static void pooling(test_rng *r)
                 o[k] = dv == 1.0f ? acc : dv == 0.0f ? 0.0f : acc / dv;
             }
         }
-        ember_qpool_args a = {e, dim, tab, rb, bags, off, ids, weighted ? w : NULL, divided ? div : NULL, got};
+        ember_qpool_args a = {e, dim, tab, rb, bags, off, ids, weighted ? w : NULL, divided ? div : NULL, got, NULL, NULL};
         for (int threads = 1; threads <= 2; threads++) {
             for (int64_t i = 0; i < bags * dim; i++)
                 got[i] = NAN;

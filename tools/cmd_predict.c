@@ -16,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "commands.h"
+#include "infer/bundle.h"
 #include "infer/model.h"
 #include "tool_ctx.h"
 #include "train/train.h"
@@ -269,7 +271,14 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
               tool_gather_i64(ctx, s.index, s.n, &gi, &ni);
     free(s.score), free(s.label), free(s.index);
     ctr_source_destroy(src);
+    ember_memory mem;
+    ember_collection_memory(ember_predictor_collection(p), &mem);
     ember_predictor_close(p);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    int64_t table_bytes = mem.row_bytes, peak_kb = ru.ru_maxrss; /* every rank's tables; the largest process */
+    tool_reduce_i64(ctx, &table_bytes, 1, TOOL_SUM);
+    tool_reduce_i64(ctx, &peak_kb, 1, TOOL_MAX);
     int status = 0;
     if (ctx->rank == 0) {
         if (bad) {
@@ -293,8 +302,9 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
             double sec = tool_now() - t0;
             if (json)
                 fprintf(stdout, "{\"event\":\"predict\",\"samples\":%lld,\"auc\":%.8g,\"logloss\":%.8g,"
-                        "\"seconds\":%.3f,\"world\":%d,\"out\":\"%s\"}\n", (long long)ns, auc, ll, sec,
-                        (int)ctx->size, out ? out : "");
+                        "\"seconds\":%.3f,\"world\":%d,\"table_bytes\":%lld,\"peak_rss_mb\":%.1f,\"out\":\"%s\"}\n",
+                        (long long)ns, auc, ll, sec, (int)ctx->size, (long long)table_bytes, (double)peak_kb / 1024.0,
+                        out ? out : "");
             else
                 fprintf(stdout, "scored %lld samples in %.2f s: AUC %.4f, log loss %.4f%s%s\n", (long long)ns, sec,
                         auc, ll, out ? "; scores in " : "", out ? out : "");

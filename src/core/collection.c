@@ -16,6 +16,7 @@
 #include "core/rng.h"
 #include "dist/dist.h"
 #include "dyn/dyn_step.h"
+#include "quant/quant.h"
 #include "table/init.h"
 #include "table/layout.h"
 #include "tier/tier.h"
@@ -102,6 +103,19 @@ static int validate_config(const ember_collection_config *cfg)
             !(isfinite(tc->quant_low) && isfinite(tc->quant_high) && tc->quant_low < tc->quant_high))
             return ember_fail_create(EMBER_EINVAL, "table '%s': quantization range [%g, %g] must be finite with "
                                      "low < high", nm, tc->quant_low, tc->quant_high);
+        if (tc->rows_encoding < EMBER_ROWS_FP32 || tc->rows_encoding > EMBER_ROWS_INT4)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': unknown rows_encoding %d", nm, tc->rows_encoding);
+        if (tc->rows_encoding != EMBER_ROWS_FP32) {
+            const char *why = tc->kind == EMBER_TABLE_DYNAMIC           ? "a dynamic table"
+                              : tc->storage == EMBER_STORAGE_SSD        ? "the SSD tier"
+                              : tc->placement == EMBER_PLACE_COLUMN     ? "COLUMN placement"
+                              : tc->quant_buckets != 0                  ? "simulated quantization"
+                                                                        : NULL;
+            if (why)
+                return ember_fail_create(EMBER_EINVAL, "table '%s': encoded rows (%s) do not go with %s; they are "
+                                         "for inference in memory, placed ROW, TABLE or REPLICATED", nm,
+                                         ember_encoding_name((ember_encoding)tc->rows_encoding), why);
+        }
         const ember_optimizer *o = &tc->optimizer;
         if (o->kind < EMBER_OPT_SGD || o->kind > EMBER_OPT_ADAM)
             return ember_fail_create(EMBER_EINVAL, "table '%s': unknown optimizer %d", nm, o->kind);

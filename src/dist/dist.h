@@ -40,6 +40,12 @@ int ember_dist_apply(ember_collection *c, int32_t p, int64_t step, int check_onl
  * state.  Collective when the world has more than one rank. */
 int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count, float *buf, int to_table,
                     int state);
+/* Stores rows [first, first + count) of table t, already encoded as its
+ * store holds them (rows_encoding; row first + i at rows + i * row_bytes):
+ * each rank copies the rows it holds, with no messages.  EMBER_EINVAL when
+ * the table is not encoded that way. */
+int ember_dist_write_encoded(ember_collection *c, int32_t t, int64_t first, int64_t count, const uint8_t *rows,
+                             int64_t row_bytes);
 
 void ember_xchg_free(struct ember_xchg *x);
 /* Bytes held by the exchange buffers (for ember_collection_memory). */

@@ -15,6 +15,7 @@
 
 #include "dist/dist.h"
 #include "dist/shard.h"
+#include "quant/quant.h"
 
 typedef struct piece {
     int32_t src, dst, len; /* floats: offset in the stored row, in the caller's row, length */
@@ -108,6 +109,26 @@ static int copy_local(ember_collection *c, const ember_ptable *pt, int64_t phys0
     return EMBER_OK;
 }
 
+/* A write to encoded rows: every row must be encodable before any is
+ * written (each rank checks all of them, so all agree without a message). */
+static int check_encodable(ember_collection *c, const ember_ltable *lt, const ember_store *s, int64_t first,
+                           int64_t count, const float *buf)
+{
+    uint8_t *row = malloc((size_t)s->qrow_bytes);
+    if (!row)
+        return ember_fail(c, EMBER_ENOMEM, "out of memory");
+    int64_t bad = -1;
+    for (int64_t i = 0; i < count && bad < 0; i++)
+        if (ember_quant_row((ember_encoding)s->encoding, s->dim, buf + i * s->dim, row) != 0)
+            bad = i;
+    free(row);
+    if (bad < 0)
+        return EMBER_OK;
+    return ember_fail(c, EMBER_EINPUT, "table '%s' row %lld: a value that is not finite or is outside fp16's range "
+                      "(|x| > 65504) cannot be stored as %s; nothing was written", lt->cfg.name,
+                      (long long)(first + bad), ember_encoding_name((ember_encoding)s->encoding));
+}
+
 int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count, float *buf, int to_table,
                     int state)
 {
@@ -116,6 +137,11 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
     int32_t W = c->world->size, rank = c->world->rank;
     int32_t width = state ? ember_state_floats(pt->opt.kind, pt->dim) : pt->dim;
     int64_t phys0 = lt->offset + first;
+    if (to_table && !state && pt->store->encoding) {
+        int st = check_encodable(c, lt, pt->store, first, count, buf);
+        if (st != EMBER_OK)
+            return st;
+    }
     if (to_table || W == 1)
         return copy_local(c, pt, phys0, count, buf, width, to_table, state);
     /* read over the world: sizes of every rank's pieces, then one all-gather */
@@ -194,4 +220,24 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
     free(mine);
     free(cnt);
     return st;
+}
+
+int ember_dist_write_encoded(ember_collection *c, int32_t t, int64_t first, int64_t count, const uint8_t *rows,
+                             int64_t row_bytes)
+{
+    const ember_ltable *lt = &c->tables[t];
+    const ember_ptable *pt = &c->ptables[lt->ptable];
+    ember_store *s = pt->store;
+    if (!s->encoding || s->qrow_bytes != row_bytes)
+        return ember_fail(c, EMBER_EINVAL, "table '%s': rows of %lld bytes, the table holds %s rows of %lld",
+                          lt->cfg.name, (long long)row_bytes, s->encoding ? ember_encoding_name((ember_encoding)s->encoding) : "fp32",
+                          (long long)s->qrow_bytes);
+    int32_t W = c->world->size, rank = c->world->rank;
+    for (int64_t i = 0; i < count; i++) {
+        uint32_t phys = (uint32_t)(lt->offset + first + i);
+        if (ember_shard_holds(pt, W, rank, phys))
+            memcpy(s->qrows + (int64_t)ember_shard_local(pt, W, phys) * row_bytes, rows + i * row_bytes,
+                   (size_t)row_bytes);
+    }
+    return EMBER_OK;
 }

@@ -18,6 +18,7 @@
 #include "dist/shard.h"
 #include "dist/xchg.h"
 #include "lookup/lookup.h"
+#include "quant/quant.h"
 #include "tier/tier.h"
 
 typedef struct seg_header {
@@ -344,7 +345,13 @@ static void lookup_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, i
             const int64_t *n = recv + s * XC_N;
             msg_view v = view_of(c, x->rbuf + x->rdsp[s], n);
             x->sdsp[s] = at * 4;
-            gather_rows(x->rows_out + at, pt->store->values, v.uniq, n[XC_UNIQ], ld, c->threads);
+            if (pt->store->encoding) /* encoded rows go out decoded (never COLUMN: ld is the dim) */
+                for (int64_t i = 0; i < n[XC_UNIQ]; i++)
+                    ember_dequant_row((ember_encoding)pt->store->encoding, ld,
+                                      pt->store->qrows + (int64_t)v.uniq[i] * pt->store->qrow_bytes,
+                                      x->rows_out + at + i * ld);
+            else
+                gather_rows(x->rows_out + at, pt->store->values, v.uniq, n[XC_UNIQ], ld, c->threads);
             at += n[XC_UNIQ] * ld;
             x->scnt[s] = at * 4 - x->sdsp[s];
         }
@@ -409,6 +416,7 @@ static void assemble_round(ember_collection *c, ember_ptable *pt, ember_xchg *x,
         ember_store rows = *pt->store;
         rows.values = x->rows_in;
         rows.dim = dim;
+        rows.encoding = 0; /* the rows came decoded */
         ember_pool(&view, &rows, g0, g1, pooled, sequence, c->threads);
     } else { /* POOLED: partial sums added in rank order */
         for (int64_t g = g0; g < g1; g++)

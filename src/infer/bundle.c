@@ -33,6 +33,7 @@
 
 #include "ckpt/ckpt_impl.h"
 #include "data/data_error.h"
+#include "dist/dist.h"
 #include "infer/bundle.h"
 #include "infer/model.h"
 #include "quant/quant.h"
@@ -268,6 +269,18 @@ int bundle_is(const char *dir)
 }
 
 /* Maps dir/name and checks its size and checksum against entry. */
+/* The file's pages leave this process (they stay in the page cache): a
+ * bundle's tables are read twice (checksum, load), and without this every
+ * file would count in the process's memory until the bundle closes. */
+static void forget_range(const uint8_t *p, int64_t bytes)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p & ~(page - 1); /* the pages it touches */
+    if (bytes > 0)
+        madvise((void *)a, (size_t)((uintptr_t)p + (uintptr_t)bytes - a), MADV_DONTNEED);
+}
+
+static void forget_pages(const struct bundle_file *f) { forget_range(f->map, f->bytes); }
+
 static int map_file(ember_bundle *b, struct bundle_file *f, json_t *entry, char *err, size_t len)
 {
     const char *name = json_string_value(json_object_get(entry, "file"));
@@ -304,6 +317,7 @@ static int map_file(ember_bundle *b, struct bundle_file *f, json_t *entry, char 
         snprintf(err, len, "%s: checksum mismatch (the file is corrupt)", path);
         return EMBER_ECORRUPT;
     }
+    forget_pages(f);
     return EMBER_OK;
 }
 
@@ -399,17 +413,30 @@ int bundle_check(const ember_bundle *b, const ember_collection_config *cc, char 
     return EMBER_OK;
 }
 
+int bundle_encoding(const ember_bundle *b, int32_t t) { return (int)b->enc[t]; }
+
 int bundle_load_tables(const ember_bundle *b, ember_collection *coll, const ember_collection_config *cc,
                        float *scratch)
 {
     int st = EMBER_OK;
     for (int32_t t = 0; t < cc->num_tables && st == EMBER_OK; t++) {
         int32_t dim = cc->tables[t].dim;
+        if (cc->tables[t].rows_encoding != EMBER_ROWS_FP32) { /* held as the bundle holds them: copied */
+            const struct bundle_file *f = &b->files[t];
+            int64_t rb = b->row_bytes[t], step = (64 << 20) / rb + 1; /* ~64 MiB of the file at a time */
+            for (int64_t r0 = 0; r0 < cc->tables[t].rows && st == EMBER_OK; r0 += step) {
+                int64_t n = cc->tables[t].rows - r0 < step ? cc->tables[t].rows - r0 : step;
+                st = ember_dist_write_encoded(coll, t, r0, n, f->map + r0 * rb, rb);
+                forget_range(f->map + r0 * rb, n * rb);
+            }
+            continue;
+        }
         for (int64_t r0 = 0; r0 < cc->tables[t].rows && st == EMBER_OK; r0 += BUNDLE_CHUNK_ROWS) {
             int64_t n = cc->tables[t].rows - r0 < BUNDLE_CHUNK_ROWS ? cc->tables[t].rows - r0 : BUNDLE_CHUNK_ROWS;
             for (int64_t i = 0; i < n; i++)
                 ember_dequant_row(b->enc[t], dim, b->files[t].map + (r0 + i) * b->row_bytes[t], scratch + i * dim);
             st = ember_table_write(coll, t, r0, n, scratch);
+            forget_range(b->files[t].map + r0 * b->row_bytes[t], n * b->row_bytes[t]);
         }
     }
     return st;

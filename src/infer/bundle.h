@@ -27,8 +27,12 @@ const char *bundle_model_json(const ember_bundle *b);
 const float *bundle_dense(const ember_bundle *b, int64_t *bytes);
 /* The table files fit the collection the description makes.  Local. */
 int bundle_check(const ember_bundle *b, const ember_collection_config *cc, char *err, size_t len);
-/* Decodes every table into coll with collective ember_table_write calls;
- * scratch holds BUNDLE_CHUNK_ROWS rows of the widest table. */
+/* How table t's rows are encoded in the bundle (quant.h's ember_encoding). */
+int bundle_encoding(const ember_bundle *b, int32_t t);
+/* Loads every table into coll: a table of encoded rows (rows_encoding, as
+ * the predictor sets it) gets the bundle's rows copied as they are; any
+ * other is decoded with collective ember_table_write calls.  scratch holds
+ * BUNDLE_CHUNK_ROWS rows of the widest table. */
 int bundle_load_tables(const ember_bundle *b, ember_collection *coll, const ember_collection_config *cc,
                        float *scratch);
 

@@ -7,7 +7,10 @@
  * ember_load (any world size), the dense model with the saved parameters,
  * and trainer_predict, which scores a batch with the dense model in chunks
  * of the trainer's micro-batch.  That is what makes its scores the
- * trainer's own, bit for bit.  Every step that can fail on one rank alone
+ * trainer's own, bit for bit.  A bundle's fp16/int8/int4 tables are held
+ * as encoded rows (rows_encoding) and pooled by the fused kernel, which
+ * sums exactly as pooling their decoded rows would; a table that cannot
+ * be (COLUMN placement, simulated quantization) is decoded to fp32.  Every step that can fail on one rank alone
  * (opening the checkpoint, reading the description) is agreed before the
  * collective ones, so no rank waits on a rank that gave up.
  */
@@ -161,6 +164,10 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
             tb->capacity *= ember_checkpoint_world(ck);
         if (tb->placement == EMBER_PLACE_TABLE) /* a smaller world: the owner wraps (scores do not change) */
             tb->owner %= W;
+        /* a bundle's quantized rows stay quantized in memory where the table
+         * allows it; the others are decoded to fp32 (the same scores) */
+        if (b && tb->kind == EMBER_TABLE_FIXED && tb->placement != EMBER_PLACE_COLUMN && tb->quant_buckets == 0)
+            tb->rows_encoding = (ember_row_encoding)bundle_encoding(b, t);
     }
     st = ember_collection_create(&p->cc, &p->coll);
     char msg[sizeof p->err];

@@ -14,16 +14,20 @@
  * instruction: check `objdump -d | grep prefetch` after touching this loop.
  * Dims that are multiples of 16 get a kernel with the dim known at compile
  * time; any other dim gets the generic loop, which GCC also vectorises.
+ * A store of encoded rows (inference) goes to quant/qpool.c's fused
+ * dequantize-and-pool kernel, which sums in the same order.
  */
 #include <omp.h>
 #include <string.h>
 
 #include "core/parallel.h"
 #include "lookup/lookup.h"
+#include "quant/qpool.h"
 #include "quant/quant.h"
 
 #define PREFETCH 16 /* route.h pads row[] with EMBER_ROUTE_PAD valid rows past n */
 _Static_assert(PREFETCH <= EMBER_ROUTE_PAD, "prefetch reads past the route's padding");
+_Static_assert(EMBER_ROW_DROPPED == EMBER_QPOOL_SKIP, "the fused kernel skips dropped entries");
 
 #define POOL_BODY(DIM)                                                                   \
     for (int64_t g = g0; g < g1; g++) {                                                  \
@@ -127,6 +131,13 @@ void ember_pool(const ember_route *r, const ember_store *s, int64_t g0, int64_t 
 {
     if (g1 <= g0)
         return;
+    if (s->encoding) { /* encoded rows: the fused kernel, the same sums (qpool.h) */
+        ember_qpool_args a = {(ember_encoding)s->encoding, s->dim, s->qrows, s->qrow_bytes, g1 - g0,
+                              r->seg_start + g0, r->row, r->weighted ? r->weight : NULL, r->seg_div + g0,
+                              pooled, r->seg_out + g0, sequence};
+        ember_qpool(&a, threads);
+        return;
+    }
     pool_fn fn = pick(s->dim);
     if (threads > 1 && r->seg_start[g1] - r->seg_start[g0] < 4096)
         threads = 1;

@@ -24,6 +24,7 @@
 #include "dist/dist.h"
 #include "dyn/dyn_step.h"
 #include "lookup/lookup.h"
+#include "quant/quant.h"
 #include "prep/limits.h"
 #include "tier/tier.h"
 
@@ -59,7 +60,8 @@ static int check_outputs(ember_collection *c, float *pooled, float *sequence)
                 continue;
             const ember_lfeature *fe = &c->features[r->seg_feature[g]];
             int64_t bad_row = -1;
-            int local = c->world->size == 1; /* rows of other ranks cannot be inspected here */
+            /* rows of other ranks (and encoded rows) are not inspected here */
+            int local = c->world->size == 1 && pt->store->values;
             for (int64_t e = r->seg_start[g]; local && e < r->seg_start[g + 1] && bad_row < 0; e++) {
                 if (r->row[e] == EMBER_ROW_DROPPED)
                     continue;
@@ -226,6 +228,11 @@ static int backward_checks(ember_collection *c, const float *d_pooled, const flo
         return ember_fail(c, EMBER_ESTATE, "ember_backward needs a successful ember_forward first");
     if ((c->batch_size > 0 && c->pooled_width > 0 && !d_pooled) || (c->seq_floats > 0 && !d_sequence))
         return ember_fail(c, EMBER_EINVAL, "gradient buffer is NULL");
+    for (int32_t t = 0; t < c->cfg.num_tables; t++)
+        if (c->tables[t].cfg.rows_encoding != EMBER_ROWS_FP32)
+            return ember_fail(c, EMBER_EINVAL, "table '%s' holds encoded rows (%s): an inference table, read-only; "
+                              "train with fp32 rows", c->tables[t].cfg.name,
+                              ember_encoding_name((ember_encoding)c->tables[t].cfg.rows_encoding));
     return c->cfg.debug_checks ? check_upstream(c, d_pooled, d_sequence) : EMBER_OK;
 }
 

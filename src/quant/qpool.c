@@ -30,6 +30,14 @@ static inline __attribute__((always_inline)) void prefetch_row(const uint8_t *p,
     __builtin_prefetch(p + bytes - 1, 0, 0);
 }
 
+static inline float *out_of(const ember_qpool_args *a, int64_t b, int32_t dim)
+{
+    if (!a->out_off)
+        return a->out + b * dim;
+    int64_t off = a->out_off[b];
+    return off >= 0 ? a->out + off : a->out_seq + (-1 - off);
+}
+
 static inline float half_at(const uint8_t *p)
 {
     uint16_t h;
@@ -166,6 +174,8 @@ static inline __m512 half_splat(const uint8_t *p)
             for (int64_t e = a->offsets[b]; e < a->offsets[b + 1]; e++) {                                   \
                 if (e + PREFETCH < n)                                                                        \
                     prefetch_row(a->rows + (int64_t)a->ids[e + PREFETCH] * rb, rb);                          \
+                if (a->ids[e] == EMBER_QPOOL_SKIP)                                                           \
+                    continue;                                                                                \
                 const uint8_t *row = a->rows + (int64_t)a->ids[e] * rb;                                     \
                 __m512 w = _mm512_set1_ps(a->weights ? a->weights[e] : 1.0f);                               \
                 __m512 scale = QUANT ? half_splat(row) : w, bias = QUANT ? half_splat(row + 2) : w;          \
@@ -173,7 +183,7 @@ static inline __m512 half_splat(const uint8_t *p)
                 for (int v = 0; v < V; v++)                                                                  \
                     acc[v] = _mm512_fmadd_ps(w, LOAD(row, v, scale, bias), acc[v]);                          \
             }                                                                                                \
-            float dv = a->divisors ? a->divisors[b] : 1.0f, *o = a->out + b * (DIM);                        \
+            float dv = a->divisors ? a->divisors[b] : 1.0f, *o = out_of(a, b, DIM);                         \
             for (int v = 0; v < V; v++)                                                                      \
                 _mm512_storeu_ps(o + 16 * v, dv == 1.0f   ? acc[v]                                           \
                                              : dv == 0.0f ? _mm512_setzero_ps()                              \
@@ -227,9 +237,10 @@ static void pool_range(const ember_qpool_args *a, int64_t b0, int64_t b1)
         for (int64_t e = a->offsets[b]; e < a->offsets[b + 1]; e++) {
             if (e + PREFETCH < n)
                 prefetch_row(a->rows + (int64_t)a->ids[e + PREFETCH] * rb, rb);
-            add_row(a->encoding, dim, a->rows + (int64_t)a->ids[e] * rb, a->weights ? a->weights[e] : 1.0f, acc);
+            if (a->ids[e] != EMBER_QPOOL_SKIP)
+                add_row(a->encoding, dim, a->rows + (int64_t)a->ids[e] * rb, a->weights ? a->weights[e] : 1.0f, acc);
         }
-        float dv = a->divisors ? a->divisors[b] : 1.0f, *o = a->out + b * dim;
+        float dv = a->divisors ? a->divisors[b] : 1.0f, *o = out_of(a, b, dim);
         for (int32_t k = 0; k < dim; k++)
             o[k] = dv == 1.0f ? acc[k] : dv == 0.0f ? 0.0f : acc[k] / dv;
     }
@@ -237,7 +248,7 @@ static void pool_range(const ember_qpool_args *a, int64_t b0, int64_t b1)
 
 void ember_qpool(const ember_qpool_args *a, int threads)
 {
-    int64_t n = a->offsets[a->bags];
+    int64_t n = a->offsets[a->bags] - a->offsets[0];
     if (threads > 1 && n < 4096)
         threads = 1;
 #pragma omp parallel num_threads(threads > 0 ? threads : 1)

@@ -5,6 +5,7 @@
  *   for bag b: out[b][:] = (sum over entries e of bag b, in order:
  *                              w_e * decode(rows + ids[e] * row_bytes)) / div_b
  *   w_e = weights ? weights[e] : 1;  div_b = divisors ? divisors[b] : 1
+ *   (entries whose id is EMBER_QPOOL_SKIP add nothing)
  *   (0: the bag's output is zeros)
  *   decode: quant.h's value of each element; the sum is fmaf(w, v, acc)
  *
@@ -31,7 +32,14 @@ typedef struct ember_qpool_args {
     const float *weights;    /* [offsets[bags]] or NULL                */
     const float *divisors;   /* [bags] or NULL                         */
     float *out;              /* [bags][dim]                            */
+    /* The training forward's output placement (optional): bag b goes to
+     * out + out_off[b] when out_off[b] >= 0, else to out_seq + (-1 -
+     * out_off[b]); NULL: out + b * dim. */
+    const int64_t *out_off;
+    float *out_seq;
 } ember_qpool_args;
+
+#define EMBER_QPOOL_SKIP UINT32_MAX /* an id that adds nothing (a dropped entry) */
 
 void ember_qpool(const ember_qpool_args *a, int threads);
 

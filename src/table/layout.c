@@ -11,7 +11,8 @@
  * allocates its share of every physical table (dist/shard.h).  SSD tables
  * stack only with the same cache policy and folder; the physical table's
  * cache is the sum of its tables' cache budgets.  Tables stack only with
- * the same simulated quantization (the store applies it to every read).
+ * the same simulated quantization (the store applies it to every read) and
+ * the same row encoding.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,7 @@ static int same_group(const ember_table_config *a, const ember_table_config *b)
            a->placement == b->placement && a->exchange == b->exchange &&
            (a->placement != EMBER_PLACE_TABLE || a->owner == b->owner) && a->storage == b->storage &&
            (a->storage != EMBER_STORAGE_SSD || (a->cache_policy == b->cache_policy && !strcmp(a->path, b->path))) &&
-           a->quant_buckets == b->quant_buckets &&
+           a->quant_buckets == b->quant_buckets && a->rows_encoding == b->rows_encoding &&
            (!a->quant_buckets || (a->quant_low == b->quant_low && a->quant_high == b->quant_high));
 }
 
@@ -41,6 +42,14 @@ static int create_store_tier(ember_collection *c, int32_t p)
 {
     ember_ptable *pt = &c->ptables[p];
     const ember_table_config *first = &c->tables[pt->tables[0]].cfg;
+    if (first->rows_encoding != EMBER_ROWS_FP32) {
+        int st = ember_store_quant_create(pt->local_rows, pt->local_dim, pt->state_floats, (int)first->rows_encoding,
+                                          c->threads, &pt->store);
+        if (st != EMBER_OK)
+            return ember_fail_create(st, "physical table %d (first table '%s'): cannot allocate %lld encoded rows x %d",
+                                     p, first->name, (long long)pt->local_rows, pt->local_dim);
+        return EMBER_OK;
+    }
     if (pt->storage != EMBER_STORAGE_SSD || pt->local_rows == 0) {
         int st = ember_store_memory_create(pt->local_rows, pt->local_dim, pt->state_floats, &pt->store);
         if (st != EMBER_OK)

@@ -74,6 +74,14 @@ struct ember_store {
      * fq_step); fq_step 0 = off.  Set by the layout for every tier. */
     float fq_low, fq_high, fq_step;
     int64_t meta_bytes;       /* cache bookkeeping (map, lists, flags)      */
+    /* Encoded rows (ember_table_config.rows_encoding; store_quant.c):
+     * encoding > 0 (quant.h's ember_encoding), row r at qrows + r *
+     * qrow_bytes; values and state are then NULL and value_bytes counts
+     * qrows.  The forward reads qrows; acquire and release decode and
+     * encode. */
+    int encoding;
+    uint8_t *qrows;
+    int64_t qrow_bytes;
     char errmsg[400];         /* detail of the last failed call             */
 };
 
@@ -86,6 +94,12 @@ static inline uint32_t ember_store_row_of(const ember_store *s, uint32_t i)
 /* Memory tier: values and state in anonymous mappings with
  * madvise(MADV_HUGEPAGE), state zeroed; values left for the initializer. */
 int ember_store_memory_create(int64_t rows, int32_t dim, int32_t state_floats, ember_store **out);
+
+/* Encoded rows (store_quant.c): rows of `encoding` (> 0), no optimizer
+ * state (reads as zeros, writes dropped); threads: the most OpenMP threads
+ * that acquire single rows at once. */
+int ember_store_quant_create(int64_t rows, int32_t dim, int32_t state_floats, int encoding, int32_t threads,
+                             ember_store **out);
 
 static inline void ember_store_destroy(ember_store *s)
 {

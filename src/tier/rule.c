@@ -8,12 +8,16 @@
  * the budget.
  */
 #include "dyn/dyn_step.h"
+#include "quant/quant.h"
 #include "tier/tier.h"
 
 int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W)
 {
     int64_t rows = t->rows;
     int32_t dim = t->dim;
+    if (t->rows_encoding != EMBER_ROWS_FP32) /* encoded rows, no state (never COLUMN) */
+        return (W > 1 && t->placement == EMBER_PLACE_ROW ? (rows + W - 1) / W : rows) *
+               ember_quant_row_bytes((ember_encoding)t->rows_encoding, dim);
     if (t->kind == EMBER_TABLE_DYNAMIC) /* capacity rows on every rank */
         return ember_dyn_capacity(t) * (dim + ember_state_floats(t->optimizer.kind, dim)) * (int64_t)sizeof(float);
     if (W > 1 && t->placement == EMBER_PLACE_ROW)
@@ -45,7 +49,7 @@ void ember_tier_resolve(const ember_collection_config *cfg, int32_t W, ember_sto
     for (int32_t t = 0; t < cfg->num_tables; t++) {
         const ember_table_config *tc = &cfg->tables[t];
         int64_t bytes = ember_tier_rank_bytes(tc, W);
-        storage[t] = tc->storage;
+        storage[t] = tc->rows_encoding != EMBER_ROWS_FP32 ? EMBER_STORAGE_MEMORY : tc->storage; /* encoded: memory only */
         if (storage[t] == EMBER_STORAGE_AUTO)
             storage[t] = cfg->ssd_min_bytes > 0 && bytes > cfg->ssd_min_bytes ? EMBER_STORAGE_SSD : EMBER_STORAGE_AUTO;
         need += (storage[t] == EMBER_STORAGE_SSD ? set_cache(cfg, tc) : bytes) + index_bytes(tc);

@@ -1,0 +1,125 @@
+/*
+ * store_quant.c: the memory tier for encoded rows (ember_table_config.
+ * rows_encoding; docs/inference.md, "Quantized tables"): fp16, int8 or int4
+ * rows (quant.h's layout) in one huge-page mapping, nothing else.
+ *
+ * The forward reads the encoded rows directly (pool.c hands them to the
+ * fused dequantize-and-pool kernel).  Everything that goes through
+ * acquire/release (row reads and writes, checkpoint loads, the initializer)
+ * sees fp32: acquire decodes into a scratch row, release with dirty encodes
+ * it back.  A one-row acquire uses the calling OpenMP thread's own scratch
+ * row (the initializer acquires rows from many threads at once); a larger
+ * one uses a shared buffer (one at a time, as store.h allows).  There is no
+ * optimizer state: acquire hands out a zero row for it, and what is written
+ * there is dropped.
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/huge.h"
+#include "ember.h"
+#include "quant/quant.h"
+#include "table/store.h"
+
+_Static_assert((int)EMBER_ROWS_FP16 == (int)EMBER_ENC_FP16 && (int)EMBER_ROWS_INT8 == (int)EMBER_ENC_INT8 &&
+                   (int)EMBER_ROWS_INT4 == (int)EMBER_ENC_INT4,
+               "ember.h's row encodings are quant.h's");
+
+typedef struct quant_store {
+    ember_store s;      /* first: the store handed out */
+    int32_t threads;    /* per-thread scratch rows     */
+    float *one;         /* [threads][dim + state]      */
+    float *many;        /* grow buffer                 */
+    int64_t many_rows;
+} quant_store;
+
+static int64_t row_floats(const ember_store *s) { return (int64_t)s->dim + s->state_floats; }
+
+static int quant_acquire(ember_store *st, const uint32_t *rows, int64_t n, float **values, float **state)
+{
+    quant_store *q = (quant_store *)st;
+    ember_store *s = &q->s;
+    float *buf;
+    int t = omp_get_thread_num();
+    if (n == 1 && t < q->threads) {
+        buf = q->one + t * row_floats(s);
+    } else {
+        if (n > q->many_rows) {
+            float *m = realloc(q->many, sizeof(float) * (size_t)(n * row_floats(s)));
+            if (!m) {
+                snprintf(s->errmsg, sizeof s->errmsg, "out of memory decoding %lld rows", (long long)n);
+                return EMBER_ENOMEM;
+            }
+            q->many = m;
+            q->many_rows = n;
+        }
+        buf = q->many;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float *v = buf + i * row_floats(s);
+        ember_dequant_row(s->encoding, s->dim, s->qrows + (int64_t)rows[i] * s->qrow_bytes, v);
+        values[i] = v;
+        if (state) {
+            memset(v + s->dim, 0, sizeof(float) * (size_t)s->state_floats);
+            state[i] = s->state_floats ? v + s->dim : NULL;
+        }
+    }
+    return EMBER_OK;
+}
+
+static int quant_release(ember_store *st, const uint32_t *rows, int64_t n, int dirty)
+{
+    quant_store *q = (quant_store *)st;
+    ember_store *s = &q->s;
+    if (!dirty)
+        return EMBER_OK;
+    int t = omp_get_thread_num();
+    const float *buf = n == 1 && t < q->threads ? q->one + t * row_floats(s) : q->many;
+    for (int64_t i = 0; i < n; i++)
+        if (ember_quant_row(s->encoding, s->dim, buf + i * row_floats(s),
+                            s->qrows + (int64_t)rows[i] * s->qrow_bytes) != 0) {
+            snprintf(s->errmsg, sizeof s->errmsg, "local row %u: a value that is not finite or is outside "
+                     "fp16's range (|x| > 65504) cannot be stored as %s", rows[i], ember_encoding_name(s->encoding));
+            return EMBER_EINPUT;
+        }
+    return EMBER_OK;
+}
+
+static void quant_destroy(ember_store *st)
+{
+    quant_store *q = (quant_store *)st;
+    ember_huge_free(q->s.qrows, q->s.value_bytes);
+    free(q->one);
+    free(q->many);
+    free(q);
+}
+
+static const ember_store_ops QUANT_OPS = {quant_acquire, quant_release, quant_destroy, NULL, NULL, NULL, NULL, NULL};
+
+int ember_store_quant_create(int64_t rows, int32_t dim, int32_t state_floats, int encoding, int32_t threads,
+                             ember_store **out)
+{
+    *out = NULL;
+    quant_store *q = calloc(1, sizeof *q);
+    if (!q)
+        return EMBER_ENOMEM;
+    ember_store *s = &q->s;
+    s->ops = &QUANT_OPS;
+    s->rows = rows;
+    s->dim = dim;
+    s->state_floats = state_floats;
+    s->encoding = encoding;
+    s->qrow_bytes = ember_quant_row_bytes((ember_encoding)encoding, dim);
+    s->value_bytes = rows * s->qrow_bytes;
+    q->threads = threads > omp_get_max_threads() ? threads : omp_get_max_threads();
+    q->one = malloc(sizeof(float) * (size_t)(q->threads * row_floats(s)));
+    s->qrows = ember_huge_alloc(s->value_bytes);
+    if (!q->one || (!s->qrows && s->value_bytes > 0)) {
+        quant_destroy(s);
+        return EMBER_ENOMEM;
+    }
+    *out = s;
+    return EMBER_OK;
+}
