@@ -876,6 +876,23 @@ check_mpi_predict() { # under mpirun: the scores of the np-2 evaluation, and the
     expect_status 0 mpi2 predict "$TMP/mb" synthetic --out "$TMP/mb2.f32" || return 1
     expect_status 0 "$EMBER" predict "$TMP/mb" synthetic --out "$TMP/mb1.f32" || return 1
     scores_close "$TMP/mb1.f32" "$TMP/mb2.f32" 65536 "bundle: np 1 against np 2" || return 1
+    # every placement that keeps rows encoded (rows, pooled, table-wise, replicated) and one
+    # decoded (column), int4 at np 2 against np 1
+    printf '%s\n' 'train = { steps = 4; metrics = ""; plot = ""; eval_samples = 2048; };' \
+        'tables = ( { name = "a"; rows = 3000; dim = 16; placement = "row"; exchange = "pooled"; },' \
+        '  { name = "b"; rows = 500; dim = 16; placement = "table"; owner = 1; },' \
+        '  { name = "c"; rows = 200; dim = 16; placement = "replicated"; },' \
+        '  { name = "d"; rows = 900; dim = 16; placement = "column"; },' \
+        '  { name = "e"; rows = 700; dim = 16; placement = "row"; exchange = "rows"; } );' \
+        'features = ( { name = "fa"; table = "a"; }, { name = "fb"; table = "b"; pooling = 3; },' \
+        '  { name = "fc"; table = "c"; combiner = "mean"; pooling = 2; }, { name = "fd"; table = "d"; },' \
+        '  { name = "fe"; table = "e"; } );' >"$TMP/place.cfg"
+    expect_status 0 mpi2 train --config "$TMP/place.cfg" --checkpoint-dir "$TMP/pck" || return 1
+    expect_status 0 "$EMBER" export "$TMP/pck" "$TMP/pb" --quantize int4 || return 1
+    expect_status 0 mpi2 predict "$TMP/pb" synthetic --samples 2048 --out "$TMP/pb2.f32" --json || return 1
+    grep -q '"table_bytes":' "$TMP/out" || return 1
+    expect_status 0 "$EMBER" predict "$TMP/pb" synthetic --samples 2048 --out "$TMP/pb1.f32" || return 1
+    scores_close "$TMP/pb1.f32" "$TMP/pb2.f32" 2048 "int4 bundle, every placement: np 1 against np 2" || return 1
 }
 CHECKS+=(mpi_predict)
 
