@@ -70,7 +70,8 @@ static enum MHD_Result answer_json_allow(serve_http *h, struct MHD_Connection *c
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!s) /* a string that is not UTF-8 (a path), or out of memory */
-        s = strdup(code < 300 ? "{\"error\":\"cannot write the answer\"}" : "{\"error\":\"(a message that is not UTF-8)\"}");
+        s = strdup(code < 300 ? "{\"error\":\"cannot write the answer\"}"
+                              : "{\"error\":\"(a message that is not UTF-8)\"}");
     if (!s)
         return MHD_NO;
     size_t n = strlen(s);
@@ -224,8 +225,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (!strcmp(url, "/score"))
-        return strcmp(method, "POST") ? answer_error_allow(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, "/score takes POST", "POST")
-                                      : on_score(h, c, r);
+        return strcmp(method, "POST")
+                   ? answer_error_allow(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, "/score takes POST", "POST")
+                   : on_score(h, c, r);
     int known = !strcmp(url, "/health") || !strcmp(url, "/stats") || !strcmp(url, "/model");
     if (known && strcmp(method, "GET") && strcmp(method, "HEAD"))
         return answer_error_allow(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only", "GET, HEAD");

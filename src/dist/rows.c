@@ -230,7 +230,8 @@ int ember_dist_write_encoded(ember_collection *c, int32_t t, int64_t first, int6
     ember_store *s = pt->store;
     if (!s->encoding || s->qrow_bytes != row_bytes)
         return ember_fail(c, EMBER_EINVAL, "table '%s': rows of %lld bytes, the table holds %s rows of %lld",
-                          lt->cfg.name, (long long)row_bytes, s->encoding ? ember_encoding_name((ember_encoding)s->encoding) : "fp32",
+                          lt->cfg.name, (long long)row_bytes,
+                          s->encoding ? ember_encoding_name((ember_encoding)s->encoding) : "fp32",
                           (long long)s->qrow_bytes);
     int32_t W = c->world->size, rank = c->world->rank;
     for (int64_t i = 0; i < count; i++) {

@@ -423,7 +423,7 @@ int bundle_load_tables(const ember_bundle *b, ember_collection *coll, const embe
         int32_t dim = cc->tables[t].dim;
         if (cc->tables[t].rows_encoding != EMBER_ROWS_FP32) { /* held as the bundle holds them: copied */
             const struct bundle_file *f = &b->files[t];
-            int64_t rb = b->row_bytes[t], step = (64 << 20) / rb + 1; /* ~64 MiB of the file at a time */
+            int64_t rb = b->row_bytes[t], step = (16 << 20) / rb + 1; /* ~16 MiB of the file at a time */
             for (int64_t r0 = 0; r0 < cc->tables[t].rows && st == EMBER_OK; r0 += step) {
                 int64_t n = cc->tables[t].rows - r0 < step ? cc->tables[t].rows - r0 : step;
                 st = ember_dist_write_encoded(coll, t, r0, n, f->map + r0 * rb, rb);
