@@ -16,6 +16,20 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$out")"
 : >"$out"
+# Trains $work/TASK-MODE.cfg, exports the checkpoint at every encoding and
+# scores each bundle on DATA (`synthetic`, or a held-out file): JSON lines to $out.
+train_and_score() { # task mode data
+    local task="$1" mode="$2" data="$3" enc bytes
+    local tag="\"task\":\"$task\",\"mode\":\"$mode\""
+    "$ember" train --config "$work/$task-$mode.cfg" --checkpoint-dir "$work/$task-$mode" --json |
+        tail -1 | sed "s/^{/{\"bench\":\"quant_accuracy\",$tag,\"encoding\":\"train-eval\",/" >>"$out"
+    for enc in fp32 fp16 int8 int4; do
+        "$ember" export "$work/$task-$mode" "$work/$task-$mode-$enc" --quantize "$enc" >/dev/null
+        bytes=$(cat "$work/$task-$mode-$enc"/table-*.rows | wc -c)
+        "$ember" predict "$work/$task-$mode-$enc" "$data" --json |
+            sed "s/^{/{\"bench\":\"quant_accuracy\",$tag,\"encoding\":\"$enc\",\"bundle_bytes\":$bytes,/" >>"$out"
+    done
+}
 # Two tasks, as configs of the synthetic teacher task (Adagrad lr 0.1, dim 16):
 #   builtin:  the built-in task's eight tables (100 to 20,000 rows, Zipf 1.1,
 #             two multi-hot), plain and with simulated quantization to 256 and
@@ -42,16 +56,7 @@ run_task() { # task mode rows-array pool-array alpha
         done | sed '$ s/,$//'
         echo ");"
     } >"$work/$task-$mode.cfg"
-    local tag="\"task\":\"$task\",\"mode\":\"$mode\""
-    "$ember" train --config "$work/$task-$mode.cfg" --checkpoint-dir "$work/$task-$mode" --json |
-        tail -1 | sed "s/^{/{\"bench\":\"quant_accuracy\",$tag,\"encoding\":\"train-eval\",/" >>"$out"
-    for enc in fp32 fp16 int8 int4; do
-        "$ember" export "$work/$task-$mode" "$work/$task-$mode-$enc" --quantize "$enc" >/dev/null
-        local bytes
-        bytes=$(cat "$work/$task-$mode-$enc"/table-*.rows | wc -c)
-        "$ember" predict "$work/$task-$mode-$enc" synthetic --json |
-            sed "s/^{/{\"bench\":\"quant_accuracy\",$tag,\"encoding\":\"$enc\",\"bundle_bytes\":$bytes,/" >>"$out"
-    done
+    train_and_score "$task" "$mode" synthetic
 }
 builtin_rows="20000 10000 5000 2000 1000 500 200 100"
 builtin_pool="1 1 3 1 2 1 1 1"
@@ -85,16 +90,7 @@ run_file_task() { # mode
         for ((i = 0; i < 26; i++)); do echo "  { name = \"f$i\"; table = \"emb_$i\"; },"; done | sed '$ s/,$//'
         echo ");"
     } >"$work/$task-$mode.cfg"
-    local tag="\"task\":\"$task\",\"mode\":\"$mode\""
-    "$ember" train --config "$work/$task-$mode.cfg" --checkpoint-dir "$work/$task-$mode" --json |
-        tail -1 | sed "s/^{/{\"bench\":\"quant_accuracy\",$tag,\"encoding\":\"train-eval\",/" >>"$out"
-    for enc in fp32 fp16 int8 int4; do
-        "$ember" export "$work/$task-$mode" "$work/$task-$mode-$enc" --quantize "$enc" >/dev/null
-        local bytes
-        bytes=$(cat "$work/$task-$mode-$enc"/table-*.rows | wc -c)
-        "$ember" predict "$work/$task-$mode-$enc" "$work/test.tsv" --json |
-            sed "s/^{/{\"bench\":\"quant_accuracy\",$tag,\"encoding\":\"$enc\",\"bundle_bytes\":$bytes,/" >>"$out"
-    done
+    train_and_score "$task" "$mode" "$work/test.tsv"
 }
 for mode in plain simulated-256; do
     run_file_task "$mode"
