@@ -680,6 +680,29 @@ check_mpi_train() { # two ranks: one summary line, the same task, an AUC as good
 }
 CHECKS+=(mpi_train)
 
+check_mpi_optimizer_shards() { # the dense optimizer state sharded over the two ranks: the same run bit
+    # for bit (the same AUC and log loss to 8 digits), half the state per rank; a checkpoint taken
+    # sharded resumes replicated exactly as the uninterrupted run
+    have_mpirun || return 0
+    local common=(--micro-batch 256 --eval-every 0 --eval-samples 8192 --threads 1 --metrics none --plot none --json)
+    expect_status 0 mpi2 train --steps 40 "${common[@]}" || return 1
+    local want bytes1 bytes2
+    want=$(auc_logloss)
+    bytes1=$(grep '"dense_optimizer_bytes_per_rank"' "$TMP/out" | head -1 | sed 's/.*"dense_optimizer_bytes_per_rank":\([0-9]*\).*/\1/')
+    expect_status 0 mpi2 train --steps 40 "${common[@]}" --optimizer-shards 2 || return 1
+    [ "$(auc_logloss)" = "$want" ] || { echo "sharded: $(auc_logloss), replicated $want"; return 1; }
+    bytes2=$(grep '"dense_optimizer_bytes_per_rank"' "$TMP/out" | head -1 | sed 's/.*"dense_optimizer_bytes_per_rank":\([0-9]*\).*/\1/')
+    [ $((bytes2 * 2)) -le $((bytes1 + 8)) ] && [ "$bytes2" -gt 0 ] ||
+        { echo "optimizer bytes per rank: $bytes2 sharded, $bytes1 replicated"; return 1; }
+    expect_status 0 mpi2 train --steps 20 "${common[@]}" --optimizer-shards 2 --checkpoint-dir "$TMP/osh" || return 1
+    expect_status 0 mpi2 train --steps 40 "${common[@]}" --checkpoint-dir "$TMP/osh" --resume || return 1
+    [ "$(auc_logloss)" = "$want" ] || { echo "resumed replicated from sharded: $(auc_logloss), want $want"; return 1; }
+    expect_status 2 "$EMBER" train --optimizer-shards -1 || return 1
+    expect_status 1 mpi2 train --steps 2 "${common[@]}" --optimizer-shards 3 || return 1
+    grep -q "groups of 3 ranks do not divide the world of 2" "$TMP/err" || return 1
+}
+CHECKS+=(mpi_optimizer_shards)
+
 # ---------------------------------------------------------- ember convert
 
 # two Criteo lines around a bad one (C4, field 17, is not hexadecimal)

@@ -18,8 +18,16 @@
  * After the last step every table equals the reference's within 1e-5
  * (collective reads).  Dense optimizer SGD or Adam (eps 1e-3: near g = 0,
  * Adam turns rounding into a step of lr).
+ *
+ * A third trainer runs the same distributed steps with the dense optimizer
+ * state sharded over groups of g ranks (g = 1, 2 when it divides W, or W,
+ * by trial): after every step its dense parameters equal the replicated
+ * trainer's bit for bit, and at the end so do its tables and its optimizer
+ * state gathered to rank 0 (dense_sync_gather_state), which also restores
+ * into a fresh sharded update as it was (dense_sync_set_state).
  */
 #include "mpi_util.h"
+#include "train/dense_sync.h"
 #include "train_util.h"
 
 #define TRIALS 8
@@ -49,26 +57,33 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
     test_config *ref = mpi_ref_config(dist);
     dense_optim_kind kind = trial % 2 ? DENSE_ADAM : DENSE_SGD;
     int32_t b = (int32_t)test_range(r, 1, 7), per = (GMAX + W - 1) / W, k = (per + b - 1) / b;
-    trainer_config cd = {b, k, dense_optim_config_default(kind), 1, 1}, cr = {GMAX, 1, dense_optim_config_default(kind), 1, 1};
+    int32_t groups[3] = {1, W % 2 == 0 ? 2 : W, W}, grp = groups[trial % 3];
+    trainer_config cd = {b, k, dense_optim_config_default(kind), 1, 1, 0},
+                   cr = {GMAX, 1, dense_optim_config_default(kind), 1, 1, 0};
     cd.dense_optim.lr = cr.dense_optim.lr = kind == DENSE_SGD ? 0.2f : 0.01f;
     cd.dense_optim.eps = cr.dense_optim.eps = 1e-3f;
-    mpi_context("trial %d (F %d d %d dense %d, b %d k %d, %s, %s)", trial, F, d, nd, b, k,
-                kind == DENSE_SGD ? "sgd" : "adam", mc.interaction == DENSE_INTERACT_DOT ? "dot" : "cat");
+    trainer_config cs = cd;
+    cs.optim_group = grp;
+    mpi_context("trial %d (F %d d %d dense %d, b %d k %d, %s, %s, sharded over %d)", trial, F, d, nd, b, k,
+                kind == DENSE_SGD ? "sgd" : "adam", mc.interaction == DENSE_INTERACT_DOT ? "dot" : "cat", grp);
 
     ember_collection *cd_coll = mpi_create(&dist->cfg, "distributed"), *cr_coll = mpi_create(&ref->cfg, "reference");
-    dlrm *md = NULL, *mr = NULL;
-    trainer *td = NULL, *tr = NULL;
+    ember_collection *cs_coll = mpi_create(&dist->cfg, "sharded");
+    dlrm *md = NULL, *mr = NULL, *ms = NULL;
+    trainer *td = NULL, *tr = NULL, *ts = NULL;
     char err[256] = "";
-    int ok = cd_coll && cr_coll;
+    int ok = cd_coll && cr_coll && cs_coll;
     if (ok) {
         MCHECK(dlrm_create(&mc, &md, err, sizeof err) == 0, "dlrm_create: %s", err);
         MCHECK(dlrm_create(&mc, &mr, err, sizeof err) == 0, "dlrm_create: %s", err);
-        ok = mpi_all(md && mr);
+        MCHECK(dlrm_create(&mc, &ms, err, sizeof err) == 0, "dlrm_create: %s", err);
+        ok = mpi_all(md && mr && ms);
     }
     if (ok) {
         MCHECK(trainer_create(&cd, cd_coll, md, &td, err, sizeof err) == EMBER_OK, "trainer_create: %s", err);
         MCHECK(trainer_create(&cr, cr_coll, mr, &tr, err, sizeof err) == EMBER_OK, "trainer_create: %s", err);
-        ok = mpi_all(td && tr);
+        MCHECK(trainer_create(&cs, cs_coll, ms, &ts, err, sizeof err) == EMBER_OK, "trainer_create: %s", err);
+        ok = mpi_all(td && tr && ts);
     }
     dense_set_threads(1);
     int64_t P = ok ? dlrm_num_params(md) : 0;
@@ -80,11 +95,14 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
         tctr_slice(&g, (int32_t)((int64_t)G * me / W), (int32_t)((int64_t)G * (me + 1) / W), &x);
         char what[64];
         snprintf(what, sizeof what, "step %d (G %d, local %d)", s, G, x.b.batch_size);
-        double ld = 0, lr_ = 0;
+        double ld = 0, lr_ = 0, ls = 0;
         int st = rstep(td, &x, G, &ld, what);
         st |= rstep(tr, &g, G, &lr_, what);
+        st |= rstep(ts, &x, G, &ls, what);
         ok = mpi_all(st == EMBER_OK);
         if (ok) {
+            MCHECK(memcmp(dlrm_params(md), dlrm_params(ms), (size_t)P * sizeof(float)) == 0 && ld == ls,
+                   "%s: sharded over %d: dense parameters or loss differ from the replicated update's", what, grp);
             MPI_Allgather(dlrm_params(md), (int)P, MPI_FLOAT, all, (int)P, MPI_FLOAT, MPI_COMM_WORLD);
             for (int32_t q = 1; q < W; q++)
                 MCHECK(memcmp(all, all + q * P, (size_t)P * sizeof *all) == 0,
@@ -108,16 +126,51 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
         snprintf(msg, sizeof msg, "[rank %d seed %llu] %s: tables vs one process", me, (unsigned long long)mpi_seed_,
                  mpi_ctx_);
         CHECK_CLOSE(a, b2, n1, 1e-5, 1e-6, msg);
+        int64_t n3;
+        float *c3 = ttrain_tables(cs_coll, &dist->cfg, &n3);
+        MCHECK(n3 == n1 && memcmp(a, c3, (size_t)n1 * sizeof(float)) == 0, "sharded over %d: tables differ", grp);
         free(a);
         free(b2);
+        free(c3);
+        /* the optimizer state, gathered whole to rank 0, and restored */
+        dense_sync *rs = trainer_dense_sync(td), *ss = trainer_dense_sync(ts);
+        int64_t fl = dense_sync_state_floats(rs);
+        MCHECK(fl == dense_sync_state_floats(ss) && dense_sync_steps(rs) == dense_sync_steps(ss), "state shape");
+        MCHECK(dense_sync_state_bytes(ss) * grp <= dense_sync_state_bytes(rs) + fl * 4 * grp &&
+                   (fl == 0 || grp == 1 || dense_sync_state_bytes(ss) < dense_sync_state_bytes(rs)),
+               "sharded over %d: %lld state bytes on this rank, replicated %lld", grp,
+               (long long)dense_sync_state_bytes(ss), (long long)dense_sync_state_bytes(rs));
+        float *s1 = calloc((size_t)(fl * P + 1), sizeof(float)), *s2 = calloc((size_t)(fl * P + 1), sizeof(float));
+        MCHECK(dense_sync_gather_state(rs, s1, err, sizeof err) == EMBER_OK, "gather: %s", err);
+        MCHECK(dense_sync_gather_state(ss, s2, err, sizeof err) == EMBER_OK, "gather sharded: %s", err);
+        if (me == 0)
+            MCHECK(memcmp(s1, s2, (size_t)(fl * P) * sizeof(float)) == 0, "sharded over %d: the gathered optimizer "
+                   "state differs from the replicated one", grp);
+        MPI_Bcast(s2, (int)(fl * P), MPI_FLOAT, 0, MPI_COMM_WORLD);
+        dense_sync *fresh = NULL;
+        MCHECK(dense_sync_create(world, P, grp, &cs.dense_optim, &fresh, err, sizeof err) == EMBER_OK, "create: %s",
+               err);
+        if (fresh) {
+            dense_sync_set_state(fresh, s2, dense_sync_steps(ss));
+            memset(s1, 0, (size_t)(fl * P) * sizeof(float));
+            MCHECK(dense_sync_gather_state(fresh, s1, err, sizeof err) == EMBER_OK, "gather restored: %s", err);
+            if (me == 0)
+                MCHECK(memcmp(s1, s2, (size_t)(fl * P) * sizeof(float)) == 0, "restored state differs");
+        }
+        dense_sync_destroy(fresh);
+        free(s1);
+        free(s2);
     }
     free(all);
     trainer_destroy(td);
     trainer_destroy(tr);
+    trainer_destroy(ts);
     dlrm_destroy(md);
     dlrm_destroy(mr);
+    dlrm_destroy(ms);
     ember_collection_destroy(cd_coll);
     ember_collection_destroy(cr_coll);
+    ember_collection_destroy(cs_coll);
     test_config_free(dist);
     test_config_free(ref);
 }

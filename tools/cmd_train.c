@@ -52,6 +52,9 @@ static void train_usage(FILE *f)
             "                       results then do not depend on --threads)\n"
             "  --micro-batch B      samples per micro-batch per rank (default 2048)\n"
             "  --accumulate K       micro-batches per step (default 1)\n"
+            "  --optimizer-shards G the dense optimizer's state sharded over groups of G ranks\n"
+            "                       (G divides the world; same results; default 0: every rank\n"
+            "                       holds all of it)\n"
             "  --eval-every N       evaluate every N steps (0: only at the end; default 500)\n"
             "  --eval-samples N     held-out samples per evaluation (default 65536)\n"
             "  --metrics FILE       JSON lines (default ember-train-metrics.jsonl; none: off)\n"
@@ -70,6 +73,7 @@ static void train_usage(FILE *f)
 typedef struct train_opts {
     const char *config, *metrics, *plot, *checkpoint_dir;
     int64_t steps, seed, threads, blas_threads, micro_batch, accumulate, eval_every, eval_samples; /* -1: not given */
+    int64_t optimizer_shards;                                                          /* -1: not given */
     int64_t checkpoint_every, keep;                                                   /* -1: not given */
     int json, resume;
 } train_opts;
@@ -96,6 +100,7 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, train_opts *o,
         {"--blas-threads", 1, 4096, offsetof(train_opts, blas_threads)},
         {"--micro-batch", 1, 1 << 24, offsetof(train_opts, micro_batch)},
         {"--accumulate", 1, 1 << 16, offsetof(train_opts, accumulate)},
+        {"--optimizer-shards", 0, 1 << 20, offsetof(train_opts, optimizer_shards)},
         {"--eval-every", 0, INT64_C(1) << 40, offsetof(train_opts, eval_every)},
         {"--eval-samples", 0, 1 << 30, offsetof(train_opts, eval_samples)},
         {"--checkpoint-every", 0, INT64_C(1) << 40, offsetof(train_opts, checkpoint_every)},
@@ -188,6 +193,8 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
         t->micro_batch = (int32_t)o->micro_batch;
     if (o->accumulate >= 0)
         t->accumulate = (int32_t)o->accumulate;
+    if (o->optimizer_shards >= 0)
+        t->optimizer_shards = (int32_t)o->optimizer_shards;
     if (o->eval_every >= 0)
         t->eval_every = o->eval_every;
     if (o->eval_samples >= 0)

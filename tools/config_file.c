@@ -1048,7 +1048,7 @@ static int read_model(reader *r, const config_setting_t *g)
 /* train: the loop. */
 static int read_train(reader *r, const config_setting_t *g)
 {
-    static const char *const KEYS[] = {"micro_batch", "accumulate", "steps", "eval_every",
+    static const char *const KEYS[] = {"micro_batch", "accumulate", "optimizer_shards", "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",
                                        "plot", "checkpoint_dir", "checkpoint_every", "checkpoint_keep",
                                        NULL};
@@ -1069,6 +1069,11 @@ static int read_train(reader *r, const config_setting_t *g)
         if (get_int64(r, m, "train.accumulate", 1, 1 << 16, &v))
             return -1;
         t->accumulate = (int32_t)v;
+    }
+    if ((m = config_setting_get_member(g, "optimizer_shards"))) {
+        if (get_int64(r, m, "train.optimizer_shards", 0, 1 << 20, &v))
+            return -1;
+        t->optimizer_shards = (int32_t)v;
     }
     if ((int64_t)t->micro_batch * t->accumulate > (1 << 24))
         return fail_at(r, g, "train", "micro_batch x accumulate = %lld samples per rank and step is too "

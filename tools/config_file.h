@@ -81,6 +81,8 @@ typedef struct cfg_train {
     ember_optimizer emb_optimizer; /* the built-in tables (no `tables`)        */
     float emb_init_value;
     int32_t micro_batch, accumulate;
+    int32_t optimizer_shards;    /* dense optimizer state over groups of this
+                                    many ranks; 0: replicated (default)      */
     int64_t steps, eval_every, eval_samples, log_every; /* 0: automatic      */
     dense_optim_config dense_optim;
     const char *metrics;         /* JSON lines; "" none                        */

@@ -45,6 +45,7 @@
 
 #include "ckpt/ckpt.h"
 #include "infer/model.h"
+#include "train/dense_sync.h"
 #include "train_tool.h"
 
 #define STATE_MAGIC 0x4e49415254424d45LL /* "EMBTRAIN" little-endian */
@@ -246,8 +247,19 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
     double t0 = tool_now();
     char fp[16384];
     fingerprint(ctx, s, fp, sizeof fp);
-    int64_t nparams = dlrm_num_params(s->model), floats = 0, ostep = 0;
-    float *ostate = dense_optim_state(trainer_dense_optim(s->tr), &floats, &ostep);
+    dense_sync *ds = trainer_dense_sync(s->tr);
+    int64_t nparams = dlrm_num_params(s->model), floats = dense_sync_state_floats(ds), ostep = dense_sync_steps(ds);
+    /* the optimizer state whole, gathered to rank 0 when it is sharded (the
+     * other ranks' blobs are not written: any buffer of the size will do) */
+    float *ostate = floats > 0 ? malloc(sizeof(float) * (size_t)(floats * nparams)) : NULL;
+    char oerr[256] = "";
+    int ost = floats > 0 && !ostate ? EMBER_ENOMEM : dense_sync_gather_state(ds, ostate, oerr, sizeof oerr);
+    if (ost == EMBER_ENOMEM && !oerr[0])
+        snprintf(oerr, sizeof oerr, "out of memory for the dense optimizer state");
+    if (agree_status(ctx, ost, oerr)) {
+        free(ostate);
+        return 1;
+    }
     int64_t state[8] = {STATE_MAGIC, BLOB_VERSION, step, samples, nparams, ostep, floats * nparams, 0};
     int64_t position[6] = {POS_MAGIC, BLOB_VERSION, pos->next, pos->epochs, pos->begin, pos->end};
     /* the model description, for predictions (docs/inference.md); a model it
@@ -277,6 +289,7 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
     ember_save_options o = {step, s->t.checkpoint_keep, blobs, (ostate && floats > 0 ? 5 : 4) - !mjson, &rank_blob, 1};
     int st = ember_save(s->coll, s->t.checkpoint_dir, &o); /* without a description if none could be made */
     free(mjson);
+    free(ostate);
     char msg[1024];
     snprintf(msg, sizeof msg, "checkpoint at step %lld: %s", (long long)step,
              st == EMBER_OK ? "" : ember_errmsg(s->coll));
@@ -336,9 +349,8 @@ static int restore_dense(const tool_ctx *ctx, train_setup *s, const ember_checkp
     const int64_t *state = blob(ck, -1, "train.state", 8 * (int64_t)sizeof(int64_t), err, errlen);
     if (!state)
         return -1;
-    int64_t nparams = dlrm_num_params(s->model), floats = 0, ostep = 0;
-    dense_optim *opt = trainer_dense_optim(s->tr);
-    float *ostate = dense_optim_state(opt, &floats, &ostep);
+    dense_sync *ds = trainer_dense_sync(s->tr);
+    int64_t nparams = dlrm_num_params(s->model), floats = dense_sync_state_floats(ds);
     if (state[0] != STATE_MAGIC || state[1] != BLOB_VERSION || state[2] < 0 || state[3] < 0 ||
         state[4] != nparams || state[6] != floats * nparams) {
         snprintf(err, errlen, "checkpoint %s: blob \"train.state\": bad magic or version, or %lld dense parameters "
@@ -350,13 +362,10 @@ static int restore_dense(const tool_ctx *ctx, train_setup *s, const ember_checkp
     if (!params)
         return -1;
     const float *om = NULL;
-    if (ostate && floats > 0 && !(om = blob(ck, -1, "dense.optim", floats * nparams * (int64_t)sizeof(float), err,
-                                            errlen)))
+    if (floats > 0 && !(om = blob(ck, -1, "dense.optim", floats * nparams * (int64_t)sizeof(float), err, errlen)))
         return -1;
     memcpy(dlrm_params(s->model), params, (size_t)nparams * sizeof(float));
-    if (om)
-        memcpy(ostate, om, (size_t)(floats * nparams) * sizeof(float));
-    dense_optim_set_step(opt, state[5]);
+    dense_sync_set_state(ds, om, state[5]); /* this rank's shard of it, when sharded */
     rs->step = state[2];
     rs->samples = state[3];
     return 0;

@@ -26,6 +26,7 @@
 
 #include <jansson.h>
 
+#include "train/dense_sync.h"
 #include "train_tool.h"
 
 typedef struct point {
@@ -178,6 +179,9 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
     json_object_set_new(j, "emb_dim", json_integer(m->emb_dim));
     json_object_set_new(j, "embedding_rows", json_integer(rows));
     json_object_set_new(j, "dense_params", json_integer(dlrm_num_params(s->model)));
+    int64_t obytes = dense_sync_state_bytes(trainer_dense_sync(s->tr));
+    json_object_set_new(j, "optimizer_shards", json_integer(t->optimizer_shards));
+    json_object_set_new(j, "dense_optimizer_bytes_per_rank", json_integer(obytes));
     json_object_set_new(j, "interaction", json_string(m->interaction == DENSE_INTERACT_DOT ? "dot" : "cat"));
     emit(r, j);
     if (r->json)
@@ -189,6 +193,9 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
            (int)s->cc.num_tables, (long long)rows, (int)m->emb_dim, (int)m->num_dense, bottom,
            m->interaction == DENSE_INTERACT_DOT ? "dot" : "cat", top, (long long)dlrm_num_params(s->model),
            t->dense_optim.kind == DENSE_ADAM ? "Adam" : "SGD", (double)t->dense_optim.lr);
+    if (t->optimizer_shards > 0)
+        printf("  dense optimizer state: %.1f KB per rank, sharded over groups of %d ranks\n", (double)obytes / 1e3,
+               (int)t->optimizer_shards);
     printf("  batch: %d micro x %d accumulated x %d rank%s = %lld per step; %lld steps; %d thread%s per rank\n",
            (int)t->micro_batch, (int)t->accumulate, (int)world, world > 1 ? "s" : "", (long long)global_batch,
            (long long)t->steps, (int)s->threads, s->threads > 1 ? "s" : "");

@@ -197,7 +197,8 @@ int train_setup_open(const tool_ctx *ctx, train_setup *s)
     failed = dlrm_create(&s->t.model, &s->model, err, sizeof err) != 0;
     if (tool_agree_fail(ctx, "train", failed, err))
         return 1;
-    trainer_config tc = {s->t.micro_batch, s->t.accumulate, s->t.dense_optim, s->threads, s->blas_threads};
+    trainer_config tc = {s->t.micro_batch, s->t.accumulate, s->t.dense_optim, s->threads, s->blas_threads,
+                         s->t.optimizer_shards};
     failed = trainer_create(&tc, s->coll, s->model, &s->tr, err, sizeof err) != EMBER_OK;
     if (tool_agree_fail(ctx, "train", failed, err))
         return 1;

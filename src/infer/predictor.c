@@ -186,7 +186,7 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
     free(scratch);
     if (st != EMBER_OK)
         return open_fail(p, st, "%s", msg);
-    trainer_config tc = {p->m.chunk, 1, dense_optim_config_default(DENSE_SGD), threads, 1};
+    trainer_config tc = {p->m.chunk, 1, dense_optim_config_default(DENSE_SGD), threads, 1, 0};
     char terr[512];
     st = trainer_create(&tc, p->coll, p->dense, &p->tr, terr, sizeof terr);
     if (any_failed(w, st != EMBER_OK))

@@ -40,6 +40,10 @@ typedef struct trainer_config {
     int32_t blas_threads;   /* OpenBLAS threads for the dense GEMMs; 0: as
                                threads.  1 keeps the whole step bit-identical
                                whatever `threads` is (dense.h)              */
+    int32_t optim_group;    /* dense optimizer state: 0 replicated on every
+                               rank; g >= 1 (dividing the world) sharded over
+                               groups of g consecutive ranks (dense_sync.h);
+                               the same parameter bits either way            */
 } trainer_config;
 
 /* Time per phase, seconds, summed since create (this rank). */
@@ -70,9 +74,9 @@ int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, 
 
 void trainer_get_times(const trainer *t, trainer_times *out);
 
-/* The dense optimizer the trainer owns (its state and step for checkpoints:
- * dense_optim_state, dense_optim_set_step).  Valid until destroy. */
-dense_optim *trainer_dense_optim(trainer *t);
+/* The dense update the trainer owns (its optimizer state and step for
+ * checkpoints: train/dense_sync.h).  Valid until destroy. */
+struct dense_sync *trainer_dense_sync(trainer *t);
 
 /* ------------------------------------------------------------ metrics */
 

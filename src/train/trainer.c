@@ -3,18 +3,16 @@
  * embedding step once on the rank's k*b samples, the dense model micro-batch
  * by micro-batch, and the dense gradients made identical on every rank.
  *
- * Replication.  The dense gradients of the R ranks are summed by chunks in
- * rank order: the vector is cut into R contiguous chunks, rank c receives
- * chunk c from every rank (one alltoallv) and adds the R copies in rank
- * order 0, 1, ..., R-1; then every rank receives every summed chunk (a
- * second alltoallv that sends one block to all).  Every rank thus applies
- * the same bytes, and the sum does not depend on timing.  It moves 2 (R-1)/R
- * of the vector per rank, as a ring all-reduce does.  The exchange goes
- * through the collection's communicator (src/comm/comm.h), outside the
- * embedding's byte counters.
+ * Replication.  dense_sync.c sums the dense gradients of the R ranks in
+ * rank order and applies the optimizer, its state replicated on every rank
+ * or sharded over groups of ranks (trainer_config.optim_group); either way
+ * every rank ends the step with the same parameter bits, and the sum does
+ * not depend on timing.  It moves 2 (R-1)/R of the vector per rank, as a
+ * ring all-reduce does, through the collection's communicator
+ * (src/comm/comm.h), outside the embedding's byte counters.
  *
  * Memory.  Every buffer is sized at create (k*b rows of pooled outputs and
- * their gradients, one micro-batch of logits, the reduce chunks), and the
+ * their gradients, one micro-batch of logits, dense_sync's chunks), and the
  * dense model is run once on a zero micro-batch so that its activations are
  * sized too: a step of at most k*b samples allocates nothing.  A larger
  * batch (predict on a bigger evaluation batch) grows the buffers once.
@@ -27,13 +25,14 @@
 
 #include "comm/comm.h"
 #include "core/collection.h"
+#include "train/dense_sync.h"
 #include "train/train.h"
 
 struct trainer {
     trainer_config cfg;
     ember_collection *coll;
     dlrm *model;
-    dense_optim *opt;
+    dense_sync *sync;
     ember_world *world;
     int32_t rank, size;
     int32_t num_sparse, emb_dim;
@@ -45,13 +44,6 @@ struct trainer {
     float *logit, *dlogit;    /* [micro_batch]                        */
     const ember_batch *const *announce; /* for the next step's ember_prefetch */
     int32_t num_announce;
-
-    /* reduce by chunks: chunk c = params [off[c], off[c] + len[c]) */
-    int64_t *off, *len;
-    int64_t *rs_scount, *rs_sdispl, *rs_rcount, *rs_rdispl; /* reduce-scatter */
-    int64_t *ag_scount, *ag_sdispl, *ag_rcount, *ag_rdispl; /* all-gather     */
-    float *recv;              /* [size][len[rank]]                    */
-    float *sum;               /* [len[rank]]                          */
 
     trainer_times times;
 };
@@ -84,36 +76,6 @@ static int grow_rows(trainer *t, int64_t rows)
         return -1;
     t->cap_rows = rows;
     return 0;
-}
-
-/* The reduce's counts and displacements (bytes), fixed for the trainer. */
-static int plan_reduce(trainer *t)
-{
-    int32_t R = t->size, me = t->rank;
-    int64_t *a = calloc((size_t)R * 10, sizeof *a);
-    if (!a)
-        return -1;
-    t->off = a, t->len = a + R;
-    t->rs_scount = a + 2 * R, t->rs_sdispl = a + 3 * R, t->rs_rcount = a + 4 * R, t->rs_rdispl = a + 5 * R;
-    t->ag_scount = a + 6 * R, t->ag_sdispl = a + 7 * R, t->ag_rcount = a + 8 * R, t->ag_rdispl = a + 9 * R;
-    const int64_t F = (int64_t)sizeof(float), P = t->nparams;
-    for (int32_t c = 0; c < R; c++) {
-        t->off[c] = P * c / R;
-        t->len[c] = P * (c + 1) / R - t->off[c];
-    }
-    for (int32_t r = 0; r < R; r++) {
-        t->rs_scount[r] = t->len[r] * F;        /* chunk r of my grads to rank r */
-        t->rs_sdispl[r] = t->off[r] * F;
-        t->rs_rcount[r] = t->len[me] * F;       /* my chunk from every rank      */
-        t->rs_rdispl[r] = r * t->len[me] * F;
-        t->ag_scount[r] = t->len[me] * F;       /* my summed chunk to every rank */
-        t->ag_sdispl[r] = 0;
-        t->ag_rcount[r] = t->len[r] * F;        /* rank r's chunk into place     */
-        t->ag_rdispl[r] = t->off[r] * F;
-    }
-    t->recv = malloc((size_t)(R * t->len[me] + 1) * sizeof *t->recv);
-    t->sum = malloc((size_t)(t->len[me] + 1) * sizeof *t->sum);
-    return t->recv && t->sum ? 0 : -1;
 }
 
 int trainer_create(const trainer_config *cfg, ember_collection *coll, dlrm *model, trainer **out, char *err,
@@ -157,12 +119,14 @@ int trainer_create(const trainer_config *cfg, ember_collection *coll, dlrm *mode
     int st = EMBER_ENOMEM;
     int64_t b = cfg->micro_batch;
     if (grow_rows(t, b * cfg->accumulate) || !(t->logit = calloc((size_t)b, sizeof *t->logit)) ||
-        !(t->dlogit = calloc((size_t)b, sizeof *t->dlogit)) || plan_reduce(t) ||
-        dense_optim_create(&cfg->dense_optim, t->nparams, &t->opt)) {
-        fail(err, errlen, EMBER_ENOMEM, "trainer: out of memory (micro_batch %d, accumulate %d, %lld dense "
-             "parameters)", cfg->micro_batch, cfg->accumulate, (long long)t->nparams);
+        !(t->dlogit = calloc((size_t)b, sizeof *t->dlogit))) {
+        fail(err, errlen, EMBER_ENOMEM, "trainer: out of memory (micro_batch %d, accumulate %d)", cfg->micro_batch,
+             cfg->accumulate);
         goto fail;
     }
+    if ((st = dense_sync_create(t->world, t->nparams, cfg->optim_group, &cfg->dense_optim, &t->sync, err,
+                                errlen)) != EMBER_OK)
+        goto fail;
     if (cfg->threads > 0) {
         if ((st = ember_collection_set_threads(coll, cfg->threads)) != EMBER_OK) {
             fail(err, errlen, st, "trainer: %s", ember_errmsg(coll));
@@ -200,37 +164,12 @@ void trainer_destroy(trainer *t)
 {
     if (!t)
         return;
-    dense_optim_destroy(t->opt);
+    dense_sync_destroy(t->sync);
     free(t->pooled);
     free(t->d_pooled);
     free(t->logit);
     free(t->dlogit);
-    free(t->off);
-    free(t->recv);
-    free(t->sum);
     free(t);
-}
-
-/* Dense grads summed over ranks in rank order, identical bits everywhere. */
-static int reduce_grads(trainer *t, char *err, size_t errlen)
-{
-    if (t->size == 1)
-        return EMBER_OK;
-    float *g = dlrm_grads(t->model);
-    int st = ember_comm_alltoallv(t->world, g, t->rs_scount, t->rs_sdispl, t->recv, t->rs_rcount, t->rs_rdispl);
-    if (st != EMBER_OK)
-        return fail(err, errlen, st, "trainer: dense gradient reduce-scatter: %s", t->world->errmsg);
-    int64_t n = t->len[t->rank];
-    memcpy(t->sum, t->recv, (size_t)n * sizeof *t->sum);
-    for (int32_t r = 1; r < t->size; r++) {
-        const float *x = t->recv + r * n;
-        for (int64_t i = 0; i < n; i++)
-            t->sum[i] += x[i];
-    }
-    st = ember_comm_alltoallv(t->world, t->sum, t->ag_scount, t->ag_sdispl, g, t->ag_rcount, t->ag_rdispl);
-    if (st != EMBER_OK)
-        return fail(err, errlen, st, "trainer: dense gradient all-gather: %s", t->world->errmsg);
-    return EMBER_OK;
 }
 
 static int check_batch(const trainer *t, const ctr_batch *batch, char *err, size_t errlen)
@@ -300,20 +239,24 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
     ember_collection_stats(t->coll, &es);
     double t3 = ember_now(), comm_bwd = es.last_comm_seconds - comm_fwd;
 
-    st = reduce_grads(t, err, errlen);
+    st = dense_sync_reduce(t->sync, dlrm_grads(t->model), err, errlen);
     double t4 = ember_now();
     if (st != EMBER_OK)
         return st;
     if (!dense_ok)
         return fail(err, errlen, EMBER_ENOMEM, "trainer: the dense model ran out of memory");
-    dense_optim_step(t->opt, dlrm_params(t->model), dlrm_grads(t->model));
+    dense_sync_apply(t->sync, dlrm_params(t->model), dlrm_grads(t->model));
     double t5 = ember_now();
+    st = dense_sync_gather(t->sync, dlrm_params(t->model), err, errlen);
+    double t6 = ember_now();
+    if (st != EMBER_OK)
+        return st;
 
     t->times.emb_forward += (t1 - t0) - comm_fwd;
     t->times.exchange += comm_fwd + comm_bwd;
     t->times.dense += (t2 - t1) + (t5 - t4);
     t->times.emb_backward += (t3 - t2) - comm_bwd;
-    t->times.reduce += t4 - t3;
+    t->times.reduce += (t4 - t3) + (t6 - t5);
     *loss_sum = loss;
     return EMBER_OK;
 }
@@ -349,4 +292,4 @@ int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, 
 
 void trainer_get_times(const trainer *t, trainer_times *out) { *out = t->times; }
 
-dense_optim *trainer_dense_optim(trainer *t) { return t->opt; }
+dense_sync *trainer_dense_sync(trainer *t) { return t->sync; }
