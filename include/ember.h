@@ -873,7 +873,9 @@ typedef struct ember_save_options {
                                      (older ones are deleted once this one is
                                      complete); 0 keeps all                        */
     const ember_blob *blobs;      /* state that is the same on every rank: saved
-                                     once, from rank 0                              */
+                                     once, from rank 0 (the other ranks pass the
+                                     same names and sizes; their data is not
+                                     read)                                          */
     int32_t num_blobs;
     const ember_blob *rank_blobs; /* this rank's own state (its data position):
                                      saved per rank, same names on every rank       */

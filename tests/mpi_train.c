@@ -175,10 +175,48 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
     test_config_free(ref);
 }
 
+/* The update alone on tiny vectors (fewer parameters than ranks: empty
+ * chunks and parts): sharded over every g, the same bits as replicated. */
+static void tiny_updates(test_rng *r, ember_world *world)
+{
+    const int32_t W = mpi_size_, me = mpi_rank_;
+    static const int64_t sizes[] = {1, 2, 3, 5, 37};
+    int32_t groups[3] = {1, W % 2 == 0 ? 2 : W, W};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (int gi = 0; gi < 3; gi++) {
+            int64_t n = sizes[k];
+            dense_optim_config oc = dense_optim_config_default(DENSE_ADAM);
+            dense_sync *rep = NULL, *sh = NULL;
+            char err[256] = "";
+            MCHECK(dense_sync_create(world, n, 0, &oc, &rep, err, sizeof err) == EMBER_OK, "tiny: %s", err);
+            MCHECK(dense_sync_create(world, n, groups[gi], &oc, &sh, err, sizeof err) == EMBER_OK, "tiny: %s", err);
+            float *p1 = malloc(sizeof(float) * (size_t)n), *p2 = malloc(sizeof(float) * (size_t)n);
+            float *g1 = malloc(sizeof(float) * (size_t)n), *g2 = malloc(sizeof(float) * (size_t)n);
+            test_fill(r, p1, n, -1, 1); /* the same on every rank: the same draws */
+            memcpy(p2, p1, sizeof(float) * (size_t)n);
+            for (int step = 0; rep && sh && step < 4; step++) {
+                test_rng mine = {test_next(r) + (uint64_t)me}; /* each rank's own gradients */
+                test_fill(&mine, g1, n, -1, 1);
+                memcpy(g2, g1, sizeof(float) * (size_t)n);
+                int st = dense_sync_reduce(rep, g1, err, sizeof err) | dense_sync_reduce(sh, g2, err, sizeof err);
+                dense_sync_apply(rep, p1, g1);
+                dense_sync_apply(sh, p2, g2);
+                st |= dense_sync_gather(rep, p1, err, sizeof err) | dense_sync_gather(sh, p2, err, sizeof err);
+                MCHECK(st == EMBER_OK, "tiny n %lld g %d: %s", (long long)n, groups[gi], err);
+                MCHECK(memcmp(p1, p2, sizeof(float) * (size_t)n) == 0, "tiny n %lld, sharded over %d, step %d: "
+                       "parameters differ from the replicated update's", (long long)n, groups[gi], step);
+            }
+            free(p1), free(p2), free(g1), free(g2);
+            dense_sync_destroy(rep);
+            dense_sync_destroy(sh);
+        }
+}
+
 int main(int argc, char **argv)
 {
     test_rng r = {mpi_test_init(&argc, &argv)};
     ember_world *world = mpi_world();
+    tiny_updates(&r, world);
     for (int trial = 0; trial < TRIALS; trial++)
         trial_run(&r, trial, world);
     ember_world_destroy(world);

@@ -249,17 +249,22 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
     fingerprint(ctx, s, fp, sizeof fp);
     dense_sync *ds = trainer_dense_sync(s->tr);
     int64_t nparams = dlrm_num_params(s->model), floats = dense_sync_state_floats(ds), ostep = dense_sync_steps(ds);
-    /* the optimizer state whole, gathered to rank 0 when it is sharded (the
-     * other ranks' blobs are not written: any buffer of the size will do) */
-    float *ostate = floats > 0 ? malloc(sizeof(float) * (size_t)(floats * nparams)) : NULL;
+    /* the optimizer state whole: its own buffer when replicated, else
+     * gathered to rank 0 (shared blobs are written from rank 0's alone, so
+     * the other ranks only name one) */
+    static const float not_read;
+    const float *whole = dense_sync_state_whole(ds);
+    float *gathered = floats > 0 && !whole && ctx->rank == 0 ? malloc(sizeof(float) * (size_t)(floats * nparams))
+                                                              : NULL;
+    int ost = floats > 0 && !whole && ctx->rank == 0 && !gathered ? EMBER_ENOMEM : EMBER_OK;
+    if (agree_status(ctx, ost, "out of memory for the dense optimizer state"))
+        return 1; /* agreed before the gather, so no rank waits in it */
     char oerr[256] = "";
-    int ost = floats > 0 && !ostate ? EMBER_ENOMEM : dense_sync_gather_state(ds, ostate, oerr, sizeof oerr);
-    if (ost == EMBER_ENOMEM && !oerr[0])
-        snprintf(oerr, sizeof oerr, "out of memory for the dense optimizer state");
-    if (agree_status(ctx, ost, oerr)) {
-        free(ostate);
+    if (floats > 0 && !whole && agree_status(ctx, dense_sync_gather_state(ds, gathered, oerr, sizeof oerr), oerr)) {
+        free(gathered);
         return 1;
     }
+    const float *ostate = whole ? whole : gathered ? gathered : &not_read;
     int64_t state[8] = {STATE_MAGIC, BLOB_VERSION, step, samples, nparams, ostep, floats * nparams, 0};
     int64_t position[6] = {POS_MAGIC, BLOB_VERSION, pos->next, pos->epochs, pos->begin, pos->end};
     /* the model description, for predictions (docs/inference.md); a model it
@@ -289,7 +294,7 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
     ember_save_options o = {step, s->t.checkpoint_keep, blobs, (ostate && floats > 0 ? 5 : 4) - !mjson, &rank_blob, 1};
     int st = ember_save(s->coll, s->t.checkpoint_dir, &o); /* without a description if none could be made */
     free(mjson);
-    free(ostate);
+    free(gathered);
     char msg[1024];
     snprintf(msg, sizeof msg, "checkpoint at step %lld: %s", (long long)step,
              st == EMBER_OK ? "" : ember_errmsg(s->coll));

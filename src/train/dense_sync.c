@@ -31,7 +31,7 @@ struct dense_sync {
     int64_t n;
     int64_t *off, *len;     /* chunk c: [off[c], off[c] + len[c]) */
     int64_t lo, cnt;        /* this rank's shard (all of n when replicated) */
-    moves reduce, spread, gather;
+    moves reduce, spread, gather, state;
     float *recv, *sum;      /* [R][len[rank]], [len[rank]]       */
     float *sgrad, *sbuf;    /* sharded: [cnt] each               */
     dense_optim *opt;       /* over [lo, lo + cnt)               */
@@ -90,9 +90,9 @@ static void plan(dense_sync *s)
          * chunk holds of mine */
         int64_t rlo = part_lo(s->n, r % g, g), rhi = part_lo(s->n, r % g + 1, g), at;
         s->spread.scount[r] = overlap(s->off[me], s->off[me] + s->len[me], rlo, rhi, &at) * F;
-        s->spread.sdispl[r] = (at - s->off[me]) * F;
+        s->spread.sdispl[r] = s->spread.scount[r] ? (at - s->off[me]) * F : 0;
         s->spread.rcount[r] = overlap(s->off[r], s->off[r] + s->len[r], s->lo, s->lo + s->cnt, &at) * F;
-        s->spread.rdispl[r] = (at - s->lo) * F;
+        s->spread.rdispl[r] = s->spread.rcount[r] ? (at - s->lo) * F : 0;
         int same = r / g == me / g; /* my shard to my group; theirs into place */
         s->gather.scount[r] = same ? s->cnt * F : 0;
         s->gather.sdispl[r] = 0;
@@ -117,13 +117,13 @@ int dense_sync_create(ember_world *w, int64_t n, int32_t group, const dense_opti
     s->rank = ember_world_rank(w);
     s->group = group;
     s->n = n;
-    s->mem = calloc((size_t)R * 14, sizeof(int64_t));
+    s->mem = calloc((size_t)R * 18, sizeof(int64_t));
     if (!s->mem)
         goto oom;
     int64_t *a = s->mem;
     s->off = a, s->len = a + R;
-    moves *m[3] = {&s->reduce, &s->spread, &s->gather};
-    for (int k = 0; k < 3; k++) {
+    moves *m[4] = {&s->reduce, &s->spread, &s->gather, &s->state};
+    for (int k = 0; k < 4; k++) {
         int64_t *b = a + (2 + 4 * k) * R;
         *m[k] = (moves){b, b + R, b + 2 * R, b + 3 * R};
     }
@@ -135,8 +135,12 @@ int dense_sync_create(ember_world *w, int64_t n, int32_t group, const dense_opti
     if (group > 0 && (!(s->sgrad = malloc(sizeof(float) * (size_t)(s->cnt + 1))) ||
                       !(s->sbuf = malloc(sizeof(float) * (size_t)(s->cnt + 1)))))
         goto oom;
-    if (dense_optim_create(oc, s->cnt, &s->opt) != 0)
-        goto oom;
+    if (dense_optim_create(oc, s->cnt, &s->opt) != 0) {
+        dense_sync_destroy(s);
+        return fail(err, errlen, oc->kind != DENSE_SGD && oc->kind != DENSE_ADAM ? EMBER_EINVAL : EMBER_ENOMEM,
+                    "dense optimizer: %s", oc->kind != DENSE_SGD && oc->kind != DENSE_ADAM ? "unknown kind"
+                                                                                          : "out of memory");
+    }
     *out = s;
     return EMBER_OK;
 oom:
@@ -215,6 +219,11 @@ int64_t dense_sync_steps(const dense_sync *s)
     return step;
 }
 
+const float *dense_sync_state_whole(dense_sync *s)
+{
+    return !s->group || s->R == 1 ? dense_optim_state(s->opt, NULL, NULL) : NULL;
+}
+
 int dense_sync_gather_state(dense_sync *s, float *full, char *err, size_t errlen)
 {
     int64_t f = 0;
@@ -226,50 +235,27 @@ int dense_sync_gather_state(dense_sync *s, float *full, char *err, size_t errlen
             memcpy(full, mine, sizeof(float) * (size_t)(f * s->n));
         return EMBER_OK;
     }
-    /* group 0 (ranks 0 .. g-1) holds every shard: each sends its m and v to rank 0 */
-    const int32_t R = s->R, g = s->group;
+    /* group 0 (ranks 0 .. g-1) holds every part: each sends its m, then its
+     * v, straight into place on rank 0 (two moves of at most 4 n bytes, as a
+     * step's) */
+    const int32_t g = s->group;
     const int64_t F = (int64_t)sizeof(float);
-    int64_t *c = calloc((size_t)R * 4, sizeof(int64_t));
-    float *tmp = s->rank == 0 ? malloc(sizeof(float) * (size_t)(f * s->n + 1)) : NULL;
-    int st = c && (s->rank != 0 || tmp) ? EMBER_OK : EMBER_ENOMEM;
-    /* agreed before moving: a rank that could not allocate sends and receives nothing */
-    int64_t bad = st != EMBER_OK, *all = calloc((size_t)R, sizeof(int64_t));
-    if (!all || ember_comm_allgather(s->world, &bad, sizeof bad, all) != EMBER_OK)
-        st = st == EMBER_OK ? EMBER_ECOMM : st;
-    for (int32_t r = 0; all && r < R; r++)
-        if (all[r])
-            st = EMBER_ENOMEM;
-    free(all);
-    if (st == EMBER_OK) {
-        int64_t at = 0;
-        for (int32_t r = 0; r < g; r++) {
-            int64_t k = part_lo(s->n, r + 1, g) - part_lo(s->n, r, g);
-            if (s->rank == 0) {
-                c[2 * R + r] = f * k * F;
-                c[3 * R + r] = at * F;
-            }
-            at += f * k;
-        }
-        if (s->rank < g)
-            c[0] = f * s->cnt * F; /* my shard's state to rank 0 */
-        st = ember_comm_alltoallv(s->world, mine, c, c + R, tmp, c + 2 * R, c + 3 * R);
+    moves m = s->state;
+    for (int32_t r = 0; r < s->R; r++)
+        m.scount[r] = m.sdispl[r] = m.rcount[r] = m.rdispl[r] = 0;
+    if (s->rank < g)
+        m.scount[0] = s->cnt * F;
+    for (int32_t r = 0; s->rank == 0 && r < g; r++) {
+        m.rcount[r] = (part_lo(s->n, r + 1, g) - part_lo(s->n, r, g)) * F;
+        m.rdispl[r] = part_lo(s->n, r, g) * F;
+    }
+    for (int64_t j = 0; j < f; j++) {
+        int st = move(s, &m, mine + j * s->cnt, full ? full + j * s->n : NULL, "optimizer state gather", err,
+                      errlen);
         if (st != EMBER_OK)
-            fail(err, errlen, st, "dense optimizer state gather: %s", s->world->errmsg);
-    } else {
-        fail(err, errlen, st, "dense optimizer state gather: out of memory");
+            return st;
     }
-    if (st == EMBER_OK && s->rank == 0) { /* [shard][m | v] to m[n] then v[n] */
-        int64_t at = 0;
-        for (int32_t r = 0; r < g; r++) {
-            int64_t lo = part_lo(s->n, r, g), k = part_lo(s->n, r + 1, g) - lo;
-            for (int64_t j = 0; j < f; j++)
-                memcpy(full + j * s->n + lo, tmp + at + j * k, sizeof(float) * (size_t)k);
-            at += f * k;
-        }
-    }
-    free(tmp);
-    free(c);
-    return st;
+    return EMBER_OK;
 }
 
 void dense_sync_set_state(dense_sync *s, const float *full, int64_t steps)

@@ -59,8 +59,12 @@ int64_t dense_sync_state_bytes(const dense_sync *s);
 /* Steps taken. */
 int64_t dense_sync_steps(const dense_sync *s);
 /* The whole state (floats x n, the replicated layout) into full on rank 0
- * (full may be NULL elsewhere).  Collective. */
+ * (full may be NULL elsewhere).  Collective; allocates nothing, so it fails
+ * only as MPI fails, on every rank. */
 int dense_sync_gather_state(dense_sync *s, float *full, char *err, size_t errlen);
+/* The whole state without a copy when this rank holds it all (replicated,
+ * or a world of one), else NULL. */
+const float *dense_sync_state_whole(dense_sync *s);
 /* Restores from the whole state (every rank passes it) and the step. */
 void dense_sync_set_state(dense_sync *s, const float *full, int64_t steps);
 

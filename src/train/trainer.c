@@ -243,14 +243,16 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
     double t4 = ember_now();
     if (st != EMBER_OK)
         return st;
-    if (!dense_ok)
-        return fail(err, errlen, EMBER_ENOMEM, "trainer: the dense model ran out of memory");
+    /* the update runs even after a dense failure, which cannot happen after
+     * create's warm-up: the gather is collective */
     dense_sync_apply(t->sync, dlrm_params(t->model), dlrm_grads(t->model));
     double t5 = ember_now();
     st = dense_sync_gather(t->sync, dlrm_params(t->model), err, errlen);
     double t6 = ember_now();
     if (st != EMBER_OK)
         return st;
+    if (!dense_ok)
+        return fail(err, errlen, EMBER_ENOMEM, "trainer: the dense model ran out of memory");
 
     t->times.emb_forward += (t1 - t0) - comm_fwd;
     t->times.exchange += comm_fwd + comm_bwd;
