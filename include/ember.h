@@ -386,7 +386,13 @@ typedef struct ember_collection_config {
                               table: its rows are those tables' rows in config
                               order, so table t's physical row for id is
                               offset(t) + id, offset(t) = rows of the earlier
-                              tables of its group.  0: every offset is 0.
+                              tables of its group; placed row-wise with S > 1
+                              shards (num_shards), the k-th table of a group
+                              (k from 0) starts at the first row at or after
+                              that which is k modulo S (a few rows unused),
+                              so each table's row 0 lands on its own shard,
+                              and by default its own rank.  0: every offset
+                              is 0.
                               Lookups and updates are identical either way;
                               only the shard of a row (physical_row % shards)
                               moves, which spreads each table's hot low ids

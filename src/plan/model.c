@@ -32,6 +32,7 @@
 
 #include "dyn/dyn_step.h"
 #include "plan/plan.h"
+#include "table/layout.h"
 #include "tier/tier.h"
 
 #define LINE 64.0 /* a random row access reads whole cache lines */
@@ -57,8 +58,9 @@ static int64_t table_rows(const ember_table_config *tb, int32_t W)
     return is_dynamic(tb) ? plan_dynamic_capacity(tb) * W : tb->rows;
 }
 
-/* Physical tables as layout.c builds them: group[t], offset[t], and the
- * rows of each group (group_rows[g]). */
+/* Physical tables as layout.c builds them: group[t], offset[t]
+ * (ember_stack_offset), and the rows of each group (group_rows[g]);
+ * members[g] counts its tables. */
 static int same_group(const ember_table_config *a, const ember_table_config *b)
 {
     if (is_dynamic(a) || is_dynamic(b))
@@ -69,7 +71,7 @@ static int same_group(const ember_table_config *a, const ember_table_config *b)
 }
 
 static void stack_tables(const ember_collection_config *cfg, int32_t W, int32_t *group, int64_t *offset,
-                         int64_t *group_rows, int32_t *first, int32_t *ngroups)
+                         int64_t *group_rows, int32_t *first, int32_t *members, int32_t *ngroups)
 {
     int32_t n = 0;
     for (int32_t t = 0; t < cfg->num_tables; t++) {
@@ -82,10 +84,12 @@ static void stack_tables(const ember_collection_config *cfg, int32_t W, int32_t 
             g = n++;
             first[g] = t;
             group_rows[g] = 0;
+            members[g] = 0;
         }
         group[t] = g;
-        offset[t] = group_rows[g];
-        group_rows[g] += table_rows(&cfg->tables[t], W);
+        offset[t] = ember_stack_offset(group_rows[g], members[g]++, cfg->tables[t].placement,
+                                       cfg->num_shards > 0 ? cfg->num_shards : W);
+        group_rows[g] = offset[t] + table_rows(&cfg->tables[t], W);
     }
     *ngroups = n;
 }
@@ -460,12 +464,13 @@ int plan_predict(const plan_workload *w, int32_t world, plan_rank_cost *out,
     m.h = 8.0 + (cfg->debug_checks ? 8.0 : 0.0);
     m.x = 4.0 + (w->weighted || cfg->dedup ? 4.0 : 0.0);
     int32_t *group = malloc(nt * sizeof *group), *first = malloc(nt * sizeof *first);
+    int32_t *members = malloc(nt * sizeof *members);
     int64_t *offset = malloc(nt * sizeof *offset), *grows = malloc(nt * sizeof *grows);
     m.b = malloc((size_t)W * sizeof *m.b);
     double *buf = malloc((size_t)W * 8 * sizeof *buf);
     m.v.hot_owner = malloc(PLAN_HOT_ROWS * sizeof *m.v.hot_owner);
     plan_table_cost *tc = malloc(nt * sizeof *tc);
-    if (!group || !first || !offset || !grows || !m.b || !buf || !m.v.hot_owner || !tc) {
+    if (!group || !first || !members || !offset || !grows || !m.b || !buf || !m.v.hot_owner || !tc) {
         rc = EMBER_ENOMEM;
         goto done;
     }
@@ -486,7 +491,7 @@ int plan_predict(const plan_workload *w, int32_t world, plan_rank_cost *out,
     }
     memset(out, 0, sizeof *out * (size_t)W);
     int32_t ngroups = 0;
-    stack_tables(cfg, W, group, offset, grows, first, &ngroups);
+    stack_tables(cfg, W, group, offset, grows, first, members, &ngroups);
     for (int32_t t = 0; t < T; t++)
         table_cost(&m, t, offset[t], out, &tc[t]);
     memory_cost(cfg, W, group, grows, first, ngroups, out, tc);
@@ -495,6 +500,7 @@ int plan_predict(const plan_workload *w, int32_t world, plan_rank_cost *out,
 done:
     free(group);
     free(first);
+    free(members);
     free(offset);
     free(grows);
     free(m.b);

@@ -82,20 +82,31 @@ void ref_model_free(ref_model *m)
 }
 
 /* offset(t) = rows of the earlier tables with equal dim and a bitwise equal
- * optimizer (ember_optimizer has no padding: one enum and five floats). */
+ * optimizer (ember_optimizer has no padding: one enum and five floats),
+ * placement, owner, exchange, quantization and encoding; row-wise with
+ * S > 1 shards (num_shards, or the world size), each of them and t itself
+ * first moved to the next row that is its position in the group modulo S. */
 int64_t ref_stack_offset(const ember_collection_config *cfg, int32_t t)
 {
     if (!cfg->stack_tables)
         return 0;
     const ember_table_config *me = &cfg->tables[t];
-    int64_t off = 0;
+    int64_t W = cfg->num_shards > 0 ? cfg->num_shards : ember_world_size(cfg->world), off = 0, k = 0;
+    int pad = me->placement == EMBER_PLACE_ROW && W > 1; /* the k-th table of a group starts at k mod shards */
     for (int32_t u = 0; u < t; u++) {
         const ember_table_config *o = &cfg->tables[u];
         if (o->dim == me->dim && memcmp(&o->optimizer, &me->optimizer, sizeof me->optimizer) == 0 &&
             o->placement == me->placement && o->exchange == me->exchange &&
             (o->placement != EMBER_PLACE_TABLE || o->owner == me->owner) && o->quant_buckets == me->quant_buckets &&
-            (!me->quant_buckets || (o->quant_low == me->quant_low && o->quant_high == me->quant_high)))
+            (!me->quant_buckets || (o->quant_low == me->quant_low && o->quant_high == me->quant_high)) &&
+            o->rows_encoding == me->rows_encoding && o->kind != EMBER_TABLE_DYNAMIC) {
+            while (pad && off % W != k % W)
+                off++;
             off += o->rows;
+            k++;
+        }
     }
+    while (pad && off % W != k % W)
+        off++;
     return off;
 }

@@ -3,7 +3,11 @@
  *
  * Tables with the same dim and bitwise-equal optimizer config share one
  * physical table, in config order, each at a row offset; with stacking off
- * every table is its own physical table.  Stacking gives the kernels one
+ * every table is its own physical table.  Row-wise with S > 1 shards (the
+ * world size by default), the k-th table of a physical table starts at a
+ * row = k (mod S) (a few unused rows before it), so row 0 of each table,
+ * where many id laws put their hottest id, lands on shard (rank) k mod S
+ * rather than on one for all.  Stacking gives the kernels one
  * larger batch per physical table, and because rows are sharded by
  * physical_row % shards, it also rotates each table's hot low ids onto
  * different shards.  Limits and policies stay per logical table.  Tables
@@ -92,6 +96,7 @@ int ember_layout_build(ember_collection *c)
     if (!c->ptables)
         return ember_fail_create(EMBER_ENOMEM, "out of memory");
     c->num_ptables = 0;
+    int32_t shards = c->cfg.num_shards > 0 ? c->cfg.num_shards : c->world->size;
     for (int32_t t = 0; t < nt; t++) {
         int32_t p = -1;
         if (c->cfg.stack_tables)
@@ -114,15 +119,15 @@ int ember_layout_build(ember_collection *c)
                 return ember_fail_create(EMBER_ENOMEM, "out of memory");
         }
         ember_ptable *pt = &c->ptables[p];
-        if (pt->rows + c->tables[t].cfg.rows >= (int64_t)UINT32_MAX)
+        if (pt->rows + shards + c->tables[t].cfg.rows >= (int64_t)UINT32_MAX)
             return ember_fail_create(EMBER_EINVAL,
                                      "table '%s': stacked table would exceed 2^32-1 rows; "
                                      "set stack_tables = 0",
                                      c->tables[t].cfg.name);
         c->tables[t].ptable = p;
-        c->tables[t].offset = pt->rows;
+        c->tables[t].offset = ember_stack_offset(pt->rows, pt->num_tables, pt->placement, shards);
         pt->cache_bytes += c->tables[t].cfg.cache_bytes;
-        pt->rows += c->tables[t].cfg.rows;
+        pt->rows = c->tables[t].offset + c->tables[t].cfg.rows;
         pt->tables[pt->num_tables++] = t;
     }
     int64_t col = 0;
