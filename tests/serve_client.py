@@ -388,7 +388,13 @@ def main():
     check(rc == 0, "exit 0 after the drain (%d)" % rc)
 
     print("%d checks failed" % len(FAILED) if FAILED else "all checks passed", flush=True)
-    if not FAILED:
+    if FAILED:  # the last server's own account, for a failure that does not repeat
+        for name in ("serve.out", "serve.err"):
+            path = os.path.join(TMP, name)
+            if os.path.exists(path):
+                print("--- last lines of the last server's %s:" % name)
+                print("".join(open(path).readlines()[-20:]), flush=True)
+    else:
         subprocess.run(["rm", "-rf", TMP])
     return 1 if FAILED else 0
 
