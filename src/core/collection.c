@@ -60,6 +60,15 @@ int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim)
 
 static int check_finite_pos(float x) { return x == x && x > 0 && x < 1e30f; }
 
+const char *ember_encoding_refusal(const ember_table_config *tc)
+{
+    return tc->kind == EMBER_TABLE_DYNAMIC         ? "a dynamic table"
+           : tc->storage == EMBER_STORAGE_SSD      ? "the SSD tier"
+           : tc->placement == EMBER_PLACE_COLUMN   ? "COLUMN placement"
+           : tc->quant_buckets != 0                ? "simulated quantization"
+                                                   : NULL;
+}
+
 static int validate_config(const ember_collection_config *cfg)
 {
     if (!cfg)
@@ -106,11 +115,7 @@ static int validate_config(const ember_collection_config *cfg)
         if (tc->rows_encoding < EMBER_ROWS_FP32 || tc->rows_encoding > EMBER_ROWS_INT4)
             return ember_fail_create(EMBER_EINVAL, "table '%s': unknown rows_encoding %d", nm, tc->rows_encoding);
         if (tc->rows_encoding != EMBER_ROWS_FP32) {
-            const char *why = tc->kind == EMBER_TABLE_DYNAMIC           ? "a dynamic table"
-                              : tc->storage == EMBER_STORAGE_SSD        ? "the SSD tier"
-                              : tc->placement == EMBER_PLACE_COLUMN     ? "COLUMN placement"
-                              : tc->quant_buckets != 0                  ? "simulated quantization"
-                                                                        : NULL;
+            const char *why = ember_encoding_refusal(tc);
             if (why)
                 return ember_fail_create(EMBER_EINVAL, "table '%s': encoded rows (%s) do not go with %s; they are "
                                          "for inference in memory, placed ROW, TABLE or REPLICATED", nm,

@@ -135,6 +135,11 @@ int ember_fail(ember_collection *coll, int status, const char *fmt, ...)
 /* The same for create, where no handle exists yet (thread-local). */
 int ember_fail_create(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Why table tc cannot hold encoded rows (ember_table_config.rows_encoding:
+ * "a dynamic table", "the SSD tier", ...), or NULL when it can.  Create
+ * refuses such a config; the predictor keeps such a table's rows fp32. */
+const char *ember_encoding_refusal(const ember_table_config *tc);
+
 /* Grow-only buffer: makes *p hold at least n elements of size sz. */
 int ember_reserve(void **p, int64_t *cap, int64_t n, size_t sz);
 

@@ -166,7 +166,7 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
             tb->owner %= W;
         /* a bundle's quantized rows stay quantized in memory where the table
          * allows it; the others are decoded to fp32 (the same scores) */
-        if (b && tb->kind == EMBER_TABLE_FIXED && tb->placement != EMBER_PLACE_COLUMN && tb->quant_buckets == 0)
+        if (b && !ember_encoding_refusal(tb))
             tb->rows_encoding = (ember_row_encoding)bundle_encoding(b, t);
     }
     st = ember_collection_create(&p->cc, &p->coll);
