@@ -2,8 +2,10 @@
  * dense_sync.c: the dense update over the ranks, optimizer state
  * replicated or sharded (dense_sync.h).
  *
- * Everything that moves is planned at create as alltoallv counts and
- * displacements (bytes), so a step allocates nothing.  The three moves:
+ * Everything a step moves is planned at create as alltoallv counts and
+ * displacements (bytes), so a step allocates nothing (the checkpoint's
+ * state gather fills its own counts, also made at create, when it runs).
+ * The three moves of a step:
  *   reduce  chunk c of every rank's gradients to rank c, summed there in
  *           rank order (both ways);
  *   spread  replicated: every summed chunk to every rank (gradients);
