@@ -225,8 +225,6 @@ static void error_case(test_rng *r, int mode, int unique, ember_world *world)
 
 static const int32_t small_dims[] = {1, 2, 3, 5, 8};
 
-/* 1..3 tables (rows 1..150, half the time equal dim and optimizer so they
- * stack), 1..4 features; all SUM when all_sum. */
 /* The most occurrences of one row of one table in batch b (over every
  * feature on that table). */
 static int64_t max_repeats(const ember_collection_config *cfg, const ember_batch *b)
@@ -249,6 +247,8 @@ static int64_t max_repeats(const ember_collection_config *cfg, const ember_batch
     return most;
 }
 
+/* 1..3 tables (rows 1..150, half the time equal dim and optimizer so they
+ * stack), 1..4 features; all SUM when all_sum. */
 static test_config *random_config(test_rng *r, int mode, ember_world *world, int all_sum)
 {
     int32_t W = ember_world_size(world);

@@ -152,6 +152,7 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
                err);
         if (fresh) {
             dense_sync_set_state(fresh, s2, dense_sync_steps(ss));
+            MCHECK(dense_sync_steps(fresh) == dense_sync_steps(ss), "restored step count");
             memset(s1, 0, (size_t)(fl * P) * sizeof(float));
             MCHECK(dense_sync_gather_state(fresh, s1, err, sizeof err) == EMBER_OK, "gather restored: %s", err);
             if (me == 0)

@@ -31,6 +31,7 @@ static void roundtrip(test_rng *r, int trial)
         tb->placement = (ember_placement)test_range(r, 0, 4);
         tb->exchange = (ember_exchange)test_range(r, 0, 2);
         tb->max_ids_per_partition = test_range(r, 0, 3) ? 0 : test_range(r, 1, 1000);
+        tb->max_unique_ids_per_partition = test_range(r, 0, 3) ? 0 : test_range(r, 1, 1000);
         tb->limit_policy = (ember_limit_policy)test_range(r, 0, 3);
         if (test_range(r, 0, 3) == 0) {
             tb->kind = EMBER_TABLE_DYNAMIC;
@@ -83,7 +84,10 @@ static void roundtrip(test_rng *r, int trial)
     CHECK_MSG(same, "trial %d: the description read back differs", trial);
     /* the collection it describes is the one it came from */
     ember_collection_config cc = ember_model_collection(b);
-    CHECK(cc.num_tables == tc->cfg.num_tables && cc.num_features == tc->cfg.num_features && cc.tables == b->tables);
+    CHECK_MSG(cc.num_tables == tc->cfg.num_tables && cc.num_features == tc->cfg.num_features &&
+                  cc.seed == tc->cfg.seed && cc.dedup == tc->cfg.dedup && cc.stack_tables == tc->cfg.stack_tables &&
+                  cc.bounds == tc->cfg.bounds && cc.num_shards == tc->cfg.num_shards,
+              "trial %d: the collection the description makes is not the one it came from", trial);
     free(json);
     free(a), free(b);
     test_config_free(tc);

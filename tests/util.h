@@ -152,10 +152,6 @@ static inline ember_optimizer test_optimizer_random(test_rng *r, ember_optimizer
     return o;
 }
 
-/* A random config: 1..max_tables tables (rows in [min_rows, max_rows], dims
- * from test_dims, uniform/normal/constant init, a random optimizer of any
- * kind), 1..max_features features (random table and combiner, NONE
- * included), random dedup, stacking, shards and bounds.  seed is random. */
 /* One table in four gets simulated quantization (a range narrower than
  * the rows' values now and then, so clipping happens too). */
 static inline void test_quant_random(test_rng *r, ember_table_config *tb)
@@ -167,6 +163,11 @@ static inline void test_quant_random(test_rng *r, ember_table_config *tb)
     tb->quant_high = test_float(r, 0.01f, 1.0f);
 }
 
+/* A random config: 1..max_tables tables (rows in [min_rows, max_rows], dims
+ * from test_dims, uniform/normal/constant init, a random optimizer of any
+ * kind, simulated quantization by test_quant_random), 1..max_features
+ * features (random table and combiner, NONE included), random dedup,
+ * stacking, shards and bounds.  seed is random. */
 static inline test_config *test_config_random(test_rng *r, int max_tables, int max_features,
                                               int64_t min_rows, int64_t max_rows)
 {
