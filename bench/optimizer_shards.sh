@@ -3,7 +3,7 @@
 # replicated and sharded (docs/PERFORMANCE.md, "Sharded dense optimizer
 # state"): `ember train` on the built-in task with its default dense model
 # (5,393 parameters) and with a wide one (bottom 512-256-16, top
-# 1024-1024-512: 1.6M parameters), Adam, under mpirun -np 2 and 4 (one
+# 1024-1024-512: 1.77M parameters), Adam, under mpirun -np 2 and 4 (one
 # thread per rank; 4 ranks oversubscribe a 2-core machine), state replicated
 # (--optimizer-shards 0) and sharded over the world.  JSON lines to OUT
 # (default bench/out/optimizer_shards.jsonl), then the table: state bytes

@@ -32,7 +32,7 @@ python3 - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 base = next(r for r in rows if r["encoding"] == "fp32")
-print("| encoding | table bytes | fp32 / this | peak RSS (MB) | fp32 / this | AUC |")
+print("| encoding | table bytes | fp32 / this | peak RSS (MiB) | fp32 / this | AUC |")
 print("|---|---|---|---|---|---|")
 for r in rows:
     print("| %s | %s | %.2f× | %.0f | %.2f× | %.5f |" % (r["encoding"], format(r["table_bytes"], ","),
