@@ -371,6 +371,21 @@ typedef enum ember_bounds_policy {
     EMBER_BOUNDS_DROP = 1   /* such ids are skipped and counted                  */
 } ember_bounds_policy;
 
+/* How a step's exchanges are scheduled against the caller's work, for the
+ * split forward (ember_forward_begin / ember_forward_end; docs/distributed.md,
+ * "Schedules"). */
+typedef enum ember_schedule {
+    EMBER_SCHEDULE_BLOCKING = 0, /* begin only validates and routes; the end
+                                    exchanges and looks up                   */
+    EMBER_SCHEDULE_OVERLAP = 1,  /* begin also sends the ids (non-blocking),
+                                    the end receives them and looks up:
+                                    results bit-identical to BLOCKING       */
+    EMBER_SCHEDULE_STALE = 2     /* begin also looks up, reading the tables
+                                    as they are before the current batch's
+                                    backward; the vectors travel until the
+                                    end: one step stale                      */
+} ember_schedule;
+
 typedef struct ember_collection_config {
     const ember_table_config *tables;
     int32_t num_tables;
@@ -420,6 +435,10 @@ typedef struct ember_collection_config {
     int32_t io_threads;           /* I/O threads per SSD table; 0 = 32 (they
                                      block in the kernel: as many requests in
                                      flight as the device needs)              */
+    ember_schedule schedule;      /* the split forward's schedule (default
+                                     BLOCKING).  OVERLAP and STALE refuse
+                                     dynamic tables, STALE the SSD tier.
+                                     ember_forward is blocking always.       */
     int ssd_buffered;             /* 1: store files through the page cache;
                                      0 (default): O_DIRECT where the file
                                      system allows it (records padded to 512
@@ -492,6 +511,39 @@ int64_t ember_sequence_size(const ember_collection *coll, const ember_batch *bat
  */
 int ember_forward(ember_collection *coll, const ember_batch *batch, float *pooled,
                   float *sequence);
+
+/*
+ * The forward in two calls, so that the next batch's exchanges run while
+ * the caller works on the current one (docs/distributed.md, "Schedules"):
+ *
+ *   ember_forward(c, b0, p0, NULL);           // or begin + end
+ *   for i = 0, 1, ...:
+ *       ember_forward_begin(c, b[i+1], p1, NULL); // routed, exchanges begun
+ *       dense forward and backward of batch i on p0,
+ *           calling ember_forward_progress(c) now and then
+ *       ember_backward(c, d0, NULL);          // batch i's update
+ *       ember_forward_end(c);                 // p1 holds batch i+1's outputs
+ *       swap(p0, p1)
+ *
+ * begin validates and routes the batch, agrees over the world, and does
+ * what the collection's schedule says (ember_schedule); its output buffers
+ * belong to the call until end returns.  Between them the current batch
+ * (the last one ended, or the last ember_forward) is still the one
+ * ember_backward updates; end makes the begun batch current.  With
+ * BLOCKING and OVERLAP the outputs are those of ember_forward called at
+ * end, bit-identical (lookups run at end, after the backward).  With STALE
+ * they are looked up at begin: a row the backward between updates is read
+ * as it was before, so batch i+1 sees the tables after batch i-1's update.
+ * Both calls are collective.  Errors as ember_forward's; a failed begin
+ * leaves nothing begun and the current batch as it was; a failed end leaves
+ * no current batch (backward answers EMBER_ESTATE).  EMBER_ESTATE: begin while a batch is begun, end without
+ * one, ember_forward while one is begun.  Tables never change.
+ */
+int ember_forward_begin(ember_collection *coll, const ember_batch *batch, float *pooled, float *sequence);
+/* Drives the begun batch's exchanges on (MPI_Test); cheap, collective-free,
+ * a no-op without a begun batch.  EMBER_ECOMM when MPI fails. */
+int ember_forward_progress(ember_collection *coll);
+int ember_forward_end(ember_collection *coll);
 
 /*
  * Backward with the fused optimizer, for the batch of the last forward.

@@ -496,6 +496,96 @@ static inline int mpi_snap_same(const ember_collection *c, const ember_collectio
     return same;
 }
 
+/* ------------------------------------------------------ random configs
+ * A random config of trial `trial` (mpi_equivalence.c's header lists what
+ * it covers): seven placement modes by trial, the four optimizers of table
+ * 0, its dims, random combiners, weights, dedup, stacking, bounds, debug
+ * checks and thread counts. */
+enum { MPI_MODE_ROW_ROWS, MPI_MODE_ROW_POOLED, MPI_MODE_TABLE_ROWS, MPI_MODE_TABLE_POOLED, MPI_MODE_COLUMN,
+       MPI_MODE_REPLICATED, MPI_MODE_MIXED, MPI_NUM_MODES };
+static const char *const mpi_mode_names[] = {"row/rows", "row/pooled", "table/rows", "table/pooled",
+                                         "column",   "replicated", "mixed"};
+
+static const int32_t mpi_dims[] = {1, 2, 3, 4, 5, 8, 17, 64};
+
+static inline void mpi_place(test_rng *r, ember_table_config *t, int mode, int32_t index, int trial,
+                  int32_t W)
+{
+    static const ember_placement by_mode[] = {EMBER_PLACE_ROW,    EMBER_PLACE_ROW,
+                                              EMBER_PLACE_TABLE,  EMBER_PLACE_TABLE,
+                                              EMBER_PLACE_COLUMN, EMBER_PLACE_REPLICATED};
+    if (mode == MPI_MODE_MIXED) {
+        t->placement = (ember_placement)test_range(r, 0, 4);
+        t->exchange = (ember_exchange)test_range(r, 0, 2);
+        t->owner = (int32_t)test_range(r, 0, W);
+        return;
+    }
+    t->placement = by_mode[mode];
+    t->exchange = mode == MPI_MODE_ROW_POOLED || mode == MPI_MODE_TABLE_POOLED ? EMBER_EXCHANGE_POOLED
+                                                                        : EMBER_EXCHANGE_ROWS;
+    t->owner = (index + trial) % W; /* tables on different ranks */
+}
+
+static inline test_config *mpi_random_config(test_rng *r, int trial, ember_world *world)
+{
+    int32_t W = ember_world_size(world);
+    int mode = trial % MPI_NUM_MODES;
+    int32_t nt = (int32_t)test_range(r, 1, 5), nf = (int32_t)test_range(r, 1, 7);
+    test_config *tc = test_config_new(nt, nf);
+    for (int32_t t = 0; t < nt; t++) {
+        ember_table_config *tb = &tc->tables[t];
+        tb->rows = test_range(r, 0, 4) == 0 ? test_range(r, 1, 4) : test_range(r, 4, 400);
+        tb->dim = t == 0 ? mpi_dims[trial % 8] : mpi_dims[test_range(r, 0, 8)];
+        tb->init = (ember_init_kind)test_range(r, 0, 2);
+        if (test_range(r, 0, 8) == 0)
+            tb->init = EMBER_INIT_CONSTANT;
+        tb->init_value = test_float(r, 0.01f, 1.0f);
+        ember_optimizer_kind kind = t == 0 ? (ember_optimizer_kind)(trial / MPI_NUM_MODES % 4)
+                                           : (ember_optimizer_kind)test_range(r, 0, 4);
+        tb->optimizer = test_optimizer_random(r, kind);
+        test_quant_random(r, tb);
+        mpi_place(r, tb, mode, t, trial, W);
+    }
+    if (test_range(r, 0, 2)) /* same dim, optimizer, quantization: tables of one placement stack */
+        for (int32_t t = 1; t < nt; t++) {
+            tc->tables[t].dim = tc->tables[0].dim;
+            tc->tables[t].optimizer = tc->tables[0].optimizer;
+            tc->tables[t].quant_buckets = tc->tables[0].quant_buckets;
+            tc->tables[t].quant_low = tc->tables[0].quant_low;
+            tc->tables[t].quant_high = tc->tables[0].quant_high;
+        }
+    for (int32_t f = 0; f < nf; f++) {
+        tc->features[f].table = (int32_t)test_range(r, 0, nt);
+        tc->features[f].combiner = (ember_combiner)test_range(r, 0, 4);
+    }
+    tc->features[0].table = 0;
+    tc->features[0].combiner = (ember_combiner)(trial % 4);
+    tc->cfg.seed = test_next(r);
+    tc->cfg.dedup = (int)test_range(r, 0, 2);
+    tc->cfg.stack_tables = (int)test_range(r, 0, 2);
+    tc->cfg.bounds = test_range(r, 0, 4) == 0 ? EMBER_BOUNDS_DROP : EMBER_BOUNDS_ERROR;
+    tc->cfg.debug_checks = test_range(r, 0, 4) == 0;
+    tc->cfg.threads = 1 + trial % 2; /* results do not depend on it */
+    tc->cfg.world = world;
+    return tc;
+}
+
+static inline void mpi_describe(char *buf, size_t n, int trial, const test_config *tc)
+{
+    int k = snprintf(buf, n, "trial %d mode %s (dedup %d stack %d bounds %s debug %d) tables", trial,
+                     mpi_mode_names[trial % MPI_NUM_MODES], tc->cfg.dedup, tc->cfg.stack_tables,
+                     tc->cfg.bounds == EMBER_BOUNDS_DROP ? "drop" : "error", tc->cfg.debug_checks);
+    for (int32_t t = 0; t < tc->cfg.num_tables && k > 0 && (size_t)k < n; t++) {
+        const ember_table_config *tb = &tc->tables[t];
+        k += snprintf(buf + k, n - (size_t)k, " [%s %lldx%d opt %d %s owner %d quant %d]", tb->name,
+                      (long long)tb->rows, tb->dim, (int)tb->optimizer.kind,
+                      mpi_placement_name(tb), tb->owner, tb->quant_buckets);
+    }
+    for (int32_t f = 0; f < tc->cfg.num_features && k > 0 && (size_t)k < n; f++)
+        k += snprintf(buf + k, n - (size_t)k, "%s f%d:t%d/c%d", f ? "" : " features",
+                      f, tc->features[f].table, (int)tc->features[f].combiner);
+}
+
 /* ---------------------------------------------------------- one step */
 
 /* Upstream gradients of a global batch, drawn the same on every rank. */

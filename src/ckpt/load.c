@@ -264,6 +264,8 @@ int ember_load(ember_collection *c, const ember_checkpoint *ck)
     int st = found ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory");
     if (st == EMBER_OK && !ck)
         st = ember_fail(c, EMBER_EINVAL, "ember_load: no checkpoint (NULL)");
+    if (st == EMBER_OK && c->pending)
+        st = ember_fail(c, EMBER_ESTATE, "ember_load while a batch is begun (ember_forward_begin): end it first");
     for (int32_t t = 0; t < T && st == EMBER_OK; t++) {
         st = check_table(c, ck, t, &found[t]);
         if (c->tables[t].cfg.dim > maxdim)

@@ -26,6 +26,16 @@ typedef struct ember_comm_ops {
     int (*allgather)(ember_world *w, const void *send, int64_t bytes, void *recv);
     /* buf (bytes) of rank root to every rank. */
     int (*bcast)(ember_world *w, void *buf, int64_t bytes, int32_t root);
+    /* The same exchange, started: *req is the implementation's request
+     * (NULL when it completed at once).  Buffers and counts belong to the
+     * exchange until test reports it done or wait returns; until then the
+     * ranks may run other collectives, in the same order on every rank. */
+    int (*ialltoallv)(ember_world *w, const void *send, const int64_t *scount, const int64_t *sdispl,
+                      void *recv, const int64_t *rcount, const int64_t *rdispl, void **req);
+    /* Progress: *done = 1 (and req freed) once complete. */
+    int (*test)(ember_world *w, void *req, int *done);
+    /* Completes and frees req. */
+    int (*wait)(ember_world *w, void *req);
     void (*destroy)(ember_world *w);
 } ember_comm_ops;
 
@@ -43,6 +53,20 @@ struct ember_world {
 int ember_comm_alltoallv(ember_world *w, const void *send, const int64_t *scount,
                          const int64_t *sdispl, void *recv, const int64_t *rcount,
                          const int64_t *rdispl);
+/* A started exchange (ember_comm_ialltoallv): its bytes are counted when
+ * it starts, the time inside the start, test and wait calls when counting
+ * is on.  A request that is not pending has impl NULL. */
+typedef struct ember_comm_req {
+    void *impl;
+    int pending;
+} ember_comm_req;
+int ember_comm_ialltoallv(ember_world *w, const void *send, const int64_t *scount, const int64_t *sdispl,
+                          void *recv, const int64_t *rcount, const int64_t *rdispl, ember_comm_req *req);
+/* Drives a pending exchange on; *done = 1 once it completed (or none was
+ * pending). */
+int ember_comm_test(ember_world *w, ember_comm_req *req, int *done);
+/* Completes a pending exchange (nothing when none is pending). */
+int ember_comm_wait(ember_world *w, ember_comm_req *req);
 /* Exchanges one int64 per pair: recv[s] = what rank s put in send[rank]. */
 int ember_comm_alltoall_i64(ember_world *w, const int64_t *send, int64_t *recv);
 /* Not counted (small control messages). */

@@ -59,6 +59,56 @@ static int mpi_alltoallv(ember_world *w, const void *send, const int64_t *scount
     return code == MPI_SUCCESS ? EMBER_OK : mpi_fail(w, "MPI_Alltoallv", code);
 }
 
+/* A started MPI_Ialltoallv: the int counts must live until it completes. */
+typedef struct mpi_req {
+    MPI_Request request;
+    int counts[];
+} mpi_req;
+
+static int mpi_ialltoallv(ember_world *w, const void *send, const int64_t *scount, const int64_t *sdispl,
+                          void *recv, const int64_t *rcount, const int64_t *rdispl, void **out)
+{
+    int32_t n = w->size;
+    *out = NULL;
+    mpi_req *q = malloc(sizeof *q + sizeof(int) * 4 * (size_t)n);
+    if (!q) {
+        snprintf(w->errmsg, sizeof w->errmsg, "MPI_Ialltoallv on rank %d: out of memory", w->rank);
+        return EMBER_ECOMM;
+    }
+    int *sc = q->counts, *sd = sc + n, *rc = sc + 2 * n, *rd = sc + 3 * n;
+    if (to_int(scount, sc, n) || to_int(sdispl, sd, n) || to_int(rcount, rc, n) || to_int(rdispl, rd, n)) {
+        free(q);
+        snprintf(w->errmsg, sizeof w->errmsg,
+                 "MPI_Ialltoallv on rank %d: a message over 2^31-1 bytes (split the batch)", w->rank);
+        return EMBER_ECOMM;
+    }
+    int code = MPI_Ialltoallv(send, sc, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, comm_of(w), &q->request);
+    if (code != MPI_SUCCESS) {
+        free(q);
+        return mpi_fail(w, "MPI_Ialltoallv", code);
+    }
+    *out = q;
+    return EMBER_OK;
+}
+
+static int mpi_test(ember_world *w, void *req, int *done)
+{
+    mpi_req *q = req;
+    int flag = 0, code = MPI_Test(&q->request, &flag, MPI_STATUS_IGNORE);
+    *done = flag || code != MPI_SUCCESS;
+    if (*done)
+        free(q);
+    return code == MPI_SUCCESS ? EMBER_OK : mpi_fail(w, "MPI_Test (MPI_Ialltoallv)", code);
+}
+
+static int mpi_wait(ember_world *w, void *req)
+{
+    mpi_req *q = req;
+    int code = MPI_Wait(&q->request, MPI_STATUS_IGNORE);
+    free(q);
+    return code == MPI_SUCCESS ? EMBER_OK : mpi_fail(w, "MPI_Wait (MPI_Ialltoallv)", code);
+}
+
 static int mpi_allgather(ember_world *w, const void *send, int64_t bytes, void *recv)
 {
     if (bytes < 0 || bytes > INT_MAX)
@@ -85,7 +135,8 @@ static void mpi_destroy(ember_world *w)
     free(w);
 }
 
-static const ember_comm_ops mpi_ops = {mpi_alltoallv, mpi_allgather, mpi_bcast, mpi_destroy};
+static const ember_comm_ops mpi_ops = {mpi_alltoallv, mpi_allgather, mpi_bcast, mpi_ialltoallv,
+                                       mpi_test,      mpi_wait,      mpi_destroy};
 
 int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out)
 {

@@ -86,6 +86,8 @@ static int validate_config(const ember_collection_config *cfg)
         return ember_fail_create(EMBER_EINVAL, "threads must be >= 0 (got %d)", cfg->threads);
     if (cfg->bounds != EMBER_BOUNDS_ERROR && cfg->bounds != EMBER_BOUNDS_DROP)
         return ember_fail_create(EMBER_EINVAL, "bounds policy %d is not error or drop", cfg->bounds);
+    if (cfg->schedule < EMBER_SCHEDULE_BLOCKING || cfg->schedule > EMBER_SCHEDULE_STALE)
+        return ember_fail_create(EMBER_EINVAL, "unknown schedule %d", cfg->schedule);
     for (int32_t t = 0; t < cfg->num_tables; t++) {
         const ember_table_config *tc = &cfg->tables[t];
         const char *nm = tc->name;
@@ -98,6 +100,9 @@ static int validate_config(const ember_collection_config *cfg)
         char derr[400];
         if (ember_dyn_check_config(tc, W, derr, sizeof derr) != EMBER_OK)
             return ember_fail_create(EMBER_EINVAL, "%s", derr);
+        if (tc->kind != EMBER_TABLE_FIXED && cfg->schedule != EMBER_SCHEDULE_BLOCKING)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': a dynamic table needs the blocking schedule (its "
+                                     "keys become rows in the forward itself)", nm);
         if (tc->kind == EMBER_TABLE_FIXED && (tc->rows < 1 || tc->rows >= (int64_t)UINT32_MAX))
             return ember_fail_create(EMBER_EINVAL, "table '%s': rows %lld outside [1, 2^32-1)", nm,
                                      (long long)tc->rows);
@@ -293,6 +298,12 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     }
     if ((st = resolve_tiers(c, cfg)) != EMBER_OK)
         goto fail;
+    for (int32_t t = 0; t < cfg->num_tables && cfg->schedule == EMBER_SCHEDULE_STALE; t++)
+        if (c->tables[t].cfg.storage == EMBER_STORAGE_SSD) {
+            st = ember_fail_create(EMBER_EINVAL, "table '%s': the SSD tier does not go with the stale schedule "
+                                   "(its cache holds one batch's rows at a time)", c->tables[t].cfg.name);
+            goto fail;
+        }
     c->cfg.tables = NULL; /* the copies in c->tables are authoritative */
     c->cfg.features = NULL;
     st = ember_layout_build(c); /* layout sets the create message */
@@ -315,6 +326,7 @@ void ember_collection_destroy(ember_collection *c)
     if (!c)
         return;
     ember_dyn_tables_destroy(c);
+    ember_slot_free(c);
     for (int32_t p = 0; p < c->num_ptables; p++) {
         ember_xchg_free(c->ptables[p].xchg);
         ember_store_destroy(c->ptables[p].store);
@@ -389,7 +401,7 @@ void ember_collection_memory(const ember_collection *c, ember_memory *out)
         if (pt->dyn)
             out->index_bytes += ember_dyn_bytes(&pt->dyn->d);
     }
-    out->workspace_bytes += c->bag_off_cap * (int64_t)sizeof(int64_t) +
+    out->workspace_bytes += ember_slot_bytes(c) + c->bag_off_cap * (int64_t)sizeof(int64_t) +
                             c->minibatch_cap * (int64_t)sizeof(int32_t) +
                             2 * c->mb_hash_cap * (int64_t)sizeof(uint64_t) +
                             (int64_t)sizeof(int64_t) * 4 * c->cfg.num_tables * c->cfg.num_shards +

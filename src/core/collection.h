@@ -76,6 +76,23 @@ typedef struct ember_ptable {
     struct ember_dyn_table *dyn; /* dynamic tables: the key index; else NULL */
 } ember_ptable;
 
+/* The per-batch state a forward leaves for its backward, of a batch begun
+ * ahead (ember_forward_begin): the collection's own fields hold the
+ * current batch's; lookup/schedule.c swaps the two sets while it works on
+ * the begun batch, and again when ember_forward_end makes it current. */
+typedef struct ember_slot {
+    int routed;
+    int32_t batch_size, num_minibatches, num_rounds;
+    int64_t seq_floats;
+    int64_t *seq_off;
+    int32_t *minibatch_start;
+    int64_t minibatch_cap;
+    int64_t *bag_off;
+    int64_t bag_off_cap;
+    ember_route *route;          /* [num_ptables]                          */
+    struct ember_xchg **xchg;    /* [num_ptables]                          */
+} ember_slot;
+
 struct ember_collection {
     ember_collection_config cfg; /* arrays below replace the caller's    */
     ember_ltable *tables;
@@ -117,6 +134,14 @@ struct ember_collection {
     double comm_seconds0;
     int64_t *exchange_scratch;   /* [4 * world size]: ember_dist_exchange   */
 
+    /* a forward begun ahead (lookup/schedule.c) */
+    ember_slot *spare;           /* its state while another batch is current */
+    int pending;                 /* 1 between ember_forward_begin and _end  */
+    float *pending_pooled, *pending_sequence;
+    int64_t pending_ids, pending_dropped[2];
+    int64_t pending_sent, pending_received; /* bytes exchanged so far      */
+    double pending_seconds;
+
     /* dynamic tables (dyn/dyn_step.c) */
     int32_t num_dynamic;         /* physical tables with a key index        */
     int training;                /* 1 (default): forwards admit and evict   */
@@ -139,6 +164,11 @@ int ember_fail_create(int status, const char *fmt, ...) __attribute__((format(pr
  * "a dynamic table", "the SSD tier", ...), or NULL when it can.  Create
  * refuses such a config; the predictor keeps such a table's rows fp32. */
 const char *ember_encoding_refusal(const ember_table_config *tc);
+
+/* The spare batch state (lookup/schedule.c): freed at destroy, counted as
+ * workspace. */
+void ember_slot_free(ember_collection *c);
+int64_t ember_slot_bytes(const ember_collection *c);
 
 /* Grow-only buffer: makes *p hold at least n elements of size sz. */
 int ember_reserve(void **p, int64_t *cap, int64_t n, size_t sz);

@@ -28,6 +28,20 @@ int ember_dist_exchange(ember_collection *c, const void *send, const int64_t *sc
  * vector exchange and pooling of this rank's outputs, round by round. */
 int ember_dist_forward(ember_collection *c, int32_t p, float *pooled, float *sequence);
 
+/* The same forward in two calls, with other work (even other collectives,
+ * in the same order on every rank) between them (lookup/schedule.c).
+ * start, exact (stale 0): every round's counts are exchanged now; with one
+ * mini-batch round its ids are sent (MPI_Ialltoallv) and the finish
+ * receives them, looks up and exchanges the vectors; with more rounds the
+ * finish runs them all.  start, stale: every round is looked up now, from
+ * the tables as they are, the last round's vectors left in flight; the
+ * finish receives them and writes the outputs.  progress drives what is
+ * in flight; cancel completes it and forgets it (after a failure). */
+int ember_dist_forward_start(ember_collection *c, int32_t p, int stale, float *pooled, float *sequence);
+int ember_dist_forward_progress(ember_collection *c, struct ember_xchg *x);
+int ember_dist_forward_finish(ember_collection *c, int32_t p, float *pooled, float *sequence);
+void ember_dist_forward_cancel(ember_collection *c, struct ember_xchg *x);
+
 /* Backward of physical table p, in two parts: the gradient exchange
  * (collective, agreed), then the owner's sorted aggregation and optimizer
  * over the entries it received (check_only: only the debug check, a local

@@ -8,10 +8,17 @@
 
 #include <stdint.h>
 
+#include "comm/comm.h"
 #include "prep/route.h"
 
 /* Counts per (round, peer) of one direction, as exchanged. */
 enum { XC_SEGS = 0, XC_ENTS, XC_UNIQ, XC_WEIGHTED, XC_STATUS, XC_N };
+
+/* What a started forward has done (ember_dist_forward_start). */
+enum { XS_NONE = 0, /* nothing: the finish runs every round            */
+       XS_IDS,      /* round 0's ids are in flight                     */
+       XS_VECTORS   /* every round looked up; the last vectors in flight */
+};
 
 typedef struct ember_xchg {
     int32_t W;
@@ -46,6 +53,9 @@ typedef struct ember_xchg {
     float *grad_out, *grad_in;
     int64_t grad_out_cap, grad_in_cap;
     int grads_ready;         /* grad_in holds this batch's gradients        */
+    /* a started forward (ember_dist_forward_start) */
+    ember_comm_req req;      /* the exchange in flight                      */
+    int started;             /* XS_*: what the finish still has to do       */
 } ember_xchg;
 
 struct ember_collection;

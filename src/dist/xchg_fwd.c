@@ -488,12 +488,35 @@ static int reserve_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, i
     return EMBER_OK;
 }
 
-/* One round: counts, agreement, ids exchange, lookup, vector exchange, outputs. */
-static int forward_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int64_t g0, int64_t g1,
-                         float *pooled, float *sequence)
+/* An exchange, blocking or started (x->req) when `start`. */
+static int exchange(ember_collection *c, ember_xchg *x, int start, const void *send, void *recv)
+{
+    int st = start ? ember_comm_ialltoallv(c->world, send, x->scnt, x->sdsp, recv, x->rcnt, x->rdsp, &x->req)
+                   : ember_comm_alltoallv(c->world, send, x->scnt, x->sdsp, recv, x->rcnt, x->rdsp);
+    return st == EMBER_OK ? EMBER_OK : ember_dist_comm_failed(c);
+}
+
+static int wait_exchange(ember_collection *c, ember_xchg *x)
+{
+    return ember_comm_wait(c->world, &x->req) == EMBER_OK ? EMBER_OK : ember_dist_comm_failed(c);
+}
+
+/* Segments [*g0, *g1) of round m of the routed batch. */
+static void round_segments(const ember_collection *c, const ember_route *r, int32_t m, int64_t *g0, int64_t *g1)
+{
+    *g0 = *g1 = r->nseg;
+    if (m < c->num_minibatches) {
+        *g0 = r->sample_seg[c->minibatch_start[m]];
+        *g1 = r->sample_seg[c->minibatch_start[m + 1]];
+    }
+}
+
+/* Round m, steps 1-3: counts, agreement, ids exchange (started: `start`). */
+static int ids_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int start)
 {
     int32_t W = c->world->size;
-    int64_t *sent = x->sent + (int64_t)m * W * XC_N, *recv = x->recv + (int64_t)m * W * XC_N;
+    int64_t g0, g1, *sent = x->sent + (int64_t)m * W * XC_N, *recv = x->recv + (int64_t)m * W * XC_N;
+    round_segments(c, &pt->route, m, &g0, &g1);
     int st = count_round(c, pt, x, g0, g1, sent);
     for (int32_t d = 0; d < W; d++)
         sent[d * XC_N + XC_STATUS] = st;
@@ -514,8 +537,20 @@ static int forward_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, i
         x->rr.weighted = x->rr_weighted; /* the owner pools with weights */
     }
     pack_round(c, pt, x, m, g0, g1, sent);
-    if (ember_comm_alltoallv(c->world, x->sbuf, x->scnt, x->sdsp, x->rbuf, x->rcnt, x->rdsp) != EMBER_OK)
-        return ember_dist_comm_failed(c);
+    return exchange(c, x, start, x->sbuf, x->rbuf);
+}
+
+/* Round m, step 4 and the vectors' exchange (started: `start`): the ids
+ * received, staged, looked up.  REPLICATED writes its outputs here. */
+static int lookup_and_send(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int start,
+                           float *pooled, float *sequence)
+{
+    int32_t W = c->world->size;
+    int64_t g0, g1, *sent = x->sent + (int64_t)m * W * XC_N, *recv = x->recv + (int64_t)m * W * XC_N;
+    round_segments(c, &pt->route, m, &g0, &g1);
+    int st = wait_exchange(c, x);
+    if (st != EMBER_OK)
+        return st;
     int64_t n0 = x->rr.n;
     unpack_round(c, x, m, recv);
     if (pt->storage == EMBER_STORAGE_SSD) { /* the same on every rank: agreed */
@@ -529,11 +564,34 @@ static int forward_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, i
     }
     lookup_round(c, pt, x, m, recv);
     vector_counts(pt, x, sent, W);
-    if (ember_comm_alltoallv(c->world, x->rows_out, x->scnt, x->sdsp, x->rows_in, x->rcnt, x->rdsp) !=
-        EMBER_OK)
-        return ember_dist_comm_failed(c);
+    return exchange(c, x, start, x->rows_out, x->rows_in);
+}
+
+/* Round m, step 5: the vectors received, the outputs written. */
+static int receive_vectors(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, float *pooled,
+                           float *sequence)
+{
+    if (pt->placement == EMBER_PLACE_REPLICATED)
+        return EMBER_OK;
+    int st = wait_exchange(c, x);
+    if (st != EMBER_OK)
+        return st;
+    int64_t g0, g1;
+    round_segments(c, &pt->route, m, &g0, &g1);
     assemble_round(c, pt, x, m, g0, g1, pooled, sequence);
     return EMBER_OK;
+}
+
+/* One round: counts, agreement, ids exchange, lookup, vector exchange, outputs. */
+static int forward_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, float *pooled,
+                         float *sequence)
+{
+    int st = ids_round(c, pt, x, m, 0);
+    if (st == EMBER_OK)
+        st = lookup_and_send(c, pt, x, m, 0, pooled, sequence);
+    if (st == EMBER_OK)
+        st = receive_vectors(c, pt, x, m, pooled, sequence);
+    return st;
 }
 
 /* Puts rr in (source rank, round) order, the global batch's order, and
@@ -579,12 +637,13 @@ static int finish_owner_route(ember_collection *c, ember_ptable *pt, ember_xchg 
     return EMBER_OK;
 }
 
-int ember_dist_forward(ember_collection *c, int32_t p, float *pooled, float *sequence)
+/* The exchange state, sized and reset for the routed batch (agreed). */
+static int forward_prepare(ember_collection *c, int32_t p, ember_xchg **out)
 {
     ember_ptable *pt = &c->ptables[p];
     ember_route *r = &pt->route;
     int32_t W = c->world->size, R = c->num_rounds;
-    ember_xchg *x = ember_xchg_get(c, p);
+    ember_xchg *x = *out = ember_xchg_get(c, p);
     int st = EMBER_OK;
     if (!x || ember_reserve((void **)&x->sent, &x->sent_cap, (int64_t)R * W * XC_N, sizeof(int64_t)) ||
         ember_reserve((void **)&x->recv, &x->recv_cap, (int64_t)R * W * XC_N, sizeof(int64_t)) ||
@@ -597,20 +656,87 @@ int ember_dist_forward(ember_collection *c, int32_t p, float *pooled, float *seq
         return st;
     x->rounds = R;
     x->grads_ready = 0;
+    x->started = XS_NONE;
     x->seg_list_at[0] = 0;
     x->rr.n = x->rr.nseg = 0;
     x->rr.seg_start[0] = 0;
     for (int64_t e = 0; e < r->n + EMBER_ROUTE_PAD; e++)
         x->remap[e] = e < r->n && r->row[e] == EMBER_ROW_DROPPED ? EMBER_ROW_DROPPED : 0;
-    for (int32_t m = 0; m < R; m++) {
-        int64_t g0 = r->nseg, g1 = r->nseg;
-        if (m < c->num_minibatches) {
-            g0 = r->sample_seg[c->minibatch_start[m]];
-            g1 = r->sample_seg[c->minibatch_start[m + 1]];
-        }
-        if ((st = forward_round(c, pt, x, m, g0, g1, pooled, sequence)) != EMBER_OK)
-            return st;
+    return EMBER_OK;
+}
+
+int ember_dist_forward(ember_collection *c, int32_t p, float *pooled, float *sequence)
+{
+    ember_xchg *x;
+    int st = forward_prepare(c, p, &x);
+    for (int32_t m = 0; m < c->num_rounds && st == EMBER_OK; m++)
+        st = forward_round(c, &c->ptables[p], x, m, pooled, sequence);
+    if (st != EMBER_OK)
+        return st;
+    st = finish_owner_route(c, &c->ptables[p], x);
+    return ember_dist_agree(c, st, NULL);
+}
+
+int ember_dist_forward_start(ember_collection *c, int32_t p, int stale, float *pooled, float *sequence)
+{
+    ember_ptable *pt = &c->ptables[p];
+    ember_xchg *x;
+    int st = forward_prepare(c, p, &x);
+    int32_t R = c->num_rounds;
+    if (st != EMBER_OK || R == 0)
+        return st;
+    if (!stale) {
+        if (R > 1) /* the rounds share the message buffers: all run in the finish */
+            return EMBER_OK;
+        if ((st = ids_round(c, pt, x, 0, 1)) == EMBER_OK)
+            x->started = XS_IDS;
+        return st;
     }
+    for (int32_t m = 0; m < R && st == EMBER_OK; m++) {
+        st = ids_round(c, pt, x, m, 0);
+        if (st == EMBER_OK)
+            st = lookup_and_send(c, pt, x, m, m == R - 1, pooled, sequence);
+        if (st == EMBER_OK && m < R - 1)
+            st = receive_vectors(c, pt, x, m, pooled, sequence);
+    }
+    if (st == EMBER_OK)
+        x->started = XS_VECTORS;
+    return st;
+}
+
+int ember_dist_forward_progress(ember_collection *c, ember_xchg *x)
+{
+    int done;
+    if (!x || !x->req.pending)
+        return EMBER_OK;
+    return ember_comm_test(c->world, &x->req, &done) == EMBER_OK ? EMBER_OK : ember_dist_comm_failed(c);
+}
+
+void ember_dist_forward_cancel(ember_collection *c, ember_xchg *x)
+{
+    if (x && x->req.pending && !c->panicked)
+        ember_comm_wait(c->world, &x->req);
+    if (x)
+        x->started = XS_NONE;
+}
+
+int ember_dist_forward_finish(ember_collection *c, int32_t p, float *pooled, float *sequence)
+{
+    ember_ptable *pt = &c->ptables[p];
+    ember_xchg *x = pt->xchg;
+    if (!x || x->started == XS_NONE) /* nothing started: the whole forward */
+        return ember_dist_forward(c, p, pooled, sequence);
+    int st, started = x->started;
+    x->started = XS_NONE;
+    if (started == XS_IDS) {
+        st = lookup_and_send(c, pt, x, 0, 0, pooled, sequence);
+        if (st == EMBER_OK)
+            st = receive_vectors(c, pt, x, 0, pooled, sequence);
+    } else {
+        st = receive_vectors(c, pt, x, c->num_rounds - 1, pooled, sequence);
+    }
+    if (st != EMBER_OK)
+        return st;
     st = finish_owner_route(c, pt, x);
     return ember_dist_agree(c, st, NULL);
 }

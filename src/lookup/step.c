@@ -24,6 +24,7 @@
 #include "dist/dist.h"
 #include "dyn/dyn_step.h"
 #include "lookup/lookup.h"
+#include "lookup/step.h"
 #include "quant/quant.h"
 #include "prep/limits.h"
 #include "tier/tier.h"
@@ -84,8 +85,7 @@ static int check_outputs(ember_collection *c, float *pooled, float *sequence)
     return EMBER_OK;
 }
 
-/* Starts counting this step's exchanged bytes. */
-static void comm_begin(ember_collection *c)
+void ember_comm_count_begin(ember_collection *c)
 {
     c->bytes_sent0 = c->world->bytes_sent;
     c->bytes_received0 = c->world->bytes_received;
@@ -93,7 +93,7 @@ static void comm_begin(ember_collection *c)
     c->world->counting = 1;
 }
 
-static void comm_end(ember_collection *c)
+void ember_comm_count_end(ember_collection *c)
 {
     c->world->counting = 0;
     c->stats.last_bytes_sent = c->world->bytes_sent - c->bytes_sent0;
@@ -101,8 +101,7 @@ static void comm_end(ember_collection *c)
     c->stats.last_comm_seconds = c->world->seconds - c->comm_seconds0;
 }
 
-/* Validation of the batch and the output buffers (no messages). */
-static int forward_validate(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
+int ember_forward_validate(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
 {
     int st;
     if ((st = ember_route_validate(c, b)) != EMBER_OK)
@@ -114,49 +113,69 @@ static int forward_validate(ember_collection *c, const ember_batch *b, float *po
     return EMBER_OK;
 }
 
+int ember_forward_route(ember_collection *c, const ember_batch *b, int st, int64_t *dropped)
+{
+    dropped[0] = dropped[1] = 0;
+    if (st == EMBER_OK)
+        st = ember_route_build(c, b, ember_limits_active(c), &dropped[0]);
+    if (st == EMBER_OK)
+        st = ember_limits_apply(c, &dropped[1]);
+    int64_t rounds = st == EMBER_OK ? c->num_minibatches : 0;
+    if ((st = ember_dist_agree(c, st, &rounds)) != EMBER_OK)
+        return st;
+    c->num_rounds = (int32_t)rounds;
+    return EMBER_OK;
+}
+
+int ember_forward_lookup(ember_collection *c, int32_t p, float *pooled, float *sequence)
+{
+    if (c->world->size > 1 || c->exchange_always)
+        return ember_dist_forward(c, p, pooled, sequence);
+    return lookup_ptable(c, p, pooled, sequence);
+}
+
+int ember_forward_done(ember_collection *c, int64_t num_ids, const int64_t *dropped, float *pooled,
+                       float *sequence)
+{
+    int st = c->cfg.debug_checks ? check_outputs(c, pooled, sequence) : EMBER_OK;
+    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
+        return st;
+    c->stats.dropped_bounds += dropped[0];
+    c->stats.dropped_limit += dropped[1];
+    c->stats.minibatches = c->num_minibatches;
+    c->stats.last_ids = num_ids - dropped[0];
+    c->stats.last_unique_rows = 0;
+    c->routed = 1;
+    return EMBER_OK;
+}
+
 /* Forward of a validated batch whose ids are rows (dynamic keys resolved):
  * local status st of what came before, routing and limits, agreement,
  * lookups and pooling, debug checks. */
 static int forward_routed(ember_collection *c, const ember_batch *b, int st, float *pooled, float *sequence)
 {
-    int64_t dropped_bounds = 0, dropped_limit = 0;
-    if (st == EMBER_OK)
-        st = ember_route_build(c, b, ember_limits_active(c), &dropped_bounds);
-    if (st == EMBER_OK)
-        st = ember_limits_apply(c, &dropped_limit);
-    int64_t rounds = st == EMBER_OK ? c->num_minibatches : 0;
-    if ((st = ember_dist_agree(c, st, &rounds)) != EMBER_OK)
+    int64_t dropped[2];
+    if ((st = ember_forward_route(c, b, st, dropped)) != EMBER_OK)
         return st;
-    c->num_rounds = (int32_t)rounds;
-    comm_begin(c);
+    ember_comm_count_begin(c);
     ember_tier_begin(c);
-    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++) {
-        if (c->world->size > 1 || c->exchange_always)
-            st = ember_dist_forward(c, p, pooled, sequence);
-        else
-            st = lookup_ptable(c, p, pooled, sequence);
-    }
-    comm_end(c);
+    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
+        st = ember_forward_lookup(c, p, pooled, sequence);
+    ember_comm_count_end(c);
     if (st != EMBER_OK)
         return st;
-    st = c->cfg.debug_checks ? check_outputs(c, pooled, sequence) : EMBER_OK;
-    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
-        return st;
-    c->stats.dropped_bounds += dropped_bounds;
-    c->stats.dropped_limit += dropped_limit;
-    c->stats.minibatches = c->num_minibatches;
-    c->stats.last_ids = b->num_ids - dropped_bounds;
-    c->stats.last_unique_rows = 0;
-    c->routed = 1;
-    return EMBER_OK;
+    return ember_forward_done(c, b->num_ids, dropped, pooled, sequence);
 }
 
 int ember_forward(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
 {
     if (c->panicked)
         return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    if (c->pending)
+        return ember_fail(c, EMBER_ESTATE, "ember_forward while a batch is begun (ember_forward_begin): end it "
+                          "first");
     c->routed = 0;
-    int st = forward_validate(c, b, pooled, sequence);
+    int st = ember_forward_validate(c, b, pooled, sequence);
     if (c->num_dynamic == 0)
         return forward_routed(c, b, st, pooled, sequence);
     /* dynamic tables: keys become rows first, which is collective, so the
@@ -166,9 +185,9 @@ int ember_forward(ember_collection *c, const ember_batch *b, float *pooled, floa
         ember_dyn_forward_end(c, st);
         return st;
     }
-    comm_begin(c); /* the keys to their owners and the slots back count as the step's bytes */
+    ember_comm_count_begin(c); /* the keys to their owners and the slots back count as the step's bytes */
     st = ember_dyn_forward_begin(c, b, &rows);
-    comm_end(c);
+    ember_comm_count_end(c);
     ember_stats keys = c->stats;
     c->stats.last_bytes_sent = c->stats.last_bytes_received = 0;
     c->stats.last_comm_seconds = 0;
@@ -248,9 +267,9 @@ int ember_backward(ember_collection *c, const float *d_pooled, const float *d_se
     if (c->world->size > 1 || c->exchange_always) {
         int64_t sent0 = c->stats.last_bytes_sent, recv0 = c->stats.last_bytes_received;
         double sec0 = c->stats.last_comm_seconds;
-        comm_begin(c);
+        ember_comm_count_begin(c);
         st = backward_world(c, d_pooled, d_sequence, step);
-        comm_end(c);
+        ember_comm_count_end(c);
         c->stats.last_bytes_sent += sent0;
         c->stats.last_bytes_received += recv0;
         c->stats.last_comm_seconds += sec0;
@@ -277,6 +296,8 @@ int ember_partition_counts(ember_collection *c, const ember_batch *b, int64_t *i
     int st;
     if (c->panicked)
         return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    if (c->pending)
+        return ember_fail(c, EMBER_ESTATE, "ember_partition_counts while a batch is begun (ember_forward_begin)");
     c->routed = 0; /* the routing buffers are reused: a pending forward is cancelled */
     ember_bounds_policy saved = c->cfg.bounds;
     int saved_dedup = c->cfg.dedup;

@@ -1,0 +1,229 @@
+/*
+ * schedule.c: the split forward (ember_forward_begin / _progress / _end;
+ * docs/distributed.md, "Schedules").
+ *
+ * A begun batch is routed while the current batch still waits for its
+ * backward, so the collection keeps two sets of per-batch state: its own
+ * fields (the current batch) and a spare ember_slot.  begin swaps the spare
+ * in, validates, routes and agrees, starts what the schedule allows, and
+ * swaps back; end swaps it in for good and finishes.  The routing, lookup
+ * and exchange code is ember_forward's own (step.c, dist/xchg_fwd.c): it
+ * only ever sees "the current batch".
+ *
+ *   BLOCKING  begin: route.          end: exchange ids, look up, vectors.
+ *   OVERLAP   begin: route, counts,  end: ids received, look up, vectors.
+ *                    ids sent.
+ *   STALE     begin: route, every    end: vectors received.
+ *                    round looked up,
+ *                    vectors sent.
+ *
+ * BLOCKING and OVERLAP look up at end, after the current batch's backward:
+ * the results are ember_forward's.  STALE looks up at begin.  With one
+ * mini-batch round OVERLAP's ids travel during the caller's work; with more
+ * rounds (limits that split the batch) the rounds share message buffers
+ * and all run at end.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/collection.h"
+#include "dist/dist.h"
+#include "dist/xchg.h"
+#include "lookup/step.h"
+#include "prep/route.h"
+#include "tier/tier.h"
+
+static int slot_create(ember_collection *c)
+{
+    if (c->spare)
+        return EMBER_OK;
+    ember_slot *s = calloc(1, sizeof *s);
+    if (s) {
+        s->seq_off = calloc((size_t)c->cfg.num_features + 1, sizeof *s->seq_off);
+        s->route = calloc((size_t)c->num_ptables + 1, sizeof *s->route);
+        s->xchg = calloc((size_t)c->num_ptables + 1, sizeof *s->xchg);
+    }
+    if (!s || !s->seq_off || !s->route || !s->xchg) {
+        if (s) {
+            free(s->seq_off);
+            free(s->route);
+            free(s->xchg);
+        }
+        free(s);
+        return ember_fail(c, EMBER_ENOMEM, "out of memory for a second batch's state");
+    }
+    c->spare = s;
+    return EMBER_OK;
+}
+
+void ember_slot_free(ember_collection *c)
+{
+    ember_slot *s = c->spare;
+    if (!s)
+        return;
+    for (int32_t p = 0; p < c->num_ptables; p++) {
+        ember_route_free(&s->route[p]);
+        ember_xchg_free(s->xchg[p]);
+    }
+    free(s->seq_off);
+    free(s->route);
+    free(s->xchg);
+    free(s->minibatch_start);
+    free(s->bag_off);
+    free(s);
+    c->spare = NULL;
+}
+
+int64_t ember_slot_bytes(const ember_collection *c)
+{
+    const ember_slot *s = c->spare;
+    if (!s)
+        return 0;
+    int64_t n = s->bag_off_cap * (int64_t)sizeof(int64_t) + s->minibatch_cap * (int64_t)sizeof(int32_t);
+    for (int32_t p = 0; p < c->num_ptables; p++)
+        n += ember_route_bytes(&s->route[p]) + ember_xchg_bytes(s->xchg[p]);
+    return n;
+}
+
+#define SWAP(a, b)                                                                                                    \
+    do {                                                                                                              \
+        __typeof__(a) tmp_ = (a);                                                                                     \
+        (a) = (b);                                                                                                    \
+        (b) = tmp_;                                                                                                   \
+    } while (0)
+
+/* The spare's batch becomes the collection's, and the other way round. */
+static void slot_swap(ember_collection *c)
+{
+    ember_slot *s = c->spare;
+    SWAP(c->routed, s->routed);
+    SWAP(c->batch_size, s->batch_size);
+    SWAP(c->num_minibatches, s->num_minibatches);
+    SWAP(c->num_rounds, s->num_rounds);
+    SWAP(c->seq_floats, s->seq_floats);
+    SWAP(c->seq_off, s->seq_off);
+    SWAP(c->minibatch_start, s->minibatch_start);
+    SWAP(c->minibatch_cap, s->minibatch_cap);
+    SWAP(c->bag_off, s->bag_off);
+    SWAP(c->bag_off_cap, s->bag_off_cap);
+    for (int32_t p = 0; p < c->num_ptables; p++) {
+        SWAP(c->ptables[p].route, s->route[p]);
+        SWAP(c->ptables[p].xchg, s->xchg[p]);
+    }
+}
+
+static int distributed(const ember_collection *c) { return c->world->size > 1 || c->exchange_always; }
+
+/* After a failure: whatever is in flight completes and is forgotten. */
+static void cancel_started(ember_collection *c)
+{
+    for (int32_t p = 0; p < c->num_ptables; p++)
+        ember_dist_forward_cancel(c, c->ptables[p].xchg);
+}
+
+/* Bytes and seconds counted since ember_comm_count_begin go to the begun
+ * batch; the current batch's own counts are left as they were. */
+static void count_to_pending(ember_collection *c, const ember_stats *before)
+{
+    ember_comm_count_end(c);
+    c->pending_sent += c->stats.last_bytes_sent;
+    c->pending_received += c->stats.last_bytes_received;
+    c->pending_seconds += c->stats.last_comm_seconds;
+    c->stats.last_bytes_sent = before->last_bytes_sent;
+    c->stats.last_bytes_received = before->last_bytes_received;
+    c->stats.last_comm_seconds = before->last_comm_seconds;
+}
+
+/* The begun batch's work at begin, on its state (swapped in). */
+static int begin_swapped(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
+{
+    c->routed = 0;
+    int st = ember_forward_validate(c, b, pooled, sequence);
+    if ((st = ember_forward_route(c, b, st, c->pending_dropped)) != EMBER_OK)
+        return st;
+    int stale = c->cfg.schedule == EMBER_SCHEDULE_STALE;
+    if (c->cfg.schedule == EMBER_SCHEDULE_BLOCKING || (!stale && !distributed(c)))
+        return EMBER_OK;
+    ember_stats before = c->stats;
+    ember_comm_count_begin(c);
+    if (stale)
+        ember_tier_begin(c);
+    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
+        st = distributed(c) ? ember_dist_forward_start(c, p, stale, pooled, sequence)
+                            : ember_forward_lookup(c, p, pooled, sequence);
+    count_to_pending(c, &before);
+    if (st != EMBER_OK)
+        cancel_started(c);
+    return st;
+}
+
+int ember_forward_begin(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
+{
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    if (c->pending)
+        return ember_fail(c, EMBER_ESTATE, "ember_forward_begin while a batch is begun: end it first");
+    if (c->num_dynamic && c->cfg.schedule != EMBER_SCHEDULE_BLOCKING)
+        return ember_fail(c, EMBER_EINVAL, "the split forward with a dynamic table needs the blocking schedule");
+    int st = ember_dist_agree(c, slot_create(c), NULL);
+    if (st != EMBER_OK)
+        return st;
+    c->pending_sent = c->pending_received = 0;
+    c->pending_seconds = 0;
+    c->pending_ids = b ? b->num_ids : 0;
+    slot_swap(c);
+    st = begin_swapped(c, b, pooled, sequence);
+    slot_swap(c);
+    if (st != EMBER_OK)
+        return st;
+    c->pending = 1;
+    c->pending_pooled = pooled;
+    c->pending_sequence = sequence;
+    return EMBER_OK;
+}
+
+int ember_forward_progress(ember_collection *c)
+{
+    if (!c->pending || c->panicked || !distributed(c))
+        return EMBER_OK;
+    double s0 = c->world->seconds;
+    int counting = c->world->counting;
+    c->world->counting = 1;
+    int st = EMBER_OK;
+    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
+        st = ember_dist_forward_progress(c, c->spare->xchg[p]);
+    c->world->counting = counting;
+    c->pending_seconds += c->world->seconds - s0;
+    return st;
+}
+
+int ember_forward_end(ember_collection *c)
+{
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    if (!c->pending)
+        return ember_fail(c, EMBER_ESTATE, "ember_forward_end without ember_forward_begin");
+    c->pending = 0;
+    slot_swap(c); /* the current batch's state is the spare's now, to be reused */
+    c->routed = 0;
+    float *pooled = c->pending_pooled, *sequence = c->pending_sequence;
+    int stale = c->cfg.schedule == EMBER_SCHEDULE_STALE, st = EMBER_OK;
+    ember_comm_count_begin(c);
+    if (!stale)
+        ember_tier_begin(c);
+    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++) {
+        if (distributed(c))
+            st = ember_dist_forward_finish(c, p, pooled, sequence);
+        else if (!stale)
+            st = ember_forward_lookup(c, p, pooled, sequence);
+    }
+    ember_comm_count_end(c);
+    c->stats.last_bytes_sent += c->pending_sent;
+    c->stats.last_bytes_received += c->pending_received;
+    c->stats.last_comm_seconds += c->pending_seconds;
+    if (st != EMBER_OK) {
+        cancel_started(c);
+        return st;
+    }
+    return ember_forward_done(c, c->pending_ids, c->pending_dropped, pooled, sequence);
+}

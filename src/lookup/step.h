@@ -1,0 +1,28 @@
+/*
+ * step.h: the parts of ember_forward (step.c) that the split forward
+ * (schedule.c) runs at other times: validation, routing with its
+ * agreement, one physical table's lookup, and the checks and statistics
+ * that make a routed batch current.
+ */
+#ifndef EMBER_LOOKUP_STEP_H
+#define EMBER_LOOKUP_STEP_H
+
+#include <stdint.h>
+
+#include "core/collection.h"
+
+/* The batch and the output buffers (no messages). */
+int ember_forward_validate(ember_collection *c, const ember_batch *b, float *pooled, float *sequence);
+/* Routes and applies the limits after a local status st, agrees over the
+ * world and sets the rounds; dropped[0..1]: ids dropped by bounds, limits. */
+int ember_forward_route(ember_collection *c, const ember_batch *b, int st, int64_t *dropped);
+/* Lookup and pooling of physical table p (over the world when W > 1). */
+int ember_forward_lookup(ember_collection *c, int32_t p, float *pooled, float *sequence);
+/* Debug checks (agreed), statistics; the batch becomes current. */
+int ember_forward_done(ember_collection *c, int64_t num_ids, const int64_t *dropped, float *pooled,
+                       float *sequence);
+/* Counting of the exchanged bytes into the statistics' last_* fields. */
+void ember_comm_count_begin(ember_collection *c);
+void ember_comm_count_end(ember_collection *c);
+
+#endif
