@@ -703,6 +703,37 @@ check_mpi_optimizer_shards() { # the dense optimizer state sharded over the two 
 }
 CHECKS+=(mpi_optimizer_shards)
 
+check_mpi_schedules() { # the split forward's schedules under two ranks: overlap is the blocking run bit
+    # for bit (AUC and log loss to 8 digits, with evaluations and checkpoints between steps); stale
+    # differs, and a stale run resumed from its checkpoint is the uninterrupted stale run exactly
+    have_mpirun || return 0
+    local common=(--micro-batch 256 --eval-samples 8192 --threads 1 --metrics none --plot none --json)
+    expect_status 0 mpi2 train --steps 40 --eval-every 10 "${common[@]}" || return 1
+    local want stale
+    want=$(auc_logloss)
+    expect_status 0 mpi2 train --steps 40 --eval-every 10 "${common[@]}" --schedule overlap || return 1
+    [ "$(auc_logloss)" = "$want" ] || { echo "overlap: $(auc_logloss), blocking $want"; return 1; }
+    grep -q '"schedule":"overlap"' "$TMP/out" || { echo "no schedule in the header"; return 1; }
+    expect_status 0 mpi2 train --steps 40 --eval-every 0 "${common[@]}" --schedule stale \
+        --checkpoint-dir "$TMP/stale_a" --checkpoint-every 20 || return 1
+    stale=$(auc_logloss)
+    expect_status 0 mpi2 train --steps 40 --eval-every 0 "${common[@]}" || return 1
+    [ "$stale" != "$(auc_logloss)" ] || { echo "stale equals blocking: $stale"; return 1; }
+    expect_status 0 mpi2 train --steps 20 --eval-every 0 "${common[@]}" --schedule stale \
+        --checkpoint-dir "$TMP/stale_b" || return 1
+    expect_status 0 mpi2 train --steps 40 --eval-every 0 "${common[@]}" --schedule stale \
+        --checkpoint-dir "$TMP/stale_b" --checkpoint-every 20 --resume || return 1
+    [ "$(auc_logloss)" = "$stale" ] || { echo "stale resumed: $(auc_logloss), uninterrupted $stale"; return 1; }
+    # one rank: the same rules without exchanges
+    expect_status 0 "$EMBER" train --steps 30 --eval-every 0 "${common[@]}" || return 1
+    want=$(auc_logloss)
+    expect_status 0 "$EMBER" train --steps 30 --eval-every 0 "${common[@]}" --schedule overlap || return 1
+    [ "$(auc_logloss)" = "$want" ] || { echo "one rank, overlap: $(auc_logloss), blocking $want"; return 1; }
+    expect_status 2 "$EMBER" train --schedule sometimes || return 1
+    grep -q "bad value for --schedule: 'sometimes'" "$TMP/err" || return 1
+}
+CHECKS+=(mpi_schedules)
+
 # ---------------------------------------------------------- ember convert
 
 # two Criteo lines around a bad one (C4, field 17, is not hexadecimal)

@@ -55,6 +55,10 @@ static void train_usage(FILE *f)
             "  --optimizer-shards G the dense optimizer's state sharded over groups of G ranks\n"
             "                       (G divides the world; same results; default 0: every rank\n"
             "                       holds all of it)\n"
+            "  --schedule S         blocking (default), overlap (the next batch's ids travel\n"
+            "                       while the dense model runs; same results) or stale (the next\n"
+            "                       batch is looked up before this step's sparse update: one\n"
+            "                       step stale; docs/distributed.md)\n"
             "  --eval-every N       evaluate every N steps (0: only at the end; default 500)\n"
             "  --eval-samples N     held-out samples per evaluation (default 65536)\n"
             "  --metrics FILE       JSON lines (default ember-train-metrics.jsonl; none: off)\n"
@@ -71,7 +75,7 @@ static void train_usage(FILE *f)
 }
 
 typedef struct train_opts {
-    const char *config, *metrics, *plot, *checkpoint_dir;
+    const char *config, *metrics, *plot, *checkpoint_dir, *schedule;
     int64_t steps, seed, threads, blas_threads, micro_batch, accumulate, eval_every, eval_samples; /* -1: not given */
     int64_t optimizer_shards;                                                          /* -1: not given */
     int64_t checkpoint_every, keep;                                                   /* -1: not given */
@@ -135,7 +139,11 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, train_opts *o,
         name[nlen] = '\0';
         const char *val = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
         int used = 0, bad = 0;
-        if (!strcmp(name, "--config") || !strcmp(name, "--metrics") || !strcmp(name, "--plot") ||
+        if (!strcmp(name, "--schedule")) {
+            used = 1;
+            bad = !val || config_schedule_parse(val) < 0;
+            o->schedule = val;
+        } else if (!strcmp(name, "--config") || !strcmp(name, "--metrics") || !strcmp(name, "--plot") ||
             !strcmp(name, "--checkpoint-dir")) {
             used = 1;
             bad = !val || !*val;
@@ -195,6 +203,8 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
         t->accumulate = (int32_t)o->accumulate;
     if (o->optimizer_shards >= 0)
         t->optimizer_shards = (int32_t)o->optimizer_shards;
+    if (o->schedule)
+        t->schedule = (ember_schedule)config_schedule_parse(o->schedule);
     if (o->eval_every >= 0)
         t->eval_every = o->eval_every;
     if (o->eval_samples >= 0)
@@ -285,7 +295,9 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
     /* the SSD tier's lookahead: the batches of the next K steps are read
      * ahead and announced after each embedding forward */
     const int32_t ahead = ember_prefetch_depth(s->coll);
-    int64_t bad = train_prefetch_start(s->train_src, kb, s->threads, threaded, ahead, &pf) != 0;
+    /* a pipelined schedule looks one batch ahead too */
+    const int32_t peek = ahead > 0 ? ahead : t->schedule != EMBER_SCHEDULE_BLOCKING;
+    int64_t bad = train_prefetch_start(s->train_src, kb, s->threads, threaded, peek, &pf) != 0;
     tool_reduce_i64(ctx, &bad, 1, TOOL_MAX);
     if (bad) {
         if (!pf)
@@ -321,6 +333,18 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
             announce[na] = &next[na].sparse;
         }
         trainer_announce(s->tr, announce, na);
+        /* the next batch is begun ahead within a run of steps: not across
+         * a checkpoint or an evaluation (a resumed run starts such a run
+         * the same way), nor after the last step */
+        ctr_batch ahead_b;
+        int boundary = step == steps || (t->checkpoint_dir && t->checkpoint_every > 0 &&
+                                         step % t->checkpoint_every == 0) ||
+                       (s->eval_src && t->eval_every > 0 && step % t->eval_every == 0);
+        if (t->schedule != EMBER_SCHEDULE_BLOCKING && !boundary) {
+            if (train_prefetch_peek(pf, 1, &ahead_b) <= 0) /* collective: an empty one in its place */
+                ctr_batch_empty(&s->schema, &ahead_b);
+            trainer_set_next(s->tr, &ahead_b.sparse);
+        }
         if (global > 0) { /* collective: a rank whose read failed takes part with no samples */
             char serr[512] = "";
             if (trainer_step(s->tr, &b, global, &loss, serr, sizeof serr) != EMBER_OK && !failed) {

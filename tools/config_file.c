@@ -259,6 +259,20 @@ static const char *const DISTS[] = {"uniform", "zipf", NULL};
 static const char *const STORAGES[] = {"auto", "memory", "ssd", NULL};
 static const char *const CACHE_POLICIES[] = {"default", "lru", "lfu", "lookahead", NULL};
 static const char *const KINDS[] = {"fixed", "dynamic", NULL};
+static const char *const CFG_SCHEDULES[] = {"blocking", "overlap", "stale", NULL}; /* ember_schedule order */
+
+int config_schedule_parse(const char *s)
+{
+    for (int i = 0; s && CFG_SCHEDULES[i]; i++)
+        if (!strcmp(s, CFG_SCHEDULES[i]))
+            return i;
+    return -1;
+}
+
+const char *config_schedule_name(ember_schedule s)
+{
+    return s >= EMBER_SCHEDULE_BLOCKING && s <= EMBER_SCHEDULE_STALE ? CFG_SCHEDULES[s] : "?";
+}
 static const char *const EVICTS[] = {"lru", "lfu", "ttl", "none", NULL};
 
 const char *config_placement_name(int p) { return p >= 0 && p < 4 ? PLACEMENTS[p] : "auto"; }
@@ -1048,7 +1062,7 @@ static int read_model(reader *r, const config_setting_t *g)
 /* train: the loop. */
 static int read_train(reader *r, const config_setting_t *g)
 {
-    static const char *const KEYS[] = {"micro_batch", "accumulate", "optimizer_shards", "steps", "eval_every",
+    static const char *const KEYS[] = {"micro_batch", "accumulate", "optimizer_shards", "schedule", "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",
                                        "plot", "checkpoint_dir", "checkpoint_every", "checkpoint_keep",
                                        NULL};
@@ -1074,6 +1088,12 @@ static int read_train(reader *r, const config_setting_t *g)
         if (get_int64(r, m, "train.optimizer_shards", 0, 1 << 20, &v))
             return -1;
         t->optimizer_shards = (int32_t)v;
+    }
+    if ((m = config_setting_get_member(g, "schedule"))) {
+        int kind;
+        if (get_enum(r, m, "train.schedule", CFG_SCHEDULES, &kind))
+            return -1;
+        t->schedule = (ember_schedule)kind;
     }
     if ((int64_t)t->micro_batch * t->accumulate > (1 << 24))
         return fail_at(r, g, "train", "micro_batch x accumulate = %lld samples per rank and step is too "

@@ -81,6 +81,8 @@ typedef struct cfg_train {
     ember_optimizer emb_optimizer; /* the built-in tables (no `tables`)        */
     float emb_init_value;
     int32_t micro_batch, accumulate;
+    ember_schedule schedule;     /* the embedding forward's schedule: blocking
+                                    (default), overlap or stale              */
     int32_t optimizer_shards;    /* dense optimizer state over groups of this
                                     many ranks; 0: replicated (default)      */
     int64_t steps, eval_every, eval_samples, log_every; /* 0: automatic      */
@@ -125,6 +127,9 @@ int config_file_weighted(const config_file *cf);
  * or without "iB"/"B").  0 on success. */
 int config_parse_bytes(const char *s, int64_t *out);
 
+/* "blocking", "overlap", "stale" -> ember_schedule, or -1; and back. */
+int config_schedule_parse(const char *s);
+const char *config_schedule_name(ember_schedule s);
 const char *config_placement_name(int placement); /* "row", ..., "auto" for -1 */
 const char *config_exchange_name(int exchange);
 const char *config_optimizer_name(ember_optimizer_kind kind);

@@ -182,6 +182,7 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
     int64_t obytes = dense_sync_state_bytes(trainer_dense_sync(s->tr));
     json_object_set_new(j, "optimizer_shards", json_integer(t->optimizer_shards));
     json_object_set_new(j, "dense_optimizer_bytes_per_rank", json_integer(obytes));
+    json_object_set_new(j, "schedule", json_string(config_schedule_name(t->schedule)));
     json_object_set_new(j, "interaction", json_string(m->interaction == DENSE_INTERACT_DOT ? "dot" : "cat"));
     emit(r, j);
     if (r->json)
@@ -193,6 +194,10 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
            (int)s->cc.num_tables, (long long)rows, (int)m->emb_dim, (int)m->num_dense, bottom,
            m->interaction == DENSE_INTERACT_DOT ? "dot" : "cat", top, (long long)dlrm_num_params(s->model),
            t->dense_optim.kind == DENSE_ADAM ? "Adam" : "SGD", (double)t->dense_optim.lr);
+    if (t->schedule != EMBER_SCHEDULE_BLOCKING)
+        printf("  schedule: %s (docs/distributed.md)\n", t->schedule == EMBER_SCHEDULE_STALE
+               ? "stale: the next batch is looked up before this step's sparse update"
+               : "overlap: the next batch's ids travel during the dense model");
     if (t->optimizer_shards > 0)
         printf("  dense optimizer state: %.1f KB per rank, sharded over groups of %d ranks\n", (double)obytes / 1e3,
                (int)t->optimizer_shards);

@@ -190,6 +190,7 @@ int train_setup_open(const tool_ctx *ctx, train_setup *s)
     s->t.model.num_sparse = s->schema.num_sparse;
     s->cc.world = ctx->world;
     s->cc.threads = s->threads;
+    s->cc.schedule = s->t.schedule;
     int st = ember_collection_create(&s->cc, &s->coll);
     snprintf(err, sizeof err, "%s", st == EMBER_OK ? "" : ember_errmsg(NULL));
     if (tool_agree_fail(ctx, "train", st != EMBER_OK, err))

@@ -77,6 +77,9 @@ int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, fl
  * dlogit [B]; d_pooled [B][num_sparse * emb_dim] = d(loss)/d(pooled)
  * (overwritten, not accumulated).  d_pooled may be NULL. */
 void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled);
+/* fn(arg) after every layer's forward and backward (NULL: none): the
+ * trainer drives the next batch's exchanges from there. */
+void dlrm_set_progress(dlrm *m, void (*fn)(void *), void *arg);
 
 /* Binary cross-entropy on logits, numerically stable:
  *   loss_s = max(z, 0) - z * y + log1p(exp(-|z|))

@@ -34,6 +34,8 @@ struct dlrm {
     int64_t num_params;
     float *params, *grads;
 
+    void (*progress)(void *); /* called after every layer (dlrm_set_progress) */
+    void *progress_arg;
     int32_t cap, B;          /* activations sized for cap; last forward's B */
     float *slab;
     float *x0, *act[DLRM_LAYERS], *v, *z, *dz, *dv, *g0, *g1;
@@ -189,10 +191,18 @@ static int reserve(dlrm *m, int32_t B)
     return 0;
 }
 
+void dlrm_set_progress(dlrm *m, void (*fn)(void *), void *arg)
+{
+    m->progress = fn;
+    m->progress_arg = arg;
+}
+
 static void layer_forward(dlrm *m, int32_t L, int32_t B, const float *x, float *y)
 {
     dense_linear_forward(B, m->in[L], m->out[L], x, m->params + m->w_off[L], m->params + m->b_off[L],
                          y);
+    if (m->progress)
+        m->progress(m->progress_arg);
 }
 
 int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, float *logit)
@@ -227,6 +237,8 @@ static void layer_backward(dlrm *m, int32_t L, const float *x, const float *dy, 
 {
     dense_linear_backward(m->B, m->in[L], m->out[L], x, m->params + m->w_off[L], dy,
                           m->grads + m->w_off[L], m->grads + m->b_off[L], dx);
+    if (m->progress)
+        m->progress(m->progress_arg);
 }
 
 void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled)

@@ -16,6 +16,9 @@
  *   dense grads: summed over ranks in rank order (reduce-scatter by chunks,
  *   then all-gather), so every rank holds the same bits; dense optimizer step.
  *
+ * With a next batch (trainer_set_next), its forward is split around the
+ * step: begun after this step's forward, ended after its dense update.
+ *
  * The embedding tables see exactly one optimizer step on all k*b samples:
  * accumulation changes only how the dense activations are computed, and
  * the dense gradient sum within 1e-6 of one k-times larger batch.
@@ -68,6 +71,16 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
  * dense model runs), in order; valid until that step returns.  Collective:
  * every rank announces the same number (an empty batch where it has none). */
 void trainer_announce(trainer *t, const ember_batch *const *batches, int32_t n);
+
+/* The batch the next trainer_step begins ahead (ember_forward_begin, the
+ * collection's ember_schedule) while its own dense work runs, and ends
+ * after its update: the step after must be given that very batch (its
+ * outputs are then already there).  NULL (the default, reset by every
+ * step): none, so the step after runs its own forward.  Give none before
+ * trainer_predict, a checkpoint or the last step.  Valid until that step
+ * returns.  Collective: every rank gives one (an empty batch where it has
+ * none) or none. */
+void trainer_set_next(trainer *t, const ember_batch *next);
 
 /* Forward only: prob[s] = sigmoid(logit) for the batch's samples. */
 int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, size_t errlen);

@@ -40,10 +40,15 @@ struct trainer {
     int64_t nparams;
 
     float *pooled, *d_pooled; /* [cap_rows][width]                    */
+    float *pooled_next;       /* the begun batch's outputs (pipelined) */
     int64_t cap_rows;
     float *logit, *dlogit;    /* [micro_batch]                        */
     const ember_batch *const *announce; /* for the next step's ember_prefetch */
     int32_t num_announce;
+    const ember_batch *next;  /* the batch the next step begins ahead    */
+    int32_t ready_rows;       /* >= 0: pooled holds the outputs of the next
+                                 step's batch (of that many samples), from
+                                 the last step's ember_forward_end; -1: none */
 
     trainer_times times;
 };
@@ -72,7 +77,10 @@ static int grow_rows(trainer *t, int64_t rows)
     float *d = realloc(t->d_pooled, n * sizeof *d);
     if (d)
         t->d_pooled = d;
-    if (!p || !d)
+    float *q = realloc(t->pooled_next, n * sizeof *q);
+    if (q)
+        t->pooled_next = q;
+    if (!p || !d || !q)
         return -1;
     t->cap_rows = rows;
     return 0;
@@ -116,6 +124,7 @@ int trainer_create(const trainer_config *cfg, ember_collection *coll, dlrm *mode
     t->emb_dim = mc->emb_dim;
     t->width = ember_pooled_width(coll);
     t->nparams = dlrm_num_params(model);
+    t->ready_rows = -1;
     int st = EMBER_ENOMEM;
     int64_t b = cfg->micro_batch;
     if (grow_rows(t, b * cfg->accumulate) || !(t->logit = calloc((size_t)b, sizeof *t->logit)) ||
@@ -166,6 +175,7 @@ void trainer_destroy(trainer *t)
         return;
     dense_sync_destroy(t->sync);
     free(t->pooled);
+    free(t->pooled_next);
     free(t->d_pooled);
     free(t->logit);
     free(t->dlogit);
@@ -191,10 +201,28 @@ void trainer_announce(trainer *t, const ember_batch *const *batches, int32_t n)
     t->num_announce = n;
 }
 
+void trainer_set_next(trainer *t, const ember_batch *next) { t->next = next; }
+
+/* The dense model's hook: the begun batch's exchanges move on. */
+static void drive_exchanges(void *coll) { ember_forward_progress(coll); }
+
+/* Wall time since *mark minus the exchange time counted since *comm goes to
+ * *phase, the exchange time to t->times.exchange; both marks move on. */
+static void phase_end(trainer *t, double *mark, double *comm, double *phase)
+{
+    double now = ember_now(), c = t->world->seconds;
+    *phase += (now - *mark) - (c - *comm);
+    t->times.exchange += c - *comm;
+    *mark = now;
+    *comm = c;
+}
+
 int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *loss_sum, char *err, size_t errlen)
 {
     int st;
     const int32_t n = batch->batch_size, b = t->cfg.micro_batch;
+    const ember_batch *next = t->next;
+    t->next = NULL;
     *loss_sum = 0;
     if ((st = check_batch(t, batch, err, errlen)) != EMBER_OK)
         return st; /* the same on every rank for a source's batches */
@@ -203,18 +231,27 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
                     t->cfg.accumulate, b);
     if (global < 1)
         return fail(err, errlen, EMBER_EINVAL, "trainer: global batch %lld", (long long)global);
+    if (next && next->batch_size > (int64_t)b * t->cfg.accumulate)
+        return fail(err, errlen, EMBER_EINVAL, "trainer: %d samples ahead in a step of at most %d x %d",
+                    next->batch_size, t->cfg.accumulate, b);
+    if (t->ready_rows >= 0 && t->ready_rows != n)
+        return fail(err, errlen, EMBER_ESTATE, "trainer: the step's batch has %d samples, the batch begun ahead %d",
+                    n, t->ready_rows);
 
-    double t0 = ember_now();
-    if ((st = ember_forward(t->coll, &batch->sparse, t->pooled, NULL)) != EMBER_OK)
+    double mark = ember_now(), comm = t->world->seconds;
+    if (t->ready_rows < 0 && (st = ember_forward(t->coll, &batch->sparse, t->pooled, NULL)) != EMBER_OK)
         return fail(err, errlen, st, "%s", ember_errmsg(t->coll));
+    t->ready_rows = -1;
     for (int32_t i = 0; i < t->num_announce; i++) /* read ahead while the dense model runs */
         if ((st = ember_prefetch(t->coll, t->announce[i])) != EMBER_OK)
             return fail(err, errlen, st, "%s", ember_errmsg(t->coll));
     t->num_announce = 0;
-    ember_stats es;
-    ember_collection_stats(t->coll, &es);
-    double t1 = ember_now(), comm_fwd = es.last_comm_seconds;
+    /* the next batch: routed, its exchanges begun (ember_schedule) */
+    if (next && (st = ember_forward_begin(t->coll, next, t->pooled_next, NULL)) != EMBER_OK)
+        return fail(err, errlen, st, "%s", ember_errmsg(t->coll));
+    phase_end(t, &mark, &comm, &t->times.emb_forward);
 
+    dlrm_set_progress(t->model, next ? drive_exchanges : NULL, t->coll);
     dlrm_zero_grads(t->model);
     const float scale = (float)(1.0 / (double)global);
     const int32_t nd = batch->num_dense;
@@ -232,33 +269,36 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
         loss += dense_bce_logits(t->logit, batch->label + lo, m, scale, t->dlogit);
         dlrm_backward(t->model, t->dlogit, t->d_pooled + (int64_t)lo * t->width);
     }
-    double t2 = ember_now();
+    dlrm_set_progress(t->model, NULL, NULL);
+    phase_end(t, &mark, &comm, &t->times.dense);
 
     if ((st = ember_backward(t->coll, t->d_pooled, NULL)) != EMBER_OK)
         return fail(err, errlen, st, "%s", ember_errmsg(t->coll));
-    ember_collection_stats(t->coll, &es);
-    double t3 = ember_now(), comm_bwd = es.last_comm_seconds - comm_fwd;
+    phase_end(t, &mark, &comm, &t->times.emb_backward);
 
     st = dense_sync_reduce(t->sync, dlrm_grads(t->model), err, errlen);
-    double t4 = ember_now();
+    phase_end(t, &mark, &comm, &t->times.reduce);
     if (st != EMBER_OK)
         return st;
     /* the update runs even after a dense failure, which cannot happen after
      * create's warm-up: the gather is collective */
     dense_sync_apply(t->sync, dlrm_params(t->model), dlrm_grads(t->model));
-    double t5 = ember_now();
+    phase_end(t, &mark, &comm, &t->times.dense);
     st = dense_sync_gather(t->sync, dlrm_params(t->model), err, errlen);
-    double t6 = ember_now();
+    phase_end(t, &mark, &comm, &t->times.reduce);
     if (st != EMBER_OK)
         return st;
+    if (next) { /* the next batch's outputs, after this step's update (unless stale) */
+        if ((st = ember_forward_end(t->coll)) != EMBER_OK)
+            return fail(err, errlen, st, "%s", ember_errmsg(t->coll));
+        float *p = t->pooled;
+        t->pooled = t->pooled_next;
+        t->pooled_next = p;
+        t->ready_rows = next->batch_size;
+        phase_end(t, &mark, &comm, &t->times.emb_forward);
+    }
     if (!dense_ok)
         return fail(err, errlen, EMBER_ENOMEM, "trainer: the dense model ran out of memory");
-
-    t->times.emb_forward += (t1 - t0) - comm_fwd;
-    t->times.exchange += comm_fwd + comm_bwd;
-    t->times.dense += (t2 - t1) + (t5 - t4);
-    t->times.emb_backward += (t3 - t2) - comm_bwd;
-    t->times.reduce += (t4 - t3) + (t6 - t5);
     *loss_sum = loss;
     return EMBER_OK;
 }
@@ -269,6 +309,9 @@ int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, 
     const int32_t n = batch->batch_size, b = t->cfg.micro_batch;
     if ((st = check_batch(t, batch, err, errlen)) != EMBER_OK)
         return st;
+    if (t->ready_rows >= 0) /* the same on every rank */
+        return fail(err, errlen, EMBER_ESTATE, "trainer: predict while the next step's batch is looked up ahead "
+                    "(the last step was given a next batch)");
     int grown = grow_rows(t, n);
     /* every rank must make the same collective call: a failed growth
      * still runs the forward, on an empty batch */
