@@ -27,12 +27,15 @@
  * from its own outputs.  So that the rule
  * is seen to matter, the same reference read fresh must differ from STL's
  * outputs somewhere in the run (checked over all trials on rank 0).
+ * In a world of one, half the trials run through the exchange code (the
+ * internal flag exchange_always), the other half the local path.
  * Fixed cases: begin twice, end without begin and ember_forward while a
  * batch is begun answer EMBER_ESTATE; a begin that fails (an id out of
  * range on one rank) leaves the current batch's backward working; the
  * SSD tier with STALE and a dynamic table with OVERLAP are refused at
  * create, naming the table.
  */
+#include "core/collection.h" /* exchange_always: a world of one through the exchange code */
 #include "mpi_util.h"
 
 #define TRIALS 28
@@ -130,6 +133,10 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
         made &= (c[k] = mpi_create(&tc->cfg, coll_names[k])) != NULL;
     }
     tc->cfg.schedule = EMBER_SCHEDULE_BLOCKING;
+    if (W == 1 && trial % 2) /* half the trials of a world of one run the chain of exchanges too */
+        for (int k = 0; k < NCOLL; k++)
+            if (c[k])
+                c[k]->exchange_always = 1;
     ref_model m, prev;
     int have_ref = ref_model_init(&m, cfg) == 0 && ref_model_init(&prev, cfg) == 0;
     MCHECK(have_ref, "ref_model_init");

@@ -74,6 +74,8 @@ typedef struct bench_opts {
     int32_t key_bits;                    /* --key-space: Zipf over 2^bits keys (0: rows) */
     int32_t admit_after;
     ember_evict_policy evict;
+    ember_schedule schedule;             /* --schedule */
+    double dense_ms;                     /* --dense-ms: the dense model's stand-in */
 } bench_opts;
 
 static const char *const EVICT_NAMES[] = {"lru", "lfu", "ttl", "none"};
@@ -119,6 +121,12 @@ static void bench_usage(FILE *f)
             "  --io-threads N          I/O threads per SSD table (the library's default)\n"
             "  --belady 1              also Belady's offline hit rate for the same cache and ids\n"
             "                          (one process; the timed iterations, after the warm-up)\n"
+            "  --schedule S            blocking (ember_forward), overlap or stale: the next\n"
+            "                          batch begun before this one's backward and ended after\n"
+            "                          it (ember_forward_begin / _end; docs/distributed.md)\n"
+            "  --dense-ms X            a stand-in for the dense model between forward and\n"
+            "                          backward: X ms of arithmetic per step, calling\n"
+            "                          ember_forward_progress every 50 us (0)\n"
             "One JSON line per (optimizer, threads); several pairs run in fresh processes.\n"
             "Under mpirun -np N: the workload's global batch split over the ranks, step time =\n"
             "max over ranks, bytes exchanged per step measured and predicted; rank 0 prints;\n"
@@ -136,6 +144,25 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return (n & 1) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The dense model's stand-in: ms of dependent arithmetic, driving the
+ * begun batch's exchanges every 50 us as the trainer's layers do. */
+static void dense_standin(ember_collection *coll, double ms)
+{
+    double end = tool_now() + ms * 1e-3, next = 0;
+    volatile double x = 1.0;
+    while (ms > 0) {
+        for (int k = 0; k < 2000; k++)
+            x = x * 1.0000001 + 1e-9;
+        double now = tool_now();
+        if (now >= end)
+            break;
+        if (now >= next) {
+            ember_forward_progress(coll);
+            next = now + 50e-6;
+        }
+    }
 }
 
 static double round_to(double x, double unit)
@@ -301,6 +328,12 @@ static int bench_parse(FILE *err, int argc, char **argv, bench_opts *o, char *op
             int k = name_index(val, EVICT_NAMES, 4);
             bad = k < 0;
             o->evict = (ember_evict_policy)(bad ? 0 : k);
+        } else if (!strcmp(name, "--schedule")) {
+            int k = config_schedule_parse(val);
+            bad = k < 0;
+            o->schedule = (ember_schedule)(bad ? 0 : k);
+        } else if (!strcmp(name, "--dense-ms")) {
+            bad = parse_double(val, &o->dense_ms) || !(o->dense_ms >= 0 && o->dense_ms <= 1e4);
         } else if (!strcmp(name, "--exchange")) {
             int k = name_index(val, EXCHANGE_NAMES, 2);
             bad = k < 0;
@@ -383,6 +416,8 @@ static json_t *bench_base(const tool_ctx *ctx, const bench_opts *o, const char *
     json_object_set_new(j, "placement", json_string(PLACEMENT_NAMES[o->placement]));
     json_object_set_new(j, "exchange", json_string(EXCHANGE_NAMES[o->exchange]));
     json_object_set_new(j, "storage", json_string(STORAGE_NAMES[o->storage]));
+    json_object_set_new(j, "schedule", json_string(config_schedule_name(o->schedule)));
+    json_object_set_new(j, "dense_ms", json_real(o->dense_ms));
     if (o->storage == EMBER_STORAGE_SSD) {
         json_object_set_new(j, "policy", json_string(POLICY_NAMES[o->policy]));
         json_object_set_new(j, "io", json_string(o->buffered ? "buffered" : "direct"));
@@ -610,7 +645,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     int64_t *ids = NULL;
     int32_t *lengths = NULL;
     uint64_t *seen = NULL;
-    float *pooled = NULL, *d_pooled = NULL;
+    float *pooled = NULL, *pooled_next = NULL, *d_pooled = NULL;
     double *t_it = NULL; /* [4][iters]: step, forward, backward, exchange time */
     double *pred = NULL, *by_rank = NULL;
     const char *why = NULL;
@@ -680,6 +715,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     ccfg.ssd_buffered = o->buffered;
     ccfg.io_threads = o->io_threads;
     ccfg.world = ctx->world;
+    ccfg.schedule = o->schedule;
 
     double t0 = tool_now();
     int st = ember_collection_create(&ccfg, &coll);
@@ -708,11 +744,12 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
         lengths = malloc((size_t)sh->tables * (size_t)(local_b > 0 ? local_b : 1) * sizeof *lengths);
         seen = malloc(words * sizeof *seen);
         pooled = malloc((size_t)(local_b > 0 ? local_b : 1) * (size_t)W * sizeof *pooled);
+        pooled_next = malloc((size_t)(local_b > 0 ? local_b : 1) * (size_t)W * sizeof *pooled_next);
         d_pooled = malloc((size_t)(local_b > 0 ? local_b : 1) * (size_t)W * sizeof *d_pooled);
         t_it = calloc((size_t)4 * o->iters, sizeof *t_it);
         pred = calloc((size_t)2 * R, sizeof *pred);
         by_rank = calloc((size_t)R, sizeof *by_rank);
-        if (!ids || !lengths || !seen || !pooled || !d_pooled || !t_it || !pred || !by_rank)
+        if (!ids || !lengths || !seen || !pooled || !pooled_next || !d_pooled || !t_it || !pred || !by_rank)
             why = "out of memory for the pre-generated batches";
     } else {
         snprintf(whybuf, sizeof whybuf, "ember_synth_create: %s", ember_data_errmsg());
@@ -787,7 +824,15 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
         if (R > 1)
             tool_barrier(ctx); /* every rank starts the step together (untimed) */
         double a = tool_now();
-        st = ember_forward(coll, &b, pooled, NULL);
+        /* pipelined: batch n's outputs came from the last step's end;
+         * batch n + 1 is begun now and ended after n's backward */
+        const int pipelined = o->schedule != EMBER_SCHEDULE_BLOCKING, ahead = pipelined && n + 1 < nb;
+        st = pipelined && n > 0 ? EMBER_OK : ember_forward(coll, &b, pooled, NULL);
+        if (st == EMBER_OK && ahead) {
+            ember_batch nx = b;
+            nx.ids = ids + (size_t)(n + 1) * local_ids;
+            st = ember_forward_begin(coll, &nx, pooled_next, NULL);
+        }
         double m = tool_now();
         if (st) {
             char msg[640];
@@ -808,6 +853,8 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
                 }
             }
         }
+        dense_standin(coll, o->dense_ms);
+        double dd = tool_now();
         if (train) {
             st = ember_backward(coll, d_pooled, NULL);
             if (st) {
@@ -818,13 +865,24 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
                 goto done;
             }
         }
+        ember_collection_stats(coll, &stats); /* batch n's, before n + 1 is ended */
+        if (st == EMBER_OK && ahead) {
+            st = ember_forward_end(coll);
+            float *p = pooled;
+            pooled = pooled_next;
+            pooled_next = p;
+            if (st) {
+                rc = bench_fail(j, "ember_forward_end: %s", ember_errmsg(coll));
+                j = NULL;
+                goto done;
+            }
+        }
         double e = tool_now();
         if (n >= o->warmup) {
             const int i = n - o->warmup;
-            ember_collection_stats(coll, &stats);
             t_it[i] = e - a;
             t_it[o->iters + i] = m - a;
-            t_it[2 * o->iters + i] = e - m;
+            t_it[2 * o->iters + i] = e - dd;
             t_it[3 * o->iters + i] = stats.last_comm_seconds;
             bytes[0] += stats.last_bytes_sent;
             bytes[1] += stats.last_bytes_received;
@@ -996,6 +1054,7 @@ done:
     free(lengths);
     free(seen);
     free(pooled);
+    free(pooled_next);
     free(d_pooled);
     free(t_it);
     free(pred);

@@ -163,8 +163,16 @@ static int self_wait(ember_world *w, void *req)
 
 static void self_destroy(ember_world *w) { free(w); }
 
+static int self_dup(ember_world *w, ember_world **out)
+{
+    (void)w;
+    return ember_world_self(out);
+}
+
+int ember_world_dup(ember_world *w, ember_world **out) { return w->ops->dup(w, out); }
+
 static const ember_comm_ops self_ops = {self_alltoallv, self_allgather, self_bcast, self_ialltoallv,
-                                        self_test,      self_wait,      self_destroy};
+                                        self_test,      self_wait,      self_dup,   self_destroy};
 
 int ember_world_self(ember_world **out)
 {

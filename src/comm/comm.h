@@ -36,6 +36,9 @@ typedef struct ember_comm_ops {
     int (*test)(ember_world *w, void *req, int *done);
     /* Completes and frees req. */
     int (*wait)(ember_world *w, void *req);
+    /* A new world over the same processes with its own message space
+     * (MPI_Comm_dup): collectives on it never match those on w.  Collective. */
+    int (*dup)(ember_world *w, ember_world **out);
     void (*destroy)(ember_world *w);
 } ember_comm_ops;
 
@@ -72,6 +75,9 @@ int ember_comm_alltoall_i64(ember_world *w, const int64_t *send, int64_t *recv);
 /* Not counted (small control messages). */
 int ember_comm_allgather(ember_world *w, const void *send, int64_t bytes, void *recv);
 int ember_comm_bcast(ember_world *w, void *buf, int64_t bytes, int32_t root);
+
+/* ops->dup; EMBER_ECOMM (w->errmsg) or EMBER_ENOMEM on failure. */
+int ember_world_dup(ember_world *w, ember_world **out);
 
 double ember_now(void); /* monotonic seconds */
 

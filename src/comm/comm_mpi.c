@@ -135,8 +135,16 @@ static void mpi_destroy(ember_world *w)
     free(w);
 }
 
+static int mpi_dup(ember_world *w, ember_world **out)
+{
+    int st = ember_world_from_mpi_comm(comm_of(w), out);
+    if (st == EMBER_ECOMM)
+        snprintf(w->errmsg, sizeof w->errmsg, "MPI_Comm_dup failed on rank %d", w->rank);
+    return st;
+}
+
 static const ember_comm_ops mpi_ops = {mpi_alltoallv, mpi_allgather, mpi_bcast, mpi_ialltoallv,
-                                       mpi_test,      mpi_wait,      mpi_destroy};
+                                       mpi_test,      mpi_wait,      mpi_dup,   mpi_destroy};
 
 int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out)
 {

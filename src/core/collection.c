@@ -327,6 +327,7 @@ void ember_collection_destroy(ember_collection *c)
         return;
     ember_dyn_tables_destroy(c);
     ember_slot_free(c);
+    ember_world_destroy(c->sched_world);
     for (int32_t p = 0; p < c->num_ptables; p++) {
         ember_xchg_free(c->ptables[p].xchg);
         ember_store_destroy(c->ptables[p].store);

@@ -141,6 +141,10 @@ struct ember_collection {
     int64_t pending_ids, pending_dropped[2];
     int64_t pending_sent, pending_received; /* bytes exchanged so far      */
     double pending_seconds;
+    ember_world *sched_world;    /* its exchanges' own world (W > 1)      */
+    int32_t chain_p;             /* dist/xchg_chain.c: the table at work  */
+    int chain_stale, chain_status;
+    char chain_msg[512];         /* this rank's failure in the chain      */
 
     /* dynamic tables (dyn/dyn_step.c) */
     int32_t num_dynamic;         /* physical tables with a key index        */

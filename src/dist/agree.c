@@ -36,15 +36,9 @@ int ember_dist_exchange(ember_collection *c, const void *send, const int64_t *sc
     return EMBER_OK;
 }
 
-int ember_dist_agree(ember_collection *c, int st, int64_t *value)
+int ember_dist_agree_gathered(ember_collection *c, const int64_t *all, int64_t *value)
 {
     ember_world *w = c->world;
-    if (w->size == 1)
-        return st;
-    int64_t mine[2] = {st, value ? *value : 0};
-    int64_t *all = c->comm_scratch;
-    if (ember_comm_allgather(w, mine, (int64_t)sizeof mine, all) != EMBER_OK)
-        return ember_dist_comm_failed(c);
     int32_t first = -1;
     int64_t vmax = all[1];
     for (int32_t r = 0; r < w->size; r++) {
@@ -66,4 +60,16 @@ int ember_dist_agree(ember_collection *c, int st, int64_t *value)
         return ember_dist_comm_failed(c);
     msg[sizeof msg - 1] = 0;
     return ember_fail(c, status, "rank %d: %s", first, msg);
+}
+
+int ember_dist_agree(ember_collection *c, int st, int64_t *value)
+{
+    ember_world *w = c->world;
+    if (w->size == 1)
+        return st;
+    int64_t mine[2] = {st, value ? *value : 0};
+    int64_t *all = c->comm_scratch;
+    if (ember_comm_allgather(w, mine, (int64_t)sizeof mine, all) != EMBER_OK)
+        return ember_dist_comm_failed(c);
+    return ember_dist_agree_gathered(c, all, value);
 }

@@ -17,6 +17,11 @@
  * EMBER_ECOMM and disables the collection. */
 int ember_dist_agree(ember_collection *c, int st, int64_t *value);
 
+/* The second half of an agreement whose {status, value} pairs of every
+ * rank were gathered into all[2 * W] some other way (a started exchange):
+ * the first failing rank's message is broadcast (collective then). */
+int ember_dist_agree_gathered(ember_collection *c, const int64_t *all, int64_t *value);
+
 /* A failed exchange: disables the collection, returns EMBER_ECOMM. */
 int ember_dist_comm_failed(ember_collection *c);
 /* alltoallv with counts in elements of `elem` bytes, packed in rank order
@@ -28,19 +33,28 @@ int ember_dist_exchange(ember_collection *c, const void *send, const int64_t *sc
  * vector exchange and pooling of this rank's outputs, round by round. */
 int ember_dist_forward(ember_collection *c, int32_t p, float *pooled, float *sequence);
 
-/* The same forward in two calls, with other work (even other collectives,
- * in the same order on every rank) between them (lookup/schedule.c).
- * start, exact (stale 0): every round's counts are exchanged now; with one
- * mini-batch round its ids are sent (MPI_Ialltoallv) and the finish
- * receives them, looks up and exchanges the vectors; with more rounds the
- * finish runs them all.  start, stale: every round is looked up now, from
- * the tables as they are, the last round's vectors left in flight; the
- * finish receives them and writes the outputs.  progress drives what is
- * in flight; cancel completes it and forgets it (after a failure). */
-int ember_dist_forward_start(ember_collection *c, int32_t p, int stale, float *pooled, float *sequence);
-int ember_dist_forward_progress(ember_collection *c, struct ember_xchg *x);
-int ember_dist_forward_finish(ember_collection *c, int32_t p, float *pooled, float *sequence);
-void ember_dist_forward_cancel(ember_collection *c, struct ember_xchg *x);
+/* The forward of every table in parts, with the caller's work and other
+ * collectives between them (dist/xchg_chain.c, for lookup/schedule.c).
+ * c->world must be a world of its own (ember_world_dup) during all of
+ * them, so that these exchanges, started and completed at different
+ * moments on different ranks, never meet the others.
+ *   start     every table's state prepared (agreed), the first exchange
+ *             started; stale: lookups allowed before the end.
+ *   progress  tests what is in flight and starts what follows, in a fixed
+ *             order (the same on every rank), never waiting.  Exact: counts,
+ *             agreement and ids of each table (one mini-batch round; more
+ *             rounds are left to the end).  Stale: the same, then lookups
+ *             and vectors, round after round.
+ *   settle    stale: waits until every lookup is done (before the tables
+ *             change).
+ *   finish    waits for the rest, looks up (exact), writes the outputs,
+ *             agrees.
+ *   cancel    after a failure: completes what is in flight, forgets it. */
+int ember_dist_forward_start(ember_collection *c, int stale);
+int ember_dist_forward_progress(ember_collection *c);
+int ember_dist_forward_settle(ember_collection *c);
+int ember_dist_forward_finish(ember_collection *c, float *pooled, float *sequence);
+void ember_dist_forward_cancel(ember_collection *c);
 
 /* Backward of physical table p, in two parts: the gradient exchange
  * (collective, agreed), then the owner's sorted aggregation and optimizer

@@ -15,6 +15,7 @@
 
 #include "dist/dist.h"
 #include "dist/shard.h"
+#include "lookup/step.h"
 #include "quant/quant.h"
 
 typedef struct piece {
@@ -132,6 +133,11 @@ static int check_encodable(ember_collection *c, const ember_ltable *lt, const em
 int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count, float *buf, int to_table,
                     int state)
 {
+    if (to_table) { /* a stale batch begun reads the rows as they were before */
+        int settled = ember_schedule_settle(c);
+        if (settled != EMBER_OK)
+            return settled;
+    }
     const ember_ltable *lt = &c->tables[t];
     const ember_ptable *pt = &c->ptables[lt->ptable];
     int32_t W = c->world->size, rank = c->world->rank;

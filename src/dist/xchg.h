@@ -14,10 +14,14 @@
 /* Counts per (round, peer) of one direction, as exchanged. */
 enum { XC_SEGS = 0, XC_ENTS, XC_UNIQ, XC_WEIGHTED, XC_STATUS, XC_N };
 
-/* What a started forward has done (ember_dist_forward_start). */
-enum { XS_NONE = 0, /* nothing: the finish runs every round            */
-       XS_IDS,      /* round 0's ids are in flight                     */
-       XS_VECTORS   /* every round looked up; the last vectors in flight */
+/* Where a started forward of one table is (dist/xchg_chain.c). */
+enum { XS_NONE = 0,  /* not started: the finish runs the whole forward  */
+       XS_COUNTS,    /* round `round`'s counts in flight               */
+       XS_AGREE,     /* its agreement in flight                        */
+       XS_IDS,       /* its ids in flight                              */
+       XS_VECTORS,   /* its vectors in flight                          */
+       XS_SENT_IDS,  /* OVERLAP: ids in flight, lookups left to the end */
+       XS_LOOKED_UP  /* STALE: last round's vectors in flight          */
 };
 
 typedef struct ember_xchg {
@@ -53,13 +57,39 @@ typedef struct ember_xchg {
     float *grad_out, *grad_in;
     int64_t grad_out_cap, grad_in_cap;
     int grads_ready;         /* grad_in holds this batch's gradients        */
-    /* a started forward (ember_dist_forward_start) */
+    /* a started forward (dist/xchg_chain.c) */
     ember_comm_req req;      /* the exchange in flight                      */
-    int started;             /* XS_*: what the finish still has to do       */
+    int stage;               /* XS_*                                        */
+    int32_t round;           /* the round it is at                          */
+    int64_t *ctl;            /* [4 W] counts and displacements of control
+                                exchanges in flight                        */
+    int64_t *agree;          /* [2 + 2 W] this rank's status, everyone's    */
 } ember_xchg;
 
 struct ember_collection;
+struct ember_ptable;
 /* The table's exchange state, created on first use; NULL when out of memory. */
 ember_xchg *ember_xchg_get(struct ember_collection *c, int32_t p);
+
+/* The phases of table p's forward (xchg_fwd.c), for ember_dist_forward
+ * and the started forward (xchg_chain.c).  `start`: the phase's exchange
+ * is started (x->req, completed by ember_comm_wait / _test) instead of
+ * completed.  Per round m: counts (this rank's status travels with them),
+ * reserve (the local status to agree on), the agreement (started:
+ * agree_start, then ember_dist_agree_gathered on x->agree + 2), ids,
+ * lookup (the ids received; outputs of REPLICATED written, else vectors
+ * sent), assemble (the vectors received: outputs written).  After the
+ * last round, finish puts the owner's route in order (agree after it). */
+int ember_xchg_prepare(struct ember_collection *c, int32_t p, ember_xchg **x);
+int ember_xchg_counts(struct ember_collection *c, struct ember_ptable *pt, ember_xchg *x, int32_t m, int start);
+int ember_xchg_reserve(struct ember_collection *c, struct ember_ptable *pt, ember_xchg *x, int32_t m);
+int ember_xchg_agree_start(struct ember_collection *c, ember_xchg *x, int st);
+int ember_xchg_send_ids(struct ember_collection *c, struct ember_ptable *pt, ember_xchg *x, int32_t m, int start);
+int ember_xchg_lookup(struct ember_collection *c, struct ember_ptable *pt, ember_xchg *x, int32_t m, int start,
+                      float *pooled, float *sequence);
+void ember_xchg_assemble(struct ember_collection *c, struct ember_ptable *pt, ember_xchg *x, int32_t m,
+                         float *pooled, float *sequence);
+int ember_xchg_finish(struct ember_collection *c, struct ember_ptable *pt, ember_xchg *x);
+int ember_xchg_wait(struct ember_collection *c, ember_xchg *x);
 
 #endif

@@ -52,7 +52,7 @@ ember_xchg *ember_xchg_get(ember_collection *c, int32_t p)
         return pt->xchg;
     ember_xchg *x = calloc(1, sizeof *x);
     int32_t W = c->world->size;
-    if (!x || !(x->scnt = calloc((size_t)W * 4, sizeof(int64_t))) ||
+    if (!x || !(x->scnt = calloc((size_t)W * 10 + 2, sizeof(int64_t))) ||
         !(x->pos = calloc((size_t)W * 6, sizeof(int64_t))) || !(x->views = calloc((size_t)W, sizeof(msg_view)))) {
         if (x) {
             free(x->scnt);
@@ -65,6 +65,8 @@ ember_xchg *ember_xchg_get(ember_collection *c, int32_t p)
     x->sdsp = x->scnt + W;
     x->rcnt = x->scnt + 2 * W;
     x->rdsp = x->scnt + 3 * W;
+    x->ctl = x->scnt + 4 * W;
+    x->agree = x->scnt + 8 * W;
     pt->xchg = x;
     return x;
 }
@@ -102,7 +104,7 @@ int64_t ember_xchg_bytes(const ember_xchg *x)
     return (x->sent_cap + x->recv_cap + x->block_cap + x->seg_list_cap + x->seg_list_at_cap) * 8 +
            x->remap_cap * 4 + (x->keys_cap + x->keys_tmp_cap) * 8 + (x->rows_in_cap + x->rows_out_cap) * 4 + x->sbuf_cap +
            x->rbuf_cap + (x->grad_out_cap + x->grad_in_cap) * 4 + ember_route_bytes(&x->rr) +
-           ember_route_bytes(&x->rr_tmp) + (int64_t)x->W * 10 * 8;
+           ember_route_bytes(&x->rr_tmp) + ((int64_t)x->W * 16 + 2) * 8;
 }
 
 /* Exchanges XC_N counts per pair; not counted as payload. */
@@ -496,7 +498,7 @@ static int exchange(ember_collection *c, ember_xchg *x, int start, const void *s
     return st == EMBER_OK ? EMBER_OK : ember_dist_comm_failed(c);
 }
 
-static int wait_exchange(ember_collection *c, ember_xchg *x)
+int ember_xchg_wait(ember_collection *c, ember_xchg *x)
 {
     return ember_comm_wait(c->world, &x->req) == EMBER_OK ? EMBER_OK : ember_dist_comm_failed(c);
 }
@@ -511,8 +513,7 @@ static void round_segments(const ember_collection *c, const ember_route *r, int3
     }
 }
 
-/* Round m, steps 1-3: counts, agreement, ids exchange (started: `start`). */
-static int ids_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int start)
+int ember_xchg_counts(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int start)
 {
     int32_t W = c->world->size;
     int64_t g0, g1, *sent = x->sent + (int64_t)m * W * XC_N, *recv = x->recv + (int64_t)m * W * XC_N;
@@ -520,16 +521,55 @@ static int ids_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32
     int st = count_round(c, pt, x, g0, g1, sent);
     for (int32_t d = 0; d < W; d++)
         sent[d * XC_N + XC_STATUS] = st;
-    int cs = exchange_counts(c, sent, recv);
-    if (cs != EMBER_OK)
-        return cs;
-    int any_failed = st != EMBER_OK;
+    if (!start)
+        return exchange_counts(c, sent, recv);
+    int64_t *cnt = x->ctl; /* [4W]: counts, displacements; kept until it completes (copied by MPI) */
+    for (int32_t r = 0; r < W; r++) {
+        cnt[r] = XC_N * (int64_t)sizeof(int64_t);
+        cnt[W + r] = r * XC_N * (int64_t)sizeof(int64_t);
+    }
+    int counting = c->world->counting;
+    c->world->counting = 0; /* control, not payload */
+    st = ember_comm_ialltoallv(c->world, sent, cnt, cnt + W, recv, cnt, cnt + W, &x->req);
+    c->world->counting = counting;
+    return st == EMBER_OK ? EMBER_OK : ember_dist_comm_failed(c);
+}
+
+int ember_xchg_reserve(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m)
+{
+    int32_t W = c->world->size;
+    const int64_t *sent = x->sent + (int64_t)m * W * XC_N, *recv = x->recv + (int64_t)m * W * XC_N;
+    if (sent[XC_STATUS] != EMBER_OK)
+        return (int)sent[XC_STATUS];
     for (int32_t s = 0; s < W; s++)
-        any_failed |= recv[s * XC_N + XC_STATUS] != EMBER_OK;
-    if (!any_failed)
-        st = reserve_round(c, pt, x, m, sent, recv);
-    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
-        return st;
+        if (recv[s * XC_N + XC_STATUS] != EMBER_OK)
+            return EMBER_OK; /* that rank's own status fails the agreement, naming it */
+    return reserve_round(c, pt, x, m, sent, recv);
+}
+
+int ember_xchg_agree_start(ember_collection *c, ember_xchg *x, int st)
+{
+    int32_t W = c->world->size;
+    int64_t *cnt = x->ctl, *mine = x->agree; /* agree: [2] mine, then [2W] everyone's */
+    mine[0] = st;
+    mine[1] = 0;
+    for (int32_t r = 0; r < W; r++) {
+        cnt[r] = 2 * (int64_t)sizeof(int64_t);
+        cnt[W + r] = 0; /* the same block to every rank */
+        cnt[2 * W + r] = r * 2 * (int64_t)sizeof(int64_t);
+    }
+    int counting = c->world->counting;
+    c->world->counting = 0;
+    st = ember_comm_ialltoallv(c->world, mine, cnt, cnt + W, mine + 2, cnt, cnt + 2 * W, &x->req);
+    c->world->counting = counting;
+    return st == EMBER_OK ? EMBER_OK : ember_dist_comm_failed(c);
+}
+
+int ember_xchg_send_ids(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int start)
+{
+    int32_t W = c->world->size;
+    int64_t g0, g1, *sent = x->sent + (int64_t)m * W * XC_N, *recv = x->recv + (int64_t)m * W * XC_N;
+    round_segments(c, &pt->route, m, &g0, &g1);
     if (m == 0) {
         x->rr_weighted = 0;
         for (int32_t s = 0; s < W; s++)
@@ -540,21 +580,16 @@ static int ids_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32
     return exchange(c, x, start, x->sbuf, x->rbuf);
 }
 
-/* Round m, step 4 and the vectors' exchange (started: `start`): the ids
- * received, staged, looked up.  REPLICATED writes its outputs here. */
-static int lookup_and_send(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int start,
-                           float *pooled, float *sequence)
+int ember_xchg_lookup(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int start, float *pooled,
+                      float *sequence)
 {
     int32_t W = c->world->size;
     int64_t g0, g1, *sent = x->sent + (int64_t)m * W * XC_N, *recv = x->recv + (int64_t)m * W * XC_N;
     round_segments(c, &pt->route, m, &g0, &g1);
-    int st = wait_exchange(c, x);
-    if (st != EMBER_OK)
-        return st;
     int64_t n0 = x->rr.n;
     unpack_round(c, x, m, recv);
     if (pt->storage == EMBER_STORAGE_SSD) { /* the same on every rank: agreed */
-        st = stage_round(c, pt, x, n0, g0, g1, recv);
+        int st = stage_round(c, pt, x, n0, g0, g1, recv);
         if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
             return st;
     }
@@ -567,36 +602,36 @@ static int lookup_and_send(ember_collection *c, ember_ptable *pt, ember_xchg *x,
     return exchange(c, x, start, x->rows_out, x->rows_in);
 }
 
-/* Round m, step 5: the vectors received, the outputs written. */
-static int receive_vectors(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, float *pooled,
-                           float *sequence)
+void ember_xchg_assemble(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, float *pooled,
+                         float *sequence)
 {
     if (pt->placement == EMBER_PLACE_REPLICATED)
-        return EMBER_OK;
-    int st = wait_exchange(c, x);
-    if (st != EMBER_OK)
-        return st;
+        return;
     int64_t g0, g1;
     round_segments(c, &pt->route, m, &g0, &g1);
     assemble_round(c, pt, x, m, g0, g1, pooled, sequence);
-    return EMBER_OK;
 }
 
-/* One round: counts, agreement, ids exchange, lookup, vector exchange, outputs. */
+/* One round, blocking: counts, agreement, ids, lookup, vectors, outputs. */
 static int forward_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, float *pooled,
                          float *sequence)
 {
-    int st = ids_round(c, pt, x, m, 0);
-    if (st == EMBER_OK)
-        st = lookup_and_send(c, pt, x, m, 0, pooled, sequence);
-    if (st == EMBER_OK)
-        st = receive_vectors(c, pt, x, m, pooled, sequence);
-    return st;
+    int st = ember_xchg_counts(c, pt, x, m, 0);
+    if (st != EMBER_OK) /* the exchange failed: the collection is disabled */
+        return st;
+    if ((st = ember_dist_agree(c, ember_xchg_reserve(c, pt, x, m), NULL)) != EMBER_OK)
+        return st;
+    if ((st = ember_xchg_send_ids(c, pt, x, m, 0)) != EMBER_OK)
+        return st;
+    if ((st = ember_xchg_lookup(c, pt, x, m, 0, pooled, sequence)) != EMBER_OK)
+        return st;
+    ember_xchg_assemble(c, pt, x, m, pooled, sequence);
+    return EMBER_OK;
 }
 
 /* Puts rr in (source rank, round) order, the global batch's order, and
  * points each segment at its row of the gradient buffer. */
-static int finish_owner_route(ember_collection *c, ember_ptable *pt, ember_xchg *x)
+int ember_xchg_finish(ember_collection *c, ember_ptable *pt, ember_xchg *x)
 {
     int32_t W = c->world->size, R = x->rounds;
     ember_route *rr = &x->rr;
@@ -637,8 +672,7 @@ static int finish_owner_route(ember_collection *c, ember_ptable *pt, ember_xchg 
     return EMBER_OK;
 }
 
-/* The exchange state, sized and reset for the routed batch (agreed). */
-static int forward_prepare(ember_collection *c, int32_t p, ember_xchg **out)
+int ember_xchg_prepare(ember_collection *c, int32_t p, ember_xchg **out)
 {
     ember_ptable *pt = &c->ptables[p];
     ember_route *r = &pt->route;
@@ -656,7 +690,6 @@ static int forward_prepare(ember_collection *c, int32_t p, ember_xchg **out)
         return st;
     x->rounds = R;
     x->grads_ready = 0;
-    x->started = XS_NONE;
     x->seg_list_at[0] = 0;
     x->rr.n = x->rr.nseg = 0;
     x->rr.seg_start[0] = 0;
@@ -668,75 +701,11 @@ static int forward_prepare(ember_collection *c, int32_t p, ember_xchg **out)
 int ember_dist_forward(ember_collection *c, int32_t p, float *pooled, float *sequence)
 {
     ember_xchg *x;
-    int st = forward_prepare(c, p, &x);
+    int st = ember_xchg_prepare(c, p, &x);
     for (int32_t m = 0; m < c->num_rounds && st == EMBER_OK; m++)
         st = forward_round(c, &c->ptables[p], x, m, pooled, sequence);
     if (st != EMBER_OK)
         return st;
-    st = finish_owner_route(c, &c->ptables[p], x);
-    return ember_dist_agree(c, st, NULL);
-}
-
-int ember_dist_forward_start(ember_collection *c, int32_t p, int stale, float *pooled, float *sequence)
-{
-    ember_ptable *pt = &c->ptables[p];
-    ember_xchg *x;
-    int st = forward_prepare(c, p, &x);
-    int32_t R = c->num_rounds;
-    if (st != EMBER_OK || R == 0)
-        return st;
-    if (!stale) {
-        if (R > 1) /* the rounds share the message buffers: all run in the finish */
-            return EMBER_OK;
-        if ((st = ids_round(c, pt, x, 0, 1)) == EMBER_OK)
-            x->started = XS_IDS;
-        return st;
-    }
-    for (int32_t m = 0; m < R && st == EMBER_OK; m++) {
-        st = ids_round(c, pt, x, m, 0);
-        if (st == EMBER_OK)
-            st = lookup_and_send(c, pt, x, m, m == R - 1, pooled, sequence);
-        if (st == EMBER_OK && m < R - 1)
-            st = receive_vectors(c, pt, x, m, pooled, sequence);
-    }
-    if (st == EMBER_OK)
-        x->started = XS_VECTORS;
-    return st;
-}
-
-int ember_dist_forward_progress(ember_collection *c, ember_xchg *x)
-{
-    int done;
-    if (!x || !x->req.pending)
-        return EMBER_OK;
-    return ember_comm_test(c->world, &x->req, &done) == EMBER_OK ? EMBER_OK : ember_dist_comm_failed(c);
-}
-
-void ember_dist_forward_cancel(ember_collection *c, ember_xchg *x)
-{
-    if (x && x->req.pending && !c->panicked)
-        ember_comm_wait(c->world, &x->req);
-    if (x)
-        x->started = XS_NONE;
-}
-
-int ember_dist_forward_finish(ember_collection *c, int32_t p, float *pooled, float *sequence)
-{
-    ember_ptable *pt = &c->ptables[p];
-    ember_xchg *x = pt->xchg;
-    if (!x || x->started == XS_NONE) /* nothing started: the whole forward */
-        return ember_dist_forward(c, p, pooled, sequence);
-    int st, started = x->started;
-    x->started = XS_NONE;
-    if (started == XS_IDS) {
-        st = lookup_and_send(c, pt, x, 0, 0, pooled, sequence);
-        if (st == EMBER_OK)
-            st = receive_vectors(c, pt, x, 0, pooled, sequence);
-    } else {
-        st = receive_vectors(c, pt, x, c->num_rounds - 1, pooled, sequence);
-    }
-    if (st != EMBER_OK)
-        return st;
-    st = finish_owner_route(c, pt, x);
+    st = ember_xchg_finish(c, &c->ptables[p], x);
     return ember_dist_agree(c, st, NULL);
 }

@@ -114,11 +114,15 @@ static void slot_swap(ember_collection *c)
 
 static int distributed(const ember_collection *c) { return c->world->size > 1 || c->exchange_always; }
 
-/* After a failure: whatever is in flight completes and is forgotten. */
-static void cancel_started(ember_collection *c)
+/* The begun batch's exchanges run on a world of their own: swapped in
+ * with its state. */
+static void world_swap(ember_collection *c)
 {
-    for (int32_t p = 0; p < c->num_ptables; p++)
-        ember_dist_forward_cancel(c, c->ptables[p].xchg);
+    if (c->sched_world) {
+        ember_world *w = c->world;
+        c->world = c->sched_world;
+        c->sched_world = w;
+    }
 }
 
 /* Bytes and seconds counted since ember_comm_count_begin go to the begun
@@ -148,12 +152,16 @@ static int begin_swapped(ember_collection *c, const ember_batch *b, float *poole
     ember_comm_count_begin(c);
     if (stale)
         ember_tier_begin(c);
-    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
-        st = distributed(c) ? ember_dist_forward_start(c, p, stale, pooled, sequence)
-                            : ember_forward_lookup(c, p, pooled, sequence);
+    if (distributed(c)) {
+        c->pending_pooled = pooled; /* the chain writes the outputs */
+        c->pending_sequence = sequence;
+        if ((st = ember_dist_forward_start(c, stale)) != EMBER_OK)
+            ember_dist_forward_cancel(c);
+    } else {
+        for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
+            st = ember_forward_lookup(c, p, pooled, sequence);
+    }
     count_to_pending(c, &before);
-    if (st != EMBER_OK)
-        cancel_started(c);
     return st;
 }
 
@@ -166,13 +174,21 @@ int ember_forward_begin(ember_collection *c, const ember_batch *b, float *pooled
     if (c->num_dynamic && c->cfg.schedule != EMBER_SCHEDULE_BLOCKING)
         return ember_fail(c, EMBER_EINVAL, "the split forward with a dynamic table needs the blocking schedule");
     int st = ember_dist_agree(c, slot_create(c), NULL);
+    if (st == EMBER_OK && distributed(c) && !c->sched_world && c->cfg.schedule != EMBER_SCHEDULE_BLOCKING) {
+        int made = ember_world_dup(c->world, &c->sched_world);
+        if (made == EMBER_ECOMM)
+            return ember_dist_comm_failed(c);
+        st = ember_dist_agree(c, made == EMBER_OK ? EMBER_OK : ember_fail(c, made, "out of memory"), NULL);
+    }
     if (st != EMBER_OK)
         return st;
     c->pending_sent = c->pending_received = 0;
     c->pending_seconds = 0;
     c->pending_ids = b ? b->num_ids : 0;
     slot_swap(c);
+    world_swap(c);
     st = begin_swapped(c, b, pooled, sequence);
+    world_swap(c);
     slot_swap(c);
     if (st != EMBER_OK)
         return st;
@@ -182,19 +198,37 @@ int ember_forward_begin(ember_collection *c, const ember_batch *b, float *pooled
     return EMBER_OK;
 }
 
-int ember_forward_progress(ember_collection *c)
+/* The begun batch's chain moved on (settle: through its lookups), its
+ * state and world swapped in, the time counted as its exchange time. */
+static int move_chain(ember_collection *c, int settle)
 {
-    if (!c->pending || c->panicked || !distributed(c))
-        return EMBER_OK;
+    slot_swap(c);
+    world_swap(c);
     double s0 = c->world->seconds;
     int counting = c->world->counting;
     c->world->counting = 1;
-    int st = EMBER_OK;
-    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
-        st = ember_dist_forward_progress(c, c->spare->xchg[p]);
+    int st = settle ? ember_dist_forward_settle(c) : ember_dist_forward_progress(c);
     c->world->counting = counting;
     c->pending_seconds += c->world->seconds - s0;
+    world_swap(c);
+    slot_swap(c);
     return st;
+}
+
+int ember_forward_progress(ember_collection *c)
+{
+    if (!c->pending || c->panicked || !distributed(c) || c->cfg.schedule == EMBER_SCHEDULE_BLOCKING)
+        return EMBER_OK;
+    int st = move_chain(c, 0);
+    return st == EMBER_ECOMM ? st : EMBER_OK; /* other failures: at the end */
+}
+
+int ember_schedule_settle(ember_collection *c)
+{
+    if (!c->pending || c->panicked || !distributed(c) || c->cfg.schedule != EMBER_SCHEDULE_STALE)
+        return EMBER_OK;
+    int st = move_chain(c, 1);
+    return st == EMBER_ECOMM ? st : EMBER_OK; /* other failures: at the end */
 }
 
 int ember_forward_end(ember_collection *c)
@@ -208,22 +242,28 @@ int ember_forward_end(ember_collection *c)
     c->routed = 0;
     float *pooled = c->pending_pooled, *sequence = c->pending_sequence;
     int stale = c->cfg.schedule == EMBER_SCHEDULE_STALE, st = EMBER_OK;
-    ember_comm_count_begin(c);
     if (!stale)
         ember_tier_begin(c);
-    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++) {
-        if (distributed(c))
-            st = ember_dist_forward_finish(c, p, pooled, sequence);
-        else if (!stale)
+    if (distributed(c)) {
+        world_swap(c);
+        ember_comm_count_begin(c);
+        if (c->cfg.schedule == EMBER_SCHEDULE_BLOCKING)
+            for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
+                st = ember_dist_forward(c, p, pooled, sequence);
+        else
+            st = ember_dist_forward_finish(c, pooled, sequence);
+        ember_comm_count_end(c);
+        world_swap(c);
+    } else if (!stale) {
+        ember_comm_count_begin(c);
+        for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
             st = ember_forward_lookup(c, p, pooled, sequence);
+        ember_comm_count_end(c);
     }
-    ember_comm_count_end(c);
     c->stats.last_bytes_sent += c->pending_sent;
     c->stats.last_bytes_received += c->pending_received;
     c->stats.last_comm_seconds += c->pending_seconds;
-    if (st != EMBER_OK) {
-        cancel_started(c);
+    if (st != EMBER_OK)
         return st;
-    }
     return ember_forward_done(c, c->pending_ids, c->pending_dropped, pooled, sequence);
 }

@@ -260,6 +260,8 @@ int ember_backward(ember_collection *c, const float *d_pooled, const float *d_se
     int st;
     if (c->panicked)
         return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    if ((st = ember_schedule_settle(c)) != EMBER_OK) /* a stale batch begun looks up first */
+        return st;
     if ((st = ember_dist_agree(c, backward_checks(c, d_pooled, d_sequence), NULL)) != EMBER_OK)
         return st;
     int64_t step = c->stats.steps + 1;

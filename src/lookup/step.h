@@ -21,6 +21,10 @@ int ember_forward_lookup(ember_collection *c, int32_t p, float *pooled, float *s
 /* Debug checks (agreed), statistics; the batch becomes current. */
 int ember_forward_done(ember_collection *c, int64_t num_ids, const int64_t *dropped, float *pooled,
                        float *sequence);
+/* A STALE batch begun (schedule.c): its lookups finished now, before the
+ * tables change (backward, row writes); collective, a no-op otherwise. */
+int ember_schedule_settle(ember_collection *c);
+
 /* Counting of the exchanged bytes into the statistics' last_* fields. */
 void ember_comm_count_begin(ember_collection *c);
 void ember_comm_count_end(ember_collection *c);
