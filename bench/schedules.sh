@@ -3,25 +3,26 @@
 # (docs/PERFORMANCE.md, "Schedules"): blocking, overlap and stale under
 # mpirun -np 2 with one thread per rank, over shared memory and over TCP
 # (loopback, shared memory off), runs alternating schedule by schedule,
-# REPS rounds (default 3); medians per schedule.  JSON lines to OUT
+# REPS rounds (default 5); medians per schedule.  JSON lines to OUT
 # (default bench/out/schedules.jsonl), then the tables.  About 12 minutes.
 #
 #   train      `ember train` on a Criteo-shaped synthetic task (26 tables of
-#              100 to 200,000 rows, dim 16, Adagrad) with a wide dense model
-#              (bottom 512-256-16, top 1024-1024-512), 150 steps of 2 x 2048:
-#              samples/s and the time inside the embedding exchanges per
-#              step (the trainer's "exchange" phase).  hidden = 1 - exchange
-#              time / blocking's exchange time, same transport.
+#              100 to 200,000 rows, dim 16, Adagrad; the default dense model),
+#              300 steps of 2 x 2048: samples/s, the step's time (the
+#              trainer's phases, without data and evaluation) and the time
+#              inside the embedding exchanges per step (its "exchange" phase).
+#              hidden = 1 - exchange time / blocking's, same transport.
 #   bench      `ember bench --preset W2 --optimizer rowwise_adagrad` with a
-#              5 ms stand-in for the dense model (--dense-ms 5): step and
-#              exchange medians over 40 steps.
+#              stand-in for the dense model (--dense-ms 5: arithmetic that
+#              takes 5 ms alone, the same amount on both ranks), a barrier
+#              before every step: step and exchange medians over 40 steps.
 #   accuracy   AUC and log loss of the built-in task (3,000 steps) and of a
 #              Criteo-format file (bench/criteo_like.py, one pass) under each
 #              schedule, shared memory, once (the results do not depend on
 #              the transport or the timing).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-reps="${1:-3}"
+reps="${1:-5}"
 out="${2:-$repo/bench/out/schedules.jsonl}"
 ember="${EMBER:-$repo/build/ember}"
 work="$(mktemp -d)"
@@ -51,10 +52,9 @@ tables_cfg() { # the 26 tables and their features
 }
 {
     echo "data = { alpha = 1.05; };"
-    echo "model = { bottom = [512, 256, 16]; top = [1024, 1024, 512]; };"
-    echo "train = { steps = 150; eval_samples = 8192; metrics = \"\"; plot = \"\"; };"
+    echo "train = { steps = 300; eval_samples = 8192; metrics = \"\"; plot = \"\"; };"
     tables_cfg
-} >"$work/wide.cfg"
+} >"$work/c26.cfg"
 summary() { # bench transport schedule < train JSON lines: one JSON line
     python3 -c '
 import json, sys
@@ -70,7 +70,7 @@ print(json.dumps({"bench": sys.argv[1], "transport": sys.argv[2], "schedule": sy
 for transport in shm tcp; do
     for ((rep = 0; rep < reps; rep++)); do
         for schedule in blocking overlap stale; do
-            mpi "$transport" "$ember" train --config "$work/wide.cfg" --threads 1 --schedule "$schedule" --json |
+            mpi "$transport" "$ember" train --config "$work/c26.cfg" --threads 1 --schedule "$schedule" --json |
                 summary train "$transport" "$schedule" >>"$out"
             mpi "$transport" "$ember" bench --preset W2 --optimizer rowwise_adagrad --iters 40 --warmup 5 \
                 --dense-ms 5 --schedule "$schedule" |

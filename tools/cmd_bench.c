@@ -125,8 +125,8 @@ static void bench_usage(FILE *f)
             "                          batch begun before this one's backward and ended after\n"
             "                          it (ember_forward_begin / _end; docs/distributed.md)\n"
             "  --dense-ms X            a stand-in for the dense model between forward and\n"
-            "                          backward: X ms of arithmetic per step, calling\n"
-            "                          ember_forward_progress every 50 us (0)\n"
+            "                          backward: arithmetic that takes X ms alone, calling\n"
+            "                          ember_forward_progress every 50 us of it (0)\n"
             "One JSON line per (optimizer, threads); several pairs run in fresh processes.\n"
             "Under mpirun -np N: the workload's global batch split over the ranks, step time =\n"
             "max over ranks, bytes exchanged per step measured and predicted; rank 0 prints;\n"
@@ -146,22 +146,35 @@ static double median(double *v, int n)
     return (n & 1) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* The dense model's stand-in: ms of dependent arithmetic, driving the
- * begun batch's exchanges every 50 us as the trainer's layers do. */
-static void dense_standin(ember_collection *coll, double ms)
+/* The dense model's stand-in: a fixed amount of dependent arithmetic
+ * (calibrated once to take `ms` alone), driving the begun batch's
+ * exchanges every ~50 us as the trainer's layers do.  Work, not wall
+ * time: what the progress calls do adds to the step. */
+static double arith(int64_t n)
 {
-    double end = tool_now() + ms * 1e-3, next = 0;
     volatile double x = 1.0;
-    while (ms > 0) {
-        for (int k = 0; k < 2000; k++)
-            x = x * 1.0000001 + 1e-9;
-        double now = tool_now();
-        if (now >= end)
-            break;
-        if (now >= next) {
-            ember_forward_progress(coll);
-            next = now + 50e-6;
-        }
+    for (int64_t k = 0; k < n; k++)
+        x = x * 1.0000001 + 1e-9;
+    return x;
+}
+
+/* Iterations of arith per microsecond, the same on every rank (the
+ * fastest rank's: equal work everywhere, so the ranks stay in step). */
+static double standin_rate(const tool_ctx *ctx)
+{
+    double t0 = tool_now();
+    arith(4000000);
+    double rate[1] = {4000000 / ((tool_now() - t0) * 1e6)};
+    tool_reduce_double(ctx, rate, 1, TOOL_MAX);
+    return rate[0];
+}
+
+static void dense_standin(ember_collection *coll, double ms, double per_us)
+{
+    int64_t chunk = (int64_t)(50 * per_us) + 1, left = (int64_t)(ms * 1e3 * per_us);
+    for (; left > 0; left -= chunk) {
+        arith(left < chunk ? left : chunk);
+        ember_forward_progress(coll);
     }
 }
 
@@ -804,6 +817,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
         }
     }
 
+    const double rate = o->dense_ms > 0 ? standin_rate(ctx) : 0;
     struct rusage ru0, ru1;
     int64_t bytes[2] = {0, 0}; /* this rank's bytes sent, received over the timed iterations */
     ember_tier_stats tier0, tier1; /* SSD tier counters at the warm-up's end and at the end */
@@ -853,7 +867,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
                 }
             }
         }
-        dense_standin(coll, o->dense_ms);
+        dense_standin(coll, o->dense_ms, rate);
         double dd = tool_now();
         if (train) {
             st = ember_backward(coll, d_pooled, NULL);

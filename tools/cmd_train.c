@@ -341,8 +341,10 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
                                          step % t->checkpoint_every == 0) ||
                        (s->eval_src && t->eval_every > 0 && step % t->eval_every == 0);
         if (t->schedule != EMBER_SCHEDULE_BLOCKING && !boundary) {
+            double p0 = tool_now(); /* reading ahead is data time too */
             if (train_prefetch_peek(pf, 1, &ahead_b) <= 0) /* collective: an empty one in its place */
                 ctr_batch_empty(&s->schema, &ahead_b);
+            ls->data_seconds += tool_now() - p0;
             trainer_set_next(s->tr, &ahead_b.sparse);
         }
         if (global > 0) { /* collective: a rank whose read failed takes part with no samples */

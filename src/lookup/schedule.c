@@ -6,22 +6,25 @@
  * backward, so the collection keeps two sets of per-batch state: its own
  * fields (the current batch) and a spare ember_slot.  begin swaps the spare
  * in, validates, routes and agrees, starts what the schedule allows, and
- * swaps back; end swaps it in for good and finishes.  The routing, lookup
- * and exchange code is ember_forward's own (step.c, dist/xchg_fwd.c): it
- * only ever sees "the current batch".
+ * swaps back; progress and end swap it in again.  The routing, lookup
+ * and exchange code is ember_forward's own (step.c, dist/xchg_fwd.c,
+ * driven by dist/xchg_chain.c): it only ever sees "the current batch".
+ * Over more than one rank the begun batch's exchanges use a duplicate of
+ * the world (sched_world), swapped in with its state.
  *
- *   BLOCKING  begin: route.          end: exchange ids, look up, vectors.
- *   OVERLAP   begin: route, counts,  end: ids received, look up, vectors.
- *                    ids sent.
- *   STALE     begin: route, every    end: vectors received.
- *                    round looked up,
- *                    vectors sent.
+ *   BLOCKING  begin: route.              end: the whole exchange and lookup.
+ *   OVERLAP   begin: route, start the    progress: counts, agreement, ids.
+ *                    chain.              end: the rest of that, lookups,
+ *                                             vectors.
+ *   STALE     begin: route, start the    progress: all of it, table by
+ *                    chain.                        table; backward and row
+ *                                                  writes settle it first.
+ *                                        end: the last vectors.
  *
  * BLOCKING and OVERLAP look up at end, after the current batch's backward:
- * the results are ember_forward's.  STALE looks up at begin.  With one
- * mini-batch round OVERLAP's ids travel during the caller's work; with more
- * rounds (limits that split the batch) the rounds share message buffers
- * and all run at end.
+ * the results are ember_forward's.  STALE looks up before that backward.
+ * In a world of one there is nothing to exchange: STALE looks up at begin,
+ * the others at end.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -244,22 +247,15 @@ int ember_forward_end(ember_collection *c)
     int stale = c->cfg.schedule == EMBER_SCHEDULE_STALE, st = EMBER_OK;
     if (!stale)
         ember_tier_begin(c);
-    if (distributed(c)) {
-        world_swap(c);
-        ember_comm_count_begin(c);
-        if (c->cfg.schedule == EMBER_SCHEDULE_BLOCKING)
-            for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
-                st = ember_dist_forward(c, p, pooled, sequence);
-        else
-            st = ember_dist_forward_finish(c, pooled, sequence);
-        ember_comm_count_end(c);
-        world_swap(c);
-    } else if (!stale) {
-        ember_comm_count_begin(c);
+    world_swap(c);
+    ember_comm_count_begin(c);
+    if (distributed(c) && c->cfg.schedule != EMBER_SCHEDULE_BLOCKING)
+        st = ember_dist_forward_finish(c, pooled, sequence);
+    else if (!stale) /* BLOCKING, or OVERLAP in a world of one */
         for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
             st = ember_forward_lookup(c, p, pooled, sequence);
-        ember_comm_count_end(c);
-    }
+    ember_comm_count_end(c);
+    world_swap(c);
     c->stats.last_bytes_sent += c->pending_sent;
     c->stats.last_bytes_received += c->pending_received;
     c->stats.last_comm_seconds += c->pending_seconds;
