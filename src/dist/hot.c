@@ -1,0 +1,425 @@
+/*
+ * hot.c: hot-row replication (hot.h; docs/distributed.md, "Hot rows").
+ *
+ * The copies: every rank holds values and state of the n hot rows, in
+ * ascending row order.  A reload gathers them from their owners (each rank
+ * sends the hot rows it owns to every rank, one alltoallv).
+ *
+ * The backward: this rank's occurrences of hot rows, in entry order per
+ * row (a counting sort by hot index keeps entry order), are summed the way
+ * grad.c sums a row, g += scale * d, each element in sequence.  Rank 0
+ * starts from zeros, sends its sums to rank 1, which continues them with
+ * its own occurrences, and so on; rank W-1 sends the totals to every rank.
+ * The global batch is the ranks' local batches in rank order, so each
+ * element sees the same additions in the same order as in one process.
+ * W hops of n * (dim + 1) floats, one after the other: the price of exact
+ * sums, paid once per step whatever the batch.
+ *
+ * The refresh (ember_refresh_hot_rows): owners count the entries they
+ * served per row, every rank counts its occurrences of the hot rows; the
+ * ranks gather each one's top candidates and the hot rows' counts, and
+ * every rank picks the same K rows (most occurrences, then lowest row).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "dist/dist.h"
+#include "dist/hot.h"
+#include "dist/shard.h"
+#include "lookup/lookup.h"
+#include "optim/optim.h"
+
+static int distributed(const ember_collection *c) { return c->world->size > 1 || c->exchange_always; }
+
+int ember_hot_create(ember_collection *c)
+{
+    for (int32_t p = 0; p < c->num_ptables; p++) {
+        ember_ptable *pt = &c->ptables[p];
+        int64_t k = 0;
+        for (int32_t i = 0; i < pt->num_tables; i++)
+            k += c->tables[pt->tables[i]].cfg.hot_rows;
+        if (k == 0)
+            continue;
+        if (k > pt->rows)
+            k = pt->rows;
+        ember_hot *h = calloc(1, sizeof *h);
+        int32_t dim = pt->dim, sf = pt->store->state_floats;
+        if (h) {
+            h->cap = k;
+            h->rows = malloc(sizeof(uint32_t) * (size_t)k);
+            h->values = malloc(sizeof(float) * (size_t)(k * dim));
+            h->state = malloc(sizeof(float) * (size_t)(k * sf + 1));
+            h->slot = malloc(sizeof(int32_t) * (size_t)k);
+            h->counts = calloc((size_t)pt->local_rows + 1, sizeof(uint32_t));
+            h->hot_counts = calloc((size_t)k, sizeof(uint64_t));
+            h->g = malloc(sizeof(float) * (size_t)(k * (dim + 1)));
+            h->touched = malloc(sizeof(int64_t) * (size_t)k);
+            h->at = malloc(sizeof(int64_t) * (size_t)(k + 1));
+        }
+        if (!h || !h->rows || !h->values || !h->state || !h->slot || !h->counts || !h->hot_counts || !h->g ||
+            !h->touched || !h->at) {
+            ember_hot_free(h);
+            return ember_fail_create(EMBER_ENOMEM, "out of memory for the hot rows of table '%s'",
+                                     c->tables[pt->tables[0]].cfg.name);
+        }
+        for (int64_t i = 0; i < k; i++)
+            h->slot[i] = -1;
+        pt->hot = h;
+    }
+    return EMBER_OK;
+}
+
+void ember_hot_free(ember_hot *h)
+{
+    if (!h)
+        return;
+    free(h->rows);
+    free(h->values);
+    free(h->state);
+    free(h->slot);
+    free(h->counts);
+    free(h->hot_counts);
+    free(h->g);
+    free(h->touched);
+    free(h->keys);
+    free(h->at);
+    free(h);
+}
+
+int64_t ember_hot_bytes(const ember_hot *h)
+{
+    return h ? h->cap * (4 + 4 + 8 + 8 + 8) + h->keys_cap * 8 : 0;
+}
+
+/* Counts and displacements (bytes) of an exchange in which every rank sends
+ * the same block of `mine` bytes and receives each rank's from[s] bytes. */
+static void gather_counts(int32_t W, int64_t mine, const int64_t *from, int64_t *cnt)
+{
+    int64_t at = 0;
+    for (int32_t s = 0; s < W; s++) {
+        cnt[s] = mine;
+        cnt[W + s] = 0;
+        cnt[2 * W + s] = from[s];
+        cnt[3 * W + s] = at;
+        at += from[s];
+    }
+}
+
+int ember_hot_reload(ember_collection *c, int32_t p)
+{
+    ember_ptable *pt = &c->ptables[p];
+    ember_hot *h = pt->hot;
+    if (!h || h->n == 0)
+        return EMBER_OK;
+    int32_t W = c->world->size, me = c->world->rank, dim = pt->dim, sf = pt->store->state_floats;
+    int64_t per = dim + sf, *from = calloc((size_t)W * 5, sizeof(int64_t));
+    float *out = malloc(sizeof(float) * (size_t)(h->n * per + 1)), *in = malloc(sizeof(float) * (size_t)(h->n * per + 1));
+    int st = from && out && in ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory for %lld hot rows", (long long)h->n);
+    if ((st = ember_dist_agree(c, st, NULL)) == EMBER_OK) {
+        int64_t mine = 0;
+        for (int64_t i = 0; i < h->n; i++) {
+            int32_t o = ember_shard_owner(pt, W, h->rows[i]);
+            from[o] += per * 4;
+            if (o != me)
+                continue;
+            uint32_t l = ember_shard_local(pt, W, h->rows[i]);
+            memcpy(out + mine * per, pt->store->values + (int64_t)l * dim, sizeof(float) * (size_t)dim);
+            if (sf)
+                memcpy(out + mine * per + dim, pt->store->state + (int64_t)l * sf, sizeof(float) * (size_t)sf);
+            mine++;
+        }
+        int64_t *cnt = from + W;
+        gather_counts(W, mine * per * 4, from, cnt);
+        if (ember_comm_alltoallv(c->world, out, cnt, cnt + W, in, cnt + 2 * W, cnt + 3 * W) != EMBER_OK)
+            st = ember_dist_comm_failed(c);
+        int64_t *k = from; /* reused: rows taken from each rank so far */
+        for (int32_t s = 0; s < W && st == EMBER_OK; s++)
+            k[s] = cnt[3 * W + s] / 4;
+        for (int64_t i = 0; i < h->n && st == EMBER_OK; i++) {
+            int32_t o = ember_shard_owner(pt, W, h->rows[i]);
+            memcpy(h->values + i * dim, in + k[o], sizeof(float) * (size_t)dim);
+            if (sf)
+                memcpy(h->state + i * sf, in + k[o] + dim, sizeof(float) * (size_t)sf);
+            k[o] += per;
+        }
+    }
+    free(from);
+    free(out);
+    free(in);
+    return st;
+}
+
+/* This rank's occurrences of hot rows in its route, by hot row then entry
+ * (a stable counting sort), and their per-row counts. */
+static int hot_keys(ember_collection *c, ember_ptable *pt, ember_hot *h, int64_t *nk)
+{
+    const ember_route *r = &pt->route;
+    memset(h->at, 0, sizeof(int64_t) * (size_t)(h->n + 1));
+    int64_t n = 0;
+    for (int64_t e = 0; e < r->n; e++)
+        if (r->row[e] != EMBER_ROW_DROPPED) {
+            int64_t i = ember_hot_find(h, r->row[e]);
+            if (i >= 0) {
+                h->at[i + 1]++;
+                n++;
+            }
+        }
+    if (ember_reserve((void **)&h->keys, &h->keys_cap, n + 1, sizeof(uint64_t)))
+        return ember_fail(c, EMBER_ENOMEM, "out of memory for %lld hot occurrences", (long long)n);
+    for (int64_t i = 0; i < h->n; i++) {
+        h->hot_counts[i] += (uint64_t)h->at[i + 1];
+        h->at[i + 1] += h->at[i];
+    }
+    int64_t *pos = h->touched; /* scratch until the sums travel */
+    memcpy(pos, h->at, sizeof(int64_t) * (size_t)h->n);
+    for (int64_t g = 0; g < r->nseg; g++)
+        for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
+            int64_t i = r->row[e] == EMBER_ROW_DROPPED ? -1 : ember_hot_find(h, r->row[e]);
+            if (i >= 0)
+                h->keys[pos[i]++] = (uint64_t)g << 32 | (uint64_t)e;
+        }
+    *nk = n;
+    return EMBER_OK;
+}
+
+int ember_hot_sum(ember_collection *c, int32_t p, const float *dp, const float *ds)
+{
+    ember_ptable *pt = &c->ptables[p];
+    ember_hot *h = pt->hot;
+    if (!h || h->n == 0)
+        return EMBER_OK;
+    int32_t W = c->world->size, me = c->world->rank, dim = pt->dim;
+    const ember_route *r = &pt->route;
+    int64_t nk = 0, len = h->n * (dim + 1); /* sums, then one float per row: its occurrences so far */
+    int st = ember_dist_agree(c, hot_keys(c, pt, h, &nk), NULL);
+    if (st != EMBER_OK)
+        return st;
+    float *g = h->g, *cnt_f = h->g + h->n * dim;
+    int64_t *cnt = c->exchange_scratch; /* [4W] */
+    for (int32_t hop = 0; hop < W; hop++) {
+        if (hop == me) { /* continue the sums with this rank's occurrences */
+            if (me == 0)
+                memset(g, 0, sizeof(float) * (size_t)len);
+            for (int64_t i = 0; i < h->n; i++) {
+                float *gi = g + i * dim;
+                for (int64_t j = h->at[i]; j < h->at[i + 1]; j++) {
+                    int64_t seg = (int64_t)(h->keys[j] >> 32), e = (int64_t)(uint32_t)h->keys[j];
+                    float dv = r->seg_div[seg], w = r->weighted ? r->weight[e] : 1.0f;
+                    float sc = dv == 1.0f ? w : dv == 0.0f ? 0.0f : w / dv;
+                    const float *d = ember_seg_out(r, seg, (float *)dp, (float *)ds);
+                    ember_grad_accumulate(gi, sc, d, dim);
+                }
+                cnt_f[i] += (float)(h->at[i + 1] - h->at[i]);
+            }
+        }
+        /* hop -> hop + 1, or the last rank's totals to every rank */
+        for (int32_t s = 0; s < W; s++) {
+            int last = hop == W - 1;
+            cnt[s] = me == hop && (last ? s != me : s == hop + 1) ? len * 4 : 0;
+            cnt[W + s] = 0;
+            cnt[2 * W + s] = s == hop && (last ? me != hop : me == hop + 1) ? len * 4 : 0;
+            cnt[3 * W + s] = 0;
+        }
+        if (W > 1 && ember_comm_alltoallv(c->world, g, cnt, cnt + W, g, cnt + 2 * W, cnt + 3 * W) != EMBER_OK)
+            return ember_dist_comm_failed(c);
+    }
+    for (int64_t i = 0; i < h->n; i++)
+        h->touched[i] = (int64_t)cnt_f[i];
+    return EMBER_OK;
+}
+
+int ember_hot_check(ember_collection *c, int32_t p)
+{
+    ember_ptable *pt = &c->ptables[p];
+    ember_hot *h = pt->hot;
+    for (int64_t i = 0; h && i < h->n; i++)
+        for (int32_t k = 0; k < pt->dim; k++)
+            if (!isfinite(h->g[i * pt->dim + k]))
+                return ember_fail(c, EMBER_ENUMERIC, "table '%s' hot row %u: gradient is not finite; no table was "
+                                  "changed", c->tables[pt->tables[0]].cfg.name, h->rows[i]);
+    return EMBER_OK;
+}
+
+void ember_hot_apply(ember_collection *c, int32_t p, int64_t step)
+{
+    ember_ptable *pt = &c->ptables[p];
+    ember_hot *h = pt->hot;
+    if (!h || h->n == 0)
+        return;
+    int32_t W = c->world->size, me = c->world->rank, dim = pt->dim, sf = pt->store->state_floats;
+    ember_optim_step o = ember_optim_prepare(&pt->opt, step);
+    for (int64_t i = 0; i < h->n; i++) {
+        if (h->touched[i] == 0)
+            continue;
+        float *w = h->values + i * dim, *s = sf ? h->state + i * sf : NULL;
+        ember_optim_row(&o, dim, w, s, h->g + i * dim);
+        if (ember_shard_owner(pt, W, h->rows[i]) != me)
+            continue;
+        uint32_t l = ember_shard_local(pt, W, h->rows[i]);
+        memcpy(pt->store->values + (int64_t)l * dim, w, sizeof(float) * (size_t)dim);
+        if (sf)
+            memcpy(pt->store->state + (int64_t)l * sf, s, sizeof(float) * (size_t)sf);
+        c->stats.last_unique_rows++;
+    }
+}
+
+void ember_hot_count_served(ember_collection *c, int32_t p)
+{
+    ember_ptable *pt = &c->ptables[p];
+    if (!pt->hot || !pt->xchg)
+        return;
+    const ember_route *rr = &pt->xchg->rr;
+    for (int64_t e = 0; e < rr->n; e++)
+        if (rr->row[e] < pt->local_rows)
+            pt->hot->counts[rr->row[e]]++;
+}
+
+/* ------------------------------------------------------------ the hot set */
+
+/* Sets table p's hot rows (ascending physical rows, n <= cap; every rank
+ * the same) and fills the copies. */
+static int hot_set(ember_collection *c, int32_t p, const uint32_t *rows, int64_t n)
+{
+    ember_hot *h = c->ptables[p].hot;
+    memcpy(h->rows, rows, sizeof(uint32_t) * (size_t)n);
+    h->n = n;
+    memset(h->hot_counts, 0, sizeof(uint64_t) * (size_t)h->cap);
+    return ember_hot_reload(c, p);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* (count, row) candidates: more occurrences first, then the lower row. */
+typedef struct cand {
+    uint64_t count;
+    uint64_t row;
+} cand;
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count < y->count ? 1 : -1;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
+int ember_set_hot_rows(ember_collection *c, int32_t table, const int64_t *ids, int64_t count)
+{
+    if (!c)
+        return EMBER_EINVAL;
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    int st = EMBER_OK;
+    const ember_ltable *lt = table >= 0 && table < c->cfg.num_tables ? &c->tables[table] : NULL;
+    ember_ptable *pt = lt ? &c->ptables[lt->ptable] : NULL;
+    if (!lt)
+        st = ember_fail(c, EMBER_EINVAL, "ember_set_hot_rows: table %d out of range", table);
+    else if (!pt->hot)
+        st = ember_fail(c, EMBER_EINVAL, "table '%s' has no hot rows (hot_rows 0)", lt->cfg.name);
+    else if (count < 0 || count > lt->cfg.hot_rows || (count > 0 && !ids))
+        st = ember_fail(c, EMBER_EINVAL, "table '%s': %lld hot rows, at most %lld (hot_rows)", lt->cfg.name,
+                        (long long)count, (long long)lt->cfg.hot_rows);
+    for (int64_t i = 0; st == EMBER_OK && i < count; i++)
+        if (ids[i] < 0 || ids[i] >= lt->cfg.rows)
+            st = ember_fail(c, EMBER_EINVAL, "table '%s': hot id %lld outside [0, %lld)", lt->cfg.name,
+                            (long long)ids[i], (long long)lt->cfg.rows);
+    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK || !distributed(c))
+        return st;
+    /* this table's rows replace its old ones; the stacked tables' stay */
+    ember_hot *h = pt->hot;
+    uint32_t *rows = malloc(sizeof(uint32_t) * (size_t)(h->cap + count + 1));
+    st = rows ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory");
+    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK) {
+        free(rows);
+        return st;
+    }
+    int64_t n = 0, end = lt->offset + lt->cfg.rows;
+    for (int64_t i = 0; i < h->n; i++)
+        if (h->rows[i] < lt->offset || h->rows[i] >= end)
+            rows[n++] = h->rows[i];
+    for (int64_t i = 0; i < count; i++)
+        rows[n++] = (uint32_t)(lt->offset + ids[i]);
+    qsort(rows, (size_t)n, sizeof *rows, cmp_u32);
+    int64_t u = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (u == 0 || rows[i] != rows[u - 1])
+            rows[u++] = rows[i];
+    st = u <= h->cap ? hot_set(c, lt->ptable, rows, u)
+                     : ember_fail(c, EMBER_EINVAL, "table '%s': too many hot rows", lt->cfg.name);
+    free(rows);
+    return st;
+}
+
+/* One table's refresh: the cap rows with most occurrences since the last. */
+static int refresh_ptable(ember_collection *c, int32_t p)
+{
+    ember_ptable *pt = &c->ptables[p];
+    ember_hot *h = pt->hot;
+    int32_t W = c->world->size, me = c->world->rank;
+    int64_t K = h->cap, total = (int64_t)W * K + h->n;
+    cand *mine = calloc((size_t)K + 1, sizeof *mine), *all = calloc((size_t)total + 1, sizeof *all);
+    uint64_t *hot_all = calloc((size_t)W * (size_t)(h->n + 1), sizeof *hot_all);
+    uint32_t *rows = malloc(sizeof(uint32_t) * (size_t)K + 4);
+    int st = mine && all && hot_all && rows ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory");
+    if ((st = ember_dist_agree(c, st, NULL)) == EMBER_OK) {
+        /* this rank's K most served rows (a partial selection by sort) */
+        int64_t nl = 0;
+        for (int64_t l = 0; l < pt->local_rows; l++)
+            if (h->counts[l])
+                nl++;
+        cand *local = malloc(sizeof(cand) * (size_t)(nl + 1));
+        st = ember_dist_agree(c, local ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory"), NULL);
+        if (st == EMBER_OK) {
+            nl = 0;
+            for (int64_t l = 0; l < pt->local_rows; l++)
+                if (h->counts[l])
+                    local[nl++] = (cand){h->counts[l], (uint64_t)l * (uint64_t)W + (uint64_t)me};
+            qsort(local, (size_t)nl, sizeof *local, cmp_cand);
+            memcpy(mine, local, sizeof(cand) * (size_t)(nl < K ? nl : K));
+            if (ember_comm_allgather(c->world, mine, (int64_t)sizeof(cand) * K, all) != EMBER_OK ||
+                ember_comm_allgather(c->world, h->hot_counts, (int64_t)sizeof(uint64_t) * (h->n + 1),
+                                     hot_all) != EMBER_OK)
+                st = ember_dist_comm_failed(c);
+        }
+        free(local);
+    }
+    if (st == EMBER_OK) {
+        int64_t n = (int64_t)W * K;
+        for (int64_t i = 0; i < h->n; i++) { /* the hot rows' own counts, summed over ranks */
+            uint64_t sum = 0;
+            for (int32_t s = 0; s < W; s++)
+                sum += hot_all[(int64_t)s * (h->n + 1) + i];
+            all[n++] = (cand){sum, h->rows[i]};
+        }
+        qsort(all, (size_t)n, sizeof *all, cmp_cand);
+        int64_t k = 0;
+        for (int64_t i = 0; i < n && k < K && all[i].count > 0; i++)
+            rows[k++] = (uint32_t)all[i].row;
+        qsort(rows, (size_t)k, sizeof *rows, cmp_u32);
+        memset(h->counts, 0, sizeof(uint32_t) * (size_t)pt->local_rows);
+        st = hot_set(c, p, rows, k);
+    }
+    free(mine);
+    free(all);
+    free(hot_all);
+    free(rows);
+    return st;
+}
+
+int ember_refresh_hot_rows(ember_collection *c)
+{
+    if (!c)
+        return EMBER_EINVAL;
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    int st = EMBER_OK;
+    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK && distributed(c); p++)
+        if (c->ptables[p].hot)
+            st = refresh_ptable(c, p);
+    return st;
+}

@@ -1,0 +1,74 @@
+/*
+ * hot.h: hot-row replication of a row-wise table (docs/distributed.md,
+ * "Hot rows").
+ *
+ * The hot rows of a ROW-placed, ROWS-exchange physical table are copied
+ * (values and optimizer state) onto every rank.  The forward reads them
+ * from the copy: they are neither sent as ids nor returned as rows.  The
+ * backward sums their gradients along the ranks in rank order (rank 0's
+ * occurrences, then rank 1's continuing its sums, ...), which is the order
+ * one process sums the global batch in, then every rank applies the same
+ * optimizer step to its copy and the owner writes it to its store: every
+ * copy and the store hold the bits one process would.  The owner's store
+ * stays the table of record (checkpoints, row reads).
+ */
+#ifndef EMBER_DIST_HOT_H
+#define EMBER_DIST_HOT_H
+
+#include <stdint.h>
+
+#include "core/collection.h"
+
+typedef struct ember_hot {
+    int64_t cap;          /* the tables' hot_rows summed                    */
+    int64_t n;            /* rows hot now                                   */
+    uint32_t *rows;       /* [n] physical rows, ascending                   */
+    float *values, *state;/* [n][dim], [n][state floats]: the copies         */
+    int32_t *slot;        /* [n] a round's slot of the row in rows_in, or -1 */
+    uint32_t *counts;     /* [local rows] entries served as owner since the
+                             last refresh                                   */
+    uint64_t *hot_counts; /* [n] this rank's occurrences of each hot row     */
+    float *g;             /* [n][dim] gradient sums along the ranks          */
+    int64_t *touched;     /* [n] occurrences in the global batch             */
+    uint64_t *keys;       /* this rank's hot occurrences, by row then entry  */
+    int64_t *at;          /* [n + 1] counting-sort starts                    */
+    int64_t keys_cap;
+} ember_hot;
+
+/* Index of physical row `row` among the hot rows, or -1. */
+static inline int64_t ember_hot_find(const ember_hot *h, uint32_t row)
+{
+    if (!h || h->n == 0 || row < h->rows[0] || row > h->rows[h->n - 1])
+        return -1;
+    int64_t lo = 0, hi = h->n - 1;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (h->rows[mid] < row)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return h->rows[lo] == row ? lo : -1;
+}
+
+/* Creates the hot state of every table whose config asks for hot rows
+ * (at create; a world of one keeps none).  EMBER_OK or EMBER_ENOMEM. */
+int ember_hot_create(ember_collection *c);
+void ember_hot_free(ember_hot *h);
+int64_t ember_hot_bytes(const ember_hot *h);
+
+/* Copies of the hot rows, refilled from their owners (collective): after a
+ * new hot set, and after rows were written or loaded. */
+int ember_hot_reload(ember_collection *c, int32_t p);
+
+/* Backward of the hot rows of table p (collective, every rank): the sums
+ * along the ranks into h->g; then apply (no messages) steps every touched
+ * copy and the owner's store row.  check: the debug check of h->g. */
+int ember_hot_sum(ember_collection *c, int32_t p, const float *dp, const float *ds);
+int ember_hot_check(ember_collection *c, int32_t p);
+void ember_hot_apply(ember_collection *c, int32_t p, int64_t step);
+
+/* Counting for the refresh: entries an owner received (rr). */
+void ember_hot_count_served(ember_collection *c, int32_t p);
+
+#endif
