@@ -268,6 +268,12 @@ typedef struct ember_table_config {
     ember_placement placement; /* default ROW                                  */
     int32_t owner;             /* TABLE placement: the rank holding the table  */
     ember_exchange exchange;   /* ROW and TABLE placements; default ROWS       */
+    int64_t hot_rows;          /* ROW placement, ROWS exchange, memory tier:
+                                  at most this many rows of the table copied
+                                  onto every rank (docs/distributed.md, "Hot
+                                  rows"), chosen by ember_set_hot_rows or
+                                  ember_refresh_hot_rows; results unchanged,
+                                  bit for bit.  0 (default): none          */
     ember_storage storage;     /* default AUTO                                */
     int64_t cache_bytes;       /* SSD: DRAM for the cached rows, their state
                                   and the cache's bookkeeping, per rank;
@@ -544,6 +550,22 @@ int ember_forward_begin(ember_collection *coll, const ember_batch *batch, float 
  * a no-op without a begun batch.  EMBER_ECOMM when MPI fails. */
 int ember_forward_progress(ember_collection *coll);
 int ember_forward_end(ember_collection *coll);
+
+/*
+ * Hot rows (ember_table_config.hot_rows; docs/distributed.md, "Hot rows").
+ * ember_set_hot_rows makes ids[0..count) (count <= hot_rows, every rank the
+ * same list) table's hot rows, replacing its earlier ones;
+ * ember_refresh_hot_rows makes every such table's hot rows the hot_rows ids
+ * used most since the last refresh (counted by the forwards; ties to the
+ * lower id).  Both are collective, copy the rows' values and state from
+ * their owners, and change no result: the outputs and tables are those
+ * without hot rows, bit for bit.  A world of one has nothing to copy: both
+ * then only check their arguments.  EMBER_ESTATE between a forward and its
+ * backward or while a batch is begun; EMBER_EINVAL for a table without hot
+ * rows, too many ids, an id out of range.
+ */
+int ember_set_hot_rows(ember_collection *coll, int32_t table, const int64_t *ids, int64_t count);
+int ember_refresh_hot_rows(ember_collection *coll);
 
 /*
  * Backward with the fused optimizer, for the batch of the last forward.

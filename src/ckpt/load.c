@@ -18,6 +18,7 @@
 #include "ckpt/ckpt_impl.h"
 #include "core/collection.h"
 #include "dist/dist.h"
+#include "dist/hot.h"
 #include "dist/shard.h"
 #include "dyn/dyn_step.h"
 
@@ -308,6 +309,9 @@ int ember_load(ember_collection *c, const ember_checkpoint *ck)
         }
         if ((agreed = ember_dist_agree(c, agreed, NULL)) != EMBER_OK)
             c->panicked = 1;
+        for (int32_t p = 0; p < c->num_ptables && agreed == EMBER_OK; p++) /* the hot rows' copies (agreed) */
+            if ((agreed = ember_hot_reload(c, p)) != EMBER_OK)
+                c->panicked = 1; /* copies and tables would differ */
     }
     free(all);
     free(found);

@@ -15,6 +15,7 @@
 #include "core/collection.h"
 #include "core/rng.h"
 #include "dist/dist.h"
+#include "dist/hot.h"
 #include "dyn/dyn_step.h"
 #include "quant/quant.h"
 #include "table/init.h"
@@ -100,6 +101,14 @@ static int validate_config(const ember_collection_config *cfg)
         char derr[400];
         if (ember_dyn_check_config(tc, W, derr, sizeof derr) != EMBER_OK)
             return ember_fail_create(EMBER_EINVAL, "%s", derr);
+        if (tc->hot_rows < 0 || tc->hot_rows > tc->rows)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': hot_rows %lld outside [0, rows %lld]", nm,
+                                     (long long)tc->hot_rows, (long long)tc->rows);
+        if (tc->hot_rows > 0 && (tc->placement != EMBER_PLACE_ROW || tc->exchange != EMBER_EXCHANGE_ROWS ||
+                                 tc->kind != EMBER_TABLE_FIXED || tc->rows_encoding != EMBER_ROWS_FP32 ||
+                                 tc->storage == EMBER_STORAGE_SSD))
+            return ember_fail_create(EMBER_EINVAL, "table '%s': hot rows need row placement, the rows exchange, "
+                                     "a fixed table with fp32 rows in memory", nm);
         if (tc->kind != EMBER_TABLE_FIXED && cfg->schedule != EMBER_SCHEDULE_BLOCKING)
             return ember_fail_create(EMBER_EINVAL, "table '%s': a dynamic table needs the blocking schedule (its "
                                      "keys become rows in the forward itself)", nm);
@@ -298,6 +307,11 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     }
     if ((st = resolve_tiers(c, cfg)) != EMBER_OK)
         goto fail;
+    for (int32_t t = 0; t < cfg->num_tables; t++)
+        if (c->tables[t].cfg.storage == EMBER_STORAGE_SSD && c->tables[t].cfg.hot_rows > 0) {
+            st = ember_fail_create(EMBER_EINVAL, "table '%s': hot rows need the memory tier", c->tables[t].cfg.name);
+            goto fail;
+        }
     for (int32_t t = 0; t < cfg->num_tables && cfg->schedule == EMBER_SCHEDULE_STALE; t++)
         if (c->tables[t].cfg.storage == EMBER_STORAGE_SSD) {
             st = ember_fail_create(EMBER_EINVAL, "table '%s': the SSD tier does not go with the stale schedule "
@@ -314,6 +328,8 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
         goto fail;
     for (int32_t p = 0; p < c->num_ptables; p++)
         ember_init_ptable(c, p);
+    if ((st = ember_hot_create(c)) != EMBER_OK)
+        goto fail;
     *out = c;
     return EMBER_OK;
 fail:
@@ -329,6 +345,7 @@ void ember_collection_destroy(ember_collection *c)
     ember_slot_free(c);
     ember_world_destroy(c->sched_world);
     for (int32_t p = 0; p < c->num_ptables; p++) {
+        ember_hot_free(c->ptables[p].hot);
         ember_xchg_free(c->ptables[p].xchg);
         ember_store_destroy(c->ptables[p].store);
         free(c->ptables[p].tables);
@@ -399,6 +416,7 @@ void ember_collection_memory(const ember_collection *c, ember_memory *out)
         out->cache_meta_bytes += pt->store->meta_bytes;
         out->disk_bytes += pt->store->disk_bytes;
         out->workspace_bytes += ember_route_bytes(&pt->route) + ember_xchg_bytes(pt->xchg);
+        out->workspace_bytes += ember_hot_bytes(pt); /* hot rows' copies and sums */
         if (pt->dyn)
             out->index_bytes += ember_dyn_bytes(&pt->dyn->d);
     }

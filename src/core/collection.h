@@ -74,6 +74,7 @@ typedef struct ember_ptable {
     ember_route route;      /* the routed last batch (this rank's samples)   */
     struct ember_xchg *xchg; /* exchange state; NULL in a world of one       */
     struct ember_dyn_table *dyn; /* dynamic tables: the key index; else NULL */
+    struct ember_hot *hot;  /* hot rows (dist/hot.h); NULL without          */
 } ember_ptable;
 
 /* The per-batch state a forward leaves for its backward, of a batch begun

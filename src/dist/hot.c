@@ -20,6 +20,7 @@
  * ranks gather each one's top candidates and the hot rows' counts, and
  * every rank picks the same K rows (most occurrences, then lowest row).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,7 @@
 #include "dist/dist.h"
 #include "dist/hot.h"
 #include "dist/shard.h"
+#include "dist/xchg.h"
 #include "lookup/lookup.h"
 #include "optim/optim.h"
 
@@ -53,7 +55,7 @@ int ember_hot_create(ember_collection *c)
             h->slot = malloc(sizeof(int32_t) * (size_t)k);
             h->counts = calloc((size_t)pt->local_rows + 1, sizeof(uint32_t));
             h->hot_counts = calloc((size_t)k, sizeof(uint64_t));
-            h->g = malloc(sizeof(float) * (size_t)(k * (dim + 1)));
+            h->g = malloc(sizeof(float) * (size_t)(2 * k * (dim + 1))); /* sums, then what arrives */
             h->touched = malloc(sizeof(int64_t) * (size_t)k);
             h->at = malloc(sizeof(int64_t) * (size_t)(k + 1));
         }
@@ -87,9 +89,13 @@ void ember_hot_free(ember_hot *h)
     free(h);
 }
 
-int64_t ember_hot_bytes(const ember_hot *h)
+int64_t ember_hot_bytes(const ember_ptable *pt)
 {
-    return h ? h->cap * (4 + 4 + 8 + 8 + 8) + h->keys_cap * 8 : 0;
+    const ember_hot *h = pt->hot;
+    if (!h)
+        return 0;
+    int64_t per = 2 * (int64_t)pt->dim + 1 + pt->store->state_floats; /* copies and sums */
+    return h->cap * (per * 4 + 4 + 4 + 8 + 8 + 8) + h->keys_cap * 8 + pt->local_rows * 4;
 }
 
 /* Counts and displacements (bytes) of an exchange in which every rank sends
@@ -150,6 +156,16 @@ int ember_hot_reload(ember_collection *c, int32_t p)
     return st;
 }
 
+void ember_hot_write(const ember_ptable *pt, int64_t phys0, int64_t count, const float *buf, int state)
+{
+    ember_hot *h = pt->hot;
+    int32_t width = state ? pt->store->state_floats : pt->dim;
+    for (int64_t i = 0; h && width && i < h->n; i++)
+        if (h->rows[i] >= phys0 && h->rows[i] < phys0 + count)
+            memcpy((state ? h->state : h->values) + i * width, buf + (h->rows[i] - phys0) * width,
+                   sizeof(float) * (size_t)width);
+}
+
 /* This rank's occurrences of hot rows in its route, by hot row then entry
  * (a stable counting sort), and their per-row counts. */
 static int hot_keys(ember_collection *c, ember_ptable *pt, ember_hot *h, int64_t *nk)
@@ -206,9 +222,8 @@ int ember_hot_sum(ember_collection *c, int32_t p, const float *dp, const float *
                 for (int64_t j = h->at[i]; j < h->at[i + 1]; j++) {
                     int64_t seg = (int64_t)(h->keys[j] >> 32), e = (int64_t)(uint32_t)h->keys[j];
                     float dv = r->seg_div[seg], w = r->weighted ? r->weight[e] : 1.0f;
-                    float sc = dv == 1.0f ? w : dv == 0.0f ? 0.0f : w / dv;
-                    const float *d = ember_seg_out(r, seg, (float *)dp, (float *)ds);
-                    ember_grad_accumulate(gi, sc, d, dim);
+                    ember_grad_accumulate(gi, ember_grad_scale(dv, w), ember_seg_out(r, seg, (float *)dp, (float *)ds),
+                                          dim);
                 }
                 cnt_f[i] += (float)(h->at[i + 1] - h->at[i]);
             }
@@ -221,8 +236,13 @@ int ember_hot_sum(ember_collection *c, int32_t p, const float *dp, const float *
             cnt[2 * W + s] = s == hop && (last ? me != hop : me == hop + 1) ? len * 4 : 0;
             cnt[3 * W + s] = 0;
         }
-        if (W > 1 && ember_comm_alltoallv(c->world, g, cnt, cnt + W, g, cnt + 2 * W, cnt + 3 * W) != EMBER_OK)
-            return ember_dist_comm_failed(c);
+        if (W > 1) {
+            float *in = g + len;
+            if (ember_comm_alltoallv(c->world, g, cnt, cnt + W, in, cnt + 2 * W, cnt + 3 * W) != EMBER_OK)
+                return ember_dist_comm_failed(c);
+            if (me == hop + 1 || (hop == W - 1 && me != hop))
+                memcpy(g, in, sizeof(float) * (size_t)len);
+        }
     }
     for (int64_t i = 0; i < h->n; i++)
         h->touched[i] = (int64_t)cnt_f[i];
@@ -308,12 +328,21 @@ static int cmp_cand(const void *a, const void *b)
     return (x->row > y->row) - (x->row < y->row);
 }
 
+static int cmp_cand_row(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
 int ember_set_hot_rows(ember_collection *c, int32_t table, const int64_t *ids, int64_t count)
 {
     if (!c)
         return EMBER_EINVAL;
     if (c->panicked)
         return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    if (c->routed || c->pending)
+        return ember_fail(c, EMBER_ESTATE, "ember_set_hot_rows between a forward and its backward (or with a "
+                          "batch begun): the batch's rows were routed with the old hot rows");
     int st = EMBER_OK;
     const ember_ltable *lt = table >= 0 && table < c->cfg.num_tables ? &c->tables[table] : NULL;
     ember_ptable *pt = lt ? &c->ptables[lt->ptable] : NULL;
@@ -355,6 +384,34 @@ int ember_set_hot_rows(ember_collection *c, int32_t table, const int64_t *ids, i
     return st;
 }
 
+/* The logical table (index into pt->tables) that physical row `row` of pt
+ * belongs to. */
+static int32_t table_of(const ember_collection *c, const ember_ptable *pt, uint64_t row)
+{
+    int32_t i = 0;
+    while (i + 1 < pt->num_tables && (uint64_t)c->tables[pt->tables[i + 1]].offset <= row)
+        i++;
+    return i;
+}
+
+/* From candidates by rank (most occurrences first), the first hot_rows of
+ * each logical table with a count, into out (may be `in` itself: entries
+ * only move forward); their number.  taken: [pt->num_tables] scratch. */
+static int64_t take_per_table(const ember_collection *c, const ember_ptable *pt, const cand *in, int64_t n,
+                              cand *out, int64_t *taken)
+{
+    int64_t k = 0;
+    memset(taken, 0, sizeof(int64_t) * (size_t)pt->num_tables);
+    for (int64_t i = 0; i < n && k < pt->hot->cap && in[i].count > 0; i++) {
+        int32_t t = table_of(c, pt, in[i].row);
+        if (taken[t] < c->tables[pt->tables[t]].cfg.hot_rows) {
+            taken[t]++;
+            out[k++] = in[i];
+        }
+    }
+    return k;
+}
+
 /* One table's refresh: the cap rows with most occurrences since the last. */
 static int refresh_ptable(ember_collection *c, int32_t p)
 {
@@ -365,7 +422,8 @@ static int refresh_ptable(ember_collection *c, int32_t p)
     cand *mine = calloc((size_t)K + 1, sizeof *mine), *all = calloc((size_t)total + 1, sizeof *all);
     uint64_t *hot_all = calloc((size_t)W * (size_t)(h->n + 1), sizeof *hot_all);
     uint32_t *rows = malloc(sizeof(uint32_t) * (size_t)K + 4);
-    int st = mine && all && hot_all && rows ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory");
+    int64_t *taken = malloc(sizeof(int64_t) * (size_t)pt->num_tables);
+    int st = mine && all && hot_all && rows && taken ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory");
     if ((st = ember_dist_agree(c, st, NULL)) == EMBER_OK) {
         /* this rank's K most served rows (a partial selection by sort) */
         int64_t nl = 0;
@@ -380,7 +438,7 @@ static int refresh_ptable(ember_collection *c, int32_t p)
                 if (h->counts[l])
                     local[nl++] = (cand){h->counts[l], (uint64_t)l * (uint64_t)W + (uint64_t)me};
             qsort(local, (size_t)nl, sizeof *local, cmp_cand);
-            memcpy(mine, local, sizeof(cand) * (size_t)(nl < K ? nl : K));
+            take_per_table(c, pt, local, nl, mine, taken); /* each table's hot_rows best */
             if (ember_comm_allgather(c->world, mine, (int64_t)sizeof(cand) * K, all) != EMBER_OK ||
                 ember_comm_allgather(c->world, h->hot_counts, (int64_t)sizeof(uint64_t) * (h->n + 1),
                                      hot_all) != EMBER_OK)
@@ -396,10 +454,19 @@ static int refresh_ptable(ember_collection *c, int32_t p)
                 sum += hot_all[(int64_t)s * (h->n + 1) + i];
             all[n++] = (cand){sum, h->rows[i]};
         }
+        qsort(all, (size_t)n, sizeof *all, cmp_cand_row); /* a row counted twice: its counts summed */
+        int64_t u = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (u > 0 && all[u - 1].row == all[i].row)
+                all[u - 1].count += all[i].count;
+            else
+                all[u++] = all[i];
+        }
+        n = u;
         qsort(all, (size_t)n, sizeof *all, cmp_cand);
-        int64_t k = 0;
-        for (int64_t i = 0; i < n && k < K && all[i].count > 0; i++)
-            rows[k++] = (uint32_t)all[i].row;
+        int64_t k = take_per_table(c, pt, all, n, all, taken);
+        for (int64_t i = 0; i < k; i++)
+            rows[i] = (uint32_t)all[i].row;
         qsort(rows, (size_t)k, sizeof *rows, cmp_u32);
         memset(h->counts, 0, sizeof(uint32_t) * (size_t)pt->local_rows);
         st = hot_set(c, p, rows, k);
@@ -408,6 +475,7 @@ static int refresh_ptable(ember_collection *c, int32_t p)
     free(all);
     free(hot_all);
     free(rows);
+    free(taken);
     return st;
 }
 
@@ -417,6 +485,9 @@ int ember_refresh_hot_rows(ember_collection *c)
         return EMBER_EINVAL;
     if (c->panicked)
         return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    if (c->routed || c->pending)
+        return ember_fail(c, EMBER_ESTATE, "ember_refresh_hot_rows between a forward and its backward (or with a "
+                          "batch begun): the batch's rows were routed with the old hot rows");
     int st = EMBER_OK;
     for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK && distributed(c); p++)
         if (c->ptables[p].hot)

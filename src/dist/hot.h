@@ -28,7 +28,8 @@ typedef struct ember_hot {
     uint32_t *counts;     /* [local rows] entries served as owner since the
                              last refresh                                   */
     uint64_t *hot_counts; /* [n] this rank's occurrences of each hot row     */
-    float *g;             /* [n][dim] gradient sums along the ranks          */
+    float *g;             /* [n][dim] gradient sums along the ranks, then [n]
+                             occurrence counts; as much again to receive    */
     int64_t *touched;     /* [n] occurrences in the global batch             */
     uint64_t *keys;       /* this rank's hot occurrences, by row then entry  */
     int64_t *at;          /* [n + 1] counting-sort starts                    */
@@ -55,11 +56,16 @@ static inline int64_t ember_hot_find(const ember_hot *h, uint32_t row)
  * (at create; a world of one keeps none).  EMBER_OK or EMBER_ENOMEM. */
 int ember_hot_create(ember_collection *c);
 void ember_hot_free(ember_hot *h);
-int64_t ember_hot_bytes(const ember_hot *h);
+/* Bytes of its copies, sums, counts and scratch (workspace). */
+int64_t ember_hot_bytes(const ember_ptable *pt);
 
 /* Copies of the hot rows, refilled from their owners (collective): after a
  * new hot set, and after rows were written or loaded. */
 int ember_hot_reload(ember_collection *c, int32_t p);
+
+/* Rows [phys0, phys0 + count) written from buf (values, or state when
+ * `state`; every rank passes them all): the copies among them follow. */
+void ember_hot_write(const ember_ptable *pt, int64_t phys0, int64_t count, const float *buf, int state);
 
 /* Backward of the hot rows of table p (collective, every rank): the sums
  * along the ranks into h->g; then apply (no messages) steps every touched

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dist/dist.h"
+#include "dist/hot.h"
 #include "dist/shard.h"
 #include "lookup/step.h"
 #include "quant/quant.h"
@@ -148,8 +149,12 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
         if (st != EMBER_OK)
             return st;
     }
-    if (to_table || W == 1)
-        return copy_local(c, pt, phys0, count, buf, width, to_table, state);
+    if (to_table || W == 1) {
+        int st = copy_local(c, pt, phys0, count, buf, width, to_table, state);
+        if (st == EMBER_OK && to_table) /* every rank has the rows: its hot copies too */
+            ember_hot_write(pt, phys0, count, buf, state);
+        return st;
+    }
     /* read over the world: sizes of every rank's pieces, then one all-gather */
     int64_t *cnt = calloc((size_t)W * 3, sizeof(int64_t));
     if (!cnt)

@@ -38,7 +38,10 @@ typedef struct ember_xchg {
     int64_t keys_cap, keys_tmp_cap, nkeys;
     int64_t *pos;            /* [W * 6] packing cursors                     */
     void *views;             /* [W] message views while packing             */
-    float *rows_in;          /* rows / partials / slices received          */
+    float *rows_in;          /* rows / partials / slices received (ROWS: then
+                                the round's hot rows, copied here)          */
+    int64_t *hot_list;       /* the round's hot rows by slot (dist/hot.h)   */
+    int64_t hot_used, hot_list_cap;
     int64_t rows_in_cap;
     /* owner side */
     int64_t *recv;           /* [rounds][W][XC_N] counts received           */

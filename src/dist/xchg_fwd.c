@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "dist/dist.h"
+#include "dist/hot.h"
 #include "dist/shard.h"
 #include "dist/xchg.h"
 #include "lookup/lookup.h"
@@ -82,6 +83,7 @@ void ember_xchg_free(ember_xchg *x)
     free(x->keys);
     free(x->keys_tmp);
     free(x->rows_in);
+    free(x->hot_list);
     free(x->recv);
     free(x->block);
     ember_route_free(&x->rr);
@@ -102,7 +104,7 @@ int64_t ember_xchg_bytes(const ember_xchg *x)
     if (!x)
         return 0;
     return (x->sent_cap + x->recv_cap + x->block_cap + x->seg_list_cap + x->seg_list_at_cap) * 8 +
-           x->remap_cap * 4 + (x->keys_cap + x->keys_tmp_cap) * 8 + (x->rows_in_cap + x->rows_out_cap) * 4 + x->sbuf_cap +
+           x->remap_cap * 4 + x->hot_list_cap * 8 + (x->keys_cap + x->keys_tmp_cap) * 8 + (x->rows_in_cap + x->rows_out_cap) * 4 + x->sbuf_cap +
            x->rbuf_cap + (x->grad_out_cap + x->grad_in_cap) * 4 + ember_route_bytes(&x->rr) +
            ember_route_bytes(&x->rr_tmp) + ((int64_t)x->W * 16 + 2) * 8;
 }
@@ -172,10 +174,22 @@ static int count_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
         int64_t *last = x->rcnt; /* scratch [W] */
         for (int32_t d = 0; d < W; d++)
             last[d] = -1;
+        ember_hot *h = pt->hot && pt->hot->n ? pt->hot : NULL;
+        x->hot_used = 0;
+        if (h && ember_reserve((void **)&x->hot_list, &x->hot_list_cap, h->n, sizeof(int64_t)))
+            return ember_fail(c, EMBER_ENOMEM, "out of memory for %lld hot rows", (long long)h->n);
         for (int64_t g = g0; g < g1; g++)
             for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
                 if (r->row[e] == EMBER_ROW_DROPPED)
                     continue;
+                int64_t hi = h ? ember_hot_find(h, r->row[e]) : -1;
+                if (hi >= 0) { /* read from this rank's copy: a slot after the received rows */
+                    if (h->slot[hi] < 0) {
+                        h->slot[hi] = (int32_t)x->hot_used;
+                        x->hot_list[x->hot_used++] = hi;
+                    }
+                    continue;
+                }
                 int32_t d = ember_shard_owner(pt, W, r->row[e]);
                 sent[d * XC_N + XC_ENTS]++;
                 if (last[d] != g) {
@@ -190,7 +204,7 @@ static int count_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
                 ember_reserve((void **)&x->keys_tmp, &x->keys_tmp_cap, e1 - e0 + 1, sizeof(uint64_t)))
                 return ember_fail(c, EMBER_ENOMEM, "out of memory for %lld ids", (long long)(e1 - e0));
             for (int64_t e = e0; e < e1; e++)
-                if (r->row[e] != EMBER_ROW_DROPPED)
+                if (r->row[e] != EMBER_ROW_DROPPED && (!h || ember_hot_find(h, r->row[e]) < 0))
                     x->keys[nk++] = (uint64_t)r->row[e] << 32 | (uint64_t)e;
             int bits = pt->rows > 1 ? 64 - __builtin_clzll((unsigned long long)(pt->rows - 1)) : 0;
             ember_radix_sort(x->keys, x->keys_tmp, c->sort_hist, nk, 32, 32 + bits, c->threads);
@@ -244,10 +258,11 @@ static void pack_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
         x->seg_list_at[(int64_t)m * W + d + 1] = list0;
         hdr_k[d] = ent_k[d] = cnt_g[d] = uniq_k[d] = 0;
     }
+    const ember_hot *h = pt->hot && pt->hot->n ? pt->hot : NULL;
     for (int64_t g = g0; g < g1; g++) {
         int64_t nt = 0;
         for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
-            if (r->row[e] == EMBER_ROW_DROPPED)
+            if (r->row[e] == EMBER_ROW_DROPPED || (h && ember_hot_find(h, r->row[e]) >= 0))
                 continue;
             int32_t d = ember_shard_owner(pt, W, r->row[e]);
             if (cnt_g[d]++ == 0)
@@ -284,6 +299,13 @@ static void pack_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
         if (j == 0 || (x->keys[j - 1] >> 32) != row)
             mv[d].uniq[uniq_k[d]++] = ember_shard_local(pt, W, row);
         x->remap[e] = (uint32_t)(touched[d] + uniq_k[d] - 1);
+    }
+    if (!h || x->hot_used == 0)
+        return;
+    for (int64_t e = r->seg_start[g0]; e < r->seg_start[g1]; e++) { /* hot rows: after the received ones */
+        int64_t hi = r->row[e] == EMBER_ROW_DROPPED ? -1 : ember_hot_find(h, r->row[e]);
+        if (hi >= 0)
+            x->remap[e] = (uint32_t)(base + h->slot[hi]);
     }
 }
 
@@ -475,6 +497,7 @@ static int reserve_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, i
                 : pt->exchange == EMBER_EXCHANGE_ROWS     ? n[XC_UNIQ] * pt->dim
                                                           : n[XC_SEGS] * pt->dim;
     }
+    back += x->hot_used * pt->dim; /* the round's hot rows, copied after the received ones */
     int64_t out_floats = pt->placement == EMBER_PLACE_REPLICATED                  ? 0
                          : pt->exchange == EMBER_EXCHANGE_ROWS && !all_dest(pt) ? uniq_in * ld
                                                                                 : segs_in * ld;
@@ -580,6 +603,25 @@ int ember_xchg_send_ids(ember_collection *c, ember_ptable *pt, ember_xchg *x, in
     return exchange(c, x, start, x->sbuf, x->rbuf);
 }
 
+/* The round's hot rows into rows_in after the received rows (slot order),
+ * read from this rank's copies now: at the lookup, as the owners read
+ * theirs.  Their slots are free again. */
+static void copy_hot_rows(const ember_ptable *pt, ember_xchg *x, const int64_t *sent, int32_t W)
+{
+    ember_hot *h = pt->hot;
+    if (!h || x->hot_used == 0)
+        return;
+    int64_t base = 0;
+    for (int32_t d = 0; d < W; d++)
+        base += sent[d * XC_N + XC_UNIQ];
+    for (int64_t s = 0; s < x->hot_used; s++) {
+        int64_t i = x->hot_list[s];
+        memcpy(x->rows_in + (base + s) * pt->dim, h->values + i * pt->dim, sizeof(float) * (size_t)pt->dim);
+        h->slot[i] = -1;
+    }
+    x->hot_used = 0;
+}
+
 int ember_xchg_lookup(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int start, float *pooled,
                       float *sequence)
 {
@@ -599,6 +641,7 @@ int ember_xchg_lookup(ember_collection *c, ember_ptable *pt, ember_xchg *x, int3
     }
     lookup_round(c, pt, x, m, recv);
     vector_counts(pt, x, sent, W);
+    copy_hot_rows(pt, x, sent, W);
     return exchange(c, x, start, x->rows_out, x->rows_in);
 }
 

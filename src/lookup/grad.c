@@ -36,7 +36,7 @@ static void build_sources(ember_route *r, int threads)
         for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
             float w = r->weighted ? r->weight[e] : 1.0f;
             r->src_off[e] = r->seg_out[g];
-            r->src_scale[e] = dv == 1.0f ? w : dv == 0.0f ? 0.0f : w / dv;
+            r->src_scale[e] = ember_grad_scale(dv, w);
         }
     }
 }
@@ -72,11 +72,7 @@ static inline void row_gradient(const ember_route *r, int64_t j0, int64_t j1, in
             for (int32_t b = 0; b < dim * 4; b += 64)
                 __builtin_prefetch(pd + b, 0, 3);
         }
-        float sc = r->sorted_scale[j];
-        const float *d = src_row(r->sorted_off[j], dp, ds);
-#pragma omp simd
-        for (int32_t k = 0; k < dim; k++)
-            g[k] += sc * d[k];
+        ember_grad_accumulate(g, r->sorted_scale[j], src_row(r->sorted_off[j], dp, ds), dim);
     }
 }
 

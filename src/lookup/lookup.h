@@ -15,6 +15,24 @@
 void ember_pool(const ember_route *r, const ember_store *s, int64_t g0, int64_t g1, float *pooled,
                 float *sequence, int threads);
 
+/* One occurrence's share of a row's gradient: g[k] += scale * d[k], each
+ * element in sequence.  The one formula of every gradient sum (grad.c and
+ * the hot rows' sums along the ranks, dist/hot.c), so that both round
+ * alike. */
+static inline void ember_grad_accumulate(float *restrict g, float scale, const float *restrict d, int32_t dim)
+{
+#pragma omp simd
+    for (int32_t k = 0; k < dim; k++)
+        g[k] += scale * d[k];
+}
+
+/* An occurrence's scale: its weight over its bag's divisor (0 for a zero
+ * divisor). */
+static inline float ember_grad_scale(float divisor, float weight)
+{
+    return divisor == 1.0f ? weight : divisor == 0.0f ? 0.0f : weight / divisor;
+}
+
 struct ember_collection;
 /* Backward of physical table p: sorts its keys, sums each row's gradient in
  * sample order and applies the optimizer for global step `step`; with

@@ -22,6 +22,7 @@
 
 #include "core/collection.h"
 #include "dist/dist.h"
+#include "dist/hot.h"
 #include "dyn/dyn_step.h"
 #include "lookup/lookup.h"
 #include "lookup/step.h"
@@ -226,17 +227,21 @@ static int backward_world(ember_collection *c, const float *dp, const float *ds,
 {
     int st = EMBER_OK;
     for (int32_t p = 0; p < c->num_ptables; p++)
-        if ((st = ember_dist_send_grads(c, p, dp, ds)) != EMBER_OK)
+        if ((st = ember_dist_send_grads(c, p, dp, ds)) != EMBER_OK || (st = ember_hot_sum(c, p, dp, ds)) != EMBER_OK)
             return st;
     if (c->cfg.debug_checks) {
         for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
-            st = ember_dist_apply(c, p, step, 1);
+            if ((st = ember_dist_apply(c, p, step, 1)) == EMBER_OK)
+                st = ember_hot_check(c, p);
         if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
             return st;
     }
-    for (int32_t p = 0; p < c->num_ptables; p++)
+    for (int32_t p = 0; p < c->num_ptables; p++) {
         if ((st = ember_dist_apply(c, p, step, 0)) != EMBER_OK)
             return st;
+        ember_hot_apply(c, p, step);
+        ember_hot_count_served(c, p);
+    }
     return EMBER_OK;
 }
 
