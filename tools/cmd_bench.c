@@ -75,6 +75,7 @@ typedef struct bench_opts {
     int32_t admit_after;
     ember_evict_policy evict;
     ember_schedule schedule;             /* --schedule */
+    int64_t hot_rows;                    /* --hot-rows, every table's */
     double dense_ms;                     /* --dense-ms: the dense model's stand-in */
 } bench_opts;
 
@@ -124,6 +125,10 @@ static void bench_usage(FILE *f)
             "  --schedule S            blocking (ember_forward), overlap or stale: the next\n"
             "                          batch begun before this one's backward and ended after\n"
             "                          it (ember_forward_begin / _end; docs/distributed.md)\n"
+            "  --hot-rows K            every table copies its K most used rows onto every rank\n"
+            "                          (row placement, rows exchange, a training optimizer,\n"
+            "                          blocking schedule), chosen from the warm-up's counts\n"
+            "                          (ember_refresh_hot_rows) before the timed steps\n"
             "  --dense-ms X            a stand-in for the dense model between forward and\n"
             "                          backward: arithmetic that takes X ms alone, calling\n"
             "                          ember_forward_progress every 50 us of it (0)\n"
@@ -345,6 +350,8 @@ static int bench_parse(FILE *err, int argc, char **argv, bench_opts *o, char *op
             int k = config_schedule_parse(val);
             bad = k < 0;
             o->schedule = (ember_schedule)(bad ? 0 : k);
+        } else if (!strcmp(name, "--hot-rows")) {
+            bad = synth_parse_int64(val, 0, INT64_C(1) << 32, &o->hot_rows);
         } else if (!strcmp(name, "--dense-ms")) {
             bad = parse_double(val, &o->dense_ms) || !(o->dense_ms >= 0 && o->dense_ms <= 1e4);
         } else if (!strcmp(name, "--exchange")) {
@@ -397,6 +404,17 @@ static int bench_parse(FILE *err, int argc, char **argv, bench_opts *o, char *op
         fprintf(err, "ember bench: --optimizer and --threads need at least one item each\n");
         return 2;
     }
+    if (o->hot_rows > 0 && (o->schedule != EMBER_SCHEDULE_BLOCKING || o->placement != EMBER_PLACE_ROW ||
+                            o->exchange != EMBER_EXCHANGE_ROWS || o->warmup < 1)) {
+        fprintf(err, "ember bench: --hot-rows needs --placement row, --exchange rows, the blocking schedule and "
+                     "--warmup >= 1 (the hot rows come from the warm-up's counts)\n");
+        return 2;
+    }
+    for (int i = 0; i < o->num_opt && o->hot_rows > 0; i++)
+        if (!strcmp(o->opt[i], "none")) {
+            fprintf(err, "ember bench: --hot-rows needs a training optimizer, not none\n");
+            return 2;
+        }
     return 0;
 }
 
@@ -431,6 +449,7 @@ static json_t *bench_base(const tool_ctx *ctx, const bench_opts *o, const char *
     json_object_set_new(j, "storage", json_string(STORAGE_NAMES[o->storage]));
     json_object_set_new(j, "schedule", json_string(config_schedule_name(o->schedule)));
     json_object_set_new(j, "dense_ms", json_real(o->dense_ms));
+    json_object_set_new(j, "hot_rows", json_integer(o->hot_rows));
     if (o->storage == EMBER_STORAGE_SSD) {
         json_object_set_new(j, "policy", json_string(POLICY_NAMES[o->policy]));
         json_object_set_new(j, "io", json_string(o->buffered ? "buffered" : "direct"));
@@ -701,6 +720,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
         tcfg[t].placement = o->placement;
         tcfg[t].owner = o->placement == EMBER_PLACE_TABLE ? t % R : 0;
         tcfg[t].exchange = o->exchange;
+        tcfg[t].hot_rows = o->hot_rows;
         tcfg[t].storage = o->storage;
         tcfg[t].cache_bytes = o->cache_bytes;
         tcfg[t].cache_policy = o->policy;
@@ -824,6 +844,11 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     ember_stats stats;
     for (int n = 0; n < nb; n++) {
         if (n == o->warmup) {
+            if (o->hot_rows > 0 && (st = ember_refresh_hot_rows(coll)) != EMBER_OK) { /* from the warm-up's counts */
+                rc = bench_fail(j, "ember_refresh_hot_rows: %s", ember_errmsg(coll));
+                j = NULL;
+                goto done;
+            }
             getrusage(RUSAGE_SELF, &ru0);
             ember_collection_tier_stats(coll, &tier0);
         }

@@ -397,7 +397,7 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
                                        "optimizer", "limits", "placement", "owner", "exchange",
                                        "dist", "alpha", "storage", "cache_bytes", "cache_policy",
                                        "path", "keys", "kind", "capacity", "capacity_bytes", "admit_after", "evict",
-                                       "ttl_steps", "sketch_bytes", "quantization", NULL};
+                                       "ttl_steps", "sketch_bytes", "quantization", "hot_rows", NULL};
     char key[160];
     if (config_setting_type(e) != CONFIG_TYPE_GROUP)
         return fail_at(r, e, where, "must be a group { name = ...; rows = ...; dim = ...; }");
@@ -452,6 +452,11 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
                 return -1;
             t->placement = (ember_placement)x->placement_pin;
         }
+    }
+    if ((m = MEMBER("hot_rows"))) {
+        if (get_int64(r, m, key, 0, INT64_C(1) << 32, &v))
+            return -1;
+        t->hot_rows = v;
     }
     if ((m = MEMBER("owner"))) {
         if (get_int64(r, m, key, 0, INT32_MAX, &v))

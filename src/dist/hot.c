@@ -9,11 +9,12 @@
  * row (a counting sort by hot index keeps entry order), are summed the way
  * grad.c sums a row, g += scale * d, each element in sequence.  Rank 0
  * starts from zeros, sends its sums to rank 1, which continues them with
- * its own occurrences, and so on; rank W-1 sends the totals to every rank.
- * The global batch is the ranks' local batches in rank order, so each
- * element sees the same additions in the same order as in one process.
- * W hops of n * (dim + 1) floats, one after the other: the price of exact
- * sums, paid once per step whatever the batch.
+ * its own occurrences, and so on to rank W-1; the totals then go on round
+ * the ring, W-1 to 0 to 1 ... to W-2.  The global batch is the ranks'
+ * local batches in rank order, so each element sees the same additions in
+ * the same order as in one process.  2(W-1) hops of n * (dim + 1) floats,
+ * one after the other, at most two sent per rank: the price of exact sums,
+ * paid once per step whatever the batch.
  *
  * The refresh (ember_refresh_hot_rows): owners count the entries they
  * served per row, every rank counts its occurrences of the hot rows; the
@@ -58,9 +59,14 @@ int ember_hot_create(ember_collection *c)
             h->g = malloc(sizeof(float) * (size_t)(2 * k * (dim + 1))); /* sums, then what arrives */
             h->touched = malloc(sizeof(int64_t) * (size_t)k);
             h->at = malloc(sizeof(int64_t) * (size_t)(k + 1));
+            uint32_t size = 16;
+            while (size < 4 * k)
+                size *= 2;
+            h->mask = size - 1;
+            h->table = malloc(sizeof(uint32_t) * 2 * (size_t)size);
         }
         if (!h || !h->rows || !h->values || !h->state || !h->slot || !h->counts || !h->hot_counts || !h->g ||
-            !h->touched || !h->at) {
+            !h->touched || !h->at || !h->table) {
             ember_hot_free(h);
             return ember_fail_create(EMBER_ENOMEM, "out of memory for the hot rows of table '%s'",
                                      c->tables[pt->tables[0]].cfg.name);
@@ -86,6 +92,7 @@ void ember_hot_free(ember_hot *h)
     free(h->touched);
     free(h->keys);
     free(h->at);
+    free(h->table);
     free(h);
 }
 
@@ -95,7 +102,8 @@ int64_t ember_hot_bytes(const ember_ptable *pt)
     if (!h)
         return 0;
     int64_t per = 2 * (int64_t)pt->dim + 1 + pt->store->state_floats; /* copies and sums */
-    return h->cap * (per * 4 + 4 + 4 + 8 + 8 + 8) + h->keys_cap * 8 + pt->local_rows * 4;
+    return h->cap * (per * 4 + 4 + 4 + 8 + 8 + 8) + h->keys_cap * 8 + pt->local_rows * 4 +
+           ((int64_t)h->mask + 1) * 8;
 }
 
 /* Counts and displacements (bytes) of an exchange in which every rank sends
@@ -171,15 +179,13 @@ void ember_hot_write(const ember_ptable *pt, int64_t phys0, int64_t count, const
 static int hot_keys(ember_collection *c, ember_ptable *pt, ember_hot *h, int64_t *nk)
 {
     const ember_route *r = &pt->route;
+    const int32_t *hot_of = pt->xchg->hot_of; /* the forward's counting found them */
     memset(h->at, 0, sizeof(int64_t) * (size_t)(h->n + 1));
     int64_t n = 0;
     for (int64_t e = 0; e < r->n; e++)
-        if (r->row[e] != EMBER_ROW_DROPPED) {
-            int64_t i = ember_hot_find(h, r->row[e]);
-            if (i >= 0) {
-                h->at[i + 1]++;
-                n++;
-            }
+        if (hot_of[e] >= 0) {
+            h->at[hot_of[e] + 1]++;
+            n++;
         }
     if (ember_reserve((void **)&h->keys, &h->keys_cap, n + 1, sizeof(uint64_t)))
         return ember_fail(c, EMBER_ENOMEM, "out of memory for %lld hot occurrences", (long long)n);
@@ -190,11 +196,9 @@ static int hot_keys(ember_collection *c, ember_ptable *pt, ember_hot *h, int64_t
     int64_t *pos = h->touched; /* scratch until the sums travel */
     memcpy(pos, h->at, sizeof(int64_t) * (size_t)h->n);
     for (int64_t g = 0; g < r->nseg; g++)
-        for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
-            int64_t i = r->row[e] == EMBER_ROW_DROPPED ? -1 : ember_hot_find(h, r->row[e]);
-            if (i >= 0)
-                h->keys[pos[i]++] = (uint64_t)g << 32 | (uint64_t)e;
-        }
+        for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++)
+            if (hot_of[e] >= 0)
+                h->keys[pos[hot_of[e]]++] = (uint64_t)g << 32 | (uint64_t)e;
     *nk = n;
     return EMBER_OK;
 }
@@ -211,12 +215,15 @@ int ember_hot_sum(ember_collection *c, int32_t p, const float *dp, const float *
     int st = ember_dist_agree(c, hot_keys(c, pt, h, &nk), NULL);
     if (st != EMBER_OK)
         return st;
-    float *g = h->g, *cnt_f = h->g + h->n * dim;
+    float *g = h->g, *cnt_f = h->g + h->n * dim, *in = h->g + len;
     int64_t *cnt = c->exchange_scratch; /* [4W] */
-    for (int32_t hop = 0; hop < W; hop++) {
-        if (hop == me) { /* continue the sums with this rank's occurrences */
-            if (me == 0)
-                memset(g, 0, sizeof(float) * (size_t)len);
+    /* 2(W-1) hops: the sums from rank 0 to W-1, each rank continuing them
+     * with its own occurrences; then the totals from W-1 on round the ring
+     * to W-2.  A hop is one sender and one receiver. */
+    if (me == 0)
+        memset(g, 0, sizeof(float) * (size_t)len);
+    for (int32_t hop = 0; hop < 2 * W - 1; hop++) {
+        if (hop == me) /* my turn in the first round: add my occurrences */
             for (int64_t i = 0; i < h->n; i++) {
                 float *gi = g + i * dim;
                 for (int64_t j = h->at[i]; j < h->at[i + 1]; j++) {
@@ -227,22 +234,19 @@ int ember_hot_sum(ember_collection *c, int32_t p, const float *dp, const float *
                 }
                 cnt_f[i] += (float)(h->at[i + 1] - h->at[i]);
             }
+        if (hop == 2 * W - 2 || W == 1)
+            break;
+        int32_t from = hop % W, to = (hop + 1) % W; /* hops W-1 .. 2W-3: W-1 -> 0 -> 1 ... -> W-2 */
+        for (int32_t q = 0; q < W; q++) {
+            cnt[q] = me == from && q == to ? len * 4 : 0;
+            cnt[W + q] = 0;
+            cnt[2 * W + q] = me == to && q == from ? len * 4 : 0;
+            cnt[3 * W + q] = 0;
         }
-        /* hop -> hop + 1, or the last rank's totals to every rank */
-        for (int32_t s = 0; s < W; s++) {
-            int last = hop == W - 1;
-            cnt[s] = me == hop && (last ? s != me : s == hop + 1) ? len * 4 : 0;
-            cnt[W + s] = 0;
-            cnt[2 * W + s] = s == hop && (last ? me != hop : me == hop + 1) ? len * 4 : 0;
-            cnt[3 * W + s] = 0;
-        }
-        if (W > 1) {
-            float *in = g + len;
-            if (ember_comm_alltoallv(c->world, g, cnt, cnt + W, in, cnt + 2 * W, cnt + 3 * W) != EMBER_OK)
-                return ember_dist_comm_failed(c);
-            if (me == hop + 1 || (hop == W - 1 && me != hop))
-                memcpy(g, in, sizeof(float) * (size_t)len);
-        }
+        if (ember_comm_alltoallv(c->world, g, cnt, cnt + W, in, cnt + 2 * W, cnt + 3 * W) != EMBER_OK)
+            return ember_dist_comm_failed(c);
+        if (me == to)
+            memcpy(g, in, sizeof(float) * (size_t)len);
     }
     for (int64_t i = 0; i < h->n; i++)
         h->touched[i] = (int64_t)cnt_f[i];
@@ -304,6 +308,14 @@ static int hot_set(ember_collection *c, int32_t p, const uint32_t *rows, int64_t
     ember_hot *h = c->ptables[p].hot;
     memcpy(h->rows, rows, sizeof(uint32_t) * (size_t)n);
     h->n = n;
+    memset(h->table, 0xff, sizeof(uint32_t) * 2 * ((size_t)h->mask + 1));
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t b = (uint32_t)((rows[i] * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & h->mask;
+        while (h->table[2 * (int64_t)b] != UINT32_MAX)
+            b = (b + 1) & h->mask;
+        h->table[2 * (int64_t)b] = rows[i];
+        h->table[2 * (int64_t)b + 1] = (uint32_t)i;
+    }
     memset(h->hot_counts, 0, sizeof(uint64_t) * (size_t)h->cap);
     return ember_hot_reload(c, p);
 }

@@ -34,22 +34,24 @@ typedef struct ember_hot {
     uint64_t *keys;       /* this rank's hot occurrences, by row then entry  */
     int64_t *at;          /* [n + 1] counting-sort starts                    */
     int64_t keys_cap;
+    uint32_t *table;      /* [2 (mask + 1)] (row, index) pairs; UINT32_MAX: empty */
+    uint32_t mask;
 } ember_hot;
 
-/* Index of physical row `row` among the hot rows, or -1. */
+/* Index of physical row `row` among the hot rows, or -1: an open-addressing
+ * table (multiplicative hash, linear probing, at most a quarter full), so
+ * the forward's per-id test costs a probe or two, hit or miss. */
 static inline int64_t ember_hot_find(const ember_hot *h, uint32_t row)
 {
-    if (!h || h->n == 0 || row < h->rows[0] || row > h->rows[h->n - 1])
+    if (!h || h->n == 0)
         return -1;
-    int64_t lo = 0, hi = h->n - 1;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (h->rows[mid] < row)
-            lo = mid + 1;
-        else
-            hi = mid;
+    for (uint32_t b = (uint32_t)((row * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & h->mask;; b = (b + 1) & h->mask) {
+        uint32_t k = h->table[2 * (int64_t)b];
+        if (k == row)
+            return h->table[2 * (int64_t)b + 1];
+        if (k == UINT32_MAX)
+            return -1;
     }
-    return h->rows[lo] == row ? lo : -1;
 }
 
 /* Creates the hot state of every table whose config asks for hot rows

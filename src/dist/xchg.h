@@ -42,6 +42,9 @@ typedef struct ember_xchg {
                                 the round's hot rows, copied here)          */
     int64_t *hot_list;       /* the round's hot rows by slot (dist/hot.h)   */
     int64_t hot_used, hot_list_cap;
+    int32_t *hot_of;         /* [route entries] hot index of the entry's row,
+                                -1 for none (set by the round's counting)   */
+    int64_t hot_of_cap;
     int64_t rows_in_cap;
     /* owner side */
     int64_t *recv;           /* [rounds][W][XC_N] counts received           */

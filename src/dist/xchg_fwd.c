@@ -84,6 +84,7 @@ void ember_xchg_free(ember_xchg *x)
     free(x->keys_tmp);
     free(x->rows_in);
     free(x->hot_list);
+    free(x->hot_of);
     free(x->recv);
     free(x->block);
     ember_route_free(&x->rr);
@@ -104,7 +105,7 @@ int64_t ember_xchg_bytes(const ember_xchg *x)
     if (!x)
         return 0;
     return (x->sent_cap + x->recv_cap + x->block_cap + x->seg_list_cap + x->seg_list_at_cap) * 8 +
-           x->remap_cap * 4 + x->hot_list_cap * 8 + (x->keys_cap + x->keys_tmp_cap) * 8 + (x->rows_in_cap + x->rows_out_cap) * 4 + x->sbuf_cap +
+           x->remap_cap * 4 + x->hot_list_cap * 8 + x->hot_of_cap * 4 + (x->keys_cap + x->keys_tmp_cap) * 8 + (x->rows_in_cap + x->rows_out_cap) * 4 + x->sbuf_cap +
            x->rbuf_cap + (x->grad_out_cap + x->grad_in_cap) * 4 + ember_route_bytes(&x->rr) +
            ember_route_bytes(&x->rr_tmp) + ((int64_t)x->W * 16 + 2) * 8;
 }
@@ -176,13 +177,19 @@ static int count_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
             last[d] = -1;
         ember_hot *h = pt->hot && pt->hot->n ? pt->hot : NULL;
         x->hot_used = 0;
-        if (h && ember_reserve((void **)&x->hot_list, &x->hot_list_cap, h->n, sizeof(int64_t)))
+        if (h && (ember_reserve((void **)&x->hot_list, &x->hot_list_cap, h->n, sizeof(int64_t)) ||
+                  ember_reserve((void **)&x->hot_of, &x->hot_of_cap, r->n + 1, sizeof(int32_t))))
             return ember_fail(c, EMBER_ENOMEM, "out of memory for %lld hot rows", (long long)h->n);
         for (int64_t g = g0; g < g1; g++)
             for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
-                if (r->row[e] == EMBER_ROW_DROPPED)
+                if (r->row[e] == EMBER_ROW_DROPPED) {
+                    if (h)
+                        x->hot_of[e] = -1;
                     continue;
+                }
                 int64_t hi = h ? ember_hot_find(h, r->row[e]) : -1;
+                if (h)
+                    x->hot_of[e] = (int32_t)hi;
                 if (hi >= 0) { /* read from this rank's copy: a slot after the received rows */
                     if (h->slot[hi] < 0) {
                         h->slot[hi] = (int32_t)x->hot_used;
@@ -204,7 +211,7 @@ static int count_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
                 ember_reserve((void **)&x->keys_tmp, &x->keys_tmp_cap, e1 - e0 + 1, sizeof(uint64_t)))
                 return ember_fail(c, EMBER_ENOMEM, "out of memory for %lld ids", (long long)(e1 - e0));
             for (int64_t e = e0; e < e1; e++)
-                if (r->row[e] != EMBER_ROW_DROPPED && (!h || ember_hot_find(h, r->row[e]) < 0))
+                if (r->row[e] != EMBER_ROW_DROPPED && (!h || x->hot_of[e] < 0))
                     x->keys[nk++] = (uint64_t)r->row[e] << 32 | (uint64_t)e;
             int bits = pt->rows > 1 ? 64 - __builtin_clzll((unsigned long long)(pt->rows - 1)) : 0;
             ember_radix_sort(x->keys, x->keys_tmp, c->sort_hist, nk, 32, 32 + bits, c->threads);
@@ -262,7 +269,7 @@ static void pack_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
     for (int64_t g = g0; g < g1; g++) {
         int64_t nt = 0;
         for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
-            if (r->row[e] == EMBER_ROW_DROPPED || (h && ember_hot_find(h, r->row[e]) >= 0))
+            if (r->row[e] == EMBER_ROW_DROPPED || (h && x->hot_of[e] >= 0))
                 continue;
             int32_t d = ember_shard_owner(pt, W, r->row[e]);
             if (cnt_g[d]++ == 0)
@@ -303,7 +310,7 @@ static void pack_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
     if (!h || x->hot_used == 0)
         return;
     for (int64_t e = r->seg_start[g0]; e < r->seg_start[g1]; e++) { /* hot rows: after the received ones */
-        int64_t hi = r->row[e] == EMBER_ROW_DROPPED ? -1 : ember_hot_find(h, r->row[e]);
+        int64_t hi = x->hot_of[e];
         if (hi >= 0)
             x->remap[e] = (uint32_t)(base + h->slot[hi]);
     }

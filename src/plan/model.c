@@ -104,6 +104,8 @@ typedef struct owner_view {
     double tail_rows;    /* rows - hot                                     */
     double tail_mass;
     int32_t owner;       /* TABLE: the one owner; -1: ROW                  */
+    const uint8_t *repl; /* [hot] 1: a hot row copied on every rank (hot
+                            rows): no owner serves it; NULL: none          */
 } owner_view;
 
 static void view_init(owner_view *v, const plan_id_stats *s, int32_t W, int64_t offset,
@@ -113,6 +115,7 @@ static void view_init(owner_view *v, const plan_id_stats *s, int32_t W, int64_t 
     v->W = W;
     v->offset = offset;
     v->owner = owner;
+    v->repl = NULL;
     if (owner >= 0)
         return;
     double hot_mass = 0;
@@ -152,7 +155,8 @@ static void view_mass(const owner_view *v, double *out)
     for (int32_t d = 0; d < W; d++)
         out[d] = per * v->tail_cnt[d];
     for (int32_t k = 0; k < v->s->hot; k++)
-        out[v->hot_owner[k]] += v->s->hot_p[k];
+        if (!v->repl || !v->repl[k])
+            out[v->hot_owner[k]] += v->s->hot_p[k];
 }
 
 /* out[d] = expected distinct rows of owner d among n ids */
@@ -169,7 +173,8 @@ static void view_distinct(const owner_view *v, double n, double *out)
     double hot = 0;
     for (int32_t k = 0; k < v->s->hot; k++) {
         double g = plan_touch(v->s->hot_p[k], n);
-        out[v->hot_owner[k]] += g;
+        if (!v->repl || !v->repl[k])
+            out[v->hot_owner[k]] += g;
         hot += g;
     }
     double rest = D > hot ? D - hot : 0, per = v->tail_rows > 0 ? rest / v->tail_rows : 0;
@@ -219,6 +224,20 @@ static void key_exchange(const model_ctx *m, double n, plan_rank_cost *out, plan
         out[r].key_recv += recv;
         tc->a2a_bytes += sent;
         tc->key_bytes += sent;
+    }
+}
+
+/* idx[0..n) ordered by p[idx] descending (then index): insertion sort of
+ * at most PLAN_HOT_ROWS entries, once per table and prediction. */
+static void sort_by_p(int32_t *idx, int32_t n, const double *p)
+{
+    for (int32_t i = 1; i < n; i++) {
+        int32_t v = idx[i], j = i;
+        while (j > 0 && p[idx[j - 1]] < p[v]) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = v;
     }
 }
 
@@ -295,6 +314,20 @@ static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *
     int32_t owner = tb->placement == EMBER_PLACE_TABLE ? tb->owner : -1;
     int rows_mode = tb->exchange == EMBER_EXCHANGE_ROWS;
     view_init(&m->v, s, W, offset, owner);
+    /* hot rows: the K likeliest rows the statistics track are read from
+     * every rank's copy; their sums travel along the ranks instead */
+    uint8_t repl[PLAN_HOT_ROWS];
+    int64_t K = owner < 0 && rows_mode && W > 1 && !is_dynamic(tb) ? tb->hot_rows : 0;
+    if (K > 0) {
+        int32_t idx[PLAN_HOT_ROWS];
+        for (int32_t k = 0; k < s->hot; k++)
+            idx[k] = k;
+        sort_by_p(idx, s->hot, s->hot_p);
+        memset(repl, 0, sizeof repl);
+        for (int32_t k = 0; k < s->hot && k < K; k++)
+            repl[idx[k]] = 1;
+        m->v.repl = repl;
+    }
     view_mass(&m->v, m->q);
     memset(m->segps, 0, sizeof(double) * (size_t)W);
     memset(m->entps, 0, sizeof(double) * (size_t)W);
@@ -353,11 +386,15 @@ static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *
         double r_req = rows_mode ? vec * (uq_all_mine - my_uq) : vec * br * (seg_all - m->segps[r]);
         double served = (double)B * m->entps[r];
         double reads = (rows_mode ? uq_from_all : served) + m->upd[r];
-        o->a2a_sent += s_req + s_own;
-        o->a2a_recv += r_own + r_req;
+        /* hot rows' sums: rank r to r+1 (r < W-1), then the totals on from
+         * W-1 round to W-2 (every rank but W-2 sends), n * (dim + 1) floats */
+        double ring = K > 0 ? 4.0 * (double)(K < tb->rows ? K : tb->rows) * (dim + 1) : 0;
+        double ring_s = ring * ((r < W - 1) + (r != W - 2)), ring_r = ring * ((r > 0) + (r != W - 1));
+        o->a2a_sent += s_req + s_own + ring_s;
+        o->a2a_recv += r_own + r_req + ring_r;
         o->ids_served += served;
         o->lookup_bytes += in_memory * reads * lines(vec);
-        tc->a2a_bytes += s_req + s_own;
+        tc->a2a_bytes += s_req + s_own + ring_s;
         tc->ids_served += served;
     }
 }
