@@ -734,6 +734,41 @@ check_mpi_schedules() { # the split forward's schedules under two ranks: overlap
 }
 CHECKS+=(mpi_schedules)
 
+check_mpi_hot_rows() { # hot rows under two ranks change no result: the same AUC and log loss to 8 digits
+    # with hot rows refreshed every 5 steps, blocking and stale; a run resumed from a checkpoint (whose
+    # hot rows start empty) ends as the uninterrupted one
+    have_mpirun || return 0
+    hot_cfg() { # hot_rows
+        printf 'data = { alpha = 1.1; };\ntrain = { hot_refresh_every = 5; };\ntables = (\n'
+        printf '  { name = "a"; rows = 20000; dim = 16; optimizer = "adagrad"; hot_rows = %s; },\n' "$1"
+        printf '  { name = "b"; rows = 3000; dim = 16; optimizer = "adagrad"; hot_rows = %s; },\n' "$1"
+        printf '  { name = "c"; rows = 500; dim = 16; optimizer = "adagrad"; });\n'
+        printf 'features = ({ name = "fa"; table = "a"; }, { name = "fb"; table = "b"; pooling = 3; },\n'
+        printf '  { name = "fc"; table = "c"; });\n'
+    }
+    hot_cfg 0 >"$TMP/cold.cfg"
+    hot_cfg 32 >"$TMP/hot.cfg"
+    local common=(--steps 30 --micro-batch 256 --eval-every 0 --eval-samples 8192 --threads 1 --metrics none --plot none --json)
+    local s want
+    for s in blocking stale; do
+        expect_status 0 mpi2 train --config "$TMP/cold.cfg" "${common[@]}" --schedule $s || return 1
+        want=$(auc_logloss)
+        expect_status 0 mpi2 train --config "$TMP/hot.cfg" "${common[@]}" --schedule $s || return 1
+        [ "$(auc_logloss)" = "$want" ] || { echo "$s with hot rows: $(auc_logloss), without $want"; return 1; }
+    done
+    local ck=(--schedule stale --checkpoint-every 6)
+    expect_status 0 mpi2 train --config "$TMP/hot.cfg" "${common[@]}" "${ck[@]}" --checkpoint-dir "$TMP/hotck_a" || return 1
+    want=$(auc_logloss)
+    expect_status 0 mpi2 train --config "$TMP/hot.cfg" "${common[@]}" "${ck[@]}" --steps 12 --checkpoint-dir "$TMP/hotck_b" || return 1
+    expect_status 0 mpi2 train --config "$TMP/hot.cfg" "${common[@]}" "${ck[@]}" --checkpoint-dir "$TMP/hotck_b" --resume ||
+        return 1
+    [ "$(auc_logloss)" = "$want" ] || { echo "stale, resumed with hot rows: $(auc_logloss), want $want"; return 1; }
+    printf 'tables = ({ name = "t"; rows = 10; dim = 4; placement = "column"; hot_rows = 2; });\nfeatures = ({ name = "f"; table = "t"; });\n' >"$TMP/hotbad.cfg"
+    expect_status 1 mpi2 train --config "$TMP/hotbad.cfg" --steps 1 || return 1
+    grep -q "table 't': hot rows need row placement" "$TMP/err" || return 1
+}
+CHECKS+=(mpi_hot_rows)
+
 # ---------------------------------------------------------- ember convert
 
 # two Criteo lines around a bad one (C4, field 17, is not hexadecimal)

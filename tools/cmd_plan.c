@@ -38,7 +38,7 @@ typedef struct plan_opts {
     int64_t batch;            /* 0: the config's                        */
     int64_t batches;          /* --data: batches to read                */
     int64_t horizon;          /* steps; 0: the config's train.steps     */
-    int json, all_ranks;
+    int json, all_ranks, hot_rows;
 } plan_opts;
 
 static void plan_usage(FILE *f)
@@ -60,7 +60,9 @@ static void plan_usage(FILE *f)
             "  --horizon STEPS          dynamic tables: distinct keys over this many steps\n"
             "                           against capacity (default: train.steps, 3000)\n"
             "  --json                   one JSON object instead of text\n"
-            "  --all-ranks              list every rank (text lists 16 when the world is > 64)\n");
+            "  --all-ranks              list every rank (text lists 16 when the world is > 64)\n"
+            "  --hot-rows               also choose how many hot rows each row-wise table copies\n"
+            "                           onto every rank (tables whose config sets none)\n");
 }
 
 static int parse_args(int argc, char **argv, plan_opts *o, FILE *err)
@@ -93,15 +95,17 @@ static int parse_args(int argc, char **argv, plan_opts *o, FILE *err)
             plan_usage(stdout);
             return -1;
         }
-        if (!strcmp(name, "--json") || !strcmp(name, "--all-ranks")) {
+        if (!strcmp(name, "--json") || !strcmp(name, "--all-ranks") || !strcmp(name, "--hot-rows")) {
             if (eq) {
                 fprintf(err, "ember plan: %s takes no value\n", name);
                 return 2;
             }
             if (name[2] == 'j')
                 o->json = 1;
-            else
+            else if (name[2] == 'a')
                 o->all_ranks = 1;
+            else
+                o->hot_rows = 1;
             continue;
         }
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
@@ -419,6 +423,7 @@ static int print_json(const plan_opts *o, const config_file *cf, const plan_opti
         if (res->placement[t] == EMBER_PLACE_TABLE || res->placement[t] == EMBER_PLACE_ROW)
             json_object_set_new(j, "exchange", json_string(config_exchange_name(res->exchange[t])));
         json_object_set_new(j, "pinned", json_boolean(pins[t].placement >= 0));
+        json_object_set_new(j, "hot_rows", json_integer(res->hot_rows[t]));
         json_object_set_new(j, "row_bytes", json_integer(tc->row_bytes));
         json_object_set_new(j, "state_bytes", json_integer(tc->state_bytes));
         json_object_set_new(j, "max_rank_bytes", json_integer(tc->max_rank_bytes));
@@ -553,12 +558,16 @@ static void print_text(const plan_opts *o, const config_file *cf, const plan_opt
             snprintf(owner, sizeof owner, "%d", (int)res->owner[t]);
         const char *x = res->placement[t] == EMBER_PLACE_ROW || res->placement[t] == EMBER_PLACE_TABLE
                             ? config_exchange_name(res->exchange[t]) : "-";
+        char why[200];
+        snprintf(why, sizeof why, "%s", res->reason[t]);
+        if (res->hot_rows[t])
+            snprintf(why, sizeof why, "%s; hot rows %lld", res->reason[t], (long long)res->hot_rows[t]);
         printf("%-*s %11lld %4d %-15s %-10s %5s %-6s %10s %10s %10s  %s\n", nw, tb->name,
                (long long)shown_rows(tb, W), tb->dim, config_optimizer_name(tb->optimizer.kind),
                place_short(res->placement[t]), owner, x,
                plan_format_bytes((double)tc->max_rank_bytes, b1, sizeof b1),
                plan_format_bytes(tc->a2a_bytes, b2, sizeof b2),
-               plan_format_bytes(tc->ag_bytes, b3, sizeof b3), res->reason[t]);
+               plan_format_bytes(tc->ag_bytes, b3, sizeof b3), why);
     }
 
     /* ranks: all, or the first 8 and the 8 busiest */
@@ -681,6 +690,7 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
     po.memory_per_rank = o.memory >= 0 ? o.memory : cf->planner.memory_per_rank;
     po.replicate_threshold = o.replicate >= 0 ? o.replicate : cf->planner.replicate_threshold;
     po.lookup_weight = o.lookup_weight >= 0 ? o.lookup_weight : cf->planner.lookup_weight;
+    po.choose_hot_rows = o.hot_rows;
     int64_t B = o.batch ? o.batch : cf->data.batch_size;
     for (int32_t f = 0; f < F; f++)
         pooling[f] = cf->feature_extra[f].pooling;

@@ -295,6 +295,10 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
     /* the SSD tier's lookahead: the batches of the next K steps are read
      * ahead and announced after each embedding forward */
     const int32_t ahead = ember_prefetch_depth(s->coll);
+    /* tables with hot rows: refreshed from the counts every hot_refresh_every steps */
+    int hot = 0;
+    for (int32_t i = 0; i < s->cc.num_tables; i++)
+        hot |= s->cc.tables[i].hot_rows > 0;
     /* a pipelined schedule looks one batch ahead too */
     const int32_t peek = ahead > 0 ? ahead : t->schedule != EMBER_SCHEDULE_BLOCKING;
     int64_t bad = train_prefetch_start(s->train_src, kb, s->threads, threaded, peek, &pf) != 0;
@@ -334,11 +338,15 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
         }
         trainer_announce(s->tr, announce, na);
         /* the next batch is begun ahead within a run of steps: not across
-         * a checkpoint or an evaluation (a resumed run starts such a run
-         * the same way), nor after the last step */
+         * a checkpoint, an evaluation or a hot-row refresh step (a resumed
+         * run starts such a run the same way), nor after the last step */
         ctr_batch ahead_b;
-        int boundary = step == steps || (t->checkpoint_dir && t->checkpoint_every > 0 &&
-                                         step % t->checkpoint_every == 0) ||
+        /* every hot_refresh_every steps is a boundary whether or not a
+         * table has hot rows: stale runs then read alike with and without */
+        int refresh_step = t->hot_refresh_every > 0 && step % t->hot_refresh_every == 0;
+        int refresh = hot && refresh_step;
+        int boundary = step == steps || refresh_step ||
+                       (t->checkpoint_dir && t->checkpoint_every > 0 && step % t->checkpoint_every == 0) ||
                        (s->eval_src && t->eval_every > 0 && step % t->eval_every == 0);
         if (t->schedule != EMBER_SCHEDULE_BLOCKING && !boundary) {
             double p0 = tool_now(); /* reading ahead is data time too */
@@ -358,6 +366,12 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
         if (tool_any_failed(ctx, failed, &first)) {
             if (first == ctx->rank)
                 tool_local_error(ctx, "train", "step %lld: %s", (long long)step, err);
+            status = 1;
+            break;
+        }
+        if (refresh && step < steps && ember_refresh_hot_rows(s->coll) != EMBER_OK) { /* collective */
+            if (ctx->rank == 0) /* agreed: every rank has the same error */
+                tool_local_error(ctx, "train", "step %lld: %s", (long long)step, ember_errmsg(s->coll));
             status = 1;
             break;
         }

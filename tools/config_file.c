@@ -855,6 +855,7 @@ void cfg_train_default(cfg_train *t)
     t->accumulate = 1;
     t->steps = 3000;
     t->eval_every = 500;
+    t->hot_refresh_every = 100;
     t->eval_samples = 1 << 16;
     t->dense_optim = dense_optim_config_default(DENSE_ADAM);
     t->dense_optim.lr = 0.004f;
@@ -1067,7 +1068,8 @@ static int read_model(reader *r, const config_setting_t *g)
 /* train: the loop. */
 static int read_train(reader *r, const config_setting_t *g)
 {
-    static const char *const KEYS[] = {"micro_batch", "accumulate", "optimizer_shards", "schedule", "steps", "eval_every",
+    static const char *const KEYS[] = {"micro_batch", "accumulate", "optimizer_shards", "schedule", "hot_refresh_every",
+                                       "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",
                                        "plot", "checkpoint_dir", "checkpoint_every", "checkpoint_keep",
                                        NULL};
@@ -1104,6 +1106,9 @@ static int read_train(reader *r, const config_setting_t *g)
         return fail_at(r, g, "train", "micro_batch x accumulate = %lld samples per rank and step is too "
                        "many (at most 16777216)", (long long)t->micro_batch * t->accumulate);
     if ((m = config_setting_get_member(g, "steps")) && get_int64(r, m, "train.steps", 0, INT64_C(1) << 40, &t->steps))
+        return -1;
+    if ((m = config_setting_get_member(g, "hot_refresh_every")) &&
+        get_int64(r, m, "train.hot_refresh_every", 0, INT64_C(1) << 40, &t->hot_refresh_every))
         return -1;
     if ((m = config_setting_get_member(g, "eval_every")) &&
         get_int64(r, m, "train.eval_every", 0, INT64_C(1) << 40, &t->eval_every))

@@ -92,6 +92,8 @@ typedef struct cfg_train {
     const char *checkpoint_dir;  /* "" or NULL: no checkpoints                 */
     int64_t checkpoint_every;    /* steps between checkpoints; 0: at the end only */
     int32_t checkpoint_keep;     /* complete checkpoints kept; 0: all          */
+    int64_t hot_refresh_every;   /* steps between hot-row refreshes (tables
+                                    with hot_rows); 0: never                 */
     char error[512];             /* a file without train/model groups: why
                                     `ember train` cannot use it ("" if it can) */
 } cfg_train;

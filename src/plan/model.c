@@ -328,6 +328,16 @@ static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *
             repl[idx[k]] = 1;
         m->v.repl = repl;
     }
+    /* every rank reads the copies its batch uses and steps every copy the
+     * global batch touched: their mass, and expected distinct rows */
+    double hot_mass = 0, hot_lo = 0, hot_hi = 0, hot_upd = 0;
+    for (int32_t k = 0; K > 0 && k < s->hot; k++)
+        if (repl[k]) {
+            hot_mass += s->hot_p[k];
+            hot_lo += plan_touch(s->hot_p[k], (double)m->b_lo * sh.n_ids);
+            hot_hi += plan_touch(s->hot_p[k], (double)m->b_hi * sh.n_ids);
+            hot_upd += plan_touch(s->hot_p[k], (double)B * sh.n_ids);
+        }
     view_mass(&m->v, m->q);
     memset(m->segps, 0, sizeof(double) * (size_t)W);
     memset(m->entps, 0, sizeof(double) * (size_t)W);
@@ -392,6 +402,8 @@ static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *
         double ring_s = ring * ((r < W - 1) + (r != W - 2)), ring_r = ring * ((r > 0) + (r != W - 1));
         o->a2a_sent += s_req + s_own + ring_s;
         o->a2a_recv += r_own + r_req + ring_r;
+        served += br * sh.n_ids * hot_mass; /* hot ids: served by the rank's own copies */
+        reads += (hi ? hot_hi : hot_lo) + hot_upd;
         o->ids_served += served;
         o->lookup_bytes += in_memory * reads * lines(vec);
         tc->a2a_bytes += s_req + s_own + ring_s;

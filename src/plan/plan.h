@@ -239,6 +239,11 @@ typedef struct plan_options {
                                     replicated (when the model agrees)      */
     double lookup_weight;        /* cost of a looked-up byte relative to a
                                     byte on the network (default 1)         */
+    int choose_hot_rows;         /* 1: also choose hot_rows for row-wise
+                                    tables with the rows exchange in memory
+                                    (docs/distributed.md, "Hot rows") whose
+                                    config has none; 0 (default): keep the
+                                    config's                                */
 } plan_options;
 
 plan_options plan_options_default(void); /* world 1, no budget, 1 MiB, 1.0 */
@@ -248,6 +253,7 @@ typedef struct plan_result {
     ember_placement *placement; /* [num_tables]                             */
     int32_t *owner;             /* [num_tables] (TABLE; else 0)             */
     ember_exchange *exchange;   /* [num_tables]                             */
+    int64_t *hot_rows;          /* [num_tables] the config's, or chosen     */
     char (*reason)[128];        /* [num_tables] why this placement          */
     plan_rank_cost *ranks;      /* [world] the model on the chosen plan     */
     plan_table_cost *tables;    /* [num_tables]                             */

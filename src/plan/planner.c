@@ -57,7 +57,7 @@ static const char *place_name(ember_placement p, ember_exchange x)
 
 plan_options plan_options_default(void)
 {
-    plan_options o = {1, 0, INT64_C(1) << 20, 1.0};
+    plan_options o = {1, 0, INT64_C(1) << 20, 1.0, 0};
     return o;
 }
 
@@ -548,15 +548,65 @@ void plan_result_free(plan_result *r)
     free(r->placement);
     free(r->owner);
     free(r->exchange);
+    free(r->hot_rows);
     free(r->reason);
     free(r->ranks);
     free(r->tables);
     r->placement = NULL;
     r->owner = NULL;
     r->exchange = NULL;
+    r->hot_rows = NULL;
     r->reason = NULL;
     r->ranks = NULL;
     r->tables = NULL;
+}
+
+/* The planner's figure of merit: the busiest rank's cost plus the mean. */
+static double plan_cost(const plan_rank_cost *ranks, int32_t W, double lookup_weight)
+{
+    double mx = 0, sum = 0;
+    for (int32_t r = 0; r < W; r++) {
+        double c = plan_rank_weight(&ranks[r], lookup_weight);
+        sum += c;
+        if (c > mx)
+            mx = c;
+    }
+    return mx + sum / W;
+}
+
+/* Hot rows for every row-wise table with the rows exchange in memory whose
+ * config has none: table by table, the number from {0, 16, 64, 256, 1024}
+ * (at most its rows) that lowers the plan's cost most (ties: fewer), with
+ * the tables before it at their choice.  Updates tabs, res->ranks, tables
+ * and cost. */
+static int choose_hot_rows(const plan_workload *w2, ember_table_config *tabs, const plan_options *o,
+                           plan_result *res)
+{
+    static const int64_t CANDIDATES[] = {16, 64, 256, 1024};
+    const ember_collection_config *cfg = w2->cfg;
+    int32_t W = o->world;
+    if (W < 2)
+        return EMBER_OK;
+    for (int32_t t = 0; t < cfg->num_tables; t++) {
+        ember_table_config *tb = &tabs[t];
+        if (tb->hot_rows > 0 || tb->placement != EMBER_PLACE_ROW || tb->exchange != EMBER_EXCHANGE_ROWS ||
+            tb->kind != EMBER_TABLE_FIXED || tb->storage == EMBER_STORAGE_SSD)
+            continue;
+        int64_t best = 0;
+        for (size_t k = 0; k < sizeof CANDIDATES / sizeof CANDIDATES[0] && CANDIDATES[k] <= tb->rows; k++) {
+            tb->hot_rows = CANDIDATES[k];
+            int rc = plan_predict(w2, W, res->ranks, res->tables);
+            if (rc)
+                return rc;
+            double c = plan_cost(res->ranks, W, o->lookup_weight);
+            if (c < res->cost) {
+                res->cost = c;
+                best = CANDIDATES[k];
+            }
+        }
+        tb->hot_rows = best;
+    }
+    return plan_predict(w2, W, res->ranks, res->tables);
 }
 
 int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *o,
@@ -609,6 +659,7 @@ int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *
     res->placement = calloc(nt, sizeof *res->placement);
     res->owner = calloc(nt, sizeof *res->owner);
     res->exchange = calloc(nt, sizeof *res->exchange);
+    res->hot_rows = calloc(nt, sizeof *res->hot_rows);
     res->reason = calloc(nt, sizeof *res->reason);
     res->ranks = calloc(nw, sizeof *res->ranks);
     res->tables = calloc(nt, sizeof *res->tables);
@@ -696,14 +747,11 @@ int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *
     w2.cfg = &c2;
     if ((rc = plan_predict(&w2, W, res->ranks, res->tables)))
         goto fail;
-    double mx = 0, sum = 0;
-    for (int32_t r = 0; r < W; r++) {
-        double c = plan_rank_weight(&res->ranks[r], o->lookup_weight);
-        sum += c;
-        if (c > mx)
-            mx = c;
-    }
-    res->cost = mx + sum / W;
+    res->cost = plan_cost(res->ranks, W, o->lookup_weight);
+    if (o->choose_hot_rows && (rc = choose_hot_rows(&w2, tabs, o, res)))
+        goto fail;
+    for (int32_t t = 0; t < T; t++)
+        res->hot_rows[t] = tabs[t].hot_rows;
     res->num_tables = T;
     res->world = W;
     write_reasons(w, o, tp, pins, res);
