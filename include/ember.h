@@ -444,7 +444,9 @@ typedef struct ember_collection_config {
     ember_schedule schedule;      /* the split forward's schedule (default
                                      BLOCKING).  OVERLAP and STALE refuse
                                      dynamic tables, STALE the SSD tier.
-                                     ember_forward is blocking always.       */
+                                     ember_forward is blocking always; the
+                                     split forward refuses dynamic tables
+                                     under every schedule.                 */
     int ssd_buffered;             /* 1: store files through the page cache;
                                      0 (default): O_DIRECT where the file
                                      system allows it (records padded to 512
@@ -540,10 +542,13 @@ int ember_forward(ember_collection *coll, const ember_batch *batch, float *poole
  * end, bit-identical (lookups run at end, after the backward).  With STALE
  * they are looked up at begin: a row the backward between updates is read
  * as it was before, so batch i+1 sees the tables after batch i-1's update.
- * Both calls are collective.  Errors as ember_forward's; a failed begin
- * leaves nothing begun and the current batch as it was; a failed end leaves
- * no current batch (backward answers EMBER_ESTATE).  EMBER_ESTATE: begin while a batch is begun, end without
- * one, ember_forward while one is begun.  Tables never change.
+ * Both calls are collective.  Errors as ember_forward's, and EMBER_EINVAL
+ * for a collection with a dynamic table (its keys become rows inside
+ * ember_forward itself).  A failed begin leaves nothing begun and the
+ * current batch as it was; a failed end leaves no current batch (backward
+ * answers EMBER_ESTATE).  EMBER_ESTATE: begin while a batch is begun, end
+ * without one, ember_forward while one is begun.  Destroying the collection
+ * with a batch begun completes its exchanges first.  Tables never change.
  */
 int ember_forward_begin(ember_collection *coll, const ember_batch *batch, float *pooled, float *sequence);
 /* Drives the begun batch's exchanges on (MPI_Test); cheap, collective-free,

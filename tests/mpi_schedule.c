@@ -33,7 +33,9 @@
  * batch is begun answer EMBER_ESTATE; a begin that fails (an id out of
  * range on one rank) leaves the current batch's backward working; the
  * SSD tier with STALE and a dynamic table with OVERLAP are refused at
- * create, naming the table.
+ * create, naming the table, and the split forward refuses a dynamic table
+ * under BLOCKING; a collection destroyed with a batch begun completes its
+ * exchanges first.
  */
 #include "core/collection.h" /* exchange_always: a world of one through the exchange code */
 #include "mpi_util.h"
@@ -311,6 +313,9 @@ static void fixed_cases(ember_world *world)
         MCHECK(ember_forward_end(c) == EMBER_OK, "end: %s", ember_errmsg(c));
         MCHECK(ember_backward(c, d, NULL) == EMBER_OK, "backward of the ended batch: %s", ember_errmsg(c));
         MCHECK(ember_backward(c, d, NULL) == EMBER_ESTATE, "a second backward: %s", ember_errmsg(c));
+        /* destroyed with a batch begun: its exchanges complete first (ASan: no late writes) */
+        MCHECK(ember_forward(c, &b, out, NULL) == EMBER_OK, "forward: %s", ember_errmsg(c));
+        MCHECK(ember_forward_begin(c, &b, out2, NULL) == EMBER_OK, "begin before destroy: %s", ember_errmsg(c));
     }
     ember_collection_destroy(c);
 
@@ -331,6 +336,17 @@ static void fixed_cases(ember_world *world)
     MCHECK(ember_collection_create(&tc->cfg, &s) == EMBER_EINVAL && strstr(ember_errmsg(NULL), "table0") &&
                strstr(ember_errmsg(NULL), "blocking"),
            "a dynamic table with the overlap schedule: %s", ember_errmsg(NULL));
+    ember_collection_destroy(s);
+    s = NULL;
+    tc->cfg.schedule = EMBER_SCHEDULE_BLOCKING; /* created, but the split forward refuses it */
+    if (mpi_all(ember_collection_create(&tc->cfg, &s) == EMBER_OK)) {
+        int32_t len[1] = {1};
+        int64_t key[1] = {12345};
+        ember_batch kb = {1, 1, len, key, NULL, 1};
+        float o[4];
+        MCHECK(ember_forward_begin(s, &kb, o, NULL) == EMBER_EINVAL && strstr(ember_errmsg(s), "dynamic"),
+               "begin with a dynamic table: %s", ember_errmsg(s));
+    }
     ember_collection_destroy(s);
     test_config_free(tc);
 }

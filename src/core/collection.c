@@ -17,6 +17,7 @@
 #include "dist/dist.h"
 #include "dist/hot.h"
 #include "dyn/dyn_step.h"
+#include "lookup/step.h"
 #include "quant/quant.h"
 #include "table/init.h"
 #include "table/layout.h"
@@ -341,6 +342,7 @@ void ember_collection_destroy(ember_collection *c)
 {
     if (!c)
         return;
+    ember_schedule_cancel(c); /* MPI must be done with the begun batch's buffers */
     ember_dyn_tables_destroy(c);
     ember_slot_free(c);
     ember_world_destroy(c->sched_world);

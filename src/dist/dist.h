@@ -49,7 +49,9 @@ int ember_dist_forward(ember_collection *c, int32_t p, float *pooled, float *seq
  *             change).
  *   finish    waits for the rest, looks up (exact), writes the outputs,
  *             agrees.
- *   cancel    after a failure: completes what is in flight, forgets it. */
+ *   cancel    runs the chain to its end (or its agreed failure), then
+ *             completes what is in flight and forgets it: after a failure,
+ *             or a batch never ended. */
 int ember_dist_forward_start(ember_collection *c, int stale);
 int ember_dist_forward_progress(ember_collection *c);
 int ember_dist_forward_settle(ember_collection *c);

@@ -55,7 +55,7 @@ int ember_hot_create(ember_collection *c)
             h->state = malloc(sizeof(float) * (size_t)(k * sf + 1));
             h->slot = malloc(sizeof(int32_t) * (size_t)k);
             h->counts = calloc((size_t)pt->local_rows + 1, sizeof(uint32_t));
-            h->hot_counts = calloc((size_t)k, sizeof(uint64_t));
+            h->hot_counts = calloc((size_t)k + 1, sizeof(uint64_t)); /* + 1: the refresh sends n + 1 */
             h->g = malloc(sizeof(float) * (size_t)(2 * k * (dim + 1))); /* sums, then what arrives */
             h->touched = malloc(sizeof(int64_t) * (size_t)k);
             h->at = malloc(sizeof(int64_t) * (size_t)(k + 1));

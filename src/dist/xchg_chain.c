@@ -137,6 +137,10 @@ int ember_dist_forward_settle(ember_collection *c) { return c->chain_stale ? adv
 
 void ember_dist_forward_cancel(ember_collection *c)
 {
+    /* the ranks may be at different places in the chain: run it to its end
+     * (or its agreed failure) first, so that all hold the same exchanges */
+    if (!c->panicked && c->chain_status == EMBER_OK)
+        advance(c, 1);
     for (int32_t p = 0; p < c->num_ptables; p++) {
         ember_xchg *x = c->ptables[p].xchg;
         if (x && x->req.pending && !c->panicked)

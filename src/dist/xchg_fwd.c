@@ -177,6 +177,8 @@ static int count_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
             last[d] = -1;
         ember_hot *h = pt->hot && pt->hot->n ? pt->hot : NULL;
         x->hot_used = 0;
+        for (int64_t i = 0; h && i < h->n; i++) /* free, even after a forward that failed half-way */
+            h->slot[i] = -1;
         if (h && (ember_reserve((void **)&x->hot_list, &x->hot_list_cap, h->n, sizeof(int64_t)) ||
                   ember_reserve((void **)&x->hot_of, &x->hot_of_cap, r->n + 1, sizeof(int32_t))))
             return ember_fail(c, EMBER_ENOMEM, "out of memory for %lld hot rows", (long long)h->n);

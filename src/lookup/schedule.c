@@ -174,8 +174,8 @@ int ember_forward_begin(ember_collection *c, const ember_batch *b, float *pooled
         return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
     if (c->pending)
         return ember_fail(c, EMBER_ESTATE, "ember_forward_begin while a batch is begun: end it first");
-    if (c->num_dynamic && c->cfg.schedule != EMBER_SCHEDULE_BLOCKING)
-        return ember_fail(c, EMBER_EINVAL, "the split forward with a dynamic table needs the blocking schedule");
+    if (c->num_dynamic) /* its keys become rows inside ember_forward itself */
+        return ember_fail(c, EMBER_EINVAL, "the split forward does not take dynamic tables: use ember_forward");
     int st = ember_dist_agree(c, slot_create(c), NULL);
     if (st == EMBER_OK && distributed(c) && !c->sched_world && c->cfg.schedule != EMBER_SCHEDULE_BLOCKING) {
         int made = ember_world_dup(c->world, &c->sched_world);
@@ -208,11 +208,14 @@ static int move_chain(ember_collection *c, int settle)
     slot_swap(c);
     world_swap(c);
     double s0 = c->world->seconds;
+    int64_t b0 = c->world->bytes_sent, r0 = c->world->bytes_received;
     int counting = c->world->counting;
     c->world->counting = 1;
     int st = settle ? ember_dist_forward_settle(c) : ember_dist_forward_progress(c);
     c->world->counting = counting;
     c->pending_seconds += c->world->seconds - s0;
+    c->pending_sent += c->world->bytes_sent - b0;
+    c->pending_received += c->world->bytes_received - r0;
     world_swap(c);
     slot_swap(c);
     return st;
@@ -232,6 +235,20 @@ int ember_schedule_settle(ember_collection *c)
         return EMBER_OK;
     int st = move_chain(c, 1);
     return st == EMBER_ECOMM ? st : EMBER_OK; /* other failures: at the end */
+}
+
+void ember_schedule_cancel(ember_collection *c)
+{
+    if (!c->pending || !c->spare)
+        return;
+    c->pending = 0;
+    if (c->panicked || !distributed(c) || c->cfg.schedule == EMBER_SCHEDULE_BLOCKING)
+        return;
+    slot_swap(c);
+    world_swap(c);
+    ember_dist_forward_cancel(c);
+    world_swap(c);
+    slot_swap(c);
 }
 
 int ember_forward_end(ember_collection *c)

@@ -25,6 +25,11 @@ int ember_forward_done(ember_collection *c, int64_t num_ids, const int64_t *drop
  * tables change (backward, row writes); collective, a no-op otherwise. */
 int ember_schedule_settle(ember_collection *c);
 
+/* A batch begun and never ended: what is in flight completes (every rank
+ * has the same in flight after an agreed failure) and is forgotten.  For
+ * ember_collection_destroy. */
+void ember_schedule_cancel(ember_collection *c);
+
 /* Counting of the exchanged bytes into the statistics' last_* fields. */
 void ember_comm_count_begin(ember_collection *c);
 void ember_comm_count_end(ember_collection *c);

@@ -589,8 +589,12 @@ static int choose_hot_rows(const plan_workload *w2, ember_table_config *tabs, co
         return EMBER_OK;
     for (int32_t t = 0; t < cfg->num_tables; t++) {
         ember_table_config *tb = &tabs[t];
+        /* what create accepts (collection.c), and memory for sure: an AUTO
+         * table under a tier rule might move to the SSD tier */
+        int may_be_ssd = tb->storage == EMBER_STORAGE_SSD ||
+                         (tb->storage == EMBER_STORAGE_AUTO && (cfg->ssd_min_bytes > 0 || cfg->memory_budget > 0));
         if (tb->hot_rows > 0 || tb->placement != EMBER_PLACE_ROW || tb->exchange != EMBER_EXCHANGE_ROWS ||
-            tb->kind != EMBER_TABLE_FIXED || tb->storage == EMBER_STORAGE_SSD)
+            tb->kind != EMBER_TABLE_FIXED || tb->rows_encoding != EMBER_ROWS_FP32 || may_be_ssd)
             continue;
         int64_t best = 0;
         for (size_t k = 0; k < sizeof CANDIDATES / sizeof CANDIDATES[0] && CANDIDATES[k] <= tb->rows; k++) {

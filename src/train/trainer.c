@@ -46,6 +46,7 @@ struct trainer {
     const ember_batch *const *announce; /* for the next step's ember_prefetch */
     int32_t num_announce;
     const ember_batch *next;  /* the batch the next step begins ahead    */
+    int64_t *agree;           /* [size] statuses of the ranks           */
     int32_t ready_rows;       /* >= 0: pooled holds the outputs of the next
                                  step's batch (of that many samples), from
                                  the last step's ember_forward_end; -1: none */
@@ -126,6 +127,10 @@ int trainer_create(const trainer_config *cfg, ember_collection *coll, dlrm *mode
     t->nparams = dlrm_num_params(model);
     t->ready_rows = -1;
     int st = EMBER_ENOMEM;
+    if (!(t->agree = calloc((size_t)t->size, sizeof *t->agree))) {
+        fail(err, errlen, EMBER_ENOMEM, "trainer: out of memory");
+        goto fail;
+    }
     int64_t b = cfg->micro_batch;
     if (grow_rows(t, b * cfg->accumulate) || !(t->logit = calloc((size_t)b, sizeof *t->logit)) ||
         !(t->dlogit = calloc((size_t)b, sizeof *t->dlogit))) {
@@ -174,6 +179,7 @@ void trainer_destroy(trainer *t)
     if (!t)
         return;
     dense_sync_destroy(t->sync);
+    free(t->agree);
     free(t->pooled);
     free(t->pooled_next);
     free(t->d_pooled);
@@ -208,9 +214,16 @@ static void drive_exchanges(void *coll) { ember_forward_progress(coll); }
 
 /* Wall time since *mark minus the exchange time counted since *comm goes to
  * *phase, the exchange time to t->times.exchange; both marks move on. */
+/* Seconds inside the embedding's exchanges so far: the world's, and the
+ * begun batches' own world's (lookup/schedule.c). */
+static double comm_seconds(const trainer *t)
+{
+    return t->world->seconds + (t->coll->sched_world ? t->coll->sched_world->seconds : 0);
+}
+
 static void phase_end(trainer *t, double *mark, double *comm, double *phase)
 {
-    double now = ember_now(), c = t->world->seconds;
+    double now = ember_now(), c = comm_seconds(t);
     *phase += (now - *mark) - (c - *comm);
     t->times.exchange += c - *comm;
     *mark = now;
@@ -231,14 +244,26 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
                     t->cfg.accumulate, b);
     if (global < 1)
         return fail(err, errlen, EMBER_EINVAL, "trainer: global batch %lld", (long long)global);
-    if (next && next->batch_size > (int64_t)b * t->cfg.accumulate)
-        return fail(err, errlen, EMBER_EINVAL, "trainer: %d samples ahead in a step of at most %d x %d",
-                    next->batch_size, t->cfg.accumulate, b);
-    if (t->ready_rows >= 0 && t->ready_rows != n)
-        return fail(err, errlen, EMBER_ESTATE, "trainer: the step's batch has %d samples, the batch begun ahead %d",
-                    n, t->ready_rows);
+    if (next || t->ready_rows >= 0) { /* checks one rank alone may fail: agreed before any collective */
+        int64_t bad = 0, *all = t->agree;
+        if (next && next->batch_size > (int64_t)b * t->cfg.accumulate)
+            bad = fail(err, errlen, EMBER_EINVAL, "trainer: %d samples ahead in a step of at most %d x %d",
+                       next->batch_size, t->cfg.accumulate, b);
+        else if (t->ready_rows >= 0 && t->ready_rows != n)
+            bad = fail(err, errlen, EMBER_ESTATE, "trainer: the step's batch has %d samples, the batch begun "
+                       "ahead %d", n, t->ready_rows);
+        if (ember_comm_allgather(t->world, &bad, sizeof bad, all) != EMBER_OK)
+            return fail(err, errlen, EMBER_ECOMM, "trainer: %s", t->world->errmsg);
+        for (int32_t r = 0; r < t->size; r++)
+            if (all[r] != 0) {
+                if (!bad)
+                    fail(err, errlen, (int)all[r], "trainer: rank %d's batch does not match the one begun ahead", r);
+                t->ready_rows = -1;
+                return (int)all[r];
+            }
+    }
 
-    double mark = ember_now(), comm = t->world->seconds;
+    double mark = ember_now(), comm = comm_seconds(t);
     if (t->ready_rows < 0 && (st = ember_forward(t->coll, &batch->sparse, t->pooled, NULL)) != EMBER_OK)
         return fail(err, errlen, st, "%s", ember_errmsg(t->coll));
     t->ready_rows = -1;
