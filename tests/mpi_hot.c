@@ -66,15 +66,6 @@ static test_config *hot_config(test_rng *r, ember_world *world)
     return tc;
 }
 
-/* d = g + 0.5 * out, elementwise. */
-static float *grads_of(const float *g, const float *out, int64_t n)
-{
-    float *d = malloc((size_t)(n + 1) * sizeof(float));
-    for (int64_t i = 0; i < n; i++)
-        d[i] = g[i] + 0.5f * out[i];
-    return d;
-}
-
 /* Random hot ids for every table with hot rows (the same on every rank). */
 static int set_random_hot(test_rng *r, ember_collection *c, const ember_collection_config *cfg)
 {
@@ -170,8 +161,8 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
             MCHECK(ember_refresh_hot_rows(c[HOT]) == EMBER_ESTATE, "%s: refresh between forward and backward: %s",
                    what, ember_errmsg(c[HOT]));
         for (int k = 0; k < NCOLL; k++) {
-            float *d1 = grads_of(g[i].dp + (int64_t)start[i][rank] * Wp, out_p[k][i], lP);
-            float *d2 = grads_of(lds[i], out_s[k][i], lS);
+            float *d1 = mpi_grads_of(g[i].dp + (int64_t)start[i][rank] * Wp, out_p[k][i], lP);
+            float *d2 = mpi_grads_of(lds[i], out_s[k][i], lS);
             int a = ember_backward(c[k], d1, d2);
             MCHECK(a == EMBER_OK, "%s: backward (%s): %s", what, k == HOT ? "hot" : "plain", ember_errmsg(c[k]));
             rc |= a;

@@ -49,15 +49,6 @@ static const ember_schedule coll_schedule[] = {EMBER_SCHEDULE_BLOCKING, EMBER_SC
                                                EMBER_SCHEDULE_OVERLAP, EMBER_SCHEDULE_STALE};
 static int64_t stale_differs; /* elements where the stale rule changed an output */
 
-/* d = g + 0.5 * out, elementwise (the upstream gradient of a step). */
-static float *grads_of(const float *g, const float *out, int64_t n)
-{
-    float *d = malloc((size_t)(n + 1) * sizeof(float));
-    for (int64_t i = 0; i < n; i++)
-        d[i] = g[i] + 0.5f * out[i];
-    return d;
-}
-
 static void copy_ref(ref_model *dst, const ref_model *src)
 {
     for (int32_t t = 0; t < src->cfg.num_tables; t++) {
@@ -225,8 +216,8 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
         copy_ref(&m, &prev);
         /* the dense work's stand-in: gradients from each one's outputs */
         for (int k = 0; k < NCOLL; k++) {
-            float *dp = grads_of(sd[i].g.dp + (int64_t)lo * Wp, out_p[k][i], sd[i].lP);
-            float *ds = grads_of(sd[i].lds, out_s[k][i], sd[i].lS);
+            float *dp = mpi_grads_of(sd[i].g.dp + (int64_t)lo * Wp, out_p[k][i], sd[i].lP);
+            float *ds = mpi_grads_of(sd[i].lds, out_s[k][i], sd[i].lS);
             int a = ember_backward(c[k], dp, ds);
             MCHECK(a == EMBER_OK, "%s: %s backward: %s", what, coll_names[k], ember_errmsg(c[k]));
             rc |= a;
@@ -235,7 +226,7 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
                 MCHECK(ember_forward_progress(c[OVL]) == EMBER_OK, "%s: progress after backward", what);
         }
         /* the reference's update, from its own stale outputs */
-        float *gdp = grads_of(sd[i].g.dp, np_, (int64_t)B * Wp), *gds = grads_of(sd[i].g.ds, ns_, sd[i].gS);
+        float *gdp = mpi_grads_of(sd[i].g.dp, np_, (int64_t)B * Wp), *gds = mpi_grads_of(sd[i].g.ds, ns_, sd[i].gS);
         ref_backward(&m, gb, NULL, gdp, gds);
         free(gdp), free(gds);
         free(np_), free(ns_), free(fp), free(fs), free(mp), free(ms), free(want_s), free(mag_s), free(fresh_s);

@@ -603,6 +603,16 @@ static inline void mpi_grads_make(test_rng *r, const ember_collection_config *cf
     test_fill(r, g->ds, ns, lo, 1.0f);
 }
 
+/* d = g + 0.5 * out, elementwise: an upstream gradient that depends on the
+ * outputs, so that what a forward read flows into the tables (caller frees). */
+static inline float *mpi_grads_of(const float *g, const float *out, int64_t n)
+{
+    float *d = malloc((size_t)(n + 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        d[i] = g[i] + 0.5f * out[i];
+    return d;
+}
+
 static inline void mpi_grads_free(mpi_grads *g)
 {
     free(g->dp);
