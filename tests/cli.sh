@@ -598,8 +598,16 @@ check_bad_input_messages() { # docs/RELIABILITY.md: each bad input's message, as
     grep -q 'range.cfg:2: train.micro_batch: must be in 1..16777216, got 0' "$TMP/err" || return 1
     : >"$TMP/empty.tsv"
     printf 'data = { source = "tsv"; train_file = "%s/empty.tsv"; hash_rows = 100; };\ntrain = { steps = 2; micro_batch = 4; eval_every = 0; eval_samples = 0; metrics = ""; plot = ""; };\n' "$TMP" >"$TMP/empty.cfg"
-    expect_status 1 "$EMBER" train --config "$TMP/empty.cfg" --threads 1 || return 1
+    expect_status 1 "$EMBER" train --config "$TMP/empty.cfg" --threads 1 --checkpoint-dir "$TMP/ck_failed" || return 1
     grep -q 'empty.tsv: no training samples' "$TMP/err" || return 1
+    [ ! -e "$TMP/ck_failed" ] || { echo "a failed run left its new checkpoint folder behind"; return 1; }
+    # refused before any step: a checkpoint folder that is a file, a plot that cannot be written
+    : >"$TMP/a_file"
+    expect_status 1 "$EMBER" train --steps 2 --micro-batch 64 --checkpoint-dir "$TMP/a_file" --metrics none --plot none || return 1
+    grep -q "a_file: the checkpoint folder is an existing file, not a folder" "$TMP/err" || return 1
+    ! grep -q '"event":"step"\|step 1' "$TMP/out" || { echo "steps ran before the refusal"; return 1; }
+    expect_status 1 "$EMBER" train --steps 2 --micro-batch 64 --metrics none --plot "$TMP/none/x.png" || return 1
+    grep -q "none/x.png: cannot write the plot: No such file or directory" "$TMP/err" || return 1
 }
 CHECKS+=(bad_input_messages)
 

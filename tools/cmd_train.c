@@ -494,6 +494,8 @@ int cmd_train(const tool_ctx *ctx, int argc, char **argv)
     finish(ctx, &s, rep, &ls);
     st = 0;
 out:
+    if (st != 0)
+        train_ckpt_unprepare(ctx, &s); /* no empty folder left behind */
     fflush(stdout);
     train_report_close(rep);
     train_setup_close(&s);

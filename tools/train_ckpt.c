@@ -196,14 +196,20 @@ static int fp_compare(const char *mine, const char *saved, const char *path, cha
 
 /* ------------------------------------------------------------------ save */
 
-int train_ckpt_prepare(const tool_ctx *ctx, const train_setup *s)
+int train_ckpt_prepare(const tool_ctx *ctx, train_setup *s)
 {
     const char *dir = s->t.checkpoint_dir;
     char msg[1024] = "";
     int failed = 0;
+    struct stat sb;
     if (ctx->rank == 0) {
-        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        if (mkdir(dir, 0777) == 0) {
+            s->ckpt_dir_made = 1;
+        } else if (errno != EEXIST) {
             snprintf(msg, sizeof msg, "%s: cannot create the checkpoint folder: %s", dir, strerror(errno));
+            failed = 1;
+        } else if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+            snprintf(msg, sizeof msg, "%s: the checkpoint folder is an existing file, not a folder", dir);
             failed = 1;
         } else if (access(dir, W_OK | X_OK) != 0) {
             snprintf(msg, sizeof msg, "%s: cannot write checkpoints there: %s", dir, strerror(errno));
@@ -211,6 +217,12 @@ int train_ckpt_prepare(const tool_ctx *ctx, const train_setup *s)
         }
     }
     return tool_agree_fail(ctx, "train", failed, msg);
+}
+
+void train_ckpt_unprepare(const tool_ctx *ctx, const train_setup *s)
+{
+    if (ctx->rank == 0 && s->ckpt_dir_made && s->t.checkpoint_dir)
+        rmdir(s->t.checkpoint_dir); /* only when empty: anything saved stays */
 }
 
 /* Agrees a collective library call's status st: 1 on every rank when any

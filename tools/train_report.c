@@ -110,6 +110,17 @@ int train_report_open(const tool_ctx *ctx, const train_report_opts *o, train_rep
             snprintf(msg, sizeof msg, "%s: cannot write the metrics: %m", r->metrics_path);
             failed = 1;
         }
+        FILE *plot = NULL; /* the plot is drawn at the end: find out now that it can be written */
+        int existed = r->plot_path[0] && access(r->plot_path, F_OK) == 0;
+        if (!failed && r->plot_path[0] && !(plot = fopen(r->plot_path, "a"))) {
+            snprintf(msg, sizeof msg, "%s: cannot write the plot: %m", r->plot_path);
+            failed = 1;
+        }
+        if (plot) {
+            fclose(plot);
+            if (!existed) /* no empty file left if the run fails */
+                remove(r->plot_path);
+        }
     }
     int32_t first = -1;
     if (tool_any_failed(ctx, failed, &first)) {

@@ -43,6 +43,7 @@ typedef struct train_setup {
     dlrm *model;
     trainer *tr;
     int resume;                  /* --resume                               */
+    int ckpt_dir_made;           /* train_ckpt_prepare created the folder     */
 } train_setup;
 
 /* Opens the sources and builds collection, model and trainer.  Collective;
@@ -70,7 +71,9 @@ typedef struct train_ckpt_saved {
 
 /* Rank 0 creates the folder if needed and checks it can write there.
  * Collective; 0, or 1 on every rank after the message. */
-int train_ckpt_prepare(const tool_ctx *ctx, const train_setup *s);
+int train_ckpt_prepare(const tool_ctx *ctx, train_setup *s);
+/* After a failed run: the folder prepare created goes again if still empty. */
+void train_ckpt_unprepare(const tool_ctx *ctx, const train_setup *s);
 /* Saves the tables and the run's state after `step` steps (samples: over
  * all ranks so far; pos: this rank's data position after the step's
  * batch).  Collective; 0, or 1 on every rank after the message. */
