@@ -878,15 +878,16 @@ static void test_binary_messages(void)
 
 /* Integers at and past int64's limits: 20 digits used to wrap around in the
  * parser and pass as a wrong number (found reading ctr_tsv.c for the fuzzing
- * work); now anything past INT64_MAX is "not an integer". */
+ * work); now anything outside [INT64_MIN, INT64_MAX] is "not an integer",
+ * and INT64_MIN itself is read. */
 static void test_tsv_integer_limits(void)
 {
     static const struct {
         const char *value;
         int ok;
     } cases[] = {
-        {"9223372036854775807", 1}, {"-9223372036854775807", 1}, {"+0", 1},
-        {"9223372036854775808", 0}, {"20000000000000000000", 0}, {"99999999999999999999", 0},
+        {"9223372036854775807", 1}, {"-9223372036854775807", 1}, {"-9223372036854775808", 1}, {"+0", 1},
+        {"9223372036854775808", 0}, {"-9223372036854775809", 0}, {"20000000000000000000", 0}, {"99999999999999999999", 0},
         {"18446744073709551616", 0}, {"-", 0}, {"1-", 0},
     };
     char path[512], err[512], line[1024];

@@ -119,16 +119,16 @@ static int int_value(const char *s, size_t n, int64_t *out)
         neg = s[i++] == '-';
     if (i == n)
         return -1;
-    uint64_t v = 0;
+    uint64_t v = 0, max = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX; /* -2^63 is an int64 too */
     for (; i < n; i++) {
         if (s[i] < '0' || s[i] > '9')
             return -1;
         uint64_t d = (uint64_t)(s[i] - '0');
-        if (v > ((uint64_t)INT64_MAX - d) / 10) /* v * 10 + d would pass INT64_MAX (or wrap) */
+        if (v > (max - d) / 10) /* v * 10 + d would pass max (or wrap) */
             return -1;
         v = v * 10 + d;
     }
-    *out = neg ? -(int64_t)v : (int64_t)v;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v; /* 0 - v in uint64: -2^63 without overflow */
     return 0;
 }
 
