@@ -611,6 +611,14 @@ check_bad_input_messages() { # docs/RELIABILITY.md: each bad input's message, as
 }
 CHECKS+=(bad_input_messages)
 
+check_train_header() { # the header says what the run will do: no "every 0 steps" when evaluation is only at the end
+    expect_status 0 "$EMBER" train --steps 1 --micro-batch 64 --eval-every 0 --eval-samples 64 --metrics none --plot none || return 1
+    grep -q "evaluation: at the end, on 64 held-out samples" "$TMP/out" || return 1
+    expect_status 0 "$EMBER" train --steps 1 --micro-batch 64 --eval-every 5 --eval-samples 64 --metrics none --plot none || return 1
+    grep -q "evaluation: every 5 steps and at the end, on 64 held-out samples" "$TMP/out" || return 1
+}
+CHECKS+=(train_header)
+
 # ------------------------------------------------------------ ember train
 # A short run of the built-in synthetic task (a few seconds; the summary is
 # stdout's last line), the metrics file and the plot, config errors with

@@ -215,9 +215,13 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
     printf("  batch: %d micro x %d accumulated x %d rank%s = %lld per step; %lld steps; %d thread%s per rank\n",
            (int)t->micro_batch, (int)t->accumulate, (int)world, world > 1 ? "s" : "", (long long)global_batch,
            (long long)t->steps, (int)s->threads, s->threads > 1 ? "s" : "");
-    if (s->eval_src)
-        printf("  evaluation: every %lld steps and at the end, on %lld held-out samples\n",
-               (long long)t->eval_every, (long long)t->eval_samples);
+    if (s->eval_src) { /* a file may hold fewer: the results say how many were scored */
+        char when[64] = "at the end";
+        if (t->eval_every > 0)
+            snprintf(when, sizeof when, "every %lld steps and at the end", (long long)t->eval_every);
+        printf("  evaluation: %s, on %s%lld held-out samples\n", when,
+               t->source == CFG_SOURCE_SYNTHETIC ? "" : "up to ", (long long)t->eval_samples);
+    }
     fflush(stdout);
 }
 
