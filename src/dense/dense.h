@@ -77,6 +77,11 @@ int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, fl
  * dlogit [B]; d_pooled [B][num_sparse * emb_dim] = d(loss)/d(pooled)
  * (overwritten, not accumulated).  d_pooled may be NULL. */
 void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled);
+/* Bytes a model of cfg holds for micro-batches of `batch` samples:
+ * parameters, gradients, state_floats optimizer floats per parameter (Adam:
+ * 2) and the activations; -1 for an invalid config.  For a check before
+ * creating one. */
+int64_t dlrm_memory_bytes(const dlrm_config *cfg, int32_t batch, int32_t state_floats);
 /* fn(arg) after every layer's forward and backward (NULL: none): the
  * trainer drives the next batch's exchanges from there. */
 void dlrm_set_progress(dlrm *m, void (*fn)(void *), void *arg);

@@ -96,14 +96,9 @@ static void init_params(dlrm *m)
     }
 }
 
-int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen)
+/* The layer shapes, offsets and widths of cfg into m (no allocation). */
+static void layout(dlrm *m, const dlrm_config *cfg)
 {
-    *out = NULL;
-    if (validate(cfg, err, errlen))
-        return -1;
-    dlrm *m = calloc(1, sizeof *m);
-    if (!m)
-        return fail(err, errlen, "dense model: out of memory%.0d", 0);
     m->cfg = *cfg;
     m->nb = cfg->num_bottom;
     m->nl = cfg->num_bottom + cfg->num_top + 1;
@@ -124,6 +119,38 @@ int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen)
     m->maxw = m->vw;
     for (int32_t L = 0; L < m->nl; L++)
         m->maxw = m->out[L] > m->maxw ? m->out[L] : m->maxw;
+}
+
+/* Floats of activations per sample (reserve()'s slab). */
+static int64_t activation_floats(const dlrm *m)
+{
+    int64_t per = m->cfg.num_dense + 2 * (int64_t)m->vw + 2 * (int64_t)m->maxw;
+    for (int32_t L = 0; L < m->nl - 1; L++)
+        per += m->out[L];
+    if (m->cfg.interaction == DENSE_INTERACT_DOT)
+        per += 2 * (int64_t)m->width;
+    return per;
+}
+
+int64_t dlrm_memory_bytes(const dlrm_config *cfg, int32_t batch, int32_t state_floats)
+{
+    if (validate(cfg, NULL, 0))
+        return -1;
+    dlrm m;
+    memset(&m, 0, sizeof m);
+    layout(&m, cfg);
+    return 4 * (m.num_params * (2 + (int64_t)state_floats) + (int64_t)batch * activation_floats(&m));
+}
+
+int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (validate(cfg, err, errlen))
+        return -1;
+    dlrm *m = calloc(1, sizeof *m);
+    if (!m)
+        return fail(err, errlen, "dense model: out of memory%.0d", 0);
+    layout(m, cfg);
     m->params = malloc((size_t)m->num_params * sizeof(float));
     m->grads = calloc((size_t)m->num_params, sizeof(float));
     if (!m->params || !m->grads) {
@@ -159,11 +186,7 @@ static int reserve(dlrm *m, int32_t B)
     if (B <= m->cap)
         return 0;
     int dot = m->cfg.interaction == DENSE_INTERACT_DOT;
-    int64_t per = m->cfg.num_dense + 2 * (int64_t)m->vw + 2 * (int64_t)m->maxw;
-    for (int32_t L = 0; L < m->nl - 1; L++)
-        per += m->out[L];
-    if (dot)
-        per += 2 * (int64_t)m->width;
+    int64_t per = activation_floats(m);
     float *slab = malloc((size_t)(per * B) * sizeof(float));
     if (!slab)
         return -1;
