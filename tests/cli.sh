@@ -620,6 +620,13 @@ check_train_header() { # the header says what the run will do: no "every 0 steps
     grep -q "evaluation: at the end, on 64 held-out samples" "$TMP/out" || return 1
     expect_status 0 "$EMBER" train --steps 1 --micro-batch 64 --eval-every 5 --eval-samples 64 --metrics none --plot none || return 1
     grep -q "evaluation: every 5 steps and at the end, on 64 held-out samples" "$TMP/out" || return 1
+    # resumed: the totals are the whole run's, the time and the rate this run's, and said so
+    local c=(--micro-batch 64 --eval-every 0 --eval-samples 64 --metrics none --plot none --checkpoint-dir "$TMP/hdr")
+    expect_status 0 "$EMBER" train --steps 4 "${c[@]}" || return 1
+    expect_status 0 "$EMBER" train --steps 6 "${c[@]}" --resume || return 1
+    grep -q "done: 6 steps, 384 samples in all; this run 2 steps, 128 samples in" "$TMP/out" || return 1
+    expect_status 0 "$EMBER" train --steps 8 "${c[@]}" --resume --json || return 1
+    tail -1 "$TMP/out" | grep -q '"steps":8,"samples":512,"run_steps":2,"run_samples":128' || return 1
 }
 CHECKS+=(train_header)
 

@@ -251,7 +251,7 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
 
 typedef struct loop_stats {
     int64_t steps, samples;      /* in all, a resumed run's earlier ones too */
-    int64_t run_samples;         /* this run's                               */
+    int64_t run_samples, run_steps; /* this run's                            */
     double seconds, eval_seconds, data_seconds, ckpt_seconds;
     int have_eval;
     train_eval_result eval;
@@ -378,6 +378,7 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
         ls->steps = step;
         ls->samples += global;
         ls->run_samples += global;
+        ls->run_steps++;
         window_loss += loss;
         if (step % log_every == 0 || step == steps) {
             double v[1] = {window_loss};
@@ -446,7 +447,7 @@ static void finish(const tool_ctx *ctx, train_setup *s, train_report *rep, const
     tool_reduce_double(ctx, td, 2, TOOL_SUM);
     double train_s = ls->seconds - ls->eval_seconds - ls->ckpt_seconds;
     train_summary sm = {
-        .steps = ls->steps, .samples = ls->samples,
+        .steps = ls->steps, .samples = ls->samples, .run_steps = ls->run_steps, .run_samples = ls->run_samples,
         .global_batch = (int64_t)s->t.micro_batch * s->t.accumulate * ctx->size, .world = ctx->size,
         .seconds = ls->seconds, .train_seconds = train_s,
         .samples_per_s = train_s > 0 ? (double)ls->run_samples / train_s : 0,

@@ -461,8 +461,13 @@ void train_report_finish(train_report *r, const train_summary *sm)
         clear_bar(r);
         char rs[32];
         fmt_rate(rs, sizeof rs, sm->samples_per_s);
-        printf("done: %lld steps, %lld samples in %.1f s (training %.1f s): %s samples/s\n", (long long)sm->steps,
-               (long long)sm->samples, sm->seconds, sm->train_seconds, rs);
+        if (sm->run_steps == sm->steps)
+            printf("done: %lld steps, %lld samples in %.1f s (training %.1f s): %s samples/s\n", (long long)sm->steps,
+                   (long long)sm->samples, sm->seconds, sm->train_seconds, rs);
+        else /* resumed: the totals are the whole run's, the time and rate this run's */
+            printf("done: %lld steps, %lld samples in all; this run %lld steps, %lld samples in %.1f s (training "
+                   "%.1f s): %s samples/s\n", (long long)sm->steps, (long long)sm->samples, (long long)sm->run_steps,
+                   (long long)sm->run_samples, sm->seconds, sm->train_seconds, rs);
         if (sm->have_eval && isfinite(e->teacher_auc))
             printf("final: AUC %.4f vs the teacher's %.4f (gap %.4f), log loss %.4f vs %.4f, on %lld held-out "
                    "samples\n", e->auc, e->teacher_auc, e->teacher_auc - e->auc, e->logloss, e->teacher_logloss,
@@ -513,6 +518,8 @@ void train_report_finish(train_report *r, const train_summary *sm)
     json_object_set_new(j, "samples_per_s", num(sm->samples_per_s));
     json_object_set_new(j, "steps", json_integer(sm->steps));
     json_object_set_new(j, "samples", json_integer(sm->samples));
+    json_object_set_new(j, "run_steps", json_integer(sm->run_steps));
+    json_object_set_new(j, "run_samples", json_integer(sm->run_samples));
     json_object_set_new(j, "global_batch", json_integer(sm->global_batch));
     json_object_set_new(j, "world", json_integer(sm->world));
     json_object_set_new(j, "seconds", num(sm->seconds));

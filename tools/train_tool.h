@@ -155,7 +155,8 @@ void train_report_resume(train_report *r, const char *dir, const train_resume *r
 void train_report_checkpoint(train_report *r, const train_ckpt_saved *c);
 
 typedef struct train_summary {
-    int64_t steps, samples, global_batch;
+    int64_t steps, samples, global_batch; /* the whole run's, a resumed one's earlier steps too */
+    int64_t run_steps, run_samples;       /* this run's: the time and rates are over these    */
     int32_t world;
     double seconds, train_seconds, samples_per_s;
     double data, emb_forward, exchange, dense, emb_backward, reduce, evaluation; /* mean over ranks */
