@@ -608,6 +608,10 @@ check_bad_input_messages() { # docs/RELIABILITY.md: each bad input's message, as
     ! grep -q '"event":"step"\|step 1' "$TMP/out" || { echo "steps ran before the refusal"; return 1; }
     expect_status 1 "$EMBER" train --steps 2 --micro-batch 64 --metrics none --plot "$TMP/none/x.png" || return 1
     grep -q "none/x.png: cannot write the plot: No such file or directory" "$TMP/err" || return 1
+    # a file with neither tables nor a train group: the message says both ways out
+    printf 'data = { batch_size = 64; };\n' >"$TMP/onlydata.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/onlydata.cfg" --steps 1 || return 1
+    grep -q "tables: missing: a list of tables.*a file with a train = { ... } or model = { ... } group and no tables trains the built-in task's" "$TMP/err" || return 1
     # a dense model that cannot fit: refused before it is allocated, with its size and the machine's
     printf 'model = { bottom = [65536, 65536, 16]; };\n' >"$TMP/huge.cfg"
     expect_status 1 "$EMBER" train --config "$TMP/huge.cfg" --steps 1 --metrics none --plot none || return 1

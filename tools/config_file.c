@@ -617,7 +617,8 @@ static int read_tables(reader *r, const config_setting_t *list)
 {
     config_file *cf = r->cf;
     if (!list)
-        return fail_at(r, NULL, "tables", "missing (a list of tables: tables = ( { ... } );)");
+        return fail_at(r, NULL, "tables", "missing: a list of tables, tables = ( { ... } ); (a file with a "
+                       "train = { ... } or model = { ... } group and no tables trains the built-in task's)");
     if (config_setting_type(list) != CONFIG_TYPE_LIST)
         return fail_at(r, list, "tables", "must be a list ( { ... }, ... )");
     int n = config_setting_length(list);
