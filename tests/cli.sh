@@ -634,6 +634,28 @@ check_train_header() { # the header says what the run will do: no "every 0 steps
 }
 CHECKS+=(train_header)
 
+check_train_files() { # --train-file/--eval-file, the whole eval file by default, config paths relative to the config
+    local bench ember
+    bench="$(cd "$(dirname "${BASH_SOURCE[0]}")/../bench" && pwd)"
+    ember="$(cd "$(dirname "$EMBER")" && pwd)/$(basename "$EMBER")" # the runs below change folder
+    mkdir -p "$TMP/data/sub"
+    python3 "$bench/criteo_like.py" "$TMP/data/sub/train.tsv" 3000 7 1 >/dev/null || return 1
+    python3 "$bench/criteo_like.py" "$TMP/data/sub/test.tsv" 300 7 2 >/dev/null || return 1
+    (cd "$TMP/data" && "$ember" train --train-file sub/train.tsv --eval-file sub/test.tsv --steps 3 --micro-batch 64 \
+        --json --metrics none --plot none) >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/err"; return 1; }
+    tail -1 "$TMP/out" | grep -q '"eval_samples":300,' || { echo "not the whole eval file"; tail -1 "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" train --train-file "$TMP/data/sub/train.tsv" --eval-file "$TMP/data/sub/test.tsv" --steps 3 \
+        --micro-batch 64 --eval-samples 100 --json --metrics none --plot none || return 1
+    tail -1 "$TMP/out" | grep -q '"eval_samples":100,' || return 1
+    printf 'data = { source = "tsv"; train_file = "train.tsv"; eval_file = "test.tsv"; };\ntrain = { steps = 3; micro_batch = 64; metrics = ""; plot = ""; };\n' \
+        >"$TMP/data/sub/rel.cfg"
+    (cd / && "$ember" train --config "$TMP/data/sub/rel.cfg" --json) >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/err"; return 1; }
+    tail -1 "$TMP/out" | grep -q '"eval_samples":300,' || return 1
+    expect_status 2 "$EMBER" train --eval-file "$TMP/data/sub/test.tsv" || return 1
+    grep -q "eval-file needs training data too" "$TMP/err" || return 1
+}
+CHECKS+=(train_files)
+
 # ------------------------------------------------------------ ember train
 # A short run of the built-in synthetic task (a few seconds; the summary is
 # stdout's last line), the metrics file and the plot, config errors with

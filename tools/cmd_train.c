@@ -45,6 +45,10 @@ static void train_usage(FILE *f)
             "  trains a DLRM-style CTR model (docs/training.md); without --config the built-in\n"
             "  synthetic task, whose labels come from a hidden teacher\n\n"
             "  --config FILE        settings: tables, data, model, train (docs/config.md)\n"
+            "  --train-file FILE    train on FILE (a Criteo-format TSV or an ember binary file,\n"
+            "                       told apart by its first bytes) instead of the built-in task or\n"
+            "                       the config's data.train_file\n"
+            "  --eval-file FILE     evaluate on FILE (all of it unless --eval-samples says fewer)\n"
             "  --steps N            optimizer steps (default 3000)\n"
             "  --seed S             seed of the tables, the dense model and the synthetic data\n"
             "  --threads T          threads per rank (default 1, or the config's threads)\n"
@@ -60,7 +64,8 @@ static void train_usage(FILE *f)
             "                       batch is looked up before this step's sparse update: one\n"
             "                       step stale; docs/distributed.md)\n"
             "  --eval-every N       evaluate every N steps (0: only at the end; default 500)\n"
-            "  --eval-samples N     held-out samples per evaluation (default 65536)\n"
+            "  --eval-samples N     held-out samples per evaluation (default: 65536 of the built-in\n"
+            "                       task; all of an eval file)\n"
             "  --metrics FILE       JSON lines (default ember-train-metrics.jsonl; none: off)\n"
             "  --plot FILE          PNG of loss and AUC over steps (default ember-train.png; none: off)\n"
             "  --json               stdout: JSON lines only (no progress)\n"
@@ -75,7 +80,7 @@ static void train_usage(FILE *f)
 }
 
 typedef struct train_opts {
-    const char *config, *metrics, *plot, *checkpoint_dir, *schedule;
+    const char *config, *metrics, *plot, *checkpoint_dir, *schedule, *train_file, *eval_file;
     int64_t steps, seed, threads, blas_threads, micro_batch, accumulate, eval_every, eval_samples; /* -1: not given */
     int64_t optimizer_shards;                                                          /* -1: not given */
     int64_t checkpoint_every, keep;                                                   /* -1: not given */
@@ -139,7 +144,11 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, train_opts *o,
         name[nlen] = '\0';
         const char *val = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
         int used = 0, bad = 0;
-        if (!strcmp(name, "--schedule")) {
+        if (!strcmp(name, "--train-file") || !strcmp(name, "--eval-file")) {
+            used = 1;
+            bad = !val || !*val;
+            *(name[2] == 't' ? &o->train_file : &o->eval_file) = val;
+        } else if (!strcmp(name, "--schedule")) {
             used = 1;
             bad = !val || config_schedule_parse(val) < 0;
             o->schedule = val;
@@ -170,6 +179,18 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, train_opts *o,
             i++;
     }
     return 0;
+}
+
+/* A data file's kind by its first bytes: the binary format's magic, else
+ * Criteo-format text (a missing file is reported when it is opened). */
+static cfg_source file_kind(const char *path)
+{
+    char magic[8] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(magic, 1, sizeof magic, f) : 0;
+    if (f)
+        fclose(f);
+    return n == sizeof magic && !memcmp(magic, "EMBERCTR", sizeof magic) ? CFG_SOURCE_BINARY : CFG_SOURCE_TSV;
 }
 
 /* Settings: defaults or the file, then the command line. */
@@ -205,10 +226,25 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
         t->optimizer_shards = (int32_t)o->optimizer_shards;
     if (o->schedule)
         t->schedule = (ember_schedule)config_schedule_parse(o->schedule);
+    if (o->train_file || o->eval_file) { /* files for the config's data, or the built-in Criteo layout's */
+        if (o->train_file)
+            t->train_file = o->train_file;
+        if (o->eval_file)
+            t->eval_file = o->eval_file;
+        if (!t->train_file) {
+            fprintf(ctx->err, "ember train: --eval-file needs training data too (--train-file, or a config's "
+                              "data.train_file)\n");
+            return 2;
+        }
+        if (t->source == CFG_SOURCE_SYNTHETIC)
+            t->source = file_kind(t->train_file);
+    }
     if (o->eval_every >= 0)
         t->eval_every = o->eval_every;
     if (o->eval_samples >= 0)
         t->eval_samples = o->eval_samples;
+    else if (t->source != CFG_SOURCE_SYNTHETIC && !t->eval_samples_set)
+        t->eval_samples = CFG_EVAL_ALL; /* a file: all of it, unless told otherwise */
     if (o->metrics)
         t->metrics = strcmp(o->metrics, "none") ? o->metrics : "";
     if (o->plot)

@@ -64,6 +64,8 @@ static char *keep(reader *r, const char *s)
     return c;
 }
 
+
+
 /* ------------------------------------------------------------ values */
 
 static const char *type_name(int type)
@@ -139,6 +141,33 @@ static int get_string(reader *r, const config_setting_t *s, const char *key, con
     if (config_setting_type(s) != CONFIG_TYPE_STRING)
         return fail_at(r, s, key, "must be a string, got %s", type_name(config_setting_type(s)));
     *out = config_setting_get_string(s);
+    return 0;
+}
+
+/* A path in the config: a relative one is relative to the config file's
+ * folder (the file can move with its data), "" stays "" (none). */
+static int read_path(reader *r, const config_setting_t *m, const char *key, const char **out)
+{
+    const char *s = NULL;
+    if (get_string(r, m, key, &s))
+        return -1;
+    const char *slash = strrchr(r->path, '/');
+    if (s[0] && s[0] != '/' && slash) {
+        size_t dir = (size_t)(slash - r->path) + 1, n = dir + strlen(s) + 1;
+        char *joined = malloc(n);
+        if (joined) {
+            memcpy(joined, r->path, dir);
+            memcpy(joined + dir, s, strlen(s) + 1);
+            *out = keep(r, joined);
+            free(joined);
+        } else {
+            *out = NULL;
+        }
+    } else {
+        *out = keep(r, s);
+    }
+    if (!*out)
+        return fail_at(r, NULL, key, "out of memory");
     return 0;
 }
 
@@ -495,13 +524,8 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
             return -1;
         t->cache_policy = (ember_cache_policy)k;
     }
-    if ((m = MEMBER("path"))) {
-        const char *s = NULL;
-        if (get_string(r, m, key, &s))
-            return -1;
-        if (!(t->path = keep(r, s)))
-            return fail_at(r, m, key, "out of memory");
-    }
+    if ((m = MEMBER("path")) && read_path(r, m, key, &t->path))
+        return -1;
     if ((m = MEMBER("kind"))) {
         if (get_enum(r, m, key, KINDS, &k))
             return -1;
@@ -926,16 +950,6 @@ static int read_synthetic(reader *r, const config_setting_t *g)
     return 0;
 }
 
-static int read_path(reader *r, const config_setting_t *m, const char *key, const char **out)
-{
-    const char *s = NULL;
-    if (get_string(r, m, key, &s))
-        return -1;
-    if (!(*out = keep(r, s)))
-        return fail_at(r, NULL, key, "out of memory");
-    return 0;
-}
-
 static int read_data(reader *r, const config_setting_t *g)
 {
     static const char *const KEYS[] = {"batch_size", "dist", "alpha", "seed", "source",
@@ -1114,9 +1128,11 @@ static int read_train(reader *r, const config_setting_t *g)
     if ((m = config_setting_get_member(g, "eval_every")) &&
         get_int64(r, m, "train.eval_every", 0, INT64_C(1) << 40, &t->eval_every))
         return -1;
-    if ((m = config_setting_get_member(g, "eval_samples")) &&
-        get_int64(r, m, "train.eval_samples", 0, INT64_C(1) << 30, &t->eval_samples))
-        return -1;
+    if ((m = config_setting_get_member(g, "eval_samples"))) {
+        if (get_int64(r, m, "train.eval_samples", 0, INT64_C(1) << 30, &t->eval_samples))
+            return -1;
+        t->eval_samples_set = 1;
+    }
     if ((m = config_setting_get_member(g, "log_every")) &&
         get_int64(r, m, "train.log_every", 0, INT64_C(1) << 40, &t->log_every))
         return -1;
@@ -1292,13 +1308,8 @@ static int read_ssd(reader *r, const config_setting_t *g, ember_collection_confi
     const config_setting_t *m;
     int64_t v;
     int k;
-    if ((m = config_setting_get_member(g, "dir"))) {
-        const char *s = NULL;
-        if (get_string(r, m, "ssd.dir", &s))
-            return -1;
-        if (!(cc->ssd_dir = keep(r, s)))
-            return fail_at(r, m, "ssd.dir", "out of memory");
-    }
+    if ((m = config_setting_get_member(g, "dir")) && read_path(r, m, "ssd.dir", &cc->ssd_dir))
+        return -1;
     if ((m = config_setting_get_member(g, "min_bytes")) && get_bytes(r, m, "ssd.min_bytes", &cc->ssd_min_bytes))
         return -1;
     if ((m = config_setting_get_member(g, "memory_budget")) &&

@@ -86,6 +86,7 @@ typedef struct cfg_train {
     int32_t optimizer_shards;    /* dense optimizer state over groups of this
                                     many ranks; 0: replicated (default)      */
     int64_t steps, eval_every, eval_samples, log_every; /* 0: automatic      */
+    int eval_samples_set;        /* the file gave eval_samples              */
     dense_optim_config dense_optim;
     const char *metrics;         /* JSON lines; "" none                        */
     const char *plot;            /* PNG; "" none                               */
@@ -100,6 +101,9 @@ typedef struct cfg_train {
 
 /* The built-in synthetic task and student (tables built by the tool). */
 void cfg_train_default(cfg_train *t);
+/* eval_samples meaning every sample of an eval file (its default for file
+ * data): more than any file holds. */
+#define CFG_EVAL_ALL (INT64_C(1) << 40)
 
 typedef struct config_file {
     char *path;                  /* as given                                 */

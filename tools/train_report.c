@@ -184,7 +184,9 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
     json_object_set_new(j, "global_batch", json_integer(global_batch));
     json_object_set_new(j, "steps", json_integer(t->steps));
     json_object_set_new(j, "eval_every", json_integer(t->eval_every));
-    json_object_set_new(j, "eval_samples", json_integer(s->eval_src ? t->eval_samples : 0));
+    json_object_set_new(j, "eval_samples", !s->eval_src ? json_integer(0)
+                                           : t->eval_samples >= CFG_EVAL_ALL ? json_string("all")
+                                                                             : json_integer(t->eval_samples));
     json_object_set_new(j, "dense_features", json_integer(m->num_dense));
     json_object_set_new(j, "sparse_features", json_integer(m->num_sparse));
     json_object_set_new(j, "emb_dim", json_integer(m->emb_dim));
@@ -219,8 +221,11 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
         char when[64] = "at the end";
         if (t->eval_every > 0)
             snprintf(when, sizeof when, "every %lld steps and at the end", (long long)t->eval_every);
-        printf("  evaluation: %s, on %s%lld held-out samples\n", when,
-               t->source == CFG_SOURCE_SYNTHETIC ? "" : "up to ", (long long)t->eval_samples);
+        if (t->eval_samples >= CFG_EVAL_ALL)
+            printf("  evaluation: %s, on every sample of %s\n", when, t->eval_file ? t->eval_file : "the eval file");
+        else
+            printf("  evaluation: %s, on %s%lld held-out samples\n", when,
+                   t->source == CFG_SOURCE_SYNTHETIC ? "" : "up to ", (long long)t->eval_samples);
     }
     fflush(stdout);
 }
