@@ -557,6 +557,15 @@ int ember_forward_progress(ember_collection *coll);
 int ember_forward_end(ember_collection *coll);
 
 /*
+ * Every table's learning rate is multiplied by `scale` from the next
+ * ember_backward on (1, the default: as configured; Adam's step and weight
+ * decay follow the scaled rate): the hook for warm-up and decay schedules,
+ * which a caller computes per step.  Local (every rank sets the same).
+ * EMBER_EINVAL for a negative or non-finite scale.
+ */
+int ember_set_lr_scale(ember_collection *coll, float scale);
+
+/*
  * Hot rows (ember_table_config.hot_rows; docs/distributed.md, "Hot rows").
  * ember_set_hot_rows makes ids[0..count) (count <= hot_rows, every rank the
  * same list) table's hot rows, replacing its earlier ones;

@@ -656,6 +656,21 @@ check_train_files() { # --train-file/--eval-file, the whole eval file by default
 }
 CHECKS+=(train_files)
 
+check_lr_schedule() { # the learning-rate schedule from the command line and the config, and its errors
+    expect_status 0 "$EMBER" train --steps 4 --micro-batch 64 --eval-samples 64 --lr-warmup 2 --lr-decay cosine \
+        --json --metrics none --plot none || return 1
+    head -1 "$TMP/out" | grep -q '"lr_schedule":{"warmup":2,"decay":"cosine"' || { head -1 "$TMP/out"; return 1; }
+    printf 'train = { steps = 4; micro_batch = 64; eval_samples = 64; metrics = ""; plot = "";\n  lr_schedule = { decay = "step"; every = 2; gamma = 0.5; }; };\n' >"$TMP/lr.cfg"
+    expect_status 0 "$EMBER" train --config "$TMP/lr.cfg" --json || return 1
+    head -1 "$TMP/out" | grep -q '"decay":"step","final":0.0,"every":2,"gamma":0.5' || { head -1 "$TMP/out"; return 1; }
+    printf 'train = { lr_schedule = { decay = "exp"; }; };\n' >"$TMP/lrbad.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/lrbad.cfg" || return 1
+    grep -q 'lrbad.cfg:1: train.lr_schedule.decay' "$TMP/err" || return 1
+    expect_status 2 "$EMBER" train --lr-decay sometimes || return 1
+    grep -q "bad value for --lr-decay: 'sometimes'" "$TMP/err" || return 1
+}
+CHECKS+=(lr_schedule)
+
 # ------------------------------------------------------------ ember train
 # A short run of the built-in synthetic task (a few seconds; the summary is
 # stdout's last line), the metrics file and the plot, config errors with

@@ -252,6 +252,76 @@ static void test_threads(test_rng *r)
     test_config_free(tc);
 }
 
+/* ----------------------------------------------- learning-rate schedule */
+
+/* The factors against sequences computed by hand from docs/training.md's
+ * formulas, and a factor of 1/2 against halved rates: the same tables and
+ * dense parameters bit for bit, every embedding optimizer. */
+static void test_lr_schedule(test_rng *r)
+{
+    static const struct {
+        lr_schedule s;
+        int64_t steps;
+        double want[8];
+    } cases[] = {
+        {{2, LR_DECAY_LINEAR, 0.5f, 1, 0.5f}, 6, {0.5, 1.0, 1.0, 1.0 - 0.5 / 3, 1.0 - 1.0 / 3, 0.5}},
+        {{2, LR_DECAY_COSINE, 0.0f, 1, 0.5f}, 6, {0.5, 1.0, 1.0, 0.75, 0.25, 0.0}},
+        {{0, LR_DECAY_STEP, 0.0f, 2, 0.5f}, 6, {1.0, 1.0, 0.5, 0.5, 0.25, 0.25}},
+        {{4, LR_DECAY_NONE, 0.0f, 1, 0.5f}, 6, {0.25, 0.5, 0.75, 1.0, 1.0, 1.0}},
+        {{0, LR_DECAY_LINEAR, 0.2f, 1, 0.5f}, 1, {1.0}}, /* one step: no span to decay over */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char err[128] = "";
+        CHECK_MSG(lr_schedule_check(&cases[c].s, err, sizeof err) == 0, "case %zu: %s", c, err);
+        for (int64_t k = 1; k <= cases[c].steps; k++) {
+            float got = lr_schedule_scale(&cases[c].s, k, cases[c].steps);
+            CHECK_MSG(fabs((double)got - cases[c].want[k - 1]) <= 1e-7, "case %zu step %lld: %.9g want %.9g", c,
+                      (long long)k, (double)got, cases[c].want[k - 1]);
+        }
+    }
+    lr_schedule bad = {-1, LR_DECAY_NONE, 0, 1, 0.5f};
+    char err[128] = "";
+    CHECK(lr_schedule_check(&bad, err, sizeof err) != 0 && strstr(err, "warmup"));
+    bad = (lr_schedule){0, LR_DECAY_STEP, 0, 0, 0.5f};
+    CHECK(lr_schedule_check(&bad, err, sizeof err) != 0 && strstr(err, "every"));
+
+    /* a factor of 1/2 = rates configured at half (x * 0.5f is exact) */
+    const int32_t F = 4, d = 8, nd = 4;
+    dlrm_config mc;
+    test_config *tc = ttrain_config(r, F, d, nd, &mc);
+    for (int32_t t = 0; t < F; t++)
+        tc->tables[t].optimizer = test_optimizer_random(r, (ember_optimizer_kind)(t % 4));
+    test_config *half = test_config_copy(tc);
+    for (int32_t t = 0; t < F; t++)
+        half->tables[t].optimizer.lr *= 0.5f;
+    trainer_config c1 = tcfg(64, 1, DENSE_ADAM, 1), c2 = c1;
+    c2.dense_optim.lr *= 0.5f;
+    run a, b;
+    int ok = run_open(&a, tc, &mc, &c1);
+    ok = run_open(&b, half, &mc, &c2) && ok;
+    if (ok) {
+        CHECK(trainer_set_lr_scale(a.tr, 0.5f) == EMBER_OK);
+        CHECK(trainer_set_lr_scale(a.tr, -1.0f) == EMBER_EINVAL);
+    }
+    for (int s = 0; ok && s < 4; s++) {
+        tctr x;
+        tctr_make(r, &tc->cfg, 64, nd, &x);
+        double la = 0, lb = 0;
+        ok = step(&a, &x, &la) && step(&b, &x, &lb);
+        CHECK_MSG(la == lb, "step %d: loss %.17g vs %.17g", s, la, lb);
+        tctr_free(&x);
+    }
+    if (ok) {
+        CHECK_MSG(test_tables_identical(a.coll, b.coll, &tc->cfg), "scale 1/2 vs halved rates: tables differ");
+        CHECK_MSG(memcmp(dlrm_params(a.model), dlrm_params(b.model), (size_t)dlrm_num_params(a.model) * 4) == 0,
+                  "scale 1/2 vs halved rates: dense parameters differ");
+    }
+    run_close(&a);
+    run_close(&b);
+    test_config_free(tc);
+    test_config_free(half);
+}
+
 /* -------------------------------------------------------------- predict */
 
 static void test_predict(test_rng *r)
@@ -344,6 +414,7 @@ int main(int argc, char **argv)
 {
     test_rng r = {test_seed(argc, argv)};
     test_metrics(&r);
+    test_lr_schedule(&r);
     test_composition(&r);
     test_accumulate(&r, DENSE_SGD);
     test_accumulate(&r, DENSE_ADAM);

@@ -63,6 +63,9 @@ static void train_usage(FILE *f)
             "                       while the dense model runs; same results) or stale (the next\n"
             "                       batch is looked up before this step's sparse update: one\n"
             "                       step stale; docs/distributed.md)\n"
+            "  --lr-warmup N        learning rates rise linearly over the first N steps (default 0)\n"
+            "  --lr-decay D         then none (default), linear or cosine down to\n"
+            "                       train.lr_schedule.final (default 0) at the last step\n"
             "  --eval-every N       evaluate every N steps (0: only at the end; default 500)\n"
             "  --eval-samples N     held-out samples per evaluation (default: 65536 of the built-in\n"
             "                       task; all of an eval file)\n"
@@ -80,9 +83,9 @@ static void train_usage(FILE *f)
 }
 
 typedef struct train_opts {
-    const char *config, *metrics, *plot, *checkpoint_dir, *schedule, *train_file, *eval_file;
+    const char *config, *metrics, *plot, *checkpoint_dir, *schedule, *train_file, *eval_file, *lr_decay;
     int64_t steps, seed, threads, blas_threads, micro_batch, accumulate, eval_every, eval_samples; /* -1: not given */
-    int64_t optimizer_shards;                                                          /* -1: not given */
+    int64_t optimizer_shards, lr_warmup;                                               /* -1: not given */
     int64_t checkpoint_every, keep;                                                   /* -1: not given */
     int json, resume;
 } train_opts;
@@ -110,6 +113,7 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, train_opts *o,
         {"--micro-batch", 1, 1 << 24, offsetof(train_opts, micro_batch)},
         {"--accumulate", 1, 1 << 16, offsetof(train_opts, accumulate)},
         {"--optimizer-shards", 0, 1 << 20, offsetof(train_opts, optimizer_shards)},
+        {"--lr-warmup", 0, INT64_C(1) << 40, offsetof(train_opts, lr_warmup)},
         {"--eval-every", 0, INT64_C(1) << 40, offsetof(train_opts, eval_every)},
         {"--eval-samples", 0, 1 << 30, offsetof(train_opts, eval_samples)},
         {"--checkpoint-every", 0, INT64_C(1) << 40, offsetof(train_opts, checkpoint_every)},
@@ -144,7 +148,11 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, train_opts *o,
         name[nlen] = '\0';
         const char *val = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
         int used = 0, bad = 0;
-        if (!strcmp(name, "--train-file") || !strcmp(name, "--eval-file")) {
+        if (!strcmp(name, "--lr-decay")) {
+            used = 1;
+            bad = !val || (strcmp(val, "none") && strcmp(val, "linear") && strcmp(val, "cosine"));
+            o->lr_decay = val;
+        } else if (!strcmp(name, "--train-file") || !strcmp(name, "--eval-file")) {
             used = 1;
             bad = !val || !*val;
             *(name[2] == 't' ? &o->train_file : &o->eval_file) = val;
@@ -226,6 +234,16 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
         t->optimizer_shards = (int32_t)o->optimizer_shards;
     if (o->schedule)
         t->schedule = (ember_schedule)config_schedule_parse(o->schedule);
+    if (o->lr_warmup >= 0)
+        t->lr.warmup = o->lr_warmup;
+    if (o->lr_decay)
+        t->lr.decay = !strcmp(o->lr_decay, "linear") ? LR_DECAY_LINEAR
+                      : !strcmp(o->lr_decay, "cosine") ? LR_DECAY_COSINE : LR_DECAY_NONE;
+    char lerr[200];
+    if (lr_schedule_check(&t->lr, lerr, sizeof lerr)) {
+        fprintf(ctx->err, "ember train: %s\n", lerr);
+        return 2;
+    }
     if (o->train_file || o->eval_file) { /* files for the config's data, or the built-in Criteo layout's */
         if (o->train_file)
             t->train_file = o->train_file;
@@ -391,6 +409,8 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
             ls->data_seconds += tool_now() - p0;
             trainer_set_next(s->tr, &ahead_b.sparse);
         }
+        if (t->lr.warmup > 0 || t->lr.decay != LR_DECAY_NONE) /* the same on every rank: a function of the step */
+            trainer_set_lr_scale(s->tr, lr_schedule_scale(&t->lr, step, steps));
         if (global > 0) { /* collective: a rank whose read failed takes part with no samples */
             char serr[512] = "";
             if (trainer_step(s->tr, &b, global, &loss, serr, sizeof serr) != EMBER_OK && !failed) {

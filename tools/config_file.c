@@ -1080,10 +1080,55 @@ static int read_model(reader *r, const config_setting_t *g)
     return 0;
 }
 
+static const char *const LR_DECAYS[] = {"none", "linear", "cosine", "step", NULL}; /* lr_decay order */
+
+/* train.lr_schedule = { warmup = N; decay = "cosine"; final = X; every = N; gamma = X; } */
+static int read_lr_schedule(reader *r, const config_setting_t *g, lr_schedule *out)
+{
+    static const char *const KEYS[] = {"warmup", "decay", "final", "every", "gamma", NULL};
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return fail_at(r, g, "train.lr_schedule", "must be a group { warmup = ...; decay = ...; }");
+    if (check_keys(r, g, "train.lr_schedule", KEYS))
+        return -1;
+    lr_schedule s = {0, LR_DECAY_NONE, 0.0f, 1, 0.5f};
+    const config_setting_t *m;
+    int k;
+    double d;
+    if ((m = config_setting_get_member(g, "warmup")) &&
+        get_int64(r, m, "train.lr_schedule.warmup", 0, INT64_C(1) << 40, &s.warmup))
+        return -1;
+    if ((m = config_setting_get_member(g, "decay"))) {
+        if (get_enum(r, m, "train.lr_schedule.decay", LR_DECAYS, &k))
+            return -1;
+        s.decay = (lr_decay)k;
+    }
+    if ((m = config_setting_get_member(g, "final"))) {
+        if (get_double(r, m, "train.lr_schedule.final", 0, 1e6, &d))
+            return -1;
+        s.final = (float)d;
+    }
+    if ((m = config_setting_get_member(g, "every")) &&
+        get_int64(r, m, "train.lr_schedule.every", 1, INT64_C(1) << 40, &s.every))
+        return -1;
+    if ((m = config_setting_get_member(g, "gamma"))) {
+        if (get_double(r, m, "train.lr_schedule.gamma", 0, 1e6, &d))
+            return -1;
+        s.gamma = (float)d;
+    }
+    *out = s;
+    return 0;
+}
+
+const char *config_lr_decay_name(lr_decay d)
+{
+    return d >= LR_DECAY_NONE && d <= LR_DECAY_STEP ? LR_DECAYS[d] : "?";
+}
+
 /* train: the loop. */
 static int read_train(reader *r, const config_setting_t *g)
 {
     static const char *const KEYS[] = {"micro_batch", "accumulate", "optimizer_shards", "schedule", "hot_refresh_every",
+                                       "lr_schedule",
                                        "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",
                                        "plot", "checkpoint_dir", "checkpoint_every", "checkpoint_keep",
@@ -1135,6 +1180,8 @@ static int read_train(reader *r, const config_setting_t *g)
     }
     if ((m = config_setting_get_member(g, "log_every")) &&
         get_int64(r, m, "train.log_every", 0, INT64_C(1) << 40, &t->log_every))
+        return -1;
+    if ((m = config_setting_get_member(g, "lr_schedule")) && read_lr_schedule(r, m, &t->lr))
         return -1;
     if ((m = config_setting_get_member(g, "optimizer"))) {
         /* the dense optimizer: a kind, or a group as a table's optimizer */

@@ -24,6 +24,7 @@
 #include "data/ctr.h"
 #include "dense/dense.h"
 #include "ember.h"
+#include "train/train.h"
 
 /* Per table, what the collection config cannot hold. */
 typedef struct cfg_table_extra {
@@ -93,6 +94,7 @@ typedef struct cfg_train {
     const char *checkpoint_dir;  /* "" or NULL: no checkpoints                 */
     int64_t checkpoint_every;    /* steps between checkpoints; 0: at the end only */
     int32_t checkpoint_keep;     /* complete checkpoints kept; 0: all          */
+    lr_schedule lr;              /* the learning rates' schedule (train.h)  */
     int64_t hot_refresh_every;   /* steps between hot-row refreshes (tables
                                     with hot_rows); 0: never                 */
     char error[512];             /* a file without train/model groups: why
@@ -136,6 +138,7 @@ int config_parse_bytes(const char *s, int64_t *out);
 /* "blocking", "overlap", "stale" -> ember_schedule, or -1; and back. */
 int config_schedule_parse(const char *s);
 const char *config_schedule_name(ember_schedule s);
+const char *config_lr_decay_name(lr_decay d); /* "none", "linear", "cosine", "step" */
 const char *config_placement_name(int placement); /* "row", ..., "auto" for -1 */
 const char *config_exchange_name(int exchange);
 const char *config_optimizer_name(ember_optimizer_kind kind);

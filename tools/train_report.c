@@ -196,6 +196,13 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
     json_object_set_new(j, "optimizer_shards", json_integer(t->optimizer_shards));
     json_object_set_new(j, "dense_optimizer_bytes_per_rank", json_integer(obytes));
     json_object_set_new(j, "schedule", json_string(config_schedule_name(t->schedule)));
+    json_t *lr = json_object();
+    json_object_set_new(lr, "warmup", json_integer(t->lr.warmup));
+    json_object_set_new(lr, "decay", json_string(config_lr_decay_name(t->lr.decay)));
+    json_object_set_new(lr, "final", json_real(t->lr.final));
+    json_object_set_new(lr, "every", json_integer(t->lr.every));
+    json_object_set_new(lr, "gamma", json_real(t->lr.gamma));
+    json_object_set_new(j, "lr_schedule", lr);
     json_object_set_new(j, "interaction", json_string(m->interaction == DENSE_INTERACT_DOT ? "dot" : "cat"));
     emit(r, j);
     if (r->json)
@@ -211,6 +218,10 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
         printf("  schedule: %s (docs/distributed.md)\n", t->schedule == EMBER_SCHEDULE_STALE
                ? "stale: the next batch is looked up before this step's sparse update"
                : "overlap: the next batch's ids travel during the dense model");
+    if (t->lr.warmup > 0 || t->lr.decay != LR_DECAY_NONE)
+        printf("  learning rates: warm-up over %lld steps, then %s decay%s\n", (long long)t->lr.warmup,
+               config_lr_decay_name(t->lr.decay), t->lr.decay == LR_DECAY_LINEAR || t->lr.decay == LR_DECAY_COSINE
+                                                     ? " to the final factor" : "");
     if (t->optimizer_shards > 0)
         printf("  dense optimizer state: %.1f KB per rank, sharded over groups of %d ranks\n", (double)obytes / 1e3,
                (int)t->optimizer_shards);

@@ -298,6 +298,7 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     c->exchange_scratch = calloc((size_t)4 * c->world->size, sizeof(int64_t));
     c->dyn_cnt = calloc((size_t)4 * c->world->size, sizeof(int64_t));
     c->training = 1;
+    c->lr_scale = 1.0f;
     if (!c->comm_scratch || !c->prefetch.cnt || !c->exchange_scratch || !c->dyn_cnt || !c->tables || !c->features || !c->seq_off || !c->sort_hist || !c->limit_counts) {
         st = ember_fail_create(EMBER_ENOMEM, "out of memory");
         goto fail;
@@ -406,6 +407,16 @@ int64_t ember_sequence_size(const ember_collection *c, const ember_batch *b)
 }
 
 void ember_collection_stats(const ember_collection *c, ember_stats *out) { *out = c->stats; }
+
+int ember_set_lr_scale(ember_collection *c, float scale)
+{
+    if (!c)
+        return EMBER_EINVAL;
+    if (!(scale >= 0.0f) || !isfinite(scale))
+        return ember_fail(c, EMBER_EINVAL, "learning-rate scale %g must be finite and >= 0", (double)scale);
+    c->lr_scale = scale;
+    return EMBER_OK;
+}
 
 void ember_collection_memory(const ember_collection *c, ember_memory *out)
 {

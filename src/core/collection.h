@@ -123,6 +123,7 @@ struct ember_collection {
     int64_t next_announce;       /* step of the next ember_prefetch batch  */
     ember_prefetch_scratch prefetch;
     int panicked;
+    float lr_scale;              /* ember_set_lr_scale: every table's lr times it */
     char errmsg[512];
 
     ember_world *world;          /* never NULL                            */

@@ -134,6 +134,8 @@ void dense_optim_destroy(dense_optim *o);
  * t = number of steps so far + 1.  Elementwise, so any thread count gives
  * the same bits. */
 void dense_optim_step(dense_optim *o, float *params, const float *grads);
+/* The learning rate of the next steps times scale (1: as configured). */
+void dense_optim_set_lr_scale(dense_optim *o, float scale);
 /* The state for checkpoints: floats per parameter (0 SGD, 2 Adam: m[n] then
  * v[n]) and the step; NULL for SGD.  Valid until destroy; writable. */
 float *dense_optim_state(dense_optim *o, int64_t *floats, int64_t *step);

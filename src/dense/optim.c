@@ -14,6 +14,7 @@
 struct dense_optim {
     dense_optim_config cfg;
     int64_t n, step;
+    float lr_scale; /* dense_optim_set_lr_scale (1: as configured) */
     float *state; /* Adam: m [n] then v [n]; NULL for SGD */
 };
 
@@ -35,6 +36,7 @@ int dense_optim_create(const dense_optim_config *cfg, int64_t n, dense_optim **o
         return -1;
     o->cfg = *cfg;
     o->n = n;
+    o->lr_scale = 1.0f;
     if (cfg->kind == DENSE_ADAM) {
         o->state = calloc((size_t)(2 * n + 1), sizeof *o->state);
         if (!o->state) {
@@ -45,6 +47,8 @@ int dense_optim_create(const dense_optim_config *cfg, int64_t n, dense_optim **o
     *out = o;
     return 0;
 }
+
+void dense_optim_set_lr_scale(dense_optim *o, float scale) { o->lr_scale = scale; }
 
 void dense_optim_destroy(dense_optim *o)
 {
@@ -57,7 +61,7 @@ void dense_optim_destroy(dense_optim *o)
 void dense_optim_step(dense_optim *o, float *params, const float *grads)
 {
     const int64_t n = o->n;
-    const float lr = o->cfg.lr, wd = o->cfg.weight_decay;
+    const float lr = o->cfg.lr * o->lr_scale, wd = o->cfg.weight_decay; /* scale 1: lr's bits */
     const int threads = dense_threads();
     o->step++;
     if (o->cfg.kind == DENSE_SGD) {

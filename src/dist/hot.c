@@ -272,7 +272,7 @@ void ember_hot_apply(ember_collection *c, int32_t p, int64_t step)
     if (!h || h->n == 0)
         return;
     int32_t W = c->world->size, me = c->world->rank, dim = pt->dim, sf = pt->store->state_floats;
-    ember_optim_step o = ember_optim_prepare(&pt->opt, step);
+    ember_optim_step o = ember_optim_prepare(&pt->opt, step, c->lr_scale);
     for (int64_t i = 0; i < h->n; i++) {
         if (h->touched[i] == 0)
             continue;

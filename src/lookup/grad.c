@@ -256,7 +256,7 @@ int ember_grad_route(ember_collection *c, const ember_grad_target *gt, const flo
         return EMBER_OK;
     }
     c->stats.last_unique_rows += nu;
-    ember_optim_step o = ember_optim_prepare(gt->opt, step);
+    ember_optim_step o = ember_optim_prepare(gt->opt, step, c->lr_scale);
     if (gt->full_dim)
         return apply_rowwise_column(c, gt, starts, nu, dp, ds, &o);
     float *values = s->values, *state = s->state;

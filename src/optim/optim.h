@@ -1,7 +1,8 @@
 /*
  * optim.h: the fused sparse optimizers, one row at a time.
  *
- * ember_optim_prepare folds the per-step constants (Adam's bias correction
+ * ember_optim_prepare folds the per-step constants (the learning rate times
+ * the collection's schedule scale, Adam's bias correction
  * for global step t) once per backward; ember_optim_row applies the update
  * of include/ember.h to one row w[dim] with its state and summed gradient g
  * (g is scratch and may be overwritten).  Everything is static inline so
@@ -21,13 +22,14 @@ typedef struct ember_optim_step {
     float adam_step; /* lr * sqrt(1 - beta2^t) / (1 - beta1^t) */
 } ember_optim_step;
 
-static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int64_t t)
+static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int64_t t, float lr_scale)
 {
-    ember_optim_step s = {o->kind, o->lr, o->eps, o->weight_decay, o->beta1, o->beta2, 0.0f};
+    float lr = o->lr * lr_scale; /* a scale of 1 keeps lr's bits */
+    ember_optim_step s = {o->kind, lr, o->eps, o->weight_decay, o->beta1, o->beta2, 0.0f};
     if (o->kind == EMBER_OPT_ADAM) {
         double bc1 = 1.0 - pow((double)o->beta1, (double)t);
         double bc2 = 1.0 - pow((double)o->beta2, (double)t);
-        s.adam_step = (float)((double)o->lr * sqrt(bc2) / bc1);
+        s.adam_step = (float)((double)lr * sqrt(bc2) / bc1);
     }
     return s;
 }

@@ -188,6 +188,8 @@ int dense_sync_reduce(dense_sync *s, float *grads, char *err, size_t errlen)
                 errlen);
 }
 
+void dense_sync_set_lr_scale(dense_sync *s, float scale) { dense_optim_set_lr_scale(s->opt, scale); }
+
 void dense_sync_apply(dense_sync *s, float *params, const float *grads)
 {
     const float *g = s->group && s->R > 1 ? s->sgrad : grads + s->lo;

@@ -52,6 +52,9 @@ int dense_sync_reduce(dense_sync *s, float *grads, char *err, size_t errlen);
 void dense_sync_apply(dense_sync *s, float *params, const float *grads);
 int dense_sync_gather(dense_sync *s, float *params, char *err, size_t errlen);
 
+/* The dense optimizer's learning rate times scale from the next apply on. */
+void dense_sync_set_lr_scale(dense_sync *s, float scale);
+
 /* Optimizer state floats per parameter (0 SGD, 2 Adam: m[n] then v[n]). */
 int64_t dense_sync_state_floats(const dense_sync *s);
 /* Bytes of optimizer state this rank holds. */

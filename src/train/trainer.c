@@ -362,4 +362,12 @@ int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, 
 
 void trainer_get_times(const trainer *t, trainer_times *out) { *out = t->times; }
 
+int trainer_set_lr_scale(trainer *t, float scale)
+{
+    int st = ember_set_lr_scale(t->coll, scale);
+    if (st == EMBER_OK)
+        dense_sync_set_lr_scale(t->sync, scale);
+    return st;
+}
+
 dense_sync *trainer_dense_sync(trainer *t) { return t->sync; }
