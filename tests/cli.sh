@@ -671,6 +671,27 @@ check_lr_schedule() { # the learning-rate schedule from the command line and the
 }
 CHECKS+=(lr_schedule)
 
+check_early_stop() { # patience runs out (min_delta 1: no AUC can improve by that), keep_best keeps the best
+    # evaluation's checkpoint, and a run resumed before the stop stops at the same step with the same AUC
+    printf 'train = { steps = 20; micro_batch = 64; eval_every = 2; eval_samples = 256; metrics = ""; plot = "";\n  early_stop = { patience = 1; min_delta = 1.0; }; keep_best = true; };\n' >"$TMP/es.cfg"
+    expect_status 0 "$EMBER" train --config "$TMP/es.cfg" --checkpoint-dir "$TMP/es_a" --checkpoint-every 2 || return 1
+    grep -q "stopped early after step 4: the AUC has not improved since step 2" "$TMP/out" || return 1
+    [ -d "$TMP/es_a/best/step-000000000002" ] && [ "$(ls "$TMP/es_a/best")" = step-000000000002 ] ||
+        { echo "best: $(ls "$TMP/es_a/best" 2>&1)"; return 1; }
+    local want
+    expect_status 0 "$EMBER" train --config "$TMP/es.cfg" --checkpoint-dir "$TMP/es_b" --checkpoint-every 2 --json || return 1
+    want=$(tail -1 "$TMP/out" | grep -o '"auc":[0-9.]*')
+    tail -1 "$TMP/out" | grep -q '"steps":4,.*"stopped_early":true,"best_step":2,' || { tail -1 "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" train --config "$TMP/es.cfg" --checkpoint-dir "$TMP/es_c" --checkpoint-every 2 --steps 3 || return 1
+    expect_status 0 "$EMBER" train --config "$TMP/es.cfg" --checkpoint-dir "$TMP/es_c" --checkpoint-every 2 --resume --json || return 1
+    tail -1 "$TMP/out" | grep -q "$want,.*\"steps\":4,.*\"stopped_early\":true,\"best_step\":2," ||
+        { echo "resumed: $(tail -1 "$TMP/out" | cut -c1-300), want $want"; return 1; }
+    printf 'train = { keep_best = true; };\n' >"$TMP/kb.cfg"
+    expect_status 2 "$EMBER" train --config "$TMP/kb.cfg" || return 1
+    grep -q "keep_best needs a checkpoint folder" "$TMP/err" || return 1
+}
+CHECKS+=(early_stop)
+
 # ------------------------------------------------------------ ember train
 # A short run of the built-in synthetic task (a few seconds; the summary is
 # stdout's last line), the metrics file and the plot, config errors with

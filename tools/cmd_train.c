@@ -271,6 +271,11 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
         t->checkpoint_dir = o->checkpoint_dir;
     if (t->checkpoint_dir && !t->checkpoint_dir[0])
         t->checkpoint_dir = NULL;
+    if (t->keep_best && !t->checkpoint_dir) {
+        fprintf(ctx->err, "ember train: train.keep_best needs a checkpoint folder (--checkpoint-dir or "
+                          "train.checkpoint_dir)\n");
+        return 2;
+    }
     if (o->checkpoint_every >= 0)
         t->checkpoint_every = o->checkpoint_every;
     if (o->keep >= 0)
@@ -309,22 +314,62 @@ typedef struct loop_stats {
     double seconds, eval_seconds, data_seconds, ckpt_seconds;
     int have_eval;
     train_eval_result eval;
+    train_best best;             /* early stopping, keep_best               */
+    int64_t stopped_at;          /* > 0: stopped early after this step      */
 } loop_stats;
+
+/* Saves a checkpoint of the state after `step` steps under root. */
+static int save_to(const tool_ctx *ctx, train_setup *s, train_report *rep, train_prefetch *pf, const char *root,
+                   int32_t keep, int64_t step, loop_stats *ls)
+{
+    ctr_position pos;
+    train_prefetch_position(pf, &pos); /* after the batches the steps consumed */
+    train_ckpt_saved c;
+    if (train_ckpt_save(ctx, s, root, keep, step, ls->samples, &pos, &ls->best, &c))
+        return 1;
+    ls->ckpt_seconds += c.seconds;
+    train_report_checkpoint(rep, &c);
+    return 0;
+}
 
 /* A checkpoint after `step` steps when one is due. */
 static int maybe_save(const tool_ctx *ctx, train_setup *s, train_report *rep, train_prefetch *pf, int64_t step,
                       loop_stats *ls)
 {
     const cfg_train *t = &s->t;
-    if (!t->checkpoint_dir || !((t->checkpoint_every > 0 && step % t->checkpoint_every == 0) || step == t->steps))
+    if (!t->checkpoint_dir || !((t->checkpoint_every > 0 && step % t->checkpoint_every == 0) || step == t->steps ||
+                                step == ls->stopped_at))
         return 0;
-    ctr_position pos;
-    train_prefetch_position(pf, &pos); /* after the batches the steps consumed */
-    train_ckpt_saved c;
-    if (train_ckpt_save(ctx, s, step, ls->samples, &pos, &c))
-        return 1;
-    ls->ckpt_seconds += c.seconds;
-    train_report_checkpoint(rep, &c);
+    return save_to(ctx, s, rep, pf, t->checkpoint_dir, t->checkpoint_keep, step, ls);
+}
+
+/* An evaluation at `step` against the best so far: 1 when it is better
+ * (by more than min_delta), and then with keep_best its checkpoint in
+ * checkpoint_dir/best; sets ls->stopped_at when patience ran out.  0 or
+ * 1 as *better; the return value is 1 on failure. */
+static int judge(const tool_ctx *ctx, train_setup *s, train_report *rep, train_prefetch *pf, int64_t step,
+                 const train_eval_result *e, loop_stats *ls)
+{
+    const cfg_train *t = &s->t;
+    train_best *b = &ls->best;
+    double m = t->stop_metric_logloss ? e->logloss : e->auc;
+    int better = !b->have || (t->stop_metric_logloss ? m < b->metric - t->min_delta : m > b->metric + t->min_delta);
+    if (better) {
+        b->have = 1;
+        b->metric = m;
+        b->step = step;
+        b->bad = 0;
+    } else {
+        b->bad++;
+    }
+    if (better && t->keep_best && t->checkpoint_dir) {
+        char root[4200];
+        snprintf(root, sizeof root, "%s/best", t->checkpoint_dir);
+        if (save_to(ctx, s, rep, pf, root, 1, step, ls))
+            return 1;
+    }
+    if (t->patience > 0 && b->bad >= t->patience && step < t->steps)
+        ls->stopped_at = step;
     return 0;
 }
 
@@ -342,6 +387,7 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
     int64_t logged_samples = 0; /* samples up to the last logged step */
     memset(ls, 0, sizeof *ls);
     ls->steps = rs->step;
+    ls->best = rs->best; /* a resumed run's verdicts so far */
     ls->samples = logged_samples = rs->samples;
     train_prefetch *pf = NULL;
     /* a reader thread needs a core of its own: see train_prefetch.c */
@@ -448,30 +494,41 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
             train_report_step(rep, step, steps, ls->samples, tool_now() - t0 - ls->eval_seconds - ls->ckpt_seconds, 0,
                               NAN);
         }
-        if (maybe_save(ctx, s, rep, pf, step, ls)) {
-            status = 1;
-            break;
-        }
+        /* the evaluation first: a checkpoint of this step then holds its verdict */
         if (s->eval_src && t->eval_every > 0 && step % t->eval_every == 0 && step < steps) {
             train_eval_result e;
-            if (train_evaluate(ctx, s, &e)) {
+            if (train_evaluate(ctx, s, &e) || judge(ctx, s, rep, pf, step, &e, ls)) {
                 status = 1;
                 break;
             }
             ls->eval_seconds += e.seconds;
             train_report_eval(rep, step, &e);
+            if (ls->stopped_at == step) { /* patience ran out: this evaluation is the last */
+                ls->eval = e;
+                ls->have_eval = 1;
+            }
         }
+        if (maybe_save(ctx, s, rep, pf, step, ls)) {
+            status = 1;
+            break;
+        }
+        if (ls->stopped_at == step)
+            break;
     }
-    train_prefetch_stop(pf); /* the source is ours again (its statistics) */
-    if (status)
+    if (status) {
+        train_prefetch_stop(pf);
         return status;
-    if (s->eval_src) {
-        if (train_evaluate(ctx, s, &ls->eval))
+    }
+    if (s->eval_src && !ls->stopped_at) {
+        if (train_evaluate(ctx, s, &ls->eval) || judge(ctx, s, rep, pf, ls->steps, &ls->eval, ls)) {
+            train_prefetch_stop(pf);
             return 1;
+        }
         ls->eval_seconds += ls->eval.seconds;
         ls->have_eval = 1;
         train_report_eval(rep, ls->steps, &ls->eval);
     }
+    train_prefetch_stop(pf); /* the source is ours again (its statistics) */
     ls->seconds = tool_now() - t0;
     return 0;
 }
@@ -510,7 +567,9 @@ static void finish(const tool_ctx *ctx, train_setup *s, train_report *rep, const
         .data = v[0], .emb_forward = v[1], .exchange = v[2], .dense = v[3], .emb_backward = v[4],
         .reduce = v[5], .evaluation = v[6], .checkpoint = v[7], .peak_rss_mb = all ? all : &rss,
         .have_eval = ls->have_eval, .eval = ls->eval, .lines = lines[0], .bad_lines = lines[1],
-        .first_bad = cs.first_bad, .ssd_stores = (int32_t)ti[0],
+        .first_bad = cs.first_bad, .ssd_stores = (int32_t)ti[0], .stopped_at = ls->stopped_at,
+        .best_step = ls->best.have ? ls->best.step : 0, .best_metric = ls->best.metric,
+        .best_is_logloss = s->t.stop_metric_logloss,
     };
     sm.tier.accesses = ti[1], sm.tier.demand_loads = ti[2], sm.tier.prefetch_loads = ti[3];
     sm.tier.evictions = ti[4], sm.tier.writes = ti[5], sm.tier.bytes_read = ti[6], sm.tier.bytes_written = ti[7];

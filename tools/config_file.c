@@ -1128,7 +1128,7 @@ const char *config_lr_decay_name(lr_decay d)
 static int read_train(reader *r, const config_setting_t *g)
 {
     static const char *const KEYS[] = {"micro_batch", "accumulate", "optimizer_shards", "schedule", "hot_refresh_every",
-                                       "lr_schedule",
+                                       "lr_schedule", "early_stop", "keep_best",
                                        "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",
                                        "plot", "checkpoint_dir", "checkpoint_every", "checkpoint_keep",
@@ -1183,6 +1183,32 @@ static int read_train(reader *r, const config_setting_t *g)
         return -1;
     if ((m = config_setting_get_member(g, "lr_schedule")) && read_lr_schedule(r, m, &t->lr))
         return -1;
+    if ((m = config_setting_get_member(g, "early_stop"))) {
+        static const char *const EKEYS[] = {"patience", "metric", "min_delta", NULL};
+        static const char *const METRICS[] = {"auc", "logloss", NULL};
+        const config_setting_t *x;
+        int k;
+        if (config_setting_type(m) != CONFIG_TYPE_GROUP)
+            return fail_at(r, m, "train.early_stop", "must be a group { patience = ...; metric = \"auc\"; }");
+        if (check_keys(r, m, "train.early_stop", EKEYS))
+            return -1;
+        if ((x = config_setting_get_member(m, "patience")) &&
+            get_int64(r, x, "train.early_stop.patience", 0, INT64_C(1) << 40, &t->patience))
+            return -1;
+        if ((x = config_setting_get_member(m, "metric"))) {
+            if (get_enum(r, x, "train.early_stop.metric", METRICS, &k))
+                return -1;
+            t->stop_metric_logloss = k;
+        }
+        if ((x = config_setting_get_member(m, "min_delta")) &&
+            get_double(r, x, "train.early_stop.min_delta", 0, 1, &t->min_delta))
+            return -1;
+    }
+    if ((m = config_setting_get_member(g, "keep_best"))) {
+        if (config_setting_type(m) != CONFIG_TYPE_BOOL)
+            return fail_at(r, m, "train.keep_best", "must be true or false");
+        t->keep_best = config_setting_get_bool(m);
+    }
     if ((m = config_setting_get_member(g, "optimizer"))) {
         /* the dense optimizer: a kind, or a group as a table's optimizer */
         const config_setting_t *k = m;

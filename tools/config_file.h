@@ -95,6 +95,12 @@ typedef struct cfg_train {
     int64_t checkpoint_every;    /* steps between checkpoints; 0: at the end only */
     int32_t checkpoint_keep;     /* complete checkpoints kept; 0: all          */
     lr_schedule lr;              /* the learning rates' schedule (train.h)  */
+    int64_t patience;            /* early stopping: evaluations without a
+                                    better metric before the run stops; 0: off */
+    int stop_metric_logloss;     /* 1: log loss (lower is better); 0: AUC   */
+    double min_delta;            /* an improvement is more than this          */
+    int keep_best;               /* the best evaluation's checkpoint in
+                                    checkpoint_dir/best                      */
     int64_t hot_refresh_every;   /* steps between hot-row refreshes (tables
                                     with hot_rows); 0: never                 */
     char error[512];             /* a file without train/model groups: why

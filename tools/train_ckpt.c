@@ -50,6 +50,7 @@
 
 #define STATE_MAGIC 0x4e49415254424d45LL /* "EMBTRAIN" little-endian */
 #define POS_MAGIC 0x50415441444d4245LL   /* "EBMDATAP" little-endian */
+#define BEST_MAGIC 0x5453454254424d45LL  /* "EMBTBEST" little-endian */
 #define BLOB_VERSION 1
 
 /* ------------------------------------------------------------ fingerprint */
@@ -253,8 +254,8 @@ static int64_t folder_bytes(const char *path)
     return total;
 }
 
-int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t samples, const ctr_position *pos,
-                    train_ckpt_saved *out)
+int train_ckpt_save(const tool_ctx *ctx, train_setup *s, const char *root, int32_t keep, int64_t step,
+                    int64_t samples, const ctr_position *pos, const train_best *best, train_ckpt_saved *out)
 {
     double t0 = tool_now();
     char fp[16384];
@@ -293,18 +294,21 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
     if (describable)
         mjson = ember_model_to_json(model);
     free(model);
-    ember_blob blobs[5] = {
+    int64_t best_blob[6] = {BEST_MAGIC, BLOB_VERSION, best->have, 0, best->step, best->bad};
+    memcpy(&best_blob[3], &best->metric, sizeof(double));
+    ember_blob blobs[6] = {
         {"train.fingerprint", fp, (int64_t)strlen(fp)},
         {"train.state", state, (int64_t)sizeof state},
         {"dense.params", dlrm_params(s->model), nparams * (int64_t)sizeof(float)},
+        {"train.best", best_blob, (int64_t)sizeof best_blob},
         {EMBER_MODEL_BLOB, mjson, mjson ? (int64_t)strlen(mjson) : 0},
         {"dense.optim", ostate, floats * nparams * (int64_t)sizeof(float)},
     };
     ember_blob rank_blob = {"data.position", position, (int64_t)sizeof position};
     if (!mjson) /* dense.optim takes its place */
-        blobs[3] = blobs[4];
-    ember_save_options o = {step, s->t.checkpoint_keep, blobs, (ostate && floats > 0 ? 5 : 4) - !mjson, &rank_blob, 1};
-    int st = ember_save(s->coll, s->t.checkpoint_dir, &o); /* without a description if none could be made */
+        blobs[4] = blobs[5];
+    ember_save_options o = {step, keep, blobs, (ostate && floats > 0 ? 6 : 5) - !mjson, &rank_blob, 1};
+    int st = ember_save(s->coll, root, &o); /* without a description if none could be made */
     free(mjson);
     free(gathered);
     char msg[1024];
@@ -313,7 +317,7 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t s
     if (agree_status(ctx, st, msg))
         return 1;
     memset(out, 0, sizeof *out);
-    snprintf(out->path, sizeof out->path, "%s/step-%012lld", s->t.checkpoint_dir, (long long)step);
+    snprintf(out->path, sizeof out->path, "%s/step-%012lld", root, (long long)step);
     out->step = step;
     out->seconds = tool_now() - t0;
     out->bytes = ctx->rank == 0 ? folder_bytes(out->path) : 0;
@@ -448,6 +452,14 @@ int train_ckpt_resume(const tool_ctx *ctx, train_setup *s, train_resume *rs)
     failed = restore_position(ctx, s, ck, err, sizeof err) != 0;
     if (tool_agree_fail(ctx, "train", failed, err))
         goto out;
+    int64_t bytes = -1; /* the best evaluation so far; absent from checkpoints before early stopping */
+    const int64_t *b = ember_checkpoint_blob(ck, -1, "train.best", &bytes);
+    if (b && bytes == 6 * (int64_t)sizeof(int64_t) && b[0] == BEST_MAGIC && b[1] == BLOB_VERSION) {
+        rs->best.have = b[2];
+        memcpy(&rs->best.metric, &b[3], sizeof(double));
+        rs->best.step = b[4];
+        rs->best.bad = b[5];
+    }
     rs->resumed = 1;
     rs->saved_world = ember_checkpoint_world(ck);
     snprintf(rs->path, sizeof rs->path, "%s", ember_checkpoint_path(ck));

@@ -55,8 +55,19 @@ void train_setup_close(train_setup *s);
 
 /* train_ckpt.c: the checkpoint folder is t.checkpoint_dir; blobs and the
  * resume contract in docs/training.md, "Checkpoints and resume". */
+/* The best evaluation so far, for early stopping and keep_best
+ * (cmd_train.c); saved in every checkpoint, so a resumed run stops where
+ * the uninterrupted one would. */
+typedef struct train_best {
+    int64_t have;                /* an evaluation was seen                  */
+    double metric;               /* AUC, or log loss (train.early_stop)     */
+    int64_t step;                /* its step                                */
+    int64_t bad;                 /* evaluations since, none better          */
+} train_best;
+
 typedef struct train_resume {
     int resumed;                 /* 0: no checkpoint under the folder       */
+    train_best best;             /* as saved (zero in an older checkpoint)  */
     int64_t step, samples;       /* where the run continues                 */
     int32_t saved_world;
     char path[4096];             /* the step folder                         */
@@ -77,8 +88,8 @@ void train_ckpt_unprepare(const tool_ctx *ctx, const train_setup *s);
 /* Saves the tables and the run's state after `step` steps (samples: over
  * all ranks so far; pos: this rank's data position after the step's
  * batch).  Collective; 0, or 1 on every rank after the message. */
-int train_ckpt_save(const tool_ctx *ctx, train_setup *s, int64_t step, int64_t samples, const ctr_position *pos,
-                    train_ckpt_saved *out);
+int train_ckpt_save(const tool_ctx *ctx, train_setup *s, const char *root, int32_t keep, int64_t step,
+                    int64_t samples, const ctr_position *pos, const train_best *best, train_ckpt_saved *out);
 /* --resume: restores the newest complete checkpoint under the folder
  * (tables, dense model and optimizer, the data position of the training
  * source, which must not be read yet); rs->resumed 0 when there is none.
@@ -157,6 +168,10 @@ void train_report_checkpoint(train_report *r, const train_ckpt_saved *c);
 typedef struct train_summary {
     int64_t steps, samples, global_batch; /* the whole run's, a resumed one's earlier steps too */
     int64_t run_steps, run_samples;       /* this run's: the time and rates are over these    */
+    int64_t stopped_at;                   /* > 0: early stopping ended the run after it      */
+    int64_t best_step;                    /* the best evaluation's step (0: none)            */
+    double best_metric;                   /* its AUC, or log loss with best_is_logloss       */
+    int best_is_logloss;
     int32_t world;
     double seconds, train_seconds, samples_per_s;
     double data, emb_forward, exchange, dense, emb_backward, reduce, evaluation; /* mean over ranks */
