@@ -1246,6 +1246,136 @@ static void test_binary_keys_errors(uint64_t seed)
     free(c);
 }
 
+/* ------------------------------------------------------------- shuffle */
+
+/* Reads one epoch (or until n samples) of s in random batch sizes: the file
+ * line of every sample, from I1 = its line number. */
+static int64_t read_lines(test_rng *r, ctr_source *s, int64_t *out, int64_t n)
+{
+    char err[512];
+    int64_t k = 0;
+    while (k < n) {
+        ctr_batch b;
+        int32_t want = (int32_t)test_range(r, 1, 3000);
+        if (want > n - k)
+            want = (int32_t)(n - k);
+        int64_t got = ctr_source_next(s, want, &b, err, sizeof err);
+        CHECK_MSG(got >= 0, "%s", err);
+        if (got <= 0)
+            break;
+        for (int64_t i = 0; i < got; i++)
+            out[k + i] = (int64_t)llround(expm1((double)b.dense[i * 13]));
+        k += got;
+    }
+    return k;
+}
+
+/* ctr_source_shuffle: every epoch is a permutation of the rank's share, in
+ * runs of the file's blocks cut at the share's ends, different between
+ * epochs and seeds, the same for the same seed, and a source seeked to a
+ * told position (also in a later epoch) continues the same order. */
+static void test_shuffle(uint64_t seed)
+{
+    test_rng r = {seed ^ 0x5bd1e995u};
+    const int64_t L = 23 * 4096 / 2 + 77; /* blocks of 4096: 11 whole ones and a partial */
+    char tsv[512], bin[512], err[512], line[600];
+    snprintf(tsv, sizeof tsv, "%s/shuffle.tsv", tmpdir);
+    snprintf(bin, sizeof bin, "%s/shuffle.bin", tmpdir);
+    FILE *f = fopen(tsv, "w");
+    for (int64_t i = 0; f && i < L; i++) { /* I1 = the line number: the sample's name */
+        int k = snprintf(line, sizeof line, "%d\t%lld", (int)(i % 2), (long long)i);
+        for (int j = 1; j < 13; j++)
+            k += snprintf(line + k, sizeof line - (size_t)k, "\t%d", j);
+        for (int c = 0; c < 26; c++)
+            k += snprintf(line + k, sizeof line - (size_t)k, "\t%x", (unsigned)(i * 31 + c));
+        fprintf(f, "%s\n", line);
+    }
+    if (f)
+        fclose(f);
+    ctr_stats st;
+    CHECK_MSG(ctr_convert_tsv(tsv, bin, TSV_ROWS, CTR_BAD_FAIL, &st, err, sizeof err) == 0, "%s", err);
+    int64_t *a = malloc(sizeof(int64_t) * (size_t)L * 2), *b = a + L;
+    for (int32_t W = 1; W <= 3; W += 2)
+        for (int32_t rank = 0; rank < W; rank++) {
+            ctr_source *s = NULL, *t = NULL;
+            CHECK_MSG(ctr_source_binary(bin, rank, W, &s, err, sizeof err) == 0, "%s", err);
+            if (!s)
+                continue;
+            ctr_position p0;
+            ctr_source_tell(s, &p0);
+            int64_t begin = p0.begin, n = p0.end - p0.begin;
+            CHECK(ctr_source_shuffle(s, 42, err, sizeof err) == 0);
+            int64_t prev_first = -1;
+            for (int epoch = 0; epoch < 3; epoch++) {
+                int64_t got = read_lines(&r, s, a, n);
+                CHECK_MSG(got == n, "W %d rank %d epoch %d: %lld of %lld samples", W, rank, epoch, (long long)got,
+                          (long long)n);
+                /* a permutation of the share, block by block */
+                char *seen = calloc((size_t)n + 1, 1);
+                int ok = 1, runs = 1;
+                for (int64_t i = 0; i < got && ok; i++) {
+                    int64_t x = a[i] - begin;
+                    ok = x >= 0 && x < n && !seen[x];
+                    if (ok)
+                        seen[x] = 1;
+                    if (i == 0 || a[i] != a[i - 1] + 1) { /* a part ends where a block or the share ends, and one starts */
+                        runs += i > 0;
+                        int64_t e = i > 0 ? a[i - 1] + 1 : 0;
+                        ok = ok && (i == 0 || e % 4096 == 0 || e == begin + n) && (a[i] % 4096 == 0 || a[i] == begin);
+                    }
+                }
+                CHECK_MSG(ok, "W %d rank %d epoch %d: not a block-wise permutation of the share", W, rank, epoch);
+                CHECK_MSG(n < 3 * 4096 || a[0] != prev_first || epoch == 0, "W %d rank %d: epochs %d and %d start alike",
+                          W, rank, epoch - 1, epoch);
+                CHECK_MSG(n < 3 * 4096 || runs > 1, "W %d rank %d epoch %d: in file order", W, rank, epoch);
+                prev_first = a[0];
+                free(seen);
+                ctr_batch eb;
+                CHECK(ctr_source_next(s, 10, &eb, err, sizeof err) == 0); /* the epoch is over */
+                ctr_source_rewind(s);
+            }
+            /* resume: a told position in epoch 4, a fresh source seeked to it */
+            int64_t part = test_range(&r, 0, n + 1);
+            CHECK(read_lines(&r, s, a, n) == n); /* epoch 3 */
+            ctr_source_rewind(s);
+            CHECK(read_lines(&r, s, a, part) == part);
+            ctr_position mid;
+            ctr_source_tell(s, &mid);
+            int64_t rest = read_lines(&r, s, a, n - part);
+            CHECK_MSG(ctr_source_binary(bin, rank, W, &t, err, sizeof err) == 0, "%s", err);
+            if (t) {
+                CHECK(ctr_source_shuffle(t, 42, err, sizeof err) == 0);
+                CHECK_MSG(ctr_source_seek(t, &mid, err, sizeof err) == 0, "%s", err);
+                int64_t again = read_lines(&r, t, b, n - part);
+                CHECK_MSG(again == rest && memcmp(a, b, sizeof(int64_t) * (size_t)rest) == 0,
+                          "W %d rank %d: resumed at %lld of epoch 4, the rest differs", W, rank, (long long)part);
+                /* the same seed from the start gives epoch 0 again; another seed another order */
+                ctr_position zero = {begin, 0, begin, begin + n};
+                CHECK(ctr_source_seek(t, &zero, err, sizeof err) == 0);
+                ctr_source *u = NULL;
+                CHECK_MSG(ctr_source_binary(bin, rank, W, &u, err, sizeof err) == 0, "%s", err);
+                if (u) {
+                    CHECK(ctr_source_shuffle(u, 43, err, sizeof err) == 0);
+                    read_lines(&r, t, a, n);
+                    read_lines(&r, u, b, n);
+                    CHECK_MSG(n < 3 * 4096 || memcmp(a, b, sizeof(int64_t) * (size_t)n) != 0,
+                              "W %d rank %d: seeds 42 and 43 give one order", W, rank);
+                    ctr_source_destroy(u);
+                }
+                ctr_source_destroy(t);
+            }
+            ctr_source_destroy(s);
+        }
+    /* a TSV source cannot be shuffled, and says why */
+    ctr_source *s = NULL;
+    CHECK(ctr_source_tsv(tsv, TSV_ROWS, CTR_BAD_FAIL, 0, 1, &s, err, sizeof err) == 0);
+    if (s) {
+        CHECK(ctr_source_shuffle(s, 1, err, sizeof err) == -1 && strstr(err, "binary format"));
+        ctr_source_destroy(s);
+    }
+    free(a);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = test_seed(argc, argv);
@@ -1269,6 +1399,7 @@ int main(int argc, char **argv)
     test_positions(seed);
     test_binary_keys(seed);
     test_binary_keys_errors(seed);
+    test_shuffle(seed);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

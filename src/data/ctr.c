@@ -157,8 +157,8 @@ void ctr_source_rewind(ctr_source *s)
 {
     if (!s || s->failed)
         return;
+    s->epochs++; /* first: a shuffled source orders the new epoch by it */
     s->ops->rewind(s);
-    s->epochs++;
 }
 
 int ctr_source_tell(const ctr_source *s, ctr_position *out)
@@ -171,6 +171,15 @@ int ctr_source_tell(const ctr_source *s, ctr_position *out)
     return 0;
 }
 
+int ctr_source_shuffle(ctr_source *s, uint64_t seed, char *err, size_t errlen)
+{
+    if (!s)
+        return ctr_fail(err, errlen, "ctr_source_shuffle: source is NULL");
+    if (!s->ops->shuffle)
+        return ctr_fail(err, errlen, "shuffling needs the binary format (ember convert writes it)");
+    return s->ops->shuffle(s, seed, err, errlen);
+}
+
 int ctr_source_seek(ctr_source *s, const ctr_position *pos, char *err, size_t errlen)
 {
     if (!s || !pos)
@@ -179,11 +188,11 @@ int ctr_source_seek(ctr_source *s, const ctr_position *pos, char *err, size_t er
         return ctr_fail(err, errlen, "%s", s->errmsg);
     if (pos->epochs < 0)
         return ctr_fail(err, errlen, "ctr_source_seek: epochs %lld < 0", (long long)pos->epochs);
+    s->epochs = pos->epochs; /* first: a shuffled source orders that epoch by it */
     if (s->ops->seek(s, pos->next, s->errmsg, sizeof s->errmsg)) {
         s->failed = 1;
         return ctr_fail(err, errlen, "%s", s->errmsg);
     }
-    s->epochs = pos->epochs;
     return 0;
 }
 

@@ -176,6 +176,15 @@ int ctr_source_tell(const ctr_source *s, ctr_position *out);
  * share, a read error, a failed source). */
 int ctr_source_seek(ctr_source *s, const ctr_position *pos, char *err, size_t errlen);
 
+/* Binary files: from now on each epoch reads this rank's share block by
+ * block (blocks of the file, cut at the share's ends) in an order drawn
+ * from (seed, rank, epoch) by Fisher-Yates over splitmix64, samples in
+ * file order within a block; the current epoch is reordered from its
+ * start.  A told position is then the ordinal in the epoch's order (plus
+ * the share's begin), so seeking to it continues the same order.  The
+ * same on every thread count.  0, or -1 with err (other sources). */
+int ctr_source_shuffle(ctr_source *s, uint64_t seed, char *err, size_t errlen);
+
 /* Synthetic only: the teacher's click probability of each sample of the
  * last batch returned, for the teacher's AUC on the same samples.  NULL for
  * file sources. */

@@ -30,6 +30,9 @@ typedef struct ctr_source_ops {
      * -1 with err; the common part sets epochs). */
     void (*tell)(const ctr_source *s, ctr_position *out);
     int (*seek)(ctr_source *s, int64_t next, char *err, size_t errlen);
+    /* Optional (binary files): every epoch's samples in a seeded order of
+     * blocks from now on (ctr_source_shuffle). */
+    int (*shuffle)(ctr_source *s, uint64_t seed, char *err, size_t errlen);
 } ctr_source_ops;
 
 struct ctr_source {

@@ -398,7 +398,7 @@ static int synth_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
     return 0;
 }
 
-static const ctr_source_ops SYNTH_OPS = {synth_next, synth_rewind, synth_destroy, synth_tell, synth_seek};
+static const ctr_source_ops SYNTH_OPS = {synth_next, synth_rewind, synth_destroy, synth_tell, synth_seek, NULL};
 
 int ctr_source_synth(const ctr_synth_config *cfg, int eval, int32_t rank, int32_t world, ctr_source **out,
                      char *err, size_t errlen)

@@ -326,7 +326,7 @@ static int tsv_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
     return 0;
 }
 
-static const ctr_source_ops TSV_OPS = {tsv_next, tsv_rewind, tsv_destroy, tsv_tell, tsv_seek};
+static const ctr_source_ops TSV_OPS = {tsv_next, tsv_rewind, tsv_destroy, tsv_tell, tsv_seek, NULL};
 
 /* Counts the lines and finds where line `want` starts (via marks every
  * 2^16 lines and a second short pass).  0 or -1 with err. */
