@@ -692,6 +692,42 @@ check_early_stop() { # patience runs out (min_delta 1: no AUC can improve by tha
 }
 CHECKS+=(early_stop)
 
+check_epochs_shuffle() { # train.epochs sets the steps from the file; data.shuffle reorders a binary file's blocks per
+    # epoch, deterministically, and a run resumed mid-epoch ends as the uninterrupted one
+    local bench
+    bench="$(cd "$(dirname "${BASH_SOURCE[0]}")/../bench" && pwd)"
+    python3 "$bench/criteo_like.py" "$TMP/ep.tsv" 20000 7 1 >/dev/null || return 1
+    python3 "$bench/criteo_like.py" "$TMP/ep_test.tsv" 500 7 2 >/dev/null || return 1
+    expect_status 0 "$EMBER" convert "$TMP/ep.tsv" "$TMP/ep.bin" --rows 1000 || return 1
+    expect_status 0 "$EMBER" convert "$TMP/ep_test.tsv" "$TMP/ep_test.bin" --rows 1000 || return 1
+    ep_cfg() { # shuffle
+        printf 'tables = ({ name = "c%%%%d"; count = 26; rows = 1000; dim = 8; });\nfeatures = ({ name = "f%%%%d"; count = 26; table = "c%%%%d"; });\n'
+        printf 'data = { source = "binary"; train_file = "ep.bin"; eval_file = "ep_test.bin"; shuffle = %s; };\n' "$1"
+        printf 'train = { epochs = 3; micro_batch = 512; eval_every = 0; metrics = ""; plot = ""; };\n'
+    }
+    ep_cfg false >"$TMP/ep_plain.cfg"
+    ep_cfg true >"$TMP/ep_shuf.cfg"
+    expect_status 0 "$EMBER" train --config "$TMP/ep_plain.cfg" --json || return 1
+    tail -1 "$TMP/out" | grep -q '"steps":120,.*"epochs":3.0,' || { echo "epochs: $(tail -1 "$TMP/out" | cut -c1-300)"; return 1; }
+    local plain shuf
+    plain=$(auc_logloss)
+    expect_status 0 "$EMBER" train --config "$TMP/ep_shuf.cfg" --json || return 1
+    shuf=$(auc_logloss)
+    [ "$shuf" != "$plain" ] || { echo "shuffled equals file order: $shuf"; return 1; }
+    expect_status 0 "$EMBER" train --config "$TMP/ep_shuf.cfg" --json || return 1
+    [ "$(auc_logloss)" = "$shuf" ] || { echo "shuffle not deterministic: $(auc_logloss) vs $shuf"; return 1; }
+    expect_status 0 "$EMBER" train --config "$TMP/ep_shuf.cfg" --steps 57 --checkpoint-dir "$TMP/ep_ck" || return 1
+    expect_status 0 "$EMBER" train --config "$TMP/ep_shuf.cfg" --checkpoint-dir "$TMP/ep_ck" --resume --json || return 1
+    [ "$(auc_logloss)" = "$shuf" ] || { echo "resumed mid-epoch: $(auc_logloss), uninterrupted $shuf"; return 1; }
+    printf 'data = { source = "tsv"; train_file = "ep.tsv"; shuffle = true; };\ntrain = { steps = 2; };\n' >"$TMP/ep_bad.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/ep_bad.cfg" || return 1
+    grep -q "data.shuffle needs the binary format" "$TMP/err" || return 1
+    printf 'train = { epochs = 2; };\n' >"$TMP/ep_syn.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/ep_syn.cfg" || return 1
+    grep -q "train.epochs needs a training file" "$TMP/err" || return 1
+}
+CHECKS+=(epochs_shuffle)
+
 # ------------------------------------------------------------ ember train
 # A short run of the built-in synthetic task (a few seconds; the summary is
 # stdout's last line), the metrics file and the plot, config errors with

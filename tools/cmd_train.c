@@ -318,6 +318,31 @@ typedef struct loop_stats {
     int64_t stopped_at;          /* > 0: stopped early after this step      */
 } loop_stats;
 
+/* train.epochs: the steps of that many passes over the training file, from
+ * the largest share (a rank whose share runs out first rewinds, as always);
+ * also the file's samples, for the summary's epoch count. */
+static int epochs_to_steps(const tool_ctx *ctx, train_setup *s)
+{
+    cfg_train *t = &s->t;
+    ctr_position pos;
+    ctr_source_tell(s->train_src, &pos);
+    int64_t share[2] = {pos.end - pos.begin, pos.end - pos.begin}; /* max, sum */
+    tool_reduce_i64(ctx, &share[0], 1, TOOL_MAX);
+    tool_reduce_i64(ctx, &share[1], 1, TOOL_SUM);
+    s->file_samples = t->source == CFG_SOURCE_SYNTHETIC ? 0 : share[1];
+    if (t->epochs <= 0)
+        return 0;
+    if (t->source == CFG_SOURCE_SYNTHETIC || share[0] == 0) {
+        if (ctx->rank == 0)
+            tool_local_error(ctx, "train", "train.epochs needs a training file with samples (the built-in task "
+                             "is an endless stream: give train.steps)");
+        return 1;
+    }
+    int64_t kb = (int64_t)t->micro_batch * t->accumulate;
+    t->steps = t->epochs * ((share[0] + kb - 1) / kb);
+    return 0;
+}
+
 /* Saves a checkpoint of the state after `step` steps under root. */
 static int save_to(const tool_ctx *ctx, train_setup *s, train_report *rep, train_prefetch *pf, const char *root,
                    int32_t keep, int64_t step, loop_stats *ls)
@@ -570,6 +595,7 @@ static void finish(const tool_ctx *ctx, train_setup *s, train_report *rep, const
         .first_bad = cs.first_bad, .ssd_stores = (int32_t)ti[0], .stopped_at = ls->stopped_at,
         .best_step = ls->best.have ? ls->best.step : 0, .best_metric = ls->best.metric,
         .best_is_logloss = s->t.stop_metric_logloss,
+        .epochs = s->file_samples > 0 ? (double)ls->samples / (double)s->file_samples : 0,
     };
     sm.tier.accesses = ti[1], sm.tier.demand_loads = ti[2], sm.tier.prefetch_loads = ti[3];
     sm.tier.evictions = ti[4], sm.tier.writes = ti[5], sm.tier.bytes_read = ti[6], sm.tier.bytes_written = ti[7];
@@ -596,7 +622,7 @@ int cmd_train(const tool_ctx *ctx, int argc, char **argv)
     st = 1;
     train_resume rs;
     memset(&rs, 0, sizeof rs);
-    if (train_setup_open(ctx, &s) || (s.t.checkpoint_dir && train_ckpt_prepare(ctx, &s)) ||
+    if (train_setup_open(ctx, &s) || epochs_to_steps(ctx, &s) || (s.t.checkpoint_dir && train_ckpt_prepare(ctx, &s)) ||
         (s.resume && train_ckpt_resume(ctx, &s, &rs)))
         goto out;
     train_report_opts ro = {o.json, s.t.metrics, s.t.plot, rs.resumed};

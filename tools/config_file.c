@@ -954,7 +954,7 @@ static int read_data(reader *r, const config_setting_t *g)
 {
     static const char *const KEYS[] = {"batch_size", "dist", "alpha", "seed", "source",
                                        "train_file", "eval_file", "bad_lines", "hash_rows",
-                                       "synthetic", NULL};
+                                       "synthetic", "shuffle", NULL};
     cfg_data *d = &r->cf->data;
     cfg_train *t = &r->cf->train;
     if (!g)
@@ -989,6 +989,11 @@ static int read_data(reader *r, const config_setting_t *g)
         return -1;
     if ((m = config_setting_get_member(g, "eval_file")) && read_path(r, m, "data.eval_file", &t->eval_file))
         return -1;
+    if ((m = config_setting_get_member(g, "shuffle"))) {
+        if (config_setting_type(m) != CONFIG_TYPE_BOOL)
+            return fail_at(r, m, "data.shuffle", "must be true or false");
+        t->shuffle = config_setting_get_bool(m);
+    }
     if ((m = config_setting_get_member(g, "bad_lines"))) {
         if (get_enum(r, m, "data.bad_lines", BAD_LINES, &e))
             return -1;
@@ -1128,7 +1133,7 @@ const char *config_lr_decay_name(lr_decay d)
 static int read_train(reader *r, const config_setting_t *g)
 {
     static const char *const KEYS[] = {"micro_batch", "accumulate", "optimizer_shards", "schedule", "hot_refresh_every",
-                                       "lr_schedule", "early_stop", "keep_best",
+                                       "lr_schedule", "early_stop", "keep_best", "epochs",
                                        "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",
                                        "plot", "checkpoint_dir", "checkpoint_every", "checkpoint_keep",
@@ -1182,6 +1187,9 @@ static int read_train(reader *r, const config_setting_t *g)
         get_int64(r, m, "train.log_every", 0, INT64_C(1) << 40, &t->log_every))
         return -1;
     if ((m = config_setting_get_member(g, "lr_schedule")) && read_lr_schedule(r, m, &t->lr))
+        return -1;
+    if ((m = config_setting_get_member(g, "epochs")) &&
+        get_int64(r, m, "train.epochs", 1, INT64_C(1) << 30, &t->epochs))
         return -1;
     if ((m = config_setting_get_member(g, "early_stop"))) {
         static const char *const EKEYS[] = {"patience", "metric", "min_delta", NULL};

@@ -88,6 +88,10 @@ typedef struct cfg_train {
                                     many ranks; 0: replicated (default)      */
     int64_t steps, eval_every, eval_samples, log_every; /* 0: automatic      */
     int eval_samples_set;        /* the file gave eval_samples              */
+    int shuffle;                 /* data.shuffle: binary files, a new block
+                                    order every epoch                        */
+    int64_t epochs;              /* train.epochs: steps from passes over the
+                                    training file; 0: train.steps            */
     dense_optim_config dense_optim;
     const char *metrics;         /* JSON lines; "" none                        */
     const char *plot;            /* PNG; "" none                               */

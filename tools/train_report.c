@@ -484,6 +484,8 @@ void train_report_finish(train_report *r, const train_summary *sm)
             printf("done: %lld steps, %lld samples in all; this run %lld steps, %lld samples in %.1f s (training "
                    "%.1f s): %s samples/s\n", (long long)sm->steps, (long long)sm->samples, (long long)sm->run_steps,
                    (long long)sm->run_samples, sm->seconds, sm->train_seconds, rs);
+        if (sm->epochs > 0)
+            printf("epochs: %.2f passes over the training file\n", sm->epochs);
         if (sm->stopped_at > 0)
             printf("stopped early after step %lld: the %s has not improved since step %lld (%.6g)\n",
                    (long long)sm->stopped_at, sm->best_is_logloss ? "log loss" : "AUC", (long long)sm->best_step,
@@ -540,6 +542,7 @@ void train_report_finish(train_report *r, const train_summary *sm)
     json_object_set_new(j, "samples", json_integer(sm->samples));
     json_object_set_new(j, "run_steps", json_integer(sm->run_steps));
     json_object_set_new(j, "run_samples", json_integer(sm->run_samples));
+    json_object_set_new(j, "epochs", num(sm->epochs));
     json_object_set_new(j, "stopped_early", sm->stopped_at > 0 ? json_true() : json_false());
     json_object_set_new(j, "best_step", json_integer(sm->best_step));
     json_object_set_new(j, "best_metric", sm->best_step > 0 ? num(sm->best_metric) : json_null());

@@ -80,6 +80,12 @@ static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t e
             return -1;
         break;
     }
+    if (t->shuffle && t->source == CFG_SOURCE_TSV) {
+        snprintf(err, errlen, "%s: data.shuffle needs the binary format (ember convert writes it)", t->train_file);
+        return -1;
+    }
+    if (t->shuffle && ctr_source_shuffle(s->train_src, t->model.seed ^ 0x5348554646u, err, errlen))
+        return -1;
     s->schema = *ctr_source_schema(s->train_src);
     return s->eval_src && t->eval_file ? check_eval_shape(t, &s->schema, ctr_source_schema(s->eval_src), err, errlen) : 0;
 }

@@ -44,6 +44,8 @@ typedef struct train_setup {
     trainer *tr;
     int resume;                  /* --resume                               */
     int ckpt_dir_made;           /* train_ckpt_prepare created the folder     */
+    int64_t file_samples;        /* the training file's samples (lines for a
+                                    TSV, bad ones too); 0: the built-in task */
 } train_setup;
 
 /* Opens the sources and builds collection, model and trainer.  Collective;
@@ -172,6 +174,7 @@ typedef struct train_summary {
     int64_t best_step;                    /* the best evaluation's step (0: none)            */
     double best_metric;                   /* its AUC, or log loss with best_is_logloss       */
     int best_is_logloss;
+    double epochs;                        /* passes over the training file (0: the built-in task) */
     int32_t world;
     double seconds, train_seconds, samples_per_s;
     double data, emb_forward, exchange, dense, emb_backward, reduce, evaluation; /* mean over ranks */
