@@ -144,7 +144,7 @@ static int ref_int(const char *s, size_t n, long long *v)
     if (ok) {
         errno = 0;
         *v = strtoll(buf, NULL, 10); /* any number of leading zeros */
-        ok = !errno && *v != LLONG_MIN; /* the reader takes -INT64_MAX..INT64_MAX */
+        ok = !errno; /* the reader takes every int64, INT64_MIN..INT64_MAX */
     }
     free(buf);
     return ok ? 0 : -1;
