@@ -119,5 +119,11 @@ int main(int argc, char **argv)
     refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"tables\": "
             "[{\"name\": \"t\", \"kind\": 0, \"rows\": 5, \"dim\": 5000}]}",
             "tables[0].dim: 5000 outside [1, 1024]");
+    /* a real no float holds would not write back (found by fuzz_model) */
+    refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"tables\": "
+            "[{\"name\": \"t\", \"kind\": 0, \"rows\": 5, \"dim\": 4, \"init\": 0, \"init_value\": 0.05, "
+            "\"optimizer\": {\"kind\": 1, \"lr\": 0.1, \"eps\": 1e-8, \"weight_decay\": 3.3e60, \"beta1\": 0.9, "
+            "\"beta2\": 0.999}}]}",
+            "weight_decay: 3.3e+60 does not fit a float");
     return check_report("test_infer");
 }

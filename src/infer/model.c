@@ -17,9 +17,12 @@
  *    "synthetic": null or {the generator's settings}}
  * Enums are written as their numbers (they are ember.h's stable values).
  */
-#include <jansson.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "dyn/dyn_step.h"
 #include "infer/model.h"
@@ -211,6 +214,18 @@ static double get_real(reader *r, json_t *o, const char *where, const char *key)
     return v ? json_number_value(v) : 0;
 }
 
+/* A real member that a float holds finitely (a description is written
+ * from floats; a larger value would not write back). */
+static float get_float(reader *r, json_t *o, const char *where, const char *key)
+{
+    double x = get_real(r, o, where, key);
+    if (!r->failed && !(fabs(x) <= FLT_MAX)) {
+        snprintf(r->err, r->len, "model.json: %s.%s: %g does not fit a float", where, key, x);
+        r->failed = 1;
+    }
+    return r->failed ? 0.0f : (float)x;
+}
+
 /* Array member key of exactly n elements (n < 0: any length up to -n). */
 static json_t *get_array(reader *r, json_t *o, const char *where, const char *key, int64_t n)
 {
@@ -240,17 +255,17 @@ static void read_table(reader *r, json_t *o, int32_t t, ember_model *m)
     tb->rows = get_int(r, o, where, "rows", 0, INT64_MAX);
     tb->dim = (int32_t)get_int(r, o, where, "dim", 1, 1024);
     tb->init = (ember_init_kind)get_int(r, o, where, "init", 0, EMBER_INIT_CONSTANT);
-    tb->init_value = (float)get_real(r, o, where, "init_value");
+    tb->init_value = get_float(r, o, where, "init_value");
     json_t *op = member(r, o, where, "optimizer", JSON_OBJECT);
     if (op) {
         char ow[48];
         snprintf(ow, sizeof ow, "%s.optimizer", where);
         tb->optimizer.kind = (ember_optimizer_kind)get_int(r, op, ow, "kind", 0, EMBER_OPT_ADAM);
-        tb->optimizer.lr = (float)get_real(r, op, ow, "lr");
-        tb->optimizer.eps = (float)get_real(r, op, ow, "eps");
-        tb->optimizer.weight_decay = (float)get_real(r, op, ow, "weight_decay");
-        tb->optimizer.beta1 = (float)get_real(r, op, ow, "beta1");
-        tb->optimizer.beta2 = (float)get_real(r, op, ow, "beta2");
+        tb->optimizer.lr = get_float(r, op, ow, "lr");
+        tb->optimizer.eps = get_float(r, op, ow, "eps");
+        tb->optimizer.weight_decay = get_float(r, op, ow, "weight_decay");
+        tb->optimizer.beta1 = get_float(r, op, ow, "beta1");
+        tb->optimizer.beta2 = get_float(r, op, ow, "beta2");
     }
     tb->placement = (ember_placement)get_int(r, o, where, "placement", 0, EMBER_PLACE_REPLICATED);
     tb->owner = (int32_t)get_int(r, o, where, "owner", 0, INT32_MAX);
@@ -265,6 +280,10 @@ static void read_table(reader *r, json_t *o, int32_t t, ember_model *m)
         tb->quant_buckets = (int32_t)elem_int(a, 0);
         tb->quant_low = (float)elem_real(a, 1);
         tb->quant_high = (float)elem_real(a, 2);
+        if (!(fabsf(tb->quant_low) <= FLT_MAX && fabsf(tb->quant_high) <= FLT_MAX)) {
+            snprintf(r->err, r->len, "model.json: %s.quantization: low and high must fit a float", where);
+            r->failed = 1;
+        }
     }
     if ((a = get_array(r, o, where, "dynamic", 5))) {
         tb->capacity = elem_int(a, 0);
