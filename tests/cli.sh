@@ -728,6 +728,22 @@ check_epochs_shuffle() { # train.epochs sets the steps from the file; data.shuff
 }
 CHECKS+=(epochs_shuffle)
 
+check_ids_from_training_file() { # ember limits and ember plan --data read the training data's binary format
+    local bench
+    bench="$(cd "$(dirname "${BASH_SOURCE[0]}")/../bench" && pwd)"
+    python3 "$bench/criteo_like.py" "$TMP/ids.tsv" 5000 7 1 >/dev/null || return 1
+    expect_status 0 "$EMBER" convert "$TMP/ids.tsv" "$TMP/ids.bin" --rows 1000 || return 1
+    expect_status 0 "$EMBER" limits "$TMP/ids.bin" --shards 2 --batch 1000 --json || return 1
+    grep -q '"name":"C26"' "$TMP/out" && grep -q '"batches":5,' "$TMP/out" || { head -c 400 "$TMP/out"; return 1; }
+    printf 'tables = ({ name = "c%%d"; count = 26; rows = 1000; dim = 8; });\nfeatures = ({ name = "f%%d"; count = 26; table = "c%%d"; });\ndata = { batch_size = 512; };\n' >"$TMP/ids.cfg"
+    expect_status 0 "$EMBER" plan "$TMP/ids.cfg" --data "$TMP/ids.bin" --world 4 || return 1
+    grep -q "measured on 2 batches of $TMP/ids.bin" "$TMP/out" || { head -3 "$TMP/out"; return 1; }
+    printf 'tables = ({ name = "c%%d"; count = 26; rows = 100; dim = 8; });\nfeatures = ({ name = "f%%d"; count = 26; table = "c%%d"; });\n' >"$TMP/ids_small.cfg"
+    expect_status 1 "$EMBER" plan "$TMP/ids_small.cfg" --data "$TMP/ids.bin" || return 1
+    grep -q "ids.bin: feature C1 has ids up to 999, table 'c0' of .*ids_small.cfg has 100 rows" "$TMP/err" || return 1
+}
+CHECKS+=(ids_from_training_file)
+
 # ------------------------------------------------------------ ember train
 # A short run of the built-in synthetic task (a few seconds; the summary is
 # stdout's last line), the metrics file and the plot, config errors with

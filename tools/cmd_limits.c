@@ -187,8 +187,9 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, limits_opts *o
         fprintf(err, "ember limits: generator options need --synthetic\n");
         return 2;
     }
-    if (o->batch && o->data) {
-        fprintf(err, "ember limits: --batch needs --synthetic or --config (a file's batches are as written)\n");
+    if (o->batch && o->data && !ctr_file_is_binary(o->data)) {
+        fprintf(err, "ember limits: --batch needs --synthetic, --config or a training file in ember's binary "
+                     "format (a batch file's batches are as written)\n");
         return 2;
     }
     if ((o->synthetic || o->config) && o->batches < 0)
@@ -398,6 +399,9 @@ static int grow_i64(int64_t **p, int64_t n)
     return 0;
 }
 
+/* Samples per batch read from a binary training file without a config. */
+#define LIMITS_FILE_BATCH 4096
+
 /* The next global batch into *b: 1, 0 at the end, or < 0 (message printed). */
 static int next_batch(const tool_ctx *ctx, ember_synth *syn, ember_batch_reader *reader,
                       ctr_source *src, int32_t batch, int64_t n, ember_batch *b)
@@ -555,6 +559,29 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
                  (unsigned long long)sc.seed);
     } else if (o.config) {
         failed = open_config(ctx, &o, &cf, &src, &own_rows, &own_ftab, &info, source, sizeof source) != 0;
+    } else if (ctr_file_is_binary(o.data)) { /* the training data's binary format: a table per feature */
+        char err[512] = "";
+        if (ctr_source_binary(o.data, 0, 1, &src, err, sizeof err) == 0) {
+            const ctr_schema *sc = ctr_source_schema(src);
+            own_rows = malloc(sizeof *own_rows * (size_t)sc->num_sparse + 1);
+            own_ftab = malloc(sizeof *own_ftab * (size_t)sc->num_sparse + 1);
+            if (!own_rows || !own_ftab)
+                snprintf(err, sizeof err, "out of memory");
+            for (int32_t f = 0; !err[0] && f < sc->num_sparse; f++) {
+                if (sc->rows[f] == 0)
+                    snprintf(err, sizeof err, "%s: feature %s holds 64-bit keys: count it with --config, whose "
+                             "table for it is dynamic", o.data, sc->names[f]);
+                own_rows[f] = sc->rows[f];
+                own_ftab[f] = f;
+            }
+            info = (ember_batch_file_info){sc->num_sparse, own_rows, sc->num_sparse, own_ftab};
+        }
+        if (err[0]) {
+            tool_local_error(ctx, "limits", "%s", err);
+            failed = 1;
+        }
+        snprintf(source, sizeof source, "%s (ember's binary format: a table per sparse feature, batches of %lld)",
+                 o.data, (long long)(o.batch ? o.batch : LIMITS_FILE_BATCH));
     } else {
         if ((rc = ember_batch_reader_open(o.data, &reader)) != EMBER_OK) {
             tool_local_error(ctx, "limits", "%s: %s", ember_status_str(rc), ember_data_errmsg());
@@ -590,6 +617,8 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
     for (int32_t t = 0; t < T; t++) {
         if (cf)
             snprintf(names[t], sizeof names[t], "%.31s", cf->tables[t].name);
+        else if (src) /* a binary file: its features' names */
+            snprintf(names[t], sizeof names[t], "%.31s", ctr_source_schema(src)->names[t]);
         else
             snprintf(names[t], sizeof names[t], "t%d", (int)t);
         tables[t] = ember_table_config_default();
@@ -639,7 +668,7 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
         if (o.batches >= 0 && n >= o.batches)
             break;
         ember_batch global = {0}, b = {0};
-        int32_t gb = (int32_t)(o.batch ? o.batch : cf ? cf->data.batch_size : 0);
+        int32_t gb = (int32_t)(o.batch ? o.batch : cf ? cf->data.batch_size : LIMITS_FILE_BATCH);
         int got = next_batch(ctx, syn, reader, src, gb, n, &global);
         failed = got < 0;
         if (got == 1 && keys && limits_keys_add(keys, &global)) { /* the global batch's keys by owner */

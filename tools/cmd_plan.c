@@ -54,8 +54,10 @@ static void plan_usage(FILE *f)
             "  --replicate-threshold B  tables up to B may be replicated (default 1 MiB)\n"
             "  --lookup-weight X        a looked-up byte against a network byte (default 1)\n"
             "  --batch N                global batch (default: data.batch_size)\n"
-            "  --data FILE              id statistics from a batch file instead of the\n"
-            "                           config's id law (tables and features must match)\n"
+            "  --data FILE              id statistics from data instead of the config's id law:\n"
+            "                           a batch file (tables and features must match) or a\n"
+            "                           training file in ember's binary format (its sparse\n"
+            "                           features in the config's feature order)\n"
             "  --batches K              batches of FILE to sample (default 20)\n"
             "  --horizon STEPS          dynamic tables: distinct keys over this many steps\n"
             "                           against capacity (default: train.steps, 3000)\n"
@@ -210,9 +212,14 @@ static int stats_from_config(const config_file *cf, int32_t world, const double 
     return 0;
 }
 
-/* Id statistics, pooling and weights measured on a batch file. */
+/* Samples per batch read from a binary training file. */
+#define PLAN_FILE_BATCH 4096
+
+/* Id statistics, pooling and weights measured on a batch file, or on the
+ * training data's binary format (ember convert's; its sparse feature f
+ * feeds the config's feature f). */
 static int stats_from_data(const plan_opts *o, const config_file *cf, plan_id_stats *st,
-                           double *pooling, int *weighted, FILE *err)
+                           double *pooling, int *weighted, int64_t *batches_read, FILE *err)
 {
     ember_batch_reader *rd = NULL;
     plan_stats_builder **bl = calloc((size_t)cf->num_tables, sizeof *bl);
@@ -223,11 +230,37 @@ static int stats_from_data(const plan_opts *o, const config_file *cf, plan_id_st
         fprintf(err, "ember plan: out of memory\n");
         goto done;
     }
-    if ((rc = ember_batch_reader_open(o->data, &rd)) != EMBER_OK) {
+    ctr_source *src = NULL; /* the training data's binary format: feature f feeds the config's feature f */
+    int64_t own_rows[CTR_MAX_FEATURES];
+    int32_t own_ftab[CTR_MAX_FEATURES];
+    ember_batch_file_info own = {0, own_rows, 0, own_ftab};
+    const ember_batch_file_info *info = &own;
+    if (ctr_file_is_binary(o->data)) {
+        char cerr[512];
+        if (ctr_source_binary(o->data, 0, 1, &src, cerr, sizeof cerr)) {
+            fprintf(err, "ember plan: %s\n", cerr);
+            goto done;
+        }
+        const ctr_schema *sc = ctr_source_schema(src);
+        own.num_tables = cf->num_tables;
+        own.num_features = sc->num_sparse;
+        for (int32_t t = 0; t < cf->num_tables; t++)
+            own_rows[t] = cf->tables[t].rows;
+        for (int32_t f = 0; f < sc->num_sparse && f < cf->num_features; f++) {
+            own_ftab[f] = cf->features[f].table;
+            if (sc->rows[f] > cf->tables[own_ftab[f]].rows && cf->tables[own_ftab[f]].kind != EMBER_TABLE_DYNAMIC) {
+                fprintf(err, "ember plan: %s: feature %s has ids up to %lld, table '%s' of %s has %lld rows\n",
+                        o->data, sc->names[f], (long long)sc->rows[f] - 1, cf->tables[own_ftab[f]].name, cf->path,
+                        (long long)cf->tables[own_ftab[f]].rows);
+                goto done;
+            }
+        }
+    } else if ((rc = ember_batch_reader_open(o->data, &rd)) != EMBER_OK) {
         fprintf(err, "ember plan: %s: %s\n", ember_status_str(rc), ember_data_errmsg());
         goto done;
+    } else {
+        info = ember_batch_reader_info(rd);
     }
-    const ember_batch_file_info *info = ember_batch_reader_info(rd);
     if (info->num_tables != cf->num_tables || info->num_features != cf->num_features) {
         fprintf(err, "ember plan: %s has %d tables and %d features, %s has %d and %d\n",
                 o->data, (int)info->num_tables, (int)info->num_features, cf->path,
@@ -256,12 +289,25 @@ static int stats_from_data(const plan_opts *o, const config_file *cf, plan_id_st
     *weighted = 0;
     for (; n < o->batches; n++) {
         ember_batch b;
-        rc = ember_batch_reader_next(rd, &b);
-        if (rc == 0)
-            break;
-        if (rc < 0) {
-            fprintf(err, "ember plan: %s: %s\n", ember_status_str(rc), ember_data_errmsg());
-            goto done;
+        if (src) {
+            char cerr[512];
+            ctr_batch cb;
+            int64_t got = ctr_source_next(src, PLAN_FILE_BATCH, &cb, cerr, sizeof cerr);
+            if (got < 0) {
+                fprintf(err, "ember plan: %s\n", cerr);
+                goto done;
+            }
+            if (got == 0)
+                break;
+            b = cb.sparse;
+        } else {
+            rc = ember_batch_reader_next(rd, &b);
+            if (rc == 0)
+                break;
+            if (rc < 0) {
+                fprintf(err, "ember plan: %s: %s\n", ember_status_str(rc), ember_data_errmsg());
+                goto done;
+            }
         }
         *weighted |= b.weights != NULL;
         samples += b.batch_size;
@@ -282,6 +328,7 @@ static int stats_from_data(const plan_opts *o, const config_file *cf, plan_id_st
         fprintf(err, "ember plan: %s holds no batches\n", o->data);
         goto done;
     }
+    *batches_read = n;
     for (int32_t f = 0; f < cf->num_features; f++)
         pooling[f] = ids[f] / (double)samples;
     for (int32_t t = 0; t < cf->num_tables; t++)
@@ -297,6 +344,7 @@ done:
     free(bl);
     free(ids);
     ember_batch_reader_destroy(rd);
+    ctr_source_destroy(src);
     return status;
 }
 
@@ -697,10 +745,11 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
     int weighted = config_file_weighted(cf);
     char source[600];
     if (o.data) {
-        if (stats_from_data(&o, cf, st, pooling, &weighted, ctx->err))
+        int64_t read = 0;
+        if (stats_from_data(&o, cf, st, pooling, &weighted, &read, ctx->err))
             goto done;
-        snprintf(source, sizeof source, "measured on %lld batches of %s (pooling and weights as "
-                 "observed)", (long long)o.batches, o.data);
+        snprintf(source, sizeof source, "measured on %lld batch%s of %s (pooling and weights as "
+                 "observed)", (long long)read, read == 1 ? "" : "es", o.data);
     } else {
         if (stats_from_config(cf, po.world, pooling, st, ctx->err))
             goto done;

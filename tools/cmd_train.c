@@ -189,18 +189,6 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, train_opts *o,
     return 0;
 }
 
-/* A data file's kind by its first bytes: the binary format's magic, else
- * Criteo-format text (a missing file is reported when it is opened). */
-static cfg_source file_kind(const char *path)
-{
-    char magic[8] = {0};
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(magic, 1, sizeof magic, f) : 0;
-    if (f)
-        fclose(f);
-    return n == sizeof magic && !memcmp(magic, "EMBERCTR", sizeof magic) ? CFG_SOURCE_BINARY : CFG_SOURCE_TSV;
-}
-
 /* Settings: defaults or the file, then the command line. */
 static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
 {
@@ -255,7 +243,7 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
             return 2;
         }
         if (t->source == CFG_SOURCE_SYNTHETIC)
-            t->source = file_kind(t->train_file);
+            t->source = ctr_file_is_binary(t->train_file) ? CFG_SOURCE_BINARY : CFG_SOURCE_TSV;
     }
     if (o->eval_every >= 0)
         t->eval_every = o->eval_every;

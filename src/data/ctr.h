@@ -131,6 +131,9 @@ int ctr_source_tsv(const char *path, const int64_t *rows, ctr_bad_policy policy,
  * 64-bit keys.  A read that fails leaves the position after the last good
  * batch (ctr_source_tell). */
 int ctr_source_binary(const char *path, int32_t rank, int32_t world, ctr_source **out, char *err, size_t errlen);
+/* 1 when path begins with the binary format's magic ("EMBERCTR"), else 0
+ * (also when it cannot be read: opening it then says why). */
+int ctr_file_is_binary(const char *path);
 
 const ctr_schema *ctr_source_schema(const ctr_source *s);
 

@@ -447,6 +447,16 @@ static int bin_map(bin_impl *m, const char *path, char *err, size_t errlen)
     return 0;
 }
 
+int ctr_file_is_binary(const char *path)
+{
+    char magic[8] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(magic, 1, sizeof magic, f) : 0;
+    if (f)
+        fclose(f);
+    return n == sizeof magic && !memcmp(magic, CB_MAGIC, sizeof magic);
+}
+
 int ctr_source_binary(const char *path, int32_t rank, int32_t world, ctr_source **out, char *err, size_t errlen)
 {
     if (out)
