@@ -615,7 +615,7 @@ check_bad_input_messages() { # docs/RELIABILITY.md: each bad input's message, as
     # a dense model that cannot fit: refused before it is allocated, with its size and the machine's
     printf 'model = { bottom = [65536, 65536, 16]; };\n' >"$TMP/huge.cfg"
     expect_status 1 "$EMBER" train --config "$TMP/huge.cfg" --steps 1 --metrics none --plot none || return 1
-    grep -q "the dense model needs [0-9.]* GiB (parameters, gradients, optimizer state and the activations of a micro-batch of 2048), more than this machine's" "$TMP/err" || return 1
+    grep -q "the dense model needs [0-9.]* GiB of this machine (parameters, gradients, optimizer state and the activations of a micro-batch of 2048, times its 1 ranks), more than its" "$TMP/err" || return 1
 }
 CHECKS+=(bad_input_messages)
 
@@ -686,9 +686,19 @@ check_early_stop() { # patience runs out (min_delta 1: no AUC can improve by tha
     expect_status 0 "$EMBER" train --config "$TMP/es.cfg" --checkpoint-dir "$TMP/es_c" --checkpoint-every 2 --resume --json || return 1
     tail -1 "$TMP/out" | grep -q "$want,.*\"steps\":4,.*\"stopped_early\":true,\"best_step\":2," ||
         { echo "resumed: $(tail -1 "$TMP/out" | cut -c1-300), want $want"; return 1; }
+    # a stopped run resumed again stays stopped: no step, the same verdict
+    expect_status 0 "$EMBER" train --config "$TMP/es.cfg" --checkpoint-dir "$TMP/es_b" --checkpoint-every 2 --resume --json ||
+        return 1
+    tail -1 "$TMP/out" | grep -q '"steps":4,.*"run_steps":0,.*"stopped_early":true,"best_step":2,' ||
+        { echo "resumed after the stop: $(tail -1 "$TMP/out" | cut -c1-300)"; return 1; }
     printf 'train = { keep_best = true; };\n' >"$TMP/kb.cfg"
     expect_status 2 "$EMBER" train --config "$TMP/kb.cfg" || return 1
     grep -q "keep_best needs a checkpoint folder" "$TMP/err" || return 1
+    # two ranks decide alike: rank 0's figures are every rank's
+    have_mpirun || return 0
+    expect_status 0 mpi2 train --config "$TMP/es.cfg" --checkpoint-dir "$TMP/es_mpi" --checkpoint-every 2 --json || return 1
+    tail -1 "$TMP/out" | grep -q '"steps":4,.*"stopped_early":true,"best_step":2,' || { tail -1 "$TMP/out"; return 1; }
+    [ "$(ls "$TMP/es_mpi/best")" = step-000000000002 ] || { echo "two ranks, best: $(ls "$TMP/es_mpi/best")"; return 1; }
 }
 CHECKS+=(early_stop)
 

@@ -212,8 +212,10 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
         s->name = "synthetic";
     }
     cfg_train *t = &s->t;
-    if (o->steps >= 0)
+    if (o->steps >= 0) { /* the command line wins over the config's epochs too */
         t->steps = o->steps;
+        t->epochs = 0;
+    }
     if (o->micro_batch >= 0)
         t->micro_batch = (int32_t)o->micro_batch;
     if (o->accumulate >= 0)
@@ -242,8 +244,13 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
                               "data.train_file)\n");
             return 2;
         }
-        if (t->source == CFG_SOURCE_SYNTHETIC)
+        if (o->train_file || t->source == CFG_SOURCE_SYNTHETIC) /* by the file's first bytes */
             t->source = ctr_file_is_binary(t->train_file) ? CFG_SOURCE_BINARY : CFG_SOURCE_TSV;
+        if (t->eval_file && ctr_file_is_binary(t->eval_file) != (t->source == CFG_SOURCE_BINARY)) {
+            fprintf(ctx->err, "ember train: %s and %s are not in the same format (a TSV and a binary file; "
+                              "ember convert makes one of the other)\n", t->train_file, t->eval_file);
+            return 2;
+        }
     }
     if (o->eval_every >= 0)
         t->eval_every = o->eval_every;
@@ -401,6 +408,8 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
     memset(ls, 0, sizeof *ls);
     ls->steps = rs->step;
     ls->best = rs->best; /* a resumed run's verdicts so far */
+    if (rs->resumed && t->patience > 0 && ls->best.have && ls->best.bad >= t->patience && rs->step < steps)
+        ls->stopped_at = rs->step; /* it had stopped there: it stays stopped */
     ls->samples = logged_samples = rs->samples;
     train_prefetch *pf = NULL;
     /* a reader thread needs a core of its own: see train_prefetch.c */
@@ -423,7 +432,7 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
         return 1;
     }
     int status = 0;
-    for (int64_t step = rs->step + 1; step <= steps; step++) {
+    for (int64_t step = rs->step + 1; step <= steps && !ls->stopped_at; step++) {
         double d0 = tool_now();
         ctr_batch b;
         int64_t n = train_prefetch_next(pf, &b, err, sizeof err);
@@ -507,16 +516,20 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
             train_report_step(rep, step, steps, ls->samples, tool_now() - t0 - ls->eval_seconds - ls->ckpt_seconds, 0,
                               NAN);
         }
-        /* the evaluation first: a checkpoint of this step then holds its verdict */
-        if (s->eval_src && t->eval_every > 0 && step % t->eval_every == 0 && step < steps) {
+        /* the evaluation first (every eval_every steps, and the last): a
+         * checkpoint of this step then holds its verdict */
+        int periodic = t->eval_every > 0 && step % t->eval_every == 0;
+        if (s->eval_src && (periodic || step == steps)) {
+            /* judged (early stopping, keep_best) on the periodic schedule alone, so that a
+             * run extended with --resume sees the verdicts an uninterrupted run would */
             train_eval_result e;
-            if (train_evaluate(ctx, s, &e) || judge(ctx, s, rep, pf, step, &e, ls)) {
+            if (train_evaluate(ctx, s, &e) || ((periodic || t->eval_every == 0) && judge(ctx, s, rep, pf, step, &e, ls))) {
                 status = 1;
                 break;
             }
             ls->eval_seconds += e.seconds;
             train_report_eval(rep, step, &e);
-            if (ls->stopped_at == step) { /* patience ran out: this evaluation is the last */
+            if (ls->stopped_at == step || step == steps) { /* the run's last evaluation */
                 ls->eval = e;
                 ls->have_eval = 1;
             }
@@ -532,8 +545,8 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
         train_prefetch_stop(pf);
         return status;
     }
-    if (s->eval_src && !ls->stopped_at) {
-        if (train_evaluate(ctx, s, &ls->eval) || judge(ctx, s, rep, pf, ls->steps, &ls->eval, ls)) {
+    if (s->eval_src && !ls->have_eval) { /* no step ran (a resumed run already done or stopped): score it */
+        if (train_evaluate(ctx, s, &ls->eval)) {
             train_prefetch_stop(pf);
             return 1;
         }

@@ -115,6 +115,8 @@ static void fingerprint(const tool_ctx *ctx, const train_setup *s, char *buf, si
         if (t->source == CFG_SOURCE_TSV)
             add(buf, n, "tsv bad_lines %s, hash_rows %lld\n", t->bad_lines == CTR_BAD_FAIL ? "fail" : "skip",
                 (long long)t->hash_rows);
+        if (t->shuffle) /* only when on: a shuffled position is an ordinal, not a sample (older ones stay equal) */
+            add(buf, n, "shuffle on\n");
     }
     add(buf, n, "seed %llu\n", (unsigned long long)m->seed);
     add(buf, n, "model %d dense, %d sparse, emb_dim %d, %s\n", (int)m->num_dense, (int)m->num_sparse,
@@ -138,6 +140,11 @@ static void fingerprint(const tool_ctx *ctx, const train_setup *s, char *buf, si
             add(buf, n, "table.%s.quantization %d buckets over [%s, %s]\n", q->name, (int)q->quant_buckets,
                 flt(q->quant_low, f[0]), flt(q->quant_high, f[1]));
     }
+    if (t->lr.warmup > 0 || t->lr.decay != LR_DECAY_NONE) /* only when on, as above */
+        add(buf, n, "lr_schedule warmup %lld, decay %s, final %s, every %lld, gamma %s\n", (long long)t->lr.warmup,
+            config_lr_decay_name(t->lr.decay), flt(t->lr.final, f[0]), (long long)t->lr.every, flt(t->lr.gamma, f[1]));
+    if (t->patience > 0 || t->keep_best) /* the saved verdicts are of this metric */
+        add(buf, n, "early_stop metric %s\n", t->stop_metric_logloss ? "logloss" : "auc");
     add(buf, n, "soft\n");
     add(buf, n, "world %d\n", (int)ctx->size);
     add(buf, n, "threads %d\n", (int)s->threads);

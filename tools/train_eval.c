@@ -125,6 +125,12 @@ int train_evaluate(const tool_ctx *ctx, train_setup *s, train_eval_result *out)
         }
     }
     free(gp), free(gl), free(gt);
+    /* every rank gets rank 0's figures: decisions on them (early stopping,
+     * keep_best's checkpoint) are collective */
+    double m[4] = {ctx->rank == 0 ? out->auc : 0, ctx->rank == 0 ? out->logloss : 0,
+                   ctx->rank == 0 ? out->teacher_auc : 0, ctx->rank == 0 ? out->teacher_logloss : 0};
+    tool_reduce_double(ctx, m, 4, TOOL_SUM);
+    out->auc = m[0], out->logloss = m[1], out->teacher_auc = m[2], out->teacher_logloss = m[3];
     out->seconds = tool_now() - t0;
     return 0;
 }

@@ -106,10 +106,6 @@ int train_report_open(const tool_ctx *ctx, const train_report_opts *o, train_rep
         r->metrics_path = strdup(o->metrics_path ? o->metrics_path : "");
         r->plot_path = strdup(o->plot_path ? o->plot_path : "");
         failed = !r->metrics_path || !r->plot_path;
-        if (!failed && r->metrics_path[0] && !(r->metrics = fopen(r->metrics_path, o->append ? "a" : "w"))) {
-            snprintf(msg, sizeof msg, "%s: cannot write the metrics: %m", r->metrics_path);
-            failed = 1;
-        }
         FILE *plot = NULL; /* the plot is drawn at the end: find out now that it can be written */
         int existed = r->plot_path[0] && access(r->plot_path, F_OK) == 0;
         if (!failed && r->plot_path[0] && !(plot = fopen(r->plot_path, "a"))) {
@@ -120,6 +116,10 @@ int train_report_open(const tool_ctx *ctx, const train_report_opts *o, train_rep
             fclose(plot);
             if (!existed) /* no empty file left if the run fails */
                 remove(r->plot_path);
+        }
+        if (!failed && r->metrics_path[0] && !(r->metrics = fopen(r->metrics_path, o->append ? "a" : "w"))) {
+            snprintf(msg, sizeof msg, "%s: cannot write the metrics: %m", r->metrics_path);
+            failed = 1;
         }
     }
     int32_t first = -1;

@@ -200,15 +200,19 @@ int train_setup_open(const tool_ctx *ctx, train_setup *s)
     s->cc.schedule = s->t.schedule;
     /* the dense model is checked against the machine's memory before anything is allocated:
      * a model that cannot fit would otherwise grow until the kernel kills the process */
-    int64_t need = dlrm_memory_bytes(&s->t.model, s->t.micro_batch, s->t.dense_optim.kind == DENSE_ADAM ? 2 : 0);
+    /* every rank of the node holds the model; a sharded optimizer state holds its share (rounded up) */
+    int32_t shards = s->t.optimizer_shards > 0 ? s->t.optimizer_shards : 1;
+    int64_t need = dlrm_memory_bytes(&s->t.model, s->t.micro_batch,
+                                     s->t.dense_optim.kind == DENSE_ADAM ? (2 + shards - 1) / shards : 0) *
+                   (ctx->local_ranks > 0 ? ctx->local_ranks : 1);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     failed = need > 0 && ram > 0 && (double)need > ram;
     if (failed)
-        snprintf(err, sizeof err, "the dense model needs %.1f GiB (parameters, gradients, optimizer state and the "
-                 "activations of a micro-batch of %d), more than this machine's %.1f GiB of memory: make its "
-                 "layers narrower or the micro-batch smaller", (double)need / 1073741824.0, (int)s->t.micro_batch,
-                 ram / 1073741824.0);
+        snprintf(err, sizeof err, "the dense model needs %.1f GiB of this machine (parameters, gradients, optimizer "
+                 "state and the activations of a micro-batch of %d, times its %d ranks), more than its %.1f GiB of "
+                 "memory: make its layers narrower or the micro-batch smaller", (double)need / 1073741824.0,
+                 (int)s->t.micro_batch, (int)(ctx->local_ranks > 0 ? ctx->local_ranks : 1), ram / 1073741824.0);
     if (tool_agree_fail(ctx, "train", failed, err))
         return 1;
     int st = ember_collection_create(&s->cc, &s->coll);
