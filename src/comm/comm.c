@@ -17,7 +17,15 @@ double ember_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void count_bytes(ember_world *w, const int64_t *scount, const int64_t *rcount);
+/* Payload bytes of an exchange, to and from the other ranks. */
+static void count_bytes(ember_world *w, const int64_t *scount, const int64_t *rcount)
+{
+    for (int32_t r = 0; r < w->size; r++)
+        if (r != w->rank) {
+            w->bytes_sent += scount[r];
+            w->bytes_received += rcount[r];
+        }
+}
 
 int ember_comm_alltoallv(ember_world *w, const void *send, const int64_t *scount, const int64_t *sdispl,
                          void *recv, const int64_t *rcount, const int64_t *rdispl)
@@ -29,15 +37,6 @@ int ember_comm_alltoallv(ember_world *w, const void *send, const int64_t *scount
         w->seconds += ember_now() - t0;
     }
     return st;
-}
-
-static void count_bytes(ember_world *w, const int64_t *scount, const int64_t *rcount)
-{
-    for (int32_t r = 0; r < w->size; r++)
-        if (r != w->rank) {
-            w->bytes_sent += scount[r];
-            w->bytes_received += rcount[r];
-        }
 }
 
 int ember_comm_ialltoallv(ember_world *w, const void *send, const int64_t *scount, const int64_t *sdispl,

@@ -106,10 +106,9 @@ static int validate_config(const ember_collection_config *cfg)
             return ember_fail_create(EMBER_EINVAL, "table '%s': hot_rows %lld outside [0, rows %lld]", nm,
                                      (long long)tc->hot_rows, (long long)tc->rows);
         if (tc->hot_rows > 0 && (tc->placement != EMBER_PLACE_ROW || tc->exchange != EMBER_EXCHANGE_ROWS ||
-                                 tc->kind != EMBER_TABLE_FIXED || tc->rows_encoding != EMBER_ROWS_FP32 ||
-                                 tc->storage == EMBER_STORAGE_SSD))
-            return ember_fail_create(EMBER_EINVAL, "table '%s': hot rows need row placement, the rows exchange, "
-                                     "a fixed table with fp32 rows in memory", nm);
+                                 tc->kind != EMBER_TABLE_FIXED || tc->rows_encoding != EMBER_ROWS_FP32))
+            return ember_fail_create(EMBER_EINVAL, "table '%s': hot rows need row placement, the rows exchange "
+                                     "and a fixed table with fp32 rows", nm); /* the tier: once resolved */
         if (tc->kind != EMBER_TABLE_FIXED && cfg->schedule != EMBER_SCHEDULE_BLOCKING)
             return ember_fail_create(EMBER_EINVAL, "table '%s': a dynamic table needs the blocking schedule (its "
                                      "keys become rows in the forward itself)", nm);
@@ -309,17 +308,19 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     }
     if ((st = resolve_tiers(c, cfg)) != EMBER_OK)
         goto fail;
-    for (int32_t t = 0; t < cfg->num_tables; t++)
-        if (c->tables[t].cfg.storage == EMBER_STORAGE_SSD && c->tables[t].cfg.hot_rows > 0) {
-            st = ember_fail_create(EMBER_EINVAL, "table '%s': hot rows need the memory tier", c->tables[t].cfg.name);
+    for (int32_t t = 0; t < cfg->num_tables; t++) { /* what the SSD tier refuses, its storage resolved */
+        const ember_table_config *tc = &c->tables[t].cfg;
+        const char *why = tc->storage != EMBER_STORAGE_SSD ? NULL
+                          : tc->hot_rows > 0                         ? "hot rows need the memory tier"
+                          : cfg->schedule == EMBER_SCHEDULE_STALE    ? "the SSD tier does not go with the stale "
+                                                                       "schedule (its cache holds one batch's rows "
+                                                                       "at a time)"
+                                                                     : NULL;
+        if (why) {
+            st = ember_fail_create(EMBER_EINVAL, "table '%s': %s", tc->name, why);
             goto fail;
         }
-    for (int32_t t = 0; t < cfg->num_tables && cfg->schedule == EMBER_SCHEDULE_STALE; t++)
-        if (c->tables[t].cfg.storage == EMBER_STORAGE_SSD) {
-            st = ember_fail_create(EMBER_EINVAL, "table '%s': the SSD tier does not go with the stale schedule "
-                                   "(its cache holds one batch's rows at a time)", c->tables[t].cfg.name);
-            goto fail;
-        }
+    }
     c->cfg.tables = NULL; /* the copies in c->tables are authoritative */
     c->cfg.features = NULL;
     st = ember_layout_build(c); /* layout sets the create message */

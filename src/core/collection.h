@@ -176,6 +176,10 @@ const char *ember_encoding_refusal(const ember_table_config *tc);
 void ember_slot_free(ember_collection *c);
 int64_t ember_slot_bytes(const ember_collection *c);
 
+/* The step runs its exchanges: a world of more than one, or the tests'
+ * exchange_always in a world of one. */
+static inline int ember_distributed(const ember_collection *c) { return c->world->size > 1 || c->exchange_always; }
+
 /* Grow-only buffer: makes *p hold at least n elements of size sz. */
 int ember_reserve(void **p, int64_t *cap, int64_t n, size_t sz);
 

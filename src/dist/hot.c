@@ -33,8 +33,6 @@
 #include "lookup/lookup.h"
 #include "optim/optim.h"
 
-static int distributed(const ember_collection *c) { return c->world->size > 1 || c->exchange_always; }
-
 int ember_hot_create(ember_collection *c)
 {
     for (int32_t p = 0; p < c->num_ptables; p++) {
@@ -310,7 +308,7 @@ static int hot_set(ember_collection *c, int32_t p, const uint32_t *rows, int64_t
     h->n = n;
     memset(h->table, 0xff, sizeof(uint32_t) * 2 * ((size_t)h->mask + 1));
     for (int64_t i = 0; i < n; i++) {
-        uint32_t b = (uint32_t)((rows[i] * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & h->mask;
+        uint32_t b = ember_hot_bucket(h, rows[i]);
         while (h->table[2 * (int64_t)b] != UINT32_MAX)
             b = (b + 1) & h->mask;
         h->table[2 * (int64_t)b] = rows[i];
@@ -369,7 +367,7 @@ int ember_set_hot_rows(ember_collection *c, int32_t table, const int64_t *ids, i
         if (ids[i] < 0 || ids[i] >= lt->cfg.rows)
             st = ember_fail(c, EMBER_EINVAL, "table '%s': hot id %lld outside [0, %lld)", lt->cfg.name,
                             (long long)ids[i], (long long)lt->cfg.rows);
-    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK || !distributed(c))
+    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK || !ember_distributed(c))
         return st;
     /* this table's rows replace its old ones; the stacked tables' stay */
     ember_hot *h = pt->hot;
@@ -501,7 +499,7 @@ int ember_refresh_hot_rows(ember_collection *c)
         return ember_fail(c, EMBER_ESTATE, "ember_refresh_hot_rows between a forward and its backward (or with a "
                           "batch begun): the batch's rows were routed with the old hot rows");
     int st = EMBER_OK;
-    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK && distributed(c); p++)
+    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK && ember_distributed(c); p++)
         if (c->ptables[p].hot)
             st = refresh_ptable(c, p);
     return st;

@@ -41,11 +41,17 @@ typedef struct ember_hot {
 /* Index of physical row `row` among the hot rows, or -1: an open-addressing
  * table (multiplicative hash, linear probing, at most a quarter full), so
  * the forward's per-id test costs a probe or two, hit or miss. */
+/* Row's first bucket in the table (multiplicative hash). */
+static inline uint32_t ember_hot_bucket(const ember_hot *h, uint32_t row)
+{
+    return (uint32_t)((row * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & h->mask;
+}
+
 static inline int64_t ember_hot_find(const ember_hot *h, uint32_t row)
 {
     if (!h || h->n == 0)
         return -1;
-    for (uint32_t b = (uint32_t)((row * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & h->mask;; b = (b + 1) & h->mask) {
+    for (uint32_t b = ember_hot_bucket(h, row);; b = (b + 1) & h->mask) {
         uint32_t k = h->table[2 * (int64_t)b];
         if (k == row)
             return h->table[2 * (int64_t)b + 1];

@@ -110,19 +110,25 @@ int64_t ember_xchg_bytes(const ember_xchg *x)
            ember_route_bytes(&x->rr_tmp) + ((int64_t)x->W * 16 + 2) * 8;
 }
 
-/* Exchanges XC_N counts per pair; not counted as payload. */
-static int exchange_counts(ember_collection *c, const int64_t *send, int64_t *recv)
+/* A control exchange (counts, agreements; not counted as payload), blocking
+ * or started (x->req) when `start`: every rank sends `bytes` to every rank
+ * from send + (same_block ? 0 : d * bytes) and receives into recv + s * bytes.
+ * The counts stay in x->ctl until it completes. */
+static int control_exchange(ember_collection *c, ember_xchg *x, int start, const void *send, int same_block,
+                            void *recv, int64_t bytes)
 {
-    ember_world *w = c->world;
-    int64_t *cnt = c->comm_scratch;
-    for (int32_t r = 0; r < w->size; r++) {
-        cnt[r] = XC_N * (int64_t)sizeof(int64_t);
-        cnt[w->size + r] = r * XC_N * (int64_t)sizeof(int64_t);
+    int32_t W = c->world->size;
+    int64_t *cnt = x->ctl; /* [4W]: counts, send displacements, receive displacements */
+    for (int32_t r = 0; r < W; r++) {
+        cnt[r] = bytes;
+        cnt[W + r] = same_block ? 0 : r * bytes;
+        cnt[2 * W + r] = r * bytes;
     }
-    int counting = w->counting;
-    w->counting = 0;
-    int st = ember_comm_alltoallv(w, send, cnt, cnt + w->size, recv, cnt, cnt + w->size);
-    w->counting = counting;
+    int counting = c->world->counting, st;
+    c->world->counting = 0;
+    st = start ? ember_comm_ialltoallv(c->world, send, cnt, cnt + W, recv, cnt, cnt + 2 * W, &x->req)
+               : ember_comm_alltoallv(c->world, send, cnt, cnt + W, recv, cnt, cnt + 2 * W);
+    c->world->counting = counting;
     return st == EMBER_OK ? EMBER_OK : ember_dist_comm_failed(c);
 }
 
@@ -553,18 +559,7 @@ int ember_xchg_counts(ember_collection *c, ember_ptable *pt, ember_xchg *x, int3
     int st = count_round(c, pt, x, g0, g1, sent);
     for (int32_t d = 0; d < W; d++)
         sent[d * XC_N + XC_STATUS] = st;
-    if (!start)
-        return exchange_counts(c, sent, recv);
-    int64_t *cnt = x->ctl; /* [4W]: counts, displacements; kept until it completes (copied by MPI) */
-    for (int32_t r = 0; r < W; r++) {
-        cnt[r] = XC_N * (int64_t)sizeof(int64_t);
-        cnt[W + r] = r * XC_N * (int64_t)sizeof(int64_t);
-    }
-    int counting = c->world->counting;
-    c->world->counting = 0; /* control, not payload */
-    st = ember_comm_ialltoallv(c->world, sent, cnt, cnt + W, recv, cnt, cnt + W, &x->req);
-    c->world->counting = counting;
-    return st == EMBER_OK ? EMBER_OK : ember_dist_comm_failed(c);
+    return control_exchange(c, x, start, sent, 0, recv, XC_N * (int64_t)sizeof(int64_t));
 }
 
 int ember_xchg_reserve(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m)
@@ -581,20 +576,10 @@ int ember_xchg_reserve(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
 
 int ember_xchg_agree_start(ember_collection *c, ember_xchg *x, int st)
 {
-    int32_t W = c->world->size;
-    int64_t *cnt = x->ctl, *mine = x->agree; /* agree: [2] mine, then [2W] everyone's */
+    int64_t *mine = x->agree; /* agree: [2] mine, then [2W] everyone's */
     mine[0] = st;
     mine[1] = 0;
-    for (int32_t r = 0; r < W; r++) {
-        cnt[r] = 2 * (int64_t)sizeof(int64_t);
-        cnt[W + r] = 0; /* the same block to every rank */
-        cnt[2 * W + r] = r * 2 * (int64_t)sizeof(int64_t);
-    }
-    int counting = c->world->counting;
-    c->world->counting = 0;
-    st = ember_comm_ialltoallv(c->world, mine, cnt, cnt + W, mine + 2, cnt, cnt + 2 * W, &x->req);
-    c->world->counting = counting;
-    return st == EMBER_OK ? EMBER_OK : ember_dist_comm_failed(c);
+    return control_exchange(c, x, 1, mine, 1, mine + 2, 2 * (int64_t)sizeof(int64_t));
 }
 
 int ember_xchg_send_ids(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, int start)

@@ -115,8 +115,6 @@ static void slot_swap(ember_collection *c)
     }
 }
 
-static int distributed(const ember_collection *c) { return c->world->size > 1 || c->exchange_always; }
-
 /* The begun batch's exchanges run on a world of their own: swapped in
  * with its state. */
 static void world_swap(ember_collection *c)
@@ -149,13 +147,13 @@ static int begin_swapped(ember_collection *c, const ember_batch *b, float *poole
     if ((st = ember_forward_route(c, b, st, c->pending_dropped)) != EMBER_OK)
         return st;
     int stale = c->cfg.schedule == EMBER_SCHEDULE_STALE;
-    if (c->cfg.schedule == EMBER_SCHEDULE_BLOCKING || (!stale && !distributed(c)))
+    if (c->cfg.schedule == EMBER_SCHEDULE_BLOCKING || (!stale && !ember_distributed(c)))
         return EMBER_OK;
     ember_stats before = c->stats;
     ember_comm_count_begin(c);
     if (stale)
         ember_tier_begin(c);
-    if (distributed(c)) {
+    if (ember_distributed(c)) {
         c->pending_pooled = pooled; /* the chain writes the outputs */
         c->pending_sequence = sequence;
         if ((st = ember_dist_forward_start(c, stale)) != EMBER_OK)
@@ -177,7 +175,7 @@ int ember_forward_begin(ember_collection *c, const ember_batch *b, float *pooled
     if (c->num_dynamic) /* its keys become rows inside ember_forward itself */
         return ember_fail(c, EMBER_EINVAL, "the split forward does not take dynamic tables: use ember_forward");
     int st = ember_dist_agree(c, slot_create(c), NULL);
-    if (st == EMBER_OK && distributed(c) && !c->sched_world && c->cfg.schedule != EMBER_SCHEDULE_BLOCKING) {
+    if (st == EMBER_OK && ember_distributed(c) && !c->sched_world && c->cfg.schedule != EMBER_SCHEDULE_BLOCKING) {
         int made = ember_world_dup(c->world, &c->sched_world);
         if (made == EMBER_ECOMM)
             return ember_dist_comm_failed(c);
@@ -223,7 +221,7 @@ static int move_chain(ember_collection *c, int settle)
 
 int ember_forward_progress(ember_collection *c)
 {
-    if (!c->pending || c->panicked || !distributed(c) || c->cfg.schedule == EMBER_SCHEDULE_BLOCKING)
+    if (!c->pending || c->panicked || !ember_distributed(c) || c->cfg.schedule == EMBER_SCHEDULE_BLOCKING)
         return EMBER_OK;
     int st = move_chain(c, 0);
     return st == EMBER_ECOMM ? st : EMBER_OK; /* other failures: at the end */
@@ -231,7 +229,7 @@ int ember_forward_progress(ember_collection *c)
 
 int ember_schedule_settle(ember_collection *c)
 {
-    if (!c->pending || c->panicked || !distributed(c) || c->cfg.schedule != EMBER_SCHEDULE_STALE)
+    if (!c->pending || c->panicked || !ember_distributed(c) || c->cfg.schedule != EMBER_SCHEDULE_STALE)
         return EMBER_OK;
     int st = move_chain(c, 1);
     return st == EMBER_ECOMM ? st : EMBER_OK; /* other failures: at the end */
@@ -242,7 +240,7 @@ void ember_schedule_cancel(ember_collection *c)
     if (!c->pending || !c->spare)
         return;
     c->pending = 0;
-    if (c->panicked || !distributed(c) || c->cfg.schedule == EMBER_SCHEDULE_BLOCKING)
+    if (c->panicked || !ember_distributed(c) || c->cfg.schedule == EMBER_SCHEDULE_BLOCKING)
         return;
     slot_swap(c);
     world_swap(c);
@@ -266,7 +264,7 @@ int ember_forward_end(ember_collection *c)
         ember_tier_begin(c);
     world_swap(c);
     ember_comm_count_begin(c);
-    if (distributed(c) && c->cfg.schedule != EMBER_SCHEDULE_BLOCKING)
+    if (ember_distributed(c) && c->cfg.schedule != EMBER_SCHEDULE_BLOCKING)
         st = ember_dist_forward_finish(c, pooled, sequence);
     else if (!stale) /* BLOCKING, or OVERLAP in a world of one */
         for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)

@@ -130,7 +130,7 @@ int ember_forward_route(ember_collection *c, const ember_batch *b, int st, int64
 
 int ember_forward_lookup(ember_collection *c, int32_t p, float *pooled, float *sequence)
 {
-    if (c->world->size > 1 || c->exchange_always)
+    if (ember_distributed(c))
         return ember_dist_forward(c, p, pooled, sequence);
     return lookup_ptable(c, p, pooled, sequence);
 }
@@ -271,7 +271,7 @@ int ember_backward(ember_collection *c, const float *d_pooled, const float *d_se
         return st;
     int64_t step = c->stats.steps + 1;
     c->stats.last_unique_rows = 0;
-    if (c->world->size > 1 || c->exchange_always) {
+    if (ember_distributed(c)) {
         int64_t sent0 = c->stats.last_bytes_sent, recv0 = c->stats.last_bytes_received;
         double sec0 = c->stats.last_comm_seconds;
         ember_comm_count_begin(c);
