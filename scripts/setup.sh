@@ -7,7 +7,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${EMBER_BUILD_DIR:-$repo/build}"
 packages=(build-essential cmake pkg-config libxxhash-dev libjansson-dev libconfig-dev libmicrohttpd-dev
-          libopenmpi-dev openmpi-bin libopenblas-dev gnuplot-nox python3 iproute2)
+          libopenmpi-dev openmpi-bin libopenblas-dev zlib1g-dev libzstd-dev zstd gnuplot-nox python3 iproute2)
 # EMBER_FUZZ=1 (scripts/fuzz.sh): clang, libFuzzer and clang's OpenMP runtime too
 [ "${EMBER_FUZZ:-0}" = 1 ] && packages+=(clang libclang-rt-dev libomp-dev)
 missing=()

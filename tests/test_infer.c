@@ -45,7 +45,7 @@ static void roundtrip(test_rng *r, int trial)
     }
     dlrm_config d = {13, tc->cfg.num_features, 16, 2, {64, 16}, 2, {32, 8}, (dense_interaction)(trial % 2),
                      test_next(r)};
-    ctr_schema in = {13, tc->cfg.num_features, {0}, {{0}}};
+    ctr_schema in = {13, tc->cfg.num_features, {0}, {{0}}, {0}, 0};
     for (int32_t f = 0; f < in.num_sparse; f++) {
         in.rows[f] = test_range(r, 0, 2) ? test_range(r, 1, 1000000) : 0;
         snprintf(in.names[f], sizeof in.names[f], "C%d", (int)f + 1);

@@ -1,7 +1,7 @@
 /*
  * ctr.c: the public calls of ctr.h shared by every CTR source: argument
  * checks, the sticky failure, statistics, and the batch buffers
- * (ctr_impl.h).  The sources themselves: ctr_synth.c, ctr_tsv.c,
+ * (ctr_impl.h).  The sources themselves: ctr_synth.c, ctr_text.c,
  * ctr_bin.c.
  *
  * Buffers grow, never shrink: after the first batch of the largest size a
@@ -73,14 +73,24 @@ int ctr_buf_reserve(ctr_source *s, int32_t n, int stage)
     return 0;
 }
 
+int ctr_schema_weighted(const ctr_schema *sc)
+{
+    for (int32_t f = 0; f < sc->num_sparse; f++)
+        if (sc->weighted[f])
+            return 1;
+    return 0;
+}
+
 int ctr_buf_reserve_ids(ctr_source *s, int64_t n, int stage)
 {
     int64_t *cap = stage ? &s->cap_stage : &s->cap_ids;
     int64_t **p = stage ? &s->stage_ids : &s->ids;
-    if (n <= *cap && *p)
+    float **w = stage ? &s->stage_w : &s->weights;
+    const int weighted = ctr_schema_weighted(&s->schema);
+    if (n <= *cap && *p && (!weighted || *w))
         return 0;
     int64_t want = *cap * 2 > n ? *cap * 2 : n;
-    if (grow((void **)p, (size_t)want, sizeof(int64_t)))
+    if (grow((void **)p, (size_t)want, sizeof(int64_t)) || (weighted && grow((void **)w, (size_t)want, sizeof(float))))
         return -1;
     *cap = want;
     return 0;
@@ -105,10 +115,16 @@ int ctr_buf_transpose(ctr_source *s, int32_t n, int64_t nids)
         acc += c;
     }
     const int64_t *src = s->stage_ids;
+    const float *wsrc = s->stage_w;
+    const int weighted = ctr_schema_weighted(&s->schema);
     for (int32_t b = 0; b < n; b++)
         for (int32_t f = 0; f < S; f++) {
             int32_t len = s->stage_len[(int64_t)b * S + f];
             memcpy(s->ids + off[f], src, (size_t)len * sizeof *src);
+            if (weighted) {
+                memcpy(s->weights + off[f], wsrc, (size_t)len * sizeof *wsrc);
+                wsrc += len;
+            }
             off[f] += len;
             src += len;
         }
@@ -146,7 +162,7 @@ int64_t ctr_source_next(ctr_source *s, int32_t max_samples, ctr_batch *out, char
     out->sparse.num_features = s->schema.num_sparse;
     out->sparse.lengths = s->lengths;
     out->sparse.ids = s->ids;
-    out->sparse.weights = NULL;
+    out->sparse.weights = ctr_schema_weighted(&s->schema) ? s->weights : NULL;
     out->sparse.num_ids = s->num_ids;
     out->first_sample = s->batch_first;
     s->stats.samples += n;
@@ -224,6 +240,8 @@ void ctr_source_destroy(ctr_source *s)
     free(s->ids);
     free(s->stage_len);
     free(s->stage_ids);
+    free(s->weights);
+    free(s->stage_w);
     free(s);
 }
 

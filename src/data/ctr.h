@@ -36,6 +36,7 @@
 #include "ember.h"
 
 #define CTR_MAX_FEATURES 64
+#define CTR_MAX_BAG_IDS 65535 /* ids of one bag in text and binary files */
 
 /* A batch of local samples; the source owns and reuses its arrays. */
 typedef struct ctr_batch {
@@ -57,7 +58,55 @@ typedef struct ctr_schema {
     int64_t rows[CTR_MAX_FEATURES]; /* vocabulary (table rows) per sparse feature;
                                        0: its ids are 64-bit keys (a dynamic table) */
     char names[CTR_MAX_FEATURES][32];
+    unsigned char weighted[CTR_MAX_FEATURES]; /* 1: the feature's ids carry weights; when
+                                       any does, every batch has a weight per id
+                                       (1 for the other features' ids)          */
+    int float_label;                /* labels are any number in [0, 1], not only 0 or 1 */
 } ctr_schema;
+
+/* A text file's columns (docs/data.md, "The schema"). */
+typedef enum ctr_col_type {
+    CTR_COL_IGNORE = 0,
+    CTR_COL_LABEL,
+    CTR_COL_INT,          /* a dense feature, a decimal integer                  */
+    CTR_COL_FLOAT,        /* a dense feature, a decimal number                   */
+    CTR_COL_CATEGORICAL,  /* a sparse feature, one id (or none)                  */
+    CTR_COL_MULTI_HOT     /* a sparse feature, separated ids                     */
+} ctr_col_type;
+
+typedef enum ctr_transform { CTR_TF_NONE = 0, CTR_TF_LOG1P, CTR_TF_CLIP, CTR_TF_STANDARDIZE } ctr_transform;
+typedef enum ctr_encoding { CTR_ENC_STRING = 0, CTR_ENC_INT, CTR_ENC_HEX } ctr_encoding;
+
+typedef struct ctr_column {
+    char name[32];
+    ctr_col_type type;
+    int float_label;           /* label: 1 a number in [0, 1], 0: 0 or 1          */
+    ctr_transform transform;   /* int, float                                     */
+    double min, max;           /* clip                                           */
+    int has_stats;             /* standardize: 1 mean and std given, 0 computed at open */
+    double mean, std;
+    ctr_encoding encoding;     /* categorical, multi_hot                          */
+    char separator;            /* multi_hot                                      */
+    int weighted;              /* multi_hot: items may be id:weight              */
+    int64_t rows;              /* sparse: ids below rows; 0: 64-bit keys          */
+} ctr_column;
+
+#define CTR_MAX_COLUMNS 8192
+#define CTR_TEXT_MAX_LINE_LIMIT (64 << 20)
+
+typedef struct ctr_text_schema {
+    char delimiter;            /* ',' (csv, with quoting) or '\t' (tsv)          */
+    int header;                /* the first line names the columns               */
+    int32_t max_line;          /* bytes; a longer line is bad                    */
+    int32_t num_columns;
+    const ctr_column *columns; /* [num_columns], the caller's (copied at open)   */
+    const char *expect;        /* what a line holds, for the wrong-field-count
+                                  message; NULL: "the schema's columns"          */
+} ctr_text_schema;
+
+/* The Criteo schema of ctr_source_tsv: label, I1..I13 int log1p, C1..C26
+ * hex categoricals with these rows, 4096-byte lines.  cols must hold 40. */
+void ctr_text_schema_criteo(const int64_t *rows, ctr_column *cols, ctr_text_schema *out);
 
 /* A batch of no samples in schema's shape, for a rank whose share ran out
  * while the others still step (collective calls need every rank). */
@@ -124,7 +173,29 @@ int ctr_source_synth(const ctr_synth_config *cfg, int eval, int32_t rank, int32_
  * Fields are numbered from 0 (the label) in messages: C4 is field 17. */
 int ctr_source_tsv(const char *path, const int64_t *rows, ctr_bad_policy policy, int32_t rank, int32_t world,
                    ctr_source **out, char *err, size_t errlen);
-/* Binary (docs/ctr-format.md, versions 1 and 2), mapped read-only.  Open
+/* Text with a schema (docs/data.md): CSV or TSV, plain, gzip or zstd.
+ * Open checks the schema (names, types, one label, at most 4096 dense and
+ * 64 sparse features), reads the header when there is one, counts the
+ * lines, and when a standardize column has no statistics, reads the whole
+ * file for them (every rank alike).  Messages name file, line, field and
+ * column: clicks.csv:18: field 3 (age): "3.5" is not an integer.
+ * Lines are parsed by `threads` OpenMP threads (ctr_source_set_threads). */
+int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_policy policy, int32_t rank,
+                    int32_t world, ctr_source **out, char *err, size_t errlen);
+/* Text sources: lines parsed by this many threads (default 1); the
+ * samples do not depend on it.  Other sources ignore it. */
+void ctr_source_set_threads(ctr_source *s, int32_t threads);
+/* Text sources: the mean and std a standardize column used (given or
+ * computed); 0, or -1 when column c is not one. */
+int ctr_source_text_stats(const ctr_source *s, int32_t column, double *mean, double *std);
+/* Text sources: count distinct keys (before `mod rows`) per sparse feature
+ * from now on, exactly up to CTR_DISTINCT_CAP per feature. */
+#define CTR_DISTINCT_CAP (INT64_C(1) << 22)
+int ctr_source_count_keys(ctr_source *s, char *err, size_t errlen);
+/* Distinct keys of feature f so far; CTR_DISTINCT_CAP + 1: more than the cap;
+ * -1 when not counting. */
+int64_t ctr_source_distinct_keys(const ctr_source *s, int32_t f);
+/* Binary (docs/ctr-format.md, versions 1 to 3), mapped read-only.  Open
  * checks the header and the block index; each block is checked (checksum,
  * key mask, labels, bag lengths, ids < rows) when this rank first reads
  * from it.  A feature with rows 0 in the header (version 2) yields whole
@@ -202,5 +273,10 @@ const float *ctr_source_teacher_prob(const ctr_source *s);
  * rows 0). */
 int ctr_convert_tsv(const char *tsv_path, const char *bin_path, const int64_t *rows, ctr_bad_policy policy,
                     ctr_stats *stats, char *err, size_t errlen);
+
+/* `ember convert` of any text source (ctr_source_text, or ctr_source_tsv
+ * read as rank 0 of 1) to bin_path, as ctr_convert_tsv: the version is the
+ * least that holds the data (2 for keys, 3 for weights or float labels). */
+int ctr_convert_source(ctr_source *src, const char *bin_path, ctr_stats *stats, char *err, size_t errlen);
 
 #endif

@@ -51,21 +51,28 @@ struct ctr_source {
     float *dense;          /* [cap][num_dense]                           */
     int32_t *lengths;      /* [num_sparse][batch_size] (feature-major)   */
     int64_t *ids;          /* [cap_ids]                                  */
+    float *weights;        /* [cap_ids] when the schema has a weighted feature */
     const float *teacher_prob; /* synthetic: [batch_size]; else NULL     */
     /* sample-major staging of file sources */
     int32_t *stage_len;    /* [cap][num_sparse]                          */
     int64_t *stage_ids;    /* [cap_stage]                                */
+    float *stage_w;        /* [cap_stage] with weights                   */
     int64_t cap_stage;
 };
+
+/* 1 when some feature of the schema carries weights. */
+int ctr_schema_weighted(const ctr_schema *sc);
 
 /* A zeroed source with ops, impl and schema set; NULL when out of memory. */
 ctr_source *ctr_source_alloc(const ctr_source_ops *ops, void *impl, const ctr_schema *schema);
 /* Room for n samples in label, dense, lengths (and stage_len with stage).
  * 0, or -1 when out of memory. */
 int ctr_buf_reserve(ctr_source *s, int32_t n, int stage);
-/* Room for n ids in ids (stage = 0) or stage_ids (stage = 1). */
+/* Room for n ids in ids (stage = 0) or stage_ids (stage = 1), and their
+ * weights when the schema has a weighted feature. */
 int ctr_buf_reserve_ids(ctr_source *s, int64_t n, int stage);
-/* lengths/ids (feature-major) from the n staged samples holding nids ids. */
+/* lengths/ids/weights (feature-major) from the n staged samples holding
+ * nids ids. */
 int ctr_buf_transpose(ctr_source *s, int32_t n, int64_t nids);
 
 /* snprintf into err (may be NULL); returns -1. */

@@ -1,0 +1,709 @@
+/*
+ * ctr_text.c: the text reader of ctr.h: CSV or TSV by a schema
+ * (docs/data.md), plain, gzip or zstd (text_stream.c), the Criteo TSV of
+ * ctr_source_tsv being one built-in schema.
+ *
+ * Rank share, design choice: open counts the file's data lines once and
+ * rank r of W reads lines [r*N/W, (r+1)*N/W): bad lines count as lines, so
+ * every line belongs to exactly one rank and the shares do not depend on
+ * the contents.  The pass remembers where every 65536th line starts, so a
+ * rank seeks near its first line (a compressed stream is read again from
+ * its start, text_stream_seek).
+ *
+ * Parsing, design choice: a batch's lines are first copied out of the
+ * stream in order, then parsed by `threads` OpenMP threads, each a
+ * contiguous run of lines into per-line slots and its own key buffer, then
+ * merged in line order: bad lines counted, keys taken `mod rows`, distinct
+ * keys counted.  The samples are the same for any thread count.
+ *
+ * A bad line (wrong field count, a value that does not parse, longer than
+ * max_line) is counted, its message kept if it is the first, and skipped,
+ * or fails the read under CTR_BAD_FAIL.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/ctr_impl.h"
+#include "data/text_parse.h"
+#include "data/text_stream.h"
+
+#define TEXT_MARK_SHIFT 16 /* a line start remembered every 2^16 lines */
+
+typedef struct key_set { /* distinct 64-bit keys, open addressing */
+    uint64_t *slot;      /* 0: empty (key 0 is `zero`)            */
+    int64_t cap, n;
+    int zero, over;
+} key_set;
+
+typedef struct text_impl {
+    char *path;
+    text_stream *ts;
+    ctr_bad_policy policy;
+    text_plan plan;
+    int32_t threads;
+    int64_t lines;          /* data lines in the file                       */
+    int64_t first_line;     /* file line number of data line 0 (1 + header) */
+    int64_t data_offset;    /* byte where data line 0 starts                */
+    int64_t *marks;         /* offset of data line k << TEXT_MARK_SHIFT     */
+    int64_t nmarks;
+    int64_t begin, end;     /* this rank's lines [begin, end)               */
+    int64_t line;           /* index of the next data line to read          */
+    int64_t seen;           /* lines below this were counted (rewind)       */
+    /* the batch's lines, copied out of the stream */
+    char *arena;
+    int64_t arena_cap;
+    int64_t *line_off;      /* [cap + 1] into arena                         */
+    unsigned char *overlong;
+    int32_t line_cap;
+    /* per line of the batch: parse outputs and status */
+    float *p_label, *p_dense;
+    int32_t *p_lens;
+    int64_t *p_first;       /* first key in its thread's buffer             */
+    int16_t *p_tid;         /* the thread that parsed it                    */
+    unsigned char *p_bad;
+    char (*p_msg)[200];     /* per thread: its first bad line's message    */
+    int64_t *p_msg_line;
+    text_ids *tids;         /* [threads]                                    */
+    char **scratch;         /* [threads] max_line + 1                       */
+    int32_t t_alloc;
+    key_set *distinct;      /* [S] while counting                           */
+} text_impl;
+
+static int key_set_add(key_set *k, uint64_t key)
+{
+    if (k->over)
+        return 0;
+    if (key == 0) {
+        k->n += !k->zero;
+        k->zero = 1;
+        return 0;
+    }
+    if (2 * (k->n + 1) > k->cap) {
+        if (k->n >= CTR_DISTINCT_CAP) {
+            k->over = 1;
+            free(k->slot);
+            k->slot = NULL;
+            return 0;
+        }
+        int64_t cap = k->cap ? 2 * k->cap : 1024;
+        uint64_t *s = calloc((size_t)cap, sizeof *s);
+        if (!s)
+            return -1;
+        for (int64_t i = 0; i < k->cap; i++)
+            if (k->slot[i]) {
+                int64_t j = (int64_t)((k->slot[i] * 0x9E3779B97F4A7C15ULL) >> 17) & (cap - 1);
+                while (s[j])
+                    j = (j + 1) & (cap - 1);
+                s[j] = k->slot[i];
+            }
+        free(k->slot);
+        k->slot = s;
+        k->cap = cap;
+    }
+    int64_t j = (int64_t)((key * 0x9E3779B97F4A7C15ULL) >> 17) & (k->cap - 1);
+    while (k->slot[j] && k->slot[j] != key)
+        j = (j + 1) & (k->cap - 1);
+    if (!k->slot[j]) {
+        k->slot[j] = key;
+        k->n++;
+    }
+    return 0;
+}
+
+static void free_distinct(text_impl *t)
+{
+    if (!t->distinct)
+        return;
+    for (int32_t f = 0; f < t->plan.S; f++)
+        free(t->distinct[f].slot);
+    free(t->distinct);
+    t->distinct = NULL;
+}
+
+/* Per-thread buffers for `threads` threads and per-line slots for n lines. */
+static int reserve(ctr_source *s, text_impl *t, int32_t n)
+{
+    const int32_t D = t->plan.D, S = t->plan.S;
+    if (t->t_alloc < t->threads) {
+        text_ids *ti = realloc(t->tids, (size_t)t->threads * sizeof *ti);
+        char **sc = ti ? realloc(t->scratch, (size_t)t->threads * sizeof *sc) : NULL;
+        char (*pm)[200] = sc ? realloc(t->p_msg, (size_t)t->threads * sizeof *pm) : NULL;
+        int64_t *pl = pm ? realloc(t->p_msg_line, (size_t)t->threads * sizeof *pl) : NULL;
+        if (ti)
+            t->tids = ti;
+        if (sc)
+            t->scratch = sc;
+        if (pm)
+            t->p_msg = pm;
+        if (pl)
+            t->p_msg_line = pl;
+        if (!pl)
+            return -1;
+        for (int32_t i = t->t_alloc; i < t->threads; i++) {
+            memset(&t->tids[i], 0, sizeof t->tids[i]);
+            t->scratch[i] = malloc((size_t)t->plan.max_line + 2);
+            if (!t->scratch[i]) {
+                t->t_alloc = i;
+                return -1;
+            }
+        }
+        t->t_alloc = t->threads;
+    }
+    if (n > t->line_cap) {
+        void *a = realloc(t->line_off, ((size_t)n + 1) * sizeof(int64_t));
+        if (a) t->line_off = a;
+        void *b = a ? realloc(t->overlong, (size_t)n) : NULL;
+        if (b) t->overlong = b;
+        void *c = b ? realloc(t->p_label, (size_t)n * sizeof(float)) : NULL;
+        if (c) t->p_label = c;
+        void *d = c ? realloc(t->p_dense, ((size_t)n * D + 1) * sizeof(float)) : NULL;
+        if (d) t->p_dense = d;
+        void *e = d ? realloc(t->p_lens, (size_t)n * S * sizeof(int32_t)) : NULL;
+        if (e) t->p_lens = e;
+        void *f = e ? realloc(t->p_first, ((size_t)n + 1) * sizeof(int64_t)) : NULL;
+        if (f) t->p_first = f;
+        void *g = f ? realloc(t->p_bad, (size_t)n) : NULL;
+        if (g) t->p_bad = g;
+        void *h = g ? realloc(t->p_tid, (size_t)n * sizeof(int16_t)) : NULL;
+        if (h) t->p_tid = h;
+        if (!h)
+            return -1;
+        t->line_cap = n;
+    }
+    return ctr_buf_reserve(s, n, 1);
+}
+
+/* The next counted line; 0 or -1 with err (read error, or the file shrank). */
+static int counted_line(text_impl *t, const char **line, size_t *len, int *overlong, char *err, size_t errlen)
+{
+    int rc = text_stream_line(t->ts, (size_t)t->plan.max_line, line, len, overlong, err, errlen);
+    if (rc < 0)
+        return -1;
+    if (rc == 0)
+        return ctr_fail(err, errlen, "%s:%lld: file ends before its %lld counted lines (changed while read?)",
+                        t->path, (long long)(t->first_line + t->line), (long long)t->lines);
+    return 0;
+}
+
+/* Lines [0, n) of the batch, parsed by the threads into the per-line slots. */
+static void parse_lines(text_impl *t, int32_t n)
+{
+    const int32_t D = t->plan.D, S = t->plan.S, T = t->threads;
+    for (int32_t i = 0; i < T; i++)
+        t->tids[i].n = 0; /* a thread the team lacks leaves its buffer empty */
+#pragma omp parallel num_threads(T) if (T > 1 && n > 64)
+    {
+        int32_t me = omp_get_thread_num(), nt = omp_get_num_threads();
+        int32_t lo = (int32_t)((int64_t)n * me / nt), hi = (int32_t)((int64_t)n * (me + 1) / nt);
+        text_ids *ids = &t->tids[me];
+        ids->n = 0;
+        t->p_msg[me][0] = '\0';
+        t->p_msg_line[me] = -1;
+        for (int32_t i = lo; i < hi; i++) {
+            text_sample o = {&t->p_label[i], &t->p_dense[(int64_t)i * D], NULL, &t->p_lens[(int64_t)i * S]};
+            char msg[200];
+            t->p_first[i] = ids->n;
+            t->p_tid[i] = (int16_t)me;
+            int bad = 0;
+            if (t->overlong[i]) {
+                snprintf(msg, sizeof msg, "line longer than %d bytes", (int)t->plan.max_line);
+                bad = 1;
+            } else {
+                bad = text_parse_line(&t->plan, t->arena + t->line_off[i], (size_t)(t->line_off[i + 1] - t->line_off[i]),
+                                      t->scratch[me], &o, ids, msg, sizeof msg) != 0;
+            }
+            t->p_bad[i] = (unsigned char)bad;
+            if (bad && t->p_msg_line[me] < 0) {
+                memcpy(t->p_msg[me], msg, sizeof msg);
+                t->p_msg_line[me] = i;
+            }
+        }
+    }
+}
+
+/* One round of text_next: the next `max` lines read, parsed and their good
+ * samples staged after the *n samples and *k ids staged so far. */
+static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int64_t *kp, int64_t *firstp, char *err,
+                      size_t errlen)
+{
+    /* copy the lines out of the stream */
+    const int64_t line0 = t->line;
+    int64_t used = 0;
+    for (int32_t i = 0; i < max; i++) {
+        const char *p;
+        size_t len;
+        int over;
+        if (counted_line(t, &p, &len, &over, err, errlen))
+            return -1;
+        if (used + (int64_t)len + 1 > t->arena_cap) {
+            int64_t cap = t->arena_cap ? t->arena_cap : 1 << 20;
+            while (cap < used + (int64_t)len + 1)
+                cap *= 2;
+            char *a = realloc(t->arena, (size_t)cap);
+            if (!a)
+                return ctr_fail(err, errlen, "%s: out of memory", t->path);
+            t->arena = a;
+            t->arena_cap = cap;
+        }
+        t->line_off[i] = used;
+        memcpy(t->arena + used, p, len);
+        used += (int64_t)len;
+        t->line_off[i + 1] = used;
+        t->overlong[i] = (unsigned char)over;
+        t->line++;
+    }
+    parse_lines(t, max);
+    /* merge in line order */
+    int64_t nids = *kp, first = *firstp;
+    for (int32_t me = 0; me < t->threads; me++)
+        nids += t->tids[me].n;
+    if (ctr_buf_reserve_ids(s, nids, 1))
+        return ctr_fail(err, errlen, "%s: out of memory for %lld ids", t->path, (long long)nids);
+    const int32_t D = t->plan.D, S = t->plan.S;
+    const int weighted = t->plan.any_weighted;
+    int32_t n = *np;
+    int64_t k = *kp;
+    for (int32_t i = 0; i < max; i++) {
+        const int32_t me = t->p_tid[i];
+        int64_t line = line0 + i, fileline = t->first_line + line;
+        int fresh = line >= t->seen;
+        if (fresh) {
+            s->stats.lines++;
+            t->seen = line + 1;
+        }
+        if (t->p_bad[i]) {
+            const char *msg = t->p_msg_line[me] == i ? t->p_msg[me] : NULL;
+            char again[200];
+            if (!msg) { /* not its thread's first: parse it again for the message */
+                text_sample o = {&t->p_label[i], &t->p_dense[(int64_t)i * D], NULL, &t->p_lens[(int64_t)i * S]};
+                text_ids tmp = {0};
+                if (t->overlong[i])
+                    snprintf(again, sizeof again, "line longer than %d bytes", (int)t->plan.max_line);
+                else
+                    text_parse_line(&t->plan, t->arena + t->line_off[i],
+                                    (size_t)(t->line_off[i + 1] - t->line_off[i]), t->scratch[0], &o, &tmp, again,
+                                    sizeof again);
+                text_ids_free(&tmp);
+                msg = again;
+            }
+            if (!strcmp(msg, "out of memory"))
+                return ctr_fail(err, errlen, "%s:%lld: out of memory", t->path, (long long)fileline);
+            if (fresh) {
+                s->stats.bad_lines++;
+                if (!s->stats.first_bad[0])
+                    snprintf(s->stats.first_bad, sizeof s->stats.first_bad, "%s:%lld: %s", t->path,
+                             (long long)fileline, msg);
+            }
+            if (t->policy == CTR_BAD_FAIL)
+                return ctr_fail(err, errlen, "%s:%lld: %s", t->path, (long long)fileline, msg);
+            continue;
+        }
+        if (first < 0)
+            first = line;
+        s->label[n] = t->p_label[i];
+        memcpy(s->dense + (int64_t)n * D, t->p_dense + (int64_t)i * D, (size_t)D * sizeof(float));
+        memcpy(s->stage_len + (int64_t)n * S, t->p_lens + (int64_t)i * S, (size_t)S * sizeof(int32_t));
+        const text_ids *ids = &t->tids[me];
+        int64_t at = t->p_first[i];
+        for (int32_t f = 0; f < S; f++) {
+            int32_t len = t->p_lens[(int64_t)i * S + f];
+            int64_t rows = s->schema.rows[f];
+            for (int32_t j = 0; j < len; j++, at++, k++) {
+                int64_t key = ids->keys[at];
+                if (t->distinct && key_set_add(&t->distinct[f], (uint64_t)key))
+                    return ctr_fail(err, errlen, "%s: out of memory counting distinct keys", t->path);
+                s->stage_ids[k] = rows ? (int64_t)((uint64_t)key % (uint64_t)rows) : key;
+                if (weighted)
+                    s->stage_w[k] = ids->w[at];
+            }
+        }
+        n++;
+    }
+    *np = n;
+    *kp = k;
+    *firstp = first;
+    return 0;
+}
+
+static int64_t text_next(ctr_source *s, int32_t max, char *err, size_t errlen)
+{
+    text_impl *t = s->impl;
+    if (t->end - t->line < max)
+        max = (int32_t)(t->end - t->line);
+    if (max <= 0)
+        return 0;
+    if (reserve(s, t, max))
+        return ctr_fail(err, errlen, "%s: out of memory for %d samples", t->path, (int)max);
+    int32_t n = 0;
+    int64_t k = 0, first = -1;
+    while (n < max && t->line < t->end) { /* skipped bad lines: read on */
+        int32_t want = max - n;
+        if (t->end - t->line < want)
+            want = (int32_t)(t->end - t->line);
+        if (next_round(s, t, want, &n, &k, &first, err, errlen))
+            return -1;
+    }
+    if (n > 0 && ctr_buf_transpose(s, n, k))
+        return ctr_fail(err, errlen, "%s: out of memory for %lld ids", t->path, (long long)k);
+    s->batch_first = first;
+    return n;
+}
+
+static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen);
+
+static void text_rewind(ctr_source *s)
+{
+    text_impl *t = s->impl;
+    text_seek(s, t->begin, NULL, 0); /* a failure: the next read reports what it finds */
+}
+
+static void text_destroy(ctr_source *s)
+{
+    text_impl *t = s->impl;
+    if (!t)
+        return;
+    text_stream_close(t->ts);
+    text_plan_free(&t->plan);
+    for (int32_t i = 0; i < t->t_alloc; i++) {
+        text_ids_free(&t->tids[i]);
+        free(t->scratch[i]);
+    }
+    free(t->tids);
+    free(t->scratch);
+    free(t->p_msg);
+    free(t->p_msg_line);
+    free(t->arena);
+    free(t->line_off);
+    free(t->overlong);
+    free(t->p_label);
+    free(t->p_dense);
+    free(t->p_lens);
+    free(t->p_first);
+    free(t->p_bad);
+    free(t->p_tid);
+    free(t->marks);
+    free_distinct(t);
+    free(t->path);
+    free(t);
+}
+
+static void text_tell(const ctr_source *s, ctr_position *out)
+{
+    const text_impl *t = s->impl;
+    out->next = t->line;
+    out->begin = t->begin;
+    out->end = t->end;
+}
+
+/* To data line `next` of the share, reading the lines before it unparsed. */
+static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
+{
+    text_impl *t = s->impl;
+    if (next < t->begin || next > t->end)
+        return ctr_fail(err, errlen, "%s: position: line %lld is outside this rank's lines %lld to %lld", t->path,
+                        (long long)(t->first_line + next), (long long)(t->first_line + t->begin),
+                        (long long)(t->first_line + t->end - 1));
+    int64_t mk = next >> TEXT_MARK_SHIFT;
+    if (mk >= t->nmarks)
+        mk = t->nmarks - 1;
+    if (text_stream_seek(t->ts, mk >= 0 ? t->marks[mk] : t->data_offset, err, errlen))
+        return -1;
+    t->line = mk >= 0 ? mk << TEXT_MARK_SHIFT : 0;
+    while (t->line < next) {
+        const char *p;
+        size_t len;
+        int over;
+        int rc = text_stream_line(t->ts, 0, &p, &len, &over, err, errlen);
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
+            return ctr_fail(err, errlen, "%s: file ends before line %lld (changed while read?)", t->path,
+                            (long long)(t->first_line + next));
+        t->line++;
+    }
+    if (t->seen < next)
+        t->seen = next; /* lines skipped here are not counted as read */
+    return 0;
+}
+
+static const ctr_source_ops TEXT_OPS = {text_next, text_rewind, text_destroy, text_tell, text_seek, NULL};
+
+/* Counts the data lines from data_offset on, remembering every 2^16th. */
+static int count_lines(text_impl *t, char *err, size_t errlen)
+{
+    int64_t cap = 0;
+    t->lines = 0;
+    for (;;) {
+        int64_t off = text_stream_tell(t->ts);
+        const char *p;
+        size_t len;
+        int over;
+        int rc = text_stream_line(t->ts, 0, &p, &len, &over, err, errlen);
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
+            break;
+        if ((t->lines & ((INT64_C(1) << TEXT_MARK_SHIFT) - 1)) == 0) {
+            if (t->nmarks == cap) {
+                cap = cap ? 2 * cap : 64;
+                int64_t *q = realloc(t->marks, (size_t)cap * sizeof *q);
+                if (!q)
+                    return ctr_fail(err, errlen, "%s: out of memory", t->path);
+                t->marks = q;
+            }
+            t->marks[t->nmarks++] = off;
+        }
+        t->lines++;
+    }
+    return 0;
+}
+
+/* Mean and std of the standardize columns without them, by Welford over
+ * the good lines of the whole file in order (every rank alike). */
+static int compute_stats(text_impl *t, char *err, size_t errlen)
+{
+    text_plan *p = &t->plan;
+    int32_t need = 0;
+    for (int32_t c = 0; c < p->num_columns; c++)
+        if ((p->cols[c].type == CTR_COL_INT || p->cols[c].type == CTR_COL_FLOAT) &&
+            p->cols[c].transform == CTR_TF_STANDARDIZE && !p->cols[c].has_stats) {
+            p->cols[c].mean = 0;
+            p->cols[c].std = 1;
+            need++;
+        }
+    if (!need)
+        return 0;
+    const int32_t D = p->D, S = p->S;
+    double *raw = malloc(((size_t)D + 1) * sizeof *raw), *mean = calloc((size_t)D + 1, sizeof *mean),
+           *m2 = calloc((size_t)D + 1, sizeof *m2);
+    float *dense = malloc(((size_t)D + 1) * sizeof *dense), label;
+    int32_t *lens = malloc((size_t)S * sizeof *lens);
+    char *scratch = malloc((size_t)p->max_line + 2), msg[200];
+    text_ids ids = {0};
+    int64_t good = 0;
+    int rc = -1;
+    if (!raw || !mean || !m2 || !dense || !lens || !scratch) {
+        ctr_fail(err, errlen, "%s: out of memory", t->path);
+        goto out;
+    }
+    if (text_stream_seek(t->ts, t->data_offset, err, errlen))
+        goto out;
+    for (;;) {
+        const char *line;
+        size_t len;
+        int over;
+        int r = text_stream_line(t->ts, (size_t)p->max_line, &line, &len, &over, err, errlen);
+        if (r < 0)
+            goto out;
+        if (r == 0)
+            break;
+        text_sample o = {&label, dense, raw, lens};
+        ids.n = 0;
+        if (over || text_parse_line(p, line, len, scratch, &o, &ids, msg, sizeof msg))
+            continue;
+        good++;
+        for (int32_t c = 0; c < p->num_columns; c++) {
+            const ctr_column *k = &p->cols[c];
+            if (!((k->type == CTR_COL_INT || k->type == CTR_COL_FLOAT) && k->transform == CTR_TF_STANDARDIZE &&
+                  !k->has_stats))
+                continue;
+            int32_t d = p->col_out[c];
+            double x = raw[d], dd = x - mean[d];
+            mean[d] += dd / (double)good;
+            m2[d] += dd * (x - mean[d]);
+        }
+    }
+    for (int32_t c = 0; c < p->num_columns; c++) {
+        ctr_column *k = &p->cols[c];
+        if (!((k->type == CTR_COL_INT || k->type == CTR_COL_FLOAT) && k->transform == CTR_TF_STANDARDIZE &&
+              !k->has_stats))
+            continue;
+        int32_t d = p->col_out[c];
+        double sd = good > 0 ? sqrt(m2[d] / (double)good) : 0;
+        if (!(sd > 0)) {
+            ctr_fail(err, errlen, "%s: column %s: standardize: %s; give its mean and std in the schema", t->path,
+                     k->name, good ? "every value is the same (std 0)" : "the file has no good line");
+            goto out;
+        }
+        k->mean = mean[d];
+        k->std = sd;
+    }
+    rc = 0;
+out:
+    free(raw);
+    free(mean);
+    free(m2);
+    free(dense);
+    free(lens);
+    free(scratch);
+    text_ids_free(&ids);
+    return rc;
+}
+
+int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_policy policy, int32_t rank,
+                    int32_t world, ctr_source **out, char *err, size_t errlen)
+{
+    if (out)
+        *out = NULL;
+    if (!path || !schema || !out)
+        return ctr_fail(err, errlen, "ctr_source_text: path, schema and out must not be NULL");
+    if (ctr_check_world(path, rank, world, err, errlen))
+        return -1;
+    if (policy != CTR_BAD_SKIP && policy != CTR_BAD_FAIL)
+        return ctr_fail(err, errlen, "%s: bad-line policy %d is neither skip nor fail", path, (int)policy);
+    text_impl *t = calloc(1, sizeof *t);
+    if (!t || !(t->path = strdup(path))) {
+        free(t);
+        return ctr_fail(err, errlen, "%s: out of memory", path);
+    }
+    t->policy = policy;
+    t->threads = 1;
+    ctr_source *s = NULL;
+    if (text_plan_init(&t->plan, schema, path, err, errlen)) {
+        free(t->path);
+        free(t);
+        return -1;
+    }
+    ctr_schema sc;
+    memset(&sc, 0, sizeof sc);
+    sc.num_dense = t->plan.D;
+    sc.num_sparse = t->plan.S;
+    for (int32_t c = 0; c < t->plan.num_columns; c++) {
+        const ctr_column *k = &t->plan.cols[c];
+        if (k->type == CTR_COL_LABEL)
+            sc.float_label = k->float_label;
+        if (k->type != CTR_COL_CATEGORICAL && k->type != CTR_COL_MULTI_HOT)
+            continue;
+        int32_t f = t->plan.col_out[c];
+        sc.rows[f] = k->rows;
+        sc.weighted[f] = (unsigned char)(k->type == CTR_COL_MULTI_HOT && k->weighted);
+        snprintf(sc.names[f], sizeof sc.names[f], "%s", k->name);
+    }
+    if (!(s = ctr_source_alloc(&TEXT_OPS, t, &sc))) {
+        text_plan_free(&t->plan);
+        free(t->path);
+        free(t);
+        return ctr_fail(err, errlen, "%s: out of memory", path);
+    }
+    if (text_stream_open(path, &t->ts, err, errlen))
+        goto fail;
+    t->first_line = 1;
+    if (t->plan.header) {
+        const char *line;
+        size_t len;
+        int over;
+        int rc = text_stream_line(t->ts, (size_t)t->plan.max_line, &line, &len, &over, err, errlen);
+        if (rc < 0)
+            goto fail;
+        if (rc == 0) {
+            ctr_fail(err, errlen, "%s: the file is empty, the schema expects a header line", path);
+            goto fail;
+        }
+        if (over) {
+            ctr_fail(err, errlen, "%s:1: header longer than %d bytes", path, (int)t->plan.max_line);
+            goto fail;
+        }
+        if (text_plan_header(&t->plan, line, len, path, err, errlen))
+            goto fail;
+        t->first_line = 2;
+    }
+    t->data_offset = text_stream_tell(t->ts);
+    if (count_lines(t, err, errlen) || compute_stats(t, err, errlen))
+        goto fail;
+    t->begin = ctr_share_begin(t->lines, rank, world);
+    t->end = ctr_share_begin(t->lines, rank + 1, world);
+    t->seen = t->begin;
+    if (text_seek(s, t->begin, err, errlen))
+        goto fail;
+    t->seen = t->begin;
+    *out = s;
+    return 0;
+fail:
+    ctr_source_destroy(s);
+    return -1;
+}
+
+void ctr_source_set_threads(ctr_source *s, int32_t threads)
+{
+    if (s && s->ops == &TEXT_OPS)
+        ((text_impl *)s->impl)->threads = threads < 1 ? 1 : threads > 256 ? 256 : threads;
+}
+
+int ctr_source_text_stats(const ctr_source *s, int32_t column, double *mean, double *std)
+{
+    if (!s || s->ops != &TEXT_OPS)
+        return -1;
+    const text_plan *p = &((const text_impl *)s->impl)->plan;
+    if (column < 0 || column >= p->num_columns || p->cols[column].transform != CTR_TF_STANDARDIZE ||
+        (p->cols[column].type != CTR_COL_INT && p->cols[column].type != CTR_COL_FLOAT))
+        return -1;
+    *mean = p->cols[column].mean;
+    *std = p->cols[column].std;
+    return 0;
+}
+
+int ctr_source_count_keys(ctr_source *s, char *err, size_t errlen)
+{
+    if (!s || s->ops != &TEXT_OPS)
+        return ctr_fail(err, errlen, "counting distinct keys needs a text source");
+    text_impl *t = s->impl;
+    if (!t->distinct && !(t->distinct = calloc((size_t)t->plan.S, sizeof *t->distinct)))
+        return ctr_fail(err, errlen, "%s: out of memory", t->path);
+    return 0;
+}
+
+int64_t ctr_source_distinct_keys(const ctr_source *s, int32_t f)
+{
+    if (!s || s->ops != &TEXT_OPS)
+        return -1;
+    const text_impl *t = s->impl;
+    if (!t->distinct || f < 0 || f >= t->plan.S)
+        return -1;
+    return t->distinct[f].over ? CTR_DISTINCT_CAP + 1 : t->distinct[f].n;
+}
+
+void ctr_text_schema_criteo(const int64_t *rows, ctr_column *cols, ctr_text_schema *out)
+{
+    memset(cols, 0, 40 * sizeof *cols);
+    snprintf(cols[0].name, sizeof cols[0].name, "label");
+    cols[0].type = CTR_COL_LABEL;
+    for (int k = 1; k <= 13; k++) {
+        snprintf(cols[k].name, sizeof cols[k].name, "I%d", k);
+        cols[k].type = CTR_COL_INT;
+        cols[k].transform = CTR_TF_LOG1P;
+    }
+    for (int f = 0; f < 26; f++) {
+        ctr_column *c = &cols[14 + f];
+        snprintf(c->name, sizeof c->name, "C%d", f + 1);
+        c->type = CTR_COL_CATEGORICAL;
+        c->encoding = CTR_ENC_HEX;
+        c->rows = rows[f];
+    }
+    memset(out, 0, sizeof *out);
+    out->delimiter = '\t';
+    out->header = 0;
+    out->max_line = 4096;
+    out->num_columns = 40;
+    out->columns = cols;
+    out->expect = "label, I1..I13, C1..C26";
+}
+
+int ctr_source_tsv(const char *path, const int64_t *rows, ctr_bad_policy policy, int32_t rank, int32_t world,
+                   ctr_source **out, char *err, size_t errlen)
+{
+    if (out)
+        *out = NULL;
+    if (!path || !rows || !out)
+        return ctr_fail(err, errlen, "ctr_source_tsv: path, rows and out must not be NULL");
+    for (int f = 0; f < 26; f++)
+        if (rows[f] < 0)
+            return ctr_fail(err, errlen, "%s: rows of C%d = %lld, must be >= 0 (0: 64-bit keys)", path, f + 1,
+                            (long long)rows[f]);
+    ctr_column cols[40];
+    ctr_text_schema sc;
+    ctr_text_schema_criteo(rows, cols, &sc);
+    return ctr_source_text(path, &sc, policy, rank, world, out, err, errlen);
+}

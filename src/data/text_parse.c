@@ -1,0 +1,597 @@
+/*
+ * text_parse.c: the schema made ready (text_plan) and one line parsed to
+ * one sample (text_parse.h; the rules are docs/data.md's).
+ *
+ * Numbers are checked against a grammar before they are converted, so
+ * what strtod would accept beyond it ("nan", "0x10", " 1", "1e") is a bad
+ * line, as it is for the reference reader of the tests.  Keys are XXH64
+ * of the value's bytes seeded by the feature's index, so a string and the
+ * Criteo hex rule are one mechanism.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "data/text_parse.h"
+
+#define SHOW(n) ((int)((n) > 40 ? 40 : (n)))
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int64_t text_key_hex(uint32_t v, int32_t f)
+{
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    return (int64_t)XXH64(b, 4, (XXH64_hash_t)f);
+}
+
+static int64_t key_int(int64_t v, int32_t f)
+{
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)((uint64_t)v >> (8 * i));
+    return (int64_t)XXH64(b, 8, (XXH64_hash_t)f);
+}
+
+
+int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, char *err, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    p->label_col = -1;
+    if (!sc || !sc->columns || sc->num_columns < 1 || sc->num_columns > CTR_MAX_COLUMNS)
+        return fail(err, errlen, "%s: the schema needs 1 to %d columns", who, CTR_MAX_COLUMNS);
+    if (sc->delimiter != ',' && sc->delimiter != '\t')
+        return fail(err, errlen, "%s: the schema's separator must be ',' (csv) or a tab (tsv)", who);
+    if (sc->max_line < 1 || sc->max_line > CTR_TEXT_MAX_LINE_LIMIT)
+        return fail(err, errlen, "%s: max_line %d outside [1, %d]", who, (int)sc->max_line,
+                    CTR_TEXT_MAX_LINE_LIMIT);
+    const int32_t C = sc->num_columns;
+    p->delimiter = sc->delimiter;
+    p->quoting = sc->delimiter == ',';
+    p->header = sc->header;
+    p->max_line = sc->max_line;
+    p->num_columns = C;
+    p->cols = malloc((size_t)C * sizeof *p->cols);
+    p->col_field = malloc((size_t)C * sizeof(int32_t));
+    p->col_out = malloc((size_t)C * sizeof(int32_t));
+    if (!p->cols || !p->col_field || !p->col_out) {
+        text_plan_free(p);
+        return fail(err, errlen, "%s: out of memory", who);
+    }
+    memcpy(p->cols, sc->columns, (size_t)C * sizeof *p->cols);
+    for (int32_t c = 0; c < C; c++) {
+        const ctr_column *k = &p->cols[c];
+        const char *nm = k->name;
+        int rc = 0;
+        if (!nm[0] || memchr(nm, '\0', sizeof k->name) == NULL)
+            rc = fail(err, errlen, "%s: column %d: a name of 1 to 31 bytes is needed", who, (int)c);
+        for (int32_t d = 0; !rc && d < c; d++)
+            if (k->type != CTR_COL_IGNORE && !strcmp(p->cols[d].name, nm))
+                rc = fail(err, errlen, "%s: column %d (%s): the name is used twice", who, (int)c, nm);
+        if (!rc && ((unsigned)k->type > CTR_COL_MULTI_HOT))
+            rc = fail(err, errlen, "%s: column %d (%s): unknown type", who, (int)c, nm);
+        if (rc) {
+            text_plan_free(p);
+            return -1;
+        }
+        p->col_out[c] = -1;
+        switch (k->type) {
+        case CTR_COL_LABEL:
+            if (p->label_col >= 0)
+                rc = fail(err, errlen, "%s: columns %s and %s are both labels; one label is needed", who,
+                          p->cols[p->label_col].name, nm);
+            p->label_col = c;
+            break;
+        case CTR_COL_INT:
+        case CTR_COL_FLOAT:
+            if (k->transform == CTR_TF_CLIP && !(k->min <= k->max))
+                rc = fail(err, errlen, "%s: column %s: clip needs min <= max", who, nm);
+            if (k->transform == CTR_TF_STANDARDIZE && k->has_stats && !(k->std > 0 && isfinite(k->mean)))
+                rc = fail(err, errlen, "%s: column %s: standardize needs std > 0", who, nm);
+            p->col_out[c] = p->D++;
+            break;
+        case CTR_COL_CATEGORICAL:
+        case CTR_COL_MULTI_HOT:
+            if (k->rows < 0)
+                rc = fail(err, errlen, "%s: column %s: rows %lld, must be >= 1 (or 0: 64-bit keys)", who, nm,
+                          (long long)k->rows);
+            if (k->type == CTR_COL_MULTI_HOT &&
+                (k->separator == sc->delimiter || k->separator == '\0' || k->separator == '\n' ||
+                 k->separator == '"' || (k->weighted && k->separator == ':')))
+                rc = fail(err, errlen, "%s: column %s: separator '%c' cannot separate ids here", who, nm,
+                          k->separator);
+            if ((unsigned)k->encoding > CTR_ENC_HEX)
+                rc = fail(err, errlen, "%s: column %s: unknown encoding", who, nm);
+            if (k->type == CTR_COL_MULTI_HOT && k->weighted)
+                p->any_weighted = 1;
+            p->col_out[c] = p->S++;
+            break;
+        default:
+            break;
+        }
+        if (rc) {
+            text_plan_free(p);
+            return -1;
+        }
+    }
+    if (p->label_col < 0 || p->D > 4096 || p->S < 1 || p->S > CTR_MAX_FEATURES) {
+        fail(err, errlen, p->label_col < 0 ? "%s: the schema has no label column" : p->D > 4096
+                              ? "%s: the schema has more than 4096 int and float columns"
+                              : "%s: the schema needs 1 to 64 categorical or multi_hot columns", who);
+        text_plan_free(p);
+        return -1;
+    }
+    if (!sc->header) { /* every column in order */
+        p->nfields = C;
+        p->field_col = malloc((size_t)C * sizeof(int32_t));
+        if (!p->field_col) {
+            text_plan_free(p);
+            return fail(err, errlen, "%s: out of memory", who);
+        }
+        for (int32_t c = 0; c < C; c++) {
+            p->col_field[c] = p->cols[c].type == CTR_COL_IGNORE ? -1 : c;
+            p->field_col[c] = p->cols[c].type == CTR_COL_IGNORE ? -1 : c;
+        }
+        if (sc->expect)
+            snprintf(p->expect, sizeof p->expect, "%s", sc->expect);
+        else
+            snprintf(p->expect, sizeof p->expect, "the schema's columns");
+    }
+    return 0;
+}
+
+void text_plan_free(text_plan *p)
+{
+    free(p->cols);
+    free(p->field_col);
+    free(p->col_field);
+    free(p->col_out);
+    memset(p, 0, sizeof *p);
+}
+
+/* Splits line into fields (at most cap recorded; the count returned), CSV
+ * quotes unescaped into scratch.  -1 with msg for a quoting error. */
+static int split(const text_plan *p, const char *line, size_t len, char *scratch, const char **fs, size_t *fl,
+                 int cap, char *msg, size_t msglen)
+{
+    const char *e = line + len, *q = line;
+    char *out = scratch;
+    int n = 0;
+    for (;;) {
+        const char *start = q, *end;
+        size_t flen;
+        if (p->quoting && q < e && *q == '"') {
+            char *o = out;
+            const char *r = q + 1;
+            for (;;) {
+                const char *qq = memchr(r, '"', (size_t)(e - r));
+                if (!qq)
+                    return fail(msg, msglen, "field %d: a quote is not closed", n);
+                memcpy(o, r, (size_t)(qq - r));
+                o += qq - r;
+                if (qq + 1 < e && qq[1] == '"') {
+                    *o++ = '"';
+                    r = qq + 2;
+                    continue;
+                }
+                end = qq + 1;
+                break;
+            }
+            if (end < e && *end != p->delimiter)
+                return fail(msg, msglen, "field %d: text after its closing quote", n);
+            start = out;
+            flen = (size_t)(o - out);
+            out = o;
+        } else {
+            const char *d = memchr(q, p->delimiter, (size_t)(e - q));
+            end = d ? d : e;
+            flen = (size_t)(end - q);
+        }
+        if (n < cap) {
+            fs[n] = start;
+            fl[n] = flen;
+        }
+        n++;
+        if (end >= e)
+            break;
+        q = end + 1; /* past the delimiter */
+        if (q == e) { /* a trailing delimiter: one more, empty field */
+            if (n < cap) {
+                fs[n] = e;
+                fl[n] = 0;
+            }
+            n++;
+            break;
+        }
+    }
+    return n;
+}
+
+int text_plan_header(text_plan *p, const char *line, size_t len, const char *who, char *err, size_t errlen)
+{
+    if (len > 0 && line[len - 1] == '\r')
+        len--;
+    char *scratch = malloc(len + 1);
+    int cap = CTR_MAX_COLUMNS * 4;
+    const char **fs = malloc((size_t)cap * sizeof *fs);
+    size_t *fl = malloc((size_t)cap * sizeof *fl);
+    char msg[160];
+    int rc = -1;
+    if (!scratch || !fs || !fl) {
+        fail(err, errlen, "%s: out of memory", who);
+        goto out;
+    }
+    int n = split(p, line, len, scratch, fs, fl, cap, msg, sizeof msg);
+    if (n < 0) {
+        fail(err, errlen, "%s:1: header: %s", who, msg);
+        goto out;
+    }
+    if (n > cap) {
+        fail(err, errlen, "%s:1: header: %d fields, at most %d", who, n, cap);
+        goto out;
+    }
+    p->nfields = n;
+    p->field_col = malloc((size_t)n * sizeof(int32_t));
+    if (!p->field_col) {
+        fail(err, errlen, "%s: out of memory", who);
+        goto out;
+    }
+    for (int k = 0; k < n; k++)
+        p->field_col[k] = -1;
+    for (int32_t c = 0; c < p->num_columns; c++) {
+        p->col_field[c] = -1;
+        if (p->cols[c].type == CTR_COL_IGNORE)
+            continue;
+        const char *nm = p->cols[c].name;
+        size_t nl = strlen(nm);
+        for (int k = 0; k < n; k++)
+            if (fl[k] == nl && !memcmp(fs[k], nm, nl)) {
+                if (p->field_col[k] < 0)
+                    p->field_col[k] = c;
+                p->col_field[c] = k;
+                break;
+            }
+        if (p->col_field[c] < 0) {
+            fail(err, errlen, "%s:1: the header has no column named \"%s\" (the schema's column %d)", who, nm,
+                 (int)c);
+            goto out;
+        }
+    }
+    snprintf(p->expect, sizeof p->expect, "the header's columns");
+    rc = 0;
+out:
+    free(scratch);
+    free(fs);
+    free(fl);
+    return rc;
+}
+
+int text_ids_reserve(text_ids *t, int64_t n, int weighted)
+{
+    if (n <= t->cap && t->keys && (!weighted || t->w))
+        return 0;
+    int64_t cap = t->cap * 2 > n ? t->cap * 2 : n < 1024 ? 1024 : n;
+    int64_t *k = realloc(t->keys, (size_t)cap * sizeof *k);
+    if (!k)
+        return -1;
+    t->keys = k;
+    if (weighted) {
+        float *w = realloc(t->w, (size_t)cap * sizeof *w);
+        if (!w)
+            return -1;
+        t->w = w;
+    }
+    t->cap = cap;
+    return 0;
+}
+
+void text_ids_free(text_ids *t)
+{
+    free(t->keys);
+    free(t->w);
+    memset(t, 0, sizeof *t);
+}
+
+static int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* Decimal integer with an optional sign in int64; -1 otherwise. */
+static int parse_int(const char *s, size_t n, int64_t *out)
+{
+    size_t i = 0;
+    int neg = 0;
+    if (n > 0 && (s[0] == '-' || s[0] == '+'))
+        neg = s[i++] == '-';
+    if (i == n)
+        return -1;
+    uint64_t v = 0, max = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; i < n; i++) {
+        if (!is_digit(s[i]))
+            return -1;
+        uint64_t d = (uint64_t)(s[i] - '0');
+        if (v > (max - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 0;
+}
+
+/* [+-]?(d+(.d*)?|.d+)([eE][+-]?d+)? then strtod; -1: not one, -2: too big. */
+static int parse_float(const char *s, size_t n, double *out)
+{
+    size_t i = 0, digits = 0;
+    if (i < n && (s[i] == '+' || s[i] == '-'))
+        i++;
+    while (i < n && is_digit(s[i]))
+        i++, digits++;
+    if (i < n && s[i] == '.') {
+        i++;
+        while (i < n && is_digit(s[i]))
+            i++, digits++;
+    }
+    if (digits == 0)
+        return -1;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-'))
+            i++;
+        size_t ed = 0;
+        while (i < n && is_digit(s[i]))
+            i++, ed++;
+        if (ed == 0)
+            return -1;
+    }
+    if (i != n)
+        return -1;
+    char buf[512];
+    if (n >= sizeof buf)
+        return -1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    double v = strtod(buf, NULL);
+    if (!isfinite(v))
+        return -2;
+    *out = v;
+    return 0;
+}
+
+static int parse_hex(const char *s, size_t n, uint32_t *out)
+{
+    if (n < 1 || n > 8)
+        return -1;
+    uint32_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                                 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0)
+            return -1;
+        v = v << 4 | (uint32_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The key of one id's text in feature f; -1 with msg (the value quoted). */
+static int id_key(const ctr_column *k, int32_t f, const char *s, size_t n, int64_t *key, char *what, size_t wlen)
+{
+    switch (k->encoding) {
+    case CTR_ENC_INT: {
+        int64_t v;
+        if (parse_int(s, n, &v))
+            return fail(what, wlen, "\"%.*s\" is not an integer", SHOW(n), s);
+        *key = key_int(v, f);
+        return 0;
+    }
+    case CTR_ENC_HEX: {
+        uint32_t v;
+        if (parse_hex(s, n, &v))
+            return fail(what, wlen, "\"%.*s\" is not hexadecimal%s", SHOW(n), s, n > 8 ? " of at most 8 digits" : "");
+        *key = text_key_hex(v, f);
+        return 0;
+    }
+    default:
+        *key = (int64_t)XXH64(s, n, (XXH64_hash_t)f);
+        return 0;
+    }
+}
+
+/* A sparse column's bag into ids; -1 with msg. */
+static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, size_t n, int any_w, text_ids *ids,
+                     int32_t *len, char *msg, size_t msglen)
+{
+    char what[120];
+    *len = 0;
+    if (n == 0)
+        return 0;
+    if (k->type == CTR_COL_CATEGORICAL) {
+        if (text_ids_reserve(ids, ids->n + 1, any_w))
+            return fail(msg, msglen, "out of memory");
+        if (id_key(k, f, s, n, &ids->keys[ids->n], what, sizeof what))
+            return fail(msg, msglen, "field %d (%s): %s", field, k->name, what);
+        if (any_w)
+            ids->w[ids->n] = 1.0f;
+        ids->n++;
+        *len = 1;
+        return 0;
+    }
+    const char *e = s + n, *q = s;
+    int32_t item = 0;
+    for (;;) {
+        const char *sep = memchr(q, k->separator, (size_t)(e - q));
+        const char *ie = sep ? sep : e;
+        size_t il = (size_t)(ie - q);
+        item++;
+        if (item > CTR_MAX_BAG_IDS)
+            return fail(msg, msglen, "field %d (%s): more than %d ids", field, k->name, CTR_MAX_BAG_IDS);
+        if (il == 0)
+            return fail(msg, msglen, "field %d (%s): item %d is empty", field, k->name, (int)item);
+        size_t idl = il;
+        double wt = 1.0;
+        if (k->weighted) {
+            const char *colon = NULL;
+            for (const char *c = ie; c > q; c--)
+                if (c[-1] == ':') {
+                    colon = c - 1;
+                    break;
+                }
+            if (colon) {
+                idl = (size_t)(colon - q);
+                size_t wl = (size_t)(ie - colon - 1);
+                int rc = parse_float(colon + 1, wl, &wt);
+                if (rc)
+                    return fail(msg, msglen, "field %d (%s): item %d \"%.*s\": \"%.*s\" is not a weight%s", field,
+                                k->name, (int)item, SHOW(il), q, SHOW(wl), colon + 1, rc == -2 ? " (out of range)" : "");
+                if (idl == 0)
+                    return fail(msg, msglen, "field %d (%s): item %d \"%.*s\" has no id before its weight", field,
+                                k->name, (int)item, SHOW(il), q);
+            }
+        }
+        if (text_ids_reserve(ids, ids->n + 1, any_w))
+            return fail(msg, msglen, "out of memory");
+        if (id_key(k, f, q, idl, &ids->keys[ids->n], what, sizeof what))
+            return fail(msg, msglen, "field %d (%s): item %d: %s", field, k->name, (int)item, what);
+        if (any_w)
+            ids->w[ids->n] = (float)wt;
+        ids->n++;
+        if (!sep)
+            break;
+        q = sep + 1;
+    }
+    *len = item;
+    return 0;
+}
+
+static double transform(const ctr_column *k, double x)
+{
+    switch (k->transform) {
+    case CTR_TF_LOG1P:
+        return log1p(x > 0 ? x : 0);
+    case CTR_TF_CLIP:
+        return x < k->min ? k->min : x > k->max ? k->max : x;
+    case CTR_TF_STANDARDIZE:
+        return (x - k->mean) / k->std;
+    default:
+        return x;
+    }
+}
+
+int text_parse_line(const text_plan *p, const char *line, size_t len, char *scratch, text_sample *o, text_ids *ids,
+                    char *msg, size_t msglen)
+{
+    enum { FCAP = 256 };
+    const char *fs_small[FCAP];
+    size_t fl_small[FCAP];
+    const char **fs = fs_small;
+    size_t *fl = fl_small;
+    const int64_t ids_before = ids->n;
+    if (len > 0 && line[len - 1] == '\r')
+        len--;
+    if (memchr(line, '\0', len) != NULL)
+        return fail(msg, msglen, "line holds a NUL byte");
+    if (p->nfields > FCAP) {
+        fs = malloc((size_t)p->nfields * sizeof *fs);
+        fl = malloc((size_t)p->nfields * sizeof *fl);
+        if (!fs || !fl) {
+            free(fs);
+            free(fl);
+            return fail(msg, msglen, "out of memory");
+        }
+    }
+    int rc = -1;
+    int n = split(p, line, len, scratch, fs, fl, p->nfields, msg, msglen);
+    if (n < 0)
+        goto out;
+    if (n != p->nfields) {
+        fail(msg, msglen, "%d fields, expected %d (%s)", n, (int)p->nfields, p->expect);
+        goto out;
+    }
+    for (int32_t c = 0; c < p->num_columns; c++) {
+        const ctr_column *k = &p->cols[c];
+        int field = p->col_field[c];
+        if (field < 0)
+            continue;
+        const char *s = fs[field];
+        size_t sl = fl[field];
+        switch (k->type) {
+        case CTR_COL_LABEL:
+            if (!k->float_label) {
+                if (!(sl == 1 && (s[0] == '0' || s[0] == '1'))) {
+                    fail(msg, msglen, "field %d (%s): \"%.*s\" is not 0 or 1", field, k->name, SHOW(sl), s);
+                    goto out;
+                }
+                *o->label = s[0] == '1' ? 1.0f : 0.0f;
+            } else {
+                double v;
+                if (parse_float(s, sl, &v) || v < 0 || v > 1) {
+                    fail(msg, msglen, "field %d (%s): \"%.*s\" is not a number in [0, 1]", field, k->name, SHOW(sl),
+                         s);
+                    goto out;
+                }
+                *o->label = (float)v;
+            }
+            break;
+        case CTR_COL_INT:
+        case CTR_COL_FLOAT: {
+            double x = 0;
+            if (sl > 0) {
+                if (k->type == CTR_COL_INT) {
+                    int64_t v;
+                    if (parse_int(s, sl, &v)) {
+                        fail(msg, msglen, "field %d (%s): \"%.*s\" is not an integer", field, k->name, SHOW(sl), s);
+                        goto out;
+                    }
+                    x = (double)v;
+                } else {
+                    int r = parse_float(s, sl, &x);
+                    if (r) {
+                        fail(msg, msglen, "field %d (%s): \"%.*s\" is not a number%s", field, k->name, SHOW(sl), s,
+                             r == -2 ? " (out of range)" : "");
+                        goto out;
+                    }
+                }
+            }
+            int32_t d = p->col_out[c];
+            if (o->raw)
+                o->raw[d] = x;
+            o->dense[d] = (float)transform(k, x);
+            break;
+        }
+        case CTR_COL_CATEGORICAL:
+        case CTR_COL_MULTI_HOT: {
+            int32_t f = p->col_out[c];
+            if (parse_bag(k, f, field, s, sl, p->any_weighted, ids, &o->lens[f], msg, msglen))
+                goto out;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    rc = 0;
+out:
+    if (rc)
+        ids->n = ids_before;
+    if (fs != fs_small) {
+        free(fs);
+        free(fl);
+    }
+    return rc;
+}

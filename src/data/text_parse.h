@@ -1,0 +1,69 @@
+/*
+ * text_parse.h: one line of a text data file to one sample, by a schema
+ * (docs/data.md), shared by the text source (ctr_text.c) and its threads.
+ *
+ * A text_plan is the schema made ready to parse: which column each field
+ * of a line is (with a header, found by name), where each column's value
+ * goes (dense index, sparse feature), the resolved standardize statistics
+ * and the wrong-count message.  text_parse_line is pure: it reads the
+ * plan and writes only its outputs, so threads parse lines at once.
+ */
+#ifndef EMBER_DATA_TEXT_PARSE_H
+#define EMBER_DATA_TEXT_PARSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/ctr.h"
+
+typedef struct text_plan {
+    char delimiter;
+    int quoting;                /* csv                                      */
+    int header;
+    int32_t max_line;
+    int32_t num_columns;
+    ctr_column *cols;           /* owned copy                               */
+    int32_t nfields;            /* fields a line must have                  */
+    int32_t *field_col;         /* [nfields] column, or -1: ignored         */
+    int32_t *col_field;         /* [num_columns] field, or -1 (ignore type) */
+    int32_t *col_out;           /* [num_columns] dense index or feature     */
+    int32_t D, S, label_col;
+    int any_weighted;
+    char expect[160];
+} text_plan;
+
+/* The plan of a schema; header: the header line's fields (NULL without).
+ * 0, or -1 with err (prefixed by who). */
+int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, char *err, size_t errlen);
+int text_plan_header(text_plan *p, const char *line, size_t len, const char *who, char *err, size_t errlen);
+void text_plan_free(text_plan *p);
+
+/* Growable keys (and weights) of parsed lines. */
+typedef struct text_ids {
+    int64_t *keys;              /* 64-bit keys, before `mod rows`           */
+    float *w;                   /* weights (with any weighted feature)      */
+    int64_t n, cap;
+} text_ids;
+
+int text_ids_reserve(text_ids *t, int64_t n, int weighted);
+void text_ids_free(text_ids *t);
+
+/* One parsed sample's outputs. */
+typedef struct text_sample {
+    float *label;               /* [1]                                      */
+    float *dense;               /* [D], transformed                         */
+    double *raw;                /* NULL, or [D]: values before the transform */
+    int32_t *lens;              /* [S]                                      */
+} text_sample;
+
+/* Parses line (len bytes, no '\n') into o, appending its keys to ids;
+ * scratch holds max_line + 1 bytes.  0, or -1 with msg (no FILE:LINE:
+ * prefix; "out of memory" on allocation failure); ids->n is then as
+ * before. */
+int text_parse_line(const text_plan *p, const char *line, size_t len, char *scratch, text_sample *o,
+                    text_ids *ids, char *msg, size_t msglen);
+
+/* The key of a value (docs/data.md): XXH64 with the feature as seed. */
+int64_t text_key_hex(uint32_t v, int32_t f);
+
+#endif
