@@ -821,7 +821,7 @@ static void test_binary_messages(void)
         const char *what, *want;
     } cases[] = {
         {"magic", "msg-bad.bin: byte 0: not an ember CTR file (bad magic)"},
-        {"version", "msg-bad.bin: byte 8: version 3, this reader reads versions 1 and 2"},
+        {"version", "msg-bad.bin: byte 8: version 4, this reader reads versions 1 to 3 (written by a newer ember"},
         {"truncated", "msg-bad.bin: byte 48: index at byte"},
         {"header checksum", "msg-bad.bin: byte 1096: header checksum mismatch"},
         {"block checksum", "msg-bad.bin: block 0 (byte 1104; samples 0..1): checksum mismatch"},
@@ -837,7 +837,7 @@ static void test_binary_messages(void)
         memcpy(c, orig, (size_t)size);
         switch (i) {
         case 0: c[0] ^= 0xff; break;
-        case 1: c[8] = 3; break;
+        case 1: c[8] = 4; break;
         case 2: n = size - 5; break;
         case 3: c[60] ^= 1; break;
         case 4: c[H + 20] ^= 0x40; break;

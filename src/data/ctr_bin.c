@@ -41,7 +41,7 @@ typedef struct bin_impl {
     const unsigned char *index;  /* u64 offsets [nblocks]                  */
     int64_t begin, end, cur;     /* this rank's samples, the next one      */
     cb_block blk;                /* the block cur lies in, checked; index -1: none */
-    int64_t ids_pos, keys_pos;   /* ids and keys of the samples before cur in it */
+    int64_t pos[3];              /* ids, keys, weights of the samples before cur in it */
     /* shuffled (ctr_source_shuffle): the epoch's order of the share's blocks */
     int shuffled;
     uint64_t seed;
@@ -127,7 +127,7 @@ static int bin_enter(ctr_source *s, bin_impl *m, char *err, size_t errlen)
     int64_t n = b + 1 < m->nblocks ? m->K : m->N - b * m->K;
     if (cb_block_check(&m->lay, &s->schema, m->path, m->map, off, stop, b, b * m->K, n, &m->blk, err, errlen))
         return -1;
-    cb_block_seek(&m->lay, &m->blk, m->cur - b * m->K, &m->ids_pos, &m->keys_pos);
+    cb_block_seek(&m->lay, &m->blk, m->cur - b * m->K, m->pos);
     return 0;
 }
 
@@ -150,8 +150,8 @@ static int64_t bin_read(ctr_source *s, bin_impl *m, int64_t n, char *err, size_t
         int64_t l = cb_sample_lengths(&m->lay, &m->blk, i, len);
         if (ctr_buf_reserve_ids(s, nids + l, 1))
             return ctr_fail(err, errlen, "%s: out of memory", m->path);
-        cb_sample_read(&m->lay, &m->blk, i, len, &m->ids_pos, &m->keys_pos, &s->label[b], &s->dense[b * D],
-                       s->stage_ids + nids);
+        cb_sample_read(&m->lay, &m->blk, i, len, m->pos, &s->label[b], &s->dense[b * D], s->stage_ids + nids,
+                       s->stage_w ? s->stage_w + nids : NULL);
         nids += l;
     }
     if (ctr_buf_transpose(s, (int32_t)n, nids))
@@ -168,14 +168,13 @@ static int64_t bin_next(ctr_source *s, int32_t max, char *err, size_t errlen)
         return 0;
     if (ctr_buf_reserve(s, (int32_t)n, 1))
         return ctr_fail(err, errlen, "%s: out of memory for %lld samples", m->path, (long long)n);
-    const int64_t cur = m->cur, ids_pos = m->ids_pos, keys_pos = m->keys_pos, lpos = m->lpos, j = m->j;
+    const int64_t cur = m->cur, pos[3] = {m->pos[0], m->pos[1], m->pos[2]}, lpos = m->lpos, j = m->j;
     const cb_block blk = m->blk;
     s->batch_first = m->shuffled ? m->begin + m->lpos : m->cur; /* shuffled: the ordinal */
     if (bin_read(s, m, n, err, errlen) < 0) { /* nothing half-done: back to after the last good batch */
         m->cur = cur;
         m->blk = blk;
-        m->ids_pos = ids_pos;
-        m->keys_pos = keys_pos;
+        memcpy(m->pos, pos, sizeof pos);
         m->lpos = lpos;
         m->j = j;
         return -1;
@@ -266,17 +265,19 @@ static int check_header(bin_impl *m, char *err, size_t errlen)
                         m->size < 8 ? "shorter than the magic" : m->size < CB_HEADER_FIXED ? "truncated header"
                                                                                              : "bad magic");
     uint32_t version = get_u32(p + 8), flags = get_u32(p + 12);
-    if (version != CB_VERSION_ROWS && version != CB_VERSION_KEYS)
-        return ctr_fail(err, errlen, "%s: byte 8: version %u, this reader reads versions %u and %u", path, version,
-                        CB_VERSION_ROWS, CB_VERSION_KEYS);
-    if (flags != 0)
-        return ctr_fail(err, errlen, "%s: byte 12: flags 0x%08x, must be 0 in version %u", path, flags, version);
+    if (version < CB_VERSION_ROWS || version > CB_VERSION_WEIGHTS)
+        return ctr_fail(err, errlen, "%s: byte 8: version %u, this reader reads versions %u to %u%s", path, version,
+                        CB_VERSION_ROWS, CB_VERSION_WEIGHTS,
+                        version > CB_VERSION_WEIGHTS ? " (written by a newer ember: convert the text again)" : "");
+    if (version < CB_VERSION_WEIGHTS ? flags != 0 : (flags & ~CB_FLAG_FLOAT_LABEL) != 0)
+        return ctr_fail(err, errlen, "%s: byte 12: flags 0x%08x, must be %s in version %u", path, flags,
+                        version < CB_VERSION_WEIGHTS ? "0" : "0 or 1", version);
     uint32_t D = get_u32(p + 16), S = get_u32(p + 20);
     if (D > CB_MAX_DENSE)
         return ctr_fail(err, errlen, "%s: byte 16: num_dense = %u, at most %d", path, D, CB_MAX_DENSE);
     if (S < 1 || S > CTR_MAX_FEATURES)
         return ctr_fail(err, errlen, "%s: byte 20: num_sparse = %u, must be in [1, %d]", path, S, CTR_MAX_FEATURES);
-    int64_t H = cb_header_size(S);
+    int64_t H = cb_header_size(version, S);
     if (m->size < H)
         return ctr_fail(err, errlen, "%s: the header needs %lld bytes, the file has %lld (truncated)", path,
                         (long long)H, (long long)m->size);
@@ -290,6 +291,13 @@ static int check_header(bin_impl *m, char *err, size_t errlen)
     for (uint32_t f = 0; f < S; f++)
         rows[f] = 1;
     cb_layout_init(&m->lay, version, D, S, rows);
+    if (version >= CB_VERSION_WEIGHTS) {
+        uint64_t wmask = get_u64(p + H - 16);
+        if (S < 64 && wmask >> S)
+            return ctr_fail(err, errlen, "%s: byte %lld: weight mask 0x%016llx names a feature past the file's %u",
+                            path, (long long)H - 16, (unsigned long long)wmask, S);
+        cb_layout_weights(&m->lay, wmask, (flags & CB_FLAG_FLOAT_LABEL) != 0);
+    }
     return 0;
 }
 
@@ -312,9 +320,11 @@ static void find_cut(const bin_impl *m, int64_t H, int64_t ix, char *buf, size_t
         }
         const unsigned char *p = m->map + off;
         uint64_t ids = get_u64(p + 8), keys = l->version >= CB_VERSION_KEYS ? get_u64(p + 16) : 0;
-        if (get_u32(p) != CB_MARKER || get_u32(p + 4) != count || ids > (uint64_t)ix / 8 || keys > (uint64_t)ix / 16)
+        uint64_t ws = l->version >= CB_VERSION_WEIGHTS ? get_u64(p + 24) : 0;
+        if (get_u32(p) != CB_MARKER || get_u32(p + 4) != count || ids > (uint64_t)ix / 8 || keys > (uint64_t)ix / 16 ||
+            ws > (uint64_t)ix / 8)
             return;
-        int64_t need = cb_block_size(l, count, (int64_t)ids, (int64_t)keys);
+        int64_t need = cb_block_size(l, count, (int64_t)ids, (int64_t)keys, (int64_t)ws);
         if (need > left) {
             snprintf(buf, n, "; %s is cut short: it needs %lld bytes, the file ends %lld bytes into it", where,
                      (long long)need, (long long)left);
@@ -330,7 +340,7 @@ static void find_cut(const bin_impl *m, int64_t H, int64_t ix, char *buf, size_t
 static int check_counts(bin_impl *m, char *err, size_t errlen)
 {
     const unsigned char *p = m->map;
-    const int64_t H = cb_header_size(m->lay.S);
+    const int64_t H = cb_header_size(m->lay.version, m->lay.S);
     uint64_t N = get_u64(p + 24), K = get_u32(p + 32), nb = get_u64(p + 40), ix = get_u64(p + 48);
     if (get_u32(p + 36) != 0)
         return ctr_fail(err, errlen, "%s: byte 36: reserved field is not 0", m->path);
@@ -384,14 +394,19 @@ static int check_features(bin_impl *m, ctr_schema *sc, char *err, size_t errlen)
                             m->lay.version >= CB_VERSION_KEYS ? " or 0 (64-bit keys)" : "");
         sc->rows[f] = rows;
     }
+    cb_layout wl = m->lay;
     cb_layout_init(&m->lay, m->lay.version, m->lay.D, S, sc->rows);
+    cb_layout_weights(&m->lay, wl.weight_mask, wl.float_label);
+    for (int64_t f = 0; f < S; f++)
+        sc->weighted[f] = m->lay.weighted[f];
+    sc->float_label = m->lay.float_label;
     return 0;
 }
 
 /* The index: its checksum, block offsets in order inside the blocks. */
 static int check_index(bin_impl *m, char *err, size_t errlen)
 {
-    const int64_t H = cb_header_size(m->lay.S), ix = m->index - m->map, nb = m->nblocks;
+    const int64_t H = cb_header_size(m->lay.version, m->lay.S), ix = m->index - m->map, nb = m->nblocks;
     uint64_t want = XXH64(m->index, (size_t)(8 * nb), 0), got = get_u64(m->index + 8 * nb);
     if (want != got)
         return ctr_fail(err, errlen,

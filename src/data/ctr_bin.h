@@ -21,6 +21,8 @@
 #define CB_MAGIC "EMBERCTR"
 #define CB_VERSION_ROWS 1u            /* u32 row ids only              */
 #define CB_VERSION_KEYS 2u            /* + i64 keys (features of rows 0) */
+#define CB_VERSION_WEIGHTS 3u         /* + f32 weights, f32 labels      */
+#define CB_FLAG_FLOAT_LABEL 1u        /* version 3: labels are f32      */
 #define CB_MARKER 0x4B4C4243u         /* "CBLK" as little-endian bytes */
 #define CB_HEADER_FIXED 56
 #define CB_MAX_DENSE 4096
@@ -32,30 +34,36 @@
 typedef struct cb_layout {
     uint32_t version;
     int64_t D, S;                          /* dense, sparse features     */
-    int64_t block_fixed;                   /* marker, n, counts (, mask): 16 or 32 */
+    int64_t block_fixed;                   /* marker, n, counts (, masks): 16, 32 or 48 */
     unsigned char keyed[CTR_MAX_FEATURES]; /* 1: the feature's ids are keys */
-    uint64_t key_mask;                     /* bit f: keyed[f] (version 2 blocks) */
+    uint64_t key_mask;                     /* bit f: keyed[f] (version 2 and 3 blocks) */
+    unsigned char weighted[CTR_MAX_FEATURES]; /* 1: the feature's ids carry weights (version 3) */
+    uint64_t weight_mask;                  /* bit f: weighted[f]                 */
+    int float_label;                       /* version 3 with CB_FLAG_FLOAT_LABEL */
+    int64_t label_bytes;                   /* 1 (u8) or 4 (f32)                  */
 } cb_layout;
 
 /* The layout of a file of this version whose features have these rows
- * (rows 0: the feature carries keys; only version 2 has such features). */
+ * (rows 0: the feature carries keys; versions 2 and 3), weights
+ * (weight_mask, version 3) and labels (float_label, version 3). */
 void cb_layout_init(cb_layout *l, uint32_t version, int64_t D, int64_t S, const int64_t *rows);
+void cb_layout_weights(cb_layout *l, uint64_t weight_mask, int float_label);
 
-static inline int64_t cb_header_size(int64_t S)
+static inline int64_t cb_header_size(uint32_t version, int64_t S)
 {
-    return CB_HEADER_FIXED + 40 * S + 8;
+    return CB_HEADER_FIXED + 40 * S + (version >= CB_VERSION_WEIGHTS ? 8 : 0) + 8;
 }
 
-/* Bytes of a block of n samples holding m row ids and q keys. */
-static inline int64_t cb_block_size(const cb_layout *l, int64_t n, int64_t m, int64_t q)
+/* Bytes of a block of n samples holding m row ids, q keys, w weights. */
+static inline int64_t cb_block_size(const cb_layout *l, int64_t n, int64_t m, int64_t q, int64_t w)
 {
-    return l->block_fixed + n + 4 * n * l->D + 2 * n * l->S + 4 * m + 8 * q + 8;
+    return l->block_fixed + n * l->label_bytes + 4 * n * l->D + 2 * n * l->S + 4 * m + 8 * q + 4 * w + 8;
 }
 
 /* A checked block: where its columns start. */
 typedef struct cb_block {
     int64_t index, first, n;     /* block number, its first sample, samples */
-    const unsigned char *lab, *dense, *len, *ids, *keys;
+    const unsigned char *lab, *dense, *len, *ids, *keys, *w;
 } cb_block;
 
 /* Checks block b, bytes [off, stop) of map (size, marker, n = want_n,
@@ -72,16 +80,18 @@ int cb_block_check(const cb_layout *l, const ctr_schema *sc, const char *path, c
  * holding count samples from first, for messages. */
 void cb_block_where(char *buf, size_t size, int64_t b, int64_t off, int64_t first, int64_t count);
 
-/* Where sample i of a checked block starts in its ids and keys columns. */
-void cb_block_seek(const cb_layout *l, const cb_block *blk, int64_t i, int64_t *ids_pos, int64_t *keys_pos);
+/* Where sample i of a checked block starts in its ids, keys and weights
+ * columns: pos[0], pos[1], pos[2]. */
+void cb_block_seek(const cb_layout *l, const cb_block *blk, int64_t i, int64_t pos[3]);
 
 /* The S bag lengths of sample i of a checked block into len; their sum. */
 int64_t cb_sample_lengths(const cb_layout *l, const cb_block *blk, int64_t i, int32_t *len);
 
 /* Sample i of a checked block, whose lengths len gave: its label, its D
  * dense floats, and its bags' ids one feature after the other into ids
- * (row ids from *ids_pos, keys from *keys_pos, both advanced). */
-void cb_sample_read(const cb_layout *l, const cb_block *blk, int64_t i, const int32_t *len, int64_t *ids_pos,
-                    int64_t *keys_pos, float *label, float *dense, int64_t *ids);
+ * (row ids from pos[0], keys from pos[1], weights from pos[2], advanced);
+ * with weights (not NULL) a weight per id, 1 for unweighted features. */
+void cb_sample_read(const cb_layout *l, const cb_block *blk, int64_t i, const int32_t *len, int64_t pos[3],
+                    float *label, float *dense, int64_t *ids, float *weights);
 
 #endif

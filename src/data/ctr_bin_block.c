@@ -24,11 +24,21 @@ void cb_layout_init(cb_layout *l, uint32_t version, int64_t D, int64_t S, const 
     l->version = version;
     l->D = D;
     l->S = S;
-    l->block_fixed = version >= CB_VERSION_KEYS ? 32 : 16;
+    l->block_fixed = version >= CB_VERSION_WEIGHTS ? 48 : version >= CB_VERSION_KEYS ? 32 : 16;
+    l->label_bytes = 1;
     for (int64_t f = 0; f < S; f++) {
         l->keyed[f] = rows[f] == 0;
         l->key_mask |= (uint64_t)l->keyed[f] << f;
     }
+}
+
+void cb_layout_weights(cb_layout *l, uint64_t weight_mask, int float_label)
+{
+    l->weight_mask = weight_mask;
+    for (int64_t f = 0; f < l->S; f++)
+        l->weighted[f] = (unsigned char)(weight_mask >> f & 1);
+    l->float_label = float_label;
+    l->label_bytes = float_label ? 4 : 1;
 }
 
 void cb_block_where(char *buf, size_t size, int64_t b, int64_t off, int64_t first, int64_t count)
@@ -39,16 +49,18 @@ void cb_block_where(char *buf, size_t size, int64_t b, int64_t off, int64_t firs
 
 /* The block's counts against its bytes: 0, or -1 with err. */
 static int check_size(const cb_layout *l, const char *path, const char *where, int64_t n, uint64_t m, uint64_t q,
-                      int64_t bytes, char *err, size_t errlen)
+                      uint64_t w, int64_t bytes, char *err, size_t errlen)
 {
-    char keys[48] = "";
-    if (l->version >= CB_VERSION_KEYS)
+    char keys[96] = "";
+    if (l->version >= CB_VERSION_WEIGHTS)
+        snprintf(keys, sizeof keys, ", %llu keys and %llu weights", (unsigned long long)q, (unsigned long long)w);
+    else if (l->version >= CB_VERSION_KEYS)
         snprintf(keys, sizeof keys, " and %llu keys", (unsigned long long)q);
-    if (m > (uint64_t)bytes / 4 || q > (uint64_t)bytes / 8)
+    if (m > (uint64_t)bytes / 4 || q > (uint64_t)bytes / 8 || w > (uint64_t)bytes / 4)
         return ctr_fail(err, errlen, "%s: %s: %lld samples with %llu ids%s cannot fit in its %lld bytes (a corrupt "
                         "count or a truncated block)", path, where, (long long)n, (unsigned long long)m, keys,
                         (long long)bytes);
-    int64_t need = cb_block_size(l, n, (int64_t)m, (int64_t)q);
+    int64_t need = cb_block_size(l, n, (int64_t)m, (int64_t)q, (int64_t)w);
     if (need != bytes)
         return ctr_fail(err, errlen, "%s: %s: %lld samples with %llu ids%s need %lld bytes, the block has %lld (%s)",
                         path, where, (long long)n, (unsigned long long)m, keys, (long long)need, (long long)bytes,
@@ -58,8 +70,11 @@ static int check_size(const cb_layout *l, const char *path, const char *where, i
 
 /* Version 2: the features the block says carry keys are the header's. */
 static int check_mask(const cb_layout *l, const ctr_schema *sc, const char *path, const char *where, uint64_t mask,
-                      char *err, size_t errlen)
+                      uint64_t wmask, char *err, size_t errlen)
 {
+    if (l->version >= CB_VERSION_WEIGHTS && wmask != l->weight_mask)
+        return ctr_fail(err, errlen, "%s: %s: the block's weight mask 0x%016llx is not the header's 0x%016llx", path,
+                        where, (unsigned long long)wmask, (unsigned long long)l->weight_mask);
     if (l->version < CB_VERSION_KEYS || mask == l->key_mask)
         return 0;
     for (int64_t f = 0; f < CTR_MAX_FEATURES; f++) {
@@ -80,13 +95,21 @@ static int check_mask(const cb_layout *l, const ctr_schema *sc, const char *path
 /* Pass 1: labels 0/1, and every bag inside the ids (or keys) the block
  * counts, using them all. */
 static int check_bags(const cb_layout *l, const ctr_schema *sc, const char *path, const char *where,
-                      const unsigned char *map, const cb_block *blk, uint64_t m, uint64_t q, char *err, size_t errlen)
+                      const unsigned char *map, const cb_block *blk, uint64_t m, uint64_t q, uint64_t w, char *err,
+                      size_t errlen)
 {
-    uint64_t used[2] = {0, 0}, have[2] = {m, q};
+    uint64_t used[2] = {0, 0}, have[2] = {m, q}, wused = 0;
     static const char *const WHAT[2] = {"ids", "keys"};
     for (int64_t i = 0; i < blk->n; i++) {
         long long sample = (long long)(blk->first + i);
-        if (blk->lab[i] > 1)
+        if (l->float_label) {
+            uint32_t bits = get_u32(blk->lab + 4 * i);
+            float y;
+            memcpy(&y, &bits, 4);
+            if (!(y >= 0.0f && y <= 1.0f))
+                return ctr_fail(err, errlen, "%s: sample %lld (block %lld, byte %lld): label %g is not in [0, 1]",
+                                path, sample, (long long)blk->index, (long long)(blk->lab + 4 * i - map), (double)y);
+        } else if (blk->lab[i] > 1)
             return ctr_fail(err, errlen, "%s: sample %lld (block %lld, byte %lld): label %u is not 0 or 1", path,
                             sample, (long long)blk->index, (long long)(blk->lab + i - map), blk->lab[i]);
         for (int64_t f = 0; f < l->S; f++) {
@@ -99,8 +122,13 @@ static int check_bags(const cb_layout *l, const ctr_schema *sc, const char *path
                                 (long long)(at - map), sc->names[f], (unsigned long long)len,
                                 len == 1 ? (k ? "key" : "id") : WHAT[k], (unsigned long long)have[k], WHAT[k]);
             used[k] += len;
+            if (l->weighted[f])
+                wused += len;
         }
     }
+    if (wused != w)
+        return ctr_fail(err, errlen, "%s: %s: the weighted features' bags hold %llu ids, the block has %llu weights",
+                        path, where, (unsigned long long)wused, (unsigned long long)w);
     if (used[0] != m || used[1] != q) {
         if (l->version < CB_VERSION_KEYS)
             return ctr_fail(err, errlen, "%s: %s: bag lengths sum to %llu ids, the block has %llu", path, where,
@@ -151,31 +179,39 @@ int cb_block_check(const cb_layout *l, const ctr_schema *sc, const char *path, c
         return ctr_fail(err, errlen, "%s: %s: %lld samples, the header says %lld", path, where, (long long)n,
                         (long long)want_n);
     uint64_t m = get_u64(p + 8), q = l->version >= CB_VERSION_KEYS ? get_u64(p + 16) : 0;
-    if (check_size(l, path, where, n, m, q, bytes, err, errlen))
+    uint64_t w = l->version >= CB_VERSION_WEIGHTS ? get_u64(p + 24) : 0;
+    if (check_size(l, path, where, n, m, q, w, bytes, err, errlen))
         return -1;
     uint64_t want = XXH64(p, (size_t)bytes - 8, 0), got = get_u64(p + bytes - 8);
     if (want != got)
         return ctr_fail(err, errlen, "%s: %s: checksum mismatch (stored %016llx, computed %016llx): the data is corrupt",
                         path, where, (unsigned long long)got, (unsigned long long)want);
-    cb_block blk = {b, first, n, NULL, NULL, NULL, NULL, NULL};
+    cb_block blk = {b, first, n, NULL, NULL, NULL, NULL, NULL, NULL};
     blk.lab = p + l->block_fixed;
-    blk.dense = blk.lab + n;
+    blk.dense = blk.lab + n * l->label_bytes;
     blk.len = blk.dense + 4 * n * l->D;
     blk.ids = blk.len + 2 * n * l->S;
     blk.keys = blk.ids + 4 * m;
-    if (check_mask(l, sc, path, where, l->version >= CB_VERSION_KEYS ? get_u64(p + 24) : 0, err, errlen) ||
-        check_bags(l, sc, path, where, map, &blk, m, q, err, errlen) || check_ids(l, sc, path, map, &blk, err, errlen))
+    blk.w = blk.keys + 8 * q;
+    const int v3 = l->version >= CB_VERSION_WEIGHTS;
+    uint64_t kmask = l->version >= CB_VERSION_KEYS ? get_u64(p + (v3 ? 32 : 24)) : 0, wmask = v3 ? get_u64(p + 40) : 0;
+    if (check_mask(l, sc, path, where, kmask, wmask, err, errlen) ||
+        check_bags(l, sc, path, where, map, &blk, m, q, w, err, errlen) || check_ids(l, sc, path, map, &blk, err, errlen))
         return -1;
     *out = blk;
     return 0;
 }
 
-void cb_block_seek(const cb_layout *l, const cb_block *blk, int64_t i, int64_t *ids_pos, int64_t *keys_pos)
+void cb_block_seek(const cb_layout *l, const cb_block *blk, int64_t i, int64_t pos[3])
 {
-    *ids_pos = *keys_pos = 0;
+    pos[0] = pos[1] = pos[2] = 0;
     for (int64_t s = 0; s < i; s++)
-        for (int64_t f = 0; f < l->S; f++)
-            *(l->keyed[f] ? keys_pos : ids_pos) += get_u16(blk->len + 2 * (s * l->S + f));
+        for (int64_t f = 0; f < l->S; f++) {
+            int64_t len = get_u16(blk->len + 2 * (s * l->S + f));
+            pos[l->keyed[f]] += len;
+            if (l->weighted[f])
+                pos[2] += len;
+        }
 }
 
 int64_t cb_sample_lengths(const cb_layout *l, const cb_block *blk, int64_t i, int32_t *len)
@@ -188,10 +224,26 @@ int64_t cb_sample_lengths(const cb_layout *l, const cb_block *blk, int64_t i, in
     return sum;
 }
 
-void cb_sample_read(const cb_layout *l, const cb_block *blk, int64_t i, const int32_t *len, int64_t *ids_pos,
-                    int64_t *keys_pos, float *label, float *dense, int64_t *ids)
+void cb_sample_read(const cb_layout *l, const cb_block *blk, int64_t i, const int32_t *len, int64_t pos[3],
+                    float *label, float *dense, int64_t *ids, float *weights)
 {
-    *label = (float)blk->lab[i];
+    int64_t *ids_pos = &pos[0], *keys_pos = &pos[1];
+    if (l->float_label) {
+        uint32_t bits = get_u32(blk->lab + 4 * i);
+        memcpy(label, &bits, 4);
+    } else {
+        *label = (float)blk->lab[i];
+    }
+    if (weights)
+        for (int64_t f = 0; f < l->S; f++)
+            for (int32_t j = 0; j < len[f]; j++) {
+                float w = 1.0f;
+                if (l->weighted[f]) {
+                    uint32_t bits = get_u32(blk->w + 4 * pos[2]++);
+                    memcpy(&w, &bits, 4);
+                }
+                *weights++ = w;
+            }
     for (int64_t j = 0; j < l->D; j++) {
         uint32_t bits = get_u32(blk->dense + 4 * (i * l->D + j));
         memcpy(&dense[j], &bits, 4);

@@ -42,30 +42,41 @@ static int cb_write(cb_writer *w, const void *p, size_t n, char *err, size_t err
     return 0;
 }
 
-/* Row ids (m) and keys (q) of a batch. */
-static void count_ids(const cb_layout *l, const ctr_batch *b, int64_t *m, int64_t *q)
+/* Row ids (m), keys (q) and weights (w) of a batch. */
+static void count_ids(const cb_layout *l, const ctr_batch *b, int64_t *m, int64_t *q, int64_t *w)
 {
-    *m = *q = 0;
+    *m = *q = *w = 0;
     for (int64_t f = 0; f < l->S; f++)
-        for (int64_t i = 0; i < b->batch_size; i++)
-            *(l->keyed[f] ? q : m) += b->sparse.lengths[f * b->batch_size + i];
+        for (int64_t i = 0; i < b->batch_size; i++) {
+            int64_t len = b->sparse.lengths[f * b->batch_size + i];
+            *(l->keyed[f] ? q : m) += len;
+            if (l->weighted[f])
+                *w += len;
+        }
 }
 
 /* The sample-major columns of a batch from `at` on: labels, dense, bag
  * lengths, row ids, keys.  -1 with err for a bag the format cannot hold. */
-static int fill_columns(const cb_layout *l, const ctr_schema *sc, const ctr_batch *b, int64_t m, unsigned char *at,
-                        const char *path, char *err, size_t errlen)
+static int fill_columns(const cb_layout *l, const ctr_schema *sc, const ctr_batch *b, int64_t m, int64_t q,
+                        unsigned char *at, const char *path, char *err, size_t errlen)
 {
     const int64_t n = b->batch_size, D = l->D, S = l->S;
-    unsigned char *lab = at, *dense = lab + n, *len = dense + 4 * n * D, *ids = len + 2 * n * S, *keys = ids + 4 * m;
-    int64_t off[CTR_MAX_FEATURES], acc = 0, k = 0, kq = 0;
+    unsigned char *lab = at, *dense = lab + n * l->label_bytes, *len = dense + 4 * n * D, *ids = len + 2 * n * S,
+                  *keys = ids + 4 * m, *wts = keys + 8 * q;
+    int64_t off[CTR_MAX_FEATURES], acc = 0, k = 0, kq = 0, kw = 0;
     for (int64_t f = 0; f < S; f++) {
         off[f] = acc;
         for (int64_t i = 0; i < n; i++)
             acc += b->sparse.lengths[f * n + i];
     }
     for (int64_t i = 0; i < n; i++) {
-        lab[i] = b->label[i] != 0.0f;
+        if (l->float_label) {
+            uint32_t bits;
+            memcpy(&bits, &b->label[i], 4);
+            put_u32(lab + 4 * i, bits);
+        } else {
+            lab[i] = b->label[i] != 0.0f;
+        }
         for (int64_t j = 0; j < D; j++) {
             uint32_t bits;
             memcpy(&bits, &b->dense[i * D + j], 4);
@@ -78,6 +89,11 @@ static int fill_columns(const cb_layout *l, const ctr_schema *sc, const ctr_batc
                                 path, (long long)(b->first_sample + i), sc->names[f], (int)bag, CB_MAX_BAG);
             put_u16(len + 2 * (i * S + f), (uint16_t)bag);
             for (int32_t j = 0; j < bag; j++) {
+                if (l->weighted[f]) {
+                    uint32_t bits;
+                    memcpy(&bits, &b->sparse.weights[off[f]], 4);
+                    put_u32(wts + 4 * kw++, bits);
+                }
                 int64_t id = b->sparse.ids[off[f]++];
                 if (l->keyed[f])
                     put_u64(keys + 8 * kq++, (uint64_t)id);
@@ -93,9 +109,9 @@ static int fill_columns(const cb_layout *l, const ctr_schema *sc, const ctr_batc
 static int cb_write_block(cb_writer *w, const ctr_schema *sc, const ctr_batch *b, char *err, size_t errlen)
 {
     const cb_layout *l = &w->lay;
-    int64_t m, q;
-    count_ids(l, b, &m, &q);
-    int64_t size = cb_block_size(l, b->batch_size, m, q);
+    int64_t m, q, nw;
+    count_ids(l, b, &m, &q, &nw);
+    int64_t size = cb_block_size(l, b->batch_size, m, q, nw);
     if ((size_t)size > w->cap) {
         unsigned char *p = realloc(w->buf, (size_t)size);
         if (!p)
@@ -114,11 +130,16 @@ static int cb_write_block(cb_writer *w, const ctr_schema *sc, const ctr_batch *b
     put_u32(p, CB_MARKER);
     put_u32(p + 4, (uint32_t)b->batch_size);
     put_u64(p + 8, (uint64_t)m);
-    if (l->version >= CB_VERSION_KEYS) {
+    if (l->version >= CB_VERSION_WEIGHTS) {
+        put_u64(p + 16, (uint64_t)q);
+        put_u64(p + 24, (uint64_t)nw);
+        put_u64(p + 32, l->key_mask);
+        put_u64(p + 40, l->weight_mask);
+    } else if (l->version >= CB_VERSION_KEYS) {
         put_u64(p + 16, (uint64_t)q);
         put_u64(p + 24, l->key_mask);
     }
-    if (fill_columns(l, sc, b, m, p + l->block_fixed, w->tmp, err, errlen))
+    if (fill_columns(l, sc, b, m, q, p + l->block_fixed, w->tmp, err, errlen))
         return -1;
     put_u64(p + size - 8, XXH64(p, (size_t)size - 8, 0));
     if (cb_write(w, p, (size_t)size, err, errlen))
@@ -153,13 +174,13 @@ static int cb_write_index(cb_writer *w, char *err, size_t errlen)
 /* The real header, over the zeroed one at the start of the file. */
 static int cb_write_header(cb_writer *w, const ctr_schema *sc, char *err, size_t errlen)
 {
-    const int64_t S = w->lay.S, H = cb_header_size(S);
+    const int64_t S = w->lay.S, H = cb_header_size(w->lay.version, S);
     unsigned char *head = calloc(1, (size_t)H);
     if (!head)
         return ctr_fail(err, errlen, "%s: out of memory", w->tmp);
     memcpy(head, CB_MAGIC, 8);
     put_u32(head + 8, w->lay.version);
-    put_u32(head + 12, 0);
+    put_u32(head + 12, w->lay.float_label ? CB_FLAG_FLOAT_LABEL : 0);
     put_u32(head + 16, (uint32_t)w->lay.D);
     put_u32(head + 20, (uint32_t)S);
     put_u64(head + 24, (uint64_t)w->N);
@@ -171,6 +192,8 @@ static int cb_write_header(cb_writer *w, const ctr_schema *sc, char *err, size_t
         put_u64(head + CB_HEADER_FIXED + 8 * f, (uint64_t)sc->rows[f]);
         memcpy(head + CB_HEADER_FIXED + 8 * S + 32 * f, sc->names[f], 32);
     }
+    if (w->lay.version >= CB_VERSION_WEIGHTS)
+        put_u64(head + H - 16, w->lay.weight_mask);
     put_u64(head + H - 8, XXH64(head, (size_t)H - 8, 0));
     int rc = fseeko(w->f, 0, SEEK_SET) != 0 ? ctr_fail(err, errlen, "%s: seek: %s", w->tmp, strerror(errno))
                                             : cb_write(w, head, (size_t)H, err, errlen);
@@ -192,7 +215,8 @@ static int cb_commit(cb_writer *w, const char *path, char *err, size_t errlen)
     return 0;
 }
 
-/* The schema's rows as the format holds them; the version they need. */
+/* The schema's rows as the format holds them; the least version that
+ * holds the data (2: keys, 3: weights or float labels). */
 static int check_rows(const ctr_schema *sc, const char *path, uint32_t *version, char *err, size_t errlen)
 {
     *version = CB_VERSION_ROWS;
@@ -200,17 +224,19 @@ static int check_rows(const ctr_schema *sc, const char *path, uint32_t *version,
         if (sc->rows[f] > CB_MAX_ROWS)
             return ctr_fail(err, errlen, "%s: rows of %s = %lld, the binary format holds at most 2^32 (or 0: "
                             "64-bit keys)", path, sc->names[f], (long long)sc->rows[f]);
-        if (sc->rows[f] == 0)
+        if (sc->rows[f] == 0 && *version < CB_VERSION_KEYS)
             *version = CB_VERSION_KEYS;
     }
+    if (sc->float_label || ctr_schema_weighted(sc))
+        *version = CB_VERSION_WEIGHTS;
     return 0;
 }
 
 /* Every block, the index and the header into w (path.tmp). */
 static int write_all(cb_writer *w, ctr_source *src, const ctr_schema *sc, char *err, size_t errlen)
 {
-    const int64_t H = cb_header_size(sc->num_sparse);
-    unsigned char zero[CB_HEADER_FIXED + 40 * CTR_MAX_FEATURES + 8] = {0};
+    const int64_t H = cb_header_size(w->lay.version, sc->num_sparse);
+    unsigned char zero[CB_HEADER_FIXED + 40 * CTR_MAX_FEATURES + 16] = {0};
     if (cb_write(w, zero, (size_t)H, err, errlen)) /* the real header comes last */
         return -1;
     w->pos = H;
@@ -227,24 +253,26 @@ static int write_all(cb_writer *w, ctr_source *src, const ctr_schema *sc, char *
     return cb_write_index(w, err, errlen) || cb_write_header(w, sc, err, errlen) ? -1 : 0;
 }
 
-int ctr_convert_tsv(const char *tsv_path, const char *bin_path, const int64_t *rows, ctr_bad_policy policy,
-                    ctr_stats *stats, char *err, size_t errlen)
+int ctr_convert_source(ctr_source *src, const char *bin_path, ctr_stats *stats, char *err, size_t errlen)
 {
-    ctr_source *src = NULL;
     cb_writer w;
     memset(&w, 0, sizeof w);
     uint32_t version;
     int rc = -1;
     if (stats)
         memset(stats, 0, sizeof *stats);
-    if (!tsv_path || !bin_path || !rows)
-        return ctr_fail(err, errlen, "ctr_convert_tsv: paths and rows must not be NULL");
-    if (ctr_source_tsv(tsv_path, rows, policy, 0, 1, &src, err, errlen))
-        return -1;
+    if (!src || !bin_path)
+        return ctr_fail(err, errlen, "ctr_convert_source: source and path must not be NULL");
     const ctr_schema *sc = ctr_source_schema(src);
     if (check_rows(sc, bin_path, &version, err, errlen))
         goto done;
     cb_layout_init(&w.lay, version, sc->num_dense, sc->num_sparse, sc->rows);
+    if (version >= CB_VERSION_WEIGHTS) {
+        uint64_t wmask = 0;
+        for (int32_t f = 0; f < sc->num_sparse; f++)
+            wmask |= (uint64_t)(sc->weighted[f] != 0) << f;
+        cb_layout_weights(&w.lay, wmask, sc->float_label);
+    }
     if (!(w.tmp = malloc(strlen(bin_path) + 5))) {
         ctr_fail(err, errlen, "%s: out of memory", bin_path);
         goto done;
@@ -266,11 +294,25 @@ done:
     if (w.tmp)
         unlink(w.tmp);
 out:
-    if (stats && src)
+    if (stats)
         ctr_source_stats(src, stats);
-    ctr_source_destroy(src);
     free(w.tmp);
     free(w.buf);
     free(w.offs);
+    return rc;
+}
+
+int ctr_convert_tsv(const char *tsv_path, const char *bin_path, const int64_t *rows, ctr_bad_policy policy,
+                    ctr_stats *stats, char *err, size_t errlen)
+{
+    ctr_source *src = NULL;
+    if (stats)
+        memset(stats, 0, sizeof *stats);
+    if (!tsv_path || !bin_path || !rows)
+        return ctr_fail(err, errlen, "ctr_convert_tsv: paths and rows must not be NULL");
+    if (ctr_source_tsv(tsv_path, rows, policy, 0, 1, &src, err, errlen))
+        return -1;
+    int rc = ctr_convert_source(src, bin_path, stats, err, errlen);
+    ctr_source_destroy(src);
     return rc;
 }

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# convert.sh [MB]: `ember convert` throughput against a pandas peer (bench/convert_peer.py:
+# pandas.read_csv with the pyarrow engine, then the same transforms and hashing, vectorised).
+#
+# Inputs, generated in a temporary folder under /tmp that is removed at the end (also on error
+# or Ctrl-C):
+#   criteo_tsv    about MB megabytes (default 2048; 10^6 bytes) of Criteo-shaped TSV
+#                 (bench/criteo_like.py, seed 7), converted with ember's built-in Criteo schema;
+#   multihot_csv  about MB/4 megabytes of CSV with a header, a label, 3 ints, 2 floats, 2 string
+#                 categoricals and a multi-hot column of 1-20 items (bench/multihot_like.py,
+#                 seed 7), converted with `--config` and the schema `multihot_like.py --schema`
+#                 prints.
+# Both are written by one generator process per core, as parts concatenated.
+#
+# Measured:
+#   (a) each file's sequential read bandwidth: `dd if=FILE of=/dev/null bs=1M` after a first read
+#       (`cat`), i.e. from a WARM page cache, median of 3: the ceiling for a converter reading a
+#       cached file.  Every conversion below also reads a warm file (the files are written just
+#       before and fit in memory).  A cold read is not measured: that needs dropping the page
+#       cache (echo 3 > /proc/sys/vm/drop_caches), which this script does not do; the device's own
+#       sequential bandwidth is shown instead by one `dd iflag=direct` (O_DIRECT, no cache).
+#   (b) build/ember convert IN OUT.bin --threads T (the CSV with --config CFG), T = 1, 2;
+#   (c) the pandas peer at T = 1, 2 (pyarrow.set_cpu_count(T); pandas itself uses one thread),
+#       writing its result to a file too (convert_peer.py --out).
+# ROUNDS rounds (default 3), ember and pandas alternating; outputs are deleted and `sync` run
+# between measurements (outside the timing).  ember's time is the process's wall time; the
+# peer's is its own, from read_csv to the end of its write: Python's start and imports are left
+# out (they are in "process_seconds").  ember's outputs at 1 and 2 threads are compared in round
+# 1 (`cmp`: docs/data.md says the file does not depend on the thread count).
+#
+# stdout: one JSON line per measurement ("bench": "convert", input, tool, threads, round,
+# seconds, MB_per_s, lines_per_s, ...), then one summary line ("summary": true) with the medians,
+# the ratios ember/pandas (of MB/s, i.e. pandas seconds / ember seconds; > 1: ember is faster)
+# per input and thread count, and ember's fraction of the warm read bandwidth.  Progress and a
+# table on stderr.  2048 MB: about 15-20 minutes on 2 cores (a quarter of it generating the
+# data); `bash bench/convert.sh 64` takes about a minute.
+#
+# Environment: EMBER (default build/ember), ROUNDS (3), ROWS (100000, every sparse feature's
+# rows), PANDAS_VENV (bench/setup_pandas.sh's venv, made when missing).
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mb="${1:-2048}"
+rounds="${ROUNDS:-3}"
+rows="${ROWS:-100000}"
+ember="${EMBER:-$repo/build/ember}"
+venv="${PANDAS_VENV:-$repo/bench/.venv-pandas}"
+say() { printf '[convert] %s\n' "$*" >&2; }
+
+[ -x "$ember" ] || { echo "convert.sh: no $ember (build ember first: scripts/setup.sh)" >&2; exit 1; }
+if [ -z "${CONVERT_DEV:-}" ] && ! "$ember" convert --help 2>&1 | grep -q -- --threads; then  # DEV
+    echo "convert.sh: $ember convert has no --threads option (rebuild ember)" >&2
+    exit 1
+fi
+PANDAS_VENV="$venv" bash "$repo/bench/setup_pandas.sh" >/dev/null
+
+work="$(mktemp -d /tmp/ember-convert-bench.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
+parts="$(nproc)"
+avail_mb=$(($(df -Pk "$work" | awk 'NR==2 {print $4}') / 1024))
+need_mb=$((mb * 3 + mb / 2))  # the inputs, while parts are joined, and two outputs
+[ "$avail_mb" -ge "$need_mb" ] || { echo "convert.sh: need about $need_mb MB free in /tmp, have $avail_mb" >&2; exit 1; }
+
+# gen NAME SCRIPT MB: writes $work/NAME from PARTS processes of SCRIPT (seed 7, streams 1..PARTS),
+# sized from the mean line length of a 2,000-line sample.  Prints the number of samples.
+gen() {
+    local name="$1" script="$2" want_mb="$3" probe n per i hdr
+    probe="$work/probe"
+    python3 "$script" "$probe" 2000 7 99 --no-header
+    n=$(python3 -c 'import os, sys; print(max(1, round(float(sys.argv[1]) * 1e6 / (os.path.getsize(sys.argv[2]) / 2000))))' \
+        "$want_mb" "$probe")
+    rm -f "$probe"
+    per=$(((n + parts - 1) / parts))
+    for ((i = 1; i <= parts; i++)); do
+        hdr=--no-header
+        [ "$i" = 1 ] && hdr=""
+        python3 "$script" "$work/$name.part$i" $((i < parts ? per : n - per * (parts - 1))) 7 "$i" $hdr &
+    done
+    wait
+    for ((i = 1; i <= parts; i++)); do
+        cat "$work/$name.part$i" >>"$work/$name"
+        rm -f "$work/$name.part$i"
+    done
+    echo "$n"
+}
+
+t0=$(date +%s)
+say "generating ~$mb MB of Criteo-shaped TSV and ~$((mb / 4)) MB of multi-hot CSV in $work ($parts processes)"
+n_tsv=$(gen criteo.tsv "$repo/bench/criteo_like.py" "$mb")
+n_csv=$(gen multihot.csv "$repo/bench/multihot_like.py" "$((mb / 4))")
+python3 "$repo/bench/multihot_like.py" --schema "$rows" >"$work/multihot.cfg"
+say "generated in $(($(date +%s) - t0)) s: criteo.tsv $(stat -c %s "$work/criteo.tsv") bytes, $n_tsv lines;" \
+    "multihot.csv $(stat -c %s "$work/multihot.csv") bytes, $n_csv samples"
+
+# (a) read bandwidth: warm (median of 3 dd after a cat) and O_DIRECT (the device, once)
+dd_mbps() { # dd args...: MB/s (10^6 bytes) from dd's summary line
+    LC_ALL=C dd "$@" of=/dev/null bs=1M 2>&1 | awk '/bytes/ && /copied/ {
+        for (i = 1; i <= NF; i++) if ($i ~ /^copied/) s = $(i + 1); printf "%.1f\n", $1 / 1e6 / s }'
+}
+for name in criteo.tsv multihot.csv; do
+    input="${name/./_}"
+    cat "$work/$name" >/dev/null
+    warm=()
+    for i in 1 2 3; do warm+=("$(dd_mbps if="$work/$name")"); done
+    direct="$(dd_mbps if="$work/$name" iflag=direct)"
+    python3 -c '
+import json, statistics, sys
+w = [float(x) for x in sys.argv[3:]]
+print(json.dumps({"bench": "convert", "input": sys.argv[1], "tool": "dd", "what": "sequential read, bs=1M",
+                  "warm_MB_per_s": statistics.median(w), "warm_runs_MB_per_s": w, "page_cache": "warm (after a first read)",
+                  "direct_MB_per_s": float(sys.argv[2]), "direct": "iflag=direct: O_DIRECT, the device without the page cache",
+                  "cold": "not measured: needs dropping the page cache"}))' "$input" "$direct" "${warm[@]}" |
+        tee -a "$work/dd.jsonl"
+done
+
+# (b), (c): the rounds, and the summary
+python3 - "$ember" "$venv/bin/python" "$repo/bench/convert_peer.py" "$work" "$rounds" "$rows" "$mb" "$n_tsv" "$n_csv" <<'PY'
+import json, os, re, statistics, subprocess, sys, time
+
+ember, peer_py, peer, work, rounds, rows, mb, n_tsv, n_csv = sys.argv[1:]
+rounds, n_samples = int(rounds), {"criteo_tsv": int(n_tsv), "multihot_csv": int(n_csv)}
+inputs = {"criteo_tsv": (os.path.join(work, "criteo.tsv"), [], "criteo"),
+          "multihot_csv": (os.path.join(work, "multihot.csv"), ["--config", os.path.join(work, "multihot.cfg")], "multihot")}
+out_bin = os.path.join(work, "out.bin")
+
+
+def run(cmd):
+    """Runs cmd; returns (wall seconds, peak RSS in MB, its stdout and stderr)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = p.stdout.read().decode(errors="replace")
+    _, status, ru = os.wait4(p.pid, 0)
+    secs = time.perf_counter() - t0
+    p.returncode = code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit("convert.sh: %s failed (exit %d):\n%s" % (" ".join(cmd), code, out))
+    return secs, round(ru.ru_maxrss / 1024), out
+
+
+def cleanup(path):
+    if os.path.exists(path):
+        os.remove(path)
+    subprocess.run(["sync"])
+
+
+rows_out = []
+first_bins = {}
+for r in range(1, rounds + 1):
+    for name, (path, extra, fmt) in inputs.items():
+        nbytes = os.path.getsize(path)
+        for threads in (1, 2):
+            # ember
+            if os.environ.get("CONVERT_DEV") and name != "criteo_tsv": continue  # DEV
+            secs, rss, text = run([ember, "convert", *extra, path, out_bin, "--rows", rows] + ([] if os.environ.get("CONVERT_DEV") else ["--threads", str(threads)]))  # DEV
+            m = re.search(r"wrote (\d+) samples", text)
+            samples = int(m.group(1)) if m else None
+            if samples != n_samples[name]:
+                sys.exit("convert.sh: ember convert wrote %s samples of %s, expected %d:\n%s" % (samples, name, n_samples[name], text))
+            rec = {"bench": "convert", "input": name, "tool": "ember", "threads": threads, "round": r,
+                   "seconds": round(secs, 4), "MB_per_s": round(nbytes / 1e6 / secs, 2),
+                   "lines_per_s": round(samples / secs, 1), "samples": samples, "bytes": nbytes,
+                   "out_bytes": os.path.getsize(out_bin), "peak_rss_MB": rss}
+            if r == 1:
+                rec["output"] = text.strip().splitlines()
+                if threads == 1:
+                    os.rename(out_bin, out_bin + ".t1")
+                else:
+                    rec["same_file_as_threads_1"] = subprocess.run(["cmp", "-s", out_bin + ".t1", out_bin]).returncode == 0
+                    cleanup(out_bin + ".t1")
+            cleanup(out_bin)
+            print(json.dumps(rec), flush=True)
+            rows_out.append(rec)
+            # pandas
+            peer_out = os.path.join(work, "peer.bin")
+            psecs, _, ptext = run([peer_py, peer, "--format", fmt, path, "--threads", str(threads), "--rows", rows,
+                                "--out", peer_out, "--input", name])
+            rec = json.loads(ptext.strip().splitlines()[-1])
+            if rec["samples"] != n_samples[name]:
+                sys.exit("convert.sh: the peer read %d samples of %s, expected %d" % (rec["samples"], name, n_samples[name]))
+            rec["round"] = r
+            rec["process_seconds"] = round(psecs, 4)
+            cleanup(peer_out)
+            print(json.dumps(rec), flush=True)
+            rows_out.append(rec)
+
+dd = {}
+for line in open(os.path.join(work, "dd.jsonl")):
+    d = json.loads(line)
+    dd[d["input"]] = d
+med, ratio, frac = {}, {}, {}
+versions = {}
+for name in inputs:
+    med[name], ratio[name], frac[name] = {}, {}, {}
+    for threads in (1, 2):
+        for tool in ("ember", "pandas"):
+            sel = [x for x in rows_out if x["input"] == name and x["tool"] == tool and x["threads"] == threads]
+            med[name]["%s_t%d" % (tool, threads)] = {k: round(statistics.median(x[k] for x in sel), 4 if k == "seconds" else 2)
+                                                     for k in ("seconds", "MB_per_s", "lines_per_s")}
+            if tool == "pandas":
+                versions = {"pandas": sel[0]["pandas"], "pyarrow": sel[0]["pyarrow"], "numpy": sel[0]["numpy"]}
+        e, p = med[name]["ember_t%d" % threads], med[name]["pandas_t%d" % threads]
+        ratio[name]["t%d" % threads] = round(p["seconds"] / e["seconds"], 3)
+        frac[name]["t%d" % threads] = round(e["MB_per_s"] / dd[name]["warm_MB_per_s"], 4)
+summary = {"bench": "convert", "summary": True, "MB": int(mb), "rounds": rounds, "rows": int(rows), "cores": os.cpu_count(),
+           "medians": med, "ember_over_pandas": ratio,
+           "ember_over_pandas_means": "median pandas seconds / median ember seconds (= MB/s ratio); > 1: ember is faster",
+           "read_MB_per_s_warm": {n: dd[n]["warm_MB_per_s"] for n in inputs},
+           "read_MB_per_s_direct": {n: dd[n]["direct_MB_per_s"] for n in inputs},
+           "ember_fraction_of_warm_read": frac, **versions}
+print(json.dumps(summary), flush=True)
+w = sys.stderr.write
+w("\n| input | threads | ember MB/s | pandas MB/s | ember lines/s | pandas lines/s | ember / pandas | ember / warm read |\n")
+w("|---|---|---|---|---|---|---|---|\n")
+for name in inputs:
+    for threads in (1, 2):
+        e, p = med[name]["ember_t%d" % threads], med[name]["pandas_t%d" % threads]
+        w("| %s | %d | %.1f | %.1f | %s | %s | %.2f | %.3f |\n" % (name, threads, e["MB_per_s"], p["MB_per_s"],
+          format(round(e["lines_per_s"]), ","), format(round(p["lines_per_s"]), ","), ratio[name]["t%d" % threads],
+          frac[name]["t%d" % threads]))
+PY
+say "done in $(($(date +%s) - t0)) s"
