@@ -1,9 +1,11 @@
 /*
- * cmd_convert.c: `ember convert IN.tsv OUT.bin`: Criteo TSV lines to ember's
- * binary CTR format (docs/ctr-format.md), which `ember train` maps instead
- * of parsing text every epoch.
+ * cmd_convert.c: `ember convert [--config FILE] IN OUT.bin`: text lines, by
+ * the config's data.schema (docs/data.md) or Criteo TSV without one, to
+ * ember's binary CTR format (docs/ctr-format.md), which `ember train` maps
+ * instead of parsing text every epoch.
  *
- * The work is ctr_convert_tsv() (src/data/ctr_bin_write.c): categoricals
+ * The work is ctr_source_text() and ctr_convert_source() (src/data/):
+ * lines parsed by --threads threads; for Criteo, categoricals
  * hashed into --rows buckets, or kept whole as 64-bit keys where --rows
  * says 0 (features of dynamic tables: the file is then format version 2),
  * bad lines skipped and counted (or fatal with --bad fail), OUT written as
@@ -14,7 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "commands.h"
+#include "config_file.h"
 #include "data/ctr.h"
 #include "synth_args.h"
 
@@ -23,10 +28,14 @@
 static void convert_usage(FILE *f)
 {
     fprintf(f,
-            "usage: ember convert IN.tsv OUT.bin [options]\n"
-            "  converts Criteo TSV (label, I1..I13, C1..C26, tab-separated) to ember's binary\n"
-            "  CTR format (docs/ctr-format.md)\n\n"
-            "  --rows N              buckets of every categorical (default %d)\n"
+            "usage: ember convert [--config FILE] IN OUT.bin [options]\n"
+            "  converts text to ember's binary CTR format (docs/ctr-format.md): with --config, any\n"
+            "  CSV or TSV (plain, gzip or zstd) by the file's data.schema (docs/data.md); without,\n"
+            "  Criteo TSV (label, I1..I13, C1..C26, tab-separated)\n\n"
+            "  --config FILE         the schema (data.schema), the tables' rows and data.bad_lines\n"
+            "  --threads T           threads that parse lines (default: every core); the output\n"
+            "                        is the same for any T\n"
+            "  --rows N              Criteo: buckets of every categorical (default %d)\n"
             "  --rows N1,N2,...,N26  buckets of each of C1..C26; 0: the categorical's whole\n"
             "                        64-bit key, for a dynamic table (written as format version 2)\n"
             "  --bad skip|fail       bad lines: count and skip them (default), or stop at the first\n",
@@ -73,10 +82,48 @@ static void print_keyed(const int64_t rows[26])
         printf("ember convert: 64-bit keys (format version 2) for %s\n", list);
 }
 
+/* The source of IN: by the config's schema, or Criteo TSV with rows. */
+static int open_input(const char *in, const config_file *cf, const int64_t *rows, ctr_bad_policy policy,
+                      ctr_source **src, char *err, size_t errlen)
+{
+    if (!cf)
+        return ctr_source_tsv(in, rows, policy, 0, 1, src, err, errlen);
+    ctr_column *cols = malloc((size_t)cf->train.schema.num_columns * sizeof *cols);
+    ctr_text_schema sc;
+    if (!cols)
+        return snprintf(err, errlen, "out of memory"), -1;
+    config_file_text_schema(cf, cols, &sc);
+    int rc = ctr_source_text(in, &sc, policy, 0, 1, src, err, errlen);
+    free(cols);
+    return rc;
+}
+
+/* Distinct keys per sparse feature and the standardize statistics used. */
+static void print_found(const config_file *cf, const ctr_source *src)
+{
+    const ctr_schema *sc = ctr_source_schema(src);
+    for (int32_t f = 0; f < sc->num_sparse; f++) {
+        int64_t d = ctr_source_distinct_keys(src, f);
+        if (d > CTR_DISTINCT_CAP)
+            printf("ember convert: feature %s: more than %lld distinct keys\n", sc->names[f], (long long)CTR_DISTINCT_CAP);
+        else if (d >= 0)
+            printf("ember convert: feature %s: %lld distinct keys\n", sc->names[f], (long long)d);
+    }
+    if (!cf)
+        return;
+    for (int32_t c = 0; c < cf->train.schema.num_columns; c++) {
+        const ctr_column *k = &cf->train.schema_cols[c];
+        double mean, std;
+        if (!k->has_stats && ctr_source_text_stats(src, c, &mean, &std) == 0)
+            printf("ember convert: field %s: standardize with mean %.17g std %.17g\n", k->name, mean, std);
+    }
+}
+
 int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL;
-    int64_t rows[26];
+    const char *in = NULL, *out = NULL, *config = NULL;
+    int64_t rows[26], threads = 0;
+    int rows_set = 0, bad_set = 0;
     ctr_bad_policy policy = CTR_BAD_SKIP;
     for (int f = 0; f < 26; f++)
         rows[f] = CONVERT_DEFAULT_ROWS;
@@ -98,6 +145,7 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
         size_t nlen = eq ? (size_t)(eq - arg) : strlen(arg);
         const char *val = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
         if (nlen == 6 && !strncmp(arg, "--rows", 6)) {
+            rows_set = 1;
             if (!val || parse_rows(val, rows)) {
                 fprintf(ctx->err, "ember convert: --rows takes N or 26 values N1,...,N26, each in [1, 2^32] or 0 "
                                 "(64-bit keys)\n");
@@ -109,6 +157,18 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
                 return 2;
             }
             policy = !strcmp(val, "fail") ? CTR_BAD_FAIL : CTR_BAD_SKIP;
+            bad_set = 1;
+        } else if (nlen == 8 && !strncmp(arg, "--config", 8)) {
+            if (!val) {
+                fprintf(ctx->err, "ember convert: --config takes a file\n");
+                return 2;
+            }
+            config = val;
+        } else if (nlen == 9 && !strncmp(arg, "--threads", 9)) {
+            if (!val || synth_parse_int64(val, 1, 256, &threads)) {
+                fprintf(ctx->err, "ember convert: --threads takes an integer in [1, 256]\n");
+                return 2;
+            }
         } else {
             fprintf(ctx->err, "ember convert: unknown option '%s' (ember convert --help)\n", arg);
             return 2;
@@ -125,16 +185,46 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
         return 0;
     char err[512];
     ctr_stats st;
-    if (ctr_convert_tsv(in, out, rows, policy, &st, err, sizeof err)) {
+    memset(&st, 0, sizeof st);
+    config_file *cf = NULL;
+    ctr_source *src = NULL;
+    if (config) {
+        if (config_file_load(config, &cf, err, sizeof err)) {
+            tool_local_error(ctx, "convert", "%s", err);
+            return 1;
+        }
+        if (!cf->train.schema.num_columns || rows_set) {
+            tool_local_error(ctx, "convert", "%s: %s", config, rows_set ? "--rows is for Criteo TSV; with a config "
+                             "the rows are the tables' (or the schema's rows)" : "no data.schema to read the text by");
+            config_file_free(cf);
+            return 1;
+        }
+        if (!bad_set)
+            policy = cf->train.bad_lines;
+    }
+    int rc = open_input(in, cf, rows, policy, &src, err, sizeof err);
+    if (rc == 0) {
+        ctr_source_set_threads(src, (int32_t)(threads > 0 ? threads : omp_get_num_procs()));
+        rc = ctr_source_count_keys(src, err, sizeof err);
+    }
+    if (rc == 0)
+        rc = ctr_convert_source(src, out, &st, err, sizeof err);
+    if (rc) {
         tool_local_error(ctx, "convert", "%s", err);
         if (st.bad_lines > 0 && policy == CTR_BAD_SKIP)
             fprintf(stderr, "ember convert: first bad line: %s\n", st.first_bad);
+        ctr_source_destroy(src);
+        config_file_free(cf);
         return 1;
     }
     printf("ember convert: wrote %lld samples to %s (%lld lines read, %lld bad lines skipped)\n",
            (long long)st.samples, out, (long long)st.lines, (long long)st.bad_lines);
     if (st.bad_lines > 0)
         printf("ember convert: first bad line: %s\n", st.first_bad);
-    print_keyed(rows);
+    if (!cf)
+        print_keyed(rows);
+    print_found(cf, src);
+    ctr_source_destroy(src);
+    config_file_free(cf);
     return 0;
 }

@@ -36,6 +36,8 @@
 static void inspect_usage(FILE *f)
 {
     fprintf(f, "usage: ember inspect DIR [--json] [--step S]\n"
+               "       ember inspect --samples N|all FILE [--config CFG]\n"
+               "  the samples of a data file as JSON lines (binary, or text by CFG's data.schema)\n"
                "  what a checkpoint holds: manifest, files (checksums verified), tables (size,\n"
                "  optimizer, placement, value and state statistics, rows never touched, a content\n"
                "  digest), blobs.  DIR: a checkpoint root (its newest complete checkpoint, or\n"
@@ -186,8 +188,9 @@ static void report_blob(const ember_checkpoint *ck, int32_t rank, const char *na
 
 int cmd_inspect(const tool_ctx *ctx, int argc, char **argv)
 {
-    const char *dir = NULL;
+    const char *dir = NULL, *config = NULL;
     int json = 0;
+    int64_t samples = -2; /* -1: all */
     long long step = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -204,6 +207,22 @@ int cmd_inspect(const tool_ctx *ctx, int argc, char **argv)
                 fprintf(ctx->err, "ember inspect: bad value for --step: '%s'\n", v ? v : "(missing)");
                 return 2;
             }
+        } else if (!strcmp(a, "--samples") || !strcmp(a, "--config")) {
+            const char *v = i + 1 < argc ? argv[++i] : NULL;
+            if (!v) {
+                fprintf(ctx->err, "ember inspect: %s needs a value\n", a);
+                return 2;
+            }
+            if (a[2] == 'c') {
+                config = v;
+                continue;
+            }
+            char *end;
+            samples = !strcmp(v, "all") ? -1 : strtoll(v, &end, 10);
+            if (strcmp(v, "all") && (!*v || *end || samples < 0)) {
+                fprintf(ctx->err, "ember inspect: --samples takes a count or all, got '%s'\n", v);
+                return 2;
+            }
         } else if (a[0] == '-' && a[1]) {
             fprintf(ctx->err, "ember inspect: unknown option '%s' (ember inspect --help)\n", a);
             return 2;
@@ -218,6 +237,8 @@ int cmd_inspect(const tool_ctx *ctx, int argc, char **argv)
         inspect_usage(ctx->err);
         return 2;
     }
+    if (samples != -2)
+        return inspect_samples(ctx, dir, config, samples);
     char path[4096];
     if (step >= 0)
         snprintf(path, sizeof path, "%s/step-%012lld", dir, step);

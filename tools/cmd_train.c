@@ -245,12 +245,9 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
             return 2;
         }
         if (o->train_file || t->source == CFG_SOURCE_SYNTHETIC) /* by the file's first bytes */
-            t->source = ctr_file_is_binary(t->train_file) ? CFG_SOURCE_BINARY : CFG_SOURCE_TSV;
-        if (t->eval_file && ctr_file_is_binary(t->eval_file) != (t->source == CFG_SOURCE_BINARY)) {
-            fprintf(ctx->err, "ember train: %s and %s are not in the same format (a TSV and a binary file; "
-                              "ember convert makes one of the other)\n", t->train_file, t->eval_file);
-            return 2;
-        }
+            t->source = ctr_file_is_binary(t->train_file) ? CFG_SOURCE_BINARY
+                        : t->schema.num_columns          ? CFG_SOURCE_TEXT
+                                                         : CFG_SOURCE_TSV;
     }
     if (o->eval_every >= 0)
         t->eval_every = o->eval_every;

@@ -22,4 +22,7 @@ int cmd_export(const tool_ctx *ctx, int argc, char **argv);
 int cmd_predict(const tool_ctx *ctx, int argc, char **argv);
 int cmd_serve(const tool_ctx *ctx, int argc, char **argv);
 
+/* `ember inspect --samples N FILE [--config CFG]` (inspect_data.c); N < 0: all. */
+int inspect_samples(const tool_ctx *ctx, const char *path, const char *config, int64_t max);
+
 #endif

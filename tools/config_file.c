@@ -25,6 +25,7 @@
 #include <libconfig.h>
 
 #include "config_file.h"
+#include "data/text_parse.h"
 
 typedef struct reader {
     const char *path;
@@ -783,11 +784,55 @@ static int read_feature_entries(reader *r, const config_setting_t *list, int n,
     return 0;
 }
 
+/* Without `features`: one per sparse column of data.schema, reading the
+ * column's table, weighted as the column (docs/data.md). */
+static int features_from_schema(reader *r)
+{
+    config_file *cf = r->cf;
+    const cfg_train *t = &cf->train;
+    int32_t n = 0;
+    for (int32_t c = 0; c < t->schema.num_columns; c++)
+        n += t->schema_cols[c].type == CTR_COL_CATEGORICAL || t->schema_cols[c].type == CTR_COL_MULTI_HOT;
+    cf->features = calloc((size_t)n, sizeof *cf->features);
+    cf->feature_extra = calloc((size_t)n, sizeof *cf->feature_extra);
+    if (!cf->features || !cf->feature_extra)
+        return fail_at(r, NULL, "features", "out of memory");
+    int32_t k = 0;
+    for (int32_t c = 0; c < t->schema.num_columns; c++) {
+        const ctr_column *col = &t->schema_cols[c];
+        if (col->type != CTR_COL_CATEGORICAL && col->type != CTR_COL_MULTI_HOT)
+            continue;
+        if (!t->schema_tables[c]) {
+            snprintf(r->err, r->errlen, "%s:%d: data.schema: column \"%s\" names no table (table = ...), and there "
+                     "is no features list", r->path, t->schema_line, col->name);
+            return -1;
+        }
+        int32_t tb = -1;
+        for (int32_t i = 0; i < cf->num_tables; i++)
+            if (!strcmp(cf->tables[i].name, t->schema_tables[c]))
+                tb = i;
+        if (tb < 0) {
+            snprintf(r->err, r->errlen, "%s:%d: data.schema: column \"%s\": no table named \"%s\"", r->path,
+                     t->schema_line, col->name, t->schema_tables[c]);
+            return -1;
+        }
+        cf->features[k].name = col->name;
+        cf->features[k].table = tb;
+        cf->features[k].combiner = EMBER_COMBINER_SUM;
+        cf->feature_extra[k] = (cfg_feature_extra){1, col->type == CTR_COL_MULTI_HOT && col->weighted, t->schema_line};
+        k++;
+    }
+    cf->num_features = k;
+    return 0;
+}
+
 static int read_features(reader *r, const config_setting_t *list)
 {
     config_file *cf = r->cf;
     static const char *const KEYS[] = {"name", "count", "table", "combiner", "pooling",
                                        "weighted", NULL};
+    if (!list && cf->train.schema.num_columns)
+        return features_from_schema(r);
     if (!list)
         return fail_at(r, NULL, "features", "missing (a list: features = ( { name = ...; "
                                             "table = ...; } );)");
@@ -845,7 +890,7 @@ done:
     return rc;
 }
 
-static const char *const SOURCES[] = {"synthetic", "tsv", "binary", NULL};
+static const char *const SOURCES[] = {"synthetic", "tsv", "binary", "text", NULL};
 static const char *const BAD_LINES[] = {"skip", "fail", NULL};
 static const char *const INTERACTIONS[] = {"dot", "cat", NULL};
 
@@ -950,11 +995,154 @@ static int read_synthetic(reader *r, const config_setting_t *g)
     return 0;
 }
 
+/* data.schema (docs/data.md, "The schema"). */
+static int read_schema(reader *r, const config_setting_t *g)
+{
+    static const char *const KEYS[] = {"format", "header", "columns", "max_line", NULL};
+    static const char *const COL_KEYS[] = {"name", "type", "label", "transform", "min", "max", "mean", "std",
+                                           "encoding", "separator", "weights", "table", "rows", NULL};
+    static const char *const FORMATS[] = {"csv", "tsv", NULL};
+    static const char *const TYPES[] = {"ignore", "label", "int", "float", "categorical", "multi_hot", NULL};
+    static const char *const LABELS[] = {"binary", "float", NULL};
+    static const char *const TRANSFORMS[] = {"none", "log1p", "clip", "standardize", NULL};
+    static const char *const ENCODINGS[] = {"string", "int", "hex", NULL};
+    cfg_train *t = &r->cf->train;
+    const config_setting_t *m, *cols;
+    int e;
+    int64_t v;
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return fail_at(r, g, "data.schema", "must be a group { format = ...; columns = (...); }");
+    if (check_keys(r, g, "data.schema", KEYS))
+        return -1;
+    t->schema_line = (int)config_setting_source_line(g);
+    t->schema.delimiter = ',';
+    t->schema.max_line = 65536;
+    if ((m = config_setting_get_member(g, "format"))) {
+        if (get_enum(r, m, "data.schema.format", FORMATS, &e))
+            return -1;
+        t->schema.delimiter = e ? '\t' : ',';
+    }
+    if ((m = config_setting_get_member(g, "header")) && get_bool(r, m, "data.schema.header", &t->schema.header))
+        return -1;
+    if ((m = config_setting_get_member(g, "max_line"))) {
+        if (get_int64(r, m, "data.schema.max_line", 1, CTR_TEXT_MAX_LINE_LIMIT, &v))
+            return -1;
+        t->schema.max_line = (int32_t)v;
+    }
+    if (!(cols = config_setting_get_member(g, "columns")))
+        return fail_at(r, g, "data.schema.columns", "missing (a list: columns = ( { name = ...; type = ...; } );)");
+    if (config_setting_type(cols) != CONFIG_TYPE_LIST || config_setting_length(cols) < 1 ||
+        config_setting_length(cols) > CTR_MAX_COLUMNS)
+        return fail_at(r, cols, "data.schema.columns", "must be a list of 1 to %d groups", CTR_MAX_COLUMNS);
+    int n = config_setting_length(cols);
+    t->schema_cols = calloc((size_t)n, sizeof *t->schema_cols);
+    t->schema_tables = calloc((size_t)n, sizeof *t->schema_tables);
+    if (!t->schema_cols || !t->schema_tables)
+        return fail_at(r, cols, "data.schema.columns", "out of memory");
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *c = config_setting_get_elem(cols, (unsigned)i);
+        ctr_column *k = &t->schema_cols[i];
+        char where[64], key[96];
+        const char *s = NULL;
+        snprintf(where, sizeof where, "data.schema.columns[%d]", i);
+        if (config_setting_type(c) != CONFIG_TYPE_GROUP)
+            return fail_at(r, c, where, "must be a group { name = ...; type = ...; }");
+        if (check_keys(r, c, where, COL_KEYS))
+            return -1;
+#define COLKEY(k_) (snprintf(key, sizeof key, "%s.%s", where, k_), key)
+        if (!(m = config_setting_get_member(c, "name")))
+            return fail_at(r, c, COLKEY("name"), "missing");
+        if (get_string(r, m, COLKEY("name"), &s))
+            return -1;
+        if (!s[0] || strlen(s) >= sizeof k->name)
+            return fail_at(r, m, key, "must be 1 to %d bytes", (int)sizeof k->name - 1);
+        strcpy(k->name, s);
+        if (!(m = config_setting_get_member(c, "type")))
+            return fail_at(r, c, COLKEY("type"), "missing (label, int, float, categorical, multi_hot or ignore)");
+        if (get_enum(r, m, COLKEY("type"), TYPES, &e))
+            return -1;
+        k->type = (ctr_col_type)e;
+        const int dense = k->type == CTR_COL_INT || k->type == CTR_COL_FLOAT;
+        const int sparse = k->type == CTR_COL_CATEGORICAL || k->type == CTR_COL_MULTI_HOT;
+        static const char *const ONLY_DENSE[] = {"transform", "min", "max", "mean", "std", NULL};
+        static const char *const ONLY_SPARSE[] = {"encoding", "table", "rows", NULL};
+        for (int j = 0; ONLY_DENSE[j]; j++)
+            if (!dense && config_setting_get_member(c, ONLY_DENSE[j]))
+                return fail_at(r, config_setting_get_member(c, ONLY_DENSE[j]), COLKEY(ONLY_DENSE[j]),
+                               "only for int and float columns (column \"%s\" is %s)", k->name, TYPES[k->type]);
+        for (int j = 0; ONLY_SPARSE[j]; j++)
+            if (!sparse && config_setting_get_member(c, ONLY_SPARSE[j]))
+                return fail_at(r, config_setting_get_member(c, ONLY_SPARSE[j]), COLKEY(ONLY_SPARSE[j]),
+                               "only for categorical and multi_hot columns (column \"%s\" is %s)", k->name,
+                               TYPES[k->type]);
+        if (k->type != CTR_COL_MULTI_HOT && (config_setting_get_member(c, "separator") ||
+                                             config_setting_get_member(c, "weights")))
+            return fail_at(r, c, COLKEY("separator"), "separator and weights are only for multi_hot columns");
+        if (k->type != CTR_COL_LABEL && config_setting_get_member(c, "label"))
+            return fail_at(r, c, COLKEY("label"), "only for the label column");
+        if ((m = config_setting_get_member(c, "label"))) {
+            if (get_enum(r, m, COLKEY("label"), LABELS, &e))
+                return -1;
+            k->float_label = e;
+        }
+        if ((m = config_setting_get_member(c, "transform"))) {
+            if (get_enum(r, m, COLKEY("transform"), TRANSFORMS, &e))
+                return -1;
+            k->transform = (ctr_transform)e;
+        }
+        int has_min = config_setting_get_member(c, "min") != NULL, has_max = config_setting_get_member(c, "max") != NULL;
+        if ((has_min || has_max) != (k->transform == CTR_TF_CLIP) || has_min != has_max)
+            return fail_at(r, c, COLKEY("transform"), "clip takes min and max, other transforms neither");
+        if (has_min && (get_double(r, config_setting_get_member(c, "min"), COLKEY("min"), -1e300, 1e300, &k->min) ||
+                        get_double(r, config_setting_get_member(c, "max"), COLKEY("max"), k->min, 1e300, &k->max)))
+            return -1;
+        int has_mean = config_setting_get_member(c, "mean") != NULL, has_std = config_setting_get_member(c, "std") != NULL;
+        if ((has_mean || has_std) && (k->transform != CTR_TF_STANDARDIZE || has_mean != has_std))
+            return fail_at(r, c, COLKEY("mean"), "mean and std go together, with transform = \"standardize\"");
+        if (has_mean && (get_double(r, config_setting_get_member(c, "mean"), COLKEY("mean"), -1e300, 1e300, &k->mean) ||
+                         get_double(r, config_setting_get_member(c, "std"), COLKEY("std"), 1e-300, 1e300, &k->std)))
+            return -1;
+        k->has_stats = has_mean;
+        if ((m = config_setting_get_member(c, "encoding"))) {
+            if (get_enum(r, m, COLKEY("encoding"), ENCODINGS, &e))
+                return -1;
+            k->encoding = (ctr_encoding)e;
+        }
+        k->separator = '|';
+        if ((m = config_setting_get_member(c, "separator"))) {
+            if (get_string(r, m, COLKEY("separator"), &s))
+                return -1;
+            if (strlen(s) != 1)
+                return fail_at(r, m, key, "must be one character, got \"%s\"", s);
+            k->separator = s[0];
+        }
+        if ((m = config_setting_get_member(c, "weights")) && get_bool(r, m, COLKEY("weights"), &k->weighted))
+            return -1;
+        k->rows = sparse ? t->hash_rows : 0;
+        if ((m = config_setting_get_member(c, "rows")) && get_int64(r, m, COLKEY("rows"), 0, INT64_C(1) << 40, &k->rows))
+            return -1;
+        if ((m = config_setting_get_member(c, "table"))) {
+            if (get_string(r, m, COLKEY("table"), &s))
+                return -1;
+            t->schema_tables[i] = s;
+        }
+#undef COLKEY
+    }
+    t->schema.num_columns = n;
+    t->schema.columns = t->schema_cols;
+    char err[400];
+    text_plan plan;
+    if (text_plan_init(&plan, &t->schema, "data.schema", err, sizeof err))
+        return fail_at(r, g, "data.schema", "%s", err + strlen("data.schema: "));
+    text_plan_free(&plan);
+    return 0;
+}
+
 static int read_data(reader *r, const config_setting_t *g)
 {
     static const char *const KEYS[] = {"batch_size", "dist", "alpha", "seed", "source",
                                        "train_file", "eval_file", "bad_lines", "hash_rows",
-                                       "synthetic", "shuffle", NULL};
+                                       "synthetic", "shuffle", "schema", NULL};
     cfg_data *d = &r->cf->data;
     cfg_train *t = &r->cf->train;
     if (!g)
@@ -1004,10 +1192,14 @@ static int read_data(reader *r, const config_setting_t *g)
         return -1;
     if ((m = config_setting_get_member(g, "synthetic")) && read_synthetic(r, m))
         return -1;
+    if ((m = config_setting_get_member(g, "schema")) && read_schema(r, m))
+        return -1;
+    if (t->source == CFG_SOURCE_TEXT && !t->schema.num_columns)
+        return fail_at(r, g, "data.schema", "missing (data.source = \"text\" reads a file by its schema)");
     if (t->source == CFG_SOURCE_SYNTHETIC && (t->train_file || t->eval_file))
         return fail_at(r, config_setting_get_member(g, t->train_file ? "train_file" : "eval_file"),
                        t->train_file ? "data.train_file" : "data.eval_file",
-                       "needs data.source = \"tsv\" or \"binary\"");
+                       "needs data.source = \"text\", \"tsv\" or \"binary\"");
     if (t->source != CFG_SOURCE_SYNTHETIC && !t->train_file)
         return fail_at(r, g, "data.train_file", "missing (data.source = \"%s\" reads a file)",
                        SOURCES[t->source]);
@@ -1299,8 +1491,9 @@ static int train_from_tables(reader *r, config_t *c)
                      cf->feature_extra[f].line, cf->features[f].name, tb->dim, dim, cf->features[0].name);
             return -1;
         }
-        if (cf->feature_extra[f].weighted) {
-            snprintf(r->err, r->errlen, "%s:%d: features: feature \"%s\": ember train's data has no weights",
+        if (cf->feature_extra[f].weighted && cf->train.source == CFG_SOURCE_SYNTHETIC) {
+            snprintf(r->err, r->errlen, "%s:%d: features: feature \"%s\": the synthetic data has no weights (a "
+                     "weighted multi_hot column of data.schema has)",
                      r->path, cf->feature_extra[f].line, cf->features[f].name);
             return -1;
         }
@@ -1654,6 +1847,8 @@ void config_file_free(config_file *cf)
     free(cf->features);
     free(cf->table_extra);
     free(cf->feature_extra);
+    free(cf->train.schema_cols);
+    free(cf->train.schema_tables);
     free(cf->path);
     free(cf->name);
     free(cf);
@@ -1664,5 +1859,26 @@ int config_file_weighted(const config_file *cf)
     for (int32_t f = 0; f < cf->num_features; f++)
         if (cf->feature_extra[f].weighted)
             return 1;
+    return 0;
+}
+
+int config_file_text_schema(const config_file *cf, ctr_column *cols, ctr_text_schema *out)
+{
+    const cfg_train *t = &cf->train;
+    *out = t->schema;
+    if (!t->schema.num_columns)
+        return -1;
+    memcpy(cols, t->schema_cols, (size_t)t->schema.num_columns * sizeof *cols);
+    out->columns = cols;
+    int32_t f = 0;
+    for (int32_t c = 0; c < t->schema.num_columns; c++) {
+        if (cols[c].type != CTR_COL_CATEGORICAL && cols[c].type != CTR_COL_MULTI_HOT)
+            continue;
+        if (f < cf->num_features) { /* a table's rows (0: a dynamic table's 64-bit keys) */
+            const ember_table_config *tb = &cf->tables[cf->features[f].table];
+            cols[c].rows = tb->kind == EMBER_TABLE_DYNAMIC ? 0 : tb->rows;
+        }
+        f++;
+    }
     return 0;
 }

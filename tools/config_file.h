@@ -66,7 +66,8 @@ typedef struct cfg_planner {
 typedef enum cfg_source {
     CFG_SOURCE_SYNTHETIC = 0,
     CFG_SOURCE_TSV = 1,
-    CFG_SOURCE_BINARY = 2
+    CFG_SOURCE_BINARY = 2,
+    CFG_SOURCE_TEXT = 3          /* any CSV/TSV by data.schema (docs/data.md) */
 } cfg_source;
 
 typedef struct cfg_train {
@@ -88,6 +89,10 @@ typedef struct cfg_train {
                                     many ranks; 0: replicated (default)      */
     int64_t steps, eval_every, eval_samples, log_every; /* 0: automatic      */
     int eval_samples_set;        /* the file gave eval_samples              */
+    ctr_text_schema schema;      /* data.schema; num_columns 0: none          */
+    ctr_column *schema_cols;     /* [schema.num_columns], owned                */
+    const char **schema_tables;  /* [schema.num_columns]: a sparse column's table, or NULL */
+    int schema_line;             /* line of data.schema                      */
     int shuffle;                 /* data.shuffle: binary files, a new block
                                     order every epoch                        */
     int64_t epochs;              /* train.epochs: steps from passes over the
@@ -152,5 +157,10 @@ const char *config_lr_decay_name(lr_decay d); /* "none", "linear", "cosine", "st
 const char *config_placement_name(int placement); /* "row", ..., "auto" for -1 */
 const char *config_exchange_name(int exchange);
 const char *config_optimizer_name(ember_optimizer_kind kind);
+
+/* data.schema with each sparse column's rows taken from its feature's
+ * table when the file has features (0 for a dynamic table), else the
+ * column's own; cols holds schema.num_columns.  0, or -1 without a schema. */
+int config_file_text_schema(const config_file *cf, ctr_column *cols, ctr_text_schema *out);
 
 #endif

@@ -45,6 +45,40 @@ static int check_eval_shape(const cfg_train *t, const ctr_schema *tr, const ctr_
     return 0;
 }
 
+/* A data file by its first bytes: ember's binary format, else text by the
+ * config's data.schema, else Criteo TSV with the tables' rows. */
+static int open_file(const train_setup *s, const char *path, int32_t r, int32_t w, ctr_source **out, char *err,
+                     size_t errlen)
+{
+    const cfg_train *t = &s->t;
+    const config_file *cf = s->cf;
+    if (ctr_file_is_binary(path))
+        return ctr_source_binary(path, r, w, out, err, errlen);
+    if (cf && t->schema.num_columns) {
+        ctr_column *cols = malloc((size_t)t->schema.num_columns * sizeof *cols);
+        ctr_text_schema sc;
+        if (!cols)
+            return snprintf(err, errlen, "out of memory"), -1;
+        config_file_text_schema(cf, cols, &sc);
+        int rc = ctr_source_text(path, &sc, t->bad_lines, r, w, out, err, errlen);
+        free(cols);
+        return rc;
+    }
+    int64_t rows[CTR_MAX_FEATURES];
+    for (int f = 0; f < CTR_MAX_FEATURES; f++)
+        rows[f] = t->hash_rows;
+    if (cf && cf->num_features) {
+        if (cf->num_features != 26) {
+            snprintf(err, errlen, "%s: a Criteo TSV has 26 categorical features, the config has %d (a schema in "
+                     "data.schema reads other layouts)", cf->path, cf->num_features);
+            return -1;
+        }
+        for (int f = 0; f < 26; f++) /* a dynamic table (rows 0) reads whole 64-bit keys */
+            rows[f] = cf->tables[cf->features[f].table].rows;
+    }
+    return ctr_source_tsv(path, rows, t->bad_lines, r, w, out, err, errlen);
+}
+
 static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t errlen)
 {
     const cfg_train *t = &s->t;
@@ -55,32 +89,13 @@ static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t e
             ctr_source_synth(&t->synth, 1, r, w, &s->eval_src, err, errlen))
             return -1;
         break;
-    case CFG_SOURCE_TSV: {
-        int64_t rows[CTR_MAX_FEATURES];
-        const config_file *cf = s->cf;
-        for (int f = 0; f < CTR_MAX_FEATURES; f++)
-            rows[f] = t->hash_rows;
-        if (cf && cf->num_features) {
-            if (cf->num_features != 26) {
-                snprintf(err, errlen, "%s: a Criteo TSV has 26 categorical features, the config has %d",
-                         cf->path, cf->num_features);
-                return -1;
-            }
-            for (int f = 0; f < 26; f++) /* a dynamic table (rows 0) reads whole 64-bit keys */
-                rows[f] = cf->tables[cf->features[f].table].rows;
-        }
-        if (ctr_source_tsv(t->train_file, rows, t->bad_lines, r, w, &s->train_src, err, errlen) ||
-            (t->eval_file && ctr_source_tsv(t->eval_file, rows, t->bad_lines, r, w, &s->eval_src, err, errlen)))
+    default:
+        if (open_file(s, t->train_file, r, w, &s->train_src, err, errlen) ||
+            (t->eval_file && open_file(s, t->eval_file, r, w, &s->eval_src, err, errlen)))
             return -1;
         break;
     }
-    case CFG_SOURCE_BINARY:
-        if (ctr_source_binary(t->train_file, r, w, &s->train_src, err, errlen) ||
-            (t->eval_file && ctr_source_binary(t->eval_file, r, w, &s->eval_src, err, errlen)))
-            return -1;
-        break;
-    }
-    if (t->shuffle && t->source == CFG_SOURCE_TSV) {
+    if (t->shuffle && !ctr_file_is_binary(t->train_file)) {
         snprintf(err, errlen, "%s: data.shuffle needs the binary format (ember convert writes it)", t->train_file);
         return -1;
     }
@@ -111,6 +126,13 @@ static int check_feature(const train_setup *s, int32_t f, char *err, size_t errl
         snprintf(err, errlen, "%s:%d: feature \"%s\": table \"%s\" is fixed but the data's ids are 64-bit keys "
                  "(%s: %s has rows 0)", cf->path, cf->feature_extra[f].line, cf->features[f].name, tb->name, data,
                  name);
+        return -1;
+    }
+    if ((s->schema.weighted[f] != 0) != (cf->feature_extra[f].weighted != 0)) {
+        snprintf(err, errlen, "%s:%d: feature \"%s\": the data's ids %s weights, the feature is %s (weighted = %s)",
+                 cf->path, cf->feature_extra[f].line, cf->features[f].name, s->schema.weighted[f] ? "carry" : "carry no",
+                 cf->feature_extra[f].weighted ? "weighted" : "not weighted",
+                 s->schema.weighted[f] ? "true" : "false");
         return -1;
     }
     if (!dynamic && tb->rows < rows) {
