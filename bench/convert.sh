@@ -47,7 +47,7 @@ venv="${PANDAS_VENV:-$repo/bench/.venv-pandas}"
 say() { printf '[convert] %s\n' "$*" >&2; }
 
 [ -x "$ember" ] || { echo "convert.sh: no $ember (build ember first: scripts/setup.sh)" >&2; exit 1; }
-if [ -z "${CONVERT_DEV:-}" ] && ! "$ember" convert --help 2>&1 | grep -q -- --threads; then  # DEV
+if ! "$ember" convert --help 2>&1 | grep -q -- --threads; then
     echo "convert.sh: $ember convert has no --threads option (rebuild ember)" >&2
     exit 1
 fi
@@ -119,10 +119,9 @@ import json, os, re, statistics, subprocess, sys, time
 
 ember, peer_py, peer, work, rounds, rows, mb, n_tsv, n_csv = sys.argv[1:]
 rounds, n_samples = int(rounds), {"criteo_tsv": int(n_tsv), "multihot_csv": int(n_csv)}
-inputs = {"criteo_tsv": (os.path.join(work, "criteo.tsv"), [], "criteo"),
+inputs = {"criteo_tsv": (os.path.join(work, "criteo.tsv"), ["--rows", rows], "criteo"),
           "multihot_csv": (os.path.join(work, "multihot.csv"), ["--config", os.path.join(work, "multihot.cfg")], "multihot")}
 out_bin = os.path.join(work, "out.bin")
-if os.environ.get("CONVERT_DEV"): del inputs["multihot_csv"]  # DEV
 
 
 def run(cmd):
@@ -145,13 +144,13 @@ def cleanup(path):
 
 
 rows_out = []
-first_bins = {}
+load0 = os.getloadavg()
 for r in range(1, rounds + 1):
     for name, (path, extra, fmt) in inputs.items():
         nbytes = os.path.getsize(path)
         for threads in (1, 2):
             # ember
-            secs, rss, text = run([ember, "convert", *extra, path, out_bin, "--rows", rows] + ([] if os.environ.get("CONVERT_DEV") else ["--threads", str(threads)]))  # DEV
+            secs, rss, text = run([ember, "convert", *extra, path, out_bin, "--threads", str(threads)])
             m = re.search(r"wrote (\d+) samples", text)
             samples = int(m.group(1)) if m else None
             if samples != n_samples[name]:
@@ -161,7 +160,8 @@ for r in range(1, rounds + 1):
                    "lines_per_s": round(samples / secs, 1), "samples": samples, "bytes": nbytes,
                    "out_bytes": os.path.getsize(out_bin), "peak_rss_MB": rss}
             if r == 1:
-                rec["output"] = text.strip().splitlines()
+                rec["output"] = text.strip().splitlines()[0]
+                rec["distinct"] = {m.group(1): int(m.group(2)) for m in re.finditer(r"feature (\S+): (\d+) distinct", text)}
                 if threads == 1:
                     os.rename(out_bin, out_bin + ".t1")
                 else:
@@ -201,7 +201,7 @@ for name in inputs:
         e, p = med[name]["ember_t%d" % threads], med[name]["pandas_t%d" % threads]
         ratio[name]["t%d" % threads] = round(p["seconds"] / e["seconds"], 3)
         frac[name]["t%d" % threads] = round(e["MB_per_s"] / dd[name]["warm_MB_per_s"], 4)
-summary = {"bench": "convert", "summary": True, "MB": int(mb), "rounds": rounds, "rows": int(rows), "cores": os.cpu_count(),
+summary = {"bench": "convert", "summary": True, "loadavg_at_start": load0, "loadavg_at_end": os.getloadavg(), "MB": int(mb), "rounds": rounds, "rows": int(rows), "cores": os.cpu_count(),
            "medians": med, "ember_over_pandas": ratio,
            "ember_over_pandas_means": "median pandas seconds / median ember seconds (= MB/s ratio); > 1: ember is faster",
            "read_MB_per_s_warm": {n: dd[n]["warm_MB_per_s"] for n in inputs},

@@ -79,14 +79,13 @@ def dense_column(s, transform, arg):
 
 
 def hashed(values, seed, rows):
-    """values: a Series of strings (NA: no id).  Returns (ids u32 of the non-missing values in
-    order, a bool mask of the non-missing, the number of distinct values)."""
+    """values: a Series of strings (NA: no id).  Returns (the id u32 of every value, garbage where
+    it is missing; a bool mask of the present values; the number of distinct values)."""
     codes, uniques = pd.factorize(values)
-    key = ("ember%011d" % seed)[:16]  # a per-feature key, as ember seeds XXH64 with the feature index
+    key = "ember%011d" % seed  # 16 bytes, one key per feature, as ember seeds XXH64 with its index
     h = pd.util.hash_array(uniques.to_numpy(dtype=object), hash_key=key, categorize=False)
     table = (h % np.uint64(rows)).astype(np.uint32)
-    present = codes >= 0
-    return table[codes[present]], present, len(uniques)
+    return table.take(codes, mode="wrap"), codes >= 0, len(uniques)
 
 
 def scatter_sample_major(lengths, flat):
@@ -134,32 +133,36 @@ def main():
     phases["dense"] = t2 - t1
 
     lengths, flat, distinct = [], [], {}
+    one_hot = all(kind == "categorical" for _, kind in sparse)
+    if one_hot:
+        full = np.empty((n, len(sparse)), dtype=np.uint32)
+        mask = np.empty((n, len(sparse)), dtype=bool)
     for f, (name, kind) in enumerate(sparse):
         col = df[name]
         if kind == "multi_hot":
             lists = col.str.split("|")
             ln = lists.list.len().fillna(0).to_numpy(dtype=np.uint16)
-            items = lists.explode()
-            ids, present, distinct[name] = hashed(items, f, a.rows)
-            assert present.all(), "an empty item in a multi-hot field"
+            ids, present, distinct[name] = hashed(lists.explode(), f, a.rows)
+            ids = ids[present]  # explode gives a missing value for an empty bag
         else:
             ids, present, distinct[name] = hashed(col, f, a.rows)
             ln = present.astype(np.uint16)
+            if one_hot:
+                full[:, f], mask[:, f] = ids, present
+            else:
+                ids = ids[present]
         lengths.append(ln)
         flat.append(ids)
     t3 = time.perf_counter()
     phases["sparse"] = t3 - t2
 
-    if all(kind == "categorical" for _, kind in sparse):
-        # at most one id per bag: the present ids of an N x S matrix, row-major, are sample-major
-        mask = np.column_stack([ln.astype(bool) for ln in lengths])
-        full = np.zeros(mask.shape, dtype=np.uint32)
-        for f in range(len(sparse)):
-            full[mask[:, f], f] = flat[f]
+    if one_hot:
+        # at most one id per bag: the present ids of the N x S matrix, row-major, are sample-major
         all_ids = full[mask]
+        bag_len = mask.astype(np.uint16)
     else:
         all_ids = scatter_sample_major(lengths, flat)
-    bag_len = np.column_stack(lengths).astype(np.uint16)
+        bag_len = np.column_stack(lengths)
     t4 = time.perf_counter()
     phases["layout"] = t4 - t3
     if a.out:

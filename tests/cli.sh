@@ -457,7 +457,7 @@ tables = (
   { name = "a"; rows = 100000; dim = 32; optimizer = "adagrad"; placement = "table"; owner = 1; },
   { name = "b"; rows = 100000; dim = 32; placement = "column"; },
   { name = "c"; rows = 100000; dim = 32; placement = "row"; exchange = "pooled"; },
-  { name = "d"; rows = 4000;   dim = 64; dist = "uniform"; }
+  { name = "d"; rows = 4000;   dim = 64; dist = "uniform"; optimizer = "sgd"; }
 );
 features = (
   { name = "fa"; table = "a"; pooling = 4; }, { name = "fb"; table = "b"; pooling = 4; },

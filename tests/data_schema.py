@@ -674,7 +674,7 @@ class Gen:
                     tr = None
                 out.append(line + eol())
                 truth.append((no, tr))
-        if out and rng.random() < 0.5:
+        if out and rng.random() < 0.5 and out[-1].rstrip(b"\r\n"):
             out[-1] = out[-1].rstrip(b"\n")  # a last line without '\n'
             if out[-1].endswith(b"\r"):
                 out[-1] = out[-1][:-1]

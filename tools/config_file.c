@@ -434,6 +434,7 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
     if (check_keys(r, e, where, KEYS))
         return -1;
     *t = ember_table_config_default();
+    t->optimizer = r->cf->train.emb_optimizer; /* one default for every table: model.emb_optimizer's */
     x->placement_pin = -1;
     x->owner_pin = -1;
     x->exchange_pin = -1;
@@ -1468,10 +1469,8 @@ static int train_from_tables(reader *r, config_t *c)
     const config_setting_t *syn = config_lookup(c, "data.synthetic"), *m;
     if (!cf->num_features)
         return 0;
-    static const char *const BUILT_IN[] = {"model.emb_optimizer", "model.emb_init_value", NULL};
-    for (int i = 0; BUILT_IN[i]; i++)
-        if ((m = config_lookup(c, BUILT_IN[i])))
-            return fail_at(r, m, BUILT_IN[i], "only without `tables` (each table sets its own optimizer and init)");
+    if ((m = config_lookup(c, "model.emb_init_value")))
+        return fail_at(r, m, "model.emb_init_value", "only without `tables` (each table sets its own init)");
     static const char *const PER_FEATURE[] = {"num_sparse", "rows", "alpha", "pooling", NULL};
     for (int i = 0; syn && PER_FEATURE[i]; i++)
         if ((m = config_setting_get_member(syn, PER_FEATURE[i]))) {
@@ -1669,6 +1668,10 @@ static int read_top(reader *r, config_t *c)
     /* data first: it gives the tables' default id law */
     if (read_data(r, config_lookup(c, "data")) || read_planner(r, config_lookup(c, "planner")) ||
         read_ssd(r, config_lookup(c, "ssd"), cc))
+        return -1;
+    /* the tables' default optimizer, before the tables */
+    const config_setting_t *eo = config_lookup(c, "model.emb_optimizer");
+    if (eo && read_optimizer(r, eo, "model.emb_optimizer", &cf->train.emb_optimizer))
         return -1;
     /* a file for `ember train` may leave the tables to the tool */
     const config_setting_t *tg = config_lookup(c, "train"), *mg = config_lookup(c, "model");
