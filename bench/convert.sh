@@ -8,8 +8,8 @@
 #                 (bench/criteo_like.py, seed 7), converted with ember's built-in Criteo schema;
 #   multihot_csv  about MB/4 megabytes of CSV with a header, a label, 3 ints, 2 floats, 2 string
 #                 categoricals and a multi-hot column of 1-20 items (bench/multihot_like.py,
-#                 seed 7), converted with `--config` and the schema `multihot_like.py --schema`
-#                 prints.
+#                 seed 7), converted with `--config` and the config `multihot_like.py --schema`
+#                 prints (data.schema and a table of ROWS rows per sparse column).
 # Both are written by one generator process per core, as parts concatenated.
 #
 # Measured:
@@ -31,9 +31,11 @@
 # stdout: one JSON line per measurement ("bench": "convert", input, tool, threads, round,
 # seconds, MB_per_s, lines_per_s, ...), then one summary line ("summary": true) with the medians,
 # the ratios ember/pandas (of MB/s, i.e. pandas seconds / ember seconds; > 1: ember is faster)
-# per input and thread count, and ember's fraction of the warm read bandwidth.  Progress and a
-# table on stderr.  2048 MB: about 15-20 minutes on 2 cores (a quarter of it generating the
-# data); `bash bench/convert.sh 64` takes about a minute.
+# per input and thread count, ember's fraction of the warm read bandwidth and of the O_DIRECT
+# one, whether ember's files at 1 and 2 threads were the same, whether ember's distinct keys per
+# feature and the peer's distinct values agree, the versions and the load average.  Progress and
+# a table on stderr (a warning when the machine was not idle).  2048 MB: about 15-20 minutes on
+# 2 cores (a quarter of it generating the data); `bash bench/convert.sh 64` about a minute.
 #
 # Environment: EMBER (default build/ember), ROUNDS (3), ROWS (100000, every sparse feature's
 # rows), PANDAS_VENV (bench/setup_pandas.sh's venv, made when missing).
@@ -145,6 +147,9 @@ def cleanup(path):
 
 rows_out = []
 load0 = os.getloadavg()
+if load0[0] > 0.5:
+    print("[convert] warning: load average %.2f on %d cores before the measurements: other work disturbs them"
+          % (load0[0], os.cpu_count()), file=sys.stderr)
 for r in range(1, rounds + 1):
     for name, (path, extra, fmt) in inputs.items():
         nbytes = os.path.getsize(path)
@@ -187,10 +192,10 @@ dd = {}
 for line in open(os.path.join(work, "dd.jsonl")):
     d = json.loads(line)
     dd[d["input"]] = d
-med, ratio, frac = {}, {}, {}
+med, ratio, frac, frac_direct = {}, {}, {}, {}
 versions = {}
 for name in inputs:
-    med[name], ratio[name], frac[name] = {}, {}, {}
+    med[name], ratio[name], frac[name], frac_direct[name] = {}, {}, {}, {}
     for threads in (1, 2):
         for tool in ("ember", "pandas"):
             sel = [x for x in rows_out if x["input"] == name and x["tool"] == tool and x["threads"] == threads]
@@ -201,21 +206,35 @@ for name in inputs:
         e, p = med[name]["ember_t%d" % threads], med[name]["pandas_t%d" % threads]
         ratio[name]["t%d" % threads] = round(p["seconds"] / e["seconds"], 3)
         frac[name]["t%d" % threads] = round(e["MB_per_s"] / dd[name]["warm_MB_per_s"], 4)
-summary = {"bench": "convert", "summary": True, "loadavg_at_start": load0, "loadavg_at_end": os.getloadavg(), "MB": int(mb), "rounds": rounds, "rows": int(rows), "cores": os.cpu_count(),
+        frac_direct[name]["t%d" % threads] = round(e["MB_per_s"] / dd[name]["direct_MB_per_s"], 3)
+# ember's distinct keys (its XXH64 of the value; of the hex value for Criteo) and the peer's
+# distinct strings count the same thing: a check that both read the same values
+distinct_agree = {}
+for name in inputs:
+    e = [x["distinct"] for x in rows_out if x["input"] == name and x["tool"] == "ember" and "distinct" in x]
+    p = [x["distinct"] for x in rows_out if x["input"] == name and x["tool"] == "pandas"]
+    distinct_agree[name] = bool(e and p) and all(d == p[0] for d in e + p)
+summary = {"bench": "convert", "summary": True, "MB": int(mb), "rounds": rounds, "rows": int(rows), "cores": os.cpu_count(),
            "medians": med, "ember_over_pandas": ratio,
            "ember_over_pandas_means": "median pandas seconds / median ember seconds (= MB/s ratio); > 1: ember is faster",
            "read_MB_per_s_warm": {n: dd[n]["warm_MB_per_s"] for n in inputs},
            "read_MB_per_s_direct": {n: dd[n]["direct_MB_per_s"] for n in inputs},
-           "ember_fraction_of_warm_read": frac, **versions}
+           "ember_fraction_of_warm_read": frac, "ember_fraction_of_direct_read": frac_direct,
+           "same_output_threads_1_2": {x["input"]: x["same_file_as_threads_1"] for x in rows_out if "same_file_as_threads_1" in x},
+           "distinct_counts_agree": distinct_agree, **versions,
+           "loadavg_at_start": [round(x, 2) for x in load0], "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]}
 print(json.dumps(summary), flush=True)
 w = sys.stderr.write
-w("\n| input | threads | ember MB/s | pandas MB/s | ember lines/s | pandas lines/s | ember / pandas | ember / warm read |\n")
-w("|---|---|---|---|---|---|---|---|\n")
+w("\n| input | threads | ember MB/s | pandas MB/s | ember lines/s | pandas lines/s | ember / pandas | ember / warm read | ember / O_DIRECT read |\n")
+w("|---|---|---|---|---|---|---|---|---|\n")
 for name in inputs:
     for threads in (1, 2):
         e, p = med[name]["ember_t%d" % threads], med[name]["pandas_t%d" % threads]
-        w("| %s | %d | %.1f | %.1f | %s | %s | %.2f | %.3f |\n" % (name, threads, e["MB_per_s"], p["MB_per_s"],
-          format(round(e["lines_per_s"]), ","), format(round(p["lines_per_s"]), ","), ratio[name]["t%d" % threads],
-          frac[name]["t%d" % threads]))
+        t = "t%d" % threads
+        w("| %s | %d | %.1f | %.1f | %s | %s | %.2f | %.3f | %.2f |\n" % (name, threads, e["MB_per_s"], p["MB_per_s"],
+          format(round(e["lines_per_s"]), ","), format(round(p["lines_per_s"]), ","), ratio[name][t], frac[name][t],
+          frac_direct[name][t]))
+w("(medians of %d rounds; read bandwidth: dd bs=1M, warm page cache %s MB/s, O_DIRECT %s MB/s)\n" % (
+  rounds, "/".join("%.0f" % dd[n]["warm_MB_per_s"] for n in inputs), "/".join("%.0f" % dd[n]["direct_MB_per_s"] for n in inputs)))
 PY
 say "done in $(($(date +%s) - t0)) s"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """multihot_like.py OUT.csv SAMPLES SEED STREAM [--no-header]: writes SAMPLES lines of a CSV with a
 header, a label, dense and string categorical columns and one multi-hot column, for measurements
-that need a general (non-Criteo) text file: bench/convert.sh converts it with the schema that
-`python3 bench/multihot_like.py --schema` prints (docs/data.md).
+that need a general (non-Criteo) text file: bench/convert.sh converts it with the config that
+`python3 bench/multihot_like.py --schema` prints.
 
 Columns, in order (the header names them):
   clicked  label: 1 with probability 0.25
@@ -18,6 +18,9 @@ Columns, in order (the header names them):
 
 The samples depend on (SEED, STREAM) alone, so parts written by separate processes with different
 STREAMs can be concatenated (--no-header for every part but the first). Standard library only.
+
+`multihot_like.py --schema [ROWS]` prints the file's ember config (docs/data.md): its data.schema
+and one table of ROWS rows (default 100000) per sparse column.
 """
 import random
 import sys
@@ -35,12 +38,17 @@ SCHEMA = """data = {
       { name = "days";    type = "int";   transform = "log1p"; },
       { name = "price";   type = "float"; transform = "clip"; min = 0.0; max = 100.0; },
       { name = "score";   type = "float"; transform = "standardize"; mean = 50.0; std = 20.0; },
-      { name = "user";    type = "categorical"; encoding = "string"; rows = ROWS; },
-      { name = "country"; type = "categorical"; encoding = "string"; rows = ROWS; },
-      { name = "tags";    type = "multi_hot"; separator = "|"; rows = ROWS; }
+      { name = "user";    type = "categorical"; encoding = "string"; table = "users"; },
+      { name = "country"; type = "categorical"; encoding = "string"; table = "countries"; },
+      { name = "tags";    type = "multi_hot"; separator = "|"; table = "tags"; }
     );
   };
 };
+tables = (
+  { name = "users";     rows = ROWS; dim = 16; },
+  { name = "countries"; rows = ROWS; dim = 16; },
+  { name = "tags";      rows = ROWS; dim = 16; }
+);
 """
 
 

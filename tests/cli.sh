@@ -1178,4 +1178,50 @@ check_schema_example() { # the movies example of docs/data.md: convert (1 and 2 
 }
 CHECKS+=(schema_example)
 
+check_train_plans() { # ember train places "auto" tables as ember plan does for the same run
+    # (world, global batch, measured ids), text or binary; a saved plan is applied, or refused
+    # for another world
+    local ex
+    ex="$(cd "$(dirname "${BASH_SOURCE[0]}")/../examples/data" && pwd)"
+    expect_status 0 "$EMBER" convert --config "$ex/movies.cfg" "$ex/movies.csv" "$TMP/pm.bin" || return 1
+    { cat "$ex/movies.cfg"; echo 'planner = { replicate_threshold = "1 KiB"; };'; } >"$TMP/pm.cfg"
+    sed -i "s|\"movies|\"$ex/movies|g" "$TMP/pm.cfg"
+    expect_status 0 "$EMBER" plan "$TMP/pm.cfg" --data "$TMP/pm.bin" --world 2 --json || return 1
+    cp "$TMP/out" "$TMP/plan_bin.json"
+    expect_status 0 "$EMBER" plan "$TMP/pm.cfg" --data "$ex/movies.csv" --world 2 --json || return 1
+    python3 - "$TMP/plan_bin.json" "$TMP/out" <<'PY' || return 1
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["global_batch"] == 256, a["global_batch"]   # the trainer's: 128 x 1 x 2
+assert a["tables"] == b["tables"], "plans from the binary file and from the CSV differ"
+PY
+    expect_status 0 mpi2 train --config "$TMP/pm.cfg" --train-file "$TMP/pm.bin" --steps 2 --metrics none --plot none || return 1
+    want=$(python3 -c "import json,sys; t=json.load(open(sys.argv[1]))['tables']; print(', '.join('%s %s' % (x['name'], x['placement'] + ('/' + x['exchange'] if 'exchange' in x else '')) for x in t))" "$TMP/plan_bin.json")
+    grep -q "placement: planned on 1 batch of $TMP/pm.bin, global batch 256: $want" "$TMP/out" || { echo "want: $want"; grep placement "$TMP/out"; return 1; }
+    # a saved plan: its placements are used; another world is refused
+    python3 - "$TMP/plan_bin.json" "$TMP/saved.json" <<'PY' || return 1
+import json, sys
+p = json.load(open(sys.argv[1]))
+for t in p["tables"]:
+    t["placement"], t["exchange"] = "column", "rows"
+json.dump(p, open(sys.argv[2], "w"))
+PY
+    { cat "$TMP/pm.cfg"; echo "train = { plan = \"$TMP/saved.json\"; epochs = 1; micro_batch = 128; };"; } | grep -v "^train = { epochs = 5" >"$TMP/ps.cfg"
+    expect_status 0 mpi2 train --config "$TMP/ps.cfg" --train-file "$TMP/pm.bin" --steps 2 --metrics none --plot none || return 1
+    grep -q "placement: from $TMP/saved.json: users column/rows, small column/rows, genres column/rows" "$TMP/out" || { grep placement "$TMP/out"; return 1; }
+    # synthetic data: the law's plan, with a table the planner replicates (not the row default)
+    printf '%s\n' 'tables = ( { name = "big"; rows = 100000; dim = 16; optimizer = "sgd"; },' \
+        '  { name = "small"; rows = 500; dim = 16; optimizer = "sgd"; dist = "uniform"; } );' \
+        'features = ( { name = "fb"; table = "big"; pooling = 4; }, { name = "fs"; table = "small"; pooling = 20; } );' \
+        'train = { steps = 2; micro_batch = 256; };' >"$TMP/syn.cfg"
+    expect_status 0 "$EMBER" plan "$TMP/syn.cfg" --world 2 --json || return 1
+    want=$(python3 -c "import json,sys; t=json.load(open(sys.argv[1]))['tables']; print(', '.join('%s %s' % (x['name'], x['placement'] + ('/' + x['exchange'] if 'exchange' in x else '')) for x in t))" "$TMP/out")
+    case "$want" in *replicated*) ;; *) echo "the plan replicates nothing: $want"; return 1 ;; esac
+    expect_status 0 mpi2 train --config "$TMP/syn.cfg" --metrics none --plot none || return 1
+    grep -q "placement: planned on the synthetic law, global batch 512: $want" "$TMP/out" || { echo "want: $want"; grep placement "$TMP/out"; return 1; }
+    expect_status 1 "$EMBER" train --config "$TMP/ps.cfg" --train-file "$TMP/pm.bin" --steps 2 --metrics none --plot none || return 1
+    grep -q "saved.json: train.plan: a plan for 2 ranks, this run has 1" "$TMP/err" || { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(train_plans)
+
 run_checks cli

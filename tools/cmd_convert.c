@@ -20,6 +20,7 @@
 
 #include "commands.h"
 #include "config_file.h"
+#include "data_open.h"
 #include "data/ctr.h"
 #include "synth_args.h"
 
@@ -82,20 +83,19 @@ static void print_keyed(const int64_t rows[26])
         printf("ember convert: 64-bit keys (format version 2) for %s\n", list);
 }
 
-/* The source of IN: by the config's schema, or Criteo TSV with rows. */
+/* The source of IN: by the config (docs/data.md), or Criteo TSV with rows. */
 static int open_input(const char *in, const config_file *cf, const int64_t *rows, ctr_bad_policy policy,
                       ctr_source **src, char *err, size_t errlen)
 {
+    if (ctr_file_is_binary(in)) {
+        snprintf(err, errlen, "%s is already in ember's binary format", in);
+        return -1;
+    }
     if (!cf)
         return ctr_source_tsv(in, rows, policy, 0, 1, src, err, errlen);
-    ctr_column *cols = malloc((size_t)cf->train.schema.num_columns * sizeof *cols);
-    ctr_text_schema sc;
-    if (!cols)
-        return snprintf(err, errlen, "out of memory"), -1;
-    config_file_text_schema(cf, cols, &sc);
-    int rc = ctr_source_text(in, &sc, policy, 0, 1, src, err, errlen);
-    free(cols);
-    return rc;
+    cfg_train t = cf->train;
+    t.bad_lines = policy;
+    return data_open_file(cf, &t, in, 0, 1, src, err, errlen);
 }
 
 /* Distinct keys per sparse feature and the standardize statistics used. */
@@ -193,9 +193,9 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
             tool_local_error(ctx, "convert", "%s", err);
             return 1;
         }
-        if (!cf->train.schema.num_columns || rows_set) {
-            tool_local_error(ctx, "convert", "%s: %s", config, rows_set ? "--rows is for Criteo TSV; with a config "
-                             "the rows are the tables' (or the schema's rows)" : "no data.schema to read the text by");
+        if (rows_set) {
+            tool_local_error(ctx, "convert", "%s: --rows is for Criteo TSV without a config; with one the rows "
+                             "are the tables' (or the schema's)", config);
             config_file_free(cf);
             return 1;
         }

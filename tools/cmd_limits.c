@@ -39,6 +39,7 @@
 #include "batch_slice.h"
 #include "commands.h"
 #include "config_file.h"
+#include "data_open.h"
 #include "ember.h"
 #include "limits_keys.h"
 #include "plan/plan.h"
@@ -443,17 +444,7 @@ static int open_data(const config_file *cf, ctr_source **src, char *err, size_t 
         }
         return ctr_source_synth(&t->synth, 0, 0, 1, src, err, n);
     }
-    if (t->source == CFG_SOURCE_BINARY)
-        return ctr_source_binary(t->train_file, 0, 1, src, err, n);
-    int64_t rows[CTR_MAX_FEATURES];
-    if (cf->num_features != 26) {
-        snprintf(err, n, "%s: a Criteo TSV has 26 categorical features, the config has %d", cf->path,
-                 cf->num_features);
-        return -1;
-    }
-    for (int32_t f = 0; f < 26; f++) /* a dynamic table (rows 0) reads whole 64-bit keys */
-        rows[f] = cf->tables[cf->features[f].table].rows;
-    return ctr_source_tsv(t->train_file, rows, t->bad_lines, 0, 1, src, err, n);
+    return data_open_file(cf, t, t->train_file, 0, 1, src, err, n);
 }
 
 /* --config: the config, its data, and the shape of both (info points into

@@ -24,8 +24,10 @@
 
 #include "commands.h"
 #include "config_file.h"
+#include "data_open.h"
 #include "ember.h"
 #include "plan/plan.h"
+#include "plan_config.h"
 #include "plan_dynamic.h"
 #include "synth_args.h"
 
@@ -157,195 +159,6 @@ static int parse_args(int argc, char **argv, plan_opts *o, FILE *err)
         return 2;
     }
     return 0;
-}
-
-/* A dynamic table's keys as the synthetic task of `ember train` draws them:
- * each of its features from its own `keys` keys (docs/config.md), in
- * proportion to its pooling.  Without `keys`, capacity x world keys (room
- * for every key). */
-static int stats_of_keys(const config_file *cf, int32_t t, int32_t world, const double *pooling,
-                         plan_id_stats *st)
-{
-    const cfg_table_extra *x = &cf->table_extra[t];
-    int32_t nf = 0, *feat = malloc(sizeof *feat * (size_t)(cf->num_features + 1));
-    double *share = malloc(sizeof *share * (size_t)(cf->num_features + 1));
-    int rc = feat && share ? EMBER_OK : EMBER_ENOMEM;
-    for (int32_t f = 0; rc == EMBER_OK && f < cf->num_features; f++)
-        if (cf->features[f].table == t) {
-            feat[nf] = f;
-            share[nf++] = pooling[f] > 0 ? pooling[f] : 1e-9;
-        }
-    if (rc == EMBER_OK && nf == 0) { /* no feature reads it: one stream of nothing */
-        feat[nf] = 0;
-        share[nf++] = 1;
-    }
-    int64_t keys = x->vocab ? x->vocab : plan_dynamic_capacity(&cf->tables[t]) * world;
-    if (rc == EMBER_OK)
-        rc = plan_stats_synth_keys(keys, x->zipf ? x->alpha : 0.0, cf->data.seed, nf, feat, share, st);
-    free(feat);
-    free(share);
-    return rc;
-}
-
-/* Id statistics from the config's law, one computation per distinct law. */
-static int stats_from_config(const config_file *cf, int32_t world, const double *pooling, plan_id_stats *st,
-                             FILE *err)
-{
-    for (int32_t t = 0; t < cf->num_tables; t++) {
-        const cfg_table_extra *x = &cf->table_extra[t];
-        int dyn = cf->tables[t].kind == EMBER_TABLE_DYNAMIC;
-        int32_t same = -1;
-        for (int32_t q = 0; q < t && same < 0 && !dyn; q++)
-            if (cf->tables[q].kind != EMBER_TABLE_DYNAMIC && cf->tables[q].rows == cf->tables[t].rows &&
-                cf->table_extra[q].zipf == x->zipf && (!x->zipf || cf->table_extra[q].alpha == x->alpha))
-                same = q;
-        int rc = dyn ? stats_of_keys(cf, t, world, pooling, &st[t])
-                 : same >= 0 ? (st[t] = st[same], EMBER_OK)
-                 : x->zipf ? plan_stats_zipf(cf->tables[t].rows, x->alpha, &st[t])
-                           : plan_stats_uniform(cf->tables[t].rows, &st[t]);
-        if (rc) {
-            fprintf(err, "ember plan: %s: table '%s': %s\n", cf->path, cf->tables[t].name,
-                    ember_status_str(rc));
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Samples per batch read from a binary training file. */
-#define PLAN_FILE_BATCH 4096
-
-/* Id statistics, pooling and weights measured on a batch file, or on the
- * training data's binary format (ember convert's; its sparse feature f
- * feeds the config's feature f). */
-static int stats_from_data(const plan_opts *o, const config_file *cf, plan_id_stats *st,
-                           double *pooling, int *weighted, int64_t *batches_read, FILE *err)
-{
-    ember_batch_reader *rd = NULL;
-    plan_stats_builder **bl = calloc((size_t)cf->num_tables, sizeof *bl);
-    double *ids = calloc((size_t)cf->num_features, sizeof *ids);
-    int64_t samples = 0, n = 0;
-    int status = -1, rc;
-    if (!bl || !ids) {
-        fprintf(err, "ember plan: out of memory\n");
-        goto done;
-    }
-    ctr_source *src = NULL; /* the training data's binary format: feature f feeds the config's feature f */
-    int64_t own_rows[CTR_MAX_FEATURES];
-    int32_t own_ftab[CTR_MAX_FEATURES];
-    ember_batch_file_info own = {0, own_rows, 0, own_ftab};
-    const ember_batch_file_info *info = &own;
-    if (ctr_file_is_binary(o->data)) {
-        char cerr[512];
-        if (ctr_source_binary(o->data, 0, 1, &src, cerr, sizeof cerr)) {
-            fprintf(err, "ember plan: %s\n", cerr);
-            goto done;
-        }
-        const ctr_schema *sc = ctr_source_schema(src);
-        own.num_tables = cf->num_tables;
-        own.num_features = sc->num_sparse;
-        for (int32_t t = 0; t < cf->num_tables; t++)
-            own_rows[t] = cf->tables[t].rows;
-        for (int32_t f = 0; f < sc->num_sparse && f < cf->num_features; f++) {
-            own_ftab[f] = cf->features[f].table;
-            if (sc->rows[f] > cf->tables[own_ftab[f]].rows && cf->tables[own_ftab[f]].kind != EMBER_TABLE_DYNAMIC) {
-                fprintf(err, "ember plan: %s: feature %s has ids up to %lld, table '%s' of %s has %lld rows\n",
-                        o->data, sc->names[f], (long long)sc->rows[f] - 1, cf->tables[own_ftab[f]].name, cf->path,
-                        (long long)cf->tables[own_ftab[f]].rows);
-                goto done;
-            }
-        }
-    } else if ((rc = ember_batch_reader_open(o->data, &rd)) != EMBER_OK) {
-        fprintf(err, "ember plan: %s: %s\n", ember_status_str(rc), ember_data_errmsg());
-        goto done;
-    } else {
-        info = ember_batch_reader_info(rd);
-    }
-    if (info->num_tables != cf->num_tables || info->num_features != cf->num_features) {
-        fprintf(err, "ember plan: %s has %d tables and %d features, %s has %d and %d\n",
-                o->data, (int)info->num_tables, (int)info->num_features, cf->path,
-                (int)cf->num_tables, (int)cf->num_features);
-        goto done;
-    }
-    for (int32_t t = 0; t < cf->num_tables; t++) /* a dynamic table takes the ids as keys */
-        if (info->table_rows[t] != cf->tables[t].rows && cf->tables[t].kind != EMBER_TABLE_DYNAMIC) {
-            fprintf(err, "ember plan: %s: table %d has %lld rows, but table '%s' of %s has %lld\n",
-                    o->data, (int)t, (long long)info->table_rows[t], cf->tables[t].name, cf->path,
-                    (long long)cf->tables[t].rows);
-            goto done;
-        }
-    for (int32_t f = 0; f < cf->num_features; f++)
-        if (info->feature_table[f] != cf->features[f].table) {
-            fprintf(err, "ember plan: %s: feature %d reads table %d, but feature '%s' of %s "
-                    "reads table '%s'\n", o->data, (int)f, (int)info->feature_table[f],
-                    cf->features[f].name, cf->path, cf->tables[cf->features[f].table].name);
-            goto done;
-        }
-    for (int32_t t = 0; t < cf->num_tables; t++) /* rows 0 (dynamic): keys */
-        if (plan_stats_builder_create(cf->tables[t].rows, &bl[t])) {
-            fprintf(err, "ember plan: out of memory\n");
-            goto done;
-        }
-    *weighted = 0;
-    for (; n < o->batches; n++) {
-        ember_batch b;
-        if (src) {
-            char cerr[512];
-            ctr_batch cb;
-            int64_t got = ctr_source_next(src, PLAN_FILE_BATCH, &cb, cerr, sizeof cerr);
-            if (got < 0) {
-                fprintf(err, "ember plan: %s\n", cerr);
-                goto done;
-            }
-            if (got == 0)
-                break;
-            b = cb.sparse;
-        } else {
-            rc = ember_batch_reader_next(rd, &b);
-            if (rc == 0)
-                break;
-            if (rc < 0) {
-                fprintf(err, "ember plan: %s: %s\n", ember_status_str(rc), ember_data_errmsg());
-                goto done;
-            }
-        }
-        *weighted |= b.weights != NULL;
-        samples += b.batch_size;
-        int64_t k = 0;
-        for (int32_t f = 0; f < b.num_features; f++) {
-            int64_t len = 0;
-            for (int32_t s = 0; s < b.batch_size; s++)
-                len += b.lengths[(int64_t)f * b.batch_size + s];
-            if (plan_stats_builder_add(bl[info->feature_table[f]], b.ids + k, len)) {
-                fprintf(err, "ember plan: out of memory\n");
-                goto done;
-            }
-            ids[f] += (double)len;
-            k += len;
-        }
-    }
-    if (samples == 0) {
-        fprintf(err, "ember plan: %s holds no batches\n", o->data);
-        goto done;
-    }
-    *batches_read = n;
-    for (int32_t f = 0; f < cf->num_features; f++)
-        pooling[f] = ids[f] / (double)samples;
-    for (int32_t t = 0; t < cf->num_tables; t++)
-        if (plan_stats_builder_finish(bl[t], &st[t])) {
-            fprintf(err, "ember plan: out of memory\n");
-            goto done;
-        }
-    status = 0;
-done:
-    if (bl)
-        for (int32_t t = 0; t < cf->num_tables; t++)
-            plan_stats_builder_destroy(bl[t]);
-    free(bl);
-    free(ids);
-    ember_batch_reader_destroy(rd);
-    ctr_source_destroy(src);
-    return status;
 }
 
 /* Where the statistics come from, for the header line. */
@@ -739,20 +552,27 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
     po.replicate_threshold = o.replicate >= 0 ? o.replicate : cf->planner.replicate_threshold;
     po.lookup_weight = o.lookup_weight >= 0 ? o.lookup_weight : cf->planner.lookup_weight;
     po.choose_hot_rows = o.hot_rows;
-    int64_t B = o.batch ? o.batch : cf->data.batch_size;
+    /* a config for `ember train`: its run's global batch (micro-batch x accumulation x ranks) */
+    int64_t B = o.batch                ? o.batch
+                : cf->train.present    ? (int64_t)cf->train.micro_batch * cf->train.accumulate * po.world
+                                       : cf->data.batch_size;
     for (int32_t f = 0; f < F; f++)
         pooling[f] = cf->feature_extra[f].pooling;
     int weighted = config_file_weighted(cf);
     char source[600];
     if (o.data) {
         int64_t read = 0;
-        if (stats_from_data(&o, cf, st, pooling, &weighted, &read, ctx->err))
+        if (plan_config_stats_data(cf, o.data, o.batches, st, pooling, &weighted, &read, msg, sizeof msg)) {
+            fprintf(ctx->err, "ember plan: %s\n", msg);
             goto done;
+        }
         snprintf(source, sizeof source, "measured on %lld batch%s of %s (pooling and weights as "
                  "observed)", (long long)read, read == 1 ? "" : "es", o.data);
     } else {
-        if (stats_from_config(cf, po.world, pooling, st, ctx->err))
+        if (plan_config_stats_law(cf, po.world, pooling, st, msg, sizeof msg)) {
+            fprintf(ctx->err, "ember plan: %s\n", msg);
             goto done;
+        }
         law_source(cf, source, sizeof source);
     }
     for (int32_t t = 0; t < T; t++)

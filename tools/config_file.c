@@ -1330,7 +1330,7 @@ static int read_train(reader *r, const config_setting_t *g)
                                        "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",
                                        "plot", "checkpoint_dir", "checkpoint_every", "checkpoint_keep",
-                                       NULL};
+                                       "plan", NULL};
     static const char *const DENSE_OPT[] = {"sgd", "adam", NULL};
     cfg_train *t = &r->cf->train;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
@@ -1405,6 +1405,8 @@ static int read_train(reader *r, const config_setting_t *g)
             get_double(r, x, "train.early_stop.min_delta", 0, 1, &t->min_delta))
             return -1;
     }
+    if ((m = config_setting_get_member(g, "plan")) && read_path(r, m, "train.plan", &t->plan_file))
+        return -1;
     if ((m = config_setting_get_member(g, "keep_best"))) {
         if (config_setting_type(m) != CONFIG_TYPE_BOOL)
             return fail_at(r, m, "train.keep_best", "must be true or false");

@@ -108,6 +108,8 @@ typedef struct cfg_train {
                                     better metric before the run stops; 0: off */
     int stop_metric_logloss;     /* 1: log loss (lower is better); 0: AUC   */
     double min_delta;            /* an improvement is more than this          */
+    const char *plan_file;       /* train.plan: a saved `ember plan --json` for
+                                    the "auto" tables; NULL: plan at start  */
     int keep_best;               /* the best evaluation's checkpoint in
                                     checkpoint_dir/best                      */
     int64_t hot_refresh_every;   /* steps between hot-row refreshes (tables

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "config_file.h"
+#include "data_open.h"
 #include "data/ctr.h"
 
 static void print_batch(const ctr_batch *b, int64_t first_index)
@@ -66,24 +67,9 @@ int inspect_samples(const tool_ctx *ctx, const char *path, const char *config, i
         fprintf(ctx->err, "ember inspect: %s\n", err);
         return 1;
     }
-    if (ctr_file_is_binary(path)) {
-        rc = ctr_source_binary(path, 0, 1, &src, err, sizeof err);
-    } else if (cf && cf->train.schema.num_columns) {
-        ctr_column *cols = malloc((size_t)cf->train.schema.num_columns * sizeof *cols);
-        ctr_text_schema sc;
-        if (!cols) {
-            config_file_free(cf);
-            return 1;
-        }
-        config_file_text_schema(cf, cols, &sc);
-        rc = ctr_source_text(path, &sc, cf->train.bad_lines, 0, 1, &src, err, sizeof err);
-        free(cols);
-    } else {
-        int64_t rows[CTR_MAX_FEATURES];
-        for (int f = 0; f < CTR_MAX_FEATURES; f++)
-            rows[f] = cf ? cf->train.hash_rows : 100000;
-        rc = ctr_source_tsv(path, rows, cf ? cf->train.bad_lines : CTR_BAD_SKIP, 0, 1, &src, err, sizeof err);
-    }
+    cfg_train dflt;
+    cfg_train_default(&dflt);
+    rc = data_open_file(cf, cf ? &cf->train : &dflt, path, 0, 1, &src, err, sizeof err);
     if (rc) {
         fprintf(ctx->err, "ember inspect: %s\n", err);
         config_file_free(cf);

@@ -148,7 +148,7 @@ void train_report_close(train_report *r)
 
 static const char *source_name(cfg_source s)
 {
-    return s == CFG_SOURCE_TSV ? "tsv" : s == CFG_SOURCE_BINARY ? "binary" : "synthetic";
+    return s == CFG_SOURCE_TSV ? "tsv" : s == CFG_SOURCE_BINARY ? "binary" : s == CFG_SOURCE_TEXT ? "text" : "synthetic";
 }
 
 void train_report_start(train_report *r, const train_setup *s, int32_t world, int64_t global_batch)
@@ -214,6 +214,8 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
            (int)s->cc.num_tables, (long long)rows, (int)m->emb_dim, (int)m->num_dense, bottom,
            m->interaction == DENSE_INTERACT_DOT ? "dot" : "cat", top, (long long)dlrm_num_params(s->model),
            t->dense_optim.kind == DENSE_ADAM ? "Adam" : "SGD", (double)t->dense_optim.lr);
+    if (s->plan_note[0])
+        printf("  placement: %s\n", s->plan_note);
     if (t->schedule != EMBER_SCHEDULE_BLOCKING)
         printf("  schedule: %s (docs/distributed.md)\n", t->schedule == EMBER_SCHEDULE_STALE
                ? "stale: the next batch is looked up before this step's sparse update"

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "data_open.h"
 #include "train_tool.h"
 
 /* The evaluation data must fit the training data's model: the same shape,
@@ -45,40 +46,6 @@ static int check_eval_shape(const cfg_train *t, const ctr_schema *tr, const ctr_
     return 0;
 }
 
-/* A data file by its first bytes: ember's binary format, else text by the
- * config's data.schema, else Criteo TSV with the tables' rows. */
-static int open_file(const train_setup *s, const char *path, int32_t r, int32_t w, ctr_source **out, char *err,
-                     size_t errlen)
-{
-    const cfg_train *t = &s->t;
-    const config_file *cf = s->cf;
-    if (ctr_file_is_binary(path))
-        return ctr_source_binary(path, r, w, out, err, errlen);
-    if (cf && t->schema.num_columns) {
-        ctr_column *cols = malloc((size_t)t->schema.num_columns * sizeof *cols);
-        ctr_text_schema sc;
-        if (!cols)
-            return snprintf(err, errlen, "out of memory"), -1;
-        config_file_text_schema(cf, cols, &sc);
-        int rc = ctr_source_text(path, &sc, t->bad_lines, r, w, out, err, errlen);
-        free(cols);
-        return rc;
-    }
-    int64_t rows[CTR_MAX_FEATURES];
-    for (int f = 0; f < CTR_MAX_FEATURES; f++)
-        rows[f] = t->hash_rows;
-    if (cf && cf->num_features) {
-        if (cf->num_features != 26) {
-            snprintf(err, errlen, "%s: a Criteo TSV has 26 categorical features, the config has %d (a schema in "
-                     "data.schema reads other layouts)", cf->path, cf->num_features);
-            return -1;
-        }
-        for (int f = 0; f < 26; f++) /* a dynamic table (rows 0) reads whole 64-bit keys */
-            rows[f] = cf->tables[cf->features[f].table].rows;
-    }
-    return ctr_source_tsv(path, rows, t->bad_lines, r, w, out, err, errlen);
-}
-
 static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t errlen)
 {
     const cfg_train *t = &s->t;
@@ -90,8 +57,8 @@ static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t e
             return -1;
         break;
     default:
-        if (open_file(s, t->train_file, r, w, &s->train_src, err, errlen) ||
-            (t->eval_file && open_file(s, t->eval_file, r, w, &s->eval_src, err, errlen)))
+        if (data_open_file(s->cf, t, t->train_file, r, w, &s->train_src, err, errlen) ||
+            (t->eval_file && data_open_file(s->cf, t, t->eval_file, r, w, &s->eval_src, err, errlen)))
             return -1;
         break;
     }
@@ -217,6 +184,9 @@ int train_setup_open(const tool_ctx *ctx, train_setup *s)
         return 1;
     s->t.model.num_dense = s->schema.num_dense;
     s->t.model.num_sparse = s->schema.num_sparse;
+    failed = train_plan_tables(ctx, s, (int64_t)s->t.micro_batch * s->t.accumulate * ctx->size, err, sizeof err);
+    if (tool_agree_fail(ctx, "train", failed, err))
+        return 1;
     s->cc.world = ctx->world;
     s->cc.threads = s->threads;
     s->cc.schedule = s->t.schedule;

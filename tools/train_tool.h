@@ -46,7 +46,16 @@ typedef struct train_setup {
     int ckpt_dir_made;           /* train_ckpt_prepare created the folder     */
     int64_t file_samples;        /* the training file's samples (lines for a
                                     TSV, bad ones too); 0: the built-in task */
+    char plan_note[1024];        /* how "auto" tables were placed; "" none  */
 } train_setup;
+
+/* Tables of the config left on "auto" (placement or exchange) placed as
+ * `ember plan` would for this run (train_plan.c): its world, its global
+ * batch, id statistics measured on the training data's first batches (or
+ * the synthetic law), or as a saved `ember plan --json` (train.plan) says.
+ * Every rank computes the same plan from the same inputs.  0, or -1 with
+ * err. */
+int train_plan_tables(const tool_ctx *ctx, train_setup *s, int64_t global_batch, char *err, size_t errlen);
 
 /* Opens the sources and builds collection, model and trainer.  Collective;
  * 0 on every rank, or 1 on every rank after the message was printed. */

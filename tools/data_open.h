@@ -1,0 +1,22 @@
+/*
+ * data_open.h: one way for every command to open a config's CTR data
+ * (data_open.c): `ember train`, `convert`, `inspect --samples`, `limits`
+ * and `plan --data` read a file alike.
+ */
+#ifndef EMBER_TOOLS_DATA_OPEN_H
+#define EMBER_TOOLS_DATA_OPEN_H
+
+#include "config_file.h"
+
+/* A data file by its first bytes: ember's binary format; else text by the
+ * config's data.schema (docs/data.md); else Criteo TSV, each categorical
+ * in its table's rows (t->hash_rows without tables; 0 for a dynamic
+ * table: 64-bit keys).  cf may be NULL (no config file); t gives the
+ * bad-line policy and hash_rows.  0, or -1 with err. */
+int data_open_file(const config_file *cf, const cfg_train *t, const char *path, int32_t rank, int32_t world,
+                   ctr_source **out, char *err, size_t errlen);
+
+/* 1 when path begins with the magic of ember's batch files (`ember gen`). */
+int data_is_batch_file(const char *path);
+
+#endif

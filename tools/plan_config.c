@@ -1,0 +1,202 @@
+/*
+ * plan_config.c: the planner's id statistics for a config's tables
+ * (plan_config.h), shared by `ember plan` and `ember train`'s automatic
+ * placement: from the config's id law, or measured on data (a batch file
+ * of `ember gen`, or the training data: binary, or text by the schema).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data_open.h"
+#include "plan_config.h"
+
+/* A dynamic table's keys as the synthetic task of `ember train` draws them:
+ * each of its features from its own `keys` keys (docs/config.md), in
+ * proportion to its pooling.  Without `keys`, capacity x world keys (room
+ * for every key). */
+static int stats_of_keys(const config_file *cf, int32_t t, int32_t world, const double *pooling,
+                         plan_id_stats *st)
+{
+    const cfg_table_extra *x = &cf->table_extra[t];
+    int32_t nf = 0, *feat = malloc(sizeof *feat * (size_t)(cf->num_features + 1));
+    double *share = malloc(sizeof *share * (size_t)(cf->num_features + 1));
+    int rc = feat && share ? EMBER_OK : EMBER_ENOMEM;
+    for (int32_t f = 0; rc == EMBER_OK && f < cf->num_features; f++)
+        if (cf->features[f].table == t) {
+            feat[nf] = f;
+            share[nf++] = pooling[f] > 0 ? pooling[f] : 1e-9;
+        }
+    if (rc == EMBER_OK && nf == 0) { /* no feature reads it: one stream of nothing */
+        feat[nf] = 0;
+        share[nf++] = 1;
+    }
+    int64_t keys = x->vocab ? x->vocab : plan_dynamic_capacity(&cf->tables[t]) * world;
+    if (rc == EMBER_OK)
+        rc = plan_stats_synth_keys(keys, x->zipf ? x->alpha : 0.0, cf->data.seed, nf, feat, share, st);
+    free(feat);
+    free(share);
+    return rc;
+}
+
+/* Id statistics from the config's law, one computation per distinct law. */
+int plan_config_stats_law(const config_file *cf, int32_t world, const double *pooling, plan_id_stats *st, char *err,
+                          size_t errlen)
+{
+    for (int32_t t = 0; t < cf->num_tables; t++) {
+        const cfg_table_extra *x = &cf->table_extra[t];
+        int dyn = cf->tables[t].kind == EMBER_TABLE_DYNAMIC;
+        int32_t same = -1;
+        for (int32_t q = 0; q < t && same < 0 && !dyn; q++)
+            if (cf->tables[q].kind != EMBER_TABLE_DYNAMIC && cf->tables[q].rows == cf->tables[t].rows &&
+                cf->table_extra[q].zipf == x->zipf && (!x->zipf || cf->table_extra[q].alpha == x->alpha))
+                same = q;
+        int rc = dyn ? stats_of_keys(cf, t, world, pooling, &st[t])
+                 : same >= 0 ? (st[t] = st[same], EMBER_OK)
+                 : x->zipf ? plan_stats_zipf(cf->tables[t].rows, x->alpha, &st[t])
+                           : plan_stats_uniform(cf->tables[t].rows, &st[t]);
+        if (rc) {
+            snprintf(err, errlen, "%s: table '%s': %s", cf->path, cf->tables[t].name,
+                    ember_status_str(rc));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Samples per batch read from a binary training file. */
+#define PLAN_FILE_BATCH 4096
+
+/* Id statistics, pooling and weights measured on a batch file, or on the
+ * training data's binary format (ember convert's; its sparse feature f
+ * feeds the config's feature f). */
+int plan_config_stats_data(const config_file *cf, const char *data, int64_t batches, plan_id_stats *st,
+                           double *pooling, int *weighted, int64_t *batches_read, char *err, size_t errlen)
+{
+    ember_batch_reader *rd = NULL;
+    plan_stats_builder **bl = calloc((size_t)cf->num_tables, sizeof *bl);
+    double *ids = calloc((size_t)cf->num_features, sizeof *ids);
+    int64_t samples = 0, n = 0;
+    int status = -1, rc;
+    if (!bl || !ids) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    ctr_source *src = NULL; /* the training data's binary format: feature f feeds the config's feature f */
+    int64_t own_rows[CTR_MAX_FEATURES];
+    int32_t own_ftab[CTR_MAX_FEATURES];
+    ember_batch_file_info own = {0, own_rows, 0, own_ftab};
+    const ember_batch_file_info *info = &own;
+    if (!data_is_batch_file(data)) { /* the training data: binary, or text by the config */
+        char cerr[512];
+        if (data_open_file(cf, &cf->train, data, 0, 1, &src, cerr, sizeof cerr)) {
+            snprintf(err, errlen, "%s", cerr);
+            goto done;
+        }
+        const ctr_schema *sc = ctr_source_schema(src);
+        own.num_tables = cf->num_tables;
+        own.num_features = sc->num_sparse;
+        for (int32_t t = 0; t < cf->num_tables; t++)
+            own_rows[t] = cf->tables[t].rows;
+        for (int32_t f = 0; f < sc->num_sparse && f < cf->num_features; f++) {
+            own_ftab[f] = cf->features[f].table;
+            if (sc->rows[f] > cf->tables[own_ftab[f]].rows && cf->tables[own_ftab[f]].kind != EMBER_TABLE_DYNAMIC) {
+                snprintf(err, errlen, "%s: feature %s has ids up to %lld, table '%s' of %s has %lld rows",
+                        data, sc->names[f], (long long)sc->rows[f] - 1, cf->tables[own_ftab[f]].name, cf->path,
+                        (long long)cf->tables[own_ftab[f]].rows);
+                goto done;
+            }
+        }
+    } else if ((rc = ember_batch_reader_open(data, &rd)) != EMBER_OK) {
+        snprintf(err, errlen, "%s: %s", ember_status_str(rc), ember_data_errmsg());
+        goto done;
+    } else {
+        info = ember_batch_reader_info(rd);
+    }
+    if (info->num_tables != cf->num_tables || info->num_features != cf->num_features) {
+        snprintf(err, errlen, "%s has %d tables and %d features, %s has %d and %d",
+                data, (int)info->num_tables, (int)info->num_features, cf->path,
+                (int)cf->num_tables, (int)cf->num_features);
+        goto done;
+    }
+    for (int32_t t = 0; t < cf->num_tables; t++) /* a dynamic table takes the ids as keys */
+        if (info->table_rows[t] != cf->tables[t].rows && cf->tables[t].kind != EMBER_TABLE_DYNAMIC) {
+            snprintf(err, errlen, "%s: table %d has %lld rows, but table '%s' of %s has %lld",
+                    data, (int)t, (long long)info->table_rows[t], cf->tables[t].name, cf->path,
+                    (long long)cf->tables[t].rows);
+            goto done;
+        }
+    for (int32_t f = 0; f < cf->num_features; f++)
+        if (info->feature_table[f] != cf->features[f].table) {
+            snprintf(err, errlen, "%s: feature %d reads table %d, but feature '%s' of %s "
+                    "reads table '%s'", data, (int)f, (int)info->feature_table[f],
+                    cf->features[f].name, cf->path, cf->tables[cf->features[f].table].name);
+            goto done;
+        }
+    for (int32_t t = 0; t < cf->num_tables; t++) /* rows 0 (dynamic): keys */
+        if (plan_stats_builder_create(cf->tables[t].rows, &bl[t])) {
+            snprintf(err, errlen, "out of memory");
+            goto done;
+        }
+    *weighted = 0;
+    for (; n < batches; n++) {
+        ember_batch b;
+        if (src) {
+            char cerr[512];
+            ctr_batch cb;
+            int64_t got = ctr_source_next(src, PLAN_FILE_BATCH, &cb, cerr, sizeof cerr);
+            if (got < 0) {
+                snprintf(err, errlen, "%s", cerr);
+                goto done;
+            }
+            if (got == 0)
+                break;
+            b = cb.sparse;
+        } else {
+            rc = ember_batch_reader_next(rd, &b);
+            if (rc == 0)
+                break;
+            if (rc < 0) {
+                snprintf(err, errlen, "%s: %s", ember_status_str(rc), ember_data_errmsg());
+                goto done;
+            }
+        }
+        *weighted |= b.weights != NULL;
+        samples += b.batch_size;
+        int64_t k = 0;
+        for (int32_t f = 0; f < b.num_features; f++) {
+            int64_t len = 0;
+            for (int32_t s = 0; s < b.batch_size; s++)
+                len += b.lengths[(int64_t)f * b.batch_size + s];
+            if (plan_stats_builder_add(bl[info->feature_table[f]], b.ids + k, len)) {
+                snprintf(err, errlen, "out of memory");
+                goto done;
+            }
+            ids[f] += (double)len;
+            k += len;
+        }
+    }
+    if (samples == 0) {
+        snprintf(err, errlen, "%s holds no batches", data);
+        goto done;
+    }
+    *batches_read = n;
+    for (int32_t f = 0; f < cf->num_features; f++)
+        pooling[f] = ids[f] / (double)samples;
+    for (int32_t t = 0; t < cf->num_tables; t++)
+        if (plan_stats_builder_finish(bl[t], &st[t])) {
+            snprintf(err, errlen, "out of memory");
+            goto done;
+        }
+    status = 0;
+done:
+    if (bl)
+        for (int32_t t = 0; t < cf->num_tables; t++)
+            plan_stats_builder_destroy(bl[t]);
+    free(bl);
+    free(ids);
+    ember_batch_reader_destroy(rd);
+    ctr_source_destroy(src);
+    return status;
+}
+
