@@ -27,16 +27,11 @@
 #include <string.h>
 
 #include "data/ctr_impl.h"
+#include "data/key_count.h"
 #include "data/text_parse.h"
 #include "data/text_stream.h"
 
 #define TEXT_MARK_SHIFT 16 /* a line start remembered every 2^16 lines */
-
-typedef struct key_set { /* distinct 64-bit keys, open addressing */
-    uint64_t *slot;      /* 0: empty (key 0 is `zero`)            */
-    int64_t cap, n;
-    int zero, over;
-} key_set;
 
 typedef struct text_impl {
     char *path;
@@ -69,58 +64,22 @@ typedef struct text_impl {
     text_ids *tids;         /* [threads]                                    */
     char **scratch;         /* [threads] max_line + 1                       */
     int32_t t_alloc;
-    key_set *distinct;      /* [S] while counting                           */
+    key_count *distinct;    /* [S] while counting                           */
+    text_ids *fkeys;        /* [S] a round's keys of each feature (counting) */
 } text_impl;
-
-static int key_set_add(key_set *k, uint64_t key)
-{
-    if (k->over)
-        return 0;
-    if (key == 0) {
-        k->n += !k->zero;
-        k->zero = 1;
-        return 0;
-    }
-    if (2 * (k->n + 1) > k->cap) {
-        if (k->n >= CTR_DISTINCT_CAP) {
-            k->over = 1;
-            free(k->slot);
-            k->slot = NULL;
-            return 0;
-        }
-        int64_t cap = k->cap ? 2 * k->cap : 1024;
-        uint64_t *s = calloc((size_t)cap, sizeof *s);
-        if (!s)
-            return -1;
-        for (int64_t i = 0; i < k->cap; i++)
-            if (k->slot[i]) {
-                int64_t j = (int64_t)((k->slot[i] * 0x9E3779B97F4A7C15ULL) >> 17) & (cap - 1);
-                while (s[j])
-                    j = (j + 1) & (cap - 1);
-                s[j] = k->slot[i];
-            }
-        free(k->slot);
-        k->slot = s;
-        k->cap = cap;
-    }
-    int64_t j = (int64_t)((key * 0x9E3779B97F4A7C15ULL) >> 17) & (k->cap - 1);
-    while (k->slot[j] && k->slot[j] != key)
-        j = (j + 1) & (k->cap - 1);
-    if (!k->slot[j]) {
-        k->slot[j] = key;
-        k->n++;
-    }
-    return 0;
-}
 
 static void free_distinct(text_impl *t)
 {
     if (!t->distinct)
         return;
-    for (int32_t f = 0; f < t->plan.S; f++)
-        free(t->distinct[f].slot);
+    for (int32_t f = 0; f < t->plan.S; f++) {
+        key_count_free(&t->distinct[f]);
+        text_ids_free(&t->fkeys[f]);
+    }
     free(t->distinct);
+    free(t->fkeys);
     t->distinct = NULL;
+    t->fkeys = NULL;
 }
 
 /* Per-thread buffers for `threads` threads and per-line slots for n lines. */
@@ -224,6 +183,20 @@ static void parse_lines(text_impl *t, int32_t n)
     }
 }
 
+/* The round's keys into each feature's distinct count, a feature per
+ * thread at a time (the counts do not depend on the order). */
+static int count_keys(text_impl *t, char *err, size_t errlen)
+{
+    const int32_t S = t->plan.S;
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(t->threads) if (t->threads > 1) reduction(| : failed)
+    for (int32_t f = 0; f < S; f++) {
+        failed |= key_count_add(&t->distinct[f], t->fkeys[f].keys, t->fkeys[f].n) != 0;
+        t->fkeys[f].n = 0;
+    }
+    return failed ? ctr_fail(err, errlen, "%s: out of memory counting distinct keys", t->path) : 0;
+}
+
 /* One round of text_next: the next `max` lines read, parsed and their good
  * samples staged after the *n samples and *k ids staged so far. */
 static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int64_t *kp, int64_t *firstp, char *err,
@@ -313,8 +286,12 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
             int64_t rows = s->schema.rows[f];
             for (int32_t j = 0; j < len; j++, at++, k++) {
                 int64_t key = ids->keys[at];
-                if (t->distinct && key_set_add(&t->distinct[f], (uint64_t)key))
-                    return ctr_fail(err, errlen, "%s: out of memory counting distinct keys", t->path);
+                if (t->distinct) {
+                    text_ids *fk = &t->fkeys[f];
+                    if (text_ids_reserve(fk, fk->n + 1, 0))
+                        return ctr_fail(err, errlen, "%s: out of memory counting distinct keys", t->path);
+                    fk->keys[fk->n++] = key;
+                }
                 s->stage_ids[k] = rows ? (int64_t)((uint64_t)key % (uint64_t)rows) : key;
                 if (weighted)
                     s->stage_w[k] = ids->w[at];
@@ -325,7 +302,7 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
     *np = n;
     *kp = k;
     *firstp = first;
-    return 0;
+    return t->distinct ? count_keys(t, err, errlen) : 0;
 }
 
 static int64_t text_next(ctr_source *s, int32_t max, char *err, size_t errlen)
@@ -366,6 +343,7 @@ static void text_destroy(ctr_source *s)
     if (!t)
         return;
     text_stream_close(t->ts);
+    free_distinct(t); /* before the plan: its S sizes them */
     text_plan_free(&t->plan);
     for (int32_t i = 0; i < t->t_alloc; i++) {
         text_ids_free(&t->tids[i]);
@@ -385,7 +363,6 @@ static void text_destroy(ctr_source *s)
     free(t->p_bad);
     free(t->p_tid);
     free(t->marks);
-    free_distinct(t);
     free(t->path);
     free(t);
 }
@@ -650,8 +627,19 @@ int ctr_source_count_keys(ctr_source *s, char *err, size_t errlen)
     if (!s || s->ops != &TEXT_OPS)
         return ctr_fail(err, errlen, "counting distinct keys needs a text source");
     text_impl *t = s->impl;
-    if (!t->distinct && !(t->distinct = calloc((size_t)t->plan.S, sizeof *t->distinct)))
+    if (t->distinct)
+        return 0;
+    t->distinct = calloc((size_t)t->plan.S, sizeof *t->distinct);
+    t->fkeys = calloc((size_t)t->plan.S, sizeof *t->fkeys);
+    if (!t->distinct || !t->fkeys) {
+        free(t->distinct);
+        free(t->fkeys);
+        t->distinct = NULL;
+        t->fkeys = NULL;
         return ctr_fail(err, errlen, "%s: out of memory", t->path);
+    }
+    for (int32_t f = 0; f < t->plan.S; f++)
+        key_count_init(&t->distinct[f], CTR_DISTINCT_CAP);
     return 0;
 }
 
@@ -662,7 +650,7 @@ int64_t ctr_source_distinct_keys(const ctr_source *s, int32_t f)
     const text_impl *t = s->impl;
     if (!t->distinct || f < 0 || f >= t->plan.S)
         return -1;
-    return t->distinct[f].over ? CTR_DISTINCT_CAP + 1 : t->distinct[f].n;
+    return key_count_get(&t->distinct[f]);
 }
 
 void ctr_text_schema_criteo(const int64_t *rows, ctr_column *cols, ctr_text_schema *out)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define XXH_INLINE_ALL /* keys of a few bytes: the call would cost more than the hash */
 #include <xxhash.h>
 
 #include "data/text_parse.h"
