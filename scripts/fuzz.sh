@@ -17,7 +17,7 @@ build="$repo/build-fuzz"
 EMBER_FUZZ=1 CC=clang EMBER_BUILD_DIR="$build" \
     EMBER_CMAKE_ARGS="-DEMBER_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo" bash "$repo/scripts/setup.sh"
 
-targets=(fuzz_tsv fuzz_ctr_bin fuzz_batch_file fuzz_config fuzz_ckpt fuzz_model fuzz_request)
+targets=(fuzz_tsv fuzz_text fuzz_ctr_bin fuzz_batch_file fuzz_config fuzz_ckpt fuzz_model fuzz_request)
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -642,7 +642,7 @@ class Gen:
         rng = self.rng
         kinds = kinds or ["count", "int", "float", "hex", "intkey", "label", "emptyitem", "weight",
                           "unterminated", "afterquote", "overlong", "nul", "empty"]
-        out, truth, no = [], [], 0
+        out, truth, no, n_over = [], [], 0, 0
         eol = lambda: b"\r\n" if rng.random() < 0.1 else b"\n"
         if self.schema.get("header"):
             names = [self.schema["columns"][r]["name"].encode() if k == "col" else r.encode()
@@ -670,8 +670,12 @@ class Gen:
                 continue
             if rng.random() < bad_frac:
                 while True:
-                    line = self.bad_line(rng.choice(kinds))
+                    kind = rng.choice(kinds)
+                    if kind == "overlong" and n_over >= 4:  # they are big: a few are enough
+                        continue
+                    line = self.bad_line(kind)
                     if line is not None:
+                        n_over += kind == "overlong"
                         break
                 out.append(line + eol())
                 truth.append((no, None))
@@ -789,7 +793,7 @@ def schema_tsv(rng):
     ]
     rng.shuffle(cols)
     header = rng.random() < 0.5
-    schema = {"format": "tsv", "header": header, "max_line": 1 << 20, "columns": cols}
+    schema = {"format": "tsv", "header": header, "max_line": 1 << 18, "columns": cols}  # fits 65535 items
     extras = ["tsv_extra"] if header else []
     order = [("col", i) for i in range(len(cols))] + [("extra", e) for e in extras]
     if header:
@@ -1169,6 +1173,9 @@ def main():
     ap.add_argument("--seed", type=int)
     ap.add_argument("--keep", action="store_true", help="keep the temporary files")
     ap.add_argument("--self-test", action="store_true", help="check the generator and reference only")
+    ap.add_argument("--allow", action="append", default=[], choices=["fma", "config"],
+                    help="report this known deviation without failing (fma: standardize statistics "
+                         "with a fused multiply-add; config: the schema-only config refused)")
     a = ap.parse_args()
     if not a.ember and not a.self_test:
         ap.error("PATH/TO/ember is required (or --self-test)")
@@ -1214,6 +1221,10 @@ def main():
         print("FAIL (seed %d): %s" % (seed, e))
         print("files kept in %s" % tmp)
         return 1
+    allowed = [d for d in DEVIATIONS if d[0] in a.allow]
+    for _, d in allowed:
+        print("  allowed by --allow: " + d[:120] + "...")
+    DEVIATIONS[:] = [d for d in DEVIATIONS if d[0] not in a.allow]
     if DEVIATIONS:
         print("FAIL (seed %d): %d deviation(s) from the rules:" % (seed, len(DEVIATIONS)))
         for _, d in DEVIATIONS:

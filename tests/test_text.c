@@ -11,8 +11,9 @@
  *                  position seeked in a new source continues identically.
  *   version 3      text with weighted multi-hot and float labels converted:
  *                  the binary reader gives the text reader's samples bit for
- *                  bit; a block's weight mask, a float label out of [0, 1]
- *                  and a version-3 flag are caught, naming the block or sample.
+ *                  bit; a block's weight mask, a float label out of [0, 1],
+ *                  a NaN weight and a version-3 flag are caught, naming the
+ *                  block or sample.
  * The values themselves (hashes, transforms, quoting, bad lines) are
  * checked against an independent Python reader in tests/data_schema.py.
  */
@@ -276,13 +277,17 @@ static void test_compressed_threads(uint64_t seed)
         {12, 2, "byte 12: flags 0x00000003, must be 0 or 1 in version 3"},
         {B0 + 40, 1, "block 0 (byte 152; samples 0..2"},
         {B0 + 48 + 3, 0x7f, "sample 0 (block 0, byte 200): label"},
+        {ix - 12, 0, "tags weight nan is not finite"}, /* the last weight set to NaN */
     };
     char bad[300];
     snprintf(bad, sizeof bad, "%s/bad.bin", tmpdir);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         unsigned char *m = malloc((size_t)n);
         memcpy(m, c, (size_t)n);
-        m[cases[i].at] ^= cases[i].x;
+        if (cases[i].x)
+            m[cases[i].at] ^= cases[i].x;
+        else
+            memcpy(m + cases[i].at, "\x00\x00\xc0\x7f", 4);
         /* the checksums made right, so the check behind them speaks */
         uint64_t h = XXH64(m, (size_t)H - 8, 0);
         for (int b = 0; b < 8; b++)

@@ -115,6 +115,18 @@ static void fingerprint(const tool_ctx *ctx, const train_setup *s, char *buf, si
         if (t->source == CFG_SOURCE_TSV)
             add(buf, n, "tsv bad_lines %s, hash_rows %lld\n", t->bad_lines == CTR_BAD_FAIL ? "fail" : "skip",
                 (long long)t->hash_rows);
+        if (t->source == CFG_SOURCE_TEXT) { /* what the schema makes of each column */
+            add(buf, n, "text bad_lines %s, format %s, header %d, max_line %d\n",
+                t->bad_lines == CTR_BAD_FAIL ? "fail" : "skip", t->schema.delimiter == ',' ? "csv" : "tsv",
+                t->schema.header, (int)t->schema.max_line);
+            for (int32_t c = 0; c < t->schema.num_columns; c++) {
+                const ctr_column *k = &t->schema_cols[c];
+                add(buf, n, "column %s type %d label %d transform %d min %.17g max %.17g stats %d mean %.17g std "
+                    "%.17g encoding %d separator %d weighted %d rows %lld\n", k->name, (int)k->type, k->float_label,
+                    (int)k->transform, k->min, k->max, k->has_stats, k->mean, k->std, (int)k->encoding,
+                    (int)k->separator, k->weighted, (long long)k->rows);
+            }
+        }
         if (t->shuffle) /* only when on: a shuffled position is an ordinal, not a sample (older ones stay equal) */
             add(buf, n, "shuffle on\n");
     }

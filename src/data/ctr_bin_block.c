@@ -10,6 +10,7 @@
  * sample and the feature whose bag or id is wrong.  Keys (version 2) take
  * any 64-bit value.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -140,11 +141,24 @@ static int check_bags(const cb_layout *l, const ctr_schema *sc, const char *path
     return 0;
 }
 
-/* Pass 2: every row id below its feature's rows. */
+/* Pass 2: every row id below its feature's rows, every weight finite. */
 static int check_ids(const cb_layout *l, const ctr_schema *sc, const char *path, const unsigned char *map,
                      const cb_block *blk, char *err, size_t errlen)
 {
-    int64_t k = 0;
+    int64_t k = 0, kw = 0;
+    for (int64_t i = 0; i < blk->n; i++)
+        for (int64_t f = 0; f < l->S; f++) {
+            int64_t len = l->weighted[f] ? get_u16(blk->len + 2 * (i * l->S + f)) : 0;
+            for (int64_t j = 0; j < len; j++, kw++) {
+                uint32_t bits = get_u32(blk->w + 4 * kw);
+                float w;
+                memcpy(&w, &bits, 4);
+                if (!isfinite(w))
+                    return ctr_fail(err, errlen, "%s: sample %lld (block %lld, byte %lld): %s weight %g is not finite",
+                                    path, (long long)(blk->first + i), (long long)blk->index,
+                                    (long long)(blk->w + 4 * kw - map), sc->names[f], (double)w);
+            }
+        }
     for (int64_t i = 0; i < blk->n; i++)
         for (int64_t f = 0; f < l->S; f++) {
             int64_t len = get_u16(blk->len + 2 * (i * l->S + f));

@@ -13,8 +13,24 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="$repo/tests/fuzz/corpus"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-rm -rf "$out"/{fuzz_tsv,fuzz_ctr_bin,fuzz_batch_file}
-mkdir -p "$out"/{fuzz_tsv,fuzz_ctr_bin,fuzz_batch_file,fuzz_config}
+rm -rf "$out"/{fuzz_tsv,fuzz_text,fuzz_ctr_bin,fuzz_batch_file}
+mkdir -p "$out"/{fuzz_tsv,fuzz_text,fuzz_ctr_bin,fuzz_batch_file,fuzz_config}
+
+# schema text (fuzz_text.c's schema; its first byte is the options byte): CSV with a header
+# and quotes, CSV without one, TSV, and gzip
+python3 - "$out/fuzz_text" <<'PY'
+import gzip, sys
+out = sys.argv[1] + "/"
+hdr = "h,m,s,z,p,n,y,extra\n"
+rows = ['ab12,1|2:0.5|3,"x,y",2.5,-1.5,7,0.25,q', 'ff,,plain,,9,0,1,', '1,5:2,"a""b",1e3,0.5,-2,0,r']
+csv = hdr + "\n".join(rows) + "\n"
+open(out + "csv_header_skip", "wb").write(b"\x02" + csv.encode())
+noh = "\n".join(["0.5,3,1.5,2,s1,4|5,abc", "1,,,-1,s2,,0ff", "x,1,2,3,4,5,6"]) + "\n"
+open(out + "csv_noheader_fail_t2", "wb").write(bytes([0x01 | 0x08 | 0x40]) + noh.encode())
+tsv = "\n".join(["0\t3\t1.5\t2\ts1\t4|5:1.5\tabc", "1\t\t\t-1\ts2\t\t0ff"]) + "\n"
+open(out + "tsv_b4_t3", "wb").write(bytes([0x04 | 0x18 | 0x80]) + tsv.encode())
+open(out + "gzip_header", "wb").write(b"\x02" + gzip.compress(csv.encode(), mtime=0))
+PY
 
 # TSV: a good line, one with empty fields, a CRLF line, a bad line; the
 # first byte of a fuzz_tsv input is its options byte (fuzz_tsv.c).
@@ -37,6 +53,9 @@ printf '\x5a' | cat - "$work/many.tsv" > "$out/fuzz_tsv/many_w2_b6"
 # binary CTR files from the same TSV (small vocabularies)
 "$ember" convert "$work/two.tsv" "$out/fuzz_ctr_bin/two.bin" --rows 50 >/dev/null
 "$ember" convert "$work/many.tsv" "$out/fuzz_ctr_bin/many.bin" --rows 7 >/dev/null
+# version 3: a weighted multi-hot column (the movies example's first 20 lines)
+head -21 "$repo/examples/data/movies.csv" > "$work/m20.csv"
+"$ember" convert --config "$repo/examples/data/movies.cfg" "$work/m20.csv" "$out/fuzz_ctr_bin/v3_weights.bin" >/dev/null
 # version 2: some categoricals kept as 64-bit keys (rows 0), the others hashed
 "$ember" convert "$work/two.tsv" "$out/fuzz_ctr_bin/two_keys.bin" \
     --rows "0,0,0$(printf ',50%.0s' $(seq 22)),0" >/dev/null

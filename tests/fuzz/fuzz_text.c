@@ -1,0 +1,137 @@
+/*
+ * fuzz_text.c: libFuzzer target for the schema text reader
+ * (ctr_source_text, src/data/ctr_text.c, text_parse.c, text_stream.c).
+ *
+ * Input: one options byte, then the file's bytes (plain, or gzip or zstd
+ * when they begin with the magic).  The options byte picks the bad-line
+ * policy (bit 0), a header or not (bit 1: the schema's columns by name,
+ * else in order), CSV or TSV (bit 2), the batch size (bits 3-5: 1..8) and
+ * the parsing threads (bits 6-7: 1..3).  The schema has every column
+ * kind: a float label, int log1p, float clip, float standardize (its
+ * statistics computed at open), a string categorical, a weighted int
+ * multi-hot with 64-bit keys, a hex categorical.  Required: open and every
+ * read return data or -1 with a message, never a crash, UB, leak or hang;
+ * every batch is well formed (labels in [0, 1], finite dense values and
+ * weights, ids below their rows, lengths adding up to num_ids); a second
+ * pass after rewind and a source with one thread return the same samples.
+ */
+#include <math.h>
+
+#include "data/ctr.h"
+#include "fuzz_util.h"
+
+static fuzz_file file;
+static ctr_column cols[7];
+
+static void make_schema(int header, int tsv, ctr_text_schema *sc)
+{
+    static const char *const NAMES[] = {"y", "n", "p", "z", "s", "m", "h"};
+    static const ctr_col_type TYPES[] = {CTR_COL_LABEL, CTR_COL_INT, CTR_COL_FLOAT, CTR_COL_FLOAT,
+                                         CTR_COL_CATEGORICAL, CTR_COL_MULTI_HOT, CTR_COL_CATEGORICAL};
+    memset(cols, 0, sizeof cols);
+    for (int c = 0; c < 7; c++) {
+        strcpy(cols[c].name, NAMES[c]);
+        cols[c].type = TYPES[c];
+    }
+    cols[0].float_label = 1;
+    cols[1].transform = CTR_TF_LOG1P;
+    cols[2].transform = CTR_TF_CLIP;
+    cols[2].min = -3;
+    cols[2].max = 3;
+    cols[3].transform = CTR_TF_STANDARDIZE;
+    cols[4].rows = 97;
+    cols[5].encoding = CTR_ENC_INT;
+    cols[5].separator = '|';
+    cols[5].weighted = 1;
+    cols[5].rows = 0;
+    cols[6].encoding = CTR_ENC_HEX;
+    cols[6].rows = 1000;
+    memset(sc, 0, sizeof *sc);
+    sc->delimiter = tsv ? '\t' : ',';
+    sc->header = header;
+    sc->max_line = 512;
+    sc->num_columns = 7;
+    sc->columns = cols;
+}
+
+static const int64_t ROWS[3] = {97, 0, 1000};
+
+/* One pass over the share: the samples read (-1: a read failed), a digest. */
+static int64_t read_pass(ctr_source *s, int32_t max, uint64_t *digest)
+{
+    char err[512];
+    int64_t total = 0;
+    *digest = 0;
+    for (;;) {
+        ctr_batch b;
+        int64_t n = ctr_source_next(s, max, &b, err, sizeof err);
+        if (n < 0) {
+            FUZZ_REQUIRE(err[0] != '\0', "a failed read without a message");
+            return -1;
+        }
+        if (n == 0)
+            return total;
+        FUZZ_REQUIRE(n <= max && b.num_dense == 3 && b.num_sparse == 3, "shape");
+        int64_t k = 0;
+        for (int32_t i = 0; i < b.batch_size; i++) {
+            FUZZ_REQUIRE(b.label[i] >= 0.0f && b.label[i] <= 1.0f, "label %g", b.label[i]);
+            for (int j = 0; j < 3; j++)
+                FUZZ_REQUIRE(isfinite(b.dense[i * 3 + j]), "dense %g", b.dense[i * 3 + j]);
+            FUZZ_REQUIRE(b.dense[i * 3 + 1] >= -3.0f && b.dense[i * 3 + 1] <= 3.0f, "clip %g", b.dense[i * 3 + 1]);
+            *digest = *digest * 31 + (uint64_t)(b.label[i] * 4) + (uint64_t)(int64_t)(b.dense[i * 3] * 1000);
+        }
+        FUZZ_REQUIRE(b.sparse.weights != NULL, "a weighted feature without weights");
+        for (int f = 0; f < 3; f++)
+            for (int32_t i = 0; i < b.batch_size; i++) {
+                int32_t l = b.sparse.lengths[(int64_t)f * b.batch_size + i];
+                FUZZ_REQUIRE(l >= 0 && l <= CTR_MAX_BAG_IDS && (f == 1 || l <= 1), "length %d", (int)l);
+                for (int32_t j = 0; j < l; j++, k++) {
+                    FUZZ_REQUIRE(ROWS[f] == 0 || (b.sparse.ids[k] >= 0 && b.sparse.ids[k] < ROWS[f]), "id %lld",
+                                 (long long)b.sparse.ids[k]);
+                    FUZZ_REQUIRE(isfinite(b.sparse.weights[k]) && (f == 1 || b.sparse.weights[k] == 1.0f),
+                                 "weight %g", b.sparse.weights[k]);
+                    *digest = *digest * 31 + (uint64_t)b.sparse.ids[k];
+                }
+            }
+        FUZZ_REQUIRE(k == b.sparse.num_ids, "lengths sum to %lld, num_ids %lld", (long long)k,
+                     (long long)b.sparse.num_ids);
+        total += n;
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    fuzz_file_init(&file, "fuzz.csv");
+    uint8_t opt = data[0];
+    ctr_bad_policy policy = (opt & 1) ? CTR_BAD_FAIL : CTR_BAD_SKIP;
+    int32_t max = 1 + ((opt >> 3) & 7), threads = 1 + (opt >> 6) % 3;
+    ctr_text_schema sc;
+    make_schema((opt >> 1) & 1, (opt >> 2) & 1, &sc);
+    fuzz_file_set(&file, data + 1, size - 1);
+    ctr_source *s = NULL, *one = NULL;
+    char err[512] = "";
+    if (ctr_source_text(file.path, &sc, policy, 0, 1, &s, err, sizeof err) != 0) {
+        FUZZ_REQUIRE(s == NULL && err[0] != '\0', "failed open without a message");
+        return 0;
+    }
+    ctr_source_set_threads(s, threads);
+    uint64_t d1, d2, d3;
+    int64_t n1 = read_pass(s, max, &d1);
+    ctr_stats st;
+    ctr_source_stats(s, &st);
+    FUZZ_REQUIRE(n1 < 0 || st.samples + st.bad_lines == st.lines, "%lld samples + %lld bad != %lld lines",
+                 (long long)st.samples, (long long)st.bad_lines, (long long)st.lines);
+    ctr_source_rewind(s);
+    int64_t n2 = read_pass(s, max, &d2);
+    if (n1 >= 0)
+        FUZZ_REQUIRE(n2 == n1 && d2 == d1, "second pass: %lld samples (first %lld)", (long long)n2, (long long)n1);
+    FUZZ_REQUIRE(ctr_source_text(file.path, &sc, policy, 0, 1, &one, err, sizeof err) == 0, "reopen: %s", err);
+    int64_t n3 = read_pass(one, 8, &d3);
+    FUZZ_REQUIRE(n3 == n1 && (n1 < 0 || d3 == d1), "one thread, batches of 8: %lld samples, %d threads: %lld",
+                 (long long)n3, (int)threads, (long long)n1);
+    ctr_source_destroy(one);
+    ctr_source_destroy(s);
+    return 0;
+}
