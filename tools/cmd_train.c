@@ -249,6 +249,11 @@ static int settings(const tool_ctx *ctx, const train_opts *o, train_setup *s)
                         : t->schema.num_columns          ? CFG_SOURCE_TEXT
                                                          : CFG_SOURCE_TSV;
     }
+    if (t->source != CFG_SOURCE_SYNTHETIC && !t->train_file) {
+        fprintf(ctx->err, "ember train: %s: data.train_file is missing (data.source = \"text\" reads a file): set it, "
+                          "or give --train-file\n", o->config ? o->config : "the config");
+        return 2;
+    }
     if (o->eval_every >= 0)
         t->eval_every = o->eval_every;
     if (o->eval_samples >= 0)

@@ -1195,15 +1195,17 @@ static int read_data(reader *r, const config_setting_t *g)
         return -1;
     if ((m = config_setting_get_member(g, "schema")) && read_schema(r, m))
         return -1;
+    if (t->schema.num_columns && !config_setting_get_member(g, "source"))
+        t->source = CFG_SOURCE_TEXT; /* a schema says what the data is */
     if (t->source == CFG_SOURCE_TEXT && !t->schema.num_columns)
         return fail_at(r, g, "data.schema", "missing (data.source = \"text\" reads a file by its schema)");
     if (t->source == CFG_SOURCE_SYNTHETIC && (t->train_file || t->eval_file))
         return fail_at(r, config_setting_get_member(g, t->train_file ? "train_file" : "eval_file"),
                        t->train_file ? "data.train_file" : "data.eval_file",
                        "needs data.source = \"text\", \"tsv\" or \"binary\"");
-    if (t->source != CFG_SOURCE_SYNTHETIC && !t->train_file)
+    if (t->source != CFG_SOURCE_SYNTHETIC && t->source != CFG_SOURCE_TEXT && !t->train_file)
         return fail_at(r, g, "data.train_file", "missing (data.source = \"%s\" reads a file)",
-                       SOURCES[t->source]);
+                       SOURCES[t->source]); /* a schema also serves ember convert: its files come from the command line */
     if (t->source != CFG_SOURCE_SYNTHETIC && config_setting_get_member(g, "synthetic"))
         return fail_at(r, config_setting_get_member(g, "synthetic"), "data.synthetic",
                        "only with data.source = \"synthetic\"");
@@ -1678,7 +1680,8 @@ static int read_top(reader *r, config_t *c)
     /* a file for `ember train` may leave the tables to the tool */
     const config_setting_t *tg = config_lookup(c, "train"), *mg = config_lookup(c, "model");
     cf->train.present = tg || mg;
-    if (!cf->train.present || config_lookup(c, "tables") || config_lookup(c, "features"))
+    if ((!cf->train.present && !cf->train.schema.num_columns) || config_lookup(c, "tables") ||
+        config_lookup(c, "features")) /* a schema alone serves ember convert */
         if (read_tables(r, config_lookup(c, "tables")) || read_features(r, config_lookup(c, "features")))
             return -1;
     if ((mg && read_model(r, mg)) || (tg && read_train(r, tg)))

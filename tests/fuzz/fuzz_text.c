@@ -56,6 +56,13 @@ static void make_schema(int header, int tsv, ctr_text_schema *sc)
 
 static const int64_t ROWS[3] = {97, 0, 1000};
 
+static uint64_t bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
 /* One pass over the share: the samples read (-1: a read failed), a digest. */
 static int64_t read_pass(ctr_source *s, int32_t max, uint64_t *digest)
 {
@@ -78,7 +85,6 @@ static int64_t read_pass(ctr_source *s, int32_t max, uint64_t *digest)
             for (int j = 0; j < 3; j++)
                 FUZZ_REQUIRE(isfinite(b.dense[i * 3 + j]), "dense %g", b.dense[i * 3 + j]);
             FUZZ_REQUIRE(b.dense[i * 3 + 1] >= -3.0f && b.dense[i * 3 + 1] <= 3.0f, "clip %g", b.dense[i * 3 + 1]);
-            *digest = *digest * 31 + (uint64_t)(b.label[i] * 4) + (uint64_t)(int64_t)(b.dense[i * 3] * 1000);
         }
         FUZZ_REQUIRE(b.sparse.weights != NULL, "a weighted feature without weights");
         for (int f = 0; f < 3; f++)
@@ -90,11 +96,23 @@ static int64_t read_pass(ctr_source *s, int32_t max, uint64_t *digest)
                                  (long long)b.sparse.ids[k]);
                     FUZZ_REQUIRE(isfinite(b.sparse.weights[k]) && (f == 1 || b.sparse.weights[k] == 1.0f),
                                  "weight %g", b.sparse.weights[k]);
-                    *digest = *digest * 31 + (uint64_t)b.sparse.ids[k];
                 }
             }
         FUZZ_REQUIRE(k == b.sparse.num_ids, "lengths sum to %lld, num_ids %lld", (long long)k,
                      (long long)b.sparse.num_ids);
+        int64_t at[3], acc = 0; /* the ids sample by sample: a digest that does not depend on the batching */
+        for (int f = 0; f < 3; f++) {
+            at[f] = acc;
+            for (int32_t i = 0; i < b.batch_size; i++)
+                acc += b.sparse.lengths[(int64_t)f * b.batch_size + i];
+        }
+        for (int32_t i = 0; i < b.batch_size; i++) {
+            *digest = *digest * 31 + bits(b.label[i]) + bits(b.dense[i * 3]) + bits(b.dense[i * 3 + 1]) +
+                      bits(b.dense[i * 3 + 2]);
+            for (int f = 0; f < 3; f++)
+                for (int32_t j = 0; j < b.sparse.lengths[(int64_t)f * b.batch_size + i]; j++, at[f]++)
+                    *digest = *digest * 31 + (uint64_t)b.sparse.ids[at[f]] + bits(b.sparse.weights[at[f]]);
+        }
         total += n;
     }
 }
