@@ -34,6 +34,7 @@ static void convert_usage(FILE *f)
             "  CSV or TSV (plain, gzip or zstd) by the file's data.schema (docs/data.md); without,\n"
             "  Criteo TSV (label, I1..I13, C1..C26, tab-separated)\n\n"
             "  --config FILE         the schema (data.schema), the tables' rows and data.bad_lines\n"
+            "  --schema FILE         the same: a config file that may hold data.schema alone\n"
             "  --threads T           threads that parse lines (default: every core); the output\n"
             "                        is the same for any T\n"
             "  --rows N              Criteo: buckets of every categorical (default %d)\n"
@@ -158,9 +159,9 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
             }
             policy = !strcmp(val, "fail") ? CTR_BAD_FAIL : CTR_BAD_SKIP;
             bad_set = 1;
-        } else if (nlen == 8 && !strncmp(arg, "--config", 8)) {
+        } else if ((nlen == 8 && !strncmp(arg, "--config", 8)) || (nlen == 8 && !strncmp(arg, "--schema", 8))) {
             if (!val) {
-                fprintf(ctx->err, "ember convert: --config takes a file\n");
+                fprintf(ctx->err, "ember convert: %.8s takes a file\n", arg);
                 return 2;
             }
             config = val;

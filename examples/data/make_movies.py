@@ -32,5 +32,5 @@ rng = random.Random(7)
 teacher = {"user": [rng.gauss(0, 1.2) for _ in range(300)],
            "gender": {"Female": 0.4, "Male": -0.3, "Other": 0.0},
            "genre": {g: rng.gauss(0, 1) for g in GENRES}}
-write("movies.csv", 2000, rng, teacher)
-write("movies_eval.csv", 500, rng, teacher)
+write("movies.csv", 8500, rng, teacher)
+write("movies_eval.csv", 1500, rng, teacher)
