@@ -1175,6 +1175,12 @@ check_schema_example() { # the movies example of docs/data.md: convert (1 and 2 
     cmp -s "$TMP/auc_bin" "$TMP/auc_text" || { echo "binary and text trained differently"; return 1; }
     expect_status 1 "$EMBER" train --config "$ex/movies.cfg" --checkpoint-dir "$TMP/c3" || return 1
     grep -q "data.shuffle needs the binary format" "$TMP/err" || return 1
+    # standardize statistics computed on one file are not applied to another's scale
+    sed 's/ mean = 8.79; std = 5.78;//' "$TMP/ns.cfg" >"$TMP/nostats.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/nostats.cfg" --train-file "$TMP/m1.bin" --checkpoint-dir "$TMP/c4" || return 1
+    grep -q "movies_eval.csv: column price: standardize has no mean and std, and the training data is not text" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    expect_status 0 "$EMBER" train --config "$TMP/nostats.cfg" --steps 3 --checkpoint-dir "$TMP/c5" || return 1
     gzip -c "$ex/movies.csv" >"$TMP/movies.csv.gz"
     expect_status 0 "$EMBER" inspect --samples all "$TMP/movies.csv.gz" --config "$ex/movies.cfg" || return 1
     cp "$TMP/out" "$TMP/s_gz"

@@ -827,13 +827,50 @@ static int features_from_schema(reader *r)
     return 0;
 }
 
+static int read_features_list(reader *r, const config_setting_t *list);
+
 static int read_features(reader *r, const config_setting_t *list)
+{
+    config_file *cf = r->cf;
+    if (!list && cf->train.schema.num_columns)
+        return features_from_schema(r);
+    if (cf->train.schema.num_columns) { /* a list beside a schema: its sparse columns, one for one */
+        int rc = read_features_list(r, list);
+        if (rc)
+            return rc;
+        int32_t f = 0;
+        const cfg_train *t = &cf->train;
+        for (int32_t c = 0; c < t->schema.num_columns; c++) {
+            const ctr_column *col = &t->schema_cols[c];
+            if (col->type != CTR_COL_CATEGORICAL && col->type != CTR_COL_MULTI_HOT)
+                continue;
+            if (f >= cf->num_features || strcmp(cf->features[f].name, col->name) ||
+                (t->schema_tables[c] && strcmp(cf->tables[cf->features[f].table].name, t->schema_tables[c]))) {
+                snprintf(r->err, r->errlen, "%s:%d: features: feature %d must be the schema's sparse column \"%s\"%s%s "
+                         "(the features follow data.schema's categorical and multi_hot columns in order), got %s%s%s",
+                         r->path, f < cf->num_features ? cf->feature_extra[f].line : t->schema_line, (int)f, col->name,
+                         t->schema_tables[c] ? " of table " : "", t->schema_tables[c] ? t->schema_tables[c] : "",
+                         f < cf->num_features ? "\"" : "none", f < cf->num_features ? cf->features[f].name : "",
+                         f < cf->num_features ? "\"" : "");
+                return -1;
+            }
+            f++;
+        }
+        if (f != cf->num_features) {
+            snprintf(r->err, r->errlen, "%s: features: %d features, data.schema has %d categorical and multi_hot "
+                     "columns", r->path, (int)cf->num_features, (int)f);
+            return -1;
+        }
+        return 0;
+    }
+    return read_features_list(r, list);
+}
+
+static int read_features_list(reader *r, const config_setting_t *list)
 {
     config_file *cf = r->cf;
     static const char *const KEYS[] = {"name", "count", "table", "combiner", "pooling",
                                        "weighted", NULL};
-    if (!list && cf->train.schema.num_columns)
-        return features_from_schema(r);
     if (!list)
         return fail_at(r, NULL, "features", "missing (a list: features = ( { name = ...; "
                                             "table = ...; } );)");
@@ -1125,7 +1162,8 @@ static int read_schema(reader *r, const config_setting_t *g)
         if ((m = config_setting_get_member(c, "table"))) {
             if (get_string(r, m, COLKEY("table"), &s))
                 return -1;
-            t->schema_tables[i] = s;
+            if (!(t->schema_tables[i] = keep(r, s)))
+                return fail_at(r, m, key, "out of memory");
         }
 #undef COLKEY
     }
@@ -1882,11 +1920,15 @@ int config_file_text_schema(const config_file *cf, ctr_column *cols, ctr_text_sc
     for (int32_t c = 0; c < t->schema.num_columns; c++) {
         if (cols[c].type != CTR_COL_CATEGORICAL && cols[c].type != CTR_COL_MULTI_HOT)
             continue;
-        if (f < cf->num_features) { /* a table's rows (0: a dynamic table's 64-bit keys) */
-            const ember_table_config *tb = &cf->tables[cf->features[f].table];
-            cols[c].rows = tb->kind == EMBER_TABLE_DYNAMIC ? 0 : tb->rows;
-        }
+        if (f < cf->num_features)
+            cols[c].rows = config_feature_rows(cf, f);
         f++;
     }
     return 0;
+}
+
+int64_t config_feature_rows(const config_file *cf, int32_t f)
+{
+    const ember_table_config *tb = &cf->tables[cf->features[f].table];
+    return tb->kind == EMBER_TABLE_DYNAMIC ? 0 : tb->rows;
 }

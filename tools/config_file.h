@@ -165,4 +165,8 @@ const char *config_optimizer_name(ember_optimizer_kind kind);
  * column's own; cols holds schema.num_columns.  0, or -1 without a schema. */
 int config_file_text_schema(const config_file *cf, ctr_column *cols, ctr_text_schema *out);
 
+/* The rows feature f's ids are hashed into: its table's, 0 (whole 64-bit
+ * keys) for a dynamic table. */
+int64_t config_feature_rows(const config_file *cf, int32_t f);
+
 #endif

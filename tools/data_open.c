@@ -21,9 +21,14 @@ int data_is_batch_file(const char *path)
     return got == sizeof m && !memcmp(m, "EMBBATCH", 8);
 }
 
-int data_open_file(const config_file *cf, const cfg_train *t, const char *path, int32_t rank, int32_t world,
-                   ctr_source **out, char *err, size_t errlen)
+int data_open_file(const config_file *cf, const cfg_train *t, const char *path, const ctr_source *train, int32_t rank,
+                   int32_t world, ctr_source **out, char *err, size_t errlen)
 {
+    if (!path) {
+        snprintf(err, errlen, "%s: no data file (data.train_file, or a file on the command line)",
+                 cf ? cf->path : "ember");
+        return -1;
+    }
     if (ctr_file_is_binary(path))
         return ctr_source_binary(path, rank, world, out, err, errlen);
     if (cf && cf->train.schema.num_columns) {
@@ -34,6 +39,20 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
             return -1;
         }
         config_file_text_schema(cf, cols, &sc);
+        for (int32_t c = 0; train && c < sc.num_columns; c++) { /* scaled as the training data */
+            ctr_column *k = &cols[c];
+            if (k->transform != CTR_TF_STANDARDIZE || k->has_stats ||
+                (k->type != CTR_COL_INT && k->type != CTR_COL_FLOAT))
+                continue;
+            if (ctr_source_text_stats(train, c, &k->mean, &k->std) != 0) {
+                snprintf(err, errlen, "%s: column %s: standardize has no mean and std, and the training data is not "
+                         "text to compute them from: give them in data.schema (ember convert printed them)", path,
+                         k->name);
+                free(cols);
+                return -1;
+            }
+            k->has_stats = 1;
+        }
         int rc = ctr_source_text(path, &sc, t->bad_lines, rank, world, out, err, errlen);
         free(cols);
         return rc;
@@ -47,10 +66,8 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
                      "reads other layouts: docs/data.md)", cf->path, cf->num_features);
             return -1;
         }
-        for (int f = 0; f < 26; f++) { /* a dynamic table (rows 0) reads whole 64-bit keys */
-            const ember_table_config *tb = &cf->tables[cf->features[f].table];
-            rows[f] = tb->kind == EMBER_TABLE_DYNAMIC ? 0 : tb->rows;
-        }
+        for (int f = 0; f < 26; f++)
+            rows[f] = config_feature_rows(cf, f);
     }
     return ctr_source_tsv(path, rows, t->bad_lines, rank, world, out, err, errlen);
 }

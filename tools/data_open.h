@@ -12,9 +12,12 @@
  * config's data.schema (docs/data.md); else Criteo TSV, each categorical
  * in its table's rows (t->hash_rows without tables; 0 for a dynamic
  * table: 64-bit keys).  cf may be NULL (no config file); t gives the
- * bad-line policy and hash_rows.  0, or -1 with err. */
-int data_open_file(const config_file *cf, const cfg_train *t, const char *path, int32_t rank, int32_t world,
-                   ctr_source **out, char *err, size_t errlen);
+ * bad-line policy and hash_rows.  train: NULL, or the training source an
+ * evaluation file must be scaled like: its standardize statistics are
+ * taken (a text training source's), never computed on the eval file
+ * itself.  0, or -1 with err. */
+int data_open_file(const config_file *cf, const cfg_train *t, const char *path, const ctr_source *train, int32_t rank,
+                   int32_t world, ctr_source **out, char *err, size_t errlen);
 
 /* 1 when path begins with the magic of ember's batch files (`ember gen`). */
 int data_is_batch_file(const char *path);

@@ -74,22 +74,22 @@ int plan_config_stats_data(const config_file *cf, const char *data, int64_t batc
                            double *pooling, int *weighted, int64_t *batches_read, char *err, size_t errlen)
 {
     ember_batch_reader *rd = NULL;
+    ctr_source *src = NULL; /* the training data: feature f feeds the config's feature f */
+    int64_t *own_rows = calloc((size_t)cf->num_tables + 1, sizeof *own_rows); /* any number of tables */
     plan_stats_builder **bl = calloc((size_t)cf->num_tables, sizeof *bl);
     double *ids = calloc((size_t)cf->num_features, sizeof *ids);
     int64_t samples = 0, n = 0;
     int status = -1, rc;
-    if (!bl || !ids) {
+    int32_t own_ftab[CTR_MAX_FEATURES];
+    ember_batch_file_info own = {0, own_rows, 0, own_ftab};
+    if (!bl || !ids || !own_rows) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
-    ctr_source *src = NULL; /* the training data's binary format: feature f feeds the config's feature f */
-    int64_t own_rows[CTR_MAX_FEATURES];
-    int32_t own_ftab[CTR_MAX_FEATURES];
-    ember_batch_file_info own = {0, own_rows, 0, own_ftab};
     const ember_batch_file_info *info = &own;
     if (!data_is_batch_file(data)) { /* the training data: binary, or text by the config */
         char cerr[512];
-        if (data_open_file(cf, &cf->train, data, 0, 1, &src, cerr, sizeof cerr)) {
+        if (data_open_file(cf, &cf->train, data, NULL, 0, 1, &src, cerr, sizeof cerr)) {
             snprintf(err, errlen, "%s", cerr);
             goto done;
         }
@@ -195,6 +195,7 @@ done:
             plan_stats_builder_destroy(bl[t]);
     free(bl);
     free(ids);
+    free(own_rows);
     ember_batch_reader_destroy(rd);
     ctr_source_destroy(src);
     return status;

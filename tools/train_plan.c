@@ -22,13 +22,11 @@
 
 #define TRAIN_PLAN_BATCHES 16 /* batches of the training data measured */
 
-static const char *const PLACE_NAMES[] = {"row", "column", "table", "replicated"};
-static const char *const XCHG_NAMES[] = {"rows", "pooled"};
-
-static int name_index(const char *const *names, int n, const char *s)
+/* The placement (exchange) a plan's name stands for, or -1. */
+static int parse_name(const char *(*name)(int), int n, const char *s)
 {
     for (int i = 0; s && i < n; i++)
-        if (!strcmp(names[i], s))
+        if (!strcmp(name(i), s))
             return i;
     return -1;
 }
@@ -45,7 +43,7 @@ static void note_tables(train_setup *s, const char *how)
                                   tb->name);
         else
             k += (size_t)snprintf(s->plan_note + k, sizeof s->plan_note - k, "%s %s %s/%s", t ? "," : "", tb->name,
-                                  PLACE_NAMES[tb->placement], XCHG_NAMES[tb->exchange]);
+                                  config_placement_name(tb->placement), config_exchange_name(tb->exchange));
         if (tb->placement == EMBER_PLACE_TABLE && k < sizeof s->plan_note)
             k += (size_t)snprintf(s->plan_note + k, sizeof s->plan_note - k, " on rank %d", (int)tb->owner);
     }
@@ -88,29 +86,38 @@ static int apply_saved(train_setup *s, int32_t world, char *err, size_t errlen)
             snprintf(err, errlen, "%s: train.plan: no table \"%s\" (a plan of another config?)", path, tb->name);
             goto out;
         }
-        int p = name_index(PLACE_NAMES, 4, json_string_value(json_object_get(e, "placement")));
-        int xg = p == EMBER_PLACE_REPLICATED ? (int)EMBER_EXCHANGE_ROWS /* none: its own copy */
-                                             : name_index(XCHG_NAMES, 2, json_string_value(json_object_get(e, "exchange")));
+        int p = parse_name(config_placement_name, 4, json_string_value(json_object_get(e, "placement")));
+        int xg = p == EMBER_PLACE_REPLICATED
+                     ? (int)EMBER_EXCHANGE_ROWS /* none: its own copy */
+                     : parse_name(config_exchange_name, 2, json_string_value(json_object_get(e, "exchange")));
         if (p < 0 || xg < 0) {
             snprintf(err, errlen, "%s: train.plan: table \"%s\": placement or exchange is not one ember knows", path,
                      tb->name);
             goto out;
         }
-        if (x->placement_pin >= 0 && p != x->placement_pin) {
-            snprintf(err, errlen, "%s: train.plan: table \"%s\" is %s in the plan, pinned %s in %s", path, tb->name,
-                     PLACE_NAMES[p], PLACE_NAMES[x->placement_pin], cf->path);
+        int owner = -1;
+        if (p == EMBER_PLACE_TABLE) {
+            json_t *o = json_object_get(e, "owner");
+            owner = json_is_integer(o) ? (int)json_integer_value(o) : -1;
+        }
+        const char *pinned = x->placement_pin >= 0 && p != x->placement_pin ? "placement"
+                             : x->exchange_pin >= 0 && p != EMBER_PLACE_REPLICATED && xg != x->exchange_pin ? "exchange"
+                             : x->owner_pin >= 0 && p == EMBER_PLACE_TABLE && owner != x->owner_pin ? "owner"
+                                                                                                      : NULL;
+        if (pinned) { /* a pin in the config wins: a plan that contradicts it is of another config */
+            snprintf(err, errlen, "%s: train.plan: table \"%s\": the plan's %s contradicts the pin in %s (plan the "
+                     "config again)", path, tb->name, pinned, cf->path);
             goto out;
         }
         tb->placement = (ember_placement)p;
         tb->exchange = (ember_exchange)xg;
         if (p == EMBER_PLACE_TABLE) {
-            json_t *o = json_object_get(e, "owner");
-            if (!json_is_integer(o) || json_integer_value(o) < 0 || json_integer_value(o) >= world) {
+            if (owner < 0 || owner >= world) {
                 snprintf(err, errlen, "%s: train.plan: table \"%s\": a table placement needs an owner below %d", path,
                          tb->name, (int)world);
                 goto out;
             }
-            tb->owner = (int32_t)json_integer_value(o);
+            tb->owner = owner;
         }
     }
     char how[600];

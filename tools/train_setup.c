@@ -37,6 +37,12 @@ static int check_eval_shape(const cfg_train *t, const ctr_schema *tr, const ctr_
                      tr->rows[f] ? "row numbers" : "64-bit keys");
             return -1;
         }
+        if (e->weighted[f] != tr->weighted[f]) {
+            snprintf(err, errlen, "%s and %s: feature %s %s weights in the evaluation data, %s in the training data",
+                     t->train_file, t->eval_file, e->names[f], e->weighted[f] ? "carries" : "carries no",
+                     tr->weighted[f] ? "it carries them" : "none");
+            return -1;
+        }
         if (e->rows[f] > tr->rows[f]) {
             snprintf(err, errlen, "%s and %s: feature %s has %lld rows in the evaluation data, %lld in the training "
                      "data", t->train_file, t->eval_file, e->names[f], (long long)e->rows[f], (long long)tr->rows[f]);
@@ -57,8 +63,8 @@ static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t e
             return -1;
         break;
     default:
-        if (data_open_file(s->cf, t, t->train_file, r, w, &s->train_src, err, errlen) ||
-            (t->eval_file && data_open_file(s->cf, t, t->eval_file, r, w, &s->eval_src, err, errlen)))
+        if (data_open_file(s->cf, t, t->train_file, NULL, r, w, &s->train_src, err, errlen) ||
+            (t->eval_file && data_open_file(s->cf, t, t->eval_file, s->train_src, r, w, &s->eval_src, err, errlen)))
             return -1;
         break;
     }

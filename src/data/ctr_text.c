@@ -47,6 +47,7 @@ typedef struct text_impl {
     int64_t begin, end;     /* this rank's lines [begin, end)               */
     int64_t line;           /* index of the next data line to read          */
     int64_t seen;           /* lines below this were counted (rewind)       */
+    char rewind_err[400];   /* a rewind that failed: the next read says so  */
     /* the batch's lines, copied out of the stream */
     char *arena;
     int64_t arena_cap;
@@ -308,6 +309,8 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
 static int64_t text_next(ctr_source *s, int32_t max, char *err, size_t errlen)
 {
     text_impl *t = s->impl;
+    if (t->rewind_err[0]) /* the file could not be read again from this rank's start */
+        return ctr_fail(err, errlen, "%s", t->rewind_err);
     if (t->end - t->line < max)
         max = (int32_t)(t->end - t->line);
     if (max <= 0)
@@ -334,7 +337,9 @@ static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen);
 static void text_rewind(ctr_source *s)
 {
     text_impl *t = s->impl;
-    text_seek(s, t->begin, NULL, 0); /* a failure: the next read reports what it finds */
+    t->rewind_err[0] = '\0';
+    if (text_seek(s, t->begin, t->rewind_err, sizeof t->rewind_err) && !t->rewind_err[0])
+        snprintf(t->rewind_err, sizeof t->rewind_err, "%s: rewind failed", t->path);
 }
 
 static void text_destroy(ctr_source *s)
@@ -388,8 +393,8 @@ static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
         mk = t->nmarks - 1;
     if (text_stream_seek(t->ts, mk >= 0 ? t->marks[mk] : t->data_offset, err, errlen))
         return -1;
-    t->line = mk >= 0 ? mk << TEXT_MARK_SHIFT : 0;
-    while (t->line < next) {
+    int64_t line = mk >= 0 ? mk << TEXT_MARK_SHIFT : 0;
+    while (line < next) {
         const char *p;
         size_t len;
         int over;
@@ -399,10 +404,12 @@ static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
         if (rc == 0)
             return ctr_fail(err, errlen, "%s: file ends before line %lld (changed while read?)", t->path,
                             (long long)(t->first_line + next));
-        t->line++;
+        line++;
     }
+    t->line = line; /* only once there: a failure leaves the position */
     if (t->seen < next)
         t->seen = next; /* lines skipped here are not counted as read */
+    t->rewind_err[0] = '\0';
     return 0;
 }
 
@@ -686,11 +693,7 @@ int ctr_source_tsv(const char *path, const int64_t *rows, ctr_bad_policy policy,
         *out = NULL;
     if (!path || !rows || !out)
         return ctr_fail(err, errlen, "ctr_source_tsv: path, rows and out must not be NULL");
-    for (int f = 0; f < 26; f++)
-        if (rows[f] < 0)
-            return ctr_fail(err, errlen, "%s: rows of C%d = %lld, must be >= 0 (0: 64-bit keys)", path, f + 1,
-                            (long long)rows[f]);
-    ctr_column cols[40];
+    ctr_column cols[40]; /* the schema's checks name a bad rows value */
     ctr_text_schema sc;
     ctr_text_schema_criteo(rows, cols, &sc);
     return ctr_source_text(path, &sc, policy, rank, world, out, err, errlen);

@@ -164,6 +164,17 @@ void text_plan_free(text_plan *p)
     memset(p, 0, sizeof *p);
 }
 
+/* " (name)" of the column field k holds, for messages ("" before the
+ * header is read, or for a field the schema ignores). */
+static const char *field_label(const text_plan *p, int k)
+{
+    static _Thread_local char buf[48];
+    if (!p->field_col || k >= p->nfields || p->field_col[k] < 0)
+        return "";
+    snprintf(buf, sizeof buf, " (%s)", p->cols[p->field_col[k]].name);
+    return buf;
+}
+
 /* Splits line into fields (at most cap recorded; the count returned), CSV
  * quotes unescaped into scratch.  -1 with msg for a quoting error. */
 static int split(const text_plan *p, const char *line, size_t len, char *scratch, const char **fs, size_t *fl,
@@ -181,7 +192,7 @@ static int split(const text_plan *p, const char *line, size_t len, char *scratch
             for (;;) {
                 const char *qq = memchr(r, '"', (size_t)(e - r));
                 if (!qq)
-                    return fail(msg, msglen, "field %d: a quote is not closed", n);
+                    return fail(msg, msglen, "field %d%s: a quote is not closed", n, field_label(p, n));
                 memcpy(o, r, (size_t)(qq - r));
                 o += qq - r;
                 if (qq + 1 < e && qq[1] == '"') {
@@ -193,7 +204,7 @@ static int split(const text_plan *p, const char *line, size_t len, char *scratch
                 break;
             }
             if (end < e && *end != p->delimiter)
-                return fail(msg, msglen, "field %d: text after its closing quote", n);
+                return fail(msg, msglen, "field %d%s: text after its closing quote", n, field_label(p, n));
             start = out;
             flen = (size_t)(o - out);
             out = o;
@@ -469,8 +480,12 @@ static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, s
             return fail(msg, msglen, "out of memory");
         if (id_key(k, f, q, idl, &ids->keys[ids->n], what, sizeof what))
             return fail(msg, msglen, "field %d (%s): item %d: %s", field, k->name, (int)item, what);
-        if (any_w)
+        if (any_w) {
             ids->w[ids->n] = (float)wt;
+            if (!isfinite(ids->w[ids->n]))
+                return fail(msg, msglen, "field %d (%s): item %d \"%.*s\": the weight is out of range for a float",
+                            field, k->name, (int)item, SHOW(il), q);
+        }
         ids->n++;
         if (!sep)
             break;
@@ -573,6 +588,11 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
             if (o->raw)
                 o->raw[d] = x;
             o->dense[d] = (float)transform(k, x);
+            if (!isfinite(o->dense[d])) {
+                fail(msg, msglen, "field %d (%s): \"%.*s\" is out of range for a float%s", field, k->name, SHOW(sl), s,
+                     k->transform != CTR_TF_NONE ? " after its transform" : "");
+                goto out;
+            }
             break;
         }
         case CTR_COL_CATEGORICAL:

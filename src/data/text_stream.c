@@ -116,6 +116,13 @@ static ssize_t ts_read(text_stream *t, char *p, size_t cap, char *err, size_t er
     }
     if (t->kind == TEXT_GZIP) {
         int n = gzread(t->gz, p, (unsigned)cap);
+        if (n == 0) { /* zlib reports a file cut inside a member as an end with Z_BUF_ERROR */
+            int code;
+            gzerror(t->gz, &code);
+            if (code == Z_BUF_ERROR)
+                return ts_fail(err, errlen, "%s: gzip: the file ends inside a member (truncated, after %lld bytes of "
+                               "text)", t->path, (long long)t->base);
+        }
         if (n < 0) {
             int code;
             const char *msg = gzerror(t->gz, &code);
