@@ -9,7 +9,7 @@
 #   multihot_csv  about MB/4 megabytes of CSV with a header, a label, 3 ints, 2 floats, 2 string
 #                 categoricals and a multi-hot column of 1-20 items (bench/multihot_like.py,
 #                 seed 7), converted with `--config` and the config `multihot_like.py --schema`
-#                 prints (data.schema and a table of ROWS rows per sparse column).
+#                 prints (a data.schema alone; ROWS rows per sparse column).
 # Both are written by one generator process per core, as parts concatenated.
 #
 # Measured:
@@ -33,9 +33,12 @@
 # the ratios ember/pandas (of MB/s, i.e. pandas seconds / ember seconds; > 1: ember is faster)
 # per input and thread count, ember's fraction of the warm read bandwidth and of the O_DIRECT
 # one, whether ember's files at 1 and 2 threads were the same, whether ember's distinct keys per
-# feature and the peer's distinct values agree, the versions and the load average.  Progress and
-# a table on stderr (a warning when the machine was not idle).  2048 MB: about 15-20 minutes on
-# 2 cores (a quarter of it generating the data); `bash bench/convert.sh 64` about a minute.
+# feature and the peer's distinct values agree, the versions, and how idle the machine was:
+# every measurement has the tool's CPU time ("cpu_s") and the CPU time the rest of the machine
+# used meanwhile ("others_cpu_s", from /proc/stat: 0 on an idle machine).  Progress and a table
+# on stderr (a warning when the machine was not idle before the measurements).  2048 MB: about
+# 12 minutes on 2 idle cores (3.5 of them generating the data); `bash bench/convert.sh 64` about
+# a minute.  Needs about 3.5 x MB of free disk under /tmp and, for the peer, about 4 x MB of RAM.
 #
 # Environment: EMBER (default build/ember), ROUNDS (3), ROWS (100000, every sparse feature's
 # rows), PANDAS_VENV (bench/setup_pandas.sh's venv, made when missing).
@@ -126,17 +129,30 @@ inputs = {"criteo_tsv": (os.path.join(work, "criteo.tsv"), ["--rows", rows], "cr
 out_bin = os.path.join(work, "out.bin")
 
 
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def busy_cpu_s():
+    """CPU seconds the whole machine has been busy (user, nice, system, irq, softirq, steal)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / HZ
+
+
 def run(cmd):
-    """Runs cmd; returns (wall seconds, peak RSS in MB, its stdout and stderr)."""
-    t0 = time.perf_counter()
+    """Runs cmd; returns (wall seconds, {peak_rss_MB, cpu_s: its CPU time, others_cpu_s: the CPU
+    time the rest of the machine used meanwhile}, its stdout and stderr)."""
+    b0, t0 = busy_cpu_s(), time.perf_counter()
     p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = p.stdout.read().decode(errors="replace")
     _, status, ru = os.wait4(p.pid, 0)
-    secs = time.perf_counter() - t0
+    secs, b1 = time.perf_counter() - t0, busy_cpu_s()
     p.returncode = code = os.waitstatus_to_exitcode(status)
     if code != 0:
         sys.exit("convert.sh: %s failed (exit %d):\n%s" % (" ".join(cmd), code, out))
-    return secs, round(ru.ru_maxrss / 1024), out
+    cpu = ru.ru_utime + ru.ru_stime
+    return secs, {"peak_rss_MB": round(ru.ru_maxrss / 1024), "cpu_s": round(cpu, 2),
+                  "others_cpu_s": round(max(0.0, b1 - b0 - cpu), 2)}, out
 
 
 def cleanup(path):
@@ -146,16 +162,18 @@ def cleanup(path):
 
 
 rows_out = []
-load0 = os.getloadavg()
-if load0[0] > 0.5:
-    print("[convert] warning: load average %.2f on %d cores before the measurements: other work disturbs them"
-          % (load0[0], os.cpu_count()), file=sys.stderr)
+b0 = busy_cpu_s()
+time.sleep(2)
+idle0 = round(1 - (busy_cpu_s() - b0) / 2 / os.cpu_count(), 3)
+if idle0 < 0.9:
+    print("[convert] warning: the machine was %.0f %% idle before the measurements: other work disturbs them"
+          % (100 * idle0), file=sys.stderr)
 for r in range(1, rounds + 1):
     for name, (path, extra, fmt) in inputs.items():
         nbytes = os.path.getsize(path)
         for threads in (1, 2):
             # ember
-            secs, rss, text = run([ember, "convert", *extra, path, out_bin, "--threads", str(threads)])
+            secs, use, text = run([ember, "convert", *extra, path, out_bin, "--threads", str(threads)])
             m = re.search(r"wrote (\d+) samples", text)
             samples = int(m.group(1)) if m else None
             if samples != n_samples[name]:
@@ -163,7 +181,7 @@ for r in range(1, rounds + 1):
             rec = {"bench": "convert", "input": name, "tool": "ember", "threads": threads, "round": r,
                    "seconds": round(secs, 4), "MB_per_s": round(nbytes / 1e6 / secs, 2),
                    "lines_per_s": round(samples / secs, 1), "samples": samples, "bytes": nbytes,
-                   "out_bytes": os.path.getsize(out_bin), "peak_rss_MB": rss}
+                   "out_bytes": os.path.getsize(out_bin), **use}
             if r == 1:
                 rec["output"] = text.strip().splitlines()[0]
                 rec["distinct"] = {m.group(1): int(m.group(2)) for m in re.finditer(r"feature (\S+): (\d+) distinct", text)}
@@ -177,13 +195,14 @@ for r in range(1, rounds + 1):
             rows_out.append(rec)
             # pandas
             peer_out = os.path.join(work, "peer.bin")
-            psecs, _, ptext = run([peer_py, peer, "--format", fmt, path, "--threads", str(threads), "--rows", rows,
+            psecs, use, ptext = run([peer_py, peer, "--format", fmt, path, "--threads", str(threads), "--rows", rows,
                                 "--out", peer_out, "--input", name])
             rec = json.loads(ptext.strip().splitlines()[-1])
             if rec["samples"] != n_samples[name]:
                 sys.exit("convert.sh: the peer read %d samples of %s, expected %d" % (rec["samples"], name, n_samples[name]))
             rec["round"] = r
             rec["process_seconds"] = round(psecs, 4)
+            rec["cpu_s"], rec["others_cpu_s"] = use["cpu_s"], use["others_cpu_s"]
             cleanup(peer_out)
             print(json.dumps(rec), flush=True)
             rows_out.append(rec)
@@ -222,18 +241,21 @@ summary = {"bench": "convert", "summary": True, "MB": int(mb), "rounds": rounds,
            "ember_fraction_of_warm_read": frac, "ember_fraction_of_direct_read": frac_direct,
            "same_output_threads_1_2": {x["input"]: x["same_file_as_threads_1"] for x in rows_out if "same_file_as_threads_1" in x},
            "distinct_counts_agree": distinct_agree, **versions,
-           "loadavg_at_start": [round(x, 2) for x in load0], "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]}
+           "idle_before": idle0,
+           "others_cpu_s_max": max(x["others_cpu_s"] for x in rows_out),
+           "others_cpu_s_note": "CPU seconds other processes used during a measurement (0: undisturbed)"}
 print(json.dumps(summary), flush=True)
 w = sys.stderr.write
-w("\n| input | threads | ember MB/s | pandas MB/s | ember lines/s | pandas lines/s | ember / pandas | ember / warm read | ember / O_DIRECT read |\n")
-w("|---|---|---|---|---|---|---|---|---|\n")
+w("\n| input | threads | ember MB/s | pandas MB/s | ember lines/s | pandas lines/s | ember / pandas | ember / warm read | ember / O_DIRECT read | others' CPU s (max) |\n")
+w("|---|---|---|---|---|---|---|---|---|---|\n")
 for name in inputs:
     for threads in (1, 2):
         e, p = med[name]["ember_t%d" % threads], med[name]["pandas_t%d" % threads]
         t = "t%d" % threads
-        w("| %s | %d | %.1f | %.1f | %s | %s | %.2f | %.3f | %.2f |\n" % (name, threads, e["MB_per_s"], p["MB_per_s"],
+        others = max(x["others_cpu_s"] for x in rows_out if x["input"] == name and x["threads"] == threads)
+        w("| %s | %d | %.1f | %.1f | %s | %s | %.2f | %.3f | %.2f | %.1f |\n" % (name, threads, e["MB_per_s"], p["MB_per_s"],
           format(round(e["lines_per_s"]), ","), format(round(p["lines_per_s"]), ","), ratio[name][t], frac[name][t],
-          frac_direct[name][t]))
+          frac_direct[name][t], others))
 w("(medians of %d rounds; read bandwidth: dd bs=1M, warm page cache %s MB/s, O_DIRECT %s MB/s)\n" % (
   rounds, "/".join("%.0f" % dd[n]["warm_MB_per_s"] for n in inputs), "/".join("%.0f" % dd[n]["direct_MB_per_s"] for n in inputs)))
 PY

@@ -84,7 +84,7 @@ def hashed(values, seed, rows):
     codes, uniques = pd.factorize(values)
     key = "ember%011d" % seed  # 16 bytes, one key per feature, as ember seeds XXH64 with its index
     h = pd.util.hash_array(uniques.to_numpy(dtype=object), hash_key=key, categorize=False)
-    table = (h % np.uint64(rows)).astype(np.uint32)
+    table = (h % np.uint64(rows)).astype(np.uint32) if len(uniques) else np.zeros(1, np.uint32)
     return table.take(codes, mode="wrap"), codes >= 0, len(uniques)
 
 

@@ -19,8 +19,8 @@ Columns, in order (the header names them):
 The samples depend on (SEED, STREAM) alone, so parts written by separate processes with different
 STREAMs can be concatenated (--no-header for every part but the first). Standard library only.
 
-`multihot_like.py --schema [ROWS]` prints the file's ember config (docs/data.md): its data.schema
-and one table of ROWS rows (default 100000) per sparse column.
+`multihot_like.py --schema [ROWS]` prints the file's ember config (docs/data.md): a data.schema
+alone, ROWS rows (default 100000) per sparse column (ids are the key mod ROWS).
 """
 import random
 import sys
@@ -38,17 +38,12 @@ SCHEMA = """data = {
       { name = "days";    type = "int";   transform = "log1p"; },
       { name = "price";   type = "float"; transform = "clip"; min = 0.0; max = 100.0; },
       { name = "score";   type = "float"; transform = "standardize"; mean = 50.0; std = 20.0; },
-      { name = "user";    type = "categorical"; encoding = "string"; table = "users"; },
-      { name = "country"; type = "categorical"; encoding = "string"; table = "countries"; },
-      { name = "tags";    type = "multi_hot"; separator = "|"; table = "tags"; }
+      { name = "user";    type = "categorical"; encoding = "string"; rows = ROWS; },
+      { name = "country"; type = "categorical"; encoding = "string"; rows = ROWS; },
+      { name = "tags";    type = "multi_hot"; separator = "|"; rows = ROWS; }
     );
   };
 };
-tables = (
-  { name = "users";     rows = ROWS; dim = 16; },
-  { name = "countries"; rows = ROWS; dim = 16; },
-  { name = "tags";      rows = ROWS; dim = 16; }
-);
 """
 
 

@@ -59,6 +59,8 @@ typedef struct text_impl {
     int32_t *p_lens;
     int64_t *p_first;       /* first key in its thread's buffer             */
     int16_t *p_tid;         /* the thread that parsed it                    */
+    int32_t *p_out;         /* its sample in the batch, -1: a bad line       */
+    int64_t *p_idoff;       /* where its ids go in the staging buffers      */
     unsigned char *p_bad;
     char (*p_msg)[200];     /* per thread: its first bad line's message    */
     int64_t *p_msg_line;
@@ -129,7 +131,11 @@ static int reserve(ctr_source *s, text_impl *t, int32_t n)
         if (g) t->p_bad = g;
         void *h = g ? realloc(t->p_tid, (size_t)n * sizeof(int16_t)) : NULL;
         if (h) t->p_tid = h;
-        if (!h)
+        void *o = h ? realloc(t->p_out, (size_t)n * sizeof(int32_t)) : NULL;
+        if (o) t->p_out = o;
+        void *q = o ? realloc(t->p_idoff, (size_t)n * sizeof(int64_t)) : NULL;
+        if (q) t->p_idoff = q;
+        if (!q)
             return -1;
         t->line_cap = n;
     }
@@ -185,15 +191,32 @@ static void parse_lines(text_impl *t, int32_t n)
 }
 
 /* The round's keys into each feature's distinct count, a feature per
- * thread at a time (the counts do not depend on the order). */
-static int count_keys(text_impl *t, char *err, size_t errlen)
+ * thread at a time (the counts do not depend on the order); a feature's
+ * keys of a line follow the line's earlier features' in its parse buffer. */
+static int count_keys(text_impl *t, int32_t max, char *err, size_t errlen)
 {
     const int32_t S = t->plan.S;
     int failed = 0;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(t->threads) if (t->threads > 1) reduction(| : failed)
     for (int32_t f = 0; f < S; f++) {
-        failed |= key_count_add(&t->distinct[f], t->fkeys[f].keys, t->fkeys[f].n) != 0;
-        t->fkeys[f].n = 0;
+        text_ids *fk = &t->fkeys[f];
+        fk->n = 0;
+        for (int32_t i = 0; i < max && !failed; i++) {
+            if (t->p_bad[i])
+                continue;
+            const int32_t *lens = &t->p_lens[(int64_t)i * S];
+            int64_t at = t->p_first[i];
+            for (int32_t g = 0; g < f; g++)
+                at += lens[g];
+            if (text_ids_reserve(fk, fk->n + lens[f], 0)) {
+                failed = 1;
+                break;
+            }
+            memcpy(fk->keys + fk->n, t->tids[t->p_tid[i]].keys + at, (size_t)lens[f] * sizeof(int64_t));
+            fk->n += lens[f];
+        }
+        if (!failed)
+            failed |= key_count_add(&t->distinct[f], fk->keys, fk->n) != 0;
     }
     return failed ? ctr_fail(err, errlen, "%s: out of memory counting distinct keys", t->path) : 0;
 }
@@ -277,33 +300,37 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
         }
         if (first < 0)
             first = line;
-        s->label[n] = t->p_label[i];
-        memcpy(s->dense + (int64_t)n * D, t->p_dense + (int64_t)i * D, (size_t)D * sizeof(float));
-        memcpy(s->stage_len + (int64_t)n * S, t->p_lens + (int64_t)i * S, (size_t)S * sizeof(int32_t));
-        const text_ids *ids = &t->tids[me];
-        int64_t at = t->p_first[i];
+        t->p_out[i] = n++;
+        t->p_idoff[i] = k;
+        for (int32_t f = 0; f < S; f++)
+            k += t->p_lens[(int64_t)i * S + f];
+    }
+    /* the good lines into the staging buffers, in parallel: each line's place is known */
+#pragma omp parallel for schedule(static) num_threads(t->threads) if (t->threads > 1 && max > 64)
+    for (int32_t i = 0; i < max; i++) {
+        if (t->p_bad[i])
+            continue;
+        const int32_t o = t->p_out[i];
+        s->label[o] = t->p_label[i];
+        memcpy(s->dense + (int64_t)o * D, t->p_dense + (int64_t)i * D, (size_t)D * sizeof(float));
+        memcpy(s->stage_len + (int64_t)o * S, t->p_lens + (int64_t)i * S, (size_t)S * sizeof(int32_t));
+        const text_ids *ids = &t->tids[t->p_tid[i]];
+        int64_t at = t->p_first[i], to = t->p_idoff[i];
         for (int32_t f = 0; f < S; f++) {
             int32_t len = t->p_lens[(int64_t)i * S + f];
-            int64_t rows = s->schema.rows[f];
-            for (int32_t j = 0; j < len; j++, at++, k++) {
+            uint64_t rows = (uint64_t)s->schema.rows[f];
+            for (int32_t j = 0; j < len; j++, at++, to++) {
                 int64_t key = ids->keys[at];
-                if (t->distinct) {
-                    text_ids *fk = &t->fkeys[f];
-                    if (text_ids_reserve(fk, fk->n + 1, 0))
-                        return ctr_fail(err, errlen, "%s: out of memory counting distinct keys", t->path);
-                    fk->keys[fk->n++] = key;
-                }
-                s->stage_ids[k] = rows ? (int64_t)((uint64_t)key % (uint64_t)rows) : key;
+                s->stage_ids[to] = rows ? (int64_t)((uint64_t)key % rows) : key;
                 if (weighted)
-                    s->stage_w[k] = ids->w[at];
+                    s->stage_w[to] = ids->w[at];
             }
         }
-        n++;
     }
     *np = n;
     *kp = k;
     *firstp = first;
-    return t->distinct ? count_keys(t, err, errlen) : 0;
+    return t->distinct ? count_keys(t, max, err, errlen) : 0;
 }
 
 static int64_t text_next(ctr_source *s, int32_t max, char *err, size_t errlen)
@@ -367,6 +394,8 @@ static void text_destroy(ctr_source *s)
     free(t->p_first);
     free(t->p_bad);
     free(t->p_tid);
+    free(t->p_out);
+    free(t->p_idoff);
     free(t->marks);
     free(t->path);
     free(t);
