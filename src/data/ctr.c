@@ -117,12 +117,16 @@ int ctr_buf_transpose(ctr_source *s, int32_t n, int64_t nids)
     const int64_t *src = s->stage_ids;
     const float *wsrc = s->stage_w;
     const int weighted = ctr_schema_weighted(&s->schema);
-    for (int32_t b = 0; b < n; b++)
+    for (int32_t b = 0; b < n; b++) /* bags are short (one-hot: 0 or 1 id): a loop, not memcpy */
         for (int32_t f = 0; f < S; f++) {
             int32_t len = s->stage_len[(int64_t)b * S + f];
-            memcpy(s->ids + off[f], src, (size_t)len * sizeof *src);
+            int64_t *dst = s->ids + off[f];
+            for (int32_t j = 0; j < len; j++)
+                dst[j] = src[j];
             if (weighted) {
-                memcpy(s->weights + off[f], wsrc, (size_t)len * sizeof *wsrc);
+                float *wd = s->weights + off[f];
+                for (int32_t j = 0; j < len; j++)
+                    wd[j] = wsrc[j];
                 wsrc += len;
             }
             off[f] += len;

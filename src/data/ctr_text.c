@@ -200,20 +200,23 @@ static int count_keys(text_impl *t, int32_t max, char *err, size_t errlen)
 #pragma omp parallel for schedule(dynamic, 1) num_threads(t->threads) if (t->threads > 1) reduction(| : failed)
     for (int32_t f = 0; f < S; f++) {
         text_ids *fk = &t->fkeys[f];
+        int64_t total = 0;
+        for (int32_t i = 0; i < max; i++)
+            total += t->p_bad[i] ? 0 : t->p_lens[(int64_t)i * S + f];
         fk->n = 0;
-        for (int32_t i = 0; i < max && !failed; i++) {
+        if (text_ids_reserve(fk, total, 0)) {
+            failed = 1;
+            continue;
+        }
+        for (int32_t i = 0; i < max; i++) {
             if (t->p_bad[i])
                 continue;
             const int32_t *lens = &t->p_lens[(int64_t)i * S];
-            int64_t at = t->p_first[i];
+            const int64_t *keys = t->tids[t->p_tid[i]].keys + t->p_first[i];
             for (int32_t g = 0; g < f; g++)
-                at += lens[g];
-            if (text_ids_reserve(fk, fk->n + lens[f], 0)) {
-                failed = 1;
-                break;
-            }
-            memcpy(fk->keys + fk->n, t->tids[t->p_tid[i]].keys + at, (size_t)lens[f] * sizeof(int64_t));
-            fk->n += lens[f];
+                keys += lens[g];
+            for (int32_t j = 0; j < lens[f]; j++)
+                fk->keys[fk->n++] = keys[j];
         }
         if (!failed)
             failed |= key_count_add(&t->distinct[f], fk->keys, fk->n) != 0;
