@@ -188,6 +188,8 @@ static int dump_source(ctr_source *s, int32_t batch, dump *d)
     return 0;
 }
 
+static int quiet; /* an open that is meant to fail prints nothing */
+
 static int dump_file(const char *path, int binary, int32_t threads, int32_t batch, dump *d)
 {
     char err[512];
@@ -196,7 +198,8 @@ static int dump_file(const char *path, int binary, int32_t threads, int32_t batc
     int rc = binary ? ctr_source_binary(path, 0, 1, &s, err, sizeof err)
                     : ctr_source_text(path, &SCHEMA, CTR_BAD_SKIP, 0, 1, &s, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "open: %s\n", err);
+        if (!quiet)
+            fprintf(stderr, "open: %s\n", err);
         return -1;
     }
     ctr_source_set_threads(s, threads);
@@ -253,6 +256,7 @@ static void test_compressed_threads(uint64_t seed)
     unsigned char *gzb = test_read_file(gz, &gzn);
     CHECK(gzb && gzn > 100);
     test_write_file(gz, gzb, gzn - 30);
+    quiet = 1;
     CHECK(dump_file(gz, 0, 1, 4096, &d) != 0);
     free(d.buf);
     test_write_file(gz, gzb, gzn); /* whole again, for the shares below */
@@ -261,6 +265,7 @@ static void test_compressed_threads(uint64_t seed)
     fwrite(z, 1, zn - 7, f);
     fclose(f);
     CHECK(dump_file(zs, 0, 1, 4096, &d) != 0);
+    quiet = 0;
     free(d.buf);
     /* version 3 */
     char bin[300], err[512];

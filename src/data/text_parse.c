@@ -9,7 +9,6 @@
  * Criteo hex rule are one mechanism.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,21 +16,10 @@
 #define XXH_INLINE_ALL /* keys of a few bytes: the call would cost more than the hash */
 #include <xxhash.h>
 
+#include "data/ctr_impl.h" /* ctr_fail */
 #include "data/text_parse.h"
 
 #define SHOW(n) ((int)((n) > 40 ? 40 : (n)))
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 int64_t text_key_hex(uint32_t v, int32_t f)
 {
@@ -54,11 +42,11 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
     memset(p, 0, sizeof *p);
     p->label_col = -1;
     if (!sc || !sc->columns || sc->num_columns < 1 || sc->num_columns > CTR_MAX_COLUMNS)
-        return fail(err, errlen, "%s: the schema needs 1 to %d columns", who, CTR_MAX_COLUMNS);
+        return ctr_fail(err, errlen, "%s: the schema needs 1 to %d columns", who, CTR_MAX_COLUMNS);
     if (sc->delimiter != ',' && sc->delimiter != '\t')
-        return fail(err, errlen, "%s: the schema's separator must be ',' (csv) or a tab (tsv)", who);
+        return ctr_fail(err, errlen, "%s: the schema's separator must be ',' (csv) or a tab (tsv)", who);
     if (sc->max_line < 1 || sc->max_line > CTR_TEXT_MAX_LINE_LIMIT)
-        return fail(err, errlen, "%s: max_line %d outside [1, %d]", who, (int)sc->max_line,
+        return ctr_fail(err, errlen, "%s: max_line %d outside [1, %d]", who, (int)sc->max_line,
                     CTR_TEXT_MAX_LINE_LIMIT);
     const int32_t C = sc->num_columns;
     p->delimiter = sc->delimiter;
@@ -71,7 +59,7 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
     p->col_out = malloc((size_t)C * sizeof(int32_t));
     if (!p->cols || !p->col_field || !p->col_out) {
         text_plan_free(p);
-        return fail(err, errlen, "%s: out of memory", who);
+        return ctr_fail(err, errlen, "%s: out of memory", who);
     }
     memcpy(p->cols, sc->columns, (size_t)C * sizeof *p->cols);
     for (int32_t c = 0; c < C; c++) {
@@ -79,12 +67,12 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
         const char *nm = k->name;
         int rc = 0;
         if (!nm[0] || memchr(nm, '\0', sizeof k->name) == NULL)
-            rc = fail(err, errlen, "%s: column %d: a name of 1 to 31 bytes is needed", who, (int)c);
+            rc = ctr_fail(err, errlen, "%s: column %d: a name of 1 to 31 bytes is needed", who, (int)c);
         for (int32_t d = 0; !rc && d < c; d++)
             if (k->type != CTR_COL_IGNORE && !strcmp(p->cols[d].name, nm))
-                rc = fail(err, errlen, "%s: column %d (%s): the name is used twice", who, (int)c, nm);
+                rc = ctr_fail(err, errlen, "%s: column %d (%s): the name is used twice", who, (int)c, nm);
         if (!rc && ((unsigned)k->type > CTR_COL_MULTI_HOT))
-            rc = fail(err, errlen, "%s: column %d (%s): unknown type", who, (int)c, nm);
+            rc = ctr_fail(err, errlen, "%s: column %d (%s): unknown type", who, (int)c, nm);
         if (rc) {
             text_plan_free(p);
             return -1;
@@ -93,30 +81,30 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
         switch (k->type) {
         case CTR_COL_LABEL:
             if (p->label_col >= 0)
-                rc = fail(err, errlen, "%s: columns %s and %s are both labels; one label is needed", who,
+                rc = ctr_fail(err, errlen, "%s: columns %s and %s are both labels; one label is needed", who,
                           p->cols[p->label_col].name, nm);
             p->label_col = c;
             break;
         case CTR_COL_INT:
         case CTR_COL_FLOAT:
             if (k->transform == CTR_TF_CLIP && !(k->min <= k->max))
-                rc = fail(err, errlen, "%s: column %s: clip needs min <= max", who, nm);
+                rc = ctr_fail(err, errlen, "%s: column %s: clip needs min <= max", who, nm);
             if (k->transform == CTR_TF_STANDARDIZE && k->has_stats && !(k->std > 0 && isfinite(k->mean)))
-                rc = fail(err, errlen, "%s: column %s: standardize needs std > 0", who, nm);
+                rc = ctr_fail(err, errlen, "%s: column %s: standardize needs std > 0", who, nm);
             p->col_out[c] = p->D++;
             break;
         case CTR_COL_CATEGORICAL:
         case CTR_COL_MULTI_HOT:
             if (k->rows < 0)
-                rc = fail(err, errlen, "%s: column %s: rows %lld, must be >= 1 (or 0: 64-bit keys)", who, nm,
+                rc = ctr_fail(err, errlen, "%s: column %s: rows %lld, must be >= 1 (or 0: 64-bit keys)", who, nm,
                           (long long)k->rows);
             if (k->type == CTR_COL_MULTI_HOT &&
                 (k->separator == sc->delimiter || k->separator == '\0' || k->separator == '\n' ||
                  k->separator == '"' || (k->weighted && k->separator == ':')))
-                rc = fail(err, errlen, "%s: column %s: separator '%c' cannot separate ids here", who, nm,
+                rc = ctr_fail(err, errlen, "%s: column %s: separator '%c' cannot separate ids here", who, nm,
                           k->separator);
             if ((unsigned)k->encoding > CTR_ENC_HEX)
-                rc = fail(err, errlen, "%s: column %s: unknown encoding", who, nm);
+                rc = ctr_fail(err, errlen, "%s: column %s: unknown encoding", who, nm);
             if (k->type == CTR_COL_MULTI_HOT && k->weighted)
                 p->any_weighted = 1;
             p->col_out[c] = p->S++;
@@ -130,7 +118,7 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
         }
     }
     if (p->label_col < 0 || p->D > 4096 || p->S < 1 || p->S > CTR_MAX_FEATURES) {
-        fail(err, errlen, p->label_col < 0 ? "%s: the schema has no label column" : p->D > 4096
+        ctr_fail(err, errlen, p->label_col < 0 ? "%s: the schema has no label column" : p->D > 4096
                               ? "%s: the schema has more than 4096 int and float columns"
                               : "%s: the schema needs 1 to 64 categorical or multi_hot columns", who);
         text_plan_free(p);
@@ -141,7 +129,7 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
         p->field_col = malloc((size_t)C * sizeof(int32_t));
         if (!p->field_col) {
             text_plan_free(p);
-            return fail(err, errlen, "%s: out of memory", who);
+            return ctr_fail(err, errlen, "%s: out of memory", who);
         }
         for (int32_t c = 0; c < C; c++) {
             p->col_field[c] = p->cols[c].type == CTR_COL_IGNORE ? -1 : c;
@@ -192,7 +180,7 @@ static int split(const text_plan *p, const char *line, size_t len, char *scratch
             for (;;) {
                 const char *qq = memchr(r, '"', (size_t)(e - r));
                 if (!qq)
-                    return fail(msg, msglen, "field %d%s: a quote is not closed", n, field_label(p, n));
+                    return ctr_fail(msg, msglen, "field %d%s: a quote is not closed", n, field_label(p, n));
                 memcpy(o, r, (size_t)(qq - r));
                 o += qq - r;
                 if (qq + 1 < e && qq[1] == '"') {
@@ -204,7 +192,7 @@ static int split(const text_plan *p, const char *line, size_t len, char *scratch
                 break;
             }
             if (end < e && *end != p->delimiter)
-                return fail(msg, msglen, "field %d%s: text after its closing quote", n, field_label(p, n));
+                return ctr_fail(msg, msglen, "field %d%s: text after its closing quote", n, field_label(p, n));
             start = out;
             flen = (size_t)(o - out);
             out = o;
@@ -244,22 +232,22 @@ int text_plan_header(text_plan *p, const char *line, size_t len, const char *who
     char msg[160];
     int rc = -1;
     if (!scratch || !fs || !fl) {
-        fail(err, errlen, "%s: out of memory", who);
+        ctr_fail(err, errlen, "%s: out of memory", who);
         goto out;
     }
     int n = split(p, line, len, scratch, fs, fl, cap, msg, sizeof msg);
     if (n < 0) {
-        fail(err, errlen, "%s:1: header: %s", who, msg);
+        ctr_fail(err, errlen, "%s:1: header: %s", who, msg);
         goto out;
     }
     if (n > cap) {
-        fail(err, errlen, "%s:1: header: %d fields, at most %d", who, n, cap);
+        ctr_fail(err, errlen, "%s:1: header: %d fields, at most %d", who, n, cap);
         goto out;
     }
     p->nfields = n;
     p->field_col = malloc((size_t)n * sizeof(int32_t));
     if (!p->field_col) {
-        fail(err, errlen, "%s: out of memory", who);
+        ctr_fail(err, errlen, "%s: out of memory", who);
         goto out;
     }
     for (int k = 0; k < n; k++)
@@ -278,7 +266,7 @@ int text_plan_header(text_plan *p, const char *line, size_t len, const char *who
                 break;
             }
         if (p->col_field[c] < 0) {
-            fail(err, errlen, "%s:1: the header has no column named \"%s\" (the schema's column %d)", who, nm,
+            ctr_fail(err, errlen, "%s:1: the header has no column named \"%s\" (the schema's column %d)", who, nm,
                  (int)c);
             goto out;
         }
@@ -428,14 +416,14 @@ static int id_key(const ctr_column *k, int32_t f, const char *s, size_t n, int64
     case CTR_ENC_INT: {
         int64_t v;
         if (parse_int(s, n, &v))
-            return fail(what, wlen, "\"%.*s\" is not an integer", SHOW(n), s);
+            return ctr_fail(what, wlen, "\"%.*s\" is not an integer", SHOW(n), s);
         *key = key_int(v, f);
         return 0;
     }
     case CTR_ENC_HEX: {
         uint32_t v;
         if (parse_hex(s, n, &v))
-            return fail(what, wlen, "\"%.*s\" is not hexadecimal%s", SHOW(n), s, n > 8 ? " of at most 8 digits" : "");
+            return ctr_fail(what, wlen, "\"%.*s\" is not hexadecimal%s", SHOW(n), s, n > 8 ? " of at most 8 digits" : "");
         *key = text_key_hex(v, f);
         return 0;
     }
@@ -455,9 +443,9 @@ static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, s
         return 0;
     if (k->type == CTR_COL_CATEGORICAL) {
         if (text_ids_reserve(ids, ids->n + 1, any_w))
-            return fail(msg, msglen, "out of memory");
+            return ctr_fail(msg, msglen, "out of memory");
         if (id_key(k, f, s, n, &ids->keys[ids->n], what, sizeof what))
-            return fail(msg, msglen, "field %d (%s): %s", field, k->name, what);
+            return ctr_fail(msg, msglen, "field %d (%s): %s", field, k->name, what);
         if (any_w)
             ids->w[ids->n] = 1.0f;
         ids->n++;
@@ -472,9 +460,9 @@ static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, s
         size_t il = (size_t)(ie - q);
         item++;
         if (item > CTR_MAX_BAG_IDS)
-            return fail(msg, msglen, "field %d (%s): more than %d ids", field, k->name, CTR_MAX_BAG_IDS);
+            return ctr_fail(msg, msglen, "field %d (%s): more than %d ids", field, k->name, CTR_MAX_BAG_IDS);
         if (il == 0)
-            return fail(msg, msglen, "field %d (%s): item %d is empty", field, k->name, (int)item);
+            return ctr_fail(msg, msglen, "field %d (%s): item %d is empty", field, k->name, (int)item);
         size_t idl = il;
         double wt = 1.0;
         if (k->weighted) {
@@ -489,21 +477,21 @@ static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, s
                 size_t wl = (size_t)(ie - colon - 1);
                 int rc = parse_float(colon + 1, wl, &wt);
                 if (rc)
-                    return fail(msg, msglen, "field %d (%s): item %d \"%.*s\": \"%.*s\" is not a weight%s", field,
+                    return ctr_fail(msg, msglen, "field %d (%s): item %d \"%.*s\": \"%.*s\" is not a weight%s", field,
                                 k->name, (int)item, SHOW(il), q, SHOW(wl), colon + 1, rc == -2 ? " (out of range)" : "");
                 if (idl == 0)
-                    return fail(msg, msglen, "field %d (%s): item %d \"%.*s\" has no id before its weight", field,
+                    return ctr_fail(msg, msglen, "field %d (%s): item %d \"%.*s\" has no id before its weight", field,
                                 k->name, (int)item, SHOW(il), q);
             }
         }
         if (text_ids_reserve(ids, ids->n + 1, any_w))
-            return fail(msg, msglen, "out of memory");
+            return ctr_fail(msg, msglen, "out of memory");
         if (id_key(k, f, q, idl, &ids->keys[ids->n], what, sizeof what))
-            return fail(msg, msglen, "field %d (%s): item %d: %s", field, k->name, (int)item, what);
+            return ctr_fail(msg, msglen, "field %d (%s): item %d: %s", field, k->name, (int)item, what);
         if (any_w) {
             ids->w[ids->n] = (float)wt;
             if (!isfinite(ids->w[ids->n]))
-                return fail(msg, msglen, "field %d (%s): item %d \"%.*s\": the weight is out of range for a float",
+                return ctr_fail(msg, msglen, "field %d (%s): item %d \"%.*s\": the weight is out of range for a float",
                             field, k->name, (int)item, SHOW(il), q);
         }
         ids->n++;
@@ -541,14 +529,14 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
     if (len > 0 && line[len - 1] == '\r')
         len--;
     if (memchr(line, '\0', len) != NULL)
-        return fail(msg, msglen, "line holds a NUL byte");
+        return ctr_fail(msg, msglen, "line holds a NUL byte");
     if (p->nfields > FCAP) {
         fs = malloc((size_t)p->nfields * sizeof *fs);
         fl = malloc((size_t)p->nfields * sizeof *fl);
         if (!fs || !fl) {
             free(fs);
             free(fl);
-            return fail(msg, msglen, "out of memory");
+            return ctr_fail(msg, msglen, "out of memory");
         }
     }
     int rc = -1;
@@ -556,7 +544,7 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
     if (n < 0)
         goto out;
     if (n != p->nfields) {
-        fail(msg, msglen, "%d fields, expected %d (%s)", n, (int)p->nfields, p->expect);
+        ctr_fail(msg, msglen, "%d fields, expected %d (%s)", n, (int)p->nfields, p->expect);
         goto out;
     }
     for (int32_t c = 0; c < p->num_columns; c++) {
@@ -570,14 +558,14 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
         case CTR_COL_LABEL:
             if (!k->float_label) {
                 if (!(sl == 1 && (s[0] == '0' || s[0] == '1'))) {
-                    fail(msg, msglen, "field %d (%s): \"%.*s\" is not 0 or 1", field, k->name, SHOW(sl), s);
+                    ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is not 0 or 1", field, k->name, SHOW(sl), s);
                     goto out;
                 }
                 *o->label = s[0] == '1' ? 1.0f : 0.0f;
             } else {
                 double v;
                 if (parse_float(s, sl, &v) || v < 0 || v > 1) {
-                    fail(msg, msglen, "field %d (%s): \"%.*s\" is not a number in [0, 1]", field, k->name, SHOW(sl),
+                    ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is not a number in [0, 1]", field, k->name, SHOW(sl),
                          s);
                     goto out;
                 }
@@ -591,14 +579,14 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
                 if (k->type == CTR_COL_INT) {
                     int64_t v;
                     if (parse_int(s, sl, &v)) {
-                        fail(msg, msglen, "field %d (%s): \"%.*s\" is not an integer", field, k->name, SHOW(sl), s);
+                        ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is not an integer", field, k->name, SHOW(sl), s);
                         goto out;
                     }
                     x = (double)v;
                 } else {
                     int r = parse_float(s, sl, &x);
                     if (r) {
-                        fail(msg, msglen, "field %d (%s): \"%.*s\" is not a number%s", field, k->name, SHOW(sl), s,
+                        ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is not a number%s", field, k->name, SHOW(sl), s,
                              r == -2 ? " (out of range)" : "");
                         goto out;
                     }
@@ -609,7 +597,7 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
                 o->raw[d] = x;
             o->dense[d] = (float)transform(k, x);
             if (!isfinite(o->dense[d])) {
-                fail(msg, msglen, "field %d (%s): \"%.*s\" is out of range for a float%s", field, k->name, SHOW(sl), s,
+                ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is out of range for a float%s", field, k->name, SHOW(sl), s,
                      k->transform != CTR_TF_NONE ? " after its transform" : "");
                 goto out;
             }

@@ -12,7 +12,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +20,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "data/ctr_impl.h" /* ctr_fail */
 #include "data/text_stream.h"
 
 #define TS_BUF (1 << 20)
@@ -42,18 +42,6 @@ struct text_stream {
     size_t line_cap;
 };
 
-static int ts_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int ts_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 static void ts_close_source(text_stream *t)
 {
     if (t->gz)
@@ -73,24 +61,24 @@ static int ts_open_source(text_stream *t, char *err, size_t errlen)
     ts_close_source(t);
     t->fd = open(t->path, O_RDONLY | O_CLOEXEC);
     if (t->fd < 0)
-        return ts_fail(err, errlen, "%s: cannot open: %s", t->path, strerror(errno));
+        return ctr_fail(err, errlen, "%s: cannot open: %s", t->path, strerror(errno));
     unsigned char m[4] = {0};
     ssize_t got = pread(t->fd, m, 4, 0);
     if (got < 0)
-        return ts_fail(err, errlen, "%s: read error: %s", t->path, strerror(errno));
+        return ctr_fail(err, errlen, "%s: read error: %s", t->path, strerror(errno));
     t->kind = got >= 2 && m[0] == 0x1f && m[1] == 0x8b                                     ? TEXT_GZIP
               : got == 4 && m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd ? TEXT_ZSTD
                                                                                        : TEXT_PLAIN;
     if (t->kind == TEXT_GZIP) {
         t->gz = gzdopen(t->fd, "rb");
         if (!t->gz)
-            return ts_fail(err, errlen, "%s: cannot read gzip: out of memory", t->path);
+            return ctr_fail(err, errlen, "%s: cannot read gzip: out of memory", t->path);
         gzbuffer(t->gz, 1 << 18);
     } else if (t->kind == TEXT_ZSTD) {
         if (!t->zin && !(t->zin = malloc(ZSTD_DStreamInSize())))
-            return ts_fail(err, errlen, "%s: out of memory", t->path);
+            return ctr_fail(err, errlen, "%s: out of memory", t->path);
         if (!(t->zd = ZSTD_createDCtx()))
-            return ts_fail(err, errlen, "%s: out of memory", t->path);
+            return ctr_fail(err, errlen, "%s: out of memory", t->path);
         t->in.src = t->zin;
         t->in.size = t->in.pos = 0;
         t->zframe = 0;
@@ -110,7 +98,7 @@ static ssize_t ts_read(text_stream *t, char *p, size_t cap, char *err, size_t er
             n = read(t->fd, p, cap);
         while (n < 0 && errno == EINTR);
         if (n < 0)
-            return ts_fail(err, errlen, "%s: read error at byte %lld: %s", t->path, (long long)t->base,
+            return ctr_fail(err, errlen, "%s: read error at byte %lld: %s", t->path, (long long)t->base,
                            strerror(errno));
         return n;
     }
@@ -120,13 +108,13 @@ static ssize_t ts_read(text_stream *t, char *p, size_t cap, char *err, size_t er
             int code;
             gzerror(t->gz, &code);
             if (code == Z_BUF_ERROR)
-                return ts_fail(err, errlen, "%s: gzip: the file ends inside a member (truncated, after %lld bytes of "
+                return ctr_fail(err, errlen, "%s: gzip: the file ends inside a member (truncated, after %lld bytes of "
                                "text)", t->path, (long long)t->base);
         }
         if (n < 0) {
             int code;
             const char *msg = gzerror(t->gz, &code);
-            return ts_fail(err, errlen, "%s: gzip: %s (after %lld bytes of text)", t->path,
+            return ctr_fail(err, errlen, "%s: gzip: %s (after %lld bytes of text)", t->path,
                            code == Z_ERRNO ? strerror(errno) : msg, (long long)t->base);
         }
         return n;
@@ -139,10 +127,10 @@ static ssize_t ts_read(text_stream *t, char *p, size_t cap, char *err, size_t er
                 n = read(t->fd, t->zin, ZSTD_DStreamInSize());
             while (n < 0 && errno == EINTR);
             if (n < 0)
-                return ts_fail(err, errlen, "%s: read error: %s", t->path, strerror(errno));
+                return ctr_fail(err, errlen, "%s: read error: %s", t->path, strerror(errno));
             if (n == 0) {
                 if (t->zframe != 0)
-                    return ts_fail(err, errlen, "%s: zstd: the file ends inside a frame (truncated, after %lld "
+                    return ctr_fail(err, errlen, "%s: zstd: the file ends inside a frame (truncated, after %lld "
                                    "bytes of text)", t->path, (long long)t->base);
                 return 0;
             }
@@ -151,7 +139,7 @@ static ssize_t ts_read(text_stream *t, char *p, size_t cap, char *err, size_t er
         }
         size_t r = ZSTD_decompressStream(t->zd, &out, &t->in);
         if (ZSTD_isError(r))
-            return ts_fail(err, errlen, "%s: zstd: %s (after %lld bytes of text)", t->path, ZSTD_getErrorName(r),
+            return ctr_fail(err, errlen, "%s: zstd: %s (after %lld bytes of text)", t->path, ZSTD_getErrorName(r),
                            (long long)t->base);
         t->zframe = r;
     }
@@ -183,7 +171,7 @@ int text_stream_open(const char *path, text_stream **out, char *err, size_t errl
             free(t->path);
             free(t);
         }
-        return ts_fail(err, errlen, "%s: out of memory", path);
+        return ctr_fail(err, errlen, "%s: out of memory", path);
     }
     t->fd = -1;
     if (ts_open_source(t, err, errlen)) {
@@ -246,7 +234,7 @@ int text_stream_line(text_stream *t, size_t max_len, const char **line, size_t *
                     cap *= 2;
                 char *q = realloc(t->line, cap);
                 if (!q)
-                    return ts_fail(err, errlen, "%s: out of memory for a line", t->path);
+                    return ctr_fail(err, errlen, "%s: out of memory for a line", t->path);
                 t->line = q;
                 t->line_cap = cap;
             }
@@ -276,7 +264,7 @@ int text_stream_seek(text_stream *t, int64_t offset, char *err, size_t errlen)
     }
     if (t->kind == TEXT_PLAIN) {
         if (lseek(t->fd, (off_t)offset, SEEK_SET) < 0)
-            return ts_fail(err, errlen, "%s: seek to byte %lld: %s", t->path, (long long)offset, strerror(errno));
+            return ctr_fail(err, errlen, "%s: seek to byte %lld: %s", t->path, (long long)offset, strerror(errno));
         t->eof = 0;
         t->base = offset;
         t->pos = t->end = 0;
@@ -286,7 +274,7 @@ int text_stream_seek(text_stream *t, int64_t offset, char *err, size_t errlen)
         return -1;
     while (t->base + (int64_t)t->end < offset) {
         if (t->eof)
-            return ts_fail(err, errlen, "%s: the text ends before byte %lld (changed while read?)", t->path,
+            return ctr_fail(err, errlen, "%s: the text ends before byte %lld (changed while read?)", t->path,
                            (long long)offset);
         if (ts_fill(t, err, errlen))
             return -1;
