@@ -929,6 +929,11 @@ done:
 }
 
 static const char *const SOURCES[] = {"synthetic", "tsv", "binary", "text", NULL};
+
+const char *config_source_name(cfg_source s)
+{
+    return (unsigned)s < sizeof SOURCES / sizeof SOURCES[0] - 1 ? SOURCES[s] : "?";
+}
 static const char *const BAD_LINES[] = {"skip", "fail", NULL};
 static const char *const INTERACTIONS[] = {"dot", "cat", NULL};
 

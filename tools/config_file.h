@@ -157,6 +157,7 @@ int config_schedule_parse(const char *s);
 const char *config_schedule_name(ember_schedule s);
 const char *config_lr_decay_name(lr_decay d); /* "none", "linear", "cosine", "step" */
 const char *config_placement_name(int placement); /* "row", ..., "auto" for -1 */
+const char *config_source_name(cfg_source source); /* "synthetic", "tsv", "binary", "text" */
 const char *config_exchange_name(int exchange);
 const char *config_optimizer_name(ember_optimizer_kind kind);
 

@@ -92,9 +92,8 @@ static void fingerprint(const tool_ctx *ctx, const train_setup *s, char *buf, si
 {
     const cfg_train *t = &s->t;
     const dlrm_config *m = dlrm_get_config(s->model);
-    static const char *const SRC[] = {"synthetic", "tsv", "binary"};
     buf[0] = '\0';
-    add(buf, n, "source %s\n", SRC[t->source]);
+    add(buf, n, "source %s\n", config_source_name(t->source));
     if (t->source == CFG_SOURCE_SYNTHETIC) {
         const ctr_synth_config *c = &t->synth;
         add(buf, n, "data_seed %llu\n", (unsigned long long)c->seed);

@@ -146,11 +146,6 @@ void train_report_close(train_report *r)
     free(r);
 }
 
-static const char *source_name(cfg_source s)
-{
-    return s == CFG_SOURCE_TSV ? "tsv" : s == CFG_SOURCE_BINARY ? "binary" : s == CFG_SOURCE_TEXT ? "text" : "synthetic";
-}
-
 void train_report_start(train_report *r, const train_setup *s, int32_t world, int64_t global_batch)
 {
     if (!r->active)
@@ -172,7 +167,7 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
     json_t *j = json_object();
     json_object_set_new(j, "event", json_string("start"));
     json_object_set_new(j, "name", json_string(s->name));
-    json_object_set_new(j, "source", json_string(source_name(t->source)));
+    json_object_set_new(j, "source", json_string(config_source_name(t->source)));
     if (t->train_file)
         json_object_set_new(j, "train_file", json_string(t->train_file));
     if (t->eval_file)
@@ -207,7 +202,7 @@ void train_report_start(train_report *r, const train_setup *s, int32_t world, in
     emit(r, j);
     if (r->json)
         return;
-    printf("ember train: %s (%s data: %d dense + %d sparse features)%s\n", s->name, source_name(t->source),
+    printf("ember train: %s (%s data: %d dense + %d sparse features)%s\n", s->name, config_source_name(t->source),
            (int)m->num_dense, (int)m->num_sparse,
            t->source == CFG_SOURCE_SYNTHETIC ? ", labels from a hidden teacher" : "");
     printf("  model: %d tables, %lld rows x %d; dense %d%s | %s | %s1 (%lld parameters), %s lr %g\n",
