@@ -253,10 +253,12 @@ void ctr_batch_empty(const ctr_schema *schema, ctr_batch *out)
 {
     static const int32_t no_lengths[CTR_MAX_FEATURES];
     static const int64_t no_id;
+    static const float no_weight;
     memset(out, 0, sizeof *out);
     out->num_dense = schema->num_dense;
     out->num_sparse = schema->num_sparse;
     out->sparse.num_features = schema->num_sparse;
     out->sparse.lengths = no_lengths;
     out->sparse.ids = &no_id;
+    out->sparse.weights = ctr_schema_weighted(schema) ? &no_weight : NULL; /* as the other ranks' batches */
 }
