@@ -19,7 +19,7 @@
 #include <omp.h>
 
 #include "commands.h"
-#include "config_file.h"
+#include "config/config_file.h"
 #include "data_open.h"
 #include "data/ctr.h"
 #include "synth_args.h"

@@ -38,7 +38,7 @@
 
 #include "batch_slice.h"
 #include "commands.h"
-#include "config_file.h"
+#include "config/config_file.h"
 #include "data_open.h"
 #include "ember.h"
 #include "limits_keys.h"

@@ -23,7 +23,7 @@
 #include <jansson.h>
 
 #include "commands.h"
-#include "config_file.h"
+#include "config/config_file.h"
 #include "data_open.h"
 #include "ember.h"
 #include "plan/plan.h"

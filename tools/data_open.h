@@ -6,7 +6,7 @@
 #ifndef EMBER_TOOLS_DATA_OPEN_H
 #define EMBER_TOOLS_DATA_OPEN_H
 
-#include "config_file.h"
+#include "config/config_file.h"
 
 /* A data file by its first bytes: ember's binary format; else text by the
  * config's data.schema (docs/data.md); else Criteo TSV, each categorical

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "config_file.h"
+#include "config/config_file.h"
 #include "data_open.h"
 #include "data/ctr.h"
 

@@ -6,7 +6,7 @@
 #ifndef EMBER_TOOLS_PLAN_CONFIG_H
 #define EMBER_TOOLS_PLAN_CONFIG_H
 
-#include "config_file.h"
+#include "config/config_file.h"
 #include "plan/plan.h"
 
 /* Statistics of every table from the config's id law (docs/config.md);

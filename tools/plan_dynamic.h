@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#include "config_file.h"
+#include "config/config_file.h"
 #include "plan/plan.h"
 
 /* "12.3k", "4.56M": a count for the text report (returns buf). */

@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "config_file.h"
+#include "config/config_file.h"
 #include "tool_ctx.h"
 #include "train/train.h"
 

@@ -1,6 +1,6 @@
 /*
- * fuzz_config.c: libFuzzer target for the tools' config file parser
- * (config_file_load, tools/config_file.c, compiled into this target;
+ * fuzz_config.c: libFuzzer target for ember's config file parser
+ * (config_file_load, src/config/config_file.c, in libember;
  * docs/config.md).  libconfig itself is the system's library and is not
  * instrumented: the fuzzer steers by the coverage of config_file.c.
  *
@@ -10,7 +10,7 @@
  * exists, names are set, the train settings in range).  The input as a C
  * string also goes through config_parse_bytes ("64 GiB").
  */
-#include "config_file.h"
+#include "config/config_file.h"
 #include "fuzz_util.h"
 
 static fuzz_file file;

@@ -1,5 +1,5 @@
 /*
- * config_file.c: reads the tools' config file with libconfig (config_file.h,
+ * config_file.c: reads ember's config file with libconfig (config_file.h,
  * docs/config.md).
  *
  * libconfig parses; this file checks every key against the keys it knows
@@ -24,7 +24,7 @@
 
 #include <libconfig.h>
 
-#include "config_file.h"
+#include "config/config_file.h"
 #include "data/text_parse.h"
 
 typedef struct reader {

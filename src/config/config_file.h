@@ -1,6 +1,7 @@
 /*
- * config_file.h: the `ember` tools' config file (docs/config.md), read with
- * libconfig.
+ * config_file.h: ember's config file (docs/config.md), read with libconfig.
+ * In the library, so every shell (the CLI, Python) reads a config the same
+ * way.
  *
  * One file describes a model's embeddings and how it is run: the tables and
  * features (an ember_collection_config, including per-table pins of the
@@ -15,8 +16,8 @@
  * it with config_file_free().  Errors name the file, the line and the key:
  *   configs/w1.cfg:12: tables[0].dim: must be in 1..1024, got 2000
  */
-#ifndef EMBER_TOOLS_CONFIG_FILE_H
-#define EMBER_TOOLS_CONFIG_FILE_H
+#ifndef EMBER_CONFIG_CONFIG_FILE_H
+#define EMBER_CONFIG_CONFIG_FILE_H
 
 #include <stddef.h>
 #include <stdint.h>
