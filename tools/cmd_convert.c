@@ -20,7 +20,7 @@
 
 #include "commands.h"
 #include "config/config_file.h"
-#include "data_open.h"
+#include "config/data_open.h"
 #include "data/ctr.h"
 #include "synth_args.h"
 

@@ -39,7 +39,7 @@
 #include "batch_slice.h"
 #include "commands.h"
 #include "config/config_file.h"
-#include "data_open.h"
+#include "config/data_open.h"
 #include "ember.h"
 #include "limits_keys.h"
 #include "plan/plan.h"

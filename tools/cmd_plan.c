@@ -24,10 +24,10 @@
 
 #include "commands.h"
 #include "config/config_file.h"
-#include "data_open.h"
+#include "config/data_open.h"
 #include "ember.h"
 #include "plan/plan.h"
-#include "plan_config.h"
+#include "config/plan_config.h"
 #include "plan_dynamic.h"
 #include "synth_args.h"
 

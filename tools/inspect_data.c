@@ -14,7 +14,7 @@
 
 #include "commands.h"
 #include "config/config_file.h"
-#include "data_open.h"
+#include "config/data_open.h"
 #include "data/ctr.h"
 
 static void print_batch(const ctr_batch *b, int64_t first_index)

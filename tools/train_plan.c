@@ -17,7 +17,7 @@
 
 #include <jansson.h>
 
-#include "plan_config.h"
+#include "config/plan_config.h"
 #include "train_tool.h"
 
 #define TRAIN_PLAN_BATCHES 16 /* batches of the training data measured */

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data_open.h"
+#include "config/data_open.h"
 #include "train_tool.h"
 
 /* The evaluation data must fit the training data's model: the same shape,

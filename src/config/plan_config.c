@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data_open.h"
-#include "plan_config.h"
+#include "config/data_open.h"
+#include "config/plan_config.h"
 
 /* A dynamic table's keys as the synthetic task of `ember train` draws them:
  * each of its features from its own `keys` keys (docs/config.md), in

@@ -3,8 +3,8 @@
  * id statistics per table from the config's law or measured on data, and
  * the placement `ember train` uses for tables left on "auto".
  */
-#ifndef EMBER_TOOLS_PLAN_CONFIG_H
-#define EMBER_TOOLS_PLAN_CONFIG_H
+#ifndef EMBER_CONFIG_PLAN_CONFIG_H
+#define EMBER_CONFIG_PLAN_CONFIG_H
 
 #include "config/config_file.h"
 #include "plan/plan.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data_open.h"
+#include "config/data_open.h"
 
 int data_is_batch_file(const char *path)
 {

@@ -1,10 +1,10 @@
 /*
- * data_open.h: one way for every command to open a config's CTR data
+ * data_open.h: one way for every shell to open a config's CTR data
  * (data_open.c): `ember train`, `convert`, `inspect --samples`, `limits`
  * and `plan --data` read a file alike.
  */
-#ifndef EMBER_TOOLS_DATA_OPEN_H
-#define EMBER_TOOLS_DATA_OPEN_H
+#ifndef EMBER_CONFIG_DATA_OPEN_H
+#define EMBER_CONFIG_DATA_OPEN_H
 
 #include "config/config_file.h"
 
