@@ -3,7 +3,7 @@
  * (docs/training.md, "The loop"): options, then the loop
  *
  *   for step = 1 .. steps:
- *       this rank's k*b samples, read ahead by a thread  (train_prefetch.c)
+ *       this rank's k*b samples, read ahead by a thread  (src/train/prefetch.c)
  *       trainer_step: embeddings, dense model, replication (src/train)
  *       every log_every steps: the loss, reduced over ranks -> progress, JSON
  *       every eval_every steps: evaluation on held-out samples (train_eval.c)
@@ -414,7 +414,7 @@ static int train_loop(const tool_ctx *ctx, train_setup *s, train_report *rep, co
         ls->stopped_at = rs->step; /* it had stopped there: it stays stopped */
     ls->samples = logged_samples = rs->samples;
     train_prefetch *pf = NULL;
-    /* a reader thread needs a core of its own: see train_prefetch.c */
+    /* a reader thread needs a core of its own: see src/train/prefetch.c */
     int threaded = omp_get_num_procs() > ctx->local_ranks * s->threads;
     /* the SSD tier's lookahead: the batches of the next K steps are read
      * ahead and announced after each embedding forward */

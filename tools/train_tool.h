@@ -5,7 +5,7 @@
  *   cmd_train.c     options, the loop, the order of everything
  *   train_setup.c   from settings to a running model: data sources, tables,
  *                   dense model, trainer
- *   train_prefetch.c  a reader thread: the next batch while the step runs
+ *   src/train/prefetch.c  a reader thread: the next batch while the step runs
  *   train_eval.c    evaluation on the held-out samples, gathered to rank 0
  *   train_report.c  what the user sees: progress, JSON lines, plot, summary
  *   train_ckpt.c    checkpoints of the whole run's state, and --resume
@@ -22,6 +22,7 @@
 
 #include "config/config_file.h"
 #include "tool_ctx.h"
+#include "train/prefetch.h"
 #include "train/train.h"
 
 /* ------------------------------------------------------------ setup */
@@ -107,30 +108,6 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, const char *root, int32
  * Collective; 0, or 1 on every rank after the message (a corrupt
  * checkpoint, different settings). */
 int train_ckpt_resume(const tool_ctx *ctx, train_setup *s, train_resume *rs);
-
-/* ---------------------------------------------------------- prefetch */
-
-typedef struct train_prefetch train_prefetch;
-
-/* Starts a thread that owns src from now on (until stop) and reads batches
- * of up to max_samples ahead (threaded = 0: no thread, next reads), keeping
- * `ahead` batches beyond the one taken for train_prefetch_peek (0: none).
- * 0, or -1 when no thread could start. */
-int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t threads, int threaded, int32_t ahead,
-                         train_prefetch **out);
-/* The next batch, as ctr_source_next would return it (a share that ran out
- * is rewound first); valid until the next call.  Samples, 0 (an empty
- * share), or -1 with err (and -1 again on every later call). */
-int64_t train_prefetch_next(train_prefetch *p, ctr_batch *out, char *err, size_t errlen);
-/* The batch j (1..ahead) after the one next returned last, read if needed;
- * valid until it has been taken and released.  Samples, 0, or -1. */
-int64_t train_prefetch_peek(train_prefetch *p, int32_t j, ctr_batch *out);
-/* The source's position after the last batch next returned (before the
- * first: where the source stood at start), however far the thread has read
- * ahead: what a checkpoint saves. */
-void train_prefetch_position(const train_prefetch *p, ctr_position *out);
-/* Ends the thread; src is the caller's again.  Accepts NULL. */
-void train_prefetch_stop(train_prefetch *p);
 
 /* -------------------------------------------------------- evaluation */
 

@@ -943,7 +943,7 @@ static const char *const INTERACTIONS[] = {"dot", "cat", NULL};
  * samples of the 3000 default steps leave room for a noisy evaluation.
  * One thread per rank: with batches this small, spinning OpenMP and
  * OpenBLAS workers cost more than they bring on a shared 2-core machine
- * (the reader thread of train_prefetch.c uses the other core). */
+ * (the reader thread of src/train/prefetch.c uses the other core). */
 void cfg_train_default(cfg_train *t)
 {
     memset(t, 0, sizeof *t);

@@ -1,6 +1,6 @@
 /*
- * train_prefetch.c: `ember train` reads the next batch while the step runs
- * (train_tool.h).
+ * prefetch.c: the trainer reads the next batch while the step runs
+ * (prefetch.h).
  *
  * The synthetic task draws every sample through its teacher, which costs
  * about as much as the step itself on one thread; a reader thread
@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train_tool.h"
+#include "train/prefetch.h"
 
 typedef struct slot {
     int ready;                    /* filled, not yet taken               */
