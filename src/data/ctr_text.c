@@ -362,6 +362,15 @@ static int64_t text_next(ctr_source *s, int32_t max, char *err, size_t errlen)
     return n;
 }
 
+/* Past the next line without keeping it: 1, 0 at the end, -1 with err. */
+static int skip_line(text_impl *t, char *err, size_t errlen)
+{
+    const char *p;
+    size_t len;
+    int over;
+    return text_stream_line(t->ts, 0, &p, &len, &over, err, errlen);
+}
+
 static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen);
 
 static void text_rewind(ctr_source *s)
@@ -427,10 +436,7 @@ static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
         return -1;
     int64_t line = mk >= 0 ? mk << TEXT_MARK_SHIFT : 0;
     while (line < next) {
-        const char *p;
-        size_t len;
-        int over;
-        int rc = text_stream_line(t->ts, 0, &p, &len, &over, err, errlen);
+        int rc = skip_line(t, err, errlen);
         if (rc < 0)
             return -1;
         if (rc == 0)
@@ -454,10 +460,7 @@ static int count_lines(text_impl *t, char *err, size_t errlen)
     t->lines = 0;
     for (;;) {
         int64_t off = text_stream_tell(t->ts);
-        const char *p;
-        size_t len;
-        int over;
-        int rc = text_stream_line(t->ts, 0, &p, &len, &over, err, errlen);
+        int rc = skip_line(t, err, errlen);
         if (rc < 0)
             return -1;
         if (rc == 0)
