@@ -1,0 +1,114 @@
+"""Table, feature and optimizer configs: the Python shape of ember_table_config,
+ember_feature_config and ember_optimizer (include/ember.h has every field's
+meaning).  Plain dataclasses, checked when the collection is created: the
+library's own checks name the table or feature at fault.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+
+@dataclass(frozen=True)
+class SGD:
+    """w -= lr * (g + weight_decay * w)"""
+    lr: float = 0.01
+    weight_decay: float = 0.0
+    _kind = 0
+
+
+@dataclass(frozen=True)
+class Adagrad:
+    """s += g*g; w -= lr * g / (sqrt(s) + eps), per element (torch.optim.Adagrad)."""
+    lr: float = 0.01
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    _kind = 1
+
+
+@dataclass(frozen=True)
+class RowWiseAdagrad:
+    """s += mean(g*g) over the row; one accumulator per row (FBGEMM's)."""
+    lr: float = 0.01
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    _kind = 2
+
+
+@dataclass(frozen=True)
+class Adam:
+    """Lazy Adam (torch.optim.SparseAdam): untouched rows keep m and v; the
+    bias correction uses the collection's step count."""
+    lr: float = 0.001
+    betas: tuple = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    _kind = 3
+
+
+Optimizer = Union[SGD, Adagrad, RowWiseAdagrad, Adam]
+
+_INITS = {"uniform": 0, "normal": 1, "zeros": 2, "constant": 3}
+_PLACEMENTS = {"row": 0, "column": 1, "table": 2, "replicated": 3}
+_KINDS = {"fixed": 0, "dynamic": 1}
+_EVICT = {"lru": 0, "lfu": 1, "ttl": 2, "none": 3}
+_STORAGE = {"auto": 0, "memory": 1, "ssd": 2}
+_LIMIT_POLICY = {"error": 0, "drop": 1, "minibatch": 2}
+_EXCHANGE = {"rows": 0, "pooled": 1}
+POOLINGS = {"sum": 0, "mean": 1, "sqrtn": 2, "none": 3}
+
+
+def _choice(table: str, what: str, value: str, choices: dict) -> int:
+    try:
+        return choices[value]
+    except KeyError:
+        raise ValueError(f"table {table!r}: {what} {value!r} is not one of {', '.join(choices)}") from None
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """One embedding table.  rows: ids 0..rows-1 (0 for a dynamic table,
+    whose ids are any int64 key and which holds `capacity` rows per rank)."""
+    name: str
+    rows: int
+    dim: int
+    optimizer: Optimizer = field(default_factory=SGD)
+    init: str = "uniform"          # uniform, normal, zeros, constant
+    init_value: float = 0.05       # uniform bound, normal sigma or the constant
+    placement: str = "row"         # row, column, table, replicated (under MPI)
+    owner: int = 0                 # the rank of a "table" placement
+    kind: str = "fixed"            # fixed, dynamic
+    capacity: int = 0              # dynamic: rows per rank
+    admit_after: int = 0           # dynamic: occurrences before a key gets a row
+    evict: str = "lru"             # dynamic: lru, lfu, ttl, none
+    ttl_steps: int = 0
+    storage: str = "auto"          # auto, memory, ssd
+    cache_bytes: int = 0           # ssd: the DRAM row cache per rank
+    path: Optional[str] = None     # ssd: the store file's folder
+    max_ids_per_partition: int = 0
+    max_unique_ids_per_partition: int = 0
+    limit_policy: str = "error"    # error, drop, minibatch
+    exchange: str = "rows"         # rows, pooled
+
+    def _tuple(self) -> tuple:
+        o = self.optimizer
+        betas = getattr(o, "betas", (0.9, 0.999))
+        return (self.name, int(self.rows), int(self.dim), _choice(self.name, "init", self.init, _INITS),
+                float(self.init_value), o._kind, float(o.lr), float(getattr(o, "eps", 1e-8)),
+                float(o.weight_decay), float(betas[0]), float(betas[1]),
+                _choice(self.name, "placement", self.placement, _PLACEMENTS), int(self.owner),
+                _choice(self.name, "kind", self.kind, _KINDS), int(self.capacity), int(self.admit_after),
+                _choice(self.name, "evict", self.evict, _EVICT), int(self.ttl_steps),
+                _choice(self.name, "storage", self.storage, _STORAGE), int(self.cache_bytes), self.path,
+                int(self.max_ids_per_partition), int(self.max_unique_ids_per_partition),
+                _choice(self.name, "limit_policy", self.limit_policy, _LIMIT_POLICY),
+                _choice(self.name, "exchange", self.exchange, _EXCHANGE))
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """One input feature, looked up in `table` and pooled: sum, mean, sqrtn,
+    or none (one output row per id: a sequence feature)."""
+    name: str
+    table: str
+    pooling: str = "sum"

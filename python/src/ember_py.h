@@ -1,0 +1,50 @@
+/*
+ * ember_py.h: what the files of the extension module ember._ember share:
+ * the error type, array arguments, and the types each file registers.
+ *
+ * The module is written against CPython's limited API 3.11 (one abi3 build
+ * serves 3.11 and later).  Arrays come in through the buffer protocol only
+ * (numpy arrays; the Python layer hands torch tensors over as numpy views of
+ * the same memory): their dtype and C-contiguity are checked against what
+ * the call needs and nothing is converted, so a wrong array is a TypeError
+ * or ValueError naming the argument, never a silent copy.
+ */
+#ifndef EMBER_PY_H
+#define EMBER_PY_H
+
+#define Py_LIMITED_API 0x030B0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#include "ember.h"
+
+/* ember.Error: a failed library call; .status is ember's status code. */
+extern PyObject *ember_py_error;
+/* Raises ember.Error(message) with .status; returns NULL. */
+PyObject *ember_py_raise(int status, const char *message);
+
+/* The element types a call takes. */
+typedef enum py_dtype { PY_INT32 = 0, PY_INT64, PY_FLOAT32 } py_dtype;
+
+/* A borrowed array argument: a C-contiguous buffer of `count` elements. */
+typedef struct py_array {
+    Py_buffer view;
+    int held;        /* view must be released                                */
+    void *data;      /* NULL with count 0 allowed                           */
+    Py_ssize_t count;
+} py_array;
+
+/* Gets obj (None allowed when optional: then data NULL, count 0) as an array
+ * of dtype for argument `name`; writable for outputs.  0, or -1 with a
+ * TypeError (no buffer, wrong dtype) or ValueError (not contiguous,
+ * read-only) set. */
+int py_array_get(PyObject *obj, const char *name, py_dtype dtype, int writable, int optional, py_array *out);
+void py_array_release(py_array *a);
+
+/* Registers a type in the module; 0 or -1. */
+int py_collection_register(PyObject *module);
+int py_predictor_register(PyObject *module);
+int py_trainer_register(PyObject *module);
+
+#endif
