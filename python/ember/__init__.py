@@ -14,9 +14,10 @@ with a trained model.  docs/python.md is the guide.
 from ._ember import Error, version
 from .batch import JaggedBatch
 from .collection import Collection
+from .data import Reader, Samples
 from .config import SGD, Adagrad, Adam, FeatureConfig, RowWiseAdagrad, TableConfig
 from .predict import Predictor, predict
 
 __version__ = version()
 __all__ = ["Error", "JaggedBatch", "Collection", "TableConfig", "FeatureConfig", "SGD", "Adagrad",
-           "RowWiseAdagrad", "Adam", "Predictor", "predict", "version"]
+           "RowWiseAdagrad", "Adam", "Predictor", "predict", "Reader", "Samples", "version"]

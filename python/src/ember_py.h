@@ -46,5 +46,6 @@ void py_array_release(py_array *a);
 int py_collection_register(PyObject *module);
 int py_predictor_register(PyObject *module);
 int py_trainer_register(PyObject *module);
+int py_reader_register(PyObject *module);
 
 #endif
