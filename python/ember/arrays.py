@@ -1,7 +1,7 @@
 """Arrays in without copies: what the C module takes is anything with the
 buffer protocol; a torch tensor is handed over as a numpy view of the same
-memory, and any other object with __dlpack__ through numpy.from_dlpack (also
-a view).  Nothing is converted: the C module checks dtype and layout and
+memory; any other object with __dlpack__ is read by the C module from its
+DLPack capsule (the same memory, writable).  Nothing is converted: the C module checks dtype and layout and
 names the argument when they are wrong.
 """
 from __future__ import annotations
@@ -20,16 +20,19 @@ def as_buffer(x, name: str):
         if x.device.type != "cpu":
             raise ValueError(f"{name}: a tensor on {x.device}; ember runs on the CPU")
         return x.detach().numpy()
-    if hasattr(x, "__dlpack__") and not isinstance(x, (bytes, bytearray, memoryview)):
-        return np.from_dlpack(x)
-    return x
+    return x  # the buffer protocol, or __dlpack__ (read by the C module)
 
 
-def count(x) -> int:
-    """Elements of an array-like (numpy, torch, anything with a shape)."""
+def count(x, name: str = "array") -> int:
+    """Elements of an array-like (numpy, torch, DLPack, a sequence)."""
     shape = getattr(x, "shape", None)
+    if shape is None and hasattr(x, "__dlpack__"):
+        shape = np.from_dlpack(x).shape
     if shape is None:
-        return len(x)
+        try:
+            return len(x)
+        except TypeError:
+            raise TypeError(f"{name}: expected an array, got {type(x).__name__}") from None
     n = 1
     for s in shape:
         n *= int(s)

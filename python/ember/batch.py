@@ -21,7 +21,7 @@ class JaggedBatch:
         self.keys = list(keys)
         if not self.keys:
             raise ValueError("JaggedBatch: no keys")
-        n = count(lengths)
+        n = count(lengths, "lengths")
         if batch_size is None:
             if n % len(self.keys):
                 raise ValueError(f"JaggedBatch: {n} lengths do not split into {len(self.keys)} features")

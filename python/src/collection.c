@@ -243,7 +243,7 @@ static int get_batch(py_collection *self, int batch_size, PyObject *lengths_obj,
                      lengths->count, self->num_features, batch_size, (Py_ssize_t)self->num_features * batch_size);
         return -1;
     }
-    if (weights->held && weights->count != ids->count) {
+    if (weights_obj != Py_None && weights->count != ids->count) {
         PyErr_Format(PyExc_ValueError, "weights: %zd entries, but there are %zd values", weights->count, ids->count);
         return -1;
     }

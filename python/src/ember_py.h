@@ -27,10 +27,13 @@ PyObject *ember_py_raise(int status, const char *message);
 /* The element types a call takes. */
 typedef enum py_dtype { PY_INT32 = 0, PY_INT64, PY_FLOAT32 } py_dtype;
 
-/* A borrowed array argument: a C-contiguous buffer of `count` elements. */
+/* A borrowed array argument: a C-contiguous buffer of `count` elements,
+ * from the buffer protocol or from a DLPack capsule (obj.__dlpack__()). */
+struct py_dlpack_tensor;
 typedef struct py_array {
     Py_buffer view;
     int held;        /* view must be released                                */
+    struct py_dlpack_tensor *dl; /* a consumed DLPack tensor, deleted at release */
     void *data;      /* NULL with count 0 allowed                           */
     Py_ssize_t count;
 } py_array;

@@ -28,6 +28,24 @@ PyObject *ember_py_raise(int status, const char *message)
     return NULL;
 }
 
+/* DLPack's C structs (the DLPack specification, dlpack.h, ABI 0.x: what
+ * __dlpack__ returns in a capsule named "dltensor"). */
+typedef struct py_dl_device { int32_t device_type, device_id; } py_dl_device; /* device_type 1: CPU */
+typedef struct py_dl_dtype { uint8_t code, bits; uint16_t lanes; } py_dl_dtype; /* code 0 int, 2 float */
+typedef struct py_dl_tensor {
+    void *data;
+    py_dl_device device;
+    int32_t ndim;
+    py_dl_dtype dtype;
+    int64_t *shape, *strides; /* strides NULL: C-contiguous */
+    uint64_t byte_offset;
+} py_dl_tensor;
+struct py_dlpack_tensor {
+    py_dl_tensor dl_tensor;
+    void *manager_ctx;
+    void (*deleter)(struct py_dlpack_tensor *self);
+};
+
 static const char *dtype_name(py_dtype d)
 {
     return d == PY_INT32 ? "int32" : d == PY_INT64 ? "int64" : "float32";
@@ -52,6 +70,45 @@ static int format_dtype(const char *format, Py_ssize_t itemsize)
     }
 }
 
+/* obj.__dlpack__() read as `dtype`: the tensor is ours until release. */
+static int dlpack_get(PyObject *obj, const char *name, py_dtype dtype, py_array *out)
+{
+    PyObject *capsule = PyObject_CallMethod(obj, "__dlpack__", NULL);
+    if (!capsule)
+        return -1;
+    struct py_dlpack_tensor *m = PyCapsule_GetPointer(capsule, "dltensor");
+    if (!m || PyCapsule_SetName(capsule, "used_dltensor") < 0) {
+        Py_DECREF(capsule);
+        return -1;
+    }
+    Py_DECREF(capsule); /* renamed: its destructor leaves the tensor to us */
+    out->dl = m;
+    const py_dl_tensor *t = &m->dl_tensor;
+    static const uint8_t codes[] = {0, 0, 2}, bits[] = {32, 64, 32};
+    if (t->device.device_type != 1) {
+        PyErr_Format(PyExc_ValueError, "%s: a tensor on device type %d; ember runs on the CPU", name,
+                     (int)t->device.device_type);
+        return -1;
+    }
+    if (t->dtype.code != codes[dtype] || t->dtype.bits != bits[dtype] || t->dtype.lanes != 1) {
+        PyErr_Format(PyExc_TypeError, "%s: expected %s elements, got DLPack type code %d with %d bits", name,
+                     dtype_name(dtype), (int)t->dtype.code, (int)t->dtype.bits);
+        return -1;
+    }
+    int64_t count = 1, expect = 1;
+    for (int32_t d = t->ndim - 1; d >= 0; d--) {
+        if (t->strides && t->shape[d] > 1 && t->strides[d] != expect) {
+            PyErr_Format(PyExc_ValueError, "%s: not C-contiguous (pass a contiguous copy, e.g. .contiguous())", name);
+            return -1;
+        }
+        expect *= t->shape[d];
+        count *= t->shape[d];
+    }
+    out->data = (char *)t->data + t->byte_offset;
+    out->count = (Py_ssize_t)count;
+    return 0;
+}
+
 int py_array_get(PyObject *obj, const char *name, py_dtype dtype, int writable, int optional, py_array *out)
 {
     memset(out, 0, sizeof *out);
@@ -59,6 +116,12 @@ int py_array_get(PyObject *obj, const char *name, py_dtype dtype, int writable, 
         if (optional)
             return 0;
         PyErr_Format(PyExc_TypeError, "%s: an array is required, got None", name);
+        return -1;
+    }
+    if (!PyObject_CheckBuffer(obj) && PyObject_HasAttrString(obj, "__dlpack__")) {
+        if (dlpack_get(obj, name, dtype, out) == 0)
+            return 0;
+        py_array_release(out);
         return -1;
     }
     if (!PyObject_CheckBuffer(obj)) {
@@ -98,6 +161,9 @@ void py_array_release(py_array *a)
     if (a->held)
         PyBuffer_Release(&a->view);
     a->held = 0;
+    if (a->dl && a->dl->deleter)
+        a->dl->deleter(a->dl);
+    a->dl = NULL;
 }
 
 static PyObject *py_version(PyObject *self, PyObject *args)

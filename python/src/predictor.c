@@ -85,7 +85,7 @@ static PyObject *predictor_score(PyObject *obj, PyObject *args)
         goto done;
     if (batch_size < 0 || dense.count != (Py_ssize_t)batch_size * nd ||
         lengths.count != (Py_ssize_t)batch_size * cc->num_features || out.count != batch_size ||
-        (weights.held && weights.count != ids.count)) {
+        (wobj != Py_None && weights.count != ids.count)) {
         PyErr_Format(PyExc_ValueError,
                      "score: %d samples need dense of %d x %d floats (got %zd), lengths of %d x %d (got %zd), "
                      "out of %d (got %zd), and weights as many as values",

@@ -1,0 +1,211 @@
+"""Forward, backward and every optimizer of ember's Python module against
+PyTorch: torch.nn.functional.embedding_bag and torch.optim (dense gradients
+from autograd), or numpy where torch has no equivalent (sqrtn pooling,
+weighted mean, row-wise Adagrad).  Fresh random batches every run (the seed
+is printed on failure); tolerances are stated per check.
+
+Documented differences, checked as such: weight decay touches only the rows
+in the batch (torch's dense optimizers decay every row); Adam is lazy with
+the collection's step count (torch.optim.SparseAdam's semantics).
+"""
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+import ember.torch
+
+SEED = int(os.environ.get("EMBER_TEST_SEED", np.random.SeedSequence().entropy % (2**31)))
+RTOL, ATOL = 1e-5, 1e-6  # float32 sums in a different order
+
+
+def random_batch(rng, features, rows, batch_size, max_len=6, weighted=False):
+    """lengths feature-major, ids per feature in [0, rows of its table)."""
+    lengths = rng.integers(0, max_len + 1, size=(len(features), batch_size)).astype(np.int32)
+    ids = np.concatenate([rng.integers(0, rows[f], size=int(lengths[i].sum()))
+                          for i, f in enumerate(features)]).astype(np.int64)
+    weights = rng.uniform(0.5, 1.5, size=ids.size).astype(np.float32) if weighted else None
+    return ember.JaggedBatch(features, lengths.reshape(-1), ids, weights)
+
+
+def reference_pool(tables, batch, feature_tables, poolings):
+    """Pooled [B, sum dims] from torch (sum, mean) or numpy (sqrtn, weighted mean)."""
+    lengths = np.asarray(batch.lengths).reshape(len(batch.keys), batch.batch_size)
+    ids = torch.from_numpy(np.asarray(batch.values))
+    w = None if batch.weights is None else torch.from_numpy(np.asarray(batch.weights))
+    outs, start = [], 0
+    for f, name in enumerate(batch.keys):
+        n = int(lengths[f].sum())
+        fid, fw = ids[start:start + n], None if w is None else w[start:start + n]
+        offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(lengths[f])[:-1]]).astype(np.int64))
+        W = tables[feature_tables[name]]
+        mode = poolings[name]
+        if mode == "sum" or (mode == "mean" and fw is None):
+            outs.append(torch.nn.functional.embedding_bag(fid, W, offsets, mode=mode, per_sample_weights=fw))
+        else:  # sqrtn, or mean with weights: sum(w row) / divisor
+            ww = torch.ones(n) if fw is None else fw
+            seg = torch.repeat_interleave(torch.arange(batch.batch_size), torch.from_numpy(lengths[f].astype(np.int64)))
+            s = torch.zeros(batch.batch_size, W.shape[1]).index_add(0, seg, W[fid] * ww[:, None])
+            div = torch.zeros(batch.batch_size).index_add(0, seg, ww if mode == "mean" else ww * ww)
+            div = div if mode == "mean" else div.sqrt()
+            outs.append(torch.where(div[:, None] > 0, s / torch.where(div > 0, div, 1)[:, None], 0))
+        start += n
+    return torch.cat(outs, dim=1)
+
+
+def make(optimizer, poolings, rows=(50, 30), dim=(8, 4), threads=1, seed=7):
+    tables = [ember.TableConfig(f"t{i}", rows=rows[i], dim=dim[i], optimizer=optimizer) for i in range(2)]
+    # f0 and f2 share table t0: their gradients add up on its rows
+    ft = {"f0": "t0", "f1": "t1", "f2": "t0"}
+    features = [ember.FeatureConfig(n, table=ft[n], pooling=poolings[n]) for n in ft]
+    return ember.Collection(tables, features, seed=seed, threads=threads), ft
+
+
+@pytest.mark.parametrize("pooling", ["sum", "mean", "sqrtn"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_forward_matches_torch(pooling, weighted):
+    rng = np.random.default_rng([SEED, 1])
+    poolings = {"f0": pooling, "f1": "sum", "f2": pooling}
+    coll, ft = make(ember.SGD(lr=0.1), poolings)
+    W = {t.name: torch.from_numpy(coll.read_table(t.name)) for t in coll.tables}
+    for _ in range(3):
+        batch = random_batch(rng, ["f0", "f1", "f2"], {"f0": 50, "f1": 30, "f2": 50}, 37, weighted=weighted)
+        got = coll.forward(batch)
+        want = reference_pool(W, batch, ft, poolings).numpy()
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL, err_msg=f"seed {SEED}")
+
+
+def torch_step(opt_name, params, lr, wd=0.0):
+    if opt_name == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=wd)
+    if opt_name == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr, eps=1e-8, weight_decay=wd)
+    raise ValueError(opt_name)
+
+
+@pytest.mark.parametrize("opt_name", ["sgd", "adagrad"])
+@pytest.mark.parametrize("pooling", ["sum", "mean", "sqrtn"])
+def test_backward_and_optimizer_match_torch(opt_name, pooling):
+    """Three steps of ember's fused update against autograd's dense gradient
+    and torch.optim on the same tables and upstream gradients."""
+    rng = np.random.default_rng([SEED, 2])
+    opt = ember.SGD(lr=0.3) if opt_name == "sgd" else ember.Adagrad(lr=0.3, eps=1e-8)
+    poolings = {"f0": pooling, "f1": "sum", "f2": "mean"}
+    coll, ft = make(opt, poolings)
+    W = {t.name: torch.from_numpy(coll.read_table(t.name).copy()).requires_grad_() for t in coll.tables}
+    topt = torch_step(opt_name, list(W.values()), 0.3)
+    for _ in range(3):
+        batch = random_batch(rng, ["f0", "f1", "f2"], {"f0": 50, "f1": 30, "f2": 50}, 29, weighted=True)
+        out = coll.forward(batch)
+        grad = rng.standard_normal(out.shape).astype(np.float32)
+        coll.backward(grad)
+        topt.zero_grad()
+        (reference_pool(W, batch, ft, poolings) * torch.from_numpy(grad)).sum().backward()
+        topt.step()
+        for name, w in W.items():
+            np.testing.assert_allclose(coll.read_table(name), w.detach().numpy(), rtol=1e-5, atol=1e-6,
+                                       err_msg=f"table {name}, seed {SEED}")
+    if opt_name == "adagrad":  # the state is torch's sum of squares
+        np.testing.assert_allclose(coll.read_state("t0"), topt.state[W["t0"]]["sum"].numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_weight_decay_touches_only_the_batch_rows():
+    """SGD with L2: the rows in the batch equal torch's update; the others are
+    unchanged (torch's dense SGD would decay them too)."""
+    rng = np.random.default_rng([SEED, 3])
+    poolings = {"f0": "sum", "f1": "sum", "f2": "sum"}
+    coll, ft = make(ember.SGD(lr=0.2, weight_decay=0.1), poolings)
+    before = {t.name: coll.read_table(t.name) for t in coll.tables}
+    W = {n: torch.from_numpy(v.copy()).requires_grad_() for n, v in before.items()}
+    topt = torch.optim.SGD(list(W.values()), lr=0.2, weight_decay=0.1)
+    batch = random_batch(rng, ["f0", "f1", "f2"], {"f0": 50, "f1": 30, "f2": 50}, 5, max_len=2)
+    grad = rng.standard_normal(coll.forward(batch).shape).astype(np.float32)
+    coll.backward(grad)
+    (reference_pool(W, batch, ft, poolings) * torch.from_numpy(grad)).sum().backward()
+    topt.step()
+    lengths = np.asarray(batch.lengths).reshape(3, -1).sum(axis=1)
+    ids = np.split(np.asarray(batch.values), np.cumsum(lengths)[:-1])
+    touched = {"t0": set(ids[0]) | set(ids[2]), "t1": set(ids[1])}
+    for name in W:
+        got = coll.read_table(name)
+        for r in range(got.shape[0]):
+            want = W[name][r].detach().numpy() if r in touched[name] else before[name][r]
+            np.testing.assert_allclose(got[r], want, rtol=1e-5, atol=1e-6, err_msg=f"{name} row {r}")
+
+
+def test_adam_is_sparse_adam():
+    """ember's lazy Adam equals torch.optim.SparseAdam over nn.EmbeddingBag(sparse=True)."""
+    rng = np.random.default_rng([SEED, 4])
+    t = ember.TableConfig("t", rows=40, dim=6, optimizer=ember.Adam(lr=0.05, betas=(0.8, 0.95), eps=1e-6))
+    coll = ember.Collection([t], [ember.FeatureConfig("f", table="t")], seed=3)
+    bag = torch.nn.EmbeddingBag(40, 6, mode="sum", sparse=True)
+    with torch.no_grad():
+        bag.weight.copy_(torch.from_numpy(coll.read_table("t")))
+    topt = torch.optim.SparseAdam(bag.parameters(), lr=0.05, betas=(0.8, 0.95), eps=1e-6)
+    for _ in range(4):
+        batch = random_batch(rng, ["f"], {"f": 40}, 9, max_len=3)
+        out = coll.forward(batch)
+        grad = rng.standard_normal(out.shape).astype(np.float32)
+        coll.backward(grad)
+        lengths = torch.from_numpy(np.asarray(batch.lengths).astype(np.int64))
+        offsets = torch.cumsum(lengths, 0) - lengths
+        topt.zero_grad()
+        (bag(torch.from_numpy(batch.values), offsets) * torch.from_numpy(grad)).sum().backward()
+        topt.step()
+        np.testing.assert_allclose(coll.read_table("t"), bag.weight.detach().numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=f"seed {SEED}")
+
+
+def test_rowwise_adagrad_matches_numpy():
+    rng = np.random.default_rng([SEED, 5])
+    t = ember.TableConfig("t", rows=20, dim=4, optimizer=ember.RowWiseAdagrad(lr=0.1, eps=1e-8))
+    coll = ember.Collection([t], [ember.FeatureConfig("f", table="t")], seed=5)
+    w = coll.read_table("t").astype(np.float64)
+    s = np.zeros(20)
+    for _ in range(3):
+        batch = random_batch(rng, ["f"], {"f": 20}, 11, max_len=3)
+        out = coll.forward(batch)
+        grad = rng.standard_normal(out.shape).astype(np.float32)
+        coll.backward(grad)
+        g = np.zeros_like(w)
+        lengths = np.asarray(batch.lengths)
+        sample = np.repeat(np.arange(11), lengths)
+        np.add.at(g, np.asarray(batch.values), grad[sample].astype(np.float64))
+        rows = np.unique(np.asarray(batch.values))
+        s[rows] += (g[rows] ** 2).mean(axis=1)
+        w[rows] -= 0.1 * g[rows] / (np.sqrt(s[rows])[:, None] + 1e-8)
+        np.testing.assert_allclose(coll.read_table("t"), w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(coll.read_state("t")[:, 0], s, rtol=1e-5, atol=1e-7)
+
+
+def test_module_matches_nn_embedding_bag():
+    """ember.torch.EmbeddingBagCollection inside autograd: the output, the
+    gradient reaching the rest of the model, and the tables after a step
+    equal nn.EmbeddingBag(sparse=True) with torch.optim.Adagrad."""
+    rng = np.random.default_rng([SEED, 6])
+    tables = [ember.TableConfig("t", rows=30, dim=5, optimizer=ember.Adagrad(lr=0.2, eps=1e-8))]
+    ebc = ember.torch.EmbeddingBagCollection(tables, [ember.FeatureConfig("f", table="t")], seed=9)
+    bag = torch.nn.EmbeddingBag(30, 5, mode="sum", sparse=True)
+    with torch.no_grad():
+        bag.weight.copy_(torch.from_numpy(ebc.collection.read_table("t")))
+    topt = torch.optim.Adagrad(bag.parameters(), lr=0.2, eps=1e-8)
+    head = torch.nn.Linear(5, 1)
+    for _ in range(3):
+        batch = random_batch(rng, ["f"], {"f": 30}, 16, max_len=4)
+        lengths = torch.from_numpy(np.asarray(batch.lengths).astype(np.int64))
+        x = torch.from_numpy(rng.standard_normal(16).astype(np.float32))
+        out = ebc(batch)
+        ref = bag(torch.from_numpy(batch.values), torch.cumsum(lengths, 0) - lengths)
+        torch.testing.assert_close(out, ref, rtol=RTOL, atol=ATOL)
+        head.zero_grad()
+        ((head(out).squeeze(1) - x) ** 2).mean().backward()
+        g_ember = head.weight.grad.clone()
+        head.zero_grad()
+        topt.zero_grad()
+        ((head(ref).squeeze(1) - x) ** 2).mean().backward()
+        torch.testing.assert_close(g_ember, head.weight.grad, rtol=RTOL, atol=ATOL)
+        topt.step()
+        np.testing.assert_allclose(ebc.collection.read_table("t"), bag.weight.detach().numpy(), rtol=1e-5,
+                                   atol=1e-6)
