@@ -14,6 +14,7 @@ from . import _ember
 from .arrays import as_buffer
 from .batch import JaggedBatch
 from .config import POOLINGS, FeatureConfig, TableConfig
+from .world import world as _world
 
 _BOUNDS = {"error": 0, "drop": 1}
 
@@ -23,8 +24,10 @@ class Collection:
 
     Options: seed (the initializer's), threads (OpenMP; 0: all), dedup,
     bounds ("error" or "drop"), stack_tables, debug_checks, ssd_dir,
-    memory_budget, ssd_min_bytes, ssd_cache_bytes (docs/tiers.md), world (a
-    world from ember.mpi_world(), under mpirun).
+    memory_budget, ssd_min_bytes, ssd_cache_bytes (docs/tiers.md), world
+    (default ember.world(): under mpirun the tables are spread over the
+    ranks, and forward and backward are collective; ember.World() keeps a
+    collection local).
     """
 
     def __init__(self, tables: Sequence[TableConfig], features: Sequence[FeatureConfig], *,
@@ -49,10 +52,11 @@ class Collection:
             ftuples.append((f.name, index[f.table], POOLINGS[f.pooling]))
         if bounds not in _BOUNDS:
             raise ValueError(f"bounds {bounds!r} is not one of {', '.join(_BOUNDS)}")
+        self.world = world if world is not None else _world()
         kwargs = dict(threads=int(threads), dedup=int(bool(dedup)), bounds=_BOUNDS[bounds],
                       stack_tables=int(bool(stack_tables)), debug_checks=int(bool(debug_checks)), ssd_dir=ssd_dir,
                       memory_budget=int(memory_budget), ssd_min_bytes=int(ssd_min_bytes),
-                      ssd_cache_bytes=int(ssd_cache_bytes), world=getattr(world, "_capsule", world))
+                      ssd_cache_bytes=int(ssd_cache_bytes), world=self.world._capsule)
         if seed is not None:
             kwargs["seed"] = int(seed)
         self._c = _ember.Collection(tuple(t._tuple() for t in self.tables), tuple(ftuples), **kwargs)

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _ember
 from .batch import JaggedBatch
+from .world import world as _world
 
 
 @dataclass
@@ -29,12 +30,14 @@ class Samples:
 class Reader:
     """config: a config file, or None for the built-in synthetic task;
     path: a file to read instead of the config's data.train_file (or
-    data.eval_file with eval=True); rank, world: this process's share."""
+    data.eval_file with eval=True); world: whose share this rank reads
+    (default ember.world(): under mpirun each rank its own share, as
+    `ember train` reads it)."""
 
-    def __init__(self, config: Optional[str] = None, path: Optional[str] = None, eval: bool = False,
-                 rank: int = 0, world: int = 1):
+    def __init__(self, config: Optional[str] = None, path: Optional[str] = None, eval: bool = False, world=None):
+        w = world if world is not None else _world()
         self._r = _ember.Reader(config=None if config is None else str(config),
-                                path=None if path is None else str(path), eval=bool(eval), rank=rank, world=world)
+                                path=None if path is None else str(path), eval=bool(eval), rank=w.rank, world=w.size)
         d = self._r.describe()
         self.num_dense: int = d["num_dense"]
         self.features: List[Tuple[str, int]] = [tuple(f) for f in d["features"]]  # (name, rows)

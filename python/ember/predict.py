@@ -9,11 +9,14 @@ import numpy as np
 from . import _ember
 from .arrays import as_buffer
 from .batch import JaggedBatch
+from .world import world as _world
 
 
 class Predictor:
     def __init__(self, path: str, threads: int = 0, world=None):
-        self._p = _ember.Predictor(str(path), threads=int(threads), world=getattr(world, "_capsule", world))
+        """world: default ember.world() (under mpirun, scoring is collective)."""
+        self.world = world if world is not None else _world()
+        self._p = _ember.Predictor(str(path), threads=int(threads), world=self.world._capsule)
         d = self._p.describe()
         self.num_dense = d["num_dense"]
         self.feature_names = [f[0] for f in d["features"]]
