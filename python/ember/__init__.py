@@ -27,11 +27,11 @@ if any(k in _os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK
 from ._ember import Error, version
 from .batch import JaggedBatch
 from .collection import Collection
-from .data import Reader, Samples
+from .data import Reader, Samples, synthetic_batches
 from .config import SGD, Adagrad, Adam, FeatureConfig, RowWiseAdagrad, TableConfig
 from .predict import Predictor, predict
 from .world import World, world
 
 __version__ = version()
 __all__ = ["Error", "JaggedBatch", "Collection", "TableConfig", "FeatureConfig", "SGD", "Adagrad",
-           "RowWiseAdagrad", "Adam", "Predictor", "predict", "Reader", "Samples", "World", "world", "version"]
+           "RowWiseAdagrad", "Adam", "Predictor", "predict", "Reader", "Samples", "synthetic_batches", "World", "world", "version"]

@@ -76,3 +76,20 @@ class Reader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def synthetic_batches(tables: int, rows: int, batch_size: int, pooling: int, count: int = 1, *,
+                      zipf: bool = True, alpha: float = 1.05, weighted: bool = False, seed: int = 0,
+                      prefix: str = "f"):
+    """The benchmark workloads' batches (`ember bench`'s ids for the same
+    shape and seed): `tables` features named prefix0.., every bag `pooling`
+    ids, bounded Zipf(alpha) or uniform over rows.  A list of JaggedBatch."""
+    out = []
+    for lengths, ids, weights in _ember.synth_batches(tables=tables, rows=rows, batch_size=batch_size,
+                                                      pooling=pooling, zipf=zipf, alpha=alpha, weighted=weighted,
+                                                      seed=seed, count=count):
+        out.append(JaggedBatch([f"{prefix}{t}" for t in range(tables)], np.frombuffer(lengths, np.int32).copy(),
+                               np.frombuffer(ids, np.int64).copy(),
+                               None if weights is None else np.frombuffer(weights, np.float32).copy(),
+                               batch_size=batch_size))
+    return out

@@ -51,5 +51,6 @@ int py_predictor_register(PyObject *module);
 int py_trainer_register(PyObject *module);
 int py_reader_register(PyObject *module);
 int py_world_register(PyObject *module);
+int py_synth_register(PyObject *module);
 
 #endif

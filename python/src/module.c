@@ -194,7 +194,7 @@ static int module_exec(PyObject *m)
                                                PyExc_RuntimeError, NULL);
     if (!ember_py_error || PyModule_AddObjectRef(m, "Error", ember_py_error) < 0)
         return -1;
-    return py_collection_register(m) || py_predictor_register(m) || py_reader_register(m) || py_world_register(m) ||
+    return py_collection_register(m) || py_predictor_register(m) || py_reader_register(m) || py_world_register(m) || py_synth_register(m) ||
            py_trainer_register(m) ? -1 : 0;
 }
 
