@@ -235,14 +235,8 @@ class EmberEBC:
         self.ember = ember
         self.keys = [f"f{i}" for i in range(a.features)]
         opt = ember.Adagrad(lr=a.lr, eps=a.eps)
-        tables = []
-        for i in range(a.features):
-            try:    # the uniform bound, where this ember has the field (its default is the same 0.05)
-                t = ember.TableConfig(f"t{i}", rows=a.rows, dim=a.dim, optimizer=opt, init="uniform",
-                                      init_value=a.init)
-            except TypeError:
-                t = ember.TableConfig(f"t{i}", rows=a.rows, dim=a.dim, optimizer=opt)
-            tables.append(t)
+        tables = [ember.TableConfig(f"t{i}", rows=a.rows, dim=a.dim, optimizer=opt, init="uniform", init_value=a.init)
+                  for i in range(a.features)]
         features = [ember.FeatureConfig(f"f{i}", table=f"t{i}", pooling="sum") for i in range(a.features)]
         self.ebc = ember.torch.EmbeddingBagCollection(tables, features, threads=threads, seed=a.seed)
         self.info = dict(optimizer="ember Adagrad fused into backward",
