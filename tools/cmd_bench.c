@@ -170,7 +170,7 @@ static double standin_rate(const tool_ctx *ctx)
     double t0 = tool_now();
     arith(4000000);
     double rate[1] = {4000000 / ((tool_now() - t0) * 1e6)};
-    tool_reduce_double(ctx, rate, 1, TOOL_MAX);
+    ember_comm_reduce_double(ctx->world, rate, 1, EMBER_REDUCE_MAX);
     return rate[0];
 }
 
@@ -494,7 +494,7 @@ static int bench_fail(json_t *j, const char *fmt, const char *detail)
 static int bench_agree(const tool_ctx *ctx, json_t *j, const char *why)
 {
     int32_t first;
-    if (!tool_any_failed(ctx, why != NULL, &first))
+    if (!ember_comm_any_failed(ctx->world, why != NULL, &first))
         return 0;
     char msg[768];
     if (why && ctx->size > 1)
@@ -861,7 +861,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
             .num_ids = local_ids,
         };
         if (R > 1)
-            tool_barrier(ctx); /* every rank starts the step together (untimed) */
+            ember_comm_barrier(ctx->world); /* every rank starts the step together (untimed) */
         double a = tool_now();
         /* pipelined: batch n's outputs came from the last step's end;
          * batch n + 1 is begun now and ended after n's backward */
@@ -937,16 +937,16 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     double target_mb = 1.1 * (double)(mem.row_bytes + mem.state_bytes) / 1048576.0 + 256.0;
 
     /* over the ranks: times and memory of the slowest / largest, bytes max and sum */
-    tool_reduce_double(ctx, t_it, 4 * (int64_t)o->iters, TOOL_MAX);
+    ember_comm_reduce_double(ctx->world, t_it, 4 * (int64_t)o->iters, EMBER_REDUCE_MAX);
     int64_t imax[8] = {ru1.ru_minflt - ru0.ru_minflt, mem.row_bytes, mem.state_bytes,
                        mem.workspace_bytes, peak_mb > target_mb, bytes[0], bytes[1], 0};
     int64_t isum[3] = {stats.last_unique_rows, bytes[0], bytes[1]};
     double dmax[5] = {create_ms, gen_ms, anon_huge_mb(), peak_mb, target_mb};
-    tool_reduce_i64(ctx, imax, 8, TOOL_MAX);
-    tool_reduce_i64(ctx, isum, 3, TOOL_SUM);
-    tool_reduce_double(ctx, dmax, 5, TOOL_MAX);
+    ember_comm_reduce_i64(ctx->world, imax, 8, EMBER_REDUCE_MAX);
+    ember_comm_reduce_i64(ctx->world, isum, 3, EMBER_REDUCE_SUM);
+    ember_comm_reduce_double(ctx->world, dmax, 5, EMBER_REDUCE_MAX);
     by_rank[rank] = (double)bytes[0] / o->iters;
-    tool_reduce_double(ctx, by_rank, R, TOOL_SUM); /* each rank fills its own slot */
+    ember_comm_reduce_double(ctx->world, by_rank, R, EMBER_REDUCE_SUM); /* each rank fills its own slot */
 
     double *tt = t_it, *tf = t_it + o->iters, *tb = t_it + 2 * o->iters, *tc = t_it + 3 * o->iters;
     double tmin = tt[0], tmax = tt[0], tsum = tt[0];

@@ -603,7 +603,7 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
             failed = 1;
         }
     }
-    if (tool_any_failed(ctx, failed, NULL))
+    if (ember_comm_any_failed(ctx->world, failed, NULL))
         goto fail;
     for (int32_t t = 0; t < T; t++) {
         if (cf)
@@ -627,7 +627,7 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
     int oom = limits_keys_create(&info, tables, capacity, o.shards, &keys) != 0;
     if (oom)
         tool_local_error(ctx, "limits", "out of memory");
-    if (tool_any_failed(ctx, oom, NULL))
+    if (ember_comm_any_failed(ctx->world, oom, NULL))
         goto fail;
     for (int32_t f = 0; f < F; f++) {
         if (cf)
@@ -648,7 +648,7 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
     cc.world = ctx->world;
     if ((rc = ember_collection_create(&cc, &coll)) != EMBER_OK)
         tool_local_error(ctx, "limits", "%s: %s", ember_status_str(rc), ember_errmsg(NULL));
-    if (tool_any_failed(ctx, rc != EMBER_OK, NULL))
+    if (ember_comm_any_failed(ctx->world, rc != EMBER_OK, NULL))
         goto fail;
 
     /* 3. every batch: this rank's counts per (table, shard), the max over
@@ -701,7 +701,7 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
                     counts[2 * TS] = 2;
                 }
         }
-        tool_reduce_i64(ctx, counts, 2 * TS + 1, TOOL_MAX);
+        ember_comm_reduce_i64(ctx->world, counts, 2 * TS + 1, EMBER_REDUCE_MAX);
         if (counts[2 * TS] == 2)
             goto fail; /* the failing rank said why */
         if (counts[2 * TS] == 1)
@@ -721,7 +721,7 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
         n++;
     }
     /* totals of the global batches: the sum over ranks of their shares */
-    tool_reduce_i64(ctx, totals, 2 * (int64_t)T, TOOL_SUM);
+    ember_comm_reduce_i64(ctx->world, totals, 2 * (int64_t)T, EMBER_REDUCE_SUM);
     for (int32_t t = 0; t < T; t++) {
         obs[t].ids_total = totals[t];
         obs[t].units_total = totals[T + t];

@@ -129,7 +129,7 @@ static int score_all(const tool_ctx *ctx, ember_predictor *p, ctr_source *src, i
         if (!failed && want > 0 && (n = ctr_source_next(src, (int32_t)want, &b, err, len)) < 0)
             failed = 1;
         int64_t agree[2] = {n > 0 ? n : 0, failed};
-        tool_reduce_i64(ctx, agree, 2, TOOL_SUM);
+        ember_comm_reduce_i64(ctx->world, agree, 2, EMBER_REDUCE_SUM);
         if (agree[1]) {
             st = failed ? -1 : -2;
             break;
@@ -257,7 +257,7 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
     int rc = score_all(ctx, p, src, synthetic, samples > 0 ? samples : synthetic ? 65536 : INT64_MAX, &s, err,
                        sizeof err);
     int32_t first = -1;
-    if (tool_any_failed(ctx, rc != 0, &first)) {
+    if (ember_comm_any_failed(ctx->world, rc != 0, &first)) {
         if (first == ctx->rank)
             tool_local_error(ctx, "predict", "%s", err);
         free(s.score), free(s.label), free(s.index);
@@ -267,8 +267,9 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
     }
     float *gs = NULL, *gl = NULL;
     int64_t *gi = NULL, ns = 0, nl = 0, ni = 0;
-    int bad = tool_gather_floats(ctx, s.score, s.n, &gs, &ns) | tool_gather_floats(ctx, s.label, s.n, &gl, &nl) |
-              tool_gather_i64(ctx, s.index, s.n, &gi, &ni);
+    int bad = ember_comm_gather_floats(ctx->world, s.score, s.n, &gs, &ns) |
+              ember_comm_gather_floats(ctx->world, s.label, s.n, &gl, &nl) |
+              ember_comm_gather_i64(ctx->world, s.index, s.n, &gi, &ni);
     free(s.score), free(s.label), free(s.index);
     ctr_source_destroy(src);
     ember_memory mem;
@@ -277,8 +278,8 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     int64_t table_bytes = mem.row_bytes, peak_kb = ru.ru_maxrss; /* every rank's tables; the largest process */
-    tool_reduce_i64(ctx, &table_bytes, 1, TOOL_SUM);
-    tool_reduce_i64(ctx, &peak_kb, 1, TOOL_MAX);
+    ember_comm_reduce_i64(ctx->world, &table_bytes, 1, EMBER_REDUCE_SUM);
+    ember_comm_reduce_i64(ctx->world, &peak_kb, 1, EMBER_REDUCE_MAX);
     int status = 0;
     if (ctx->rank == 0) {
         if (bad) {
@@ -312,6 +313,6 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
     }
     free(gs), free(gl), free(gi);
     int64_t agreed = status; /* every rank exits with rank 0's status */
-    tool_reduce_i64(ctx, &agreed, 1, TOOL_MAX);
+    ember_comm_reduce_i64(ctx->world, &agreed, 1, EMBER_REDUCE_MAX);
     return (int)agreed;
 }

@@ -73,7 +73,7 @@ int main(int argc, char **argv)
     if (status == 0) {
         status = dispatch(&ctx, argc, argv);
         fflush(stdout);
-        status = tool_agree_status(&ctx, status);
+        status = ember_comm_agree_max(ctx.world, status);
     }
     tool_ctx_finish(&ctx);
     return status;

@@ -19,7 +19,8 @@
  *
  * A rank must never leave the others waiting in a collective call: before
  * each collective step a subcommand agrees on its local failures with
- * tool_any_failed() and all ranks bail out together.
+ * ember_comm_any_failed() (src/comm/collect.h, over ctx->world, like the
+ * reductions and gathers of statistics) and all ranks bail out together.
  */
 #ifndef EMBER_TOOLS_TOOL_CTX_H
 #define EMBER_TOOLS_TOOL_CTX_H
@@ -27,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "comm/collect.h"
 #include "ember.h"
 
 typedef struct tool_ctx {
@@ -49,27 +51,10 @@ void tool_ctx_finish(tool_ctx *ctx);
 void tool_local_error(const tool_ctx *ctx, const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Collective: the largest status over ranks (exit codes 0, 1, 2). */
-int tool_agree_status(const tool_ctx *ctx, int status);
-/* Collective: 1 on every rank when `failed` is true on any rank; *first (may
- * be NULL) gets the lowest failing rank, or -1. */
-int tool_any_failed(const tool_ctx *ctx, int failed, int32_t *first);
-/* tool_any_failed, and the lowest failing rank prints msg as cmd's error:
- * 1 on every rank when any failed, else 0. */
+/* ember_comm_any_failed, and the lowest failing rank prints msg as cmd's
+ * error: 1 on every rank when any failed, else 0. */
 int tool_agree_fail(const tool_ctx *ctx, const char *cmd, int failed, const char *msg);
 /* Seconds on a monotonic clock. */
 double tool_now(void);
-
-typedef enum tool_reduce { TOOL_MAX = 0, TOOL_SUM = 1 } tool_reduce;
-/* Collective, in place: v[i] = max or sum over ranks of v[i].  Alone: no-op. */
-void tool_reduce_i64(const tool_ctx *ctx, int64_t *v, int64_t n, tool_reduce op);
-void tool_reduce_double(const tool_ctx *ctx, double *v, int64_t n, tool_reduce op);
-/* Collective: rank 0 gets every rank's n floats, in rank order, in a new
- * array *out (free it) of *total floats; other ranks get *out NULL and
- * *total.  0, or -1 when out of memory on rank 0 (then *out is NULL). */
-int tool_gather_floats(const tool_ctx *ctx, const float *v, int64_t n, float **out, int64_t *total);
-int tool_gather_i64(const tool_ctx *ctx, const int64_t *v, int64_t n, int64_t **out, int64_t *total);
-/* Collective: returns when every rank has called it.  Alone: no-op. */
-void tool_barrier(const tool_ctx *ctx);
 
 #endif

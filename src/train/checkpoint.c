@@ -1,5 +1,5 @@
 /*
- * train_ckpt.c: `ember train`'s checkpoints and --resume (train_tool.h;
+ * checkpoint.c: a training run's checkpoints and resume (run.h;
  * docs/training.md, "Checkpoints and resume").
  *
  * A checkpoint is ember_save's (the tables, their optimizer state and step
@@ -27,15 +27,14 @@
  *
  * Resume: the newest complete checkpoint under the folder is opened (every
  * file's checksum verified), its fingerprint compared line by line with this
- * run's (a difference fails, naming the key and both values; a different
- * world or thread count is allowed with a note, since the result then is
- * not bit-identical), then ember_load, the dense blobs and the data
+ * run's (fingerprint.c: a difference fails, naming the key and both values;
+ * a different world or thread count is allowed with a note, since the
+ * result then is not bit-identical), then ember_load, the dense blobs and the data
  * position.  Each rank opens the checkpoint itself; failures are agreed
  * before every collective call.
  */
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,183 +44,25 @@
 
 #include "ckpt/ckpt.h"
 #include "infer/model.h"
+#include "comm/collect.h"
+#include "comm/comm.h"
 #include "train/dense_sync.h"
-#include "train_tool.h"
+#include "train/run.h"
 
 #define STATE_MAGIC 0x4e49415254424d45LL /* "EMBTRAIN" little-endian */
 #define POS_MAGIC 0x50415441444d4245LL   /* "EBMDATAP" little-endian */
 #define BEST_MAGIC 0x5453454254424d45LL  /* "EMBTBEST" little-endian */
 #define BLOB_VERSION 1
 
-/* ------------------------------------------------------------ fingerprint */
-
-static void add(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void add(char *buf, size_t n, const char *fmt, ...)
-{
-    size_t len = strlen(buf);
-    if (len + 1 >= n)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf + len, n - len, fmt, ap);
-    va_end(ap);
-}
-
-/* The shortest decimal that reads back as x (readable fingerprints). */
-static const char *flt(float x, char buf[32])
-{
-    for (int prec = 6; prec < 9; prec++) {
-        snprintf(buf, 32, "%.*g", prec, (double)x);
-        if (strtof(buf, NULL) == x)
-            return buf;
-    }
-    snprintf(buf, 32, "%.9g", (double)x);
-    return buf;
-}
-
-static void add_widths(char *buf, size_t n, const char *key, int32_t k, const int32_t *w)
-{
-    add(buf, n, "%s ", key);
-    for (int32_t i = 0; i < k; i++)
-        add(buf, n, "%s%d", i ? "-" : "", (int)w[i]);
-    add(buf, n, "%s\n", k ? "" : "none");
-}
-
-/* The run's fingerprint: "key value\n" lines; keys after "soft" only warn. */
-static void fingerprint(const tool_ctx *ctx, const train_setup *s, char *buf, size_t n)
-{
-    const cfg_train *t = &s->t;
-    const dlrm_config *m = dlrm_get_config(s->model);
-    buf[0] = '\0';
-    add(buf, n, "source %s\n", config_source_name(t->source));
-    if (t->source == CFG_SOURCE_SYNTHETIC) {
-        const ctr_synth_config *c = &t->synth;
-        add(buf, n, "data_seed %llu\n", (unsigned long long)c->seed);
-        add(buf, n, "synthetic_features %d dense, %d sparse\n", (int)c->num_dense, (int)c->num_sparse);
-        add(buf, n, "synthetic_rows");
-        for (int32_t f = 0; f < c->num_sparse; f++)
-            add(buf, n, "%s%lld", f ? "," : " ", (long long)c->rows[f]);
-        add(buf, n, "\nsynthetic_alpha");
-        for (int32_t f = 0; f < c->num_sparse; f++)
-            add(buf, n, "%s%.17g", f ? "," : " ", c->alpha[f]);
-        add(buf, n, "\nsynthetic_pooling");
-        for (int32_t f = 0; f < c->num_sparse; f++)
-            add(buf, n, "%s%.17g", f ? "," : " ", c->pooling[f]);
-        add(buf, n, "\nsynthetic_teacher dim %d, hidden %d, scale %.17g, ctr %.17g\n", (int)c->teacher_dim,
-            (int)c->teacher_hidden, c->teacher_scale, c->ctr_rate);
-    } else {
-        add(buf, n, "train_file %s\n", t->train_file ? t->train_file : "");
-        if (t->source == CFG_SOURCE_TSV)
-            add(buf, n, "tsv bad_lines %s, hash_rows %lld\n", t->bad_lines == CTR_BAD_FAIL ? "fail" : "skip",
-                (long long)t->hash_rows);
-        if (t->source == CFG_SOURCE_TEXT) { /* what the schema makes of each column */
-            add(buf, n, "text bad_lines %s, format %s, header %d, max_line %d\n",
-                t->bad_lines == CTR_BAD_FAIL ? "fail" : "skip", t->schema.delimiter == ',' ? "csv" : "tsv",
-                t->schema.header, (int)t->schema.max_line);
-            for (int32_t c = 0; c < t->schema.num_columns; c++) {
-                const ctr_column *k = &t->schema_cols[c];
-                add(buf, n, "column %s type %d label %d transform %d min %.17g max %.17g stats %d mean %.17g std "
-                    "%.17g encoding %d separator %d weighted %d rows %lld\n", k->name, (int)k->type, k->float_label,
-                    (int)k->transform, k->min, k->max, k->has_stats, k->mean, k->std, (int)k->encoding,
-                    (int)k->separator, k->weighted, (long long)k->rows);
-            }
-        }
-        if (t->shuffle) /* only when on: a shuffled position is an ordinal, not a sample (older ones stay equal) */
-            add(buf, n, "shuffle on\n");
-    }
-    add(buf, n, "seed %llu\n", (unsigned long long)m->seed);
-    add(buf, n, "model %d dense, %d sparse, emb_dim %d, %s\n", (int)m->num_dense, (int)m->num_sparse,
-        (int)m->emb_dim, m->interaction == DENSE_INTERACT_DOT ? "dot" : "cat");
-    add_widths(buf, n, "bottom", m->num_bottom, m->bottom);
-    add_widths(buf, n, "top", m->num_top, m->top);
-    add(buf, n, "micro_batch %d\n", (int)t->micro_batch);
-    add(buf, n, "accumulate %d\n", (int)t->accumulate);
-    const dense_optim_config *o = &t->dense_optim;
-    char f[5][32];
-    add(buf, n, "dense_optimizer %s lr %s, beta1 %s, beta2 %s, eps %s, weight_decay %s\n",
-        o->kind == DENSE_ADAM ? "adam" : "sgd", flt(o->lr, f[0]), flt(o->beta1, f[1]), flt(o->beta2, f[2]),
-        flt(o->eps, f[3]), flt(o->weight_decay, f[4]));
-    for (int32_t i = 0; i < s->cc.num_tables; i++) { /* ember_load checks rows, dim and kind only */
-        const ember_optimizer *e = &s->cc.tables[i].optimizer;
-        add(buf, n, "table.%s optimizer %s lr %s, eps %s, weight_decay %s, beta1 %s, beta2 %s\n",
-            s->cc.tables[i].name, ckpt_optimizer_name(e->kind), flt(e->lr, f[0]), flt(e->eps, f[1]),
-            flt(e->weight_decay, f[2]), flt(e->beta1, f[3]), flt(e->beta2, f[4]));
-        const ember_table_config *q = &s->cc.tables[i];
-        if (q->quant_buckets) /* only when on: older checkpoints' fingerprints stay equal */
-            add(buf, n, "table.%s.quantization %d buckets over [%s, %s]\n", q->name, (int)q->quant_buckets,
-                flt(q->quant_low, f[0]), flt(q->quant_high, f[1]));
-    }
-    if (t->lr.warmup > 0 || t->lr.decay != LR_DECAY_NONE) /* only when on, as above */
-        add(buf, n, "lr_schedule warmup %lld, decay %s, final %s, every %lld, gamma %s\n", (long long)t->lr.warmup,
-            config_lr_decay_name(t->lr.decay), flt(t->lr.final, f[0]), (long long)t->lr.every, flt(t->lr.gamma, f[1]));
-    if (t->patience > 0 || t->keep_best) /* the saved verdicts are of this metric */
-        add(buf, n, "early_stop metric %s\n", t->stop_metric_logloss ? "logloss" : "auc");
-    add(buf, n, "soft\n");
-    add(buf, n, "world %d\n", (int)ctx->size);
-    add(buf, n, "threads %d\n", (int)s->threads);
-}
-
-/* The value of key in a fingerprint, into out ("(absent)" when missing);
- * *soft: the key comes after "soft". */
-static void fp_value(const char *fp, const char *key, char *out, size_t n, int *soft)
-{
-    size_t klen = strlen(key);
-    int in_soft = 0;
-    snprintf(out, n, "(absent)");
-    for (const char *p = fp; *p;) {
-        const char *e = strchr(p, '\n');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == 4 && !strncmp(p, "soft", 4))
-            in_soft = 1;
-        else if (len > klen && !strncmp(p, key, klen) && p[klen] == ' ') {
-            snprintf(out, n, "%.*s", (int)(len - klen - 1), p + klen + 1);
-            if (soft)
-                *soft = in_soft;
-            return;
-        }
-        p += len + (e ? 1 : 0);
-    }
-}
-
-/* Compares this run's fingerprint with the checkpoint's.  0, or -1 with the
- * first hard difference in err; soft differences go to note. */
-static int fp_compare(const char *mine, const char *saved, const char *path, char *err, size_t errlen, char *note,
-                      size_t notelen)
-{
-    note[0] = '\0';
-    for (const char *p = mine; *p;) {
-        const char *e = strchr(p, '\n'), *sp;
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        char key[64], a[1024], b[1024];
-        sp = memchr(p, ' ', len);
-        if (sp && (size_t)(sp - p) < sizeof key) {
-            snprintf(key, sizeof key, "%.*s", (int)(sp - p), p);
-            int soft = 0;
-            fp_value(mine, key, a, sizeof a, &soft);
-            fp_value(saved, key, b, sizeof b, NULL);
-            if (strcmp(a, b)) {
-                if (!soft) {
-                    snprintf(err, errlen, "checkpoint %s: %s %.300s, this run %.300s (resume with the settings "
-                             "that saved it, or another --checkpoint-dir)", path, key, b, a);
-                    return -1;
-                }
-                add(note, notelen, "%s%s %s, this run %s", note[0] ? "; " : "", key, b, a);
-            }
-        }
-        p += len + (e ? 1 : 0);
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------------ save */
 
-int train_ckpt_prepare(const tool_ctx *ctx, train_setup *s)
+int train_ckpt_prepare(ember_trainer *s)
 {
     const char *dir = s->t.checkpoint_dir;
     char msg[1024] = "";
     int failed = 0;
     struct stat sb;
-    if (ctx->rank == 0) {
+    if (s->rank == 0) {
         if (mkdir(dir, 0777) == 0) {
             s->ckpt_dir_made = 1;
         } else if (errno != EEXIST) {
@@ -235,22 +76,13 @@ int train_ckpt_prepare(const tool_ctx *ctx, train_setup *s)
             failed = 1;
         }
     }
-    return tool_agree_fail(ctx, "train", failed, msg);
+    return run_agree(s, failed, EMBER_EIO, msg);
 }
 
-void train_ckpt_unprepare(const tool_ctx *ctx, const train_setup *s)
+void train_ckpt_unprepare(ember_trainer *s)
 {
-    if (ctx->rank == 0 && s->ckpt_dir_made && s->t.checkpoint_dir)
+    if (s->rank == 0 && s->ckpt_dir_made && s->t.checkpoint_dir)
         rmdir(s->t.checkpoint_dir); /* only when empty: anything saved stays */
-}
-
-/* Agrees a collective library call's status st: 1 on every rank when any
- * failed.  msg is printed by a rank that saw the cause, not by one that only
- * saw another rank fail (EMBER_ECOMM). */
-static int agree_status(const tool_ctx *ctx, int st, const char *msg)
-{
-    return tool_agree_fail(ctx, "train", st != EMBER_OK && st != EMBER_ECOMM, msg) ||
-           tool_agree_fail(ctx, "train", st != EMBER_OK, msg);
 }
 
 /* Bytes of the files in a folder (rank 0's view). */
@@ -272,12 +104,12 @@ static int64_t folder_bytes(const char *path)
     return total;
 }
 
-int train_ckpt_save(const tool_ctx *ctx, train_setup *s, const char *root, int32_t keep, int64_t step,
-                    int64_t samples, const ctr_position *pos, const train_best *best, train_ckpt_saved *out)
+int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t step, int64_t samples,
+                    const ctr_position *pos, const train_best *best, train_ckpt_saved *out)
 {
-    double t0 = tool_now();
+    double t0 = ember_now();
     char fp[16384];
-    fingerprint(ctx, s, fp, sizeof fp);
+    train_fingerprint(s, fp, sizeof fp);
     dense_sync *ds = trainer_dense_sync(s->tr);
     int64_t nparams = dlrm_num_params(s->model), floats = dense_sync_state_floats(ds), ostep = dense_sync_steps(ds);
     /* the optimizer state whole: its own buffer when replicated, else
@@ -285,13 +117,13 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, const char *root, int32
      * the other ranks only name one) */
     static const float not_read;
     const float *whole = dense_sync_state_whole(ds);
-    float *gathered = floats > 0 && !whole && ctx->rank == 0 ? malloc(sizeof(float) * (size_t)(floats * nparams))
+    float *gathered = floats > 0 && !whole && s->rank == 0 ? malloc(sizeof(float) * (size_t)(floats * nparams))
                                                               : NULL;
-    int ost = floats > 0 && !whole && ctx->rank == 0 && !gathered ? EMBER_ENOMEM : EMBER_OK;
-    if (agree_status(ctx, ost, "out of memory for the dense optimizer state"))
+    int ost = floats > 0 && !whole && s->rank == 0 && !gathered ? EMBER_ENOMEM : EMBER_OK;
+    if (run_agree_status(s, ost, "out of memory for the dense optimizer state"))
         return 1; /* agreed before the gather, so no rank waits in it */
     char oerr[256] = "";
-    if (floats > 0 && !whole && agree_status(ctx, dense_sync_gather_state(ds, gathered, oerr, sizeof oerr), oerr)) {
+    if (floats > 0 && !whole && run_agree_status(s, dense_sync_gather_state(ds, gathered, oerr, sizeof oerr), oerr)) {
         free(gathered);
         return 1;
     }
@@ -332,13 +164,13 @@ int train_ckpt_save(const tool_ctx *ctx, train_setup *s, const char *root, int32
     char msg[1024];
     snprintf(msg, sizeof msg, "checkpoint at step %lld: %s", (long long)step,
              st == EMBER_OK ? "" : ember_errmsg(s->coll));
-    if (agree_status(ctx, st, msg))
+    if (run_agree_status(s, st, msg))
         return 1;
     memset(out, 0, sizeof *out);
     snprintf(out->path, sizeof out->path, "%s/step-%012lld", root, (long long)step);
     out->step = step;
-    out->seconds = tool_now() - t0;
-    out->bytes = ctx->rank == 0 ? folder_bytes(out->path) : 0;
+    out->seconds = ember_now() - t0;
+    out->bytes = s->rank == 0 ? folder_bytes(out->path) : 0;
     return 0;
 }
 
@@ -362,11 +194,10 @@ static const void *blob(const ember_checkpoint *ck, int32_t rank, const char *na
 
 /* Checks the checkpoint against this run and restores the dense model,
  * its optimizer and the counters (this rank only).  0 or -1 with err. */
-static int restore_dense(const tool_ctx *ctx, train_setup *s, const ember_checkpoint *ck, train_resume *rs,
-                         char *err, size_t errlen)
+static int restore_dense(ember_trainer *s, const ember_checkpoint *ck, train_resume *rs, char *err, size_t errlen)
 {
     char mine[16384];
-    fingerprint(ctx, s, mine, sizeof mine);
+    train_fingerprint(s, mine, sizeof mine);
     int64_t fplen = 0;
     const char *fpb = ember_checkpoint_blob(ck, -1, "train.fingerprint", &fplen);
     if (!fpb) {
@@ -381,7 +212,7 @@ static int restore_dense(const tool_ctx *ctx, train_setup *s, const ember_checkp
     }
     memcpy(saved, fpb, (size_t)fplen);
     saved[fplen] = '\0';
-    int rc = fp_compare(mine, saved, ember_checkpoint_path(ck), err, errlen, rs->note, sizeof rs->note);
+    int rc = train_fingerprint_compare(mine, saved, ember_checkpoint_path(ck), err, errlen, rs->note, sizeof rs->note);
     free(saved);
     if (rc)
         return -1;
@@ -412,10 +243,9 @@ static int restore_dense(const tool_ctx *ctx, train_setup *s, const ember_checkp
 
 /* The data position this rank continues from.  The same world: its own;
  * another world: rank 0's, moved to this rank's share (docs/training.md). */
-static int restore_position(const tool_ctx *ctx, train_setup *s, const ember_checkpoint *ck, char *err,
-                            size_t errlen)
+static int restore_position(ember_trainer *s, const ember_checkpoint *ck, char *err, size_t errlen)
 {
-    int32_t W = ember_checkpoint_world(ck), from = W == ctx->size ? ctx->rank : 0;
+    int32_t W = ember_checkpoint_world(ck), from = W == s->size ? s->rank : 0;
     const int64_t *p = blob(ck, from, "data.position", 6 * (int64_t)sizeof(int64_t), err, errlen);
     if (!p)
         return -1;
@@ -427,7 +257,7 @@ static int restore_position(const tool_ctx *ctx, train_setup *s, const ember_che
     ctr_position saved = {p[2], p[3], p[4], p[5]}, here, to;
     ctr_source_tell(s->train_src, &here);
     to = saved;
-    if (W != ctx->size && s->t.source != CFG_SOURCE_SYNTHETIC) {
+    if (W != s->size && s->t.source != CFG_SOURCE_SYNTHETIC) {
         /* the same fraction of this rank's share as rank 0 had done of its own */
         int64_t done = saved.next - saved.begin, len = saved.end - saved.begin, mylen = here.end - here.begin;
         to.next = here.begin + (len > 0 && done > 0
@@ -442,33 +272,32 @@ static int restore_position(const tool_ctx *ctx, train_setup *s, const ember_che
     return 0;
 }
 
-int train_ckpt_resume(const tool_ctx *ctx, train_setup *s, train_resume *rs)
+int train_ckpt_resume(ember_trainer *s)
 {
+    train_resume *rs = &s->rs;
     const char *dir = s->t.checkpoint_dir;
     char err[1536] = "";
     memset(rs, 0, sizeof rs[0]);
     int64_t *steps = NULL, have = ckpt_list_steps(dir, &steps) > 0;
     free(steps);
-    tool_reduce_i64(ctx, &have, 1, TOOL_MAX);
+    ember_comm_reduce_i64(s->world, &have, 1, EMBER_REDUCE_MAX);
     if (!have)
         return 0; /* from scratch; the caller says so */
     ember_checkpoint *ck = NULL;
-    int failed = 0, status = 1;
-    if (ember_checkpoint_open(dir, &ck) != EMBER_OK) {
+    int status = 1, why = ember_checkpoint_open(dir, &ck), failed = why != EMBER_OK;
+    if (failed)
         snprintf(err, sizeof err, "--resume: %s", ember_data_errmsg());
-        failed = 1;
-    }
-    if (!failed)
-        failed = restore_dense(ctx, s, ck, rs, err, sizeof err) != 0;
-    if (tool_agree_fail(ctx, "train", failed, err))
+    else if ((failed = restore_dense(s, ck, rs, err, sizeof err) != 0))
+        why = EMBER_EFORMAT; /* not this run's checkpoint */
+    if (run_agree(s, failed, why, err))
         goto out;
     int st = ember_load(s->coll, ck); /* collective */
     snprintf(err, sizeof err, "checkpoint %s: %s", ember_checkpoint_path(ck),
              st == EMBER_OK ? "" : ember_errmsg(s->coll));
-    if (agree_status(ctx, st, err))
+    if (run_agree_status(s, st, err))
         goto out;
-    failed = restore_position(ctx, s, ck, err, sizeof err) != 0;
-    if (tool_agree_fail(ctx, "train", failed, err))
+    failed = restore_position(s, ck, err, sizeof err) != 0;
+    if (run_agree(s, failed, EMBER_ECORRUPT, err))
         goto out;
     int64_t bytes = -1; /* the best evaluation so far; absent from checkpoints before early stopping */
     const int64_t *b = ember_checkpoint_blob(ck, -1, "train.best", &bytes);

@@ -1,6 +1,6 @@
 /*
- * train_eval.c: evaluation of `ember train` on the held-out samples
- * (train_tool.h): predict, gather to rank 0, score there.
+ * evaluate.c: a training run's evaluation on the held-out samples (run.h):
+ * predict, gather to rank 0, score there.
  *
  * Which samples: the synthetic task's eval stream is global, so every rank
  * asks for the same count per call and each call's global batch is the next
@@ -14,11 +14,14 @@
  * to rank 0, which computes the exact AUC (metrics.c) over all of them.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "train_tool.h"
+#include "comm/collect.h"
+#include "comm/comm.h"
+#include "train/run.h"
 
 typedef struct vec {
     float *v;
@@ -41,13 +44,13 @@ static int vec_push(vec *x, const float *src, int64_t n)
 }
 
 /* Reads and predicts this rank's evaluation samples into prob/label/teacher. */
-static int predict_all(const tool_ctx *ctx, train_setup *s, vec *prob, vec *label, vec *teacher, int *has_teacher,
+static int predict_all(ember_trainer *s, vec *prob, vec *label, vec *teacher, int *has_teacher,
                        char *err, size_t errlen)
 {
-    const int64_t E = s->t.eval_samples, W = ctx->size;
+    const int64_t E = s->t.eval_samples, W = s->size;
     const int32_t m = s->t.micro_batch * s->t.accumulate;
     const int synthetic = s->t.source == CFG_SOURCE_SYNTHETIC;
-    int64_t left = synthetic ? E : E * (ctx->rank + 1) / W - E * ctx->rank / W; /* global, or this rank's */
+    int64_t left = synthetic ? E : E * (s->rank + 1) / W - E * s->rank / W; /* global, or this rank's */
     float *p = malloc((size_t)m * sizeof *p + 4);
     int st = 0, failed = !p;
     if (!p)
@@ -63,7 +66,7 @@ static int predict_all(const tool_ctx *ctx, train_setup *s, vec *prob, vec *labe
         if (!failed && want > 0 && (n = ctr_source_next(s->eval_src, (int32_t)want, &b, err, errlen)) < 0)
             failed = 1;
         int64_t agree[2] = {n > 0 ? n : 0, failed};
-        tool_reduce_i64(ctx, agree, 2, TOOL_SUM);
+        ember_comm_reduce_i64(s->world, agree, 2, EMBER_REDUCE_SUM);
         if (agree[1]) {
             st = failed ? -1 : -2; /* -2: another rank failed */
             break;
@@ -86,37 +89,33 @@ static int predict_all(const tool_ctx *ctx, train_setup *s, vec *prob, vec *labe
     return st;
 }
 
-int train_evaluate(const tool_ctx *ctx, train_setup *s, train_eval_result *out)
+int train_evaluate(ember_trainer *s, train_eval_result *out)
 {
     memset(out, 0, sizeof *out);
     out->auc = out->logloss = out->teacher_auc = out->teacher_logloss = NAN;
-    double t0 = tool_now();
+    double t0 = ember_now();
     vec prob = {0}, label = {0}, teacher = {0};
     char err[512] = "";
     int has_teacher = 0;
-    int st = predict_all(ctx, s, &prob, &label, &teacher, &has_teacher, err, sizeof err);
-    int32_t first = -1;
-    if (tool_any_failed(ctx, st != 0, &first)) {
-        if (first == ctx->rank)
-            tool_local_error(ctx, "train", "%s", err[0] ? err : "evaluation failed");
+    int st = predict_all(s, &prob, &label, &teacher, &has_teacher, err, sizeof err);
+    if (run_agree(s, st != 0, EMBER_EIO, err[0] ? err : "evaluation failed")) {
         free(prob.v), free(label.v), free(teacher.v);
         return 1;
     }
     float *gp = NULL, *gl = NULL, *gt = NULL;
     int64_t np = 0, nl = 0, nt = 0;
-    int bad = tool_gather_floats(ctx, prob.v, prob.n, &gp, &np);
-    bad |= tool_gather_floats(ctx, label.v, label.n, &gl, &nl);
+    int bad = ember_comm_gather_floats(s->world, prob.v, prob.n, &gp, &np) != EMBER_OK;
+    bad |= ember_comm_gather_floats(s->world, label.v, label.n, &gl, &nl) != EMBER_OK;
     if (has_teacher)
-        bad |= tool_gather_floats(ctx, teacher.v, teacher.n, &gt, &nt);
+        bad |= ember_comm_gather_floats(s->world, teacher.v, teacher.n, &gt, &nt) != EMBER_OK;
     free(prob.v), free(label.v), free(teacher.v);
-    if (tool_any_failed(ctx, bad != 0, &first)) {
-        if (first == ctx->rank)
-            tool_local_error(ctx, "train", "evaluation: out of memory gathering %lld scores", (long long)np);
+    snprintf(err, sizeof err, "evaluation: out of memory gathering %lld scores", (long long)np);
+    if (run_agree(s, bad, EMBER_ENOMEM, err)) {
         free(gp), free(gl), free(gt);
         return 1;
     }
     out->samples = np;
-    if (ctx->rank == 0 && np > 0) {
+    if (s->rank == 0 && np > 0) {
         out->auc = metric_auc(gp, gl, np);
         out->logloss = metric_logloss(gp, gl, np);
         if (gt && nt == np) {
@@ -127,10 +126,10 @@ int train_evaluate(const tool_ctx *ctx, train_setup *s, train_eval_result *out)
     free(gp), free(gl), free(gt);
     /* every rank gets rank 0's figures: decisions on them (early stopping,
      * keep_best's checkpoint) are collective */
-    double m[4] = {ctx->rank == 0 ? out->auc : 0, ctx->rank == 0 ? out->logloss : 0,
-                   ctx->rank == 0 ? out->teacher_auc : 0, ctx->rank == 0 ? out->teacher_logloss : 0};
-    tool_reduce_double(ctx, m, 4, TOOL_SUM);
+    double m[4] = {out->auc, out->logloss, out->teacher_auc, out->teacher_logloss};
+    if (s->size > 1 && run_agree_status(s, ember_comm_bcast(s->world, m, (int64_t)sizeof m, 0), "evaluation"))
+        return 1;
     out->auc = m[0], out->logloss = m[1], out->teacher_auc = m[2], out->teacher_logloss = m[3];
-    out->seconds = tool_now() - t0;
+    out->seconds = ember_now() - t0;
     return 0;
 }

@@ -1,6 +1,6 @@
 /*
- * train_plan.c: `ember train` places the config's "auto" tables as
- * `ember plan` would place them for this very run (train_tool.h).
+ * plan_start.c: a training run places the config's "auto" tables as
+ * `ember plan` would place them for this very run (run.h).
  *
  * The run's world and global batch (micro-batch x accumulation x ranks)
  * and id statistics measured on the first batches of the training data
@@ -18,7 +18,7 @@
 #include <jansson.h>
 
 #include "config/plan_config.h"
-#include "train_tool.h"
+#include "train/run.h"
 
 #define TRAIN_PLAN_BATCHES 16 /* batches of the training data measured */
 
@@ -32,7 +32,7 @@ static int parse_name(const char *(*name)(int), int n, const char *s)
 }
 
 /* One note line: what each table got. */
-static void note_tables(train_setup *s, const char *how)
+static void note_tables(ember_trainer *s, const char *how)
 {
     const config_file *cf = s->cf;
     size_t k = (size_t)snprintf(s->plan_note, sizeof s->plan_note, "%s:", how);
@@ -50,7 +50,7 @@ static void note_tables(train_setup *s, const char *how)
 }
 
 /* The placements of a saved `ember plan --json`, by table name. */
-static int apply_saved(train_setup *s, int32_t world, char *err, size_t errlen)
+static int apply_saved(ember_trainer *s, int32_t world, char *err, size_t errlen)
 {
     config_file *cf = s->cf;
     const char *path = s->t.plan_file;
@@ -129,13 +129,13 @@ out:
     return rc;
 }
 
-int train_plan_tables(const tool_ctx *ctx, train_setup *s, int64_t global_batch, char *err, size_t errlen)
+int train_plan_tables(ember_trainer *s, int64_t global_batch, char *err, size_t errlen)
 {
     config_file *cf = s->cf;
     s->plan_note[0] = '\0';
     if (!cf || !cf->num_features) /* the built-in student's tables: row-wise */
         return 0;
-    const int32_t T = cf->num_tables, F = cf->num_features, W = ctx->size;
+    const int32_t T = cf->num_tables, F = cf->num_features, W = s->size;
     if (s->t.plan_file)
         return apply_saved(s, W, err, errlen);
     int any = 0;

@@ -1,8 +1,8 @@
 /*
- * train_setup.c: `ember train` from settings to a running model
- * (train_tool.h): the data sources of this rank, the embedding tables (the
- * config file's, or one per sparse feature of the data for the built-in
- * student), the dense model and the trainer.
+ * setup.c: a training run from settings to a running model (run.h): the
+ * data sources of this rank, the embedding tables (the config file's, or
+ * one per sparse feature of the data for the built-in student), the dense
+ * model and the step trainer; and train.epochs made into steps.
  *
  * The data decides the shape: the model takes the schema's dense and
  * sparse counts, and the tables must hold every id the data can produce
@@ -10,15 +10,16 @@
  * 64-bit keys (schema rows 0) needs a dynamic table, and a dynamic table
  * needs keys.  Failures that only some ranks
  * see (a file one rank cannot open) are agreed before any collective call,
- * and the lowest failing rank prints its message.
+ * with the lowest failing rank's message (run_error.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/collect.h"
 #include "config/data_open.h"
-#include "train_tool.h"
+#include "train/run.h"
 
 /* The evaluation data must fit the training data's model: the same shape,
  * keys where the training data has keys, and ids inside its rows. */
@@ -52,10 +53,10 @@ static int check_eval_shape(const cfg_train *t, const ctr_schema *tr, const ctr_
     return 0;
 }
 
-static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t errlen)
+static int open_sources(ember_trainer *s, char *err, size_t errlen)
 {
     const cfg_train *t = &s->t;
-    int32_t r = ctx->rank, w = ctx->size;
+    int32_t r = s->rank, w = s->size;
     switch (t->source) {
     case CFG_SOURCE_SYNTHETIC:
         if (ctr_source_synth(&t->synth, 0, r, w, &s->train_src, err, errlen) ||
@@ -82,7 +83,7 @@ static int open_sources(const tool_ctx *ctx, train_setup *s, char *err, size_t e
  * keys (schema rows 0: TSV with the table's rows 0, a binary file of format
  * version 2 converted with --rows 0 for the feature), a fixed table row
  * numbers below its rows. */
-static int check_feature(const train_setup *s, int32_t f, char *err, size_t errlen)
+static int check_feature(const ember_trainer *s, int32_t f, char *err, size_t errlen)
 {
     const config_file *cf = s->cf;
     const ember_table_config *tb = &cf->tables[cf->features[f].table];
@@ -118,7 +119,7 @@ static int check_feature(const train_setup *s, int32_t f, char *err, size_t errl
 }
 
 /* The collection config: the file's tables, or one table per feature. */
-static int build_tables(train_setup *s, char *err, size_t errlen)
+static int build_tables(ember_trainer *s, char *err, size_t errlen)
 {
     const ctr_schema *sc = &s->schema;
     const config_file *cf = s->cf;
@@ -178,22 +179,22 @@ static int build_tables(train_setup *s, char *err, size_t errlen)
     return 0;
 }
 
-int train_setup_open(const tool_ctx *ctx, train_setup *s)
+int train_setup_open(ember_trainer *s)
 {
     char err[768] = "";
-    int failed = open_sources(ctx, s, err, sizeof err);
-    if (tool_agree_fail(ctx, "train", failed, err))
+    int failed = open_sources(s, err, sizeof err);
+    if (run_agree(s, failed, EMBER_EIO, err))
         return 1;
     /* the data, the same on every rank, decides the shape */
     failed = build_tables(s, err, sizeof err);
-    if (tool_agree_fail(ctx, "train", failed, err))
+    if (run_agree(s, failed, EMBER_EFORMAT, err))
         return 1;
     s->t.model.num_dense = s->schema.num_dense;
     s->t.model.num_sparse = s->schema.num_sparse;
-    failed = train_plan_tables(ctx, s, (int64_t)s->t.micro_batch * s->t.accumulate * ctx->size, err, sizeof err);
-    if (tool_agree_fail(ctx, "train", failed, err))
+    failed = train_plan_tables(s, (int64_t)s->t.micro_batch * s->t.accumulate * s->size, err, sizeof err);
+    if (run_agree(s, failed, EMBER_EFORMAT, err))
         return 1;
-    s->cc.world = ctx->world;
+    s->cc.world = s->world;
     s->cc.threads = s->threads;
     s->cc.schedule = s->t.schedule;
     /* the dense model is checked against the machine's memory before anything is allocated:
@@ -202,7 +203,7 @@ int train_setup_open(const tool_ctx *ctx, train_setup *s)
     int32_t shards = s->t.optimizer_shards > 0 ? s->t.optimizer_shards : 1;
     int64_t need = dlrm_memory_bytes(&s->t.model, s->t.micro_batch,
                                      s->t.dense_optim.kind == DENSE_ADAM ? (2 + shards - 1) / shards : 0) *
-                   (ctx->local_ranks > 0 ? ctx->local_ranks : 1);
+                   s->local_ranks;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     failed = need > 0 && ram > 0 && (double)need > ram;
@@ -210,25 +211,23 @@ int train_setup_open(const tool_ctx *ctx, train_setup *s)
         snprintf(err, sizeof err, "the dense model needs %.1f GiB of this machine (parameters, gradients, optimizer "
                  "state and the activations of a micro-batch of %d, times its %d ranks), more than its %.1f GiB of "
                  "memory: make its layers narrower or the micro-batch smaller", (double)need / 1073741824.0,
-                 (int)s->t.micro_batch, (int)(ctx->local_ranks > 0 ? ctx->local_ranks : 1), ram / 1073741824.0);
-    if (tool_agree_fail(ctx, "train", failed, err))
+                 (int)s->t.micro_batch, (int)s->local_ranks, ram / 1073741824.0);
+    if (run_agree(s, failed, EMBER_ENOMEM, err))
         return 1;
     int st = ember_collection_create(&s->cc, &s->coll);
     snprintf(err, sizeof err, "%s", st == EMBER_OK ? "" : ember_errmsg(NULL));
-    if (tool_agree_fail(ctx, "train", st != EMBER_OK, err))
+    if (run_agree(s, st != EMBER_OK, st, err))
         return 1;
     failed = dlrm_create(&s->t.model, &s->model, err, sizeof err) != 0;
-    if (tool_agree_fail(ctx, "train", failed, err))
+    if (run_agree(s, failed, EMBER_EFORMAT, err))
         return 1;
     trainer_config tc = {s->t.micro_batch, s->t.accumulate, s->t.dense_optim, s->threads, s->blas_threads,
                          s->t.optimizer_shards};
-    failed = trainer_create(&tc, s->coll, s->model, &s->tr, err, sizeof err) != EMBER_OK;
-    if (tool_agree_fail(ctx, "train", failed, err))
-        return 1;
-    return 0;
+    st = trainer_create(&tc, s->coll, s->model, &s->tr, err, sizeof err);
+    return run_agree(s, st != EMBER_OK, st, err);
 }
 
-void train_setup_close(train_setup *s)
+void train_setup_close(ember_trainer *s)
 {
     trainer_destroy(s->tr);
     dlrm_destroy(s->model);
@@ -241,4 +240,27 @@ void train_setup_close(train_setup *s)
     s->coll = NULL;
     s->train_src = s->eval_src = NULL;
     s->cf = NULL;
+}
+
+int train_epochs_to_steps(ember_trainer *s)
+{
+    cfg_train *t = &s->t;
+    ctr_position pos;
+    ctr_source_tell(s->train_src, &pos);
+    /* the largest share (a rank whose share runs out first rewinds, as
+     * always), and the file's samples for the summary's epoch count */
+    int64_t share[2] = {pos.end - pos.begin, pos.end - pos.begin}; /* max, sum */
+    ember_comm_reduce_i64(s->world, &share[0], 1, EMBER_REDUCE_MAX);
+    ember_comm_reduce_i64(s->world, &share[1], 1, EMBER_REDUCE_SUM);
+    s->file_samples = t->source == CFG_SOURCE_SYNTHETIC ? 0 : share[1];
+    if (t->epochs <= 0)
+        return 0;
+    if (t->source == CFG_SOURCE_SYNTHETIC || share[0] == 0) {
+        run_fail_rank(s, 0, EMBER_EFORMAT, "train.epochs needs a training file with samples (the built-in task is "
+                      "an endless stream: give train.steps)");
+        return 1;
+    }
+    int64_t kb = (int64_t)t->micro_batch * t->accumulate;
+    t->steps = t->epochs * ((share[0] + kb - 1) / kb);
+    return 0;
 }

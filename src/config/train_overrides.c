@@ -1,0 +1,135 @@
+/*
+ * train_overrides.c: the trainer's overrides (include/ember-train.h): all
+ * unset, one set from text by its option name, and the whole checked.  One
+ * table holds every numeric override's range, so `ember train --steps`,
+ * Python's steps= and a struct filled by hand meet the same limits.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/train_settings.h"
+
+typedef struct int_override {
+    const char *name;            /* the option without its dashes            */
+    int64_t lo, hi;
+    size_t off;
+    int wide;                    /* 1: int64_t, 0: int32_t                   */
+} int_override;
+
+#define I64(n, lo, hi, f) {n, lo, hi, offsetof(ember_train_overrides, f), 1}
+#define I32(n, lo, hi, f) {n, lo, hi, offsetof(ember_train_overrides, f), 0}
+static const int_override INTS[] = {
+    I64("steps", 0, INT64_C(1) << 40, steps),
+    I64("seed", 0, INT64_MAX, seed),
+    I32("threads", 1, 4096, threads),
+    I32("blas-threads", 1, 4096, blas_threads),
+    I32("micro-batch", 1, 1 << 24, micro_batch),
+    I32("accumulate", 1, 1 << 16, accumulate),
+    I32("optimizer-shards", 0, 1 << 20, optimizer_shards),
+    I64("lr-warmup", 0, INT64_C(1) << 40, lr_warmup),
+    I64("eval-every", 0, INT64_C(1) << 40, eval_every),
+    I64("eval-samples", 0, 1 << 30, eval_samples),
+    I64("checkpoint-every", 0, INT64_C(1) << 40, checkpoint_every),
+    I32("keep", 0, 1 << 20, keep),
+};
+#define NINTS (sizeof INTS / sizeof INTS[0])
+
+#define STR(n, f) {n, offsetof(ember_train_overrides, f)}
+static const struct { const char *name; size_t off; } STRS[] = {
+    STR("train-file", train_file), STR("eval-file", eval_file), STR("checkpoint-dir", checkpoint_dir),
+    STR("metrics", metrics),       STR("plot", plot),           STR("schedule", schedule),
+    STR("lr-decay", lr_decay),
+};
+
+static int64_t get_int(const ember_train_overrides *o, const int_override *x)
+{
+    const char *p = (const char *)o + x->off;
+    return x->wide ? *(const int64_t *)p : *(const int32_t *)p;
+}
+
+static void put_int(ember_train_overrides *o, const int_override *x, int64_t v)
+{
+    char *p = (char *)o + x->off;
+    if (x->wide)
+        *(int64_t *)p = v;
+    else
+        *(int32_t *)p = (int32_t)v;
+}
+
+/* "micro-batch" and "micro_batch" alike. */
+static int same_name(const char *a, const char *b)
+{
+    for (; *a && *b; a++, b++)
+        if (*a != *b && !((*a == '-' || *a == '_') && (*b == '-' || *b == '_')))
+            return 0;
+    return *a == *b;
+}
+
+static int decay_ok(const char *v)
+{
+    return !strcmp(v, "none") || !strcmp(v, "linear") || !strcmp(v, "cosine");
+}
+
+void ember_train_overrides_init(ember_train_overrides *o)
+{
+    memset(o, 0, sizeof *o);
+    for (size_t k = 0; k < NINTS; k++)
+        put_int(o, &INTS[k], -1);
+}
+
+int ember_train_overrides_set(ember_train_overrides *o, const char *name, const char *value)
+{
+    if (!o || !name)
+        return EMBER_EINVAL;
+    for (size_t k = 0; k < NINTS; k++) {
+        if (!same_name(name, INTS[k].name))
+            continue;
+        char *end;
+        if (!value || !*value)
+            return EMBER_EINVAL;
+        long long v = strtoll(value, &end, 0);
+        if (*end || v < INTS[k].lo || v > INTS[k].hi)
+            return EMBER_EINVAL;
+        put_int(o, &INTS[k], v);
+        return EMBER_OK;
+    }
+    for (size_t k = 0; k < sizeof STRS / sizeof STRS[0]; k++) {
+        if (!same_name(name, STRS[k].name))
+            continue;
+        if (!value || !*value || (same_name(name, "schedule") && config_schedule_parse(value) < 0) ||
+            (same_name(name, "lr-decay") && !decay_ok(value)))
+            return EMBER_EINVAL;
+        *(const char **)((char *)o + STRS[k].off) = value;
+        return EMBER_OK;
+    }
+    if (same_name(name, "resume")) {
+        int on = value && (!strcmp(value, "1") || !strcmp(value, "true"));
+        if (!on && !(value && (!strcmp(value, "0") || !strcmp(value, "false"))))
+            return EMBER_EINVAL;
+        o->resume = on;
+        return EMBER_OK;
+    }
+    return 1;
+}
+
+int train_overrides_check(const ember_train_overrides *o, char *err, size_t errlen)
+{
+    for (size_t k = 0; k < NINTS; k++) {
+        int64_t v = get_int(o, &INTS[k]);
+        if (v != -1 && (v < INTS[k].lo || v > INTS[k].hi)) {
+            snprintf(err, errlen, "override %s: must be in %lld..%lld (or -1: the config's), got %lld", INTS[k].name,
+                     (long long)INTS[k].lo, (long long)INTS[k].hi, (long long)v);
+            return -1;
+        }
+    }
+    if (o->schedule && config_schedule_parse(o->schedule) < 0) {
+        snprintf(err, errlen, "override schedule: \"%.100s\" is not blocking, overlap or stale", o->schedule);
+        return -1;
+    }
+    if (o->lr_decay && !decay_ok(o->lr_decay)) {
+        snprintf(err, errlen, "override lr-decay: \"%.100s\" is not none, linear or cosine", o->lr_decay);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,144 @@
+/*
+ * api.c: the trainer of include/ember-train.h: open, run, close, and the
+ * order of everything in between (run.h):
+ *
+ *   open   overrides checked; the config read (agreed: a file one rank
+ *          cannot read fails every rank); settings; sources, tables, dense
+ *          model and step trainer; train.epochs made steps; the checkpoint
+ *          folder prepared; with resume, the newest checkpoint restored
+ *   run    "start" (and "resume"), the loop, the summary
+ *   close  everything freed; a checkpoint folder open made is removed
+ *          again when the run failed and left it empty
+ *
+ * The handle exists from the first moment, so a failed open still has its
+ * message for the caller.
+ */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/collect.h"
+#include "train/run.h"
+
+/* The overrides with their strings copied into s (the caller's may go). */
+static int copy_overrides(ember_trainer *s, const ember_train_overrides *o, ember_train_overrides *out)
+{
+    if (o)
+        *out = *o;
+    else
+        ember_train_overrides_init(out);
+    const char **strs[] = {&out->train_file, &out->eval_file, &out->checkpoint_dir, &out->metrics,
+                           &out->plot,       &out->schedule,  &out->lr_decay};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if (*strs[i] && !(*strs[i] = s->owned[i] = strdup(*strs[i])))
+            return -1;
+    return 0;
+}
+
+/* Everything of open after the handle: 0, or a status with s->errmsg. */
+static int open_run(ember_trainer *s, const char *config_path, const ember_train_overrides *given)
+{
+    char err[1024] = "";
+    ember_train_overrides o;
+    if (copy_overrides(s, given, &o))
+        return run_fail(s, EMBER_ENOMEM, "out of memory");
+    if (train_overrides_check(&o, err, sizeof err))
+        return run_fail(s, EMBER_EINVAL, "%s", err);
+    if (config_path) {
+        int failed = config_file_load(config_path, &s->cf, err, sizeof err) != 0;
+        if (run_agree(s, failed, EMBER_EFORMAT, err))
+            return s->status;
+    }
+    train_settings set;
+    int st = train_settings_make(s->cf, config_path, &o, &set, err, sizeof err);
+    if (st != EMBER_OK)
+        return run_fail(s, st, "%s", err);
+    s->t = set.t;
+    s->name = set.name;
+    s->threads = set.threads;
+    s->blas_threads = set.blas_threads;
+    s->resume = set.resume;
+    omp_set_num_threads(s->threads); /* the synthetic data's loops, too */
+    if (train_setup_open(s) || train_epochs_to_steps(s) || (s->t.checkpoint_dir && train_ckpt_prepare(s)) ||
+        (s->resume && train_ckpt_resume(s)))
+        return s->status;
+    return EMBER_OK;
+}
+
+int ember_trainer_open(const char *config_path, const ember_train_overrides *o, ember_world *world,
+                       ember_train_event_fn on_event, void *ctx, ember_trainer **out)
+{
+    if (!out)
+        return EMBER_EINVAL;
+    ember_trainer *s = *out = calloc(1, sizeof *s);
+    if (!s)
+        return EMBER_ENOMEM;
+    s->world = world;
+    s->rank = ember_world_rank(world);
+    s->size = ember_world_size(world);
+    s->local_ranks = ember_comm_local_ranks(world);
+    s->on_event = on_event;
+    s->event_ctx = ctx;
+    int st = open_run(s, config_path, o);
+    if (st == EMBER_OK)
+        s->state = RUN_OPEN;
+    return st;
+}
+
+int ember_trainer_info(const ember_trainer *s, ember_train_info *out)
+{
+    if (!s || !out || s->state == RUN_FAILED)
+        return s && out ? EMBER_ESTATE : EMBER_EINVAL;
+    memset(out, 0, sizeof *out);
+    out->name = s->name;
+    out->metrics = s->t.metrics ? s->t.metrics : "";
+    out->plot = s->t.plot ? s->t.plot : "";
+    out->checkpoint_dir = s->t.checkpoint_dir;
+    out->steps = s->t.steps;
+    out->resumed = s->rs.resumed;
+    out->rank = s->rank;
+    out->world = s->size;
+    return EMBER_OK;
+}
+
+int ember_trainer_run(ember_trainer *s)
+{
+    if (!s)
+        return EMBER_EINVAL;
+    if (s->state != RUN_OPEN)
+        return run_fail(s, EMBER_ESTATE, "ember_trainer_run: the trainer %s",
+                        s->state == RUN_DONE ? "has run already" : "did not open");
+    s->state = RUN_FAILED; /* once */
+    train_event_start(s);
+    if (s->resume)
+        train_event_resume(s);
+    if (train_loop(s) || train_summary(s))
+        return s->status;
+    if (s->rank == 0 && s->on_event)
+        s->on_event(s->event_ctx, s->summary);
+    s->state = RUN_DONE;
+    return EMBER_OK;
+}
+
+const char *ember_trainer_summary(const ember_trainer *s)
+{
+    return s && s->state == RUN_DONE ? s->summary : NULL;
+}
+
+const char *ember_trainer_errmsg(const ember_trainer *s)
+{
+    return s ? s->errmsg : "out of memory";
+}
+
+void ember_trainer_close(ember_trainer *s)
+{
+    if (!s)
+        return;
+    if (s->state != RUN_DONE)
+        train_ckpt_unprepare(s); /* no empty folder left behind */
+    train_setup_close(s);
+    for (size_t i = 0; i < sizeof s->owned / sizeof s->owned[0]; i++)
+        free(s->owned[i]);
+    free(s->summary);
+    free(s);
+}

@@ -1,0 +1,163 @@
+/*
+ * events.c: what a training run tells its caller (run.h, ember-train.h):
+ * one JSON object per event, handed to the callback on rank 0.  These are
+ * the lines of `ember train --json` and of its metrics file, so their
+ * fields and their order are a format: fields may be added, never renamed
+ * or removed.  Reals have 8 significant digits; a non-finite one is null.
+ *
+ * Fields for the text `ember train` prints and the JSON lines never had
+ * (the start event's tables, bottom, top, dense_optimizer, dense_lr,
+ * placement and evaluation) come after the older ones.  "progress" is the
+ * one event the JSON lines leave out: one per step that is not logged, for
+ * a progress bar.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include <jansson.h>
+
+#include "train/dense_sync.h"
+#include "train/run.h"
+
+static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* Rank 0, with a callback: anything else has no use for the event. */
+static int wanted(const ember_trainer *s) { return s->rank == 0 && s->on_event; }
+
+void train_event_emit(ember_trainer *s, void *event)
+{
+    json_t *j = event;
+    char *text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
+    json_decref(j);
+    if (text)
+        s->on_event(s->event_ctx, text);
+    free(text);
+}
+
+static json_t *widths(int32_t k, const int32_t *w)
+{
+    json_t *a = json_array();
+    for (int32_t i = 0; i < k; i++)
+        json_array_append_new(a, json_integer(w[i]));
+    return a;
+}
+
+void train_event_start(ember_trainer *s)
+{
+    if (!wanted(s))
+        return;
+    const cfg_train *t = &s->t;
+    const dlrm_config *m = &t->model;
+    int64_t rows = 0, global_batch = (int64_t)t->micro_batch * t->accumulate * s->size;
+    for (int32_t i = 0; i < s->cc.num_tables; i++)
+        rows += s->cc.tables[i].rows;
+    json_t *j = json_object();
+    json_object_set_new(j, "event", json_string("start"));
+    json_object_set_new(j, "name", json_string(s->name));
+    json_object_set_new(j, "source", json_string(config_source_name(t->source)));
+    if (t->train_file)
+        json_object_set_new(j, "train_file", json_string(t->train_file));
+    if (t->eval_file)
+        json_object_set_new(j, "eval_file", json_string(t->eval_file));
+    json_object_set_new(j, "world", json_integer(s->size));
+    json_object_set_new(j, "threads", json_integer(s->threads));
+    json_object_set_new(j, "micro_batch", json_integer(t->micro_batch));
+    json_object_set_new(j, "accumulate", json_integer(t->accumulate));
+    json_object_set_new(j, "global_batch", json_integer(global_batch));
+    json_object_set_new(j, "steps", json_integer(t->steps));
+    json_object_set_new(j, "eval_every", json_integer(t->eval_every));
+    json_object_set_new(j, "eval_samples", !s->eval_src ? json_integer(0)
+                                           : t->eval_samples >= CFG_EVAL_ALL ? json_string("all")
+                                                                             : json_integer(t->eval_samples));
+    json_object_set_new(j, "dense_features", json_integer(m->num_dense));
+    json_object_set_new(j, "sparse_features", json_integer(m->num_sparse));
+    json_object_set_new(j, "emb_dim", json_integer(m->emb_dim));
+    json_object_set_new(j, "embedding_rows", json_integer(rows));
+    json_object_set_new(j, "dense_params", json_integer(dlrm_num_params(s->model)));
+    json_object_set_new(j, "optimizer_shards", json_integer(t->optimizer_shards));
+    json_object_set_new(j, "dense_optimizer_bytes_per_rank",
+                        json_integer(dense_sync_state_bytes(trainer_dense_sync(s->tr))));
+    json_object_set_new(j, "schedule", json_string(config_schedule_name(t->schedule)));
+    json_t *lr = json_object();
+    json_object_set_new(lr, "warmup", json_integer(t->lr.warmup));
+    json_object_set_new(lr, "decay", json_string(config_lr_decay_name(t->lr.decay)));
+    json_object_set_new(lr, "final", json_real(t->lr.final));
+    json_object_set_new(lr, "every", json_integer(t->lr.every));
+    json_object_set_new(lr, "gamma", json_real(t->lr.gamma));
+    json_object_set_new(j, "lr_schedule", lr);
+    json_object_set_new(j, "interaction", json_string(m->interaction == DENSE_INTERACT_DOT ? "dot" : "cat"));
+    json_object_set_new(j, "tables", json_integer(s->cc.num_tables));
+    json_object_set_new(j, "bottom", widths(m->num_bottom, m->bottom));
+    json_object_set_new(j, "top", widths(m->num_top, m->top));
+    json_object_set_new(j, "dense_optimizer", json_string(t->dense_optim.kind == DENSE_ADAM ? "adam" : "sgd"));
+    json_object_set_new(j, "dense_lr", json_real(t->dense_optim.lr));
+    if (s->plan_note[0])
+        json_object_set_new(j, "placement", json_string(s->plan_note));
+    json_object_set_new(j, "evaluation", json_boolean(s->eval_src != NULL));
+    train_event_emit(s, j);
+}
+
+void train_event_resume(ember_trainer *s)
+{
+    if (!wanted(s))
+        return;
+    const train_resume *rs = &s->rs;
+    json_t *j = json_object();
+    json_object_set_new(j, "event", json_string("resume"));
+    json_object_set_new(j, "step", json_integer(rs->step));
+    json_object_set_new(j, "samples", json_integer(rs->samples));
+    json_object_set_new(j, "checkpoint", rs->resumed ? json_string(rs->path) : json_null());
+    if (rs->note[0])
+        json_object_set_new(j, "differences", json_string(rs->note));
+    train_event_emit(s, j);
+}
+
+void train_event_step(ember_trainer *s, int64_t step, int64_t samples, double seconds, int logged, double loss)
+{
+    if (!wanted(s))
+        return;
+    json_t *j = json_object();
+    json_object_set_new(j, "event", json_string(logged ? "train" : "progress"));
+    json_object_set_new(j, "step", json_integer(step));
+    if (logged) {
+        /* rates count from where a resumed run started */
+        double rate = seconds > 0 ? (double)(samples - s->rs.samples) / seconds : 0;
+        json_object_set_new(j, "samples", json_integer(samples));
+        json_object_set_new(j, "loss", num(loss));
+        json_object_set_new(j, "samples_per_s", num(rate));
+    } else {
+        json_object_set_new(j, "steps", json_integer(s->t.steps));
+        json_object_set_new(j, "samples", json_integer(samples));
+    }
+    json_object_set_new(j, "seconds", num(seconds));
+    train_event_emit(s, j);
+}
+
+void train_event_eval(ember_trainer *s, int64_t step, const train_eval_result *e)
+{
+    if (!wanted(s))
+        return;
+    json_t *j = json_object();
+    json_object_set_new(j, "event", json_string("eval"));
+    json_object_set_new(j, "step", json_integer(step));
+    json_object_set_new(j, "samples", json_integer(e->samples));
+    json_object_set_new(j, "auc", num(e->auc));
+    json_object_set_new(j, "logloss", num(e->logloss));
+    json_object_set_new(j, "teacher_auc", num(e->teacher_auc));
+    json_object_set_new(j, "teacher_logloss", num(e->teacher_logloss));
+    json_object_set_new(j, "seconds", num(e->seconds));
+    train_event_emit(s, j);
+}
+
+void train_event_checkpoint(ember_trainer *s, const train_ckpt_saved *c)
+{
+    if (!wanted(s))
+        return;
+    json_t *j = json_object();
+    json_object_set_new(j, "event", json_string("checkpoint"));
+    json_object_set_new(j, "step", json_integer(c->step));
+    json_object_set_new(j, "path", json_string(c->path));
+    json_object_set_new(j, "mb", num((double)c->bytes / 1e6));
+    json_object_set_new(j, "seconds", num(c->seconds));
+    train_event_emit(s, j);
+}

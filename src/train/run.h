@@ -1,0 +1,195 @@
+/*
+ * run.h: inside the trainer of include/ember-train.h, a whole training run
+ * (docs/training.md, "The loop"), one concern per file:
+ *
+ *   api.c           open, run, close: the order of everything
+ *   run_error.c     failures agreed over the world, and their messages
+ *   src/config/train_settings.c  the config, then the overrides
+ *   setup.c         data sources, tables, dense model, step trainer; epochs
+ *   plan_start.c    the config's "auto" tables placed as `ember plan` would
+ *   loop.c          the steps, with evaluations and checkpoints between
+ *   evaluate.c      evaluation on held-out samples, scored on rank 0
+ *   checkpoint.c    checkpoints of the run's state, and resume
+ *   fingerprint.c   the settings a checkpoint must match to resume
+ *   events.c        the JSON events (start, train, progress, eval, ...)
+ *   summary.c       the summary's reductions over ranks, and its JSON
+ *
+ * Every rank runs all of it, and the collective parts (set-up, the step,
+ * evaluation, checkpoints, the summary) in the same order.  A failure is
+ * agreed before the next collective call, so every rank stops together
+ * with the same status and message (run_error.c).
+ */
+#ifndef EMBER_TRAIN_RUN_H
+#define EMBER_TRAIN_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/config_file.h"
+#include "config/train_settings.h"
+#include "ember-train.h"
+#include "train/prefetch.h"
+#include "train/train.h"
+
+/* The best evaluation so far, for early stopping and keep_best; saved in
+ * every checkpoint, so a resumed run stops where the uninterrupted one
+ * would. */
+typedef struct train_best {
+    int64_t have;                /* an evaluation was seen                  */
+    double metric;               /* AUC, or log loss (train.early_stop)     */
+    int64_t step;                /* its step                                */
+    int64_t bad;                 /* evaluations since, none better          */
+} train_best;
+
+typedef struct train_resume {
+    int resumed;                 /* 0: no checkpoint under the folder       */
+    train_best best;             /* as saved (zero in an older checkpoint)  */
+    int64_t step, samples;       /* where the run continues                 */
+    int32_t saved_world;
+    char path[4096];             /* the step folder                         */
+    char note[1024];             /* soft differences (world, threads), or "" */
+} train_resume;
+
+typedef struct train_eval_result {
+    int64_t samples;             /* over all ranks                          */
+    double auc, logloss;
+    double teacher_auc, teacher_logloss; /* NaN without a teacher          */
+    double seconds;
+} train_eval_result;
+
+typedef struct train_ckpt_saved {
+    int64_t step, bytes;         /* bytes: rank 0 only                      */
+    double seconds;
+    char path[4096];
+} train_ckpt_saved;
+
+/* What the loop counts, for the summary. */
+typedef struct train_loop_stats {
+    int64_t steps, samples;      /* in all, a resumed run's earlier ones too */
+    int64_t run_samples, run_steps; /* this run's                            */
+    double seconds, eval_seconds, data_seconds, ckpt_seconds;
+    int have_eval;
+    train_eval_result eval;      /* the run's last evaluation               */
+    train_best best;
+    int64_t stopped_at;          /* > 0: stopped early after this step      */
+} train_loop_stats;
+
+enum { RUN_FAILED = 0, RUN_OPEN, RUN_DONE };
+
+struct ember_trainer {
+    ember_world *world;          /* NULL: alone                             */
+    int32_t rank, size;
+    int32_t local_ranks;         /* ranks on this machine                   */
+    ember_train_event_fn on_event;
+    void *event_ctx;
+    char *owned[8];              /* copies of the overrides' strings        */
+
+    cfg_train t;                 /* settings after the overrides            */
+    const char *name;            /* the config's name, or "synthetic"       */
+    config_file *cf;             /* NULL: the built-in task                 */
+    int32_t threads, blas_threads; /* per rank                              */
+    int resume;                  /* resume from the newest checkpoint       */
+
+    ctr_source *train_src, *eval_src; /* eval_src NULL: no evaluation       */
+    ctr_schema schema;           /* what the sources yield                  */
+    ember_collection_config cc;  /* points into tables/features below or cf */
+    ember_table_config tables[CTR_MAX_FEATURES];
+    ember_feature_config features[CTR_MAX_FEATURES];
+    char names[2][CTR_MAX_FEATURES][40];
+    ember_collection *coll;
+    dlrm *model;
+    trainer *tr;
+    int ckpt_dir_made;           /* checkpoint_prepare created the folder    */
+    int64_t file_samples;        /* the training file's samples (lines for a
+                                    TSV, bad ones too); 0: the built-in task */
+    char plan_note[1024];        /* how "auto" tables were placed; "" none  */
+
+    train_resume rs;             /* where the run starts                    */
+    train_loop_stats ls;
+    int state;                   /* RUN_FAILED, RUN_OPEN (may run), RUN_DONE */
+    char *summary;               /* the summary's JSON after the run        */
+    int status;                  /* of the last failure                     */
+    char errmsg[1100];
+};
+
+/* ------------------------------------------------------------ failures */
+
+/* A failure some ranks may have seen alone, agreed (collective): 1 on
+ * every rank when any rank failed, which then all hold the lowest failing
+ * rank's status and message ("rank R: " before it in a world of more than
+ * one); else 0.  EMBER_EINVAL becomes EMBER_EFORMAT (EINVAL is the
+ * settings' own, ember-train.h). */
+int run_agree(ember_trainer *s, int failed, int status, const char *msg);
+/* A library call's agreed status st: 1 on every rank when any failed.  The
+ * message is of a rank that saw the cause, not of one that only saw another
+ * rank fail (EMBER_ECOMM). */
+int run_agree_status(ember_trainer *s, int st, const char *msg);
+/* A failure every rank saw alike: the status, the message as it is. */
+int run_fail(ember_trainer *s, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A failure every rank saw alike, told as rank `rank`'s ("rank R: ..." in
+ * a world of more than one).  Returns status. */
+int run_fail_rank(ember_trainer *s, int32_t rank, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* -------------------------------------------------------------- set-up */
+
+/* Opens the sources and builds collection, model and trainer.  Collective;
+ * 0, or 1 on every rank (agreed). */
+int train_setup_open(ember_trainer *s);
+void train_setup_close(ember_trainer *s);
+/* train.epochs: the steps of that many passes over the training file; the
+ * file's samples.  Collective; 0 or 1. */
+int train_epochs_to_steps(ember_trainer *s);
+/* The config's "auto" tables placed as `ember plan` would for this run:
+ * its world, its global batch, id statistics of the training data's first
+ * batches (or the synthetic law), or a saved plan (train.plan).  Every rank
+ * computes the same.  0, or -1 with err (local). */
+int train_plan_tables(ember_trainer *s, int64_t global_batch, char *err, size_t errlen);
+
+/* --------------------------------------------------------- checkpoints */
+
+/* Rank 0 creates the folder if needed and checks it can write there.
+ * Collective; 0 or 1. */
+int train_ckpt_prepare(ember_trainer *s);
+/* After a failed run: the folder prepare created goes again if empty. */
+void train_ckpt_unprepare(ember_trainer *s);
+/* Saves the tables and the run's state after `step` steps (samples: over
+ * all ranks so far; pos: this rank's data position after the step's
+ * batch).  Collective; 0 or 1. */
+int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t step, int64_t samples,
+                    const ctr_position *pos, const train_best *best, train_ckpt_saved *out);
+/* Restores the newest complete checkpoint under the folder into s->rs
+ * (rs.resumed 0 when there is none); the training source must not be read
+ * yet.  Collective; 0 or 1. */
+int train_ckpt_resume(ember_trainer *s);
+/* The run's fingerprint: "key value\n" lines; keys after "soft" only warn. */
+void train_fingerprint(const ember_trainer *s, char *buf, size_t n);
+/* Compares this run's fingerprint with a checkpoint's.  0, or -1 with the
+ * first hard difference in err; soft differences go to note. */
+int train_fingerprint_compare(const char *mine, const char *saved, const char *path, char *err, size_t errlen,
+                              char *note, size_t notelen);
+
+/* ---------------------------------------------------- loop, evaluation */
+
+/* The steps from s->rs.step on, into s->ls.  Collective; 0 or 1. */
+int train_loop(ember_trainer *s);
+/* Predicts up to t.eval_samples held-out samples, scored on rank 0; every
+ * rank gets rank 0's figures.  Collective; 0 or 1. */
+int train_evaluate(ember_trainer *s, train_eval_result *out);
+
+/* -------------------------------------------------------------- events */
+
+void train_event_start(ember_trainer *s);
+void train_event_resume(ember_trainer *s);
+/* After a step: "train" when logged (loss: the window's mean), else
+ * "progress"; seconds: training time so far (no evaluation, checkpoints). */
+void train_event_step(ember_trainer *s, int64_t step, int64_t samples, double seconds, int logged, double loss);
+void train_event_eval(ember_trainer *s, int64_t step, const train_eval_result *e);
+void train_event_checkpoint(ember_trainer *s, const train_ckpt_saved *c);
+/* Hands one event to the callback (rank 0); takes j (a json_t *). */
+void train_event_emit(ember_trainer *s, void *j);
+/* Reductions over ranks (collective) and the summary's JSON into
+ * s->summary on every rank.  0 or 1. */
+int train_summary(ember_trainer *s);
+
+#endif
