@@ -19,7 +19,7 @@
  *             checkpoints of the same model state have the same digests
  *
  * and per blob its size and XXH64, decoded for `ember train`'s own blobs
- * (train_ckpt.c).  Not collective: under mpirun every rank would print the
+ * (src/train/checkpoint.c).  Not collective: under mpirun every rank would print the
  * same, so only rank 0's output is kept (tool_ctx.h).
  */
 #include <jansson.h>
@@ -124,7 +124,7 @@ static json_t *hex(uint64_t v)
     return json_string(b);
 }
 
-/* What `ember train`'s own blobs say (train_ckpt.c); NULL for others. */
+/* What `ember train`'s own blobs say (src/train/checkpoint.c); NULL for others. */
 static json_t *known_blob(const char *name, const void *p, int64_t bytes, char *text, size_t n)
 {
     text[0] = '\0';

@@ -1,6 +1,6 @@
 /*
  * tool_ctx.h: what every subcommand of `ember` gets besides its arguments:
- * the world it runs in, and the few collective helpers the tool needs.
+ * the world it runs in, and the rules of its output under MPI.
  *
  * Every subcommand runs alone and under `mpirun -np N`.  Launched by mpirun
  * (Open MPI sets OMPI_COMM_WORLD_SIZE; PMI_SIZE or PMIX_RANK for other

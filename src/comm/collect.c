@@ -48,33 +48,23 @@ int ember_comm_agree_max(ember_world *w, int status)
  * all[W][k] and combined in rank order. */
 typedef void (*combine_fn)(void *v, const void *all, int32_t W, int64_t k, ember_reduce_op op);
 
-static void combine_i64(void *v, const void *all, int32_t W, int64_t k, ember_reduce_op op)
-{
-    int64_t *x = v;
-    const int64_t *a = all;
-    for (int64_t i = 0; i < k; i++) {
-        int64_t acc = a[i];
-        for (int32_t r = 1; r < W; r++) {
-            int64_t y = a[r * k + i];
-            acc = op == EMBER_REDUCE_SUM ? acc + y : y > acc ? y : acc;
-        }
-        x[i] = acc;
+/* One combine_fn per type: acc over ranks 0, 1, ..., W-1 for each value. */
+#define COMBINE(name, type)                                                                        \
+    static void name(void *v, const void *all, int32_t W, int64_t k, ember_reduce_op op)           \
+    {                                                                                              \
+        type *x = v;                                                                               \
+        const type *a = all;                                                                       \
+        for (int64_t i = 0; i < k; i++) {                                                          \
+            type acc = a[i];                                                                       \
+            for (int32_t r = 1; r < W; r++) {                                                      \
+                type y = a[r * k + i];                                                             \
+                acc = op == EMBER_REDUCE_SUM ? acc + y : y > acc ? y : acc;                        \
+            }                                                                                      \
+            x[i] = acc;                                                                            \
+        }                                                                                          \
     }
-}
-
-static void combine_double(void *v, const void *all, int32_t W, int64_t k, ember_reduce_op op)
-{
-    double *x = v;
-    const double *a = all;
-    for (int64_t i = 0; i < k; i++) {
-        double acc = a[i];
-        for (int32_t r = 1; r < W; r++) {
-            double y = a[r * k + i];
-            acc = op == EMBER_REDUCE_SUM ? acc + y : y > acc ? y : acc;
-        }
-        x[i] = acc;
-    }
-}
+COMBINE(combine_i64, int64_t)
+COMBINE(combine_double, double)
 
 static int reduce(ember_world *w, void *v, int64_t n, size_t size, ember_reduce_op op, combine_fn combine)
 {

@@ -127,7 +127,8 @@ int train_evaluate(ember_trainer *s, train_eval_result *out)
     /* every rank gets rank 0's figures: decisions on them (early stopping,
      * keep_best's checkpoint) are collective */
     double m[4] = {out->auc, out->logloss, out->teacher_auc, out->teacher_logloss};
-    if (s->size > 1 && run_agree_status(s, ember_comm_bcast(s->world, m, (int64_t)sizeof m, 0), "evaluation"))
+    st = s->size > 1 ? ember_comm_bcast(s->world, m, (int64_t)sizeof m, 0) : EMBER_OK;
+    if (run_agree_status(s, st, st == EMBER_OK ? "" : s->world->errmsg))
         return 1;
     out->auc = m[0], out->logloss = m[1], out->teacher_auc = m[2], out->teacher_logloss = m[3];
     out->seconds = ember_now() - t0;

@@ -1,7 +1,8 @@
 /*
  * train.h: one CTR training step and the metrics around it
- * (docs/training.md).  The loop itself (progress, evaluation schedule, JSON
- * lines, plot, summary) is the `ember train` tool (tools/cmd_train.c).
+ * (docs/training.md).  The whole run around it (set-up, the loop,
+ * evaluation, checkpoints, events) is the trainer of include/ember-train.h
+ * (run.h).
  *
  * A trainer joins an ember_collection (the embedding tables, sharded over
  * the collection's world) and a dlrm (the dense model, replicated on every
