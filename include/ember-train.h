@@ -82,8 +82,8 @@ int ember_train_overrides_set(ember_train_overrides *o, const char *name, const 
  *   start       the run's shape, at the beginning of ember_trainer_run
  *   resume      after start when resuming: the step it continues from
  *   train       every logged step: loss over the steps since the last one
- *   progress    every other step: {"event","step","steps","samples","seconds"}
- *               (for a progress bar; `ember train --json` does not print it)
+ *   progress    each step not logged: {"event","step","steps","samples",
+ *               "seconds"} (for a progress bar; not a line of --json)
  *   eval        an evaluation on the held-out data
  *   checkpoint  a checkpoint was saved
  *   summary     the last one: ember_trainer_summary

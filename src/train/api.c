@@ -107,8 +107,8 @@ int ember_trainer_run(ember_trainer *s)
         return EMBER_EINVAL;
     if (s->state != RUN_OPEN)
         return run_fail(s, EMBER_ESTATE, "ember_trainer_run: the trainer %s",
-                        s->state == RUN_DONE ? "has run already" : "did not open");
-    s->state = RUN_FAILED; /* once */
+                        s->state == RUN_FAILED ? "did not open" : "has run already");
+    s->state = RUN_STOPPED; /* once, whatever happens */
     train_event_start(s);
     if (s->resume)
         train_event_resume(s);

@@ -74,7 +74,7 @@ typedef struct train_loop_stats {
     int64_t stopped_at;          /* > 0: stopped early after this step      */
 } train_loop_stats;
 
-enum { RUN_FAILED = 0, RUN_OPEN, RUN_DONE };
+enum { RUN_FAILED = 0, RUN_OPEN, RUN_STOPPED, RUN_DONE }; /* open failed, open, run failed, run */
 
 struct ember_trainer {
     ember_world *world;          /* NULL: alone                             */
@@ -106,7 +106,7 @@ struct ember_trainer {
 
     train_resume rs;             /* where the run starts                    */
     train_loop_stats ls;
-    int state;                   /* RUN_FAILED, RUN_OPEN (may run), RUN_DONE */
+    int state;                   /* RUN_OPEN: may run                       */
     char *summary;               /* the summary's JSON after the run        */
     int status;                  /* of the last failure                     */
     char errmsg[1100];
