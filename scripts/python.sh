@@ -26,4 +26,6 @@ fi
 [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$repo/python" >&2
 cd "$repo"
+# test_train.py compares ember.train with the ember command built beside it
+export EMBER_CLI="${EMBER_BUILD_DIR:-$repo/build}/ember"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/python "$@"
