@@ -167,9 +167,9 @@ static double arith(int64_t n)
  * fastest rank's: equal work everywhere, so the ranks stay in step). */
 static double standin_rate(const tool_ctx *ctx)
 {
-    double t0 = tool_now();
+    double t0 = ember_now();
     arith(4000000);
-    double rate[1] = {4000000 / ((tool_now() - t0) * 1e6)};
+    double rate[1] = {4000000 / ((ember_now() - t0) * 1e6)};
     ember_comm_reduce_double(ctx->world, rate, 1, EMBER_REDUCE_MAX);
     return rate[0];
 }
@@ -750,9 +750,9 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
     ccfg.world = ctx->world;
     ccfg.schedule = o->schedule;
 
-    double t0 = tool_now();
+    double t0 = ember_now();
     int st = ember_collection_create(&ccfg, &coll);
-    double create_ms = (tool_now() - t0) * 1e3;
+    double create_ms = (ember_now() - t0) * 1e3;
     if (st) {
         snprintf(whybuf, sizeof whybuf, "ember_collection_create: %s: %s", ember_status_str(st),
                  ember_errmsg(NULL));
@@ -765,7 +765,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
 
     /* every batch before the clock starts: the global batch, its distinct
      * rows counted per table, and this rank's samples of it kept */
-    t0 = tool_now();
+    t0 = ember_now();
     ember_synth_config gen = *sh; /* dynamic: the key space's law */
     if (o->dynamic && o->key_bits)
         gen.rows = INT64_C(1) << o->key_bits;
@@ -819,7 +819,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
         if (n == 0) /* every bag holds `pooling` ids: one lengths array for all */
             memcpy(lengths, b.lengths, (size_t)sh->tables * local_b * sizeof *lengths);
     }
-    double gen_ms = (tool_now() - t0) * 1e3;
+    double gen_ms = (ember_now() - t0) * 1e3;
     ember_synth_destroy(synth);
     synth = NULL;
     batch_slice_free(&slice);
@@ -862,7 +862,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
         };
         if (R > 1)
             ember_comm_barrier(ctx->world); /* every rank starts the step together (untimed) */
-        double a = tool_now();
+        double a = ember_now();
         /* pipelined: batch n's outputs came from the last step's end;
          * batch n + 1 is begun now and ended after n's backward */
         const int pipelined = o->schedule != EMBER_SCHEDULE_BLOCKING, ahead = pipelined && n + 1 < nb;
@@ -872,7 +872,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
             nx.ids = ids + (size_t)(n + 1) * local_ids;
             st = ember_forward_begin(coll, &nx, pooled_next, NULL);
         }
-        double m = tool_now();
+        double m = ember_now();
         if (st) {
             char msg[640];
             snprintf(msg, sizeof msg, "%s: %s", ember_status_str(st), ember_errmsg(coll));
@@ -893,7 +893,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
             }
         }
         dense_standin(coll, o->dense_ms, rate);
-        double dd = tool_now();
+        double dd = ember_now();
         if (train) {
             st = ember_backward(coll, d_pooled, NULL);
             if (st) {
@@ -916,7 +916,7 @@ static int bench_run_one(const tool_ctx *ctx, const bench_opts *o, const char *o
                 goto done;
             }
         }
-        double e = tool_now();
+        double e = ember_now();
         if (n >= o->warmup) {
             const int i = n - o->warmup;
             t_it[i] = e - a;

@@ -499,7 +499,7 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
     o.ranks = ctx->size;
 
     int status = 1, rc;
-    double t0 = tool_now();
+    double t0 = ember_now();
     ember_batch_reader *reader = NULL;
     ember_synth *syn = NULL;
     config_file *cf = NULL;
@@ -731,7 +731,7 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
     for (int32_t t = 0; t < T; t++)
         summarise(&obs[t], n, &rep[t]);
     if (o.json) {
-        if (emit_json(&o, source, &info, obs, rep, n, tool_now() - t0, names, keys))
+        if (emit_json(&o, source, &info, obs, rep, n, ember_now() - t0, names, keys))
             tool_local_error(ctx, "limits", "could not format JSON");
         else
             status = 0;

@@ -233,7 +233,7 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
             usage(ctx->err);
         return 2;
     }
-    double t0 = tool_now();
+    double t0 = ember_now();
     ember_predictor_options po = {ctx->world, (int32_t)threads};
     ember_predictor *p = NULL;
     int st = ember_predictor_open(ck, &po, &p); /* collective; failures agreed */
@@ -300,7 +300,7 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
                 status = 1;
             }
             double auc = ns ? metric_auc(gs, gl, ns) : NAN, ll = ns ? metric_logloss(gs, gl, ns) : NAN;
-            double sec = tool_now() - t0;
+            double sec = ember_now() - t0;
             if (json)
                 fprintf(stdout, "{\"event\":\"predict\",\"samples\":%lld,\"auc\":%.8g,\"logloss\":%.8g,"
                         "\"seconds\":%.3f,\"world\":%d,\"table_bytes\":%lld,\"peak_rss_mb\":%.1f,\"out\":\"%s\"}\n",

@@ -8,7 +8,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ember-mpi.h"
 #include "tool_ctx.h"
@@ -92,11 +91,4 @@ int tool_agree_fail(const tool_ctx *ctx, const char *cmd, int failed, const char
     if (first == ctx->rank)
         tool_local_error(ctx, cmd, "%s", msg);
     return 1;
-}
-
-double tool_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

@@ -29,6 +29,7 @@
 #include <stdio.h>
 
 #include "comm/collect.h"
+#include "comm/comm.h" /* ember_now: seconds on a monotonic clock */
 #include "ember.h"
 
 typedef struct tool_ctx {
@@ -54,7 +55,5 @@ void tool_local_error(const tool_ctx *ctx, const char *cmd, const char *fmt, ...
 /* ember_comm_any_failed, and the lowest failing rank prints msg as cmd's
  * error: 1 on every rank when any failed, else 0. */
 int tool_agree_fail(const tool_ctx *ctx, const char *cmd, int failed, const char *msg);
-/* Seconds on a monotonic clock. */
-double tool_now(void);
 
 #endif

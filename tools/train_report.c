@@ -241,7 +241,7 @@ static void show_step(train_report *r, const json_t *j, int logged)
     fmt_rate(rs, sizeof rs, rate);
     fmt_time(es, sizeof es, eta);
     if (r->tty) {
-        double t = tool_now();
+        double t = ember_now();
         if (t - r->last_draw < 0.1 && step != steps)
             return;
         r->last_draw = t;

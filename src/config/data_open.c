@@ -71,3 +71,14 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
     }
     return ctr_source_tsv(path, rows, t->bad_lines, rank, world, out, err, errlen);
 }
+
+int data_shuffle_train(const cfg_train *t, const char *path, ctr_source *s, char *err, size_t errlen)
+{
+    if (!t->shuffle)
+        return 0;
+    if (!ctr_file_is_binary(path)) {
+        snprintf(err, errlen, "%s: data.shuffle needs the binary format (ember convert writes it)", path);
+        return -1;
+    }
+    return ctr_source_shuffle(s, t->model.seed ^ 0x5348554646u, err, errlen);
+}

@@ -19,6 +19,11 @@
 int data_open_file(const config_file *cf, const cfg_train *t, const char *path, const ctr_source *train, int32_t rank,
                    int32_t world, ctr_source **out, char *err, size_t errlen);
 
+/* data.shuffle for the training file at path (its source s, not read
+ * yet): its blocks in the order the run's seed draws, or an error when the
+ * file is not binary.  Nothing without data.shuffle.  0, or -1 with err. */
+int data_shuffle_train(const cfg_train *t, const char *path, ctr_source *s, char *err, size_t errlen);
+
 /* 1 when path begins with the magic of ember's batch files (`ember gen`). */
 int data_is_batch_file(const char *path);
 

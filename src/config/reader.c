@@ -68,9 +68,8 @@ int ember_reader_open(const char *config, const char *path, int eval, int32_t ra
         if (data_open_file(r->cf, &r->t, file, r->train, rank, world, &r->src, err, sizeof err))
             return fail(r, EMBER_EIO, err);
         /* data.shuffle: the training file's blocks in the trainer's order */
-        if (!eval && r->t.shuffle && ctr_file_is_binary(file) &&
-            ctr_source_shuffle(r->src, r->t.model.seed ^ 0x5348554646u, err, sizeof err))
-            return fail(r, EMBER_EIO, err);
+        if (!eval && data_shuffle_train(&r->t, file, r->src, err, sizeof err))
+            return fail(r, EMBER_EINVAL, err);
     }
     *out = r;
     return EMBER_OK;

@@ -69,11 +69,7 @@ static int open_sources(ember_trainer *s, char *err, size_t errlen)
             return -1;
         break;
     }
-    if (t->shuffle && !ctr_file_is_binary(t->train_file)) {
-        snprintf(err, errlen, "%s: data.shuffle needs the binary format (ember convert writes it)", t->train_file);
-        return -1;
-    }
-    if (t->shuffle && ctr_source_shuffle(s->train_src, t->model.seed ^ 0x5348554646u, err, errlen))
+    if (data_shuffle_train(t, t->train_file, s->train_src, err, errlen))
         return -1;
     s->schema = *ctr_source_schema(s->train_src);
     return s->eval_src && t->eval_file ? check_eval_shape(t, &s->schema, ctr_source_schema(s->eval_src), err, errlen) : 0;
