@@ -262,7 +262,10 @@ class Instance:
         self.inputs, self.batches, self.cursor = inputs, batches, 0
         self.times, self.loss_first, self.loss_last = [], None, None
 
-    def run(self, steps, torch):
+    def run(self, steps, torch, embedding_only=None):
+        """embedding_only: a fixed [B, F*dim] tensor; the loss is then
+        sum(pooled * it), so only the embedding module's forward, backward
+        and optimizer are timed (the dense model is skipped)."""
         F = torch.nn.functional
         loss = None
         for _ in range(steps):
@@ -270,7 +273,10 @@ class Instance:
             self.cursor += 1
             b = self.batches[i]
             pooled = self.sparse.forward(self.inputs[i])
-            loss = F.binary_cross_entropy_with_logits(self.dlrm(b.dense, pooled), b.labels)
+            if embedding_only is not None:
+                loss = (pooled * embedding_only).sum()
+            else:
+                loss = F.binary_cross_entropy_with_logits(self.dlrm(b.dense, pooled), b.labels)
             self.dense_opt.zero_grad(set_to_none=True)
             self.sparse.zero_grad()
             loss.backward()
@@ -349,6 +355,8 @@ def main():
     p.add_argument("--no-cpuinfo-fix", dest="cpuinfo_fix", action="store_false",
                    help="do not load libc10.so RTLD_GLOBAL before torch (fbgemm_gpu then uses scalar kernels)")
     p.add_argument("--verbose", action="store_true", help="keep TorchRec's and torch's warnings")
+    p.add_argument("--embedding-only", action="store_true",
+                   help="time the embedding modules alone: loss = sum(pooled * a fixed random tensor), no dense model")
     a = p.parse_args()
     mods = list(dict.fromkeys(m.strip() for m in a.modules.split(",") if m.strip()))
     for m in mods:
@@ -395,9 +403,14 @@ def main():
         sys.exit("no module could be built")
 
     load_before = round(os.getloadavg()[0], 2)
+    fixed = None
+    if a.embedding_only:
+        fixed = torch.from_numpy(np.random.default_rng(a.seed + 1).standard_normal(
+            (a.batch, a.features * a.dim)).astype(np.float32) * 1e-3)
+        base = dict(base, mode="embedding_only")
     for inst in insts:
         torch.set_num_threads(inst.threads)
-        inst.run(a.warmup, torch)
+        inst.run(a.warmup, torch, fixed)
     n = len(insts)
     for r in range(a.rounds):
         order = insts[r % n:] + insts[:r % n]
@@ -405,7 +418,7 @@ def main():
             torch.set_num_threads(inst.threads)
             gc.collect()
             t0 = time.perf_counter()
-            inst.run(a.steps, torch)
+            inst.run(a.steps, torch, fixed)
             inst.times.append(time.perf_counter() - t0)
         print(f"[python_dlrm] round {r + 1}/{a.rounds}: " + ", ".join(
             f"{i.name}@{i.threads} {a.steps * a.batch / i.times[-1]:.0f}/s" for i in insts), file=sys.stderr, flush=True)
@@ -430,6 +443,7 @@ def main():
                 r[f"{num}/{den}"] = round(med[(num, t)] / med[(den, t)], 3)
         ratios[str(t)] = r
     print(json.dumps(dict(bench="python_dlrm", summary="ratio of median samples/s", ratios=ratios,
+                          mode="embedding_only" if a.embedding_only else "dlrm",
                           modules=sorted({i.name for i in insts}), peak_rss_mb=round(rss_mb(), 1),
                           torch_version=ver["torch_version"], torchrec_version=ver["torchrec_version"],
                           ember_version=ver["ember_version"])), flush=True)
