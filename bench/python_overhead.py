@@ -41,6 +41,39 @@ def python_round(coll, batches, grads, iters, warmup):
     return statistics.median(times)
 
 
+def per_call_us(n=3000):
+    """Microseconds per forward + backward on a one-sample batch (8 one-id
+    features, dim 16): the bare _ember calls, ember.Collection, and (with
+    torch) ember.torch.EmbeddingBagCollection under autograd."""
+    tables = [ember.TableConfig(f"t{i}", rows=1000, dim=16, optimizer=ember.Adagrad(lr=0.1)) for i in range(8)]
+    features = [ember.FeatureConfig(f"f{i}", table=f"t{i}") for i in range(8)]
+    keys = [f.name for f in features]
+    coll = ember.Collection(tables, features, threads=1)
+    lengths, ids = np.ones(8, np.int32), np.arange(8, dtype=np.int64)
+    out, grad = np.empty((1, 128), np.float32), np.ones((1, 128), np.float32)
+    batch = ember.JaggedBatch(keys, lengths, ids)
+
+    def timed(step):
+        for _ in range(200):
+            step()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        return round((time.perf_counter() - t0) / n * 1e6, 2)
+
+    res = {"bare_us": timed(lambda: (coll._c.forward(1, lengths, ids, None, out, None), coll._c.backward(grad, None))),
+           "collection_us": timed(lambda: (coll.forward(batch, out=out), coll.backward(grad)))}
+    try:
+        import torch
+        import ember.torch as et
+        ebc = et.EmbeddingBagCollection(tables, features, threads=1)
+        tl, ti, tg = torch.from_numpy(lengths), torch.from_numpy(ids), torch.from_numpy(grad)
+        res["module_us"] = timed(lambda: ebc(ember.JaggedBatch(keys, tl, ti)).backward(tg))
+    except ImportError:
+        pass
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ember", default="build/ember")
@@ -49,6 +82,8 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     a = ap.parse_args()
+    print(json.dumps({"bench": "python_overhead", "per_call": "one-sample batch, forward + backward",
+                      **per_call_us()}), flush=True)
     n = a.iters + a.warmup
     batches = ember.synthetic_batches(W2["tables"], W2["rows"], W2["batch"], W2["pooling"], count=n,
                                       alpha=W2["alpha"], seed=0)
