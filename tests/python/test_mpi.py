@@ -1,6 +1,7 @@
-"""Collections over MPI from Python: tests/python/mpi_collection.py really
-runs under mpirun with two ranks and checks itself against a local
-collection."""
+"""ember over MPI from Python, really under mpirun with two ranks:
+mpi_collection.py checks a spread collection against a local one, and
+mpi_train.py's ember.train must equal `mpirun -np 2 ember train`."""
+import json
 import os
 import shutil
 import subprocess
@@ -26,3 +27,19 @@ def test_collection_over_two_ranks_equals_one():
     r = mpirun("mpi_collection.py", seed)
     assert r.returncode == 0, f"seed {seed}\n{r.stdout}\n{r.stderr}"
     assert r.stdout.count(": ok") == 2
+
+
+def test_train_over_two_ranks_equals_the_cli(tmp_path):
+    r = mpirun("mpi_train.py")
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+    py = json.loads(r.stdout.strip().splitlines()[-1])
+    cli = os.environ.get("EMBER_CLI", os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "ember"))
+    env = dict(os.environ, OMPI_MCA_btl="self,vader", OMPI_MCA_btl_vader_single_copy_mechanism="none",
+               OMP_NUM_THREADS="1")
+    c = subprocess.run([shutil.which("mpirun"), "--oversubscribe", "--allow-run-as-root", "-np", "2", cli, "train",
+                        "--steps", "30", "--eval-samples", "4096", "--eval-every", "15", "--json", "--metrics", "none",
+                        "--plot", "none"], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert c.returncode == 0, c.stderr
+    ref = json.loads(c.stdout.strip().splitlines()[-1])
+    for k in ("auc", "logloss", "samples", "global_batch", "world"):
+        assert py[k] == ref[k], k
