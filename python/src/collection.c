@@ -188,9 +188,7 @@ static void collection_dealloc(PyObject *obj)
 {
     PyTypeObject *tp = Py_TYPE(obj);
     collection_free_parts((py_collection *)obj);
-    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-    tp_free(obj);
-    Py_DECREF(tp);
+    py_free_object(obj, tp);
 }
 
 /* Claims the collection for one call: ember.Error when closed or busy. */
@@ -548,10 +546,5 @@ static PyType_Spec collection_spec = {
 
 int py_collection_register(PyObject *module)
 {
-    PyObject *type = PyType_FromSpec(&collection_spec);
-    if (!type)
-        return -1;
-    int rc = PyModule_AddObjectRef(module, "Collection", type);
-    Py_DECREF(type);
-    return rc;
+    return py_add_type(module, &collection_spec, "Collection");
 }

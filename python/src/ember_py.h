@@ -45,6 +45,12 @@ typedef struct py_array {
 int py_array_get(PyObject *obj, const char *name, py_dtype dtype, int writable, int optional, py_array *out);
 void py_array_release(py_array *a);
 
+/* Makes a type from spec and adds it to the module as `name`; 0 or -1. */
+int py_add_type(PyObject *module, PyType_Spec *spec, const char *name);
+/* The end of a heap type's tp_dealloc: frees obj, drops its type (tp, read
+ * before the object's parts were freed). */
+void py_free_object(PyObject *obj, PyTypeObject *tp);
+
 /* Registers a type in the module; 0 or -1. */
 int py_collection_register(PyObject *module);
 int py_predictor_register(PyObject *module);

@@ -166,6 +166,23 @@ void py_array_release(py_array *a)
     a->dl = NULL;
 }
 
+int py_add_type(PyObject *module, PyType_Spec *spec, const char *name)
+{
+    PyObject *type = PyType_FromSpec(spec);
+    if (!type)
+        return -1;
+    int rc = PyModule_AddObjectRef(module, name, type);
+    Py_DECREF(type);
+    return rc;
+}
+
+void py_free_object(PyObject *obj, PyTypeObject *tp)
+{
+    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    tp_free(obj);
+    Py_DECREF(tp);
+}
+
 static PyObject *py_version(PyObject *self, PyObject *args)
 {
     return PyUnicode_FromString(ember_version());

@@ -48,9 +48,7 @@ static void predictor_dealloc(PyObject *obj)
     py_predictor *self = (py_predictor *)obj;
     if (self->p)
         ember_predictor_close(self->p);
-    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-    tp_free(obj);
-    Py_DECREF(tp);
+    py_free_object(obj, tp);
 }
 
 static int claim(py_predictor *self)
@@ -170,10 +168,5 @@ static PyType_Spec predictor_spec = {
 
 int py_predictor_register(PyObject *module)
 {
-    PyObject *type = PyType_FromSpec(&predictor_spec);
-    if (!type)
-        return -1;
-    int rc = PyModule_AddObjectRef(module, "Predictor", type);
-    Py_DECREF(type);
-    return rc;
+    return py_add_type(module, &predictor_spec, "Predictor");
 }

@@ -40,9 +40,7 @@ static void reader_dealloc(PyObject *obj)
 {
     PyTypeObject *tp = Py_TYPE(obj);
     ember_reader_close(((py_reader *)obj)->r);
-    freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-    tp_free(obj);
-    Py_DECREF(tp);
+    py_free_object(obj, tp);
 }
 
 static PyObject *view(const void *data, Py_ssize_t bytes)
@@ -141,10 +139,5 @@ static PyType_Spec reader_spec = {
 
 int py_reader_register(PyObject *module)
 {
-    PyObject *type = PyType_FromSpec(&reader_spec);
-    if (!type)
-        return -1;
-    int rc = PyModule_AddObjectRef(module, "Reader", type);
-    Py_DECREF(type);
-    return rc;
+    return py_add_type(module, &reader_spec, "Reader");
 }
