@@ -19,11 +19,15 @@
 # keep pip's normal resolution so the environment is a plain, reproducible `pip install`).
 # Install time measured here: ~1.5-2 min (97 s for pip at ~50 MB/s, plus venv creation and checks).
 #
-# Known issue reported at the end (isa_report): with a plain `import fbgemm_gpu`, fbgemm_gpu's own fbgemm.so
-# reads an uninitialised copy of cpuinfo (libc10.so and libtorch.so both export one), detects no AVX2 and
-# uses scalar reference kernels for what it generates (TBE backward of EXACT_ROWWISE_ADAGRAD). The forward
-# is unaffected (it binds to torch's bundled FBGEMM). bench/peer_fbgemm.py loads libc10.so RTLD_GLOBAL first,
-# which makes fbgemm.so see AVX2 (--no-cpuinfo-fix measures the out-of-the-box behaviour).
+# Known issue reported at the end (isa_report, in bench/venv_common.sh): with a plain `import fbgemm_gpu`,
+# fbgemm_gpu's own fbgemm.so reads an uninitialised copy of cpuinfo (libc10.so and libtorch.so both export
+# one), detects no AVX2 and uses scalar reference kernels for what it generates (TBE backward of
+# EXACT_ROWWISE_ADAGRAD). The forward is unaffected (it binds to torch's bundled FBGEMM). bench/peer_fbgemm.py
+# loads libc10.so RTLD_GLOBAL first, which makes fbgemm.so see AVX2 (--no-cpuinfo-fix measures the
+# out-of-the-box behaviour).
+#
+# Logging, Python choice, platform/disk checks, venv reuse and creation and the ISA report are shared with
+# bench/setup_torchrec.sh in bench/venv_common.sh; the pins, the pip install and verify() are here.
 set -euo pipefail
 
 TORCH_VERSION=2.14.1
@@ -33,21 +37,11 @@ NUMPY_VERSION=2.4.6
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${FBGEMM_VENV:-$REPO/.venv-fbgemm}"
 
-say()  { printf '[setup_fbgemm] %s\n' "$*"; }
-fail() { printf '[setup_fbgemm] FAILED: %s\n' "$*" >&2; exit 1; }
-
-# ---- pick a Python the wheels exist for (cp310..cp314; fbgemm-gpu-cpu 1.9.0 has no cp39 wheel) ----
-pick_python() {
-    local c
-    for c in "${PYTHON:-}" python3.11 python3.12 python3.13 python3.10 python3 /usr/bin/python3; do
-        [ -n "$c" ] || continue
-        command -v "$c" >/dev/null 2>&1 || continue
-        if "$c" -c 'import sys, venv; sys.exit(0 if (3,10) <= sys.version_info[:2] <= (3,14) else 1)' 2>/dev/null; then
-            command -v "$c"; return 0
-        fi
-    done
-    return 1
-}
+SETUP_TAG=setup_fbgemm
+ISA_BENCH=peer_fbgemm.py
+RUN_HINT="run benchmarks with: $VENV/bin/python $REPO/bench/peer_fbgemm.py --preset W1"
+# shellcheck source-path=SCRIPTDIR source=venv_common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/venv_common.sh"
 
 # ---- verification: import, versions, one tiny CPU TBE forward+backward with fused row-wise Adagrad ----
 verify() {
@@ -94,64 +88,11 @@ print(f"OK torch {torch.__version__}, fbgemm_gpu {fbgemm_gpu.__version__} ({fbge
 EOF
 }
 
-# ---- which ISA fbgemm_gpu's own fbgemm.so detects, without and with libc10.so loaded RTLD_GLOBAL first ----
-# (informational; see "cpuinfo fix" in bench/peer_fbgemm.py: two cpuinfo copies, libc10.so and libtorch.so)
-isa_report() {
-    local mode out
-    for mode in plain c10_global; do
-        out="$("$VENV/bin/python" - "$mode" 2>&1 <<'PYEOF' | tail -1
-import ctypes, importlib.util, os, sys
-if sys.argv[1] == "c10_global":
-    d = os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib")
-    ctypes.CDLL(os.path.join(d, "libc10.so"), mode=ctypes.RTLD_GLOBAL)
-import torch, fbgemm_gpu
-f = ctypes.CDLL(os.path.join(os.path.dirname(fbgemm_gpu.__file__), "fbgemm.so"))._ZN6fbgemm20fbgemmInstructionSetEv
-f.restype = ctypes.c_int
-print({0: "anyarch (scalar reference kernels)", 1: "avx2", 2: "avx512", 3: "avx512_ymm",
-       4: "avx512_vnni", 5: "avx512_vnni_ymm"}.get(f(), "unknown"))
-PYEOF
-)"
-        if [ "$mode" = plain ]; then
-            say "fbgemm_gpu's fbgemm.so ISA, plain import: $out"
-        else
-            say "fbgemm_gpu's fbgemm.so ISA with libc10.so loaded RTLD_GLOBAL first (peer_fbgemm.py default): $out"
-        fi
-    done
-}
-
-case "$(uname -s)-$(uname -m)" in
-    Linux-x86_64) ;;
-    *) fail "only Linux x86_64 is supported (fbgemm-gpu-cpu wheels are manylinux_2_28 x86_64; this is $(uname -s)-$(uname -m))" ;;
-esac
-
-if [ "${FORCE:-0}" = 1 ] && [ -d "$VENV" ]; then
-    say "FORCE=1: removing $VENV"
-    rm -rf "$VENV"
-fi
-
-if [ -x "$VENV/bin/python" ]; then
-    say "found $VENV, verifying"
-    if msg="$(verify 2>&1)"; then
-        say "$msg"
-        isa_report
-        say "nothing to do; run benchmarks with: $VENV/bin/python $REPO/bench/peer_fbgemm.py --preset W1"
-        exit 0
-    fi
-    say "existing venv does not verify ($msg); (re)installing pinned packages"
-fi
-
-PY="$(pick_python)" || fail "no Python 3.10-3.14 with the venv module found (fbgemm-gpu-cpu $FBGEMM_VERSION ships cp310..cp314 wheels only); set PYTHON=..."
-say "using $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])'))"
-
-avail_kb=$(df -Pk "$(dirname "$VENV")" | awk 'NR==2 {print $4}')
-if [ "${avail_kb:-0}" -lt $((9 * 1024 * 1024)) ]; then
-    fail "need about 9 GB free disk (3 GB download + 5.5 GB venv) near $VENV; only $((avail_kb / 1024)) MB available"
-fi
-
-if [ ! -x "$VENV/bin/python" ]; then
-    say "creating venv $VENV"
-    "$PY" -m venv "$VENV" || fail "python -m venv failed (on Debian's python install python3-venv)"
-fi
+check_platform
+reuse_verified_venv
+choose_python "$FBGEMM_VERSION"
+check_free_disk 9 "3 GB download + 5.5 GB venv"
+create_venv
 
 say "installing torch==$TORCH_VERSION fbgemm-gpu-cpu==$FBGEMM_VERSION numpy==$NUMPY_VERSION from PyPI"
 say "(torch's PyPI wheel pulls ~2.5 GB of nvidia-* CUDA runtime wheels it needs just to import; ~1-3 min)"
@@ -163,10 +104,4 @@ fi
 t1=$(date +%s)
 say "pip install took $((t1 - t0)) s; venv size $(du -sh "$VENV" | cut -f1)"
 
-if msg="$(verify 2>&1)"; then
-    say "$msg"
-    isa_report
-    say "done; run benchmarks with: $VENV/bin/python $REPO/bench/peer_fbgemm.py --preset W1"
-    exit 0
-fi
-fail "installed but verification failed: $msg"
+finish_verified

@@ -38,6 +38,10 @@
 # formula. Note: without an explicit plan, TorchRec's planner picks data_parallel + "dense" kernel for tiny
 # tables at world 1, which is not the fused path.
 # Install time measured here: ~1.5-2 min; venv about 5.5 GB.
+#
+# Logging, Python choice, platform/disk checks, venv reuse and creation and the report on which ISA
+# fbgemm_gpu's fbgemm.so detects are shared with bench/setup_fbgemm.sh in bench/venv_common.sh; the pins,
+# the pip installs and verify() are here.
 set -euo pipefail
 
 TORCH_VERSION=2.14.1
@@ -51,21 +55,11 @@ PYTEST_VERSION=9.2.0
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${TORCHREC_VENV:-$REPO/.venv-torchrec}"
 
-say()  { printf '[setup_torchrec] %s\n' "$*"; }
-fail() { printf '[setup_torchrec] FAILED: %s\n' "$*" >&2; exit 1; }
-
-# ---- pick a Python the wheels exist for (cp310..cp314; fbgemm-gpu-cpu 1.9.0 has no cp39 wheel) ----
-pick_python() {
-    local c
-    for c in "${PYTHON:-}" python3.11 python3.12 python3.13 python3.10 python3 /usr/bin/python3; do
-        [ -n "$c" ] || continue
-        command -v "$c" >/dev/null 2>&1 || continue
-        if "$c" -c 'import sys, venv; sys.exit(0 if (3,10) <= sys.version_info[:2] <= (3,14) else 1)' 2>/dev/null; then
-            command -v "$c"; return 0
-        fi
-    done
-    return 1
-}
+SETUP_TAG=setup_torchrec
+ISA_BENCH=python_dlrm.py
+RUN_HINT="run the benchmark with: bash $REPO/bench/python_dlrm.sh"
+# shellcheck source-path=SCRIPTDIR source=venv_common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/venv_common.sh"
 
 # ---- verification: versions, CPU fbgemm_gpu, world-1 CPU DMP over a fused-Adagrad EBC, one fwd+bwd ----
 verify() {
@@ -150,63 +144,11 @@ print(f"OK torch {torch.__version__}, torchrec {torchrec.__version__}, fbgemm_gp
 EOF
 }
 
-# ---- which ISA fbgemm_gpu's own fbgemm.so detects (see "cpuinfo fix" in bench/peer_fbgemm.py) ----
-isa_report() {
-    local mode out
-    for mode in plain c10_global; do
-        out="$("$VENV/bin/python" - "$mode" 2>&1 <<'PYEOF' | tail -1
-import ctypes, importlib.util, os, sys
-if sys.argv[1] == "c10_global":
-    d = os.path.join(os.path.dirname(importlib.util.find_spec("torch").origin), "lib")
-    ctypes.CDLL(os.path.join(d, "libc10.so"), mode=ctypes.RTLD_GLOBAL)
-import torch, fbgemm_gpu
-f = ctypes.CDLL(os.path.join(os.path.dirname(fbgemm_gpu.__file__), "fbgemm.so"))._ZN6fbgemm20fbgemmInstructionSetEv
-f.restype = ctypes.c_int
-print({0: "anyarch (scalar reference kernels)", 1: "avx2", 2: "avx512", 3: "avx512_ymm",
-       4: "avx512_vnni", 5: "avx512_vnni_ymm"}.get(f(), "unknown"))
-PYEOF
-)"
-        if [ "$mode" = plain ]; then
-            say "fbgemm_gpu's fbgemm.so ISA, plain import: $out"
-        else
-            say "fbgemm_gpu's fbgemm.so ISA with libc10.so loaded RTLD_GLOBAL first (python_dlrm.py default): $out"
-        fi
-    done
-}
-
-case "$(uname -s)-$(uname -m)" in
-    Linux-x86_64) ;;
-    *) fail "only Linux x86_64 is supported (fbgemm-gpu-cpu wheels are manylinux_2_28 x86_64; this is $(uname -s)-$(uname -m))" ;;
-esac
-
-if [ "${FORCE:-0}" = 1 ] && [ -d "$VENV" ]; then
-    say "FORCE=1: removing $VENV"
-    rm -rf "$VENV"
-fi
-
-if [ -x "$VENV/bin/python" ]; then
-    say "found $VENV, verifying"
-    if msg="$(verify 2>&1)"; then
-        say "$msg"
-        isa_report
-        say "nothing to do; run the benchmark with: bash $REPO/bench/python_dlrm.sh"
-        exit 0
-    fi
-    say "existing venv does not verify ($msg); (re)installing pinned packages"
-fi
-
-PY="$(pick_python)" || fail "no Python 3.10-3.14 with the venv module found (fbgemm-gpu-cpu $FBGEMM_VERSION ships cp310..cp314 wheels only); set PYTHON=..."
-say "using $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])'))"
-
-avail_kb=$(df -Pk "$(dirname "$VENV")" | awk 'NR==2 {print $4}')
-if [ "${avail_kb:-0}" -lt $((10 * 1024 * 1024)) ]; then
-    fail "need about 10 GB free disk (3.5 GB download + 5.5 GB venv) near $VENV; only $((avail_kb / 1024)) MB available"
-fi
-
-if [ ! -x "$VENV/bin/python" ]; then
-    say "creating venv $VENV"
-    "$PY" -m venv "$VENV" || fail "python -m venv failed (on Debian's python install python3-venv)"
-fi
+check_platform
+reuse_verified_venv
+choose_python "$FBGEMM_VERSION"
+check_free_disk 10 "3.5 GB download + 5.5 GB venv"
+create_venv
 
 PIP=("$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off)
 say "installing torch==$TORCH_VERSION torchrec==$TORCHREC_VERSION (+ fbgemm-gpu==$FBGEMM_VERSION it requires) from PyPI"
@@ -224,10 +166,4 @@ fi
 t1=$(date +%s)
 say "pip install took $((t1 - t0)) s; venv size $(du -sh "$VENV" | cut -f1)"
 
-if msg="$(verify 2>&1)"; then
-    say "$msg"
-    isa_report
-    say "done; run the benchmark with: bash $REPO/bench/python_dlrm.sh"
-    exit 0
-fi
-fail "installed but verification failed: $msg"
+finish_verified
