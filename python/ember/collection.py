@@ -106,6 +106,8 @@ class Collection:
         t = self._table(name)
         cfg = self.tables[t]
         count = cfg.rows - first if count is None else count
+        if first < 0 or count < 0 or first + count > cfg.rows:
+            raise IndexError(f"table {name!r}: rows [{first}, {first + count}) are outside [0, {cfg.rows})")
         if out is None:
             out = np.empty((count, cfg.dim), dtype=np.float32)
         self._c.read_rows(t, first, count, as_buffer(out, "out"))
@@ -124,6 +126,8 @@ class Collection:
         (Adagrad dim, row-wise Adagrad 1, Adam 2*dim: m then v, SGD 0)."""
         t = self._table(name)
         count = self.tables[t].rows - first if count is None else count
+        if first < 0 or count < 0 or first + count > self.tables[t].rows:
+            raise IndexError(f"table {name!r}: rows [{first}, {first + count}) are outside [0, {self.tables[t].rows})")
         out = np.empty((count, self._c.state_floats(t)), dtype=np.float32)
         self._c.read_state(t, first, count, out)
         return out

@@ -58,6 +58,14 @@ _EXCHANGE = {"rows": 0, "pooled": 1}
 POOLINGS = {"sum": 0, "mean": 1, "sqrtn": 2, "none": 3}
 
 
+def _int(table: str, what: str, value, bits: int) -> int:
+    """value as a signed integer of `bits` bits, or ValueError naming the table and field."""
+    v = int(value)
+    if not -(1 << (bits - 1)) <= v < (1 << (bits - 1)):
+        raise ValueError(f"table {table!r}: {what} {v} is out of range")
+    return v
+
+
 def _choice(table: str, what: str, value: str, choices: dict) -> int:
     try:
         return choices[value]
@@ -93,14 +101,17 @@ class TableConfig:
     def _tuple(self) -> tuple:
         o = self.optimizer
         betas = getattr(o, "betas", (0.9, 0.999))
-        return (self.name, int(self.rows), int(self.dim), _choice(self.name, "init", self.init, _INITS),
+        n = self.name
+        return (n, _int(n, "rows", self.rows, 64), _int(n, "dim", self.dim, 32), _choice(n, "init", self.init, _INITS),
                 float(self.init_value), o._kind, float(o.lr), float(getattr(o, "eps", 1e-8)),
                 float(o.weight_decay), float(betas[0]), float(betas[1]),
-                _choice(self.name, "placement", self.placement, _PLACEMENTS), int(self.owner),
-                _choice(self.name, "kind", self.kind, _KINDS), int(self.capacity), int(self.admit_after),
-                _choice(self.name, "evict", self.evict, _EVICT), int(self.ttl_steps),
-                _choice(self.name, "storage", self.storage, _STORAGE), int(self.cache_bytes), self.path,
-                int(self.max_ids_per_partition), int(self.max_unique_ids_per_partition),
+                _choice(n, "placement", self.placement, _PLACEMENTS), _int(n, "owner", self.owner, 32),
+                _choice(n, "kind", self.kind, _KINDS), _int(n, "capacity", self.capacity, 64),
+                _int(n, "admit_after", self.admit_after, 32), _choice(n, "evict", self.evict, _EVICT),
+                _int(n, "ttl_steps", self.ttl_steps, 32), _choice(n, "storage", self.storage, _STORAGE),
+                _int(n, "cache_bytes", self.cache_bytes, 64), self.path,
+                _int(n, "max_ids_per_partition", self.max_ids_per_partition, 64),
+                _int(n, "max_unique_ids_per_partition", self.max_unique_ids_per_partition, 64),
                 _choice(self.name, "limit_policy", self.limit_policy, _LIMIT_POLICY),
                 _choice(self.name, "exchange", self.exchange, _EXCHANGE))
 

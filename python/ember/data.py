@@ -1,7 +1,7 @@
 """Reader: the labelled CTR samples `ember train` reads, for a training loop
 written in Python: the built-in synthetic task, ember's binary files, or
 text files by a config's data.schema (docs/data.md).  Each batch is copied
-out of the reader into numpy arrays the caller owns.
+out of the reader into numpy arrays the caller owns (once, in C).
 """
 from __future__ import annotations
 
@@ -48,11 +48,11 @@ class Reader:
         if got is None:
             return None
         b, labels, dense, lengths, values, weights, teacher = got
-        copy = lambda v, t: np.frombuffer(v, dtype=t).copy()
-        sparse = JaggedBatch([f[0] for f in self.features], copy(lengths, np.int32), copy(values, np.int64),
-                             None if weights is None else copy(weights, np.float32), batch_size=b)
-        return Samples(copy(labels, np.float32), copy(dense, np.float32).reshape(b, self.num_dense), sparse,
-                       None if teacher is None else copy(teacher, np.float32))
+        arr = lambda v, t: np.frombuffer(v, dtype=t)  # bytearrays the C module filled: already ours
+        sparse = JaggedBatch([f[0] for f in self.features], arr(lengths, np.int32), arr(values, np.int64),
+                             None if weights is None else arr(weights, np.float32), batch_size=b)
+        return Samples(arr(labels, np.float32), arr(dense, np.float32).reshape(b, self.num_dense), sparse,
+                       None if teacher is None else arr(teacher, np.float32))
 
     def batches(self, batch_size: int, limit: Optional[int] = None) -> Iterator[Samples]:
         """Batches until the share ends (the synthetic task never does) or

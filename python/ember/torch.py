@@ -7,6 +7,7 @@ model.parameters() leaves the tables to ember.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Dict, Optional, Sequence, Union
 
 import torch
@@ -24,6 +25,11 @@ class _Lookup(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, anchor, module, batch):
+        pending = module._pending() if module._pending is not None else None
+        if pending is not None and pending.grad_fn is not None:
+            raise Error("EmbeddingBagCollection: a training forward while the last one's output still waits "
+                        "for its backward; ember updates the rows of the last forward's batch only (call "
+                        "backward, or drop that output, before the next training forward)")
         out = torch.empty((batch.batch_size, module.collection.width), dtype=torch.float32)
         module.collection.forward(batch, out=out)
         module._forwards += 1
@@ -40,6 +46,7 @@ class _Lookup(torch.autograd.Function):
         if grad.dtype != torch.float32:
             raise TypeError(f"grad: expected float32, got {grad.dtype}")
         module.collection.backward(grad.contiguous())
+        module._pending = None
         return None, None, None
 
 
@@ -63,12 +70,14 @@ class EmbeddingBagCollection(torch.nn.Module):
         self._splits = [(f.name, dims[f.table]) for f in features]
         self._anchor = torch.zeros(0, requires_grad=True)
         self._forwards = 0
+        self._pending = None  # a weak reference to the output whose backward is due
 
     def forward(self, batch) -> Union[torch.Tensor, Dict[str, torch.Tensor]]:
         if not isinstance(batch, JaggedBatch):
             batch = JaggedBatch.from_kjt(batch)
         if torch.is_grad_enabled() and self.training:
             out = _Lookup.apply(self._anchor, self, batch)
+            self._pending = weakref.ref(out)
         else:
             out = torch.empty((batch.batch_size, self.collection.width), dtype=torch.float32)
             self.collection.forward(batch, out=out)
@@ -93,18 +102,31 @@ class EmbeddingBagCollection(torch.nn.Module):
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
-        for t in self.collection.tables:
+        # torch's own part: the load pre-hooks, and with strict every key under
+        # prefix that names no parameter, buffer or child is unexpected (ours too)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        ours = {f"{prefix}embedding_bags.{t.name}.weight" for t in self.collection.tables if t.kind == "fixed"}
+        unexpected_keys[:] = [k for k in unexpected_keys if k not in ours]
+        loads, failed = [], False
+        for t in self.collection.tables:  # every shape first: a failed load writes nothing
             if t.kind != "fixed":
                 continue
             key = f"{prefix}embedding_bags.{t.name}.weight"
             if key not in state_dict:
                 missing_keys.append(key)
+                failed = True
                 continue
             w = state_dict[key]
             if tuple(w.shape) != (t.rows, t.dim):
                 error_msgs.append(f"{key}: shape {tuple(w.shape)}, the table is ({t.rows}, {t.dim})")
+                failed = True
                 continue
-            self.collection.write_table(t.name, w.detach().to(torch.float32).contiguous())
+            loads.append((t.name, w))
+        if failed and (strict or error_msgs):
+            return
+        for name, w in loads:
+            self.collection.write_table(name, w.detach().to(torch.float32).contiguous())
 
     def save(self, root: str, step: int = 0, keep: int = 0) -> None:
         """ember's checkpoint: rows and optimizer state (state_dict has rows only)."""

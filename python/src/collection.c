@@ -24,6 +24,7 @@ typedef struct py_collection {
     char **names;                /* copies of every name and path           */
     int32_t num_names;
     int pending;                 /* a forward succeeded, no backward since  */
+    unsigned long forward_thread; /* the thread of that forward             */
     int64_t last_pooled, last_sequence; /* floats that forward wrote: what
                                            backward's gradients must hold  */
 } py_collection;
@@ -56,6 +57,7 @@ static void collection_free_parts(py_collection *self)
     self->dims = NULL;
     self->kinds = NULL;
     self->num_names = 0;
+    self->num_tables = self->num_features = 0;
 }
 
 /* (name, rows, dim, init, init_value, optimizer kind, lr, eps, weight_decay,
@@ -284,6 +286,7 @@ static PyObject *collection_forward(PyObject *obj, PyObject *args)
     status = ember_forward(self->coll, &b, pooled.data, sequence.data);
     Py_END_ALLOW_THREADS
     self->pending = status == 0;
+    self->forward_thread = PyThread_get_thread_ident();
     self->last_pooled = width * batch_size;
     self->last_sequence = seq > 0 ? seq : 0;
     ret = finish(self, status);
@@ -332,6 +335,12 @@ static PyObject *collection_backward(PyObject *obj, PyObject *args)
         ember_py_raise(EMBER_ESTATE, "backward: no forward since the last backward (or the last forward failed)");
         goto out;
     }
+    if (self->forward_thread != PyThread_get_thread_ident()) {
+        self->busy = 0;
+        ember_py_raise(EMBER_ESTATE, "backward: the last forward ran on another thread (a forward and its backward "
+                                     "must come from one thread)");
+        goto out;
+    }
     if (d_pooled.count != (Py_ssize_t)self->last_pooled) {
         PyErr_Format(PyExc_ValueError, "grad: %zd floats, but the last forward's output has %lld", d_pooled.count,
                      (long long)self->last_pooled);
@@ -363,14 +372,18 @@ static PyObject *row_access(PyObject *obj, PyObject *args, int state, int write)
     int table;
     long long first, count;
     PyObject *ao;
-    if (!PyArg_ParseTuple(args, "iLLO", &table, &first, &count, &ao) || check_table(self, table) || claim(self))
+    if (!PyArg_ParseTuple(args, "iLLO", &table, &first, &count, &ao) || claim(self))
         return NULL;
+    if (check_table(self, table)) {
+        self->busy = 0;
+        return NULL;
+    }
     py_array a = {0};
     PyObject *ret = NULL;
     if (py_array_get(ao, write ? "values" : "out", PY_FLOAT32, !write, 0, &a))
         goto out;
     int64_t per_row = state ? ember_state_floats(self->kinds[table], self->dims[table]) : self->dims[table];
-    if (count < 0 || a.count != (Py_ssize_t)(count * per_row)) {
+    if (count < 0 || (per_row > 0 && count > PY_SSIZE_T_MAX / per_row) || a.count != (Py_ssize_t)(count * per_row)) {
         PyErr_Format(PyExc_ValueError, "%s: %zd floats, but %lld rows of table %d need %lld", write ? "values" : "out",
                      a.count, count, table, count * (long long)per_row);
         goto out;
@@ -400,7 +413,11 @@ static PyObject *collection_state_floats(PyObject *obj, PyObject *args)
 {
     py_collection *self = (py_collection *)obj;
     int table;
-    if (!PyArg_ParseTuple(args, "i", &table) || check_table(self, table))
+    if (!PyArg_ParseTuple(args, "i", &table))
+        return NULL;
+    if (!self->coll)
+        return ember_py_raise(EMBER_ESTATE, "the collection is closed");
+    if (check_table(self, table))
         return NULL;
     return PyLong_FromLong(ember_state_floats(self->kinds[table], self->dims[table]));
 }
@@ -453,10 +470,11 @@ static PyObject *collection_load(PyObject *obj, PyObject *args)
 static PyObject *collection_set(PyObject *obj, PyObject *args, int what)
 {
     py_collection *self = (py_collection *)obj;
-    double x;
-    if (!PyArg_ParseTuple(args, "d", &x) || claim(self))
+    double x = 0;
+    int n = 0;
+    if (!PyArg_ParseTuple(args, what == 0 ? "i" : "d", what == 0 ? (void *)&n : (void *)&x) || claim(self))
         return NULL;
-    int status = what == 0 ? ember_collection_set_threads(self->coll, (int32_t)x)
+    int status = what == 0 ? ember_collection_set_threads(self->coll, n)
                  : what == 1 ? ember_set_lr_scale(self->coll, (float)x)
                              : ember_collection_set_training(self->coll, x != 0);
     return finish(self, status);

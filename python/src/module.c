@@ -11,7 +11,14 @@ PyObject *ember_py_error;
 
 PyObject *ember_py_raise(int status, const char *message)
 {
-    PyObject *args = Py_BuildValue("(s)", message && *message ? message : ember_status_str(status));
+    /* a message cut at its buffer's end, or holding a path's bytes, need not
+     * be UTF-8: undecodable bytes show as \xNN */
+    const char *m = message && *message ? message : ember_status_str(status);
+    PyObject *text = PyUnicode_DecodeUTF8(m, (Py_ssize_t)strlen(m), "backslashreplace");
+    if (!text)
+        return NULL;
+    PyObject *args = PyTuple_Pack(1, text);
+    Py_DECREF(text);
     if (!args)
         return NULL;
     PyObject *exc = PyObject_Call(ember_py_error, args, NULL);

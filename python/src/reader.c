@@ -1,9 +1,10 @@
 /*
  * reader.c: ember._ember.Reader, one ember_reader (include/ember-data.h):
  * the labelled samples `ember train` would read from a config, for a
- * training loop written in Python.  next() returns read-only memoryviews of
- * the reader's arrays, valid until the next call; the Python layer copies
- * them into numpy arrays it owns.
+ * training loop written in Python.  next() copies the batch out of the
+ * reader into bytearrays the caller owns (numpy then views them), while
+ * the reader is still claimed: a reader serves one thread at a time, as a
+ * collection does, and a second thread's call raises ember.Error.
  */
 #include "ember-data.h"
 #include "ember_py.h"
@@ -11,7 +12,23 @@
 typedef struct py_reader {
     PyObject_HEAD
     ember_reader *r;
+    int busy;
 } py_reader;
+
+/* Claims the reader for one call: ember.Error when closed or busy. */
+static int claim(py_reader *self)
+{
+    if (!self->r) {
+        ember_py_raise(EMBER_ESTATE, "the reader is closed");
+        return -1;
+    }
+    if (self->busy) {
+        ember_py_raise(EMBER_ESTATE, "the reader is in use by another thread");
+        return -1;
+    }
+    self->busy = 1;
+    return 0;
+}
 
 static int reader_init(PyObject *obj, PyObject *args, PyObject *kwargs)
 {
@@ -43,46 +60,48 @@ static void reader_dealloc(PyObject *obj)
     py_free_object(obj, tp);
 }
 
-static PyObject *view(const void *data, Py_ssize_t bytes)
+static PyObject *copy(const void *data, Py_ssize_t bytes)
 {
-    if (!data || bytes == 0)
-        return PyMemoryView_FromMemory((char *)"", 0, PyBUF_READ);
-    return PyMemoryView_FromMemory((char *)data, bytes, PyBUF_READ);
+    return PyByteArray_FromStringAndSize(data && bytes ? (const char *)data : "", data ? bytes : 0);
 }
 
 /* next(max_samples) -> None at the end, else (batch_size, labels, dense,
- * lengths, values, weights or None, teacher or None): memoryviews of bytes */
+ * lengths, values, weights or None, teacher or None): bytearrays */
 static PyObject *reader_next(PyObject *obj, PyObject *args)
 {
     py_reader *self = (py_reader *)obj;
     int max_samples;
-    if (!PyArg_ParseTuple(args, "i", &max_samples))
+    if (!PyArg_ParseTuple(args, "i", &max_samples) || claim(self))
         return NULL;
-    if (!self->r)
-        return ember_py_raise(EMBER_ESTATE, "the reader is closed");
     ember_samples s;
     int64_t n;
     Py_BEGIN_ALLOW_THREADS
     n = ember_reader_next(self->r, max_samples, &s);
     Py_END_ALLOW_THREADS
-    if (n < 0)
-        return ember_py_raise((int)n, ember_reader_errmsg(self->r));
-    if (n == 0)
-        Py_RETURN_NONE;
-    Py_ssize_t b = s.batch_size, ids = (Py_ssize_t)s.sparse.num_ids;
-    const float *teacher = ember_reader_teacher(self->r);
-    PyObject *weights = s.sparse.weights ? view(s.sparse.weights, ids * 4) : Py_NewRef(Py_None);
-    PyObject *teach = teacher ? view(teacher, b * 4) : Py_NewRef(Py_None);
-    return Py_BuildValue("(nNNNNNN)", b, view(s.labels, b * 4), view(s.dense, b * s.num_dense * 4),
-                         view(s.sparse.lengths, b * s.sparse.num_features * 4), view(s.sparse.ids, ids * 8),
-                         weights, teach);
+    PyObject *ret;
+    if (n < 0) {
+        ret = ember_py_raise((int)n, ember_reader_errmsg(self->r));
+    } else if (n == 0) {
+        ret = Py_NewRef(Py_None);
+    } else {
+        Py_ssize_t b = s.batch_size, ids = (Py_ssize_t)s.sparse.num_ids;
+        const float *teacher = ember_reader_teacher(self->r);
+        PyObject *weights = s.sparse.weights ? copy(s.sparse.weights, ids * 4) : Py_NewRef(Py_None);
+        PyObject *teach = teacher ? copy(teacher, b * 4) : Py_NewRef(Py_None);
+        ret = Py_BuildValue("(nNNNNNN)", b, copy(s.labels, b * 4), copy(s.dense, b * s.num_dense * 4),
+                            copy(s.sparse.lengths, b * s.sparse.num_features * 4), copy(s.sparse.ids, ids * 8),
+                            weights, teach);
+    }
+    self->busy = 0;
+    return ret;
 }
 
 static PyObject *reader_describe(PyObject *obj, PyObject *args)
 {
     py_reader *self = (py_reader *)obj;
-    if (!self->r)
-        return ember_py_raise(EMBER_ESTATE, "the reader is closed");
+    if (claim(self))
+        return NULL;
+    self->busy = 0;
     PyObject *features = PyList_New(0);
     for (int32_t f = 0; features && f < ember_reader_num_features(self->r); f++) {
         PyObject *item = Py_BuildValue("(sL)", ember_reader_feature_name(self->r, f),
@@ -102,22 +121,25 @@ static PyObject *reader_describe(PyObject *obj, PyObject *args)
 static PyObject *reader_rewind(PyObject *obj, PyObject *args)
 {
     py_reader *self = (py_reader *)obj;
-    if (!self->r)
-        return ember_py_raise(EMBER_ESTATE, "the reader is closed");
+    if (claim(self))
+        return NULL;
     ember_reader_rewind(self->r);
+    self->busy = 0;
     Py_RETURN_NONE;
 }
 
 static PyObject *reader_close(PyObject *obj, PyObject *args)
 {
     py_reader *self = (py_reader *)obj;
+    if (self->busy)
+        return ember_py_raise(EMBER_ESTATE, "the reader is in use by another thread");
     ember_reader_close(self->r);
     self->r = NULL;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef reader_methods[] = {
-    {"next", reader_next, METH_VARARGS, "next(max_samples): the next batch's views, or None at the end."},
+    {"next", reader_next, METH_VARARGS, "next(max_samples): the next batch (copies), or None at the end."},
     {"describe", reader_describe, METH_NOARGS, "The dense width and the sparse features (name, rows)."},
     {"rewind", reader_rewind, METH_NOARGS, "Back to the start of this rank's share."},
     {"close", reader_close, METH_NOARGS, "Frees the reader."},

@@ -18,7 +18,8 @@ struct ember_reader {
     config_file *cf;     /* NULL: the built-in task                          */
     cfg_train t;
     ctr_source *src;
-    ctr_source *train;   /* a text training source whose statistics src took */
+    ctr_source *train;   /* while opening an eval file: the training source
+                            whose statistics it takes                     */
     char err[1024];
 };
 
@@ -60,12 +61,17 @@ int ember_reader_open(const char *config, const char *path, int eval, int32_t ra
         if (ctr_source_synth(&r->t.synth, eval, rank, world, &r->src, err, sizeof err))
             return fail(r, EMBER_EINVAL, err);
     } else {
-        /* an eval file is scaled like its text training file (data_open.c) */
+        /* a text eval file is scaled like the training file, as `ember train`
+         * does (data_open.c): its statistics are taken at open, and a binary
+         * training file has none to give (the same error as the trainer's) */
         const char *train_file = r->t.train_file;
-        if (eval && train_file && strcmp(train_file, file) != 0 && !ctr_file_is_binary(train_file) &&
+        if (eval && train_file && strcmp(train_file, file) != 0 && !ctr_file_is_binary(file) &&
             data_open_file(r->cf, &r->t, train_file, NULL, rank, world, &r->train, err, sizeof err))
             return fail(r, EMBER_EIO, err);
-        if (data_open_file(r->cf, &r->t, file, r->train, rank, world, &r->src, err, sizeof err))
+        int rc = data_open_file(r->cf, &r->t, file, r->train, rank, world, &r->src, err, sizeof err);
+        ctr_source_destroy(r->train);
+        r->train = NULL;
+        if (rc)
             return fail(r, EMBER_EIO, err);
         /* data.shuffle: the training file's blocks in the trainer's order */
         if (!eval && data_shuffle_train(&r->t, file, r->src, err, sizeof err))

@@ -160,11 +160,73 @@ def test_keyed_jagged_tensor_in():
     tables, features = small()
     ebc = ember.torch.EmbeddingBagCollection(tables, features, seed=1)
     kjt = FakeKJT(["x", "y"], torch.tensor([1, 2, 0, 1, 1, 1]), torch.tensor([3, 4, 5, 7, 1, 2]))
-    torch.testing.assert_close(ebc(kjt), ebc(batch()), rtol=0, atol=0)
+    with torch.no_grad():
+        torch.testing.assert_close(ebc(kjt), ebc(batch()), rtol=0, atol=0)
     try:
         from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
     except ImportError:
         return  # torchrec is optional; the fake above stands for its interface
     real = KeyedJaggedTensor.from_lengths_sync(keys=["x", "y"], values=torch.tensor([3, 4, 5, 7, 1, 2]),
                                                lengths=torch.tensor([1, 2, 0, 1, 1, 1]))
-    torch.testing.assert_close(ebc(real), ebc(batch()), rtol=0, atol=0)
+    with torch.no_grad():
+        torch.testing.assert_close(ebc(real), ebc(batch()), rtol=0, atol=0)
+
+
+def test_two_training_forwards_change_nothing():
+    tables, features = small()
+    ebc = ember.torch.EmbeddingBagCollection(tables, features, seed=1)
+    before = ebc.collection.read_table("a")
+    out = ebc(batch())
+    with pytest.raises(ember.Error, match="still waits for its backward"):
+        ebc(batch(ids=(9, 8, 7, 6, 5, 4)))
+    np.testing.assert_array_equal(ebc.collection.read_table("a"), before)
+    out.sum().backward()  # the first forward's backward still applies
+    assert ebc.stats()["steps"] == 1
+    del out
+    ebc(batch())  # a dropped output frees the next forward
+    ebc(batch()).sum().backward()
+    assert ebc.stats()["steps"] == 2
+
+
+def test_closed_and_threads_and_bounds():
+    coll = ember.Collection(*small())
+    coll.close()
+    for call in (lambda: coll.read_state("a"), lambda: coll.write_state("a", np.zeros((1, 4), np.float32)),
+                 lambda: coll.set_threads(2)):
+        with pytest.raises(ember.Error, match="closed"):
+            call()
+    coll = ember.Collection(*small())
+    with pytest.raises(IndexError, match=r"table 'a': rows \[99, 101\)"):
+        coll.read_table("a", first=99, count=2)
+    with pytest.raises(ValueError, match="table 'big': dim"):
+        ember.Collection([ember.TableConfig("big", rows=10, dim=2**40)], [ember.FeatureConfig("x", "big")])
+    with pytest.raises(TypeError):
+        coll.set_threads(1e20)
+    import threading
+    out = coll.forward(batch())
+    err = []
+    t = threading.Thread(target=lambda: err.append(pytest.raises(ember.Error, coll.backward, np.zeros_like(out))))
+    t.start()
+    t.join()
+    assert "another thread" in str(err[0].value)
+    coll.backward(np.zeros_like(out))
+
+
+def test_state_dict_strict_and_atomic():
+    tables, features = small()
+    a = ember.torch.EmbeddingBagCollection(tables, features, seed=1)
+    b = ember.torch.EmbeddingBagCollection(tables, features, seed=2)
+    sd = a.state_dict()
+    with pytest.raises(RuntimeError, match="typo"):
+        b.load_state_dict({**sd, "embedding_bags.typo.weight": torch.zeros(1)})
+    before = b.collection.read_table("a")
+    bad = dict(sd)
+    bad["embedding_bags.b.weight"] = torch.zeros(3, 3)
+    with pytest.raises(RuntimeError, match="shape"):
+        b.load_state_dict(bad)
+    np.testing.assert_array_equal(b.collection.read_table("a"), before)  # nothing was written
+
+
+def test_messages_that_are_not_utf8_still_raise_ember_error():
+    with pytest.raises(ember.Error):
+        ember.Reader(path="/nonexistent/x" + "\u00e9" * 400, world=ember.World())

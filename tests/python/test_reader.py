@@ -80,3 +80,30 @@ def test_errors_name_the_file_and_line(tmp_path):
         ember.Reader(str(cfg), path=str(tmp_path / "no-such-file.csv"))
     with pytest.raises(ember.Error, match="data.shuffle needs the binary format"):
         ember.Reader(os.path.join(DATA, "movies.cfg"))
+
+
+def test_threads_share_a_reader_safely():
+    """Threads on one reader: each call either runs alone or raises 'in
+    use'; every batch that comes back is whole (lengths add up to its ids)."""
+    import threading
+    r = ember.Reader(world=ember.World())
+    bad, busy, good = [], [], []
+
+    def work():
+        for _ in range(30):
+            try:
+                s = r.next(8192)
+            except ember.Error as e:
+                (busy if "in use" in str(e) or "closed" in str(e) else bad).append(str(e))
+                continue
+            (good if np.asarray(s.sparse.lengths).sum() == len(s.sparse.values) else bad).append(1)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad and good, (bad[:3], len(good))
+    r.close()
+    with pytest.raises(ember.Error, match="closed"):
+        r.next(1)
