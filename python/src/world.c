@@ -38,7 +38,12 @@ static PyObject *py_mpi_world(PyObject *self, PyObject *args)
             if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
                 return ember_py_raise(EMBER_ECOMM, "MPI_Init_thread failed");
             initialised_here = 1;
+        } else {
+            MPI_Query_thread(&provided);
         }
+        if (provided < MPI_THREAD_FUNNELED)
+            return ember_py_raise(EMBER_ECOMM, "MPI gives single-threaded support only: ember needs at least "
+                                               "MPI_THREAD_FUNNELED (its OpenMP threads run beside the MPI calls)");
         int status = ember_world_from_mpi_comm(MPI_COMM_WORLD, &process_world);
         if (status)
             return ember_py_raise(status, ember_data_errmsg());
