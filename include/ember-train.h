@@ -20,8 +20,12 @@
  * Nothing here prints, exits or installs a signal handler: what the run
  * does is told through events (one JSON object each, the lines of
  * `ember train --json`), errors through the status and ember_trainer_errmsg.
- * The trainer does set OpenMP's thread count of the calling thread (the
- * run's threads per rank).
+ * The trainer sets the run's thread counts (OpenMP's of the calling
+ * thread, OpenBLAS's, which is process-wide) during ember_trainer_open and
+ * ember_trainer_run only, and puts the caller's back before either returns:
+ * after them the process has the thread settings it had before, and two
+ * open trainers do not change each other's.  Do not run BLAS or OpenMP work
+ * on other threads of the process during those calls.
  *
  * MPI: with a world of R ranks (include/ember-mpi.h) every rank opens and
  * runs the trainer with the same arguments; each reads its own share of the

@@ -19,7 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cblas.h>
 #include <jansson.h>
+#include <omp.h>
 
 #include "check.h"
 #include "ember-train.h"
@@ -232,8 +234,128 @@ static void test_errors(void)
     ember_trainer_close(NULL);
 }
 
+/* Open and run put the caller's thread settings back; a second open
+ * trainer does not change the first one's. */
+static void test_threads_restored(void)
+{
+    omp_set_num_threads(3);
+    openblas_set_num_threads(3);
+    ember_train_overrides o;
+    quick(&o, 4);
+    o.threads = 1;
+    o.blas_threads = 1;
+    events e;
+    memset(&e, 0, sizeof e);
+    ember_trainer *a = NULL, *b = NULL;
+    CHECK(ember_trainer_open(NULL, &o, NULL, on_event, &e, &a) == EMBER_OK);
+    CHECK_MSG(omp_get_max_threads() == 3 && openblas_get_num_threads() == 3, "after open: omp %d, blas %d",
+              omp_get_max_threads(), openblas_get_num_threads());
+    o.threads = 2;
+    o.blas_threads = 2;
+    CHECK(ember_trainer_open(NULL, &o, NULL, NULL, NULL, &b) == EMBER_OK);
+    CHECK(ember_trainer_run(a) == EMBER_OK);
+    CHECK_MSG(omp_get_max_threads() == 3 && openblas_get_num_threads() == 3, "after run: omp %d, blas %d",
+              omp_get_max_threads(), openblas_get_num_threads());
+    json_t *j = json_loads(ember_trainer_summary(a) ? ember_trainer_summary(a) : "", 0, NULL);
+    CHECK(json_integer_value(json_object_get(j, "steps")) == 4);
+    json_decref(j);
+    ember_trainer_close(a);
+    ember_trainer_close(b);
+    CHECK(omp_get_max_threads() == 3 && openblas_get_num_threads() == 3);
+    free(e.summary_text);
+}
+
+/* Open and run put the caller's thread settings back; a second open
+ * trainer does not change the first one's. */
+static void test_threads_restored(void)
+{
+    omp_set_num_threads(3);
+    openblas_set_num_threads(3);
+    ember_train_overrides o;
+    quick(&o, 4);
+    o.threads = 1;
+    o.blas_threads = 1;
+    events e;
+    memset(&e, 0, sizeof e);
+    ember_trainer *a = NULL, *b = NULL;
+    CHECK(ember_trainer_open(NULL, &o, NULL, on_event, &e, &a) == EMBER_OK);
+    CHECK_MSG(omp_get_max_threads() == 3 && openblas_get_num_threads() == 3, "after open: omp %d, blas %d",
+              omp_get_max_threads(), openblas_get_num_threads());
+    o.threads = 2;
+    o.blas_threads = 2;
+    CHECK(ember_trainer_open(NULL, &o, NULL, NULL, NULL, &b) == EMBER_OK);
+    CHECK(ember_trainer_run(a) == EMBER_OK);
+    CHECK_MSG(omp_get_max_threads() == 3 && openblas_get_num_threads() == 3, "after run: omp %d, blas %d",
+              omp_get_max_threads(), openblas_get_num_threads());
+    json_t *j = json_loads(ember_trainer_summary(a) ? ember_trainer_summary(a) : "", 0, NULL);
+    CHECK(json_integer_value(json_object_get(j, "steps")) == 4);
+    json_decref(j);
+    ember_trainer_close(a);
+    ember_trainer_close(b);
+    CHECK(omp_get_max_threads() == 3 && openblas_get_num_threads() == 3);
+    free(e.summary_text);
+}
+
+/* A file name that is not UTF-8: the start event's train_file and the
+ * summary's first_bad are still there, with the byte as text. */
+static void test_not_utf8(void)
+{
+    char dir[] = "/tmp/ember_trainer_api_XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/tr\xff.tsv", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    for (int l = 0; l < 64; l++) {
+        if (l == 5)
+            fprintf(f, "not a line\n");
+        fprintf(f, "%d", l % 2);
+        for (int i = 0; i < 13; i++)
+            fprintf(f, "\t%d", (l + i) % 7);
+        for (int i = 0; i < 26; i++)
+            fprintf(f, "\t%08x", (unsigned)(l * 31 + i));
+        fprintf(f, "\n");
+    }
+    fclose(f);
+    ember_train_overrides o;
+    quick(&o, 2);
+    o.micro_batch = 4;
+    o.eval_every = 0;
+    o.eval_samples = 0;
+    o.train_file = path;
+    ember_trainer *t = NULL;
+    events e;
+    memset(&e, 0, sizeof e);
+    e.keep_start = 1;
+    int st = ember_trainer_open(NULL, &o, NULL, on_event, &e, &t);
+    CHECK_MSG(st == EMBER_OK, "open: %s", ember_trainer_errmsg(t));
+    if (st == EMBER_OK)
+        CHECK_MSG(ember_trainer_run(t) == EMBER_OK, "run: %s", ember_trainer_errmsg(t));
+    json_t *start = e.start_text ? json_loads(e.start_text, 0, NULL) : NULL;
+    const char *tf = json_string_value(json_object_get(start, "train_file"));
+    CHECK_MSG(tf && strstr(tf, "/tr\\xFF.tsv"), "train_file: %s", tf ? tf : "(none)");
+    const char *sm = ember_trainer_summary(t);
+    json_t *j = sm ? json_loads(sm, 0, NULL) : NULL;
+    const char *fb = json_string_value(json_object_get(j, "first_bad"));
+    CHECK_MSG(fb && strstr(fb, "/tr\\xFF.tsv:6"), "first_bad: %s", fb ? fb : "(none)");
+    json_decref(j);
+    json_decref(start);
+    ember_trainer_close(t);
+    free(e.summary_text);
+    free(e.start_text);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
+    test_threads_restored();
     test_events_and_repeat();
     test_resume();
     test_overrides();

@@ -105,6 +105,13 @@ void dense_set_threads(int32_t threads);
  * default: its GEMMs are small, and OpenBLAS's pthread pool spins against
  * OpenMP's workers (docs/PERFORMANCE.md, "Training"). */
 void dense_set_blas_threads(int32_t threads);
+/* The settings above as they are now (dense: 0 when never set; blas:
+ * OpenBLAS's), to put back with dense_threads_restore. */
+typedef struct dense_thread_state {
+    int32_t dense, blas;
+} dense_thread_state;
+void dense_threads_save(dense_thread_state *out);
+void dense_threads_restore(const dense_thread_state *saved);
 
 /* ------------------------------------------------------------- optimizers */
 

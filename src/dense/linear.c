@@ -35,6 +35,18 @@ void dense_set_blas_threads(int32_t threads)
     openblas_set_num_threads(threads < 1 ? 1 : threads);
 }
 
+void dense_threads_save(dense_thread_state *out)
+{
+    out->dense = dense_threads_;
+    out->blas = openblas_get_num_threads();
+}
+
+void dense_threads_restore(const dense_thread_state *saved)
+{
+    dense_threads_ = saved->dense;
+    openblas_set_num_threads(saved->blas < 1 ? 1 : saved->blas);
+}
+
 int dense_threads(void)
 {
     return dense_threads_ > 0 ? dense_threads_ : omp_get_max_threads();

@@ -18,7 +18,37 @@
 #include <string.h>
 
 #include "comm/collect.h"
+#include "dense/dense.h"
 #include "train/run.h"
+
+/* The process's thread settings the trainer changes: OpenMP's of the
+ * calling thread, OpenBLAS's and the dense module's (process-wide).  Open
+ * and run apply the run's own and put the caller's back on every return,
+ * so that neither the caller nor another trainer sees them. */
+typedef struct thread_state {
+    int omp;
+    dense_thread_state dense;
+} thread_state;
+
+static void threads_save(thread_state *saved)
+{
+    saved->omp = omp_get_max_threads();
+    dense_threads_save(&saved->dense);
+}
+
+static void threads_apply(const ember_trainer *s)
+{
+    omp_set_num_threads(s->threads);
+    dense_set_threads(s->threads);
+    if (s->blas_threads > 0)
+        dense_set_blas_threads(s->blas_threads);
+}
+
+static void threads_restore(const thread_state *saved)
+{
+    omp_set_num_threads(saved->omp);
+    dense_threads_restore(&saved->dense);
+}
 
 /* The overrides with their strings copied into s (the caller's may go). */
 static int copy_overrides(ember_trainer *s, const ember_train_overrides *o, ember_train_overrides *out)
@@ -58,7 +88,7 @@ static int open_run(ember_trainer *s, const char *config_path, const ember_train
     s->threads = set.threads;
     s->blas_threads = set.blas_threads;
     s->resume = set.resume;
-    omp_set_num_threads(s->threads); /* the synthetic data's loops, too */
+    threads_apply(s); /* the synthetic data's loops, too; undone by open */
     if (train_setup_open(s) || train_epochs_to_steps(s) || (s->t.checkpoint_dir && train_ckpt_prepare(s)) ||
         (s->resume && train_ckpt_resume(s)))
         return s->status;
@@ -79,7 +109,10 @@ int ember_trainer_open(const char *config_path, const ember_train_overrides *o, 
     s->local_ranks = ember_comm_local_ranks(world);
     s->on_event = on_event;
     s->event_ctx = ctx;
+    thread_state saved;
+    threads_save(&saved);
     int st = open_run(s, config_path, o);
+    threads_restore(&saved);
     if (st == EMBER_OK)
         s->state = RUN_OPEN;
     return st;
@@ -109,11 +142,18 @@ int ember_trainer_run(ember_trainer *s)
         return run_fail(s, EMBER_ESTATE, "ember_trainer_run: the trainer %s",
                         s->state == RUN_FAILED ? "did not open" : "has run already");
     s->state = RUN_STOPPED; /* once, whatever happens */
+    thread_state saved;
+    threads_save(&saved);
+    threads_apply(s);
     train_event_start(s);
     if (s->resume)
         train_event_resume(s);
+    int st = EMBER_OK;
     if (train_loop(s) || train_summary(s))
-        return s->status;
+        st = s->status;
+    threads_restore(&saved);
+    if (st != EMBER_OK)
+        return st;
     if (s->rank == 0 && s->on_event)
         s->on_event(s->event_ctx, s->summary);
     s->state = RUN_DONE;
