@@ -18,6 +18,7 @@
 
 #include "train/dense_sync.h"
 #include "train/run.h"
+#include "train/run_json.h"
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
@@ -53,12 +54,12 @@ void train_event_start(ember_trainer *s)
         rows += s->cc.tables[i].rows;
     json_t *j = json_object();
     json_object_set_new(j, "event", json_string("start"));
-    json_object_set_new(j, "name", json_string(s->name));
+    json_object_set_new(j, "name", run_json_string(s->name));
     json_object_set_new(j, "source", json_string(config_source_name(t->source)));
     if (t->train_file)
-        json_object_set_new(j, "train_file", json_string(t->train_file));
+        json_object_set_new(j, "train_file", run_json_string(t->train_file));
     if (t->eval_file)
-        json_object_set_new(j, "eval_file", json_string(t->eval_file));
+        json_object_set_new(j, "eval_file", run_json_string(t->eval_file));
     json_object_set_new(j, "world", json_integer(s->size));
     json_object_set_new(j, "threads", json_integer(s->threads));
     json_object_set_new(j, "micro_batch", json_integer(t->micro_batch));
@@ -92,7 +93,7 @@ void train_event_start(ember_trainer *s)
     json_object_set_new(j, "dense_optimizer", json_string(t->dense_optim.kind == DENSE_ADAM ? "adam" : "sgd"));
     json_object_set_new(j, "dense_lr", json_real(t->dense_optim.lr));
     if (s->plan_note[0])
-        json_object_set_new(j, "placement", json_string(s->plan_note));
+        json_object_set_new(j, "placement", run_json_string(s->plan_note));
     json_object_set_new(j, "evaluation", json_boolean(s->eval_src != NULL));
     train_event_emit(s, j);
 }
@@ -106,9 +107,9 @@ void train_event_resume(ember_trainer *s)
     json_object_set_new(j, "event", json_string("resume"));
     json_object_set_new(j, "step", json_integer(rs->step));
     json_object_set_new(j, "samples", json_integer(rs->samples));
-    json_object_set_new(j, "checkpoint", rs->resumed ? json_string(rs->path) : json_null());
+    json_object_set_new(j, "checkpoint", rs->resumed ? run_json_string(rs->path) : json_null());
     if (rs->note[0])
-        json_object_set_new(j, "differences", json_string(rs->note));
+        json_object_set_new(j, "differences", run_json_string(rs->note));
     train_event_emit(s, j);
 }
 
@@ -156,7 +157,7 @@ void train_event_checkpoint(ember_trainer *s, const train_ckpt_saved *c)
     json_t *j = json_object();
     json_object_set_new(j, "event", json_string("checkpoint"));
     json_object_set_new(j, "step", json_integer(c->step));
-    json_object_set_new(j, "path", json_string(c->path));
+    json_object_set_new(j, "path", run_json_string(c->path));
     json_object_set_new(j, "mb", num((double)c->bytes / 1e6));
     json_object_set_new(j, "seconds", num(c->seconds));
     train_event_emit(s, j);

@@ -19,6 +19,7 @@
 #include "comm/collect.h"
 #include "comm/comm.h"
 #include "train/run.h"
+#include "train/run_json.h"
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
@@ -122,7 +123,7 @@ static json_t *summary_json(const ember_trainer *s, const summary_data *d, const
         json_object_set_new(j, "lines", json_integer(d->lines[0]));
         json_object_set_new(j, "bad_lines", json_integer(d->lines[1]));
         if (cs->first_bad[0])
-            json_object_set_new(j, "first_bad", json_string(cs->first_bad));
+            json_object_set_new(j, "first_bad", run_json_string(cs->first_bad));
     }
     json_object_set_new(j, "train_seconds", num(train_s));
     json_object_set_new(j, "stop_metric", json_string(s->t.stop_metric_logloss ? "logloss" : "auc"));
