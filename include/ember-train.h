@@ -37,6 +37,7 @@
 #ifndef EMBER_TRAIN_API_H
 #define EMBER_TRAIN_API_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ember.h"
@@ -77,10 +78,18 @@ typedef struct ember_train_overrides {
 void ember_train_overrides_init(ember_train_overrides *o);
 /* Sets one override from text, by its `ember train` option name without the
  * dashes ("micro-batch" or "micro_batch", "train-file", "resume": "1"/"0").
- * value is kept, not copied.  EMBER_OK; EMBER_EINVAL when the value is bad
- * for it (missing, not a number, out of range, not a schedule); 1 when name
- * is not an override (nothing changed). */
+ * value is kept, not copied.  Numbers are whole decimal integers ("0x"
+ * before one: hexadecimal), with nothing before or after them; "" is a
+ * value for checkpoint-dir, metrics and plot only (none).  EMBER_OK;
+ * EMBER_EINVAL when the value is bad for it (missing, not a number, out of
+ * range, not a schedule); 1 when name is not an override (nothing
+ * changed). */
 int ember_train_overrides_set(ember_train_overrides *o, const char *name, const char *value);
+/* The same; on EMBER_EINVAL err (errlen bytes, may be NULL) says why,
+ * naming the option and what it takes ("steps: 'x' is not an integer in
+ * 0..1099511627776"); else err is "". */
+int ember_train_overrides_set_msg(ember_train_overrides *o, const char *name, const char *value, char *err,
+                                  size_t errlen);
 
 /* One event, one JSON object text (valid during the call only):
  *   start       the run's shape, at the beginning of ember_trainer_run

@@ -590,6 +590,14 @@ check_bad_input_messages() { # docs/RELIABILITY.md: each bad input's message, as
         expect_status 2 "$EMBER" train $a || return 1
         grep -q "ember train: bad value for ${a% *}: '${a#* }'" "$TMP/err" || { cat "$TMP/err"; return 1; }
     done
+    # the range is named; an overflowing, padded or octal-looking number is no number
+    expect_status 2 "$EMBER" train --steps abc || return 1
+    grep -q "ember train: bad value for --steps: 'abc' (not an integer in 0..1099511627776)" "$TMP/err" || return 1
+    for a in "99999999999999999999" " 7" "7 "; do
+        expect_status 2 "$EMBER" train --seed "$a" || return 1
+        grep -q "ember train: bad value for --seed: '$a' (not an integer in 0..9223372036854775807)" "$TMP/err" \
+            || { cat "$TMP/err"; return 1; }
+    done
     printf 'tables = ({ name = "t";\n  rows = "ten"; dim = 4; });\nfeatures = ({ name = "f"; table = "t"; });\n' >"$TMP/type.cfg"
     expect_status 1 "$EMBER" plan "$TMP/type.cfg" || return 1
     grep -q 'type.cfg:2: tables\[0\].rows: must be an integer, got a string' "$TMP/err" || return 1

@@ -178,6 +178,25 @@ static void test_overrides(void)
     CHECK(ember_train_overrides_set(&o, "schedule", "stale") == EMBER_OK);
     CHECK(ember_train_overrides_set(&o, "lr-decay", "step") == EMBER_EINVAL);
     CHECK(ember_train_overrides_set(&o, "train-file", "") == EMBER_EINVAL);
+    /* whole decimal numbers in int64_t, nothing around them */
+    o.seed = 5;
+    CHECK(ember_train_overrides_set(&o, "seed", "99999999999999999999") == EMBER_EINVAL && o.seed == 5);
+    CHECK(ember_train_overrides_set(&o, "seed", "010") == EMBER_OK && o.seed == 10);
+    CHECK(ember_train_overrides_set(&o, "seed", " 7") == EMBER_EINVAL && o.seed == 10);
+    CHECK(ember_train_overrides_set(&o, "seed", "7 ") == EMBER_EINVAL && o.seed == 10);
+    CHECK(ember_train_overrides_set(&o, "seed", "+7") == EMBER_EINVAL && o.seed == 10);
+    CHECK(ember_train_overrides_set(&o, "seed", "0x") == EMBER_EINVAL && o.seed == 10);
+    /* "" is none where documented */
+    CHECK(ember_train_overrides_set(&o, "metrics", "") == EMBER_OK && !strcmp(o.metrics, ""));
+    CHECK(ember_train_overrides_set(&o, "plot", "") == EMBER_OK && !strcmp(o.plot, ""));
+    CHECK(ember_train_overrides_set(&o, "checkpoint-dir", "") == EMBER_OK && !strcmp(o.checkpoint_dir, ""));
+    /* the message names the option and its range */
+    char why[256];
+    CHECK(ember_train_overrides_set_msg(&o, "steps", "x", why, sizeof why) == EMBER_EINVAL);
+    CHECK_MSG(!strcmp(why, "steps: 'x' is not an integer in 0..1099511627776"), "%s", why);
+    CHECK(ember_train_overrides_set_msg(&o, "schedule", "no", why, sizeof why) == EMBER_EINVAL);
+    CHECK_MSG(!strcmp(why, "schedule: 'no' is not blocking, overlap or stale"), "%s", why);
+    CHECK(ember_train_overrides_set_msg(&o, "steps", "3", why, sizeof why) == EMBER_OK && !why[0]);
     CHECK(ember_train_overrides_set(&o, "resume", "1") == EMBER_OK && o.resume == 1);
     CHECK(ember_train_overrides_set(&o, "colour", "red") == 1);
     CHECK(ember_train_overrides_set(&o, "config", "x.cfg") == 1);

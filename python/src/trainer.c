@@ -50,13 +50,14 @@ static PyObject *py_train(PyObject *self, PyObject *args)
         const char *k = PyUnicode_AsUTF8AndSize(key, NULL), *v = k ? PyUnicode_AsUTF8AndSize(value, NULL) : NULL;
         if (!k || !v)
             return NULL; /* the Python layer passes str -> str */
-        int rc = ember_train_overrides_set(&o, k, v);
+        char why[256] = "";
+        int rc = ember_train_overrides_set_msg(&o, k, v, why, sizeof why);
         if (rc == 1) {
             PyErr_Format(PyExc_TypeError, "train: unexpected keyword argument '%s'", k);
             return NULL;
         }
         if (rc) {
-            PyErr_Format(PyExc_ValueError, "train: %s = %s: not a valid value", k, v);
+            PyErr_Format(PyExc_ValueError, "train: %s", why[0] ? why : "not a valid value");
             return NULL;
         }
     }

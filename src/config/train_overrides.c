@@ -4,6 +4,9 @@
  * table holds every numeric override's range, so `ember train --steps`,
  * Python's steps= and a struct filled by hand meet the same limits.
  */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,35 +81,80 @@ void ember_train_overrides_init(ember_train_overrides *o)
         put_int(o, &INTS[k], -1);
 }
 
+/* A whole decimal integer ("0x" before it: hexadecimal), no blanks, no
+ * junk after it, in int64_t's range: 0 and *out, or -1. */
+static int parse_int(const char *v, long long *out)
+{
+    const char *p = v + (*v == '-');
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    int hex = p[0] == '0' && (p[1] == 'x' || p[1] == 'X');
+    if (hex && !isxdigit((unsigned char)p[2]))
+        return -1;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, hex ? 16 : 10);
+    if (errno == ERANGE || end == v || *end)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return EMBER_EINVAL;
+}
+
 int ember_train_overrides_set(ember_train_overrides *o, const char *name, const char *value)
 {
+    return ember_train_overrides_set_msg(o, name, value, NULL, 0);
+}
+
+int ember_train_overrides_set_msg(ember_train_overrides *o, const char *name, const char *value, char *err,
+                                  size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
     if (!o || !name)
-        return EMBER_EINVAL;
+        return bad(err, errlen, "ember_train_overrides_set: NULL argument");
     for (size_t k = 0; k < NINTS; k++) {
         if (!same_name(name, INTS[k].name))
             continue;
-        char *end;
-        if (!value || !*value)
-            return EMBER_EINVAL;
-        long long v = strtoll(value, &end, 0);
-        if (*end || v < INTS[k].lo || v > INTS[k].hi)
-            return EMBER_EINVAL;
+        long long v;
+        if (!value)
+            return bad(err, errlen, "%s: a value is needed", INTS[k].name);
+        if (parse_int(value, &v) || v < INTS[k].lo || v > INTS[k].hi)
+            return bad(err, errlen, "%s: '%.100s' is not an integer in %lld..%lld", INTS[k].name, value,
+                       (long long)INTS[k].lo, (long long)INTS[k].hi);
         put_int(o, &INTS[k], v);
         return EMBER_OK;
     }
     for (size_t k = 0; k < sizeof STRS / sizeof STRS[0]; k++) {
         if (!same_name(name, STRS[k].name))
             continue;
-        if (!value || !*value || (same_name(name, "schedule") && config_schedule_parse(value) < 0) ||
-            (same_name(name, "lr-decay") && !decay_ok(value)))
-            return EMBER_EINVAL;
+        const char *n = STRS[k].name;
+        int may_be_empty = !strcmp(n, "checkpoint-dir") || !strcmp(n, "metrics") || !strcmp(n, "plot");
+        if (!value || (!*value && !may_be_empty))
+            return bad(err, errlen, "%s: a value is needed", n);
+        if (!strcmp(n, "schedule") && config_schedule_parse(value) < 0)
+            return bad(err, errlen, "schedule: '%.100s' is not blocking, overlap or stale", value);
+        if (!strcmp(n, "lr-decay") && !decay_ok(value))
+            return bad(err, errlen, "lr-decay: '%.100s' is not none, linear or cosine", value);
         *(const char **)((char *)o + STRS[k].off) = value;
         return EMBER_OK;
     }
     if (same_name(name, "resume")) {
         int on = value && (!strcmp(value, "1") || !strcmp(value, "true"));
         if (!on && !(value && (!strcmp(value, "0") || !strcmp(value, "false"))))
-            return EMBER_EINVAL;
+            return value ? bad(err, errlen, "resume: '%.100s' is not 1, 0, true or false", value)
+                         : bad(err, errlen, "resume: a value is needed");
         o->resume = on;
         return EMBER_OK;
     }
