@@ -25,7 +25,12 @@
  * trainer's bit for bit, and at the end so do its tables and its optimizer
  * state gathered to rank 0 (dense_sync_gather_state), which also restores
  * into a fresh sharded update as it was (dense_sync_set_state).
+ *
+ * ember_trainer_open with overrides one rank alone gets wrong (the last
+ * rank's threads 0): every rank fails together with EMBER_EINVAL and the
+ * same message, none waits in the set-up's collectives.
  */
+#include "ember-train.h"
 #include "mpi_util.h"
 #include "train/dense_sync.h"
 #include "train_util.h"
@@ -213,10 +218,28 @@ static void tiny_updates(test_rng *r, ember_world *world)
         }
 }
 
+static void open_fails_together(ember_world *world)
+{
+    mpi_context("trainer open, the last rank's overrides bad");
+    ember_train_overrides o;
+    ember_train_overrides_init(&o);
+    o.steps = 1;
+    o.micro_batch = 16;
+    o.eval_samples = 0;
+    o.threads = mpi_rank_ == mpi_size_ - 1 ? 0 : 1;
+    ember_trainer *t = NULL;
+    int st = ember_trainer_open(NULL, &o, world, NULL, NULL, &t);
+    const char *msg = ember_trainer_errmsg(t);
+    MCHECK(st == EMBER_EINVAL, "open: %s (%s), want EINVAL on every rank", ember_status_str(st), msg);
+    MCHECK(strstr(msg, "threads") != NULL, "message: %s", msg);
+    ember_trainer_close(t);
+}
+
 int main(int argc, char **argv)
 {
     test_rng r = {mpi_test_init(&argc, &argv)};
     ember_world *world = mpi_world();
+    open_fails_together(world);
     tiny_updates(&r, world);
     for (int trial = 0; trial < TRIALS; trial++)
         trial_run(&r, trial, world);

@@ -258,7 +258,7 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
                        sizeof err);
     int32_t first = -1;
     if (ember_comm_any_failed(ctx->world, rc != 0, &first)) {
-        if (first == ctx->rank)
+        if (first == ctx->rank || (first < 0 && rc != 0)) /* first < 0: the exchange failed */
             tool_local_error(ctx, "predict", "%s", err);
         free(s.score), free(s.label), free(s.index);
         ctr_source_destroy(src);

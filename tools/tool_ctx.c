@@ -88,7 +88,7 @@ int tool_agree_fail(const tool_ctx *ctx, const char *cmd, int failed, const char
     int32_t first = -1;
     if (!ember_comm_any_failed(ctx->world, failed, &first))
         return 0;
-    if (first == ctx->rank)
+    if (first == ctx->rank || (first < 0 && failed)) /* first < 0: the exchange failed */
         tool_local_error(ctx, cmd, "%s", msg);
     return 1;
 }

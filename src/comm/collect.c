@@ -25,7 +25,9 @@ int ember_comm_any_failed(ember_world *w, int failed, int32_t *first)
     if (w && w->size > 1) {
         int32_t all[w->size], mine = low;
         if (w->ops->allgather(w, &mine, sizeof mine, all) != EMBER_OK) {
-            low = w->rank;
+            if (first)
+                *first = -1; /* no root every rank would agree on */
+            return 1;
         } else {
             for (int32_t r = 0; r < w->size; r++)
                 low = all[r] < low ? all[r] : low;
@@ -78,8 +80,12 @@ static int reduce(ember_world *w, void *v, int64_t n, size_t size, ember_reduce_
     size_t bytes = (size_t)chunk * size * (size_t)W;
     char *all = bytes <= sizeof stack ? stack : malloc(bytes); /* a world of thousands of ranks */
     int st = EMBER_OK;
-    if (!all) {
-        snprintf(w->errmsg, sizeof w->errmsg, "reduction on rank %d: out of memory", (int)w->rank);
+    int32_t first = -1;
+    /* the heap's scratch, agreed (bytes is the same on every rank): a rank
+     * without it must not leave the others in the all-gathers below */
+    if (bytes > sizeof stack && ember_comm_any_failed(w, !all, &first)) {
+        if (first >= 0)
+            snprintf(w->errmsg, sizeof w->errmsg, "reduction on rank %d: out of memory", (int)first);
         st = EMBER_ECOMM;
     }
     for (int64_t at = 0; st == EMBER_OK && at < n; at += chunk) {

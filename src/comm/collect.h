@@ -23,7 +23,8 @@ typedef enum ember_reduce_op { EMBER_REDUCE_MAX = 0, EMBER_REDUCE_SUM = 1 } embe
 
 /* 1 on every rank when `failed` is true on any rank (or the exchange
  * failed), else 0; *first (may be NULL) gets the lowest failing rank, or
- * -1 (this rank's own when the exchange failed). */
+ * -1: none failed, or the exchange itself failed (there is then no root
+ * every rank would agree on: broadcast nothing). */
 int ember_comm_any_failed(ember_world *w, int failed, int32_t *first);
 /* The largest `status` over ranks (exit codes 0, 1, 2), on every rank. */
 int ember_comm_agree_max(ember_world *w, int status);

@@ -14,6 +14,7 @@
  * message for the caller.
  */
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,24 +66,28 @@ static int copy_overrides(ember_trainer *s, const ember_train_overrides *o, embe
     return 0;
 }
 
-/* Everything of open after the handle: 0, or a status with s->errmsg. */
+/* Everything of open after the handle: 0, or a status with s->errmsg.
+ * The overrides, the config and the settings are one agreement: a rank
+ * that failed there alone (out of memory, a config it cannot read) stops
+ * the others before the first collective of the set-up. */
 static int open_run(ember_trainer *s, const char *config_path, const ember_train_overrides *given)
 {
     char err[1024] = "";
     ember_train_overrides o;
-    if (copy_overrides(s, given, &o))
-        return run_fail(s, EMBER_ENOMEM, "out of memory");
-    if (train_overrides_check(&o, err, sizeof err))
-        return run_fail(s, EMBER_EINVAL, "%s", err);
-    if (config_path) {
-        int failed = config_file_load(config_path, &s->cf, err, sizeof err) != 0;
-        if (run_agree(s, failed, EMBER_EFORMAT, err))
-            return s->status;
-    }
+    int st = EMBER_OK, named = 0; /* named: this rank's own failure */
     train_settings set;
-    int st = train_settings_make(s->cf, config_path, &o, &set, err, sizeof err);
-    if (st != EMBER_OK)
-        return run_fail(s, st, "%s", err);
+    if (copy_overrides(s, given, &o)) {
+        st = EMBER_ENOMEM, named = 1;
+        snprintf(err, sizeof err, "out of memory");
+    } else if (train_overrides_check(&o, err, sizeof err)) {
+        st = EMBER_EINVAL;
+    } else if (config_path && config_file_load(config_path, &s->cf, err, sizeof err) != 0) {
+        st = EMBER_EFORMAT, named = 1;
+    } else {
+        st = train_settings_make(s->cf, config_path, &o, &set, err, sizeof err);
+    }
+    if (run_agree_open(s, st != EMBER_OK, st, err, named))
+        return s->status;
     s->t = set.t;
     s->name = set.name;
     s->threads = set.threads;
@@ -101,8 +106,13 @@ int ember_trainer_open(const char *config_path, const ember_train_overrides *o, 
     if (!out)
         return EMBER_EINVAL;
     ember_trainer *s = *out = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) { /* the others wait in open's agreement: join it */
+        int st;
+        int32_t rank;
+        char msg[64];
+        run_agree_world(world, 1, EMBER_ENOMEM, "out of memory", 1, &st, &rank, msg, sizeof msg);
         return EMBER_ENOMEM;
+    }
     s->world = world;
     s->rank = ember_world_rank(world);
     s->size = ember_world_size(world);

@@ -280,7 +280,9 @@ int train_ckpt_resume(ember_trainer *s)
     memset(rs, 0, sizeof rs[0]);
     int64_t *steps = NULL, have = ckpt_list_steps(dir, &steps) > 0;
     free(steps);
-    ember_comm_reduce_i64(s->world, &have, 1, EMBER_REDUCE_MAX);
+    int cst = ember_comm_reduce_i64(s->world, &have, 1, EMBER_REDUCE_MAX);
+    if (run_agree(s, cst != EMBER_OK, EMBER_ECOMM, cst != EMBER_OK ? s->world->errmsg : ""))
+        return 1;
     if (!have)
         return 0; /* from scratch; the caller says so */
     ember_checkpoint *ck = NULL;

@@ -66,7 +66,11 @@ static int predict_all(ember_trainer *s, vec *prob, vec *label, vec *teacher, in
         if (!failed && want > 0 && (n = ctr_source_next(s->eval_src, (int32_t)want, &b, err, errlen)) < 0)
             failed = 1;
         int64_t agree[2] = {n > 0 ? n : 0, failed};
-        ember_comm_reduce_i64(s->world, agree, 2, EMBER_REDUCE_SUM);
+        if (ember_comm_reduce_i64(s->world, agree, 2, EMBER_REDUCE_SUM) != EMBER_OK) {
+            snprintf(err, errlen, "evaluation: %s", s->world->errmsg);
+            st = -1; /* fatal: agreed by the caller */
+            break;
+        }
         if (agree[1]) {
             st = failed ? -1 : -2; /* -2: another rank failed */
             break;

@@ -126,8 +126,14 @@ int train_loop(ember_trainer *s)
         }
         ls->data_seconds += ember_now() - d0;
         int64_t global = synthetic ? (int64_t)kb * W : n;
-        if (!synthetic)
-            ember_comm_reduce_i64(s->world, &global, 1, EMBER_REDUCE_SUM);
+        if (!synthetic && ember_comm_reduce_i64(s->world, &global, 1, EMBER_REDUCE_SUM) != EMBER_OK) {
+            if (!failed) { /* fatal: no step on a count the ranks may not share */
+                snprintf(err, sizeof err, "%s", s->world->errmsg);
+                why = EMBER_ECOMM;
+            }
+            failed = 1;
+            global = 0;
+        }
         if (global == 0 && !failed) {
             snprintf(err, sizeof err, "%s: no training samples", t->train_file ? t->train_file : "data");
             failed = 1;

@@ -120,6 +120,17 @@ struct ember_trainer {
  * one); else 0.  EMBER_EINVAL becomes EMBER_EFORMAT (EINVAL is the
  * settings' own, ember-train.h). */
 int run_agree(ember_trainer *s, int failed, int status, const char *msg);
+/* run_agree for open's settings: the status as it is (EMBER_EINVAL too),
+ * and the message without "rank R: " unless named (a failure only that
+ * rank can have seen; the settings fail alike on every rank). */
+int run_agree_open(ember_trainer *s, int failed, int status, const char *msg, int named);
+/* The agreement itself, without a trainer (open before its handle exists):
+ * 1 when any rank failed, with the lowest failing rank's status, its rank
+ * in *rank_out when named (else -1) and its message; else 0.  When the
+ * agreement cannot communicate: EMBER_ECOMM with the world's message, as
+ * this rank's.  Collective. */
+int run_agree_world(ember_world *w, int failed, int status, const char *msg, int named, int *status_out,
+                    int32_t *rank_out, char *msg_out, size_t msglen);
 /* A library call's agreed status st: 1 on every rank when any failed.  The
  * message is of a rank that saw the cause, not of one that only saw another
  * rank fail (EMBER_ECOMM). */

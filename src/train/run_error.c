@@ -30,27 +30,62 @@ static void set_message(ember_trainer *s, int32_t rank, const char *msg)
     snprintf(s->errmsg, sizeof s->errmsg, "%s%.*s", rk, MSG_BYTES - 1, msg);
 }
 
-int run_agree(ember_trainer *s, int failed, int status, const char *msg)
+int run_agree_world(ember_world *w, int failed, int status, const char *msg, int named, int *status_out,
+                    int32_t *rank_out, char *msg_out, size_t msglen)
 {
     int32_t first = -1;
-    if (!ember_comm_any_failed(s->world, failed, &first))
+    if (!ember_comm_any_failed(w, failed, &first))
         return 0;
     struct {
-        int64_t status;
+        int64_t status, named;
         char msg[MSG_BYTES];
     } m;
     memset(&m, 0, sizeof m);
     m.status = status == EMBER_OK ? EMBER_ECOMM : status;
+    m.named = named;
     snprintf(m.msg, sizeof m.msg, "%s", msg ? msg : "");
-    if (s->size > 1 && first >= 0 && ember_comm_bcast(s->world, &m, (int64_t)sizeof m, first) != EMBER_OK) {
+    /* first < 0: the agreement itself failed, on this rank at least; no
+     * broadcast (the others could pick another root): a communication
+     * error, told as this rank's */
+    if (first < 0 ||
+        (ember_world_size(w) > 1 && ember_comm_bcast(w, &m, (int64_t)sizeof m, first) != EMBER_OK)) {
         m.status = EMBER_ECOMM;
-        snprintf(m.msg, sizeof m.msg, "%s", s->world->errmsg);
-        first = s->rank;
+        m.named = 1;
+        snprintf(m.msg, sizeof m.msg, "%s", w ? w->errmsg : "communication failed");
+        first = ember_world_rank(w);
     }
     m.msg[MSG_BYTES - 1] = '\0';
-    s->status = m.status == EMBER_EINVAL ? EMBER_EFORMAT : (int)m.status;
-    set_message(s, first, m.msg);
+    *status_out = (int)m.status;
+    *rank_out = m.named ? first : -1;
+    snprintf(msg_out, msglen, "%s", m.msg);
     return 1;
+}
+
+/* run_agree_world into s: "rank R: " before a named rank's message. */
+static int agree(ember_trainer *s, int failed, int status, const char *msg, int named)
+{
+    char m[MSG_BYTES];
+    int st;
+    int32_t rank;
+    if (!run_agree_world(s->world, failed, status, msg, named, &st, &rank, m, sizeof m))
+        return 0;
+    s->status = st;
+    set_message(s, rank, m);
+    return 1;
+}
+
+int run_agree(ember_trainer *s, int failed, int status, const char *msg)
+{
+    if (!agree(s, failed, status, msg, 1))
+        return 0;
+    if (s->status == EMBER_EINVAL)
+        s->status = EMBER_EFORMAT;
+    return 1;
+}
+
+int run_agree_open(ember_trainer *s, int failed, int status, const char *msg, int named)
+{
+    return agree(s, failed, status, msg, named);
 }
 
 int run_agree_status(ember_trainer *s, int st, const char *msg)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "comm/collect.h"
+#include "comm/comm.h"
 #include "config/data_open.h"
 #include "train/run.h"
 
@@ -246,8 +247,11 @@ int train_epochs_to_steps(ember_trainer *s)
     /* the largest share (a rank whose share runs out first rewinds, as
      * always), and the file's samples for the summary's epoch count */
     int64_t share[2] = {pos.end - pos.begin, pos.end - pos.begin}; /* max, sum */
-    ember_comm_reduce_i64(s->world, &share[0], 1, EMBER_REDUCE_MAX);
-    ember_comm_reduce_i64(s->world, &share[1], 1, EMBER_REDUCE_SUM);
+    int cst = ember_comm_reduce_i64(s->world, &share[0], 1, EMBER_REDUCE_MAX);
+    if (cst == EMBER_OK)
+        cst = ember_comm_reduce_i64(s->world, &share[1], 1, EMBER_REDUCE_SUM);
+    if (run_agree(s, cst != EMBER_OK, EMBER_ECOMM, cst != EMBER_OK ? s->world->errmsg : ""))
+        return 1;
     s->file_samples = t->source == CFG_SOURCE_SYNTHETIC ? 0 : share[1];
     if (t->epochs <= 0)
         return 0;
