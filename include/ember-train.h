@@ -130,7 +130,9 @@ typedef struct ember_train_info {
 int ember_trainer_info(const ember_trainer *t, ember_train_info *out);
 
 /* Trains to the last step, or until early stopping, with evaluations and
- * checkpoints as configured.  Once per trainer.  Collective. */
+ * checkpoints as configured.  Once per trainer.  Collective.  On a trainer
+ * whose open or run failed: EMBER_ESTATE, and ember_trainer_errmsg still
+ * tells that failure. */
 int ember_trainer_run(ember_trainer *t);
 /* After a successful run, the "summary" event's JSON object (on every
  * rank); else NULL. */
@@ -138,7 +140,7 @@ const char *ember_trainer_summary(const ember_trainer *t);
 /* The message of the last failure ("" none; t NULL: "out of memory"). */
 const char *ember_trainer_errmsg(const ember_trainer *t);
 /* Frees everything; a checkpoint folder this run created and left empty
- * after a failure goes too.  Accepts NULL.  Not collective. */
+ * (a failure, or steps 0) goes too.  Accepts NULL.  Not collective. */
 void ember_trainer_close(ember_trainer *t);
 
 #ifdef __cplusplus

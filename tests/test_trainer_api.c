@@ -159,6 +159,15 @@ static void test_resume(void)
     free(e1.summary_text);
     free(e2.summary_text);
     free(e3.summary_text);
+    /* 0 steps save nothing: the folder the run made goes again */
+    char ck0[64];
+    snprintf(ck0, sizeof ck0, "%s/zero", dir);
+    quick(&o, 0);
+    o.checkpoint_dir = ck0;
+    memset(&e1, 0, sizeof e1);
+    run(&o, &e1);
+    CHECK_MSG(access(ck0, F_OK) != 0, "%s left behind after 0 steps", ck0);
+    free(e1.summary_text);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
@@ -228,6 +237,8 @@ static void test_errors(void)
     CHECK(st != EMBER_OK && st != EMBER_EINVAL && t != NULL);
     CHECK_MSG(strstr(ember_trainer_errmsg(t), "missing.cfg") != NULL, "%s", ember_trainer_errmsg(t));
     CHECK(ember_trainer_run(t) == EMBER_ESTATE && ember_trainer_summary(t) == NULL);
+    /* open's message stays */
+    CHECK_MSG(strstr(ember_trainer_errmsg(t), "missing.cfg") != NULL, "after run: %s", ember_trainer_errmsg(t));
     ember_train_info info;
     CHECK(ember_trainer_info(t, &info) == EMBER_ESTATE);
     ember_trainer_close(t);

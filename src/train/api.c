@@ -8,7 +8,7 @@
  *          folder prepared; with resume, the newest checkpoint restored
  *   run    "start" (and "resume"), the loop, the summary
  *   close  everything freed; a checkpoint folder open made is removed
- *          again when the run failed and left it empty
+ *          again when nothing was saved in it
  *
  * The handle exists from the first moment, so a failed open still has its
  * message for the caller.
@@ -148,9 +148,10 @@ int ember_trainer_run(ember_trainer *s)
 {
     if (!s)
         return EMBER_EINVAL;
+    if (s->state == RUN_FAILED || s->state == RUN_STOPPED)
+        return EMBER_ESTATE; /* open's or run's failure stays the message and status */
     if (s->state != RUN_OPEN)
-        return run_fail(s, EMBER_ESTATE, "ember_trainer_run: the trainer %s",
-                        s->state == RUN_FAILED ? "did not open" : "has run already");
+        return run_fail(s, EMBER_ESTATE, "ember_trainer_run: the trainer has run already");
     s->state = RUN_STOPPED; /* once, whatever happens */
     thread_state saved;
     threads_save(&saved);
@@ -184,8 +185,7 @@ void ember_trainer_close(ember_trainer *s)
 {
     if (!s)
         return;
-    if (s->state != RUN_DONE)
-        train_ckpt_unprepare(s); /* no empty folder left behind */
+    train_ckpt_unprepare(s); /* no empty folder left behind (steps 0 saves nothing) */
     train_setup_close(s);
     for (size_t i = 0; i < sizeof s->owned / sizeof s->owned[0]; i++)
         free(s->owned[i]);
