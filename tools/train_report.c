@@ -316,11 +316,15 @@ static void show_checkpoint(train_report *r, const json_t *j)
 
 void train_report_event(train_report *r, const char *text)
 {
-    int progress = !strncmp(text, "{\"event\":\"progress\"", 19);
-    if (!r || (progress && !r->tty))
-        return; /* the bar alone needs it */
+    if (!r)
+        return;
     json_t *j = json_loads(text, 0, NULL);
     const char *ev = str(j, "event");
+    int progress = !strcmp(ev, "progress");
+    if (progress && !r->tty) { /* the bar alone needs it */
+        json_decref(j);
+        return;
+    }
     if (!progress && strcmp(ev, "summary"))
         write_line(r, text);
     if (!strcmp(ev, "start"))
