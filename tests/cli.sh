@@ -993,6 +993,10 @@ check_predict() { # the scores of a checkpoint are the trainer's own evaluation,
     got=$(auc_logloss)
     [ "$want" = "$got" ] || { echo "predict gives AUC/log loss $got, the trainer's evaluation $want"; return 1; }
     [ "$(stat -c %s "$TMP/p.f32")" = $((65536 * 4)) ] || return 1
+    # the JSON line is JSON whatever the path holds
+    expect_status 0 "$EMBER" predict "$TMP/pck" synthetic --samples 64 --json --out "$TMP/q\"uo\\te.f32" || return 1
+    tail -1 "$TMP/out" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["out"].endswith("/q\"uo\\te.f32"), d' \
+        || return 1
     expect_status 0 "$EMBER" predict "$TMP/pck" synthetic --samples 100 --format tsv --out "$TMP/p.tsv" || return 1
     python3 - "$TMP/p.tsv" "$TMP/p.f32" <<'EOF2' || return 1
 import array, sys

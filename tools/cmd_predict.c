@@ -22,6 +22,7 @@
 #include "infer/bundle.h"
 #include "infer/model.h"
 #include "tool_ctx.h"
+#include "train/run_json.h"
 #include "train/train.h"
 
 static void usage(FILE *f)
@@ -191,6 +192,28 @@ static int write_scores(const char *path, int tsv, int synthetic, const float *s
     return ok ? 0 : -1;
 }
 
+
+/* The --json line, as the trainer writes its events (src/train/run_json.h):
+ * a score that is not finite is null, the path escaped. */
+static void print_json(int64_t ns, double auc, double ll, double sec, int32_t world, int64_t table_bytes,
+                       double peak_mb, const char *out)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "event", json_string("predict"));
+    json_object_set_new(j, "samples", json_integer(ns));
+    json_object_set_new(j, "auc", run_json_num(auc));
+    json_object_set_new(j, "logloss", run_json_num(ll));
+    json_object_set_new(j, "seconds", run_json_num(round(sec * 1000.0) / 1000.0));
+    json_object_set_new(j, "world", json_integer(world));
+    json_object_set_new(j, "table_bytes", json_integer(table_bytes));
+    json_object_set_new(j, "peak_rss_mb", run_json_num(round(10.0 * peak_mb) / 10.0));
+    json_object_set_new(j, "out", run_json_string(out ? out : ""));
+    char *text = run_json_dumps(j);
+    json_decref(j);
+    if (text)
+        printf("%s\n", text);
+    free(text);
+}
 int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
 {
     const char *ck = NULL, *data = NULL, *out = NULL;
@@ -302,10 +325,7 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
             double auc = ns ? metric_auc(gs, gl, ns) : NAN, ll = ns ? metric_logloss(gs, gl, ns) : NAN;
             double sec = ember_now() - t0;
             if (json)
-                fprintf(stdout, "{\"event\":\"predict\",\"samples\":%lld,\"auc\":%.8g,\"logloss\":%.8g,"
-                        "\"seconds\":%.3f,\"world\":%d,\"table_bytes\":%lld,\"peak_rss_mb\":%.1f,\"out\":\"%s\"}\n",
-                        (long long)ns, auc, ll, sec, (int)ctx->size, (long long)table_bytes, (double)peak_kb / 1024.0,
-                        out ? out : "");
+                print_json(ns, auc, ll, sec, ctx->size, table_bytes, (double)peak_kb / 1024.0, out);
             else
                 fprintf(stdout, "scored %lld samples in %.2f s: AUC %.4f, log loss %.4f%s%s\n", (long long)ns, sec,
                         auc, ll, out ? "; scores in " : "", out ? out : "");

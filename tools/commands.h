@@ -4,7 +4,10 @@
  * under mpirun, and where its messages go) and the arguments after its name
  * (argv[0] is the subcommand), and returns the process exit status: 0
  * success, 1 failure, 2 usage error; every rank of a world returns the
- * same one.  Subcommands use only the public API (include/ember.h).
+ * same one.  Subcommands use the public API (include/ember.h,
+ * ember-train.h, ember-mpi.h) and, where it has nothing for them yet, the
+ * library's internal headers under src/ (config, data, plan, comm, ...),
+ * as each file's includes show.
  */
 #ifndef EMBER_TOOLS_COMMANDS_H
 #define EMBER_TOOLS_COMMANDS_H

@@ -20,15 +20,13 @@
 #include "train/run.h"
 #include "train/run_json.h"
 
-static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 /* Rank 0, with a callback: anything else has no use for the event. */
 static int wanted(const ember_trainer *s) { return s->rank == 0 && s->on_event; }
 
 void train_event_emit(ember_trainer *s, void *event)
 {
     json_t *j = event;
-    char *text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
+    char *text = run_json_dumps(j);
     json_decref(j);
     if (text)
         s->on_event(s->event_ctx, text);
@@ -49,7 +47,7 @@ void train_event_start(ember_trainer *s)
         return;
     const cfg_train *t = &s->t;
     const dlrm_config *m = &t->model;
-    int64_t rows = 0, global_batch = (int64_t)t->micro_batch * t->accumulate * s->size;
+    int64_t rows = 0, global_batch = train_global_batch(s);
     for (int32_t i = 0; i < s->cc.num_tables; i++)
         rows += s->cc.tables[i].rows;
     json_t *j = json_object();
@@ -124,13 +122,13 @@ void train_event_step(ember_trainer *s, int64_t step, int64_t samples, double se
         /* rates count from where a resumed run started */
         double rate = seconds > 0 ? (double)(samples - s->rs.samples) / seconds : 0;
         json_object_set_new(j, "samples", json_integer(samples));
-        json_object_set_new(j, "loss", num(loss));
-        json_object_set_new(j, "samples_per_s", num(rate));
+        json_object_set_new(j, "loss", run_json_num(loss));
+        json_object_set_new(j, "samples_per_s", run_json_num(rate));
     } else {
         json_object_set_new(j, "steps", json_integer(s->t.steps));
         json_object_set_new(j, "samples", json_integer(samples));
     }
-    json_object_set_new(j, "seconds", num(seconds));
+    json_object_set_new(j, "seconds", run_json_num(seconds));
     train_event_emit(s, j);
 }
 
@@ -142,11 +140,11 @@ void train_event_eval(ember_trainer *s, int64_t step, const train_eval_result *e
     json_object_set_new(j, "event", json_string("eval"));
     json_object_set_new(j, "step", json_integer(step));
     json_object_set_new(j, "samples", json_integer(e->samples));
-    json_object_set_new(j, "auc", num(e->auc));
-    json_object_set_new(j, "logloss", num(e->logloss));
-    json_object_set_new(j, "teacher_auc", num(e->teacher_auc));
-    json_object_set_new(j, "teacher_logloss", num(e->teacher_logloss));
-    json_object_set_new(j, "seconds", num(e->seconds));
+    json_object_set_new(j, "auc", run_json_num(e->auc));
+    json_object_set_new(j, "logloss", run_json_num(e->logloss));
+    json_object_set_new(j, "teacher_auc", run_json_num(e->teacher_auc));
+    json_object_set_new(j, "teacher_logloss", run_json_num(e->teacher_logloss));
+    json_object_set_new(j, "seconds", run_json_num(e->seconds));
     train_event_emit(s, j);
 }
 
@@ -158,7 +156,7 @@ void train_event_checkpoint(ember_trainer *s, const train_ckpt_saved *c)
     json_object_set_new(j, "event", json_string("checkpoint"));
     json_object_set_new(j, "step", json_integer(c->step));
     json_object_set_new(j, "path", run_json_string(c->path));
-    json_object_set_new(j, "mb", num((double)c->bytes / 1e6));
-    json_object_set_new(j, "seconds", num(c->seconds));
+    json_object_set_new(j, "mb", run_json_num((double)c->bytes / 1e6));
+    json_object_set_new(j, "seconds", run_json_num(c->seconds));
     train_event_emit(s, j);
 }

@@ -4,6 +4,7 @@
  *
  *   api.c           open, run, close: the order of everything
  *   run_error.c     failures agreed over the world, and their messages
+ *   src/config/train_overrides.c  the overrides: set by name, checked
  *   src/config/train_settings.c  the config, then the overrides
  *   setup.c         data sources, tables, dense model, step trainer; epochs
  *   plan_start.c    the config's "auto" tables placed as `ember plan` would
@@ -13,6 +14,7 @@
  *   fingerprint.c   the settings a checkpoint must match to resume
  *   events.c        the JSON events (start, train, progress, eval, ...)
  *   summary.c       the summary's reductions over ranks, and its JSON
+ *   run_json.c      the JSON pieces events and summary share
  *
  * Every rank runs all of it, and the collective parts (set-up, the step,
  * evaluation, checkpoints, the summary) in the same order.  A failure is
@@ -143,6 +145,9 @@ int run_fail_rank(ember_trainer *s, int32_t rank, int status, const char *fmt, .
     __attribute__((format(printf, 4, 5)));
 
 /* -------------------------------------------------------------- set-up */
+
+/* Samples per step over all ranks: micro_batch x accumulate x ranks. */
+int64_t train_global_batch(const ember_trainer *s);
 
 /* Opens the sources and builds collection, model and trainer.  Collective;
  * 0, or 1 on every rank (agreed). */

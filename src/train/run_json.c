@@ -1,6 +1,7 @@
 /*
  * run_json.c: the JSON pieces of run_json.h.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,4 +63,11 @@ json_t *run_json_string(const char *s)
     json_t *j = json_string(out);
     free(out);
     return j;
+}
+
+json_t *run_json_num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+char *run_json_dumps(const json_t *j)
+{
+    return json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
 }

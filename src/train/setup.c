@@ -188,7 +188,7 @@ int train_setup_open(ember_trainer *s)
         return 1;
     s->t.model.num_dense = s->schema.num_dense;
     s->t.model.num_sparse = s->schema.num_sparse;
-    failed = train_plan_tables(s, (int64_t)s->t.micro_batch * s->t.accumulate * s->size, err, sizeof err);
+    failed = train_plan_tables(s, train_global_batch(s), err, sizeof err);
     if (run_agree(s, failed, EMBER_EFORMAT, err))
         return 1;
     s->cc.world = s->world;
@@ -237,6 +237,11 @@ void train_setup_close(ember_trainer *s)
     s->coll = NULL;
     s->train_src = s->eval_src = NULL;
     s->cf = NULL;
+}
+
+int64_t train_global_batch(const ember_trainer *s)
+{
+    return (int64_t)s->t.micro_batch * s->t.accumulate * s->size;
 }
 
 int train_epochs_to_steps(ember_trainer *s)

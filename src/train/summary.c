@@ -21,8 +21,6 @@
 #include "train/run.h"
 #include "train/run_json.h"
 
-static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
-
 /* Everything the summary shows, over all ranks. */
 typedef struct summary_data {
     double phase[8];             /* data, emb_forward, exchange, dense,
@@ -69,10 +67,10 @@ static void reduce_all(ember_trainer *s, summary_data *d, ctr_stats *cs)
 static void add_tier(json_t *j, const summary_data *d)
 {
     double misses = (double)(d->tier[2] + d->tier[8]);
-    json_object_set_new(j, "ssd_hit_rate", num(d->tier[1] ? 1.0 - misses / (double)d->tier[1] : NAN));
+    json_object_set_new(j, "ssd_hit_rate", run_json_num(d->tier[1] ? 1.0 - misses / (double)d->tier[1] : NAN));
     json_object_set_new(j, "ssd_bytes_read", json_integer(d->tier[6]));
     json_object_set_new(j, "ssd_bytes_written", json_integer(d->tier[7]));
-    json_object_set_new(j, "ssd_wait_s", num(d->tier_s[0]));
+    json_object_set_new(j, "ssd_wait_s", run_json_num(d->tier_s[0]));
 }
 
 static json_t *summary_json(const ember_trainer *s, const summary_data *d, const ctr_stats *cs)
@@ -87,30 +85,30 @@ static json_t *summary_json(const ember_trainer *s, const summary_data *d, const
         peak = rss[i] > peak ? rss[i] : peak;
     json_t *j = json_object();
     json_object_set_new(j, "event", json_string("summary"));
-    json_object_set_new(j, "auc", num(have ? e->auc : NAN));
-    json_object_set_new(j, "teacher_auc", num(have ? e->teacher_auc : NAN));
-    json_object_set_new(j, "logloss", num(have ? e->logloss : NAN));
-    json_object_set_new(j, "teacher_logloss", num(have ? e->teacher_logloss : NAN));
+    json_object_set_new(j, "auc", run_json_num(have ? e->auc : NAN));
+    json_object_set_new(j, "teacher_auc", run_json_num(have ? e->teacher_auc : NAN));
+    json_object_set_new(j, "logloss", run_json_num(have ? e->logloss : NAN));
+    json_object_set_new(j, "teacher_logloss", run_json_num(have ? e->teacher_logloss : NAN));
     json_object_set_new(j, "eval_samples", json_integer(have ? e->samples : 0));
-    json_object_set_new(j, "samples_per_s", num(train_s > 0 ? (double)ls->run_samples / train_s : 0));
+    json_object_set_new(j, "samples_per_s", run_json_num(train_s > 0 ? (double)ls->run_samples / train_s : 0));
     json_object_set_new(j, "steps", json_integer(ls->steps));
     json_object_set_new(j, "samples", json_integer(ls->samples));
     json_object_set_new(j, "run_steps", json_integer(ls->run_steps));
     json_object_set_new(j, "run_samples", json_integer(ls->run_samples));
     json_object_set_new(j, "epochs",
-                        num(s->file_samples > 0 ? (double)ls->samples / (double)s->file_samples : 0));
+                        run_json_num(s->file_samples > 0 ? (double)ls->samples / (double)s->file_samples : 0));
     json_object_set_new(j, "stopped_early", json_boolean(ls->stopped_at > 0));
     int64_t best_step = ls->best.have ? ls->best.step : 0;
     json_object_set_new(j, "best_step", json_integer(best_step));
-    json_object_set_new(j, "best_metric", best_step > 0 ? num(ls->best.metric) : json_null());
-    json_object_set_new(j, "global_batch", json_integer((int64_t)s->t.micro_batch * s->t.accumulate * s->size));
+    json_object_set_new(j, "best_metric", best_step > 0 ? run_json_num(ls->best.metric) : json_null());
+    json_object_set_new(j, "global_batch", json_integer(train_global_batch(s)));
     json_object_set_new(j, "world", json_integer(d->world));
-    json_object_set_new(j, "seconds", num(ls->seconds));
+    json_object_set_new(j, "seconds", run_json_num(ls->seconds));
     static const char *const PHASES[8] = {"data",   "emb_forward", "exchange", "dense",
                                           "emb_backward", "reduce", "eval",     "checkpoint"};
     json_t *ts = json_object();
     for (int i = 0; i < 8; i++)
-        json_object_set_new(ts, PHASES[i], num(d->phase[i]));
+        json_object_set_new(ts, PHASES[i], run_json_num(d->phase[i]));
     json_object_set_new(j, "time_s", ts);
     json_t *per_rank = json_array();
     for (int32_t i = 0; i < d->world; i++)
@@ -125,13 +123,13 @@ static json_t *summary_json(const ember_trainer *s, const summary_data *d, const
         if (cs->first_bad[0])
             json_object_set_new(j, "first_bad", run_json_string(cs->first_bad));
     }
-    json_object_set_new(j, "train_seconds", num(train_s));
+    json_object_set_new(j, "train_seconds", run_json_num(train_s));
     json_object_set_new(j, "stop_metric", json_string(s->t.stop_metric_logloss ? "logloss" : "auc"));
     if (d->tier[0] > 0) {
         json_object_set_new(j, "ssd_stores", json_integer(d->tier[0]));
         json_object_set_new(j, "ssd_loads", json_integer(d->tier[2] + d->tier[3]));
         json_object_set_new(j, "ssd_prefetch_loads", json_integer(d->tier[3]));
-        json_object_set_new(j, "ssd_io_s", num(d->tier_s[1]));
+        json_object_set_new(j, "ssd_io_s", run_json_num(d->tier_s[1]));
     }
     return j;
 }
@@ -145,7 +143,7 @@ int train_summary(ember_trainer *s)
     char *text = NULL;
     if (s->rank == 0) {
         json_t *j = summary_json(s, &d, &cs);
-        text = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(8));
+        text = run_json_dumps(j);
         json_decref(j);
     }
     free(d.all_rss);
