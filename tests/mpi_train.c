@@ -29,8 +29,12 @@
  * ember_trainer_open with overrides one rank alone gets wrong (the last
  * rank's threads 0): every rank fails together with EMBER_EINVAL and the
  * same message, none waits in the set-up's collectives.
+ *
+ * A world over half the ranks (MPI_Comm_split) counts the ranks on this
+ * machine among its own (ember_comm_local_ranks), not the job's.
  */
 #include "ember-train.h"
+#include "comm/collect.h"
 #include "mpi_util.h"
 #include "train/dense_sync.h"
 #include "train_util.h"
@@ -235,11 +239,29 @@ static void open_fails_together(ember_world *world)
     ember_trainer_close(t);
 }
 
+static void local_ranks_of_a_split(void)
+{
+    mpi_context("local ranks of a world over half the ranks");
+    MPI_Comm half, node;
+    MPI_Comm_split(MPI_COMM_WORLD, mpi_rank_ % 2, mpi_rank_, &half);
+    MPI_Comm_split_type(half, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int want = 0;
+    MPI_Comm_size(node, &want);
+    ember_world *w = NULL;
+    MCHECK(ember_world_from_mpi_comm(half, &w) == EMBER_OK, "ember_world_from_mpi_comm");
+    int got = ember_comm_local_ranks(w);
+    MCHECK(got == want, "ember_comm_local_ranks %d, MPI_COMM_TYPE_SHARED %d", got, want);
+    ember_world_destroy(w);
+    MPI_Comm_free(&node);
+    MPI_Comm_free(&half);
+}
+
 int main(int argc, char **argv)
 {
     test_rng r = {mpi_test_init(&argc, &argv)};
     ember_world *world = mpi_world();
     open_fails_together(world);
+    local_ranks_of_a_split();
     tiny_updates(&r, world);
     for (int trial = 0; trial < TRIALS; trial++)
         trial_run(&r, trial, world);

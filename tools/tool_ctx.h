@@ -36,7 +36,7 @@ typedef struct tool_ctx {
     ember_world *world;  /* collections' cfg.world: NULL alone (a world of one) */
     int32_t rank, size;  /* 0 and 1 alone                                       */
     int mpi;             /* 1: launched by mpirun, MPI initialised by main()    */
-    int32_t local_ranks; /* ranks on this node (OMPI_COMM_WORLD_LOCAL_SIZE), or size */
+    int32_t local_ranks; /* ranks on this node (ember_comm_local_ranks)         */
     FILE *err;           /* messages every rank would print alike: stderr on
                             rank 0, a sink on the others                        */
 } tool_ctx;

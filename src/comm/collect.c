@@ -195,6 +195,8 @@ int32_t ember_comm_local_ranks(const ember_world *w)
     int32_t size = ember_world_size(w);
     if (size == 1)
         return 1;
+    if (w->local_size > 0) /* MPI_COMM_TYPE_SHARED, where the world was made */
+        return w->local_size;
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     return local && atoi(local) > 0 ? (int32_t)atoi(local) : size;
 }

@@ -40,8 +40,9 @@ int ember_comm_gather_floats(ember_world *w, const float *v, int64_t n, float **
 int ember_comm_gather_i64(ember_world *w, const int64_t *v, int64_t n, int64_t **out, int64_t *total);
 /* Returns when every rank has called it. */
 int ember_comm_barrier(ember_world *w);
-/* The ranks of w on this machine (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE
- * when w has more than one rank, else w's size); 1 alone.  Local. */
+/* The ranks of w on this machine: those sharing its memory
+ * (MPI_COMM_TYPE_SHARED, asked when w was made); when MPI could not tell,
+ * Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE, else w's size; 1 alone.  Local. */
 int32_t ember_comm_local_ranks(const ember_world *w);
 
 #endif

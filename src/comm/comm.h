@@ -46,6 +46,7 @@ struct ember_world {
     const ember_comm_ops *ops;
     int32_t rank, size;
     void *impl;              /* the MPI communicator, for comm_mpi.c       */
+    int32_t local_size;      /* ranks on this rank's machine; 0: unknown   */
     int64_t bytes_sent, bytes_received;
     double seconds;          /* wall time inside payload calls             */
     int counting;            /* 1: payload calls update the counters       */

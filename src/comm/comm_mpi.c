@@ -172,10 +172,20 @@ int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out)
     int rank = 0, size = 1;
     MPI_Comm_rank(*dup, &rank);
     MPI_Comm_size(*dup, &size);
+    /* the ranks sharing this machine's memory, asked once here (collective,
+     * as the dup is); 0 when MPI cannot tell: collect.c falls back */
+    MPI_Comm node;
+    int local = 0;
+    if (MPI_Comm_split_type(*dup, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        if (MPI_Comm_size(node, &local) != MPI_SUCCESS)
+            local = 0;
+        MPI_Comm_free(&node);
+    }
     w->ops = &mpi_ops;
     w->impl = dup;
     w->rank = rank;
     w->size = size;
+    w->local_size = local;
     *out = w;
     return EMBER_OK;
 }
