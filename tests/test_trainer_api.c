@@ -24,6 +24,7 @@
 #include <omp.h>
 
 #include "check.h"
+#include "ember-data.h"
 #include "ember-train.h"
 
 typedef struct events {
@@ -301,6 +302,46 @@ static void test_threads_restored(void)
     free(e.summary_text);
 }
 
+/* A predictor opened on the trainer's checkpoint scores with the caller's
+ * thread settings put back after open and after every score. */
+static void test_predictor_threads_restored(void)
+{
+    char dir[] = "/tmp/ember_trainer_api_XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    ember_train_overrides o;
+    quick(&o, 2);
+    o.checkpoint_dir = dir;
+    ember_trainer *t = NULL;
+    CHECK(ember_trainer_open(NULL, &o, NULL, NULL, NULL, &t) == EMBER_OK && ember_trainer_run(t) == EMBER_OK);
+    ember_trainer_close(t);
+    omp_set_num_threads(3);
+    openblas_set_num_threads(3);
+    ember_predictor_options po = {NULL, 2};
+    ember_predictor *p = NULL;
+    CHECK_MSG(ember_predictor_open(dir, &po, &p) == EMBER_OK, "%s", ember_data_errmsg());
+    CHECK_MSG(openblas_get_num_threads() == 3, "after open: blas %d", openblas_get_num_threads());
+    ember_reader *r = NULL;
+    ember_samples s;
+    CHECK_MSG(ember_reader_open(NULL, NULL, 1, 0, 1, &r) == EMBER_OK, "%s", ember_data_errmsg());
+    if (p && r && ember_reader_next(r, 64, &s) == 64) {
+        float scores[64];
+        CHECK(ember_predictor_score(p, 64, s.dense, &s.sparse, scores) == EMBER_OK);
+        CHECK(scores[0] > 0 && scores[0] < 1);
+        CHECK_MSG(openblas_get_num_threads() == 3 && omp_get_max_threads() == 3, "after score: omp %d, blas %d",
+                  omp_get_max_threads(), openblas_get_num_threads());
+    } else {
+        CHECK(!"predictor, reader or samples");
+    }
+    ember_reader_close(r);
+    ember_predictor_close(p);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 /* A file name that is not UTF-8: the start event's train_file and the
  * summary's first_bad are still there, with the byte as text. */
 static void test_not_utf8(void)
@@ -362,6 +403,7 @@ int main(void)
 {
     test_not_utf8();
     test_threads_restored();
+    test_predictor_threads_restored();
     test_events_and_repeat();
     test_resume();
     test_overrides();

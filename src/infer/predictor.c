@@ -188,7 +188,10 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
         return open_fail(p, st, "%s", msg);
     trainer_config tc = {p->m.chunk, 1, dense_optim_config_default(DENSE_SGD), threads, 1, 0};
     char terr[512];
+    dense_thread_state saved; /* the process's thread settings stay the caller's */
+    dense_threads_save(&saved);
     st = trainer_create(&tc, p->coll, p->dense, &p->tr, terr, sizeof terr);
+    dense_threads_restore(&saved);
     if (any_failed(w, st != EMBER_OK))
         return open_fail(p, st != EMBER_OK ? st : EMBER_ECOMM, "%s", st != EMBER_OK ? terr : "another rank failed");
     *out = p;
@@ -223,7 +226,14 @@ int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *d
               (batch_size > 0 && ((!dense && p->m.dense.num_dense > 0) || !scores));
     ember_batch none = {0, p->m.num_features, NULL, NULL, NULL, 0};
     ctr_batch b = {bad ? 0 : batch_size, p->m.dense.num_dense, p->m.num_features, NULL, dense, bad ? none : *sparse, 0};
+    /* the dense model's threads and one BLAS thread only while scoring: the
+     * settings are process-wide, and the caller's come back */
+    dense_thread_state saved;
+    dense_threads_save(&saved);
+    dense_set_threads(p->cc.threads);
+    dense_set_blas_threads(1);
     int st = trainer_predict(p->tr, &b, scores, p->err, sizeof p->err);
+    dense_threads_restore(&saved);
     if (bad) {
         snprintf(p->err, sizeof p->err, "score: batch_size %d, sparse batch of %d samples and %d features (the "
                  "model has %d), dense %s, scores %s", (int)batch_size, sparse ? (int)sparse->batch_size : -1,
