@@ -11,17 +11,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${EMBER_VENV:-${EMBER_BUILD_DIR:-$repo/build}/venv}"
 packages=(python3 python3-venv python3-dev python3-pip python3-torch python3-numpy python3-pytest)
-missing=()
-for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "python: installing ${missing[*]}" >&2
-    sudo_cmd=""
-    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-    $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+bash "$repo/scripts/apt_install.sh" "${packages[@]}"
 # Debian's interpreter, whatever python3 is first on PATH: python3-torch is built for it
 [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$repo/python" >&2

@@ -10,16 +10,6 @@ packages=(build-essential cmake pkg-config libxxhash-dev libjansson-dev libconfi
           libopenmpi-dev openmpi-bin libopenblas-dev zlib1g-dev libzstd-dev zstd gnuplot-nox python3 iproute2)
 # EMBER_FUZZ=1 (scripts/fuzz.sh): clang, libFuzzer and clang's OpenMP runtime too
 [ "${EMBER_FUZZ:-0}" = 1 ] && packages+=(clang libclang-rt-dev libomp-dev)
-missing=()
-for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    echo "setup: installing ${missing[*]}" >&2
-    sudo_cmd=""
-    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-    $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+bash "$repo/scripts/apt_install.sh" "${packages[@]}"
 cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release ${EMBER_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j"$(nproc)"
