@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _ember
 from .arrays import as_buffer
+from .arrays import count as _elements
 from .batch import JaggedBatch
 from .config import POOLINGS, FeatureConfig, TableConfig
 from .world import world as _world
@@ -101,15 +102,20 @@ class Collection:
         except KeyError:
             raise KeyError(f"no table named {name!r}") from None
 
+    def _rows(self, name: str, first: int, count: Optional[int]):
+        """(table index, count) of rows [first, first+count) of a table, checked."""
+        t = self._table(name)
+        rows = self.tables[t].rows
+        count = rows - first if count is None else count
+        if first < 0 or count < 0 or first + count > rows:
+            raise IndexError(f"table {name!r}: rows [{first}, {first + count}) are outside [0, {rows})")
+        return t, count
+
     def read_table(self, name: str, first: int = 0, count: Optional[int] = None, out=None):
         """Rows [first, first+count) of a fixed table as [count, dim] float32."""
-        t = self._table(name)
-        cfg = self.tables[t]
-        count = cfg.rows - first if count is None else count
-        if first < 0 or count < 0 or first + count > cfg.rows:
-            raise IndexError(f"table {name!r}: rows [{first}, {first + count}) are outside [0, {cfg.rows})")
+        t, count = self._rows(name, first, count)
         if out is None:
-            out = np.empty((count, cfg.dim), dtype=np.float32)
+            out = np.empty((count, self.tables[t].dim), dtype=np.float32)
         self._c.read_rows(t, first, count, as_buffer(out, "out"))
         return out
 
@@ -117,17 +123,12 @@ class Collection:
         """Overwrites rows from first on with values [count, dim] (state kept)."""
         t = self._table(name)
         v = as_buffer(values, "values")
-        dim = self.tables[t].dim
-        n = int(np.prod(getattr(v, "shape", (len(v),))))
-        self._c.write_rows(t, first, n // dim if dim else 0, v)
+        self._c.write_rows(t, first, _elements(v, "values") // self.tables[t].dim, v)
 
     def read_state(self, name: str, first: int = 0, count: Optional[int] = None):
         """Optimizer state of rows [first, first+count): [count, floats per row]
         (Adagrad dim, row-wise Adagrad 1, Adam 2*dim: m then v, SGD 0)."""
-        t = self._table(name)
-        count = self.tables[t].rows - first if count is None else count
-        if first < 0 or count < 0 or first + count > self.tables[t].rows:
-            raise IndexError(f"table {name!r}: rows [{first}, {first + count}) are outside [0, {self.tables[t].rows})")
+        t, count = self._rows(name, first, count)
         out = np.empty((count, self._c.state_floats(t)), dtype=np.float32)
         self._c.read_state(t, first, count, out)
         return out
@@ -136,8 +137,7 @@ class Collection:
         t = self._table(name)
         v = as_buffer(values, "values")
         per = self._c.state_floats(t)
-        n = int(np.prod(getattr(v, "shape", (len(v),))))
-        self._c.write_state(t, first, n // per if per else 0, v)
+        self._c.write_state(t, first, _elements(v, "values") // per if per else 0, v)
 
     # ------------------------------------------------------------ checkpoints
     def save(self, root: str, step: int = 0, keep: int = 0) -> None:

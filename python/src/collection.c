@@ -21,50 +21,31 @@ typedef struct py_collection {
     int32_t num_tables, num_features;
     int32_t *dims;               /* per table                               */
     ember_optimizer_kind *kinds; /* per table                               */
-    char **names;                /* copies of every name and path           */
-    int32_t num_names;
     int pending;                 /* a forward succeeded, no backward since  */
     unsigned long forward_thread; /* the thread of that forward             */
     int64_t last_pooled, last_sequence; /* floats that forward wrote: what
                                            backward's gradients must hold  */
 } py_collection;
 
-static char *keep_string(py_collection *self, const char *s)
-{
-    if (!s)
-        return NULL;
-    char **grown = realloc(self->names, (size_t)(self->num_names + 1) * sizeof *grown);
-    if (!grown)
-        return NULL;
-    self->names = grown;
-    char *copy = strdup(s);
-    if (copy)
-        self->names[self->num_names++] = copy;
-    return copy;
-}
-
 static void collection_free_parts(py_collection *self)
 {
     if (self->coll)
         ember_collection_destroy(self->coll);
     self->coll = NULL;
-    for (int32_t i = 0; i < self->num_names; i++)
-        free(self->names[i]);
-    free(self->names);
     free(self->dims);
     free(self->kinds);
-    self->names = NULL;
     self->dims = NULL;
     self->kinds = NULL;
-    self->num_names = 0;
     self->num_tables = self->num_features = 0;
 }
 
 /* (name, rows, dim, init, init_value, optimizer kind, lr, eps, weight_decay,
  *  beta1, beta2, placement, owner, kind, capacity, admit_after, evict,
  *  ttl_steps, storage, cache_bytes, path, max_ids, max_unique,
- *  limit_policy, exchange) -- the order of ember/config.py's _table_tuple. */
-static int parse_table(py_collection *self, PyObject *tuple, ember_table_config *t)
+ *  limit_policy, exchange): the order of TableConfig._tuple (ember/config.py).
+ * Strings point into the tuple's str objects: ember_collection_create copies
+ * what it keeps, so they need to live only through the call. */
+static int parse_table(PyObject *tuple, ember_table_config *t)
 {
     const char *name, *path;
     int init, opt, placement, kind, evict, storage, limit_policy, exchange;
@@ -83,27 +64,19 @@ static int parse_table(py_collection *self, PyObject *tuple, ember_table_config 
     t->storage = (ember_storage)storage;
     t->limit_policy = (ember_limit_policy)limit_policy;
     t->exchange = (ember_exchange)exchange;
-    t->name = keep_string(self, name);
-    t->path = path ? keep_string(self, path) : NULL;
-    if (!t->name || (path && !t->path)) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    t->name = name;
+    t->path = path;
     return 0;
 }
 
-static int parse_feature(py_collection *self, PyObject *tuple, ember_feature_config *f)
+static int parse_feature(PyObject *tuple, ember_feature_config *f)
 {
     const char *name;
     int combiner;
     if (!PyArg_ParseTuple(tuple, "sii;a feature tuple", &name, &f->table, &combiner))
         return -1;
     f->combiner = (ember_combiner)combiner;
-    f->name = keep_string(self, name);
-    if (!f->name) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    f->name = name;
     return 0;
 }
 
@@ -149,18 +122,15 @@ static int collection_init(PyObject *obj, PyObject *args, PyObject *kwargs)
         goto out;
     }
     for (Py_ssize_t i = 0; i < nt; i++) {
-        if (parse_table(self, PyTuple_GetItem(tables, i), &tcfg[i]))
+        if (parse_table(PyTuple_GetItem(tables, i), &tcfg[i]))
             goto out;
         self->dims[i] = tcfg[i].dim;
         self->kinds[i] = tcfg[i].optimizer.kind;
     }
     for (Py_ssize_t i = 0; i < nf; i++)
-        if (parse_feature(self, PyTuple_GetItem(features, i), &fcfg[i]))
+        if (parse_feature(PyTuple_GetItem(features, i), &fcfg[i]))
             goto out;
-    if (ssd_dir && !(cfg.ssd_dir = keep_string(self, ssd_dir))) {
-        PyErr_NoMemory();
-        goto out;
-    }
+    cfg.ssd_dir = ssd_dir;
     cfg.tables = tcfg;
     cfg.num_tables = (int32_t)nt;
     cfg.features = fcfg;
@@ -196,16 +166,7 @@ static void collection_dealloc(PyObject *obj)
 /* Claims the collection for one call: ember.Error when closed or busy. */
 static int claim(py_collection *self)
 {
-    if (!self->coll) {
-        ember_py_raise(EMBER_ESTATE, "the collection is closed");
-        return -1;
-    }
-    if (self->busy) {
-        ember_py_raise(EMBER_ESTATE, "the collection is in use by another thread");
-        return -1;
-    }
-    self->busy = 1;
-    return 0;
+    return py_claim(&self->busy, self->coll != NULL, "collection");
 }
 
 /* Ends a call: None, or ember.Error with the collection's message. */
@@ -509,8 +470,8 @@ static PyObject *collection_stats(PyObject *obj, PyObject *args)
 static PyObject *collection_close(PyObject *obj, PyObject *args)
 {
     py_collection *self = (py_collection *)obj;
-    if (self->busy)
-        return ember_py_raise(EMBER_ESTATE, "the collection is in use by another thread");
+    if (self->busy && claim(self)) /* another thread's call holds it: "in use" */
+        return NULL;
     collection_free_parts(self);
     Py_RETURN_NONE;
 }

@@ -45,6 +45,12 @@ typedef struct py_array {
 int py_array_get(PyObject *obj, const char *name, py_dtype dtype, int writable, int optional, py_array *out);
 void py_array_release(py_array *a);
 
+/* One thread at a time on a handle (`what`: "collection", ...): ember.Error
+ * when it is closed (open 0) or another thread's call holds it (*busy);
+ * else *busy = 1 and 0.  Called and cleared under the GIL, so the check
+ * cannot race. */
+int py_claim(int *busy, int open, const char *what);
+
 /* Makes a type from spec and adds it to the module as `name`; 0 or -1. */
 int py_add_type(PyObject *module, PyType_Spec *spec, const char *name);
 /* The end of a heap type's tp_dealloc: frees obj, drops its type (tp, read

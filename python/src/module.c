@@ -173,6 +173,18 @@ void py_array_release(py_array *a)
     a->dl = NULL;
 }
 
+int py_claim(int *busy, int open, const char *what)
+{
+    char msg[96];
+    if (!open || *busy) {
+        snprintf(msg, sizeof msg, open ? "the %s is in use by another thread" : "the %s is closed", what);
+        ember_py_raise(EMBER_ESTATE, msg);
+        return -1;
+    }
+    *busy = 1;
+    return 0;
+}
+
 int py_add_type(PyObject *module, PyType_Spec *spec, const char *name)
 {
     PyObject *type = PyType_FromSpec(spec);

@@ -53,16 +53,7 @@ static void predictor_dealloc(PyObject *obj)
 
 static int claim(py_predictor *self)
 {
-    if (!self->p) {
-        ember_py_raise(EMBER_ESTATE, "the predictor is closed");
-        return -1;
-    }
-    if (self->busy) {
-        ember_py_raise(EMBER_ESTATE, "the predictor is in use by another thread");
-        return -1;
-    }
-    self->busy = 1;
-    return 0;
+    return py_claim(&self->busy, self->p != NULL, "predictor");
 }
 
 /* score(batch_size, dense, lengths, values, weights, out) */
@@ -138,8 +129,8 @@ static PyObject *predictor_describe(PyObject *obj, PyObject *args)
 static PyObject *predictor_close(PyObject *obj, PyObject *args)
 {
     py_predictor *self = (py_predictor *)obj;
-    if (self->busy)
-        return ember_py_raise(EMBER_ESTATE, "the predictor is in use by another thread");
+    if (self->busy && claim(self)) /* another thread's call holds it: "in use" */
+        return NULL;
     if (self->p)
         ember_predictor_close(self->p);
     self->p = NULL;

@@ -18,16 +18,7 @@ typedef struct py_reader {
 /* Claims the reader for one call: ember.Error when closed or busy. */
 static int claim(py_reader *self)
 {
-    if (!self->r) {
-        ember_py_raise(EMBER_ESTATE, "the reader is closed");
-        return -1;
-    }
-    if (self->busy) {
-        ember_py_raise(EMBER_ESTATE, "the reader is in use by another thread");
-        return -1;
-    }
-    self->busy = 1;
-    return 0;
+    return py_claim(&self->busy, self->r != NULL, "reader");
 }
 
 static int reader_init(PyObject *obj, PyObject *args, PyObject *kwargs)
@@ -131,8 +122,8 @@ static PyObject *reader_rewind(PyObject *obj, PyObject *args)
 static PyObject *reader_close(PyObject *obj, PyObject *args)
 {
     py_reader *self = (py_reader *)obj;
-    if (self->busy)
-        return ember_py_raise(EMBER_ESTATE, "the reader is in use by another thread");
+    if (self->busy && claim(self)) /* another thread's call holds it: "in use" */
+        return NULL;
     ember_reader_close(self->r);
     self->r = NULL;
     Py_RETURN_NONE;
