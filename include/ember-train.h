@@ -95,7 +95,8 @@ int ember_train_overrides_set_msg(ember_train_overrides *o, const char *name, co
  *   start       the run's shape, at the beginning of ember_trainer_run
  *   resume      after start when resuming: the step it continues from
  *   train       every logged step: loss over the steps since the last one
- *   progress    each step not logged: {"event","step","steps","samples",
+ *   progress    a step not logged, at most ten a second of training (and
+ *               the last step): {"event","step","steps","samples",
  *               "seconds"} (for a progress bar; not a line of --json)
  *   eval        an evaluation on the held-out data
  *   checkpoint  a checkpoint was saved

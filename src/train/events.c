@@ -115,6 +115,11 @@ void train_event_step(ember_trainer *s, int64_t step, int64_t samples, double se
 {
     if (!wanted(s))
         return;
+    if (!logged) { /* a progress bar redraws ten times a second at most: no JSON for every step */
+        if (seconds - s->progress_at < 0.1 && step < s->t.steps)
+            return;
+        s->progress_at = seconds;
+    }
     json_t *j = json_object();
     json_object_set_new(j, "event", json_string(logged ? "train" : "progress"));
     json_object_set_new(j, "step", json_integer(step));

@@ -84,6 +84,7 @@ struct ember_trainer {
     int32_t local_ranks;         /* ranks on this machine                   */
     ember_train_event_fn on_event;
     void *event_ctx;
+    double progress_at;          /* training seconds of the last "progress"  */
     char *owned[8];              /* copies of the overrides' strings        */
 
     cfg_train t;                 /* settings after the overrides            */
@@ -198,7 +199,9 @@ int train_evaluate(ember_trainer *s, train_eval_result *out);
 void train_event_start(ember_trainer *s);
 void train_event_resume(ember_trainer *s);
 /* After a step: "train" when logged (loss: the window's mean), else
- * "progress"; seconds: training time so far (no evaluation, checkpoints). */
+ * "progress" at most ten times a second of training (nothing is built for
+ * the steps between); seconds: training time so far (no evaluation,
+ * checkpoints). */
 void train_event_step(ember_trainer *s, int64_t step, int64_t samples, double seconds, int logged, double loss);
 void train_event_eval(ember_trainer *s, int64_t step, const train_eval_result *e);
 void train_event_checkpoint(ember_trainer *s, const train_ckpt_saved *c);
