@@ -2,7 +2,6 @@
 or an inference bundle), exactly as the trainer's evaluation scored them."""
 from __future__ import annotations
 
-from typing import Optional
 
 import numpy as np
 

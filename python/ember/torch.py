@@ -8,7 +8,7 @@ model.parameters() leaves the tables to ember.
 from __future__ import annotations
 
 import weakref
-from typing import Dict, Optional, Sequence, Union
+from typing import Dict, Sequence, Union
 
 import torch
 

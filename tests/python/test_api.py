@@ -2,8 +2,6 @@
 argument (never a crash), library errors carry ember's message, arrays are
 used in place (no copies), feature order, dict output, state_dict and
 checkpoints, and a KeyedJaggedTensor in."""
-import gc
-import os
 
 import numpy as np
 import pytest
