@@ -24,6 +24,19 @@ extern "C" {
  * EMBER_ENOMEM. */
 int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out);
 
+/* The world of a process an MPI launcher started (Open MPI's mpirun sets
+ * OMPI_COMM_WORLD_SIZE; PMI_SIZE or PMIX_RANK for other launchers), the
+ * rule of the `ember` tool and of the Python package.  Launched so, it
+ * initialises MPI with MPI_THREAD_FUNNELED unless the program already did,
+ * and makes a world over MPI_COMM_WORLD (collective); otherwise it calls
+ * nothing and *out is NULL (a world of one).  *initialised: 1 when this
+ * call initialised MPI (the caller finalises it after destroying every
+ * world), else 0; *provided: MPI's thread level (each caller decides what
+ * too little means).  Either may be NULL.  Errors: EMBER_ECOMM
+ * (MPI_Init_thread failed; *out NULL) and ember_world_from_mpi_comm's,
+ * which are this rank's alone (MPI is initialised then). */
+int ember_world_from_launcher(ember_world **out, int *initialised, int *provided);
+
 #ifdef __cplusplus
 }
 #endif

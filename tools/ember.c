@@ -69,7 +69,7 @@ static int dispatch(const tool_ctx *ctx, int argc, char **argv)
 int main(int argc, char **argv)
 {
     tool_ctx ctx;
-    int status = tool_ctx_init(&ctx, &argc, &argv);
+    int status = tool_ctx_init(&ctx);
     if (status == 0) {
         status = dispatch(&ctx, argc, argv);
         fflush(stdout);

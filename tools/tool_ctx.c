@@ -12,27 +12,22 @@
 #include "ember-mpi.h"
 #include "tool_ctx.h"
 
-/* Launched by mpirun (or another MPI launcher) rather than from a shell. */
-static int launched_by_mpirun(void)
-{
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
-}
-
-int tool_ctx_init(tool_ctx *ctx, int *argc, char ***argv)
+int tool_ctx_init(tool_ctx *ctx)
 {
     memset(ctx, 0, sizeof *ctx);
     ctx->size = 1;
     ctx->local_ranks = 1;
     ctx->err = stderr;
-    if (!launched_by_mpirun())
-        return 0;
-
-    int provided = 0, rank = 0, size = 1;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+    int initialised = 0, provided = 0;
+    int st = ember_world_from_launcher(&ctx->world, &initialised, &provided);
+    if (st == EMBER_ECOMM && !initialised) {
         fprintf(stderr, "ember: MPI_Init_thread failed\n");
         return 1;
     }
-    ctx->mpi = 1;
+    ctx->mpi = initialised;
+    if (!ctx->mpi)
+        return 0; /* alone: no MPI at all */
+    int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     ctx->rank = rank;
@@ -44,7 +39,7 @@ int tool_ctx_init(tool_ctx *ctx, int *argc, char ***argv)
     }
     if (provided < MPI_THREAD_FUNNELED && rank == 0)
         fprintf(stderr, "ember: warning: MPI provides thread level %d, below FUNNELED\n", provided);
-    int st = ember_world_from_mpi_comm(MPI_COMM_WORLD, &ctx->world), failed = st != EMBER_OK, any = failed;
+    int failed = st != EMBER_OK, any = failed;
     MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD); /* no world to agree over yet */
     if (any) {
         if (failed)

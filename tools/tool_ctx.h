@@ -43,7 +43,7 @@ typedef struct tool_ctx {
 
 /* Detects mpirun, initialises MPI and the world (collective), points stdout
  * of ranks other than 0 at /dev/null.  0, or 1 after printing the problem. */
-int tool_ctx_init(tool_ctx *ctx, int *argc, char ***argv);
+int tool_ctx_init(tool_ctx *ctx);
 /* Destroys the world and finalises MPI (when tool_ctx_init started it). */
 void tool_ctx_finish(tool_ctx *ctx);
 

@@ -189,3 +189,27 @@ int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out)
     *out = w;
     return EMBER_OK;
 }
+
+int ember_world_from_launcher(ember_world **out, int *initialised, int *provided)
+{
+    int init = 0, level = 0;
+    *out = NULL;
+    if (initialised)
+        *initialised = 0;
+    if (provided)
+        *provided = 0;
+    if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && !getenv("PMIX_RANK"))
+        return EMBER_OK;
+    MPI_Initialized(&init);
+    if (!init) {
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &level) != MPI_SUCCESS)
+            return EMBER_ECOMM;
+        if (initialised)
+            *initialised = 1;
+    } else {
+        MPI_Query_thread(&level);
+    }
+    if (provided)
+        *provided = level;
+    return ember_world_from_mpi_comm(MPI_COMM_WORLD, out);
+}
