@@ -4,13 +4,14 @@
 Runs, for every chosen workload x optimizer x threads, in rounds (--rounds, default 3) so that the
 noise of a shared machine shows:
   ember   `ember bench` (--ember, default build/ember), one combination per process
-  peer    torch_embeddingbag.py --grad sparse from --peer-dir (Debian PyTorch, /usr/bin/python3); the
-          PyTorch peer and the limit probe are not in this repository yet: without --peer-dir
-          both are skipped
-  fbgemm  bench/peer_fbgemm.py when --fbgemm is given and the file exists (same flags, impl "fbgemm";
-          run with .venv-fbgemm/bin/python when that venv exists)
-  limit   memlimits --wl-* (memlimits.c from --peer-dir, compiled into bench/out/): the forward
-          gather shaped like the workload, 1 and 2 threads, 4K and 2M pages
+  peer    bench/peer_torch.py (torch.nn.EmbeddingBag, sparse gradients; Debian PyTorch, run with
+          /usr/bin/python3), same flags, one combination per process
+  fbgemm  bench/peer_fbgemm.py when --fbgemm is given (same flags, impl "fbgemm"; run with
+          .venv-fbgemm/bin/python when that venv exists)
+  limits  bench_forward_limit (bench/forward_limit.c, built by CMake beside the ember binary; --forward-limit
+          to name another): plain gathers shaped like the workload (same tables, batch, pooling, id law)
+          over ember's own table memory, writing the real [batch x tables*dim] output, once per thread
+          count; its page mode is ember's (it reports which: 4K or 2M)
 Within a round the order of ember and the peer alternates from one round to the next.
 
 Raw JSON lines (one file per source, each line tagged with "round") go to bench/out/*.jsonl (--out to
@@ -33,7 +34,6 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PEER_DIR = None  # --peer-dir: the folder of torch_embeddingbag.py and memlimits.c
 OUT_DIR = os.path.join(REPO, "bench", "out")
 SOURCES = ("ember", "peer", "fbgemm", "limits")
 
@@ -44,7 +44,7 @@ WORKLOADS = {
     "W3": dict(tables=1, rows=10_000_000, dim=128, batch=8192, pooling=10, dist="uniform"),
     "quick": dict(tables=8, rows=100_000, dim=64, batch=1024, pooling=20, dist="zipf"),
 }
-PEER_OPTIMIZERS = {"none", "sgd", "adagrad", "adam"}  # torch_embeddingbag.py has no row-wise Adagrad
+PEER_OPTIMIZERS = {"none", "sgd", "adagrad", "adam"}  # torch has no row-wise Adagrad (peer_torch.py skips it)
 TRAIN_VS_PEER = {"sgd", "adagrad", "adam"}            # the 3x target
 TARGET_FWD_OF_LIMIT = 0.80
 TARGET_TRAIN_VS_PEER = 3.0
@@ -127,14 +127,10 @@ def run_lines(cmd, timeout, source, rnd, sink, quiet=(0, 0.15)):
     return lines
 
 
-def build_memlimits():
-    src = os.path.join(PEER_DIR, "memlimits.c")
-    exe = os.path.join(OUT_DIR, "memlimits")
-    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
-        cmd = ["gcc", "-O3", "-march=native", "-fopenmp", "-fno-tree-loop-distribute-patterns", "-o", exe, src, "-lm"]
-        log("  $ " + " ".join(cmd))
-        subprocess.run(cmd, check=True)
-    return exe
+def forward_limit_exe(a, ember):
+    if a.forward_limit:
+        return a.forward_limit if os.path.isabs(a.forward_limit) else os.path.join(REPO, a.forward_limit)
+    return os.path.join(os.path.dirname(ember), "bench_forward_limit")
 
 
 def fbgemm_python():
@@ -147,12 +143,15 @@ def run_session(a):
     os.makedirs(OUT_DIR, exist_ok=True)
     sinks = {s: open(os.path.join(OUT_DIR, f"{s}.jsonl"), "w") for s in SOURCES}
     ember = a.ember if os.path.isabs(a.ember) else os.path.join(REPO, a.ember)
-    peer = os.path.join(PEER_DIR, "torch_embeddingbag.py")
+    peer = os.path.join(REPO, "bench", "peer_torch.py")
     fbgemm = os.path.join(REPO, "bench", "peer_fbgemm.py")
-    use_fbgemm = a.fbgemm and os.path.exists(fbgemm)
-    if a.fbgemm and not use_fbgemm:
-        log(f"note: --fbgemm given but {fbgemm} does not exist; skipping FBGEMM")
-    memlimits = None if a.no_limits else build_memlimits()
+    use_fbgemm = a.fbgemm
+    limit = None if a.no_limits else forward_limit_exe(a, ember)
+    if limit and not os.access(limit, os.X_OK):
+        msg = f"{limit} not found: build it (cmake --build <build dir> --target bench_forward_limit)"
+        log(f"note: {msg}; skipping the limits")
+        sinks["limits"].write(json.dumps(dict(source="limits", error=msg)) + "\n")
+        limit = None
     quiet = (a.wait_quiet, a.quiet_threshold)
     common = ["--iters", str(a.iters), "--warmup", str(a.warmup), "--seed", str(a.seed), "--lr", str(a.lr)]
     for rnd in range(a.rounds):
@@ -160,18 +159,18 @@ def run_session(a):
             wl = WORKLOADS[wl_name]
             shape = shape_flags(wl_name, wl, a.alpha)
             log(f"round {rnd + 1}/{a.rounds}, {wl_name}")
-            if memlimits:
-                cmd = [memlimits, "--wl-tables", str(wl["tables"]), "--wl-rows", str(wl["rows"]), "--wl-dim",
-                       str(wl["dim"]), "--wl-batch", str(wl["batch"]), "--wl-pooling", str(wl["pooling"]),
-                       "--wl-dist", wl["dist"], "--wl-alpha", str(a.alpha), "--wl-name", wl_name,
-                       "--reps", str(a.limit_reps)]
+            for thr in (a.threads if limit else []):
+                cmd = [limit, "--workload", wl_name, "--tables", str(wl["tables"]), "--rows", str(wl["rows"]),
+                       "--dim", str(wl["dim"]), "--batch", str(wl["batch"]), "--pooling", str(wl["pooling"]),
+                       "--dist", wl["dist"], "--alpha", str(a.alpha), "--seed", str(a.seed),
+                       "--batches", str(a.limit_batches), "--threads", str(thr)]
                 run_lines(cmd, a.timeout, "limits", rnd, sinks["limits"], quiet)
             for opt in a.optimizers:
                 for thr in a.threads:
                     jobs = [("ember", [ember, "bench"] + shape + common + ["--optimizer", opt, "--threads", str(thr)])]
                     if opt in PEER_OPTIMIZERS and not a.no_peer:
                         jobs.append(("peer", ["/usr/bin/python3", peer] + shape + common +
-                                     ["--optimizer", opt, "--grad", "sparse", "--threads", str(thr)]))
+                                     ["--optimizer", opt, "--threads", str(thr)]))
                     if use_fbgemm:
                         jobs.append(("fbgemm", [fbgemm_python(), fbgemm] + shape + common +
                                      ["--optimizer", opt, "--threads", str(thr)]))
@@ -206,17 +205,16 @@ def fmt(x, spec=".1f", none="-"):
     return none if x is None else format(x, spec)
 
 
-def limit_rows_per_s(limits, wl, threads, pages):
-    """Median over rounds of the best prefetch variant's rows_per_s_median."""
-    per_round = {}
+def limit_rows_per_s(limits, wl, threads):
+    """Median over rounds of bench_forward_limit's limit_rows_per_s (the faster of its two gathers), and the
+    page modes it ran with ("2M", "4K", or both joined by "/" when the rounds disagree)."""
+    per_round, pages = {}, set()
     for d in limits:
-        if d.get("test") != "workload_fwd" or d.get("workload") != wl or d.get("threads") != threads:
+        if d.get("bench") != "forward_limit" or d.get("workload") != wl or d.get("threads") != threads:
             continue
-        if d.get("pages") != pages:
-            continue
-        r = d.get("round", 0)
-        per_round[r] = max(per_round.get(r, 0.0), d["rows_per_s_median"])
-    return med(list(per_round.values()))
+        per_round[d.get("round", 0)] = d["limit_rows_per_s"]
+        pages.add(d.get("pages", "?"))
+    return med(list(per_round.values())), "/".join(sorted(pages)) or None
 
 
 def group(lines, wl, opt, thr):
@@ -247,7 +245,7 @@ def summarize(a):
         ember_ms[(wl, opt, thr)] = med([d["ms_per_iter_median"] for d in group(ember, wl, opt, thr)])
 
     head = ("| workload | opt | thr | ember ms med [round min-max] | fwd/bwd ms | peer ms med [min-max] | peer/ember "
-            "| fbgemm ms | fbgemm/ember | ember Mids/s | % limit 4K | % limit 2M | 2T/1T | RSS MB / target | others busy | targets |")
+            "| fbgemm ms | fbgemm/ember | ember Mids/s | ember pages | % limit (limit pages) | 2T/1T | RSS MB / target | others busy | targets |")
     rows = [head, "|" + "---|" * (head.count("|") - 1)]
     verdicts = []
     noisy = []
@@ -268,10 +266,8 @@ def summarize(a):
         huge = med([d.get("anon_huge_mb") for d in e]) or 0.0
         rows_mb = e[0].get("rows_bytes", 0) / 2**20
         ember_pages = "2M" if rows_mb > 0 and huge >= 0.5 * rows_mb else "4K"
-        lim4 = limit_rows_per_s(limits, wl, thr, "4K")
-        lim2 = limit_rows_per_s(limits, wl, thr, "2M")
-        pct4 = 100 * ids / lim4 if lim4 else None
-        pct2 = 100 * ids / lim2 if lim2 else None
+        lim, lim_pages = limit_rows_per_s(limits, wl, thr)
+        pct = 100 * ids / lim if lim else None
         speed = pms / ems if pms else None
         fspeed = fms / ems if fms else None
         scale = None
@@ -286,9 +282,10 @@ def summarize(a):
 
         checks = []
         if opt == "none":
-            pct_same = pct2 if ember_pages == "2M" else pct4
-            if pct_same is not None:
-                checks.append(f"fwd {ember_pages}>=80%:{mark(pct_same >= 100 * TARGET_FWD_OF_LIMIT)}")
+            if pct is not None and lim_pages == ember_pages:
+                checks.append(f"fwd {ember_pages}>=80%:{mark(pct >= 100 * TARGET_FWD_OF_LIMIT)}")
+            elif pct is not None:
+                checks.append(f"fwd>=80%:n/a(pages: ember {ember_pages}, limit {lim_pages})")
             if speed is not None:
                 checks.append(f">=peer:{mark(speed >= 1.0)}")
         if opt in TRAIN_VS_PEER and speed is not None:
@@ -305,8 +302,10 @@ def summarize(a):
             f"| {wl} | {opt} | {thr} | {fmt(ems, '.2f')} [{fmt(esp and esp[0], '.2f')}-{fmt(esp and esp[1], '.2f')}] "
             f"| {fmt(fwd, '.2f')}/{fmt(bwd, '.2f')} "
             f"| {fmt(pms, '.2f')}" + (f" [{psp[0]:.2f}-{psp[1]:.2f}]" if psp else "") +
-            f" | {fmt(speed, '.2f')}x | {fmt(fms, '.2f')} | {fmt(fspeed, '.2f')}{'x' if fspeed else ''} "
-            f"| {fmt(ids and ids / 1e6, '.2f')} | {fmt(pct4, '.1f')}% | {fmt(pct2, '.1f')}% "
+            f" | {fmt(speed, '.2f')}{'x' if speed else ''} | {fmt(fms, '.2f')} | {fmt(fspeed, '.2f')}{'x' if fspeed else ''} "
+            f"| {fmt(ids and ids / 1e6, '.2f')} | {ember_pages} | {fmt(pct, '.1f')}%" +
+            (f" ({lim_pages})" if lim_pages else "") +
+            f" "
             f"| {fmt(scale, '.2f')} | {rss:.0f} / {tgt:.0f} | {fmt(max_busy and 100 * max_busy, '.0f')}% "
             f"| {'NOISY ' if max_busy is not None and max_busy > a.quiet_threshold else ''}{' '.join(checks)} |")
 
@@ -319,8 +318,12 @@ def summarize(a):
         "",
         f"Machine: {platform.node()}, {os.cpu_count()} CPUs; ember {ember_v}, torch {torch_v}; "
         f"{n_rounds} round(s), median over rounds of each run's median iteration; [min-max] over rounds.",
-        "peer = torch.nn.EmbeddingBag sparse grads (SGD / Adagrad / SparseAdam). % limit = ember ids/s / "
-        "memlimits --wl-* rows/s (best prefetch variant, same threads, median over rounds). "
+        "peer = bench/peer_torch.py: torch.nn.EmbeddingBag sparse grads (SGD / Adagrad / SparseAdam). "
+        "% limit = ember ids/s / bench_forward_limit limit_rows_per_s (the faster of a table-by-table and a "
+        "sample-by-sample plain gather over ember's own table memory writing the real output, same threads, "
+        "median over rounds); (limit pages) = the page mode the limit's table had, ember pages = ember's "
+        "(2M when at least half its table bytes are in huge pages); the 80% target is only checked when "
+        "they agree. "
         "fwd/bwd: ember_forward / ember_backward (optimizer fused). "
         "RSS target = 1.1 x (rows + state bytes) + 256 MB. others busy = CPU used by other processes just "
         "before a run (worst of the row).",
@@ -357,28 +360,26 @@ def main():
     p.add_argument("--alpha", type=float, default=1.05)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--limit-reps", type=int, default=7, help="memlimits --reps")
+    p.add_argument("--limit-batches", type=int, default=13,
+                   help="bench_forward_limit --batches (3 of them warm-up)")
+    p.add_argument("--forward-limit", default=None,
+                   help="the bench_forward_limit binary (default: beside --ember)")
     p.add_argument("--timeout", type=int, default=900, help="seconds for one process")
     p.add_argument("--wait-quiet", type=float, default=60,
                    help="before each process, wait up to this many seconds for other load to fall below "
                         "--quiet-threshold (0: never wait)")
     p.add_argument("--quiet-threshold", type=float, default=0.15, help="fraction of all CPUs")
-    p.add_argument("--fbgemm", action="store_true", help="also run bench/peer_fbgemm.py when it exists")
+    p.add_argument("--fbgemm", action="store_true", help="also run bench/peer_fbgemm.py")
     p.add_argument("--no-peer", action="store_true")
     p.add_argument("--no-limits", action="store_true")
-    p.add_argument("--peer-dir", default=None,
-                   help="folder holding the PyTorch peer torch_embeddingbag.py and memlimits.c "
-                        "(not in this repository); without it the peer and the limits are skipped")
     p.add_argument("--summarize-only", action="store_true", help="rebuild the table from bench/out/*.jsonl")
     p.add_argument("--out", default=None, help="folder for the JSON lines and summary.md (bench/out)")
     a = p.parse_args()
-    global OUT_DIR, PEER_DIR
+    global OUT_DIR
     if a.out:
         OUT_DIR = os.path.abspath(a.out)
-    if a.peer_dir:
-        PEER_DIR = os.path.abspath(a.peer_dir)
-    else:
-        a.no_peer = a.no_limits = True
+    if a.limit_batches < 4:
+        p.error("--limit-batches must be >= 4")
     a.workloads = a.workloads.split(",")
     for w in a.workloads:
         if w not in WORKLOADS:

@@ -4,27 +4,55 @@
  * that a noisy shared machine moves both alike.
  *
  *   forward_limit [--tables T --rows R --dim D --batch B --pooling P
- *                  --dist zipf|uniform --batches N --threads K]   (default: W1)
+ *                  --dist zipf|uniform --alpha A --seed S --batches N
+ *                  --threads K --workload NAME]   (default: W1)
  *
  * Prints one JSON line: medians (ms) of ember_forward, of its routing alone
- * (validate + build), of a table-by-table gather (the shape of the
- * memory-limit probe of docs/PERFORMANCE.md: one table's bags after another) and
- * of a sample-by-sample gather (ember's visiting order), each summing rows
- * with a 16-ahead prefetch into the real [B x T*D] output layout.  Used for
- * the "why" of the forward rows in docs/PERFORMANCE.md.  The gather loops
- * run on one thread: compare them with --threads 1.  Uses library
- * internals (it measures the routing step by itself), so it is a benchmark,
- * not a tool.
+ * (validate + build), of a table-by-table gather (one table's bags after
+ * another) and of a sample-by-sample gather (ember's visiting order), each
+ * summing rows with a 16-ahead prefetch into the real [B x T*D] output
+ * layout; and the forward limit bench/compare.py divides by: the faster
+ * gather's rows (ids) per second, `limit_rows_per_s`.  The gathers run on
+ * --threads OpenMP threads, each a contiguous share of the bags in visiting
+ * order that prefetches only inside its own share (as one thread would on a
+ * share of that size).  The table is ember's own (the same mapping,
+ * MADV_HUGEPAGE), so the limit has ember's page mode: "pages" is "2M" when at
+ * least half of the table bytes sit in transparent huge pages (AnonHugePages
+ * of the table's mappings, "table_huge_mb"), else "4K".  Uses library internals (it measures the
+ * routing step by itself), so it is a benchmark, not a tool.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <omp.h>
+
 #include "bench_util.h"
 #include "core/collection.h"
 
 #define PF 16
+
+/* MiB of transparent huge pages (AnonHugePages) in the mappings that
+ * overlap [p, p + bytes): the table's page mode (-1 if unknown). */
+static double huge_mb(const void *p, size_t bytes)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    unsigned long lo, hi, a = (unsigned long)p, b = a + bytes;
+    int in = 0;
+    double kb, sum = 0;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+            in = lo < b && hi > a;
+        else if (in && sscanf(line, "AnonHugePages: %lf kB", &kb) == 1)
+            sum += kb;
+    }
+    fclose(f);
+    return sum / 1024.0;
+}
 
 static double median(double *v, int n)
 {
@@ -34,37 +62,43 @@ static double median(double *v, int n)
 
 /* Both gathers sum each bag's rows into the [B x T*D] output, visiting bags
  * table-major (t outer) or sample-major (b outer), and prefetch the row of
- * the id PF ahead in that same visiting order (exact, across bags).  The
- * dim is a compile-time constant, as in memlimits. */
+ * the id PF ahead in that same visiting order (exact, across bags).  With
+ * several threads each takes a contiguous share [q0, q1) of the visiting
+ * order and prefetches only ids of its own share.  The dim is a compile-time
+ * constant. */
 #define DEFINE_GATHER(DIM)                                                                       \
     static void gather_##DIM(const float *tab, const int64_t *ids, int64_t R, int32_t T,         \
-                             int32_t B, int32_t P, int sample_major, float *out)                 \
+                             int32_t B, int32_t P, int sample_major, int threads, float *out)    \
     {                                                                                            \
-        int64_t n = (int64_t)T * B * P;                                                          \
-        for (int64_t q = 0; q < (int64_t)T * B; q++) { /* q-th bag visited */                    \
-            int32_t t = sample_major ? (int32_t)(q % T) : (int32_t)(q / B);                      \
-            int32_t b = sample_major ? (int32_t)(q / T) : (int32_t)(q % B);                      \
-            const int64_t *x = ids + ((int64_t)t * B + b) * P;                                   \
-            const float *tb = tab + (int64_t)t * R * (DIM);                                      \
-            float acc[DIM];                                                                      \
-            for (int k = 0; k < (DIM); k++)                                                      \
-                acc[k] = 0.0f;                                                                   \
-            for (int32_t j = 0; j < P; j++) {                                                    \
-                int64_t v = q * P + j + PF; /* visiting index to prefetch */                     \
-                if (v < n) {                                                                     \
-                    int64_t vq = v / P;                                                          \
-                    int32_t vt = sample_major ? (int32_t)(vq % T) : (int32_t)(vq / B);           \
-                    int32_t vb = sample_major ? (int32_t)(vq / T) : (int32_t)(vq % B);           \
-                    int64_t id = ids[((int64_t)vt * B + vb) * P + v % P];                        \
-                    const char *p = (const char *)(tab + ((int64_t)vt * R + id) * (DIM));        \
-                    for (int c = 0; c < (DIM) * 4; c += 64)                                      \
-                        __builtin_prefetch(p + c, 0, 0);                                         \
-                }                                                                                \
-                const float *r = tb + x[j] * (DIM);                                              \
+        _Pragma("omp parallel num_threads(threads)")                                             \
+        {                                                                                        \
+            int64_t nq = (int64_t)T * B, nt = omp_get_num_threads(), me = omp_get_thread_num();  \
+            int64_t q0 = nq * me / nt, q1 = nq * (me + 1) / nt, end = q1 * P;                    \
+            for (int64_t q = q0; q < q1; q++) { /* q-th bag visited */                           \
+                int32_t t = sample_major ? (int32_t)(q % T) : (int32_t)(q / B);                  \
+                int32_t b = sample_major ? (int32_t)(q / T) : (int32_t)(q % B);                  \
+                const int64_t *x = ids + ((int64_t)t * B + b) * P;                               \
+                const float *tb = tab + (int64_t)t * R * (DIM);                                  \
+                float acc[DIM];                                                                  \
                 for (int k = 0; k < (DIM); k++)                                                  \
-                    acc[k] += r[k];                                                              \
+                    acc[k] = 0.0f;                                                               \
+                for (int32_t j = 0; j < P; j++) {                                                \
+                    int64_t v = q * P + j + PF; /* visiting index to prefetch */                 \
+                    if (v < end) {                                                               \
+                        int64_t vq = v / P;                                                      \
+                        int32_t vt = sample_major ? (int32_t)(vq % T) : (int32_t)(vq / B);       \
+                        int32_t vb = sample_major ? (int32_t)(vq / T) : (int32_t)(vq % B);       \
+                        int64_t id = ids[((int64_t)vt * B + vb) * P + v % P];                    \
+                        const char *p = (const char *)(tab + ((int64_t)vt * R + id) * (DIM));    \
+                        for (int c = 0; c < (DIM) * 4; c += 64)                                  \
+                            __builtin_prefetch(p + c, 0, 0);                                     \
+                    }                                                                            \
+                    const float *r = tb + x[j] * (DIM);                                          \
+                    for (int k = 0; k < (DIM); k++)                                              \
+                        acc[k] += r[k];                                                          \
+                }                                                                                \
+                memcpy(out + ((int64_t)b * T + t) * (DIM), acc, sizeof acc);                     \
             }                                                                                    \
-            memcpy(out + ((int64_t)b * T + t) * (DIM), acc, sizeof acc);                         \
         }                                                                                        \
     }
 DEFINE_GATHER(16)
@@ -74,14 +108,14 @@ DEFINE_GATHER(128)
 DEFINE_GATHER(256)
 
 static int gather(int32_t D, const float *tab, const int64_t *ids, int64_t R, int32_t T, int32_t B,
-                  int32_t P, int sample_major, float *out)
+                  int32_t P, int sample_major, int threads, float *out)
 {
     switch (D) {
-    case 16: gather_16(tab, ids, R, T, B, P, sample_major, out); return 0;
-    case 32: gather_32(tab, ids, R, T, B, P, sample_major, out); return 0;
-    case 64: gather_64(tab, ids, R, T, B, P, sample_major, out); return 0;
-    case 128: gather_128(tab, ids, R, T, B, P, sample_major, out); return 0;
-    case 256: gather_256(tab, ids, R, T, B, P, sample_major, out); return 0;
+    case 16: gather_16(tab, ids, R, T, B, P, sample_major, threads, out); return 0;
+    case 32: gather_32(tab, ids, R, T, B, P, sample_major, threads, out); return 0;
+    case 64: gather_64(tab, ids, R, T, B, P, sample_major, threads, out); return 0;
+    case 128: gather_128(tab, ids, R, T, B, P, sample_major, threads, out); return 0;
+    case 256: gather_256(tab, ids, R, T, B, P, sample_major, threads, out); return 0;
     default: return -1;
     }
 }
@@ -91,6 +125,9 @@ int main(int argc, char **argv)
     int32_t T = 8, D = 64, B = 4096, P = 20, N = 20, threads = 1;
     int64_t R = 1000000;
     int zipf = 1;
+    double alpha = 1.05;
+    unsigned long long seed = 0;
+    const char *workload = "";
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--tables")) T = atoi(v);
@@ -101,14 +138,18 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--dist")) zipf = !strcmp(v, "zipf");
         else if (!strcmp(k, "--batches")) N = atoi(v);
         else if (!strcmp(k, "--threads")) threads = atoi(v);
+        else if (!strcmp(k, "--alpha")) alpha = atof(v);
+        else if (!strcmp(k, "--seed")) seed = strtoull(v, NULL, 10);
+        else if (!strcmp(k, "--workload")) workload = v;
         else {
             fprintf(stderr, "forward_limit: unknown option %s\n", k);
             return 2;
         }
     }
     if (T < 1 || R < 1 || (D != 16 && D != 32 && D != 64 && D != 128 && D != 256) || B < 1 || P < 1 ||
-        N < 4) {
-        fprintf(stderr, "forward_limit: bad shape (dim 16, 32, 64, 128 or 256)\n");
+        N < 4 || threads < 1 || !(alpha > 0) || strlen(workload) > 64 || strpbrk(workload, "\"\\")) {
+        fprintf(stderr, "forward_limit: bad arguments (dim 16, 32, 64, 128 or 256; batches >= 4; threads >= 1; "
+                        "alpha > 0; workload: at most 64 characters, no quote or backslash)\n");
         return 2;
     }
     ember_table_config *tc = calloc((size_t)T, sizeof *tc);
@@ -140,6 +181,8 @@ int main(int argc, char **argv)
     sc.batch_size = B;
     sc.pooling = P;
     sc.zipf = zipf;
+    sc.alpha = alpha;
+    sc.seed = seed;
     ember_synth *s;
     if (ember_synth_create(&sc, &s) != EMBER_OK)
         return 1;
@@ -161,21 +204,29 @@ int main(int argc, char **argv)
         ember_route_build(c, &b, 0, &dropped);
         tr[it] = bench_now() - t0;
         t0 = bench_now();
-        gather(D, tab, ids, R, T, B, P, 0, out);
+        gather(D, tab, ids, R, T, B, P, 0, threads, out);
         tt[it] = bench_now() - t0;
         t0 = bench_now();
-        gather(D, tab, ids, R, T, B, P, 1, out);
+        gather(D, tab, ids, R, T, B, P, 1, threads, out);
         ts[it] = bench_now() - t0;
     }
     int w = 3; /* warm-up */
     double mf = median(tf + w, N - w), mr = median(tr + w, N - w), mt = median(tt + w, N - w),
            ms = median(ts + w, N - w);
-    printf("{\"bench\":\"forward_limit\",\"tables\":%d,\"rows\":%lld,\"dim\":%d,\"batch\":%d,"
-           "\"pooling\":%d,\"dist\":\"%s\",\"threads\":%d,\"batches\":%d,"
+    double rows_mb = (double)T * (double)R * D * 4 / 1048576.0, huge = huge_mb(tab, (size_t)T * (size_t)R * (size_t)D * 4);
+    double ids_n = (double)n, best = mt < ms ? mt : ms;
+    printf("{\"bench\":\"forward_limit\",\"workload\":\"%s\",\"tables\":%d,\"rows\":%lld,\"dim\":%d,"
+           "\"batch\":%d,\"pooling\":%d,\"dist\":\"%s\",\"alpha\":%g,\"seed\":%llu,\"threads\":%d,"
+           "\"batches\":%d,\"warmup\":%d,"
            "\"ember_forward_ms\":%.3f,\"ember_route_ms\":%.3f,\"gather_table_major_ms\":%.3f,"
-           "\"gather_sample_major_ms\":%.3f,\"ember_vs_table_major\":%.3f}\n",
-           T, (long long)R, D, B, P, zipf ? "zipf" : "uniform", threads, N, mf * 1e3, mr * 1e3,
-           mt * 1e3, ms * 1e3, mt / mf);
+           "\"gather_sample_major_ms\":%.3f,\"ember_vs_table_major\":%.3f,"
+           "\"ember_forward_rows_per_s\":%.1f,\"gather_table_major_rows_per_s\":%.1f,"
+           "\"gather_sample_major_rows_per_s\":%.1f,\"limit_rows_per_s\":%.1f,\"limit_order\":\"%s\","
+           "\"rows_mb\":%.1f,\"table_huge_mb\":%.1f,\"pages\":\"%s\"}\n",
+           workload, T, (long long)R, D, B, P, zipf ? "zipf" : "uniform", alpha, seed, threads, N, w,
+           mf * 1e3, mr * 1e3, mt * 1e3, ms * 1e3, mt / mf, ids_n / mf, ids_n / mt, ids_n / ms,
+           ids_n / best, mt <= ms ? "table_major" : "sample_major", rows_mb, huge,
+           huge >= 0.5 * rows_mb ? "2M" : "4K");
     ember_synth_destroy(s);
     ember_collection_destroy(c);
     free(ids);

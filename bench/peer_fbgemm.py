@@ -7,7 +7,8 @@ Run with the venv's python, e.g.
   .venv-fbgemm/bin/python bench/peer_fbgemm.py --tables 8 --rows 1000000 --dim 64 --batch 4096 --pooling 20 \
       --dist zipf --alpha 1.05 --optimizer rowwise_adagrad --threads 1 --iters 10
 
-Flags and output follow `ember bench` and the PyTorch peer (bench/compare.py): one JSON line per measurement on stdout;
+Flags and output follow `ember bench` and the PyTorch peer bench/peer_torch.py (bench/compare.py runs all three):
+one JSON line per measurement on stdout;
 with comma lists every (optimizer, threads) combination runs in a fresh child process (per-measurement
 peak_rss_mb).  All tables live in one SplitTableBatchedEmbeddingBagsCodegen module,
 embedding_specs = [(rows, dim, EmbeddingLocation.HOST, ComputeDevice.CPU)] * tables, PoolingMode.SUM,
@@ -25,8 +26,9 @@ fp32 weights, int64 indices and offsets (offsets: tables*batch+1, table-major).
 
 Ids: every table gets its own ids, freshly drawn for every iteration (warm-up and timed batches are all
 different).  zipf = bounded Zipf(alpha) over ranks 1..rows drawn by rejection-inversion (Hormann &
-Derflinger 1996), rank k -> row ((k-1)*2654435761) % rows (hot rows scattered, as in memlimits.c and the
-torch peer); uniform = uniform over rows.
+Derflinger 1996), rank k -> row ((k-1)*2654435761) % rows (hot rows scattered, as in ember's ember_synth_*;
+bench/peer_torch.py imports BoundedZipf and draw_ids from here, so keep this module's top level free of torch);
+uniform = uniform over rows.
 ids_per_s        = tables*batch*pooling / median iteration time
 row_gbytes_per_s = tables*batch*pooling*dim*4 bytes / median iteration time / 1e9
 
@@ -62,6 +64,7 @@ PRESETS = {
     "W1": dict(tables=8, rows=1_000_000, dim=64, batch=4096, pooling=20, dist="zipf"),
     "W2": dict(tables=26, rows=100_000, dim=128, batch=2048, pooling=1, dist="zipf"),
     "W3": dict(tables=1, rows=10_000_000, dim=128, batch=8192, pooling=10, dist="uniform"),
+    "quick": dict(tables=8, rows=100_000, dim=64, batch=1024, pooling=20, dist="zipf"),
 }
 OPTIMIZERS = ("none", "sgd", "adagrad", "rowwise_adagrad", "adam")
 UNSUPPORTED = {"adam": "FBGEMM CPU TBE has no Adam (CPU accepts EXACT_SGD, EXACT_ADAGRAD, "
@@ -317,7 +320,7 @@ def drop_flags(argv, flags):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--preset", choices=sorted(PRESETS), help="W1/W2/W3 defaults (explicit flags override)")
+    p.add_argument("--preset", choices=sorted(PRESETS), help="W1/W2/W3/quick defaults (explicit flags override)")
     p.add_argument("--workload", default=None, help="name put in the JSON 'workload' field")
     p.add_argument("--tables", type=int)
     p.add_argument("--rows", type=int)
