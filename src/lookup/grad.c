@@ -76,26 +76,72 @@ static inline void row_gradient(const ember_route *r, int64_t j0, int64_t j1, in
     }
 }
 
-/* A run of equal rows starts at key j; its start goes to starts[at]. */
-typedef struct runs_ctx {
-    const uint64_t *keys;
-    uint64_t *starts;
-} runs_ctx;
+/* The fused update of runs [u0, u1): each row's summed gradient, then its
+ * optimizer step.  One kernel per dim known at compile time (as the pool's):
+ * the accumulation and the update unroll into whole-register loops. */
+typedef struct apply_args {
+    const ember_route *r;
+    const uint64_t *starts;
+    const float *dp, *ds;
+    float *values, *state;
+    int32_t sf, dim;
+    const ember_optim_step *o;
+} apply_args;
 
-static int run_keep(const void *p, int64_t j)
+#define DEFINE_APPLY(NAME, DIM)                                                                   \
+    static void NAME(const apply_args *a, int64_t u0, int64_t u1)                                 \
+    {                                                                                             \
+        const ember_route *r = a->r;                                                              \
+        const uint64_t *starts = a->starts, *keys = r->keys;                                      \
+        float *values = a->values, *state = a->state;                                             \
+        const int32_t sf = a->sf, dim = a->dim;                                                   \
+        (void)dim;                                                                                \
+        int64_t jend = (int64_t)starts[u1];                                                       \
+        for (int64_t u = u0; u < u1; u++) {                                                       \
+            if (u + PREFETCH_ROWS < u1) {                                                         \
+                uint32_t pr = (uint32_t)(keys[starts[u + PREFETCH_ROWS]] >> 32);                  \
+                const char *pv = (const char *)(values + (int64_t)pr * (DIM));                    \
+                for (int32_t b = 0; b < (DIM) * 4; b += 64)                                       \
+                    __builtin_prefetch(pv + b, 1, 3);                                             \
+                if (sf)                                                                           \
+                    __builtin_prefetch(state + (int64_t)pr * sf, 1, 3);                           \
+            }                                                                                     \
+            float g[1024]; /* dim <= 1024 (ember.h) */                                            \
+            row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], jend, (DIM), a->dp, a->ds, g); \
+            uint32_t row = (uint32_t)(keys[starts[u]] >> 32);                                     \
+            ember_optim_row(a->o, (DIM), values + (int64_t)row * (DIM),                           \
+                            sf ? state + (int64_t)row * sf : NULL, g);                            \
+        }                                                                                         \
+    }
+
+DEFINE_APPLY(apply_16, 16)
+DEFINE_APPLY(apply_32, 32)
+DEFINE_APPLY(apply_64, 64)
+DEFINE_APPLY(apply_128, 128)
+DEFINE_APPLY(apply_256, 256)
+DEFINE_APPLY(apply_any, dim)
+
+typedef void (*apply_fn)(const apply_args *, int64_t, int64_t);
+
+static apply_fn pick_apply(int32_t dim)
 {
-    const uint64_t *keys = ((const runs_ctx *)p)->keys;
-    return j == 0 || (keys[j] >> 32) != (keys[j - 1] >> 32);
+    switch (dim) {
+    case 16: return apply_16;
+    case 32: return apply_32;
+    case 64: return apply_64;
+    case 128: return apply_128;
+    case 256: return apply_256;
+    default: return apply_any;
+    }
 }
-
-static void run_emit(void *p, int64_t j, int64_t at) { ((runs_ctx *)p)->starts[at] = (uint64_t)j; }
 
 /* Starts of the runs of equal rows in the sorted keys; returns the number of
  * runs.  starts[u] = first key of run u, starts[nu] = n. */
 static int64_t find_runs(const uint64_t *keys, int64_t n, uint64_t *starts, int threads)
 {
-    runs_ctx ctx = {keys, starts};
-    int64_t nu = ember_parallel_compact(n, threads, 0, &ctx, run_keep, run_emit);
+    int64_t nu;
+    EMBER_PARALLEL_COMPACT(&nu, n, threads, 0, i == 0 || (keys[i] >> 32) != (keys[i - 1] >> 32),
+                           starts[k] = (uint64_t)i);
     starts[nu] = (uint64_t)n;
     return nu;
 }
@@ -259,31 +305,14 @@ int ember_grad_route(ember_collection *c, const ember_grad_target *gt, const flo
     ember_optim_step o = ember_optim_prepare(gt->opt, step, c->lr_scale);
     if (gt->full_dim)
         return apply_rowwise_column(c, gt, starts, nu, dp, ds, &o);
-    float *values = s->values, *state = s->state;
-    int32_t sf = s->state_floats;
+    apply_args a = {r, starts, dp, ds, s->values, s->state, s->state_floats, dim, &o};
+    apply_fn fn = pick_apply(dim);
 #pragma omp parallel num_threads(threads)
     {
-        float g[1024];
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int64_t u0 = t == 0 ? 0 : run_at(starts, nu, n * t / nt);
         int64_t u1 = t == nt - 1 ? nu : run_at(starts, nu, n * (t + 1) / nt);
-        int64_t jend = (int64_t)starts[u1];
-        for (int64_t u = u0; u < u1; u++) {
-            if (u + PREFETCH_ROWS < u1) {
-                uint32_t pr = (uint32_t)(r->keys[starts[u + PREFETCH_ROWS]] >> 32);
-                const char *pv = (const char *)(values + (int64_t)pr * dim);
-                for (int32_t b = 0; b < dim * 4; b += 64)
-                    __builtin_prefetch(pv + b, 1, 3);
-                if (sf) {
-                    const char *ps = (const char *)(state + (int64_t)pr * sf);
-                    for (int32_t b = 0; b < sf * 4; b += 64)
-                        __builtin_prefetch(ps + b, 1, 3);
-                }
-            }
-            uint32_t row = (uint32_t)(r->keys[starts[u]] >> 32);
-            row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], jend, dim, dp, ds, g);
-            ember_optim_row(&o, dim, values + (int64_t)row * dim, sf ? state + (int64_t)row * sf : NULL, g);
-        }
+        fn(&a, u0, u1);
     }
     return EMBER_OK;
 }

@@ -68,24 +68,6 @@ void ember_radix_sort(uint64_t *keys, uint64_t *tmp, int64_t *hist, int64_t n, i
 #include "core/collection.h"
 #include "core/parallel.h"
 
-typedef struct key_ctx {
-    ember_route *r;
-    int all;
-} key_ctx;
-
-/* Entry e gets a key if kept, and (all, or the first of its id in its bag). */
-static int key_keep(const void *p, int64_t e)
-{
-    const key_ctx *k = p;
-    return k->r->row[e] != EMBER_ROW_DROPPED && (k->all || k->r->leader[e] == (int32_t)e);
-}
-
-static void key_emit(void *p, int64_t e, int64_t at)
-{
-    ember_route *r = ((key_ctx *)p)->r;
-    r->keys[at] = (uint64_t)r->row[e] << 32 | (uint64_t)e;
-}
-
 int ember_route_sort(ember_collection *c, int32_t p, int all)
 {
     return ember_route_sort_rows(c, &c->ptables[p].route, c->ptables[p].rows, all);
@@ -95,8 +77,13 @@ int ember_route_sort_rows(ember_collection *c, ember_route *r, int64_t rows, int
 {
     if (r->nkeys > 0 && r->sorted_all == all)
         return EMBER_OK;
-    key_ctx k = {r, all};
-    r->nkeys = ember_parallel_compact(r->n, c->threads, 65536, &k, key_keep, key_emit);
+    /* entry e gets a key if kept, and (all, or the first of its id in its bag) */
+    const uint32_t *row = r->row;
+    const int32_t *leader = r->leader;
+    uint64_t *keys = r->keys;
+    EMBER_PARALLEL_COMPACT(&r->nkeys, r->n, c->threads, 65536,
+                           row[i] != EMBER_ROW_DROPPED && (all || leader[i] == (int32_t)i),
+                           keys[k] = (uint64_t)row[i] << 32 | (uint64_t)i);
     r->sorted_all = all;
     r->sources_ready = 0;
     int bits = rows > 1 ? 64 - __builtin_clzll((unsigned long long)(rows - 1)) : 0;
