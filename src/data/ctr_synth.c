@@ -22,9 +22,12 @@
  * position, so rank shares, world sizes and thread counts all see the same
  * samples; global batch k of size G = W * max_samples is samples [k*G,
  * (k+1)*G), rank r taking [k*G + r*max_samples, ...).  The teacher is tiny
- * (45 inputs, 16 hidden units by default) and runs as plain loops; its
- * embeddings are tabulated at open when they fit in 64 MiB, and drawn on the
- * fly (the same bits) otherwise.
+ * (45 inputs, 16 hidden units by default); its hidden layer runs in
+ * ctr_teacher.c, vectorised over the hidden units with every rounding
+ * spelled out; its embeddings are tabulated at open when they fit in 64 MiB,
+ * and drawn on the fly (the same bits) otherwise.  A batch's samples are
+ * drawn in parallel (OpenMP), bag lengths first, each sample by its index
+ * alone, so the batch is the same for any thread count.
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,12 +36,14 @@
 
 #include "core/rng.h"
 #include "data/ctr_impl.h"
+#include "data/ctr_teacher.h"
 #include "data/zipf.h"
 
 #define SYN_CALIB_FIRST (UINT64_C(1) << 62) /* calibration sample indices      */
 #define SYN_CALIB_N 16384
 #define SYN_TABLE_FLOATS (INT64_C(1) << 24) /* teacher embeddings tabulated    */
 #define SYN_MAX_BAG 65535
+#define SYN_ROW_BUF 64 /* a sample's rows drawn before their embeddings are read */
 #define SYN_SALT_DENSE 0x243f6a8885a308d3ULL
 #define SYN_SALT_LABEL 0x13198a2e03707344ULL
 #define SYN_SALT_EMB 0xa4093822299f31d0ULL
@@ -53,7 +58,8 @@ typedef struct synth_impl {
     uint64_t dense_key, label_key;
     float *emb[CTR_MAX_FEATURES]; /* [rows][teacher_dim] or NULL: drawn on the fly */
     int32_t in;            /* teacher inputs: num_dense + num_sparse * teacher_dim */
-    double *w1, *b1, *w2;  /* [hidden][in], [hidden], [hidden]                 */
+    double *w1t, *b1, *w2; /* W1 transposed [in][stride] (ctr_teacher.h), [hidden], [hidden] */
+    double pois_limit[CTR_MAX_FEATURES]; /* exp(-(pooling - 1)): poisson's limit */
     double mean, sd, bias;
     float *prob;           /* [cap] the teacher's probabilities of the batch    */
     int32_t cap_prob;
@@ -83,13 +89,14 @@ static inline float teacher_emb(const synth_impl *m, int32_t f, int64_t id, int3
 }
 
 /* Poisson(lambda) from the bag's stream: Knuth's product of uniforms below
- * lambda 30, a rounded normal above (bags that long are rare in CTR data). */
-static int32_t poisson(double lambda, uint64_t *st)
+ * lambda 30 (limit = exp(-lambda), computed once per feature), a rounded
+ * normal above (bags that long are rare in CTR data). */
+static int32_t poisson(double lambda, double limit, uint64_t *st)
 {
     if (lambda <= 0)
         return 0;
     if (lambda < 30) {
-        double limit = exp(-lambda), p = 1.0;
+        double p = 1.0;
         int32_t k = -1;
         do {
             k++;
@@ -110,26 +117,41 @@ static inline uint64_t bag_stream(const synth_impl *m, int32_t f, uint64_t i)
 static inline int32_t bag_length(const synth_impl *m, int32_t f, uint64_t i, uint64_t *st)
 {
     *st = bag_stream(m, f, i);
-    int32_t len = 1 + poisson(m->cfg.pooling[f] - 1.0, st);
+    int32_t len = 1 + poisson(m->cfg.pooling[f] - 1.0, m->pois_limit[f], st);
     return len > SYN_MAX_BAG ? SYN_MAX_BAG : len;
+}
+
+/* Adds the teacher embeddings of the rows drawn so far to their features'
+ * sums in x (each feature's rows in bag order). */
+static void add_rows(const synth_impl *m, double *x, const int64_t *row, const int32_t *feat, int32_t n)
+{
+    const int32_t D = m->cfg.num_dense, td = m->cfg.teacher_dim;
+    for (int32_t r = 0; r < n; r++) {
+        double *e = x + D + (int64_t)feat[r] * td;
+        for (int32_t k = 0; k < td; k++)
+            e[k] += teacher_emb(m, feat[r], row[r], k);
+    }
 }
 
 /* Sample i: its dense features into dense (may be NULL), its bags into
  * ids[f] (may be NULL), and the teacher's normalised output t (before the
- * scale and the bias).  x: scratch of m->in doubles. */
+ * scale and the bias).  x: scratch of synth_scratch(m) doubles.  A sample's
+ * rows are drawn (up to SYN_ROW_BUF) before their embeddings are read, so
+ * the reads' cache misses overlap; every sum keeps its order. */
 static double sample_at(const synth_impl *m, uint64_t i, float *dense, int64_t *const *ids, double *x)
 {
     const ctr_synth_config *c = &m->cfg;
-    const int32_t D = c->num_dense, td = c->teacher_dim;
+    const int32_t D = c->num_dense;
     for (int32_t j = 0; j < D; j++) {
         x[j] = normal_from_bits(ember_rng_bits(m->dense_key, i, (uint64_t)j, 0));
         if (dense)
             dense[j] = (float)x[j];
     }
+    for (int64_t k = D; k < m->in; k++)
+        x[k] = 0;
+    int64_t row[SYN_ROW_BUF];
+    int32_t feat[SYN_ROW_BUF], nr = 0;
     for (int32_t f = 0; f < c->num_sparse; f++) {
-        double *e = x + D + (int64_t)f * td;
-        for (int32_t k = 0; k < td; k++)
-            e[k] = 0;
         uint64_t st;
         int32_t len = bag_length(m, f, i, &st);
         for (int32_t p = 0; p < len; p++) {
@@ -138,21 +160,21 @@ static double sample_at(const synth_impl *m, uint64_t i, float *dense, int64_t *
                 ids[f][p] = c->keyed[f]       ? ctr_synth_key(c, f, id)
                             : c->hash_rows[f] ? (int64_t)((uint64_t)ctr_synth_key(c, f, id) % (uint64_t)c->hash_rows[f])
                                               : id;
-            for (int32_t k = 0; k < td; k++)
-                e[k] += teacher_emb(m, f, id, k);
+            if (nr == SYN_ROW_BUF) {
+                add_rows(m, x, row, feat, nr);
+                nr = 0;
+            }
+            row[nr] = id;
+            feat[nr++] = f;
         }
     }
-    double z = 0;
-    for (int32_t h = 0; h < c->teacher_hidden; h++) {
-        const double *w = m->w1 + (int64_t)h * m->in;
-        double a = m->b1[h];
-        for (int32_t k = 0; k < m->in; k++)
-            a += w[k] * x[k];
-        if (a > 0)
-            z += m->w2[h] * a;
-    }
+    add_rows(m, x, row, feat, nr);
+    double z = ctr_teacher_output(m->w1t, m->b1, m->w2, m->in, c->teacher_hidden, x);
     return (z - m->mean) / m->sd;
 }
+
+/* Doubles of sample_at's scratch: the teacher's inputs. */
+static size_t synth_scratch(const synth_impl *m) { return (size_t)m->in + 1; }
 
 static inline double sigmoid(double v)
 {
@@ -230,6 +252,7 @@ static int synth_build(synth_impl *m)
         m->id_key[f] = ember_mix64(c->seed ^ ember_mix64((uint64_t)f * SYNTH_BAG_MUL + SYNTH_GAMMA));
         m->emb_key[f] = ember_mix64(m->id_key[f] ^ SYN_SALT_EMB);
         zipf_law_init(&m->zipf[f], c->rows[f], c->alpha[f]);
+        m->pois_limit[f] = exp(-(c->pooling[f] - 1.0));
         if (tab + c->rows[f] * td <= SYN_TABLE_FLOATS) {
             tab += c->rows[f] * td;
             m->emb[f] = malloc((size_t)(c->rows[f] * td) * sizeof(float));
@@ -241,12 +264,13 @@ static int synth_build(synth_impl *m)
                         (float)normal_from_bits(ember_rng_bits(m->emb_key[f], (uint64_t)r, (uint64_t)k, 0));
         }
     }
-    m->w1 = malloc((size_t)H * (size_t)m->in * sizeof *m->w1 + 1);
+    const int32_t Hp = ctr_teacher_stride(H);
+    m->w1t = calloc((size_t)Hp * (size_t)m->in + 1, sizeof *m->w1t); /* the padding stays 0 */
     m->b1 = malloc((size_t)H * sizeof *m->b1);
     m->w2 = malloc((size_t)H * sizeof *m->w2);
-    double *x = malloc((size_t)m->in * sizeof *x + 1);
+    double *x = malloc(synth_scratch(m) * sizeof *x);
     double *t = malloc(SYN_CALIB_N * sizeof *t);
-    if (!m->w1 || !m->b1 || !m->w2 || !x || !t) {
+    if (!m->w1t || !m->b1 || !m->w2 || !x || !t) {
         free(x);
         free(t);
         return -1;
@@ -259,7 +283,7 @@ static int synth_build(synth_impl *m)
     const double win = 1.0 / sqrt((double)(m->in > 0 ? m->in : 1));
     for (int32_t h = 0; h < H; h++) {
         for (int32_t k = 0; k < m->in; k++)
-            m->w1[(int64_t)h * m->in + k] =
+            m->w1t[(int64_t)k * Hp + h] =
                 win * normal_from_bits(ember_rng_bits(mlp_key, (uint64_t)h, (uint64_t)k, 0));
         m->b1[h] = 2.0 + 0.5 * normal_from_bits(ember_rng_bits(mlp_key, (uint64_t)h, 0, 1));
         m->w2[h] = normal_from_bits(ember_rng_bits(mlp_key, (uint64_t)h, 0, 2));
@@ -316,23 +340,26 @@ static int64_t synth_next(ctr_source *s, int32_t n, char *err, size_t errlen)
         m->first_id = p;
         m->cap_first = (int64_t)n * S;
     }
-    /* pass 1: bag lengths, and where each bag starts (feature-major) */
-    int64_t nids = 0;
-    for (int32_t f = 0; f < S; f++)
-        for (int32_t b = 0; b < n; b++) {
+    /* pass 1: bag lengths (each a function of its sample alone), then
+     * where each bag starts (feature-major) */
+#pragma omp parallel for schedule(static) if (n >= 2048)
+    for (int32_t b = 0; b < n; b++)
+        for (int32_t f = 0; f < S; f++) {
             uint64_t st;
-            int32_t len = bag_length(m, f, first + (uint64_t)b, &st);
-            s->lengths[(int64_t)f * n + b] = len;
-            m->first_id[(int64_t)f * n + b] = nids;
-            nids += len;
+            s->lengths[(int64_t)f * n + b] = bag_length(m, f, first + (uint64_t)b, &st);
         }
+    int64_t nids = 0;
+    for (int64_t k = 0; k < (int64_t)n * S; k++) {
+        m->first_id[k] = nids;
+        nids += s->lengths[k];
+    }
     if (ctr_buf_reserve_ids(s, nids, 0))
         return ctr_fail(err, errlen, "synthetic CTR task: out of memory for %lld ids", (long long)nids);
     /* pass 2: the samples, independent of each other */
     int failed = 0;
 #pragma omp parallel if (n >= 2048)
     {
-        double *x = malloc((size_t)m->in * sizeof *x + 1);
+        double *x = malloc(synth_scratch(m) * sizeof *x);
         if (!x) {
 #pragma omp atomic write
             failed = 1;
@@ -375,7 +402,7 @@ static void synth_destroy(ctr_source *s)
         return;
     for (int32_t f = 0; f < CTR_MAX_FEATURES; f++)
         free(m->emb[f]);
-    free(m->w1);
+    free(m->w1t);
     free(m->b1);
     free(m->w2);
     free(m->prob);

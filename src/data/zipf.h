@@ -121,9 +121,12 @@ static inline int64_t uniform_row(uint64_t n, uint64_t *state)
     return (int64_t)(m >> 64);
 }
 
-/* rank k (1-based) -> row, exact for any rows (128-bit product). */
+/* rank k (1-based) -> row, exact for any rows (128-bit product; the same
+ * value in 64 bits when the product fits, k - 1 < 2^32, which is cheaper). */
 static inline int64_t rank_to_row(int64_t k, uint64_t rows)
 {
+    if ((uint64_t)(k - 1) < (UINT64_C(1) << 32))
+        return (int64_t)((uint64_t)(k - 1) * SYNTH_SCRAMBLE % rows);
     return (int64_t)(((unsigned __int128)(uint64_t)(k - 1) * SYNTH_SCRAMBLE) % rows);
 }
 
