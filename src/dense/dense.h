@@ -79,7 +79,7 @@ int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, fl
 void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled);
 /* Bytes a model of cfg holds for micro-batches of `batch` samples:
  * parameters, gradients, state_floats optimizer floats per parameter (Adam:
- * 2) and the activations; -1 for an invalid config.  For a check before
+ * 2), the activations and each chunk's gradients; -1 for an invalid config.  For a check before
  * creating one. */
 int64_t dlrm_memory_bytes(const dlrm_config *cfg, int32_t batch, int32_t state_floats);
 /* fn(arg) after every layer's forward and backward (NULL: none): the
@@ -95,15 +95,17 @@ double dense_bce_logits(const float *logit, const float *label, int32_t B, float
 /* sigmoid(z), stable for large |z|. */
 float dense_sigmoid(float z);
 
-/* Threads for BLAS (openblas_set_num_threads) and the optimizer's OpenMP
- * loop (ReLU, interaction and loss run on the calling thread); >= 1, or 0
- * for omp_get_max_threads().  Process-wide, as OpenBLAS's own setting is.
+/* Threads for BLAS (openblas_set_num_threads), the optimizer's OpenMP loop
+ * and, with one BLAS thread, the model's chunks of a fixed 256 samples
+ * (dlrm.c; the loss runs on the calling thread); >= 1, or 0 for
+ * omp_get_max_threads().  Process-wide, as OpenBLAS's own setting is.
  * Until called: OpenBLAS's default and omp_get_max_threads(). */
 void dense_set_threads(int32_t threads);
 /* BLAS threads only (>= 1), after dense_set_threads.  With 1, forward and
- * backward no longer depend on the thread count; `ember train` uses 1 by
- * default: its GEMMs are small, and OpenBLAS's pthread pool spins against
- * OpenMP's workers (docs/PERFORMANCE.md, "Training"). */
+ * backward no longer depend on the thread count (the chunks then run over
+ * the dense threads, each GEMM on one); `ember train` uses 1 by default: its
+ * GEMMs are small, and OpenBLAS's pthread pool spins against OpenMP's
+ * workers (docs/PERFORMANCE.md, "Training"). */
 void dense_set_blas_threads(int32_t threads);
 /* The settings above as they are now (dense: 0 when never set; blas:
  * OpenBLAS's), to put back with dense_threads_restore. */

@@ -14,7 +14,20 @@
  *   v   [B][(F+1) d]         [bottom output, pooled]: the interaction input
  *   z   [B][width]           interaction output (v itself for CAT)
  *   dz, dv, g0, g1           gradients flowing back (dz is dv for CAT)
+ *
+ * Threads.  A batch is cut into chunks of DLRM_CHUNK samples, a size fixed
+ * here and not derived from the thread count, and each layer runs chunk by
+ * chunk over OpenMP threads (dense_threads()), every chunk's GEMMs on the
+ * calling thread (one BLAS thread).  Rows are independent in the forward
+ * pass and in the input gradients; a chunk's weight and bias gradients go
+ * to its own slice of cgrad [chunks][num_params] and are then added to
+ * grads chunk by chunk in chunk order, each element on its own.  So every
+ * bit is the same for any thread count.  With more than one BLAS thread
+ * the chunks run one after another and BLAS splits each GEMM itself (the
+ * pthread OpenBLAS pool would be entered by two threads at once otherwise):
+ * the bits then depend on the BLAS thread count, as dense.h says.
  */
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +37,7 @@
 
 #define DLRM_LAYERS (2 * DENSE_MAX_LAYERS + 1)
 #define DLRM_MAX_WIDTH 65536
+#define DLRM_CHUNK 256 /* samples per chunk: fixed, so results do not depend on threads */
 
 struct dlrm {
     dlrm_config cfg;
@@ -39,7 +53,17 @@ struct dlrm {
     int32_t cap, B;          /* activations sized for cap; last forward's B */
     float *slab;
     float *x0, *act[DLRM_LAYERS], *v, *z, *dz, *dv, *g0, *g1;
+    float *cgrad;            /* [chunks of cap][num_params]: each chunk's grads */
 };
+
+static int32_t num_chunks(int32_t B) { return (B + DLRM_CHUNK - 1) / DLRM_CHUNK; }
+
+/* Threads for nc chunks: dense_threads(), one when BLAS runs its own. */
+static int team(int32_t nc)
+{
+    int t = openblas_get_num_threads() > 1 ? 1 : dense_threads();
+    return t < nc ? t : nc > 0 ? nc : 1;
+}
 
 static int fail(char *err, size_t errlen, const char *msg, int32_t value)
 {
@@ -139,7 +163,8 @@ int64_t dlrm_memory_bytes(const dlrm_config *cfg, int32_t batch, int32_t state_f
     dlrm m;
     memset(&m, 0, sizeof m);
     layout(&m, cfg);
-    return 4 * (m.num_params * (2 + (int64_t)state_floats) + (int64_t)batch * activation_floats(&m));
+    return 4 * (m.num_params * (2 + (int64_t)state_floats + num_chunks(batch)) +
+                (int64_t)batch * activation_floats(&m));
 }
 
 int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen)
@@ -169,6 +194,7 @@ void dlrm_destroy(dlrm *m)
     free(m->params);
     free(m->grads);
     free(m->slab);
+    free(m->cgrad);
     free(m);
 }
 
@@ -188,8 +214,14 @@ static int reserve(dlrm *m, int32_t B)
     int dot = m->cfg.interaction == DENSE_INTERACT_DOT;
     int64_t per = activation_floats(m);
     float *slab = malloc((size_t)(per * B) * sizeof(float));
-    if (!slab)
+    float *cgrad = malloc((size_t)(num_chunks(B) * m->num_params) * sizeof(float));
+    if (!slab || !cgrad) {
+        free(slab);
+        free(cgrad);
         return -1;
+    }
+    free(m->cgrad);
+    m->cgrad = cgrad;
     free(m->slab);
     m->slab = slab;
     m->cap = B;
@@ -220,12 +252,29 @@ void dlrm_set_progress(dlrm *m, void (*fn)(void *), void *arg)
     m->progress_arg = arg;
 }
 
-static void layer_forward(dlrm *m, int32_t L, int32_t B, const float *x, float *y)
+/* Chunk c of B: its first sample and its size. */
+#define CHUNK_LO(c) ((int32_t)(c) * DLRM_CHUNK)
+#define CHUNK_N(c, B) ((B) - CHUNK_LO(c) < DLRM_CHUNK ? (B) - CHUNK_LO(c) : DLRM_CHUNK)
+
+static void progress(dlrm *m)
 {
-    dense_linear_forward(B, m->in[L], m->out[L], x, m->params + m->w_off[L], m->params + m->b_off[L],
-                         y);
     if (m->progress)
         m->progress(m->progress_arg);
+}
+
+/* y = layer L of x for B rows, then ReLU unless it is the logit layer. */
+static void layer_forward(dlrm *m, int32_t L, int32_t B, const float *x, float *y)
+{
+    const int32_t nc = num_chunks(B), in = m->in[L], out = m->out[L], relu = L < m->nl - 1;
+    const float *W = m->params + m->w_off[L], *bias = m->params + m->b_off[L];
+#pragma omp parallel for schedule(static) num_threads(team(nc))
+    for (int32_t c = 0; c < nc; c++) {
+        const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
+        dense_linear_forward(n, in, out, x + (int64_t)lo * in, W, bias, y + (int64_t)lo * out);
+        if (relu)
+            dense_relu_forward((int64_t)n * out, y + (int64_t)lo * out);
+    }
+    progress(m);
 }
 
 int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, float *logit)
@@ -235,63 +284,86 @@ int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, fl
     m->B = B;
     if (B == 0)
         return 0;
-    const int32_t nb = m->nb, nl = m->nl, d = m->cfg.emb_dim, pw = m->vw - d;
+    const int32_t nb = m->nb, nl = m->nl, d = m->cfg.emb_dim, pw = m->vw - d, nc = num_chunks(B);
     memcpy(m->x0, dense, (size_t)B * (size_t)m->cfg.num_dense * sizeof(float));
-    for (int32_t L = 0; L < nb; L++) {
+    for (int32_t L = 0; L < nb; L++)
         layer_forward(m, L, B, L == 0 ? m->x0 : m->act[L - 1], m->act[L]);
-        dense_relu_forward((int64_t)B * m->out[L], m->act[L]);
+#pragma omp parallel for schedule(static) num_threads(team(nc))
+    for (int32_t c = 0; c < nc; c++) {
+        const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
+        for (int32_t s = lo; s < lo + n; s++) {
+            memcpy(m->v + (int64_t)s * m->vw, m->act[nb - 1] + (int64_t)s * d, (size_t)d * sizeof(float));
+            memcpy(m->v + (int64_t)s * m->vw + d, pooled + (int64_t)s * pw, (size_t)pw * sizeof(float));
+        }
+        dense_interact_forward(m->cfg.interaction, n, m->cfg.num_sparse, d, m->v + (int64_t)lo * m->vw,
+                               m->z + (int64_t)lo * m->width);
     }
-    for (int32_t s = 0; s < B; s++) {
-        memcpy(m->v + (int64_t)s * m->vw, m->act[nb - 1] + (int64_t)s * d, (size_t)d * sizeof(float));
-        memcpy(m->v + (int64_t)s * m->vw + d, pooled + (int64_t)s * pw, (size_t)pw * sizeof(float));
-    }
-    dense_interact_forward(m->cfg.interaction, B, m->cfg.num_sparse, d, m->v, m->z);
-    for (int32_t L = nb; L < nl; L++) {
-        float *y = L == nl - 1 ? logit : m->act[L];
-        layer_forward(m, L, B, L == nb ? m->z : m->act[L - 1], y);
-        if (L < nl - 1)
-            dense_relu_forward((int64_t)B * m->out[L], y);
-    }
+    for (int32_t L = nb; L < nl; L++)
+        layer_forward(m, L, B, L == nb ? m->z : m->act[L - 1], L == nl - 1 ? logit : m->act[L]);
     return 0;
 }
 
-/* grads of layer L += ..., dx = dL/dx (NULL: not needed). */
-static void layer_backward(dlrm *m, int32_t L, const float *x, const float *dy, float *dx)
+/* Layer L's backward for the last forward's rows: dy first through the
+ * ReLU after L (relu_y: L's output; NULL for the logit layer), then grads
+ * of L += the chunks' own in chunk order; dx = dL/dx (NULL: not needed). */
+static void layer_backward(dlrm *m, int32_t L, const float *relu_y, const float *x, float *dy, float *dx)
 {
-    dense_linear_backward(m->B, m->in[L], m->out[L], x, m->params + m->w_off[L], dy,
-                          m->grads + m->w_off[L], m->grads + m->b_off[L], dx);
-    if (m->progress)
-        m->progress(m->progress_arg);
+    const int32_t B = m->B, nc = num_chunks(B), in = m->in[L], out = m->out[L];
+    const int64_t np = m->num_params, w0 = m->w_off[L], len = m->b_off[L] + out - w0;
+    const float *W = m->params + w0;
+#pragma omp parallel for schedule(static) num_threads(team(nc))
+    for (int32_t c = 0; c < nc; c++) {
+        const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
+        float *g = m->cgrad + c * np + w0, *dyc = dy + (int64_t)lo * out;
+        if (relu_y)
+            dense_relu_backward((int64_t)n * out, relu_y + (int64_t)lo * out, dyc);
+        memset(g, 0, (size_t)len * sizeof *g);
+        dense_linear_backward(n, in, out, x + (int64_t)lo * in, W, dyc, g, g + (int64_t)out * in,
+                              dx ? dx + (int64_t)lo * in : NULL);
+    }
+    float *grads = m->grads + w0;
+    const float *cg = m->cgrad + w0;
+#pragma omp parallel for schedule(static) num_threads(team(nc)) if (len * nc >= 16384)
+    for (int64_t i = 0; i < len; i++) {
+        float g = grads[i];
+        for (int32_t c = 0; c < nc; c++)
+            g += cg[c * np + i];
+        grads[i] = g;
+    }
+    progress(m);
 }
 
 void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled)
 {
-    const int32_t B = m->B, nb = m->nb, nl = m->nl, d = m->cfg.emb_dim, pw = m->vw - d;
+    const int32_t B = m->B, nb = m->nb, nl = m->nl, d = m->cfg.emb_dim, pw = m->vw - d, nc = num_chunks(B);
     if (B == 0)
         return;
     DENSE_ASSERT(m->cap >= B);
     /* top: the logit layer, then hidden layers down to the interaction */
     float *dy = nl - 1 == nb ? m->dz : m->g0;
-    layer_backward(m, nl - 1, nl - 1 == nb ? m->z : m->act[nl - 2], dlogit, dy);
+    layer_backward(m, nl - 1, NULL, nl - 1 == nb ? m->z : m->act[nl - 2], (float *)dlogit, dy);
     for (int32_t L = nl - 2; L >= nb; L--) {
-        dense_relu_backward((int64_t)B * m->out[L], m->act[L], dy);
         float *dx = L == nb ? m->dz : dy == m->g0 ? m->g1 : m->g0;
-        layer_backward(m, L, L == nb ? m->z : m->act[L - 1], dy, dx);
+        layer_backward(m, L, m->act[L], L == nb ? m->z : m->act[L - 1], dy, dx);
         dy = dx;
     }
-    dense_interact_backward(m->cfg.interaction, B, m->cfg.num_sparse, d, m->v, m->dz, m->dv);
-    /* split dv into d_pooled and the bottom output's gradient */
-    for (int32_t s = 0; s < B; s++) {
-        const float *row = m->dv + (int64_t)s * m->vw;
-        memcpy(m->g0 + (int64_t)s * d, row, (size_t)d * sizeof(float));
-        if (d_pooled)
-            memcpy(d_pooled + (int64_t)s * pw, row + d, (size_t)pw * sizeof(float));
+    /* the interaction, then dv split into d_pooled and the bottom output's gradient */
+#pragma omp parallel for schedule(static) num_threads(team(nc))
+    for (int32_t c = 0; c < nc; c++) {
+        const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
+        dense_interact_backward(m->cfg.interaction, n, m->cfg.num_sparse, d, m->v + (int64_t)lo * m->vw,
+                                m->dz + (int64_t)lo * m->width, m->dv + (int64_t)lo * m->vw);
+        for (int32_t s = lo; s < lo + n; s++) {
+            const float *row = m->dv + (int64_t)s * m->vw;
+            memcpy(m->g0 + (int64_t)s * d, row, (size_t)d * sizeof(float));
+            if (d_pooled)
+                memcpy(d_pooled + (int64_t)s * pw, row + d, (size_t)pw * sizeof(float));
+        }
     }
     dy = m->g0;
     for (int32_t L = nb - 1; L >= 0; L--) {
-        dense_relu_backward((int64_t)B * m->out[L], m->act[L], dy);
         float *dx = L == 0 ? NULL : dy == m->g0 ? m->g1 : m->g0;
-        layer_backward(m, L, L == 0 ? m->x0 : m->act[L - 1], dy, dx);
+        layer_backward(m, L, m->act[L], L == 0 ? m->x0 : m->act[L - 1], dy, dx);
         dy = dx;
     }
 }

@@ -8,8 +8,9 @@
  *   CAT: z = v                                        width (F+1) d
  * Plain loops per sample rather than a batched sgemm: F+1 is small (27 for
  * Criteo) and each sample's (F+1) x (F+1) Gram matrix is a few hundred dot
- * products.  Each dot is summed over k in order; single-threaded (see
- * linear.c for why), so nothing here depends on a thread count.
+ * products.  Each dot is summed over k in order, one sample at a time on
+ * the calling thread (dlrm.c hands each thread whole chunks of samples),
+ * so nothing here depends on a thread count.
  */
 #include <string.h>
 

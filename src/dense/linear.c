@@ -8,11 +8,13 @@
  * order.  sgemm's own summation order is OpenBLAS's: fixed for a fixed BLAS
  * thread count, but not the same for 1 and 2 threads (dense.h).
  *
- * No OpenMP here or in interact.c: the pthread OpenBLAS keeps its workers
+ * No OpenMP here or in interact.c: dlrm.c calls these functions chunk by
+ * chunk (a fixed number of rows) from its OpenMP threads, each call on one
+ * thread with one BLAS thread.  With more BLAS threads it runs the chunks
+ * on the calling thread instead: the pthread OpenBLAS keeps its workers
  * spinning for a while after each call, and libgomp's workers spin after
  * each parallel region, so alternating the two on 2 cores ran a step 2.3x
- * slower than BLAS alone (measured, docs/training.md); ReLU and the
- * interaction are a few percent of the sgemm work anyway.
+ * slower than BLAS alone (measured, docs/training.md).
  */
 #include <cblas.h>
 #include <omp.h>
