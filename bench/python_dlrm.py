@@ -6,6 +6,8 @@ Setup and a full run:   bash bench/python_dlrm.sh          (venv .venv-torchrec,
 By hand, in any venv that has torch (torchrec and ember are each optional; a missing one prints a "skipped" line):
   .venv-torchrec/bin/python bench/python_dlrm.py --modules torchrec,torch_sparse,ember --threads 1,2 \
       --rounds 5 --steps 20
+`ember train`'s built-in task, TorchRec only (bench/train_vs_torchrec.py runs it beside `ember train`):
+  .venv-torchrec/bin/python bench/python_dlrm.py --task ember-default --threads 1,2 --rounds 3 --steps 1000
 
 Model (identical dense part for every module, same initial dense weights):
   dense  [B, 13] -> bottom MLP 13 -> 64 -> 16 (ReLU)
@@ -44,6 +46,32 @@ machine's state (frequency, other load) over the same period.  samples/s of a ro
 one JSON line per (module, threads) with the median and min over rounds, then a last line with the ratios of
 the medians (ember/torchrec, ember/torch_sparse, torchrec/torch_sparse) per thread count.
 
+--task ember-default: the TorchRec peer of `ember train` on its built-in task (bench/train_vs_torchrec.py runs
+both, interleaved).  The model is ember's default student (src/config/config_file.c cfg_train_default,
+docs/training.md "The loop"), as closely as TorchRec allows:
+  tables  8, one per feature, rows 20000, 10000, 5000, 2000, 1000, 500, 200, 100 (38,800), dim 16, sum pooling,
+          weights ~ U(-0.05, 0.05)
+  ids     bag of feature f = 1 + Poisson(pooling[f] - 1) ids, pooling = 1, 1, 3, 1, 2, 1, 1, 1 (11 ids per
+          sample on average, ~22,500 per batch); bounded Zipf(1.1) ranks scattered over the table
+          (rank k -> row ((k-1)*2654435761) % rows); 13 dense floats ~ N(0,1); labels from ember's hidden teacher
+          (about 25% clicks)
+  dense   bottom MLP 13 -> 64 -> 16 (ReLU after both), dot interaction (36 pairs), top MLP 52 -> 64 -> 1, Glorot
+          uniform weights and zero biases, mean BCE with logits; torch.optim.Adam(lr 0.004, betas 0.9/0.999,
+          eps 1e-8) on the dense part
+  tables' optimizer  element-wise Adagrad lr 0.1 eps 1e-8 (ember's default is EMBER_OPT_ADAGRAD, not row-wise):
+          module torchrec, i.e. torch.optim.Adagrad fused into backward -> FBGEMM EXACT_ADAGRAD;
+          torchrec_rowwise (EXACT_ROWWISE_ADAGRAD) can be asked for, but is not ember's default
+  batch   2048, micro-batch = optimizer step
+Data (--data): "ember" (default) takes the first --num-batches batches of the built-in task's training stream
+from ember.Reader (the samples `ember train` reads first, teacher labels included), read by a child process of
+this interpreter (so ember's library is never loaded into the timed process) and kept in --batches-file
+(.npz; reused when it exists); "numpy" draws batches of the same shapes and laws with numpy (labels from a fixed
+logistic model of the dense features, 25% clicks) when the ember package is missing.  Either way the batches
+and TorchRec's KeyedJaggedTensors are made before timing and cycled, so TorchRec's timed loop does NOT generate
+data, while `ember train`'s timed loop includes generating its own synthetic data, teacher labels included (its
+reader thread: on the spare core at --threads 1, on the critical path at --threads 2).  The comparison
+therefore favours TorchRec.
+
 ISA: "cpu_capability" is torch's ATen dispatch level; "fbgemm_gpu_isa" is what fbgemm_gpu's own fbgemm.so
 detects.  With PyPI's torch 2.14.1 + fbgemm-gpu-cpu 1.9.0 that is "anyarch" (scalar reference kernels) on a
 plain import, because of two cpuinfo copies (see "cpuinfo fix" in bench/peer_fbgemm.py); like peer_fbgemm.py
@@ -58,6 +86,7 @@ import logging
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +100,16 @@ from peer_fbgemm import SCATTER, BoundedZipf, fbgemm_gpu_isa, load_c10_global  #
 
 MODULES = ("torchrec", "torchrec_rowwise", "torch_sparse", "ember")
 DENSE_IN = 13
+TASKS = ("bench", "ember-default")
+# `ember train`'s built-in task (src/data/ctr_synth.c ctr_synth_config_default, src/config/config_file.c
+# cfg_train_default): rows and mean bag length of each feature, its Zipf exponent and the student's settings
+EMBER_ROWS = (20000, 10000, 5000, 2000, 1000, 500, 200, 100)
+EMBER_POOL = (1, 1, 3, 1, 2, 1, 1, 1)
+EMBER_DEFAULTS = dict(features=8, dim=16, batch=2048, alpha=1.1, lr=0.1, eps=1e-8, init=0.05,
+                      dense_optimizer="adam", dense_lr=0.004, modules="torchrec", num_batches=32)
+BENCH_DEFAULTS = dict(features=8, dim=16, batch=2048, alpha=1.05, lr=0.1, eps=1e-8, init=0.05,
+                      dense_optimizer="adagrad", dense_lr=0.01, modules="torchrec,torch_sparse,ember",
+                      num_batches=16)
 
 
 def rss_mb():
@@ -87,6 +126,8 @@ class Batch:
 
 
 def make_batches(a, torch):
+    if a.task == "ember-default":
+        return make_ember_default_batches(a, torch)
     rng = np.random.default_rng(a.seed)
     zipf = BoundedZipf(a.rows, a.alpha)
     w_true = rng.standard_normal(DENSE_IN) / np.sqrt(DENSE_IN)
@@ -113,6 +154,90 @@ def make_batches(a, torch):
     return out, float(np.mean(ids))
 
 
+def write_ember_batches(path, num_batches, batch):
+    """Child process: the first num_batches batches of `ember train`'s built-in task (ember.Reader(), its
+    training stream) into path (.npz).  Imports ember, not torch."""
+    import ember
+    r = ember.Reader()
+    labels, dense, lengths, values, counts = [], [], [], [], []
+    for s in r.batches(batch, limit=num_batches):
+        if s.batch_size != batch:
+            sys.exit(f"ember.Reader gave a batch of {s.batch_size}, wanted {batch}")
+        labels.append(s.labels)
+        dense.append(s.dense)
+        lengths.append(s.sparse.lengths)
+        values.append(s.sparse.values)
+        counts.append(s.sparse.values.size)
+    r.close()
+    tmp = path + ".tmp.npz"
+    np.savez(tmp, labels=np.stack(labels), dense=np.stack(dense), lengths=np.stack(lengths),
+             values=np.concatenate(values), counts=np.array(counts, dtype=np.int64),
+             rows=np.array([f[1] for f in r.features], dtype=np.int64),
+             ember_version=np.array(getattr(ember, "__version__", "unknown")))
+    os.replace(tmp, path)
+
+
+def ember_batches_arrays(a):
+    """(labels [K,B], dense [K,B,13], lengths [K,F*B] feature-major, values per batch, source) of the task."""
+    F, B, K = a.features, a.batch, a.num_batches
+    if a.data == "ember":
+        path, tmpdir = a.batches_file, None
+        if not path:
+            tmpdir = tempfile.mkdtemp(prefix="python_dlrm_batches.")
+            path = os.path.join(tmpdir, "batches.npz")
+        if not os.path.exists(path):
+            subprocess.run([sys.executable, os.path.abspath(__file__), "--write-ember-batches", path,
+                            "--num-batches", str(K), "--batch", str(B)], check=True)
+        z = np.load(path)
+        if tmpdir:
+            import shutil
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        if (z["labels"].shape != (z["labels"].shape[0], B) or z["labels"].shape[0] < K
+                or tuple(int(r) for r in z["rows"]) != EMBER_ROWS):
+            sys.exit(f"{path}: not {K} batches of {B} of the built-in task (delete it to read them again)")
+        ends = np.cumsum(z["counts"])
+        vals = np.split(z["values"], ends[:-1])
+        return (z["labels"][:K], z["dense"][:K], z["lengths"][:K], vals[:K],
+                f"ember.Reader (ember {z['ember_version']}), {path if a.batches_file else 'temporary file'}")
+    rng = np.random.default_rng(a.seed)
+    zipf = [BoundedZipf(r, a.alpha) for r in EMBER_ROWS]
+    w_true = rng.standard_normal(DENSE_IN) / np.sqrt(DENSE_IN)
+    labels, dense, lengths, vals = [], [], [], []
+    bias = None
+    for _ in range(K):
+        ln = np.empty((F, B), dtype=np.int32)
+        v = []
+        for f in range(F):
+            ln[f] = 1 + rng.poisson(EMBER_POOL[f] - 1.0, size=B)
+            v.append(((zipf[f].ranks(int(ln[f].sum()), rng) - 1) * SCATTER) % EMBER_ROWS[f])
+        d = rng.standard_normal((B, DENSE_IN)).astype(np.float32)
+        z = 1.75 * (d @ w_true) / max(float(np.std(d @ w_true)), 1e-6)
+        if bias is None:                       # 25% clicks, as ember's task's ctr_rate
+            lo, hi = -10.0, 10.0
+            for _ in range(60):
+                bias = (lo + hi) / 2
+                lo, hi = (bias, hi) if np.mean(1 / (1 + np.exp(-(z + bias)))) < 0.25 else (lo, bias)
+        labels.append((rng.random(B) < 1 / (1 + np.exp(-(z + bias)))).astype(np.float32))
+        dense.append(d)
+        lengths.append(ln.reshape(-1))
+        vals.append(np.concatenate(v).astype(np.int64))
+    return np.stack(labels), np.stack(dense), np.stack(lengths), vals, "numpy (same shapes and laws)"
+
+
+def make_ember_default_batches(a, torch):
+    labels, dense, lengths, vals, a.data_source = ember_batches_arrays(a)
+    B, out = a.batch, []
+    for k in range(a.num_batches):
+        per = lengths[k].reshape(a.features, B).sum(axis=1)
+        ends = np.cumsum(per)
+        spans = [(int(e - n), int(e)) for n, e in zip(per, ends)]
+        out.append(Batch(torch.from_numpy(np.ascontiguousarray(dense[k], dtype=np.float32)),
+                         torch.from_numpy(np.ascontiguousarray(labels[k], dtype=np.float32)[:, None]),
+                         torch.from_numpy(np.ascontiguousarray(lengths[k], dtype=np.int32)),
+                         torch.from_numpy(np.ascontiguousarray(vals[k], dtype=np.int64)), spans))
+    return out, float(np.mean([v.size for v in vals]))
+
+
 # ------------------------------------------------------------------------------------------------ dense part
 def make_dlrm(a, torch):
     nn = torch.nn
@@ -134,7 +259,14 @@ def make_dlrm(a, torch):
             return self.top(torch.cat([x, inter], dim=1))
 
     torch.manual_seed(a.seed)                  # every module starts from the same dense weights
-    return DLRM()
+    m = DLRM()
+    if a.task == "ember-default":              # ember's init: Glorot uniform weights, zero biases
+        with torch.no_grad():
+            for layer in m.modules():
+                if isinstance(layer, nn.Linear):
+                    nn.init.xavier_uniform_(layer.weight)
+                    nn.init.zeros_(layer.bias)
+    return m
 
 
 # ------------------------------------------------------------------------------------------------ modules
@@ -143,7 +275,7 @@ class TorchSparse:
         self.torch = torch
         g = torch.Generator().manual_seed(a.seed)
         self.bags = torch.nn.ModuleList(
-            torch.nn.EmbeddingBag(a.rows, a.dim, mode="sum", sparse=True) for _ in range(a.features))
+            torch.nn.EmbeddingBag(a.table_rows[i], a.dim, mode="sum", sparse=True) for i in range(a.features))
         with torch.no_grad():
             for b in self.bags:
                 b.weight.uniform_(-a.init, a.init, generator=g)
@@ -181,7 +313,7 @@ class TorchRecEBC:
         from torch.distributed.optim import _apply_optimizer_in_backward as apply_optimizer_in_backward
         self.torch, self.KJT = torch, KeyedJaggedTensor
         self.keys = [f"f{i}" for i in range(a.features)]
-        tables = [EmbeddingBagConfig(name=f"t{i}", embedding_dim=a.dim, num_embeddings=a.rows,
+        tables = [EmbeddingBagConfig(name=f"t{i}", embedding_dim=a.dim, num_embeddings=a.table_rows[i],
                                      feature_names=[f"f{i}"], pooling=PoolingType.SUM) for i in range(a.features)]
         ebc = EmbeddingBagCollection(tables=tables, device=torch.device("meta"))
         opt_cls = torchrec.optim.RowWiseAdagrad if rowwise else torch.optim.Adagrad
@@ -235,7 +367,7 @@ class EmberEBC:
         self.ember = ember
         self.keys = [f"f{i}" for i in range(a.features)]
         opt = ember.Adagrad(lr=a.lr, eps=a.eps)
-        tables = [ember.TableConfig(f"t{i}", rows=a.rows, dim=a.dim, optimizer=opt, init="uniform", init_value=a.init)
+        tables = [ember.TableConfig(f"t{i}", rows=a.table_rows[i], dim=a.dim, optimizer=opt, init="uniform", init_value=a.init)
                   for i in range(a.features)]
         features = [ember.FeatureConfig(f"f{i}", table=f"t{i}", pooling="sum") for i in range(a.features)]
         self.ebc = ember.torch.EmbeddingBagCollection(tables, features, threads=threads, seed=a.seed)
@@ -299,7 +431,10 @@ def build(name, a, threads, torch, batches):
     else:
         raise ValueError(name)
     dlrm = make_dlrm(a, torch)
-    dense_opt = torch.optim.Adagrad(dlrm.parameters(), lr=a.dense_lr)
+    if a.dense_optimizer == "adam":
+        dense_opt = torch.optim.Adam(dlrm.parameters(), lr=a.dense_lr, betas=(0.9, 0.999), eps=1e-8)
+    else:
+        dense_opt = torch.optim.Adagrad(dlrm.parameters(), lr=a.dense_lr)
     inputs = [sparse.prepare(b) for b in batches]
     return Instance(name, threads, sparse, dlrm, dense_opt, inputs, batches)
 
@@ -313,10 +448,13 @@ def quiet():
         os.environ.setdefault(k, v)
 
 
-def versions(torch, fix):
+def versions(torch, fix, with_ember=True):
+    """with_ember False: ember's version is not asked (importing it would load its library into this process)."""
     v = dict(torch_version=torch.__version__, cpu_capability=torch.backends.cpu.get_cpu_capability(),
-             cpuinfo_fix=fix)
+             cpuinfo_fix=fix, ember_version=None)
     for mod, key in (("torchrec", "torchrec_version"), ("ember", "ember_version")):
+        if mod == "ember" and not with_ember:
+            continue
         try:
             m = __import__(mod)
             v[key] = getattr(m, "__version__", "unknown")
@@ -333,24 +471,37 @@ def versions(torch, fix):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--modules", default="torchrec,torch_sparse,ember", help="comma list of " + ",".join(MODULES))
+    p.add_argument("--task", choices=TASKS, default="bench",
+                   help="bench: the workload above; ember-default: `ember train`'s built-in task (see above)")
+    p.add_argument("--modules", default=None, help="comma list of " + ",".join(MODULES) +
+                   " (default torchrec,torch_sparse,ember; torchrec for --task ember-default)")
     p.add_argument("--threads", default="1,2", help="comma list for torch.set_num_threads (and ember's threads)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=20, help="training steps per instance per round")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps per instance before the rounds")
-    p.add_argument("--num-batches", type=int, default=16, help="pre-generated batches, cycled")
-    p.add_argument("--batch", type=int, default=2048)
-    p.add_argument("--features", type=int, default=8, help="sparse features, one table each")
+    p.add_argument("--num-batches", type=int, default=None, help="pre-generated batches, cycled (default 16; "
+                   "32 for --task ember-default)")
+    p.add_argument("--batch", type=int, default=None, help="samples per step (default 2048)")
+    p.add_argument("--features", type=int, default=None, help="sparse features, one table each (default 8)")
     p.add_argument("--one-hot", type=int, default=4, help="the first N features have one id per bag")
     p.add_argument("--pool-min", type=int, default=4, help="ids per bag of the other features: uniform min..max")
     p.add_argument("--pool-max", type=int, default=12)
     p.add_argument("--rows", type=int, default=100_000)
-    p.add_argument("--dim", type=int, default=16)
-    p.add_argument("--alpha", type=float, default=1.05, help="Zipf exponent of the ids")
-    p.add_argument("--lr", type=float, default=0.1, help="embedding Adagrad lr")
-    p.add_argument("--eps", type=float, default=1e-8, help="embedding Adagrad eps")
-    p.add_argument("--dense-lr", type=float, default=0.01, help="dense torch.optim.Adagrad lr")
-    p.add_argument("--init", type=float, default=0.05, help="embedding weights ~ U(-init, init)")
+    p.add_argument("--dim", type=int, default=None, help="embedding dim (default 16)")
+    p.add_argument("--alpha", type=float, default=None, help="Zipf exponent of the ids (default 1.05; 1.1 for "
+                   "--task ember-default)")
+    p.add_argument("--lr", type=float, default=None, help="embedding Adagrad lr (default 0.1)")
+    p.add_argument("--eps", type=float, default=None, help="embedding Adagrad eps (default 1e-8)")
+    p.add_argument("--dense-optimizer", choices=("adagrad", "adam"), default=None,
+                   help="dense optimizer (default adagrad; adam for --task ember-default)")
+    p.add_argument("--dense-lr", type=float, default=None, help="dense optimizer lr (default 0.01; 0.004 for "
+                   "--task ember-default)")
+    p.add_argument("--init", type=float, default=None, help="embedding weights ~ U(-init, init) (default 0.05)")
+    p.add_argument("--data", choices=("ember", "numpy"), default="ember",
+                   help="--task ember-default: the batches from ember.Reader (default) or drawn with numpy")
+    p.add_argument("--batches-file", default=None,
+                   help="--task ember-default --data ember: .npz of the batches, written when missing, reused")
+    p.add_argument("--write-ember-batches", metavar="NPZ", default=None, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-cpuinfo-fix", dest="cpuinfo_fix", action="store_false",
                    help="do not load libc10.so RTLD_GLOBAL before torch (fbgemm_gpu then uses scalar kernels)")
@@ -358,6 +509,19 @@ def main():
     p.add_argument("--embedding-only", action="store_true",
                    help="time the embedding modules alone: loss = sum(pooled * a fixed random tensor), no dense model")
     a = p.parse_args()
+    for k, v in (EMBER_DEFAULTS if a.task == "ember-default" else BENCH_DEFAULTS).items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    if a.write_ember_batches:                  # the child process of ember_batches_arrays
+        write_ember_batches(a.write_ember_batches, a.num_batches, a.batch)
+        return
+    if a.task == "ember-default":
+        if a.features != len(EMBER_ROWS) or a.embedding_only:
+            p.error("--task ember-default has 8 features and a dense model")
+        a.table_rows = list(EMBER_ROWS)
+    else:
+        a.table_rows = [a.rows] * a.features
+    a.data_source = "numpy"
     mods = list(dict.fromkeys(m.strip() for m in a.modules.split(",") if m.strip()))
     for m in mods:
         if m not in MODULES:
@@ -370,7 +534,7 @@ def main():
     import torch
     if not a.verbose:
         quiet()
-    ver = versions(torch, fix)
+    ver = versions(torch, fix, with_ember="ember" in mods)
 
     pg_dir = None
     if any(m.startswith("torchrec") for m in mods):
@@ -384,10 +548,16 @@ def main():
             print(f"[python_dlrm] torchrec unavailable: {type(e).__name__}: {e}", file=sys.stderr)
 
     batches, ids_per_batch = make_batches(a, torch)
-    base = dict(bench="python_dlrm", batch=a.batch, tables=a.features, rows=a.rows, dim=a.dim,
-                pooling=f"{a.one_hot}x1 + {a.features - a.one_hot}x U{{{a.pool_min}..{a.pool_max}}}",
+    dense_opt = (f"torch.optim.Adam(lr={a.dense_lr}, betas=(0.9, 0.999), eps=1e-8)" if a.dense_optimizer == "adam"
+                 else f"torch.optim.Adagrad(lr={a.dense_lr})")
+    if a.task == "ember-default":
+        shape = dict(rows=a.table_rows, pooling="1 + Poisson(mean - 1), means " + ",".join(map(str, EMBER_POOL)),
+                     data=a.data_source)
+    else:
+        shape = dict(rows=a.rows, pooling=f"{a.one_hot}x1 + {a.features - a.one_hot}x U{{{a.pool_min}..{a.pool_max}}}")
+    base = dict(bench="python_dlrm", task=a.task, batch=a.batch, tables=a.features, dim=a.dim, **shape,
                 ids_per_batch=round(ids_per_batch, 1), dist=f"zipf({a.alpha})", num_batches=a.num_batches,
-                lr=a.lr, eps=a.eps, dense_optimizer=f"torch.optim.Adagrad(lr={a.dense_lr})",
+                lr=a.lr, eps=a.eps, dense_optimizer=dense_opt,
                 rounds=a.rounds, steps=a.steps, warmup=a.warmup, **ver)
 
     insts = []
