@@ -307,30 +307,45 @@ static int64_t build_samples(ember_collection *c, int32_t p, const ember_batch *
             int64_t e0 = e;
             int long_bag = hi - lo > LONG_BAG;
             double sumw = 0, sumw2 = 0;
-            for (int64_t k = lo; k < hi; k++) {
-                if ((uint64_t)b->ids[k] >= rows && b->ids[k] != EMBER_ID_UNSEEN) {
-                    (*dropped)++;
-                    continue;
+            if (!win && !dedup && !units) {
+                /* the common bag: no weights, nothing merged or counted; the
+                 * sums are the count of kept entries, exactly as adding 1s */
+                const int64_t *ids = b->ids;
+                for (int64_t k = lo; k < hi; k++) {
+                    uint64_t id = (uint64_t)ids[k];
+                    if (id >= rows && ids[k] != EMBER_ID_UNSEEN) {
+                        (*dropped)++;
+                        continue;
+                    }
+                    r->row[e++] = id < rows ? base + (uint32_t)id : EMBER_ROW_DROPPED;
                 }
-                /* a dynamic key with no row: a dropped entry (zeros, in the divisor) */
-                uint32_t row = b->ids[k] == EMBER_ID_UNSEEN ? EMBER_ROW_DROPPED : base + (uint32_t)b->ids[k];
-                float w = win ? win[k] : 1.0f;
-                sumw += w;
-                sumw2 += (double)w * w;
-                int64_t same = (dedup || units) && !long_bag ? find_row(r->row, e0, e, row) : -1;
-                if (dedup && same >= 0) {
-                    r->weight[same] += w;
-                    r->mult[same]++;
-                    continue;
+                sumw = sumw2 = (double)(e - e0);
+            } else {
+                for (int64_t k = lo; k < hi; k++) {
+                    if ((uint64_t)b->ids[k] >= rows && b->ids[k] != EMBER_ID_UNSEEN) {
+                        (*dropped)++;
+                        continue;
+                    }
+                    /* a dynamic key with no row: a dropped entry (zeros, in the divisor) */
+                    uint32_t row = b->ids[k] == EMBER_ID_UNSEEN ? EMBER_ROW_DROPPED : base + (uint32_t)b->ids[k];
+                    float w = win ? win[k] : 1.0f;
+                    sumw += w;
+                    sumw2 += (double)w * w;
+                    int64_t same = (dedup || units) && !long_bag ? find_row(r->row, e0, e, row) : -1;
+                    if (dedup && same >= 0) {
+                        r->weight[same] += w;
+                        r->mult[same]++;
+                        continue;
+                    }
+                    r->row[e] = row;
+                    if (weighted)
+                        r->weight[e] = w;
+                    if (dedup)
+                        r->mult[e] = 1;
+                    if (units)
+                        r->leader[e] = (int32_t)(same >= 0 ? same : e);
+                    e++;
                 }
-                r->row[e] = row;
-                if (weighted)
-                    r->weight[e] = w;
-                if (dedup)
-                    r->mult[e] = 1;
-                if (units)
-                    r->leader[e] = (int32_t)(same >= 0 ? same : e);
-                e++;
             }
             if ((dedup || units) && long_bag)
                 resolve_long_bag(r, e0, &e, dedup, units);
