@@ -103,8 +103,9 @@ typedef struct apply_args {
                 const char *pv = (const char *)(values + (int64_t)pr * (DIM));                    \
                 for (int32_t b = 0; b < (DIM) * 4; b += 64)                                       \
                     __builtin_prefetch(pv + b, 1, 3);                                             \
-                if (sf)                                                                           \
-                    __builtin_prefetch(state + (int64_t)pr * sf, 1, 3);                           \
+                const char *ps = (const char *)(state + (int64_t)pr * sf);                        \
+                for (int32_t b = 0; b < sf * 4; b += 64)                                          \
+                    __builtin_prefetch(ps + b, 1, 3);                                             \
             }                                                                                     \
             float g[1024]; /* dim <= 1024 (ember.h) */                                            \
             row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], jend, (DIM), a->dp, a->ds, g); \
