@@ -84,7 +84,12 @@ CHECKS+=(resume_synthetic)
 check_threads_identical() {
     expect_status 0 "$EMBER" train "${QUICK[@]}" --steps 12 --checkpoint-dir "$TMP/t1.ck" || return 1
     expect_status 0 "$EMBER" train "${QUICK[@]}" --threads 2 --steps 12 --checkpoint-dir "$TMP/t2.ck" || return 1
-    compare_ckpt "$TMP/t1.ck" "$TMP/t2.ck" same-state
+    compare_ckpt "$TMP/t1.ck" "$TMP/t2.ck" same-state || return 1
+    # 600 samples: the dense model's three chunks (two of 256, one of 88) split over the threads
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --micro-batch 600 --steps 6 --checkpoint-dir "$TMP/t1c.ck" || return 1
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --micro-batch 600 --threads 2 --steps 6 \
+        --checkpoint-dir "$TMP/t2c.ck" || return 1
+    compare_ckpt "$TMP/t1c.ck" "$TMP/t2c.ck" same-state
 }
 CHECKS+=(threads_identical)
 

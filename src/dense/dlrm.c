@@ -20,8 +20,9 @@
  * chunk over OpenMP threads (dense_threads()), every chunk's GEMMs on the
  * calling thread (one BLAS thread).  Rows are independent in the forward
  * pass and in the input gradients; a chunk's weight and bias gradients go
- * to its own slice of cgrad [chunks][num_params] and are then added to
- * grads chunk by chunk in chunk order, each element on its own.  So every
+ * to its own row of cgrad and are then added to grads chunk by chunk in
+ * chunk order, each element on its own (chunks go in groups of DLRM_SLOTS,
+ * so cgrad holds DLRM_SLOTS x the largest layer, whatever the batch).  So every
  * bit is the same for any thread count.  With more than one BLAS thread
  * the chunks run one after another and BLAS splits each GEMM itself (the
  * pthread OpenBLAS pool would be entered by two threads at once otherwise):
@@ -38,6 +39,7 @@
 #define DLRM_LAYERS (2 * DENSE_MAX_LAYERS + 1)
 #define DLRM_MAX_WIDTH 65536
 #define DLRM_CHUNK 256 /* samples per chunk: fixed, so results do not depend on threads */
+#define DLRM_SLOTS 16  /* chunks whose grads are held at once (cgrad's rows) */
 
 struct dlrm {
     dlrm_config cfg;
@@ -45,7 +47,7 @@ struct dlrm {
     int32_t in[DLRM_LAYERS], out[DLRM_LAYERS];
     int64_t w_off[DLRM_LAYERS], b_off[DLRM_LAYERS];
     int32_t vw, width, maxw; /* (F+1) d; interaction width; widest layer end */
-    int64_t num_params;
+    int64_t num_params, max_layer; /* all parameters; the largest layer's */
     float *params, *grads;
 
     void (*progress)(void *); /* called after every layer (dlrm_set_progress) */
@@ -53,10 +55,13 @@ struct dlrm {
     int32_t cap, B;          /* activations sized for cap; last forward's B */
     float *slab;
     float *x0, *act[DLRM_LAYERS], *v, *z, *dz, *dv, *g0, *g1;
-    float *cgrad;            /* [chunks of cap][num_params]: each chunk's grads */
+    float *cgrad;            /* [slots][max_layer]: a group of chunks' grads */
 };
 
 static int32_t num_chunks(int32_t B) { return (B + DLRM_CHUNK - 1) / DLRM_CHUNK; }
+
+/* cgrad's rows for B samples: a chunk each, at most DLRM_SLOTS. */
+static int32_t num_slots(int32_t B) { return num_chunks(B) < DLRM_SLOTS ? num_chunks(B) : DLRM_SLOTS; }
 
 /* Threads for nc chunks: dense_threads(), one when BLAS runs its own. */
 static int team(int32_t nc)
@@ -138,6 +143,8 @@ static void layout(dlrm *m, const dlrm_config *cfg)
         m->w_off[L] = m->num_params;
         m->b_off[L] = m->num_params + (int64_t)o * prev;
         m->num_params = m->b_off[L] + o;
+        if (m->num_params - m->w_off[L] > m->max_layer)
+            m->max_layer = m->num_params - m->w_off[L];
         prev = o;
     }
     m->maxw = m->vw;
@@ -163,7 +170,7 @@ int64_t dlrm_memory_bytes(const dlrm_config *cfg, int32_t batch, int32_t state_f
     dlrm m;
     memset(&m, 0, sizeof m);
     layout(&m, cfg);
-    return 4 * (m.num_params * (2 + (int64_t)state_floats + num_chunks(batch)) +
+    return 4 * (m.num_params * (2 + (int64_t)state_floats) + m.max_layer * num_slots(batch) +
                 (int64_t)batch * activation_floats(&m));
 }
 
@@ -214,7 +221,7 @@ static int reserve(dlrm *m, int32_t B)
     int dot = m->cfg.interaction == DENSE_INTERACT_DOT;
     int64_t per = activation_floats(m);
     float *slab = malloc((size_t)(per * B) * sizeof(float));
-    float *cgrad = malloc((size_t)(num_chunks(B) * m->num_params) * sizeof(float));
+    float *cgrad = malloc((size_t)(num_slots(B) * m->max_layer) * sizeof(float));
     if (!slab || !cgrad) {
         free(slab);
         free(cgrad);
@@ -309,26 +316,31 @@ int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, fl
 static void layer_backward(dlrm *m, int32_t L, const float *relu_y, const float *x, float *dy, float *dx)
 {
     const int32_t B = m->B, nc = num_chunks(B), in = m->in[L], out = m->out[L];
-    const int64_t np = m->num_params, w0 = m->w_off[L], len = m->b_off[L] + out - w0;
+    const int64_t w0 = m->w_off[L], len = m->b_off[L] + out - w0, stride = m->max_layer;
     const float *W = m->params + w0;
-#pragma omp parallel for schedule(static) num_threads(team(nc))
-    for (int32_t c = 0; c < nc; c++) {
-        const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
-        float *g = m->cgrad + c * np + w0, *dyc = dy + (int64_t)lo * out;
-        if (relu_y)
-            dense_relu_backward((int64_t)n * out, relu_y + (int64_t)lo * out, dyc);
-        memset(g, 0, (size_t)len * sizeof *g);
-        dense_linear_backward(n, in, out, x + (int64_t)lo * in, W, dyc, g, g + (int64_t)out * in,
-                              dx ? dx + (int64_t)lo * in : NULL);
-    }
     float *grads = m->grads + w0;
-    const float *cg = m->cgrad + w0;
-#pragma omp parallel for schedule(static) num_threads(team(nc)) if (len * nc >= 16384)
-    for (int64_t i = 0; i < len; i++) {
-        float g = grads[i];
-        for (int32_t c = 0; c < nc; c++)
-            g += cg[c * np + i];
-        grads[i] = g;
+    /* chunks in groups of DLRM_SLOTS, each group's grads added in chunk
+     * order: the same additions as all chunks at once, in less memory */
+    for (int32_t c0 = 0; c0 < nc; c0 += DLRM_SLOTS) {
+        const int32_t c1 = nc - c0 < DLRM_SLOTS ? nc : c0 + DLRM_SLOTS;
+#pragma omp parallel for schedule(static) num_threads(team(c1 - c0))
+        for (int32_t c = c0; c < c1; c++) {
+            const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
+            float *g = m->cgrad + (c - c0) * stride, *dyc = dy + (int64_t)lo * out;
+            if (relu_y)
+                dense_relu_backward((int64_t)n * out, relu_y + (int64_t)lo * out, dyc);
+            memset(g, 0, (size_t)len * sizeof *g);
+            dense_linear_backward(n, in, out, x + (int64_t)lo * in, W, dyc, g, g + (int64_t)out * in,
+                                  dx ? dx + (int64_t)lo * in : NULL);
+        }
+        const float *cg = m->cgrad;
+#pragma omp parallel for schedule(static) num_threads(team(c1 - c0)) if (len * (c1 - c0) >= 16384)
+        for (int64_t i = 0; i < len; i++) {
+            float g = grads[i];
+            for (int32_t c = 0; c < c1 - c0; c++)
+                g += cg[c * stride + i];
+            grads[i] = g;
+        }
     }
     progress(m);
 }
