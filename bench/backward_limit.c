@@ -44,33 +44,6 @@
 #define PF 16 /* occurrences ahead: d_pooled slices */
 #define PFR 4 /* distinct rows ahead: table row and state */
 
-/* MiB of transparent huge pages in the mappings overlapping [p, p + bytes)
- * (as forward_limit.c); -1 if unknown. */
-static double huge_mb(const void *p, size_t bytes)
-{
-    FILE *f = fopen("/proc/self/smaps", "r");
-    char line[512];
-    unsigned long lo, hi, a = (unsigned long)p, b = a + bytes;
-    int in = 0;
-    double kb, sum = 0;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
-            in = lo < b && hi > a;
-        else if (in && sscanf(line, "AnonHugePages: %lf kB", &kb) == 1)
-            sum += kb;
-    }
-    fclose(f);
-    return sum / 1024.0;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
-    return v[n / 2];
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -386,9 +359,9 @@ int main(int argc, char **argv)
         sort_ok &= !memcmp(sorted, g.sorted, sizeof(uint64_t) * (size_t)n);
     }
     int w = 3; /* warm-up */
-    double ma = median(ta + w, N - w), mb = median(tb + w, N - w), mc = median(tc_ + w, N - w),
-           md = median(td + w, N - w), nu = sum_nu / (N - w);
-    double rows_mb = (double)T * (double)R * D * 4 / 1048576.0, huge = huge_mb(tab, (size_t)T * (size_t)R * (size_t)D * 4);
+    double ma = bench_median(ta + w, N - w), mb = bench_median(tb + w, N - w), mc = bench_median(tc_ + w, N - w),
+           md = bench_median(td + w, N - w), nu = sum_nu / (N - w);
+    double rows_mb = (double)T * (double)R * D * 4 / 1048576.0, huge = bench_huge_mb(tab, (size_t)T * (size_t)R * (size_t)D * 4);
     double row_bytes = nu * D * 4, dp_bytes = (double)W * 4, occ_bytes = (double)n * D * 4;
     printf("{\"bench\":\"backward_limit\",\"workload\":\"%s\",\"tables\":%d,\"rows\":%lld,\"dim\":%d,"
            "\"batch\":%d,\"pooling\":%d,\"dist\":\"%s\",\"alpha\":%g,\"seed\":%llu,\"optimizer\":\"%s\","

@@ -33,33 +33,6 @@
 
 #define PF 16
 
-/* MiB of transparent huge pages (AnonHugePages) in the mappings that
- * overlap [p, p + bytes): the table's page mode (-1 if unknown). */
-static double huge_mb(const void *p, size_t bytes)
-{
-    FILE *f = fopen("/proc/self/smaps", "r");
-    char line[512];
-    unsigned long lo, hi, a = (unsigned long)p, b = a + bytes;
-    int in = 0;
-    double kb, sum = 0;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
-            in = lo < b && hi > a;
-        else if (in && sscanf(line, "AnonHugePages: %lf kB", &kb) == 1)
-            sum += kb;
-    }
-    fclose(f);
-    return sum / 1024.0;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
-    return v[n / 2];
-}
-
 /* Both gathers sum each bag's rows into the [B x T*D] output, visiting bags
  * table-major (t outer) or sample-major (b outer), and prefetch the row of
  * the id PF ahead in that same visiting order (exact, across bags).  With
@@ -211,9 +184,9 @@ int main(int argc, char **argv)
         ts[it] = bench_now() - t0;
     }
     int w = 3; /* warm-up */
-    double mf = median(tf + w, N - w), mr = median(tr + w, N - w), mt = median(tt + w, N - w),
-           ms = median(ts + w, N - w);
-    double rows_mb = (double)T * (double)R * D * 4 / 1048576.0, huge = huge_mb(tab, (size_t)T * (size_t)R * (size_t)D * 4);
+    double mf = bench_median(tf + w, N - w), mr = bench_median(tr + w, N - w), mt = bench_median(tt + w, N - w),
+           ms = bench_median(ts + w, N - w);
+    double rows_mb = (double)T * (double)R * D * 4 / 1048576.0, huge = bench_huge_mb(tab, (size_t)T * (size_t)R * (size_t)D * 4);
     double ids_n = (double)n, best = mt < ms ? mt : ms;
     printf("{\"bench\":\"forward_limit\",\"workload\":\"%s\",\"tables\":%d,\"rows\":%lld,\"dim\":%d,"
            "\"batch\":%d,\"pooling\":%d,\"dist\":\"%s\",\"alpha\":%g,\"seed\":%llu,\"threads\":%d,"

@@ -318,6 +318,31 @@ def drop_flags(argv, flags):
     return out
 
 
+def run_combos(p, a, impl, run_one, script):
+    """The (optimizer, threads) combinations of a's comma lists: one runs here, several each run
+    in a fresh child process of script (per-measurement peak RSS); a failed child gets an error line."""
+    opts = [o.strip() for o in a.optimizer.split(",") if o.strip()]
+    for o in opts:
+        if o not in OPTIMIZERS:
+            p.error(f"unknown optimizer {o!r} (choose from {','.join(OPTIMIZERS)})")
+    thr = [int(t) for t in a.threads.split(",") if t.strip()]
+    combos = list(dict.fromkeys(itertools.product(opts, thr)))
+    if len(combos) == 1:
+        a.optimizer, a.threads = combos[0]
+        run_one(a)
+        return
+    rest = drop_flags(sys.argv[1:], ("--optimizer", "--threads"))
+    failed = 0
+    for o, t in combos:
+        cmd = [sys.executable, os.path.abspath(script)] + rest + ["--optimizer", o, "--threads", str(t)]
+        r = subprocess.run(cmd)
+        if r.returncode != 0:
+            failed += 1
+            print(json.dumps(dict(impl=impl, workload=workload_name(a), optimizer=o, threads=t,
+                                  error=f"exit {r.returncode}")), flush=True)
+    sys.exit(1 if failed else 0)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), help="W1/W2/W3/quick defaults (explicit flags override)")
@@ -352,26 +377,7 @@ def main():
         if getattr(a, k) is None:
             setattr(a, k, v)
 
-    opts = [o.strip() for o in a.optimizer.split(",") if o.strip()]
-    for o in opts:
-        if o not in OPTIMIZERS:
-            p.error(f"unknown optimizer {o!r} (choose from {','.join(OPTIMIZERS)})")
-    thr = [int(t) for t in a.threads.split(",") if t.strip()]
-    combos = list(dict.fromkeys(itertools.product(opts, thr)))
-    if len(combos) == 1:
-        a.optimizer, a.threads = combos[0]
-        run_one(a)
-        return
-    rest = drop_flags(sys.argv[1:], ("--optimizer", "--threads"))
-    failed = 0
-    for o, t in combos:
-        cmd = [sys.executable, os.path.abspath(__file__)] + rest + ["--optimizer", o, "--threads", str(t)]
-        r = subprocess.run(cmd)
-        if r.returncode != 0:
-            failed += 1
-            print(json.dumps(dict(impl="fbgemm", workload=workload_name(a), optimizer=o, threads=t,
-                                  error=f"exit {r.returncode}")), flush=True)
-    sys.exit(1 if failed else 0)
+    run_combos(p, a, "fbgemm", run_one, __file__)
 
 
 if __name__ == "__main__":

@@ -34,19 +34,16 @@ Weights are filled with uniform(-init, init) before timing, so every page of the
 Threads: --threads sets torch.set_num_threads (reported back as "num_threads", with torch's CPU capability).
 """
 import argparse
-import itertools
 import json
 import math
 import os
-import resource
-import subprocess
 import sys
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_fbgemm import BoundedZipf, draw_ids  # noqa: E402  (numpy only: no torch at import)
+from peer_fbgemm import BoundedZipf, draw_ids, rss_mb, run_combos, workload_name  # noqa: E402  (numpy only)
 
 PRESETS = {
     "W1": dict(tables=8, rows=1_000_000, dim=64, batch=4096, pooling=20, dist="zipf"),
@@ -59,17 +56,9 @@ UNSUPPORTED = {"rowwise_adagrad": "torch has no row-wise Adagrad (torch.optim ha
                                   "value per row)"}
 
 
-def rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
 def est_bytes(a):
     w = a.tables * a.rows * a.dim * 4
     return {"adagrad": 2 * w, "adam": 3 * w}.get(a.optimizer, w)
-
-
-def workload_name(a):
-    return a.workload or a.preset or f"t{a.tables}_r{a.rows}_d{a.dim}_b{a.batch}_p{a.pooling}_{a.dist}"
 
 
 def cpu_capability(torch):
@@ -203,21 +192,6 @@ def run_one(a):
 
 
 # ------------------------------------------------------------------------------------------------ driver
-def drop_flags(argv, flags):
-    out, i = [], 0
-    while i < len(argv):
-        x = argv[i]
-        if x in flags:
-            i += 2
-            continue
-        if any(x.startswith(f + "=") for f in flags):
-            i += 1
-            continue
-        out.append(x)
-        i += 1
-    return out
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", choices=sorted(PRESETS), help="W1/W2/W3/quick defaults (explicit flags override)")
@@ -249,26 +223,7 @@ def main():
     if min(a.tables, a.rows, a.dim, a.batch, a.pooling, a.iters) < 1 or a.warmup < 0:
         p.error("tables, rows, dim, batch, pooling and iters must be >= 1, warmup >= 0")
 
-    opts = [o.strip() for o in a.optimizer.split(",") if o.strip()]
-    for o in opts:
-        if o not in OPTIMIZERS:
-            p.error(f"unknown optimizer {o!r} (choose from {','.join(OPTIMIZERS)})")
-    thr = [int(t) for t in a.threads.split(",") if t.strip()]
-    combos = list(dict.fromkeys(itertools.product(opts, thr)))
-    if len(combos) == 1:
-        a.optimizer, a.threads = combos[0]
-        run_one(a)
-        return
-    rest = drop_flags(sys.argv[1:], ("--optimizer", "--threads"))
-    failed = 0
-    for o, t in combos:
-        cmd = [sys.executable, os.path.abspath(__file__)] + rest + ["--optimizer", o, "--threads", str(t)]
-        r = subprocess.run(cmd)
-        if r.returncode != 0:
-            failed += 1
-            print(json.dumps(dict(impl="torch", workload=workload_name(a), optimizer=o, threads=t,
-                                  error=f"exit {r.returncode}")), flush=True)
-    sys.exit(1 if failed else 0)
+    run_combos(p, a, "torch", run_one, __file__)
 
 
 if __name__ == "__main__":
