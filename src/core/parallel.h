@@ -40,7 +40,7 @@ static inline int64_t ember_split_segments(const int64_t *start, int64_t g0, int
  * statement of i and the next slot k); the number kept goes to *OUT.  A
  * macro, not a function taking callbacks: GCC outlines an OpenMP region
  * before it inlines, so callbacks passed to a function stay indirect calls,
- * two per item (measured: 4 % of a W1 training step).  Runs on one thread
+ * two per item (measured: about 3 ms of a 31 ms W1 backward).  Runs on one thread
  * below MIN_PARALLEL items.  KEEP and EMIT see i and k as int64_t. */
 #define EMBER_PARALLEL_COMPACT(OUT, N, THREADS, MIN_PARALLEL, KEEP, EMIT)                     \
     do {                                                                                    \
