@@ -35,14 +35,24 @@ static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int
 }
 
 /* Sum of squares of g[0..n), the one summation row-wise Adagrad uses (also
- * for a COLUMN slice), so a world of one gives the same bits either way. */
+ * for a COLUMN slice and for hot rows).  Its order is written out, not left
+ * to an `omp simd` reduction whose order the compiler may choose apart for
+ * each caller (a dim known at compile time or not): element k goes to lane
+ * k mod 16, then the lanes are added pairwise in a fixed tree.  So every
+ * caller, and a world of one, gets the same bits. */
 static inline float ember_optim_sumsq(const float *g, int32_t n)
 {
-    float sq = 0.0f;
-#pragma omp simd reduction(+ : sq)
-    for (int32_t k = 0; k < n; k++)
-        sq += g[k] * g[k];
-    return sq;
+    float lane[16] = {0};
+    int32_t k = 0;
+    for (; k + 16 <= n; k += 16)
+        for (int32_t j = 0; j < 16; j++)
+            lane[j] += g[k + j] * g[k + j];
+    for (int32_t j = 0; k + j < n; j++)
+        lane[j] += g[k + j] * g[k + j];
+    for (int32_t w = 8; w > 0; w /= 2)
+        for (int32_t j = 0; j < w; j++)
+            lane[j] += lane[j + w];
+    return lane[0];
 }
 
 /* L2 weight decay, the first step of every kind: g += wd * w. */
