@@ -39,6 +39,7 @@
 #include <omp.h>
 
 #include "bench_util.h"
+#include "limit_setup.h"
 #include "core/collection.h"
 
 #define PF 16 /* occurrences ahead: d_pooled slices */
@@ -224,76 +225,46 @@ static uint64_t *radix_sort(uint64_t *keys, uint64_t *tmp, int64_t *hist, int64_
     return keys;
 }
 
+/* backward_limit's own flag: --optimizer */
+static int optimizer_flag(const char *k, const char *v, void *arg)
+{
+    if (strcmp(k, "--optimizer"))
+        return 1;
+    *(const char **)arg = v;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    int32_t T = 8, D = 64, B = 4096, P = 20, N = 20, threads = 1;
-    int64_t R = 1000000;
-    int zipf = 1;
-    double alpha = 1.05;
-    unsigned long long seed = 0;
-    const char *workload = "", *optname = "sgd";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const char *k = argv[i], *v = argv[i + 1];
-        if (!strcmp(k, "--tables")) T = atoi(v);
-        else if (!strcmp(k, "--rows")) R = atoll(v);
-        else if (!strcmp(k, "--dim")) D = atoi(v);
-        else if (!strcmp(k, "--batch")) B = atoi(v);
-        else if (!strcmp(k, "--pooling")) P = atoi(v);
-        else if (!strcmp(k, "--dist")) zipf = !strcmp(v, "zipf");
-        else if (!strcmp(k, "--batches")) N = atoi(v);
-        else if (!strcmp(k, "--threads")) threads = atoi(v);
-        else if (!strcmp(k, "--alpha")) alpha = atof(v);
-        else if (!strcmp(k, "--seed")) seed = strtoull(v, NULL, 10);
-        else if (!strcmp(k, "--workload")) workload = v;
-        else if (!strcmp(k, "--optimizer")) optname = v;
-        else {
-            fprintf(stderr, "backward_limit: unknown option %s\n", k);
-            return 2;
-        }
-    }
+    limit_shape sh;
+    const char *optname = "sgd";
+    if (limit_parse("backward_limit", argc, argv, &sh, optimizer_flag, &optname))
+        return 2;
+    const int32_t T = sh.T, D = sh.D, B = sh.B, P = sh.P, N = sh.N, threads = sh.threads;
+    const int64_t R = sh.R;
     int rowwise = !strcmp(optname, "rowwise_adagrad");
-    int di = D == 16 ? 0 : D == 32 ? 1 : D == 64 ? 2 : D == 128 ? 3 : D == 256 ? 4 : -1;
-    if (T < 1 || R < 1 || di < 0 || B < 1 || P < 1 || N < 4 || threads < 1 || !(alpha > 0) ||
-        (!rowwise && strcmp(optname, "sgd")) || strlen(workload) > 64 || strpbrk(workload, "\"\\") ||
-        (double)T * B * P >= 4294967296.0 || (double)T * B * D >= 4294967296.0 || (double)T * R >= 4294967296.0) {
-        fprintf(stderr, "backward_limit: bad arguments (dim 16, 32, 64, 128 or 256; batches >= 4; threads >= 1; "
-                        "alpha > 0; optimizer sgd or rowwise_adagrad; workload: at most 64 characters, no quote "
-                        "or backslash; tables*batch*pooling, tables*batch*dim and tables*rows below 2^32)\n");
+    int di = D == 16 ? 0 : D == 32 ? 1 : D == 64 ? 2 : D == 128 ? 3 : 4;
+    if ((!rowwise && strcmp(optname, "sgd")) || (double)T * B * P >= 4294967296.0 ||
+        (double)T * B * D >= 4294967296.0 || (double)T * R >= 4294967296.0) {
+        fprintf(stderr, "backward_limit: bad arguments (optimizer sgd or rowwise_adagrad; tables*batch*pooling, "
+                        "tables*batch*dim and tables*rows below 2^32)\n");
         return 2;
     }
-    ember_table_config *tc = calloc((size_t)T, sizeof *tc);
-    ember_feature_config *fc = calloc((size_t)T, sizeof *fc);
-    char (*names)[32] = calloc((size_t)T * 2, 32);
     ember_optimizer opt = ember_optimizer_default(rowwise ? EMBER_OPT_ROWWISE_ADAGRAD : EMBER_OPT_SGD);
-    for (int32_t t = 0; t < T; t++) {
-        tc[t] = ember_table_config_default();
-        snprintf(names[t], 32, "t%d", t);
-        snprintf(names[T + t], 32, "f%d", t);
-        tc[t].name = names[t], tc[t].rows = R, tc[t].dim = D, tc[t].optimizer = opt;
-        fc[t] = (ember_feature_config){names[T + t], t, EMBER_COMBINER_SUM};
-    }
-    ember_collection_config cfg = ember_collection_config_default();
-    cfg.tables = tc, cfg.num_tables = T, cfg.features = fc, cfg.num_features = T, cfg.threads = threads;
     ember_collection *c;
-    if (ember_collection_create(&cfg, &c) != EMBER_OK) {
-        fprintf(stderr, "backward_limit: %s\n", ember_errmsg(NULL));
+    ember_synth *s;
+    if (limit_open("backward_limit", &sh, opt, &c, &s))
         return 1;
-    }
     ember_store *store = c->ptables[0].store;
     if (c->num_ptables != 1 || !store->values || (rowwise && store->state_floats != 1)) {
         fprintf(stderr, "backward_limit: expected one stacked table in memory\n");
         return 1;
     }
-    ember_synth_config sc = ember_synth_config_default();
-    sc.tables = T, sc.rows = R, sc.batch_size = B, sc.pooling = P, sc.zipf = zipf, sc.alpha = alpha, sc.seed = seed;
-    ember_synth *s;
-    if (ember_synth_create(&sc, &s) != EMBER_OK)
-        return 1;
     int64_t n = (int64_t)T * B * P, W = (int64_t)B * T * D;
     int bits = T * R > 1 ? 64 - __builtin_clzll((unsigned long long)(T * R - 1)) : 0;
     float *tab = store->values, *st = store->state, lr = opt.lr, eps = opt.eps;
     float *out = malloc(sizeof(float) * (size_t)W), *dp = malloc(sizeof(float) * (size_t)W);
-    uint64_t x = 0x9E3779B97F4A7C15ull ^ seed; /* d_pooled: fixed, uniform on [-1, 1) */
+    uint64_t x = 0x9E3779B97F4A7C15ull ^ sh.seed; /* d_pooled: fixed, uniform on [-1, 1) */
     for (int64_t i = 0; i < W; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         dp[i] = (float)((double)(x >> 40) / 8388608.0 - 1.0);
@@ -371,7 +342,7 @@ int main(int argc, char **argv)
            "\"distinct_rows\":%.1f,\"occurrences\":%lld,\"d_pooled_bytes\":%.0f,\"distinct_row_bytes\":%.0f,"
            "\"rmw_rows_per_s\":%.1f,\"rmw_gbytes_per_s\":%.3f,\"plain_update_gbytes_per_s\":%.3f,"
            "\"rows_mb\":%.1f,\"table_huge_mb\":%.1f,\"pages\":\"%s\",\"sort_check\":\"%s\",\"check\":\"%s\"}\n",
-           workload, T, (long long)R, D, B, P, zipf ? "zipf" : "uniform", alpha, seed, optname, threads, N, w,
+           sh.workload, T, (long long)R, D, B, P, sh.zipf ? "zipf" : "uniform", sh.alpha, sh.seed, optname, threads, N, w,
            ma * 1e3, mb * 1e3, mc * 1e3, md * 1e3, (mb + md) / ma, (ma - mb) * 1e3, nu, (long long)n, dp_bytes,
            row_bytes, nu / mc, 2 * row_bytes / mc / 1e9,
            (2 * row_bytes + occ_bytes + (rowwise ? 8 * nu : 0)) / mb / 1e9, rows_mb, huge,
@@ -380,6 +351,5 @@ int main(int argc, char **argv)
     ember_collection_destroy(c);
     free(out), free(dp), free(work), free(tmp), free(hist), free(ta);
     free(g.keys), free(g.sorted), free(g.urow), free(g.start), free(g.doff);
-    free(tc), free(fc), free(names);
     return 0;
 }

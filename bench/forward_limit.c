@@ -29,6 +29,7 @@
 #include <omp.h>
 
 #include "bench_util.h"
+#include "limit_setup.h"
 #include "core/collection.h"
 
 #define PF 16
@@ -95,69 +96,14 @@ static int gather(int32_t D, const float *tab, const int64_t *ids, int64_t R, in
 
 int main(int argc, char **argv)
 {
-    int32_t T = 8, D = 64, B = 4096, P = 20, N = 20, threads = 1;
-    int64_t R = 1000000;
-    int zipf = 1;
-    double alpha = 1.05;
-    unsigned long long seed = 0;
-    const char *workload = "";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const char *k = argv[i], *v = argv[i + 1];
-        if (!strcmp(k, "--tables")) T = atoi(v);
-        else if (!strcmp(k, "--rows")) R = atoll(v);
-        else if (!strcmp(k, "--dim")) D = atoi(v);
-        else if (!strcmp(k, "--batch")) B = atoi(v);
-        else if (!strcmp(k, "--pooling")) P = atoi(v);
-        else if (!strcmp(k, "--dist")) zipf = !strcmp(v, "zipf");
-        else if (!strcmp(k, "--batches")) N = atoi(v);
-        else if (!strcmp(k, "--threads")) threads = atoi(v);
-        else if (!strcmp(k, "--alpha")) alpha = atof(v);
-        else if (!strcmp(k, "--seed")) seed = strtoull(v, NULL, 10);
-        else if (!strcmp(k, "--workload")) workload = v;
-        else {
-            fprintf(stderr, "forward_limit: unknown option %s\n", k);
-            return 2;
-        }
-    }
-    if (T < 1 || R < 1 || (D != 16 && D != 32 && D != 64 && D != 128 && D != 256) || B < 1 || P < 1 ||
-        N < 4 || threads < 1 || !(alpha > 0) || strlen(workload) > 64 || strpbrk(workload, "\"\\")) {
-        fprintf(stderr, "forward_limit: bad arguments (dim 16, 32, 64, 128 or 256; batches >= 4; threads >= 1; "
-                        "alpha > 0; workload: at most 64 characters, no quote or backslash)\n");
+    limit_shape sh;
+    if (limit_parse("forward_limit", argc, argv, &sh, NULL, NULL))
         return 2;
-    }
-    ember_table_config *tc = calloc((size_t)T, sizeof *tc);
-    ember_feature_config *fc = calloc((size_t)T, sizeof *fc);
-    char (*names)[32] = calloc((size_t)T * 2, 32);
-    for (int32_t t = 0; t < T; t++) {
-        tc[t] = ember_table_config_default();
-        snprintf(names[t], 32, "t%d", t);
-        snprintf(names[T + t], 32, "f%d", t);
-        tc[t].name = names[t];
-        tc[t].rows = R;
-        tc[t].dim = D;
-        fc[t] = (ember_feature_config){names[T + t], t, EMBER_COMBINER_SUM};
-    }
-    ember_collection_config cfg = ember_collection_config_default();
-    cfg.tables = tc;
-    cfg.num_tables = T;
-    cfg.features = fc;
-    cfg.num_features = T;
-    cfg.threads = threads;
+    const int32_t T = sh.T, D = sh.D, B = sh.B, P = sh.P, N = sh.N, threads = sh.threads;
+    const int64_t R = sh.R;
     ember_collection *c;
-    if (ember_collection_create(&cfg, &c) != EMBER_OK) {
-        fprintf(stderr, "forward_limit: %s\n", ember_errmsg(NULL));
-        return 1;
-    }
-    ember_synth_config sc = ember_synth_config_default();
-    sc.tables = T;
-    sc.rows = R;
-    sc.batch_size = B;
-    sc.pooling = P;
-    sc.zipf = zipf;
-    sc.alpha = alpha;
-    sc.seed = seed;
     ember_synth *s;
-    if (ember_synth_create(&sc, &s) != EMBER_OK)
+    if (limit_open("forward_limit", &sh, ember_table_config_default().optimizer, &c, &s))
         return 1;
     int64_t n = (int64_t)T * B * P;
     int64_t *ids = malloc(sizeof(int64_t) * (size_t)n);
@@ -196,7 +142,7 @@ int main(int argc, char **argv)
            "\"ember_forward_rows_per_s\":%.1f,\"gather_table_major_rows_per_s\":%.1f,"
            "\"gather_sample_major_rows_per_s\":%.1f,\"limit_rows_per_s\":%.1f,\"limit_order\":\"%s\","
            "\"rows_mb\":%.1f,\"table_huge_mb\":%.1f,\"pages\":\"%s\"}\n",
-           workload, T, (long long)R, D, B, P, zipf ? "zipf" : "uniform", alpha, seed, threads, N, w,
+           sh.workload, T, (long long)R, D, B, P, sh.zipf ? "zipf" : "uniform", sh.alpha, sh.seed, threads, N, w,
            mf * 1e3, mr * 1e3, mt * 1e3, ms * 1e3, mt / mf, ids_n / mf, ids_n / mt, ids_n / ms,
            ids_n / best, mt <= ms ? "table_major" : "sample_major", rows_mb, huge,
            huge >= 0.5 * rows_mb ? "2M" : "4K");
@@ -205,8 +151,5 @@ int main(int argc, char **argv)
     free(ids);
     free(out);
     free(tf);
-    free(tc);
-    free(fc);
-    free(names);
     return 0;
 }
