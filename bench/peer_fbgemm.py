@@ -172,6 +172,24 @@ def rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def timing_fields(a, t_tot, ids_per_iter, distinct, baseline_rss, load_before):
+    """The JSON fields every peer reports from its per-iteration times (seconds)."""
+    med = float(np.median(t_tot))
+    return dict(
+        iters=a.iters, warmup=a.warmup,
+        ms_per_iter_median=round(med * 1e3, 3),
+        ms_per_iter_min=round(min(t_tot) * 1e3, 3),
+        ms_per_iter_max=round(max(t_tot) * 1e3, 3),
+        ids_per_iter=ids_per_iter,
+        ids_per_s=round(ids_per_iter / med, 1),
+        row_gbytes_per_s=round(ids_per_iter * a.dim * 4 / med / 1e9, 4),
+        distinct_rows_per_table_per_iter=round(float(np.mean(distinct)), 1),
+        peak_rss_mb=round(rss_mb(), 1),
+        baseline_rss_mb=round(baseline_rss, 1),
+        loadavg_1m_before=load_before,
+    )
+
+
 def est_bytes(a):
     w = a.tables * a.rows * a.dim * 4
     if a.optimizer == "adagrad":
@@ -275,22 +293,11 @@ def run_one(a):
                 t_f.append(t1 - t0)
                 t_b.append(t2 - t1)
 
-    med = float(np.median(t_tot))
     res = dict(base)
     res.update(
         fbgemm_optimizer=optim.name, pooling_mode="sum", lr=a.lr, eps=a.eps, bounds_check=a.bounds_check,
         cpu_capability=torch.backends.cpu.get_cpu_capability(),
-        iters=a.iters, warmup=a.warmup,
-        ms_per_iter_median=round(med * 1e3, 3),
-        ms_per_iter_min=round(min(t_tot) * 1e3, 3),
-        ms_per_iter_max=round(max(t_tot) * 1e3, 3),
-        ids_per_iter=ids_per_iter,
-        ids_per_s=round(ids_per_iter / med, 1),
-        row_gbytes_per_s=round(ids_per_iter * a.dim * 4 / med / 1e9, 4),
-        distinct_rows_per_table_per_iter=round(float(np.mean(distinct)), 1),
-        peak_rss_mb=round(rss_mb(), 1),
-        baseline_rss_mb=round(baseline_rss, 1),
-        loadavg_1m_before=load_before,
+        **timing_fields(a, t_tot, ids_per_iter, distinct, baseline_rss, load_before),
     )
     if t_f:
         res.update(

@@ -43,7 +43,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peer_fbgemm import BoundedZipf, draw_ids, rss_mb, run_combos, workload_name  # noqa: E402  (numpy only)
+from peer_fbgemm import (BoundedZipf, draw_ids, rss_mb, run_combos, timing_fields,  # noqa: E402  (numpy only)
+                         workload_name)
 
 PRESETS = {
     "W1": dict(tables=8, rows=1_000_000, dim=64, batch=4096, pooling=20, dist="zipf"),
@@ -164,22 +165,11 @@ def run_one(a):
                 t_b.append(t3 - t1)
                 t_s.append(t3 - t2)
 
-    med = float(np.median(t_tot))
     res = dict(base)
     res.update(
         torch_optimizer=(type(opt).__name__ if opt is not None else None), pooling_mode="sum", lr=a.lr,
         eps=(a.eps if a.optimizer == "adagrad" else None),
-        iters=a.iters, warmup=a.warmup,
-        ms_per_iter_median=round(med * 1e3, 3),
-        ms_per_iter_min=round(min(t_tot) * 1e3, 3),
-        ms_per_iter_max=round(max(t_tot) * 1e3, 3),
-        ids_per_iter=ids_per_iter,
-        ids_per_s=round(ids_per_iter / med, 1),
-        row_gbytes_per_s=round(ids_per_iter * a.dim * 4 / med / 1e9, 4),
-        distinct_rows_per_table_per_iter=round(float(np.mean(distinct)), 1),
-        peak_rss_mb=round(rss_mb(), 1),
-        baseline_rss_mb=round(baseline_rss, 1),
-        loadavg_1m_before=load_before,
+        **timing_fields(a, t_tot, ids_per_iter, distinct, baseline_rss, load_before),
     )
     if t_f:
         res.update(
