@@ -29,11 +29,13 @@ void dense_set_threads(int32_t threads)
     if (threads <= 0)
         threads = omp_get_max_threads();
     dense_threads_ = threads;
+    dense_blas_init();
     openblas_set_num_threads(threads);
 }
 
 void dense_set_blas_threads(int32_t threads)
 {
+    dense_blas_init();
     openblas_set_num_threads(threads < 1 ? 1 : threads);
 }
 
@@ -59,6 +61,7 @@ void dense_linear_forward(int32_t B, int32_t in, int32_t out, const float *x, co
 {
     if (B <= 0)
         return;
+    dense_blas_init();
     for (int32_t s = 0; s < B; s++)
         memcpy(y + (int64_t)s * out, b, (size_t)out * sizeof *y);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out, in, 1.0f, x, in, W, in, 1.0f, y,
@@ -70,6 +73,7 @@ void dense_linear_backward(int32_t B, int32_t in, int32_t out, const float *x, c
 {
     if (B <= 0)
         return;
+    dense_blas_init();
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, B, 1.0f, dy, out, x, in, 1.0f, dW,
                 in);
     for (int32_t s = 0; s < B; s++) {
