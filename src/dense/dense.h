@@ -108,10 +108,9 @@ void dense_set_threads(int32_t threads);
  * workers (docs/PERFORMANCE.md, "Training"). */
 void dense_set_blas_threads(int32_t threads);
 /* The OpenBLAS kernel family the dense GEMMs run ("Cooperlake", "Haswell",
- * ...; openblas_get_corename), after ember's own choice: where a
- * DYNAMIC_ARCH OpenBLAS picked a family without AVX-512 on a CPU with it,
- * and OPENBLAS_CORETYPE is not set, ember selects OpenBLAS's AVX-512 family
- * before the first GEMM (src/dense/blas_core.c; docs/training.md). */
+ * ...: openblas_get_corename).  A DYNAMIC_ARCH OpenBLAS picks it at load
+ * from the CPU, or from OPENBLAS_CORETYPE when that is set; the choice can
+ * halve the GEMMs' speed (docs/PERFORMANCE.md), so runs record it. */
 const char *dense_blas_core(void);
 /* The settings above as they are now (dense: 0 when never set; blas:
  * OpenBLAS's), to put back with dense_threads_restore. */

@@ -26,11 +26,6 @@
         }                                                                           \
     } while (0)
 
-/* OpenBLAS's AVX-512 kernels where its detection picked narrower ones
- * (blas_core.c); once per process, before the first GEMM.  Every function
- * here that calls BLAS calls it first. */
-void dense_blas_init(void);
-
 /* Threads for the dense OpenMP loops (dense_set_threads; >= 1). */
 int dense_threads(void);
 

@@ -15,12 +15,45 @@
  * spinning for a while after each call, and libgomp's workers spin after
  * each parallel region, so alternating the two on 2 cores ran a step 2.3x
  * slower than BLAS alone (measured, docs/training.md).
+ *
+ * Built with EMBER_DENSE_BF16_ROUND (a CMake option for bench/bf16_auc.sh
+ * only), every GEMM operand is first rounded to bf16, nearest even, and
+ * the products are summed in fp32 as a bf16 GEMM with fp32 accumulation
+ * does: the accuracy a bf16 dense model would have, on any CPU, at fp32's
+ * speed.  docs/PERFORMANCE.md ("bf16") gives the AUC it costs and why
+ * ember computes the dense model in fp32.
  */
 #include <cblas.h>
 #include <omp.h>
 #include <string.h>
 
 #include "dense/layers.h"
+
+#ifdef EMBER_DENSE_BF16_ROUND
+#include <stdint.h>
+#include <stdlib.h>
+
+/* A copy of a[n] with every element rounded to bf16; the caller frees it. */
+static float *bf16_copy(int64_t n, const float *a)
+{
+    float *c = malloc((size_t)n * sizeof *c);
+    DENSE_ASSERT(c);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &a[i], sizeof u);
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        memcpy(&c[i], &u, sizeof u);
+    }
+    return c;
+}
+#define BF16_IN(p, n) const float *p##_r = bf16_copy((int64_t)(n), p)
+#define BF16_USE(p) p##_r
+#define BF16_DONE(p) free((void *)p##_r)
+#else
+#define BF16_IN(p, n) const float *p##_r = (p)
+#define BF16_USE(p) p##_r
+#define BF16_DONE(p) (void)p##_r
+#endif
 
 static int dense_threads_; /* 0: not set, omp_get_max_threads() */
 
@@ -29,13 +62,11 @@ void dense_set_threads(int32_t threads)
     if (threads <= 0)
         threads = omp_get_max_threads();
     dense_threads_ = threads;
-    dense_blas_init();
     openblas_set_num_threads(threads);
 }
 
 void dense_set_blas_threads(int32_t threads)
 {
-    dense_blas_init();
     openblas_set_num_threads(threads < 1 ? 1 : threads);
 }
 
@@ -51,6 +82,8 @@ void dense_threads_restore(const dense_thread_state *saved)
     openblas_set_num_threads(saved->blas < 1 ? 1 : saved->blas);
 }
 
+const char *dense_blas_core(void) { return openblas_get_corename(); }
+
 int dense_threads(void)
 {
     return dense_threads_ > 0 ? dense_threads_ : omp_get_max_threads();
@@ -61,11 +94,14 @@ void dense_linear_forward(int32_t B, int32_t in, int32_t out, const float *x, co
 {
     if (B <= 0)
         return;
-    dense_blas_init();
     for (int32_t s = 0; s < B; s++)
         memcpy(y + (int64_t)s * out, b, (size_t)out * sizeof *y);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out, in, 1.0f, x, in, W, in, 1.0f, y,
-                out);
+    BF16_IN(x, (int64_t)B * in);
+    BF16_IN(W, (int64_t)out * in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out, in, 1.0f, BF16_USE(x), in, BF16_USE(W),
+                in, 1.0f, y, out);
+    BF16_DONE(x);
+    BF16_DONE(W);
 }
 
 void dense_linear_backward(int32_t B, int32_t in, int32_t out, const float *x, const float *W,
@@ -73,17 +109,23 @@ void dense_linear_backward(int32_t B, int32_t in, int32_t out, const float *x, c
 {
     if (B <= 0)
         return;
-    dense_blas_init();
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, B, 1.0f, dy, out, x, in, 1.0f, dW,
-                in);
+    BF16_IN(dy, (int64_t)B * out);
+    BF16_IN(x, (int64_t)B * in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, B, 1.0f, BF16_USE(dy), out,
+                BF16_USE(x), in, 1.0f, dW, in);
     for (int32_t s = 0; s < B; s++) {
         const float *row = dy + (int64_t)s * out;
         for (int32_t o = 0; o < out; o++)
             db[o] += row[o];
     }
-    if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, in, out, 1.0f, dy, out, W, in,
-                    0.0f, dx, in);
+    if (dx) {
+        BF16_IN(W, (int64_t)out * in);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, in, out, 1.0f, BF16_USE(dy), out,
+                    BF16_USE(W), in, 0.0f, dx, in);
+        BF16_DONE(W);
+    }
+    BF16_DONE(dy);
+    BF16_DONE(x);
 }
 
 void dense_relu_forward(int64_t n, float *y)
