@@ -196,6 +196,45 @@ static double relu_loss(void *p)
     return project(l->c, l->y, (int64_t)l->B * l->in);
 }
 
+/* DOT's documented sums, in float, bit for bit: each pair's dot over k in
+ * order, every product rounded before it is added (volatile: no fused
+ * multiply-add); dv_i = (dz's bottom part for i = 0, else 0) + g_(i,j) v_j
+ * over j != i ascending.  1 when z and dv are exactly these. */
+static int interact_order_exact(int32_t B, int32_t F, int32_t d, const float *v, const float *z, const float *dz,
+                                const float *dv)
+{
+    const int32_t n = F + 1;
+    const int64_t vw = (int64_t)n * d, zw = d + (int64_t)n * F / 2;
+    for (int32_t s = 0; s < B; s++) {
+        const float *vs = v + s * vw, *zs = z + s * zw, *dzs = dz + s * zw, *dvs = dv + s * vw;
+        int64_t p = d;
+        for (int32_t i = 0; i < n; i++)
+            for (int32_t j = i + 1; j < n; j++, p++) {
+                float sum = 0.0f;
+                for (int32_t k = 0; k < d; k++) {
+                    volatile float prod = vs[i * d + k] * vs[j * d + k];
+                    sum = sum + prod;
+                }
+                if (memcmp(&sum, &zs[p], sizeof sum))
+                    return 0;
+            }
+        for (int32_t i = 0; i < n; i++)
+            for (int32_t k = 0; k < d; k++) {
+                float acc = i == 0 ? dzs[k] : 0.0f;
+                for (int32_t j = 0; j < n; j++) {
+                    if (j == i)
+                        continue;
+                    int32_t a = j < i ? j : i, b = j < i ? i : j;
+                    volatile float prod = dzs[d + (int64_t)a * (2 * n - a - 1) / 2 + (b - a - 1)] * vs[j * d + k];
+                    acc = acc + prod;
+                }
+                if (memcmp(&acc, &dvs[i * d + k], sizeof acc))
+                    return 0;
+            }
+    }
+    return 1;
+}
+
 static double interact_loss(void *p)
 {
     layer_ctx *l = p;
@@ -368,9 +407,11 @@ static void test_fast_layers(test_rng *r)
         free(xa), free(Wa), free(ba), free(dya), free(dWa), free(dba), free(ya), free(dxa);
         free(h), free(dh), free(hd), free(dhd), free(pre), free(dhin);
     }
-    for (int rep = 0; rep < 12; rep++) {
+    for (int rep = 0; rep < 16; rep++) {
         dense_interaction kind = rep % 2 ? DENSE_INTERACT_CAT : DENSE_INTERACT_DOT;
-        int32_t B = rep < 2 ? 1 : (int32_t)test_range(r, 1, 40), F = (int32_t)test_range(r, 1, 7);
+        /* F + 1 up to 41 vectors: several 16-pair blocks and 8-row groups in forward */
+        int32_t B = rep < 2 ? 1 : (int32_t)test_range(r, 1, 40);
+        int32_t F = (int32_t)(rep < 12 ? test_range(r, 1, 7) : test_range(r, 15, 41));
         int32_t d = dims[test_range(r, 0, 8)];
         int64_t vw = (int64_t)(F + 1) * d, zw = dense_interact_width(kind, F, d);
         CHECK(zw == ref_dense_interact_width(kind, F, d));
@@ -407,6 +448,8 @@ static void test_fast_layers(test_rng *r)
             }
         snprintf(what, sizeof what, "%s backward B %d F %d d %d", kind ? "CAT" : "DOT", B, F, d);
         close_mag(dv, dvd, dva, B * vw, TOL, what);
+        if (kind == DENSE_INTERACT_DOT)
+            CHECK_MSG(interact_order_exact(B, F, d, v, z, dz, dv), "%s: not the documented order's bits", what);
         free(v), free(z), free(dz), free(dv), free(bot), free(pool), free(zd), free(bota);
         free(poola), free(za), free(dzd), free(dza), free(dbot), free(dpool), free(dbota);
         free(dpoola), free(dvd), free(dva);

@@ -14,7 +14,11 @@
  * each thread whole chunks of samples), so nothing here depends on a thread
  * count.  Forward transposes the sample's v so that 16 dots advance
  * together in vector lanes; backward sums each dv_i over j in registers
- * instead of updating two rows per pair in memory.
+ * instead of updating two rows per pair in memory.  Both keep 8 rows i in
+ * flight, each in its own accumulator: one row's adds form a chain that
+ * waits on itself (4 cycles each), so a row at a time ran at a quarter of
+ * the adder's rate; the interaction was a fifth of the default training
+ * step (docs/PERFORMANCE.md).  The order of every sum is unchanged.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +26,8 @@
 #include "dense/layers.h"
 
 #define IB 16 /* pairs (forward) or elements (backward) computed together */
+#define IG 8  /* rows i computed together in forward                       */
+#define IGB 4 /* and in backward                                            */
 
 int64_t dense_interact_width(dense_interaction kind, int32_t F, int32_t d)
 {
@@ -36,22 +42,43 @@ static inline int64_t pair_at(int32_t d, int32_t n, int32_t a, int32_t b)
     return d + (int64_t)a * (2 * n - a - 1) / 2 + (b - a - 1);
 }
 
-/* Dot products of one sample, IB pairs at a time: vt is the sample's v
- * transposed, [d][wp], so lane jj of a block holds v_i . v_(j0+jj). */
+/* IB floats in one vector (GCC's vector extension: one AVX-512 register,
+ * or two or four narrower ones); arithmetic on it is lane by lane, a scalar
+ * operand standing for itself in every lane. */
+typedef float lanes __attribute__((vector_size(IB * sizeof(float))));
+
+static inline lanes load_lanes(const float *p)
+{
+    lanes x;
+    memcpy(&x, p, sizeof x);
+    return x;
+}
+
+/* Dot products of one sample: vt is the sample's v transposed, [d][wp],
+ * so lane jj of a block holds v_i . v_(j0+jj).  IG rows i advance together
+ * over k, each in its own accumulator (independent chains, so the adds
+ * overlap instead of waiting on each other); each pair is still summed over
+ * k in order. */
 static void dots_blocked(int32_t n, int32_t d, int64_t wp, const float *vs, const float *vt, float *zs)
 {
-    int64_t p = d;
-    for (int32_t i = 0; i + 1 < n; i++) {
-        const float *vi = vs + (int64_t)i * d;
-        for (int32_t j0 = (i + 1) / IB * IB; j0 < n; j0 += IB) {
-            float acc[IB] = {0};
+    for (int32_t j0 = 0; j0 < n; j0 += IB) {
+        const int32_t i_end = n - 1 < j0 + IB - 1 ? n - 1 : j0 + IB - 1; /* rows with a pair here */
+        for (int32_t i0 = 0; i0 < i_end; i0 += IG) {
+            const float *row[IG];
+            for (int32_t ii = 0; ii < IG; ii++) /* rows past the end read the last, unused */
+                row[ii] = vs + (int64_t)(i0 + ii < n ? i0 + ii : n - 1) * d;
+            lanes acc[IG] = {{0}};
             for (int32_t k = 0; k < d; k++) {
-                const float a = vi[k], *t = vt + (int64_t)k * wp + j0;
-                for (int32_t jj = 0; jj < IB; jj++)
-                    acc[jj] = acc[jj] + a * t[jj];
+                const lanes t = load_lanes(vt + (int64_t)k * wp + j0);
+#pragma GCC unroll 8
+                for (int32_t ii = 0; ii < IG; ii++)
+                    acc[ii] = acc[ii] + row[ii][k] * t;
             }
-            for (int32_t j = j0 > i + 1 ? j0 : i + 1; j < j0 + IB && j < n; j++)
-                zs[p++] = acc[j - j0];
+            for (int32_t ii = 0; ii < IG && i0 + ii < i_end; ii++) {
+                const int32_t i = i0 + ii;
+                for (int32_t j = j0 > i + 1 ? j0 : i + 1; j < j0 + IB && j < n; j++)
+                    zs[pair_at(d, n, i, j)] = acc[ii][j - j0];
+            }
         }
     }
 }
@@ -112,30 +139,36 @@ void dense_interact_backward(dense_interaction kind, int32_t B, int32_t F, int32
         return;
     }
     const int32_t n = F + 1;
+    float *gm = calloc((size_t)n * (size_t)n, sizeof *gm); /* NULL: the plain loop below */
     for (int32_t s = 0; s < B; s++) {
         const float *vs = v + s * vw, *dzs = dz + s * zw;
         float *dvs = dv + s * vw;
+        if (gm && d % IB == 0) { /* IGB rows i together, each its own chain over j */
+            for (int32_t i = 0; i < n; i++) /* g as a full matrix: gm[i][j] = g_(min, max) */
+                for (int32_t j = i + 1; j < n; j++)
+                    gm[(int64_t)i * n + j] = gm[(int64_t)j * n + i] = dzs[pair_at(d, n, i, j)];
+            for (int32_t k0 = 0; k0 < d; k0 += IB)
+                for (int32_t i0 = 0; i0 < n; i0 += IGB) {
+                    const float *grow[IGB];
+                    for (int32_t ii = 0; ii < IGB; ii++) /* rows past the end read the last, unused */
+                        grow[ii] = gm + (int64_t)(i0 + ii < n ? i0 + ii : n - 1) * n;
+                    lanes acc[IGB] = {{0}};
+                    if (i0 == 0)
+                        acc[0] = load_lanes(dzs + k0);
+                    for (int32_t j = 0; j < n; j++) {
+                        const lanes vj = load_lanes(vs + (int64_t)j * d + k0);
+#pragma GCC unroll 4
+                        for (int32_t ii = 0; ii < IGB; ii++)
+                            if (j != i0 + ii)
+                                acc[ii] = acc[ii] + grow[ii][j] * vj;
+                    }
+                    for (int32_t ii = 0; ii < IGB && i0 + ii < n; ii++)
+                        memcpy(dvs + (int64_t)(i0 + ii) * d + k0, &acc[ii], sizeof acc[ii]);
+                }
+            continue;
+        }
         for (int32_t i = 0; i < n; i++) {
             float *dvi = dvs + (int64_t)i * d;
-            if (d % IB == 0) {
-                for (int32_t k0 = 0; k0 < d; k0 += IB) {
-                    float acc[IB] = {0};
-                    if (i == 0)
-                        memcpy(acc, dzs + k0, sizeof acc);
-                    for (int32_t j = 0; j < i; j++) {
-                        const float g = dzs[pair_at(d, n, j, i)], *vj = vs + (int64_t)j * d + k0;
-                        for (int32_t kk = 0; kk < IB; kk++)
-                            acc[kk] = acc[kk] + g * vj[kk];
-                    }
-                    for (int32_t j = i + 1; j < n; j++) {
-                        const float g = dzs[pair_at(d, n, i, j)], *vj = vs + (int64_t)j * d + k0;
-                        for (int32_t kk = 0; kk < IB; kk++)
-                            acc[kk] = acc[kk] + g * vj[kk];
-                    }
-                    memcpy(dvi + k0, acc, sizeof acc);
-                }
-                continue;
-            }
             for (int32_t k = 0; k < d; k++)
                 dvi[k] = i == 0 ? dzs[k] : 0.0f;
             for (int32_t j = 0; j < n; j++) {
@@ -148,4 +181,5 @@ void dense_interact_backward(dense_interaction kind, int32_t B, int32_t F, int32
             }
         }
     }
+    free(gm);
 }
