@@ -202,6 +202,27 @@ EOF
 }
 CHECKS+=(gen_weighted)
 
+check_gen_task() { # the synthetic task written once, then trained from the file: the same run, bit for bit
+    expect_status 0 "$EMBER" gen --task 40960 "$TMP/task.bin" || return 1
+    expect_status 0 "$EMBER" gen --task 8192 --eval "$TMP/task_eval.bin" || return 1
+    grep -q "wrote 8192 samples of the built-in task's held-out stream (13 dense, 8 sparse features)" "$TMP/out" || return 1
+    local seed=$((RANDOM % 1000)) a b
+    printf 'data = { seed = %d; };\ntrain = { eval_every = 0; };\n' "$seed" >"$TMP/seed.cfg"
+    expect_status 0 "$EMBER" gen --task 40960 "$TMP/s.bin" --config "$TMP/seed.cfg" || return 1
+    expect_status 0 "$EMBER" train --config "$TMP/seed.cfg" --steps 20 --eval-samples 4096 --eval-every 0 --json --metrics none --plot none || return 1
+    a=$(tail -1 "$TMP/out" | python3 -c "import json,sys; s=json.load(sys.stdin); print(s['auc'], s['logloss'])")
+    expect_status 0 "$EMBER" gen --task 4096 --eval "$TMP/s_eval.bin" --config "$TMP/seed.cfg" || return 1
+    expect_status 0 "$EMBER" train --config "$TMP/seed.cfg" --train-file "$TMP/s.bin" --eval-file "$TMP/s_eval.bin" \
+        --steps 20 --eval-every 0 --json --metrics none --plot none || return 1
+    b=$(tail -1 "$TMP/out" | python3 -c "import json,sys; s=json.load(sys.stdin); print(s['auc'], s['logloss'])")
+    [ -n "$a" ] && [ "$a" = "$b" ] || { echo "seed $seed: built-in task $a, from the file $b"; return 1; }
+    expect_status 2 "$EMBER" gen --task 0 "$TMP/z.bin" || return 1
+    expect_status 2 "$EMBER" gen --task 10 "$TMP/z.bin" --batches 3 || return 1
+    expect_status 1 "$EMBER" gen --task 10 "$TMP/no-dir/z.bin" || return 1
+    grep -q "no-dir" "$TMP/err" && [ ! -e "$TMP/z.bin" ] || return 1
+}
+CHECKS+=(gen_task)
+
 # ------------------------------------------------------------ ember bench
 
 # $1: JSON lines of `ember bench`; $2: the (optimizer, threads) pairs wanted,

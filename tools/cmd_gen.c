@@ -1,5 +1,9 @@
 /*
- * cmd_gen.c: `ember gen OUT`: writes synthetic batches to a batch file.
+ * cmd_gen.c: `ember gen OUT`: writes synthetic batches to a batch file;
+ * `ember gen --task N OUT.bin`: the first N samples of `ember train`'s
+ * synthetic task (the built-in one, or a config's) to a CTR binary file,
+ * through ember_reader_write, so that a run can read the task instead of
+ * generating it.
  *
  * The batches are ember_synth_next()'s, so `ember limits OUT` and
  * `ember limits --synthetic` with the same options see the same ids.  The
@@ -12,6 +16,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "ember-data.h"
 #include "ember.h"
 #include "synth_args.h"
 
@@ -26,7 +31,61 @@ static void gen_usage(FILE *f)
             "  --dist zipf|uniform      --alpha A (zipf exponent, default 1.05)\n"
             "  --batches K              batches to write (default 10)\n"
             "  --seed S                 generator seed\n"
-            "  --weighted               also write a weight in [0.5, 1.5) per id\n");
+            "  --weighted               also write a weight in [0.5, 1.5) per id\n\n"
+            "usage: ember gen --task N OUT.bin [--config FILE] [--eval]\n"
+            "  writes the first N samples of ember train's synthetic task (the built-in one, or\n"
+            "  the config's) to OUT.bin in ember's binary CTR format (docs/ctr-format.md);\n"
+            "  ember train --train-file OUT.bin then trains on those very samples\n"
+            "  --eval                   the task's held-out stream instead\n");
+}
+
+/* `ember gen --task ...`: 0, 1 after printing the problem, 2 for bad usage. */
+static int gen_task(const tool_ctx *ctx, int argc, char **argv)
+{
+    const char *out_path = NULL, *config = NULL;
+    int64_t samples = -1;
+    int eval = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--eval")) {
+            eval = 1;
+        } else if (!strcmp(arg, "--task") || !strcmp(arg, "--config")) {
+            if (i + 1 >= argc || (!strcmp(arg, "--task") && synth_parse_int64(argv[i + 1], 1, INT64_MAX, &samples))) {
+                fprintf(ctx->err, "ember gen: %s takes %s\n", arg, arg[2] == 't' ? "a sample count >= 1" : "a file");
+                return 2;
+            }
+            if (arg[2] == 'c')
+                config = argv[i + 1];
+            i++;
+        } else if (strncmp(arg, "--", 2) != 0 && !out_path) {
+            out_path = arg;
+        } else {
+            fprintf(ctx->err, "ember gen: '%s' is not an option of ember gen --task (ember gen --help)\n", arg);
+            return 2;
+        }
+    }
+    if (!out_path) {
+        fprintf(ctx->err, "ember gen: missing the output file\n");
+        return 2;
+    }
+    if (ctx->rank != 0) /* rank 0 writes; main() agrees on the status */
+        return 0;
+    ember_reader *r = NULL;
+    int rc = ember_reader_open(config, NULL, eval, 0, 1, &r);
+    if (rc != EMBER_OK) {
+        tool_local_error(ctx, "gen", "%s", ember_data_errmsg());
+        return 1;
+    }
+    if ((rc = ember_reader_write(r, out_path, samples)) != EMBER_OK) {
+        tool_local_error(ctx, "gen", "%s", ember_reader_errmsg(r));
+        ember_reader_close(r);
+        return 1;
+    }
+    printf("ember gen: wrote %lld samples of the %s task's %s stream (%d dense, %d sparse features) to %s\n",
+           (long long)samples, config ? config : "built-in", eval ? "held-out" : "training",
+           (int)ember_reader_num_dense(r), (int)ember_reader_num_features(r), out_path);
+    ember_reader_close(r);
+    return 0;
 }
 
 static int gen_write(const tool_ctx *ctx, const char *out_path, int64_t batches,
@@ -34,6 +93,9 @@ static int gen_write(const tool_ctx *ctx, const char *out_path, int64_t batches,
 
 int cmd_gen(const tool_ctx *ctx, int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--task"))
+            return gen_task(ctx, argc, argv);
     const char *out_path = NULL;
     int64_t batches = 10;
     synth_args sa;

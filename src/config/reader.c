@@ -148,3 +148,12 @@ const char *ember_reader_errmsg(const ember_reader *r)
 {
     return r->err;
 }
+
+int ember_reader_write(ember_reader *r, const char *path, int64_t max_samples)
+{
+    if (!path || max_samples < 0) {
+        snprintf(r->err, sizeof r->err, "ember_reader_write: %s", !path ? "no path" : "a negative sample count");
+        return EMBER_EINVAL;
+    }
+    return ctr_convert_source_n(r->src, path, max_samples, NULL, r->err, sizeof r->err) ? EMBER_EIO : EMBER_OK;
+}

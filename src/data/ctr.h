@@ -278,5 +278,9 @@ int ctr_convert_tsv(const char *tsv_path, const char *bin_path, const int64_t *r
  * read as rank 0 of 1) to bin_path, as ctr_convert_tsv: the version is the
  * least that holds the data (2 for keys, 3 for weights or float labels). */
 int ctr_convert_source(ctr_source *src, const char *bin_path, ctr_stats *stats, char *err, size_t errlen);
+/* The same for at most max_samples samples (>= 0; the synthetic task never
+ * ends, so it needs a limit): the file holds the source's next ones. */
+int ctr_convert_source_n(ctr_source *src, const char *bin_path, int64_t max_samples, ctr_stats *stats,
+                         char *err, size_t errlen);
 
 #endif

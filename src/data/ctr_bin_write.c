@@ -232,28 +232,38 @@ static int check_rows(const ctr_schema *sc, const char *path, uint32_t *version,
     return 0;
 }
 
-/* Every block, the index and the header into w (path.tmp). */
-static int write_all(cb_writer *w, ctr_source *src, const ctr_schema *sc, char *err, size_t errlen)
+/* Every block of the source's next `limit` samples (INT64_MAX: all), the
+ * index and the header into w (path.tmp). */
+static int write_all(cb_writer *w, ctr_source *src, const ctr_schema *sc, int64_t limit, char *err,
+                     size_t errlen)
 {
     const int64_t H = cb_header_size(w->lay.version, sc->num_sparse);
     unsigned char zero[CB_HEADER_FIXED + 40 * CTR_MAX_FEATURES + 16] = {0};
     if (cb_write(w, zero, (size_t)H, err, errlen)) /* the real header comes last */
         return -1;
     w->pos = H;
-    for (;;) {
+    for (int64_t done = 0; done < limit;) {
         ctr_batch b;
-        int64_t n = ctr_source_next(src, CB_BLOCK_SAMPLES, &b, err, errlen);
+        int64_t want = limit - done < CB_BLOCK_SAMPLES ? limit - done : CB_BLOCK_SAMPLES;
+        int64_t n = ctr_source_next(src, (int32_t)want, &b, err, errlen);
         if (n < 0)
             return -1;
         if (n == 0)
             break;
         if (cb_write_block(w, sc, &b, err, errlen))
             return -1;
+        done += n;
     }
     return cb_write_index(w, err, errlen) || cb_write_header(w, sc, err, errlen) ? -1 : 0;
 }
 
 int ctr_convert_source(ctr_source *src, const char *bin_path, ctr_stats *stats, char *err, size_t errlen)
+{
+    return ctr_convert_source_n(src, bin_path, INT64_MAX, stats, err, errlen);
+}
+
+int ctr_convert_source_n(ctr_source *src, const char *bin_path, int64_t max_samples, ctr_stats *stats,
+                         char *err, size_t errlen)
 {
     cb_writer w;
     memset(&w, 0, sizeof w);
@@ -261,8 +271,8 @@ int ctr_convert_source(ctr_source *src, const char *bin_path, ctr_stats *stats, 
     int rc = -1;
     if (stats)
         memset(stats, 0, sizeof *stats);
-    if (!src || !bin_path)
-        return ctr_fail(err, errlen, "ctr_convert_source: source and path must not be NULL");
+    if (!src || !bin_path || max_samples < 0)
+        return ctr_fail(err, errlen, "ctr_convert_source: source and path must not be NULL, the limit >= 0");
     const ctr_schema *sc = ctr_source_schema(src);
     if (check_rows(sc, bin_path, &version, err, errlen))
         goto done;
@@ -282,7 +292,7 @@ int ctr_convert_source(ctr_source *src, const char *bin_path, ctr_stats *stats, 
         ctr_fail(err, errlen, "%s: cannot create: %s", w.tmp, strerror(errno));
         goto done;
     }
-    if (write_all(&w, src, sc, err, errlen) || cb_commit(&w, bin_path, err, errlen))
+    if (write_all(&w, src, sc, max_samples, err, errlen) || cb_commit(&w, bin_path, err, errlen))
         goto done;
     rc = 0;
     if (ember_data_fsync_parent(bin_path) != 0) /* renamed: the new file stays */
