@@ -10,6 +10,9 @@ after waiting for the machine to be quiet (compare.py's rule):
            docs/training.md); samples/s is the summary's (training samples over the training loop's seconds,
            evaluation excluded; the loop includes drawing the synthetic samples and the teacher's labels, on the
            reader thread)
+  ember-file the same run reading the same samples from a file made once by `ember gen --task` (OUT/
+           ember_default_task.bin; the same run bit for bit, docs/training.md), so that, as TorchRec's, its loop
+           generates no data
   torchrec `python_dlrm.py --task ember-default --modules torchrec --threads T --rounds 1 --steps N` in the
            TorchRec venv (bench/setup_torchrec.sh): TorchRec's EmbeddingBagCollection under
            DistributedModelParallel (world 1, gloo, CPU), every table table_wise with the fused kernel,
@@ -19,7 +22,8 @@ after waiting for the machine to be quiet (compare.py's rule):
            timed loop (N steps after --warmup untimed ones) generates no data, so the comparison favours
            TorchRec.  Without the ember package in that venv, numpy batches of the same shapes and laws.  python_dlrm.py's docstring lists what differs from ember's model.
 Prints one markdown row per configuration (median samples/s over rounds, [min-max]) and the ratio of the
-medians ember / TorchRec per thread count (the target is >= 4); every run's JSON line, tagged with round,
+medians ember / TorchRec per thread count, for each ember side (the target is >= 4); ember's lines record the
+OpenBLAS kernels in use (blas_core, from the start event); every run's JSON line, tagged with round,
 config and others_busy, and a summary line go to OUT/train_vs_torchrec.jsonl.  The TorchRec lines carry the
 torch, torchrec and fbgemm_gpu versions and fbgemm_gpu_isa.
 """
@@ -37,11 +41,12 @@ from compare import wait_for_quiet  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_ember(a, threads):
+def run_ember(a, threads, task_file=None):
     cmd = [a.ember, "train", "--json", "--steps", str(a.steps), "--threads", str(threads),
-           "--plot", "none", "--metrics", "none"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    s = json.loads(out.strip().splitlines()[-1])
+           "--plot", "none", "--metrics", "none"] + (["--train-file", task_file] if task_file else [])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()
+    s = json.loads(out[-1])
+    s["blas_core"] = json.loads(out[0]).get("blas_core")
     return s["samples_per_s"], s
 
 
@@ -86,9 +91,14 @@ def main():
         print("[train_vs_torchrec] the ember package did not read the task in the TorchRec venv (bash "
               "bench/python_dlrm.sh installs it): TorchRec trains on numpy batches of the same shapes and laws",
               file=sys.stderr)
-    configs = [(side, t) for t in threads for side in ("ember", "torchrec")]
+    a.task_file = os.path.join(a.out, "ember_default_task.bin")
+    subprocess.run([a.ember, "gen", "--task", str(a.steps * 2048), a.task_file], check=True, stdout=subprocess.DEVNULL)
+    sides = ("ember", "ember-file", "torchrec")
+    configs = [(side, t) for t in threads for side in sides]
     label = {("ember", t): f"ember train, --threads {t}" + (" (+ reader thread)" if t == 1 else "")
              for t in threads}
+    label.update({("ember-file", t): f"ember train --train-file (the task from a file), --threads {t}"
+                  for t in threads})
     label.update({("torchrec", t): f"TorchRec, torch threads {t}" for t in threads})
     sps = {c: [] for c in configs}
     peer_info = None
@@ -98,7 +108,8 @@ def main():
             k = r % len(configs)
             for side, t in configs[k:] + configs[:k]:
                 busy = wait_for_quiet(a.quiet_wait, a.quiet_threshold)
-                v, rec = (run_ember if side == "ember" else run_torchrec)(a, t)
+                v, rec = (run_torchrec(a, t) if side == "torchrec" else
+                          run_ember(a, t, a.task_file if side == "ember-file" else None))
                 if side == "torchrec":
                     peer_info = rec
                 sps[(side, t)].append(v)
@@ -114,15 +125,17 @@ def main():
             v = sps[c]
             print(f"| {label[c]} | {statistics.median(v):,.0f} | [{min(v):,.0f}-{max(v):,.0f}] |")
         print()
-        print("| threads | ember / TorchRec (ratio of medians) | per round | target |")
-        print("|---|---:|---|---|")
+        print("| threads | ember side | ember / TorchRec (ratio of medians) | per round | target |")
+        print("|---|---|---:|---|---|")
         ratios = {}
         for t in threads:
-            e, p = sps[("ember", t)], sps[("torchrec", t)]
-            ratios[str(t)] = statistics.median(e) / statistics.median(p)
-            per = [x / y for x, y in zip(e, p)]
-            print(f"| {t} | **{ratios[str(t)]:.2f}** | {', '.join(f'{x:.2f}' for x in per)} | >= 4: "
-                  f"{'met' if ratios[str(t)] >= 4 else 'not met'} |")
+            for side in ("ember", "ember-file"):
+                e, p = sps[(side, t)], sps[("torchrec", t)]
+                key = f"{side} {t}"
+                ratios[key] = statistics.median(e) / statistics.median(p)
+                per = [x / y for x, y in zip(e, p)]
+                print(f"| {t} | {side} | **{ratios[key]:.2f}** | {', '.join(f'{x:.2f}' for x in per)} | >= 4: "
+                      f"{'met' if ratios[key] >= 4 else 'not met'} |")
         keys = ("torch_version", "torchrec_version", "fbgemm_gpu_version", "fbgemm_gpu_variant", "fbgemm_gpu_isa",
                 "cpu_capability", "data", "optimizer", "dense_optimizer")
         info = {k: peer_info.get(k) for k in keys}
@@ -132,6 +145,7 @@ def main():
                                   ratios={t: round(x, 3) for t, x in ratios.items()}, rounds=a.rounds, steps=a.steps,
                                   medians={label[c]: round(statistics.median(v), 1) for c, v in sps.items()},
                                   **info)) + "\n")
+    os.remove(a.task_file)
     print(f"JSON lines: {path}", file=sys.stderr)
 
 
