@@ -296,6 +296,71 @@ static void test_ref_layers_fd(test_rng *r)
     }
 }
 
+/* ------------------------------------------------------ DCNv2 cross layer */
+
+typedef struct cross_ctx {
+    int32_t B, w, rank;
+    double *p, *x0, *x, *c, *y;
+} cross_ctx;
+
+static double cross_loss(void *q)
+{
+    cross_ctx *l = q;
+    ref_dense_cross(l->B, l->w, l->rank, l->p, l->x0, l->x, l->y);
+    return project(l->c, l->y, (int64_t)l->B * l->w);
+}
+
+/* (1) the reference's backward against central differences, full and low
+ * rank; (2) cross.c against the reference within TOL of the magnitude (the
+ * same layer on absolute values), dx0 accumulated onto what it held. */
+static void test_cross(test_rng *r)
+{
+    for (int rep = 0; rep < 8; rep++) {
+        cross_ctx l = {0};
+        l.B = (int32_t)test_range(r, 1, 4);
+        l.w = (int32_t)test_range(r, 1, 9);
+        l.rank = rep % 2 ? (int32_t)test_range(r, 1, l.w + 2) : 0;
+        int64_t n = (int64_t)l.B * l.w, np = ref_dense_cross_params(l.w, l.rank);
+        l.p = dalloc(np), l.x0 = dalloc(n), l.x = dalloc(n), l.c = dalloc(n), l.y = dalloc(n);
+        double *dp = dalloc(np), *dx0 = dalloc(n), *dx = dalloc(n);
+        fill_d(r, l.p, np, -1, 1), fill_d(r, l.x0, n, -1, 1), fill_d(r, l.x, n, -1, 1), fill_d(r, l.c, n, -1, 1);
+        ref_dense_cross_backward(l.B, l.w, l.rank, l.p, l.x0, l.x, l.c, dp, dx0, dx);
+        check_fd(l.rank ? "ref cross (low rank) dp" : "ref cross dp", cross_loss, &l, l.p, np, dp);
+        check_fd("ref cross dx0", cross_loss, &l, l.x0, n, dx0);
+        check_fd("ref cross dx", cross_loss, &l, l.x, n, dx);
+        free(l.p), free(l.x0), free(l.x), free(l.c), free(l.y), free(dp), free(dx0), free(dx);
+    }
+    for (int rep = 0; rep < 12; rep++) {
+        const int32_t B = (int32_t)test_range(r, 1, 300), w = (int32_t)test_range(r, 1, 80);
+        const int32_t rank = rep % 3 ? (int32_t)test_range(r, 1, w + 1) : 0;
+        CHECK(dense_cross_params(w, rank) == ref_dense_cross_params(w, rank));
+        const int64_t n = (int64_t)B * w, np = dense_cross_params(w, rank), nh = (int64_t)B * (rank > 0 ? rank : 1);
+        float *p = falloc(np), *x0 = falloc(n), *x = falloc(n), *h = falloc(nh), *u = falloc(n), *y = falloc(n);
+        float *dy = falloc(n), *g = falloc(np), *dx0 = falloc(n), *du = falloc(n), *dh = falloc(nh), *dx = falloc(n);
+        test_fill(r, p, np, -0.5f, 0.5f), test_fill(r, x0, n, -1, 1), test_fill(r, x, n, -1, 1);
+        test_fill(r, dy, n, -1, 1), test_fill(r, g, np, -1, 1), test_fill(r, dx0, n, -1, 1);
+        double *pd = to_double(p, np), *x0d = to_double(x0, n), *xd = to_double(x, n), *dyd = to_double(dy, n);
+        double *pa = dabs(pd, np), *x0a = dabs(x0d, n), *xa = dabs(xd, n), *dya = dabs(dyd, n);
+        double *yd = dalloc(n), *ya = dalloc(n), *gd = to_double(g, np), *ga = dabs(gd, np);
+        double *dx0d = to_double(dx0, n), *dx0a = dabs(dx0d, n), *dxd = dalloc(n), *dxa = dalloc(n);
+        char what[96];
+        snprintf(what, sizeof what, "cross B %d w %d rank %d", B, w, rank);
+        dense_cross_forward(B, w, rank, p, x0, x, h, u, y);
+        ref_dense_cross(B, w, rank, pd, x0d, xd, yd);
+        ref_dense_cross(B, w, rank, pa, x0a, xa, ya);
+        close_mag(y, yd, ya, n, TOL, what);
+        dense_cross_backward(B, w, rank, p, x0, x, h, u, dy, g, dx0, du, dh, dx);
+        ref_dense_cross_backward(B, w, rank, pd, x0d, xd, dyd, gd, dx0d, dxd);
+        ref_dense_cross_backward(B, w, rank, pa, x0a, xa, dya, ga, dx0a, dxa);
+        close_mag(g, gd, ga, np, TOL, what);
+        close_mag(dx0, dx0d, dx0a, n, TOL, what);
+        close_mag(dx, dxd, dxa, n, TOL, what);
+        free(p), free(x0), free(x), free(h), free(u), free(y), free(dy), free(g), free(dx0), free(du), free(dh);
+        free(dx), free(pd), free(x0d), free(xd), free(dyd), free(pa), free(x0a), free(xa), free(dya), free(yd);
+        free(ya), free(gd), free(ga), free(dx0d), free(dx0a), free(dxd), free(dxa);
+    }
+}
+
 typedef struct model_ctx {
     const dlrm_config *cfg;
     int32_t B;
@@ -954,6 +1019,7 @@ int main(int argc, char **argv)
     test_ref_layers_fd(&r);
     test_ref_model_fd(&r);
     test_fast_layers(&r);
+    test_cross(&r);
     test_fast_model(&r);
     test_growth_and_repeat(&r);
     test_blas_threads(&r);

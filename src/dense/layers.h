@@ -29,11 +29,12 @@
 /* Threads for the dense OpenMP loops (dense_set_threads; >= 1). */
 int dense_threads(void);
 
-/* y[s][o] = b[o] + sum_i x[s][i] * W[o][i]            (x [B][in], W [out][in]) */
+/* y[s][o] = b[o] + sum_i x[s][i] * W[o][i]            (x [B][in], W [out][in];
+ * b NULL: no bias) */
 void dense_linear_forward(int32_t B, int32_t in, int32_t out, const float *x, const float *W,
                           const float *b, float *y);
-/* dW[o][i] += sum_s dy[s][o] x[s][i];  db[o] += sum_s dy[s][o] (s in order);
- * dx[s][i] = sum_o dy[s][o] W[o][i] when dx is not NULL. */
+/* dW[o][i] += sum_s dy[s][o] x[s][i];  db[o] += sum_s dy[s][o] (s in order;
+ * db NULL: no bias); dx[s][i] = sum_o dy[s][o] W[o][i] when dx is not NULL. */
 void dense_linear_backward(int32_t B, int32_t in, int32_t out, const float *x, const float *W,
                            const float *dy, float *dW, float *db, float *dx);
 
@@ -41,6 +42,19 @@ void dense_linear_backward(int32_t B, int32_t in, int32_t out, const float *x, c
 void dense_relu_forward(int64_t n, float *y);
 /* dy = y > 0 ? dy : 0 in place, y the forward's output. */
 void dense_relu_backward(int64_t n, const float *y, float *dy);
+
+/* DCNv2's cross layer over rows of w (cross.c; docs/pipeline.md): rank 0
+ * full (params W [w][w], b [w]), rank r > 0 low rank (V [r][w], U [w][r],
+ * b [w]).  Forward: y = x0 ⊙ u + x with u = x Wᵀ + b (or h = x Vᵀ,
+ * u = h Uᵀ + b); keeps h [B][r] (low rank only) and u [B][w] for backward.
+ * Backward from dy: grads (same layout as params) +=, dx0 += its share,
+ * dx overwritten; du [B][w] and dh [B][r] are scratch.  No aliasing. */
+int64_t dense_cross_params(int32_t w, int32_t rank);
+void dense_cross_forward(int32_t B, int32_t w, int32_t rank, const float *params, const float *x0,
+                         const float *x, float *h, float *u, float *y);
+void dense_cross_backward(int32_t B, int32_t w, int32_t rank, const float *params, const float *x0,
+                          const float *x, const float *h, const float *u, const float *dy, float *grads,
+                          float *dx0, float *du, float *dh, float *dx);
 
 /* DOT: d + (F+1)F/2;  CAT: (F+1) d. */
 int64_t dense_interact_width(dense_interaction kind, int32_t F, int32_t d);

@@ -94,8 +94,12 @@ void dense_linear_forward(int32_t B, int32_t in, int32_t out, const float *x, co
 {
     if (B <= 0)
         return;
-    for (int32_t s = 0; s < B; s++)
-        memcpy(y + (int64_t)s * out, b, (size_t)out * sizeof *y);
+    for (int32_t s = 0; s < B; s++) {
+        if (b)
+            memcpy(y + (int64_t)s * out, b, (size_t)out * sizeof *y);
+        else
+            memset(y + (int64_t)s * out, 0, (size_t)out * sizeof *y);
+    }
     BF16_IN(x, (int64_t)B * in);
     BF16_IN(W, (int64_t)out * in);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out, in, 1.0f, BF16_USE(x), in, BF16_USE(W),
@@ -113,7 +117,7 @@ void dense_linear_backward(int32_t B, int32_t in, int32_t out, const float *x, c
     BF16_IN(x, (int64_t)B * in);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, B, 1.0f, BF16_USE(dy), out,
                 BF16_USE(x), in, 1.0f, dW, in);
-    for (int32_t s = 0; s < B; s++) {
+    for (int32_t s = 0; db && s < B; s++) {
         const float *row = dy + (int64_t)s * out;
         for (int32_t o = 0; o < out; o++)
             db[o] += row[o];

@@ -121,6 +121,14 @@ void ref_dense_interact(dense_interaction kind, int32_t B, int32_t F, int32_t d,
 void ref_dense_interact_backward(dense_interaction kind, int32_t B, int32_t F, int32_t d,
                                  const double *bottom, const double *pooled, const double *dz,
                                  double *d_bottom, double *d_pooled);
+/* DCNv2's cross layer (docs/pipeline.md): params p = W [w][w], b [w]
+ * (rank 0) or V [r][w], U [w][r], b [w]; y = x0 ⊙ u + x, u = W x + b or
+ * U (V x) + b.  Backward: dp +=, dx0 +=, dx overwritten. */
+int64_t ref_dense_cross_params(int32_t w, int32_t rank);
+void ref_dense_cross(int32_t B, int32_t w, int32_t rank, const double *p, const double *x0, const double *x,
+                     double *y);
+void ref_dense_cross_backward(int32_t B, int32_t w, int32_t rank, const double *p, const double *x0,
+                              const double *x, const double *dy, double *dp, double *dx0, double *dx);
 /* sum_s bce(z_s, y_s); dlogit[s] = sigmoid(z_s) - y_s when not NULL. */
 double ref_dense_bce(const double *logit, const double *label, int32_t B, double *dlogit);
 

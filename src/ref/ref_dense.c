@@ -139,6 +139,93 @@ void ref_dense_interact_backward(dense_interaction kind, int32_t B, int32_t F, i
     }
 }
 
+int64_t ref_dense_cross_params(int32_t w, int32_t rank)
+{
+    return rank > 0 ? (int64_t)rank * w + (int64_t)w * rank + w : (int64_t)w * w + w;
+}
+
+/* u [w] (and h [rank]) of one row x. */
+static void cross_u(int32_t w, int32_t rank, const double *p, const double *x, double *h, double *u)
+{
+    const double *b = p + ref_dense_cross_params(w, rank) - w;
+    if (rank > 0) {
+        const double *V = p, *U = p + (int64_t)rank * w;
+        for (int32_t k = 0; k < rank; k++) {
+            h[k] = 0;
+            for (int32_t i = 0; i < w; i++)
+                h[k] += V[(int64_t)k * w + i] * x[i];
+        }
+        for (int32_t o = 0; o < w; o++) {
+            u[o] = b[o];
+            for (int32_t k = 0; k < rank; k++)
+                u[o] += U[(int64_t)o * rank + k] * h[k];
+        }
+    } else {
+        for (int32_t o = 0; o < w; o++) {
+            u[o] = b[o];
+            for (int32_t i = 0; i < w; i++)
+                u[o] += p[(int64_t)o * w + i] * x[i];
+        }
+    }
+}
+
+void ref_dense_cross(int32_t B, int32_t w, int32_t rank, const double *p, const double *x0, const double *x,
+                     double *y)
+{
+    double *h = ref_alloc(rank, sizeof *h), *u = ref_alloc(w, sizeof *u);
+    for (int32_t s = 0; s < B; s++) {
+        const int64_t r = (int64_t)s * w;
+        cross_u(w, rank, p, x + r, h, u);
+        for (int32_t o = 0; o < w; o++)
+            y[r + o] = x0[r + o] * u[o] + x[r + o];
+    }
+    free(h), free(u);
+}
+
+void ref_dense_cross_backward(int32_t B, int32_t w, int32_t rank, const double *p, const double *x0,
+                              const double *x, const double *dy, double *dp, double *dx0, double *dx)
+{
+    double *h = ref_alloc(rank, sizeof *h), *u = ref_alloc(w, sizeof *u);
+    double *du = ref_alloc(w, sizeof *du), *dh = ref_alloc(rank, sizeof *dh);
+    double *db = dp + ref_dense_cross_params(w, rank) - w;
+    for (int32_t s = 0; s < B; s++) {
+        const int64_t r = (int64_t)s * w;
+        cross_u(w, rank, p, x + r, h, u);
+        for (int32_t o = 0; o < w; o++) {
+            du[o] = dy[r + o] * x0[r + o];
+            dx0[r + o] += dy[r + o] * u[o];
+            db[o] += du[o];
+        }
+        if (rank > 0) {
+            const double *V = p, *U = p + (int64_t)rank * w;
+            double *dV = dp, *dU = dp + (int64_t)rank * w;
+            for (int32_t k = 0; k < rank; k++) {
+                dh[k] = 0;
+                for (int32_t o = 0; o < w; o++) {
+                    dh[k] += du[o] * U[(int64_t)o * rank + k];
+                    dU[(int64_t)o * rank + k] += du[o] * h[k];
+                }
+            }
+            for (int32_t i = 0; i < w; i++) {
+                dx[r + i] = dy[r + i];
+                for (int32_t k = 0; k < rank; k++) {
+                    dx[r + i] += dh[k] * V[(int64_t)k * w + i];
+                    dV[(int64_t)k * w + i] += dh[k] * x[r + i];
+                }
+            }
+        } else {
+            for (int32_t i = 0; i < w; i++) {
+                dx[r + i] = dy[r + i];
+                for (int32_t o = 0; o < w; o++) {
+                    dx[r + i] += du[o] * p[(int64_t)o * w + i];
+                    dp[(int64_t)o * w + i] += du[o] * x[r + i];
+                }
+            }
+        }
+    }
+    free(h), free(u), free(du), free(dh);
+}
+
 double ref_dense_bce(const double *logit, const double *label, int32_t B, double *dlogit)
 {
     double sum = 0;
