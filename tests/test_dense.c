@@ -89,8 +89,21 @@ static int close_mag(const float *got, const double *want, const double *mag, in
 
 static const int32_t dims[] = {1, 2, 3, 4, 5, 8, 13, 16};
 
+/* c with interaction kind (DCN: 1..3 cross layers, full or low rank). */
+static void set_interaction(test_rng *r, dlrm_config *c, dense_interaction kind)
+{
+    c->interaction = kind;
+    c->num_cross = c->cross_rank = 0;
+    if (kind == DENSE_INTERACT_DCN) {
+        c->num_cross = (int32_t)test_range(r, 1, 4);
+        c->cross_rank = test_range(r, 0, 2) ? 0 : (int32_t)test_range(r, 1, (c->num_sparse + 1) * c->emb_dim + 2);
+    }
+}
+
 /* A random model: 1..3 bottom layers, 0..3 top hidden layers, widths
- * 1..max_w, d from dims (<= max_d), F in 1..max_f, either interaction. */
+ * 1..max_w, d from dims (<= max_d), F in 1..max_f, any interaction (DCN:
+ * 1..3 cross layers, full or low rank), ReLU in half the models and one of
+ * the others in the rest. */
 static dlrm_config random_config(test_rng *r, int32_t max_w, int32_t max_d, int32_t max_f)
 {
     dlrm_config c;
@@ -107,15 +120,19 @@ static dlrm_config random_config(test_rng *r, int32_t max_w, int32_t max_d, int3
     c.num_top = (int32_t)test_range(r, 0, 4);
     for (int32_t l = 0; l < c.num_top; l++)
         c.top[l] = (int32_t)test_range(r, 1, max_w + 1);
-    c.interaction = test_range(r, 0, 2) ? DENSE_INTERACT_CAT : DENSE_INTERACT_DOT;
+    set_interaction(r, &c, (dense_interaction)test_range(r, 0, 3));
+    c.activation = test_range(r, 0, 2) ? DENSE_ACT_RELU : (dense_activation)test_range(r, 1, 5);
     c.seed = test_next(r);
     return c;
 }
 
 static void describe(char *buf, size_t len, const dlrm_config *c, int32_t B)
 {
-    int n = snprintf(buf, len, "B %d dense %d F %d d %d %s bottom", B, c->num_dense, c->num_sparse,
-                     c->emb_dim, c->interaction == DENSE_INTERACT_DOT ? "DOT" : "CAT");
+    static const char *const kinds[] = {"DOT", "CAT", "DCN"}, *const acts[] = {"relu", "gelu", "silu", "tanh",
+                                                                                "none"};
+    int n = snprintf(buf, len, "B %d dense %d F %d d %d %s (cross %d rank %d) %s bottom", B, c->num_dense,
+                     c->num_sparse, c->emb_dim, kinds[c->interaction], c->num_cross, c->cross_rank,
+                     acts[c->activation]);
     for (int32_t l = 0; l < c->num_bottom; l++)
         n += snprintf(buf + n, len - (size_t)n, " %d", c->bottom[l]);
     n += snprintf(buf + n, len - (size_t)n, " top");
@@ -378,7 +395,7 @@ static void test_ref_model_fd(test_rng *r)
 {
     for (int rep = 0; rep < 16; rep++) {
         dlrm_config cfg = random_config(r, 8, 5, 6);
-        cfg.interaction = rep % 2 ? DENSE_INTERACT_CAT : DENSE_INTERACT_DOT;
+        set_interaction(r, &cfg, (dense_interaction)(rep % 3));
         model_ctx m = {&cfg, (int32_t)test_range(r, 1, 4), 0, 0, 0, 0, 0};
         int64_t n = ref_dlrm_num_params(&cfg), nd = (int64_t)m.B * cfg.num_dense;
         int64_t npool = (int64_t)m.B * cfg.num_sparse * cfg.emb_dim;
@@ -621,8 +638,22 @@ static ref_out ref_run(const dlrm_config *c, const float *params, const batch *b
     ref_dlrm_forward(c, p, b->B, x, e, o.logit);
     ref_dlrm_backward(c, p, b->B, x, e, g, o.grads, o.d_pooled, NULL);
     double *pa = dabs(p, n), *xa = dabs(x, nd), *ea = dabs(e, np), *ga = dabs(g, b->B);
-    ref_dlrm_forward(c, pa, b->B, xa, ea, o.logit_mag);
-    ref_dlrm_backward(c, pa, b->B, xa, ea, ga, o.grads_mag, o.d_pooled_mag, NULL);
+    /* The magnitude run bounds every term: on absolute values a ReLU model
+     * sums |terms|.  GELU, SiLU and tanh are not monotone in |x| (tanh of
+     * |x| saturates, its slope vanishes), so their bound runs the identity
+     * instead (|f(x)| <= |x|, |f'(x)| <= 1.13) and is doubled. */
+    dlrm_config cm = *c;
+    double widen = 1;
+    if (c->activation != DENSE_ACT_RELU)
+        cm.activation = DENSE_ACT_NONE, widen = 2;
+    ref_dlrm_forward(&cm, pa, b->B, xa, ea, o.logit_mag);
+    ref_dlrm_backward(&cm, pa, b->B, xa, ea, ga, o.grads_mag, o.d_pooled_mag, NULL);
+    for (int32_t s = 0; s < b->B; s++)
+        o.logit_mag[s] *= widen;
+    for (int64_t i = 0; i < n; i++)
+        o.grads_mag[i] *= widen;
+    for (int64_t i = 0; i < np; i++)
+        o.d_pooled_mag[i] *= widen;
     free(p), free(x), free(e), free(g), free(pa), free(xa), free(ea), free(ga);
     return o;
 }
@@ -750,9 +781,9 @@ static void test_fast_model(test_rng *r)
     int redraws = 0;
     for (int rep = 0; rep < 60; rep++) {
         dlrm_config c = random_config(r, 40, 16, 6);
-        c.interaction = rep % 2 ? DENSE_INTERACT_CAT : DENSE_INTERACT_DOT;
-        if (rep < 12)
-            c.num_sparse = 1 + rep / 2; /* F = 1..6 under both interactions */
+        if (rep < 18)
+            c.num_sparse = 1 + rep / 3; /* F = 1..6 under every interaction */
+        set_interaction(r, &c, (dense_interaction)(rep % 3));
         int32_t B = rep % 5 == 0 ? 1 : (int32_t)test_range(r, 1, 80);
         run_case(fast_model_case, r, &c, B, &redraws);
     }

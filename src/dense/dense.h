@@ -25,7 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DENSE_MAX_LAYERS 8
+#define DENSE_MAX_LAYERS 64 /* per tower                                            */
+#define DENSE_MAX_CROSS 16  /* DCN cross layers                                     */
 /* Stands in for a table name's hash in the init key ("dlrm" in ASCII). */
 #define DENSE_RNG_NAME 0x646c726dULL
 
@@ -33,7 +34,18 @@ typedef enum dense_interaction {
     DENSE_INTERACT_DOT = 0, /* v = [bottom, emb_1..emb_F]: z = (bottom, v_i.v_j for i < j in
                                row-major order (0,1),(0,2)..(0,F),(1,2)..); d + (F+1)F/2 wide */
     DENSE_INTERACT_CAT = 1, /* z = concat(bottom, emb_1..emb_F); d (F+1) wide                   */
+    DENSE_INTERACT_DCN = 2, /* x0 = concat as CAT, then num_cross DCNv2 cross layers (layers.h,
+                               docs/pipeline.md): z = x_num_cross, d (F+1) wide                 */
 } dense_interaction;
+
+/* The function after every bottom layer and every top hidden layer. */
+typedef enum dense_activation {
+    DENSE_ACT_RELU = 0, /* max(x, 0)                                                   */
+    DENSE_ACT_GELU = 1, /* x (1 + erf(x / sqrt 2)) / 2                                  */
+    DENSE_ACT_SILU = 2, /* x sigmoid(x)                                                 */
+    DENSE_ACT_TANH = 3, /* tanh(x)                                                      */
+    DENSE_ACT_NONE = 4, /* x                                                            */
+} dense_activation;
 
 typedef struct dlrm_config {
     int32_t num_dense;                 /* dense input features (13 for Criteo)               */
@@ -44,6 +56,10 @@ typedef struct dlrm_config {
     int32_t num_top;                   /* top MLP hidden widths; a final width-1 layer       */
     int32_t top[DENSE_MAX_LAYERS];     /* (the logit) is appended, no ReLU after it          */
     dense_interaction interaction;
+    int32_t num_cross;                 /* DCN: cross layers, 1..16 (0 otherwise)             */
+    int32_t cross_rank;                /* DCN: 0 full W [w][w]; r >= 1 low rank V [r][w],
+                                          U [w][r] (w = (F+1) d)                             */
+    dense_activation activation;       /* DENSE_ACT_RELU (0) unless set                      */
     uint64_t seed;                     /* init: a function of (seed, layer, index) only      */
 } dlrm_config;
 
@@ -54,8 +70,12 @@ typedef struct dlrm dlrm;
  * bottom layers then top layers (the logit layer last); element k = o*in + i
  * of its W is (2u - 1) * sqrt(6 / (in + out)) with
  * u = ember_rng_uniform(ember_rng_table_key(seed, DENSE_RNG_NAME), L, k, 0).
- * Limits: 1 <= num_bottom <= 8, 0 <= num_top <= 8, num_dense, num_sparse
- * >= 1, widths in [1, 65536], num_sparse <= 4096. */
+ * Cross layer l's matrices (DCN) take layer numbers 1000 + 2l (W, or V)
+ * and 1001 + 2l (U), each Glorot over its own (in, out); they sit after
+ * the bottom layers and before the top ones in the parameter vector.
+ * Limits: 1 <= num_bottom <= 64, 0 <= num_top <= 64, num_dense, num_sparse
+ * >= 1, widths in [1, 65536], num_sparse <= 4096; DCN: 1 <= num_cross <=
+ * 16, 0 <= cross_rank <= 65536. */
 int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen);
 void dlrm_destroy(dlrm *m);
 

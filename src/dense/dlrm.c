@@ -1,18 +1,24 @@
 /*
  * dlrm.c: the DLRM dense model (Naumov et al. 2019) over the layers of
  * layers.h: bottom MLP over the dense features, interaction with the pooled
- * embeddings, top MLP to one logit.
+ * embeddings (DOT, CAT, or DCN: concat then DCNv2 cross layers), top MLP to
+ * one logit.
  *
- * Layers are numbered L = 0 .. nb-1 (bottom, ReLU after every one,
- * including the last, as DLRM does) then nb .. nb+nt (top: ReLU after the
- * nt hidden layers, none after the final 1-wide logit layer).  Parameters,
- * one flat vector, layer after layer: W_L [out][in] then b_L [out]; grads
- * the same.  Activations live in one slab carved into named views for the
- * largest batch seen, so a warm model allocates nothing per step:
+ * Layers are numbered L = 0 .. nb-1 (bottom, the activation after every
+ * one, including the last, as DLRM does) then nb .. nb+nt (top: the
+ * activation after the nt hidden layers, none after the final 1-wide logit
+ * layer).  Parameters, one flat vector, layer after layer: W_L [out][in]
+ * then b_L [out], DCN's cross layers (cross.c's layout) between the bottom
+ * and the top layers; grads the same.  Activations live in one slab carved
+ * into named views for the largest batch seen, so a warm model allocates
+ * nothing per step:
  *   x0  [B][num_dense]       copy of the dense input (layer 0's x)
- *   act [B][out_L]           post-ReLU output of every layer but the logit
+ *   act [B][out_L]           activated output of every layer but the logit
+ *   pre [B][out_L]           its pre-activation (GELU and SiLU only)
  *   v   [B][(F+1) d]         [bottom output, pooled]: the interaction input
- *   z   [B][width]           interaction output (v itself for CAT)
+ *   xc, cu, ch               DCN: each cross layer's output, u and h
+ *   z   [B][width]           interaction output (v itself for CAT, the last
+ *                            cross layer's output for DCN)
  *   dz, dv, g0, g1           gradients flowing back (dz is dv for CAT)
  *
  * Threads.  A batch is cut into chunks of DLRM_CHUNK samples, a size fixed
@@ -48,13 +54,16 @@ struct dlrm {
     int64_t w_off[DLRM_LAYERS], b_off[DLRM_LAYERS];
     int32_t vw, width, maxw; /* (F+1) d; interaction width; widest layer end */
     int64_t num_params, max_layer; /* all parameters; the largest layer's */
+    int32_t ncross, crank;   /* DCN cross layers and their rank (0: none)    */
+    int64_t c_off[DENSE_MAX_CROSS]; /* each cross layer's parameters          */
     float *params, *grads;
 
     void (*progress)(void *); /* called after every layer (dlrm_set_progress) */
     void *progress_arg;
     int32_t cap, B;          /* activations sized for cap; last forward's B */
     float *slab;
-    float *x0, *act[DLRM_LAYERS], *v, *z, *dz, *dv, *g0, *g1;
+    float *x0, *act[DLRM_LAYERS], *pre[DLRM_LAYERS], *v, *z, *dz, *dv, *g0, *g1;
+    float *xc[DENSE_MAX_CROSS], *cu[DENSE_MAX_CROSS], *ch[DENSE_MAX_CROSS], *cdu, *cdh;
     float *cgrad;            /* [slots][max_layer]: a group of chunks' grads */
 };
 
@@ -86,9 +95,9 @@ static int validate(const dlrm_config *c, char *err, size_t errlen)
     if (c->emb_dim < 1 || c->emb_dim > DLRM_MAX_WIDTH)
         return fail(err, errlen, "dense model: emb_dim %d outside [1, 65536]", c->emb_dim);
     if (c->num_bottom < 1 || c->num_bottom > DENSE_MAX_LAYERS)
-        return fail(err, errlen, "dense model: %d bottom layers (1 to 8 allowed)", c->num_bottom);
+        return fail(err, errlen, "dense model: %d bottom layers (1 to 64 allowed)", c->num_bottom);
     if (c->num_top < 0 || c->num_top > DENSE_MAX_LAYERS)
-        return fail(err, errlen, "dense model: %d top hidden layers (0 to 8 allowed)", c->num_top);
+        return fail(err, errlen, "dense model: %d top hidden layers (0 to 64 allowed)", c->num_top);
     for (int32_t l = 0; l < c->num_bottom; l++)
         if (c->bottom[l] < 1 || c->bottom[l] > DLRM_MAX_WIDTH)
             return fail(err, errlen, "dense model: bottom layer width %d outside [1, 65536]",
@@ -103,8 +112,17 @@ static int validate(const dlrm_config *c, char *err, size_t errlen)
                      c->bottom[c->num_bottom - 1], c->emb_dim);
         return -1;
     }
-    if (c->interaction != DENSE_INTERACT_DOT && c->interaction != DENSE_INTERACT_CAT)
+    if (c->interaction != DENSE_INTERACT_DOT && c->interaction != DENSE_INTERACT_CAT &&
+        c->interaction != DENSE_INTERACT_DCN)
         return fail(err, errlen, "dense model: unknown interaction %d", (int32_t)c->interaction);
+    if (c->interaction == DENSE_INTERACT_DCN && (c->num_cross < 1 || c->num_cross > DENSE_MAX_CROSS))
+        return fail(err, errlen, "dense model: %d cross layers (1 to 16 with interaction dcn)", c->num_cross);
+    if (c->interaction != DENSE_INTERACT_DCN && (c->num_cross != 0 || c->cross_rank != 0))
+        return fail(err, errlen, "dense model: cross layers need interaction dcn (num_cross %d)", c->num_cross);
+    if (c->cross_rank < 0 || c->cross_rank > DLRM_MAX_WIDTH)
+        return fail(err, errlen, "dense model: cross rank %d outside [0, 65536]", c->cross_rank);
+    if ((unsigned)c->activation > DENSE_ACT_NONE)
+        return fail(err, errlen, "dense model: unknown activation %d", (int32_t)c->activation);
     if (dense_interact_width(c->interaction, c->num_sparse, c->emb_dim) > (1 << 24))
         return fail(err, errlen, "dense model: interaction wider than 2^24 (num_sparse %d)",
                     c->num_sparse);
@@ -123,6 +141,20 @@ static void init_params(dlrm *m)
             W[k] = (2.0f * ember_rng_uniform(key, (uint64_t)L, (uint64_t)k, 0) - 1.0f) * limit;
         memset(m->params + m->b_off[L], 0, (size_t)m->out[L] * sizeof(float));
     }
+    /* cross layer l: W (or V) as layer 1000 + 2l, U as 1001 + 2l, b = 0 */
+    for (int32_t l = 0; l < m->ncross; l++) {
+        const int32_t w = m->vw, r = m->crank;
+        float *P = m->params + m->c_off[l];
+        const int32_t rows[2] = {r > 0 ? r : w, w}, cols[2] = {w, r > 0 ? r : w};
+        for (int32_t k = 0; k < (r > 0 ? 2 : 1); k++) {
+            const int64_t n = (int64_t)rows[k] * cols[k];
+            const float limit = sqrtf(6.0f / (float)(rows[k] + cols[k]));
+            for (int64_t e = 0; e < n; e++)
+                P[e] = (2.0f * ember_rng_uniform(key, (uint64_t)(1000 + 2 * l + k), (uint64_t)e, 0) - 1.0f) * limit;
+            P += n;
+        }
+        memset(P, 0, (size_t)w * sizeof(float));
+    }
 }
 
 /* The layer shapes, offsets and widths of cfg into m (no allocation). */
@@ -133,10 +165,19 @@ static void layout(dlrm *m, const dlrm_config *cfg)
     m->nl = cfg->num_bottom + cfg->num_top + 1;
     m->vw = (cfg->num_sparse + 1) * cfg->emb_dim;
     m->width = (int32_t)dense_interact_width(cfg->interaction, cfg->num_sparse, cfg->emb_dim);
+    m->ncross = cfg->interaction == DENSE_INTERACT_DCN ? cfg->num_cross : 0;
+    m->crank = cfg->cross_rank;
     int32_t prev = cfg->num_dense;
     for (int32_t L = 0; L < m->nl; L++) {
-        if (L == m->nb)
+        if (L == m->nb) {
             prev = m->width;
+            for (int32_t l = 0; l < m->ncross; l++) { /* between the bottom and the top layers */
+                const int64_t n = dense_cross_params(m->vw, m->crank);
+                m->c_off[l] = m->num_params;
+                m->num_params += n;
+                m->max_layer = n > m->max_layer ? n : m->max_layer;
+            }
+        }
         int32_t o = L < m->nb ? cfg->bottom[L] : L < m->nl - 1 ? cfg->top[L - m->nb] : 1;
         m->in[L] = prev;
         m->out[L] = o;
@@ -157,9 +198,11 @@ static int64_t activation_floats(const dlrm *m)
 {
     int64_t per = m->cfg.num_dense + 2 * (int64_t)m->vw + 2 * (int64_t)m->maxw;
     for (int32_t L = 0; L < m->nl - 1; L++)
-        per += m->out[L];
+        per += m->out[L] * (dense_act_keeps_pre(m->cfg.activation) ? 2 : 1);
     if (m->cfg.interaction == DENSE_INTERACT_DOT)
         per += 2 * (int64_t)m->width;
+    if (m->ncross) /* xc, cu, ch per layer; cdu, cdh; dz */
+        per += m->ncross * (2 * (int64_t)m->vw + m->crank) + 2 * (int64_t)m->vw + m->crank;
     return per;
 }
 
@@ -218,7 +261,7 @@ static int reserve(dlrm *m, int32_t B)
 {
     if (B <= m->cap)
         return 0;
-    int dot = m->cfg.interaction == DENSE_INTERACT_DOT;
+    int dot = m->cfg.interaction == DENSE_INTERACT_DOT, keep = dense_act_keeps_pre(m->cfg.activation);
     int64_t per = activation_floats(m);
     float *slab = malloc((size_t)(per * B) * sizeof(float));
     float *cgrad = malloc((size_t)(num_slots(B) * m->max_layer) * sizeof(float));
@@ -235,13 +278,26 @@ static int reserve(dlrm *m, int32_t B)
     float *p = slab;
 #define CARVE(view, floats) (view = p, p += (int64_t)B * (floats))
     CARVE(m->x0, m->cfg.num_dense);
-    for (int32_t L = 0; L < m->nl - 1; L++)
+    for (int32_t L = 0; L < m->nl - 1; L++) {
         CARVE(m->act[L], m->out[L]);
+        if (keep)
+            CARVE(m->pre[L], m->out[L]);
+    }
     CARVE(m->v, m->vw);
     CARVE(m->dv, m->vw);
     if (dot) {
         CARVE(m->z, m->width);
         CARVE(m->dz, m->width);
+    } else if (m->ncross) {
+        for (int32_t l = 0; l < m->ncross; l++) {
+            CARVE(m->xc[l], m->vw);
+            CARVE(m->cu[l], m->vw);
+            CARVE(m->ch[l], m->crank);
+        }
+        CARVE(m->cdu, m->vw);
+        CARVE(m->cdh, m->crank);
+        CARVE(m->dz, m->vw);
+        m->z = m->xc[m->ncross - 1];
     } else {
         m->z = m->v;
         m->dz = m->dv;
@@ -269,17 +325,20 @@ static void progress(dlrm *m)
         m->progress(m->progress_arg);
 }
 
-/* y = layer L of x for B rows, then ReLU unless it is the logit layer. */
+/* y = layer L of x for B rows, then the activation unless it is the logit
+ * layer (its input kept in pre[L] when the activation needs it). */
 static void layer_forward(dlrm *m, int32_t L, int32_t B, const float *x, float *y)
 {
-    const int32_t nc = num_chunks(B), in = m->in[L], out = m->out[L], relu = L < m->nl - 1;
+    const int32_t nc = num_chunks(B), in = m->in[L], out = m->out[L], act = L < m->nl - 1;
     const float *W = m->params + m->w_off[L], *bias = m->params + m->b_off[L];
+    const dense_activation kind = m->cfg.activation;
+    float *lin = act && m->pre[L] ? m->pre[L] : y;
 #pragma omp parallel for schedule(static) num_threads(team(nc))
     for (int32_t c = 0; c < nc; c++) {
         const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
-        dense_linear_forward(n, in, out, x + (int64_t)lo * in, W, bias, y + (int64_t)lo * out);
-        if (relu)
-            dense_relu_forward((int64_t)n * out, y + (int64_t)lo * out);
+        dense_linear_forward(n, in, out, x + (int64_t)lo * in, W, bias, lin + (int64_t)lo * out);
+        if (act)
+            dense_act_forward(kind, (int64_t)n * out, lin + (int64_t)lo * out, y + (int64_t)lo * out);
     }
     progress(m);
 }
@@ -302,47 +361,98 @@ int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, fl
             memcpy(m->v + (int64_t)s * m->vw, m->act[nb - 1] + (int64_t)s * d, (size_t)d * sizeof(float));
             memcpy(m->v + (int64_t)s * m->vw + d, pooled + (int64_t)s * pw, (size_t)pw * sizeof(float));
         }
-        dense_interact_forward(m->cfg.interaction, n, m->cfg.num_sparse, d, m->v + (int64_t)lo * m->vw,
-                               m->z + (int64_t)lo * m->width);
+        if (m->ncross) /* DCN: x_0 = v, x_(l+1) = cross_l(x_l) */
+            for (int32_t l = 0; l < m->ncross; l++) {
+                const int64_t r0 = (int64_t)lo * m->vw;
+                dense_cross_forward(n, m->vw, m->crank, m->params + m->c_off[l], m->v + r0,
+                                    (l ? m->xc[l - 1] : m->v) + r0, m->ch[l] + (int64_t)lo * m->crank,
+                                    m->cu[l] + r0, m->xc[l] + r0);
+            }
+        else
+            dense_interact_forward(m->cfg.interaction, n, m->cfg.num_sparse, d, m->v + (int64_t)lo * m->vw,
+                                   m->z + (int64_t)lo * m->width);
     }
     for (int32_t L = nb; L < nl; L++)
         layer_forward(m, L, B, L == nb ? m->z : m->act[L - 1], L == nl - 1 ? logit : m->act[L]);
     return 0;
 }
 
+/* grads[i] += the rows of cgrad of chunks c0 .. c1-1, in chunk order,
+ * i < len: the same additions as all chunks at once, in less memory. */
+static void add_chunk_grads(dlrm *m, float *grads, int64_t len, int32_t c0, int32_t c1)
+{
+    const float *cg = m->cgrad;
+    const int64_t stride = m->max_layer;
+#pragma omp parallel for schedule(static) num_threads(team(c1 - c0)) if (len * (c1 - c0) >= 16384)
+    for (int64_t i = 0; i < len; i++) {
+        float g = grads[i];
+        for (int32_t c = 0; c < c1 - c0; c++)
+            g += cg[c * stride + i];
+        grads[i] = g;
+    }
+}
+
 /* Layer L's backward for the last forward's rows: dy first through the
- * ReLU after L (relu_y: L's output; NULL for the logit layer), then grads
- * of L += the chunks' own in chunk order; dx = dL/dx (NULL: not needed). */
-static void layer_backward(dlrm *m, int32_t L, const float *relu_y, const float *x, float *dy, float *dx)
+ * activation after L (activated: 0 for the logit layer), then grads of L
+ * += the chunks' own in chunk order; dx = dL/dx (NULL: not needed). */
+static void layer_backward(dlrm *m, int32_t L, int activated, const float *x, float *dy, float *dx)
 {
     const int32_t B = m->B, nc = num_chunks(B), in = m->in[L], out = m->out[L];
     const int64_t w0 = m->w_off[L], len = m->b_off[L] + out - w0, stride = m->max_layer;
-    const float *W = m->params + w0;
-    float *grads = m->grads + w0;
-    /* chunks in groups of DLRM_SLOTS, each group's grads added in chunk
-     * order: the same additions as all chunks at once, in less memory */
+    const float *W = m->params + w0, *pre = m->pre[L], *y = m->act[L];
+    const dense_activation kind = m->cfg.activation;
+    /* chunks in groups of DLRM_SLOTS, each group's grads added in chunk order */
     for (int32_t c0 = 0; c0 < nc; c0 += DLRM_SLOTS) {
         const int32_t c1 = nc - c0 < DLRM_SLOTS ? nc : c0 + DLRM_SLOTS;
 #pragma omp parallel for schedule(static) num_threads(team(c1 - c0))
         for (int32_t c = c0; c < c1; c++) {
             const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
-            float *g = m->cgrad + (c - c0) * stride, *dyc = dy + (int64_t)lo * out;
-            if (relu_y)
-                dense_relu_backward((int64_t)n * out, relu_y + (int64_t)lo * out, dyc);
+            const int64_t r0 = (int64_t)lo * out;
+            float *g = m->cgrad + (c - c0) * stride, *dyc = dy + r0;
+            if (activated)
+                dense_act_backward(kind, (int64_t)n * out, pre ? pre + r0 : NULL, y + r0, dyc);
             memset(g, 0, (size_t)len * sizeof *g);
             dense_linear_backward(n, in, out, x + (int64_t)lo * in, W, dyc, g, g + (int64_t)out * in,
                                   dx ? dx + (int64_t)lo * in : NULL);
         }
-        const float *cg = m->cgrad;
-#pragma omp parallel for schedule(static) num_threads(team(c1 - c0)) if (len * (c1 - c0) >= 16384)
-        for (int64_t i = 0; i < len; i++) {
-            float g = grads[i];
-            for (int32_t c = 0; c < c1 - c0; c++)
-                g += cg[c * stride + i];
-            grads[i] = g;
-        }
+        add_chunk_grads(m, m->grads + w0, len, c0, c1);
     }
     progress(m);
+}
+
+/* DCN's cross layers backward, from dz (the top's input gradient) down to
+ * dv = dL/dv, v being both x_0 and every layer's x0: each layer's x0 share
+ * is added into dv as it comes (last layer first), then layer 0's dx. */
+static void cross_backward(dlrm *m)
+{
+    const int32_t B = m->B, nc = num_chunks(B), w = m->vw, r = m->crank;
+    const int64_t len = dense_cross_params(w, r), stride = m->max_layer;
+    const float *g = m->dz;
+    for (int32_t l = m->ncross - 1; l >= 0; l--) {
+        float *dx = g == m->g0 ? m->g1 : m->g0;
+        const float *xin = l ? m->xc[l - 1] : m->v, *P = m->params + m->c_off[l];
+        for (int32_t c0 = 0; c0 < nc; c0 += DLRM_SLOTS) {
+            const int32_t c1 = nc - c0 < DLRM_SLOTS ? nc : c0 + DLRM_SLOTS;
+#pragma omp parallel for schedule(static) num_threads(team(c1 - c0))
+            for (int32_t c = c0; c < c1; c++) {
+                const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
+                const int64_t r0 = (int64_t)lo * w, h0 = (int64_t)lo * r;
+                float *gs = m->cgrad + (c - c0) * stride;
+                if (l == m->ncross - 1)
+                    memset(m->dv + r0, 0, (size_t)n * (size_t)w * sizeof(float));
+                memset(gs, 0, (size_t)len * sizeof *gs);
+                dense_cross_backward(n, w, r, P, m->v + r0, xin + r0, m->ch[l] + h0, m->cu[l] + r0, g + r0, gs,
+                                     m->dv + r0, m->cdu + r0, m->cdh + h0, dx + r0);
+            }
+            add_chunk_grads(m, m->grads + m->c_off[l], len, c0, c1);
+        }
+        progress(m);
+        g = dx;
+    }
+#pragma omp parallel for schedule(static) num_threads(team(nc))
+    for (int32_t c = 0; c < nc; c++)
+        for (int64_t i = (int64_t)CHUNK_LO(c) * w; i < (int64_t)(CHUNK_LO(c) + CHUNK_N(c, B)) * w; i++)
+            m->dv[i] = m->dv[i] + g[i];
 }
 
 void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled)
@@ -353,18 +463,21 @@ void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled)
     DENSE_ASSERT(m->cap >= B);
     /* top: the logit layer, then hidden layers down to the interaction */
     float *dy = nl - 1 == nb ? m->dz : m->g0;
-    layer_backward(m, nl - 1, NULL, nl - 1 == nb ? m->z : m->act[nl - 2], (float *)dlogit, dy);
+    layer_backward(m, nl - 1, 0, nl - 1 == nb ? m->z : m->act[nl - 2], (float *)dlogit, dy);
     for (int32_t L = nl - 2; L >= nb; L--) {
         float *dx = L == nb ? m->dz : dy == m->g0 ? m->g1 : m->g0;
-        layer_backward(m, L, m->act[L], L == nb ? m->z : m->act[L - 1], dy, dx);
+        layer_backward(m, L, 1, L == nb ? m->z : m->act[L - 1], dy, dx);
         dy = dx;
     }
+    if (m->ncross)
+        cross_backward(m);
     /* the interaction, then dv split into d_pooled and the bottom output's gradient */
 #pragma omp parallel for schedule(static) num_threads(team(nc))
     for (int32_t c = 0; c < nc; c++) {
         const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
-        dense_interact_backward(m->cfg.interaction, n, m->cfg.num_sparse, d, m->v + (int64_t)lo * m->vw,
-                                m->dz + (int64_t)lo * m->width, m->dv + (int64_t)lo * m->vw);
+        if (!m->ncross)
+            dense_interact_backward(m->cfg.interaction, n, m->cfg.num_sparse, d, m->v + (int64_t)lo * m->vw,
+                                    m->dz + (int64_t)lo * m->width, m->dv + (int64_t)lo * m->vw);
         for (int32_t s = lo; s < lo + n; s++) {
             const float *row = m->dv + (int64_t)s * m->vw;
             memcpy(m->g0 + (int64_t)s * d, row, (size_t)d * sizeof(float));
@@ -375,7 +488,7 @@ void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled)
     dy = m->g0;
     for (int32_t L = nb - 1; L >= 0; L--) {
         float *dx = L == 0 ? NULL : dy == m->g0 ? m->g1 : m->g0;
-        layer_backward(m, L, m->act[L], L == 0 ? m->x0 : m->act[L - 1], dy, dx);
+        layer_backward(m, L, 1, L == 0 ? m->x0 : m->act[L - 1], dy, dx);
         dy = dx;
     }
 }

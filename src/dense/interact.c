@@ -31,7 +31,7 @@
 
 int64_t dense_interact_width(dense_interaction kind, int32_t F, int32_t d)
 {
-    if (kind == DENSE_INTERACT_CAT)
+    if (kind != DENSE_INTERACT_DOT)
         return (int64_t)(F + 1) * d;
     return d + (int64_t)(F + 1) * F / 2;
 }

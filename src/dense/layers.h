@@ -56,7 +56,14 @@ void dense_cross_backward(int32_t B, int32_t w, int32_t rank, const float *param
                           const float *x, const float *h, const float *u, const float *dy, float *grads,
                           float *dx0, float *du, float *dh, float *dx);
 
-/* DOT: d + (F+1)F/2;  CAT: (F+1) d. */
+/* The activations (activation.c): y = f(pre), in place when y == pre;
+ * backward dy *= f'(pre) in place, from y (ReLU, tanh) or pre (GELU, SiLU:
+ * dense_act_keeps_pre says the caller must keep pre for them). */
+int dense_act_keeps_pre(dense_activation kind);
+void dense_act_forward(dense_activation kind, int64_t n, const float *pre, float *y);
+void dense_act_backward(dense_activation kind, int64_t n, const float *pre, const float *y, float *dy);
+
+/* DOT: d + (F+1)F/2;  CAT and DCN: (F+1) d. */
 int64_t dense_interact_width(dense_interaction kind, int32_t F, int32_t d);
 /* z [B][width] from v [B][(F+1) d]; CAT with z == v is a no-op. */
 void dense_interact_forward(dense_interaction kind, int32_t B, int32_t F, int32_t d, const float *v,

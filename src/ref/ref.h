@@ -121,6 +121,9 @@ void ref_dense_interact(dense_interaction kind, int32_t B, int32_t F, int32_t d,
 void ref_dense_interact_backward(dense_interaction kind, int32_t B, int32_t F, int32_t d,
                                  const double *bottom, const double *pooled, const double *dz,
                                  double *d_bottom, double *d_pooled);
+/* The activations of dense.h: y = f(x); dx = f'(x) dy (x the input). */
+void ref_dense_act(dense_activation kind, int64_t n, const double *x, double *y);
+void ref_dense_act_backward(dense_activation kind, int64_t n, const double *x, const double *dy, double *dx);
 /* DCNv2's cross layer (docs/pipeline.md): params p = W [w][w], b [w]
  * (rank 0) or V [r][w], U [w][r], b [w]; y = x0 ⊙ u + x, u = W x + b or
  * U (V x) + b.  Backward: dp +=, dx0 +=, dx overwritten. */

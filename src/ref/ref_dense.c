@@ -14,6 +14,44 @@
 
 #define REF_LAYERS (2 * DENSE_MAX_LAYERS + 1)
 
+/* The activation of dense.h, in double: y = f(x); dx = f'(x) dy. */
+static double act(dense_activation k, double x)
+{
+    switch (k) {
+    case DENSE_ACT_RELU: return x > 0 ? x : 0;
+    case DENSE_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
+    case DENSE_ACT_SILU: return x / (1 + exp(-x));
+    case DENSE_ACT_TANH: return tanh(x);
+    default: return x;
+    }
+}
+
+static double act_slope(dense_activation k, double x)
+{
+    switch (k) {
+    case DENSE_ACT_RELU: return x > 0 ? 1 : 0;
+    case DENSE_ACT_GELU: return 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+    case DENSE_ACT_SILU: {
+        double sg = 1 / (1 + exp(-x));
+        return sg + x * sg * (1 - sg);
+    }
+    case DENSE_ACT_TANH: return 1 - tanh(x) * tanh(x);
+    default: return 1;
+    }
+}
+
+void ref_dense_act(dense_activation kind, int64_t n, const double *x, double *y)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = act(kind, x[i]);
+}
+
+void ref_dense_act_backward(dense_activation kind, int64_t n, const double *x, const double *dy, double *dx)
+{
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = act_slope(kind, x[i]) * dy[i];
+}
+
 static void *ref_alloc(int64_t n, size_t size)
 {
     void *p = calloc((size_t)(n > 0 ? n : 1), size);
@@ -72,7 +110,7 @@ int64_t ref_dense_interact_width(dense_interaction kind, int32_t F, int32_t d)
     for (int32_t i = 0; i <= F; i++)
         for (int32_t j = i + 1; j <= F; j++)
             pairs++;
-    return kind == DENSE_INTERACT_DOT ? d + pairs : (int64_t)d * (F + 1);
+    return kind == DENSE_INTERACT_DOT ? d + pairs : (int64_t)d * (F + 1); /* CAT, DCN */
 }
 
 /* Vector k of sample s: 0 the bottom output, 1..F the pooled embeddings. */
@@ -241,7 +279,16 @@ double ref_dense_bce(const double *logit, const double *label, int32_t B, double
     return sum;
 }
 
-/* Layer shapes: bottom layers, top hidden layers, the logit layer. */
+/* DCN: the cross layers and their width (F+1) d; 0 without DCN. */
+static int32_t cross_count(const dlrm_config *c)
+{
+    return c->interaction == DENSE_INTERACT_DCN ? c->num_cross : 0;
+}
+
+static int32_t cross_width(const dlrm_config *c) { return (c->num_sparse + 1) * c->emb_dim; }
+
+/* Layer shapes: bottom layers, top hidden layers, the logit layer (the
+ * cross layers' parameters sit between the bottom and the top ones). */
 static int32_t shapes(const dlrm_config *c, int32_t *in, int32_t *out)
 {
     int32_t n = 0, prev = c->num_dense;
@@ -265,7 +312,7 @@ int64_t ref_dlrm_num_params(const dlrm_config *cfg)
     int64_t total = 0;
     for (int32_t L = 0; L < n; L++)
         total += (int64_t)out[L] * in[L] + out[L];
-    return total;
+    return total + cross_count(cfg) * ref_dense_cross_params(cross_width(cfg), cfg->cross_rank);
 }
 
 void ref_dlrm_init(const dlrm_config *cfg, float *params)
@@ -273,6 +320,19 @@ void ref_dlrm_init(const dlrm_config *cfg, float *params)
     int32_t in[REF_LAYERS], out[REF_LAYERS], n = shapes(cfg, in, out);
     uint64_t key = ember_rng_table_key(cfg->seed, DENSE_RNG_NAME);
     for (int32_t L = 0; L < n; L++) {
+        for (int32_t l = 0; L == cfg->num_bottom && l < cross_count(cfg); l++) {
+            /* W [w][w] (layer 1000 + 2l), or V [r][w] (1000 + 2l) and U [w][r] (1001 + 2l); b = 0 */
+            int32_t w = cross_width(cfg), r = cfg->cross_rank;
+            int32_t rows[2] = {r > 0 ? r : w, w}, cols[2] = {w, r};
+            for (int32_t k = 0; k < (r > 0 ? 2 : 1); k++) {
+                float limit = sqrtf(6.0f / (float)(rows[k] + cols[k]));
+                for (int64_t e = 0; e < (int64_t)rows[k] * cols[k]; e++)
+                    *params++ = (2.0f * ember_rng_uniform(key, (uint64_t)(1000 + 2 * l + k), (uint64_t)e, 0) - 1.0f) *
+                                limit;
+            }
+            for (int32_t o = 0; o < w; o++)
+                *params++ = 0.0f;
+        }
         float limit = sqrtf(6.0f / (float)(in[L] + out[L]));
         for (int32_t o = 0; o < out[L]; o++)
             for (int32_t i = 0; i < in[L]; i++) {
@@ -289,14 +349,22 @@ typedef struct ref_acts {
     int32_t n, in[REF_LAYERS], out[REF_LAYERS];
     const double *W[REF_LAYERS], *b[REF_LAYERS];
     double *x[REF_LAYERS], *pre[REF_LAYERS], *post[REF_LAYERS];
-    double *bottom, *z;
+    double *bottom, *z;                   /* z: the interaction's output (DCN: x_0) */
+    int32_t nc;                           /* DCN: cross layers, their parameters, */
+    const double *cp[DENSE_MAX_CROSS];    /* and outputs cx[l + 1] (cx[0] = z)    */
+    double *cx[DENSE_MAX_CROSS + 1];
 } ref_acts;
 
 static void acts_forward(ref_acts *a, const dlrm_config *c, const double *params, int32_t B,
                          const double *dense, const double *pooled)
 {
     a->n = shapes(c, a->in, a->out);
+    a->nc = cross_count(c);
     for (int32_t L = 0; L < a->n; L++) {
+        for (int32_t l = 0; L == c->num_bottom && l < a->nc; l++) {
+            a->cp[l] = params;
+            params += ref_dense_cross_params(cross_width(c), c->cross_rank);
+        }
         a->W[L] = params;
         params += (int64_t)a->out[L] * a->in[L];
         a->b[L] = params;
@@ -307,15 +375,21 @@ static void acts_forward(ref_acts *a, const dlrm_config *c, const double *params
         if (L == c->num_bottom) { /* the interaction sits between bottom and top */
             a->bottom = (double *)x;
             a->z = ref_alloc((int64_t)B * a->in[L], sizeof(double));
-            ref_dense_interact(c->interaction, B, c->num_sparse, c->emb_dim, a->bottom, pooled, a->z);
-            x = a->z;
+            ref_dense_interact(a->nc ? DENSE_INTERACT_CAT : c->interaction, B, c->num_sparse, c->emb_dim,
+                               a->bottom, pooled, a->z);
+            x = a->cx[0] = a->z;
+            for (int32_t l = 0; l < a->nc; l++) { /* DCN: x_(l+1) = cross_l(x_0 = z, x_l) */
+                a->cx[l + 1] = ref_alloc((int64_t)B * a->in[L], sizeof(double));
+                ref_dense_cross(B, a->in[L], c->cross_rank, a->cp[l], a->z, a->cx[l], a->cx[l + 1]);
+                x = a->cx[l + 1];
+            }
         }
         a->x[L] = (double *)x;
         a->pre[L] = ref_alloc((int64_t)B * a->out[L], sizeof(double));
         a->post[L] = ref_alloc((int64_t)B * a->out[L], sizeof(double));
         ref_dense_linear(B, a->in[L], a->out[L], x, a->W[L], a->b[L], a->pre[L]);
         if (L < a->n - 1)
-            ref_dense_relu((int64_t)B * a->out[L], a->pre[L], a->post[L]);
+            ref_dense_act(c->activation, (int64_t)B * a->out[L], a->pre[L], a->post[L]);
         else
             memcpy(a->post[L], a->pre[L], (size_t)B * sizeof(double));
         x = a->post[L];
@@ -328,6 +402,8 @@ static void acts_free(ref_acts *a)
         free(a->pre[L]);
         free(a->post[L]);
     }
+    for (int32_t l = 1; l <= a->nc; l++)
+        free(a->cx[l]);
     free(a->z);
 }
 
@@ -352,21 +428,36 @@ void ref_dlrm_backward(const dlrm_config *cfg, const double *params, int32_t B, 
     double *dpool = ref_alloc((int64_t)B * F * d, sizeof(double));
     double *dy = ref_alloc(B, sizeof(double));
     memcpy(dy, dlogit, (size_t)B * sizeof *dy);
+    const int64_t cross_len = ref_dense_cross_params(cross_width(cfg), cfg->cross_rank);
     for (int32_t L = a.n - 1; L >= 0; L--) {
-        int64_t off = 0;
+        int64_t off = L > cfg->num_bottom - 1 ? a.nc * cross_len : 0;
         for (int32_t k = 0; k < L; k++)
             off += (int64_t)a.out[k] * a.in[k] + a.out[k];
-        if (L < a.n - 1) /* through the ReLU */
-            ref_dense_relu_backward((int64_t)B * a.out[L], a.pre[L], dy, dy);
+        if (L < a.n - 1) /* through the activation */
+            ref_dense_act_backward(cfg->activation, (int64_t)B * a.out[L], a.pre[L], dy, dy);
         double *dx = ref_alloc((int64_t)B * a.in[L], sizeof(double));
         ref_dense_linear_backward(B, a.in[L], a.out[L], a.x[L], a.W[L], dy,
                                   grads + off, grads + off + (int64_t)a.out[L] * a.in[L], dx);
         free(dy);
         dy = dx;
+        if (L == cfg->num_bottom && a.nc) { /* DCN: back through the cross layers to x_0 */
+            int64_t nz = (int64_t)B * a.in[L], coff = off - a.nc * cross_len;
+            double *dx0 = ref_alloc(nz, sizeof(double));
+            for (int32_t l = a.nc - 1; l >= 0; l--) {
+                double *dxl = ref_alloc(nz, sizeof(double));
+                ref_dense_cross_backward(B, a.in[L], cfg->cross_rank, a.cp[l], a.z, a.cx[l], dy,
+                                         grads + coff + l * cross_len, dx0, dxl);
+                free(dy);
+                dy = dxl;
+            }
+            for (int64_t i = 0; i < nz; i++) /* x_0 is layer 0's input and every layer's x0 */
+                dy[i] += dx0[i];
+            free(dx0);
+        }
         if (L == cfg->num_bottom) { /* back through the interaction */
             double *dbottom = ref_alloc((int64_t)B * d, sizeof(double));
-            ref_dense_interact_backward(cfg->interaction, B, F, d, a.bottom, pooled, dy, dbottom,
-                                        dpool);
+            ref_dense_interact_backward(a.nc ? DENSE_INTERACT_CAT : cfg->interaction, B, F, d, a.bottom, pooled,
+                                        dy, dbottom, dpool);
             free(dy);
             dy = dbottom;
         }
@@ -394,6 +485,10 @@ double ref_dlrm_kink_margin(const dlrm_config *cfg, const double *params, int32_
     for (int64_t i = 0; i < np; i++)
         ea[i] = fabs(pooled[i]);
     ref_acts a, m;
+    if (cfg->activation != DENSE_ACT_RELU) { /* smooth: no kink anywhere */
+        free(pa), free(xa), free(ea);
+        return INFINITY;
+    }
     memset(&a, 0, sizeof a);
     memset(&m, 0, sizeof m);
     acts_forward(&a, cfg, params, B, dense, pooled);
