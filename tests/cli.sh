@@ -821,6 +821,42 @@ check_train_synthetic() {
 }
 CHECKS+=(train_synthetic)
 
+check_train_dcn() { # a DCNv2 model with GELU: threads and a resume change no bit; bundle and checkpoint score alike
+    printf '%s\n' 'model = { interaction = "dcn"; dcn = { layers = 2; rank = 24; }; activation = "gelu"; top = [32, 16]; };' \
+        'train = { steps = 40; micro_batch = 512; eval_every = 0; eval_samples = 4096; };' >"$TMP/dcn.cfg"
+    local a b c
+    expect_status 0 "$EMBER" train --config "$TMP/dcn.cfg" --threads 1 --json --metrics none --plot none \
+        --checkpoint-dir "$TMP/dcn1" || return 1
+    head -1 "$TMP/out" | grep -q '"interaction":"dcn","cross_layers":2,"cross_rank":24,"activation":"gelu"' ||
+        { head -1 "$TMP/out"; return 1; }
+    a=$(tail -1 "$TMP/out" | python3 -c "import json,sys; s=json.load(sys.stdin); print(s['auc'], s['logloss'])")
+    expect_status 0 "$EMBER" train --config "$TMP/dcn.cfg" --threads 2 --json --metrics none --plot none || return 1
+    b=$(tail -1 "$TMP/out" | python3 -c "import json,sys; s=json.load(sys.stdin); print(s['auc'], s['logloss'])")
+    expect_status 0 "$EMBER" train --config "$TMP/dcn.cfg" --steps 20 --json --metrics none --plot none \
+        --checkpoint-dir "$TMP/dcn2" || return 1
+    expect_status 0 "$EMBER" train --config "$TMP/dcn.cfg" --resume --json --metrics none --plot none \
+        --checkpoint-dir "$TMP/dcn2" || return 1
+    c=$(tail -1 "$TMP/out" | python3 -c "import json,sys; s=json.load(sys.stdin); print(s['auc'], s['logloss'])")
+    [ "$a" = "$b" ] && [ "$a" = "$c" ] || { echo "1 thread $a, 2 threads $b, resumed $c"; return 1; }
+    expect_status 0 "$EMBER" export "$TMP/dcn1" "$TMP/dcnb" --quantize fp32 || return 1
+    expect_status 0 "$EMBER" gen --task 4096 --eval "$TMP/dcn_eval.bin" || return 1
+    expect_status 0 "$EMBER" predict "$TMP/dcnb" "$TMP/dcn_eval.bin" --json || return 1
+    a=$(tail -1 "$TMP/out" | python3 -c "import json,sys; s=json.load(sys.stdin); print(s['auc'])")
+    expect_status 0 "$EMBER" predict "$TMP/dcn1" "$TMP/dcn_eval.bin" --json || return 1
+    b=$(tail -1 "$TMP/out" | python3 -c "import json,sys; s=json.load(sys.stdin); print(s['auc'])")
+    [ "$a" = "$b" ] || { echo "bundle $a, checkpoint $b"; return 1; }
+    printf 'model = { interaction = "dot"; dcn = { layers = 2; }; };\n' >"$TMP/bad.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/bad.cfg" || return 1
+    grep -q 'bad.cfg:1: model.dcn: needs interaction = "dcn"' "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf 'model = { interaction = "dcn"; dcn = { layers = 17; }; };\n' >"$TMP/bad.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/bad.cfg" || return 1
+    grep -q 'model.dcn.layers' "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf 'model = { activation = "relu6"; };\n' >"$TMP/bad.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/bad.cfg" || return 1
+    grep -q 'model.activation: unknown value "relu6"' "$TMP/err" || { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(train_dcn)
+
 check_train_config() { # a config: settings applied, unknown keys named with their line
     printf 'name = "small";\nmodel = { emb_dim = 8; bottom = [16, 8]; top = [16]; interaction = "cat"; };\ntrain = { steps = 30; micro_batch = 64; accumulate = 2;\n  eval_every = 0; eval_samples = 1024; metrics = ""; plot = ""; };\n' >"$TMP/t1.cfg"
     expect_status 0 "$EMBER" train --config "$TMP/t1.cfg" --threads 1 --json || return 1

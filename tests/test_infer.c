@@ -43,8 +43,11 @@ static void roundtrip(test_rng *r, int trial)
             tb->sketch_bytes = test_range(r, 0, 1 << 20);
         }
     }
-    dlrm_config d = {13, tc->cfg.num_features, 16, 2, {64, 16}, 2, {32, 8}, (dense_interaction)(trial % 2),
-                     test_next(r)};
+    dlrm_config d = {.num_dense = 13, .num_sparse = tc->cfg.num_features, .emb_dim = 16, .num_bottom = 2,
+                     .bottom = {64, 16}, .num_top = 2, .top = {32, 8}, .interaction = (dense_interaction)(trial % 3),
+                     .activation = (dense_activation)test_range(r, 0, 5), .seed = test_next(r)};
+    if (d.interaction == DENSE_INTERACT_DCN) /* the bundle keeps the cross layers and the activation */
+        d.num_cross = (int32_t)test_range(r, 1, 4), d.cross_rank = test_range(r, 0, 2) ? 0 : 7;
     ctr_schema in = {13, tc->cfg.num_features, {0}, {{0}}, {0}, 0};
     for (int32_t f = 0; f < in.num_sparse; f++) {
         in.rows[f] = test_range(r, 0, 2) ? test_range(r, 1, 1000000) : 0;

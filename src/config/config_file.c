@@ -935,7 +935,8 @@ const char *config_source_name(cfg_source s)
     return (unsigned)s < sizeof SOURCES / sizeof SOURCES[0] - 1 ? SOURCES[s] : "?";
 }
 static const char *const BAD_LINES[] = {"skip", "fail", NULL};
-static const char *const INTERACTIONS[] = {"dot", "cat", NULL};
+static const char *const INTERACTIONS[] = {"dot", "cat", "dcn", NULL};
+static const char *const ACTIVATIONS[] = {"relu", "gelu", "silu", "tanh", "none", NULL};
 
 /* The built-in student (docs/training.md, "The loop").  Measured on the
  * default task (one rank, micro-batch 2048): DOT gets within 0.01 AUC of the
@@ -1279,8 +1280,9 @@ static int read_widths(reader *r, const config_setting_t *s, const char *key, in
 /* model: the dense half, and the built-in tables' optimizer and init. */
 static int read_model(reader *r, const config_setting_t *g)
 {
-    static const char *const KEYS[] = {"emb_dim", "bottom", "top", "interaction", "seed",
+    static const char *const KEYS[] = {"emb_dim", "bottom", "top", "interaction", "dcn", "activation", "seed",
                                        "emb_optimizer", "emb_init_value", NULL};
+    static const char *const DCN_KEYS[] = {"layers", "rank", NULL};
     cfg_train *t = &r->cf->train;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return fail_at(r, g, "model", "must be a group { bottom = [...]; top = [...]; }");
@@ -1305,6 +1307,32 @@ static int read_model(reader *r, const config_setting_t *g)
         if (get_enum(r, m, "model.interaction", INTERACTIONS, &e))
             return -1;
         mc->interaction = (dense_interaction)e;
+    }
+    mc->num_cross = mc->interaction == DENSE_INTERACT_DCN ? 3 : 0; /* DCN's default: 3 full cross layers */
+    mc->cross_rank = 0;
+    if ((m = config_setting_get_member(g, "dcn"))) {
+        if (mc->interaction != DENSE_INTERACT_DCN)
+            return fail_at(r, m, "model.dcn", "needs interaction = \"dcn\"");
+        if (config_setting_type(m) != CONFIG_TYPE_GROUP)
+            return fail_at(r, m, "model.dcn", "must be a group { layers = 3; rank = 0; }");
+        if (check_keys(r, m, "model.dcn", DCN_KEYS))
+            return -1;
+        const config_setting_t *x;
+        if ((x = config_setting_get_member(m, "layers"))) {
+            if (get_int64(r, x, "model.dcn.layers", 1, DENSE_MAX_CROSS, &v))
+                return -1;
+            mc->num_cross = (int32_t)v;
+        }
+        if ((x = config_setting_get_member(m, "rank"))) {
+            if (get_int64(r, x, "model.dcn.rank", 0, 65536, &v))
+                return -1;
+            mc->cross_rank = (int32_t)v;
+        }
+    }
+    if ((m = config_setting_get_member(g, "activation"))) {
+        if (get_enum(r, m, "model.activation", ACTIVATIONS, &e))
+            return -1;
+        mc->activation = (dense_activation)e;
     }
     if ((m = config_setting_get_member(g, "seed"))) {
         if (get_int64(r, m, "model.seed", 0, INT64_MAX, &v))

@@ -11,6 +11,12 @@
 
 #include "dense/layers.h"
 
+const char *dense_activation_name(dense_activation kind)
+{
+    static const char *const NAMES[] = {"relu", "gelu", "silu", "tanh", "none"};
+    return (unsigned)kind <= DENSE_ACT_NONE ? NAMES[kind] : NULL;
+}
+
 int dense_act_keeps_pre(dense_activation kind)
 {
     return kind == DENSE_ACT_GELU || kind == DENSE_ACT_SILU;

@@ -86,6 +86,11 @@ float *dlrm_grads(dlrm *m);           /* [num_params], same layout              
 void dlrm_zero_grads(dlrm *m);
 int32_t dlrm_interaction_width(const dlrm *m); /* top MLP input width                  */
 
+/* "dot", "cat", "dcn"; "relu", "gelu", "silu", "tanh", "none" (the config's
+ * names; NULL for an unknown value). */
+const char *dense_interaction_name(dense_interaction kind);
+const char *dense_activation_name(dense_activation kind);
+
 /* logit[s] for s < B.  dense [B][num_dense], pooled [B][num_sparse * emb_dim]
  * (ember_forward's layout: sample-major, features in config order).  Inputs
  * are copied into the model; the buffers need not outlive the call.

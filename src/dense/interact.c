@@ -29,6 +29,12 @@
 #define IG 8  /* rows i computed together in forward                       */
 #define IGB 4 /* and in backward                                            */
 
+const char *dense_interaction_name(dense_interaction kind)
+{
+    static const char *const NAMES[] = {"dot", "cat", "dcn"};
+    return (unsigned)kind <= DENSE_INTERACT_DCN ? NAMES[kind] : NULL;
+}
+
 int64_t dense_interact_width(dense_interaction kind, int32_t F, int32_t d)
 {
     if (kind != DENSE_INTERACT_DOT)

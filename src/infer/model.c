@@ -11,7 +11,8 @@
  *                  "quantization": [buckets, low, high],
  *                  "dynamic": [capacity, admit_after, evict, ttl_steps, sketch_bytes]}],
  *    "features": [{"name", "table", "combiner"}],
- *    "dense":    {num_dense, num_sparse, emb_dim, bottom: [], top: [], interaction, seed},
+ *    "dense":    {num_dense, num_sparse, emb_dim, bottom: [], top: [], interaction, seed,
+ *                 and num_cross, cross_rank (dcn only), activation (unless ReLU)},
  *    "chunk":    samples per dense forward, "batch": samples per evaluation call,
  *    "input":    {num_dense, rows: [], names: []},
  *    "synthetic": null or {the generator's settings}}
@@ -164,6 +165,12 @@ char *ember_model_to_json(const ember_model *m)
                               "num_sparse", (json_int_t)d->num_sparse, "emb_dim", (json_int_t)d->emb_dim, "bottom",
                               widths(d->bottom, d->num_bottom), "top", widths(d->top, d->num_top), "interaction",
                               (json_int_t)d->interaction, "seed", (json_int_t)d->seed);
+    if (d->interaction == DENSE_INTERACT_DCN) { /* written only when used: older readers see their own keys */
+        json_object_set_new(dense, "num_cross", json_integer(d->num_cross));
+        json_object_set_new(dense, "cross_rank", json_integer(d->cross_rank));
+    }
+    if (d->activation != DENSE_ACT_RELU)
+        json_object_set_new(dense, "activation", json_integer(d->activation));
     json_t *input = json_pack("{s:I, s:o, s:o}", "num_dense", (json_int_t)m->input.num_dense, "rows",
                               ints(m->input.rows, m->input.num_sparse), "names", names);
     json_t *root = json_pack("{s:s, s:i, s:I, s:b, s:b, s:I, s:I, s:o, s:o, s:o, s:I, s:I, s:o, s:o}", "format",
@@ -383,7 +390,13 @@ int ember_model_from_json(const char *json, size_t n, ember_model *m, char *err,
         m->dense.emb_dim = (int32_t)get_int(&r, d, "dense", "emb_dim", 1, 1024);
         read_widths(&r, d, "bottom", &m->dense.num_bottom, m->dense.bottom);
         read_widths(&r, d, "top", &m->dense.num_top, m->dense.top);
-        m->dense.interaction = (dense_interaction)get_int(&r, d, "dense", "interaction", 0, 1);
+        m->dense.interaction = (dense_interaction)get_int(&r, d, "dense", "interaction", 0, DENSE_INTERACT_DCN);
+        if (m->dense.interaction == DENSE_INTERACT_DCN) {
+            m->dense.num_cross = (int32_t)get_int(&r, d, "dense", "num_cross", 1, DENSE_MAX_CROSS);
+            m->dense.cross_rank = (int32_t)get_int(&r, d, "dense", "cross_rank", 0, 65536);
+        }
+        if (json_object_get(d, "activation")) /* absent: ReLU, as every bundle before it */
+            m->dense.activation = (dense_activation)get_int(&r, d, "dense", "activation", 0, DENSE_ACT_NONE);
         m->dense.seed = (uint64_t)get_int(&r, d, "dense", "seed", INT64_MIN, INT64_MAX);
     }
     m->chunk = (int32_t)get_int(&r, root, "", "chunk", 1, INT32_MAX);

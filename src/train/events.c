@@ -84,7 +84,12 @@ void train_event_start(ember_trainer *s)
     json_object_set_new(lr, "every", json_integer(t->lr.every));
     json_object_set_new(lr, "gamma", json_real(t->lr.gamma));
     json_object_set_new(j, "lr_schedule", lr);
-    json_object_set_new(j, "interaction", json_string(m->interaction == DENSE_INTERACT_DOT ? "dot" : "cat"));
+    json_object_set_new(j, "interaction", json_string(dense_interaction_name(m->interaction)));
+    if (m->interaction == DENSE_INTERACT_DCN) {
+        json_object_set_new(j, "cross_layers", json_integer(m->num_cross));
+        json_object_set_new(j, "cross_rank", json_integer(m->cross_rank));
+    }
+    json_object_set_new(j, "activation", json_string(dense_activation_name(m->activation)));
     json_object_set_new(j, "tables", json_integer(s->cc.num_tables));
     json_object_set_new(j, "bottom", widths(m->num_bottom, m->bottom));
     json_object_set_new(j, "top", widths(m->num_top, m->top));

@@ -94,8 +94,13 @@ void train_fingerprint(const ember_trainer *s, char *buf, size_t n)
             add(buf, n, "shuffle on\n");
     }
     add(buf, n, "seed %llu\n", (unsigned long long)m->seed);
-    add(buf, n, "model %d dense, %d sparse, emb_dim %d, %s\n", (int)m->num_dense, (int)m->num_sparse,
-        (int)m->emb_dim, m->interaction == DENSE_INTERACT_DOT ? "dot" : "cat");
+    add(buf, n, "model %d dense, %d sparse, emb_dim %d, %s", (int)m->num_dense, (int)m->num_sparse,
+        (int)m->emb_dim, dense_interaction_name(m->interaction));
+    if (m->interaction == DENSE_INTERACT_DCN) /* only when used: older fingerprints stay as they were */
+        add(buf, n, " %d cross rank %d", (int)m->num_cross, (int)m->cross_rank);
+    if (m->activation != DENSE_ACT_RELU)
+        add(buf, n, ", activation %s", dense_activation_name(m->activation));
+    add(buf, n, "\n");
     add_widths(buf, n, "bottom", m->num_bottom, m->bottom);
     add_widths(buf, n, "top", m->num_top, m->top);
     add(buf, n, "micro_batch %d\n", (int)t->micro_batch);
