@@ -796,6 +796,70 @@ static void test_fast_model(test_rng *r)
 
 /* Activations grow to the largest batch; a model warmed on a large batch
  * gives the same bits as a fresh one; two runs give the same bits. */
+/* The chain in pieces (pipeline stages): the model cut at random block
+ * boundaries, run piece by piece with the carries handed on, gives the
+ * whole model's logits, grads and d_pooled bit for bit; the pieces'
+ * parameter ranges tile the vector. */
+static void test_blocks(test_rng *r)
+{
+    for (int rep = 0; rep < 24; rep++) {
+        dlrm_config c = random_config(r, 40, 16, 6);
+        int32_t B = (int32_t)test_range(r, 1, 700);
+        dlrm *whole = make_model(&c), *parts = make_model(&c);
+        const int32_t nb = dlrm_num_blocks(whole);
+        int64_t next = 0, off, len;
+        for (int32_t b = 0; b < nb; b++) {
+            dlrm_block_params(whole, b, &off, &len);
+            CHECK_MSG(off == next || len == 0, "block %d starts at %lld, want %lld", b, (long long)off, (long long)next);
+            next = len ? off + len : next;
+        }
+        CHECK(next == dlrm_num_params(whole));
+        int32_t cuts[8], ncut = 0; /* pieces [cuts[i], cuts[i+1]) */
+        cuts[ncut++] = 0;
+        for (int32_t b = 1; b < nb && ncut < 7; b++)
+            if (test_range(r, 0, 3) == 0)
+                cuts[ncut++] = b;
+        cuts[ncut] = nb;
+        batch bt = random_batch(r, &c, B);
+        const int64_t np = (int64_t)B * c.num_sparse * c.emb_dim;
+        float *logit_w = falloc(B), *logit_p = falloc(B), *dp_w = falloc(np), *dp_p = falloc(np);
+        float *carry[9] = {0}, *dcarry[9] = {0};
+        CHECK(dlrm_forward(whole, B, bt.dense, bt.pooled, logit_w) == 0);
+        dlrm_backward(whole, bt.dlogit, dp_w);
+        for (int32_t i = 0; i < ncut; i++) {
+            const int32_t b0 = cuts[i], b1 = cuts[i + 1];
+            if (b1 < nb)
+                carry[i + 1] = falloc((int64_t)B * dlrm_block_out_width(parts, b1 - 1));
+            CHECK(dlrm_block_in_width(parts, b0) == (b0 ? dlrm_block_out_width(parts, b0 - 1) : c.num_dense));
+            /* one model for every piece: its activations are the last forward's, so
+             * each piece runs forward and then at once backward, as a stage would
+             * with one micro-batch in flight, here in forward order first */
+            CHECK(dlrm_forward_blocks(parts, B, b0, b1, i ? carry[i] : bt.dense, bt.pooled,
+                                      b1 < nb ? carry[i + 1] : logit_p) == 0);
+        }
+        CHECK_MSG(!memcmp(logit_w, logit_p, (size_t)B * sizeof *logit_w), "blocks: logits differ (%d pieces)", ncut);
+        /* backward piece by piece, last first, each after its own forward again */
+        for (int32_t i = ncut - 1; i >= 0; i--) {
+            const int32_t b0 = cuts[i], b1 = cuts[i + 1];
+            float *tmp = falloc((int64_t)B * dlrm_block_out_width(parts, b1 - 1));
+            CHECK(dlrm_forward_blocks(parts, B, b0, b1, i ? carry[i] : bt.dense, bt.pooled, tmp) == 0);
+            free(tmp);
+            if (b0 > 0)
+                dcarry[i] = falloc((int64_t)B * dlrm_block_in_width(parts, b0));
+            dlrm_backward_blocks(parts, b0, b1, b1 < nb ? dcarry[i + 1] : bt.dlogit, b0 > 0 ? dcarry[i] : NULL, dp_p);
+        }
+        CHECK_MSG(!memcmp(dlrm_grads(whole), dlrm_grads(parts), (size_t)dlrm_num_params(whole) * sizeof(float)),
+                  "blocks: grads differ (%d pieces)", ncut);
+        CHECK_MSG(!memcmp(dp_w, dp_p, (size_t)np * sizeof(float)), "blocks: d_pooled differs (%d pieces)", ncut);
+        for (int32_t i = 0; i <= ncut; i++)
+            free(carry[i]), free(dcarry[i]);
+        free(logit_w), free(logit_p), free(dp_w), free(dp_p);
+        batch_free(&bt);
+        dlrm_destroy(whole);
+        dlrm_destroy(parts);
+    }
+}
+
 static void test_growth_and_repeat(test_rng *r)
 {
     dlrm_config c = random_config(r, 64, 16, 6);
@@ -1053,6 +1117,7 @@ int main(int argc, char **argv)
     test_cross(&r);
     test_fast_model(&r);
     test_growth_and_repeat(&r);
+    test_blocks(&r);
     test_blas_threads(&r);
     test_init(&r);
     test_optim(&r);

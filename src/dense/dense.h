@@ -102,6 +102,31 @@ int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, fl
  * dlogit [B]; d_pooled [B][num_sparse * emb_dim] = d(loss)/d(pooled)
  * (overwritten, not accumulated).  d_pooled may be NULL. */
 void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled);
+/* The model as a chain of blocks, for pipeline stages (docs/pipeline.md):
+ * blocks 0 .. nb-1 are the bottom layers, block nb the interaction (with
+ * DCN's cross layers), blocks nb+1 .. the top layers, the last the logit
+ * layer; dlrm_num_blocks = nb + 1 + num_top + 1.  A block's input and
+ * output are [B][width] carries (block 0's input the dense features, the
+ * last block's output the logit); dlrm_block_params gives the range of
+ * the parameter (and gradient) vector a block owns (the interaction's is
+ * empty but for DCN). */
+int32_t dlrm_num_blocks(const dlrm *m);
+int32_t dlrm_block_in_width(const dlrm *m, int32_t b);
+int32_t dlrm_block_out_width(const dlrm *m, int32_t b);
+void dlrm_block_params(const dlrm *m, int32_t b, int64_t *off, int64_t *len);
+/* Blocks b0 .. b1-1 forward on B rows of `in` (block b0's input) into out
+ * (block b1-1's output); pooled is read only when the interaction is among
+ * them.  Bits: each block computes exactly what dlrm_forward does, so
+ * running the chain piece by piece gives its very results.  0, or -1 as
+ * dlrm_forward (also for a bad block range). */
+int dlrm_forward_blocks(dlrm *m, int32_t B, int32_t b0, int32_t b1, const float *in, const float *pooled,
+                        float *out);
+/* Backward over the same blocks with the activations of the last
+ * dlrm_forward_blocks: dout the gradient of block b1-1's output, din (NULL:
+ * not wanted; never for b0 = 0) that of block b0's input, d_pooled when the
+ * interaction is among them; grads of these blocks +=. */
+void dlrm_backward_blocks(dlrm *m, int32_t b0, int32_t b1, const float *dout, float *din, float *d_pooled);
+
 /* Bytes a model of cfg holds for micro-batches of `batch` samples:
  * parameters, gradients, state_floats optimizer floats per parameter (Adam:
  * 2), the activations and each chunk's gradients; -1 for an invalid config.  For a check before

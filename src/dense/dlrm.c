@@ -343,17 +343,43 @@ static void layer_forward(dlrm *m, int32_t L, int32_t B, const float *x, float *
     progress(m);
 }
 
-int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, float *logit)
+int32_t dlrm_num_blocks(const dlrm *m) { return m->nl + 1; }
+
+int32_t dlrm_block_in_width(const dlrm *m, int32_t b)
 {
-    if (B < 0 || reserve(m, B))
-        return -1;
-    m->B = B;
-    if (B == 0)
-        return 0;
-    const int32_t nb = m->nb, nl = m->nl, d = m->cfg.emb_dim, pw = m->vw - d, nc = num_chunks(B);
-    memcpy(m->x0, dense, (size_t)B * (size_t)m->cfg.num_dense * sizeof(float));
-    for (int32_t L = 0; L < nb; L++)
-        layer_forward(m, L, B, L == 0 ? m->x0 : m->act[L - 1], m->act[L]);
+    return b == 0 ? m->cfg.num_dense : b <= m->nb ? m->out[b - 1] : b == m->nb + 1 ? m->width : m->out[b - 2];
+}
+
+int32_t dlrm_block_out_width(const dlrm *m, int32_t b)
+{
+    return b < m->nb ? m->out[b] : b == m->nb ? m->width : m->out[b - 1];
+}
+
+void dlrm_block_params(const dlrm *m, int32_t b, int64_t *off, int64_t *len)
+{
+    if (b == m->nb) { /* the cross layers (none for DOT and CAT) */
+        *off = m->ncross ? m->c_off[0] : m->b_off[m->nb - 1] + m->out[m->nb - 1];
+        *len = m->ncross * dense_cross_params(m->vw, m->crank);
+        return;
+    }
+    const int32_t L = b < m->nb ? b : b - 1;
+    *off = m->w_off[L];
+    *len = m->b_off[L] + m->out[L] - m->w_off[L];
+}
+
+/* Where block b reads its input and keeps its output (the logit layer's
+ * output is the caller's). */
+static float *block_in(dlrm *m, int32_t b)
+{
+    return b == 0 ? m->x0 : b <= m->nb ? m->act[b - 1] : b == m->nb + 1 ? m->z : m->act[b - 2];
+}
+
+static float *block_out(dlrm *m, int32_t b) { return b < m->nb ? m->act[b] : b == m->nb ? m->z : m->act[b - 1]; }
+
+/* The interaction block: v = [bottom output, pooled], then z. */
+static void interaction_forward(dlrm *m, int32_t B, const float *pooled)
+{
+    const int32_t nb = m->nb, d = m->cfg.emb_dim, pw = m->vw - d, nc = num_chunks(B);
 #pragma omp parallel for schedule(static) num_threads(team(nc))
     for (int32_t c = 0; c < nc; c++) {
         const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
@@ -372,9 +398,35 @@ int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, fl
             dense_interact_forward(m->cfg.interaction, n, m->cfg.num_sparse, d, m->v + (int64_t)lo * m->vw,
                                    m->z + (int64_t)lo * m->width);
     }
-    for (int32_t L = nb; L < nl; L++)
-        layer_forward(m, L, B, L == nb ? m->z : m->act[L - 1], L == nl - 1 ? logit : m->act[L]);
+}
+
+int dlrm_forward_blocks(dlrm *m, int32_t B, int32_t b0, int32_t b1, const float *in, const float *pooled, float *out)
+{
+    const int32_t nblocks = m->nl + 1;
+    if (B < 0 || b0 < 0 || b1 > nblocks || b0 >= b1 || reserve(m, B))
+        return -1;
+    m->B = B;
+    if (B == 0)
+        return 0;
+    float *x = block_in(m, b0);
+    if (x != in)
+        memcpy(x, in, (size_t)B * (size_t)dlrm_block_in_width(m, b0) * sizeof(float));
+    for (int32_t b = b0; b < b1; b++) {
+        if (b == m->nb) {
+            interaction_forward(m, B, pooled);
+            continue;
+        }
+        const int32_t L = b < m->nb ? b : b - 1;
+        layer_forward(m, L, B, block_in(m, b), b == nblocks - 1 ? out : block_out(m, b));
+    }
+    if (b1 < nblocks)
+        memcpy(out, block_out(m, b1 - 1), (size_t)B * (size_t)dlrm_block_out_width(m, b1 - 1) * sizeof(float));
     return 0;
+}
+
+int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, float *logit)
+{
+    return dlrm_forward_blocks(m, B, 0, m->nl + 1, dense, pooled, logit);
 }
 
 /* grads[i] += the rows of cgrad of chunks c0 .. c1-1, in chunk order,
@@ -455,23 +507,13 @@ static void cross_backward(dlrm *m)
             m->dv[i] = m->dv[i] + g[i];
 }
 
-void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled)
+/* The interaction block backward from dz: dv, split into the bottom
+ * output's gradient (g0) and d_pooled. */
+static void interaction_backward(dlrm *m, float *d_pooled)
 {
-    const int32_t B = m->B, nb = m->nb, nl = m->nl, d = m->cfg.emb_dim, pw = m->vw - d, nc = num_chunks(B);
-    if (B == 0)
-        return;
-    DENSE_ASSERT(m->cap >= B);
-    /* top: the logit layer, then hidden layers down to the interaction */
-    float *dy = nl - 1 == nb ? m->dz : m->g0;
-    layer_backward(m, nl - 1, 0, nl - 1 == nb ? m->z : m->act[nl - 2], (float *)dlogit, dy);
-    for (int32_t L = nl - 2; L >= nb; L--) {
-        float *dx = L == nb ? m->dz : dy == m->g0 ? m->g1 : m->g0;
-        layer_backward(m, L, 1, L == nb ? m->z : m->act[L - 1], dy, dx);
-        dy = dx;
-    }
+    const int32_t B = m->B, d = m->cfg.emb_dim, pw = m->vw - d, nc = num_chunks(B);
     if (m->ncross)
         cross_backward(m);
-    /* the interaction, then dv split into d_pooled and the bottom output's gradient */
 #pragma omp parallel for schedule(static) num_threads(team(nc))
     for (int32_t c = 0; c < nc; c++) {
         const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
@@ -485,10 +527,38 @@ void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled)
                 memcpy(d_pooled + (int64_t)s * pw, row + d, (size_t)pw * sizeof(float));
         }
     }
-    dy = m->g0;
-    for (int32_t L = nb - 1; L >= 0; L--) {
-        float *dx = L == 0 ? NULL : dy == m->g0 ? m->g1 : m->g0;
-        layer_backward(m, L, 1, L == 0 ? m->x0 : m->act[L - 1], dy, dx);
+}
+
+void dlrm_backward_blocks(dlrm *m, int32_t b0, int32_t b1, const float *dout, float *din, float *d_pooled)
+{
+    const int32_t B = m->B, nb = m->nb, nl = m->nl, nblocks = nl + 1;
+    if (B == 0)
+        return;
+    DENSE_ASSERT(m->cap >= B && b0 >= 0 && b0 < b1 && b1 <= nblocks);
+    /* dy: the gradient of block b's output; the logit layer leaves it alone,
+     * any other block's is a buffer of ours (activations change it in place) */
+    float *dy = (float *)dout;
+    if (b1 < nblocks) {
+        dy = b1 - 1 == nb ? m->dz : m->g0;
+        memcpy(dy, dout, (size_t)B * (size_t)dlrm_block_out_width(m, b1 - 1) * sizeof(float));
+    }
+    for (int32_t b = b1 - 1; b >= b0; b--) {
+        const int want_dx = b > b0 || (din && b0 > 0);
+        if (b == nb) {
+            interaction_backward(m, d_pooled);
+            dy = m->g0;
+            continue;
+        }
+        const int32_t L = b < nb ? b : b - 1;
+        float *dx = !want_dx ? NULL : L == nb ? m->dz : dy == m->g0 ? m->g1 : m->g0;
+        layer_backward(m, L, L < nl - 1, block_in(m, b), dy, dx);
         dy = dx;
     }
+    if (din && b0 > 0)
+        memcpy(din, dy, (size_t)B * (size_t)dlrm_block_in_width(m, b0) * sizeof(float));
+}
+
+void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled)
+{
+    dlrm_backward_blocks(m, 0, m->nl + 1, dlogit, NULL, d_pooled);
 }
