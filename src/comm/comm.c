@@ -4,6 +4,7 @@
  * that never calls MPI_Init works; it is the same code path as a world of N
  * with every exchange going to rank 0.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -170,8 +171,66 @@ static int self_dup(ember_world *w, ember_world **out)
 
 int ember_world_dup(ember_world *w, ember_world **out) { return w->ops->dup(w, out); }
 
+static int self_isend(ember_world *w, const void *buf, int64_t bytes, int32_t dest, int32_t tag, void **req)
+{
+    (void)buf, (void)bytes, (void)dest, (void)tag;
+    *req = NULL;
+    snprintf(w->errmsg, sizeof w->errmsg, "a send in a world of one (no other rank)");
+    return EMBER_ECOMM;
+}
+
+static int self_recv(ember_world *w, void *buf, int64_t bytes, int32_t src, int32_t tag)
+{
+    (void)buf, (void)bytes, (void)src, (void)tag;
+    snprintf(w->errmsg, sizeof w->errmsg, "a receive in a world of one (no other rank)");
+    return EMBER_ECOMM;
+}
+
+static int self_split(ember_world *w, int32_t color, int32_t key, ember_world **out)
+{
+    (void)color, (void)key;
+    return self_dup(w, out);
+}
+
 static const ember_comm_ops self_ops = {self_alltoallv, self_allgather, self_bcast, self_ialltoallv,
-                                        self_test,      self_wait,      self_dup,   self_destroy};
+                                        self_test,      self_wait,      self_dup,   self_destroy,
+                                        self_isend,     self_recv,      self_split};
+
+int ember_comm_isend(ember_world *w, const void *buf, int64_t bytes, int32_t dest, int32_t tag, void **req)
+{
+    double t0 = w->counting ? ember_now() : 0;
+    int st = w->ops->isend(w, buf, bytes, dest, tag, req);
+    if (w->counting && st == EMBER_OK) {
+        w->bytes_sent += bytes;
+        w->seconds += ember_now() - t0;
+    }
+    return st;
+}
+
+int ember_comm_wait_send(ember_world *w, void *req)
+{
+    double t0 = w->counting ? ember_now() : 0;
+    int st = req ? w->ops->wait(w, req) : EMBER_OK;
+    if (w->counting)
+        w->seconds += ember_now() - t0;
+    return st;
+}
+
+int ember_comm_recv(ember_world *w, void *buf, int64_t bytes, int32_t src, int32_t tag)
+{
+    double t0 = w->counting ? ember_now() : 0;
+    int st = w->ops->recv(w, buf, bytes, src, tag);
+    if (w->counting && st == EMBER_OK) {
+        w->bytes_received += bytes;
+        w->seconds += ember_now() - t0;
+    }
+    return st;
+}
+
+int ember_world_split(ember_world *w, int32_t color, int32_t key, ember_world **out)
+{
+    return w->ops->split(w, color, key, out);
+}
 
 int ember_world_self(ember_world **out)
 {

@@ -40,6 +40,15 @@ typedef struct ember_comm_ops {
      * (MPI_Comm_dup): collectives on it never match those on w.  Collective. */
     int (*dup)(ember_world *w, ember_world **out);
     void (*destroy)(ember_world *w);
+    /* Point to point (pipeline stages): bytes to rank dest under tag,
+     * started (*req: wait completes it; the buffer is the send's until
+     * then); bytes from rank src under tag, blocking.  A world of one has
+     * no other rank to talk to (EMBER_ECOMM). */
+    int (*isend)(ember_world *w, const void *buf, int64_t bytes, int32_t dest, int32_t tag, void **req);
+    int (*recv)(ember_world *w, void *buf, int64_t bytes, int32_t src, int32_t tag);
+    /* The ranks of w with this rank's color, ordered by key (then rank), as
+     * a new world (MPI_Comm_split).  Collective. */
+    int (*split)(ember_world *w, int32_t color, int32_t key, ember_world **out);
 } ember_comm_ops;
 
 struct ember_world {
@@ -76,6 +85,14 @@ int ember_comm_alltoall_i64(ember_world *w, const int64_t *send, int64_t *recv);
 /* Not counted (small control messages). */
 int ember_comm_allgather(ember_world *w, const void *send, int64_t bytes, void *recv);
 int ember_comm_bcast(ember_world *w, void *buf, int64_t bytes, int32_t root);
+
+/* Point to point (counted): ops->isend, then ember_comm_wait_send on its
+ * request; ops->recv. */
+int ember_comm_isend(ember_world *w, const void *buf, int64_t bytes, int32_t dest, int32_t tag, void **req);
+int ember_comm_wait_send(ember_world *w, void *req);
+int ember_comm_recv(ember_world *w, void *buf, int64_t bytes, int32_t src, int32_t tag);
+/* ops->split; EMBER_ECOMM (w->errmsg) or EMBER_ENOMEM on failure. */
+int ember_world_split(ember_world *w, int32_t color, int32_t key, ember_world **out);
 
 /* ops->dup; EMBER_ECOMM (w->errmsg) or EMBER_ENOMEM on failure. */
 int ember_world_dup(ember_world *w, ember_world **out);

@@ -143,8 +143,57 @@ static int mpi_dup(ember_world *w, ember_world **out)
     return st;
 }
 
+/* A send's request is an mpi_req without counts, so mpi_wait completes it. */
+static int mpi_isend(ember_world *w, const void *buf, int64_t bytes, int32_t dest, int32_t tag, void **out)
+{
+    *out = NULL;
+    if (bytes < 0 || bytes > INT_MAX)
+        return mpi_fail(w, "MPI_Isend", MPI_ERR_COUNT);
+    mpi_req *q = malloc(sizeof *q);
+    if (!q) {
+        snprintf(w->errmsg, sizeof w->errmsg, "MPI_Isend on rank %d: out of memory", w->rank);
+        return EMBER_ECOMM;
+    }
+    int code = MPI_Isend(buf, (int)bytes, MPI_BYTE, dest, tag, comm_of(w), &q->request);
+    if (code != MPI_SUCCESS) {
+        free(q);
+        return mpi_fail(w, "MPI_Isend", code);
+    }
+    *out = q;
+    return EMBER_OK;
+}
+
+static int mpi_recv(ember_world *w, void *buf, int64_t bytes, int32_t src, int32_t tag)
+{
+    if (bytes < 0 || bytes > INT_MAX)
+        return mpi_fail(w, "MPI_Recv", MPI_ERR_COUNT);
+    MPI_Status status;
+    int code = MPI_Recv(buf, (int)bytes, MPI_BYTE, src, tag, comm_of(w), &status);
+    int got = 0;
+    if (code == MPI_SUCCESS && (MPI_Get_count(&status, MPI_BYTE, &got) != MPI_SUCCESS || got != (int)bytes)) {
+        snprintf(w->errmsg, sizeof w->errmsg, "MPI_Recv on rank %d: %d bytes from rank %d, expected %lld",
+                 w->rank, got, (int)src, (long long)bytes);
+        return EMBER_ECOMM;
+    }
+    return code == MPI_SUCCESS ? EMBER_OK : mpi_fail(w, "MPI_Recv", code);
+}
+
+static int mpi_split(ember_world *w, int32_t color, int32_t key, ember_world **out)
+{
+    MPI_Comm part;
+    int code = MPI_Comm_split(comm_of(w), color, key, &part);
+    if (code != MPI_SUCCESS)
+        return mpi_fail(w, "MPI_Comm_split", code);
+    int st = ember_world_from_mpi_comm(part, out);
+    MPI_Comm_free(&part);
+    if (st == EMBER_ECOMM)
+        snprintf(w->errmsg, sizeof w->errmsg, "MPI_Comm_dup after MPI_Comm_split failed on rank %d", w->rank);
+    return st;
+}
+
 static const ember_comm_ops mpi_ops = {mpi_alltoallv, mpi_allgather, mpi_bcast, mpi_ialltoallv,
-                                       mpi_test,      mpi_wait,      mpi_dup,   mpi_destroy};
+                                       mpi_test,      mpi_wait,      mpi_dup,   mpi_destroy,
+                                       mpi_isend,     mpi_recv,      mpi_split};
 
 int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out)
 {

@@ -114,6 +114,15 @@ int32_t dlrm_num_blocks(const dlrm *m);
 int32_t dlrm_block_in_width(const dlrm *m, int32_t b);
 int32_t dlrm_block_out_width(const dlrm *m, int32_t b);
 void dlrm_block_params(const dlrm *m, int32_t b, int64_t *off, int64_t *len);
+/* Another model over src's very parameters and gradients (not copied: the
+ * two see each other's updates, and both backward passes add into the
+ * same gradients) with activations of its own: one per micro-batch a
+ * pipeline stage keeps in flight.  src must outlive it.  0, or -1 when out
+ * of memory. */
+int dlrm_create_shared(dlrm *src, dlrm **out);
+/* Bytes of activations the model holds now (its slab, grown to the largest
+ * batch seen; every block's, whichever it runs). */
+int64_t dlrm_activation_bytes(const dlrm *m);
 /* Blocks b0 .. b1-1 forward on B rows of `in` (block b0's input) into out
  * (block b1-1's output); pooled is read only when the interaction is among
  * them.  Bits: each block computes exactly what dlrm_forward does, so

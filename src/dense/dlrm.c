@@ -57,6 +57,7 @@ struct dlrm {
     int32_t ncross, crank;   /* DCN cross layers and their rank (0: none)    */
     int64_t c_off[DENSE_MAX_CROSS]; /* each cross layer's parameters          */
     float *params, *grads;
+    int shares;              /* 1: params and grads are another model's     */
 
     void (*progress)(void *); /* called after every layer (dlrm_set_progress) */
     void *progress_arg;
@@ -237,12 +238,32 @@ int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen)
     return 0;
 }
 
+int dlrm_create_shared(dlrm *src, dlrm **out)
+{
+    *out = NULL;
+    dlrm *m = calloc(1, sizeof *m);
+    if (!m)
+        return -1;
+    layout(m, &src->cfg);
+    m->params = src->params;
+    m->grads = src->grads;
+    m->shares = 1;
+    m->progress = src->progress;
+    m->progress_arg = src->progress_arg;
+    *out = m;
+    return 0;
+}
+
+int64_t dlrm_activation_bytes(const dlrm *m) { return (int64_t)m->cap * activation_floats(m) * 4; }
+
 void dlrm_destroy(dlrm *m)
 {
     if (!m)
         return;
-    free(m->params);
-    free(m->grads);
+    if (!m->shares) {
+        free(m->params);
+        free(m->grads);
+    }
     free(m->slab);
     free(m->cgrad);
     free(m);

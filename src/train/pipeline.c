@@ -1,0 +1,370 @@
+/*
+ * pipeline.c: pipeline stages over a world (pipeline.h; docs/pipeline.md).
+ *
+ * A step is a list of operations per rank, built by the schedule: F (m, j)
+ * receives piece j's input for micro-batch m from the rank of piece j-1
+ * (piece 0 reads the dense features), runs the piece forward and sends its
+ * output on (the last piece computes the loss instead and keeps dlogit);
+ * B (m, j) receives the output's gradient from the rank of piece j+1 (the
+ * last piece takes its dlogit), runs the piece backward and sends the
+ * input's gradient back.  Sends are non-blocking and waited for at the end
+ * of the step, receives block, in the schedule's order; the three
+ * schedules are deadlock-free under that rule (each receive's message is
+ * sent by an operation that does not wait on this rank's later ones).
+ * Tags: 2 (m P + j) for the input of piece j, + 1 for its output's
+ * gradient.
+ *
+ * Activations: without recomputation every (m, j) in flight holds a model
+ * of its own (dlrm_create_shared: the same parameters and gradients, its
+ * own activations), taken from a pool at F and given back after B; with
+ * it, F runs on one scratch model and keeps only the piece's input, and B
+ * runs the piece forward again on the scratch model before its backward.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "train/pipeline.h"
+
+typedef struct pipe_op {
+    int bwd;
+    int32_t m, piece;
+} pipe_op;
+
+struct pipeline {
+    pipe_config cfg;
+    dlrm *model;
+    ember_world *w;
+    int32_t S, rank, P, nblocks, interaction;
+    int32_t start[PIPE_MAX_PIECES + 1]; /* piece j: blocks [start[j], start[j+1]) */
+    dlrm **pool;                        /* pool[0] is the caller's model          */
+    int *busy;
+    int32_t npool;
+    pipe_stats st;
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, long long a, long long b)
+{
+    if (err && errlen)
+        snprintf(err, errlen, fmt, a, b);
+    return -1;
+}
+
+int pipe_create(const pipe_config *cfg, dlrm *model, ember_world *stages, pipeline **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    const int32_t S = stages->size, v = cfg->virtual_stages < 1 ? 1 : cfg->virtual_stages;
+    const int32_t nblocks = dlrm_num_blocks(model), P = S * v;
+    if ((unsigned)cfg->schedule > PIPE_INTERLEAVED)
+        return fail(err, errlen, "pipeline: unknown schedule %lld%.0lld", (long long)cfg->schedule, 0);
+    if (v > 1 && cfg->schedule != PIPE_INTERLEAVED)
+        return fail(err, errlen, "pipeline: %lld virtual stages need the interleaved schedule%.0lld", v, 0);
+    if (P > PIPE_MAX_PIECES || P > nblocks)
+        return fail(err, errlen, "pipeline: %lld pieces (stages x virtual stages) for a model of %lld blocks", P,
+                    nblocks);
+    pipeline *p = calloc(1, sizeof *p);
+    if (!p)
+        return fail(err, errlen, "pipeline: out of memory%.0lld%.0lld", 0, 0);
+    p->cfg = *cfg;
+    p->cfg.virtual_stages = v;
+    p->model = model;
+    p->w = stages;
+    p->S = S;
+    p->rank = stages->rank;
+    p->P = P;
+    p->nblocks = nblocks;
+    p->interaction = dlrm_get_config(model)->num_bottom;
+    p->start[0] = 0;
+    p->start[P] = nblocks;
+    if (cfg->num_cuts) {
+        if (cfg->num_cuts != P - 1) {
+            pipe_destroy(p);
+            return fail(err, errlen, "pipeline: %lld cuts for %lld pieces", cfg->num_cuts, P);
+        }
+        for (int32_t j = 1; j < P; j++) {
+            p->start[j] = cfg->cuts[j - 1];
+            if (p->start[j] <= p->start[j - 1] || p->start[j] >= nblocks) {
+                pipe_destroy(p);
+                return fail(err, errlen, "pipeline: cut %lld at block %lld is not after the previous one and "
+                            "inside the model", j, cfg->cuts[j - 1]);
+            }
+        }
+    } else {
+        for (int32_t j = 1; j < P; j++)
+            p->start[j] = (int32_t)((int64_t)j * nblocks / P);
+    }
+    p->pool = calloc(1, sizeof *p->pool);
+    p->busy = calloc(1, sizeof *p->busy);
+    if (!p->pool || !p->busy) {
+        pipe_destroy(p);
+        return fail(err, errlen, "pipeline: out of memory%.0lld%.0lld", 0, 0);
+    }
+    p->pool[0] = model;
+    p->npool = 1;
+    *out = p;
+    return 0;
+}
+
+void pipe_destroy(pipeline *p)
+{
+    if (!p)
+        return;
+    for (int32_t i = 1; i < p->npool; i++)
+        dlrm_destroy(p->pool[i]);
+    free(p->pool);
+    free(p->busy);
+    free(p);
+}
+
+static int32_t piece_of(const pipeline *p, int32_t block)
+{
+    int32_t j = 0;
+    while (j + 1 < p->P && p->start[j + 1] <= block)
+        j++;
+    return j;
+}
+
+int32_t pipe_owner(const pipeline *p, int32_t block) { return piece_of(p, block) % p->S; }
+int pipe_runs(const pipeline *p, int32_t block) { return pipe_owner(p, block) == p->rank; }
+
+void pipe_get_stats(const pipeline *p, pipe_stats *out) { *out = p->st; }
+
+/* This rank's operations for k micro-batches into ops (room for 2 k v). */
+static int32_t build_ops(const pipeline *p, int32_t k, pipe_op *ops)
+{
+    const int32_t S = p->S, s = p->rank, v = p->cfg.virtual_stages;
+    int32_t n = 0;
+    if (p->cfg.schedule == PIPE_FILL_DRAIN) {
+        for (int32_t m = 0; m < k; m++)
+            ops[n++] = (pipe_op){0, m, s};
+        for (int32_t m = 0; m < k; m++)
+            ops[n++] = (pipe_op){1, m, s};
+        return n;
+    }
+    /* 1f1b is interleaved with v = 1: warm-up forwards, then one forward and
+     * one backward in turn, then the backwards left */
+    const int32_t total = k * v;
+    int32_t warm = v == 1 ? S - s - 1 : 2 * (S - s - 1) + (v - 1) * S;
+    warm = warm < total ? warm : total;
+#define FWD(id) ((pipe_op){0, ((id) / (S * v)) * S + (id) % S, (((id) / S) % v) * S + s})
+#define BWD(id) ((pipe_op){1, ((id) / (S * v)) * S + (id) % S, (v - 1 - ((id) / S) % v) * S + s})
+    if (v == 1) { /* micro-batch id, piece s */
+        for (int32_t i = 0; i < warm; i++)
+            ops[n++] = (pipe_op){0, i, s};
+        for (int32_t i = 0; i < total - warm; i++) {
+            ops[n++] = (pipe_op){0, warm + i, s};
+            ops[n++] = (pipe_op){1, i, s};
+        }
+        for (int32_t i = total - warm; i < total; i++)
+            ops[n++] = (pipe_op){1, i, s};
+        return n;
+    }
+    for (int32_t i = 0; i < warm; i++)
+        ops[n++] = FWD(i);
+    for (int32_t i = 0; i < total - warm; i++) {
+        ops[n++] = FWD(warm + i);
+        ops[n++] = BWD(i);
+    }
+    for (int32_t i = total - warm; i < total; i++)
+        ops[n++] = BWD(i);
+#undef FWD
+#undef BWD
+    return n;
+}
+
+/* A free model of the pool (a new one when all are in flight); -1 when out of memory. */
+static int32_t take(pipeline *p)
+{
+    for (int32_t i = 0; i < p->npool; i++)
+        if (!p->busy[i]) {
+            p->busy[i] = 1;
+            return i;
+        }
+    dlrm **pool = realloc(p->pool, (size_t)(p->npool + 1) * sizeof *pool);
+    if (pool)
+        p->pool = pool;
+    int *busy = realloc(p->busy, (size_t)(p->npool + 1) * sizeof *busy);
+    if (busy)
+        p->busy = busy;
+    if (!pool || !busy || dlrm_create_shared(p->model, &p->pool[p->npool]))
+        return -1;
+    p->busy[p->npool] = 1;
+    return p->npool++;
+}
+
+/* Everything one step holds per (micro-batch, piece), freed at its end. */
+typedef struct step_bufs {
+    float **in, **out, **din, **dout, **dlogit;
+    int32_t *inst;
+    void **reqs;
+    int32_t nreq;
+} step_bufs;
+
+static float *alloc_floats(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); }
+
+static void held_update(pipeline *p, int32_t in_flight, int64_t bytes)
+{
+    if (in_flight > p->st.peak_in_flight)
+        p->st.peak_in_flight = in_flight;
+    if (bytes > p->st.peak_activation_bytes)
+        p->st.peak_activation_bytes = bytes;
+}
+
+int pipe_step(pipeline *p, int32_t k, int32_t b, const float *dense, const float *pooled, const float *labels,
+              float scale, double *loss_sum, float *d_pooled, char *err, size_t errlen)
+{
+    const double t_step = ember_now();
+    const int32_t P = p->P, S = p->S, nslots = k * P;
+    const dlrm_config *c = dlrm_get_config(p->model);
+    const int64_t nd = c->num_dense, pw = (int64_t)c->num_sparse * c->emb_dim;
+    *loss_sum = 0;
+    if (k < 1 || b < 1) {
+        fail(err, errlen, "pipeline: %lld micro-batches of %lld samples", k, b);
+        return EMBER_EINVAL;
+    }
+    if (p->cfg.schedule == PIPE_INTERLEAVED && k % S) {
+        fail(err, errlen, "pipeline: the interleaved schedule needs micro-batches (%lld) in multiples of the "
+             "stages (%lld)", k, S);
+        return EMBER_EINVAL;
+    }
+    if (err && errlen)
+        err[0] = '\0';
+    pipe_op *ops = malloc((size_t)(2 * nslots) * sizeof *ops);
+    step_bufs sb = {calloc((size_t)nslots, sizeof(float *)), calloc((size_t)nslots, sizeof(float *)),
+                    calloc((size_t)nslots, sizeof(float *)), calloc((size_t)nslots, sizeof(float *)),
+                    calloc((size_t)k, sizeof(float *)), malloc((size_t)nslots * sizeof(int32_t)),
+                    calloc((size_t)(2 * nslots), sizeof(void *)), 0};
+    float *scratch = NULL;
+    int st = EMBER_OK;
+    if (!ops || !sb.in || !sb.out || !sb.din || !sb.dout || !sb.dlogit || !sb.inst || !sb.reqs) {
+        st = EMBER_ENOMEM;
+        fail(err, errlen, "pipeline: out of memory%.0lld%.0lld", 0, 0);
+        goto done;
+    }
+    for (int32_t i = 0; i < nslots; i++)
+        sb.inst[i] = -1;
+    const int32_t nops = build_ops(p, k, ops);
+    int32_t in_flight = 0;
+    int64_t held = 0;
+    for (int32_t o = 0; o < nops && st == EMBER_OK; o++) {
+        const int32_t m = ops[o].m, j = ops[o].piece, slot = m * P + j;
+        const int32_t b0 = p->start[j], b1 = p->start[j + 1];
+        const int last = j == P - 1, has_int = b0 <= p->interaction && p->interaction < b1;
+        const int64_t in_n = (int64_t)b * dlrm_block_in_width(p->model, b0);
+        const int64_t out_n = (int64_t)b * dlrm_block_out_width(p->model, b1 - 1);
+        const float *pooled_m = has_int ? pooled + (int64_t)m * b * pw : NULL;
+        if (!ops[o].bwd) {
+            const float *in = dense + (int64_t)m * b * nd;
+            if (j > 0) {
+                if (!(sb.in[slot] = alloc_floats(in_n))) {
+                    st = EMBER_ENOMEM;
+                    break;
+                }
+                if ((st = ember_comm_recv(p->w, sb.in[slot], in_n * 4, (j - 1) % S, 2 * slot)) != EMBER_OK)
+                    break;
+                in = sb.in[slot];
+            }
+            const int32_t i = p->cfg.recompute ? 0 : take(p);
+            if (!(sb.out[slot] = alloc_floats(out_n)) || i < 0 || (last && !(sb.dlogit[m] = alloc_floats(b)))) {
+                st = EMBER_ENOMEM;
+                break;
+            }
+            double t0 = ember_now();
+            if (dlrm_forward_blocks(p->pool[i], b, b0, b1, in, pooled_m, sb.out[slot])) {
+                st = EMBER_ENOMEM;
+                break;
+            }
+            if (last)
+                *loss_sum += dense_bce_logits(sb.out[slot], labels + (int64_t)m * b, b, scale, sb.dlogit[m]);
+            p->st.busy_s += ember_now() - t0;
+            if (!last && (st = ember_comm_isend(p->w, sb.out[slot], out_n * 4, (j + 1) % S, 2 * (slot + 1),
+                                                &sb.reqs[sb.nreq++])) != EMBER_OK)
+                break;
+            in_flight++;
+            if (p->cfg.recompute) { /* keep the input only (piece 0's is the caller's) */
+                held += j > 0 ? in_n * 4 : 0;
+                held_update(p, in_flight, held + dlrm_activation_bytes(p->pool[0]));
+            } else {
+                sb.inst[slot] = i;
+                held += dlrm_activation_bytes(p->pool[i]);
+                held_update(p, in_flight, held);
+                free(sb.in[slot]); /* copied into the model's activations */
+                sb.in[slot] = NULL;
+            }
+        } else {
+            const float *dout = last ? sb.dlogit[m] : NULL;
+            if (!last) {
+                if (!(sb.dout[slot] = alloc_floats(out_n))) {
+                    st = EMBER_ENOMEM;
+                    break;
+                }
+                if ((st = ember_comm_recv(p->w, sb.dout[slot], out_n * 4, (j + 1) % S, 2 * slot + 1)) != EMBER_OK)
+                    break;
+                dout = sb.dout[slot];
+            }
+            if (j > 0 && !(sb.din[slot] = alloc_floats(in_n))) {
+                st = EMBER_ENOMEM;
+                break;
+            }
+            double t0 = ember_now();
+            int32_t i = sb.inst[slot];
+            if (p->cfg.recompute) { /* the piece forward again, on the scratch model */
+                float *grown = realloc(scratch, (size_t)(out_n > 0 ? out_n : 1) * sizeof *grown);
+                if (!grown) {
+                    st = EMBER_ENOMEM;
+                    break;
+                }
+                scratch = grown;
+                i = 0;
+                const float *in = j > 0 ? sb.in[slot] : dense + (int64_t)m * b * nd;
+                if (dlrm_forward_blocks(p->pool[0], b, b0, b1, in, pooled_m, scratch)) {
+                    st = EMBER_ENOMEM;
+                    break;
+                }
+            }
+            dlrm_backward_blocks(p->pool[i], b0, b1, dout, j > 0 ? sb.din[slot] : NULL,
+                                 has_int ? d_pooled + (int64_t)m * b * pw : NULL);
+            p->st.busy_s += ember_now() - t0;
+            if (j > 0 && (st = ember_comm_isend(p->w, sb.din[slot], in_n * 4, (j - 1) % S, 2 * (slot - 1) + 1,
+                                                &sb.reqs[sb.nreq++])) != EMBER_OK)
+                break;
+            in_flight--;
+            if (p->cfg.recompute) {
+                held -= j > 0 ? in_n * 4 : 0;
+                free(sb.in[slot]);
+                sb.in[slot] = NULL;
+            } else {
+                held -= dlrm_activation_bytes(p->pool[i]);
+                p->busy[i] = 0;
+            }
+        }
+    }
+    if (st != EMBER_OK && err && errlen && !err[0])
+        snprintf(err, errlen, "pipeline: %s", st == EMBER_ENOMEM ? "out of memory" : p->w->errmsg);
+    for (int32_t r = 0; r < sb.nreq; r++) /* the sends' buffers are ours until they complete */
+        if (ember_comm_wait_send(p->w, sb.reqs[r]) != EMBER_OK && st == EMBER_OK) {
+            st = EMBER_ECOMM;
+            snprintf(err, errlen, "pipeline: %s", p->w->errmsg);
+        }
+done:
+    for (int32_t i = 0; i < p->npool; i++) /* every model free again, after an error too */
+        p->busy[i] = 0;
+    for (int32_t i = 0; i < nslots; i++) {
+        if (sb.in)
+            free(sb.in[i]);
+        if (sb.out)
+            free(sb.out[i]);
+        if (sb.din)
+            free(sb.din[i]);
+        if (sb.dout)
+            free(sb.dout[i]);
+    }
+    for (int32_t m = 0; sb.dlogit && m < k; m++)
+        free(sb.dlogit[m]);
+    free(sb.in), free(sb.out), free(sb.din), free(sb.dout), free(sb.dlogit), free(sb.inst), free(sb.reqs);
+    free(ops);
+    free(scratch);
+    p->st.step_s += ember_now() - t_step;
+    return st;
+}

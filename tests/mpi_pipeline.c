@@ -1,0 +1,223 @@
+/*
+ * mpi_pipeline.c: the dense model in pipeline stages (src/train/pipeline.h)
+ * against the same model unpipelined in one process, bit for bit.
+ *
+ * Every rank builds the same random model and the same random steps (k
+ * micro-batches of b samples, dense features, pooled embeddings, labels)
+ * and runs the reference: per micro-batch forward, BCE, backward, then an
+ * SGD step, for 3 steps.  Then, for each schedule (fill-drain, 1f1b,
+ * interleaved with 2 pieces per rank), with and without recomputation,
+ * with even and random cuts, the world runs the same steps as one
+ * pipeline (and, on 4 ranks, also as two pipelines of 2 stages over
+ * ember_world_split): each step's loss on the last piece's rank, d_pooled
+ * on the interaction's, and after the steps every parameter a rank owns
+ * must equal the reference's bits.  Models draw every interaction
+ * (DCN too) and activation, with enough top layers for 2 S pieces.
+ */
+#include <string.h>
+
+#include "comm/comm.h"
+#include "dense/dense.h"
+#include "mpi_util.h"
+#include "train/pipeline.h"
+
+#define STEPS 3
+
+typedef struct data {
+    int32_t k, b;
+    float *dense[STEPS], *pooled[STEPS], *labels[STEPS];
+} data;
+
+static dlrm_config random_model(test_rng *r, int32_t S)
+{
+    static const int32_t dims[] = {2, 4, 8};
+    dlrm_config c;
+    memset(&c, 0, sizeof c);
+    c.num_dense = (int32_t)test_range(r, 1, 14);
+    c.num_sparse = (int32_t)test_range(r, 1, 5);
+    c.emb_dim = dims[test_range(r, 0, 3)];
+    c.num_bottom = (int32_t)test_range(r, 1, 4);
+    for (int32_t l = 0; l < c.num_bottom - 1; l++)
+        c.bottom[l] = (int32_t)test_range(r, 1, 33);
+    c.bottom[c.num_bottom - 1] = c.emb_dim;
+    c.num_top = (int32_t)test_range(r, 0, 4);
+    if (c.num_bottom + c.num_top + 2 < 2 * S) /* room for 2 pieces per rank */
+        c.num_top = 2 * S - c.num_bottom - 2;
+    for (int32_t l = 0; l < c.num_top; l++)
+        c.top[l] = (int32_t)test_range(r, 1, 33);
+    c.interaction = (dense_interaction)test_range(r, 0, 3);
+    if (c.interaction == DENSE_INTERACT_DCN) {
+        c.num_cross = (int32_t)test_range(r, 1, 3);
+        c.cross_rank = test_range(r, 0, 2) ? 0 : (int32_t)test_range(r, 1, 9);
+    }
+    c.activation = (dense_activation)test_range(r, 0, 5);
+    c.seed = test_next(r);
+    return c;
+}
+
+/* The unpipelined steps: losses per step, d_pooled per step, final params. */
+typedef struct ref_run {
+    double loss[STEPS];
+    float *d_pooled[STEPS], *params;
+} ref_run;
+
+static void reference(const dlrm_config *c, const data *d, ref_run *out)
+{
+    dlrm *m = NULL;
+    char err[256];
+    MCHECK(dlrm_create(c, &m, err, sizeof err) == 0, "%s", err);
+    const int64_t n = dlrm_num_params(m), pw = (int64_t)c->num_sparse * c->emb_dim;
+    dense_optim_config oc = dense_optim_config_default(DENSE_SGD);
+    oc.lr = 0.05f;
+    dense_optim *o = NULL;
+    MCHECK(dense_optim_create(&oc, n, &o) == 0, "optim");
+    float *logit = malloc((size_t)d->b * sizeof *logit), *dlogit = malloc((size_t)d->b * sizeof *dlogit);
+    const float scale = 1.0f / (float)(d->k * d->b);
+    for (int s = 0; s < STEPS; s++) {
+        dlrm_zero_grads(m);
+        out->loss[s] = 0;
+        out->d_pooled[s] = malloc((size_t)(d->k * d->b * pw) * sizeof(float));
+        for (int32_t j = 0; j < d->k; j++) {
+            const int64_t r0 = (int64_t)j * d->b;
+            dlrm_forward(m, d->b, d->dense[s] + r0 * c->num_dense, d->pooled[s] + r0 * pw, logit);
+            out->loss[s] += dense_bce_logits(logit, d->labels[s] + r0, d->b, scale, dlogit);
+            dlrm_backward(m, dlogit, out->d_pooled[s] + r0 * pw);
+        }
+        dense_optim_step(o, dlrm_params(m), dlrm_grads(m));
+    }
+    out->params = malloc((size_t)n * sizeof(float));
+    memcpy(out->params, dlrm_params(m), (size_t)n * sizeof(float));
+    free(logit), free(dlogit);
+    dense_optim_destroy(o);
+    dlrm_destroy(m);
+}
+
+/* The same steps as a pipeline over stages; checks against ref. */
+static void pipelined(const dlrm_config *c, const data *d, const ref_run *ref, ember_world *stages,
+                      const pipe_config *pc)
+{
+    dlrm *m = NULL;
+    pipeline *p = NULL;
+    char err[256] = "";
+    MCHECK(dlrm_create(c, &m, err, sizeof err) == 0, "%s", err);
+    int ok = pipe_create(pc, m, stages, &p, err, sizeof err) == 0;
+    MCHECK(ok, "pipe_create: %s", err);
+    if (!mpi_all(ok)) {
+        dlrm_destroy(m);
+        return;
+    }
+    const int64_t n = dlrm_num_params(m), pw = (int64_t)c->num_sparse * c->emb_dim;
+    const int32_t nblocks = dlrm_num_blocks(m);
+    dense_optim_config oc = dense_optim_config_default(DENSE_SGD);
+    oc.lr = 0.05f;
+    dense_optim *o = NULL;
+    MCHECK(dense_optim_create(&oc, n, &o) == 0, "optim");
+    float *d_pooled = malloc((size_t)(d->k * d->b * pw) * sizeof(float));
+    const float scale = 1.0f / (float)(d->k * d->b);
+    for (int s = 0; s < STEPS; s++) {
+        dlrm_zero_grads(m);
+        double loss = -1;
+        int st = pipe_step(p, d->k, d->b, d->dense[s], d->pooled[s], d->labels[s], scale, &loss, d_pooled, err,
+                           sizeof err);
+        MCHECK(st == EMBER_OK, "pipe_step: %s", err);
+        if (pipe_runs(p, nblocks - 1))
+            MCHECK(!memcmp(&loss, &ref->loss[s], sizeof loss), "step %d: loss %.17g, unpipelined %.17g", s, loss,
+                   ref->loss[s]);
+        if (pipe_runs(p, c->num_bottom)) {
+            int64_t at = mpi_first_diff(d_pooled, ref->d_pooled[s], d->k * d->b * pw);
+            MCHECK(at < 0, "step %d: d_pooled differs at %lld", s, (long long)at);
+        }
+        dense_optim_step(o, dlrm_params(m), dlrm_grads(m)); /* grads outside this rank's pieces are 0 */
+    }
+    for (int32_t blk = 0; blk < nblocks; blk++) {
+        int64_t off, len;
+        dlrm_block_params(m, blk, &off, &len);
+        if (!pipe_runs(p, blk) || !len)
+            continue;
+        int64_t at = mpi_first_diff(dlrm_params(m) + off, ref->params + off, len);
+        MCHECK(at < 0, "block %d (owner %d): parameter %lld differs after %d steps", blk, pipe_owner(p, blk),
+               (long long)at, STEPS);
+    }
+    pipe_stats ps;
+    pipe_get_stats(p, &ps);
+    MCHECK(ps.busy_s >= 0 && ps.busy_s <= ps.step_s + 1e-6 && ps.peak_in_flight >= 1, "stats: busy %g of %g s",
+           ps.busy_s, ps.step_s);
+    free(d_pooled);
+    dense_optim_destroy(o);
+    pipe_destroy(p);
+    dlrm_destroy(m);
+}
+
+static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const ref_run *ref, ember_world *stages,
+                        const char *what)
+{
+    static const char *const names[] = {"fill-drain", "1f1b", "interleaved"};
+    const int32_t S = ember_world_size(stages);
+    dlrm *probe = NULL;
+    char err[256];
+    MCHECK(dlrm_create(c, &probe, err, sizeof err) == 0, "%s", err);
+    const int32_t nblocks = dlrm_num_blocks(probe);
+    dlrm_destroy(probe);
+    for (int sched = 0; sched < 3; sched++)
+        for (int rec = 0; rec < 2; rec++)
+            for (int cut = 0; cut < 2; cut++) {
+                pipe_config pc;
+                memset(&pc, 0, sizeof pc);
+                pc.schedule = (pipe_schedule)sched;
+                pc.virtual_stages = sched == PIPE_INTERLEAVED ? 2 : 1;
+                pc.recompute = rec;
+                const int32_t P = S * pc.virtual_stages;
+                if (cut) { /* P - 1 increasing cuts in 1 .. nblocks - 1, the same on every rank */
+                    pc.num_cuts = P - 1;
+                    int32_t prev = 0;
+                    for (int32_t j = 0; j < P - 1; j++) {
+                        int32_t room = nblocks - (P - 1 - j) - prev; /* leave a block for each later piece */
+                        prev = pc.cuts[j] = prev + 1 + (int32_t)test_range(r, 0, (uint64_t)room);
+                    }
+                }
+                mpi_context("%s: %s, recompute %d, %s cuts, S %d, k %d, b %d", what, names[sched], rec,
+                            cut ? "random" : "even", S, d->k, d->b);
+                pipelined(c, d, ref, stages, &pc);
+            }
+}
+
+int main(int argc, char **argv)
+{
+    test_rng r = {mpi_test_init(&argc, &argv)};
+    ember_world *w = mpi_world();
+    const int32_t W = ember_world_size(w);
+    for (int trial = 0; trial < 4; trial++) {
+        dlrm_config c = random_model(&r, W);
+        data d = {(int32_t)(W * test_range(&r, 1, 4)), (int32_t)test_range(&r, 1, 300), {0}, {0}, {0}};
+        const int64_t rows = (int64_t)d.k * d.b, pw = (int64_t)c.num_sparse * c.emb_dim;
+        for (int s = 0; s < STEPS; s++) {
+            d.dense[s] = malloc((size_t)(rows * c.num_dense) * sizeof(float));
+            d.pooled[s] = malloc((size_t)(rows * pw) * sizeof(float));
+            d.labels[s] = malloc((size_t)rows * sizeof(float));
+            test_fill(&r, d.dense[s], rows * c.num_dense, -1, 1);
+            test_fill(&r, d.pooled[s], rows * pw, -0.5f, 0.5f);
+            for (int64_t i = 0; i < rows; i++)
+                d.labels[s][i] = (float)test_range(&r, 0, 2);
+        }
+        ref_run ref;
+        mpi_context("trial %d: reference", trial);
+        reference(&c, &d, &ref);
+        char what[64];
+        snprintf(what, sizeof what, "trial %d, one pipeline", trial);
+        run_configs(&r, &c, &d, &ref, w, what);
+        if (W == 4) { /* pipeline x data parallel: two pipelines of two stages */
+            ember_world *half = NULL;
+            MCHECK(ember_world_split(w, mpi_rank_ / 2, mpi_rank_, &half) == EMBER_OK && half, "split");
+            snprintf(what, sizeof what, "trial %d, two pipelines", trial);
+            if (mpi_all(half != NULL)) {
+                run_configs(&r, &c, &d, &ref, half, what);
+            }
+            ember_world_destroy(half);
+        }
+        for (int s = 0; s < STEPS; s++)
+            free(d.dense[s]), free(d.pooled[s]), free(d.labels[s]), free(ref.d_pooled[s]);
+        free(ref.params);
+    }
+    ember_world_destroy(w);
+    return mpi_test_finish("mpi_pipeline");
+}
