@@ -148,6 +148,25 @@ static void pipelined(const dlrm_config *c, const data *d, const ref_run *ref, e
     dlrm_destroy(m);
 }
 
+/* The slowest piece of the best split of cost[0 .. n) into q pieces, by
+ * trying every split (n is small here). */
+static double brute_best(const double *cost, int32_t n, int32_t q)
+{
+    if (q == 1) {
+        double sum = 0;
+        for (int32_t i = 0; i < n; i++)
+            sum += cost[i];
+        return sum;
+    }
+    double best = 1e300, first = 0;
+    for (int32_t i = 1; i <= n - (q - 1); i++) { /* the first piece is blocks 0 .. i-1 */
+        first += cost[i - 1];
+        double rest = brute_best(cost + i, n - i, q - 1), worst = first > rest ? first : rest;
+        best = worst < best ? worst : best;
+    }
+    return best;
+}
+
 static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const ref_run *ref, ember_world *stages,
                         const char *what)
 {
@@ -160,7 +179,7 @@ static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const 
     dlrm_destroy(probe);
     for (int sched = 0; sched < 3; sched++)
         for (int rec = 0; rec < 2; rec++)
-            for (int cut = 0; cut < 2; cut++) {
+            for (int cut = 0; cut < 3; cut++) {
                 pipe_config pc;
                 memset(&pc, 0, sizeof pc);
                 pc.schedule = (pipe_schedule)sched;
@@ -175,8 +194,33 @@ static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const 
                         prev = pc.cuts[j] = prev + 1 + (int32_t)test_range(r, 0, (uint64_t)room);
                     }
                 }
+                if (cut == 2) { /* the balance rule: optimal for its measured costs, the same everywhere */
+                    double cost[2 * DENSE_MAX_LAYERS + 2];
+                    char err2[256] = "";
+                    dlrm *m = NULL;
+                    MCHECK(dlrm_create(c, &m, err2, sizeof err2) == 0, "%s", err2);
+                    int ok = pipe_balance(m, d->b, P, stages, pc.cuts, cost, err2, sizeof err2) == 0;
+                    MCHECK(ok, "pipe_balance: %s", err2);
+                    dlrm_destroy(m);
+                    if (!mpi_all(ok))
+                        continue;
+                    pc.num_cuts = P - 1;
+                    double worst = 0, piece = 0;
+                    for (int32_t blk = 0, j = 0; blk < nblocks; blk++) {
+                        if (j < P - 1 && blk == pc.cuts[j])
+                            worst = piece > worst ? piece : worst, piece = 0, j++;
+                        piece += cost[blk];
+                    }
+                    worst = piece > worst ? piece : worst;
+                    MCHECK(worst <= brute_best(cost, nblocks, P) * (1 + 1e-12), "balanced cuts: slowest piece %g, best %g",
+                           worst, brute_best(cost, nblocks, P));
+                    for (int32_t j = 0; j < P - 1; j++)
+                        MCHECK(pc.cuts[j] > (j ? pc.cuts[j - 1] : 0) && pc.cuts[j] < nblocks, "cut %d at %d", j,
+                               pc.cuts[j]);
+                }
+                static const char *const cut_names[] = {"even", "random", "balanced"};
                 mpi_context("%s: %s, recompute %d, %s cuts, S %d, k %d, b %d", what, names[sched], rec,
-                            cut ? "random" : "even", S, d->k, d->b);
+                            cut_names[cut], S, d->k, d->b);
                 pipelined(c, d, ref, stages, &pc);
             }
 }

@@ -368,3 +368,90 @@ done:
     p->st.step_s += ember_now() - t_step;
     return st;
 }
+
+/* Seconds of block blk's forward and backward on m (inputs of b rows). */
+static double time_block(dlrm *m, int32_t blk, int32_t b, const float *in, const float *pooled, float *out,
+                         float *dout, float *din, float *dpool)
+{
+    double t[5];
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = ember_now();
+        dlrm_forward_blocks(m, b, blk, blk + 1, in, pooled, out);
+        dlrm_backward_blocks(m, blk, blk + 1, dout, blk > 0 ? din : NULL, dpool);
+        t[rep] = ember_now() - t0;
+    }
+    for (int i = 1; i < 5; i++) /* insertion sort: the median */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    return t[2];
+}
+
+int pipe_balance(const dlrm *model, int32_t b, int32_t P, ember_world *w, int32_t *cuts, double *cost, char *err,
+                 size_t errlen)
+{
+    const int32_t n = dlrm_num_blocks(model);
+    if (P < 1 || P > n || P > PIPE_MAX_PIECES || b < 1)
+        return fail(err, errlen, "pipeline: %lld pieces of a model of %lld blocks", P, n);
+    double *c = calloc((size_t)n, sizeof *c), *best = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *best);
+    int32_t *from = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *from);
+    int ok = c && best && from;
+    if (ok && w->rank == 0) {
+        const dlrm_config *cfg = dlrm_get_config(model);
+        dlrm *m = NULL;
+        int64_t widest = cfg->num_dense, pw = (int64_t)cfg->num_sparse * cfg->emb_dim;
+        for (int32_t blk = 0; blk < n; blk++)
+            widest = dlrm_block_out_width(model, blk) > widest ? dlrm_block_out_width(model, blk) : widest;
+        float *in = calloc((size_t)(b * widest), sizeof *in), *out = calloc((size_t)(b * widest), sizeof *out);
+        float *dout = calloc((size_t)(b * widest), sizeof *dout), *din = calloc((size_t)(b * widest), sizeof *din);
+        float *pooled = calloc((size_t)(b * pw), sizeof *pooled), *dpool = calloc((size_t)(b * pw), sizeof *dpool);
+        ok = in && out && dout && din && pooled && dpool && dlrm_create(cfg, &m, NULL, 0) == 0;
+        for (int64_t i = 0; ok && i < b * widest; i++) /* small values, no NaN or denormals on the way */
+            in[i] = dout[i] = 0.01f * (float)((i * 7) % 13 - 6);
+        for (int32_t blk = 0; ok && blk < n; blk++)
+            c[blk] = time_block(m, blk, b, in, pooled, out, dout, din, dpool);
+        dlrm_destroy(m);
+        free(in), free(out), free(dout), free(din), free(pooled), free(dpool);
+    }
+    int64_t okv = ok;
+    if (ember_comm_bcast(w, &okv, sizeof okv, 0) != EMBER_OK || !okv || !ok) {
+        free(c), free(best), free(from);
+        return fail(err, errlen, "pipeline: timing the blocks failed (out of memory or %.0lld%.0lld communication)",
+                    0, 0);
+    }
+    if (ember_comm_bcast(w, c, (int64_t)n * (int64_t)sizeof *c, 0) != EMBER_OK) {
+        free(c), free(best), free(from);
+        return fail(err, errlen, "pipeline: sending the block times failed%.0lld%.0lld", 0, 0);
+    }
+    /* best[i][q]: the slowest piece's time for blocks 0 .. i-1 in q pieces */
+#define BEST(i, q) best[(size_t)(i) * (size_t)(P + 1) + (size_t)(q)]
+#define FROM(i, q) from[(size_t)(i) * (size_t)(P + 1) + (size_t)(q)]
+    for (int32_t i = 0; i <= n; i++)
+        for (int32_t q = 0; q <= P; q++)
+            BEST(i, q) = 1e300;
+    BEST(0, 0) = 0;
+    for (int32_t q = 1; q <= P; q++)
+        for (int32_t i = q; i <= n; i++) {
+            double piece = 0;
+            for (int32_t j = i - 1; j >= q - 1; j--) { /* the last piece is blocks j .. i-1 */
+                piece += c[j];
+                double worst = BEST(j, q - 1) > piece ? BEST(j, q - 1) : piece;
+                if (worst < BEST(i, q)) {
+                    BEST(i, q) = worst;
+                    FROM(i, q) = j;
+                }
+            }
+        }
+    for (int32_t q = P, i = n; q > 1; q--) {
+        i = FROM(i, q);
+        cuts[q - 2] = i;
+    }
+#undef BEST
+#undef FROM
+    if (cost)
+        memcpy(cost, c, (size_t)n * sizeof *c);
+    free(c), free(best), free(from);
+    return 0;
+}

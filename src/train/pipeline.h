@@ -78,4 +78,14 @@ int pipe_step(pipeline *p, int32_t k, int32_t b, const float *dense, const float
 
 void pipe_get_stats(const pipeline *p, pipe_stats *out);
 
+/* The balance rule: rank 0 of w times every block's forward and backward
+ * on b samples (the median of 5, on a model of model's config, so model is
+ * untouched), then picks the P - 1 cuts that make the slowest of P
+ * consecutive pieces as fast as it can be (the linear-partition dynamic
+ * programme), and sends them to every rank: cuts[P - 1], and each block's
+ * seconds in cost[num_blocks] when cost is not NULL.  Collective over w.
+ * 0, or -1 with err. */
+int pipe_balance(const dlrm *model, int32_t b, int32_t P, ember_world *w, int32_t *cuts, double *cost, char *err,
+                 size_t errlen);
+
 #endif
