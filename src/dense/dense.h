@@ -123,6 +123,11 @@ int dlrm_create_shared(dlrm *src, dlrm **out);
 /* Bytes of activations the model holds now (its slab, grown to the largest
  * batch seen; every block's, whichever it runs). */
 int64_t dlrm_activation_bytes(const dlrm *m);
+/* Floats per sample block b keeps from its forward for its backward (its
+ * output and what its backward reads: pre-activations, the interaction's
+ * inputs, DCN's u and h; block 0 also its input): a stage's activation
+ * stash is the sum over its blocks, per micro-batch in flight. */
+int64_t dlrm_block_kept_floats(const dlrm *m, int32_t b);
 /* Blocks b0 .. b1-1 forward on B rows of `in` (block b0's input) into out
  * (block b1-1's output); pooled is read only when the interaction is among
  * them.  Bits: each block computes exactly what dlrm_forward does, so

@@ -256,6 +256,19 @@ int dlrm_create_shared(dlrm *src, dlrm **out)
 
 int64_t dlrm_activation_bytes(const dlrm *m) { return (int64_t)m->cap * activation_floats(m) * 4; }
 
+int64_t dlrm_block_kept_floats(const dlrm *m, int32_t b)
+{
+    if (b == m->nb) { /* v, then z (DOT) or each cross layer's output, u and h */
+        int64_t n = m->vw;
+        if (m->cfg.interaction == DENSE_INTERACT_DOT)
+            n += m->width;
+        return n + m->ncross * (2 * (int64_t)m->vw + m->crank);
+    }
+    const int32_t L = b < m->nb ? b : b - 1;
+    int64_t n = (b == 0 ? m->cfg.num_dense : 0) + (L < m->nl - 1 ? m->out[L] : 0);
+    return n + (L < m->nl - 1 && dense_act_keeps_pre(m->cfg.activation) ? m->out[L] : 0);
+}
+
 void dlrm_destroy(dlrm *m)
 {
     if (!m)

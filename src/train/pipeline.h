@@ -48,8 +48,11 @@ typedef struct pipe_config {
 typedef struct pipe_stats {
     double busy_s;                   /* inside forward, backward and the loss       */
     double step_s;                   /* inside pipe_step                            */
-    int64_t peak_activation_bytes;   /* activations kept at once: models in flight
-                                        (their slabs), recomputation's stashed inputs */
+    int64_t peak_activation_bytes;   /* activations kept at once for backwards: the
+                                        pieces' kept floats (dlrm_block_kept_floats)
+                                        per micro-batch in flight, or with
+                                        recomputation the stashed inputs and one
+                                        piece's recomputed activations             */
     int32_t peak_in_flight;          /* micro-batch pieces kept at once              */
 } pipe_stats;
 
@@ -79,8 +82,8 @@ int pipe_step(pipeline *p, int32_t k, int32_t b, const float *dense, const float
 void pipe_get_stats(const pipeline *p, pipe_stats *out);
 
 /* The balance rule: rank 0 of w times every block's forward and backward
- * on b samples (the median of 5, on a model of model's config, so model is
- * untouched), then picks the P - 1 cuts that make the slowest of P
+ * on b samples (after a warm-up pass, the median of 7, on a model of
+ * model's config, so model is untouched), then picks the P - 1 cuts that make the slowest of P
  * consecutive pieces as fast as it can be (the linear-partition dynamic
  * programme), and sends them to every rank: cuts[P - 1], and each block's
  * seconds in cost[num_blocks] when cost is not NULL.  Collective over w.
