@@ -7,7 +7,7 @@
 #   default  the default model (13-64-16 | dot | 64-1), 3000 steps;
 #   wide     bottom 512-256-16, top 512-256-1 (dot), 1500 steps.
 # JSON lines (each run's summary with "build", "model" and "seed") to OUT (default
-# bench/out/bf16_auc.jsonl), then a table.  About 8 minutes on the project machine.
+# bench/out/bf16_auc.jsonl), then a table.  About 7 minutes on the project machine.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seeds="${1:-1 2 3}"

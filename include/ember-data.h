@@ -63,13 +63,14 @@ void ember_reader_rewind(ember_reader *r);
  * the last batch (the best any model can do); NULL for files. */
 const float *ember_reader_teacher(const ember_reader *r);
 const char *ember_reader_errmsg(const ember_reader *r);
-/* The reader's next max_samples samples (fewer if its share ends first)
- * written to path in ember's binary CTR format (docs/ctr-format.md), which
- * `ember train --train-file` reads back as the same samples: the synthetic
- * task made once, so that training reads it instead of generating it.  The
- * file appears only when complete (path.tmp, then renamed); on failure
- * nothing is left.  0, or an ember status with ember_reader_errmsg(). */
-int ember_reader_write(ember_reader *r, const char *path, int64_t max_samples);
+/* The reader's next max_samples samples (fewer if its share ends first:
+ * *written, when not NULL, says how many) written to path in ember's
+ * binary CTR format (docs/ctr-format.md), which `ember train --train-file`
+ * reads back as the same samples: the synthetic task made once, so that
+ * training reads it instead of generating it.  The file appears only when
+ * complete (path.tmp, then renamed); on failure nothing is left.  0, or an
+ * ember status with ember_reader_errmsg(). */
+int ember_reader_write(ember_reader *r, const char *path, int64_t max_samples, int64_t *written);
 
 #ifdef __cplusplus
 }

@@ -112,7 +112,7 @@ int main(int argc, char **argv)
         roundtrip(&r, trial);
     refused("{", "line 1");
     refused("{\"format\": \"other\"}", "expected \"ember-model\"");
-    refused("{\"format\": \"ember-model\", \"version\": 2}", "version");
+    refused("{\"format\": \"ember-model\", \"version\": 3}", "version"); /* 2: DCN or a non-ReLU activation */
     refused("{\"format\": \"ember-model\", \"version\": 1}", "seed: missing");
     refused("{\"format\": \"ember-model\", \"version\": 1, \"seed\": 1, \"dedup\": false, \"tables\": 3}",
             "tables: wrong type");

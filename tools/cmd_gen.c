@@ -76,13 +76,14 @@ static int gen_task(const tool_ctx *ctx, int argc, char **argv)
         tool_local_error(ctx, "gen", "%s", ember_data_errmsg());
         return 1;
     }
-    if ((rc = ember_reader_write(r, out_path, samples)) != EMBER_OK) {
+    int64_t wrote = 0;
+    if ((rc = ember_reader_write(r, out_path, samples, &wrote)) != EMBER_OK) {
         tool_local_error(ctx, "gen", "%s", ember_reader_errmsg(r));
         ember_reader_close(r);
         return 1;
     }
     printf("ember gen: wrote %lld samples of the %s task's %s stream (%d dense, %d sparse features) to %s\n",
-           (long long)samples, config ? config : "built-in", eval ? "held-out" : "training",
+           (long long)wrote, config ? config : "built-in", eval ? "held-out" : "training",
            (int)ember_reader_num_dense(r), (int)ember_reader_num_features(r), out_path);
     ember_reader_close(r);
     return 0;

@@ -149,11 +149,19 @@ const char *ember_reader_errmsg(const ember_reader *r)
     return r->err;
 }
 
-int ember_reader_write(ember_reader *r, const char *path, int64_t max_samples)
+int ember_reader_write(ember_reader *r, const char *path, int64_t max_samples, int64_t *written)
 {
+    if (written)
+        *written = 0;
     if (!path || max_samples < 0) {
         snprintf(r->err, sizeof r->err, "ember_reader_write: %s", !path ? "no path" : "a negative sample count");
         return EMBER_EINVAL;
     }
-    return ctr_convert_source_n(r->src, path, max_samples, NULL, r->err, sizeof r->err) ? EMBER_EIO : EMBER_OK;
+    ctr_stats before, after;
+    ctr_source_stats(r->src, &before);
+    int rc = ctr_convert_source_n(r->src, path, max_samples, NULL, r->err, sizeof r->err);
+    ctr_source_stats(r->src, &after);
+    if (written)
+        *written = after.samples - before.samples;
+    return rc ? EMBER_EIO : EMBER_OK;
 }

@@ -14,8 +14,8 @@
  * each thread whole chunks of samples), so nothing here depends on a thread
  * count.  Forward transposes the sample's v so that 16 dots advance
  * together in vector lanes; backward sums each dv_i over j in registers
- * instead of updating two rows per pair in memory.  Both keep 8 rows i in
- * flight, each in its own accumulator: one row's adds form a chain that
+ * instead of updating two rows per pair in memory.  Forward keeps 8 rows i
+ * in flight and backward 4, each in its own accumulator: one row's adds form a chain that
  * waits on itself (4 cycles each), so a row at a time ran at a quarter of
  * the adder's rate; the interaction was a fifth of the default training
  * step (docs/PERFORMANCE.md).  The order of every sum is unchanged.
@@ -107,7 +107,7 @@ void dense_interact_forward(dense_interaction kind, int32_t B, int32_t F, int32_
                             float *z)
 {
     int64_t vw = (int64_t)(F + 1) * d, zw = dense_interact_width(kind, F, d);
-    if (kind == DENSE_INTERACT_CAT) {
+    if (kind != DENSE_INTERACT_DOT) { /* CAT (and DCN's concat) */
         if (z != v)
             memcpy(z, v, (size_t)(B * vw) * sizeof *z);
         return;
@@ -139,7 +139,7 @@ void dense_interact_backward(dense_interaction kind, int32_t B, int32_t F, int32
                              const float *dz, float *dv)
 {
     int64_t vw = (int64_t)(F + 1) * d, zw = dense_interact_width(kind, F, d);
-    if (kind == DENSE_INTERACT_CAT) {
+    if (kind != DENSE_INTERACT_DOT) { /* CAT (and DCN's concat) */
         if (dv != dz)
             memcpy(dv, dz, (size_t)(B * vw) * sizeof *dv);
         return;

@@ -2,7 +2,8 @@
  * model.c: the model description (model.h) to and from JSON.
  *
  * Layout (docs/inference.md):
- *   {"format": "ember-model", "version": 1, "seed": .., "dedup": bool,
+ *   {"format": "ember-model", "version": 1 (2 when the dense model uses DCN or an
+ *    activation other than ReLU, so that readers that know neither refuse it), "seed": .., "dedup": bool,
  *    "stack_tables": bool, "bounds": .., "num_shards": ..,
  *    "tables":   [{"name", "kind", "rows", "dim", "init", "init_value",
  *                  "optimizer": {kind, lr, eps, weight_decay, beta1, beta2},
@@ -173,8 +174,9 @@ char *ember_model_to_json(const ember_model *m)
         json_object_set_new(dense, "activation", json_integer(d->activation));
     json_t *input = json_pack("{s:I, s:o, s:o}", "num_dense", (json_int_t)m->input.num_dense, "rows",
                               ints(m->input.rows, m->input.num_sparse), "names", names);
+    const int version = d->interaction == DENSE_INTERACT_DCN || d->activation != DENSE_ACT_RELU ? 2 : 1;
     json_t *root = json_pack("{s:s, s:i, s:I, s:b, s:b, s:I, s:I, s:o, s:o, s:o, s:I, s:I, s:o, s:o}", "format",
-                             "ember-model", "version", 1, "seed", (json_int_t)m->seed, "dedup", m->dedup,
+                             "ember-model", "version", version, "seed", (json_int_t)m->seed, "dedup", m->dedup,
                              "stack_tables", m->stack_tables, "bounds", (json_int_t)m->bounds, "num_shards",
                              (json_int_t)m->num_shards, "tables", tables, "features", features, "dense", dense,
                              "chunk", (json_int_t)m->chunk, "batch", (json_int_t)m->batch, "input", input,
@@ -353,7 +355,7 @@ int ember_model_from_json(const char *json, size_t n, ember_model *m, char *err,
         snprintf(err, errlen, "model.json: format \"%s\", expected \"ember-model\"", json_string_value(f));
         r.failed = 1;
     }
-    get_int(&r, root, "", "version", 1, 1);
+    get_int(&r, root, "", "version", 1, 2);
     m->seed = (uint64_t)get_int(&r, root, "", "seed", INT64_MIN, INT64_MAX);
     json_t *dd = member(&r, root, "", "dedup", -1);
     m->dedup = dd && json_is_true(dd);
