@@ -1,6 +1,6 @@
 /*
  * pipeline.c (bench_pipeline): the pipeline's bubble and activation memory
- * against the seed arithmetic and the replicated model (docs/pipeline.md,
+ * against the ramp formula and the replicated model (docs/pipeline.md,
  * docs/PERFORMANCE.md "Pipeline stages").
  *
  *   mpirun -np S build/bench_pipeline [--micro-batch B] [--steps N] [--ks K1,K2,..]
