@@ -31,6 +31,10 @@ mpi2() {
     OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1 \
         ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout -k 10 120 "$MPIRUN" --oversubscribe --allow-run-as-root -np 2 "$EMBER" "$@"
 }
+mpi4() { # four ranks on the machine's cores, oversubscribed
+    OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive \
+        ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout -k 10 300 "$MPIRUN" --oversubscribe --allow-run-as-root -np 4 "$EMBER" "$@"
+}
 have_mpirun() {
     command -v "$MPIRUN" >/dev/null || { echo "skipped: no $MPIRUN"; return 1; }
 }

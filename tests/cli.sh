@@ -926,6 +926,46 @@ check_mpi_optimizer_shards() { # the dense optimizer state sharded over the two 
 }
 CHECKS+=(mpi_optimizer_shards)
 
+check_mpi_pipeline() { # a DCN model in pipeline stages: every schedule, with and without recomputation, is
+    # the unpipelined run bit for bit (2 stages on 2 ranks against 1 rank; 2 stages x 2 replicas on 4
+    # ranks against 2), and a pipelined run resumed from its checkpoint is the uninterrupted one
+    have_mpirun || return 0
+    local tables='tables = ( { name = "t0"; rows = 5000; dim = 16; optimizer = "adagrad"; placement = "row"; exchange = "rows"; },
+  { name = "t1"; rows = 300; dim = 16; optimizer = "adagrad"; placement = "row"; exchange = "rows"; } );
+features = ( { name = "f0"; table = "t0"; pooling = 2; }, { name = "f1"; table = "t1"; pooling = 3; } );
+model = { interaction = "dcn"; dcn = { layers = 2; rank = 8; }; activation = "silu"; bottom = [16, 16]; top = [32, 16, 8]; };'
+    local train='steps = 12; micro_batch = 128; accumulate = 4; eval_every = 0; eval_samples = 2048; metrics = ""; plot = "";'
+    printf '%s\ntrain = { %s };\n' "$tables" "$train" >"$TMP/pl.cfg"
+    local want1 want2 sch rec
+    expect_status 0 "$EMBER" train --config "$TMP/pl.cfg" --json || return 1
+    want1=$(auc_logloss)
+    expect_status 0 mpi2 train --config "$TMP/pl.cfg" --json || return 1
+    want2=$(auc_logloss)
+    for sch in fill-drain 1f1b interleaved; do
+        for rec in false true; do
+            printf '%s\ntrain = { %s pipeline = { stages = 2; schedule = "%s"; recompute = %s; }; };\n' \
+                "$tables" "$train" "$sch" "$rec" >"$TMP/pp.cfg"
+            expect_status 0 mpi2 train --config "$TMP/pp.cfg" --json || return 1
+            [ "$(auc_logloss)" = "$want1" ] || { echo "$sch recompute $rec, 2 stages: $(auc_logloss), unpipelined $want1"; return 1; }
+        done
+    done
+    head -1 "$TMP/out" | grep -q '"pipeline":{"stages":2,"schedule":"interleaved","virtual":2,"recompute":true}' ||
+        { head -1 "$TMP/out"; return 1; }
+    printf '%s\ntrain = { %s pipeline = { stages = 2; }; };\n' "$tables" "$train" >"$TMP/pp.cfg"
+    expect_status 0 mpi4 train --config "$TMP/pp.cfg" --json || return 1
+    [ "$(auc_logloss)" = "$want2" ] || { echo "2 stages x 2 replicas: $(auc_logloss), 2 ranks unpipelined $want2"; return 1; }
+    expect_status 0 mpi2 train --config "$TMP/pp.cfg" --steps 6 --json --checkpoint-dir "$TMP/plck" || return 1
+    expect_status 0 mpi2 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plck" --resume || return 1
+    [ "$(auc_logloss)" = "$want1" ] || { echo "resumed pipeline: $(auc_logloss), want $want1"; return 1; }
+    printf '%s\ntrain = { %s pipeline = { stages = 3; }; };\n' "$tables" "$train" >"$TMP/pp.cfg"
+    expect_status 1 mpi2 train --config "$TMP/pp.cfg" || return 1
+    grep -q "train.pipeline.stages 3 does not divide the world of 2" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf '%s\ntrain = { %s pipeline = { stages = 2; virtual = 2; }; };\n' "$tables" "$train" >"$TMP/pp.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/pp.cfg" || return 1
+    grep -q 'train.pipeline.virtual: more than 1 needs schedule = "interleaved"' "$TMP/err" || { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(mpi_pipeline)
+
 check_mpi_schedules() { # the split forward's schedules under two ranks: overlap is the blocking run bit
     # for bit (AUC and log loss to 8 digits, with evaluations and checkpoints between steps); stale
     # differs, and a stale run resumed from its checkpoint is the uninterrupted stale run exactly

@@ -67,8 +67,10 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
     dense_optim_kind kind = trial % 2 ? DENSE_ADAM : DENSE_SGD;
     int32_t b = (int32_t)test_range(r, 1, 7), per = (GMAX + W - 1) / W, k = (per + b - 1) / b;
     int32_t groups[3] = {1, W % 2 == 0 ? 2 : W, W}, grp = groups[trial % 3];
-    trainer_config cd = {b, k, dense_optim_config_default(kind), 1, 1, 0},
-                   cr = {GMAX, 1, dense_optim_config_default(kind), 1, 1, 0};
+    trainer_config cd = {.micro_batch = b, .accumulate = k, .dense_optim = dense_optim_config_default(kind),
+                         .threads = 1, .blas_threads = 1},
+                   cr = {.micro_batch = GMAX, .accumulate = 1, .dense_optim = dense_optim_config_default(kind),
+                         .threads = 1, .blas_threads = 1};
     cd.dense_optim.lr = cr.dense_optim.lr = kind == DENSE_SGD ? 0.2f : 0.01f;
     cd.dense_optim.eps = cr.dense_optim.eps = 1e-3f;
     trainer_config cs = cd;

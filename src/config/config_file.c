@@ -1403,8 +1403,10 @@ static int read_train(reader *r, const config_setting_t *g)
                                        "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",
                                        "plot", "checkpoint_dir", "checkpoint_every", "checkpoint_keep",
-                                       "plan", NULL};
+                                       "plan", "pipeline", NULL};
     static const char *const DENSE_OPT[] = {"sgd", "adam", NULL};
+    static const char *const PIPE_KEYS[] = {"stages", "schedule", "virtual", "recompute", "cuts", NULL};
+    static const char *const PIPE_SCHEDULES[] = {"fill-drain", "1f1b", "interleaved", NULL};
     cfg_train *t = &r->cf->train;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return fail_at(r, g, "train", "must be a group { steps = ...; }");
@@ -1412,6 +1414,48 @@ static int read_train(reader *r, const config_setting_t *g)
         return -1;
     const config_setting_t *m;
     int64_t v;
+    if ((m = config_setting_get_member(g, "pipeline"))) { /* docs/training.md, "Pipeline stages" */
+        if (config_setting_type(m) != CONFIG_TYPE_GROUP)
+            return fail_at(r, m, "train.pipeline", "must be a group { stages = 2; schedule = \"1f1b\"; }");
+        if (check_keys(r, m, "train.pipeline", PIPE_KEYS))
+            return -1;
+        const config_setting_t *x;
+        int e;
+        t->pipe_stages = 2, t->pipe_schedule = 1, t->pipe_virtual = 1;
+        if ((x = config_setting_get_member(m, "stages"))) {
+            if (get_int64(r, x, "train.pipeline.stages", 1, 64, &v))
+                return -1;
+            t->pipe_stages = (int32_t)v;
+        }
+        if ((x = config_setting_get_member(m, "schedule"))) {
+            if (get_enum(r, x, "train.pipeline.schedule", PIPE_SCHEDULES, &e))
+                return -1;
+            t->pipe_schedule = e;
+            t->pipe_virtual = e == 2 ? 2 : 1;
+        }
+        if ((x = config_setting_get_member(m, "virtual"))) {
+            if (get_int64(r, x, "train.pipeline.virtual", 1, 64, &v))
+                return -1;
+            if (v > 1 && t->pipe_schedule != 2)
+                return fail_at(r, x, "train.pipeline.virtual", "more than 1 needs schedule = \"interleaved\"");
+            t->pipe_virtual = (int32_t)v;
+        }
+        if ((x = config_setting_get_member(m, "recompute"))) {
+            if (get_bool(r, x, "train.pipeline.recompute", &t->pipe_recompute))
+                return -1;
+        }
+        if ((x = config_setting_get_member(m, "cuts"))) {
+            int n = config_setting_length(x);
+            if (config_setting_type(x) != CONFIG_TYPE_ARRAY || n < 1 || n > 63)
+                return fail_at(r, x, "train.pipeline.cuts", "must be an array of 1..63 block numbers");
+            for (int i = 0; i < n; i++) {
+                if (get_int64(r, config_setting_get_elem(x, (unsigned)i), "train.pipeline.cuts", 1, 1 << 20, &v))
+                    return -1;
+                t->pipe_cuts[i] = (int32_t)v;
+            }
+            t->pipe_num_cuts = n;
+        }
+    }
     if ((m = config_setting_get_member(g, "micro_batch"))) {
         if (get_int64(r, m, "train.micro_batch", 1, 1 << 24, &v))
             return -1;

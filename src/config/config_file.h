@@ -115,6 +115,12 @@ typedef struct cfg_train {
                                     checkpoint_dir/best                      */
     int64_t hot_refresh_every;   /* steps between hot-row refreshes (tables
                                     with hot_rows); 0: never                 */
+    int32_t pipe_stages;         /* train.pipeline.stages: 0 or 1 no pipeline */
+    int32_t pipe_schedule;       /* pipe_schedule (train/pipeline.h)          */
+    int32_t pipe_virtual;        /* pieces per rank (interleaved)             */
+    int pipe_recompute;
+    int32_t pipe_num_cuts;       /* 0: the balance rule                        */
+    int32_t pipe_cuts[64];
     char error[512];             /* a file without train/model groups: why
                                     `ember train` cannot use it ("" if it can) */
 } cfg_train;

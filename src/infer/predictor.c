@@ -186,7 +186,8 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
     free(scratch);
     if (st != EMBER_OK)
         return open_fail(p, st, "%s", msg);
-    trainer_config tc = {p->m.chunk, 1, dense_optim_config_default(DENSE_SGD), threads, 1, 0};
+    trainer_config tc = {.micro_batch = p->m.chunk, .accumulate = 1, .dense_optim = dense_optim_config_default(DENSE_SGD),
+                         .threads = threads, .blas_threads = 1};
     char terr[512];
     dense_thread_state saved; /* the process's thread settings stay the caller's */
     dense_threads_save(&saved);

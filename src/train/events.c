@@ -77,6 +77,15 @@ void train_event_start(ember_trainer *s)
     json_object_set_new(j, "dense_optimizer_bytes_per_rank",
                         json_integer(dense_sync_state_bytes(trainer_dense_sync(s->tr))));
     json_object_set_new(j, "schedule", json_string(config_schedule_name(t->schedule)));
+    if (t->pipe_stages > 1) {
+        static const char *const SCHEDULES[] = {"fill-drain", "1f1b", "interleaved"};
+        json_t *p = json_object();
+        json_object_set_new(p, "stages", json_integer(t->pipe_stages));
+        json_object_set_new(p, "schedule", json_string(SCHEDULES[t->pipe_schedule]));
+        json_object_set_new(p, "virtual", json_integer(t->pipe_virtual));
+        json_object_set_new(p, "recompute", json_boolean(t->pipe_recompute));
+        json_object_set_new(j, "pipeline", p);
+    }
     json_t *lr = json_object();
     json_object_set_new(lr, "warmup", json_integer(t->lr.warmup));
     json_object_set_new(lr, "decay", json_string(config_lr_decay_name(t->lr.decay)));

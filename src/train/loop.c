@@ -125,8 +125,12 @@ int train_loop(ember_trainer *s)
             n = 0;
         }
         ls->data_seconds += ember_now() - d0;
-        int64_t global = synthetic ? (int64_t)kb * W : n;
-        if (!synthetic && ember_comm_reduce_i64(s->world, &global, 1, EMBER_REDUCE_SUM) != EMBER_OK) {
+        /* pipeline stages: the S ranks of a replica group hold the same samples */
+        const int32_t S = t->pipe_stages > 1 ? t->pipe_stages : 1;
+        int64_t global = synthetic ? (int64_t)kb * (W / S) : n;
+        if (!synthetic && ember_comm_reduce_i64(s->world, &global, 1, EMBER_REDUCE_SUM) == EMBER_OK)
+            global /= S;
+        else if (!synthetic) {
             if (!failed) { /* fatal: no step on a count the ranks may not share */
                 snprintf(err, sizeof err, "%s", s->world->errmsg);
                 why = EMBER_ECOMM;

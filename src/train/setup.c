@@ -54,18 +54,33 @@ static int check_eval_shape(const cfg_train *t, const ctr_schema *tr, const ctr_
     return 0;
 }
 
+/* The training data's share: a rank's own, or with pipeline stages its
+ * replica group's (every stage of a group reads the same samples). */
+static void train_share(const ember_trainer *s, int32_t *r, int32_t *w)
+{
+    const int32_t S = s->t.pipe_stages > 1 ? s->t.pipe_stages : 1;
+    *r = s->rank / S;
+    *w = s->size / S;
+}
+
 static int open_sources(ember_trainer *s, char *err, size_t errlen)
 {
     const cfg_train *t = &s->t;
-    int32_t r = s->rank, w = s->size;
+    int32_t r = s->rank, w = s->size, tr, tw;
+    if (t->pipe_stages > 1 && s->size % t->pipe_stages) {
+        snprintf(err, errlen, "train.pipeline.stages %d does not divide the world of %d", (int)t->pipe_stages,
+                 (int)s->size);
+        return -1;
+    }
+    train_share(s, &tr, &tw);
     switch (t->source) {
     case CFG_SOURCE_SYNTHETIC:
-        if (ctr_source_synth(&t->synth, 0, r, w, &s->train_src, err, errlen) ||
+        if (ctr_source_synth(&t->synth, 0, tr, tw, &s->train_src, err, errlen) ||
             ctr_source_synth(&t->synth, 1, r, w, &s->eval_src, err, errlen))
             return -1;
         break;
     default:
-        if (data_open_file(s->cf, t, t->train_file, NULL, r, w, &s->train_src, err, errlen) ||
+        if (data_open_file(s->cf, t, t->train_file, NULL, tr, tw, &s->train_src, err, errlen) ||
             (t->eval_file && data_open_file(s->cf, t, t->eval_file, s->train_src, r, w, &s->eval_src, err, errlen)))
             return -1;
         break;
@@ -218,8 +233,16 @@ int train_setup_open(ember_trainer *s)
     failed = dlrm_create(&s->t.model, &s->model, err, sizeof err) != 0;
     if (run_agree(s, failed, EMBER_EFORMAT, err))
         return 1;
+    failed = s->t.pipe_stages > 1 && s->t.schedule != EMBER_SCHEDULE_BLOCKING;
+    if (failed)
+        snprintf(err, sizeof err, "train.pipeline needs the blocking schedule (train.schedule = \"%s\")",
+                 config_schedule_name(s->t.schedule));
+    if (run_agree(s, failed, EMBER_EFORMAT, err))
+        return 1;
     trainer_config tc = {s->t.micro_batch, s->t.accumulate, s->t.dense_optim, s->threads, s->blas_threads,
-                         s->t.optimizer_shards};
+                         s->t.optimizer_shards, s->t.pipe_stages, s->t.pipe_schedule, s->t.pipe_virtual,
+                         s->t.pipe_recompute, s->t.pipe_num_cuts, {0}};
+    memcpy(tc.pipe_cuts, s->t.pipe_cuts, sizeof tc.pipe_cuts);
     st = trainer_create(&tc, s->coll, s->model, &s->tr, err, sizeof err);
     return run_agree(s, st != EMBER_OK, st, err);
 }
@@ -241,7 +264,9 @@ void train_setup_close(ember_trainer *s)
 
 int64_t train_global_batch(const ember_trainer *s)
 {
-    return (int64_t)s->t.micro_batch * s->t.accumulate * s->size;
+    int32_t r, w;
+    train_share(s, &r, &w);
+    return (int64_t)s->t.micro_batch * s->t.accumulate * w;
 }
 
 int train_epochs_to_steps(ember_trainer *s)

@@ -48,6 +48,13 @@ typedef struct trainer_config {
                                rank; g >= 1 (dividing the world) sharded over
                                groups of g consecutive ranks (dense_sync.h);
                                the same parameter bits either way            */
+    /* Pipeline stages (docs/training.md, "Pipeline stages"): stages S > 1
+     * (dividing the world) cut the dense model over ranks g S .. g S + S - 1
+     * of replica group g, which must all be given the same batch; the
+     * embedding step runs on the rank of the interaction's stage, the
+     * others give it none.  Steps must then be full (k b samples). */
+    int32_t pipe_stages, pipe_schedule, pipe_virtual, pipe_recompute;
+    int32_t pipe_num_cuts, pipe_cuts[64]; /* 0 cuts: the balance rule        */
 } trainer_config;
 
 /* Time per phase, seconds, summed since create (this rank). */

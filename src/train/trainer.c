@@ -26,6 +26,7 @@
 #include "comm/comm.h"
 #include "core/collection.h"
 #include "train/dense_sync.h"
+#include "train/pipeline.h"
 #include "train/train.h"
 
 struct trainer {
@@ -50,6 +51,9 @@ struct trainer {
     int32_t ready_rows;       /* >= 0: pooled holds the outputs of the next
                                  step's batch (of that many samples), from
                                  the last step's ember_forward_end; -1: none */
+    ember_world *stage_world; /* pipeline: this rank's replica group        */
+    pipeline *pipe;           /* NULL: the model runs whole here            */
+    int embeds;               /* 1: this rank runs the embedding step        */
 
     trainer_times times;
 };
@@ -150,6 +154,39 @@ int trainer_create(const trainer_config *cfg, ember_collection *coll, dlrm *mode
         if (cfg->blas_threads > 0)
             dense_set_blas_threads(cfg->blas_threads);
     }
+    t->embeds = 1;
+    if (cfg->pipe_stages > 1) { /* the replica group's stages, in rank order */
+        if (t->size % cfg->pipe_stages) {
+            st = EMBER_EINVAL;
+            fail(err, errlen, st, "trainer: train.pipeline.stages %d does not divide the world of %d",
+                 cfg->pipe_stages, t->size);
+            goto fail;
+        }
+        pipe_config pc;
+        memset(&pc, 0, sizeof pc);
+        pc.schedule = (pipe_schedule)cfg->pipe_schedule;
+        pc.virtual_stages = cfg->pipe_virtual;
+        pc.recompute = cfg->pipe_recompute;
+        pc.num_cuts = cfg->pipe_num_cuts;
+        memcpy(pc.cuts, cfg->pipe_cuts, sizeof pc.cuts);
+        const int32_t P = cfg->pipe_stages * (cfg->pipe_virtual > 0 ? cfg->pipe_virtual : 1);
+        if ((st = ember_world_split(t->world, t->rank / cfg->pipe_stages, t->rank, &t->stage_world)) != EMBER_OK) {
+            fail(err, errlen, st, "trainer: %s", t->world->errmsg);
+            goto fail;
+        }
+        if (!pc.num_cuts && P > 1 && P <= dlrm_num_blocks(model)) {
+            if (pipe_balance(model, cfg->micro_batch, P, t->stage_world, pc.cuts, NULL, err, errlen)) {
+                st = EMBER_EINVAL;
+                goto fail;
+            }
+            pc.num_cuts = P - 1;
+        }
+        if (pipe_create(&pc, model, t->stage_world, &t->pipe, err, errlen)) {
+            st = EMBER_EINVAL;
+            goto fail;
+        }
+        t->embeds = pipe_runs(t->pipe, mc->num_bottom);
+    }
     /* size the model's activations for a whole micro-batch now */
     float *zeros = calloc((size_t)(b * (mc->num_dense + 1)), sizeof *zeros);
     if (!zeros) {
@@ -179,6 +216,8 @@ void trainer_destroy(trainer *t)
     if (!t)
         return;
     dense_sync_destroy(t->sync);
+    pipe_destroy(t->pipe);
+    ember_world_destroy(t->stage_world);
     free(t->agree);
     free(t->pooled);
     free(t->pooled_next);
@@ -263,8 +302,14 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
             }
     }
 
+    if (t->pipe && n != (int64_t)b * t->cfg.accumulate) /* the same on every rank of a group */
+        return fail(err, errlen, EMBER_EINVAL, "trainer: train.pipeline needs whole steps (%d x %d samples per "
+                    "replica group); this step has %d", t->cfg.accumulate, b, n);
+    /* a pipeline's other stages give the embedding step no samples */
+    const ember_batch none = {0, batch->sparse.num_features, NULL, NULL, NULL, 0};
+    const ember_batch *sparse = t->embeds ? &batch->sparse : &none;
     double mark = ember_now(), comm = comm_seconds(t);
-    if (t->ready_rows < 0 && (st = ember_forward(t->coll, &batch->sparse, t->pooled, NULL)) != EMBER_OK)
+    if (t->ready_rows < 0 && (st = ember_forward(t->coll, sparse, t->pooled, NULL)) != EMBER_OK)
         return fail(err, errlen, st, "%s", ember_errmsg(t->coll));
     t->ready_rows = -1;
     for (int32_t i = 0; i < t->num_announce; i++) /* read ahead while the dense model runs */
@@ -282,7 +327,12 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
     const int32_t nd = batch->num_dense;
     double loss = 0;
     int dense_ok = 1;
-    for (int32_t lo = 0; lo < n; lo += b) {
+    if (t->pipe) { /* the stages of this rank's replica group, micro-batch by micro-batch */
+        if ((st = pipe_step(t->pipe, t->cfg.accumulate, b, batch->dense, t->pooled, batch->label, scale, &loss,
+                            t->d_pooled, err, errlen)) != EMBER_OK)
+            return st;
+    }
+    for (int32_t lo = 0; !t->pipe && lo < n; lo += b) {
         int32_t m = n - lo < b ? n - lo : b;
         if (dlrm_forward(t->model, m, batch->dense + (int64_t)lo * nd, t->pooled + (int64_t)lo * t->width,
                          t->logit) != 0) {
