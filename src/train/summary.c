@@ -29,6 +29,7 @@ typedef struct summary_data {
     int64_t tier[9];             /* stores, then ember_tier_stats' counters */
     double tier_s[2];            /* wait, synchronous I/O                   */
     float rss, *all_rss;         /* this rank's; every rank's (rank 0)      */
+    float pipe[2], *all_pipe;    /* pipeline: busy share, kept activation MB */
     int32_t world;               /* ranks in all_rss                        */
 } summary_data;
 
@@ -52,6 +53,13 @@ static void reduce_all(ember_trainer *s, summary_data *d, ctr_stats *cs)
     int64_t n = 0;
     ember_comm_gather_floats(s->world, &d->rss, 1, &d->all_rss, &n);
     d->world = d->all_rss ? s->size : 1; /* out of memory for the gather: rank 0's alone */
+    double busy;
+    int64_t bytes;
+    if (trainer_pipeline_stats(s->tr, &busy, &bytes)) { /* the same answer on every rank */
+        d->pipe[0] = (float)busy;
+        d->pipe[1] = (float)((double)bytes / 1048576.0);
+        ember_comm_gather_floats(s->world, d->pipe, 2, &d->all_pipe, &n);
+    }
     ember_tier_stats ts;
     int64_t ti[9] = {ember_collection_tier_stats(s->coll, &ts), ts.accesses, ts.demand_loads, ts.prefetch_loads,
                      ts.evictions, ts.writes, ts.bytes_read, ts.bytes_written, ts.prefetch_used};
@@ -117,6 +125,15 @@ static json_t *summary_json(const ember_trainer *s, const summary_data *d, const
     if (d->tier[0] > 0)
         add_tier(j, d);
     json_object_set_new(j, "peak_rss_mb_per_rank", per_rank);
+    if (d->all_pipe && d->world == s->size) { /* pipeline stages: rank r is stage r mod S */
+        json_t *busy = json_array(), *mb = json_array();
+        for (int32_t i = 0; i < d->world; i++) {
+            json_array_append_new(busy, json_real(round(1000.0 * d->all_pipe[2 * i]) / 1000.0));
+            json_array_append_new(mb, json_real(round(10.0 * d->all_pipe[2 * i + 1]) / 10.0));
+        }
+        json_object_set_new(j, "pipeline_busy_share_per_rank", busy);
+        json_object_set_new(j, "pipeline_activation_mb_per_rank", mb);
+    }
     if (d->lines[0] > 0 || d->lines[1] > 0) {
         json_object_set_new(j, "lines", json_integer(d->lines[0]));
         json_object_set_new(j, "bad_lines", json_integer(d->lines[1]));
@@ -147,6 +164,7 @@ int train_summary(ember_trainer *s)
         json_decref(j);
     }
     free(d.all_rss);
+    free(d.all_pipe);
     /* every rank gets rank 0's text: its length, agreed room, then the text */
     int64_t len = text ? (int64_t)strlen(text) : -1;
     int st = s->size > 1 ? ember_comm_bcast(s->world, &len, sizeof len, 0) : EMBER_OK;

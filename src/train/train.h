@@ -94,6 +94,10 @@ void trainer_set_next(trainer *t, const ember_batch *next);
 int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, size_t errlen);
 
 void trainer_get_times(const trainer *t, trainer_times *out);
+/* With pipeline stages: this rank's busy share of the pipelined steps and
+ * the most activation bytes it kept at once for its backwards; 0 (both
+ * zero) without. */
+int trainer_pipeline_stats(const trainer *t, double *busy_share, int64_t *peak_activation_bytes);
 
 /* The dense update the trainer owns (its optimizer state and step for
  * checkpoints: train/dense_sync.h).  Valid until destroy. */

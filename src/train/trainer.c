@@ -412,6 +412,16 @@ int trainer_predict(trainer *t, const ctr_batch *batch, float *prob, char *err, 
 
 void trainer_get_times(const trainer *t, trainer_times *out) { *out = t->times; }
 
+int trainer_pipeline_stats(const trainer *t, double *busy_share, int64_t *peak_activation_bytes)
+{
+    pipe_stats ps = {0};
+    if (t->pipe)
+        pipe_get_stats(t->pipe, &ps);
+    *busy_share = ps.step_s > 0 ? ps.busy_s / ps.step_s : 0;
+    *peak_activation_bytes = ps.peak_activation_bytes;
+    return t->pipe != NULL;
+}
+
 int trainer_set_lr_scale(trainer *t, float scale)
 {
     int st = ember_set_lr_scale(t->coll, scale);
