@@ -140,7 +140,7 @@ int main(int argc, char **argv)
                     MPI_Barrier(MPI_COMM_WORLD);
                     double t0 = ember_now();
                     dlrm_zero_grads(m);
-                    if (pipe_step(p, k, b, dense, pooled, labels, 1.0f / (float)rows, &loss, dpool, err, sizeof err)) {
+                    if (pipe_step(p, k * b, b, dense, pooled, labels, 1.0f / (float)rows, &loss, dpool, err, sizeof err)) {
                         fprintf(stderr, "rank %d: %s\n", rank, err);
                         MPI_Abort(MPI_COMM_WORLD, 1);
                     }

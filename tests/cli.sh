@@ -927,42 +927,71 @@ check_mpi_optimizer_shards() { # the dense optimizer state sharded over the two 
 CHECKS+=(mpi_optimizer_shards)
 
 check_mpi_pipeline() { # a DCN model in pipeline stages: every schedule, with and without recomputation, is
-    # the unpipelined run bit for bit (2 stages on 2 ranks against 1 rank; 2 stages x 2 replicas on 4
-    # ranks against 2), and a pipelined run resumed from its checkpoint is the uninterrupted one
+    # the unpipelined run bit for bit (the checkpoints' table, dense and optimizer digests: 2 stages on
+    # 2 ranks against 1 rank, 2 stages x 2 replicas on 4 ranks against 2), also from a file whose steps
+    # end short; a pipelined resume is the uninterrupted run; a resume may not change the stages
     have_mpirun || return 0
     local tables='tables = ( { name = "t0"; rows = 5000; dim = 16; optimizer = "adagrad"; placement = "row"; exchange = "rows"; },
   { name = "t1"; rows = 300; dim = 16; optimizer = "adagrad"; placement = "row"; exchange = "rows"; } );
 features = ( { name = "f0"; table = "t0"; pooling = 2; }, { name = "f1"; table = "t1"; pooling = 3; } );
 model = { interaction = "dcn"; dcn = { layers = 2; rank = 8; }; activation = "silu"; bottom = [16, 16]; top = [32, 16, 8]; };'
     local train='steps = 12; micro_batch = 128; accumulate = 4; eval_every = 0; eval_samples = 2048; metrics = ""; plot = "";'
+    digests() { # the newest checkpoint under $1: every table's digest, dense.params', dense.optim's
+        "$EMBER" inspect "$1" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join([t["digest"] for t in d["tables"]] + [b["digest"] for b in d["blobs"] if b["name"] in ("dense.params", "dense.optim")]))'
+    }
     printf '%s\ntrain = { %s };\n' "$tables" "$train" >"$TMP/pl.cfg"
-    local want1 want2 sch rec
-    expect_status 0 "$EMBER" train --config "$TMP/pl.cfg" --json || return 1
-    want1=$(auc_logloss)
-    expect_status 0 mpi2 train --config "$TMP/pl.cfg" --json || return 1
-    want2=$(auc_logloss)
+    local want1 want2 got sch rec
+    expect_status 0 "$EMBER" train --config "$TMP/pl.cfg" --json --checkpoint-dir "$TMP/pl1" || return 1
+    want1=$(digests "$TMP/pl1")
+    expect_status 0 mpi2 train --config "$TMP/pl.cfg" --json --checkpoint-dir "$TMP/pl2" || return 1
+    want2=$(digests "$TMP/pl2")
     for sch in fill-drain 1f1b interleaved; do
         for rec in false true; do
             printf '%s\ntrain = { %s pipeline = { stages = 2; schedule = "%s"; recompute = %s; }; };\n' \
                 "$tables" "$train" "$sch" "$rec" >"$TMP/pp.cfg"
-            expect_status 0 mpi2 train --config "$TMP/pp.cfg" --json || return 1
-            [ "$(auc_logloss)" = "$want1" ] || { echo "$sch recompute $rec, 2 stages: $(auc_logloss), unpipelined $want1"; return 1; }
+            rm -rf "$TMP/plp"
+            expect_status 0 mpi2 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plp" || return 1
+            got=$(digests "$TMP/plp")
+            [ "$got" = "$want1" ] || { echo "$sch recompute $rec, 2 stages: $got, unpipelined $want1"; return 1; }
         done
     done
     head -1 "$TMP/out" | grep -q '"pipeline":{"stages":2,"schedule":"interleaved","virtual":2,"recompute":true}' ||
         { head -1 "$TMP/out"; return 1; }
     printf '%s\ntrain = { %s pipeline = { stages = 2; }; };\n' "$tables" "$train" >"$TMP/pp.cfg"
-    expect_status 0 mpi4 train --config "$TMP/pp.cfg" --json || return 1
-    [ "$(auc_logloss)" = "$want2" ] || { echo "2 stages x 2 replicas: $(auc_logloss), 2 ranks unpipelined $want2"; return 1; }
-    expect_status 0 mpi2 train --config "$TMP/pp.cfg" --steps 6 --json --checkpoint-dir "$TMP/plck" || return 1
-    expect_status 0 mpi2 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plck" --resume || return 1
-    [ "$(auc_logloss)" = "$want1" ] || { echo "resumed pipeline: $(auc_logloss), want $want1"; return 1; }
+    rm -rf "$TMP/plp"
+    expect_status 0 mpi4 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plp" || return 1
+    got=$(digests "$TMP/plp")
+    [ "$got" = "$want2" ] || { echo "2 stages x 2 replicas: $got, 2 ranks unpipelined $want2"; return 1; }
+    # resumed: the uninterrupted pipelined run; and not with other stages
+    rm -rf "$TMP/plp"
+    expect_status 0 mpi2 train --config "$TMP/pp.cfg" --steps 6 --json --checkpoint-dir "$TMP/plp" || return 1
+    expect_status 1 mpi2 train --config "$TMP/pl.cfg" --json --checkpoint-dir "$TMP/plp" --resume || return 1
+    grep -q "pipeline_stages" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    expect_status 0 mpi2 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plp" --resume || return 1
+    got=$(digests "$TMP/plp")
+    [ "$got" = "$want1" ] || { echo "resumed pipeline: $got, want $want1"; return 1; }
+    # a file of 1001 samples in steps of 100: steps end short, and on 4 ranks the groups' shares differ
+    expect_status 0 "$EMBER" gen --task 1001 "$TMP/pl.bin" --config "$TMP/pl.cfg" || return 1
+    local ftrain='steps = 12; micro_batch = 50; accumulate = 2; eval_every = 0; metrics = ""; plot = "";'
+    printf '%s\ntrain = { %s };\n' "$tables" "$ftrain" >"$TMP/plf.cfg"
+    printf '%s\ntrain = { %s pipeline = { stages = 2; schedule = "interleaved"; }; };\n' "$tables" "$ftrain" >"$TMP/ppf.cfg"
+    local dir
+    for dir in f1 f2 fp2 fp4; do rm -rf "$TMP/$dir"; done
+    expect_status 0 "$EMBER" train --config "$TMP/plf.cfg" --train-file "$TMP/pl.bin" --json --checkpoint-dir "$TMP/f1" || return 1
+    expect_status 0 mpi2 train --config "$TMP/plf.cfg" --train-file "$TMP/pl.bin" --json --checkpoint-dir "$TMP/f2" || return 1
+    expect_status 0 mpi2 train --config "$TMP/ppf.cfg" --train-file "$TMP/pl.bin" --json --checkpoint-dir "$TMP/fp2" || return 1
+    [ "$(digests "$TMP/fp2")" = "$(digests "$TMP/f1")" ] || { echo "file, 2 stages: not the 1-rank run"; return 1; }
+    expect_status 0 mpi4 train --config "$TMP/ppf.cfg" --train-file "$TMP/pl.bin" --json --checkpoint-dir "$TMP/fp4" || return 1
+    [ "$(digests "$TMP/fp4")" = "$(digests "$TMP/f2")" ] || { echo "file, 2 stages x 2: not the 2-rank run"; return 1; }
     printf '%s\ntrain = { %s pipeline = { stages = 3; }; };\n' "$tables" "$train" >"$TMP/pp.cfg"
     expect_status 1 mpi2 train --config "$TMP/pp.cfg" || return 1
     grep -q "train.pipeline.stages 3 does not divide the world of 2" "$TMP/err" || { cat "$TMP/err"; return 1; }
     printf '%s\ntrain = { %s pipeline = { stages = 2; virtual = 2; }; };\n' "$tables" "$train" >"$TMP/pp.cfg"
     expect_status 1 "$EMBER" train --config "$TMP/pp.cfg" || return 1
     grep -q 'train.pipeline.virtual: more than 1 needs schedule = "interleaved"' "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf '%s\ntrain = { %s pipeline = { stages = 2; cuts = [99]; }; };\n' "$tables" "$train" >"$TMP/pp.cfg"
+    expect_status 1 mpi2 train --config "$TMP/pp.cfg" || return 1
+    grep -q "train.pipeline: pipeline: cut 1 at block 99" "$TMP/err" || { cat "$TMP/err"; return 1; }
 }
 CHECKS+=(mpi_pipeline)
 

@@ -149,6 +149,12 @@ int64_t dlrm_memory_bytes(const dlrm_config *cfg, int32_t batch, int32_t state_f
 /* fn(arg) after every layer's forward and backward (NULL: none): the
  * trainer drives the next batch's exchanges from there. */
 void dlrm_set_progress(dlrm *m, void (*fn)(void *), void *arg);
+typedef struct dlrm_progress_hook {
+    void (*fn)(void *);
+    void *arg;
+} dlrm_progress_hook;
+/* The hook set now (to put back after borrowing it). */
+void dlrm_get_progress(const dlrm *m, dlrm_progress_hook *out);
 
 /* Binary cross-entropy on logits, numerically stable:
  *   loss_s = max(z, 0) - z * y + log1p(exp(-|z|))

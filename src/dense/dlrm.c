@@ -343,6 +343,12 @@ static int reserve(dlrm *m, int32_t B)
     return 0;
 }
 
+void dlrm_get_progress(const dlrm *m, dlrm_progress_hook *out)
+{
+    out->fn = m->progress;
+    out->arg = m->progress_arg;
+}
+
 void dlrm_set_progress(dlrm *m, void (*fn)(void *), void *arg)
 {
     m->progress = fn;

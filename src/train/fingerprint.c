@@ -101,6 +101,8 @@ void train_fingerprint(const ember_trainer *s, char *buf, size_t n)
     if (m->activation != DENSE_ACT_RELU)
         add(buf, n, ", activation %s", dense_activation_name(m->activation));
     add(buf, n, "\n");
+    if (t->pipe_stages > 1) /* a group's ranks share one data position: a resume keeps the stages */
+        add(buf, n, "pipeline_stages %d\n", (int)t->pipe_stages);
     add_widths(buf, n, "bottom", m->num_bottom, m->bottom);
     add_widths(buf, n, "top", m->num_top, m->top);
     add(buf, n, "micro_batch %d\n", (int)t->micro_batch);
@@ -178,6 +180,15 @@ int train_fingerprint_compare(const char *mine, const char *saved, const char *p
             }
         }
         p += len + (e ? 1 : 0);
+    }
+    /* written only when on, so compared from the saved side too */
+    char a[64], b[64];
+    fp_value(mine, "pipeline_stages", a, sizeof a, NULL);
+    fp_value(saved, "pipeline_stages", b, sizeof b, NULL);
+    if (strcmp(a, b)) {
+        snprintf(err, errlen, "checkpoint %s: pipeline_stages %s, this run %s (resume with the settings that saved "
+                 "it, or another --checkpoint-dir)", path, b, a);
+        return -1;
     }
     return 0;
 }

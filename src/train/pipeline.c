@@ -129,6 +129,7 @@ int32_t pipe_owner(const pipeline *p, int32_t block) { return piece_of(p, block)
 int pipe_runs(const pipeline *p, int32_t block) { return pipe_owner(p, block) == p->rank; }
 
 void pipe_get_stats(const pipeline *p, pipe_stats *out) { *out = p->st; }
+void pipe_reset_stats(pipeline *p) { memset(&p->st, 0, sizeof p->st); }
 
 /* This rank's operations for k micro-batches into ops (room for 2 k v). */
 static int32_t build_ops(const pipeline *p, int32_t k, pipe_op *ops)
@@ -212,8 +213,12 @@ static void progress_sends(void *arg)
     step_bufs *sb = arg;
     for (int32_t r = 0; r < sb->nreq; r++) {
         int done = 0;
-        if (sb->reqs[r] && sb->w->ops->test(sb->w, sb->reqs[r], &done) == EMBER_OK && done)
-            sb->reqs[r] = NULL;
+        if (sb->reqs[r]) {
+            sb->w->ops->test(sb->w, sb->reqs[r], &done); /* done: freed, even on an error (which
+                                                            the end of the step reports as MPI's) */
+            if (done)
+                sb->reqs[r] = NULL;
+        }
     }
 }
 
@@ -236,30 +241,35 @@ static void held_update(pipeline *p, int32_t in_flight, int64_t bytes)
         p->st.peak_activation_bytes = bytes;
 }
 
-int pipe_step(pipeline *p, int32_t k, int32_t b, const float *dense, const float *pooled, const float *labels,
+int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float *pooled, const float *labels,
               float scale, double *loss_sum, float *d_pooled, char *err, size_t errlen)
 {
     const double t_step = ember_now();
-    const int32_t P = p->P, S = p->S, nslots = k * P;
+    const int32_t S = p->S, P = p->P;
     const dlrm_config *c = dlrm_get_config(p->model);
     const int64_t nd = c->num_dense, pw = (int64_t)c->num_sparse * c->emb_dim;
     *loss_sum = 0;
-    if (k < 1 || b < 1) {
-        fail(err, errlen, "pipeline: %lld micro-batches of %lld samples", k, b);
+    if (n < 0 || b < 1) {
+        fail(err, errlen, "pipeline: %lld samples in micro-batches of %lld", n, b);
         return EMBER_EINVAL;
     }
-    if (p->cfg.schedule == PIPE_INTERLEAVED && k % S) {
-        fail(err, errlen, "pipeline: the interleaved schedule needs micro-batches (%lld) in multiples of the "
-             "stages (%lld)", k, S);
-        return EMBER_EINVAL;
-    }
+    /* ceil(n / b) micro-batches, the last one short; the interleaved schedule
+     * rounds them up to a multiple of S with empty ones (no rows: nothing to
+     * add, the same messages of no bytes) */
+    int32_t k = (int32_t)(((int64_t)n + b - 1) / b);
+    if (p->cfg.schedule == PIPE_INTERLEAVED)
+        k = (k + S - 1) / S * S;
+    const int32_t nslots = k * P;
+#define ROWS(m) ((int32_t)((int64_t)n - (int64_t)(m) * b < b ? ((int64_t)n - (int64_t)(m) * b > 0 ? n - (m) * b : 0) : b))
     if (err && errlen)
         err[0] = '\0';
+    dlrm_progress_hook saved;
+    dlrm_get_progress(p->model, &saved);
     pipe_op *ops = malloc((size_t)(2 * nslots) * sizeof *ops);
-    step_bufs sb = {calloc((size_t)nslots, sizeof(float *)), calloc((size_t)nslots, sizeof(float *)),
-                    calloc((size_t)nslots, sizeof(float *)), calloc((size_t)nslots, sizeof(float *)),
-                    calloc((size_t)k, sizeof(float *)), malloc((size_t)nslots * sizeof(int32_t)),
-                    calloc((size_t)(2 * nslots), sizeof(void *)), 0, p->w};
+    step_bufs sb = {calloc((size_t)nslots + 1, sizeof(float *)), calloc((size_t)nslots + 1, sizeof(float *)),
+                    calloc((size_t)nslots + 1, sizeof(float *)), calloc((size_t)nslots + 1, sizeof(float *)),
+                    calloc((size_t)k + 1, sizeof(float *)), malloc(((size_t)nslots + 1) * sizeof(int32_t)),
+                    calloc((size_t)(2 * nslots) + 1, sizeof(void *)), 0, p->w};
     float *scratch = NULL;
     int st = EMBER_OK;
     if (!ops || !sb.in || !sb.out || !sb.din || !sb.dout || !sb.dlogit || !sb.inst || !sb.reqs) {
@@ -275,11 +285,11 @@ int pipe_step(pipeline *p, int32_t k, int32_t b, const float *dense, const float
     int32_t in_flight = 0;
     int64_t held = 0;
     for (int32_t o = 0; o < nops && st == EMBER_OK; o++) {
-        const int32_t m = ops[o].m, j = ops[o].piece, slot = m * P + j;
+        const int32_t m = ops[o].m, j = ops[o].piece, slot = m * P + j, bm = ROWS(m);
         const int32_t b0 = p->start[j], b1 = p->start[j + 1];
         const int last = j == P - 1, has_int = b0 <= p->interaction && p->interaction < b1;
-        const int64_t in_n = (int64_t)b * dlrm_block_in_width(p->model, b0);
-        const int64_t out_n = (int64_t)b * dlrm_block_out_width(p->model, b1 - 1);
+        const int64_t in_n = (int64_t)bm * dlrm_block_in_width(p->model, b0);
+        const int64_t out_n = (int64_t)bm * dlrm_block_out_width(p->model, b1 - 1);
         const float *pooled_m = has_int ? pooled + (int64_t)m * b * pw : NULL;
         if (!ops[o].bwd) {
             const float *in = dense + (int64_t)m * b * nd;
@@ -293,17 +303,17 @@ int pipe_step(pipeline *p, int32_t k, int32_t b, const float *dense, const float
                 in = sb.in[slot];
             }
             const int32_t i = p->cfg.recompute ? 0 : take(p);
-            if (!(sb.out[slot] = alloc_floats(out_n)) || i < 0 || (last && !(sb.dlogit[m] = alloc_floats(b)))) {
+            if (!(sb.out[slot] = alloc_floats(out_n)) || i < 0 || (last && !(sb.dlogit[m] = alloc_floats(bm)))) {
                 st = EMBER_ENOMEM;
                 break;
             }
             double t0 = ember_now();
-            if (dlrm_forward_blocks(p->pool[i], b, b0, b1, in, pooled_m, sb.out[slot])) {
+            if (dlrm_forward_blocks(p->pool[i], bm, b0, b1, in, pooled_m, sb.out[slot])) {
                 st = EMBER_ENOMEM;
                 break;
             }
             if (last)
-                *loss_sum += dense_bce_logits(sb.out[slot], labels + (int64_t)m * b, b, scale, sb.dlogit[m]);
+                *loss_sum += dense_bce_logits(sb.out[slot], labels + (int64_t)m * b, bm, scale, sb.dlogit[m]);
             p->st.busy_s += ember_now() - t0;
             if (!last && (st = ember_comm_isend(p->w, sb.out[slot], out_n * 4, (j + 1) % S, 2 * (slot + 1),
                                                 &sb.reqs[sb.nreq++])) != EMBER_OK)
@@ -311,10 +321,10 @@ int pipe_step(pipeline *p, int32_t k, int32_t b, const float *dense, const float
             in_flight++;
             if (p->cfg.recompute) { /* keep the input only (piece 0's is the caller's) */
                 held += j > 0 ? in_n * 4 : 0;
-                held_update(p, in_flight, held + kept_bytes(p, j, b)); /* and one piece's, recomputed */
+                held_update(p, in_flight, held + kept_bytes(p, j, bm)); /* and one piece's, recomputed */
             } else {
                 sb.inst[slot] = i;
-                held += kept_bytes(p, j, b);
+                held += kept_bytes(p, j, bm);
                 held_update(p, in_flight, held);
                 free(sb.in[slot]); /* copied into the model's activations */
                 sb.in[slot] = NULL;
@@ -345,7 +355,7 @@ int pipe_step(pipeline *p, int32_t k, int32_t b, const float *dense, const float
                 scratch = grown;
                 i = 0;
                 const float *in = j > 0 ? sb.in[slot] : dense + (int64_t)m * b * nd;
-                if (dlrm_forward_blocks(p->pool[0], b, b0, b1, in, pooled_m, scratch)) {
+                if (dlrm_forward_blocks(p->pool[0], bm, b0, b1, in, pooled_m, scratch)) {
                     st = EMBER_ENOMEM;
                     break;
                 }
@@ -353,6 +363,8 @@ int pipe_step(pipeline *p, int32_t k, int32_t b, const float *dense, const float
             dlrm_backward_blocks(p->pool[i], b0, b1, dout, j > 0 ? sb.din[slot] : NULL,
                                  has_int ? d_pooled + (int64_t)m * b * pw : NULL);
             p->st.busy_s += ember_now() - t0;
+            free(sb.dout[slot]); /* received, used: not needed past here */
+            sb.dout[slot] = NULL;
             if (j > 0 && (st = ember_comm_isend(p->w, sb.din[slot], in_n * 4, (j - 1) % S, 2 * (slot - 1) + 1,
                                                 &sb.reqs[sb.nreq++])) != EMBER_OK)
                 break;
@@ -362,7 +374,7 @@ int pipe_step(pipeline *p, int32_t k, int32_t b, const float *dense, const float
                 free(sb.in[slot]);
                 sb.in[slot] = NULL;
             } else {
-                held -= kept_bytes(p, j, b);
+                held -= kept_bytes(p, j, bm);
                 p->busy[i] = 0;
             }
         }
@@ -375,10 +387,12 @@ int pipe_step(pipeline *p, int32_t k, int32_t b, const float *dense, const float
             snprintf(err, errlen, "pipeline: %s", p->w->errmsg);
         }
 done:
-    for (int32_t i = 0; i < p->npool; i++) { /* every model free again, after an error too */
+    for (int32_t i = 0; i < p->npool; i++) { /* every model free again, after an error too; the
+                                                 caller's hook back on its model */
         p->busy[i] = 0;
-        dlrm_set_progress(p->pool[i], NULL, NULL);
+        dlrm_set_progress(p->pool[i], i ? NULL : saved.fn, i ? NULL : saved.arg);
     }
+#undef ROWS
     for (int32_t i = 0; i < nslots; i++) {
         if (sb.in)
             free(sb.in[i]);

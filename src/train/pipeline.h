@@ -14,8 +14,8 @@
  *   1f1b        S - s - 1 forwards, then one forward and one backward in
  *               turn, then the remaining backwards
  *   interleaved 1f1b over the rank's v pieces (Narayanan et al. 2021):
- *               2 (S - s - 1) + (v - 1) S piece-forwards first; k must be
- *               a multiple of S
+ *               2 (S - s - 1) + (v - 1) S piece-forwards first, over a
+ *               multiple of S micro-batches
  * Backwards always take a piece's micro-batches in order 0 .. k-1, so each
  * parameter's gradient is the same sum, in the same order, as the
  * unpipelined model's over the same micro-batches: the bits are the same
@@ -69,17 +69,20 @@ int32_t pipe_owner(const pipeline *p, int32_t block);
 /* Whether this rank runs block b. */
 int pipe_runs(const pipeline *p, int32_t block);
 
-/* One step of k micro-batches of b samples: dense [k b][num_dense] on the
- * rank of block 0, pooled [k b][F d] on the interaction's, labels [k b] on
- * the last block's (NULL elsewhere).  Grads of this rank's pieces += the
+/* One step of n samples (>= 0, the same on every rank of the stage world)
+ * in micro-batches of b, the last one short (the interleaved schedule adds
+ * empty ones up to a multiple of S): dense [n][num_dense] on the rank of
+ * block 0, pooled [n][F d] on the interaction's, labels [n] on the last
+ * block's (NULL elsewhere).  Grads of this rank's pieces += the
  * step's (micro-batch by micro-batch, in order); *loss_sum = the BCE sum
  * with dlogit = scale (sigmoid - y) on the last block's rank (0
- * elsewhere); d_pooled [k b][F d] on the interaction's rank.  Collective
+ * elsewhere); d_pooled [n][F d] on the interaction's rank.  Collective
  * over the stage world.  0, or an ember status with err. */
-int pipe_step(pipeline *p, int32_t k, int32_t b, const float *dense, const float *pooled, const float *labels,
+int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float *pooled, const float *labels,
               float scale, double *loss_sum, float *d_pooled, char *err, size_t errlen);
 
 void pipe_get_stats(const pipeline *p, pipe_stats *out);
+void pipe_reset_stats(pipeline *p);
 
 /* The balance rule: rank 0 of w times every block's forward and backward
  * on b samples (after a warm-up pass, the median of 7, on a model of

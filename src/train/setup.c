@@ -282,7 +282,8 @@ int train_epochs_to_steps(ember_trainer *s)
         cst = ember_comm_reduce_i64(s->world, &share[1], 1, EMBER_REDUCE_SUM);
     if (run_agree(s, cst != EMBER_OK, EMBER_ECOMM, cst != EMBER_OK ? s->world->errmsg : ""))
         return 1;
-    s->file_samples = t->source == CFG_SOURCE_SYNTHETIC ? 0 : share[1];
+    /* every stage of a pipeline's replica group reads the same share */
+    s->file_samples = t->source == CFG_SOURCE_SYNTHETIC ? 0 : share[1] / (t->pipe_stages > 1 ? t->pipe_stages : 1);
     if (t->epochs <= 0)
         return 0;
     if (t->source == CFG_SOURCE_SYNTHETIC || share[0] == 0) {

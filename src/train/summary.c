@@ -47,6 +47,8 @@ static void reduce_all(ember_trainer *s, summary_data *d, ctr_stats *cs)
     d->lines[0] = cs->lines;
     d->lines[1] = cs->bad_lines;
     ember_comm_reduce_i64(s->world, d->lines, 2, EMBER_REDUCE_SUM);
+    if (s->t.pipe_stages > 1) /* every stage of a replica group read the same lines */
+        d->lines[0] /= s->t.pipe_stages, d->lines[1] /= s->t.pipe_stages;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     d->rss = (float)((double)ru.ru_maxrss / 1024.0);

@@ -181,11 +181,28 @@ int trainer_create(const trainer_config *cfg, ember_collection *coll, dlrm *mode
             }
             pc.num_cuts = P - 1;
         }
-        if (pipe_create(&pc, model, t->stage_world, &t->pipe, err, errlen)) {
+        char perr[400] = "";
+        if (pipe_create(&pc, model, t->stage_world, &t->pipe, perr, sizeof perr)) {
             st = EMBER_EINVAL;
+            fail(err, errlen, st, "train.pipeline: %s", perr);
             goto fail;
         }
         t->embeds = pipe_runs(t->pipe, mc->num_bottom);
+        /* a whole step on zeros now: the models a step keeps in flight are made here, not mid-run */
+        int64_t rows = b * cfg->accumulate;
+        float *zd = calloc((size_t)(rows * (mc->num_dense + 1)), sizeof *zd);
+        double zl;
+        if (zd)
+            memset(t->pooled, 0, (size_t)(rows * t->width) * sizeof *t->pooled);
+        if (!zd || pipe_step(t->pipe, (int32_t)rows, (int32_t)b, zd, t->pooled, zd + rows * mc->num_dense, 1.0f,
+                             &zl, t->d_pooled, perr, sizeof perr) != EMBER_OK) {
+            free(zd);
+            st = EMBER_ENOMEM;
+            fail(err, errlen, st, "train.pipeline: %s", zd ? perr : "out of memory");
+            goto fail;
+        }
+        free(zd);
+        pipe_reset_stats(t->pipe);
     }
     /* size the model's activations for a whole micro-batch now */
     float *zeros = calloc((size_t)(b * (mc->num_dense + 1)), sizeof *zeros);
@@ -283,6 +300,9 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
                     t->cfg.accumulate, b);
     if (global < 1)
         return fail(err, errlen, EMBER_EINVAL, "trainer: global batch %lld", (long long)global);
+    if (next && t->pipe) /* the same on every rank: the pipeline's settings are */
+        return fail(err, errlen, EMBER_EINVAL, "trainer: train.pipeline needs the blocking schedule (no batch "
+                    "begun ahead)");
     if (next || t->ready_rows >= 0) { /* checks one rank alone may fail: agreed before any collective */
         int64_t bad = 0, *all = t->agree;
         if (next && next->batch_size > (int64_t)b * t->cfg.accumulate)
@@ -302,9 +322,6 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
             }
     }
 
-    if (t->pipe && n != (int64_t)b * t->cfg.accumulate) /* the same on every rank of a group */
-        return fail(err, errlen, EMBER_EINVAL, "trainer: train.pipeline needs whole steps (%d x %d samples per "
-                    "replica group); this step has %d", t->cfg.accumulate, b, n);
     /* a pipeline's other stages give the embedding step no samples */
     const ember_batch none = {0, batch->sparse.num_features, NULL, NULL, NULL, 0};
     const ember_batch *sparse = t->embeds ? &batch->sparse : &none;
@@ -327,10 +344,11 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
     const int32_t nd = batch->num_dense;
     double loss = 0;
     int dense_ok = 1;
-    if (t->pipe) { /* the stages of this rank's replica group, micro-batch by micro-batch */
-        if ((st = pipe_step(t->pipe, t->cfg.accumulate, b, batch->dense, t->pooled, batch->label, scale, &loss,
-                            t->d_pooled, err, errlen)) != EMBER_OK)
-            return st;
+    if (t->pipe && pipe_step(t->pipe, n, b, batch->dense, t->pooled, batch->label, scale, &loss, t->d_pooled,
+                             err, errlen) != EMBER_OK) {
+        /* keep the embedding and dense collectives in step; the step fails after them */
+        dense_ok = 0;
+        memset(t->d_pooled, 0, (size_t)((int64_t)n * t->width) * sizeof(float));
     }
     for (int32_t lo = 0; !t->pipe && lo < n; lo += b) {
         int32_t m = n - lo < b ? n - lo : b;
@@ -373,7 +391,7 @@ int trainer_step(trainer *t, const ctr_batch *batch, int64_t global, double *los
         phase_end(t, &mark, &comm, &t->times.emb_forward);
     }
     if (!dense_ok)
-        return fail(err, errlen, EMBER_ENOMEM, "trainer: the dense model ran out of memory");
+        return t->pipe ? EMBER_ECOMM : fail(err, errlen, EMBER_ENOMEM, "trainer: the dense model ran out of memory");
     *loss_sum = loss;
     return EMBER_OK;
 }
