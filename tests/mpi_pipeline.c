@@ -14,6 +14,7 @@
  * must equal the reference's bits.  Models draw every interaction
  * (DCN too) and activation, with enough top layers for 2 S pieces.
  */
+#include <math.h>
 #include <string.h>
 
 #include "comm/comm.h"
@@ -128,7 +129,17 @@ static void pipelined(const dlrm_config *c, const data *d, const ref_run *ref, e
             int64_t at = mpi_first_diff(d_pooled, ref->d_pooled[s], (int64_t)d->n * pw);
             MCHECK(at < 0, "step %d: d_pooled differs at %lld", s, (long long)at);
         }
-        dense_optim_step(o, dlrm_params(m), dlrm_grads(m)); /* grads outside this rank's pieces are 0 */
+        /* the trainer sums grads over all ranks: outside this rank's pieces they must stay exactly 0 */
+        for (int32_t blk = 0; blk < dlrm_num_blocks(m); blk++) {
+            int64_t off, len, nonzero = -1;
+            dlrm_block_params(m, blk, &off, &len);
+            for (int64_t i = 0; !pipe_runs(p, blk) && i < len && nonzero < 0; i++)
+                if (dlrm_grads(m)[off + i] != 0.0f || signbit(dlrm_grads(m)[off + i]))
+                    nonzero = i;
+            MCHECK(nonzero < 0, "step %d: block %d (not this rank's) has gradient %lld nonzero", s, blk,
+                   (long long)nonzero);
+        }
+        dense_optim_step(o, dlrm_params(m), dlrm_grads(m));
     }
     for (int32_t blk = 0; blk < nblocks; blk++) {
         int64_t off, len;
