@@ -27,21 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
 #include "comm/comm.h"
 #include "dense/dense.h"
 #include "ember-mpi.h"
 #include "train/pipeline.h"
-
-static double median(double *v, int n)
-{
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
-            double x = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = x;
-        }
-    return n ? v[n / 2] : 0;
-}
 
 static dlrm_config bench_model(void)
 {
@@ -92,7 +82,6 @@ int main(int argc, char **argv)
     dense_set_threads(1);
     const dlrm_config cfg = bench_model();
     const int64_t pw = (int64_t)cfg.num_sparse * cfg.emb_dim;
-    static const char *const names[] = {"fill-drain", "1f1b", "interleaved"};
     char err[256] = "";
     for (int32_t ki = 0; ki < nks; ki++) {
         const int32_t k = ks[ki];
@@ -113,10 +102,7 @@ int main(int argc, char **argv)
         dlrm_destroy(probe);
         for (int sched = 0; sched < 3; sched++)
             for (int rec = 0; rec < 2; rec++) {
-                pipe_config pc;
-                memset(&pc, 0, sizeof pc);
-                pc.schedule = (pipe_schedule)sched;
-                pc.virtual_stages = sched == PIPE_INTERLEAVED ? 2 : 1;
+                pipe_config pc = pipe_config_default((pipe_schedule)sched);
                 pc.recompute = rec;
                 const int32_t P = S * pc.virtual_stages;
                 dlrm *m = NULL;
@@ -161,8 +147,8 @@ int main(int argc, char **argv)
                         mean += busy_all[r] / S;
                     printf("{\"bench\":\"pipeline\",\"stages\":%d,\"schedule\":\"%s\",\"virtual\":%d,\"recompute\":%s,"
                            "\"k\":%d,\"micro_batch\":%d,\"step_ms_median\":%.3f,\"busy_share\":[",
-                           S, names[sched], pc.virtual_stages, rec ? "true" : "false", k, b,
-                           1e3 * median(t, steps < 16 ? steps : 16));
+                           S, pipe_schedule_name((pipe_schedule)sched), pc.virtual_stages, rec ? "true" : "false", k, b,
+                           1e3 * bench_median(t, steps < 16 ? steps : 16));
                     for (int32_t r = 0; r < S; r++)
                         printf("%s%.3f", r ? "," : "", busy_all[r]);
                     printf("],\"bubble_measured\":%.3f,\"bubble_formula\":%.3f,\"peak_activation_bytes\":[", 1 - mean,

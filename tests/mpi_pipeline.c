@@ -182,7 +182,6 @@ static double brute_best(const double *cost, int32_t n, int32_t q)
 static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const ref_run *ref, ember_world *stages,
                         const char *what)
 {
-    static const char *const names[] = {"fill-drain", "1f1b", "interleaved"};
     const int32_t S = ember_world_size(stages);
     dlrm *probe = NULL;
     char err[256];
@@ -192,10 +191,7 @@ static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const 
     for (int sched = 0; sched < 3; sched++)
         for (int rec = 0; rec < 2; rec++)
             for (int cut = 0; cut < 3; cut++) {
-                pipe_config pc;
-                memset(&pc, 0, sizeof pc);
-                pc.schedule = (pipe_schedule)sched;
-                pc.virtual_stages = sched == PIPE_INTERLEAVED ? 2 : 1;
+                pipe_config pc = pipe_config_default((pipe_schedule)sched);
                 pc.recompute = rec;
                 const int32_t P = S * pc.virtual_stages;
                 if (cut) { /* P - 1 increasing cuts in 1 .. nblocks - 1, the same on every rank */
@@ -231,8 +227,8 @@ static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const 
                                pc.cuts[j]);
                 }
                 static const char *const cut_names[] = {"even", "random", "balanced"};
-                mpi_context("%s: %s, recompute %d, %s cuts, S %d, k %d, b %d, n %d", what, names[sched], rec,
-                            cut_names[cut], S, d->k, d->b, d->n);
+                mpi_context("%s: %s, recompute %d, %s cuts, S %d, k %d, b %d, n %d", what,
+                            pipe_schedule_name((pipe_schedule)sched), rec, cut_names[cut], S, d->k, d->b, d->n);
                 pipelined(c, d, ref, stages, &pc);
             }
 }

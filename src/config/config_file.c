@@ -26,6 +26,7 @@
 
 #include "config/config_file.h"
 #include "data/text_parse.h"
+#include "train/pipeline.h"
 
 typedef struct reader {
     const char *path;
@@ -1406,7 +1407,7 @@ static int read_train(reader *r, const config_setting_t *g)
                                        "plan", "pipeline", NULL};
     static const char *const DENSE_OPT[] = {"sgd", "adam", NULL};
     static const char *const PIPE_KEYS[] = {"stages", "schedule", "virtual", "recompute", "cuts", NULL};
-    static const char *const PIPE_SCHEDULES[] = {"fill-drain", "1f1b", "interleaved", NULL};
+    static const char *const PIPE_SCHEDULES[] = {"fill-drain", "1f1b", "interleaved", NULL}; /* pipe_schedule */
     cfg_train *t = &r->cf->train;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return fail_at(r, g, "train", "must be a group { steps = ...; }");
@@ -1421,7 +1422,7 @@ static int read_train(reader *r, const config_setting_t *g)
             return -1;
         const config_setting_t *x;
         int e;
-        t->pipe_stages = 2, t->pipe_schedule = 1, t->pipe_virtual = 1;
+        t->pipe_stages = 2, t->pipe_schedule = PIPE_1F1B, t->pipe_virtual = 1;
         if ((x = config_setting_get_member(m, "stages"))) {
             if (get_int64(r, x, "train.pipeline.stages", 1, 64, &v))
                 return -1;
@@ -1431,12 +1432,12 @@ static int read_train(reader *r, const config_setting_t *g)
             if (get_enum(r, x, "train.pipeline.schedule", PIPE_SCHEDULES, &e))
                 return -1;
             t->pipe_schedule = e;
-            t->pipe_virtual = e == 2 ? 2 : 1;
+            t->pipe_virtual = pipe_config_default((pipe_schedule)e).virtual_stages;
         }
         if ((x = config_setting_get_member(m, "virtual"))) {
             if (get_int64(r, x, "train.pipeline.virtual", 1, 64, &v))
                 return -1;
-            if (v > 1 && t->pipe_schedule != 2)
+            if (v > 1 && t->pipe_schedule != PIPE_INTERLEAVED)
                 return fail_at(r, x, "train.pipeline.virtual", "more than 1 needs schedule = \"interleaved\"");
             t->pipe_virtual = (int32_t)v;
         }

@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "train/dense_sync.h"
+#include "train/pipeline.h"
 #include "train/run.h"
 #include "train/run_json.h"
 
@@ -78,10 +79,9 @@ void train_event_start(ember_trainer *s)
                         json_integer(dense_sync_state_bytes(trainer_dense_sync(s->tr))));
     json_object_set_new(j, "schedule", json_string(config_schedule_name(t->schedule)));
     if (t->pipe_stages > 1) {
-        static const char *const SCHEDULES[] = {"fill-drain", "1f1b", "interleaved"};
         json_t *p = json_object();
         json_object_set_new(p, "stages", json_integer(t->pipe_stages));
-        json_object_set_new(p, "schedule", json_string(SCHEDULES[t->pipe_schedule]));
+        json_object_set_new(p, "schedule", json_string(pipe_schedule_name((pipe_schedule)t->pipe_schedule)));
         json_object_set_new(p, "virtual", json_integer(t->pipe_virtual));
         json_object_set_new(p, "recompute", json_boolean(t->pipe_recompute));
         json_object_set_new(j, "pipeline", p);

@@ -20,6 +20,7 @@
  * it, F runs on one scratch model and keeps only the piece's input, and B
  * runs the piece forward again on the scratch model before its backward.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,11 +45,31 @@ struct pipeline {
     pipe_stats st;
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, long long a, long long b)
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (err && errlen)
-        snprintf(err, errlen, fmt, a, b);
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
     return -1;
+}
+
+pipe_config pipe_config_default(pipe_schedule schedule)
+{
+    pipe_config c;
+    memset(&c, 0, sizeof c);
+    c.schedule = schedule;
+    c.virtual_stages = schedule == PIPE_INTERLEAVED ? 2 : 1;
+    return c;
+}
+
+const char *pipe_schedule_name(pipe_schedule schedule)
+{
+    static const char *const NAMES[] = {"fill-drain", "1f1b", "interleaved"};
+    return (unsigned)schedule <= PIPE_INTERLEAVED ? NAMES[schedule] : NULL;
 }
 
 int pipe_create(const pipe_config *cfg, dlrm *model, ember_world *stages, pipeline **out, char *err, size_t errlen)
@@ -57,15 +78,15 @@ int pipe_create(const pipe_config *cfg, dlrm *model, ember_world *stages, pipeli
     const int32_t S = stages->size, v = cfg->virtual_stages < 1 ? 1 : cfg->virtual_stages;
     const int32_t nblocks = dlrm_num_blocks(model), P = S * v;
     if ((unsigned)cfg->schedule > PIPE_INTERLEAVED)
-        return fail(err, errlen, "pipeline: unknown schedule %lld%.0lld", (long long)cfg->schedule, 0);
+        return fail(err, errlen, "pipeline: unknown schedule %d", (int)cfg->schedule);
     if (v > 1 && cfg->schedule != PIPE_INTERLEAVED)
-        return fail(err, errlen, "pipeline: %lld virtual stages need the interleaved schedule%.0lld", v, 0);
+        return fail(err, errlen, "pipeline: %d virtual stages need the interleaved schedule", (int)v);
     if (P > PIPE_MAX_PIECES || P > nblocks)
-        return fail(err, errlen, "pipeline: %lld pieces (stages x virtual stages) for a model of %lld blocks", P,
-                    nblocks);
+        return fail(err, errlen, "pipeline: %d pieces (stages x virtual stages) for a model of %d blocks", (int)P,
+                    (int)nblocks);
     pipeline *p = calloc(1, sizeof *p);
     if (!p)
-        return fail(err, errlen, "pipeline: out of memory%.0lld%.0lld", 0, 0);
+        return fail(err, errlen, "pipeline: out of memory");
     p->cfg = *cfg;
     p->cfg.virtual_stages = v;
     p->model = model;
@@ -80,14 +101,14 @@ int pipe_create(const pipe_config *cfg, dlrm *model, ember_world *stages, pipeli
     if (cfg->num_cuts) {
         if (cfg->num_cuts != P - 1) {
             pipe_destroy(p);
-            return fail(err, errlen, "pipeline: %lld cuts for %lld pieces", cfg->num_cuts, P);
+            return fail(err, errlen, "pipeline: %d cuts for %d pieces", (int)cfg->num_cuts, (int)P);
         }
         for (int32_t j = 1; j < P; j++) {
             p->start[j] = cfg->cuts[j - 1];
             if (p->start[j] <= p->start[j - 1] || p->start[j] >= nblocks) {
                 pipe_destroy(p);
-                return fail(err, errlen, "pipeline: cut %lld at block %lld is not after the previous one and "
-                            "inside the model", j, cfg->cuts[j - 1]);
+                return fail(err, errlen, "pipeline: cut %d at block %d is not after the previous one and "
+                            "inside the model", (int)j, (int)cfg->cuts[j - 1]);
             }
         }
     } else {
@@ -98,7 +119,7 @@ int pipe_create(const pipe_config *cfg, dlrm *model, ember_world *stages, pipeli
     p->busy = calloc(1, sizeof *p->busy);
     if (!p->pool || !p->busy) {
         pipe_destroy(p);
-        return fail(err, errlen, "pipeline: out of memory%.0lld%.0lld", 0, 0);
+        return fail(err, errlen, "pipeline: out of memory");
     }
     p->pool[0] = model;
     p->npool = 1;
@@ -143,24 +164,14 @@ static int32_t build_ops(const pipeline *p, int32_t k, pipe_op *ops)
             ops[n++] = (pipe_op){1, m, s};
         return n;
     }
-    /* 1f1b is interleaved with v = 1: warm-up forwards, then one forward and
-     * one backward in turn, then the backwards left */
+    /* 1f1b is interleaved with v = 1 (micro-batch id, piece s), with S - s - 1
+     * warm-up forwards; then one forward and one backward in turn, then the
+     * backwards left */
     const int32_t total = k * v;
     int32_t warm = v == 1 ? S - s - 1 : 2 * (S - s - 1) + (v - 1) * S;
     warm = warm < total ? warm : total;
 #define FWD(id) ((pipe_op){0, ((id) / (S * v)) * S + (id) % S, (((id) / S) % v) * S + s})
 #define BWD(id) ((pipe_op){1, ((id) / (S * v)) * S + (id) % S, (v - 1 - ((id) / S) % v) * S + s})
-    if (v == 1) { /* micro-batch id, piece s */
-        for (int32_t i = 0; i < warm; i++)
-            ops[n++] = (pipe_op){0, i, s};
-        for (int32_t i = 0; i < total - warm; i++) {
-            ops[n++] = (pipe_op){0, warm + i, s};
-            ops[n++] = (pipe_op){1, i, s};
-        }
-        for (int32_t i = total - warm; i < total; i++)
-            ops[n++] = (pipe_op){1, i, s};
-        return n;
-    }
     for (int32_t i = 0; i < warm; i++)
         ops[n++] = FWD(i);
     for (int32_t i = 0; i < total - warm; i++) {
@@ -250,7 +261,7 @@ int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float
     const int64_t nd = c->num_dense, pw = (int64_t)c->num_sparse * c->emb_dim;
     *loss_sum = 0;
     if (n < 0 || b < 1) {
-        fail(err, errlen, "pipeline: %lld samples in micro-batches of %lld", n, b);
+        fail(err, errlen, "pipeline: %d samples in micro-batches of %d", (int)n, (int)b);
         return EMBER_EINVAL;
     }
     /* ceil(n / b) micro-batches, the last one short; the interleaved schedule
@@ -274,7 +285,7 @@ int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float
     int st = EMBER_OK;
     if (!ops || !sb.in || !sb.out || !sb.din || !sb.dout || !sb.dlogit || !sb.inst || !sb.reqs) {
         st = EMBER_ENOMEM;
-        fail(err, errlen, "pipeline: out of memory%.0lld%.0lld", 0, 0);
+        fail(err, errlen, "pipeline: out of memory");
         goto done;
     }
     for (int32_t i = 0; i < nslots; i++)
@@ -438,7 +449,7 @@ int pipe_balance(const dlrm *model, int32_t b, int32_t P, ember_world *w, int32_
 {
     const int32_t n = dlrm_num_blocks(model);
     if (P < 1 || P > n || P > PIPE_MAX_PIECES || b < 1)
-        return fail(err, errlen, "pipeline: %lld pieces of a model of %lld blocks", P, n);
+        return fail(err, errlen, "pipeline: %d pieces of a model of %d blocks", (int)P, (int)n);
     double *c = calloc((size_t)n, sizeof *c), *best = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *best);
     int32_t *from = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *from);
     int ok = c && best && from;
@@ -463,12 +474,11 @@ int pipe_balance(const dlrm *model, int32_t b, int32_t P, ember_world *w, int32_
     int64_t okv = ok;
     if (ember_comm_bcast(w, &okv, sizeof okv, 0) != EMBER_OK || !okv || !ok) {
         free(c), free(best), free(from);
-        return fail(err, errlen, "pipeline: timing the blocks failed (out of memory or %.0lld%.0lld communication)",
-                    0, 0);
+        return fail(err, errlen, "pipeline: timing the blocks failed (out of memory or communication)");
     }
     if (ember_comm_bcast(w, c, (int64_t)n * (int64_t)sizeof *c, 0) != EMBER_OK) {
         free(c), free(best), free(from);
-        return fail(err, errlen, "pipeline: sending the block times failed%.0lld%.0lld", 0, 0);
+        return fail(err, errlen, "pipeline: sending the block times failed");
     }
     /* best[i][q]: the slowest piece's time for blocks 0 .. i-1 in q pieces */
 #define BEST(i, q) best[(size_t)(i) * (size_t)(P + 1) + (size_t)(q)]

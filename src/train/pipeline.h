@@ -44,6 +44,13 @@ typedef struct pipe_config {
                                         pieces 1 .. P-1                              */
 } pipe_config;
 
+/* schedule with no cuts (pipe_create then splits the blocks evenly), no
+ * recomputation, and 2 pieces per rank for the interleaved schedule, 1 for
+ * the others. */
+pipe_config pipe_config_default(pipe_schedule schedule);
+/* "fill-drain", "1f1b", "interleaved" (the config's names); NULL if unknown. */
+const char *pipe_schedule_name(pipe_schedule schedule);
+
 /* Since create, on this rank. */
 typedef struct pipe_stats {
     double busy_s;                   /* inside forward, backward and the loss       */
