@@ -120,9 +120,6 @@ void dlrm_block_params(const dlrm *m, int32_t b, int64_t *off, int64_t *len);
  * pipeline stage keeps in flight.  src must outlive it.  0, or -1 when out
  * of memory. */
 int dlrm_create_shared(dlrm *src, dlrm **out);
-/* Bytes of activations the model holds now (its slab, grown to the largest
- * batch seen; every block's, whichever it runs). */
-int64_t dlrm_activation_bytes(const dlrm *m);
 /* Floats per sample block b keeps from its forward for its backward (its
  * output and what its backward reads: pre-activations, the interaction's
  * inputs, DCN's u and h; block 0 also its input): a stage's activation

@@ -254,8 +254,6 @@ int dlrm_create_shared(dlrm *src, dlrm **out)
     return 0;
 }
 
-int64_t dlrm_activation_bytes(const dlrm *m) { return (int64_t)m->cap * activation_floats(m) * 4; }
-
 int64_t dlrm_block_kept_floats(const dlrm *m, int32_t b)
 {
     if (b == m->nb) { /* v, then z (DOT) or each cross layer's output, u and h */
@@ -484,32 +482,79 @@ static void add_chunk_grads(dlrm *m, float *grads, int64_t len, int32_t c0, int3
     }
 }
 
+/* A chunk's share of a parameter block's backward: writes the chunk's
+ * gradient of the block into g (zeroed) and its rows' input gradients. */
+typedef void (*chunk_backward_fn)(dlrm *m, const void *ctx, int32_t lo, int32_t n, float *g);
+
+/* Runs body over the last forward's chunks on the team, groups of
+ * DLRM_SLOTS at a time, and adds each chunk's gradient to grads[off ..
+ * off + len) in chunk order: the same additions as all chunks at once, in
+ * less memory, and the same bits for any thread count. */
+static void grads_by_chunks(dlrm *m, int64_t off, int64_t len, chunk_backward_fn body, const void *ctx)
+{
+    const int32_t B = m->B, nc = num_chunks(B);
+    for (int32_t c0 = 0; c0 < nc; c0 += DLRM_SLOTS) {
+        const int32_t c1 = nc - c0 < DLRM_SLOTS ? nc : c0 + DLRM_SLOTS;
+#pragma omp parallel for schedule(static) num_threads(team(c1 - c0))
+        for (int32_t c = c0; c < c1; c++) {
+            float *g = m->cgrad + (c - c0) * m->max_layer;
+            memset(g, 0, (size_t)len * sizeof *g);
+            body(m, ctx, CHUNK_LO(c), CHUNK_N(c, B), g);
+        }
+        add_chunk_grads(m, m->grads + off, len, c0, c1);
+    }
+}
+
+typedef struct layer_ctx {
+    int32_t L;
+    int activated;
+    const float *x;
+    float *dy, *dx;
+} layer_ctx;
+
+/* dy through the activation after L, then L's weight and bias gradients
+ * into g and dx = dL/dx for the chunk's rows. */
+static void layer_chunk(dlrm *m, const void *ctx, int32_t lo, int32_t n, float *g)
+{
+    const layer_ctx *k = ctx;
+    const int32_t in = m->in[k->L], out = m->out[k->L];
+    const int64_t r0 = (int64_t)lo * out;
+    float *dyc = k->dy + r0;
+    if (k->activated)
+        dense_act_backward(m->cfg.activation, (int64_t)n * out, m->pre[k->L] ? m->pre[k->L] + r0 : NULL,
+                           m->act[k->L] + r0, dyc);
+    dense_linear_backward(n, in, out, k->x + (int64_t)lo * in, m->params + m->w_off[k->L], dyc, g,
+                          g + (int64_t)out * in, k->dx ? k->dx + (int64_t)lo * in : NULL);
+}
+
 /* Layer L's backward for the last forward's rows: dy first through the
  * activation after L (activated: 0 for the logit layer), then grads of L
  * += the chunks' own in chunk order; dx = dL/dx (NULL: not needed). */
 static void layer_backward(dlrm *m, int32_t L, int activated, const float *x, float *dy, float *dx)
 {
-    const int32_t B = m->B, nc = num_chunks(B), in = m->in[L], out = m->out[L];
-    const int64_t w0 = m->w_off[L], len = m->b_off[L] + out - w0, stride = m->max_layer;
-    const float *W = m->params + w0, *pre = m->pre[L], *y = m->act[L];
-    const dense_activation kind = m->cfg.activation;
-    /* chunks in groups of DLRM_SLOTS, each group's grads added in chunk order */
-    for (int32_t c0 = 0; c0 < nc; c0 += DLRM_SLOTS) {
-        const int32_t c1 = nc - c0 < DLRM_SLOTS ? nc : c0 + DLRM_SLOTS;
-#pragma omp parallel for schedule(static) num_threads(team(c1 - c0))
-        for (int32_t c = c0; c < c1; c++) {
-            const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
-            const int64_t r0 = (int64_t)lo * out;
-            float *g = m->cgrad + (c - c0) * stride, *dyc = dy + r0;
-            if (activated)
-                dense_act_backward(kind, (int64_t)n * out, pre ? pre + r0 : NULL, y + r0, dyc);
-            memset(g, 0, (size_t)len * sizeof *g);
-            dense_linear_backward(n, in, out, x + (int64_t)lo * in, W, dyc, g, g + (int64_t)out * in,
-                                  dx ? dx + (int64_t)lo * in : NULL);
-        }
-        add_chunk_grads(m, m->grads + w0, len, c0, c1);
-    }
+    const layer_ctx k = {L, activated, x, dy, dx};
+    grads_by_chunks(m, m->w_off[L], m->b_off[L] + m->out[L] - m->w_off[L], layer_chunk, &k);
     progress(m);
+}
+
+typedef struct cross_ctx {
+    int32_t l;
+    const float *dy;
+    float *dx;
+} cross_ctx;
+
+/* Cross layer l's backward for the chunk's rows; the last layer first
+ * zeroes the rows of dv, into which every layer adds its x0 share. */
+static void cross_chunk(dlrm *m, const void *ctx, int32_t lo, int32_t n, float *g)
+{
+    const cross_ctx *k = ctx;
+    const int32_t w = m->vw, r = m->crank, l = k->l;
+    const int64_t r0 = (int64_t)lo * w, h0 = (int64_t)lo * r;
+    if (l == m->ncross - 1)
+        memset(m->dv + r0, 0, (size_t)n * (size_t)w * sizeof(float));
+    dense_cross_backward(n, w, r, m->params + m->c_off[l], m->v + r0, (l ? m->xc[l - 1] : m->v) + r0,
+                         m->ch[l] + h0, m->cu[l] + r0, k->dy + r0, g, m->dv + r0, m->cdu + r0, m->cdh + h0,
+                         k->dx + r0);
 }
 
 /* DCN's cross layers backward, from dz (the top's input gradient) down to
@@ -517,29 +562,13 @@ static void layer_backward(dlrm *m, int32_t L, int activated, const float *x, fl
  * is added into dv as it comes (last layer first), then layer 0's dx. */
 static void cross_backward(dlrm *m)
 {
-    const int32_t B = m->B, nc = num_chunks(B), w = m->vw, r = m->crank;
-    const int64_t len = dense_cross_params(w, r), stride = m->max_layer;
+    const int32_t B = m->B, nc = num_chunks(B), w = m->vw;
     const float *g = m->dz;
     for (int32_t l = m->ncross - 1; l >= 0; l--) {
-        float *dx = g == m->g0 ? m->g1 : m->g0;
-        const float *xin = l ? m->xc[l - 1] : m->v, *P = m->params + m->c_off[l];
-        for (int32_t c0 = 0; c0 < nc; c0 += DLRM_SLOTS) {
-            const int32_t c1 = nc - c0 < DLRM_SLOTS ? nc : c0 + DLRM_SLOTS;
-#pragma omp parallel for schedule(static) num_threads(team(c1 - c0))
-            for (int32_t c = c0; c < c1; c++) {
-                const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
-                const int64_t r0 = (int64_t)lo * w, h0 = (int64_t)lo * r;
-                float *gs = m->cgrad + (c - c0) * stride;
-                if (l == m->ncross - 1)
-                    memset(m->dv + r0, 0, (size_t)n * (size_t)w * sizeof(float));
-                memset(gs, 0, (size_t)len * sizeof *gs);
-                dense_cross_backward(n, w, r, P, m->v + r0, xin + r0, m->ch[l] + h0, m->cu[l] + r0, g + r0, gs,
-                                     m->dv + r0, m->cdu + r0, m->cdh + h0, dx + r0);
-            }
-            add_chunk_grads(m, m->grads + m->c_off[l], len, c0, c1);
-        }
+        const cross_ctx k = {l, g, g == m->g0 ? m->g1 : m->g0};
+        grads_by_chunks(m, m->c_off[l], dense_cross_params(w, m->crank), cross_chunk, &k);
         progress(m);
-        g = dx;
+        g = k.dx;
     }
 #pragma omp parallel for schedule(static) num_threads(team(nc))
     for (int32_t c = 0; c < nc; c++)
