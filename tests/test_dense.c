@@ -489,14 +489,14 @@ static void test_fast_layers(test_rng *r)
         free(xa), free(Wa), free(ba), free(dya), free(dWa), free(dba), free(ya), free(dxa);
         free(h), free(dh), free(hd), free(dhd), free(pre), free(dhin);
     }
-    for (int rep = 0; rep < 16; rep++) {
+    for (int rep = 0; rep < 17; rep++) {
         dense_interaction kind = rep % 2 ? DENSE_INTERACT_CAT : DENSE_INTERACT_DOT;
         /* F + 1 up to 41 vectors: several 16-pair blocks and 8-row groups in forward */
         int32_t B = rep < 2 ? 1 : (int32_t)test_range(r, 1, 40);
-        int32_t F = (int32_t)(rep < 12 ? test_range(r, 1, 7) : test_range(r, 15, 41));
+        int32_t F = (int32_t)(rep < 12 ? test_range(r, 1, 7) : rep < 16 ? test_range(r, 15, 41) : 100);
         /* the large-F reps: d 16 and 32 take the vectorised backward (d a multiple of 16), 13
-         * the plain one */
-        int32_t d = rep < 12 ? dims[test_range(r, 0, 8)] : rep == 12 ? 16 : rep == 14 ? 32 : 13;
+         * the plain one; the last (F + 1 = 101, d = 128) needs scratch beyond the stack's */
+        int32_t d = rep < 12 ? dims[test_range(r, 0, 8)] : rep == 12 ? 16 : rep == 14 ? 32 : rep == 16 ? 128 : 13;
         int64_t vw = (int64_t)(F + 1) * d, zw = dense_interact_width(kind, F, d);
         CHECK(zw == ref_dense_interact_width(kind, F, d));
         CHECK(zw == (kind == DENSE_INTERACT_DOT ? d + (F + 1) * F / 2 : (F + 1) * d));

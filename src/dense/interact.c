@@ -28,6 +28,25 @@
 #define IB 16 /* pairs (forward) or elements (backward) computed together */
 #define IG 8  /* rows i computed together in forward                       */
 #define IGB 4 /* and in backward                                            */
+#define SCRATCH 8192 /* floats of per-call scratch kept on the stack (32 KiB): the
+                        usual shapes allocate nothing per step             */
+
+/* n zeroed floats: stack (SCRATCH of them) when they fit, else the heap
+ * (NULL when out of memory); scratch_free gives heap memory back. */
+static float *scratch_zeroed(float *stack, int64_t n)
+{
+    if (n <= SCRATCH) {
+        memset(stack, 0, (size_t)n * sizeof *stack);
+        return stack;
+    }
+    return calloc((size_t)n, sizeof *stack);
+}
+
+static void scratch_free(float *p, const float *stack)
+{
+    if (p != stack)
+        free(p);
+}
 
 const char *dense_interaction_name(dense_interaction kind)
 {
@@ -114,7 +133,8 @@ void dense_interact_forward(dense_interaction kind, int32_t B, int32_t F, int32_
     }
     const int32_t n = F + 1;
     const int64_t wp = (int64_t)(n + IB - 1) / IB * IB;
-    float *vt = calloc((size_t)(d * wp), sizeof *vt); /* the padding lanes stay 0 */
+    float stack[SCRATCH];
+    float *vt = scratch_zeroed(stack, (int64_t)d * wp); /* the padding lanes stay 0 */
     for (int32_t s = 0; s < B; s++) {
         const float *vs = v + s * vw;
         float *zs = z + s * zw;
@@ -128,7 +148,7 @@ void dense_interact_forward(dense_interaction kind, int32_t B, int32_t F, int32_
                 vt[(int64_t)k * wp + j] = vs[(int64_t)j * d + k];
         dots_blocked(n, d, wp, vs, vt, zs);
     }
-    free(vt);
+    scratch_free(vt, stack);
 }
 
 /* dv_i = (dz's bottom part for i = 0, else 0) + sum over j != i, ascending,
@@ -145,7 +165,8 @@ void dense_interact_backward(dense_interaction kind, int32_t B, int32_t F, int32
         return;
     }
     const int32_t n = F + 1;
-    float *gm = calloc((size_t)n * (size_t)n, sizeof *gm); /* NULL: the plain loop below */
+    float stack[SCRATCH];
+    float *gm = scratch_zeroed(stack, (int64_t)n * n); /* NULL: the plain loop below */
     for (int32_t s = 0; s < B; s++) {
         const float *vs = v + s * vw, *dzs = dz + s * zw;
         float *dvs = dv + s * vw;
@@ -187,5 +208,5 @@ void dense_interact_backward(dense_interaction kind, int32_t B, int32_t F, int32
             }
         }
     }
-    free(gm);
+    scratch_free(gm, stack);
 }
