@@ -444,7 +444,8 @@ static void test_missing_and_writer(void)
     CHECK(write_file(path, &s, NULL, 0) == EMBER_OK);
     CHECK(read_all(path, &n) == 0 && n == 0);
 
-    /* abandoned writer: neither path nor path.tmp remain */
+    /* abandoned writer: neither path nor path.tmp remain (nothing is named
+     * while it writes: the output is an unnamed file until its close) */
     path_in_tmp(path, sizeof path, "abandoned.bin");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     ember_batch_writer *w = NULL;
@@ -452,7 +453,7 @@ static void test_missing_and_writer(void)
     owned_batch o;
     random_batch(&s, &o, 4, 3);
     CHECK(ember_batch_writer_append(w, &o.b) == EMBER_OK);
-    CHECK(file_exists(tmp) && !file_exists(path));
+    CHECK(!file_exists(tmp) && !file_exists(path));
     ember_batch_writer_destroy(w);
     CHECK(!file_exists(tmp) && !file_exists(path));
 

@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 
 #include "commands.h"
+#include "core/safe_file.h"
 #include "infer/bundle.h"
 #include "infer/model.h"
 #include "tool_ctx.h"
@@ -164,34 +165,34 @@ static int by_index(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Rank 0: the gathered samples in data order, written to path. */
-static int write_scores(const char *path, int tsv, int synthetic, const float *score, const float *label,
+/* Rank 0: the gathered samples in data order, written to the output and
+ * committed (core/safe_file.h: a failed write leaves no file). */
+static int write_scores(safe_out *o, int tsv, int synthetic, const float *score, const float *label,
                         const int64_t *index, int64_t n, char *err, size_t len)
 {
-    FILE *f = fopen(path, tsv ? "w" : "wb");
-    int ok = f != NULL;
+    FILE *f = safe_out_stdio(o);
     int64_t *order = NULL;
-    if (ok && synthetic) { /* (index, position) pairs sorted by index */
+    if (f && synthetic) { /* (index, position) pairs sorted by index */
         order = malloc(sizeof(int64_t) * 2 * (size_t)(n + 1));
-        ok = order != NULL;
-        for (int64_t i = 0; ok && i < n; i++)
+        if (!order) {
+            safe_out_abort(o);
+            snprintf(err, len, "out of memory sorting %lld scores", (long long)n);
+            return -1;
+        }
+        for (int64_t i = 0; i < n; i++)
             order[2 * i] = index[i], order[2 * i + 1] = i;
-        if (ok)
-            qsort(order, (size_t)n, 2 * sizeof(int64_t), by_index);
+        qsort(order, (size_t)n, 2 * sizeof(int64_t), by_index);
     }
-    for (int64_t k = 0; ok && k < n; k++) {
+    for (int64_t k = 0; f && k < n && !ferror(f); k++) {
         int64_t i = order ? order[2 * k + 1] : k;
-        ok = tsv ? fprintf(f, "%lld\t%.9g\t%g\n", (long long)(synthetic ? index[i] : k), score[i], label[i]) > 0
-                 : fwrite(&score[i], sizeof(float), 1, f) == 1;
+        if (tsv)
+            fprintf(f, "%lld\t%.9g\t%g\n", (long long)(synthetic ? index[i] : k), score[i], label[i]);
+        else
+            fwrite(&score[i], sizeof(float), 1, f);
     }
     free(order);
-    if (f && fclose(f) != 0)
-        ok = 0;
-    if (!ok)
-        snprintf(err, len, "%s: cannot write the scores", path);
-    return ok ? 0 : -1;
+    return safe_out_commit(o, err, len) == EMBER_OK ? 0 : -1; /* names the file and the reason */
 }
-
 
 /* The --json line, as the trainer writes its events (src/train/run_json.h):
  * a score that is not finite is null, the path escaped. */
@@ -276,6 +277,16 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
         ember_predictor_close(p);
         return 1;
     }
+    /* the output is opened before any scoring: a path that cannot take it
+     * (a link, a folder, a missing folder) fails now, and nothing is at its
+     * name until every score is written */
+    safe_out o = SAFE_OUT_INIT;
+    failed = ctx->rank == 0 && out && safe_out_open_path(&o, out, 0, err, sizeof err) != EMBER_OK;
+    if (tool_agree_fail(ctx, "predict", failed, err)) {
+        ctr_source_destroy(src);
+        ember_predictor_close(p);
+        return 1;
+    }
     scored s = {0};
     int rc = score_all(ctx, p, src, synthetic, samples > 0 ? samples : synthetic ? 65536 : INT64_MAX, &s, err,
                        sizeof err);
@@ -286,6 +297,7 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
         free(s.score), free(s.label), free(s.index);
         ctr_source_destroy(src);
         ember_predictor_close(p);
+        safe_out_abort(&o);
         return 1;
     }
     float *gs = NULL, *gl = NULL;
@@ -318,9 +330,10 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
                         gs[k] = gs[i], gl[k] = gl[i], gi[k] = gi[i], k++;
                 ns = k;
             }
-            if (out && write_scores(out, tsv, synthetic, gs, gl, gi, ns, err, sizeof err)) {
+            if (out && write_scores(&o, tsv, synthetic, gs, gl, gi, ns, err, sizeof err)) {
                 fprintf(ctx->err, "ember predict: %s\n", err);
                 status = 1;
+                out = NULL; /* no line below names a file that is not there */
             }
             double auc = ns ? metric_auc(gs, gl, ns) : NAN, ll = ns ? metric_logloss(gs, gl, ns) : NAN;
             double sec = ember_now() - t0;
@@ -331,6 +344,7 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
                         auc, ll, out ? "; scores in " : "", out ? out : "");
         }
     }
+    safe_out_abort(&o); /* after a commit: nothing; after a failure before it: the output dropped */
     free(gs), free(gl), free(gi);
     int64_t agreed = status; /* every rank exits with rank 0's status */
     ember_comm_reduce_i64(ctx->world, &agreed, 1, EMBER_REDUCE_MAX);

@@ -146,8 +146,9 @@ int cmd_train(const tool_ctx *ctx, int argc, char **argv)
         rc = ember_trainer_run(t);
     }
     if (rc == EMBER_OK) {
-        train_report_finish(rep, ember_trainer_summary(t));
-        st = 0;
+        int64_t failed = train_report_finish(rep, ember_trainer_summary(t)); /* rank 0's files */
+        ember_comm_reduce_i64(ctx->world, &failed, 1, EMBER_REDUCE_MAX);     /* every rank exits alike */
+        st = (int)failed;
     } else {
         fflush(stdout);
         fprintf(ctx->err, "ember train: %s\n", ember_trainer_errmsg(t));

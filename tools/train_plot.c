@@ -2,14 +2,25 @@
  * train_plot.c: `ember train --plot` (train_tool.h): a PNG of the training
  * loss and the evaluation's AUC and log loss over steps, with the
  * teacher's where the task has one, drawn by gnuplot (pngcairo, else png).
- * A missing gnuplot is a warning, not a failure.
+ * gnuplot writes the PNG to a pipe and ember writes the file (never through
+ * a link; checked, fsynced, renamed into place).  A missing or failing
+ * gnuplot is a warning; a file that cannot be written is an error.
  */
+#define _GNU_SOURCE /* memfd_create, pipe2 */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
-#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/safe_file.h"
 
 #include "train_tool.h"
+
+extern char **environ;
 
 typedef struct plot_data {
     const char *plot_path, *name;
@@ -19,14 +30,9 @@ typedef struct plot_data {
     int64_t neval;
 } plot_data;
 
-/* gnuplot with the given terminal; its exit status (127: not found). */
-static int run_gnuplot(const plot_data *r, const char *terminal, int quiet)
+/* The gnuplot script: the data inline, the PNG to gnuplot's stdout. */
+static void write_script(FILE *g, const plot_data *r, const char *terminal)
 {
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "gnuplot%s", quiet ? " 2>/dev/null" : "");
-    FILE *g = popen(cmd, "w");
-    if (!g)
-        return -1;
     fprintf(g, "$loss << EOD\n");
     for (int64_t i = 0; i < r->nloss; i++)
         fprintf(g, "%lld %.9g\n", (long long)r->loss[i].step, r->loss[i].v[0]);
@@ -44,10 +50,7 @@ static int run_gnuplot(const plot_data *r, const char *terminal, int quiet)
     }
     fprintf(g, "EOD\n");
     fprintf(g, "set terminal %s size 1000,800 noenhanced\n", terminal);
-    fprintf(g, "set output '");
-    for (const char *c = r->plot_path; *c; c++) /* a quote in the path: gnuplot's '' */
-        fprintf(g, *c == '\'' ? "''" : "%c", *c);
-    fprintf(g, "'\nset multiplot layout 2,1 title 'ember train: %s'\n", r->name);
+    fprintf(g, "set multiplot layout 2,1 title 'ember train: %s'\n", r->name);
     fprintf(g, "set grid\nset key top right\nset xlabel 'step'\nset ylabel 'log loss'\n");
     int teacher = r->neval > 0 && isfinite(r->eval[r->neval - 1].v[1]);
     fprintf(g, "plot $loss using 1:2 with lines lw 1.5 title 'training loss'");
@@ -65,34 +68,82 @@ static int run_gnuplot(const plot_data *r, const char *terminal, int quiet)
         fprintf(g, "set label 1 'no evaluation data' at graph 0.5, 0.5 center\nplot NaN notitle\n");
     }
     fprintf(g, "unset multiplot\nset output\n");
-    int st = pclose(g);
-    return st == -1 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static int plot_with(const plot_data *r)
+/* gnuplot with the given terminal, its script from a memory file and its
+ * PNG read from a pipe into o: ember creates the file, gnuplot never opens
+ * a path.  gnuplot's exit status (127: not found), or -1. */
+static int run_gnuplot(const plot_data *r, const char *terminal, int quiet, safe_out *o)
 {
-    int st = run_gnuplot(r, "pngcairo", 1);
-    if (st == 127) {
-        fprintf(stderr, "ember train: warning: gnuplot not found: no plot (apt-get install gnuplot-nox)\n");
-        return -1;
+    int script = memfd_create("ember-plot", MFD_CLOEXEC), out[2] = {-1, -1}, st = -1;
+    FILE *g = script >= 0 ? fdopen(dup(script), "w") : NULL;
+    if (!g || pipe2(out, O_CLOEXEC) != 0)
+        goto done;
+    write_script(g, r, terminal);
+    if (fclose(g) != 0 || lseek(script, 0, SEEK_SET) != 0) {
+        g = NULL;
+        goto done;
     }
-    if (st != 0)
-        st = run_gnuplot(r, "png", 0);
-    if (st != 0) {
-        fprintf(stderr, "ember train: warning: gnuplot failed (exit %d): no plot at %s\n", st, r->plot_path);
-        return -1;
+    g = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, script, 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    if (quiet)
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    char *argv[] = {"gnuplot", NULL};
+    pid_t pid;
+    int spawned = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    out[1] = -1;
+    if (spawned != 0) {
+        st = spawned == ENOENT ? 127 : -1;
+        goto done;
     }
-    return 0;
+    char buf[1 << 16];
+    ssize_t n;
+    while ((n = read(out[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+        if (n > 0)
+            safe_out_write(o, buf, n); /* a failure is kept for the commit */
+    int ws;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+        ;
+    st = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+done:
+    if (g)
+        fclose(g);
+    for (int i = 0; i < 2; i++)
+        if (out[i] >= 0)
+            close(out[i]);
+    if (script >= 0)
+        close(script);
+    return st;
 }
 
-/* SIGPIPE is ignored meanwhile: a gnuplot that is missing or quits early
- * must not end the run. */
 int train_plot(const char *path, const char *name, const train_point *loss, int64_t nloss, const train_point *eval,
-               int64_t neval)
+               int64_t neval, char *err, size_t len)
 {
     plot_data r = {path, name, loss, nloss, eval, neval};
-    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
-    int st = plot_with(&r);
-    signal(SIGPIPE, old);
-    return st;
+    safe_out o = SAFE_OUT_INIT;
+    if (safe_out_open_path(&o, path, 0, err, len) != EMBER_OK)
+        return -1;
+    int st = run_gnuplot(&r, "pngcairo", 1, &o);
+    if (st == 127) {
+        safe_out_abort(&o);
+        fprintf(stderr, "ember train: warning: gnuplot not found: no plot (apt-get install gnuplot-nox)\n");
+        return 1;
+    }
+    if (st != 0) { /* no cairo: the plain png terminal, into a fresh output */
+        safe_out_abort(&o);
+        if (safe_out_open_path(&o, path, 0, err, len) != EMBER_OK)
+            return -1;
+        st = run_gnuplot(&r, "png", 0, &o);
+    }
+    if (st != 0) {
+        safe_out_abort(&o);
+        fprintf(stderr, "ember train: warning: gnuplot failed (exit %d): no plot at %s\n", st, path);
+        return 1;
+    }
+    return safe_out_commit(&o, err, len) == EMBER_OK ? 0 : -1;
 }

@@ -15,6 +15,7 @@
  * eval history kept for the plot is a few numbers per logged step (at most
  * a few thousand).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +25,14 @@
 #include <jansson.h>
 
 #include "comm/collect.h"
+#include "core/safe_file.h"
 #include "train_tool.h"
 
 struct train_report {
     int json, tty;
-    FILE *metrics;
+    safe_out metrics_out;       /* named at open, committed at the end     */
+    FILE *metrics;              /* its stream; NULL: none                  */
+    char metrics_err[600];      /* the first failed write, said once       */
     char *metrics_path, *plot_path, *checkpoint_dir;
     char name[64];
     train_point *loss, *eval;
@@ -67,13 +71,25 @@ static const char *str(const json_t *j, const char *key)
     return s ? s : "";
 }
 
+/* A line to the metrics file, flushed (it is read while it grows); the
+ * first failure is said at once, and the run ends with status 1. */
+static void write_metrics(train_report *r, const char *s)
+{
+    if (!r->metrics || r->metrics_err[0])
+        return;
+    fprintf(r->metrics, "%s\n", s);
+    if (safe_out_flush(&r->metrics_out) != 0) {
+        snprintf(r->metrics_err, sizeof r->metrics_err, "cannot write the metrics %s: %s", r->metrics_path,
+                 strerror(r->metrics_out.err));
+        fflush(stdout);
+        fprintf(stderr, "ember train: %s (the run goes on, and ends with status 1)\n", r->metrics_err);
+    }
+}
+
 /* One JSON line to the metrics file and, with --json, to stdout. */
 static void write_line(train_report *r, const char *s)
 {
-    if (r->metrics) {
-        fprintf(r->metrics, "%s\n", s);
-        fflush(r->metrics);
-    }
+    write_metrics(r, s);
     if (r->json) {
         printf("%s\n", s);
         fflush(stdout);
@@ -93,7 +109,7 @@ int train_report_open(const tool_ctx *ctx, const train_report_opts *o, train_rep
     *out = NULL;
     train_report *r = NULL;
     int failed = 0;
-    char msg[512] = "out of memory";
+    char msg[1024] = "out of memory";
     if (ctx->rank == 0) {
         r = calloc(1, sizeof *r);
         failed = !r;
@@ -107,20 +123,27 @@ int train_report_open(const tool_ctx *ctx, const train_report_opts *o, train_rep
         r->plot_path = strdup(o->plot_path ? o->plot_path : "");
         r->checkpoint_dir = strdup(o->checkpoint_dir ? o->checkpoint_dir : "");
         failed = !r->metrics_path || !r->plot_path || !r->checkpoint_dir;
-        FILE *plot = NULL; /* the plot is drawn at the end: find out now that it can be written */
-        int existed = !failed && r->plot_path[0] && access(r->plot_path, F_OK) == 0;
-        if (!failed && r->plot_path[0] && !(plot = fopen(r->plot_path, "a"))) {
-            snprintf(msg, sizeof msg, "%s: cannot write the plot: %m", r->plot_path);
-            failed = 1;
+        r->metrics_out = (safe_out)SAFE_OUT_INIT;
+        /* the plot is drawn at the end: find out now that it can be written
+         * (an output opened and dropped leaves nothing behind) */
+        safe_out probe = SAFE_OUT_INIT;
+        if (!failed && r->plot_path[0]) {
+            char why[600];
+            failed = safe_out_open_path(&probe, r->plot_path, 0, why, sizeof why) != EMBER_OK;
+            if (failed)
+                snprintf(msg, sizeof msg, "%s: cannot write the plot: %s", r->plot_path, why);
+            safe_out_abort(&probe);
         }
-        if (plot) {
-            fclose(plot);
-            if (!existed) /* no empty file left if the run fails */
-                remove(r->plot_path);
-        }
-        if (!failed && r->metrics_path[0] && !(r->metrics = fopen(r->metrics_path, o->append ? "a" : "w"))) {
-            snprintf(msg, sizeof msg, "%s: cannot write the metrics: %m", r->metrics_path);
-            failed = 1;
+        /* the metrics: named now, since they are read while they grow; a
+         * resumed run's begin with the earlier run's lines */
+        if (!failed && r->metrics_path[0]) {
+            char why[600];
+            failed = safe_out_open_path(&r->metrics_out, r->metrics_path, o->append ? SAFE_OUT_APPEND : 0, why,
+                                        sizeof why) != EMBER_OK ||
+                     safe_out_publish(&r->metrics_out, why, sizeof why) != EMBER_OK ||
+                     !(r->metrics = safe_out_stdio(&r->metrics_out));
+            if (failed)
+                snprintf(msg, sizeof msg, "%s: cannot write the metrics: %s", r->metrics_path, why);
         }
     }
     if (tool_agree_fail(ctx, "train", failed, msg)) {
@@ -135,8 +158,7 @@ void train_report_close(train_report *r)
 {
     if (!r)
         return;
-    if (r->metrics)
-        fclose(r->metrics);
+    safe_out_abort(&r->metrics_out); /* committed: nothing; else taken back */
     free(r->metrics_path);
     free(r->plot_path);
     free(r->checkpoint_dir);
@@ -342,7 +364,7 @@ void train_report_event(train_report *r, const char *text)
 
 /* The summary as text: totals, the final evaluation, data, time split,
  * SSD tier, memory, files. */
-static void show_summary(const train_report *r, const json_t *j, int plotted)
+static void show_summary(const train_report *r, const json_t *j, int plotted, int metrics_ok)
 {
     char rs[32];
     fmt_rate(rs, sizeof rs, num(j, "samples_per_s"));
@@ -400,23 +422,22 @@ static void show_summary(const train_report *r, const json_t *j, int plotted)
     json_array_foreach(json_object_get(j, "peak_rss_mb_per_rank"), i, v)
         printf("%s rank %d %.1f MB", i ? "," : "", (int)i, json_number_value(v));
     printf("\n");
-    if (r->metrics_path[0] || plotted)
-        printf("metrics: %s%s%s\n", r->metrics_path[0] ? r->metrics_path : "(none)", plotted ? "; plot: " : "",
+    if (metrics_ok || plotted) /* only files that were written */
+        printf("metrics: %s%s%s\n", metrics_ok ? r->metrics_path : "(none)", plotted ? "; plot: " : "",
                plotted ? r->plot_path : "");
 }
 
-void train_report_finish(train_report *r, const char *summary)
+int train_report_finish(train_report *r, const char *summary)
 {
     if (!r)
-        return;
-    int plotted = r->plot_path[0] && train_plot(r->plot_path, r->name, r->loss, r->nloss, r->eval, r->neval) == 0;
-    json_t *j = json_loads(summary, 0, NULL);
-    if (!r->json) {
-        clear_bar(r);
-        show_summary(r, j, plotted);
-    }
-    json_decref(j);
-    /* the last line of stdout in both modes: the trainer's, with the plot */
+        return 0;
+    char plot_err[600] = "", metrics_err[600] = "";
+    int plot = r->plot_path[0] ? train_plot(r->plot_path, r->name, r->loss, r->nloss, r->eval, r->neval, plot_err,
+                                            sizeof plot_err)
+                               : 1;
+    int plotted = plot == 0;
+    /* the summary's line, the last of stdout in both modes: the trainer's,
+     * with the plot */
     char *line = NULL;
     if (r->plot_path[0]) {
         json_t *path = plotted ? json_string(r->plot_path) : json_null();
@@ -428,11 +449,35 @@ void train_report_finish(train_report *r, const char *summary)
         free(p);
     }
     const char *s = line ? line : summary;
+    int metrics_ok = 0;
     if (r->metrics) {
-        fprintf(r->metrics, "%s\n", s);
-        fflush(r->metrics);
+        write_metrics(r, s);
+        r->metrics = NULL;
+        if (r->metrics_err[0]) {
+            snprintf(metrics_err, sizeof metrics_err, "%s", r->metrics_err);
+            safe_out_abort(&r->metrics_out); /* taken back: no half-written metrics */
+        } else {
+            metrics_ok = safe_out_commit(&r->metrics_out, metrics_err, sizeof metrics_err) == EMBER_OK;
+        }
     }
+    json_t *j = json_loads(summary, 0, NULL);
+    if (!r->json) {
+        clear_bar(r);
+        show_summary(r, j, plotted, metrics_ok);
+    }
+    json_decref(j);
     printf("%s\n", s);
     fflush(stdout);
     free(line);
+    int status = 0;
+    if (plot < 0) {
+        fprintf(stderr, "ember train: no plot: %s\n", plot_err);
+        status = 1;
+    }
+    if (r->metrics_path[0] && !metrics_ok) {
+        fprintf(stderr, "ember train: %s%s\n", strstr(metrics_err, "metrics") ? "" : "cannot write the metrics: ",
+                metrics_err);
+        status = 1;
+    }
+    return status;
 }

@@ -38,8 +38,10 @@ void train_report_close(train_report *r);
  * "progress"; the text otherwise.  "summary" waits for finish. */
 void train_report_event(train_report *r, const char *json_object);
 /* The end: the plot, the summary text (not with json), and the last line,
- * the summary's JSON object with the plot's path. */
-void train_report_finish(train_report *r, const char *summary_json);
+ * the summary's JSON object with the plot's path.  0, or 1 when the
+ * metrics or the plot could not be written (said on stderr; the summary
+ * names only the files that were written). */
+int train_report_finish(train_report *r, const char *summary_json);
 
 /* ------------------------------------------------------------------ plot */
 
@@ -50,8 +52,10 @@ typedef struct train_point {
 } train_point;
 
 /* Draws the loss (loss[nloss]) and evaluations (eval[neval]) into path
- * with gnuplot.  0: written; otherwise a warning was printed. */
+ * with gnuplot.  0: written; 1: no gnuplot, or it failed (a warning was
+ * printed; nothing written); -1: the file could not be written (err says
+ * why; nothing left). */
 int train_plot(const char *path, const char *name, const train_point *loss, int64_t nloss, const train_point *eval,
-               int64_t neval);
+               int64_t neval, char *err, size_t len);
 
 #endif

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "ckpt/ckpt.h"
+#include "core/safe_file.h"
 
 /* A broken invariant of this module: file:line, abort (a bug, not bad input). */
 #define CKPT_ASSERT(x)                                                                                       \
@@ -151,6 +152,13 @@ void ckpt_file_name_of(char out[64], int32_t rank, int32_t world);
 /* The manifest text of ck (tables, blobs, files filled), with its checksum
  * line; malloc'd, or NULL when out of memory. */
 char *ckpt_manifest_encode(const ember_checkpoint *ck);
+/* A JSON object (json_t) as text whose last field, "manifest_xxh3", is the
+ * XXH3-64 of every byte before its 16 hex digits, so that any flipped byte
+ * is found (checkpoint and bundle manifests); malloc'd, NULL when out of
+ * memory.  The check: EMBER_EFORMAT / EMBER_ECORRUPT with the message
+ * (ember_data_errmsg) naming `where`. */
+char *ckpt_json_sealed(const void *json);
+int ckpt_json_seal_check(const char *text, int64_t bytes, const char *where);
 /* Parses and checks text (bytes long) into ck (everything but the maps).
  * EMBER_EFORMAT / EMBER_ECORRUPT / EMBER_ENOMEM with ember_data_errmsg set,
  * naming `where`. */
@@ -166,7 +174,7 @@ struct ember_collection;
 /* Writes this rank's file f (sections sized, ckpt_layout) into dir: .tmp,
  * fsync, rename, fsync dir; fills the checksums.  EMBER_EIO / EMBER_ENOMEM
  * with msg (CKPT_MSG bytes). */
-int ckpt_write_rank_file(struct ember_collection *c, const ember_checkpoint *ck, ckpt_file *f, const char *dir,
+int ckpt_write_rank_file(struct ember_collection *c, const ember_checkpoint *ck, ckpt_file *f, const safe_dir *dir,
                          const ember_save_options *opt, char *msg);
 
 /* --------------------------------------------------------------- fsio.c */
@@ -174,20 +182,18 @@ int ckpt_write_rank_file(struct ember_collection *c, const ember_checkpoint *ck,
 /* snprintf that truncates quietly (messages and paths are bounded). */
 void ckpt_fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
 
-/* Writes data (bytes) to dir/name atomically: dir/name.tmp, fsync, rename,
- * fsync dir.  EMBER_EIO with msg (size msg_cap) naming the path. */
-int ckpt_write_atomic(const char *dir, const char *name, const void *data, int64_t bytes, char *msg,
+/* Writes data (bytes) to dir/name atomically (core/safe_file.h's output:
+ * never through a link, fsynced, renamed, the folder fsynced).  EMBER_EIO
+ * with msg (size msg_cap) naming the path and the reason. */
+int ckpt_write_atomic(const safe_dir *dir, const char *name, const void *data, int64_t bytes, char *msg,
                       size_t msg_cap);
-int ckpt_fsync_dir(const char *dir, char *msg, size_t msg_cap);
-int ckpt_mkdirs(const char *path, char *msg, size_t msg_cap);
-/* Removes a folder tree (best effort); 0 or -1. */
-int ckpt_remove_tree(const char *path);
 /* Removes root's .tmp-* and .trash-* folders (leftovers of crashed saves). */
-void ckpt_clean_leftovers(const char *root);
+void ckpt_clean_leftovers(const safe_dir *root);
 /* Renames root/step-<step> to a .trash-* name and removes it. */
-int ckpt_discard(const char *root, int64_t step, char *msg, size_t msg_cap);
-/* Moves the folder tmp over dst (dst may exist: the new one is in place
- * before the old one goes), then fsyncs root. */
-int ckpt_publish(const char *root, const char *tmp, const char *dst, char *msg, size_t msg_cap);
+int ckpt_discard(const safe_dir *root, int64_t step, char *msg, size_t msg_cap);
+/* Moves the folder root/tmp over root/dst (dst may exist as a folder: the
+ * new one is in place before the old one goes; anything else there is
+ * refused), then fsyncs root. */
+int ckpt_publish(const safe_dir *root, const char *tmp, const char *dst, char *msg, size_t msg_cap);
 
 #endif

@@ -84,17 +84,15 @@ int ember_export(const ember_checkpoint *ck, const char *table, const char *path
     pair *p = pairs_of(ck, t, &n);
     float *row = malloc(sizeof(float) * (size_t)ti->dim);
     uint8_t *rec = malloc(8 + 4 * (size_t)ti->dim);
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!p || !row || !rec || !tmp) {
-        free(p), free(row), free(rec), free(tmp);
+    if (!p || !row || !rec) {
+        free(p), free(row), free(rec);
         ember_data_set_error("%s: out of memory exporting table \"%s\"", ck->path, table);
         return EMBER_ENOMEM;
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    FILE *f = fopen(tmp, "wb");
-    int err = f ? 0 : errno;
+    char why[700] = "";
+    safe_out out;
+    FILE *f = safe_out_open_path(&out, path, 0, why, sizeof why) == EMBER_OK ? safe_out_stdio(&out) : NULL;
+    int err = f ? 0 : -1;
     XXH3_state_t *h = XXH3_createState();
     XXH3_64bits_reset(h);
     uint8_t head[EXPORT_HEADER] = {0};
@@ -105,33 +103,28 @@ int ember_export(const ember_checkpoint *ck, const char *table, const char *path
     ckpt_put_u32(head + 24, ti->kind == EMBER_TABLE_DYNAMIC);
     ckpt_put_u64(head + 32, (uint64_t)ckpt_optimizer_steps(ck));
     ckpt_put_u64(head + 40, XXH64(table, strlen(table), 0));
-    if (!err && fwrite(head, 1, sizeof head, f) != sizeof head)
-        err = errno ? errno : EIO;
+    if (!err)
+        fwrite(head, 1, sizeof head, f);
     XXH3_64bits_update(h, head, sizeof head);
-    for (int64_t i = 0; i < n && !err; i++) {
+    for (int64_t i = 0; i < n && !err && !ferror(f); i++) {
         ckpt_read_rows(ck, t, p[i].row, 1, row, NULL);
         ckpt_put_u64(rec, p[i].key);
         memcpy(rec + 8, row, 4 * (size_t)ti->dim); /* little-endian hosts only (as checkpoints) */
         size_t len = 8 + 4 * (size_t)ti->dim;
-        if (fwrite(rec, 1, len, f) != len)
-            err = errno ? errno : EIO;
+        fwrite(rec, 1, len, f);
         XXH3_64bits_update(h, rec, len);
     }
     uint8_t tail[8];
     ckpt_put_u64(tail, XXH3_64bits_digest(h));
-    if (!err && fwrite(tail, 1, 8, f) != 8)
-        err = errno ? errno : EIO;
-    if (!err && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-        err = errno;
-    if (f && fclose(f) != 0 && !err)
-        err = errno;
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
+    if (!err)
+        fwrite(tail, 1, 8, f);
+    if (!err && safe_out_commit(&out, why, sizeof why) != EMBER_OK) /* checks every write, names the reason */
+        err = -1;
     if (err) {
-        unlink(tmp);
-        ember_data_set_error("cannot write %s: %s", path, strerror(err));
+        safe_out_abort(&out);
+        ember_data_set_error("%s", why[0] ? why : "out of memory");
     }
     XXH3_freeState(h);
-    free(p), free(row), free(rec), free(tmp);
+    free(p), free(row), free(rec);
     return err ? EMBER_EIO : EMBER_OK;
 }

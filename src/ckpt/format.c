@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "ckpt/ckpt_impl.h"
+#include "data/data_error.h"
 
 void ckpt_put_u32(uint8_t *p, uint32_t v)
 {
@@ -208,15 +209,24 @@ char *ckpt_manifest_encode(const ember_checkpoint *ck)
     json_object_set_new(m, "blobs", blobs);
     json_object_set_new(m, "rank_blobs", rblobs);
     json_object_set_new(m, "files", files);
-    char *body = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    char *text = ckpt_json_sealed(m);
     json_decref(m);
+    return text;
+}
+
+char *ckpt_json_sealed(const void *json)
+{
+    char *body = json_dumps((const json_t *)json, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     if (!body)
         return NULL;
-    /* body ends with "\n}": replace that by the checksum field */
+    /* body ends with the object's own "\n}": replace that by the checksum
+     * field (a last field that is an object keeps its own brace) */
     size_t n = strlen(body);
     while (n > 0 && body[n - 1] != '}')
         n--;
-    while (n > 0 && (body[n - 1] == '}' || body[n - 1] == '\n' || body[n - 1] == ' '))
+    if (n > 0)
+        n--;
+    while (n > 0 && (body[n - 1] == '\n' || body[n - 1] == ' '))
         n--;
     static const char key[] = ",\n  \"manifest_xxh3\": \"";
     char *out = malloc(n + sizeof key + 16 + 8);
@@ -230,4 +240,33 @@ char *ckpt_manifest_encode(const ember_checkpoint *ck)
     snprintf(out + prefix, 16 + 8, "%016llx\"\n}\n", (unsigned long long)XXH3_64bits(out, prefix));
     free(body);
     return out;
+}
+
+int ckpt_json_seal_check(const char *text, int64_t bytes, const char *where)
+{
+    static const char key[] = "\"manifest_xxh3\": \"", end[] = "\"\n}\n";
+    int64_t kl = (int64_t)sizeof key - 1, el = (int64_t)sizeof end - 1;
+    if (bytes < kl + 16 + el || memcmp(text + bytes - el, end, (size_t)el) != 0 ||
+        memcmp(text + bytes - el - 16 - kl, key, (size_t)kl) != 0) {
+        ember_data_set_error("%s: does not end with the \"manifest_xxh3\" field", where);
+        return EMBER_EFORMAT;
+    }
+    int64_t prefix = bytes - el - 16;
+    uint64_t want = 0;
+    for (int i = 0; i < 16; i++) {
+        char c = text[prefix + i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0) {
+            ember_data_set_error("%s: field \"manifest_xxh3\": expected 16 hex digits", where);
+            return EMBER_EFORMAT;
+        }
+        want = want << 4 | (uint64_t)v;
+    }
+    uint64_t got = XXH3_64bits(text, (size_t)prefix);
+    if (got != want) {
+        ember_data_set_error("%s: checksum mismatch (manifest_xxh3 %016llx, contents %016llx)", where,
+                             (unsigned long long)want, (unsigned long long)got);
+        return EMBER_ECORRUPT;
+    }
+    return EMBER_OK;
 }

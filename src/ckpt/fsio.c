@@ -3,7 +3,10 @@
  * write under a temporary name, fsync the file, rename it into place, fsync
  * the folder so the rename itself survives a power cut.  Folders are only
  * ever published by rename, and only ever deleted after a rename to a
- * .trash-* name, so a folder named step-* is always complete.
+ * .trash-* name, so a folder named step-* is always complete.  Every name is
+ * resolved relative to the checkpoint root's descriptor and nothing here
+ * follows a link (core/safe_file.h): a link planted at a step or leftover
+ * name is never taken for a checkpoint, moved, or emptied.
  */
 #define _GNU_SOURCE /* renameat2 */
 #include <dirent.h>
@@ -27,130 +30,30 @@ void ckpt_fmt(char *out, size_t cap, const char *f, ...)
     va_end(ap);
 }
 
-static int io_fail(char *msg, size_t cap, const char *what, const char *path)
+int ckpt_write_atomic(const safe_dir *dir, const char *name, const void *data, int64_t bytes, char *msg, size_t cap)
 {
-    snprintf(msg, cap, "%s %s: %s", what, path, strerror(errno));
-    return EMBER_EIO;
+    safe_out o;
+    int st = safe_out_open(&o, dir, name, 0, msg, cap);
+    if (st != EMBER_OK)
+        return st;
+    safe_out_write(&o, data, bytes);
+    return safe_out_commit(&o, msg, cap);
 }
 
-int ckpt_fsync_dir(const char *dir, char *msg, size_t cap)
+void ckpt_clean_leftovers(const safe_dir *root)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return io_fail(msg, cap, "cannot open folder", dir);
-    int rc = fsync(fd);
-    /* some file systems refuse fsync on a folder; the rename is then as
-     * durable as they make it */
-    if (rc != 0 && errno != EINVAL && errno != EROFS) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return io_fail(msg, cap, "cannot fsync folder", dir);
-    }
-    close(fd);
-    return EMBER_OK;
-}
-
-int ckpt_write_atomic(const char *dir, const char *name, const void *data, int64_t bytes, char *msg,
-                      size_t cap)
-{
-    char tmp[4096], dst[4096];
-    snprintf(dst, sizeof dst, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return io_fail(msg, cap, "cannot create", tmp);
-    const char *p = data;
-    while (bytes > 0) {
-        ssize_t n = write(fd, p, (size_t)(bytes > (1 << 30) ? (1 << 30) : bytes));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = n < 0 ? errno : EIO;
+    int fd = fcntl(root->fd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
             close(fd);
-            unlink(tmp);
-            errno = e;
-            return io_fail(msg, cap, "cannot write", tmp);
-        }
-        p += n;
-        bytes -= n;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        errno = e;
-        return io_fail(msg, cap, "cannot fsync", tmp);
-    }
-    if (rename(tmp, dst) != 0) {
-        int e = errno;
-        unlink(tmp);
-        errno = e;
-        return io_fail(msg, cap, "cannot rename to", dst);
-    }
-    return ckpt_fsync_dir(dir, msg, cap);
-}
-
-int ckpt_mkdirs(const char *path, char *msg, size_t cap)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = 0;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return io_fail(msg, cap, "cannot create folder", p);
-        *s = '/';
-    }
-    if (mkdir(p, 0755) != 0 && errno != EEXIST)
-        return io_fail(msg, cap, "cannot create folder", p);
-    struct stat sb;
-    if (stat(p, &sb) != 0)
-        return io_fail(msg, cap, "cannot stat", p);
-    if (!S_ISDIR(sb.st_mode)) {
-        errno = ENOTDIR;
-        return io_fail(msg, cap, "not a folder:", p);
-    }
-    return EMBER_OK;
-}
-
-int ckpt_remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d)
-        return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
-    int rc = 0;
-    struct dirent *e;
-    char sub[4096];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        struct stat sb;
-        if (lstat(sub, &sb) == 0 && S_ISDIR(sb.st_mode))
-            rc |= ckpt_remove_tree(sub);
-        else if (unlink(sub) != 0 && errno != ENOENT)
-            rc = -1;
-    }
-    closedir(d);
-    if (rmdir(path) != 0 && errno != ENOENT)
-        rc = -1;
-    return rc;
-}
-
-void ckpt_clean_leftovers(const char *root)
-{
-    DIR *d = opendir(root);
-    if (!d)
         return;
-    struct dirent *e;
-    char sub[4096];
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, ".tmp-", 5) != 0 && strncmp(e->d_name, ".trash-", 7) != 0)
-            continue;
-        snprintf(sub, sizeof sub, "%s/%s", root, e->d_name);
-        ckpt_remove_tree(sub);
     }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) /* only real folders of ours: never a link's target */
+        if ((!strncmp(e->d_name, ".tmp-", 5) || !strncmp(e->d_name, ".trash-", 7)) &&
+            safe_kind(root, e->d_name) == SAFE_DIR)
+            safe_remove_tree(root, e->d_name);
     closedir(d);
 }
 
@@ -182,12 +85,16 @@ int64_t ckpt_list_steps(const char *root, int64_t **steps)
         return -1;
     int64_t n = 0, cap = 0;
     struct dirent *e;
-    char sub[4096];
+    char sub[64];
     while ((e = readdir(d)) != NULL) {
         int64_t s = step_of(e->d_name);
         struct stat sb;
-        snprintf(sub, sizeof sub, "%s/%s/" CKPT_MANIFEST, root, e->d_name);
-        if (s < 0 || stat(sub, &sb) != 0 || !S_ISREG(sb.st_mode))
+        if (s < 0)
+            continue;
+        snprintf(sub, sizeof sub, "%.20s/" CKPT_MANIFEST, e->d_name);
+        /* a step folder ember published: a real folder, not a link to one */
+        if (s < 0 || fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode) ||
+            fstatat(dirfd(d), sub, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
             continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
@@ -209,57 +116,66 @@ int64_t ckpt_list_steps(const char *root, int64_t **steps)
     return n;
 }
 
-/* A fresh .trash-* name under root. */
-static void trash_name(char *out, size_t cap, const char *root, const char *what)
+/* A fresh .trash-* name. */
+static void trash_name(char *out, size_t cap, const char *what)
 {
     static unsigned counter;
-    snprintf(out, cap, "%s/.trash-%s-%ld-%u", root, what, (long)getpid(), counter++);
+    snprintf(out, cap, ".trash-%s-%ld-%u", what, (long)getpid(), counter++);
 }
 
-int ckpt_discard(const char *root, int64_t step, char *msg, size_t cap)
+int ckpt_discard(const safe_dir *root, int64_t step, char *msg, size_t cap)
 {
-    char src[4096], name[32], trash[4096];
+    char name[32], trash[320], p[4400];
     snprintf(name, sizeof name, "step-%012lld", (long long)step);
-    snprintf(src, sizeof src, "%s/%s", root, name);
-    trash_name(trash, sizeof trash, root, name);
-    if (rename(src, trash) != 0)
-        return io_fail(msg, cap, "cannot rename", src);
-    int st = ckpt_fsync_dir(root, msg, cap);
-    ckpt_remove_tree(trash);
+    if (safe_kind(root, name) != SAFE_DIR) /* listed as a folder; now something else: not ours to touch */
+        return EMBER_OK;
+    trash_name(trash, sizeof trash, name);
+    if (renameat(root->fd, name, root->fd, trash) != 0) {
+        snprintf(msg, cap, "cannot rename %s: %s", safe_path(root, name, p, sizeof p), strerror(errno));
+        return EMBER_EIO;
+    }
+    int st = safe_dir_sync(root, msg, cap);
+    safe_remove_tree(root, trash);
     return st;
 }
 
-int ckpt_publish(const char *root, const char *tmp, const char *dst, char *msg, size_t cap)
+int ckpt_publish(const safe_dir *root, const char *tmp, const char *dst, char *msg, size_t cap)
 {
-    char trash[4096];
-    struct stat sb;
-    const char *base = strrchr(dst, '/');
-    trash_name(trash, sizeof trash, root, base ? base + 1 : dst);
-    if (stat(dst, &sb) != 0) {
-        if (rename(tmp, dst) != 0)
-            return io_fail(msg, cap, "cannot rename to", dst);
-        return ckpt_fsync_dir(root, msg, cap);
+    char trash[320], p[4400];
+    int st = safe_expect(root, dst, SAFE_DIR, msg, cap); /* a link or a file there is refused, never moved */
+    if (st != EMBER_OK)
+        return st;
+    trash_name(trash, sizeof trash, dst);
+    if (safe_kind(root, dst) == SAFE_ABSENT) {
+        if (renameat2(root->fd, tmp, root->fd, dst, RENAME_NOREPLACE) != 0 &&
+            (errno != EINVAL || renameat(root->fd, tmp, root->fd, dst) != 0)) {
+            snprintf(msg, cap, "cannot rename to %s: %s", safe_path(root, dst, p, sizeof p), strerror(errno));
+            return EMBER_EIO;
+        }
+        return safe_dir_sync(root, msg, cap);
     }
     /* replacing: swap the two names atomically where the system can, so
      * step-<step> names a complete checkpoint at every instant */
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_EXCHANGE) == 0) {
-        int st = ckpt_fsync_dir(root, msg, cap);
-        if (rename(tmp, trash) == 0)
-            ckpt_remove_tree(trash);
+    if (renameat2(root->fd, tmp, root->fd, dst, RENAME_EXCHANGE) == 0) {
+        st = safe_dir_sync(root, msg, cap);
+        if (renameat(root->fd, tmp, root->fd, trash) == 0)
+            safe_remove_tree(root, trash);
         return st;
     }
     /* else move the old one aside (a crash now leaves the step missing,
      * the other checkpoints intact), and put it back if the new one cannot
      * take its place */
-    if (rename(dst, trash) != 0)
-        return io_fail(msg, cap, "cannot rename", dst);
-    if (rename(tmp, dst) != 0) {
-        int e = errno;
-        rename(trash, dst);
-        errno = e;
-        return io_fail(msg, cap, "cannot rename to", dst);
+    if (renameat(root->fd, dst, root->fd, trash) != 0) {
+        snprintf(msg, cap, "cannot rename %s: %s", safe_path(root, dst, p, sizeof p), strerror(errno));
+        return EMBER_EIO;
     }
-    int st = ckpt_fsync_dir(root, msg, cap);
-    ckpt_remove_tree(trash);
+    if (renameat(root->fd, tmp, root->fd, dst) != 0) {
+        int e = errno;
+        renameat(root->fd, trash, root->fd, dst);
+        snprintf(msg, cap, "cannot rename to %s: %s", safe_path(root, dst, p, sizeof p), strerror(e));
+        return EMBER_EIO;
+    }
+    st = safe_dir_sync(root, msg, cap);
+    safe_remove_tree(root, trash);
     return st;
 }

@@ -322,37 +322,6 @@ static int decode_file(dec *d, ember_checkpoint *ck, json_t *o, int32_t r)
     return EMBER_OK;
 }
 
-/* The last field is "manifest_xxh3": the XXH3-64 of every byte before its
- * 16 hex digits (format.c). */
-static int check_sum(const dec *d, const char *text, int64_t bytes)
-{
-    static const char key[] = "\"manifest_xxh3\": \"", end[] = "\"\n}\n";
-    int64_t kl = (int64_t)sizeof key - 1, el = (int64_t)sizeof end - 1;
-    if (bytes < kl + 16 + el || memcmp(text + bytes - el, end, (size_t)el) != 0 ||
-        memcmp(text + bytes - el - 16 - kl, key, (size_t)kl) != 0) {
-        ember_data_set_error("%s: does not end with the \"manifest_xxh3\" field", d->where);
-        return EMBER_EFORMAT;
-    }
-    int64_t prefix = bytes - el - 16;
-    uint64_t want = 0;
-    for (int i = 0; i < 16; i++) {
-        char c = text[prefix + i];
-        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (v < 0) {
-            ember_data_set_error("%s: field \"manifest_xxh3\": expected 16 hex digits", d->where);
-            return EMBER_EFORMAT;
-        }
-        want = want << 4 | (uint64_t)v;
-    }
-    uint64_t got = XXH3_64bits(text, (size_t)prefix);
-    if (got != want) {
-        ember_data_set_error("%s: checksum mismatch (manifest_xxh3 %016llx, contents %016llx)", d->where,
-                             (unsigned long long)want, (unsigned long long)got);
-        return EMBER_ECORRUPT;
-    }
-    return EMBER_OK;
-}
-
 static int decode_top(dec *d, ember_checkpoint *ck, json_t *m)
 {
     int st;
@@ -404,7 +373,7 @@ static int decode_top(dec *d, ember_checkpoint *ck, json_t *m)
 int ckpt_manifest_decode(ember_checkpoint *ck, const char *text, int64_t bytes, const char *where)
 {
     dec d = {where, ""};
-    int st = check_sum(&d, text, bytes);
+    int st = ckpt_json_seal_check(text, bytes, d.where);
     if (st != EMBER_OK)
         return st;
     json_error_t err;

@@ -7,8 +7,8 @@
  * then the blobs.  The protocol (docs/checkpoint-format.md):
  *   1. rank 0 removes leftovers and creates root/.tmp-step-<step>-<nonce>,
  *      whose name it broadcasts;
- *   2. every rank writes its file under a .tmp name, fsyncs it, renames it
- *      and fsyncs the folder; the ranks agree on success and rank 0 gathers
+ *   2. every rank writes its file (core/safe_file.h: unnamed until complete,
+ *      fsynced, named, the folder fsynced); the ranks agree on success and rank 0 gathers
  *      every file's size and checksums;
  *   3. rank 0 writes manifest.json the same way, renames the folder to
  *      step-<step>, fsyncs root, and deletes checkpoints beyond `keep`.
@@ -223,7 +223,8 @@ static int gather_files(ember_collection *c, ember_checkpoint *ck, const ember_s
 }
 
 /* Rank 0, once every file is in dir: the manifest, the rename, `keep`. */
-static int publish(ember_checkpoint *ck, const char *root, const char *dir, int32_t keep, char *msg)
+static int publish(ember_checkpoint *ck, const safe_dir *root, const safe_dir *dir, const char *name, int32_t keep,
+                   char *msg)
 {
     char *text = ckpt_manifest_encode(ck);
     if (!text) {
@@ -232,14 +233,14 @@ static int publish(ember_checkpoint *ck, const char *root, const char *dir, int3
     }
     int st = ckpt_write_atomic(dir, CKPT_MANIFEST, text, (int64_t)strlen(text), msg, MSG);
     free(text);
-    char dst[4096];
-    fmt(dst, sizeof dst, "%s/step-%012lld", root, (long long)ck->step);
+    char dst[64];
+    fmt(dst, sizeof dst, "step-%012lld", (long long)ck->step);
     if (st == EMBER_OK)
-        st = ckpt_publish(root, dir, dst, msg, MSG);
+        st = ckpt_publish(root, name, dst, msg, MSG);
     if (st != EMBER_OK || keep == 0)
         return st;
     int64_t *steps;
-    int64_t n = ckpt_list_steps(root, &steps);
+    int64_t n = ckpt_list_steps(root->path, &steps);
     int64_t excess = n - keep; /* delete the oldest others; never this one */
     for (int64_t i = 0; i < n && excess > 0; i++)
         if (steps[i] != ck->step) {
@@ -258,7 +259,8 @@ int ember_save(ember_collection *c, const char *root, const ember_save_options *
     if (c->panicked)
         return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
     int32_t rank = c->world->rank;
-    char msg[MSG] = "", name[64] = "", dir[4096];
+    char msg[MSG] = "", name[64] = "";
+    safe_dir rootd = SAFE_DIR_INIT, dir = SAFE_DIR_INIT;
     ember_checkpoint ck;
     memset(&ck, 0, sizeof ck);
     int st = check_options(c, root, opt, msg);
@@ -272,17 +274,13 @@ int ember_save(ember_collection *c, const char *root, const ember_save_options *
         fmt(msg, MSG, "out of memory");
     if ((st = agree(c, st, msg)) != EMBER_OK)
         goto done;
-    if (rank == 0 && (st = ckpt_mkdirs(root, msg, MSG)) == EMBER_OK) {
+    if (rank == 0 && (st = safe_mkdirs(&rootd, root, msg, MSG)) == EMBER_OK) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ckpt_clean_leftovers(root);
+        ckpt_clean_leftovers(&rootd);
         fmt(name, sizeof name, ".tmp-step-%012lld-%lx-%lx", (long long)opt->step, (long)getpid(),
                  (long)ts.tv_nsec);
-        fmt(dir, sizeof dir, "%s/%s", root, name);
-        if (mkdir(dir, 0755) != 0) {
-            fmt(msg, MSG, "cannot create folder %s: %s", dir, strerror(errno));
-            st = EMBER_EIO;
-        }
+        st = safe_mkdir(&rootd, name, &dir, msg, MSG);
     }
     if (ember_comm_bcast(c->world, name, sizeof name, 0) != EMBER_OK) {
         c->panicked = 1;
@@ -291,20 +289,26 @@ int ember_save(ember_collection *c, const char *root, const ember_save_options *
     }
     if ((st = agree(c, st, msg)) != EMBER_OK)
         goto done;
-    fmt(dir, sizeof dir, "%s/%s", root, name);
-    st = ckpt_write_rank_file(c, &ck, &ck.files[rank], dir, opt, msg);
+    /* every rank opens the root once and the new folder below it, never
+     * through a link */
+    if (rank != 0 && (st = safe_dir_open(&rootd, root, msg, MSG)) == EMBER_OK)
+        st = safe_subdir(&rootd, name, 0, &dir, msg, MSG);
+    if (st == EMBER_OK)
+        st = ckpt_write_rank_file(c, &ck, &ck.files[rank], &dir, opt, msg);
     if ((st = agree(c, st, msg)) == EMBER_OK) {
         if ((st = gather_files(c, &ck, opt, msg)) == EMBER_ECOMM) {
             ember_fail(c, st, "%s", msg);
             goto done;
         }
         if (rank == 0 && st == EMBER_OK)
-            st = publish(&ck, root, dir, opt->keep, msg);
+            st = publish(&ck, &rootd, &dir, name, opt->keep, msg);
         st = agree(c, st, msg);
     }
-    if (st != EMBER_OK && rank == 0)
-        ckpt_remove_tree(dir); /* gone already when the rename succeeded */
+    if (st != EMBER_OK && rank == 0 && rootd.fd >= 0 && name[0])
+        safe_remove_tree(&rootd, name); /* gone already when the rename succeeded */
 done:
+    safe_dir_close(&dir);
+    safe_dir_close(&rootd);
     ck.doc = NULL;
     ckpt_free_parts(&ck);
     return st;

@@ -166,13 +166,13 @@ static void put_rows(writer *w, ember_collection *c, const ckpt_table_info *info
 }
 
 /* Writes this rank's data file into dir; fills f's checksums. */
-int ckpt_write_rank_file(ember_collection *c, const ember_checkpoint *ck, ckpt_file *f, const char *dir,
+int ckpt_write_rank_file(ember_collection *c, const ember_checkpoint *ck, ckpt_file *f, const safe_dir *dir,
                          const ember_save_options *opt, char *msg)
 {
     int32_t rank = c->world->rank;
-    char tmp[4096], dst[4096];
-    fmt(dst, sizeof dst, "%s/%s", dir, f->name);
-    fmt(tmp, sizeof tmp, "%s.tmp", dst);
+    char dst[4400];
+    safe_path(dir, f->name, dst, sizeof dst);
+    safe_out out;
     int64_t table_at = ckpt_layout(f);
     int32_t maxw = 1;
     for (int32_t t = 0; t < ck->num_tables; t++)
@@ -188,12 +188,9 @@ int ckpt_write_rank_file(ember_collection *c, const ember_checkpoint *ck, ckpt_f
         st = EMBER_ENOMEM;
         goto done;
     }
-    w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w.fd < 0) {
-        fmt(msg, MSG, "cannot create %s: %s", tmp, strerror(errno));
-        st = EMBER_EIO;
+    if ((st = safe_out_open(&out, dir, f->name, 0, msg, MSG)) != EMBER_OK)
         goto done;
-    }
+    w.fd = out.fd;
     XXH3_64bits_reset(w.file);
     uint8_t head[CKPT_HEADER_BYTES];
     ckpt_header_encode(head, rank, ck->world, ck->step, (uint32_t)f->num_sections, table_at, f->bytes);
@@ -231,26 +228,18 @@ int ckpt_write_rank_file(ember_collection *c, const ember_checkpoint *ck, ckpt_f
     ckpt_put_u64(tail + 8, f->checksum);
     put(&w, tail + 8, 8, 0);
     flush(&w);
-    if (w.err == 0 && fsync(w.fd) != 0)
-        w.err = errno;
-    if (close(w.fd) != 0 && w.err == 0)
-        w.err = errno;
-    w.fd = -1;
-    if (w.err == 0 && rename(tmp, dst) != 0)
-        w.err = errno;
+    w.fd = -1; /* the output's own from here */
     if (w.err != 0) {
         if (w.store_msg[0])
             fmt(msg, MSG, "%s", w.store_msg);
         else
-            fmt(msg, MSG, "cannot write %s: %s", tmp, strerror(w.err));
-        unlink(tmp);
+            fmt(msg, MSG, "cannot write %s: %s", dst, strerror(w.err));
+        safe_out_abort(&out);
         st = EMBER_EIO;
     } else {
-        st = ckpt_fsync_dir(dir, msg, MSG);
+        st = safe_out_commit(&out, msg, MSG);
     }
 done:
-    if (w.fd >= 0)
-        close(w.fd);
     XXH3_freeState(w.file);
     XXH3_freeState(w.sec);
     free(w.buf);

@@ -7,8 +7,9 @@
  * an end record carrying the number of batches, so that a file cut at a record
  * boundary is still found truncated.  Everything is little-endian.
  *
- * Design choices.  Durability: the writer writes path.tmp,
- * fsyncs it, renames it over path and fsyncs the directory, so a reader sees
+ * Design choices.  Durability: the writer writes an output of
+ * core/safe_file.h (never through a link; unnamed until complete, fsynced,
+ * renamed over a regular file at path, the folder fsynced), so a reader sees
  * either the old file or the whole new one.  Distrust on read: every count is
  * checked against the bytes left in the file before anything is allocated
  * (a corrupt count cannot make the reader allocate gigabytes), and every
@@ -26,6 +27,7 @@
 
 #include <xxhash.h>
 
+#include "core/safe_file.h"
 #include "data/data_error.h"
 #include "data/data_io.h"
 #include "ember.h"
@@ -71,7 +73,8 @@ static void swap_elems(void *p, size_t n, size_t sz)
 
 struct ember_batch_writer {
     char *path;
-    char *tmp_path;
+    char *tmp_path;             /* the path, for messages (core/safe_file.h names no temporary) */
+    safe_out out;
     FILE *f;                 /* NULL once closed or abandoned                 */
     int32_t num_tables, num_features;
     int64_t *table_rows;
@@ -178,10 +181,11 @@ int ember_batch_writer_create(const char *path, const ember_batch_file_info *inf
     w = calloc(1, sizeof *w);
     if (!w)
         goto nomem;
+    w->out = (safe_out)SAFE_OUT_INIT;
     w->num_tables = info->num_tables;
     w->num_features = info->num_features;
     w->path = str_dup(path);
-    w->tmp_path = malloc(strlen(path) + 5);
+    w->tmp_path = str_dup(path);
     w->table_rows = malloc((size_t)info->num_tables * sizeof *w->table_rows);
     w->feature_table = malloc((size_t)info->num_features * sizeof *w->feature_table);
     w->hash = XXH64_createState();
@@ -189,14 +193,13 @@ int ember_batch_writer_create(const char *path, const ember_batch_file_info *inf
     if (!w->path || !w->tmp_path || !w->table_rows || !w->feature_table || !w->hash ||
         !w->scratch)
         goto nomem;
-    sprintf(w->tmp_path, "%s.tmp", path);
     memcpy(w->table_rows, info->table_rows, (size_t)info->num_tables * sizeof *w->table_rows);
     memcpy(w->feature_table, info->feature_table,
            (size_t)info->num_features * sizeof *w->feature_table);
 
-    w->f = fopen(w->tmp_path, "wb");
-    if (!w->f) {
-        ember_data_set_error("batch file '%s': cannot create: %s", w->tmp_path, strerror(errno));
+    char why[600];
+    if (safe_out_open_path(&w->out, path, 0, why, sizeof why) != EMBER_OK || !(w->f = safe_out_stdio(&w->out))) {
+        ember_data_set_error("batch file '%s': cannot create: %s", path, why);
         rc = EMBER_EIO;
         goto fail;
     }
@@ -332,36 +335,17 @@ int ember_batch_writer_close(ember_batch_writer *w)
     if ((rc = w_emit(w, end, sizeof end, "end record")) ||
         (rc = w_emit_hash(w, "end record checksum")))
         goto fail;
-    if (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0) {
-        ember_data_set_error("batch file '%s': flush/fsync: %s", w->tmp_path, strerror(errno));
-        rc = EMBER_EIO;
-        goto fail;
-    }
-    FILE *f = w->f;
-    w->f = NULL;
-    if (fclose(f) != 0) {
-        ember_data_set_error("batch file '%s': close: %s", w->tmp_path, strerror(errno));
-        rc = EMBER_EIO;
-        unlink(w->tmp_path);
-        return rc;
-    }
-    if (rename(w->tmp_path, w->path) != 0) {
-        ember_data_set_error("batch file '%s': rename from '%s': %s", w->path, w->tmp_path,
-                             strerror(errno));
-        unlink(w->tmp_path);
-        return EMBER_EIO;
-    }
-    if (ember_data_fsync_parent(w->path) != 0) {
-        ember_data_set_error("batch file '%s': fsync of its folder: %s", w->path,
-                             strerror(errno));
+    w->f = NULL; /* the output's own stream: the commit flushes, checks and closes it */
+    char why[600];
+    if (safe_out_commit(&w->out, why, sizeof why) != EMBER_OK) {
+        ember_data_set_error("batch file '%s': %s", w->path, why);
         return EMBER_EIO;
     }
     return EMBER_OK;
 
 fail:
-    fclose(w->f);
     w->f = NULL;
-    unlink(w->tmp_path);
+    safe_out_abort(&w->out); /* nothing left */
     return rc;
 }
 
@@ -369,10 +353,7 @@ void ember_batch_writer_destroy(ember_batch_writer *w)
 {
     if (!w)
         return;
-    if (w->f) { /* never closed: abandon the temporary file */
-        fclose(w->f);
-        unlink(w->tmp_path);
-    }
+    safe_out_abort(&w->out); /* never closed: nothing left */
     free(w->path);
     free(w->tmp_path);
     free(w->table_rows);
@@ -768,24 +749,3 @@ void ember_batch_reader_destroy(ember_batch_reader *r)
     free(r);
 }
 
-/* data_io.h */
-int ember_data_fsync_parent(const char *path)
-{
-    char *dir = str_dup(path);
-    if (!dir)
-        return -1;
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        strcpy(dir, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    free(dir);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}

@@ -9,9 +9,10 @@
  * what earlier versions of ember wrote and read; a feature with rows 0
  * (64-bit keys, for a dynamic table) makes it version 2.
  *
- * Design choice: nothing half-done.  The file is written as path.tmp,
- * fsync'd, renamed over path and its folder fsync'd; on any failure the
- * temporary file is removed and path is left as it was.
+ * Design choice: nothing half-done.  The file is written as an output of
+ * core/safe_file.h (never through a link; unnamed until complete, fsync'd,
+ * named or renamed over a regular file at path, its folder fsync'd); on
+ * any failure nothing is left and path is as it was.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,12 +22,14 @@
 
 #include <xxhash.h>
 
+#include "core/safe_file.h"
 #include "data/ctr_bin.h"
 #include "data/data_io.h"
 
 typedef struct cb_writer {
-    FILE *f;
-    char *tmp;                /* path.tmp, what is written          */
+    FILE *f;                  /* out's stream                       */
+    safe_out out;
+    const char *tmp;          /* the path, for messages             */
     cb_layout lay;
     unsigned char *buf;       /* one block                          */
     size_t cap;
@@ -201,20 +204,6 @@ static int cb_write_header(cb_writer *w, const ctr_schema *sc, char *err, size_t
     return rc;
 }
 
-/* fsync, close, rename over path, fsync the folder. */
-static int cb_commit(cb_writer *w, const char *path, char *err, size_t errlen)
-{
-    if (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0)
-        return ctr_fail(err, errlen, "%s: flush/fsync: %s", w->tmp, strerror(errno));
-    int cr = fclose(w->f);
-    w->f = NULL;
-    if (cr != 0)
-        return ctr_fail(err, errlen, "%s: close: %s", w->tmp, strerror(errno));
-    if (rename(w->tmp, path) != 0)
-        return ctr_fail(err, errlen, "%s: rename from '%s': %s", path, w->tmp, strerror(errno));
-    return 0;
-}
-
 /* The schema's rows as the format holds them; the least version that
  * holds the data (2: keys, 3: weights or float labels). */
 static int check_rows(const ctr_schema *sc, const char *path, uint32_t *version, char *err, size_t errlen)
@@ -267,6 +256,8 @@ int ctr_convert_source_n(ctr_source *src, const char *bin_path, int64_t max_samp
 {
     cb_writer w;
     memset(&w, 0, sizeof w);
+    w.out = (safe_out)SAFE_OUT_INIT;
+    w.tmp = bin_path;
     uint32_t version;
     int rc = -1;
     if (stats)
@@ -283,30 +274,19 @@ int ctr_convert_source_n(ctr_source *src, const char *bin_path, int64_t max_samp
             wmask |= (uint64_t)(sc->weighted[f] != 0) << f;
         cb_layout_weights(&w.lay, wmask, sc->float_label);
     }
-    if (!(w.tmp = malloc(strlen(bin_path) + 5))) {
+    if (safe_out_open_path(&w.out, bin_path, 0, err, errlen) != EMBER_OK)
+        goto done;
+    if (!(w.f = safe_out_stdio(&w.out))) {
         ctr_fail(err, errlen, "%s: out of memory", bin_path);
         goto done;
     }
-    sprintf(w.tmp, "%s.tmp", bin_path);
-    if (!(w.f = fopen(w.tmp, "wb"))) {
-        ctr_fail(err, errlen, "%s: cannot create: %s", w.tmp, strerror(errno));
+    if (write_all(&w, src, sc, max_samples, err, errlen))
         goto done;
-    }
-    if (write_all(&w, src, sc, max_samples, err, errlen) || cb_commit(&w, bin_path, err, errlen))
-        goto done;
-    rc = 0;
-    if (ember_data_fsync_parent(bin_path) != 0) /* renamed: the new file stays */
-        rc = ctr_fail(err, errlen, "%s: fsync of its folder: %s", bin_path, strerror(errno));
-    goto out;
+    rc = safe_out_commit(&w.out, err, errlen) == EMBER_OK ? 0 : -1; /* names the file and the reason */
 done:
-    if (w.f)
-        fclose(w.f);
-    if (w.tmp)
-        unlink(w.tmp);
-out:
+    safe_out_abort(&w.out); /* after a commit: nothing */
     if (stats)
         ctr_source_stats(src, stats);
-    free(w.tmp);
     free(w.buf);
     free(w.offs);
     return rc;

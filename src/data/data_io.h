@@ -49,8 +49,5 @@ static inline uint64_t get_u64(const unsigned char *p)
     return v;
 }
 
-/* fsync of the folder holding path, so that a rename into it is durable.
- * 0, or -1 with errno. */
-int ember_data_fsync_parent(const char *path);
 
 #endif

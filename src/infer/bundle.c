@@ -1,19 +1,22 @@
 /*
  * bundle.c: inference bundles (docs/inference.md, "Bundles"): a folder of
  *
- *   manifest.json   {"format": "ember-bundle", "version": 1,
+ *   manifest.json   {"format": "ember-bundle", "version": 2,
  *                    "model": the model description (model.h),
  *                    "tables": [{"name", "encoding", "rows", "dim",
  *                                "row_bytes", "file", "bytes", "xxh3"}],
- *                    "dense": {"file", "bytes", "xxh3"}}
+ *                    "dense": {"file", "bytes", "xxh3"},
+ *                    "manifest_xxh3": XXH3-64 of every byte before it}
  *   <table>.rows    rows x row_bytes: each row encoded by quant.h
  *   dense.params    the dense model's parameters, float32
  *
  * Written from a checkpoint through a predictor of one rank (which holds
  * every row) into a temporary folder of this process, each file fsynced,
- * the folder published by a rename that never replaces an existing one;
+ * the folder published by a rename that never replaces an existing one
+ * (core/safe_file.h: never through a link); the manifest's own checksum,
  * every file's size and XXH3-64, and every table entry against the model
- * description, are checked when a bundle is opened.  A bundle loads at any world size: every rank reads every table
+ * description, are checked when a bundle is opened, so one flipped byte
+ * anywhere is refused with the file named.  A bundle loads at any world size: every rank reads every table
  * file and ember_table_write keeps each rank's part.  Rows are decoded to
  * fp32 on load (the scores are those of the quantized rows; the memory
  * saving at serving time needs a quantized store, not built yet).  Dynamic
@@ -37,6 +40,8 @@
 #include "infer/bundle.h"
 #include "infer/model.h"
 #include "quant/quant.h"
+
+#define BUNDLE_VERSION 2 /* 1: the manifest had no checksum of its own */
 
 struct ember_bundle {
     char dir[4096];
@@ -72,7 +77,7 @@ static int encoding_of(const char *name, const char *dflt, const char *const *pe
     return e;
 }
 
-static int write_file(const char *dir, const char *name, const void *data, int64_t bytes, json_t *entry, char *err,
+static int write_file(const safe_dir *dir, const char *name, const void *data, int64_t bytes, json_t *entry, char *err,
                       size_t len)
 {
     if (ckpt_write_atomic(dir, name, data, bytes, err, len) != EMBER_OK)
@@ -116,55 +121,62 @@ static int encode_table(const ember_collection *coll, int32_t t, const ember_tab
     return EMBER_OK;
 }
 
-/* Renames tmp to out unless out exists (atomically where the system can),
- * then makes the rename durable. */
-static int publish(const char *tmp, const char *out, const char *parent, char *err, size_t len)
+/* Renames parent/tmp to parent/name unless name exists (atomically where
+ * the system can), then makes the rename durable. */
+static int publish(const safe_dir *parent, const char *tmp, const char *name, char *err, size_t len)
 {
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_NOREPLACE) != 0) {
-        struct stat sb;
-        if (errno == EEXIST) {
-            snprintf(err, len, "%s exists: bundles are not overwritten (remove it, or name another)", out);
+    char p[4400];
+    if (renameat2(parent->fd, tmp, parent->fd, name, RENAME_NOREPLACE) != 0) {
+        if (errno == EEXIST || safe_kind(parent, name) != SAFE_ABSENT) {
+            snprintf(err, len, "%s exists: bundles are not overwritten (remove it, or name another)",
+                     safe_path(parent, name, p, sizeof p));
             return EMBER_EINVAL;
         }
-        if ((errno != EINVAL && errno != ENOSYS) || stat(out, &sb) == 0 || rename(tmp, out) != 0) {
-            snprintf(err, len, "cannot rename %.500s to %.500s: %s", tmp, out, strerror(errno));
+        if ((errno != EINVAL && errno != ENOSYS) || renameat(parent->fd, tmp, parent->fd, name) != 0) {
+            snprintf(err, len, "cannot rename %.500s to %.500s: %s", tmp, name, strerror(errno));
             return EMBER_EIO;
         }
     }
-    return ckpt_fsync_dir(parent, err, len);
+    return safe_dir_sync(parent, err, len);
 }
 
 int ember_bundle_write(const char *checkpoint, const char *out_arg, const char *quantize, const char *const *per_table,
                        int32_t num_per_table)
 {
-    char err[1024] = "", out[4096], tmp[4200], parent[4096];
+    char err[1024] = "", out[4096], name[256], tmp[300];
     snprintf(out, sizeof out, "%s", out_arg ? out_arg : "");
     for (size_t n = strlen(out); n > 1 && out[n - 1] == '/'; n--) /* "b/" is the folder b */
         out[n - 1] = '\0';
-    snprintf(parent, sizeof parent, "%s", out);
-    char *slash = strrchr(parent, '/');
-    if (slash)
-        *(slash == parent ? slash + 1 : slash) = '\0';
-    else
-        snprintf(parent, sizeof parent, ".");
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out, (long)getpid()); /* this process's own */
-    struct stat sb;
     if (!out[0]) {
         ember_data_set_error("export: no bundle folder named");
         return EMBER_EINVAL;
     }
-    if (stat(out, &sb) == 0) {
-        ember_data_set_error("export %s: it exists: bundles are not overwritten (remove it, or name another)", out);
-        return EMBER_EINVAL;
-    }
-    if (stat(parent, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        ember_data_set_error("export %s: the folder %s does not exist", out, parent);
+    /* the parent opened once; the bundle made below it, never through a link */
+    safe_dir parent = SAFE_DIR_INIT, tmpd = SAFE_DIR_INIT;
+    if (safe_dir_of(&parent, out, name, sizeof name, err, sizeof err) != EMBER_OK) {
+        int missing = strstr(err, "does not exist") != NULL;
+        if (missing) {
+            const char *slash = strrchr(out, '/');
+            ember_data_set_error("export %s: the folder %.*s does not exist", out, (int)(slash ? slash - out : 1),
+                                 slash ? out : ".");
+        } else {
+            ember_data_set_error("export %s: %s", out, err);
+        }
+        safe_dir_close(&parent);
         return EMBER_EIO;
     }
+    if (safe_kind(&parent, name) != SAFE_ABSENT) {
+        ember_data_set_error("export %s: it exists: bundles are not overwritten (remove it, or name another)", out);
+        safe_dir_close(&parent);
+        return EMBER_EINVAL;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", name, (long)getpid()); /* this process's own */
     ember_predictor *p = NULL;
     int st = ember_predictor_open(checkpoint, NULL, &p); /* a world of one: every row here */
-    if (st != EMBER_OK)
+    if (st != EMBER_OK) {
+        safe_dir_close(&parent);
         return st; /* its message is in ember_data_errmsg() */
+    }
     const ember_model *m = ember_predictor_model(p);
     const ember_collection_config *cc = ember_predictor_config(p);
     for (int32_t t = 0; t < m->num_tables && st == EMBER_OK; t++)
@@ -187,14 +199,8 @@ int ember_bundle_write(const char *checkpoint, const char *out_arg, const char *
         }
     }
     int created = 0;
-    if (st == EMBER_OK) {
-        if (mkdir(tmp, 0755) != 0) {
-            st = EMBER_EIO;
-            snprintf(err, sizeof err, "cannot create %.900s: %s", tmp, strerror(errno));
-        } else {
-            created = 1;
-        }
-    }
+    if (st == EMBER_OK && (st = safe_mkdir(&parent, tmp, &tmpd, err, sizeof err)) == EMBER_OK)
+        created = 1;
     json_t *tables = json_array(), *dense = json_object();
     for (int32_t t = 0; t < m->num_tables && st == EMBER_OK; t++) {
         const ember_table_config *tc = &cc->tables[t];
@@ -208,19 +214,19 @@ int ember_bundle_write(const char *checkpoint, const char *out_arg, const char *
         if ((st = encode_table(ember_predictor_collection(p), t, tc, (ember_encoding)e, &buf, &bytes, err,
                                sizeof err)) != EMBER_OK)
             break;
-        char name[128];
-        snprintf(name, sizeof name, "table-%04d.rows", (int)t);
+        char file[128];
+        snprintf(file, sizeof file, "table-%04d.rows", (int)t);
         json_t *entry = json_pack("{s:s, s:s, s:I, s:i, s:I}", "name", tc->name, "encoding",
                                   ember_encoding_name((ember_encoding)e), "rows", (json_int_t)tc->rows, "dim",
                                   (int)tc->dim, "row_bytes",
                                   (json_int_t)ember_quant_row_bytes((ember_encoding)e, tc->dim));
-        st = write_file(tmp, name, buf, bytes, entry, err, sizeof err);
+        st = write_file(&tmpd, file, buf, bytes, entry, err, sizeof err);
         json_array_append_new(tables, entry);
         free(buf);
     }
     if (st == EMBER_OK) {
         const dlrm *d = ember_predictor_dense(p);
-        st = write_file(tmp, "dense.params", dlrm_params((dlrm *)d), dlrm_num_params(d) * (int64_t)sizeof(float),
+        st = write_file(&tmpd, "dense.params", dlrm_params((dlrm *)d), dlrm_num_params(d) * (int64_t)sizeof(float),
                         dense, err, sizeof err);
     }
     /* a table trained with simulated quantization keeps it: the forward reads
@@ -233,22 +239,24 @@ int ember_bundle_write(const char *checkpoint, const char *out_arg, const char *
         snprintf(err, sizeof err, "out of memory describing the model");
     }
     if (st == EMBER_OK) {
-        json_t *man = json_pack("{s:s, s:i, s:o, s:O, s:O}", "format", "ember-bundle", "version", 1, "model", model,
-                                "tables", tables, "dense", dense);
-        char *text = man ? json_dumps(man, JSON_INDENT(1) | JSON_REAL_PRECISION(17)) : NULL;
-        st = text ? ckpt_write_atomic(tmp, "manifest.json", text, (int64_t)strlen(text), err, sizeof err)
+        json_t *man = json_pack("{s:s, s:i, s:o, s:O, s:O}", "format", "ember-bundle", "version", BUNDLE_VERSION,
+                                "model", model, "tables", tables, "dense", dense);
+        char *text = man ? ckpt_json_sealed(man) : NULL; /* its last field checksums every byte before */
+        st = text ? ckpt_write_atomic(&tmpd, "manifest.json", text, (int64_t)strlen(text), err, sizeof err)
                   : EMBER_ENOMEM;
         free(text);
         json_decref(man);
         model = NULL;
     }
+    safe_dir_close(&tmpd);
     if (st == EMBER_OK)
-        st = publish(tmp, out, parent, err, sizeof err);
+        st = publish(&parent, tmp, name, err, sizeof err);
     json_decref(model);
     json_decref(tables);
     json_decref(dense);
     if (st != EMBER_OK && created)
-        ckpt_remove_tree(tmp);
+        safe_remove_tree(&parent, tmp);
+    safe_dir_close(&parent);
     ember_predictor_close(p);
     if (st != EMBER_OK)
         ember_data_set_error("export %s: %s", out, err);
@@ -321,6 +329,60 @@ static int map_file(ember_bundle *b, struct bundle_file *f, json_t *entry, char 
     return EMBER_OK;
 }
 
+/* Reads, checks and parses the manifest: its checksum first, so nothing
+ * in it is trusted before every byte is known to be the one written. */
+static int read_manifest(ember_bundle *b, const char *path, char *err, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        snprintf(err, len, "%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return EMBER_EIO;
+    }
+    if (!S_ISREG(sb.st_mode) || sb.st_size > (64 << 20)) {
+        close(fd);
+        snprintf(err, len, "%s: not a bundle manifest (%s)", path, S_ISREG(sb.st_mode) ? "over 64 MiB" : "not a file");
+        return EMBER_EFORMAT;
+    }
+    char *text = malloc((size_t)sb.st_size + 1);
+    ssize_t got = text ? pread(fd, text, (size_t)sb.st_size, 0) : -1;
+    int e = errno;
+    close(fd);
+    if (got != (ssize_t)sb.st_size) {
+        free(text);
+        snprintf(err, len, "%s: cannot read: %s", path, got < 0 ? strerror(e) : "it changed while read");
+        return EMBER_EIO;
+    }
+    text[got] = 0;
+    json_error_t je;
+    json_t *j = json_loadb(text, (size_t)got, 0, &je);
+    json_int_t version = json_integer_value(json_object_get(j, "version"));
+    const char *format = json_string_value(json_object_get(j, "format"));
+    int st = EMBER_OK;
+    if (j && format && !strcmp(format, "ember-bundle") && version == 1) {
+        st = EMBER_EFORMAT;
+        snprintf(err, len, "%s: a version 1 bundle, whose manifest has no checksum of its own: export it again from "
+                 "its checkpoint", path);
+    } else if (ckpt_json_seal_check(text, got, path) != EMBER_OK) { /* any flipped byte, whitespace included */
+        st = strstr(ember_data_errmsg(), "checksum mismatch") ? EMBER_ECORRUPT : EMBER_EFORMAT;
+        snprintf(err, len, "%s", ember_data_errmsg());
+    } else if (!j) {
+        st = EMBER_EFORMAT;
+        snprintf(err, len, "%s: line %d: %s", path, je.line, je.text);
+    } else if (!format || strcmp(format, "ember-bundle") || version != BUNDLE_VERSION) {
+        st = EMBER_EFORMAT;
+        snprintf(err, len, "%s: not a version %d bundle manifest (format, version)", path, BUNDLE_VERSION);
+    }
+    free(text);
+    if (st == EMBER_OK)
+        b->manifest = j;
+    else
+        json_decref(j);
+    return st;
+}
+
 int bundle_open(const char *dir, ember_bundle **out, char *err, size_t len)
 {
     *out = NULL;
@@ -330,19 +392,14 @@ int bundle_open(const char *dir, ember_bundle **out, char *err, size_t len)
     snprintf(b->dir, sizeof b->dir, "%s", dir);
     char path[4200];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
-    json_error_t je;
-    b->manifest = json_load_file(path, 0, &je);
-    int st = EMBER_OK;
+    int st = read_manifest(b, path, err, len);
     json_t *tables = b->manifest ? json_object_get(b->manifest, "tables") : NULL;
     json_t *model = b->manifest ? json_object_get(b->manifest, "model") : NULL;
-    if (!b->manifest) {
+    if (st == EMBER_OK &&
+        (!json_is_array(tables) || !json_is_object(model) || json_array_size(tables) > EMBER_MODEL_MAX)) {
         st = EMBER_EFORMAT;
-        snprintf(err, len, "%s: line %d: %s", path, je.line, je.text);
-    } else if (!json_is_array(tables) || !json_is_object(model) || json_array_size(tables) > EMBER_MODEL_MAX ||
-               json_integer_value(json_object_get(b->manifest, "version")) != 1) {
-        st = EMBER_EFORMAT;
-        snprintf(err, len, "%s: not a version 1 bundle manifest (tables, model)", path);
-    } else if (!(b->model_json = json_dumps(model, JSON_COMPACT | JSON_REAL_PRECISION(17)))) {
+        snprintf(err, len, "%s: not a bundle manifest (tables, model)", path);
+    } else if (st == EMBER_OK && !(b->model_json = json_dumps(model, JSON_COMPACT | JSON_REAL_PRECISION(17)))) {
         st = EMBER_ENOMEM;
         snprintf(err, len, "out of memory");
     }

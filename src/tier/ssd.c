@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/safe_file.h"
 #include "prep/route.h"
 #include "tier/ssd_impl.h"
 
@@ -80,10 +81,16 @@ static void ssd_destroy(ember_store *bs)
 {
     ssd_store *s = (ssd_store *)bs;
     ember_io_pool_destroy(s->io); /* waits for a background job */
-    if (s->fd >= 0) {
-        unlink(s->path); /* working space: a checkpoint is what keeps a table */
-        close(s->fd);
+    if (s->fd >= 0 && s->own) { /* working space: a checkpoint is what keeps a table */
+        struct stat a, b;
+        if (fstat(s->fd, &a) == 0 && fstatat(s->dir_fd, s->name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+            a.st_dev == b.st_dev && a.st_ino == b.st_ino) /* still ours under that name */
+            unlinkat(s->dir_fd, s->name, 0);
     }
+    if (s->fd >= 0)
+        close(s->fd);
+    if (s->dir_fd >= 0)
+        close(s->dir_fd);
     ember_huge_free(s->base.values, s->base.value_bytes);
     ember_huge_free(s->base.state, s->base.state_bytes);
     void *arrays[] = {s->written, s->slot_row, s->flags, s->map, s->free_slots, s->pinned, s->prev,
@@ -112,7 +119,8 @@ int64_t ember_ssd_slot_bytes(int32_t dim, int32_t state_floats, ember_cache_poli
     return (int64_t)sizeof(float) * (dim + state_floats) + meta;
 }
 
-/* Writes bytes of zeros with large aligned direct writes. */
+/* Writes bytes of zeros with large aligned direct writes (the last chunk
+ * rounded up to 4 KiB: the marker block begins there). */
 static int zero_fill(ssd_store *s, int64_t bytes)
 {
     const int64_t chunk = 8 << 20;
@@ -132,8 +140,6 @@ static int zero_fill(ssd_store *s, int64_t bytes)
         at += k > 0 ? k : 0;
     }
     free(z);
-    if (st == EMBER_OK && ftruncate(s->fd, bytes) != 0) /* the last chunk was rounded up */
-        st = ssd_fail(s, EMBER_EIO, "%s: cannot size %s: %s", s->label, s->path, strerror(errno));
     /* the zeros reach the disk now, not while steps wait for their reads (a
      * disk with a write cache would flush them later, behind our reads) */
     if (st == EMBER_OK && fdatasync(s->fd) != 0)
@@ -141,38 +147,109 @@ static int zero_fill(ssd_store *s, int64_t bytes)
     return st;
 }
 
-static int open_file(ssd_store *s, const char *dir, int buffered)
+/* The last 4 KiB of every store file: this text, so that a file found at a
+ * store's name is replaced only if an earlier ember store left it there. */
+static const char STORE_MARK[] = "ember store file, version 1\n";
+#define MARK_BLOCK 4096
+
+static int64_t mark_offset(const ssd_store *s) { return (s->rows * s->stride + MARK_BLOCK - 1) / MARK_BLOCK * MARK_BLOCK; }
+
+/* A regular file at the store's name: ours to take only when it is locked by
+ * nobody, has one name and ends with the marker (a store that a killed
+ * process left).  EMBER_OK with s->fd locked, else the named refusal. */
+static int take_leftover(ssd_store *s, char *why, size_t len)
 {
+    s->fd = openat(s->dir_fd, s->name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return ssd_fail(s, EMBER_EIO, "%s: the SSD tier's folder %s %s", s->label, dir,
-                    errno == ENOENT ? "does not exist" : "is not a folder");
-    s->fd = -1;
-    if (!buffered) { /* O_DIRECT where the filesystem takes it (tmpfs does not) */
-        s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT, 0600);
-        s->direct = s->fd >= 0;
-    }
-    if (s->fd < 0)
-        s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (s->fd < 0)
-        return ssd_fail(s, EMBER_EIO, "%s: cannot create the store file %s: %s", s->label, s->path, strerror(errno));
-    if (!s->direct)
-        s->stride = s->rec_bytes; /* buffered: records unpadded */
-    int64_t bytes = s->rows * s->stride;
-    s->base.disk_bytes = bytes;
+    if (s->fd < 0 || fstat(s->fd, &sb) != 0)
+        return snprintf(why, len, "%s", strerror(errno)), EMBER_EIO;
+    if (!S_ISREG(sb.st_mode) || sb.st_nlink != 1)
+        return snprintf(why, len, "it is not a regular file with one name"), EMBER_EIO;
     if (flock(s->fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         close(s->fd);
-        s->fd = -1; /* not ours: never unlink it */
+        s->fd = -1;
         return ssd_fail(s, EMBER_EIO, "%s: the store file %s is in use by another collection or process (%s)",
-                    s->label, s->path, e == EWOULDBLOCK ? "locked" : strerror(e));
+                        s->label, s->path, e == EWOULDBLOCK ? "locked" : strerror(e));
     }
+    char mark[sizeof STORE_MARK] = "";
+    if (sb.st_size < MARK_BLOCK || sb.st_size % MARK_BLOCK ||
+        pread(s->fd, mark, sizeof mark - 1, sb.st_size - MARK_BLOCK) != (ssize_t)sizeof mark - 1 ||
+        memcmp(mark, STORE_MARK, sizeof mark - 1) != 0)
+        return snprintf(why, len, "it is not an ember store file"), EMBER_EIO;
+    return EMBER_OK;
+}
+
+/* Opens the store's folder once and creates its file there, never through a
+ * link and never over a file that an ember store did not leave. */
+static int create_file(ssd_store *s, const char *dir)
+{
+    char err[600], why[200] = "";
+    safe_dir d;
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return ssd_fail(s, EMBER_EIO, "%s: the SSD tier's folder %s %s", s->label, dir,
+                        errno == ENOENT ? "does not exist" : strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return ssd_fail(s, EMBER_EIO, "%s: the SSD tier's folder %s is not a folder", s->label, dir);
+    if (safe_dir_open(&d, dir, err, sizeof err) != EMBER_OK)
+        return ssd_fail(s, EMBER_EIO, "%s: the SSD tier's folder: %s", s->label, err);
+    s->dir_fd = d.fd;
+    s->fd = safe_create(&d, s->name, O_RDWR, 0600, err, sizeof err);
+    if (s->fd >= 0) {
+        s->own = 1;
+        if (flock(s->fd, LOCK_EX | LOCK_NB) != 0) /* not shared yet: never fails in practice */
+            return ssd_fail(s, EMBER_EIO, "%s: cannot lock %s: %s", s->label, s->path, strerror(errno));
+        return EMBER_OK;
+    }
+    if (errno != EEXIST)
+        return ssd_fail(s, EMBER_EIO, "%s: cannot create the store file %s: %s", s->label, s->path,
+                        strerror(errno));
+    int k = safe_kind(&d, s->name), st = EMBER_OK;
+    if (k != SAFE_FILE) /* a link, a folder, a device: named, never touched */
+        return ssd_fail(s, EMBER_EIO, "%s: %s", s->label, err);
+    if ((st = take_leftover(s, why, sizeof why)) != EMBER_OK) {
+        if (s->fd >= 0)
+            close(s->fd);
+        s->fd = -1;
+        if (why[0])
+            ssd_fail(s, st, "%s: %s exists and %s: ember does not replace what it did not create (remove it, or "
+                     "choose another folder)", s->label, s->path, why);
+        return st;
+    }
+    s->own = 1;
+    return EMBER_OK;
+}
+
+static int open_file(ssd_store *s, const char *dir, int buffered)
+{
+    int st = create_file(s, dir);
+    if (st != EMBER_OK)
+        return st;
+    /* O_DIRECT where the filesystem takes it (tmpfs may not) */
+    int fl = fcntl(s->fd, F_GETFL);
+    s->direct = !buffered && fl >= 0 && fcntl(s->fd, F_SETFL, fl | O_DIRECT) == 0;
+    if (!s->direct)
+        s->stride = s->rec_bytes; /* buffered: records unpadded */
+    int64_t bytes = s->rows * s->stride, mark_at = mark_offset(s);
+    s->base.disk_bytes = bytes;
     if (ftruncate(s->fd, 0) != 0)
         return ssd_fail(s, EMBER_EIO, "%s: cannot truncate %s: %s", s->label, s->path, strerror(errno));
     struct statvfs fs;
-    if (fstatvfs(s->fd, &fs) == 0 && (int64_t)fs.f_bavail * (int64_t)fs.f_frsize < bytes)
+    if (fstatvfs(s->fd, &fs) == 0 && (int64_t)fs.f_bavail * (int64_t)fs.f_frsize < mark_at + MARK_BLOCK)
         return ssd_fail(s, EMBER_EIO, "%s: the filesystem of %s has %lld bytes free; the table needs %lld",
                     s->label, s->path, (long long)fs.f_bavail * (long long)fs.f_frsize, (long long)bytes);
+    void *mark = NULL;
+    if (posix_memalign(&mark, 4096, MARK_BLOCK) != 0)
+        return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory", s->label);
+    memset(mark, 0, MARK_BLOCK);
+    memcpy(mark, STORE_MARK, sizeof STORE_MARK - 1);
+    ssize_t k = pwrite(s->fd, mark, MARK_BLOCK, mark_at);
+    int e = errno;
+    free(mark);
+    if (k != MARK_BLOCK)
+        return ssd_fail(s, EMBER_EIO, "%s: cannot write the store file %s: %s", s->label, s->path,
+                        k < 0 ? strerror(e) : "no space");
     /* reserve the space now, so that a write-back cannot meet a full disk
      * later (filesystems without fallocate get a sparse file).  Under
      * O_DIRECT the file is written with zeros instead: a direct write into
@@ -180,13 +257,11 @@ static int open_file(ssd_store *s, const char *dir, int buffered)
      * (measured on ext4: about 10k instead of 30k random writes/s) */
     if (s->direct && bytes > 0)
         return zero_fill(s, bytes);
-    if (bytes > 0 && fallocate(s->fd, 0, 0, bytes) != 0) {
-        int e = errno;
+    if (bytes > 0 && fallocate(s->fd, 0, 0, mark_at) != 0) {
+        e = errno;
         if (e != EOPNOTSUPP && e != ENOSYS)
             return ssd_fail(s, EMBER_EIO, "%s: cannot reserve %lld bytes for %s: %s", s->label, (long long)bytes,
                         s->path, strerror(e));
-        if (ftruncate(s->fd, bytes) != 0)
-            return ssd_fail(s, EMBER_EIO, "%s: cannot size %s: %s", s->label, s->path, strerror(errno));
     }
     return EMBER_OK;
 }
@@ -200,7 +275,7 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
         return EMBER_ENOMEM;
     }
     int st = EMBER_OK;
-    s->fd = -1;
+    s->fd = s->dir_fd = -1;
     s->base.ops = &SSD_OPS;
     s->base.staged = 1;
     s->rows = p->rows;
@@ -213,7 +288,13 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->policy = p->policy;
     s->K = p->lookahead;
     snprintf(s->label, sizeof s->label, "%s", p->label);
-    snprintf(s->path, sizeof s->path, "%s/%s.rank%d.ember-store", p->dir, p->name, (int)p->rank);
+    snprintf(s->name, sizeof s->name, "%s.rank%d.ember-store", p->name, (int)p->rank);
+    snprintf(s->path, sizeof s->path, "%s/%s", p->dir, s->name);
+    if (strchr(p->name, '/') || strlen(p->name) > 200) {
+        st = ssd_fail(s, EMBER_EINVAL, "%s: the SSD tier names its store file after the table: a name with '/' or "
+                      "over 200 bytes cannot be one", s->label);
+        goto done;
+    }
     int64_t per = ember_ssd_slot_bytes(p->dim, p->state_floats, p->policy);
     s->cap = p->cache_bytes / per;
     if (s->cap > p->rows)

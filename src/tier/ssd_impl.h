@@ -44,7 +44,10 @@ typedef struct ssd_job {          /* one batch of slot loads (and write-backs) *
 typedef struct ssd_store {
     ember_store base;
     int fd;
-    char path[4096];
+    char path[4096];              /* for messages: dir/name                 */
+    int dir_fd;                   /* the folder, opened once (safe_file.h)  */
+    char name[300];               /* <table>.rank<R>.ember-store            */
+    int own;                      /* the name is this store's: unlink it    */
     char label[160];
     int64_t rows;
     int32_t dim, sf;
