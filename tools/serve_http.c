@@ -84,17 +84,32 @@ static enum MHD_Result answer_json(serve_http *h, struct MHD_Connection *c, unsi
     return answer_json_allow(h, c, code, j, NULL);
 }
 
-/* why may quote the client's bytes, cut anywhere by the message buffer:
- * anything not ASCII becomes '?', so the answer is always JSON. */
-static enum MHD_Result answer_error_allow(serve_http *h, struct MHD_Connection *c, unsigned code, const char *why,
-                                          const char *allow)
+/* {"error": why} and a newline (*len bytes, malloc'd, no NUL), or NULL when
+ * out of memory.  why may quote the client's bytes, cut anywhere by the
+ * message buffer: anything not ASCII becomes '?', so it is always JSON. */
+static char *error_line(const char *why, size_t *len)
 {
     char ascii[1024];
     size_t i = 0;
     for (; why[i] && i + 1 < sizeof ascii; i++)
         ascii[i] = (unsigned char)why[i] < 0x80 ? why[i] : '?';
     ascii[i] = 0;
-    return answer_json_allow(h, c, code, json_pack("{s:s}", "error", ascii), allow);
+    json_t *j = json_pack("{s:s}", "error", ascii);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s)
+        return NULL;
+    *len = strlen(s);
+    s[(*len)++] = '\n'; /* the NUL becomes a newline: curl output ends its line */
+    return s;
+}
+
+static enum MHD_Result answer_error_allow(serve_http *h, struct MHD_Connection *c, unsigned code, const char *why,
+                                          const char *allow)
+{
+    size_t n;
+    char *s = error_line(why, &n);
+    return s ? answer_allow(h, c, code, "application/json", s, n, allow) : MHD_NO;
 }
 
 static enum MHD_Result answer_error(serve_http *h, struct MHD_Connection *c, unsigned code, const char *why)
