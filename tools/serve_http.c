@@ -16,17 +16,23 @@
  * max_body; a larger one (by Content-Length, or while it streams in) is
  * answered 413 without being kept.  Every client mistake is a 4xx with
  * {"error": reason}; nothing a body holds reaches the predictor unchecked.
+ * That includes the mistakes libmicrohttpd refuses before on_request is
+ * called (on_mhd_log below: a Content-Length that is not a number, ...).
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <microhttpd.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm/comm.h"
@@ -288,6 +294,133 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     atomic_fetch_sub(&h->active, 1);
 }
 
+/*
+ * Requests libmicrohttpd refuses itself, before on_request is called (or
+ * while it reads a body): a Content-Length that is not a number of bytes
+ * ("abc", "-5", "" ...) or does not fit 64 bits, a header line without a
+ * colon, headers larger than a connection's memory, a broken chunked body.
+ * libmicrohttpd answers those with an HTML page, and 0.9.75 (Debian 12's)
+ * sends the status line and headers of its Content-Length answers twice: the
+ * second copy counts as the body, the page follows it, and no client can
+ * frame the answer.  There is no hook to see the headers first, but
+ * libmicrohttpd logs "Error processing request (HTTP response code is %u
+ * ('%s'))" just before it builds such an answer, and it does so in the
+ * connection's own thread (MHD_USE_THREAD_PER_CONNECTION; on_uri, called in
+ * that thread when a request line is read, says which connection it serves).
+ * on_mhd_log then writes ember's answer on the socket itself: the same
+ * status, {"error": reason}, Connection: close; and it shuts the socket's
+ * sending side, so libmicrohttpd's own answer is never sent (its send fails
+ * and it closes the connection).
+ */
+static _Thread_local struct MHD_Connection *this_connection; /* the thread's (a thread per connection) */
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    this_connection = c;
+    return NULL; /* *con_cls stays NULL: on_request's first call starts the request */
+}
+
+/* 0: a number of bytes libmicrohttpd takes; 1: not a number (libmicrohttpd's
+ * 400); 2: digits that do not fit 64 bits (its 413). */
+static int content_length_fault(const char *v)
+{
+    uint64_t n = 0;
+    if (!*v)
+        return 1;
+    for (; *v; v++) {
+        if (*v < '0' || *v > '9')
+            return 1;
+        unsigned d = (unsigned)(*v - '0');
+        if (n > (UINT64_MAX - d) / 10)
+            return 2; /* the rest may not be digits either: libmicrohttpd says 413 then too */
+        n = n * 10 + d;
+    }
+    return 0;
+}
+
+/* Sends all of buf on a socket libmicrohttpd may have made non-blocking,
+ * waiting up to a second for room each time. */
+static void send_all(int fd, const char *buf, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0) {
+            buf += k;
+            n -= (size_t)k;
+        } else if (k < 0 && errno == EINTR) {
+            continue;
+        } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd p = {fd, POLLOUT, 0};
+            if (poll(&p, 1, 1000) <= 0)
+                return;
+        } else {
+            return;
+        }
+    }
+}
+
+static void answer_refused(serve_http *h, struct MHD_Connection *c, unsigned code, const char *page)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!info || info->connect_fd == MHD_INVALID_SOCKET)
+        return;
+    int fd = info->connect_fd;
+    char why[256];
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    int fault = cl ? content_length_fault(cl) : 0;
+    if (fault == 2 && code == MHD_HTTP_CONTENT_TOO_LARGE) {
+        snprintf(why, sizeof why, "the body is larger than this server takes (%zu bytes; --max-body)", h->max_body);
+    } else if (fault == 1 && code == MHD_HTTP_BAD_REQUEST) {
+        snprintf(why, sizeof why, "Content-Length \"%.64s%s\" is not a number of bytes (decimal digits only)", cl,
+                 strlen(cl) > 64 ? "..." : "");
+    } else { /* the text of libmicrohttpd's page: "<html>...<body>Your HTTP ...</body></html>" */
+        const char *b = strstr(page, "<body>");
+        b = b ? b + 6 : page;
+        size_t n = 0;
+        for (int tag = 0; *b && n + 1 < sizeof why && strncmp(b, "</body>", 7); b++) {
+            if (*b == '<' || *b == '>')
+                tag = *b == '<';
+            else if (!tag)
+                why[n++] = *b;
+        }
+        why[n] = 0;
+        if (!n)
+            snprintf(why, sizeof why, "the HTTP request is malformed");
+    }
+    size_t len;
+    char *body = error_line(why, &len);
+    if (!body)
+        return; /* out of memory: libmicrohttpd's own answer goes out */
+    char date[64], head[320];
+    struct tm tm;
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&now, &tm));
+    const char *phrase = MHD_get_reason_phrase_for(code);
+    int k = snprintf(head, sizeof head,
+                     "HTTP/1.1 %u %s\r\nDate: %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     code, phrase && *phrase ? phrase : "Error", date, len);
+    send_all(fd, head, (size_t)k);
+    send_all(fd, body, len);
+    free(body);
+    shutdown(fd, SHUT_WR);
+}
+
+static void on_mhd_log(void *cls, const char *fm, va_list ap)
+{
+    static const char refused[] = "Error processing request (HTTP response code is %u ('%s'))";
+    va_list copy;
+    va_copy(copy, ap);
+    vfprintf(stderr, fm, copy); /* what MHD_USE_ERROR_LOG alone prints */
+    va_end(copy);
+    if (this_connection && !strncmp(fm, refused, sizeof refused - 1)) {
+        unsigned code = va_arg(ap, unsigned);
+        const char *page = va_arg(ap, const char *);
+        answer_refused(cls, this_connection, code, page ? page : "");
+        this_connection = NULL; /* the connection closes: one answer */
+    }
+}
+
 int serve_http_start(serve_http *h, const char *host, int port, int connections, char *err, size_t errlen)
 {
     struct sockaddr_in v4 = {0};
@@ -308,7 +441,9 @@ int serve_http_start(serve_http *h, const char *host, int port, int connections,
         return -1;
     }
     h->started = ember_now();
-    h->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, addr,
+    /* the logger first, so that it gets every message (microhttpd.h) */
+    h->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+                                 on_mhd_log, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_SOCK_ADDR, addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION,
                                  on_connection, h, MHD_OPTION_CONNECTION_LIMIT,
                                  (unsigned)connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
