@@ -11,12 +11,13 @@ connection says `Connection: close`. After each bad request, a good one on a new
 connection must still be scored, with the same scores as before.
 
 The requests: scoring (JSON, binary, chunked, with Expect: 100-continue), /health, /model,
-/stats and HEAD; each client mistake the decoder names (400); more samples than one
-request may hold (400); another path (404) or method (405); a body over --max-body by
-Content-Length or while streaming (413); Content-Length values that are not a number of
-bytes (400) or do not fit 64 bits (413); a header line without a colon (400); a broken
-chunked body (400); headers larger than the server keeps (431); a request line that is not
-HTTP (closed without an answer); and /health while draining after SIGTERM (503).
+/stats and HEAD; each client mistake the decoder names (400); more samples than one request
+may hold (400); another path (404) or method (405); a body over --max-body by Content-Length
+or while streaming (413); Content-Length values that are not a number of bytes (400), that
+do not fit 64 bits (413), or two different ones (400); a header line without a colon (400);
+a broken chunked body (400); headers larger than the server keeps (431); request lines
+libmicrohttpd cannot read (its own answer, or none); and /health while draining after
+SIGTERM (503).
 Standard library only.
 """
 import json
@@ -348,6 +349,20 @@ def main():
                 json_hdr, **{"Content-Length": value}))])
             verify(what, raw, closed, status, needle=needle, must_close=True)
             still_scores(what)
+    # Content-Length twice: different values are refused before the body is read; the same value is one
+    def twice(a, b, body):
+        return (b"POST /score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %s\r\n"
+                b"Content-Length: %s\r\n\r\n%s" % (a, b, body))
+    for a, b in [(b"%d" % len(good), b"abc"), (b"%d" % len(good), b"%d" % (len(good) - 1)), (b"-5", b"7")]:
+        what = "Content-Length %s and %s" % (a.decode(), b.decode())
+        raw, closed, _ = exchange(port, [twice(a, b, good)])
+        verify(what, raw, closed, 400, must_close=True, needle="Content-Length given twice" if a != b"-5"
+               else "Content-Length \"-5\" is not")
+        still_scores(what)
+    raw, closed, _ = exchange(port, [twice(b"%d" % len(good), b"%d" % len(good), good)])
+    f = verify("the same Content-Length twice", raw, closed, 200, error=False)
+    check(f is not None and f.doc["scores"] == ref, "the same Content-Length twice: scores")
+
     # a bad one after a good one on a kept-alive connection: two whole answers, then closed
     sock = None
     raw, closed, sock = exchange(port, [request_bytes("POST", "/score", good, json_hdr)])

@@ -45,9 +45,10 @@ typedef struct request {
     int too_big;
 } request;
 
-/* allow: the Allow header of a 405, else NULL. */
+/* allow: the Allow header of a 405, else NULL; close: the connection closes
+ * after this answer (as every answer's does while draining). */
 static enum MHD_Result answer_allow(serve_http *h, struct MHD_Connection *c, unsigned code, const char *type,
-                                    void *data, size_t len, const char *allow)
+                                    void *data, size_t len, const char *allow, int close)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -57,7 +58,7 @@ static enum MHD_Result answer_allow(serve_http *h, struct MHD_Connection *c, uns
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
-    if (atomic_load(&h->draining))
+    if (close || atomic_load(&h->draining))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
@@ -67,7 +68,7 @@ static enum MHD_Result answer_allow(serve_http *h, struct MHD_Connection *c, uns
 static enum MHD_Result answer(serve_http *h, struct MHD_Connection *c, unsigned code, const char *type, void *data,
                               size_t len)
 {
-    return answer_allow(h, c, code, type, data, len, NULL);
+    return answer_allow(h, c, code, type, data, len, NULL, 0);
 }
 
 static enum MHD_Result answer_json_allow(serve_http *h, struct MHD_Connection *c, unsigned code, json_t *j,
@@ -82,7 +83,7 @@ static enum MHD_Result answer_json_allow(serve_http *h, struct MHD_Connection *c
         return MHD_NO;
     size_t n = strlen(s);
     s[n] = '\n'; /* the NUL becomes a newline: curl output ends its line */
-    return answer_allow(h, c, code, "application/json", s, n + 1, allow);
+    return answer_allow(h, c, code, "application/json", s, n + 1, allow, 0);
 }
 
 static enum MHD_Result answer_json(serve_http *h, struct MHD_Connection *c, unsigned code, json_t *j)
@@ -115,7 +116,7 @@ static enum MHD_Result answer_error_allow(serve_http *h, struct MHD_Connection *
 {
     size_t n;
     char *s = error_line(why, &n);
-    return s ? answer_allow(h, c, code, "application/json", s, n, allow) : MHD_NO;
+    return s ? answer_allow(h, c, code, "application/json", s, n, allow, 0) : MHD_NO;
 }
 
 static enum MHD_Result answer_error(serve_http *h, struct MHD_Connection *c, unsigned code, const char *why)
@@ -208,6 +209,24 @@ static enum MHD_Result on_score(serve_http *h, struct MHD_Connection *c, request
     return ok;
 }
 
+/* Content-Length given more than once with different values: libmicrohttpd
+ * reads the body by the first, which a proxy in front may not have done. */
+typedef struct lengths {
+    const char *first, *other;
+} lengths;
+
+static enum MHD_Result each_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    lengths *l = cls;
+    if (!key || !value || strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH))
+        return MHD_YES;
+    if (!l->first)
+        l->first = value;
+    else if (strcmp(l->first, value))
+        l->other = value;
+    return l->other ? MHD_NO : MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *data, size_t *size, void **con_cls)
 {
@@ -220,6 +239,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = r;
         atomic_fetch_add(&h->active, 1);
         atomic_store(&h->last_start, r->t0);
+        lengths l = {NULL, NULL};
+        if (!MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+            MHD_get_connection_values(c, MHD_HEADER_KIND, each_length, &l);
+        if (l.other) { /* where this body ends is unclear: answered before it is read, and closed */
+            char why[160];
+            snprintf(why, sizeof why, "Content-Length given twice, as \"%.40s\" and \"%.40s\"", l.first, l.other);
+            size_t n;
+            char *s = error_line(why, &n);
+            return s ? answer_allow(h, c, MHD_HTTP_BAD_REQUEST, "application/json", s, n, NULL, 1) : MHD_NO;
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > h->max_body) { /* answered before the body is read (or continued) */
             r->too_big = 1;
