@@ -342,6 +342,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
  * and it closes the connection).
  */
 static _Thread_local struct MHD_Connection *this_connection; /* the thread's (a thread per connection) */
+static _Thread_local int answered_here; /* ember answered what libmicrohttpd refused: the connection ends */
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
@@ -438,6 +439,8 @@ static void answer_refused(serve_http *h, struct MHD_Connection *c, unsigned cod
 static void on_mhd_log(void *cls, const char *fm, va_list ap)
 {
     static const char refused[] = "Error processing request (HTTP response code is %u ('%s'))";
+    if (answered_here) /* "Failed to send the response headers ...": the answer never meant to go */
+        return;
     va_list copy;
     va_copy(copy, ap);
     vfprintf(stderr, fm, copy); /* what MHD_USE_ERROR_LOG alone prints */
@@ -446,7 +449,7 @@ static void on_mhd_log(void *cls, const char *fm, va_list ap)
         unsigned code = va_arg(ap, unsigned);
         const char *page = va_arg(ap, const char *);
         answer_refused(cls, this_connection, code, page ? page : "");
-        this_connection = NULL; /* the connection closes: one answer */
+        answered_here = 1; /* one answer: the connection closes, and its thread ends */
     }
 }
 
