@@ -16,17 +16,23 @@
  * max_body; a larger one (by Content-Length, or while it streams in) is
  * answered 413 without being kept.  Every client mistake is a 4xx with
  * {"error": reason}; nothing a body holds reaches the predictor unchecked.
+ * That includes the mistakes libmicrohttpd refuses before on_request is
+ * called (on_mhd_log below: a Content-Length that is not a number, ...).
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <microhttpd.h>
+#include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm/comm.h"
@@ -39,9 +45,10 @@ typedef struct request {
     int too_big;
 } request;
 
-/* allow: the Allow header of a 405, else NULL. */
+/* allow: the Allow header of a 405, else NULL; close: the connection closes
+ * after this answer (as every answer's does while draining). */
 static enum MHD_Result answer_allow(serve_http *h, struct MHD_Connection *c, unsigned code, const char *type,
-                                    void *data, size_t len, const char *allow)
+                                    void *data, size_t len, const char *allow, int close)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -51,7 +58,7 @@ static enum MHD_Result answer_allow(serve_http *h, struct MHD_Connection *c, uns
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
-    if (atomic_load(&h->draining))
+    if (close || atomic_load(&h->draining))
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
@@ -61,7 +68,7 @@ static enum MHD_Result answer_allow(serve_http *h, struct MHD_Connection *c, uns
 static enum MHD_Result answer(serve_http *h, struct MHD_Connection *c, unsigned code, const char *type, void *data,
                               size_t len)
 {
-    return answer_allow(h, c, code, type, data, len, NULL);
+    return answer_allow(h, c, code, type, data, len, NULL, 0);
 }
 
 static enum MHD_Result answer_json_allow(serve_http *h, struct MHD_Connection *c, unsigned code, json_t *j,
@@ -76,7 +83,7 @@ static enum MHD_Result answer_json_allow(serve_http *h, struct MHD_Connection *c
         return MHD_NO;
     size_t n = strlen(s);
     s[n] = '\n'; /* the NUL becomes a newline: curl output ends its line */
-    return answer_allow(h, c, code, "application/json", s, n + 1, allow);
+    return answer_allow(h, c, code, "application/json", s, n + 1, allow, 0);
 }
 
 static enum MHD_Result answer_json(serve_http *h, struct MHD_Connection *c, unsigned code, json_t *j)
@@ -84,17 +91,32 @@ static enum MHD_Result answer_json(serve_http *h, struct MHD_Connection *c, unsi
     return answer_json_allow(h, c, code, j, NULL);
 }
 
-/* why may quote the client's bytes, cut anywhere by the message buffer:
- * anything not ASCII becomes '?', so the answer is always JSON. */
-static enum MHD_Result answer_error_allow(serve_http *h, struct MHD_Connection *c, unsigned code, const char *why,
-                                          const char *allow)
+/* {"error": why} and a newline (*len bytes, malloc'd, no NUL), or NULL when
+ * out of memory.  why may quote the client's bytes, cut anywhere by the
+ * message buffer: anything not ASCII becomes '?', so it is always JSON. */
+static char *error_line(const char *why, size_t *len)
 {
     char ascii[1024];
     size_t i = 0;
     for (; why[i] && i + 1 < sizeof ascii; i++)
         ascii[i] = (unsigned char)why[i] < 0x80 ? why[i] : '?';
     ascii[i] = 0;
-    return answer_json_allow(h, c, code, json_pack("{s:s}", "error", ascii), allow);
+    json_t *j = json_pack("{s:s}", "error", ascii);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s)
+        return NULL;
+    *len = strlen(s);
+    s[(*len)++] = '\n'; /* the NUL becomes a newline: curl output ends its line */
+    return s;
+}
+
+static enum MHD_Result answer_error_allow(serve_http *h, struct MHD_Connection *c, unsigned code, const char *why,
+                                          const char *allow)
+{
+    size_t n;
+    char *s = error_line(why, &n);
+    return s ? answer_allow(h, c, code, "application/json", s, n, allow, 0) : MHD_NO;
 }
 
 static enum MHD_Result answer_error(serve_http *h, struct MHD_Connection *c, unsigned code, const char *why)
@@ -187,6 +209,24 @@ static enum MHD_Result on_score(serve_http *h, struct MHD_Connection *c, request
     return ok;
 }
 
+/* Content-Length given more than once with different values: libmicrohttpd
+ * reads the body by the first, which a proxy in front may not have done. */
+typedef struct lengths {
+    const char *first, *other;
+} lengths;
+
+static enum MHD_Result each_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    lengths *l = cls;
+    if (!key || !value || strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH))
+        return MHD_YES;
+    if (!l->first)
+        l->first = value;
+    else if (strcmp(l->first, value))
+        l->other = value;
+    return l->other ? MHD_NO : MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *data, size_t *size, void **con_cls)
 {
@@ -199,6 +239,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = r;
         atomic_fetch_add(&h->active, 1);
         atomic_store(&h->last_start, r->t0);
+        lengths l = {NULL, NULL};
+        if (!MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+            MHD_get_connection_values(c, MHD_HEADER_KIND, each_length, &l);
+        if (l.other) { /* where this body ends is unclear: answered before it is read, and closed */
+            char why[160];
+            snprintf(why, sizeof why, "Content-Length given twice, as \"%.40s\" and \"%.40s\"", l.first, l.other);
+            size_t n;
+            char *s = error_line(why, &n);
+            return s ? answer_allow(h, c, MHD_HTTP_BAD_REQUEST, "application/json", s, n, NULL, 1) : MHD_NO;
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > h->max_body) { /* answered before the body is read (or continued) */
             r->too_big = 1;
@@ -273,6 +323,136 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     atomic_fetch_sub(&h->active, 1);
 }
 
+/*
+ * Requests libmicrohttpd refuses itself, before on_request is called (or
+ * while it reads a body): a Content-Length that is not a number of bytes
+ * ("abc", "-5", "" ...) or does not fit 64 bits, a header line without a
+ * colon, headers larger than a connection's memory, a broken chunked body.
+ * libmicrohttpd answers those with an HTML page, and 0.9.75 (Debian 12's)
+ * sends the status line and headers of its Content-Length answers twice: the
+ * second copy counts as the body, the page follows it, and no client can
+ * frame the answer.  There is no hook to see the headers first, but
+ * libmicrohttpd logs "Error processing request (HTTP response code is %u
+ * ('%s'))" just before it builds such an answer, and it does so in the
+ * connection's own thread (MHD_USE_THREAD_PER_CONNECTION; on_uri, called in
+ * that thread when a request line is read, says which connection it serves).
+ * on_mhd_log then writes ember's answer on the socket itself: the same
+ * status, {"error": reason}, Connection: close; and it shuts the socket's
+ * sending side, so libmicrohttpd's own answer is never sent (its send fails
+ * and it closes the connection).
+ */
+static _Thread_local struct MHD_Connection *this_connection; /* the thread's (a thread per connection) */
+static _Thread_local int answered_here; /* ember answered what libmicrohttpd refused: the connection ends */
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    this_connection = c;
+    return NULL; /* *con_cls stays NULL: on_request's first call starts the request */
+}
+
+/* 0: a number of bytes libmicrohttpd takes; 1: not a number (libmicrohttpd's
+ * 400); 2: digits that do not fit 64 bits (its 413). */
+static int content_length_fault(const char *v)
+{
+    uint64_t n = 0;
+    if (!*v)
+        return 1;
+    for (; *v; v++) {
+        if (*v < '0' || *v > '9')
+            return 1;
+        unsigned d = (unsigned)(*v - '0');
+        if (n > (UINT64_MAX - d) / 10)
+            return 2; /* the rest may not be digits either: libmicrohttpd says 413 then too */
+        n = n * 10 + d;
+    }
+    return 0;
+}
+
+/* Sends all of buf on a socket libmicrohttpd may have made non-blocking,
+ * waiting up to a second for room each time. */
+static void send_all(int fd, const char *buf, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0) {
+            buf += k;
+            n -= (size_t)k;
+        } else if (k < 0 && errno == EINTR) {
+            continue;
+        } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd p = {fd, POLLOUT, 0};
+            if (poll(&p, 1, 1000) <= 0)
+                return;
+        } else {
+            return;
+        }
+    }
+}
+
+static void answer_refused(serve_http *h, struct MHD_Connection *c, unsigned code, const char *page)
+{
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!info || info->connect_fd == MHD_INVALID_SOCKET)
+        return;
+    int fd = info->connect_fd;
+    char why[256];
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    int fault = cl ? content_length_fault(cl) : 0;
+    if (fault == 2 && code == MHD_HTTP_CONTENT_TOO_LARGE) {
+        snprintf(why, sizeof why, "the body is larger than this server takes (%zu bytes; --max-body)", h->max_body);
+    } else if (fault == 1 && code == MHD_HTTP_BAD_REQUEST) {
+        snprintf(why, sizeof why, "Content-Length \"%.64s%s\" is not a number of bytes (decimal digits only)", cl,
+                 strlen(cl) > 64 ? "..." : "");
+    } else { /* the text of libmicrohttpd's page: "<html>...<body>Your HTTP ...</body></html>" */
+        const char *b = strstr(page, "<body>");
+        b = b ? b + 6 : page;
+        size_t n = 0;
+        for (int tag = 0; *b && n + 1 < sizeof why && strncmp(b, "</body>", 7); b++) {
+            if (*b == '<' || *b == '>')
+                tag = *b == '<';
+            else if (!tag)
+                why[n++] = *b;
+        }
+        why[n] = 0;
+        if (!n)
+            snprintf(why, sizeof why, "the HTTP request is malformed");
+    }
+    size_t len;
+    char *body = error_line(why, &len);
+    if (!body)
+        return; /* out of memory: libmicrohttpd's own answer goes out */
+    char date[64], head[320];
+    struct tm tm;
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&now, &tm));
+    const char *phrase = MHD_get_reason_phrase_for(code);
+    int k = snprintf(head, sizeof head,
+                     "HTTP/1.1 %u %s\r\nDate: %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     code, phrase && *phrase ? phrase : "Error", date, len);
+    send_all(fd, head, (size_t)k);
+    send_all(fd, body, len);
+    free(body);
+    shutdown(fd, SHUT_WR);
+}
+
+static void on_mhd_log(void *cls, const char *fm, va_list ap)
+{
+    static const char refused[] = "Error processing request (HTTP response code is %u ('%s'))";
+    if (answered_here) /* "Failed to send the response headers ...": the answer never meant to go */
+        return;
+    va_list copy;
+    va_copy(copy, ap);
+    vfprintf(stderr, fm, copy); /* what MHD_USE_ERROR_LOG alone prints */
+    va_end(copy);
+    if (this_connection && !strncmp(fm, refused, sizeof refused - 1)) {
+        unsigned code = va_arg(ap, unsigned);
+        const char *page = va_arg(ap, const char *);
+        answer_refused(cls, this_connection, code, page ? page : "");
+        answered_here = 1; /* one answer: the connection closes, and its thread ends */
+    }
+}
+
 int serve_http_start(serve_http *h, const char *host, int port, int connections, char *err, size_t errlen)
 {
     struct sockaddr_in v4 = {0};
@@ -293,7 +473,9 @@ int serve_http_start(serve_http *h, const char *host, int port, int connections,
         return -1;
     }
     h->started = ember_now();
-    h->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, addr,
+    /* the logger first, so that it gets every message (microhttpd.h) */
+    h->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+                                 on_mhd_log, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_SOCK_ADDR, addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION,
                                  on_connection, h, MHD_OPTION_CONNECTION_LIMIT,
                                  (unsigned)connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
