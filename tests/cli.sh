@@ -1338,6 +1338,62 @@ check_schema_example() { # the movies example of docs/data.md: convert (1 and 2 
 }
 CHECKS+=(schema_example)
 
+check_text_bom() { # a UTF-8 byte-order mark before the text (Excel, pandas' encoding="utf-8-sig") is skipped:
+    # with a header and without, plain, gzip and zstd, the samples are those of the file without it
+    local ex f
+    ex="$(cd "$(dirname "${BASH_SOURCE[0]}")/../examples/data" && pwd)"
+    expect_status 0 "$EMBER" inspect --samples all "$ex/movies.csv" --config "$ex/movies.cfg" || return 1
+    cp "$TMP/out" "$TMP/want_csv"
+    printf '\xef\xbb\xbf' | cat - "$ex/movies.csv" >"$TMP/bom.csv"
+    ctr_tsv_lines >"$TMP/nobom.tsv"
+    expect_status 0 "$EMBER" inspect --samples all "$TMP/nobom.tsv" || return 1
+    cp "$TMP/out" "$TMP/want_tsv"
+    printf '\xef\xbb\xbf' | cat - "$TMP/nobom.tsv" >"$TMP/bom.tsv"
+    local z=zst
+    command -v zstd >/dev/null || { echo "no zstd program: zstd input not checked"; z=gz; }
+    for f in bom.csv bom.tsv; do
+        gzip -c "$TMP/$f" >"$TMP/$f.gz"
+        [ $z = gz ] || zstd -q -c "$TMP/$f" >"$TMP/$f.zst" || return 1
+    done
+    for f in bom.csv bom.csv.gz bom.csv.$z; do
+        expect_status 0 "$EMBER" inspect --samples all "$TMP/$f" --config "$ex/movies.cfg" || return 1
+        cmp -s "$TMP/out" "$TMP/want_csv" || { echo "$f: other samples than without the mark"; return 1; }
+    done
+    for f in bom.tsv bom.tsv.gz bom.tsv.$z; do
+        expect_status 0 "$EMBER" inspect --samples all "$TMP/$f" || return 1
+        cmp -s "$TMP/out" "$TMP/want_tsv" || { echo "$f: other samples than without the mark"; return 1; }
+    done
+}
+CHECKS+=(text_bom)
+
+check_compressed_errors() { # a damaged gzip or zstd file names the file and the line being read, as plain text does
+    local n
+    python3 "$(dirname "${BASH_SOURCE[0]}")/../bench/criteo_like.py" "$TMP/z.tsv" 100 7 1 >/dev/null || return 1
+    gzip -c "$TMP/z.tsv" >"$TMP/z.tsv.gz"
+    n=$(stat -c %s "$TMP/z.tsv.gz")
+    head -c $((n - 8)) "$TMP/z.tsv.gz" >"$TMP/cut.tsv.gz" # its CRC and size cut off: the 100 lines are whole
+    expect_status 1 "$EMBER" train --train-file "$TMP/cut.tsv.gz" --steps 1 --micro-batch 8 --metrics none --plot none || return 1
+    grep -qx "ember train: $TMP/cut.tsv.gz:101: gzip: the file ends inside a member (truncated)" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    if command -v zstd >/dev/null; then
+        zstd -q -c "$TMP/z.tsv" >"$TMP/z.tsv.zst" || return 1 # with a content checksum, the zstd program's default
+        n=$(stat -c %s "$TMP/z.tsv.zst")
+        head -c $((n - 4)) "$TMP/z.tsv.zst" >"$TMP/cut.tsv.zst"
+        expect_status 1 "$EMBER" convert "$TMP/cut.tsv.zst" "$TMP/cut.bin" || return 1
+        grep -qx "ember convert: $TMP/cut.tsv.zst:101: zstd: the file ends inside a frame (truncated)" "$TMP/err" ||
+            { cat "$TMP/err"; return 1; }
+    else
+        echo "no zstd program: zstd input not checked"
+    fi
+    # a flipped byte: the line where the reader found it
+    python3 -c 'import sys; d = bytearray(open(sys.argv[1], "rb").read()); d[len(d) // 2] ^= 0x55; open(sys.argv[2], "wb").write(d)' \
+        "$TMP/z.tsv.gz" "$TMP/flip.tsv.gz"
+    expect_status 1 "$EMBER" inspect --samples all "$TMP/flip.tsv.gz" || return 1
+    grep -qx "ember inspect: $TMP/flip.tsv.gz:[0-9]*: gzip: .* (found while reading this line)" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(compressed_errors)
+
 check_train_plans() { # ember train places "auto" tables as ember plan does for the same run
     # (world, global batch, measured ids), text or binary; a saved plan is applied, or refused
     # for another world
