@@ -652,6 +652,29 @@ check_bad_input_messages() { # docs/RELIABILITY.md: each bad input's message, as
 }
 CHECKS+=(bad_input_messages)
 
+check_ssd_folders() { # ssd.dir and a table's path that are a file or missing: the key and its line, status 1,
+    # before anything is created (no checkpoint folder, no store file)
+    mkdir -p "$TMP/ssdf"
+    : >"$TMP/ssdf/afile"
+    local q='train = { steps = 2; micro_batch = 64; eval_samples = 64; metrics = ""; plot = ""; };'
+    printf '%s\nssd = { min_bytes = 1;\n  dir = "afile"; cache_bytes = "40K"; };\n' "$q" >"$TMP/ssdf/file.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/ssdf/file.cfg" --checkpoint-dir "$TMP/ssdf/ck" || return 1
+    grep -qx "ember train: $TMP/ssdf/file.cfg:3: ssd.dir: \"$TMP/ssdf/afile\" is not a folder" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    printf '%s\nssd = { min_bytes = 1;\n  dir = "/nonexistent-ember-folder"; };\n' "$q" >"$TMP/ssdf/none.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/ssdf/none.cfg" --checkpoint-dir "$TMP/ssdf/ck" || return 1
+    grep -qx "ember train: $TMP/ssdf/none.cfg:3: ssd.dir: \"/nonexistent-ember-folder\" does not exist" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    printf 'tables = ({ name = "t%%d"; count = 2; rows = 1000; dim = 16; storage = "ssd";\n    path = "nodir"; });\nfeatures = ({ name = "f%%d"; count = 2; table = "t%%d"; });\n%s\n' "$q" >"$TMP/ssdf/table.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/ssdf/table.cfg" --checkpoint-dir "$TMP/ssdf/ck" || return 1
+    grep -qx "ember train: $TMP/ssdf/table.cfg:2: tables\[0\].path: \"$TMP/ssdf/nodir\" does not exist" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    [ "$(ls "$TMP/ssdf")" = "$(printf 'afile\nfile.cfg\nnone.cfg\ntable.cfg')" ] || { echo "created: $(ls "$TMP/ssdf")"; return 1; }
+    # ember plan does not need the folders (it plans for another machine as well)
+    expect_status 0 "$EMBER" plan "$TMP/ssdf/table.cfg" || return 1
+}
+CHECKS+=(ssd_folders)
+
 check_train_header() { # the header says what the run will do: no "every 0 steps" when evaluation is only at the end
     expect_status 0 "$EMBER" train --steps 1 --micro-batch 64 --eval-every 0 --eval-samples 64 --metrics none --plot none || return 1
     grep -q "evaluation: at the end, on 64 held-out samples" "$TMP/out" || return 1

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <libconfig.h>
 
@@ -443,6 +445,8 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
     x->zipf = r->cf->data.zipf;
     x->alpha = r->cf->data.alpha;
     x->line = (int)config_setting_source_line(e);
+    x->path_line = 0;
+    x->entry = atoi(where + strlen("tables["));
     const config_setting_t *m;
     int64_t v;
 #define MEMBER(k) (snprintf(key, sizeof key, "%s.%s", where, k), config_setting_get_member(e, k))
@@ -527,8 +531,11 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
             return -1;
         t->cache_policy = (ember_cache_policy)k;
     }
-    if ((m = MEMBER("path")) && read_path(r, m, key, &t->path))
-        return -1;
+    if ((m = MEMBER("path"))) {
+        if (read_path(r, m, key, &t->path))
+            return -1;
+        x->path_line = (int)config_setting_source_line(m);
+    }
     if ((m = MEMBER("kind"))) {
         if (get_enum(r, m, key, KINDS, &k))
             return -1;
@@ -1701,8 +1708,11 @@ static int read_ssd(reader *r, const config_setting_t *g, ember_collection_confi
     const config_setting_t *m;
     int64_t v;
     int k;
-    if ((m = config_setting_get_member(g, "dir")) && read_path(r, m, "ssd.dir", &cc->ssd_dir))
-        return -1;
+    if ((m = config_setting_get_member(g, "dir"))) {
+        if (read_path(r, m, "ssd.dir", &cc->ssd_dir))
+            return -1;
+        r->cf->ssd_dir_line = (int)config_setting_source_line(m);
+    }
     if ((m = config_setting_get_member(g, "min_bytes")) && get_bytes(r, m, "ssd.min_bytes", &cc->ssd_min_bytes))
         return -1;
     if ((m = config_setting_get_member(g, "memory_budget")) &&
@@ -1976,6 +1986,49 @@ void config_file_free(config_file *cf)
     free(cf->path);
     free(cf->name);
     free(cf);
+}
+
+/* dir, named by key at line: an existing folder files can be created in.
+ * 0, or -1 with err. */
+static int check_folder(const config_file *cf, const char *key, int line, const char *dir, char *err, size_t errlen)
+{
+    struct stat sb;
+    const char *why = NULL;
+    char buf[200];
+    if (stat(dir, &sb) != 0) {
+        if (errno == ENOENT)
+            why = "does not exist";
+        else
+            snprintf(buf, sizeof buf, "cannot be reached: %s", strerror(errno)), why = buf;
+    } else if (!S_ISDIR(sb.st_mode)) {
+        why = "is not a folder";
+    } else if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(buf, sizeof buf, "is a folder this process cannot create files in: %s", strerror(errno));
+        why = buf;
+    }
+    if (!why)
+        return 0;
+    if (line)
+        snprintf(err, errlen, "%s:%d: %s: \"%s\" %s", cf->path, line, key, dir, why);
+    else
+        snprintf(err, errlen, "%s: %s: \"%s\" %s", cf->path, key, dir, why);
+    return -1;
+}
+
+int config_file_check_folders(const config_file *cf, char *err, size_t errlen)
+{
+    if (cf->coll.ssd_dir && check_folder(cf, "ssd.dir", cf->ssd_dir_line, cf->coll.ssd_dir, err, errlen))
+        return -1;
+    for (int32_t t = 0; t < cf->num_tables; t++) {
+        const cfg_table_extra *x = &cf->table_extra[t];
+        char key[64];
+        snprintf(key, sizeof key, "tables[%d].path", x->entry);
+        if (cf->tables[t].path && x->path_line &&
+            (t == 0 || cf->table_extra[t - 1].path_line != x->path_line) && /* an entry's tables share it */
+            check_folder(cf, key, x->path_line, cf->tables[t].path, err, errlen))
+            return -1;
+    }
+    return 0;
 }
 
 int config_file_weighted(const config_file *cf)

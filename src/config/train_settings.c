@@ -108,6 +108,8 @@ int train_settings_make(config_file *cf, const char *config_path, const ember_tr
             snprintf(err, errlen, "%s", cf->train.error);
             return EMBER_EFORMAT;
         }
+        if (config_file_check_folders(cf, err, errlen)) /* before any store file is created */
+            return EMBER_EFORMAT;
         s->t = cf->train;
         s->name = cf->name;
     } else {
