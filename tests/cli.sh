@@ -641,6 +641,20 @@ check_bad_input_messages() { # docs/RELIABILITY.md: each bad input's message, as
     ! grep -q '"event":"step"\|step 1' "$TMP/out" || { echo "steps ran before the refusal"; return 1; }
     expect_status 1 "$EMBER" train --steps 2 --micro-batch 64 --metrics none --plot "$TMP/none/x.png" || return 1
     grep -q "none/x.png: cannot write the plot: No such file or directory" "$TMP/err" || return 1
+    # the dense optimizer's shard groups against a world of one: the option, or the config's key and line
+    expect_status 2 "$EMBER" train --steps 1 --optimizer-shards 3 --metrics none --plot none || return 1
+    grep -qx "ember train: --optimizer-shards 3: groups of 3 ranks do not divide the world of 1 rank (0: replicated state)" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf 'train = { steps = 1; metrics = ""; plot = "";\n  optimizer_shards = 2; };\n' >"$TMP/shards.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/shards.cfg" || return 1
+    grep -qx "ember train: $TMP/shards.cfg:2: train.optimizer_shards: groups of 2 ranks do not divide the world of 1 rank (0: replicated state)" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    # a schema without data.train_file serves ember convert; ember train needs the file (a config's fault)
+    printf 'data = { schema = { columns = ({ name = "y"; type = "label"; }, { name = "c"; type = "categorical"; }); };\n};\ntrain = { steps = 1; };\n' \
+        >"$TMP/schema_only.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/schema_only.cfg" || return 1
+    grep -qx "ember train: $TMP/schema_only.cfg:1: data.train_file: missing (data.source = \"text\" reads a file): set it, or give --train-file" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
     # a file with neither tables nor a train group: the message says both ways out
     printf 'data = { batch_size = 64; };\n' >"$TMP/onlydata.cfg"
     expect_status 1 "$EMBER" train --config "$TMP/onlydata.cfg" --steps 1 || return 1
@@ -747,9 +761,25 @@ check_early_stop() { # patience runs out (min_delta 1: no AUC can improve by tha
         return 1
     tail -1 "$TMP/out" | grep -q '"steps":4,.*"run_steps":0,.*"stopped_early":true,"best_step":2,' ||
         { echo "resumed after the stop: $(tail -1 "$TMP/out" | cut -c1-300)"; return 1; }
-    printf 'train = { keep_best = true; };\n' >"$TMP/kb.cfg"
-    expect_status 2 "$EMBER" train --config "$TMP/kb.cfg" || return 1
-    grep -q "keep_best needs a checkpoint folder" "$TMP/err" || return 1
+    # keep_best without a checkpoint folder: the config's fault (status 1, its key and line), or the command
+    # line's when --checkpoint-dir '' takes the config's folder away (status 2)
+    printf 'train = { steps = 2;\n  keep_best = true; };\n' >"$TMP/kb.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/kb.cfg" || return 1
+    grep -qx "ember train: $TMP/kb.cfg:2: train.keep_best: needs a checkpoint folder: set train.checkpoint_dir, or give --checkpoint-dir" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf 'train = { steps = 2; checkpoint_dir = "kb.ck";\n  keep_best = true; };\n' >"$TMP/kb2.cfg"
+    expect_status 2 "$EMBER" train --config "$TMP/kb2.cfg" --checkpoint-dir '' || return 1
+    grep -qx "ember train: --checkpoint-dir '': no checkpoint folder, but train.keep_best ($TMP/kb2.cfg:2) needs one" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    # patience 0 is no early stopping: refused, as a group without patience (leaving the group out turns it off)
+    printf 'train = { steps = 2;\n  early_stop = { patience = 0; }; };\n' >"$TMP/p0.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/p0.cfg" || return 1
+    grep -qx "ember train: $TMP/p0.cfg:2: train.early_stop.patience: must be in 1..1099511627776, got 0 (leave train.early_stop out to train without early stopping)" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf 'train = { steps = 2;\n  early_stop = { metric = "logloss"; }; };\n' >"$TMP/pnone.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/pnone.cfg" || return 1
+    grep -q "^ember train: $TMP/pnone.cfg:2: train.early_stop.patience: missing: the evaluations in a row without a better metric before the run stops, 1 or more" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
     # two ranks decide alike: rank 0's figures are every rank's
     have_mpirun || return 0
     expect_status 0 mpi2 train --config "$TMP/es.cfg" --checkpoint-dir "$TMP/es_mpi" --checkpoint-every 2 --json || return 1
@@ -944,8 +974,14 @@ check_mpi_optimizer_shards() { # the dense optimizer state sharded over the two 
     expect_status 0 mpi2 train --steps 40 "${common[@]}" --checkpoint-dir "$TMP/osh" --resume || return 1
     [ "$(auc_logloss)" = "$want" ] || { echo "resumed replicated from sharded: $(auc_logloss), want $want"; return 1; }
     expect_status 2 "$EMBER" train --optimizer-shards -1 || return 1
-    expect_status 1 mpi2 train --steps 2 "${common[@]}" --optimizer-shards 3 || return 1
-    grep -q "groups of 3 ranks do not divide the world of 2" "$TMP/err" || return 1
+    # groups that do not divide the world: the option (status 2) or the config's key and line (status 1)
+    expect_status 2 mpi2 train --steps 2 "${common[@]}" --optimizer-shards 3 || return 1
+    grep -q "^ember train: --optimizer-shards 3: groups of 3 ranks do not divide the world of 2 ranks (0: replicated state)$" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf 'train = { steps = 2;\n  optimizer_shards = 4; };\n' >"$TMP/osh.cfg"
+    expect_status 1 mpi2 train --config "$TMP/osh.cfg" "${common[@]}" || return 1
+    grep -q "^ember train: $TMP/osh.cfg:2: train.optimizer_shards: groups of 4 ranks do not divide the world of 2 ranks (0: replicated state)$" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
 }
 CHECKS+=(mpi_optimizer_shards)
 

@@ -1225,11 +1225,18 @@ static int read_data(reader *r, const config_setting_t *g)
         if (get_enum(r, m, "data.source", SOURCES, &e))
             return -1;
         t->source = (cfg_source)e;
+        t->file_source_line = (int)config_setting_source_line(m);
     }
-    if ((m = config_setting_get_member(g, "train_file")) && read_path(r, m, "data.train_file", &t->train_file))
-        return -1;
-    if ((m = config_setting_get_member(g, "eval_file")) && read_path(r, m, "data.eval_file", &t->eval_file))
-        return -1;
+    if ((m = config_setting_get_member(g, "train_file"))) {
+        if (read_path(r, m, "data.train_file", &t->train_file))
+            return -1;
+        t->train_file_line = (int)config_setting_source_line(m);
+    }
+    if ((m = config_setting_get_member(g, "eval_file"))) {
+        if (read_path(r, m, "data.eval_file", &t->eval_file))
+            return -1;
+        t->eval_file_line = (int)config_setting_source_line(m);
+    }
     if ((m = config_setting_get_member(g, "shuffle"))) {
         if (config_setting_type(m) != CONFIG_TYPE_BOOL)
             return fail_at(r, m, "data.shuffle", "must be true or false");
@@ -1247,8 +1254,11 @@ static int read_data(reader *r, const config_setting_t *g)
         return -1;
     if ((m = config_setting_get_member(g, "schema")) && read_schema(r, m))
         return -1;
-    if (t->schema.num_columns && !config_setting_get_member(g, "source"))
+    if (t->schema.num_columns && !config_setting_get_member(g, "source")) {
         t->source = CFG_SOURCE_TEXT; /* a schema says what the data is */
+        t->file_source_line = t->schema_line;
+    }
+    t->file_source = t->source;
     if (t->source == CFG_SOURCE_TEXT && !t->schema.num_columns)
         return fail_at(r, g, "data.schema", "missing (data.source = \"text\" reads a file by its schema)");
     if (t->source == CFG_SOURCE_SYNTHETIC && (t->train_file || t->eval_file))
@@ -1478,6 +1488,7 @@ static int read_train(reader *r, const config_setting_t *g)
         if (get_int64(r, m, "train.optimizer_shards", 0, 1 << 20, &v))
             return -1;
         t->optimizer_shards = (int32_t)v;
+        t->optimizer_shards_line = (int)config_setting_source_line(m);
     }
     if ((m = config_setting_get_member(g, "schedule"))) {
         int kind;
@@ -1518,9 +1529,16 @@ static int read_train(reader *r, const config_setting_t *g)
             return fail_at(r, m, "train.early_stop", "must be a group { patience = ...; metric = \"auc\"; }");
         if (check_keys(r, m, "train.early_stop", EKEYS))
             return -1;
-        if ((x = config_setting_get_member(m, "patience")) &&
-            get_int64(r, x, "train.early_stop.patience", 0, INT64_C(1) << 40, &t->patience))
+        /* the group turns early stopping on: patience 0 would be a group that does nothing */
+        if (!(x = config_setting_get_member(m, "patience")))
+            return fail_at(r, m, "train.early_stop.patience", "missing: the evaluations in a row without a better "
+                           "metric before the run stops, 1 or more (leave train.early_stop out to train without "
+                           "early stopping)");
+        if (get_int64(r, x, "train.early_stop.patience", 0, INT64_C(1) << 40, &t->patience))
             return -1;
+        if (t->patience == 0)
+            return fail_at(r, x, "train.early_stop.patience", "must be in 1..1099511627776, got 0 (leave "
+                           "train.early_stop out to train without early stopping)");
         if ((x = config_setting_get_member(m, "metric"))) {
             if (get_enum(r, x, "train.early_stop.metric", METRICS, &k))
                 return -1;
@@ -1536,6 +1554,7 @@ static int read_train(reader *r, const config_setting_t *g)
         if (config_setting_type(m) != CONFIG_TYPE_BOOL)
             return fail_at(r, m, "train.keep_best", "must be true or false");
         t->keep_best = config_setting_get_bool(m);
+        t->keep_best_line = (int)config_setting_source_line(m);
     }
     if ((m = config_setting_get_member(g, "optimizer"))) {
         /* the dense optimizer: a kind, or a group as a table's optimizer */
@@ -1574,9 +1593,11 @@ static int read_train(reader *r, const config_setting_t *g)
         return -1;
     if ((m = config_setting_get_member(g, "plot")) && read_path(r, m, "train.plot", &t->plot))
         return -1;
-    if ((m = config_setting_get_member(g, "checkpoint_dir")) &&
-        read_path(r, m, "train.checkpoint_dir", &t->checkpoint_dir))
-        return -1;
+    if ((m = config_setting_get_member(g, "checkpoint_dir"))) {
+        if (read_path(r, m, "train.checkpoint_dir", &t->checkpoint_dir))
+            return -1;
+        t->checkpoint_dir_line = (int)config_setting_source_line(m);
+    }
     if ((m = config_setting_get_member(g, "checkpoint_every")) &&
         get_int64(r, m, "train.checkpoint_every", 0, INT64_C(1) << 40, &t->checkpoint_every))
         return -1;

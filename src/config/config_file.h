@@ -125,6 +125,15 @@ typedef struct cfg_train {
     int32_t pipe_cuts[64];
     char error[512];             /* a file without train/model groups: why
                                     `ember train` cannot use it ("" if it can) */
+    /* lines of the settings checked only when a run's settings are made
+     * (train_settings.c, data_open.c), for their messages; 0: not in the
+     * file, or replaced by an override */
+    int keep_best_line, optimizer_shards_line, checkpoint_dir_line;
+    cfg_source file_source;      /* what data.source says the config's files
+                                    are (data.schema alone: text); the run's
+                                    `source` follows a --train-file instead */
+    int file_source_line;        /* line of data.source, or of data.schema  */
+    int train_file_line, eval_file_line; /* data.train_file, data.eval_file  */
 } cfg_train;
 
 /* The built-in synthetic task and student (tables built by the tool). */
