@@ -824,6 +824,31 @@ check_epochs_shuffle() { # train.epochs sets the steps from the file; data.shuff
 }
 CHECKS+=(epochs_shuffle)
 
+check_data_source_kind() { # a file the config names must be what data.source says; a file on the command line
+    # is read by its first bytes (and the header says what was read)
+    local bench
+    bench="$(cd "$(dirname "${BASH_SOURCE[0]}")/../bench" && pwd)"
+    mkdir -p "$TMP/dsk"
+    python3 "$bench/criteo_like.py" "$TMP/dsk/d.tsv" 300 7 1 >/dev/null || return 1
+    expect_status 0 "$EMBER" convert "$TMP/dsk/d.tsv" "$TMP/dsk/d.bin" || return 1
+    local q='train = { steps = 2; micro_batch = 64; eval_samples = 64; metrics = ""; plot = ""; };'
+    printf 'data = { source = "binary";\n  train_file = "d.tsv"; };\n%s\n' "$q" >"$TMP/dsk/bin.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/dsk/bin.cfg" || return 1
+    grep -qx "ember train: $TMP/dsk/bin.cfg:2: data.train_file: $TMP/dsk/d.tsv: byte 0: not an ember CTR file (bad magic); data.source = \"binary\" (line 1) reads ember's binary format: convert text with ember convert, or set data.source to \"text\" or \"tsv\"" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    ! grep -q "binary data" "$TMP/out" || { echo "trained anyway"; return 1; }
+    printf 'data = { source = "tsv"; train_file = "d.tsv";\n  eval_file = "d.bin"; };\n%s\n' "$q" >"$TMP/dsk/tsv.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/dsk/tsv.cfg" || return 1
+    grep -qx "ember train: $TMP/dsk/tsv.cfg:2: data.eval_file: $TMP/dsk/d.bin is an ember binary CTR file, but data.source = \"tsv\" (line 1) reads text: set data.source = \"binary\"" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    # the command line's files: by their first bytes, whatever the config says
+    expect_status 0 "$EMBER" train --config "$TMP/dsk/bin.cfg" --train-file "$TMP/dsk/d.bin" || return 1
+    grep -q "^ember train: bin (binary data: " "$TMP/out" || { head -1 "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" train --config "$TMP/dsk/bin.cfg" --train-file "$TMP/dsk/d.tsv" || return 1
+    grep -q "^ember train: bin (tsv data: " "$TMP/out" || { head -1 "$TMP/out"; return 1; }
+}
+CHECKS+=(data_source_kind)
+
 check_ids_from_training_file() { # ember limits and ember plan --data read the training data's binary format
     local bench
     bench="$(cd "$(dirname "${BASH_SOURCE[0]}")/../bench" && pwd)"

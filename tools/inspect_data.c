@@ -69,7 +69,7 @@ int inspect_samples(const tool_ctx *ctx, const char *path, const char *config, i
     }
     cfg_train dflt;
     cfg_train_default(&dflt);
-    rc = data_open_file(cf, cf ? &cf->train : &dflt, path, NULL, 0, 1, &src, err, sizeof err);
+    rc = data_open_file(cf, cf ? &cf->train : &dflt, path, DATA_FILE_GIVEN, NULL, 0, 1, &src, err, sizeof err);
     if (rc) {
         fprintf(ctx->err, "ember inspect: %s\n", err);
         config_file_free(cf);

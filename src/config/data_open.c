@@ -21,14 +21,49 @@ int data_is_batch_file(const char *path)
     return got == sizeof m && !memcmp(m, "EMBBATCH", 8);
 }
 
-int data_open_file(const config_file *cf, const cfg_train *t, const char *path, const ctr_source *train, int32_t rank,
-                   int32_t world, ctr_source **out, char *err, size_t errlen)
+/* A file the config names against the config's data.source: 0 to open it
+ * by its first bytes, 1 when it was opened (binary), or -1 with err. */
+static int open_as_declared(const config_file *cf, const cfg_train *t, const char *path, data_file_role role,
+                            int32_t rank, int32_t world, ctr_source **out, char *err, size_t errlen)
+{
+    const int line = role == DATA_FILE_TRAIN ? t->train_file_line : role == DATA_FILE_EVAL ? t->eval_file_line : 0;
+    const char *key = role == DATA_FILE_TRAIN ? "data.train_file" : "data.eval_file";
+    if (!cf || !line || t->file_source == CFG_SOURCE_SYNTHETIC)
+        return 0; /* the command line's, read by its first bytes */
+    const int binary = ctr_file_is_binary(path);
+    if (t->file_source == CFG_SOURCE_BINARY && !binary) {
+        char why[400];
+        FILE *f = fopen(path, "rb");
+        if (!f) /* missing or unreadable: the reader's own message */
+            return ctr_source_binary(path, rank, world, out, err, errlen) ? -1 : 1;
+        fclose(f);
+        if (ctr_source_binary(path, rank, world, out, why, sizeof why) == 0)
+            return 1;
+        snprintf(err, errlen, "%s:%d: %s: %s; data.source = \"binary\" (line %d) reads ember's binary format: "
+                 "convert text with ember convert, or set data.source to \"text\" or \"tsv\"", cf->path, line, key,
+                 why, t->file_source_line);
+        return -1;
+    }
+    if (t->file_source != CFG_SOURCE_BINARY && binary) {
+        snprintf(err, errlen, "%s:%d: %s: %s is an ember binary CTR file, but data.source = \"%s\" (line %d) reads "
+                 "text: set data.source = \"binary\"", cf->path, line, key, path,
+                 config_source_name(t->file_source), t->file_source_line);
+        return -1;
+    }
+    return 0;
+}
+
+int data_open_file(const config_file *cf, const cfg_train *t, const char *path, data_file_role role,
+                   const ctr_source *train, int32_t rank, int32_t world, ctr_source **out, char *err, size_t errlen)
 {
     if (!path) {
         snprintf(err, errlen, "%s: no data file (data.train_file, or a file on the command line)",
                  cf ? cf->path : "ember");
         return -1;
     }
+    int declared = open_as_declared(cf, t, path, role, rank, world, out, err, errlen);
+    if (declared)
+        return declared < 0 ? -1 : 0;
     if (ctr_file_is_binary(path))
         return ctr_source_binary(path, rank, world, out, err, errlen);
     if (cf && cf->train.schema.num_columns) {
