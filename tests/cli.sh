@@ -1318,6 +1318,67 @@ EOF2
 }
 CHECKS+=(bundles)
 
+check_inspect_kinds() { # ember inspect reads checkpoints, bundles and (--samples) data files; a zero-filled or
+    # empty file of any kind is refused by name with status 1, never an empty report with status 0
+    local d="$TMP/ik" step rank
+    mkdir -p "$d"
+    expect_status 0 "$EMBER" train --steps 2 --micro-batch 64 --eval-samples 64 --metrics none --plot none \
+        --checkpoint-dir "$d/ck" || return 1
+    expect_status 0 "$EMBER" export "$d/ck" "$d/bundle" --quantize int8 || return 1
+    expect_status 0 "$EMBER" inspect "$d/bundle" || return 1
+    grep -q "^bundle $d/bundle: 8 tables, 5393 dense parameters (files verified)$" "$TMP/out" || { cat "$TMP/out"; return 1; }
+    grep -q "^  emb_C1: 20000 x 16, int8, table-0000.rows .* ok$" "$TMP/out" || { cat "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" inspect "$d/bundle" --json || return 1
+    python3 -c 'import json,sys; j = json.load(open(sys.argv[1])); assert j["verified"] and len(j["tables"]) == 8 and j["tables"][0]["encoding"] == "int8", j' \
+        "$TMP/out" || return 1
+    # a zero-filled or empty manifest, of a checkpoint or a bundle
+    step=$(ls "$d/ck")
+    cp -r "$d/ck" "$d/zck"
+    head -c 1000 /dev/zero >"$d/zck/$step/manifest.json"
+    expect_status 1 "$EMBER" inspect "$d/zck" || return 1
+    grep -qx "ember inspect: $d/zck/$step/manifest.json: all 1000 bytes are zero (a file not written whole?): not a manifest" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    cp -r "$d/bundle" "$d/zb"
+    : >"$d/zb/manifest.json"
+    expect_status 1 "$EMBER" inspect "$d/zb" || return 1
+    grep -qx "ember inspect: $d/zb/manifest.json: empty (0 bytes; a file not written whole?): not a manifest" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    # a zero-filled data file of a checkpoint, and of a bundle
+    cp -r "$d/ck" "$d/zr"
+    rank=$(cd "$d/zr/$step" && ls rank-*)
+    head -c "$(stat -c %s "$d/zr/$step/$rank")" /dev/zero >"$d/zr/$step/$rank.z" && mv "$d/zr/$step/$rank.z" "$d/zr/$step/$rank"
+    expect_status 1 "$EMBER" inspect "$d/zr" || return 1
+    grep -qx "ember inspect: $d/zr/$step/$rank: all [0-9]* bytes are zero (a file not written whole?): not an ember checkpoint file" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    cp -r "$d/bundle" "$d/zt"
+    head -c "$(stat -c %s "$d/zt/table-0000.rows")" /dev/zero >"$d/zt/t" && mv "$d/zt/t" "$d/zt/table-0000.rows"
+    expect_status 1 "$EMBER" inspect "$d/zt" || return 1
+    grep -qx "ember inspect: $d/zt/table-0000.rows: checksum mismatch (the file is corrupt)" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    # a file where a folder belongs
+    head -c 4096 /dev/zero >"$d/zero.bin"
+    : >"$d/empty.tsv"
+    expect_status 1 "$EMBER" inspect "$d/zero.bin" || return 1
+    grep -qx "ember inspect: $d/zero.bin: a file (4096 bytes), not a checkpoint or bundle folder (ember inspect --samples N FILE shows a data file's samples)" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    # data files: zero-filled, empty, nothing but bad lines
+    expect_status 1 "$EMBER" inspect --samples all "$d/zero.bin" || return 1
+    grep -qx "ember inspect: $d/zero.bin: all 4096 bytes are zero (a file not written whole?): neither ember's binary format nor text" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    [ ! -s "$TMP/out" ] || return 1
+    expect_status 1 "$EMBER" inspect --samples 3 "$d/empty.tsv" || return 1
+    grep -qx "ember inspect: $d/empty.tsv: the file is empty (0 bytes): no samples" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf 'x\ty\n' >"$d/bad.tsv"
+    expect_status 1 "$EMBER" inspect --samples all "$d/bad.tsv" || return 1
+    grep -qx "ember inspect: $d/bad.tsv: 1 of the 1 lines read were bad and skipped, no samples; the first: $d/bad.tsv:1: 2 fields, expected 40 (label, I1..I13, C1..C26)" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    # the same zero-filled file as training data
+    expect_status 1 "$EMBER" train --train-file "$d/zero.bin" --steps 1 --metrics none --plot none || return 1
+    grep -qx "ember train: $d/zero.bin: all 4096 bytes are zero (a file not written whole?): neither ember's binary format nor text" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(inspect_kinds)
+
 check_mpi_predict() { # under mpirun: the scores of the np-2 evaluation, and the same file at np 1
     have_mpirun || return 0
     expect_status 0 mpi2 train --steps 6 --checkpoint-dir "$TMP/mck" --json || return 1

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config/data_open.h"
 
@@ -19,6 +20,35 @@ int data_is_batch_file(const char *path)
     size_t got = fread(m, 1, sizeof m, f);
     fclose(f);
     return got == sizeof m && !memcmp(m, "EMBBATCH", 8);
+}
+
+/* A file that begins with a NUL byte is neither format (text never holds
+ * one, ember's binary format begins with its magic): most often a file
+ * not written whole, its space reserved as zeros.  0, or -1 with err. */
+static int refuse_zeros(const char *path, char *err, size_t errlen)
+{
+    unsigned char b[4096];
+    struct stat sb;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0; /* the reader says why */
+    size_t n = fread(b, 1, sizeof b, f);
+    int64_t size = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) ? (int64_t)sb.st_size : -1;
+    fclose(f);
+    if (n == 0 || b[0] != 0)
+        return 0;
+    size_t z = 0;
+    while (z < n && b[z] == 0)
+        z++;
+    if (z == n && (int64_t)n == size)
+        snprintf(err, errlen, "%s: all %lld bytes are zero (a file not written whole?): neither ember's binary "
+                 "format nor text", path, (long long)n);
+    else if (z == n)
+        snprintf(err, errlen, "%s: its first %zu bytes are zero (a file not written whole?): neither ember's "
+                 "binary format nor text", path, n);
+    else
+        snprintf(err, errlen, "%s: byte 0 is a NUL byte: neither ember's binary format (bad magic) nor text", path);
+    return -1;
 }
 
 /* A file the config names against the config's data.source: 0 to open it
@@ -61,6 +91,8 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
                  cf ? cf->path : "ember");
         return -1;
     }
+    if (refuse_zeros(path, err, errlen))
+        return -1;
     int declared = open_as_declared(cf, t, path, role, rank, world, out, err, errlen);
     if (declared)
         return declared < 0 ? -1 : 0;

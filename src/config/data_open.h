@@ -21,6 +21,8 @@ typedef enum data_file_role { DATA_FILE_GIVEN = 0, DATA_FILE_TRAIN, DATA_FILE_EV
  * "binary" opens it with the binary reader, whose checks name what it is
  * not; "text" or "tsv" refuse a binary file; either message names the
  * config's key and line.  A given file is read by its first bytes alone.
+ * Any file that begins with a NUL byte (zero-filled: not written whole) is
+ * refused by name.
  * train: NULL, or the training source an evaluation file must be scaled
  * like: its standardize statistics are taken (a text training source's),
  * never computed on the eval file itself.  0, or -1 with err. */
