@@ -642,6 +642,20 @@ check_bad_input_messages() { # docs/RELIABILITY.md: each bad input's message, as
     expect_status 1 "$EMBER" train --steps 2 --micro-batch 64 --metrics none --plot "$TMP/none/x.png" || return 1
     grep -q "none/x.png: cannot write the plot: cannot open the folder $TMP/none: it does not exist" "$TMP/err" ||
         { cat "$TMP/err"; return 1; }
+    # the dense optimizer's shard groups against a world of one: the option, or the config's key and line
+    expect_status 2 "$EMBER" train --steps 1 --optimizer-shards 3 --metrics none --plot none || return 1
+    grep -qx "ember train: --optimizer-shards 3: groups of 3 ranks do not divide the world of 1 rank (0: replicated state)" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf 'train = { steps = 1; metrics = ""; plot = "";\n  optimizer_shards = 2; };\n' >"$TMP/shards.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/shards.cfg" || return 1
+    grep -qx "ember train: $TMP/shards.cfg:2: train.optimizer_shards: groups of 2 ranks do not divide the world of 1 rank (0: replicated state)" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    # a schema without data.train_file serves ember convert; ember train needs the file (a config's fault)
+    printf 'data = { schema = { columns = ({ name = "y"; type = "label"; }, { name = "c"; type = "categorical"; }); };\n};\ntrain = { steps = 1; };\n' \
+        >"$TMP/schema_only.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/schema_only.cfg" || return 1
+    grep -qx "ember train: $TMP/schema_only.cfg:1: data.train_file: missing (data.source = \"text\" reads a file): set it, or give --train-file" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
     # a file with neither tables nor a train group: the message says both ways out
     printf 'data = { batch_size = 64; };\n' >"$TMP/onlydata.cfg"
     expect_status 1 "$EMBER" train --config "$TMP/onlydata.cfg" --steps 1 || return 1
@@ -652,6 +666,29 @@ check_bad_input_messages() { # docs/RELIABILITY.md: each bad input's message, as
     grep -q "the dense model needs [0-9.]* GiB of this machine (parameters, gradients, optimizer state and the activations of a micro-batch of 2048, times its 1 ranks), more than its" "$TMP/err" || return 1
 }
 CHECKS+=(bad_input_messages)
+
+check_ssd_folders() { # ssd.dir and a table's path that are a file or missing: the key and its line, status 1,
+    # before anything is created (no checkpoint folder, no store file)
+    mkdir -p "$TMP/ssdf"
+    : >"$TMP/ssdf/afile"
+    local q='train = { steps = 2; micro_batch = 64; eval_samples = 64; metrics = ""; plot = ""; };'
+    printf '%s\nssd = { min_bytes = 1;\n  dir = "afile"; cache_bytes = "40K"; };\n' "$q" >"$TMP/ssdf/file.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/ssdf/file.cfg" --checkpoint-dir "$TMP/ssdf/ck" || return 1
+    grep -qx "ember train: $TMP/ssdf/file.cfg:3: ssd.dir: \"$TMP/ssdf/afile\" is not a folder" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    printf '%s\nssd = { min_bytes = 1;\n  dir = "/nonexistent-ember-folder"; };\n' "$q" >"$TMP/ssdf/none.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/ssdf/none.cfg" --checkpoint-dir "$TMP/ssdf/ck" || return 1
+    grep -qx "ember train: $TMP/ssdf/none.cfg:3: ssd.dir: \"/nonexistent-ember-folder\" does not exist" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    printf 'tables = ({ name = "t%%d"; count = 2; rows = 1000; dim = 16; storage = "ssd";\n    path = "nodir"; });\nfeatures = ({ name = "f%%d"; count = 2; table = "t%%d"; });\n%s\n' "$q" >"$TMP/ssdf/table.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/ssdf/table.cfg" --checkpoint-dir "$TMP/ssdf/ck" || return 1
+    grep -qx "ember train: $TMP/ssdf/table.cfg:2: tables\[0\].path: \"$TMP/ssdf/nodir\" does not exist" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    [ "$(ls "$TMP/ssdf")" = "$(printf 'afile\nfile.cfg\nnone.cfg\ntable.cfg')" ] || { echo "created: $(ls "$TMP/ssdf")"; return 1; }
+    # ember plan does not need the folders (it plans for another machine as well)
+    expect_status 0 "$EMBER" plan "$TMP/ssdf/table.cfg" || return 1
+}
+CHECKS+=(ssd_folders)
 
 check_train_header() { # the header says what the run will do: no "every 0 steps" when evaluation is only at the end
     expect_status 0 "$EMBER" train --steps 1 --micro-batch 64 --eval-every 0 --eval-samples 64 --metrics none --plot none || return 1
@@ -725,9 +762,25 @@ check_early_stop() { # patience runs out (min_delta 1: no AUC can improve by tha
         return 1
     tail -1 "$TMP/out" | grep -q '"steps":4,.*"run_steps":0,.*"stopped_early":true,"best_step":2,' ||
         { echo "resumed after the stop: $(tail -1 "$TMP/out" | cut -c1-300)"; return 1; }
-    printf 'train = { keep_best = true; };\n' >"$TMP/kb.cfg"
-    expect_status 2 "$EMBER" train --config "$TMP/kb.cfg" || return 1
-    grep -q "keep_best needs a checkpoint folder" "$TMP/err" || return 1
+    # keep_best without a checkpoint folder: the config's fault (status 1, its key and line), or the command
+    # line's when --checkpoint-dir '' takes the config's folder away (status 2)
+    printf 'train = { steps = 2;\n  keep_best = true; };\n' >"$TMP/kb.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/kb.cfg" || return 1
+    grep -qx "ember train: $TMP/kb.cfg:2: train.keep_best: needs a checkpoint folder: set train.checkpoint_dir, or give --checkpoint-dir" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf 'train = { steps = 2; checkpoint_dir = "kb.ck";\n  keep_best = true; };\n' >"$TMP/kb2.cfg"
+    expect_status 2 "$EMBER" train --config "$TMP/kb2.cfg" --checkpoint-dir '' || return 1
+    grep -qx "ember train: --checkpoint-dir '': no checkpoint folder, but train.keep_best ($TMP/kb2.cfg:2) needs one" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    # patience 0 is no early stopping: refused, as a group without patience (leaving the group out turns it off)
+    printf 'train = { steps = 2;\n  early_stop = { patience = 0; }; };\n' >"$TMP/p0.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/p0.cfg" || return 1
+    grep -qx "ember train: $TMP/p0.cfg:2: train.early_stop.patience: must be in 1..1099511627776, got 0 (leave train.early_stop out to train without early stopping)" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf 'train = { steps = 2;\n  early_stop = { metric = "logloss"; }; };\n' >"$TMP/pnone.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/pnone.cfg" || return 1
+    grep -q "^ember train: $TMP/pnone.cfg:2: train.early_stop.patience: missing: the evaluations in a row without a better metric before the run stops, 1 or more" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
     # two ranks decide alike: rank 0's figures are every rank's
     have_mpirun || return 0
     expect_status 0 mpi2 train --config "$TMP/es.cfg" --checkpoint-dir "$TMP/es_mpi" --checkpoint-every 2 --json || return 1
@@ -771,6 +824,31 @@ check_epochs_shuffle() { # train.epochs sets the steps from the file; data.shuff
     grep -q "train.epochs needs a training file" "$TMP/err" || return 1
 }
 CHECKS+=(epochs_shuffle)
+
+check_data_source_kind() { # a file the config names must be what data.source says; a file on the command line
+    # is read by its first bytes (and the header says what was read)
+    local bench
+    bench="$(cd "$(dirname "${BASH_SOURCE[0]}")/../bench" && pwd)"
+    mkdir -p "$TMP/dsk"
+    python3 "$bench/criteo_like.py" "$TMP/dsk/d.tsv" 300 7 1 >/dev/null || return 1
+    expect_status 0 "$EMBER" convert "$TMP/dsk/d.tsv" "$TMP/dsk/d.bin" || return 1
+    local q='train = { steps = 2; micro_batch = 64; eval_samples = 64; metrics = ""; plot = ""; };'
+    printf 'data = { source = "binary";\n  train_file = "d.tsv"; };\n%s\n' "$q" >"$TMP/dsk/bin.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/dsk/bin.cfg" || return 1
+    grep -qx "ember train: $TMP/dsk/bin.cfg:2: data.train_file: $TMP/dsk/d.tsv: byte 0: not an ember CTR file (bad magic); data.source = \"binary\" (line 1) reads ember's binary format: convert text with ember convert, or set data.source to \"text\" or \"tsv\"" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    ! grep -q "binary data" "$TMP/out" || { echo "trained anyway"; return 1; }
+    printf 'data = { source = "tsv"; train_file = "d.tsv";\n  eval_file = "d.bin"; };\n%s\n' "$q" >"$TMP/dsk/tsv.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/dsk/tsv.cfg" || return 1
+    grep -qx "ember train: $TMP/dsk/tsv.cfg:2: data.eval_file: $TMP/dsk/d.bin is an ember binary CTR file, but data.source = \"tsv\" (line 1) reads text: set data.source = \"binary\"" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    # the command line's files: by their first bytes, whatever the config says
+    expect_status 0 "$EMBER" train --config "$TMP/dsk/bin.cfg" --train-file "$TMP/dsk/d.bin" || return 1
+    grep -q "^ember train: bin (binary data: " "$TMP/out" || { head -1 "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" train --config "$TMP/dsk/bin.cfg" --train-file "$TMP/dsk/d.tsv" || return 1
+    grep -q "^ember train: bin (tsv data: " "$TMP/out" || { head -1 "$TMP/out"; return 1; }
+}
+CHECKS+=(data_source_kind)
 
 check_ids_from_training_file() { # ember limits and ember plan --data read the training data's binary format
     local bench
@@ -922,8 +1000,14 @@ check_mpi_optimizer_shards() { # the dense optimizer state sharded over the two 
     expect_status 0 mpi2 train --steps 40 "${common[@]}" --checkpoint-dir "$TMP/osh" --resume || return 1
     [ "$(auc_logloss)" = "$want" ] || { echo "resumed replicated from sharded: $(auc_logloss), want $want"; return 1; }
     expect_status 2 "$EMBER" train --optimizer-shards -1 || return 1
-    expect_status 1 mpi2 train --steps 2 "${common[@]}" --optimizer-shards 3 || return 1
-    grep -q "groups of 3 ranks do not divide the world of 2" "$TMP/err" || return 1
+    # groups that do not divide the world: the option (status 2) or the config's key and line (status 1)
+    expect_status 2 mpi2 train --steps 2 "${common[@]}" --optimizer-shards 3 || return 1
+    grep -q "^ember train: --optimizer-shards 3: groups of 3 ranks do not divide the world of 2 ranks (0: replicated state)$" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf 'train = { steps = 2;\n  optimizer_shards = 4; };\n' >"$TMP/osh.cfg"
+    expect_status 1 mpi2 train --config "$TMP/osh.cfg" "${common[@]}" || return 1
+    grep -q "^ember train: $TMP/osh.cfg:2: train.optimizer_shards: groups of 4 ranks do not divide the world of 2 ranks (0: replicated state)$" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
 }
 CHECKS+=(mpi_optimizer_shards)
 
@@ -1230,6 +1314,67 @@ EOF2
 }
 CHECKS+=(bundles)
 
+check_inspect_kinds() { # ember inspect reads checkpoints, bundles and (--samples) data files; a zero-filled or
+    # empty file of any kind is refused by name with status 1, never an empty report with status 0
+    local d="$TMP/ik" step rank
+    mkdir -p "$d"
+    expect_status 0 "$EMBER" train --steps 2 --micro-batch 64 --eval-samples 64 --metrics none --plot none \
+        --checkpoint-dir "$d/ck" || return 1
+    expect_status 0 "$EMBER" export "$d/ck" "$d/bundle" --quantize int8 || return 1
+    expect_status 0 "$EMBER" inspect "$d/bundle" || return 1
+    grep -q "^bundle $d/bundle: 8 tables, 5393 dense parameters (files verified)$" "$TMP/out" || { cat "$TMP/out"; return 1; }
+    grep -q "^  emb_C1: 20000 x 16, int8, table-0000.rows .* ok$" "$TMP/out" || { cat "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" inspect "$d/bundle" --json || return 1
+    python3 -c 'import json,sys; j = json.load(open(sys.argv[1])); assert j["verified"] and len(j["tables"]) == 8 and j["tables"][0]["encoding"] == "int8", j' \
+        "$TMP/out" || return 1
+    # a zero-filled or empty manifest, of a checkpoint or a bundle
+    step=$(ls "$d/ck")
+    cp -r "$d/ck" "$d/zck"
+    head -c 1000 /dev/zero >"$d/zck/$step/manifest.json"
+    expect_status 1 "$EMBER" inspect "$d/zck" || return 1
+    grep -qx "ember inspect: $d/zck/$step/manifest.json: all 1000 bytes are zero (a file not written whole?): not a manifest" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    cp -r "$d/bundle" "$d/zb"
+    : >"$d/zb/manifest.json"
+    expect_status 1 "$EMBER" inspect "$d/zb" || return 1
+    grep -qx "ember inspect: $d/zb/manifest.json: empty (0 bytes; a file not written whole?): not a manifest" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    # a zero-filled data file of a checkpoint, and of a bundle
+    cp -r "$d/ck" "$d/zr"
+    rank=$(cd "$d/zr/$step" && ls rank-*)
+    head -c "$(stat -c %s "$d/zr/$step/$rank")" /dev/zero >"$d/zr/$step/$rank.z" && mv "$d/zr/$step/$rank.z" "$d/zr/$step/$rank"
+    expect_status 1 "$EMBER" inspect "$d/zr" || return 1
+    grep -qx "ember inspect: $d/zr/$step/$rank: all [0-9]* bytes are zero (a file not written whole?): not an ember checkpoint file" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    cp -r "$d/bundle" "$d/zt"
+    head -c "$(stat -c %s "$d/zt/table-0000.rows")" /dev/zero >"$d/zt/t" && mv "$d/zt/t" "$d/zt/table-0000.rows"
+    expect_status 1 "$EMBER" inspect "$d/zt" || return 1
+    grep -qx "ember inspect: $d/zt/table-0000.rows: checksum mismatch (the file is corrupt)" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    # a file where a folder belongs
+    head -c 4096 /dev/zero >"$d/zero.bin"
+    : >"$d/empty.tsv"
+    expect_status 1 "$EMBER" inspect "$d/zero.bin" || return 1
+    grep -qx "ember inspect: $d/zero.bin: a file (4096 bytes), not a checkpoint or bundle folder (ember inspect --samples N FILE shows a data file's samples)" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    # data files: zero-filled, empty, nothing but bad lines
+    expect_status 1 "$EMBER" inspect --samples all "$d/zero.bin" || return 1
+    grep -qx "ember inspect: $d/zero.bin: all 4096 bytes are zero (a file not written whole?): neither ember's binary format nor text" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    [ ! -s "$TMP/out" ] || return 1
+    expect_status 1 "$EMBER" inspect --samples 3 "$d/empty.tsv" || return 1
+    grep -qx "ember inspect: $d/empty.tsv: the file is empty (0 bytes): no samples" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    printf 'x\ty\n' >"$d/bad.tsv"
+    expect_status 1 "$EMBER" inspect --samples all "$d/bad.tsv" || return 1
+    grep -qx "ember inspect: $d/bad.tsv: 1 of the 1 lines read were bad and skipped, no samples; the first: $d/bad.tsv:1: 2 fields, expected 40 (label, I1..I13, C1..C26)" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    # the same zero-filled file as training data
+    expect_status 1 "$EMBER" train --train-file "$d/zero.bin" --steps 1 --metrics none --plot none || return 1
+    grep -qx "ember train: $d/zero.bin: all 4096 bytes are zero (a file not written whole?): neither ember's binary format nor text" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(inspect_kinds)
+
 check_mpi_predict() { # under mpirun: the scores of the np-2 evaluation, and the same file at np 1
     have_mpirun || return 0
     expect_status 0 mpi2 train --steps 6 --checkpoint-dir "$TMP/mck" --json || return 1
@@ -1333,6 +1478,62 @@ check_schema_example() { # the movies example of docs/data.md: convert (1 and 2 
     grep -q 'bad.csv:5: field 2 (age): "4.5" is not an integer' "$TMP/err" || { cat "$TMP/err"; return 1; }
 }
 CHECKS+=(schema_example)
+
+check_text_bom() { # a UTF-8 byte-order mark before the text (Excel, pandas' encoding="utf-8-sig") is skipped:
+    # with a header and without, plain, gzip and zstd, the samples are those of the file without it
+    local ex f
+    ex="$(cd "$(dirname "${BASH_SOURCE[0]}")/../examples/data" && pwd)"
+    expect_status 0 "$EMBER" inspect --samples all "$ex/movies.csv" --config "$ex/movies.cfg" || return 1
+    cp "$TMP/out" "$TMP/want_csv"
+    printf '\xef\xbb\xbf' | cat - "$ex/movies.csv" >"$TMP/bom.csv"
+    ctr_tsv_lines >"$TMP/nobom.tsv"
+    expect_status 0 "$EMBER" inspect --samples all "$TMP/nobom.tsv" || return 1
+    cp "$TMP/out" "$TMP/want_tsv"
+    printf '\xef\xbb\xbf' | cat - "$TMP/nobom.tsv" >"$TMP/bom.tsv"
+    local z=zst
+    command -v zstd >/dev/null || { echo "no zstd program: zstd input not checked"; z=gz; }
+    for f in bom.csv bom.tsv; do
+        gzip -c "$TMP/$f" >"$TMP/$f.gz"
+        [ $z = gz ] || zstd -q -c "$TMP/$f" >"$TMP/$f.zst" || return 1
+    done
+    for f in bom.csv bom.csv.gz bom.csv.$z; do
+        expect_status 0 "$EMBER" inspect --samples all "$TMP/$f" --config "$ex/movies.cfg" || return 1
+        cmp -s "$TMP/out" "$TMP/want_csv" || { echo "$f: other samples than without the mark"; return 1; }
+    done
+    for f in bom.tsv bom.tsv.gz bom.tsv.$z; do
+        expect_status 0 "$EMBER" inspect --samples all "$TMP/$f" || return 1
+        cmp -s "$TMP/out" "$TMP/want_tsv" || { echo "$f: other samples than without the mark"; return 1; }
+    done
+}
+CHECKS+=(text_bom)
+
+check_compressed_errors() { # a damaged gzip or zstd file names the file and the line being read, as plain text does
+    local n
+    python3 "$(dirname "${BASH_SOURCE[0]}")/../bench/criteo_like.py" "$TMP/z.tsv" 100 7 1 >/dev/null || return 1
+    gzip -c "$TMP/z.tsv" >"$TMP/z.tsv.gz"
+    n=$(stat -c %s "$TMP/z.tsv.gz")
+    head -c $((n - 8)) "$TMP/z.tsv.gz" >"$TMP/cut.tsv.gz" # its CRC and size cut off: the 100 lines are whole
+    expect_status 1 "$EMBER" train --train-file "$TMP/cut.tsv.gz" --steps 1 --micro-batch 8 --metrics none --plot none || return 1
+    grep -qx "ember train: $TMP/cut.tsv.gz:101: gzip: the file ends inside a member (truncated)" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    if command -v zstd >/dev/null; then
+        zstd -q -c "$TMP/z.tsv" >"$TMP/z.tsv.zst" || return 1 # with a content checksum, the zstd program's default
+        n=$(stat -c %s "$TMP/z.tsv.zst")
+        head -c $((n - 4)) "$TMP/z.tsv.zst" >"$TMP/cut.tsv.zst"
+        expect_status 1 "$EMBER" convert "$TMP/cut.tsv.zst" "$TMP/cut.bin" || return 1
+        grep -qx "ember convert: $TMP/cut.tsv.zst:101: zstd: the file ends inside a frame (truncated)" "$TMP/err" ||
+            { cat "$TMP/err"; return 1; }
+    else
+        echo "no zstd program: zstd input not checked"
+    fi
+    # a flipped byte: the line where the reader found it
+    python3 -c 'import sys; d = bytearray(open(sys.argv[1], "rb").read()); d[len(d) // 2] ^= 0x55; open(sys.argv[2], "wb").write(d)' \
+        "$TMP/z.tsv.gz" "$TMP/flip.tsv.gz"
+    expect_status 1 "$EMBER" inspect --samples all "$TMP/flip.tsv.gz" || return 1
+    grep -qx "ember inspect: $TMP/flip.tsv.gz:[0-9]*: gzip: .* (found while reading this line)" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(compressed_errors)
 
 check_train_plans() { # ember train places "auto" tables as ember plan does for the same run
     # (world, global batch, measured ids), text or binary; a saved plan is applied, or refused

@@ -18,6 +18,8 @@ compares what ember makes of the same files:
     OF 1e-6 (both sides are float32; the reference rounds with struct.pack('<f')); a float
     label is compared exactly as a float32;
   * gzip and zstd compressed copies of the input give the same samples;
+  * the input with a UTF-8 byte-order mark before it (pandas' encoding="utf-8-sig", Excel),
+    plain, gzip and zstd, converts to the same file as without it;
   * `--threads 1` and `--threads 2` write byte-identical files;
   * `--bad fail` exits 1 and names the first bad line as FILE:LINE:, leaving an existing OUT
     untouched; a schema column missing from the header and a standardize column with std 0
@@ -1086,6 +1088,24 @@ def run_case(ember, tmp, case, ref):
         if slurp(o) != blobs["1"]:
             raise Mismatch("%s: converting %s writes a file different from the plain input's" % (name, c))
     compare_samples(ref, inspect(ember, comp[-1], cfg), "inspect %s --config %s" % (comp[-1], cfg))
+
+    # a UTF-8 byte-order mark before the text: skipped, plain or compressed
+    bom = src + ".bom"
+    with open(bom, "wb") as f:
+        f.write(b"\xef\xbb\xbf" + case["text"])
+    boms = [bom, bom + ".gz"]
+    with open(bom + ".gz", "wb") as f:
+        f.write(gzip.compress(b"\xef\xbb\xbf" + case["text"]))
+    if shutil.which("zstd"):
+        if subprocess.run(["zstd", "-q", "-f", "-o", bom + ".zst", bom]).returncode != 0:
+            raise Mismatch("zstd failed")
+        boms.append(bom + ".zst")
+    for c in boms:
+        o = c + ".bin"
+        check_convert_output(ref, *convert(ember, cfg, c, o), c, o)
+        if slurp(o) != blobs["1"]:
+            raise Mismatch("%s: converting %s (a byte-order mark before the text) writes a file different from "
+                           "the plain input's" % (name, c))
 
     # --bad fail: exit 1 at the first bad line, OUT untouched
     if ref.bad:

@@ -128,6 +128,7 @@ static void schema_init(void)
     strcpy(COLS[4].name, "price");
     COLS[4].type = CTR_COL_FLOAT;
     COLS[4].transform = CTR_TF_STANDARDIZE;
+    strcpy(COLS[5].name, "skip"); /* ignored; the sixth field of a file without a header */
     memset(&SCHEMA, 0, sizeof SCHEMA);
     SCHEMA.delimiter = ',';
     SCHEMA.header = 1;
@@ -331,6 +332,103 @@ static void test_compressed_threads(uint64_t seed)
     free(csv);
 }
 
+/* A UTF-8 byte-order mark before the text, as Excel and pandas write it:
+ * plain, gzip and zstd, with a header and without one, give the samples,
+ * statistics and first bad line of the file without the mark, bit for bit
+ * (with every thread count and batch size of test_compressed_threads'
+ * cases), and a rank's share seeks alike.  A compressed file cut at its
+ * end names the line after the last one read. */
+static void test_bom(uint64_t seed)
+{
+    test_rng r = {seed ^ 0xb0b0};
+    size_t len;
+    char *csv = make_csv(&r, 700, &len), path[300], err[600];
+    const ctr_text_schema saved = SCHEMA;
+    for (int header = 1; header >= 0; header--) {
+        const char *text = header ? csv : strchr(csv, '\n') + 1;
+        const size_t n = len - (size_t)(text - csv);
+        const long lines = header ? 701 : 700;
+        SCHEMA.header = header;
+        SCHEMA.num_columns = header ? 5 : 6;
+        snprintf(path, sizeof path, "%s/nobom.csv", tmpdir);
+        test_write_file(path, (const unsigned char *)text, (long)n);
+        dump ref, d;
+        CHECK(dump_file(path, 0, 1, 4096, &ref) == 0);
+        CHECK(ref.st.samples > 600 && ref.st.lines == 700);
+        unsigned char *b = malloc(n + 3);
+        memcpy(b, "\xef\xbb\xbf", 3);
+        memcpy(b + 3, text, n);
+        /* plain */
+        char plain[300], gz[300], zs[300];
+        snprintf(plain, sizeof plain, "%s/bom.csv", tmpdir);
+        test_write_file(plain, b, (long)n + 3);
+        /* gzip, one member */
+        snprintf(gz, sizeof gz, "%s/bom.csv.gz", tmpdir);
+        gzFile g = gzopen(gz, "wb");
+        gzwrite(g, b, (unsigned)n + 3);
+        gzclose(g);
+        /* zstd with a content checksum, so that a cut of 4 bytes leaves the text whole */
+        snprintf(zs, sizeof zs, "%s/bom.csv.zst", tmpdir);
+        size_t zcap = ZSTD_compressBound(n + 3);
+        void *z = malloc(zcap);
+        ZSTD_CCtx *cz = ZSTD_createCCtx();
+        ZSTD_CCtx_setParameter(cz, ZSTD_c_checksumFlag, 1);
+        size_t zn = ZSTD_compress2(cz, z, zcap, b, n + 3);
+        ZSTD_freeCCtx(cz);
+        CHECK(!ZSTD_isError(zn));
+        test_write_file(zs, z, (long)zn);
+        const char *paths[] = {plain, gz, zs, plain};
+        const int32_t threads[] = {1, 2, 3, 2}, batches[] = {4096, 333, 64, 1};
+        for (int k = 0; k < 4; k++) {
+            CHECK_MSG(dump_file(paths[k], 0, threads[k], batches[k], &d) == 0, "%s: cannot be read", paths[k]);
+            CHECK_MSG(dumps_equal(&ref, &d), "%s (header %d): other samples than without the mark", paths[k], header);
+            const char *x = strrchr(ref.st.first_bad, '/'), *y = strrchr(d.st.first_bad, '/');
+            x = x ? strchr(x, ':') : NULL;
+            y = y ? strchr(y, ':') : NULL;
+            CHECK_MSG(x && y && !strcmp(x, y), "first bad line: \"%s\" against \"%s\"", d.st.first_bad,
+                      ref.st.first_bad);
+            free(d.buf);
+        }
+        /* the second rank's share, and a told position seeked in a new source: the same as without the mark */
+        for (int k = 0; k < 3; k++) {
+            dump a = {0}, c = {0};
+            ctr_source *s = NULL, *t = NULL;
+            SCHEMA.header = header;
+            CHECK(ctr_source_text(path, &SCHEMA, CTR_BAD_SKIP, 1, 2, &s, err, sizeof err) == 0);
+            CHECK_MSG(ctr_source_text(paths[k], &SCHEMA, CTR_BAD_SKIP, 1, 2, &t, err, sizeof err) == 0, "%s", err);
+            CHECK(dump_source(s, 100, &a) == 0 && dump_source(t, 100, &c) == 0);
+            CHECK_MSG(a.n == c.n && !memcmp(a.buf, c.buf, a.n), "%s: rank 1 of 2 reads other samples", paths[k]);
+            free(a.buf);
+            free(c.buf);
+            ctr_source_destroy(s);
+            ctr_source_destroy(t);
+        }
+        /* cut at the end: the error names the line after the last one (the text is whole) */
+        struct { const char *p; long keep; const char *what; } cuts[] = {
+            {gz, 0, "gzip: the file ends inside a member (truncated)"},
+            {zs, (long)zn - 4, "zstd: the file ends inside a frame (truncated)"},
+        };
+        long gzn = 0;
+        unsigned char *gzb = test_read_file(gz, &gzn);
+        cuts[0].keep = gzn - 8; /* without the CRC and size */
+        test_write_file(gz, gzb, cuts[0].keep);
+        test_write_file(zs, z, cuts[1].keep);
+        for (int k = 0; k < 2; k++) {
+            ctr_source *s = NULL;
+            char want[400];
+            snprintf(want, sizeof want, "%s:%ld: %s", cuts[k].p, lines + 1, cuts[k].what);
+            CHECK(ctr_source_text(cuts[k].p, &SCHEMA, CTR_BAD_SKIP, 0, 1, &s, err, sizeof err) != 0);
+            CHECK_MSG(!strcmp(err, want), "got \"%s\", want \"%s\"", err, want);
+        }
+        free(gzb);
+        free(z);
+        free(b);
+        free(ref.buf);
+    }
+    SCHEMA = saved;
+    free(csv);
+}
+
 /* Ranks' shares partition the samples in order; a told position continues
  * in a new source exactly (the gzip file: a seek reads the stream again). */
 static void test_shares_seek(void)
@@ -387,6 +485,7 @@ int main(int argc, char **argv)
     test_key_count(seed);
     test_compressed_threads(seed);
     test_shares_seek();
+    test_bom(seed);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

@@ -96,7 +96,7 @@ static int open_input(const char *in, const config_file *cf, const int64_t *rows
         return ctr_source_tsv(in, rows, policy, 0, 1, src, err, errlen);
     cfg_train t = cf->train;
     t.bad_lines = policy;
-    return data_open_file(cf, &t, in, NULL, 0, 1, src, err, errlen);
+    return data_open_file(cf, &t, in, DATA_FILE_GIVEN, NULL, 0, 1, src, err, errlen);
 }
 
 /* Distinct keys per sparse feature and the standardize statistics used. */

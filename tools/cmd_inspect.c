@@ -29,8 +29,11 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include <sys/stat.h>
+
 #include "ckpt/ckpt.h"
 #include "commands.h"
+#include "infer/bundle.h"
 #include "table/init.h"
 
 static void inspect_usage(FILE *f)
@@ -41,9 +44,56 @@ static void inspect_usage(FILE *f)
                "  what a checkpoint holds: manifest, files (checksums verified), tables (size,\n"
                "  optimizer, placement, value and state statistics, rows never touched, a content\n"
                "  digest), blobs.  DIR: a checkpoint root (its newest complete checkpoint, or\n"
-               "  --step S) or one step-* folder.\n\n"
+               "  --step S) or one step-* folder; or a bundle of `ember export` (its tables and\n"
+               "  files, checksums verified).\n\n"
                "  --json     one JSON object\n"
                "  --step S   the checkpoint of step S under the root DIR\n");
+}
+
+/* A bundle (ember export): every file verified, then its tables and files. */
+static int inspect_bundle(const tool_ctx *ctx, const char *dir, int json)
+{
+    ember_bundle *b = NULL;
+    char err[1024];
+    if (bundle_open(dir, &b, err, sizeof err) != EMBER_OK) {
+        fprintf(ctx->err, "ember inspect: %s\n", err);
+        return 1;
+    }
+    const json_t *man = bundle_manifest(b); /* read and checked by bundle_open */
+    json_t *tables = json_object_get(man, "tables"), *dense = json_object_get(man, "dense");
+    int64_t dense_bytes = 0;
+    bundle_dense(b, &dense_bytes);
+    if (json) {
+        json_t *out = json_pack("{sssssOsOsO}", "path", dir, "format", "ember-bundle", "version",
+                                json_object_get(man, "version"), "tables", tables, "dense", dense);
+        json_object_set_new(out, "verified", json_true());
+        char *txt = json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (txt)
+            printf("%s\n", txt);
+        free(txt);
+        json_decref(out);
+    } else {
+        printf("bundle %s: %d table%s, %lld dense parameters (files verified)\n", dir, (int)json_array_size(tables),
+               json_array_size(tables) == 1 ? "" : "s", (long long)(dense_bytes / 4));
+        printf("tables:\n");
+        for (size_t i = 0; i < json_array_size(tables); i++) {
+            json_t *e = json_array_get(tables, i);
+            printf("  %s: %lld x %lld, %s, %-20s %12lld bytes  xxh3 %016llx  ok\n",
+                   json_string_value(json_object_get(e, "name")),
+                   (long long)json_integer_value(json_object_get(e, "rows")),
+                   (long long)json_integer_value(json_object_get(e, "dim")),
+                   json_string_value(json_object_get(e, "encoding")),
+                   json_string_value(json_object_get(e, "file")),
+                   (long long)json_integer_value(json_object_get(e, "bytes")),
+                   (unsigned long long)json_integer_value(json_object_get(e, "xxh3")));
+        }
+        printf("dense: %-20s %12lld bytes  xxh3 %016llx  ok\n", json_string_value(json_object_get(dense, "file")),
+               (long long)json_integer_value(json_object_get(dense, "bytes")),
+               (unsigned long long)json_integer_value(json_object_get(dense, "xxh3")));
+    }
+    fflush(stdout);
+    bundle_close(b);
+    return 0;
 }
 
 typedef struct table_stats {
@@ -239,6 +289,15 @@ int cmd_inspect(const tool_ctx *ctx, int argc, char **argv)
     }
     if (samples != -2)
         return inspect_samples(ctx, dir, config, samples);
+    struct stat sb;
+    if (step < 0 && stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) { /* a data file, or a checkpoint's own file */
+        fprintf(ctx->err, "ember inspect: %s: a file (%lld bytes), not a checkpoint or bundle folder%s\n", dir,
+                (long long)sb.st_size, S_ISREG(sb.st_mode) ? " (ember inspect --samples N FILE shows a data file's "
+                                                              "samples)" : "");
+        return 1;
+    }
+    if (step < 0 && bundle_is(dir))
+        return inspect_bundle(ctx, dir, json);
     char path[4096];
     if (step >= 0)
         snprintf(path, sizeof path, "%s/step-%012lld", dir, step);

@@ -444,7 +444,7 @@ static int open_data(const config_file *cf, ctr_source **src, char *err, size_t 
         }
         return ctr_source_synth(&t->synth, 0, 0, 1, src, err, n);
     }
-    return data_open_file(cf, t, t->train_file, NULL, 0, 1, src, err, n);
+    return data_open_file(cf, t, t->train_file, DATA_FILE_TRAIN, NULL, 0, 1, src, err, n);
 }
 
 /* --config: the config, its data, and the shape of both (info points into

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "commands.h"
 #include "config/config_file.h"
@@ -67,9 +68,15 @@ int inspect_samples(const tool_ctx *ctx, const char *path, const char *config, i
         fprintf(ctx->err, "ember inspect: %s\n", err);
         return 1;
     }
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0) { /* a file never written, or cut to nothing */
+        fprintf(ctx->err, "ember inspect: %s: the file is empty (0 bytes): no samples\n", path);
+        config_file_free(cf);
+        return 1;
+    }
     cfg_train dflt;
     cfg_train_default(&dflt);
-    rc = data_open_file(cf, cf ? &cf->train : &dflt, path, NULL, 0, 1, &src, err, sizeof err);
+    rc = data_open_file(cf, cf ? &cf->train : &dflt, path, DATA_FILE_GIVEN, NULL, 0, 1, &src, err, sizeof err);
     if (rc) {
         fprintf(ctx->err, "ember inspect: %s\n", err);
         config_file_free(cf);
@@ -89,6 +96,14 @@ int inspect_samples(const tool_ctx *ctx, const char *path, const char *config, i
             break;
         print_batch(&b, done);
         done += n;
+    }
+    ctr_stats st;
+    ctr_source_stats(src, &st);
+    if (rc == 0 && st.bad_lines > 0) { /* skipped as ember train would: said, and no sample at all is a failure */
+        fflush(stdout);
+        fprintf(ctx->err, "ember inspect: %s: %lld of the %lld lines read were bad and skipped%s; the first: %s\n", path,
+                (long long)st.bad_lines, (long long)st.lines, done ? "" : ", no samples", st.first_bad);
+        rc = done ? 0 : 1;
     }
     ctr_source_destroy(src);
     config_file_free(cf);

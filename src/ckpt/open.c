@@ -86,8 +86,20 @@ static int read_manifest(ember_checkpoint *ck, const char *file, int64_t *bytes)
     }
     if (st == EMBER_ECORRUPT)
         ember_data_set_error("%s: shorter than it was a moment ago", file);
-    if (st == EMBER_OK)
+    if (st == EMBER_OK) {
         ck->manifest[got] = 0;
+        int64_t z = 0;
+        while (z < got && ck->manifest[z] == 0)
+            z++;
+        if (got == 0 || z == got) { /* space reserved, never written: say so, not which field is missing */
+            if (got)
+                ember_data_set_error("%s: all %lld bytes are zero (a file not written whole?): not a manifest", file,
+                                     (long long)got);
+            else
+                ember_data_set_error("%s: empty (0 bytes; a file not written whole?): not a manifest", file);
+            st = EMBER_ECORRUPT;
+        }
+    }
     *bytes = got;
     close(fd);
     return st;
@@ -112,8 +124,15 @@ static int verify_file(const ember_checkpoint *ck, int32_t r, const uint8_t *m, 
     int64_t table_at = f->bytes - CKPT_TRAILER_BYTES - (int64_t)f->num_sections * CKPT_ENTRY_BYTES;
     char label[160];
     if (ckpt_get_u64(m) != CKPT_MAGIC) {
-        ember_data_set_error("%s: not an ember checkpoint file (bad magic number)", file);
-        return EMBER_EFORMAT;
+        int64_t z = 0;
+        while (z < f->bytes && m[z] == 0)
+            z++;
+        if (z == f->bytes)
+            ember_data_set_error("%s: all %lld bytes are zero (a file not written whole?): not an ember checkpoint "
+                                 "file", file, (long long)f->bytes);
+        else
+            ember_data_set_error("%s: not an ember checkpoint file (bad magic number)", file);
+        return z == f->bytes ? EMBER_ECORRUPT : EMBER_EFORMAT;
     }
     if (ckpt_get_u32(m + 8) != CKPT_VERSION) {
         ember_data_set_error("%s: format version %u, this ember reads %d", file, ckpt_get_u32(m + 8),

@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <libconfig.h>
 
@@ -443,6 +445,8 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
     x->zipf = r->cf->data.zipf;
     x->alpha = r->cf->data.alpha;
     x->line = (int)config_setting_source_line(e);
+    x->path_line = 0;
+    x->entry = atoi(where + strlen("tables["));
     const config_setting_t *m;
     int64_t v;
 #define MEMBER(k) (snprintf(key, sizeof key, "%s.%s", where, k), config_setting_get_member(e, k))
@@ -527,8 +531,11 @@ static int read_table_entry(reader *r, const config_setting_t *e, const char *wh
             return -1;
         t->cache_policy = (ember_cache_policy)k;
     }
-    if ((m = MEMBER("path")) && read_path(r, m, key, &t->path))
-        return -1;
+    if ((m = MEMBER("path"))) {
+        if (read_path(r, m, key, &t->path))
+            return -1;
+        x->path_line = (int)config_setting_source_line(m);
+    }
     if ((m = MEMBER("kind"))) {
         if (get_enum(r, m, key, KINDS, &k))
             return -1;
@@ -1218,11 +1225,18 @@ static int read_data(reader *r, const config_setting_t *g)
         if (get_enum(r, m, "data.source", SOURCES, &e))
             return -1;
         t->source = (cfg_source)e;
+        t->file_source_line = (int)config_setting_source_line(m);
     }
-    if ((m = config_setting_get_member(g, "train_file")) && read_path(r, m, "data.train_file", &t->train_file))
-        return -1;
-    if ((m = config_setting_get_member(g, "eval_file")) && read_path(r, m, "data.eval_file", &t->eval_file))
-        return -1;
+    if ((m = config_setting_get_member(g, "train_file"))) {
+        if (read_path(r, m, "data.train_file", &t->train_file))
+            return -1;
+        t->train_file_line = (int)config_setting_source_line(m);
+    }
+    if ((m = config_setting_get_member(g, "eval_file"))) {
+        if (read_path(r, m, "data.eval_file", &t->eval_file))
+            return -1;
+        t->eval_file_line = (int)config_setting_source_line(m);
+    }
     if ((m = config_setting_get_member(g, "shuffle"))) {
         if (config_setting_type(m) != CONFIG_TYPE_BOOL)
             return fail_at(r, m, "data.shuffle", "must be true or false");
@@ -1240,8 +1254,11 @@ static int read_data(reader *r, const config_setting_t *g)
         return -1;
     if ((m = config_setting_get_member(g, "schema")) && read_schema(r, m))
         return -1;
-    if (t->schema.num_columns && !config_setting_get_member(g, "source"))
+    if (t->schema.num_columns && !config_setting_get_member(g, "source")) {
         t->source = CFG_SOURCE_TEXT; /* a schema says what the data is */
+        t->file_source_line = t->schema_line;
+    }
+    t->file_source = t->source;
     if (t->source == CFG_SOURCE_TEXT && !t->schema.num_columns)
         return fail_at(r, g, "data.schema", "missing (data.source = \"text\" reads a file by its schema)");
     if (t->source == CFG_SOURCE_SYNTHETIC && (t->train_file || t->eval_file))
@@ -1471,6 +1488,7 @@ static int read_train(reader *r, const config_setting_t *g)
         if (get_int64(r, m, "train.optimizer_shards", 0, 1 << 20, &v))
             return -1;
         t->optimizer_shards = (int32_t)v;
+        t->optimizer_shards_line = (int)config_setting_source_line(m);
     }
     if ((m = config_setting_get_member(g, "schedule"))) {
         int kind;
@@ -1511,9 +1529,16 @@ static int read_train(reader *r, const config_setting_t *g)
             return fail_at(r, m, "train.early_stop", "must be a group { patience = ...; metric = \"auc\"; }");
         if (check_keys(r, m, "train.early_stop", EKEYS))
             return -1;
-        if ((x = config_setting_get_member(m, "patience")) &&
-            get_int64(r, x, "train.early_stop.patience", 0, INT64_C(1) << 40, &t->patience))
+        /* the group turns early stopping on: patience 0 would be a group that does nothing */
+        if (!(x = config_setting_get_member(m, "patience")))
+            return fail_at(r, m, "train.early_stop.patience", "missing: the evaluations in a row without a better "
+                           "metric before the run stops, 1 or more (leave train.early_stop out to train without "
+                           "early stopping)");
+        if (get_int64(r, x, "train.early_stop.patience", 0, INT64_C(1) << 40, &t->patience))
             return -1;
+        if (t->patience == 0)
+            return fail_at(r, x, "train.early_stop.patience", "must be in 1..1099511627776, got 0 (leave "
+                           "train.early_stop out to train without early stopping)");
         if ((x = config_setting_get_member(m, "metric"))) {
             if (get_enum(r, x, "train.early_stop.metric", METRICS, &k))
                 return -1;
@@ -1529,6 +1554,7 @@ static int read_train(reader *r, const config_setting_t *g)
         if (config_setting_type(m) != CONFIG_TYPE_BOOL)
             return fail_at(r, m, "train.keep_best", "must be true or false");
         t->keep_best = config_setting_get_bool(m);
+        t->keep_best_line = (int)config_setting_source_line(m);
     }
     if ((m = config_setting_get_member(g, "optimizer"))) {
         /* the dense optimizer: a kind, or a group as a table's optimizer */
@@ -1567,9 +1593,11 @@ static int read_train(reader *r, const config_setting_t *g)
         return -1;
     if ((m = config_setting_get_member(g, "plot")) && read_path(r, m, "train.plot", &t->plot))
         return -1;
-    if ((m = config_setting_get_member(g, "checkpoint_dir")) &&
-        read_path(r, m, "train.checkpoint_dir", &t->checkpoint_dir))
-        return -1;
+    if ((m = config_setting_get_member(g, "checkpoint_dir"))) {
+        if (read_path(r, m, "train.checkpoint_dir", &t->checkpoint_dir))
+            return -1;
+        t->checkpoint_dir_line = (int)config_setting_source_line(m);
+    }
     if ((m = config_setting_get_member(g, "checkpoint_every")) &&
         get_int64(r, m, "train.checkpoint_every", 0, INT64_C(1) << 40, &t->checkpoint_every))
         return -1;
@@ -1701,8 +1729,11 @@ static int read_ssd(reader *r, const config_setting_t *g, ember_collection_confi
     const config_setting_t *m;
     int64_t v;
     int k;
-    if ((m = config_setting_get_member(g, "dir")) && read_path(r, m, "ssd.dir", &cc->ssd_dir))
-        return -1;
+    if ((m = config_setting_get_member(g, "dir"))) {
+        if (read_path(r, m, "ssd.dir", &cc->ssd_dir))
+            return -1;
+        r->cf->ssd_dir_line = (int)config_setting_source_line(m);
+    }
     if ((m = config_setting_get_member(g, "min_bytes")) && get_bytes(r, m, "ssd.min_bytes", &cc->ssd_min_bytes))
         return -1;
     if ((m = config_setting_get_member(g, "memory_budget")) &&
@@ -1976,6 +2007,49 @@ void config_file_free(config_file *cf)
     free(cf->path);
     free(cf->name);
     free(cf);
+}
+
+/* dir, named by key at line: an existing folder files can be created in.
+ * 0, or -1 with err. */
+static int check_folder(const config_file *cf, const char *key, int line, const char *dir, char *err, size_t errlen)
+{
+    struct stat sb;
+    const char *why = NULL;
+    char buf[200];
+    if (stat(dir, &sb) != 0) {
+        if (errno == ENOENT)
+            why = "does not exist";
+        else
+            snprintf(buf, sizeof buf, "cannot be reached: %s", strerror(errno)), why = buf;
+    } else if (!S_ISDIR(sb.st_mode)) {
+        why = "is not a folder";
+    } else if (access(dir, W_OK | X_OK) != 0) {
+        snprintf(buf, sizeof buf, "is a folder this process cannot create files in: %s", strerror(errno));
+        why = buf;
+    }
+    if (!why)
+        return 0;
+    if (line)
+        snprintf(err, errlen, "%s:%d: %s: \"%s\" %s", cf->path, line, key, dir, why);
+    else
+        snprintf(err, errlen, "%s: %s: \"%s\" %s", cf->path, key, dir, why);
+    return -1;
+}
+
+int config_file_check_folders(const config_file *cf, char *err, size_t errlen)
+{
+    if (cf->coll.ssd_dir && check_folder(cf, "ssd.dir", cf->ssd_dir_line, cf->coll.ssd_dir, err, errlen))
+        return -1;
+    for (int32_t t = 0; t < cf->num_tables; t++) {
+        const cfg_table_extra *x = &cf->table_extra[t];
+        char key[64];
+        snprintf(key, sizeof key, "tables[%d].path", x->entry);
+        if (cf->tables[t].path && x->path_line &&
+            (t == 0 || cf->table_extra[t - 1].path_line != x->path_line) && /* an entry's tables share it */
+            check_folder(cf, key, x->path_line, cf->tables[t].path, err, errlen))
+            return -1;
+    }
+    return 0;
 }
 
 int config_file_weighted(const config_file *cf)

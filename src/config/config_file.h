@@ -37,6 +37,8 @@ typedef struct cfg_table_extra {
     int line;           /* line of the table's entry in the file             */
     int64_t vocab;      /* `keys`: the synthetic data's distinct keys, hashed
                            into the rows of a fixed table (0: rows)        */
+    int path_line;      /* line of the entry's `path` (0: none)              */
+    int entry;          /* index of the entry in `tables` (count expands one) */
 } cfg_table_extra;
 
 /* Per feature. */
@@ -123,6 +125,15 @@ typedef struct cfg_train {
     int32_t pipe_cuts[64];
     char error[512];             /* a file without train/model groups: why
                                     `ember train` cannot use it ("" if it can) */
+    /* lines of the settings checked only when a run's settings are made
+     * (train_settings.c, data_open.c), for their messages; 0: not in the
+     * file, or replaced by an override */
+    int keep_best_line, optimizer_shards_line, checkpoint_dir_line;
+    cfg_source file_source;      /* what data.source says the config's files
+                                    are (data.schema alone: text); the run's
+                                    `source` follows a --train-file instead */
+    int file_source_line;        /* line of data.source, or of data.schema  */
+    int train_file_line, eval_file_line; /* data.train_file, data.eval_file  */
 } cfg_train;
 
 /* The built-in synthetic task and student (tables built by the tool). */
@@ -145,12 +156,20 @@ typedef struct config_file {
     cfg_train train;             /* defaults unless the file has train/model  */
     char **strings;              /* every name, owned                         */
     int32_t num_strings;
+    int ssd_dir_line;            /* line of ssd.dir (0: not set)              */
 } config_file;
 
 /* Reads and checks path.  0 and *out on success; otherwise -1, *out NULL
  * and a message in err naming file, line and key. */
 int config_file_load(const char *path, config_file **out, char *err, size_t errlen);
 void config_file_free(config_file *cf);
+
+/* The SSD tier's folders the file names (ssd.dir, a table's path) exist
+ * and are folders this process can create files in, checked before
+ * anything is created (`ember train`; not at load, so that `ember plan` can
+ * plan on a machine without them).  0, or -1 with a message naming file,
+ * line and key:  x.cfg:3: ssd.dir: "/mnt/nvme/ember" does not exist */
+int config_file_check_folders(const config_file *cf, char *err, size_t errlen);
 
 /* Any feature weighted: the batch then carries a weight per id. */
 int config_file_weighted(const config_file *cf);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config/data_open.h"
 
@@ -21,14 +22,80 @@ int data_is_batch_file(const char *path)
     return got == sizeof m && !memcmp(m, "EMBBATCH", 8);
 }
 
-int data_open_file(const config_file *cf, const cfg_train *t, const char *path, const ctr_source *train, int32_t rank,
-                   int32_t world, ctr_source **out, char *err, size_t errlen)
+/* A file that begins with a NUL byte is neither format (text never holds
+ * one, ember's binary format begins with its magic): most often a file
+ * not written whole, its space reserved as zeros.  0, or -1 with err. */
+static int refuse_zeros(const char *path, char *err, size_t errlen)
+{
+    unsigned char b[4096];
+    struct stat sb;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0; /* the reader says why */
+    size_t n = fread(b, 1, sizeof b, f);
+    int64_t size = fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) ? (int64_t)sb.st_size : -1;
+    fclose(f);
+    if (n == 0 || b[0] != 0)
+        return 0;
+    size_t z = 0;
+    while (z < n && b[z] == 0)
+        z++;
+    if (z == n && (int64_t)n == size)
+        snprintf(err, errlen, "%s: all %lld bytes are zero (a file not written whole?): neither ember's binary "
+                 "format nor text", path, (long long)n);
+    else if (z == n)
+        snprintf(err, errlen, "%s: its first %zu bytes are zero (a file not written whole?): neither ember's "
+                 "binary format nor text", path, n);
+    else
+        snprintf(err, errlen, "%s: byte 0 is a NUL byte: neither ember's binary format (bad magic) nor text", path);
+    return -1;
+}
+
+/* A file the config names against the config's data.source: 0 to open it
+ * by its first bytes, 1 when it was opened (binary), or -1 with err. */
+static int open_as_declared(const config_file *cf, const cfg_train *t, const char *path, data_file_role role,
+                            int32_t rank, int32_t world, ctr_source **out, char *err, size_t errlen)
+{
+    const int line = role == DATA_FILE_TRAIN ? t->train_file_line : role == DATA_FILE_EVAL ? t->eval_file_line : 0;
+    const char *key = role == DATA_FILE_TRAIN ? "data.train_file" : "data.eval_file";
+    if (!cf || !line || t->file_source == CFG_SOURCE_SYNTHETIC)
+        return 0; /* the command line's, read by its first bytes */
+    const int binary = ctr_file_is_binary(path);
+    if (t->file_source == CFG_SOURCE_BINARY && !binary) {
+        char why[400];
+        FILE *f = fopen(path, "rb");
+        if (!f) /* missing or unreadable: the reader's own message */
+            return ctr_source_binary(path, rank, world, out, err, errlen) ? -1 : 1;
+        fclose(f);
+        if (ctr_source_binary(path, rank, world, out, why, sizeof why) == 0)
+            return 1;
+        snprintf(err, errlen, "%s:%d: %s: %s; data.source = \"binary\" (line %d) reads ember's binary format: "
+                 "convert text with ember convert, or set data.source to \"text\" or \"tsv\"", cf->path, line, key,
+                 why, t->file_source_line);
+        return -1;
+    }
+    if (t->file_source != CFG_SOURCE_BINARY && binary) {
+        snprintf(err, errlen, "%s:%d: %s: %s is an ember binary CTR file, but data.source = \"%s\" (line %d) reads "
+                 "text: set data.source = \"binary\"", cf->path, line, key, path,
+                 config_source_name(t->file_source), t->file_source_line);
+        return -1;
+    }
+    return 0;
+}
+
+int data_open_file(const config_file *cf, const cfg_train *t, const char *path, data_file_role role,
+                   const ctr_source *train, int32_t rank, int32_t world, ctr_source **out, char *err, size_t errlen)
 {
     if (!path) {
         snprintf(err, errlen, "%s: no data file (data.train_file, or a file on the command line)",
                  cf ? cf->path : "ember");
         return -1;
     }
+    if (refuse_zeros(path, err, errlen))
+        return -1;
+    int declared = open_as_declared(cf, t, path, role, rank, world, out, err, errlen);
+    if (declared)
+        return declared < 0 ? -1 : 0;
     if (ctr_file_is_binary(path))
         return ctr_source_binary(path, rank, world, out, err, errlen);
     if (cf && cf->train.schema.num_columns) {

@@ -89,7 +89,7 @@ int plan_config_stats_data(const config_file *cf, const char *data, int64_t batc
     const ember_batch_file_info *info = &own;
     if (!data_is_batch_file(data)) { /* the training data: binary, or text by the config */
         char cerr[512];
-        if (data_open_file(cf, &cf->train, data, NULL, 0, 1, &src, cerr, sizeof cerr)) {
+        if (data_open_file(cf, &cf->train, data, DATA_FILE_GIVEN, NULL, 0, 1, &src, cerr, sizeof cerr)) {
             snprintf(err, errlen, "%s", cerr);
             goto done;
         }

@@ -66,9 +66,10 @@ int ember_reader_open(const char *config, const char *path, int eval, int32_t ra
          * training file has none to give (the same error as the trainer's) */
         const char *train_file = r->t.train_file;
         if (eval && train_file && strcmp(train_file, file) != 0 && !ctr_file_is_binary(file) &&
-            data_open_file(r->cf, &r->t, train_file, NULL, rank, world, &r->train, err, sizeof err))
+            data_open_file(r->cf, &r->t, train_file, DATA_FILE_TRAIN, NULL, rank, world, &r->train, err, sizeof err))
             return fail(r, EMBER_EIO, err);
-        int rc = data_open_file(r->cf, &r->t, file, r->train, rank, world, &r->src, err, sizeof err);
+        int rc = data_open_file(r->cf, &r->t, file, path ? DATA_FILE_GIVEN : eval ? DATA_FILE_EVAL : DATA_FILE_TRAIN,
+                                r->train, rank, world, &r->src, err, sizeof err);
         ctr_source_destroy(r->train);
         r->train = NULL;
         if (rc)

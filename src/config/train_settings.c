@@ -38,29 +38,38 @@ static void apply_step_overrides(cfg_train *t, const ember_train_overrides *o)
                                                        : LR_DECAY_NONE;
 }
 
-/* The data files and evaluation.  0, or -1 with err. */
+/* The data files and evaluation.  0, or a status with err. */
 static int apply_data_overrides(cfg_train *t, const char *config_path, const ember_train_overrides *o, char *err,
                                 size_t errlen)
 {
     if (o->train_file || o->eval_file) { /* files for the config's data, or the built-in Criteo layout's */
-        if (o->train_file)
+        if (o->train_file) {
             t->train_file = o->train_file;
-        if (o->eval_file)
+            t->train_file_line = 0; /* the command line's: read by its first bytes */
+        }
+        if (o->eval_file) {
             t->eval_file = o->eval_file;
+            t->eval_file_line = 0;
+        }
         if (!t->train_file) {
             snprintf(err, errlen, "--eval-file needs training data too (--train-file, or a config's "
                                   "data.train_file)");
-            return -1;
+            return EMBER_EINVAL;
         }
         if (o->train_file || t->source == CFG_SOURCE_SYNTHETIC) /* by the file's first bytes */
             t->source = ctr_file_is_binary(t->train_file) ? CFG_SOURCE_BINARY
                         : t->schema.num_columns          ? CFG_SOURCE_TEXT
                                                          : CFG_SOURCE_TSV;
     }
-    if (t->source != CFG_SOURCE_SYNTHETIC && !t->train_file) {
-        snprintf(err, errlen, "%s: data.train_file is missing (data.source = \"text\" reads a file): set it, "
-                 "or give --train-file", config_path ? config_path : "the config");
-        return -1;
+    if (t->source != CFG_SOURCE_SYNTHETIC && !t->train_file) { /* a schema alone serves ember convert */
+        if (t->file_source_line)
+            snprintf(err, errlen, "%s:%d: data.train_file: missing (data.source = \"%s\" reads a file): set it, or "
+                     "give --train-file", config_path ? config_path : "the config", t->file_source_line,
+                     config_source_name(t->source));
+        else
+            snprintf(err, errlen, "%s: data.train_file: missing (data.source = \"%s\" reads a file): set it, or "
+                     "give --train-file", config_path ? config_path : "the config", config_source_name(t->source));
+        return EMBER_EFORMAT;
     }
     if (o->eval_every >= 0)
         t->eval_every = o->eval_every;
@@ -75,17 +84,25 @@ static int apply_data_overrides(cfg_train *t, const char *config_path, const emb
     return 0;
 }
 
-/* Checkpoints.  0, or -1 with err. */
-static int apply_checkpoint_overrides(cfg_train *t, const ember_train_overrides *o, char *err, size_t errlen)
+/* Checkpoints.  0, or a status with err: EMBER_EINVAL when the command
+ * line is at fault, EMBER_EFORMAT when the config is. */
+static int apply_checkpoint_overrides(cfg_train *t, const char *config_path, const ember_train_overrides *o,
+                                      char *err, size_t errlen)
 {
     if (o->checkpoint_dir)
         t->checkpoint_dir = o->checkpoint_dir;
     if (t->checkpoint_dir && !t->checkpoint_dir[0])
         t->checkpoint_dir = NULL;
-    if (t->keep_best && !t->checkpoint_dir) {
-        snprintf(err, errlen, "train.keep_best needs a checkpoint folder (--checkpoint-dir or "
-                              "train.checkpoint_dir)");
-        return -1;
+    if (t->keep_best && !t->checkpoint_dir) { /* keep_best comes from the config alone */
+        const char *cfg = config_path ? config_path : "the config";
+        if (o->checkpoint_dir) { /* --checkpoint-dir '' took the config's folder away */
+            snprintf(err, errlen, "--checkpoint-dir '': no checkpoint folder, but train.keep_best (%s:%d) needs one",
+                     cfg, t->keep_best_line);
+            return EMBER_EINVAL;
+        }
+        snprintf(err, errlen, "%s:%d: train.keep_best: needs a checkpoint folder: set train.checkpoint_dir, or give "
+                 "--checkpoint-dir", cfg, t->keep_best_line);
+        return EMBER_EFORMAT;
     }
     if (o->checkpoint_every >= 0)
         t->checkpoint_every = o->checkpoint_every;
@@ -94,12 +111,31 @@ static int apply_checkpoint_overrides(cfg_train *t, const ember_train_overrides 
     if (!t->checkpoint_dir && (o->resume || o->checkpoint_every >= 0 || o->keep >= 0)) {
         snprintf(err, errlen, "%s needs --checkpoint-dir (or train.checkpoint_dir in the config)",
                  o->resume ? "--resume" : o->keep >= 0 ? "--keep" : "--checkpoint-every");
-        return -1;
+        return EMBER_EINVAL;
     }
     return 0;
 }
 
-int train_settings_make(config_file *cf, const char *config_path, const ember_train_overrides *o,
+/* The dense optimizer's shard groups against the world: named by the
+ * option or by the config's key. */
+static int check_optimizer_shards(const cfg_train *t, const char *config_path, const ember_train_overrides *o,
+                                  int32_t world, char *err, size_t errlen)
+{
+    const int32_t g = t->optimizer_shards;
+    if (g <= 0 || world % g == 0)
+        return 0;
+    if (o->optimizer_shards >= 0) {
+        snprintf(err, errlen, "--optimizer-shards %d: groups of %d ranks do not divide the world of %d rank%s "
+                 "(0: replicated state)", (int)g, (int)g, (int)world, world == 1 ? "" : "s");
+        return EMBER_EINVAL;
+    }
+    snprintf(err, errlen, "%s:%d: train.optimizer_shards: groups of %d ranks do not divide the world of %d rank%s "
+             "(0: replicated state)", config_path ? config_path : "the config", t->optimizer_shards_line, (int)g,
+             (int)world, world == 1 ? "" : "s");
+    return EMBER_EFORMAT;
+}
+
+int train_settings_make(config_file *cf, const char *config_path, const ember_train_overrides *o, int32_t world,
                         train_settings *s, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
@@ -108,6 +144,8 @@ int train_settings_make(config_file *cf, const char *config_path, const ember_tr
             snprintf(err, errlen, "%s", cf->train.error);
             return EMBER_EFORMAT;
         }
+        if (config_file_check_folders(cf, err, errlen)) /* before any store file is created */
+            return EMBER_EFORMAT;
         s->t = cf->train;
         s->name = cf->name;
     } else {
@@ -121,8 +159,13 @@ int train_settings_make(config_file *cf, const char *config_path, const ember_tr
         snprintf(err, errlen, "%s", lerr);
         return EMBER_EINVAL;
     }
-    if (apply_data_overrides(t, config_path, o, err, errlen) || apply_checkpoint_overrides(t, o, err, errlen))
-        return EMBER_EINVAL;
+    int st = apply_data_overrides(t, config_path, o, err, errlen);
+    if (!st)
+        st = apply_checkpoint_overrides(t, config_path, o, err, errlen);
+    if (!st)
+        st = check_optimizer_shards(t, config_path, o, world, err, errlen);
+    if (st)
+        return st;
     s->resume = o->resume;
     if (o->seed >= 0) {
         t->model.seed = (uint64_t)o->seed;

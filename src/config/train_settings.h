@@ -26,12 +26,14 @@ typedef struct train_settings {
 /* 0, or -1 with err naming the first field of o out of its range. */
 int train_overrides_check(const ember_train_overrides *o, char *err, size_t errlen);
 
-/* The settings of a run: cf's train group (cf NULL: the built-in task)
- * with o applied; a seed override goes into cf's tables too.  Local and
- * the same on every rank.  0; EMBER_EFORMAT when the config cannot train
- * (cf->train.error); EMBER_EINVAL when the settings contradict each other;
- * with err. */
-int train_settings_make(config_file *cf, const char *config_path, const ember_train_overrides *o,
+/* The settings of a run of `world` ranks: cf's train group (cf NULL: the
+ * built-in task) with o applied; a seed override goes into cf's tables
+ * too.  Local and the same on every rank.  0; EMBER_EFORMAT when the config
+ * is at fault (it cannot train: cf->train.error; a setting that does not
+ * fit the run, named with its line); EMBER_EINVAL when the overrides are
+ * (they contradict each other or the config; `ember train` exits 2); with
+ * err. */
+int train_settings_make(config_file *cf, const char *config_path, const ember_train_overrides *o, int32_t world,
                         train_settings *s, char *err, size_t errlen);
 
 #endif

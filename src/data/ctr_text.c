@@ -432,9 +432,9 @@ static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
     int64_t mk = next >> TEXT_MARK_SHIFT;
     if (mk >= t->nmarks)
         mk = t->nmarks - 1;
-    if (text_stream_seek(t->ts, mk >= 0 ? t->marks[mk] : t->data_offset, err, errlen))
-        return -1;
     int64_t line = mk >= 0 ? mk << TEXT_MARK_SHIFT : 0;
+    if (text_stream_seek(t->ts, mk >= 0 ? t->marks[mk] : t->data_offset, t->first_line - 1 + line, err, errlen))
+        return -1;
     while (line < next) {
         int rc = skip_line(t, err, errlen);
         if (rc < 0)
@@ -508,7 +508,7 @@ static int compute_stats(text_impl *t, char *err, size_t errlen)
         ctr_fail(err, errlen, "%s: out of memory", t->path);
         goto out;
     }
-    if (text_stream_seek(t->ts, t->data_offset, err, errlen))
+    if (text_stream_seek(t->ts, t->data_offset, t->first_line - 1, err, errlen))
         goto out;
     for (;;) {
         const char *line;

@@ -9,6 +9,14 @@
  * concatenated members); zstd through ZSTD_decompressStream over raw
  * reads, frame after frame, and input that ends inside a frame is an
  * error, never a silently short file.
+ *
+ * A UTF-8 byte-order mark (EF BB BF) at the start of the text (after
+ * decompression) is skipped: Excel and pandas (`encoding="utf-8-sig"`)
+ * write one.  Offsets still count it, so the first line starts at byte 3.
+ *
+ * Errors name the line being read (file:LINE, the file's lines counted
+ * from 1, a header included), as the parser's do: the stream counts the
+ * lines it hands out, and a seek is told the line that starts there.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +33,8 @@
 
 #define TS_BUF (1 << 20)
 
+static const unsigned char BOM[3] = {0xef, 0xbb, 0xbf};
+
 struct text_stream {
     char *path;
     text_kind kind;
@@ -40,7 +50,16 @@ struct text_stream {
     int64_t base;               /* offset of buf[0]                         */
     char *line;                 /* a line that crossed the buffer's end     */
     size_t line_cap;
+    size_t skip;                /* 3: the text starts with a byte-order mark */
+    int64_t line_no;            /* lines before the next one handed out     */
 };
+
+/* "path:LINE" of the line being read, for a message. */
+static const char *ts_where(const text_stream *t, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s:%lld", t->path, (long long)t->line_no + 1);
+    return buf;
+}
 
 static void ts_close_source(text_stream *t)
 {
@@ -92,14 +111,14 @@ static int ts_open_source(text_stream *t, char *err, size_t errlen)
 /* Up to cap decompressed bytes into p; the count (0: end), or -1. */
 static ssize_t ts_read(text_stream *t, char *p, size_t cap, char *err, size_t errlen)
 {
+    char at[300];
     if (t->kind == TEXT_PLAIN) {
         ssize_t n;
         do
             n = read(t->fd, p, cap);
         while (n < 0 && errno == EINTR);
         if (n < 0)
-            return ctr_fail(err, errlen, "%s: read error at byte %lld: %s", t->path, (long long)t->base,
-                           strerror(errno));
+            return ctr_fail(err, errlen, "%s: read error: %s", ts_where(t, at, sizeof at), strerror(errno));
         return n;
     }
     if (t->kind == TEXT_GZIP) {
@@ -108,14 +127,16 @@ static ssize_t ts_read(text_stream *t, char *p, size_t cap, char *err, size_t er
             int code;
             gzerror(t->gz, &code);
             if (code == Z_BUF_ERROR)
-                return ctr_fail(err, errlen, "%s: gzip: the file ends inside a member (truncated, after %lld bytes of "
-                               "text)", t->path, (long long)t->base);
+                return ctr_fail(err, errlen, "%s: gzip: the file ends inside a member (truncated)",
+                                ts_where(t, at, sizeof at));
         }
         if (n < 0) {
             int code;
             const char *msg = gzerror(t->gz, &code);
-            return ctr_fail(err, errlen, "%s: gzip: %s (after %lld bytes of text)", t->path,
-                           code == Z_ERRNO ? strerror(errno) : msg, (long long)t->base);
+            if (code != Z_ERRNO && msg && msg[0] == '<' && strstr(msg, ">: "))
+                msg = strstr(msg, ">: ") + 3; /* zlib's "<fd:3>: " */
+            return ctr_fail(err, errlen, "%s: gzip: %s (found while reading this line)", ts_where(t, at, sizeof at),
+                            code == Z_ERRNO ? strerror(errno) : msg);
         }
         return n;
     }
@@ -127,11 +148,11 @@ static ssize_t ts_read(text_stream *t, char *p, size_t cap, char *err, size_t er
                 n = read(t->fd, t->zin, ZSTD_DStreamInSize());
             while (n < 0 && errno == EINTR);
             if (n < 0)
-                return ctr_fail(err, errlen, "%s: read error: %s", t->path, strerror(errno));
+                return ctr_fail(err, errlen, "%s: read error: %s", ts_where(t, at, sizeof at), strerror(errno));
             if (n == 0) {
                 if (t->zframe != 0)
-                    return ctr_fail(err, errlen, "%s: zstd: the file ends inside a frame (truncated, after %lld "
-                                   "bytes of text)", t->path, (long long)t->base);
+                    return ctr_fail(err, errlen, "%s: zstd: the file ends inside a frame (truncated)",
+                                    ts_where(t, at, sizeof at));
                 return 0;
             }
             t->in.size = (size_t)n;
@@ -139,26 +160,39 @@ static ssize_t ts_read(text_stream *t, char *p, size_t cap, char *err, size_t er
         }
         size_t r = ZSTD_decompressStream(t->zd, &out, &t->in);
         if (ZSTD_isError(r))
-            return ctr_fail(err, errlen, "%s: zstd: %s (after %lld bytes of text)", t->path, ZSTD_getErrorName(r),
-                           (long long)t->base);
+            return ctr_fail(err, errlen, "%s: zstd: %s (found while reading this line)",
+                            ts_where(t, at, sizeof at), ZSTD_getErrorName(r));
         t->zframe = r;
     }
     return (ssize_t)out.pos;
 }
 
-/* Refills the buffer (its unread bytes are gone: callers consume first). */
+/* Refills the buffer (its unread bytes are gone: callers consume first).
+ * At the text's start a byte-order mark is read whole and skipped. */
 static int ts_fill(text_stream *t, char *err, size_t errlen)
 {
     t->base += (int64_t)t->end;
     t->pos = t->end = 0;
     if (t->eof)
         return 0;
-    ssize_t n = ts_read(t, t->buf, TS_BUF, err, errlen);
-    if (n < 0)
-        return -1;
-    if (n == 0)
-        t->eof = 1;
-    t->end = (size_t)n;
+    const int start = t->base == 0;
+    for (;;) {
+        ssize_t n = ts_read(t, t->buf + t->end, TS_BUF - t->end, err, errlen);
+        if (n < 0)
+            return -1;
+        if (n == 0) {
+            t->eof = 1;
+            break;
+        }
+        t->end += (size_t)n;
+        if (!start || t->end >= sizeof BOM || memcmp(t->buf, BOM, t->end)) /* else a mark's first bytes: read on */
+            break;
+    }
+    if (start && t->end >= sizeof BOM && !memcmp(t->buf, BOM, sizeof BOM)) {
+        t->skip = t->pos = sizeof BOM;
+        if (t->pos == t->end && !t->eof) /* nothing after the mark yet */
+            return ts_fill(t, err, errlen);
+    }
     return 0;
 }
 
@@ -218,6 +252,7 @@ int text_stream_line(text_stream *t, size_t max_len, const char **line, size_t *
         *overlong = n > max_len;
         *len = n > max_len ? max_len : n;
         t->pos += n + 1;
+        t->line_no++;
         return 1;
     }
     /* assembled across refills, keeping at most max_len bytes */
@@ -253,32 +288,55 @@ int text_stream_line(text_stream *t, size_t max_len, const char **line, size_t *
     *line = t->line ? t->line : t->buf;
     *len = kept;
     *overlong = n > max_len;
+    t->line_no++;
     return 1;
 }
 
-int text_stream_seek(text_stream *t, int64_t offset, char *err, size_t errlen)
+static int64_t count_newlines(const char *p, size_t n)
 {
+    int64_t k = 0;
+    for (const char *e = p + n; (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++)
+        k++;
+    return k;
+}
+
+int text_stream_seek(text_stream *t, int64_t offset, int64_t line, char *err, size_t errlen)
+{
+    if (offset < (int64_t)t->skip) /* the start of the text is after its byte-order mark */
+        offset = (int64_t)t->skip;
     if (offset >= t->base && offset <= t->base + (int64_t)t->end) {
         t->pos = (size_t)(offset - t->base);
+        t->line_no = line;
         return 0;
     }
     if (t->kind == TEXT_PLAIN) {
         if (lseek(t->fd, (off_t)offset, SEEK_SET) < 0)
-            return ctr_fail(err, errlen, "%s: seek to byte %lld: %s", t->path, (long long)offset, strerror(errno));
+            return ctr_fail(err, errlen, "%s:%lld: seek to byte %lld: %s", t->path, (long long)line + 1,
+                            (long long)offset, strerror(errno));
         t->eof = 0;
         t->base = offset;
         t->pos = t->end = 0;
+        t->line_no = line;
         return 0;
     }
-    if (offset < t->base && ts_open_source(t, err, errlen))
-        return -1;
+    /* decompressed again up to offset, the lines passed counted so that an
+     * error names the line it strikes in */
+    if (offset < t->base) {
+        if (ts_open_source(t, err, errlen))
+            return -1;
+        t->line_no = 0;
+    } else {
+        t->line_no += count_newlines(t->buf + t->pos, t->end - t->pos);
+    }
     while (t->base + (int64_t)t->end < offset) {
         if (t->eof)
-            return ctr_fail(err, errlen, "%s: the text ends before byte %lld (changed while read?)", t->path,
-                           (long long)offset);
+            return ctr_fail(err, errlen, "%s: the text ends before line %lld (changed while read?)", t->path,
+                            (long long)line + 1);
         if (ts_fill(t, err, errlen))
             return -1;
+        t->line_no += count_newlines(t->buf, t->end);
     }
     t->pos = (size_t)(offset - t->base);
+    t->line_no = line;
     return 0;
 }

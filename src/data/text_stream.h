@@ -8,6 +8,10 @@
  * are read through.  Positions are offsets in the decompressed bytes, so
  * the text readers work the same on every kind: a plain file seeks to one
  * directly, a compressed one reads its stream again from the start.
+ *
+ * A UTF-8 byte-order mark (EF BB BF) that begins the text is skipped (the
+ * first line starts at offset 3).  Read errors name the file and the line
+ * being read ("data.csv.gz:1234: gzip: ..."), lines counted from 1.
  */
 #ifndef EMBER_DATA_TEXT_STREAM_H
 #define EMBER_DATA_TEXT_STREAM_H
@@ -33,7 +37,8 @@ int text_stream_line(text_stream *t, size_t max_len, const char **line, size_t *
                      size_t errlen);
 /* Offset (decompressed) of the next byte text_stream_line reads. */
 int64_t text_stream_tell(const text_stream *t);
-/* Moves to a decompressed offset found by an earlier tell; 0 or -1. */
-int text_stream_seek(text_stream *t, int64_t offset, char *err, size_t errlen);
+/* Moves to a decompressed offset found by an earlier tell, where line
+ * `line` (counted from 0: the lines before it) starts; 0 or -1. */
+int text_stream_seek(text_stream *t, int64_t offset, int64_t line, char *err, size_t errlen);
 
 #endif

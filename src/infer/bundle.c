@@ -442,6 +442,8 @@ void bundle_close(ember_bundle *b)
     free(b);
 }
 
+const void *bundle_manifest(const ember_bundle *b) { return b->manifest; }
+
 const char *bundle_model_json(const ember_bundle *b) { return b->model_json; }
 
 const float *bundle_dense(const ember_bundle *b, int64_t *bytes)

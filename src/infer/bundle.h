@@ -22,6 +22,8 @@ int bundle_is(const char *dir);
  * Local.  EMBER_EIO, EMBER_EFORMAT, EMBER_ECORRUPT with err naming the file. */
 int bundle_open(const char *dir, ember_bundle **out, char *err, size_t len);
 void bundle_close(ember_bundle *b);
+/* The verified manifest (a jansson json_t *, valid until bundle_close). */
+const void *bundle_manifest(const ember_bundle *b);
 /* The model description (NUL-terminated JSON) and the dense parameters. */
 const char *bundle_model_json(const ember_bundle *b);
 const float *bundle_dense(const ember_bundle *b, int64_t *bytes);

@@ -84,7 +84,7 @@ static int open_run(ember_trainer *s, const char *config_path, const ember_train
     } else if (config_path && config_file_load(config_path, &s->cf, err, sizeof err) != 0) {
         st = EMBER_EFORMAT, named = 1;
     } else {
-        st = train_settings_make(s->cf, config_path, &o, &set, err, sizeof err);
+        st = train_settings_make(s->cf, config_path, &o, s->size, &set, err, sizeof err);
     }
     if (run_agree_open(s, st != EMBER_OK, st, err, named))
         return s->status;

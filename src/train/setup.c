@@ -80,8 +80,9 @@ static int open_sources(ember_trainer *s, char *err, size_t errlen)
             return -1;
         break;
     default:
-        if (data_open_file(s->cf, t, t->train_file, NULL, tr, tw, &s->train_src, err, errlen) ||
-            (t->eval_file && data_open_file(s->cf, t, t->eval_file, s->train_src, r, w, &s->eval_src, err, errlen)))
+        if (data_open_file(s->cf, t, t->train_file, DATA_FILE_TRAIN, NULL, tr, tw, &s->train_src, err, errlen) ||
+            (t->eval_file &&
+             data_open_file(s->cf, t, t->eval_file, DATA_FILE_EVAL, s->train_src, r, w, &s->eval_src, err, errlen)))
             return -1;
         break;
     }

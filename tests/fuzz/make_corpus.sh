@@ -17,7 +17,7 @@ rm -rf "$out"/{fuzz_tsv,fuzz_text,fuzz_ctr_bin,fuzz_batch_file}
 mkdir -p "$out"/{fuzz_tsv,fuzz_text,fuzz_ctr_bin,fuzz_batch_file,fuzz_config}
 
 # schema text (fuzz_text.c's schema; its first byte is the options byte): CSV with a header
-# and quotes, CSV without one, TSV, and gzip
+# and quotes, CSV without one, TSV, gzip, and CSV with a UTF-8 byte-order mark (as Excel writes it)
 python3 - "$out/fuzz_text" <<'PY'
 import gzip, sys
 out = sys.argv[1] + "/"
@@ -30,6 +30,7 @@ open(out + "csv_noheader_fail_t2", "wb").write(bytes([0x01 | 0x08 | 0x40]) + noh
 tsv = "\n".join(["0\t3\t1.5\t2\ts1\t4|5:1.5\tabc", "1\t\t\t-1\ts2\t\t0ff"]) + "\n"
 open(out + "tsv_b4_t3", "wb").write(bytes([0x04 | 0x18 | 0x80]) + tsv.encode())
 open(out + "gzip_header", "wb").write(b"\x02" + gzip.compress(csv.encode(), mtime=0))
+open(out + "csv_bom_header", "wb").write(b"\x02\xef\xbb\xbf" + csv.encode())
 PY
 
 # TSV: a good line, one with empty fields, a CRLF line, a bad line; the
