@@ -1160,6 +1160,108 @@ ctr_tsv_lines() {
     printf '1\t%s%s\n0\t%s%s\n0\t%s%s\n' "$ints" "$good" "$ints" "$bad" "$ints" "$good"
 }
 
+# A link planted at a name ember writes: refused by name, its target untouched (docs/RELIABILITY.md,
+# "Files ember writes"; test_files and test_bundle do the same from C for every kind of file).
+victim_intact() { [ "$(cat "$TMP/victim")" = precious ] || { echo "the link's target was written: $1"; return 1; }; }
+check_files_links() {
+    echo precious >"$TMP/victim"
+    mkdir -p "$TMP/sym"
+    # the SSD tier's store file, fresh and on --resume
+    printf 'train = { steps = 4; micro_batch = 256; eval_samples = 256; metrics = ""; plot = ""; };\nssd = { min_bytes = 1; cache_bytes = "256K"; dir = "%s/sym"; };\n' \
+        "$TMP" >"$TMP/sym.cfg"
+    ln -sf "$TMP/victim" "$TMP/sym/emb_C1.rank0.ember-store"
+    expect_status 1 "$EMBER" train --config "$TMP/sym.cfg" || return 1
+    grep -q "sym/emb_C1.rank0.ember-store exists (a symbolic link): ember does not write through links" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    victim_intact "store file" || return 1
+    rm "$TMP/sym/emb_C1.rank0.ember-store"
+    expect_status 0 "$EMBER" train --config "$TMP/sym.cfg" --checkpoint-dir "$TMP/symck" || return 1
+    [ -z "$(ls "$TMP/sym")" ] || { echo "a store file stayed after its run"; return 1; }
+    ln -sf "$TMP/victim" "$TMP/sym/emb_C1.rank0.ember-store"
+    expect_status 1 "$EMBER" train --config "$TMP/sym.cfg" --checkpoint-dir "$TMP/symck" --resume --steps 6 || return 1
+    victim_intact "store file, resumed" || return 1
+    rm "$TMP/sym/emb_C1.rank0.ember-store"
+    echo mine >"$TMP/sym/emb_C1.rank0.ember-store" # a file that no store left: refused, kept
+    expect_status 1 "$EMBER" train --config "$TMP/sym.cfg" || return 1
+    grep -q "exists and it is not an ember store file" "$TMP/err" && [ "$(cat "$TMP/sym/emb_C1.rank0.ember-store")" = mine ] ||
+        { cat "$TMP/err"; return 1; }
+    # scores, metrics, plot: at the name and at name.tmp
+    local name
+    for name in s.f32 s.f32.tmp; do
+        ln -sf "$TMP/victim" "$TMP/$name"
+        expect_status 1 "$EMBER" predict "$TMP/symck" synthetic --samples 100 --out "$TMP/s.f32" || return 1
+        grep -q "ember predict: $TMP/$name.*symbolic link" "$TMP/err" || { cat "$TMP/err"; return 1; }
+        victim_intact "$name" || return 1
+        rm "$TMP/$name"
+    done
+    for name in m.jsonl m.jsonl.tmp p.png p.png.tmp; do
+        ln -sf "$TMP/victim" "$TMP/$name"
+        expect_status 1 "$EMBER" train --steps 2 --micro-batch 64 --eval-samples 64 --metrics "$TMP/m.jsonl" --plot "$TMP/p.png" ||
+            return 1
+        grep -q "$TMP/${name%.tmp}: cannot write the .*$TMP/$name.*symbolic link" "$TMP/err" || { cat "$TMP/err"; return 1; }
+        ! grep -q "step 1" "$TMP/out" || { echo "steps ran before the refusal"; return 1; }
+        victim_intact "$name" || return 1
+        rm "$TMP/$name"
+    done
+    # converted data, exported records, a bundle's folder
+    ctr_tsv_lines >"$TMP/in.tsv"
+    ln -sf "$TMP/victim" "$TMP/c.ctr"
+    expect_status 1 "$EMBER" convert "$TMP/in.tsv" "$TMP/c.ctr" --rows 1000 || return 1
+    grep -q "c.ctr is a symbolic link" "$TMP/err" && victim_intact convert || { cat "$TMP/err"; return 1; }
+    expect_status 0 "$EMBER" train --config "$PLAN_CONFIGS/dynamic.cfg" --steps 2 --checkpoint-dir "$TMP/symdyn" \
+        --metrics none --plot none || return 1
+    local table
+    table=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['tables'][0]['name'])" \
+        "$(ls -d "$TMP"/symdyn/step-*)/manifest.json") || return 1
+    ln -sf "$TMP/victim" "$TMP/rec.bin"
+    expect_status 1 "$EMBER" export "$TMP/symdyn" --table "$table" --out "$TMP/rec.bin" || return 1
+    grep -q "rec.bin is a symbolic link" "$TMP/err" && victim_intact export || { cat "$TMP/err"; return 1; }
+    mkdir -p "$TMP/vdir"
+    ln -sfn "$TMP/vdir" "$TMP/bl"
+    expect_status 1 "$EMBER" export "$TMP/symck" "$TMP/bl" --quantize int8 || return 1
+    grep -q "bl: it exists: bundles are not overwritten" "$TMP/err" && [ -z "$(ls "$TMP/vdir")" ] || { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(files_links)
+
+# A full filesystem: every output fails with the OS reason, leaves nothing, and no line names it as
+# written.  A tmpfs filled to the last byte where the test may mount one (root); else a file-size
+# limit, which fails the same write(2) calls (with EFBIG).
+check_files_full() {
+    local full="$TMP/full" why="No space left on device" lim=()
+    mkdir -p "$full"
+    if [ -z "${EMBER_TEST_NO_MOUNT:-}" ] && mount -t tmpfs -o size=256k tmpfs "$full" 2>/dev/null; then
+        dd if=/dev/zero of="$full/fill" bs=4k >/dev/null 2>&1
+    else
+        why="File too large"
+        lim=(bash -c 'trap "" XFSZ; ulimit -f 1; exec "$@"' limit)
+    fi
+    local st=0
+    files_full_cases "$full" "$why" "${lim[@]}" || st=1
+    mountpoint -q "$full" && umount "$full"
+    return $st
+}
+files_full_cases() {
+    local full=$1 why=$2
+    shift 2
+    expect_status 0 "$EMBER" train --steps 6 --micro-batch 256 --eval-samples 256 --checkpoint-dir "$TMP/fullck" \
+        --metrics none --plot none || return 1
+    expect_status 1 "$@" "$EMBER" train --steps 30 --micro-batch 64 --eval-samples 64 --metrics "$full/m.jsonl" --plot "$full/p.png" ||
+        return 1
+    grep -q "cannot write the metrics $full/m.jsonl: $why" "$TMP/err" && grep -q "no plot: cannot write $full/p.png: $why" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+    ! grep -q "^metrics:" "$TMP/out" && grep -q '"plot":null' "$TMP/out" || { echo "the summary names a file not written"; return 1; }
+    expect_status 1 "$@" "$EMBER" predict "$TMP/fullck" synthetic --out "$full/s.f32" || return 1
+    grep -q "ember predict: cannot write $full/s.f32: $why" "$TMP/err" && ! grep -q "scores in" "$TMP/out" ||
+        { cat "$TMP/err" "$TMP/out"; return 1; }
+    ctr_tsv_lines >"$TMP/in.tsv"
+    expect_status 1 "$@" "$EMBER" convert "$TMP/in.tsv" "$full/c.ctr" --rows 1000 || return 1
+    grep -q "cannot write $full/c.ctr: $why" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    expect_status 1 "$@" "$EMBER" export "$TMP/fullck" "$full/b" --quantize fp32 || return 1
+    grep -q "$why" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    [ -z "$(ls "$full" | grep -v '^fill$')" ] || { echo "left in the full folder:"; ls -la "$full"; return 1; }
+}
+CHECKS+=(files_full)
+
 check_convert() {
     ctr_tsv_lines >"$TMP/in.tsv"
     expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/out.ctr" --rows 1000 || return 1

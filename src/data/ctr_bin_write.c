@@ -41,7 +41,7 @@ typedef struct cb_writer {
 static int cb_write(cb_writer *w, const void *p, size_t n, char *err, size_t errlen)
 {
     if (n > 0 && fwrite(p, 1, n, w->f) != n)
-        return ctr_fail(err, errlen, "%s: write: %s", w->tmp, strerror(errno));
+        return ctr_fail(err, errlen, "cannot write %s: %s", w->tmp, strerror(errno));
     return 0;
 }
 
@@ -198,7 +198,7 @@ static int cb_write_header(cb_writer *w, const ctr_schema *sc, char *err, size_t
     if (w->lay.version >= CB_VERSION_WEIGHTS)
         put_u64(head + H - 16, w->lay.weight_mask);
     put_u64(head + H - 8, XXH64(head, (size_t)H - 8, 0));
-    int rc = fseeko(w->f, 0, SEEK_SET) != 0 ? ctr_fail(err, errlen, "%s: seek: %s", w->tmp, strerror(errno))
+    int rc = fseeko(w->f, 0, SEEK_SET) != 0 ? ctr_fail(err, errlen, "cannot write %s: %s", w->tmp, strerror(errno))
                                             : cb_write(w, head, (size_t)H, err, errlen);
     free(head);
     return rc;
