@@ -72,6 +72,21 @@ static inline uint64_t mpi_test_init(int *argc, char ***argv)
     return seed;
 }
 
+/* n zeroed elements of size bytes, or the run ends here (MPI_Abort): the
+ * tests' per-rank arrays come from here, sized by the world. */
+static inline void *mpi_alloc(size_t n, size_t size)
+{
+    void *p = calloc(n + 1, size);
+    if (!p) {
+        fprintf(stderr, "[rank %d/%d] out of memory (%zu x %zu bytes)\n", mpi_rank_, mpi_size_, n, size);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return p;
+}
+
+/* start[0..W] of a split of a batch over the world (mpi_split; caller frees). */
+static inline int32_t *mpi_starts(void) { return mpi_alloc((size_t)mpi_size_ + 1, sizeof(int32_t)); }
+
 /* 1 on every rank when ok is true on every rank. */
 static inline int mpi_all(int ok)
 {
