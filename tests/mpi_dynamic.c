@@ -94,7 +94,7 @@ static ember_checkpoint *save_open(ember_collection *c, const char *root, int64_
  * sequence part in lds; ld = this rank's pooled part of gd. */
 typedef struct step_io {
     test_batch g, lb;
-    int32_t start[65];
+    int32_t *start; /* [W + 1] */
     int64_t gseq, lseq;
     float *gout, *lout, *gd, *lds, *ld;
 } step_io;
@@ -105,6 +105,7 @@ static void step_io_make(test_rng *r, stream *s, const test_config *tc, int32_t 
     int32_t W = mpi_size_, rank = mpi_rank_;
     int64_t pw = test_pooled_width(&tc->cfg);
     make_batch(r, s, B, max_len, weighted, &io->g);
+    io->start = mpi_starts();
     mpi_split(r, B, W, split, io->start);
     test_sub_batch(&io->g.b, io->start[rank], io->start[rank + 1], &io->lb);
     io->gseq = test_sequence_size(&tc->cfg, &io->g.b);
@@ -124,6 +125,7 @@ static void step_io_free(step_io *io)
     free(io->lout);
     free(io->gd);
     free(io->lds);
+    free(io->start);
     test_batch_free(&io->g);
     test_batch_free(&io->lb);
 }
@@ -262,6 +264,29 @@ static void trial(test_rng *r, int ix, ember_world *world)
     test_config_free(tc);
 }
 
+/* The most distinct keys of the dynamic table (features F_POOLED and
+ * F_SECOND) that one owner of the W gets in one of the global batches. */
+static int64_t owner_step_keys(const step_io *ios, int nsteps, int32_t W)
+{
+    int64_t most = 0, *count = mpi_alloc((size_t)W, sizeof *count);
+    for (int step = 0; step < nsteps; step++) {
+        const ember_batch *g = &ios[step].g.b;
+        int64_t n = 0; /* the ids of F_POOLED and F_SECOND come first */
+        for (int64_t i = 0; i < 2 * (int64_t)g->batch_size; i++)
+            n += g->lengths[i];
+        memset(count, 0, sizeof *count * (size_t)W);
+        for (int64_t i = 0; i < n; i++) {
+            int64_t j = 0;
+            while (j < i && g->ids[j] != g->ids[i])
+                j++;
+            if (j == i && ++count[ember_dyn_owner(g->ids[i], W)] > most)
+                most = count[ember_dyn_owner(g->ids[i], W)];
+        }
+    }
+    free(count);
+    return most;
+}
+
 /* Announcements travel: each rank announces its slice of the next batch,
  * the keys reach their owners (with the fixed table's rows in the same
  * blocks) and the owners read rows ahead; outputs and tables equal a twin
@@ -274,24 +299,27 @@ static void lookahead_owners(test_rng *r, ember_world *world)
     tc->cfg.lookahead = 2;
     tc->cfg.io_threads = 2;
     test_config *mem = test_config_copy(tc);
+    stream s;
+    stream_init(r, &s, 100 * W);
+    int64_t pw = test_pooled_width(&tc->cfg);
+    step_io ios[31];
+    for (int step = 0; step <= 30; step++) /* 2 samples per rank of up to 2 ids per feature */
+        step_io_make(r, &s, tc, 2 * W, 2, 0, MPI_SPLIT_EVEN, &ios[step]);
+    /* dynamic: room for the most keys one owner gets in one step (~10), far fewer than the 40..64 keys a
+     * rank holds (capacity 64); not room for all of a step's 8 W ids on one owner, which from W = 8 on is
+     * the whole capacity: nothing would be read ahead.  Fixed: the whole table */
+    int64_t step_keys = owner_step_keys(ios, 31, W);
     for (int32_t t = 0; t < 2; t++) {
         ember_table_config *x = &tc->tables[t];
-        /* dynamic: room for one step's keys (8 W at most, all on one owner at worst), far fewer than the
-         * keys a rank sees; fixed: the whole table */
-        int64_t rows = t ? 40 : 8 * W + 2;
+        int64_t rows = t ? 40 : step_keys + 2;
         x->storage = EMBER_STORAGE_SSD;
         x->path = dir;
         x->cache_policy = EMBER_CACHE_LOOKAHEAD;
         x->cache_bytes =
             rows * ember_ssd_slot_bytes(x->dim, ember_state_floats(x->optimizer.kind, x->dim), EMBER_CACHE_LOOKAHEAD);
     }
-    stream s;
-    stream_init(r, &s, 100 * W);
+    mpi_context("lookahead owners (cache of %lld rows of the dynamic table)", (long long)(step_keys + 2));
     ember_collection *A = mpi_create(&tc->cfg, "lookahead"), *M = mpi_create(&mem->cfg, "memory twin");
-    int64_t pw = test_pooled_width(&tc->cfg);
-    step_io ios[31];
-    for (int step = 0; step <= 30; step++) /* 2 samples per rank of up to 2 ids per feature */
-        step_io_make(r, &s, tc, 2 * W, 2, 0, MPI_SPLIT_EVEN, &ios[step]);
     for (int step = 0; step < 30 && A && M; step++) {
         step_io *io = &ios[step];
         int64_t n = io->lb.b.batch_size * pw + io->lseq;
@@ -437,11 +465,12 @@ static void key_bytes(test_rng *r, ember_world *world)
     tc->cfg.world = world;
     tc->cfg.seed = test_next(r);
     mpi_context("key bytes");
-    enum { PER_RANK = 6, MAX_IDS = PER_RANK * 4 * 3 };
-    int32_t B = PER_RANK * W, lengths[PER_RANK * 4];
-    int64_t ids[MAX_IDS], local[MAX_IDS], n = 0, lo = 0, hi = 0, away = 0, in = 0;
+    enum { PER_RANK = 6, MAX_LEN = 3 };
+    int32_t B = PER_RANK * W, *lengths = mpi_alloc((size_t)B, sizeof *lengths);
+    int64_t *ids = mpi_alloc((size_t)B * MAX_LEN, sizeof *ids), *local = mpi_alloc(PER_RANK * MAX_LEN, sizeof *local);
+    int64_t n = 0, lo = 0, hi = 0, away = 0, in = 0;
     for (int32_t b = 0; b < B; b++) { /* the global batch, the same on every rank */
-        lengths[b] = (int32_t)test_range(r, 0, 4);
+        lengths[b] = (int32_t)test_range(r, 0, MAX_LEN + 1);
         if (b == PER_RANK * rank)
             lo = n;
         for (int32_t k = 0; k < lengths[b]; k++, n++)
@@ -469,7 +498,8 @@ static void key_bytes(test_rng *r, ember_world *world)
            "key bytes: sent %lld and received %lld more than without a key exchange, want %lld and %lld (%lld "
            "ids away, %lld in)", (long long)(s_keys - s_own), (long long)(r_keys - r_own),
            (long long)(8 * away + 4 * in), (long long)(4 * away + 8 * in), (long long)away, (long long)in);
-    free(tc);
+    free(lengths), free(ids), free(local);
+    test_config_free(tc);
 }
 
 int main(int argc, char **argv)

@@ -78,7 +78,7 @@ static void random_trial(test_rng *r, int trial, ember_world *world)
         o.invalid_frac = cfg->bounds == EMBER_BOUNDS_DROP ? 0.05 : 0.0;
         test_batch gb;
         test_batch_make(r, cfg, &o, &gb);
-        int32_t B = gb.b.batch_size, start[MPI_MAX_WORLD + 1];
+        int32_t B = gb.b.batch_size, *start = mpi_starts();
         mpi_split_kind kind = (mpi_split_kind)((trial + step) % 4);
         mpi_split(r, B, W, kind, start);
         int32_t lo = start[rank], hi = start[rank + 1];
@@ -144,6 +144,7 @@ static void random_trial(test_rng *r, int trial, ember_world *world)
         }
         mpi_grads_free(&g);
         test_batch_free(&gb);
+        free(start);
         if (!ok)
             break;
     }

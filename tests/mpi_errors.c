@@ -106,7 +106,7 @@ static void split_with(test_rng *r, int32_t B, int32_t W, int32_t k, int variant
 static int good_step(test_rng *r, ember_collection *dc, ember_collection *refc,
                      const test_config *tc, int32_t k, int variant, const char *what)
 {
-    int32_t W = mpi_size_, start[MPI_MAX_WORLD + 1];
+    int32_t W = mpi_size_, *start = mpi_starts();
     test_batch gb;
     good_batch(r, tc, (int32_t)test_range(r, W, 4 * W + 5), &gb);
     split_with(r, gb.b.batch_size, W, k, variant, start);
@@ -115,6 +115,7 @@ static int good_step(test_rng *r, ember_collection *dc, ember_collection *refc,
     int ok = mpi_step(dc, refc, &tc->cfg, &gb.b, start, &g, 0, what);
     mpi_grads_free(&g);
     test_batch_free(&gb);
+    free(start);
     return ok;
 }
 
@@ -140,7 +141,7 @@ static void error_case(test_rng *r, int mode, int kind, ember_world *world)
     ember_collection_stats(dc, &before_stats);
 
     /* the bad global batch: only rank k's samples are touched */
-    int32_t start[MPI_MAX_WORLD + 1];
+    int32_t *start = mpi_starts();
     test_batch gb, lb;
     good_batch(r, tc, (int32_t)test_range(r, W, 4 * W + 5), &gb);
     int32_t B = gb.b.batch_size;
@@ -247,7 +248,7 @@ static void error_case(test_rng *r, int mode, int kind, ember_world *world)
     mpi_snap_same(dc, cfg, &snap, what);
     good_step(r, dc, refc, tc, k, kind + 1, "good step after the failure");
 
-    free(saved_row), free(lp), free(ls), free(ds);
+    free(saved_row), free(lp), free(ls), free(ds), free(start);
     mpi_grads_free(&g);
     test_batch_free(&gb);
     test_batch_free(&lb);

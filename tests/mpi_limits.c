@@ -112,13 +112,14 @@ static int64_t range_count(const ember_collection_config *cfg, const ember_batch
 
 #define LIMIT 6
 
-/* tables t0 (64 x 4, the limited one) and t1 (5 x 3, Adam); features f0
- * (SUM on t0), f1 (MEAN on t1), f2 (NONE on t1). */
+/* tables t0 (64 x 4, the limited one; LIMIT W + 1 rows when more, so that
+ * the heavy bag's ids 0, W, .., LIMIT W exist) and t1 (5 x 3, Adam);
+ * features f0 (SUM on t0), f1 (MEAN on t1), f2 (NONE on t1). */
 static test_config *error_config(int mode, int32_t k, ember_world *world, int unique)
 {
     int32_t W = ember_world_size(world);
     test_config *tc = test_config_new(2, 3);
-    tc->tables[0].rows = 64;
+    tc->tables[0].rows = (int64_t)LIMIT * W + 1 > 64 ? (int64_t)LIMIT * W + 1 : 64;
     tc->tables[0].dim = 4;
     tc->tables[0].limit_policy = EMBER_LIMIT_ERROR;
     if (unique)
@@ -179,7 +180,7 @@ static void error_case(test_rng *r, int mode, int unique, ember_world *world)
     test_config *tc = error_config(mode, k, world, unique), *rc = unlimited(tc);
     ember_collection *dc = mpi_create(&tc->cfg, "distributed");
     ember_collection *refc = mpi_create(&rc->cfg, "reference");
-    int32_t start[MPI_MAX_WORLD + 1];
+    int32_t *start = mpi_starts();
     if (mpi_all(dc && refc)) {
         test_batch gb, lb;
         error_batch(r, tc, k, start, &gb);
@@ -215,6 +216,7 @@ static void error_case(test_rng *r, int mode, int unique, ember_world *world)
         mpi_grads_free(&g);
         test_batch_free(&gb);
     }
+    free(start);
     ember_collection_destroy(dc);
     ember_collection_destroy(refc);
     test_config_free(tc);
@@ -303,15 +305,17 @@ static int minibatch_case(test_rng *r, int mode, int trial, ember_world *world)
     if (tc->tables[0].rows < 40) /* room for distinct ids, so a batch outgrows a sample */
         tc->tables[0].rows = 40;
     tc->features[0].table = 0; /* someone reads the limited table */
-    /* the other ranks hold 0..2 samples each, rank k the rest (at least 2) */
-    int32_t B = (int32_t)test_range(r, 8, 33), start[MPI_MAX_WORLD + 1];
+    /* the other ranks hold 0..2 samples each, rank k the rest (at least 2):
+     * B >= 2 W (8..32 up to W = 4, as many draws above) */
+    int32_t lo_b = 2 * W > 8 ? 2 * W : 8;
+    int32_t B = (int32_t)test_range(r, lo_b, lo_b + 25), *start = mpi_starts();
     test_batch gb;
     test_batch_opts o = random_opts(r, B);
     o.dup_heavy = 0;
     o.id_range = 0;
     o.max_len = o.max_len < 3 ? 3 : o.max_len;
     test_batch_make(r, cfg, &o, &gb);
-    int32_t size[MPI_MAX_WORLD], nk = B;
+    int32_t *size = mpi_alloc((size_t)W, sizeof *size), nk = B;
     for (int32_t q = 0; q < W; q++)
         if (q != k)
             nk -= size[q] = (int32_t)test_range(r, 0, 3);
@@ -319,6 +323,7 @@ static int minibatch_case(test_rng *r, int mode, int trial, ember_world *world)
     start[0] = 0;
     for (int32_t q = 0; q < W; q++)
         start[q + 1] = start[q] + size[q];
+    free(size);
     /* the limit on table 0: each of k's samples fits alone, every other rank's batch fits */
     int unique = (int)test_range(r, 0, 2);
     int64_t limit = 1;
@@ -350,6 +355,7 @@ static int minibatch_case(test_rng *r, int mode, int trial, ember_world *world)
                 start[k + 1], B, rounds, cfg->num_tables, cfg->num_features, cfg->stack_tables,
                 cfg->dedup);
     MCHECK(lrc == EMBER_OK, "ref_limits_apply: %d", lrc);
+    MCHECK(nk >= 2, "rank %d holds %d samples, want at least 2", k, nk);
 
     if (trial % 2) /* the default, 0 = the world size: the same partitions */
         tc->cfg.num_shards = 0;
@@ -377,6 +383,7 @@ static int minibatch_case(test_rng *r, int mode, int trial, ember_world *world)
     test_config_free(tc);
     test_config_free(rc);
     test_batch_free(&gb);
+    free(start);
     return rounds;
 }
 
@@ -444,7 +451,7 @@ static void drop_case(test_rng *r, int mode, int trial, ember_world *world)
     test_batch_opts o = random_opts(r, (int32_t)test_range(r, 1, 33));
     test_batch gb;
     test_batch_make(r, cfg, &o, &gb);
-    int32_t B = gb.b.batch_size, start[MPI_MAX_WORLD + 1];
+    int32_t B = gb.b.batch_size, *start = mpi_starts();
     mpi_split_kind kind = (mpi_split_kind)((mode + trial) % 4);
     mpi_split(r, B, W, kind, start);
     /* half the trials: the last table under policy minibatch, with an ids
@@ -483,8 +490,8 @@ static void drop_case(test_rng *r, int mode, int trial, ember_world *world)
             tc->tables[t].max_unique_ids_per_partition = test_range(r, 1, mu + 1);
     }
     uint8_t *keep = malloc((size_t)gb.b.num_ids + 1);
-    int64_t dropped[MPI_MAX_WORLD], total = 0;
-    int32_t rounds[MPI_MAX_WORLD], max_rounds = 1;
+    int64_t *dropped = mpi_alloc((size_t)W, sizeof *dropped), total = 0;
+    int32_t *rounds = mpi_alloc((size_t)W, sizeof *rounds), max_rounds = 1;
     global_keep(cfg, &gb.b, start, W, keep, dropped, rounds);
     for (int32_t q = 0; q < W; q++) {
         total += dropped[q];
@@ -522,8 +529,9 @@ static void drop_case(test_rng *r, int mode, int trial, ember_world *world)
         int a = EMBER_OK;
 
         /* ember_partition_counts counts this rank's batch and is not
-         * collective: only one rank calls it (a collective would hang) */
-        if (rank == trial % W) {
+         * collective: only one rank calls it (a collective would hang);
+         * over the modes and trials every rank of up to 24 takes a turn */
+        if (rank == (mode * 4 + trial) % W) {
             size_t cells = (size_t)cfg->num_tables * (size_t)W;
             int64_t *ids = calloc(cells, sizeof *ids), *uq = calloc(cells, sizeof *uq);
             int64_t *wid = calloc(cells, sizeof *wid), *wuq = calloc(cells, sizeof *wuq);
@@ -620,6 +628,7 @@ static void drop_case(test_rng *r, int mode, int trial, ember_world *world)
     test_config_free(pc);
     test_batch_free(&gb);
     free(keep);
+    free(start), free(dropped), free(rounds);
 }
 
 int main(int argc, char **argv)

@@ -8,11 +8,15 @@
  * SGD step, for 3 steps.  Then, for each schedule (fill-drain, 1f1b,
  * interleaved with 2 pieces per rank), with and without recomputation,
  * with even and random cuts, the world runs the same steps as one
- * pipeline (and, on 4 ranks, also as two pipelines of 2 stages over
- * ember_world_split): each step's loss on the last piece's rank, d_pooled
- * on the interaction's, and after the steps every parameter a rank owns
- * must equal the reference's bits.  Models draw every interaction
- * (DCN too) and activation, with enough top layers for 2 S pieces.
+ * pipeline (and, on an even number W >= 4 of ranks, also as two pipelines
+ * of W / 2 stages over ember_world_split): each step's loss on the last
+ * piece's rank, d_pooled on the interaction's, and after the steps every
+ * parameter a rank owns must equal the reference's bits.  Models draw
+ * every interaction (DCN too) and activation, with enough top layers for
+ * 2 S pieces.
+ * A pipeline has at most PIPE_MAX_PIECES pieces, so the interleaved
+ * schedule's 2 W pieces fit on up to PIPE_MAX_PIECES / 2 ranks; on more the
+ * test fails at once, saying so, rather than overrun the cuts.
  */
 #include <math.h>
 #include <string.h>
@@ -238,7 +242,10 @@ int main(int argc, char **argv)
     test_rng r = {mpi_test_init(&argc, &argv)};
     ember_world *w = mpi_world();
     const int32_t W = ember_world_size(w);
-    for (int trial = 0; trial < 4; trial++) {
+    mpi_context("world size");
+    MCHECK(2 * W <= PIPE_MAX_PIECES, "a pipeline of %d stages with 2 pieces each exceeds the %d pieces a pipeline "
+           "holds: mpi_pipeline runs on at most %d ranks", W, PIPE_MAX_PIECES, PIPE_MAX_PIECES / 2);
+    for (int trial = 0; trial < 4 && 2 * W <= PIPE_MAX_PIECES; trial++) {
         dlrm_config c = random_model(&r, W);
         data d = {(int32_t)(W * test_range(&r, 1, 4)), (int32_t)test_range(&r, 1, 300), 0, {0}, {0}, {0}};
         /* the last micro-batch short in half the trials (the interleaved schedule then pads with empty
@@ -263,9 +270,9 @@ int main(int argc, char **argv)
         char what[64];
         snprintf(what, sizeof what, "trial %d, one pipeline", trial);
         run_configs(&r, &c, &d, &ref, w, what);
-        if (W == 4) { /* pipeline x data parallel: two pipelines of two stages */
+        if (W >= 4 && W % 2 == 0) { /* pipeline x data parallel: two pipelines of W / 2 stages */
             ember_world *half = NULL;
-            MCHECK(ember_world_split(w, mpi_rank_ / 2, mpi_rank_, &half) == EMBER_OK && half, "split");
+            MCHECK(ember_world_split(w, mpi_rank_ / (W / 2), mpi_rank_, &half) == EMBER_OK && half, "split");
             snprintf(what, sizeof what, "trial %d, two pipelines", trial);
             if (mpi_all(half != NULL)) {
                 run_configs(&r, &c, &d, &ref, half, what);

@@ -83,7 +83,7 @@ static void compare_with_ref(const ember_collection *c, const ref_model *m, cons
 
 typedef struct step_data {
     test_batch gb, lb;
-    int32_t start[MPI_MAX_WORLD + 1];
+    int32_t *start; /* [W + 1] */
     mpi_grads g;
     float *lds;        /* this rank's slice of g.ds */
     int64_t lP, lS, gS;
@@ -109,6 +109,7 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
         o.weighted = (int)test_range(r, 0, 2);
         o.invalid_frac = cfg->bounds == EMBER_BOUNDS_DROP ? 0.05 : 0.0;
         test_batch_make(r, cfg, &o, &sd[i].gb);
+        sd[i].start = mpi_starts();
         mpi_split(r, sd[i].gb.b.batch_size, W, (mpi_split_kind)((trial + i) % 4), sd[i].start);
         test_sub_batch(&sd[i].gb.b, sd[i].start[rank], sd[i].start[rank + 1], &sd[i].lb);
         mpi_grads_make(r, cfg, &sd[i].gb.b, -1.0f, &sd[i].g);
@@ -269,6 +270,7 @@ done:
         test_batch_free(&sd[i].lb);
         mpi_grads_free(&sd[i].g);
         free(sd[i].lds);
+        free(sd[i].start);
     }
     test_config_free(tc);
 }

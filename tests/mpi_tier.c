@@ -71,8 +71,8 @@ static void trial(test_rng *r, int ix, ember_world *world)
     test_config *tc = random_config(r, ix, world);
     test_batch gb[STEPS], lb[STEPS];
     mpi_grads g[STEPS];
-    int32_t start[65];
-    int32_t B = (int32_t)test_range(r, W, 64);
+    int32_t *start = mpi_starts();
+    int32_t B = (int32_t)test_range(r, W, W < 64 ? 64 : 2 * W); /* a sample or more per rank */
     mpi_split(r, B, W, MPI_SPLIT_EVEN, start);
     for (int s = 0; s < STEPS; s++) {
         test_batch_opts o = test_batch_opts_default();
@@ -141,6 +141,7 @@ static void trial(test_rng *r, int ix, ember_world *world)
         free(want[s]);
         free(got[s]);
     }
+    free(start);
     test_config_free(tc);
 }
 
