@@ -8,8 +8,8 @@
  * lines parsed by --threads threads; for Criteo, categoricals
  * hashed into --rows buckets, or kept whole as 64-bit keys where --rows
  * says 0 (features of dynamic tables: the file is then format version 2),
- * bad lines skipped and counted (or fatal with --bad fail), OUT written as
- * OUT.tmp, fsync'd and renamed.  Under mpirun only rank 0 converts (the
+ * bad lines skipped and counted (or fatal with --bad fail), OUT written
+ * whole, fsync'd and named (never through a link: src/core/safe_file.h).  Under mpirun only rank 0 converts (the
  * ranks would write the same bytes to the same path).
  */
 #include <stdio.h>

@@ -7,7 +7,7 @@
  *
  * The batches are ember_synth_next()'s, so `ember limits OUT` and
  * `ember limits --synthetic` with the same options see the same ids.  The
- * file appears under OUT only when complete (the writer's tmp + rename).
+ * file appears under OUT only when complete (src/core/safe_file.h).
  * Under mpirun only rank 0 writes (the ranks would write the same bytes to
  * the same path); the others wait for its status and return it.
  */
