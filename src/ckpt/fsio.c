@@ -75,11 +75,18 @@ int ckpt_write_atomic(const char *dir, const char *name, const void *data, int64
         p += n;
         bytes -= n;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        int e = errno;
+    /* close even when fsync failed (the descriptor is not leaked), and
+     * name the call that failed */
+    const char *what = fsync(fd) != 0 ? "cannot fsync" : NULL;
+    int err = errno;
+    if (close(fd) != 0 && !what) {
+        what = "cannot close";
+        err = errno;
+    }
+    if (what) {
         unlink(tmp);
-        errno = e;
-        return io_fail(msg, cap, "cannot fsync", tmp);
+        errno = err;
+        return io_fail(msg, cap, what, tmp);
     }
     if (rename(tmp, dst) != 0) {
         int e = errno;
@@ -235,15 +242,25 @@ int ckpt_publish(const char *root, const char *tmp, const char *dst, char *msg, 
     struct stat sb;
     const char *base = strrchr(dst, '/');
     trash_name(trash, sizeof trash, root, base ? base + 1 : dst);
+    /* A failed fsync of root after the rename undoes the rename: the save
+     * reports a failure, so root must hold what it held before (the caller
+     * then removes tmp), not a checkpoint whose name may not be on disk. */
     if (stat(dst, &sb) != 0) {
         if (rename(tmp, dst) != 0)
             return io_fail(msg, cap, "cannot rename to", dst);
-        return ckpt_fsync_dir(root, msg, cap);
+        int st = ckpt_fsync_dir(root, msg, cap);
+        if (st != EMBER_OK)
+            rename(dst, tmp);
+        return st;
     }
     /* replacing: swap the two names atomically where the system can, so
      * step-<step> names a complete checkpoint at every instant */
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_EXCHANGE) == 0) {
         int st = ckpt_fsync_dir(root, msg, cap);
+        if (st != EMBER_OK) { /* swap back: the old one at dst, the new one removed by the caller */
+            renameat2(AT_FDCWD, tmp, AT_FDCWD, dst, RENAME_EXCHANGE);
+            return st;
+        }
         if (rename(tmp, trash) == 0)
             ckpt_remove_tree(trash);
         return st;
@@ -260,6 +277,11 @@ int ckpt_publish(const char *root, const char *tmp, const char *dst, char *msg, 
         return io_fail(msg, cap, "cannot rename to", dst);
     }
     int st = ckpt_fsync_dir(root, msg, cap);
+    if (st != EMBER_OK) { /* the new one back to tmp, the old one back in place */
+        if (rename(dst, tmp) == 0)
+            rename(trash, dst);
+        return st;
+    }
     ckpt_remove_tree(trash);
     return st;
 }

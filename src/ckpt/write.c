@@ -231,18 +231,19 @@ int ckpt_write_rank_file(ember_collection *c, const ember_checkpoint *ck, ckpt_f
     ckpt_put_u64(tail + 8, f->checksum);
     put(&w, tail + 8, 8, 0);
     flush(&w);
+    const char *what = "cannot write"; /* the call that failed, for the message */
     if (w.err == 0 && fsync(w.fd) != 0)
-        w.err = errno;
+        w.err = errno, what = "cannot fsync";
     if (close(w.fd) != 0 && w.err == 0)
-        w.err = errno;
+        w.err = errno, what = "cannot close";
     w.fd = -1;
     if (w.err == 0 && rename(tmp, dst) != 0)
-        w.err = errno;
+        w.err = errno, what = "cannot rename";
     if (w.err != 0) {
         if (w.store_msg[0])
             fmt(msg, MSG, "%s", w.store_msg);
         else
-            fmt(msg, MSG, "cannot write %s: %s", tmp, strerror(w.err));
+            fmt(msg, MSG, "%s %s: %s", what, tmp, strerror(w.err));
         unlink(tmp);
         st = EMBER_EIO;
     } else {

@@ -26,7 +26,8 @@
  *   EMBER_FAULT_ERRNO   ENOSPC (default), EIO, EDQUOT, EROFS, EFBIG, EINTR... or a number
  *   EMBER_FAULT_SHORT   1: the first failure of a write call is a short write instead (half
  *                       the bytes, rounded down to 4096 under O_DIRECT, are really written
- *                       and their count returned), as a filling disk does before ENOSPC
+ *                       and their count returned), as a filling disk does before ENOSPC;
+ *                       where that half is 0 (a 512-byte O_DIRECT record) it is a failure
  *   EMBER_FAULT_ARM_PATH, EMBER_FAULT_ARM_CALLS (default "all"), EMBER_FAULT_ARM_AFTER
  *                       (default 1): when ARM_PATH is set, nothing is counted or failed until
  *                       ARM_AFTER calls of the ARM_CALLS kinds on a path matching ARM_PATH
@@ -129,8 +130,9 @@ static void logf_(const config *c, const char *fmt, ...)
 
 /* ------------------------------------------------------------- config */
 
-static int parse_calls(const char *s, int dflt)
+static int parse_calls(const config *c, const char *var, int dflt)
 {
+    const char *s = getenv(var);
     if (!s || !*s)
         return dflt;
     static const struct {
@@ -148,8 +150,8 @@ static int parse_calls(const char *s, int dflt)
         for (; i < sizeof names / sizeof names[0] && strcmp(t, names[i].name) != 0; i++)
             ;
         if (i == sizeof names / sizeof names[0]) {
-            logf_(NULL, "ember-fault: EMBER_FAULT_CALLS: unknown call \"%s\" (write, writev, pwrite, pwritev, "
-                        "fsync, fdatasync, close, writes, syncs, all)", t);
+            logf_(c, "ember-fault: %s: unknown call \"%s\" (write, writev, pwrite, pwritev, "
+                     "fsync, fdatasync, close, writes, syncs, all)", var, t);
             _exit(97);
         }
         bits |= names[i].bits;
@@ -171,7 +173,7 @@ static const char *errno_name(int e)
     return "errno";
 }
 
-static long long env_ll(const char *name, long long dflt)
+static long long env_ll(const config *c, const char *name, long long dflt)
 {
     const char *s = getenv(name);
     if (!s || !*s)
@@ -179,7 +181,7 @@ static long long env_ll(const char *name, long long dflt)
     char *end;
     long long v = strtoll(s, &end, 10);
     if (*end || v < 0) {
-        logf_(NULL, "ember-fault: %s: \"%s\" is not a count", name, s);
+        logf_(c, "ember-fault: %s: \"%s\" is not a count", name, s);
         _exit(97);
     }
     return v;
@@ -199,13 +201,13 @@ static config *load(void)
         snprintf(c->arm_path, sizeof c->arm_path, "%s", s);
     if ((s = getenv("EMBER_FAULT_LOG")))
         snprintf(c->log, sizeof c->log, "%s", s);
-    c->calls = parse_calls(getenv("EMBER_FAULT_CALLS"), K_WRITES);
-    c->arm_calls = parse_calls(getenv("EMBER_FAULT_ARM_CALLS"), K_WRITES | K_SYNCS);
-    c->after = env_ll("EMBER_FAULT_AFTER", 0);
-    c->count = env_ll("EMBER_FAULT_COUNT", 0);
-    c->arm_after = env_ll("EMBER_FAULT_ARM_AFTER", 1);
-    c->shortw = env_ll("EMBER_FAULT_SHORT", 0) != 0;
-    c->trace = env_ll("EMBER_FAULT_TRACE", 0) != 0;
+    c->calls = parse_calls(c, "EMBER_FAULT_CALLS", K_WRITES);
+    c->arm_calls = parse_calls(c, "EMBER_FAULT_ARM_CALLS", K_WRITES | K_SYNCS);
+    c->after = env_ll(c, "EMBER_FAULT_AFTER", 0);
+    c->count = env_ll(c, "EMBER_FAULT_COUNT", 0);
+    c->arm_after = env_ll(c, "EMBER_FAULT_ARM_AFTER", 1);
+    c->shortw = env_ll(c, "EMBER_FAULT_SHORT", 0) != 0;
+    c->trace = env_ll(c, "EMBER_FAULT_TRACE", 0) != 0;
     c->err = ENOSPC;
     if ((s = getenv("EMBER_FAULT_ERRNO")) && *s) {
         c->err = 0;
@@ -383,10 +385,10 @@ EXPORT ssize_t write(int fd, const void *buf, size_t n)
     if (!decide(K_WRITE, fd, &v))
         return real_write(fd, buf, n);
     ssize_t r = -1;
-    if (v.shortw) {
-        size_t h = short_len(fd, n);
-        r = h ? real_write(fd, buf, h) : (errno = v.err, -1);
-    }
+    size_t h = v.shortw ? short_len(fd, n) : 0;
+    v.shortw = h > 0; /* nothing to write short: a failure */
+    if (v.shortw)
+        r = real_write(fd, buf, h);
     log_injected(&v, K_WRITE, fd, n, -1, r);
     return v.shortw ? r : FAIL_WITH(v);
 }
@@ -398,10 +400,10 @@ EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
     if (!decide(K_PWRITE, fd, &v))
         return real_pwrite(fd, buf, n, off);
     ssize_t r = -1;
-    if (v.shortw) {
-        size_t h = short_len(fd, n);
-        r = h ? real_pwrite(fd, buf, h, off) : (errno = v.err, -1);
-    }
+    size_t h = v.shortw ? short_len(fd, n) : 0;
+    v.shortw = h > 0;
+    if (v.shortw)
+        r = real_pwrite(fd, buf, h, off);
     log_injected(&v, K_PWRITE, fd, n, (long long)off, r);
     return v.shortw ? r : FAIL_WITH(v);
 }
@@ -418,15 +420,12 @@ static ssize_t vec(int fd, const struct iovec *iov, int cnt, off_t off, int flag
     if (decide(kind, fd, &v)) {
         size_t bytes = iov_bytes(iov, cnt);
         ssize_t r = -1;
-        if (v.shortw) {
-            size_t h = short_len(fd, bytes);
-            int m = h ? iov_cut(iov, cnt, h, cut) : 0;
-            if (m == 0)
-                errno = v.err;
-            else
-                r = v2 ? real_pwritev2(fd, cut, m, off, flags)
-                       : positioned ? real_pwritev(fd, cut, m, off) : real_writev(fd, cut, m);
-        }
+        size_t h = v.shortw ? short_len(fd, bytes) : 0;
+        int m = h ? iov_cut(iov, cnt, h, cut) : 0;
+        v.shortw = m > 0;
+        if (v.shortw)
+            r = v2 ? real_pwritev2(fd, cut, m, off, flags)
+                   : positioned ? real_pwritev(fd, cut, m, off) : real_writev(fd, cut, m);
         log_injected(&v, kind, fd, bytes, positioned ? (long long)off : -1, r);
         return v.shortw ? r : FAIL_WITH(v);
     }
