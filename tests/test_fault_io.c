@@ -15,7 +15,8 @@
  *     file, the row and the system's reason, ember_backward refuses
  *     (EMBER_ESTATE); with the fault gone the same step runs again and the
  *     outputs, tables and optimizer state equal the memory tier's bit for
- *     bit.  A forward that succeeded while the fault was on must not have
+ *     bit.  A save between the failed step and its retry holds the state
+ *     before the step.  A forward that succeeded while the fault was on must not have
  *     met one (a swallowed fault).  Buffered: a short write followed by
  *     success is continued (the step succeeds, results equal).
  *   - ember_save with a fault in each of its writes: the store's flush of
@@ -216,7 +217,6 @@ static void one_mode(test_rng *r, int buffered)
 
     /* ---- write-back during steps */
     for (int s = 0; s < STEPS; s++) {
-        CHECK(step(mem, tc, &st, s, o1) == EMBER_OK);
         if (s >= 1 && !(buffered && s >= 4)) {
             int enospc = s % 2;
             fault_on(".ember-store", "writes", s == 3 ? 3 : 0, 0, enospc ? "ENOSPC" : "EIO", 0);
@@ -242,6 +242,23 @@ static void one_mode(test_rng *r, int buffered)
             fault_off();
             ember_stats now;
             ember_collection_stats(ssd, &now);
+            if (now.steps == s && faulted == 1) { /* a save right after the failed step holds the state before it */
+                char mid[PATH_MAX + 16];
+                snprintf(mid, sizeof mid, "%s/mid%d", root, buffered);
+                ember_save_options mo = {0};
+                mo.step = s;
+                ember_checkpoint *k = NULL;
+                ember_collection *chk = NULL;
+                CHECK_MSG(ember_save(ssd, mid, &mo) == EMBER_OK, "save after a failed step: %s", ember_errmsg(ssd));
+                CHECK(ember_checkpoint_open(mid, &k) == EMBER_OK);
+                CHECK(ember_collection_create(&tc->cfg, &chk) == EMBER_OK);
+                CHECK(k && chk && ember_load(chk, k) == EMBER_OK);
+                CHECK_MSG(chk && test_tables_identical(mem, chk, &tc->cfg),
+                          "mode %d step %d: a save after the failed step differs from the state before it", buffered, s);
+                ember_checkpoint_close(k);
+                ember_collection_destroy(chk);
+                rm_tree(mid);
+            }
             if (now.steps == s) /* the step did not run: again, without the fault */
                 CHECK_MSG(step(ssd, tc, &st, s, o2) == EMBER_OK, "mode %d step %d retried: %s", buffered, s,
                           ember_errmsg(ssd));
@@ -254,6 +271,7 @@ static void one_mode(test_rng *r, int buffered)
         } else {
             CHECK(step(ssd, tc, &st, s, o2) == EMBER_OK);
         }
+        CHECK(step(mem, tc, &st, s, o1) == EMBER_OK); /* after: a failed SSD step is compared with the state before */
         CHECK_MSG(memcmp(o1, o2, sizeof(float) * out_floats(tc, &st, s)) == 0, "mode %d step %d: outputs differ",
                   buffered, s);
         CHECK_MSG(test_tables_identical(mem, ssd, &tc->cfg), "mode %d step %d: tables differ", buffered, s);
