@@ -173,6 +173,47 @@ check_short_ok() {
 }
 CHECKS+=(short_ok)
 
+# Interrupted writes (EINTR) are written again: the run succeeds and ends where the straight
+# run does.
+check_eintr() {
+    ssd_cfg lru "$TMP/store-lru" 16K lru || return 1
+    straight lru || return 1
+    local L="$TMP/eintr.log" D="$TMP/eintr.ck"
+    expect_status 0 shimmed "$L" EMBER_FAULT_PATH=.ember-store EMBER_FAULT_AFTER=1000 EMBER_FAULT_COUNT=5 \
+        EMBER_FAULT_ERRNO=EINTR timeout -k 5 60 "$EMBER" train "${QUICK[@]}" --config "$TMP/lru.cfg" "${RUN[@]}" \
+        --checkpoint-dir "$D" || return 1
+    [ "$(grep -c "^ember-fault: injected EINTR into pwrite(" "$L")" = 5 ] || { cat "$L"; return 1; }
+    compare_ckpt "$TMP/lru.straight" "$D" same || return 1
+    rm -rf "$D"
+    expect_status 0 shimmed "$L" EMBER_FAULT_PATH=/eintr.ck/ EMBER_FAULT_CALLS=write EMBER_FAULT_COUNT=5 \
+        EMBER_FAULT_ERRNO=EINTR timeout -k 5 60 "$EMBER" train "${QUICK[@]}" --config "$TMP/lru.cfg" "${RUN[@]}" \
+        --checkpoint-dir "$D" || return 1
+    [ "$(grep -c "^ember-fault: injected EINTR into write(" "$L")" = 5 ] || { cat "$L"; return 1; }
+    compare_ckpt "$TMP/lru.straight" "$D" same
+}
+CHECKS+=(eintr)
+
+# The store file's creation: its zeros (O_DIRECT) cannot be written or synced.  The run stops
+# before its first step, naming the file; no store file, no checkpoint folder is left.
+check_create() {
+    local S="$TMP/store-lru" D="$TMP/create.ck"
+    python3 -c 'import os, sys; os.close(os.open(sys.argv[1], os.O_CREAT | os.O_RDWR | os.O_DIRECT))' "$TMP/direct" 2>/dev/null ||
+        { echo "skipped: $TMP refuses O_DIRECT (the store file is then reserved, not written, at creation)"; return 0; }
+    ssd_cfg lru "$S" 16K lru || return 1
+    expect_status 1 shimmed "$TMP/create.log" EMBER_FAULT_PATH=.ember-store timeout -k 5 60 "$EMBER" train \
+        "${QUICK[@]}" --config "$TMP/lru.cfg" "${RUN[@]}" --checkpoint-dir "$D" || return 1
+    grep -q "^ember-fault: injected ENOSPC into pwrite" "$TMP/create.log" || { cat "$TMP/create.log"; return 1; }
+    grep -Eq "^ember train: table 'emb_C1' \(stacked with 7 more\): cannot write the store file $S/emb_C1.rank0.ember-store \(0 of [0-9]+ bytes\): No space left on device$" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    echo "create: $(cat "$TMP/err")"
+    expect_status 1 shimmed "$TMP/create.log" EMBER_FAULT_PATH=.ember-store EMBER_FAULT_CALLS=fdatasync EMBER_FAULT_ERRNO=EIO \
+        timeout -k 5 60 "$EMBER" train "${QUICK[@]}" --config "$TMP/lru.cfg" "${RUN[@]}" --checkpoint-dir "$D" || return 1
+    grep -q "^ember-fault: injected EIO into fdatasync" "$TMP/create.log" || { cat "$TMP/create.log"; return 1; }
+    grep -q "^ember train: table 'emb_C1' (stacked with 7 more): cannot sync $S/emb_C1.rank0.ember-store: Input/output error$" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    echo "create: $(cat "$TMP/err")"
+    [ -z "$(ls -A "$S")" ] && [ ! -e "$D" ] || { ls -A "$S" "$D"; return 1; }
+}
+CHECKS+=(create)
+
 # ------------------------------------------------------------- during a save
 
 # Armed by the first checkpoint's manifest fsync: the next save (step 8) meets the fault.
