@@ -65,6 +65,7 @@ enum { K_WRITE = 1, K_WRITEV = 2, K_PWRITE = 4, K_PWRITEV = 8, K_FSYNC = 16, K_F
 #define K_SYNCS (K_FSYNC | K_FDATASYNC)
 
 typedef struct config {
+    struct config *older; /* kept (a late reader may hold it) and reachable (no leak reported) */
     char path[1024], arm_path[1024], log[1024];
     int calls, arm_calls, err, shortw, trace;
     long long after, count, arm_after;
@@ -227,12 +228,16 @@ static config *load(void)
 EXPORT long long ember_fault_injected(void) { return __atomic_load_n(&injected, __ATOMIC_ACQUIRE); }
 
 /* Reads the variables again and restarts the counts.  Call it while no
- * other thread is inside a wrapped call (the old config is kept: a late
- * reader may still hold it). */
+ * other thread is inside a wrapped call. */
 EXPORT int ember_fault_reload(void)
 {
     resolve();
-    config *c = load();
+    config *c = load(), *old = __atomic_load_n(&cfg, __ATOMIC_ACQUIRE);
+    static config *retired; /* configs replaced while set (ones never set were NULL) */
+    if (old) {
+        old->older = retired;
+        retired = old;
+    }
     __atomic_store_n(&seen, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&armed_by, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&injected, 0, __ATOMIC_RELAXED);
