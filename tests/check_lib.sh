@@ -1,4 +1,4 @@
-# check_lib.sh: what the shell test scripts (tests/cli.sh, tests/resume.sh)
+# check_lib.sh: what the shell test scripts (tests/cli.sh, tests/resume.sh, tests/fault_io.sh)
 # share; sourced by them after `set -u`, with the ember binary as $1.
 # A script defines check_<name> functions, adds <name> to CHECKS, and ends
 # with `run_checks NAME`: each check's output is shown only when it fails,
@@ -37,6 +37,37 @@ mpi4() { # four ranks on the machine's cores, oversubscribed
 }
 have_mpirun() {
     command -v "$MPIRUN" >/dev/null || { echo "skipped: no $MPIRUN"; return 1; }
+}
+
+# $1, $2: checkpoint folders (roots or step folders); $3: "same", "same-state" (all but the
+# train.fingerprint blob, which records --threads) or "differ".  Compares the step, every
+# table's digest and every blob's, through `ember inspect --json` (which verifies checksums).
+compare_ckpt() {
+    "$EMBER" inspect "$1" --json >"$TMP/a.json" 2>"$TMP/err" || { cat "$TMP/err"; return 1; }
+    "$EMBER" inspect "$2" --json >"$TMP/b.json" 2>"$TMP/err" || { cat "$TMP/err"; return 1; }
+    python3 - "$TMP/a.json" "$TMP/b.json" "$3" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+def content(c):
+    d = {"step": c["step"], "world": c["world"], "optimizer_steps": c["optimizer_steps"]}
+    for t in c["tables"]:
+        d["table " + t["name"]] = t["digest"]
+    for x in c["blobs"]:
+        if sys.argv[3] != "same-state" or x["name"] != "train.fingerprint":  # it records --threads
+            d["blob " + x["name"]] = x["digest"]
+    for x in c["rank_blobs"]:
+        d["rank %d blob %s" % (x["rank"], x["name"])] = x["digest"]
+    return d
+ca, cb = content(a), content(b)
+assert len(a["tables"]) > 0 and any(k.startswith("blob dense.params") for k in ca), ca
+diff = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
+if sys.argv[3] in ("same", "same-state"):
+    assert not diff, "differ: " + ", ".join("%s %s vs %s" % (k, ca.get(k), cb.get(k)) for k in diff)
+else:
+    assert diff, "the same, expected them to differ"
+print("%s: %d tables, %d blobs, %d rank blobs; %s" % (sys.argv[3], len(a["tables"]), len(a["blobs"]),
+      len(a["rank_blobs"]), "differ: " + ", ".join(diff[:4]) if diff else "all digests equal"))
+PY
 }
 
 run_checks() { # $1: the script's name for the last line; EMBER_CHECKS="a b" runs those checks only

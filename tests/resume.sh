@@ -12,41 +12,11 @@
 # tests/cli.sh).
 set -u
 
-source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh" # EMBER, TMP, expect_status, mpi2, run_checks
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh" # EMBER, TMP, expect_status, mpi2, compare_ckpt, run_checks
 # small and quick: no evaluation during the run, a small one at the end
 QUICK=(--micro-batch 128 --eval-every 0 --eval-samples 512 --threads 1 --plot none --metrics none)
 
 solo() { "$EMBER" "$@"; }
-
-# $1, $2: checkpoint folders (roots or step folders); "same" or "differ".
-# Compares the step, every table's digest and every blob's.
-compare_ckpt() {
-    "$EMBER" inspect "$1" --json >"$TMP/a.json" 2>"$TMP/err" || { cat "$TMP/err"; return 1; }
-    "$EMBER" inspect "$2" --json >"$TMP/b.json" 2>"$TMP/err" || { cat "$TMP/err"; return 1; }
-    python3 - "$TMP/a.json" "$TMP/b.json" "$3" <<'PY'
-import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
-def content(c):
-    d = {"step": c["step"], "world": c["world"], "optimizer_steps": c["optimizer_steps"]}
-    for t in c["tables"]:
-        d["table " + t["name"]] = t["digest"]
-    for x in c["blobs"]:
-        if sys.argv[3] != "same-state" or x["name"] != "train.fingerprint":  # it records --threads
-            d["blob " + x["name"]] = x["digest"]
-    for x in c["rank_blobs"]:
-        d["rank %d blob %s" % (x["rank"], x["name"])] = x["digest"]
-    return d
-ca, cb = content(a), content(b)
-assert len(a["tables"]) > 0 and any(k.startswith("blob dense.params") for k in ca), ca
-diff = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
-if sys.argv[3] in ("same", "same-state"):
-    assert not diff, "differ: " + ", ".join("%s %s vs %s" % (k, ca.get(k), cb.get(k)) for k in diff)
-else:
-    assert diff, "the same, expected them to differ"
-print("%s: %d tables, %d blobs, %d rank blobs; %s" % (sys.argv[3], len(a["tables"]), len(a["blobs"]),
-      len(a["rank_blobs"]), "differ: " + ", ".join(diff[:4]) if diff else "all digests equal"))
-PY
-}
 
 # $1: runner (solo or mpi2); $2: name; rest: train options.  2N = 16 steps
 # straight, vs 8 then --resume to 16 (a checkpoint every 4, keep 2).

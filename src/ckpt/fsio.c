@@ -146,18 +146,26 @@ int ckpt_publish(const safe_dir *root, const char *tmp, const char *dst, char *m
     if (st != EMBER_OK)
         return st;
     trash_name(trash, sizeof trash, dst);
+    /* A failed fsync of root after a rename undoes the rename: the save
+     * reports a failure, so root must hold what it held before (the caller
+     * then removes tmp), not a checkpoint whose name may not be on disk. */
     if (safe_kind(root, dst) == SAFE_ABSENT) {
         if (renameat2(root->fd, tmp, root->fd, dst, RENAME_NOREPLACE) != 0 &&
             (errno != EINVAL || renameat(root->fd, tmp, root->fd, dst) != 0)) {
             snprintf(msg, cap, "cannot rename to %s: %s", safe_path(root, dst, p, sizeof p), strerror(errno));
             return EMBER_EIO;
         }
-        return safe_dir_sync(root, msg, cap);
+        if ((st = safe_dir_sync(root, msg, cap)) != EMBER_OK)
+            renameat(root->fd, dst, root->fd, tmp);
+        return st;
     }
     /* replacing: swap the two names atomically where the system can, so
      * step-<step> names a complete checkpoint at every instant */
     if (renameat2(root->fd, tmp, root->fd, dst, RENAME_EXCHANGE) == 0) {
-        st = safe_dir_sync(root, msg, cap);
+        if ((st = safe_dir_sync(root, msg, cap)) != EMBER_OK) { /* swap back: the caller removes the new one */
+            renameat2(root->fd, tmp, root->fd, dst, RENAME_EXCHANGE);
+            return st;
+        }
         if (renameat(root->fd, tmp, root->fd, trash) == 0)
             safe_remove_tree(root, trash);
         return st;
@@ -175,7 +183,11 @@ int ckpt_publish(const safe_dir *root, const char *tmp, const char *dst, char *m
         snprintf(msg, cap, "cannot rename to %s: %s", safe_path(root, dst, p, sizeof p), strerror(e));
         return EMBER_EIO;
     }
-    st = safe_dir_sync(root, msg, cap);
+    if ((st = safe_dir_sync(root, msg, cap)) != EMBER_OK) { /* the new one back to tmp, the old one in place */
+        if (renameat(root->fd, dst, root->fd, tmp) == 0)
+            renameat(root->fd, trash, root->fd, dst);
+        return st;
+    }
     safe_remove_tree(root, trash);
     return st;
 }

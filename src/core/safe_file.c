@@ -331,15 +331,35 @@ int safe_out_write(safe_out *o, const void *p, int64_t n)
     return o->err ? -1 : 0;
 }
 
+/* The stream's bytes go through safe_out_write (every failure kept, with
+ * its errno, for the commit); seeks move the descriptor. */
+static ssize_t cookie_write(void *c, const char *buf, size_t n)
+{
+    safe_out *o = c;
+    if (safe_out_write(o, buf, (int64_t)n) != 0) {
+        errno = o->err;
+        return -1;
+    }
+    return (ssize_t)n;
+}
+
+static int cookie_seek(void *c, off64_t *pos, int whence)
+{
+    off64_t at = lseek(((safe_out *)c)->fd, *pos, whence);
+    if (at < 0)
+        return -1;
+    *pos = at;
+    return 0;
+}
+
+static int cookie_close(void *c) { return 0; } /* the descriptor is the output's own */
+
 FILE *safe_out_stdio(safe_out *o)
 {
     if (!o->f) {
-        int fd = dup(o->fd);
-        if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
-            if (fd >= 0)
-                close(fd);
+        cookie_io_functions_t io = {NULL, cookie_write, cookie_seek, cookie_close};
+        if (!(o->f = fopencookie(o, "w", io)))
             o->err = o->err ? o->err : errno ? errno : ENOMEM;
-        }
     }
     return o->f;
 }
@@ -413,6 +433,7 @@ int safe_out_commit(safe_out *o, char *err, size_t len)
     char p[4400];
     safe_path(&o->dir, o->name, p, sizeof p);
     int e = o->err;
+    const char *what = "cannot write"; /* the call that failed, in the message */
     if (o->f) {
         if ((fflush(o->f) != 0 || ferror(o->f)) && !e)
             e = errno ? errno : EIO;
@@ -421,12 +442,12 @@ int safe_out_commit(safe_out *o, char *err, size_t len)
         o->f = NULL;
     }
     if (!e && fsync(o->fd) != 0)
-        e = errno;
-    int st = e ? failf(err, len, EMBER_EIO, "cannot write %s: %s", p, strerror(e)) : EMBER_OK;
+        e = errno, what = "cannot fsync";
+    int st = e ? failf(err, len, EMBER_EIO, "%s %s: %s", what, p, strerror(e)) : EMBER_OK;
     if (st == EMBER_OK && !o->published && (st = name_output(o, err, len)) == EMBER_OK)
         o->published = 1;
     if (st == EMBER_OK && (st = safe_dir_sync(&o->dir, err, len)) == EMBER_OK && close(o->fd) != 0) {
-        st = failf(err, len, EMBER_EIO, "cannot write %s: %s", p, strerror(errno));
+        st = failf(err, len, EMBER_EIO, "cannot close %s: %s", p, strerror(errno));
         o->fd = -1;
         if (o->keep == 0) /* named, but not done: a failed output is never left as if it were */
             unlinkat(o->dir.fd, o->name, 0);

@@ -111,8 +111,9 @@ int safe_out_open_path(safe_out *o, const char *path, int flags, char *err, size
 /* Writes all n bytes: 0, or -1 with the reason kept for the commit. */
 int safe_out_write(safe_out *o, const void *p, int64_t n);
 
-/* A stdio stream on the output (NULL when out of memory); its errors are
- * found by the commit. */
+/* A stdio stream on the output (NULL when out of memory): its bytes go
+ * through safe_out_write, so every failure, with its reason, is found by the
+ * commit.  o must stay where it is while the stream is open. */
 FILE *safe_out_stdio(safe_out *o);
 
 /* Flushes the stdio stream: 0, or -1 with the reason kept (o->err). */

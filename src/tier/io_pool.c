@@ -30,7 +30,8 @@ struct ember_io_pool {
     int active;         /* a batch was started, not yet waited */
     int in_batch;       /* workers inside the current batch    */
     uint64_t gen;       /* batch generation, wakes the workers */
-    /* failure injection (tests) */
+    /* failure injection (test_tier; reads too.  The system calls themselves are failed by
+     * tests/fault/fault_shim.c, preloaded: test_fault_io, fault_io) */
     int64_t fail_in;    /* requests until failure; 0 = off (atomic) */
     int fail_err, fail_writes_only;
     ember_io_init_fn init;
