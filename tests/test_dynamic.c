@@ -542,6 +542,89 @@ static void test_evaluation(void)
     test_config_free(tc);
 }
 
+/* Whether key holds a row now. */
+static int resident(const ember_collection *c, int64_t key)
+{
+    int8_t found = 0;
+    ember_dynamic_read(c, 0, &key, 1, NULL, NULL, &found);
+    return found;
+}
+
+/* The TTL rule at its boundary (ember.h, docs/dynamic.md "Eviction"): a
+ * row last used in step s is kept through step s + ttl_steps, and in step
+ * s + ttl_steps + 1 too when that step uses its key; otherwise it is freed
+ * at the start of step s + ttl_steps + 1.  Checked on the collection and on
+ * the naive reference (src/ref/ref_dyn.c) after every step, for ttl_steps
+ * 1..3 (s = 1):
+ *   key 10, step 1 only: a row after step 1 + ttl, none after step 2 + ttl;
+ *   key 20, steps 1 and 2 + ttl (ttl idle steps): keeps its trained row;
+ *   key 30, steps 1 and 3 + ttl (ttl + 1 idle steps): admitted anew, the
+ *     forward reads its initial row;
+ *   key 40, every step. */
+static void test_ttl_boundary(void)
+{
+    for (int32_t ttl = 1; ttl <= 3; ttl++) {
+        test_config *tc;
+        ember_collection *c = small(8, 1, EMBER_EVICT_TTL, ttl, 0, &tc);
+        ref_dyn ref;
+        CHECK(ref_dyn_init(&ref, 8, 1, EMBER_EVICT_TTL, ttl, 0, 0) == 0);
+        uint32_t back20 = (uint32_t)(2 + ttl), back30 = (uint32_t)(3 + ttl);
+        for (uint32_t step = 1; step <= back30; step++) {
+            int64_t keys[4], slots[4], rs[4], nres;
+            uint64_t uk[4], rk[4];
+            int32_t n = 0;
+            keys[n++] = 40;
+            if (step == 1)
+                keys[n++] = 10;
+            if (step == 1 || step == back20)
+                keys[n++] = 20;
+            if (step == 1 || step == back30)
+                keys[n++] = 30;
+            /* what the forward must read: 40's row and the returning key's, kept or initial */
+            float r40[4] = {0}, rback[4] = {0}, want[4], pooled[4];
+            int64_t k40 = 40, kback = step == back20 ? 20 : 30;
+            int8_t found;
+            if (step > 1)
+                CHECK(ember_dynamic_read(c, 0, &k40, 1, r40, NULL, &found) == EMBER_OK && found);
+            if (step == back20)
+                CHECK(ember_dynamic_read(c, 0, &kback, 1, rback, NULL, &found) == EMBER_OK && found);
+            if (step == back30)
+                ref_init_row(&tc->tables[0], tc->cfg.seed, 30, rback);
+            for (int i = 0; i < 4; i++)
+                want[i] = 0.0f + r40[i] + rback[i];
+            CHECK(train_keys(c, keys, n, 0, pooled) == EMBER_OK);
+            if (step == back20 || step == back30)
+                CHECK_MSG(!memcmp(pooled, want, sizeof want),
+                          "ttl %d: key %lld back in step %u after %u idle steps did not read %s", ttl,
+                          (long long)kback, step, step - 2, step == back20 ? "its kept row" : "its initial row");
+            for (int32_t i = 0; i < n; i++)
+                uk[i] = (uint64_t)keys[i];
+            CHECK(ref_dyn_step(&ref, uk, n, step, slots, rs, rk, &nres) == EMBER_OK);
+            for (int32_t j = 1; j <= 3; j++) {
+                int64_t k = 10 * j;
+                int want_row = k == 10 ? step <= (uint32_t)(1 + ttl)
+                             : k == 20 ? 1
+                                       : step <= (uint32_t)(1 + ttl) || step == back30;
+                int ref_row = 0;
+                for (int64_t s = 0; s < 8; s++)
+                    ref_row |= ref.resident[s] && ref.key[s] == (uint64_t)k;
+                CHECK_MSG(resident(c, k) == want_row && ref_row == want_row,
+                          "ttl %d: after step %u key %lld %s a row (reference: %s); want %s", ttl, step,
+                          (long long)k, resident(c, k) ? "holds" : "has no", ref_row ? "holds" : "none",
+                          want_row ? "a row" : "none");
+            }
+        }
+        ember_dynamic_stats ds;
+        CHECK(ember_table_dynamic_stats(c, 0, &ds) == EMBER_OK);
+        CHECK_MSG(ds.expired == 2 && ref.expired == 2,
+                  "ttl %d: %lld rows expired (reference %lld); want 2 (keys 10 and 30)", ttl, (long long)ds.expired,
+                  (long long)ref.expired);
+        ref_dyn_free(&ref);
+        ember_collection_destroy(c);
+        test_config_free(tc);
+    }
+}
+
 /* One step of n keys (one sample, one bag) that announces the next batch
  * (next_n keys) between its forward and its backward. */
 static int train_announcing(ember_collection *c, const int64_t *keys, int32_t n, const int64_t *next, int32_t next_n)
@@ -634,6 +717,26 @@ static void test_bad_config(void)
     d->rows = 0;
     d->evict = EMBER_EVICT_TTL;
     expect_create_error(tc, "ttl_steps >= 1");
+    /* ttl_steps with another policy: refused, the message names the table and the field */
+    static const ember_evict_policy others[] = {EMBER_EVICT_LRU, EMBER_EVICT_LFU, EMBER_EVICT_NONE};
+    static const char *const other_names[] = {"evict is lru", "evict is lfu", "evict is none"};
+    for (int i = 0; i < 3; i++)
+        for (int32_t ttl = -1; ttl <= 2; ttl += 3) {
+            d->evict = others[i];
+            d->ttl_steps = ttl;
+            expect_create_error(tc, "table 'table0': ttl_steps is");
+            CHECK_MSG(strstr(ember_errmsg(NULL), other_names[i]), "message: %s", ember_errmsg(NULL));
+        }
+    d->kind = EMBER_TABLE_FIXED; /* and on a fixed table */
+    d->rows = 10;
+    d->capacity = 0;
+    d->evict = EMBER_EVICT_LRU;
+    d->ttl_steps = 2;
+    expect_create_error(tc, "table 'table0': capacity, capacity_bytes, admit_after, evict, ttl_steps and");
+    d->kind = EMBER_TABLE_DYNAMIC;
+    d->rows = 0;
+    d->capacity = 10;
+    d->ttl_steps = 0;
     d->evict = EMBER_EVICT_LRU;
     d->admit_after = 2;
     d->sketch_bytes = 8;
@@ -853,6 +956,7 @@ int main(int argc, char **argv)
     test_admission();
     test_failed_forward();
     test_evaluation();
+    test_ttl_boundary();
     test_lookahead();
     test_bad_config();
     test_checkpoint(&r);

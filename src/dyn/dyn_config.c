@@ -92,11 +92,14 @@ int ember_dyn_check_config(const ember_table_config *t, int32_t world, char *err
                EMBER_EINVAL;
     if (t->evict < EMBER_EVICT_LRU || t->evict > EMBER_EVICT_NONE)
         return snprintf(err, len, "table '%s': unknown eviction policy %d", nm, t->evict), EMBER_EINVAL;
-    if (t->ttl_steps < 0 || (t->evict == EMBER_EVICT_TTL && t->ttl_steps < 1))
+    if (t->evict == EMBER_EVICT_TTL && t->ttl_steps < 1)
         return snprintf(err, len, "table '%s': eviction ttl needs ttl_steps >= 1 (steps without use "
                         "before a row is freed; got %d)", nm, t->ttl_steps), EMBER_EINVAL;
-    if (t->ttl_steps && t->evict != EMBER_EVICT_TTL)
-        return snprintf(err, len, "table '%s': ttl_steps is set but evict is not ttl", nm), EMBER_EINVAL;
+    if (t->ttl_steps && t->evict != EMBER_EVICT_TTL) {
+        static const char *const policy[] = {"lru", "lfu", "ttl", "none"};
+        return snprintf(err, len, "table '%s': ttl_steps is %d but evict is %s: ttl_steps is for evict ttl "
+                        "only (leave it 0)", nm, t->ttl_steps, policy[t->evict]), EMBER_EINVAL;
+    }
     if (t->sketch_bytes && (t->sketch_bytes < SKETCH_MIN_BYTES || t->sketch_bytes > SKETCH_MAX_BYTES))
         return snprintf(err, len, "table '%s': sketch_bytes %lld outside [64, 16 GiB] (0 = 8 per row)", nm,
                         (long long)t->sketch_bytes), EMBER_EINVAL;
