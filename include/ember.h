@@ -286,8 +286,13 @@ typedef struct ember_table_config {
                                   bit for bit.  0 (default): none          */
     ember_storage storage;     /* default AUTO                                */
     int64_t cache_bytes;       /* SSD: DRAM for the cached rows, their state
-                                  and the cache's bookkeeping, per rank;
-                                  0 = the collection's ssd_cache_bytes        */
+                                  and the cache's bookkeeping, per rank; it
+                                  holds min(rows, (cache_bytes - 8 x
+                                  ceil(rows / 64)) / (4 (dim + state) + 38,
+                                  + 16 LFU, + 24 LOOKAHEAD)) rows, rows = the
+                                  table's rows on the rank (docs/tiers.md,
+                                  "The cache"); 0 = the collection's
+                                  ssd_cache_bytes                             */
     ember_cache_policy cache_policy; /* SSD; default DEFAULT                  */
     const char *path;          /* SSD: folder of the store file; NULL = the
                                   collection's ssd_dir.  The file is

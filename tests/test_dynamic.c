@@ -252,15 +252,16 @@ static void test_streams(test_rng *r)
                     d->cache_policy = trial % 2 ? EMBER_CACHE_LOOKAHEAD : (ember_cache_policy)test_range(r, 1, 4);
                     tc->cfg.lookahead = (int32_t)test_range(r, 1, 4);
                 }
-                d->cache_bytes = 121 * /* a batch's distinct rows fit (20 x 3 x 2); fewer than the table's */
-                                 ember_ssd_slot_bytes(d->dim, ember_state_floats(d->optimizer.kind, d->dim),
-                                                      d->cache_policy);
+                d->cache_bytes = /* 121 rows: a batch's distinct rows fit (20 x 3 x 2); fewer than the table's */
+                    ember_ssd_cache_bytes_for(121, d->capacity, d->dim, ember_state_floats(d->optimizer.kind, d->dim),
+                                              d->cache_policy);
                 if (d->cache_policy == EMBER_CACHE_LOOKAHEAD) { /* the fixed table too: rows and keys announced */
                     ember_table_config *f = &tc->tables[1];
                     f->storage = EMBER_STORAGE_SSD;
                     f->path = dirs[t];
                     f->cache_policy = EMBER_CACHE_LOOKAHEAD;
-                    f->cache_bytes = 40 * ember_ssd_slot_bytes(f->dim, ember_state_floats(f->optimizer.kind, f->dim),
+                    f->cache_bytes = ember_ssd_cache_bytes_for(40, f->rows, f->dim,
+                                                               ember_state_floats(f->optimizer.kind, f->dim),
                                                                EMBER_CACHE_LOOKAHEAD);
                 }
             }
@@ -659,7 +660,8 @@ static void test_lookahead(void)
     d->storage = EMBER_STORAGE_SSD;
     d->path = dir;
     d->cache_policy = EMBER_CACHE_LOOKAHEAD;
-    d->cache_bytes = 24 * ember_ssd_slot_bytes(4, ember_state_floats(d->optimizer.kind, 4), EMBER_CACHE_LOOKAHEAD);
+    d->cache_bytes =
+        ember_ssd_cache_bytes_for(24, d->capacity, 4, ember_state_floats(d->optimizer.kind, 4), EMBER_CACHE_LOOKAHEAD);
     tc->cfg.lookahead = 2;
     tc->cfg.io_threads = 2;
     CHECK_MSG(ember_collection_create(&tc->cfg, &c) == EMBER_OK, "%s", ember_errmsg(NULL));
