@@ -114,21 +114,6 @@ int64_t ember_ssd_slot_bytes(int32_t dim, int32_t state_floats, ember_cache_poli
     return (int64_t)sizeof(float) * (dim + state_floats) + meta;
 }
 
-int64_t ember_ssd_cache_rows(int64_t cache_bytes, int64_t rows, int32_t dim, int32_t state_floats,
-                             ember_cache_policy policy)
-{
-    int64_t left = cache_bytes - ember_ssd_bitmap_bytes(rows);
-    int64_t k = left > 0 ? left / ember_ssd_slot_bytes(dim, state_floats, policy) : 0;
-    return k < rows ? k : rows;
-}
-
-int64_t ember_ssd_cache_dram(int64_t cache_bytes, int64_t rows, int32_t dim, int32_t state_floats,
-                             ember_cache_policy policy)
-{
-    int64_t k = ember_ssd_cache_rows(cache_bytes, rows, dim, state_floats, policy);
-    return k > 0 ? k * ember_ssd_slot_bytes(dim, state_floats, policy) + ember_ssd_bitmap_bytes(rows) : cache_bytes;
-}
-
 /* Writes bytes of zeros with large aligned direct writes. */
 static int zero_fill(ssd_store *s, int64_t bytes)
 {

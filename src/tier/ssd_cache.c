@@ -16,6 +16,25 @@
 
 #define EMPTY UINT64_MAX
 
+/* ------------------------------------------------- the cache's size (tier.h) */
+
+int64_t ember_ssd_cache_rows(int64_t cache_bytes, int64_t rows, int32_t dim, int32_t state_floats,
+                             ember_cache_policy policy)
+{
+    int64_t left = cache_bytes - ember_ssd_bitmap_bytes(rows);
+    int64_t k = left > 0 ? left / ember_ssd_slot_bytes(dim, state_floats, policy) : 0;
+    return k < rows ? k : rows;
+}
+
+int64_t ember_ssd_cache_dram(int64_t cache_bytes, int64_t rows, int32_t dim, int32_t state_floats,
+                             ember_cache_policy policy)
+{
+    int64_t k = ember_ssd_cache_rows(cache_bytes, rows, dim, state_floats, policy);
+    return k > 0 ? k * ember_ssd_slot_bytes(dim, state_floats, policy) + ember_ssd_bitmap_bytes(rows) : cache_bytes;
+}
+
+/* ------------------------------------------------------------------ map */
+
 static inline uint64_t home(const ssd_store *s, uint32_t row) { return ssd_map_home(s, row); }
 
 /* The entry after i, wrapping around. */
