@@ -312,9 +312,9 @@ typedef struct ember_table_config {
                                   table) needs 0: create refuses the config
                                   with EMBER_EINVAL, naming the table      */
     int64_t sketch_bytes;      /* admission sketch per rank (admit_after > 1):
-                                  4 rows of 16-bit counters, a power of two
-                                  of 64 B .. 16 GiB; 0 = 8 bytes per row of
-                                  capacity but at least 64 KiB.  It may admit
+                                  4 rows of 16-bit counters; 64 B .. 16 GiB,
+                                  rounded down to a power of two; 0 = 8 bytes
+                                  per row of capacity but at least 64 KiB.  It may admit
                                   a key early (other keys sharing all its
                                   counters), never late: docs/dynamic.md,
                                   "Admission", for its size               */
