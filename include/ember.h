@@ -212,8 +212,18 @@ typedef enum ember_table_kind {
  *   LRU:  the row whose last use is oldest.
  *   LFU:  the row used least often (occurrences, counted from the key's
  *         first sighting), then the oldest.
- *   TTL:  as LRU, and every training step first frees the rows unused for
- *         more than ttl_steps steps.
+ *   TTL:  as LRU, and rows expire.  Training steps are numbered as
+ *         ember_stats.steps counts them (the training forward after s - 1
+ *         completed backwards is step s).  A row whose key was last used in
+ *         step s is kept through step s + ttl_steps; at the start of step
+ *         s + ttl_steps + 1, before that step admits new keys, it is freed
+ *         unless that step uses its key.  So a row is freed once it has gone
+ *         more than ttl_steps steps unused, the running step counted, and a
+ *         key back after at most ttl_steps idle steps keeps its row.
+ *         Example, ttl_steps = 2: a key used in steps 1 and 4 keeps its row
+ *         (2 idle steps); a key used in steps 1 and 5 is freed at the start
+ *         of step 4 and admitted anew in step 5 with a fresh row; a key used
+ *         only in step 1 holds a row after step 3 and none after step 4.
  *   NONE: nothing is freed: a batch that needs a row of a full table fails
  *         with EMBER_ELIMIT naming the table and its capacity.
  */
@@ -276,8 +286,13 @@ typedef struct ember_table_config {
                                   bit for bit.  0 (default): none          */
     ember_storage storage;     /* default AUTO                                */
     int64_t cache_bytes;       /* SSD: DRAM for the cached rows, their state
-                                  and the cache's bookkeeping, per rank;
-                                  0 = the collection's ssd_cache_bytes        */
+                                  and the cache's bookkeeping, per rank; it
+                                  holds min(rows, (cache_bytes - 8 x
+                                  ceil(rows / 64)) / (4 (dim + state) + 38,
+                                  + 16 LFU, + 24 LOOKAHEAD)) rows, rows = the
+                                  table's rows on the rank (docs/tiers.md,
+                                  "The cache"); 0 = the collection's
+                                  ssd_cache_bytes                             */
     ember_cache_policy cache_policy; /* SSD; default DEFAULT                  */
     const char *path;          /* SSD: folder of the store file; NULL = the
                                   collection's ssd_dir.  The file is
@@ -291,11 +306,18 @@ typedef struct ember_table_config {
     int32_t admit_after;       /* occurrences before a key gets a row;
                                   0 or 1 = its first use; at most 65535       */
     ember_evict_policy evict;  /* default LRU                                 */
-    int32_t ttl_steps;         /* TTL: steps without use before a row is freed
-                                  (>= 1)                                     */
+    int32_t ttl_steps;         /* evict TTL: the most steps a row may go
+                                  unused and stay (>= 1; EMBER_EVICT_TTL
+                                  above).  Any other policy (and a fixed
+                                  table) needs 0: create refuses the config
+                                  with EMBER_EINVAL, naming the table      */
     int64_t sketch_bytes;      /* admission sketch per rank (admit_after > 1):
-                                  4 rows of 16-bit counters; 0 = 8 bytes per
-                                  row of capacity; 64 B .. 16 GiB            */
+                                  4 rows of 16-bit counters; 64 B .. 16 GiB,
+                                  rounded down to a power of two; 0 = 8 bytes
+                                  per row of capacity but at least 64 KiB.  It may admit
+                                  a key early (other keys sharing all its
+                                  counters), never late: docs/dynamic.md,
+                                  "Admission", for its size               */
     /* Simulated quantization (docs/inference.md), for a model that will be
      * served with quantized rows.  quant_buckets 0 = off (default); else
      * 2 .. 2^24 buckets over [quant_low, quant_high] (finite, low < high):

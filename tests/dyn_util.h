@@ -35,12 +35,15 @@ static inline uint32_t dyn_owner(int64_t key, int32_t W)
 }
 
 /* The sketch width ember gives the table (docs/dynamic.md): sketch_bytes,
- * or 8 bytes per row of capacity, rounded down to 4 x 2 x a power of two. */
+ * or 8 bytes per row of capacity but at least 64 KiB, rounded down to
+ * 4 x 2 x a power of two. */
 static inline int64_t dyn_sketch_width(const ember_table_config *t, int64_t capacity)
 {
     if (t->admit_after <= 1)
         return 0;
     int64_t bytes = t->sketch_bytes ? t->sketch_bytes : 8 * capacity, w = 1;
+    if (!t->sketch_bytes && bytes < 65536)
+        bytes = 65536;
     if (bytes < 64)
         bytes = 64;
     while (8 * (w * 2) <= bytes)

@@ -148,8 +148,8 @@ static void trial(test_rng *r, int ix, ember_world *world)
         d->storage = EMBER_STORAGE_SSD;
         d->path = dir;
         d->cache_policy = ix % 8 == 7 ? EMBER_CACHE_LOOKAHEAD : EMBER_CACHE_LRU;
-        d->cache_bytes = 200 * ember_ssd_slot_bytes(d->dim, ember_state_floats(d->optimizer.kind, d->dim),
-                                                    d->cache_policy);
+        d->cache_bytes = ember_ssd_cache_bytes_for(200, d->capacity, d->dim,
+                                                   ember_state_floats(d->optimizer.kind, d->dim), d->cache_policy);
         tc->cfg.io_threads = 2;
         tc->cfg.lookahead = (int32_t)test_range(r, 1, 4);
         ahead = d->cache_policy == EMBER_CACHE_LOOKAHEAD ? tc->cfg.lookahead : 0;
@@ -315,8 +315,8 @@ static void lookahead_owners(test_rng *r, ember_world *world)
         x->storage = EMBER_STORAGE_SSD;
         x->path = dir;
         x->cache_policy = EMBER_CACHE_LOOKAHEAD;
-        x->cache_bytes =
-            rows * ember_ssd_slot_bytes(x->dim, ember_state_floats(x->optimizer.kind, x->dim), EMBER_CACHE_LOOKAHEAD);
+        x->cache_bytes = ember_ssd_cache_bytes_for(rows, t ? x->rows : x->capacity, x->dim,
+                                                   ember_state_floats(x->optimizer.kind, x->dim), EMBER_CACHE_LOOKAHEAD);
     }
     mpi_context("lookahead owners (cache of %lld rows of the dynamic table)", (long long)(step_keys + 2));
     ember_collection *A = mpi_create(&tc->cfg, "lookahead"), *M = mpi_create(&mem->cfg, "memory twin");

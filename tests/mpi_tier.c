@@ -102,8 +102,8 @@ static void trial(test_rng *r, int ix, ember_world *world)
         for (int32_t t = 0; t < cc->cfg.num_tables; t++) {
             ember_table_config *t_ = &cc->tables[t];
             t_->storage = EMBER_STORAGE_SSD;
-            t_->cache_bytes = cached * ember_ssd_slot_bytes(t_->dim, ember_state_floats(t_->optimizer.kind, t_->dim),
-                                                           pol);
+            t_->cache_bytes = ember_ssd_cache_bytes_for(cached, t_->rows, t_->dim, /* the whole table's bitmap: */
+                                                        ember_state_floats(t_->optimizer.kind, t_->dim), pol); /* >= a rank's */
         }
         ember_collection *ssd = mpi_create(&cc->cfg, "ssd");
         int src = ssd ? run(ssd, tc, lb, g, start, gb, got, pol == EMBER_CACHE_LOOKAHEAD) : EMBER_EINVAL;

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "data/ctr.h"
@@ -1176,6 +1177,60 @@ static void test_dynamic_memory(void)
     free(w.stats);
 }
 
+/* SSD caches: the plan counts a cache's DRAM by the rule collection create
+ * applies (tier.h, docs/tiers.md "The cache"), so plan_predict's row bytes
+ * of a world of one equal a real collection's rows, state and cache
+ * bookkeeping: caches that hold part of a table (by policy), one that holds
+ * the whole table with bytes to spare, and a dynamic table's. */
+static void test_ssd_cache_memory(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char path[300];
+    snprintf(path, sizeof path, "%s/ember-test-plan-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(path)) {
+        CHECK_MSG(0, "mkdtemp %s", path);
+        return;
+    }
+    static const int64_t caches[] = {5000, 20001, 40000, 1 << 20};
+    const double pooling[1] = {1};
+    for (int i = 0; i < 5; i++) {
+        workload w;
+        if (i < 4) {
+            wl_init(&w, 64);
+            wl_table(&w, "t", 1000, 8, 1, EMBER_OPT_ADAGRAD);
+            wl_feature(&w, "f", 0, 2, EMBER_COMBINER_SUM);
+            w.tables[0].cache_bytes = caches[i];
+            w.tables[0].cache_policy = (ember_cache_policy)(1 + i % 3);
+        } else {
+            wl_dynamic(&w, 64, 4000, 1.1, 1, pooling, 1, 500);
+            w.tables[0].cache_bytes = 9000;
+        }
+        w.tables[0].storage = EMBER_STORAGE_SSD;
+        w.tables[0].path = path;
+        w.cfg.io_threads = 1;
+        ember_collection *coll = NULL;
+        CHECK_MSG(ember_collection_create(&w.cfg, &coll) == EMBER_OK, "%s", ember_errmsg(NULL));
+        ember_memory mem = {0};
+        ember_tier_stats ts = {0};
+        ember_collection_memory(coll, &mem);
+        ember_table_tier_stats(coll, 0, &ts);
+        ember_collection_destroy(coll);
+        plan_workload pw = wl_plan(&w);
+        plan_rank_cost pc[1];
+        plan_table_cost tc[1];
+        CHECK(plan_predict(&pw, 1, pc, tc) == EMBER_OK);
+        int64_t dram = mem.row_bytes + mem.state_bytes + mem.cache_meta_bytes;
+        CHECK_MSG(pc[0].row_bytes + pc[0].state_bytes == dram && dram <= w.tables[0].cache_bytes &&
+                      pc[0].index_bytes == mem.index_bytes,
+                  "case %d (cache_bytes %lld, %lld rows cached): plan %lld + %lld, collection %lld", i,
+                  (long long)w.tables[0].cache_bytes, (long long)ts.cache_rows, (long long)pc[0].row_bytes,
+                  (long long)pc[0].state_bytes, (long long)dram);
+        CHECK(tc[0].max_rank_bytes == dram + mem.index_bytes);
+        free(w.stats);
+    }
+    rmdir(path);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -1193,5 +1248,6 @@ int main(int argc, char **argv)
     test_dynamic_wire();
     test_dynamic_churn();
     test_dynamic_memory();
+    test_ssd_cache_memory();
     return check_report("test_plan");
 }

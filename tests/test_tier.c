@@ -120,7 +120,8 @@ static test_config *ssd_config(test_rng *r, const test_config *tc, const char *d
         ember_table_config *t_ = &cc->tables[t];
         t_->storage = EMBER_STORAGE_SSD;
         int64_t k = rows_cached < t_->rows ? rows_cached : t_->rows;
-        t_->cache_bytes = k * ember_ssd_slot_bytes(t_->dim, ember_state_floats(t_->optimizer.kind, t_->dim), pol);
+        t_->cache_bytes =
+            ember_ssd_cache_bytes_for(k, t_->rows, t_->dim, ember_state_floats(t_->optimizer.kind, t_->dim), pol);
     }
     return cc;
 }
@@ -404,8 +405,8 @@ static void bad_setups(test_rng *r)
     cc->tables[0].cache_bytes = 10;
     CHECK(ember_collection_create(&cc->cfg, &c) == EMBER_EINVAL);
     CHECK_MSG(strstr(ember_errmsg(NULL), "holds no row"), "%s", ember_errmsg(NULL));
-    cc->tables[0].cache_bytes = 1 << 20;
     cc->tables[0].rows = 4000000000LL;
+    cc->tables[0].cache_bytes = (1 << 20) + ember_ssd_bitmap_bytes(cc->tables[0].rows); /* 500 MB of it bitmap */
     cc->tables[0].dim = 1024;
     cc->cfg.stack_tables = 0;
     CHECK(ember_collection_create(&cc->cfg, &c) == EMBER_EIO);
@@ -431,6 +432,75 @@ static void bad_setups(test_rng *r)
     test_config_free(tc);
 }
 
+/* The cache's byte rule (docs/tiers.md, "The cache"), written out here
+ * from the doc: a cached row costs 4 (dim + state) + 38 bytes, + 16 for LFU
+ * and + 24 for lookahead, and the bitmap of the rank's rows costs 8 bytes
+ * per 64 rows (rounded up), all out of cache_bytes.  For k = 1..4 and 7
+ * rows: the smallest cache_bytes that hold k rows, one byte less (k - 1),
+ * and the largest that holds k (k + 1 rows' bytes less one); the DRAM the
+ * collection reports (rows, state, cache bookkeeping) is what the rule
+ * charges, never more than cache_bytes.  Tables of 10, 64, 65 and 1000
+ * rows (bitmaps of 8, 8, 16 and 128 bytes), dims 1 and 4, SGD and Adagrad
+ * (state dim). */
+static void cache_bytes_rule(void)
+{
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/cb", root);
+    mkdir(dir, 0700);
+    static const int64_t rows_of[] = {10, 64, 65, 1000};
+    static const ember_cache_policy pols[] = {EMBER_CACHE_LRU, EMBER_CACHE_LFU, EMBER_CACHE_LOOKAHEAD};
+    static const int64_t extra[] = {0, 16, 24};
+    int cases = 0;
+    for (int ri = 0; ri < 4; ri++)
+        for (int pi = 0; pi < 3; pi++)
+            for (int32_t dim = 1; dim <= 4; dim += 3)
+                for (int opt = 0; opt < 2; opt++) {
+                    int64_t rows = rows_of[ri];
+                    int32_t sf = opt ? dim : 0;
+                    int64_t per = 4 * (dim + sf) + 38 + extra[pi], bitmap = 8 * ((rows + 63) / 64);
+                    for (int64_t k = 1; k <= 7; k += k < 4 ? 1 : 3) {
+                        int64_t exact = k * per + bitmap;
+                        int64_t tries[3][2] = {{exact, k}, {exact - 1, k - 1}, {exact + per - 1, k}};
+                        for (int j = 0; j < 3; j++) {
+                            test_config *tc = test_config_new(1, 1);
+                            ember_table_config *t = &tc->tables[0];
+                            t->rows = rows;
+                            t->dim = dim;
+                            t->optimizer = ember_optimizer_default(opt ? EMBER_OPT_ADAGRAD : EMBER_OPT_SGD);
+                            t->storage = EMBER_STORAGE_SSD;
+                            t->cache_policy = pols[pi];
+                            t->cache_bytes = tries[j][0];
+                            t->path = dir;
+                            tc->cfg.io_threads = 1;
+                            ember_collection *c = NULL;
+                            int st = ember_collection_create(&tc->cfg, &c);
+                            ember_tier_stats ts = {0};
+                            ember_memory mem = {0};
+                            if (st == EMBER_OK) {
+                                ember_table_tier_stats(c, 0, &ts);
+                                ember_collection_memory(c, &mem);
+                            }
+                            int64_t want = tries[j][1], dram = mem.row_bytes + mem.state_bytes + mem.cache_meta_bytes;
+                            int ok = want == 0 ? st == EMBER_EINVAL && strstr(ember_errmsg(NULL), "holds no row")
+                                               : st == EMBER_OK && ts.cache_rows == want &&
+                                                     dram == want * per + bitmap && dram <= t->cache_bytes;
+                            CHECK_MSG(ok,
+                                      "rows %lld dim %d %s policy %d: cache_bytes %lld (%lld rows of %lld bytes + "
+                                      "%lld of bitmap%s) holds %lld rows, %lld bytes of DRAM (status %d); want %lld",
+                                      (long long)rows, dim, opt ? "adagrad" : "sgd", (int)pols[pi],
+                                      (long long)t->cache_bytes, (long long)k, (long long)per, (long long)bitmap,
+                                      j == 1 ? ", less one" : j == 2 ? ", plus a row less one" : "",
+                                      (long long)ts.cache_rows, (long long)dram, st, (long long)want);
+                            cases++;
+                            ember_collection_destroy(c);
+                            test_config_free(tc);
+                        }
+                    }
+                }
+    printf("cache bytes rule: %d caches\n", cases);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = test_seed(argc, argv);
@@ -447,6 +517,7 @@ int main(int argc, char **argv)
     faults(&r);
     nan_names_row(&r);
     bad_setups(&r);
+    cache_bytes_rule();
     rmdir(root);
     return check_report("test_tier");
 }

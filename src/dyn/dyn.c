@@ -333,8 +333,8 @@ int ember_dyn_resolve(ember_dyn *d, const uint64_t *keys, int64_t n, uint32_t st
     d->undo_n = d->sketch_n = d->resets_n = 0;
     memset(&d->step, 0, sizeof d->step);
     d->pend_n = 0;
-    ember_dyn_expire(d, step);
     find_keys(d, keys, n, threads, slots, 1);
+    ember_dyn_expire(d, step); /* after the find: rows this batch uses are pinned, never expired */
     int64_t nd = distinct_misses(d, keys, n, slots);
     int st = nd < 0 ? EMBER_ENOMEM : reserve_admissions(d, nd);
     d->defer_erase = 1;

@@ -8,8 +8,8 @@
  * kernel, exchange or tier changes.  One step:
  *
  *   resolve(keys in the global batch order)
- *     TTL: free rows unused for more than ttl_steps
  *     find every key in the map (parallel, batched)          -> hits, pinned
+ *     TTL: free the unpinned rows whose last use s has step - s > ttl_steps
  *     misses, distinct, in order of first occurrence (serial):
  *       sketch count + occurrences in this batch >= admit_after ?
  *         take the lowest free slot, or evict the policy's victim among the
@@ -182,7 +182,9 @@ static inline int ember_dyn_uses_age(const ember_dyn *d)
 }
 int64_t ember_dyn_age_cap(int64_t capacity);
 uint32_t ember_dyn_age_victim(ember_dyn *d);
-uint32_t ember_dyn_age_oldest(ember_dyn *d);
+/* The resident row with the least (last step, slot) that the running batch
+ * does not use (the cursor moves onto it; not freed): TTL's next candidate. */
+uint32_t ember_dyn_age_oldest_unpinned(ember_dyn *d);
 void ember_dyn_age_rebuild(ember_dyn *d);
 /* used = the set bits of used_bits (the slots the step used; cleared) */
 void ember_dyn_age_commit(ember_dyn *d, uint32_t step, int64_t used);

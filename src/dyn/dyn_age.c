@@ -62,7 +62,7 @@ uint32_t ember_dyn_age_victim(ember_dyn *d)
     return s;
 }
 
-uint32_t ember_dyn_age_oldest(ember_dyn *d) { return first_current(d, 0); }
+uint32_t ember_dyn_age_oldest_unpinned(ember_dyn *d) { return first_current(d, 1); }
 
 static int entry_cmp(const void *a, const void *b)
 {

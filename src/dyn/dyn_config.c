@@ -11,6 +11,11 @@
 
 #define SKETCH_MIN_BYTES 64
 #define SKETCH_MAX_BYTES ((int64_t)16 << 30)
+/* The default sketch (sketch_bytes 0) is 8 bytes per row of capacity, but
+ * at least this: 1024 lines, where a small table's 8 bytes a row would be a
+ * few lines that every key shares, admitting most keys at first sight
+ * (docs/dynamic.md, "Admission", measured with bench/sketch_admission.c). */
+#define SKETCH_DEFAULT_FLOOR ((int64_t)64 << 10)
 
 /* Sketch width for `bytes` (4 rows of 2-byte counters): the largest power
  * of two that fits. */
@@ -27,6 +32,8 @@ static int64_t sketch_bytes_for(const ember_table_config *t, int64_t capacity)
     if (t->admit_after <= 1)
         return 0;
     int64_t want = t->sketch_bytes ? t->sketch_bytes : 8 * capacity;
+    if (!t->sketch_bytes && want < SKETCH_DEFAULT_FLOOR)
+        want = SKETCH_DEFAULT_FLOOR;
     if (want < SKETCH_MIN_BYTES)
         want = SKETCH_MIN_BYTES;
     return ember_dyn_sketch_bytes(width_for(want));
@@ -92,13 +99,17 @@ int ember_dyn_check_config(const ember_table_config *t, int32_t world, char *err
                EMBER_EINVAL;
     if (t->evict < EMBER_EVICT_LRU || t->evict > EMBER_EVICT_NONE)
         return snprintf(err, len, "table '%s': unknown eviction policy %d", nm, t->evict), EMBER_EINVAL;
-    if (t->ttl_steps < 0 || (t->evict == EMBER_EVICT_TTL && t->ttl_steps < 1))
+    if (t->evict == EMBER_EVICT_TTL && t->ttl_steps < 1)
         return snprintf(err, len, "table '%s': eviction ttl needs ttl_steps >= 1 (steps without use "
                         "before a row is freed; got %d)", nm, t->ttl_steps), EMBER_EINVAL;
-    if (t->ttl_steps && t->evict != EMBER_EVICT_TTL)
-        return snprintf(err, len, "table '%s': ttl_steps is set but evict is not ttl", nm), EMBER_EINVAL;
+    if (t->ttl_steps && t->evict != EMBER_EVICT_TTL) {
+        static const char *const policy[] = {"lru", "lfu", "ttl", "none"};
+        return snprintf(err, len, "table '%s': ttl_steps is %d but evict is %s: ttl_steps is for evict ttl "
+                        "only (leave it 0)", nm, t->ttl_steps, policy[t->evict]), EMBER_EINVAL;
+    }
     if (t->sketch_bytes && (t->sketch_bytes < SKETCH_MIN_BYTES || t->sketch_bytes > SKETCH_MAX_BYTES))
-        return snprintf(err, len, "table '%s': sketch_bytes %lld outside [64, 16 GiB] (0 = 8 per row)", nm,
+        return snprintf(err, len, "table '%s': sketch_bytes %lld outside [64, 16 GiB] (0 = 8 per row of capacity, "
+                        "at least 64 KiB)", nm,
                         (long long)t->sketch_bytes), EMBER_EINVAL;
     if (t->sketch_bytes && t->admit_after <= 1)
         return snprintf(err, len, "table '%s': sketch_bytes is set but admit_after is %d (no sketch below 2)",
@@ -108,8 +119,9 @@ int ember_dyn_check_config(const ember_table_config *t, int32_t world, char *err
                         "(placement row)", nm), EMBER_EINVAL;
     int64_t cap = ember_dyn_capacity(t);
     if (cap == 0)
-        return snprintf(err, len, "table '%s': capacity_bytes %lld holds no row (one costs %lld bytes)", nm,
-                        (long long)t->capacity_bytes, (long long)ember_dyn_table_bytes(t, 1)), EMBER_EINVAL;
+        return snprintf(err, len, "table '%s': capacity_bytes %lld holds no row (one costs %lld bytes, %lld of "
+                        "them the admission sketch)", nm, (long long)t->capacity_bytes,
+                        (long long)ember_dyn_table_bytes(t, 1), (long long)sketch_bytes_for(t, 1)), EMBER_EINVAL;
     if (cap * world >= (int64_t)UINT32_MAX)
         return snprintf(err, len, "table '%s': capacity %lld x %d ranks exceeds 2^32-1 rows", nm,
                         (long long)cap, world), EMBER_EINVAL;

@@ -213,12 +213,17 @@ static int evict_logged(ember_dyn *d, uint32_t slot, int expired)
     return EMBER_OK;
 }
 
+/* TTL: frees every row unused for more than ttl_steps steps, the running
+ * one counted: last step s with step - s > ttl_steps, and not used by this
+ * batch (pinned by the find, which runs first).  A row last used in step s
+ * is so kept through step s + ttl_steps, and freed at the start of step
+ * s + ttl_steps + 1 unless that step uses it. */
 void ember_dyn_expire(ember_dyn *d, uint32_t step)
 {
     if (d->p.evict != EMBER_EVICT_TTL)
         return;
     uint32_t slot;
-    while ((slot = ember_dyn_age_oldest(d)) != EMBER_DYN_NONE) {
+    while ((slot = ember_dyn_age_oldest_unpinned(d)) != EMBER_DYN_NONE) {
         if ((int64_t)step - (int64_t)d->meta[slot].last_step <= d->p.ttl_steps)
             break;
         if (evict_logged(d, slot, 1) != EMBER_OK)

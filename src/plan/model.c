@@ -411,7 +411,18 @@ static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *
     }
 }
 
-/* Memory of every physical table on every rank (as dist/shard.h). */
+/* The cache policy an SSD table will use (the collection's default). */
+static ember_cache_policy cache_policy(const ember_collection_config *cfg, const ember_table_config *tb)
+{
+    if (tb->cache_policy != EMBER_CACHE_DEFAULT)
+        return tb->cache_policy;
+    return cfg->ssd_policy != EMBER_CACHE_DEFAULT ? cfg->ssd_policy : EMBER_CACHE_LOOKAHEAD;
+}
+
+/* Memory of every physical table on every rank (as dist/shard.h).  An SSD
+ * table's DRAM is its cache's, by the rule of collection create
+ * (tier.h, ember_ssd_cache_dram): the rows cache_bytes holds after the
+ * bitmap of the rank's rows, with their bookkeeping, plus that bitmap. */
 static void memory_cost(const ember_collection_config *cfg, int32_t W, const int32_t *group,
                         const int64_t *group_rows, const int32_t *first, int32_t ngroups,
                         plan_rank_cost *out, plan_table_cost *tables)
@@ -437,8 +448,7 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
             default: lr = R;
             }
             if (tb->storage == EMBER_STORAGE_SSD && lr > 0) { /* DRAM: the cache */
-                int64_t full = lr * (ld + sf) * 4, cache = group_cache[g];
-                out[r].row_bytes += cache < full ? cache : full;
+                out[r].row_bytes += ember_ssd_cache_dram(group_cache[g], lr, ld, sf, cache_policy(cfg, tb));
                 out[r].ssd_bytes += lr * ember_ssd_stride(ld, sf);
                 continue;
             }
@@ -463,8 +473,7 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
         tables[t].max_rank_bytes = most * (ld + sf) * 4;
         if (tb->storage == EMBER_STORAGE_SSD) {
             tables[t].ssd_bytes = R * ember_ssd_stride(ld, sf) * copies;
-            if (tb->cache_bytes < tables[t].max_rank_bytes)
-                tables[t].max_rank_bytes = tb->cache_bytes;
+            tables[t].max_rank_bytes = ember_ssd_cache_dram(tb->cache_bytes, most, ld, sf, cache_policy(cfg, tb));
         }
         tables[t].max_rank_bytes += index;
     }

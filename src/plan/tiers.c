@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dyn/dyn_step.h"
 #include "plan/plan.h"
 #include "tier/tier.h"
 
@@ -35,11 +36,14 @@ int plan_tiers(const plan_workload *w, const plan_options *o, ember_table_config
         tb->cache_bytes = cache[t];
         if (tb->cache_policy == EMBER_CACHE_DEFAULT)
             tb->cache_policy = cc.ssd_policy != EMBER_CACHE_DEFAULT ? cc.ssd_policy : EMBER_CACHE_LOOKAHEAD;
-        /* the ranks' caches together see all of the table's ids */
+        /* the rows one rank's cache holds (tier.h's rule, as create), and
+         * the ranks' caches together see all of the table's ids */
         int32_t ld = tb->placement == EMBER_PLACE_COLUMN ? (tb->dim + W - 1) / W : tb->dim;
-        double rows_cached = (double)(tb->cache_bytes /
-                                      ember_ssd_slot_bytes(ld, ember_state_floats(tb->optimizer.kind, ld),
-                                                           tb->cache_policy));
+        int64_t local = tb->kind == EMBER_TABLE_DYNAMIC ? ember_dyn_capacity(tb)
+                        : tb->placement == EMBER_PLACE_ROW ? (tb->rows + W - 1) / W
+                                                             : tb->rows;
+        double rows_cached = (double)ember_ssd_cache_rows(tb->cache_bytes, local, ld,
+                                                          ember_state_floats(tb->optimizer.kind, ld), tb->cache_policy);
         if (tb->placement == EMBER_PLACE_ROW)
             rows_cached *= W;
         double ids = 0;

@@ -3,8 +3,8 @@
  * (include/ember.h, docs/dynamic.md): arrays scanned from the start, no
  * hash map, no heap.  One training step at a time, for one owner rank.
  *
- *   TTL: free every resident row with step - last > ttl
  *   keys present at the start of the step are pinned when the batch uses them
+ *   TTL: free every resident, unpinned row with step - last > ttl
  *   for each distinct absent key, in order of first occurrence:
  *     est = min of its 4 sketch counters; now = est + occurrences
  *     (admit_after > 1) each counter = max(counter, min(now, 65535))
@@ -104,13 +104,6 @@ int ref_dyn_step(ref_dyn *r, const uint64_t *keys, int64_t n, uint32_t step, int
     r->ev_n = 0;
     int64_t expired = 0, evicted = 0, admitted = 0, sum = 0;
     *nresets = 0;
-    if (r->evict == EMBER_EVICT_TTL)
-        for (int64_t s = 0; s < C; s++)
-            if (r->resident[s] && (int64_t)step - (int64_t)r->last[s] > r->ttl) {
-                sum += r->count[s];
-                free_slot(r, s);
-                expired++;
-            }
     int8_t *pinned = calloc((size_t)C, 1);
     for (int64_t i = 0; i < n; i++) {
         int64_t s = slot_of(r, keys[i]);
@@ -118,6 +111,13 @@ int ref_dyn_step(ref_dyn *r, const uint64_t *keys, int64_t n, uint32_t step, int
         if (s >= 0)
             pinned[s] = 1;
     }
+    if (r->evict == EMBER_EVICT_TTL)
+        for (int64_t s = 0; s < C; s++)
+            if (r->resident[s] && !pinned[s] && (int64_t)step - (int64_t)r->last[s] > r->ttl) {
+                sum += r->count[s];
+                free_slot(r, s);
+                expired++;
+            }
     int st = EMBER_OK;
     for (int64_t i = 0; i < n && st == EMBER_OK; i++) {
         int first = 1;

@@ -109,9 +109,11 @@ static const ember_store_ops SSD_OPS = {ssd_acquire, ssd_release, ssd_destroy, s
 
 int64_t ember_ssd_slot_bytes(int32_t dim, int32_t state_floats, ember_cache_policy policy)
 {
-    /* values + state; slot_row, flags, where, pinned, prev/next; map at
-     * load <= 1/2: 16; LFU: freq, last, heap, heap_pos; lookahead: mask */
-    int64_t meta = 4 + 1 + 1 + 4 + 8 + 16;
+    /* values + state; slot_row, flags, where, pinned, free_slots,
+     * prev/next; map at load 1/2: 16; LFU: freq, last, heap, heap_pos;
+     * lookahead: mask.  Every array of ember_store_ssd_create sized by the
+     * slots, so the cache's DRAM is what cache_bytes grants. */
+    int64_t meta = 4 + 1 + 1 + 4 + 4 + 8 + 16;
     if (policy == EMBER_CACHE_LFU || policy == EMBER_CACHE_LOOKAHEAD)
         meta += 16;
     if (policy == EMBER_CACHE_LOOKAHEAD)
@@ -296,12 +298,13 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
         goto done;
     }
     int64_t per = ember_ssd_slot_bytes(p->dim, p->state_floats, p->policy);
-    s->cap = p->cache_bytes / per;
-    if (s->cap > p->rows)
-        s->cap = p->rows;
+    s->cap = ember_ssd_cache_rows(p->cache_bytes, p->rows, p->dim, p->state_floats, p->policy);
     if (s->cap < 1 && p->rows > 0) {
-        st = ssd_fail(s, EMBER_EINVAL, "%s: cache_bytes %lld holds no row (one cached row takes %lld bytes)", s->label,
-                  (long long)p->cache_bytes, (long long)per);
+        st = ssd_fail(s, EMBER_EINVAL,
+                      "%s: cache_bytes %lld holds no row (one cached row takes %lld bytes, after %lld bytes of "
+                      "bitmap for the %lld rows of this rank)",
+                      s->label, (long long)p->cache_bytes, (long long)per,
+                      (long long)ember_ssd_bitmap_bytes(p->rows), (long long)p->rows);
         goto done;
     }
     if (s->cap >= (int64_t)INT32_MAX) {
@@ -314,14 +317,11 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->base.value_bytes = s->cap * p->dim * (int64_t)sizeof(float);
     s->base.state_bytes = s->cap * p->state_floats * (int64_t)sizeof(float);
     s->base.disk_bytes = p->rows * s->stride;
-    s->map_size = 2;
-    s->map_shift = 63;
-    while (s->map_size < 2 * s->cap)
-        s->map_size *= 2, s->map_shift--;
+    s->map_size = s->cap > 1 ? 2 * s->cap : 2;
     size_t cap = (size_t)(s->cap > 0 ? s->cap : 1);
     s->base.values = ember_huge_alloc(s->base.value_bytes);
     s->base.state = s->base.state_bytes ? ember_huge_alloc(s->base.state_bytes) : NULL;
-    s->written = calloc((size_t)(p->rows / 64 + 1), sizeof(uint64_t));
+    s->written = calloc((size_t)(p->rows > 0 ? ember_ssd_bitmap_bytes(p->rows) / 8 : 1), sizeof(uint64_t));
     s->slot_row = malloc(cap * sizeof(uint32_t));
     s->flags = calloc(cap, 1);
     s->map = malloc((size_t)s->map_size * sizeof(uint64_t));
@@ -346,7 +346,7 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
         goto done;
     }
     s->base.slot_row = s->slot_row;
-    s->base.meta_bytes = s->cap * (per - s->rec_bytes) + (p->rows / 64 + 1) * 8;
+    s->base.meta_bytes = s->cap * (per - s->rec_bytes) + ember_ssd_bitmap_bytes(p->rows);
     memset(s->map, 0xff, (size_t)s->map_size * sizeof(uint64_t));
     memset(s->where, -1, cap);
     if (s->heap_pos)

@@ -1,7 +1,8 @@
 /*
  * ssd_cache.c: the SSD tier's bookkeeping: which row is in which slot (an
- * open-addressing map with linear probing, sized to twice the slots, so a
- * lookup is about one cache miss), and which unpinned slot to evict next
+ * open-addressing map with linear probing, exactly twice the slots, so a
+ * lookup is about one cache miss and the map costs 16 bytes a cached row,
+ * as ember_ssd_slot_bytes counts), and which unpinned slot to evict next
  * (ssd_impl.h lists the structure of each policy).
  *
  * None of this touches row contents: policies decide only where a row
@@ -15,15 +16,36 @@
 
 #define EMPTY UINT64_MAX
 
-static inline uint64_t home(const ssd_store *s, uint32_t row)
+/* ------------------------------------------------- the cache's size (tier.h) */
+
+int64_t ember_ssd_cache_rows(int64_t cache_bytes, int64_t rows, int32_t dim, int32_t state_floats,
+                             ember_cache_policy policy)
 {
-    return ((uint64_t)row * 0x9E3779B97F4A7C15ull) >> s->map_shift;
+    int64_t left = cache_bytes - ember_ssd_bitmap_bytes(rows);
+    int64_t k = left > 0 ? left / ember_ssd_slot_bytes(dim, state_floats, policy) : 0;
+    return k < rows ? k : rows;
+}
+
+int64_t ember_ssd_cache_dram(int64_t cache_bytes, int64_t rows, int32_t dim, int32_t state_floats,
+                             ember_cache_policy policy)
+{
+    int64_t k = ember_ssd_cache_rows(cache_bytes, rows, dim, state_floats, policy);
+    return k > 0 ? k * ember_ssd_slot_bytes(dim, state_floats, policy) + ember_ssd_bitmap_bytes(rows) : cache_bytes;
+}
+
+/* ------------------------------------------------------------------ map */
+
+static inline uint64_t home(const ssd_store *s, uint32_t row) { return ssd_map_home(s, row); }
+
+/* The entry after i, wrapping around. */
+static inline uint64_t next_entry(const ssd_store *s, uint64_t i)
+{
+    return i + 1 == (uint64_t)s->map_size ? 0 : i + 1;
 }
 
 int64_t ssd_map_find(const ssd_store *s, uint32_t row)
 {
-    uint64_t m = (uint64_t)s->map_size - 1;
-    for (uint64_t i = home(s, row);; i = (i + 1) & m) {
+    for (uint64_t i = home(s, row);; i = next_entry(s, i)) {
         uint64_t e = s->map[i];
         if (e == EMPTY)
             return -1;
@@ -34,10 +56,9 @@ int64_t ssd_map_find(const ssd_store *s, uint32_t row)
 
 void ssd_map_insert(ssd_store *s, uint32_t row, uint32_t slot)
 {
-    uint64_t m = (uint64_t)s->map_size - 1;
     uint64_t i = home(s, row);
     while (s->map[i] != EMPTY)
-        i = (i + 1) & m;
+        i = next_entry(s, i);
     s->map[i] = (uint64_t)row << 32 | slot;
 }
 
@@ -45,14 +66,13 @@ void ssd_map_insert(ssd_store *s, uint32_t row, uint32_t slot)
  * into the hole when their home position allows it. */
 void ssd_map_erase(ssd_store *s, uint32_t row)
 {
-    uint64_t m = (uint64_t)s->map_size - 1;
     uint64_t i = home(s, row);
     while (s->map[i] != EMPTY && (uint32_t)(s->map[i] >> 32) != row)
-        i = (i + 1) & m;
+        i = next_entry(s, i);
     if (s->map[i] == EMPTY)
         return;
     uint64_t hole = i;
-    for (uint64_t j = (i + 1) & m; s->map[j] != EMPTY; j = (j + 1) & m) {
+    for (uint64_t j = next_entry(s, i); s->map[j] != EMPTY; j = next_entry(s, j)) {
         uint64_t h = home(s, (uint32_t)(s->map[j] >> 32));
         /* j's entry may move to the hole iff its home is not in (hole, j] */
         int between = hole <= j ? (h > hole && h <= j) : (h > hole || h <= j);

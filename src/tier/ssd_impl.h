@@ -65,8 +65,8 @@ typedef struct ssd_store {
     uint32_t *slot_row;           /* [cap]                                  */
     uint8_t *flags;               /* [cap] F_*                              */
     uint64_t *map;                /* row << 32 | slot, open addressing      */
-    int64_t map_size;
-    int map_shift;
+    int64_t map_size;             /* 2 x cap entries (load <= 1/2), exactly:
+                                     what ember_ssd_slot_bytes counts      */
     int32_t *free_slots;          /* slots freed after a failed load        */
     int64_t nfree, resident;
     int32_t *pinned;              /* [cap] slots pinned by this step        */
@@ -108,9 +108,14 @@ typedef struct ssd_store {
 int64_t ssd_map_find(const ssd_store *s, uint32_t row);
 void ssd_map_insert(ssd_store *s, uint32_t row, uint32_t slot);
 void ssd_map_erase(ssd_store *s, uint32_t row);
+/* A row's home entry: its Fibonacci hash scaled onto [0, map_size). */
+static inline __attribute__((always_inline)) uint64_t ssd_map_home(const ssd_store *s, uint32_t row)
+{
+    return (uint64_t)(((unsigned __int128)((uint64_t)row * 0x9E3779B97F4A7C15ull) * (uint64_t)s->map_size) >> 64);
+}
 static inline __attribute__((always_inline)) void ssd_map_prefetch(const ssd_store *s, uint32_t row)
 {
-    __builtin_prefetch(&s->map[((uint64_t)row * 0x9E3779B97F4A7C15ull) >> s->map_shift], 0, 1);
+    __builtin_prefetch(&s->map[ssd_map_home(s, row)], 0, 1);
 }
 
 /* ssd_cache.c: policy bookkeeping */
