@@ -209,17 +209,22 @@ static ember_table_config ssd_table(const char *name)
     return t;
 }
 
-static int ssd_create(const char *dir, const char *table, ember_collection **c)
+/* A collection of table t alone, one feature "f" on it. */
+static int one_table(ember_table_config t, const char *ssd_dir, ember_collection **c)
 {
-    ember_table_config t = ssd_table(table);
     ember_feature_config f = {"f", 0, EMBER_COMBINER_SUM};
     ember_collection_config cc = ember_collection_config_default();
     cc.tables = &t;
     cc.num_tables = 1;
     cc.features = &f;
     cc.num_features = 1;
-    cc.ssd_dir = dir;
+    cc.ssd_dir = ssd_dir;
     return ember_collection_create(&cc, c);
+}
+
+static int ssd_create(const char *dir, const char *table, ember_collection **c)
+{
+    return one_table(ssd_table(table), dir, c);
 }
 
 static void store_files(void)
@@ -277,14 +282,8 @@ static ember_collection *memory_collection(void)
     t.name = "t";
     t.rows = 100;
     t.dim = 4;
-    ember_feature_config f = {"f", 0, EMBER_COMBINER_SUM};
-    ember_collection_config cc = ember_collection_config_default();
-    cc.tables = &t;
-    cc.num_tables = 1;
-    cc.features = &f;
-    cc.num_features = 1;
     ember_collection *c = NULL;
-    CHECK(ember_collection_create(&cc, &c) == EMBER_OK);
+    CHECK(one_table(t, NULL, &c) == EMBER_OK);
     return c;
 }
 

@@ -289,6 +289,19 @@ static void forget_range(const uint8_t *p, int64_t bytes)
 
 static void forget_pages(const struct bundle_file *f) { forget_range(f->map, f->bytes); }
 
+/* path opened for reading, its size in *sb: the descriptor, or -1 with err
+ * naming the path and the reason. */
+static int open_read(const char *path, struct stat *sb, char *err, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && fstat(fd, sb) == 0)
+        return fd;
+    snprintf(err, len, "%s: cannot open: %s", path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
 static int map_file(ember_bundle *b, struct bundle_file *f, json_t *entry, char *err, size_t len)
 {
     const char *name = json_string_value(json_object_get(entry, "file"));
@@ -299,14 +312,10 @@ static int map_file(ember_bundle *b, struct bundle_file *f, json_t *entry, char 
     }
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", b->dir, name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        snprintf(err, len, "%s: cannot open: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    int fd = open_read(path, &sb, err, len);
+    if (fd < 0)
         return EMBER_EIO;
-    }
     f->bytes = (int64_t)sb.st_size;
     if (f->bytes != (int64_t)json_integer_value(jb)) {
         close(fd);
@@ -333,14 +342,10 @@ static int map_file(ember_bundle *b, struct bundle_file *f, json_t *entry, char 
  * in it is trusted before every byte is known to be the one written. */
 static int read_manifest(ember_bundle *b, const char *path, char *err, size_t len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        snprintf(err, len, "%s: cannot open: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    int fd = open_read(path, &sb, err, len);
+    if (fd < 0)
         return EMBER_EIO;
-    }
     if (!S_ISREG(sb.st_mode) || sb.st_size > (64 << 20)) {
         close(fd);
         snprintf(err, len, "%s: not a bundle manifest (%s)", path, S_ISREG(sb.st_mode) ? "over 64 MiB" : "not a file");
