@@ -239,7 +239,7 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
         if (counted_line(t, &p, &len, &over, err, errlen))
             return -1;
         if (used + (int64_t)len + 1 > t->arena_cap) {
-            int64_t cap = t->arena_cap ? t->arena_cap : 1 << 20;
+            int64_t cap = t->arena_cap ? t->arena_cap : 1 << 16; /* grows by doubling */
             while (cap < used + (int64_t)len + 1)
                 cap *= 2;
             char *a = realloc(t->arena, (size_t)cap);

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zlib.h>
@@ -31,7 +32,8 @@
 #include "data/ctr_impl.h" /* ctr_fail */
 #include "data/text_stream.h"
 
-#define TS_BUF (1 << 20)
+#define TS_BUF (1 << 20)     /* the buffer, at most                    */
+#define TS_BUF_MIN (1 << 12) /* and at least: a small file's own size   */
 
 static const unsigned char BOM[3] = {0xef, 0xbb, 0xbf};
 
@@ -45,7 +47,8 @@ struct text_stream {
     ZSTD_inBuffer in;
     size_t zframe;              /* 0 at a frame boundary (zstd)             */
     int eof;                    /* the source gave its last byte            */
-    char *buf;                  /* decompressed bytes [0, end)              */
+    char *buf;                  /* decompressed bytes [0, end), cap bytes   */
+    size_t cap;
     size_t pos, end;
     int64_t base;               /* offset of buf[0]                         */
     char *line;                 /* a line that crossed the buffer's end     */
@@ -177,7 +180,7 @@ static int ts_fill(text_stream *t, char *err, size_t errlen)
         return 0;
     const int start = t->base == 0;
     for (;;) {
-        ssize_t n = ts_read(t, t->buf + t->end, TS_BUF - t->end, err, errlen);
+        ssize_t n = ts_read(t, t->buf + t->end, t->cap - t->end, err, errlen);
         if (n < 0)
             return -1;
         if (n == 0) {
@@ -200,17 +203,25 @@ int text_stream_open(const char *path, text_stream **out, char *err, size_t errl
 {
     *out = NULL;
     text_stream *t = calloc(1, sizeof *t);
-    if (!t || !(t->path = strdup(path)) || !(t->buf = malloc(TS_BUF))) {
-        if (t) {
-            free(t->path);
-            free(t);
-        }
+    if (!t || !(t->path = strdup(path))) {
+        free(t);
         return ctr_fail(err, errlen, "%s: out of memory", path);
     }
     t->fd = -1;
     if (ts_open_source(t, err, errlen)) {
         text_stream_close(t);
         return -1;
+    }
+    /* the buffer: 1 MiB, or a small file's whole text (compressed: 16x its
+     * bytes) rounded up to a power of two; its size changes no result */
+    struct stat sb;
+    int64_t want = fstat(t->fd, &sb) == 0 ? (int64_t)sb.st_size * (t->kind == TEXT_PLAIN ? 1 : 16) + 1 : TS_BUF;
+    t->cap = TS_BUF_MIN;
+    while (t->cap < TS_BUF && (int64_t)t->cap < want)
+        t->cap *= 2;
+    if (!(t->buf = malloc(t->cap))) {
+        text_stream_close(t);
+        return ctr_fail(err, errlen, "%s: out of memory", path);
     }
     *out = t;
     return 0;
