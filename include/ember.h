@@ -314,7 +314,9 @@ typedef struct ember_table_config {
     int64_t sketch_bytes;      /* admission sketch per rank (admit_after > 1):
                                   4 rows of 16-bit counters; 64 B .. 16 GiB,
                                   rounded down to a power of two; 0 = 8 bytes
-                                  per row of capacity but at least 64 KiB.  It may admit
+                                  per row of capacity but at least 64 KiB
+                                  (sized by capacity_bytes: at most an
+                                  eighth of them).  It may admit
                                   a key early (other keys sharing all its
                                   counters), never late: docs/dynamic.md,
                                   "Admission", for its size               */

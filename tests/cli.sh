@@ -1226,6 +1226,23 @@ check_files_links() {
 }
 CHECKS+=(files_links)
 
+# A run that fails for another reason keeps the metrics lines written up to its failure: only a
+# metrics file whose own write failed is taken back.
+check_metrics_kept() {
+    local bench
+    bench="$(cd "$(dirname "${BASH_SOURCE[0]}")/../bench" && pwd)"
+    python3 "$bench/criteo_like.py" "$TMP/mk.tsv" 2000 7 1 >/dev/null || return 1
+    echo "not a line" >>"$TMP/mk.tsv"
+    printf 'data = { source = "tsv"; train_file = "%s/mk.tsv"; bad_lines = "fail"; };
+train = { steps = 100; micro_batch = 64; log_every = 1; };
+' \
+        "$TMP" >"$TMP/mk.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/mk.cfg" --metrics "$TMP/mk.jsonl" --plot none || return 1
+    grep -q "mk.tsv:2001" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    [ "$(grep -c '"event":"train"' "$TMP/mk.jsonl")" -ge 20 ] || { echo "the metrics lines before the failure are gone"; return 1; }
+}
+CHECKS+=(metrics_kept)
+
 # A full filesystem: every output fails with the OS reason, leaves nothing, and no line names it as
 # written.  A tmpfs filled to its last byte where the test may mount one (root); else the fault
 # shim (tests/fault/fault_shim.c, built beside ember) fails every write under the folder with

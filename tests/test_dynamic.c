@@ -896,6 +896,17 @@ static void test_sketch_default_size(void)
     t.sketch_bytes = 64;
     CHECK(ember_dyn_sketch_bytes(ember_dyn_sketch_width(&t)) == 64);
     t.sketch_bytes = 0;
+    /* sized by bytes: the floor is at most an eighth of them (200K: 25,600 -> 16 KiB, a power of two) */
+    t.capacity = 0;
+    t.capacity_bytes = 200 << 10;
+    CHECK_MSG(ember_dyn_sketch_bytes(ember_dyn_sketch_width(&t)) == 16384, "capacity_bytes 200K: sketch %lld bytes",
+              (long long)ember_dyn_sketch_bytes(ember_dyn_sketch_width(&t)));
+    t.dim = 256; /* 1 MiB of 1 KiB rows: an eighth is past the floor, 8 a row below it: the floor itself */
+    t.capacity_bytes = 1 << 20;
+    CHECK(ember_dyn_sketch_bytes(ember_dyn_sketch_width(&t)) == 65536);
+    t.dim = 4;
+    t.capacity_bytes = 0;
+    t.capacity = 57;
     t.admit_after = 1;
     CHECK(ember_dyn_sketch_width(&t) == 0);
     test_config *tc; /* and what a collection reports */

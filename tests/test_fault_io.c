@@ -384,6 +384,60 @@ static void one_mode(test_rng *r, int buffered)
     test_config_free(tc);
 }
 
+static int has_text(const char *path, const char *want)
+{
+    char buf[64] = "";
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    return n == strlen(want) && !memcmp(buf, want, n);
+}
+
+/* An output that replaces a file and fails after it was named (the folder's
+ * fsync, the file's close): the old file comes back at its name, nothing
+ * is left at NAME.tmp; both ways (O_TMPFILE and the named temporary). */
+static void output_late_failures(void)
+{
+    char dir[PATH_MAX + 8], real[PATH_MAX], path[PATH_MAX + 16], tmp[PATH_MAX + 32], pat[PATH_MAX + 32], err[1024];
+    snprintf(dir, sizeof dir, "%s/out", root);
+    mkdir(dir, 0700);
+    CHECK(realpath(dir, real) != NULL);
+    snprintf(path, sizeof path, "%s/e", dir);
+    snprintf(tmp, sizeof tmp, "%s/e.tmp", dir);
+    for (int named = 0; named < 2; named++)
+        for (int call = 0; call < 2; call++) {
+            FILE *f = fopen(path, "wb");
+            fputs("old\n", f);
+            fclose(f);
+            safe_file_tmpfile_off(named);
+            safe_out o;
+            CHECK(safe_out_open_path(&o, path, 0, err, sizeof err) == EMBER_OK);
+            safe_out_write(&o, "new\n", 4);
+            if (call == 0) /* the folder's fsync, after the swap */
+                snprintf(pat, sizeof pat, "%s$", real);
+            else /* the file's close: the new file, by its descriptor's path */
+                snprintf(pat, sizeof pat, named ? "%s/e$" : "%s/#", real);
+            fault_on(pat, call == 0 ? "fsync" : "close", 0, 1, "EIO", 0);
+            int st = safe_out_commit(&o, err, sizeof err);
+            long long inj = fault_off();
+            safe_file_tmpfile_off(0);
+            CHECK_MSG(inj == 1 && st == EMBER_EIO && strstr(err, call == 0 ? "cannot fsync the folder" : "cannot close"),
+                      "named %d, call %d: injected %lld, status %d, %s", named, call, inj, st, err);
+            CHECK_MSG(has_text(path, "old\n"), "named %d, call %d: the old file is not back", named, call);
+            struct stat sb;
+            CHECK_MSG(lstat(tmp, &sb) != 0, "named %d, call %d: e.tmp left", named, call);
+        }
+    /* and without a failure: the new file in place, the old one gone, no e.tmp */
+    safe_out o;
+    CHECK(safe_out_open_path(&o, path, 0, err, sizeof err) == EMBER_OK);
+    safe_out_write(&o, "new\n", 4);
+    CHECK(safe_out_commit(&o, err, sizeof err) == EMBER_OK && has_text(path, "new\n"));
+    struct stat sb;
+    CHECK(lstat(tmp, &sb) != 0);
+}
+
 int main(int argc, char **argv)
 {
     shim_reload = (int (*)(void))dlsym(RTLD_DEFAULT, "ember_fault_reload");
@@ -422,6 +476,7 @@ int main(int argc, char **argv)
     setenv("EMBER_FAULT_LOG", log, 1);
     one_mode(&r, 0);
     one_mode(&r, 1);
+    output_late_failures();
     rm_tree(root);
     return check_report("test_fault_io");
 }

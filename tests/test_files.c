@@ -66,12 +66,13 @@ static int exists(const char *path)
     return lstat(path, &sb) == 0;
 }
 
-/* A fresh victim file outside every folder ember writes; its path. */
+/* The victim: a file outside every folder ember writes, made once (main)
+ * and only read after, so that a write through a link shows. */
 static const char *victim(void)
 {
     static char v[300];
-    path_of(v, sizeof v, "victim");
-    put_file(v, PRECIOUS);
+    if (!v[0])
+        path_of(v, sizeof v, "victim");
     return v;
 }
 
@@ -255,6 +256,18 @@ static void store_files(void)
     int ws = 0;
     waitpid(pid, &ws, 0);
     CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && exists(p));
+    /* ... but not one that others may write, or that another user owns */
+    CHECK(chmod(p, 0644) == 0);
+    CHECK(ssd_create(d, "t", &c) == EMBER_EIO);
+    CHECK_MSG(strstr(ember_errmsg(NULL), "it is not this user's own store file (owner") &&
+                  strstr(ember_errmsg(NULL), "mode 644"), "%s", ember_errmsg(NULL));
+    CHECK(chmod(p, 0600) == 0);
+    if (geteuid() == 0) { /* root can give it away (as an attacker's own file would be) */
+        CHECK(chown(p, 65534, 65534) == 0);
+        CHECK(ssd_create(d, "t", &c) == EMBER_EIO);
+        CHECK_MSG(strstr(ember_errmsg(NULL), "owner 65534"), "%s", ember_errmsg(NULL));
+        CHECK(chown(p, 0, 0) == 0);
+    }
     CHECK_MSG(ssd_create(d, "t", &c) == EMBER_OK, "a killed store's leftover: %s", ember_errmsg(NULL));
     ember_collection_destroy(c);
     CHECK(!exists(p));
@@ -382,6 +395,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
+    put_file(victim(), PRECIOUS);
     outputs(0);
     outputs(1);
     trees();

@@ -76,7 +76,10 @@ static void write_script(FILE *g, const plot_data *r, const char *terminal)
 static int run_gnuplot(const plot_data *r, const char *terminal, int quiet, safe_out *o)
 {
     int script = memfd_create("ember-plot", MFD_CLOEXEC), out[2] = {-1, -1}, st = -1;
-    FILE *g = script >= 0 ? fdopen(dup(script), "w") : NULL;
+    int copy = script >= 0 ? dup(script) : -1;
+    FILE *g = copy >= 0 ? fdopen(copy, "w") : NULL;
+    if (!g && copy >= 0)
+        close(copy);
     if (!g || pipe2(out, O_CLOEXEC) != 0)
         goto done;
     write_script(g, r, terminal);
@@ -106,10 +109,11 @@ static int run_gnuplot(const plot_data *r, const char *terminal, int quiet, safe
     while ((n = read(out[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
         if (n > 0)
             safe_out_write(o, buf, n); /* a failure is kept for the commit */
-    int ws;
-    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+    int ws = 0;
+    pid_t got;
+    while ((got = waitpid(pid, &ws, 0)) < 0 && errno == EINTR)
         ;
-    st = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+    st = got == pid && WIFEXITED(ws) ? WEXITSTATUS(ws) : -1; /* ECHILD (SIGCHLD ignored): unknown, so failed */
 done:
     if (g)
         fclose(g);

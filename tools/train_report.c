@@ -158,6 +158,12 @@ void train_report_close(train_report *r)
 {
     if (!r)
         return;
+    /* a run that failed before finish keeps the lines written up to its
+     * failure (what is needed to see why); only a metrics file whose own
+     * write failed is taken back */
+    char why[600];
+    if (r->metrics && !r->metrics_err[0] && safe_out_commit(&r->metrics_out, why, sizeof why) != EMBER_OK)
+        fprintf(stderr, "ember train: %s\n", why);
     safe_out_abort(&r->metrics_out); /* committed: nothing; else taken back */
     free(r->metrics_path);
     free(r->plot_path);

@@ -171,8 +171,9 @@ int ckpt_blob_name_ok(const char *name);
 
 #define CKPT_MSG 400 /* bytes of a save step's failure message */
 struct ember_collection;
-/* Writes this rank's file f (sections sized, ckpt_layout) into dir: .tmp,
- * fsync, rename, fsync dir; fills the checksums.  EMBER_EIO / EMBER_ENOMEM
+/* Writes this rank's file f (sections sized, ckpt_layout) into dir (a
+ * core/safe_file.h output: fsynced, named, the folder fsynced); fills the
+ * checksums.  EMBER_EIO / EMBER_ENOMEM
  * with msg (CKPT_MSG bytes). */
 int ckpt_write_rank_file(struct ember_collection *c, const ember_checkpoint *ck, ckpt_file *f, const safe_dir *dir,
                          const ember_save_options *opt, char *msg);
@@ -187,6 +188,9 @@ void ckpt_fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(p
  * with msg (size msg_cap) naming the path and the reason. */
 int ckpt_write_atomic(const safe_dir *dir, const char *name, const void *data, int64_t bytes, char *msg,
                       size_t msg_cap);
+/* ckpt_list_steps (ckpt.h) of the root folder held open as root_fd: its
+ * own descriptor is duplicated, so the listing starts at the first entry. */
+int64_t ckpt_list_steps_at(int root_fd, int64_t **steps);
 /* Removes root's .tmp-* and .trash-* folders (leftovers of crashed saves). */
 void ckpt_clean_leftovers(const safe_dir *root);
 /* Renames root/step-<step> to a .trash-* name and removes it. */

@@ -228,6 +228,10 @@ char *ckpt_json_sealed(const void *json)
         n--;
     while (n > 0 && (body[n - 1] == '\n' || body[n - 1] == ' '))
         n--;
+    if (n < 2 || body[n - 1] == '{') { /* an empty object: no field to follow */
+        free(body);
+        return NULL;
+    }
     static const char key[] = ",\n  \"manifest_xxh3\": \"";
     char *out = malloc(n + sizeof key + 16 + 8);
     if (!out) {

@@ -49,6 +49,7 @@ void ckpt_clean_leftovers(const safe_dir *root)
             close(fd);
         return;
     }
+    rewinddir(d); /* a dup shares the offset of an earlier listing */
     struct dirent *e;
     while ((e = readdir(d)) != NULL) /* only real folders of ours: never a link's target */
         if ((!strncmp(e->d_name, ".tmp-", 5) || !strncmp(e->d_name, ".trash-", 7)) &&
@@ -80,9 +81,25 @@ static int cmp_i64(const void *a, const void *b)
 int64_t ckpt_list_steps(const char *root, int64_t **steps)
 {
     *steps = NULL;
-    DIR *d = opendir(root);
-    if (!d)
+    int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
         return -1;
+    int64_t n = ckpt_list_steps_at(fd, steps);
+    close(fd);
+    return n;
+}
+
+int64_t ckpt_list_steps_at(int root_fd, int64_t **steps)
+{
+    *steps = NULL;
+    int fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    rewinddir(d); /* a dup shares the offset of an earlier listing */
     int64_t n = 0, cap = 0;
     struct dirent *e;
     char sub[64];
@@ -93,7 +110,7 @@ int64_t ckpt_list_steps(const char *root, int64_t **steps)
             continue;
         snprintf(sub, sizeof sub, "%.20s/" CKPT_MANIFEST, e->d_name);
         /* a step folder ember published: a real folder, not a link to one */
-        if (s < 0 || fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode) ||
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(sb.st_mode) ||
             fstatat(dirfd(d), sub, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
             continue;
         if (n == cap) {
@@ -139,6 +156,29 @@ int ckpt_discard(const safe_dir *root, int64_t step, char *msg, size_t cap)
     return st;
 }
 
+/* An undo that failed is said, never silent: what root holds now. */
+static void undo_failed(const safe_dir *root, const char *dst, char *msg, size_t cap)
+{
+    size_t n = strlen(msg);
+    snprintf(msg + n, cap - n, "; undoing the rename failed too (%s): %s stays, a complete checkpoint",
+             strerror(errno), dst);
+}
+
+/* The previous checkpoint, moved aside to trash, could not come back to
+ * dst: it is kept under a name that no save removes, and said. */
+static void keep_aside(const safe_dir *root, const char *trash, const char *dst, char *msg, size_t cap)
+{
+    char kept[400];
+    static unsigned counter;
+    snprintf(kept, sizeof kept, "%s.kept-%ld-%u", dst, (long)getpid(), counter++);
+    size_t n = strlen(msg);
+    if (renameat(root->fd, trash, root->fd, kept) == 0)
+        snprintf(msg + n, cap - n, "; the previous %s could not be put back: it is kept as %s", dst, kept);
+    else
+        snprintf(msg + n, cap - n, "; the previous %s could not be put back: it is at %s (the next save removes "
+                 "it: copy it first)", dst, trash);
+}
+
 int ckpt_publish(const safe_dir *root, const char *tmp, const char *dst, char *msg, size_t cap)
 {
     char trash[320], p[4400];
@@ -150,20 +190,18 @@ int ckpt_publish(const safe_dir *root, const char *tmp, const char *dst, char *m
      * reports a failure, so root must hold what it held before (the caller
      * then removes tmp), not a checkpoint whose name may not be on disk. */
     if (safe_kind(root, dst) == SAFE_ABSENT) {
-        if (renameat2(root->fd, tmp, root->fd, dst, RENAME_NOREPLACE) != 0 &&
-            (errno != EINVAL || renameat(root->fd, tmp, root->fd, dst) != 0)) {
-            snprintf(msg, cap, "cannot rename to %s: %s", safe_path(root, dst, p, sizeof p), strerror(errno));
-            return EMBER_EIO;
-        }
-        if ((st = safe_dir_sync(root, msg, cap)) != EMBER_OK)
-            renameat(root->fd, dst, root->fd, tmp);
+        if ((st = safe_rename_new(root, tmp, dst, msg, cap)) != EMBER_OK)
+            return EMBER_EIO; /* named by safe_rename_new (something came at dst meanwhile: two saves at once) */
+        if ((st = safe_dir_sync(root, msg, cap)) != EMBER_OK && renameat(root->fd, dst, root->fd, tmp) != 0)
+            undo_failed(root, dst, msg, cap);
         return st;
     }
     /* replacing: swap the two names atomically where the system can, so
      * step-<step> names a complete checkpoint at every instant */
     if (renameat2(root->fd, tmp, root->fd, dst, RENAME_EXCHANGE) == 0) {
         if ((st = safe_dir_sync(root, msg, cap)) != EMBER_OK) { /* swap back: the caller removes the new one */
-            renameat2(root->fd, tmp, root->fd, dst, RENAME_EXCHANGE);
+            if (renameat2(root->fd, tmp, root->fd, dst, RENAME_EXCHANGE) != 0)
+                undo_failed(root, dst, msg, cap);
             return st;
         }
         if (renameat(root->fd, tmp, root->fd, trash) == 0)
@@ -178,14 +216,16 @@ int ckpt_publish(const safe_dir *root, const char *tmp, const char *dst, char *m
         return EMBER_EIO;
     }
     if (renameat(root->fd, tmp, root->fd, dst) != 0) {
-        int e = errno;
-        renameat(root->fd, trash, root->fd, dst);
-        snprintf(msg, cap, "cannot rename to %s: %s", safe_path(root, dst, p, sizeof p), strerror(e));
+        snprintf(msg, cap, "cannot rename to %s: %s", safe_path(root, dst, p, sizeof p), strerror(errno));
+        if (renameat(root->fd, trash, root->fd, dst) != 0)
+            keep_aside(root, trash, dst, msg, cap);
         return EMBER_EIO;
     }
     if ((st = safe_dir_sync(root, msg, cap)) != EMBER_OK) { /* the new one back to tmp, the old one in place */
-        if (renameat(root->fd, dst, root->fd, tmp) == 0)
-            renameat(root->fd, trash, root->fd, dst);
+        if (renameat(root->fd, dst, root->fd, tmp) != 0)
+            undo_failed(root, dst, msg, cap);
+        else if (renameat(root->fd, trash, root->fd, dst) != 0)
+            keep_aside(root, trash, dst, msg, cap);
         return st;
     }
     safe_remove_tree(root, trash);

@@ -240,7 +240,7 @@ static int publish(ember_checkpoint *ck, const safe_dir *root, const safe_dir *d
     if (st != EMBER_OK || keep == 0)
         return st;
     int64_t *steps;
-    int64_t n = ckpt_list_steps(root->path, &steps);
+    int64_t n = ckpt_list_steps_at(root->fd, &steps);
     int64_t excess = n - keep; /* delete the oldest others; never this one */
     for (int64_t i = 0; i < n && excess > 0; i++)
         if (steps[i] != ck->step) {

@@ -7,7 +7,8 @@
  * (acquire/release, read only), packed in the saved layout (ckpt_impl.h:
  * the held rows in ascending order; under COLUMN the slice's real columns,
  * Adam's m slice then v slice) into a staging buffer, hashed and written
- * through a 4 MB buffer.  Then fsync, rename from .tmp, fsync the folder.
+ * through a 4 MB buffer into an output of core/safe_file.h (unnamed until
+ * complete, fsynced, named, the folder fsynced).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -134,7 +134,7 @@ int safe_subdir(const safe_dir *parent, const char *name, int create, safe_dir *
     safe_path(parent, name, p, sizeof p);
     out->fd = -1;
     snprintf(out->path, sizeof out->path, "%.4000s", p);
-    if (create && mkdirat(parent->fd, name, 0777) != 0 && errno != EEXIST)
+    if (create && mkdirat(parent->fd, name, 0755) != 0 && errno != EEXIST)
         return failf(err, len, EMBER_EIO, "cannot create the folder %s: %s", p, strerror(errno));
     out->fd = openat(parent->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (out->fd >= 0)
@@ -151,7 +151,7 @@ int safe_mkdir(const safe_dir *parent, const char *name, safe_dir *out, char *er
 {
     char p[4400];
     out->fd = -1;
-    if (mkdirat(parent->fd, name, 0777) != 0) {
+    if (mkdirat(parent->fd, name, 0755) != 0) {
         if (errno == EEXIST)
             return failf(err, len, EMBER_EIO, "%s exists (%s): ember does not replace what it did not create",
                          safe_path(parent, name, p, sizeof p), kind_words(safe_kind(parent, name)));
@@ -172,11 +172,11 @@ int safe_mkdirs(safe_dir *d, const char *path, char *err, size_t len)
         if (*s != '/')
             continue;
         *s = 0;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
             return failf(err, len, EMBER_EIO, "cannot create the folder %s: %s", p, strerror(errno));
         *s = '/';
     }
-    if (mkdir(p, 0777) != 0 && errno != EEXIST)
+    if (mkdir(p, 0755) != 0 && errno != EEXIST)
         return failf(err, len, EMBER_EIO, "cannot create the folder %s: %s", p, strerror(errno));
     return safe_dir_open(d, path, err, len);
 }
@@ -202,6 +202,25 @@ int safe_remove_tree(const safe_dir *parent, const char *name)
     if (unlinkat(parent->fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
         rc = -1;
     return rc;
+}
+
+int safe_rename_new(const safe_dir *d, const char *from, const char *to, char *err, size_t len)
+{
+    char p[4400];
+    if (renameat2(d->fd, from, d->fd, to, RENAME_NOREPLACE) == 0)
+        return EMBER_OK;
+    int e = errno;
+    if ((e == EINVAL || e == ENOSYS) && safe_kind(d, to) == SAFE_ABSENT) { /* no RENAME_NOREPLACE here */
+        if (renameat(d->fd, from, d->fd, to) == 0)
+            return EMBER_OK;
+        e = errno;
+    } else if (e == EINVAL || e == ENOSYS) {
+        e = EEXIST;
+    }
+    if (e == EEXIST || e == ENOTEMPTY)
+        return failf(err, len, EMBER_EINVAL, "%s exists", safe_path(d, to, p, sizeof p));
+    return failf(err, len, EMBER_EIO, "cannot rename %s to %s: %s", safe_path(d, from, p, sizeof p), to,
+                 strerror(e));
 }
 
 /* EMBER_EIO: name exists where ember meant to create it. */
@@ -287,11 +306,11 @@ int safe_out_open(safe_out *o, const safe_dir *dir, const char *name, int flags,
     if (st == EMBER_OK && safe_kind(&o->dir, tmp) != SAFE_ABSENT)
         st = refuse_existing(&o->dir, tmp, err, len);
     if (st == EMBER_OK && tmpfile_usable()) {
-        o->fd = openat(o->dir.fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+        o->fd = openat(o->dir.fd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
         o->anon = o->fd >= 0;
     }
     if (st == EMBER_OK && o->fd < 0) {
-        if ((o->fd = safe_create(&o->dir, tmp, O_WRONLY, 0666, err, len)) < 0)
+        if ((o->fd = safe_create(&o->dir, tmp, O_WRONLY, 0644, err, len)) < 0)
             st = EMBER_EIO;
         else
             snprintf(o->tmp, sizeof o->tmp, "%s", tmp);
@@ -371,11 +390,24 @@ int safe_out_flush(safe_out *o)
     return o->err ? -1 : 0;
 }
 
-/* Gives the output its name: straight at it when nothing is there, else by
- * rename from name.tmp over the regular file. */
+/* EMBER_OK when the output's file is the one at name (its inode). */
+static int still_ours(const safe_out *o)
+{
+    struct stat a, b;
+    return fstat(o->fd, &a) == 0 && fstatat(o->dir.fd, o->name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Gives the output its name.  Nothing there: a link (unnamed) or a rename
+ * (named) straight to it.  A regular file there: the new file goes to
+ * name.tmp, then the two names are swapped (RENAME_EXCHANGE), so the old
+ * file waits at name.tmp until the output is done and can be swapped back
+ * if anything fails before; where the file system cannot swap, a rename
+ * over it (the old file is then gone at once). */
 static int name_output(safe_out *o, char *err, size_t len)
 {
-    char p[4400], proc[64];
+    char p[4400], proc[64], tmp[300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", o->name);
     int st = safe_expect(&o->dir, o->name, SAFE_FILE, err, len); /* again: it may have changed */
     if (st != EMBER_OK)
         return st;
@@ -386,18 +418,19 @@ static int name_output(safe_out *o, char *err, size_t len)
         if (errno != EEXIST)
             return failf(err, len, EMBER_EIO, "cannot name %s: %s", safe_path(&o->dir, o->name, p, sizeof p),
                          strerror(errno));
-        char tmp[300];
-        snprintf(tmp, sizeof tmp, "%s.tmp", o->name);
-        if (linkat(AT_FDCWD, proc, o->dir.fd, tmp, AT_SYMLINK_FOLLOW) != 0) {
-            if (errno == EEXIST)
-                return refuse_existing(&o->dir, tmp, err, len);
-            return failf(err, len, EMBER_EIO, "cannot name %s: %s", safe_path(&o->dir, tmp, p, sizeof p),
-                         strerror(errno));
-        }
+        if (linkat(AT_FDCWD, proc, o->dir.fd, tmp, AT_SYMLINK_FOLLOW) != 0)
+            return errno == EEXIST ? refuse_existing(&o->dir, tmp, err, len)
+                                   : failf(err, len, EMBER_EIO, "cannot name %s: %s",
+                                           safe_path(&o->dir, tmp, p, sizeof p), strerror(errno));
         snprintf(o->tmp, sizeof o->tmp, "%s", tmp);
     }
     if ((st = safe_expect(&o->dir, o->name, SAFE_FILE, err, len)) != EMBER_OK)
         return st;
+    if (safe_kind(&o->dir, o->name) == SAFE_FILE &&
+        renameat2(o->dir.fd, o->tmp, o->dir.fd, o->name, RENAME_EXCHANGE) == 0) {
+        o->old_at_tmp = 1; /* o->tmp now names the file it replaced */
+        return EMBER_OK;
+    }
     if (renameat(o->dir.fd, o->tmp, o->dir.fd, o->name) != 0)
         return failf(err, len, EMBER_EIO, "cannot rename %s to %s: %s", safe_path(&o->dir, o->tmp, p, sizeof p),
                      o->name, strerror(errno));
@@ -405,24 +438,38 @@ static int name_output(safe_out *o, char *err, size_t len)
     return EMBER_OK;
 }
 
+/* The file an output replaced, kept at name.tmp until now: removed. */
+static void drop_old(safe_out *o)
+{
+    if (o->old_at_tmp && unlinkat(o->dir.fd, o->tmp, 0) == 0)
+        fsync(o->dir.fd); /* a power cut must not bring it back at name.tmp */
+    o->old_at_tmp = 0;
+    o->tmp[0] = 0;
+}
+
 int safe_out_publish(safe_out *o, char *err, size_t len)
 {
     int st = name_output(o, err, len);
-    if (st == EMBER_OK)
+    if (st == EMBER_OK) {
         o->published = 1;
+        drop_old(o); /* a live output starts from the old bytes (append) or none */
+    }
     return st == EMBER_OK ? safe_dir_sync(&o->dir, err, len) : st;
 }
 
-/* A published output that failed: back to the bytes it started from
- * (appending), else its name removed, if the name is still this file's. */
+/* A named output that failed: the old file back at its name where it was
+ * kept, or back to the bytes it started from (appending), else its name
+ * removed, if the name is still this file's. */
 static void unpublish(safe_out *o)
 {
-    struct stat a, b;
-    if (o->keep > 0) {
+    if (o->old_at_tmp) {
+        if (renameat2(o->dir.fd, o->tmp, o->dir.fd, o->name, RENAME_EXCHANGE) == 0)
+            fsync(o->dir.fd); /* the old file is back; o->tmp (the new one) goes in abort */
+        o->old_at_tmp = 0;
+    } else if (o->keep > 0) {
         if (ftruncate(o->fd, o->keep) == 0)
             fsync(o->fd);
-    } else if (fstat(o->fd, &a) == 0 && fstatat(o->dir.fd, o->name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-               a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+    } else if (still_ours(o)) {
         unlinkat(o->dir.fd, o->name, 0);
     }
     o->published = 0;
@@ -446,14 +493,25 @@ int safe_out_commit(safe_out *o, char *err, size_t len)
     int st = e ? failf(err, len, EMBER_EIO, "%s %s: %s", what, p, strerror(e)) : EMBER_OK;
     if (st == EMBER_OK && !o->published && (st = name_output(o, err, len)) == EMBER_OK)
         o->published = 1;
-    if (st == EMBER_OK && (st = safe_dir_sync(&o->dir, err, len)) == EMBER_OK && close(o->fd) != 0) {
-        st = failf(err, len, EMBER_EIO, "cannot close %s: %s", p, strerror(errno));
+    if (st == EMBER_OK)
+        st = safe_dir_sync(&o->dir, err, len);
+    if (st == EMBER_OK) { /* the last check: then the old file goes, and nothing can take the new one back */
+        struct stat mine;
+        int known = fstat(o->fd, &mine) == 0, closed = close(o->fd);
         o->fd = -1;
-        if (o->keep == 0) /* named, but not done: a failed output is never left as if it were */
-            unlinkat(o->dir.fd, o->name, 0);
-    } else if (st == EMBER_OK) {
-        o->fd = -1;
-        o->published = 0; /* done: abort leaves it */
+        if (closed != 0) { /* undo by name: the old file back, or the new name removed if still this file */
+            st = failf(err, len, EMBER_EIO, "cannot close %s: %s", p, strerror(errno));
+            struct stat now;
+            if (o->old_at_tmp)
+                renameat2(o->dir.fd, o->tmp, o->dir.fd, o->name, RENAME_EXCHANGE);
+            else if (o->keep == 0 && known && fstatat(o->dir.fd, o->name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+                     now.st_dev == mine.st_dev && now.st_ino == mine.st_ino)
+                unlinkat(o->dir.fd, o->name, 0);
+            o->old_at_tmp = 0;
+        } else {
+            drop_old(o);
+        }
+        o->published = 0; /* abort has nothing more to undo */
     }
     safe_out_abort(o);
     return st;
@@ -471,8 +529,9 @@ void safe_out_abort(safe_out *o)
     if (o->fd >= 0)
         close(o->fd);
     o->fd = -1;
-    if (o->tmp[0] && o->dir.fd >= 0)
+    if (o->tmp[0] && o->dir.fd >= 0) /* the new file under name.tmp, never the old one */
         unlinkat(o->dir.fd, o->tmp, 0);
     o->tmp[0] = 0;
+    o->old_at_tmp = 0;
     safe_dir_close(&o->dir);
 }

@@ -17,7 +17,9 @@
  *     due (or as anything but a real folder where a folder is due) is
  *     refused by name, and so is anything at an output's temporary name;
  *   - a regular file at an output's name is replaced by rename only: its
- *     inode, and every other name it has, stays untouched;
+ *     inode, and every other name it has, stays untouched; where the file
+ *     system can swap two names, it waits at name.tmp until the new file is
+ *     complete and durable, and comes back if anything fails before that;
  *   - every write, the flush, the fsync and the close are checked; a
  *     failure removes what this module created and reports the OS reason;
  *   - removing a tree never follows a link.
@@ -62,10 +64,10 @@ enum { SAFE_ABSENT = 0, SAFE_FILE, SAFE_DIR, SAFE_LINK, SAFE_OTHER, SAFE_ERROR =
 int safe_kind(const safe_dir *d, const char *name);
 
 /* EMBER_OK when name is absent or is a `want` (SAFE_FILE or SAFE_DIR);
- * else EMBER_EINVAL naming it and what it is. */
+ * else EMBER_EIO naming it and what it is. */
 int safe_expect(const safe_dir *d, const char *name, int want, char *err, size_t len);
 
-/* A folder that did not exist, created and opened (EMBER_EINVAL naming it
+/* A folder that did not exist, created and opened (EMBER_EIO naming it
  * when the name exists). */
 int safe_mkdir(const safe_dir *parent, const char *name, safe_dir *out, char *err, size_t len);
 
@@ -76,6 +78,11 @@ int safe_subdir(const safe_dir *parent, const char *name, int create, safe_dir *
 /* Creates the folders of path that are missing (mkdir -p; the path is the
  * user's) and opens the last: EMBER_EIO naming the part that failed. */
 int safe_mkdirs(safe_dir *d, const char *path, char *err, size_t len);
+
+/* Renames d/from to d/to when nothing is at to (atomically where the file
+ * system has RENAME_NOREPLACE): EMBER_EINVAL "... exists" when something
+ * is, EMBER_EIO with the reason otherwise. */
+int safe_rename_new(const safe_dir *d, const char *from, const char *to, char *err, size_t len);
 
 /* Removes name and, if it is a real folder, everything below it; a link is
  * removed itself, never followed.  0, or -1 when something stayed. */
@@ -95,6 +102,7 @@ typedef struct safe_out {
     int anon;       /* an unnamed O_TMPFILE, named at commit           */
     int err;        /* the first errno of a failed write               */
     int published;  /* named before its commit (safe_out_publish)      */
+    int old_at_tmp; /* tmp names the file it replaced, kept until done */
     int64_t keep;   /* bytes copied from the file it replaces (append) */
     FILE *f;        /* safe_out_stdio's stream, closed at commit       */
 } safe_out;

@@ -73,7 +73,6 @@ static void swap_elems(void *p, size_t n, size_t sz)
 
 struct ember_batch_writer {
     char *path;
-    char *tmp_path;             /* the path, for messages (core/safe_file.h names no temporary) */
     safe_out out;
     FILE *f;                 /* NULL once closed or abandoned                 */
     int32_t num_tables, num_features;
@@ -91,7 +90,7 @@ static int w_emit(ember_batch_writer *w, const void *p, size_t n, const char *wh
     if (n == 0)
         return EMBER_OK;
     if (fwrite(p, 1, n, w->f) != n) {
-        ember_data_set_error("batch file '%s': batch %lld: writing %s: %s", w->tmp_path,
+        ember_data_set_error("batch file '%s': batch %lld: writing %s: %s", w->path,
                              (long long)w->num_batches, what, strerror(errno));
         w->failed = 1;
         return EMBER_EIO;
@@ -128,7 +127,7 @@ static int w_emit_hash(ember_batch_writer *w, const char *what)
     unsigned char b[8];
     put_u64(b, XXH64_digest(w->hash));
     if (fwrite(b, 1, 8, w->f) != 8) {
-        ember_data_set_error("batch file '%s': batch %lld: writing %s: %s", w->tmp_path,
+        ember_data_set_error("batch file '%s': batch %lld: writing %s: %s", w->path,
                              (long long)w->num_batches, what, strerror(errno));
         w->failed = 1;
         return EMBER_EIO;
@@ -185,19 +184,18 @@ int ember_batch_writer_create(const char *path, const ember_batch_file_info *inf
     w->num_tables = info->num_tables;
     w->num_features = info->num_features;
     w->path = str_dup(path);
-    w->tmp_path = str_dup(path);
     w->table_rows = malloc((size_t)info->num_tables * sizeof *w->table_rows);
     w->feature_table = malloc((size_t)info->num_features * sizeof *w->feature_table);
     w->hash = XXH64_createState();
     w->scratch = malloc(4096 * 8);
-    if (!w->path || !w->tmp_path || !w->table_rows || !w->feature_table || !w->hash ||
+    if (!w->path || !w->table_rows || !w->feature_table || !w->hash ||
         !w->scratch)
         goto nomem;
     memcpy(w->table_rows, info->table_rows, (size_t)info->num_tables * sizeof *w->table_rows);
     memcpy(w->feature_table, info->feature_table,
            (size_t)info->num_features * sizeof *w->feature_table);
 
-    char why[600];
+    char why[600] = "out of memory";
     if (safe_out_open_path(&w->out, path, 0, why, sizeof why) != EMBER_OK || !(w->f = safe_out_stdio(&w->out))) {
         ember_data_set_error("batch file '%s': cannot create: %s", path, why);
         rc = EMBER_EIO;
@@ -355,7 +353,6 @@ void ember_batch_writer_destroy(ember_batch_writer *w)
         return;
     safe_out_abort(&w->out); /* never closed: nothing left */
     free(w->path);
-    free(w->tmp_path);
     free(w->table_rows);
     free(w->feature_table);
     if (w->hash)

@@ -32,8 +32,12 @@ static int64_t sketch_bytes_for(const ember_table_config *t, int64_t capacity)
     if (t->admit_after <= 1)
         return 0;
     int64_t want = t->sketch_bytes ? t->sketch_bytes : 8 * capacity;
-    if (!t->sketch_bytes && want < SKETCH_DEFAULT_FLOOR)
-        want = SKETCH_DEFAULT_FLOOR;
+    /* the floor; a table sized by its bytes gives it at most an eighth of them */
+    int64_t floor = t->capacity > 0 || t->capacity_bytes <= 0 ? SKETCH_DEFAULT_FLOOR
+                    : t->capacity_bytes / 8 < SKETCH_DEFAULT_FLOOR ? t->capacity_bytes / 8
+                                                                  : SKETCH_DEFAULT_FLOOR;
+    if (!t->sketch_bytes && want < floor)
+        want = floor;
     if (want < SKETCH_MIN_BYTES)
         want = SKETCH_MIN_BYTES;
     return ember_dyn_sketch_bytes(width_for(want));

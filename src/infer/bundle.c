@@ -121,23 +121,17 @@ static int encode_table(const ember_collection *coll, int32_t t, const ember_tab
     return EMBER_OK;
 }
 
-/* Renames parent/tmp to parent/name unless name exists (atomically where
- * the system can), then makes the rename durable. */
+/* Renames parent/tmp to parent/name unless name exists, then makes the
+ * rename durable. */
 static int publish(const safe_dir *parent, const char *tmp, const char *name, char *err, size_t len)
 {
-    char p[4400];
-    if (renameat2(parent->fd, tmp, parent->fd, name, RENAME_NOREPLACE) != 0) {
-        if (errno == EEXIST || safe_kind(parent, name) != SAFE_ABSENT) {
-            snprintf(err, len, "%s exists: bundles are not overwritten (remove it, or name another)",
-                     safe_path(parent, name, p, sizeof p));
-            return EMBER_EINVAL;
-        }
-        if ((errno != EINVAL && errno != ENOSYS) || renameat(parent->fd, tmp, parent->fd, name) != 0) {
-            snprintf(err, len, "cannot rename %.500s to %.500s: %s", tmp, name, strerror(errno));
-            return EMBER_EIO;
-        }
+    int st = safe_rename_new(parent, tmp, name, err, len);
+    if (st == EMBER_EINVAL) {
+        char p[4400];
+        snprintf(err, len, "%s exists: bundles are not overwritten (remove it, or name another)",
+                 safe_path(parent, name, p, sizeof p));
     }
-    return safe_dir_sync(parent, err, len);
+    return st == EMBER_OK ? safe_dir_sync(parent, err, len) : st;
 }
 
 int ember_bundle_write(const char *checkpoint, const char *out_arg, const char *quantize, const char *const *per_table,
@@ -352,12 +346,17 @@ static int read_manifest(ember_bundle *b, const char *path, char *err, size_t le
         return EMBER_EFORMAT;
     }
     char *text = malloc((size_t)sb.st_size + 1);
-    ssize_t got = text ? pread(fd, text, (size_t)sb.st_size, 0) : -1;
-    int e = errno;
+    ssize_t got = 0, n = 1;
+    while (text && got < (ssize_t)sb.st_size && (n = pread(fd, text + got, (size_t)(sb.st_size - got), got)) != 0)
+        if (n > 0)
+            got += n;
+        else if (errno != EINTR)
+            break;
+    int e = n < 0 ? errno : 0;
     close(fd);
     if (got != (ssize_t)sb.st_size) {
         free(text);
-        snprintf(err, len, "%s: cannot read: %s", path, got < 0 ? strerror(e) : "it changed while read");
+        snprintf(err, len, "%s: cannot read: %s", path, !text ? "out of memory" : e ? strerror(e) : "it changed while read");
         return EMBER_EIO;
     }
     text[got] = 0;
@@ -370,8 +369,7 @@ static int read_manifest(ember_bundle *b, const char *path, char *err, size_t le
         st = EMBER_EFORMAT;
         snprintf(err, len, "%s: a version 1 bundle, whose manifest has no checksum of its own: export it again from "
                  "its checkpoint", path);
-    } else if (ckpt_json_seal_check(text, got, path) != EMBER_OK) { /* any flipped byte, whitespace included */
-        st = strstr(ember_data_errmsg(), "checksum mismatch") ? EMBER_ECORRUPT : EMBER_EFORMAT;
+    } else if ((st = ckpt_json_seal_check(text, got, path)) != EMBER_OK) { /* any flipped byte, whitespace too */
         snprintf(err, len, "%s", ember_data_errmsg());
     } else if (!j) {
         st = EMBER_EFORMAT;

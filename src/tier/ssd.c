@@ -150,7 +150,8 @@ static int zero_fill(ssd_store *s, int64_t bytes)
 }
 
 /* The last 4 KiB of every store file: this text, so that a file found at a
- * store's name is replaced only if an earlier ember store left it there. */
+ * store's name is replaced only if an earlier ember store left it there
+ * (with its owner and mode: this user's, 0600). */
 static const char STORE_MARK[] = "ember store file, version 1\n";
 #define MARK_BLOCK 4096
 
@@ -179,6 +180,11 @@ static int take_leftover(ssd_store *s, char *why, size_t len)
         pread(s->fd, mark, sizeof mark - 1, sb.st_size - MARK_BLOCK) != (ssize_t)sizeof mark - 1 ||
         memcmp(mark, STORE_MARK, sizeof mark - 1) != 0)
         return snprintf(why, len, "it is not an ember store file"), EMBER_EIO;
+    /* a store is made 0600 by its own user: a file someone else owns, or
+     * that others may write, was planted, whatever its bytes say */
+    if (sb.st_uid != geteuid() || (sb.st_mode & 077) != 0)
+        return snprintf(why, len, "it is not this user's own store file (owner %ld, mode %03o)", (long)sb.st_uid,
+                        (unsigned)(sb.st_mode & 0777)), EMBER_EIO;
     return EMBER_OK;
 }
 
@@ -240,7 +246,8 @@ static int open_file(ssd_store *s, const char *dir, int buffered)
     struct statvfs fs;
     if (fstatvfs(s->fd, &fs) == 0 && (int64_t)fs.f_bavail * (int64_t)fs.f_frsize < mark_at + MARK_BLOCK)
         return ssd_fail(s, EMBER_EIO, "%s: the filesystem of %s has %lld bytes free; the table needs %lld",
-                    s->label, s->path, (long long)fs.f_bavail * (long long)fs.f_frsize, (long long)bytes);
+                    s->label, s->path, (long long)fs.f_bavail * (long long)fs.f_frsize,
+                    (long long)(mark_at + MARK_BLOCK));
     void *mark = NULL;
     if (posix_memalign(&mark, 4096, MARK_BLOCK) != 0)
         return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory", s->label);
