@@ -208,7 +208,8 @@ static int64_t ref_file(const uint8_t *p, size_t n, const int64_t rows[26], dige
 {
     int64_t samples = 0;
     memset(dg, 0, sizeof *dg);
-    for (size_t at = 0; at < n;) {
+    size_t start = n >= 3 && p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf ? 3 : 0; /* a byte-order mark is skipped */
+    for (size_t at = start; at < n;) {
         const uint8_t *nl = memchr(p + at, '\n', n - at);
         size_t len = nl ? (size_t)(nl - (p + at)) : n - at;
         samples += ref_line((const char *)p + at, len, rows, dg);
