@@ -17,9 +17,9 @@
 
 #include "ckpt/ckpt_impl.h"
 #include "core/collection.h"
-#include "dist/dist.h"
-#include "dist/hot.h"
-#include "dist/shard.h"
+#include "exchange/exchange.h"
+#include "exchange/hot.h"
+#include "exchange/shard.h"
 #include "dyn/dyn_step.h"
 
 #define CHUNK_ROWS 1024

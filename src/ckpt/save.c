@@ -29,7 +29,7 @@
 #include "ckpt/ckpt_impl.h"
 #include "core/collection.h"
 #include "tier/tier.h"
-#include "dist/shard.h"
+#include "exchange/shard.h"
 #include "dyn/dyn_step.h"
 
 #define MSG CKPT_MSG

@@ -23,7 +23,7 @@
 #include "ckpt/ckpt_impl.h"
 #include "dyn/dyn_step.h"
 #include "core/collection.h"
-#include "dist/shard.h"
+#include "exchange/shard.h"
 
 #define MSG CKPT_MSG
 #define BATCH_ROWS 1024

@@ -14,10 +14,10 @@
 
 #include "core/collection.h"
 #include "core/rng.h"
-#include "dist/dist.h"
-#include "dist/hot.h"
+#include "exchange/exchange.h"
+#include "exchange/hot.h"
 #include "dyn/dyn_step.h"
-#include "lookup/step.h"
+#include "step/step.h"
 #include "quant/quant.h"
 #include "table/init.h"
 #include "table/layout.h"

@@ -32,7 +32,7 @@ typedef struct ember_lfeature {
     int64_t out_col;        /* pooled column, or -1 for NONE                 */
 } ember_lfeature;
 
-struct ember_xchg; /* dist/xchg.h: exchange buffers of one physical table */
+struct ember_xchg; /* exchange/xchg.h: exchange buffers of one physical table */
 struct ember_dyn_table; /* dyn/dyn_step.h: the key index of a dynamic table */
 
 typedef struct ember_prefetch_scratch { /* ember_prefetch's grow-only buffers */
@@ -74,12 +74,12 @@ typedef struct ember_ptable {
     ember_route route;      /* the routed last batch (this rank's samples)   */
     struct ember_xchg *xchg; /* exchange state; NULL in a world of one       */
     struct ember_dyn_table *dyn; /* dynamic tables: the key index; else NULL */
-    struct ember_hot *hot;  /* hot rows (dist/hot.h); NULL without          */
+    struct ember_hot *hot;  /* hot rows (exchange/hot.h); NULL without          */
 } ember_ptable;
 
 /* The per-batch state a forward leaves for its backward, of a batch begun
  * ahead (ember_forward_begin): the collection's own fields hold the
- * current batch's; lookup/schedule.c swaps the two sets while it works on
+ * current batch's; step/schedule.c swaps the two sets while it works on
  * the begun batch, and again when ember_forward_end makes it current. */
 typedef struct ember_slot {
     int routed;
@@ -136,7 +136,7 @@ struct ember_collection {
     double comm_seconds0;
     int64_t *exchange_scratch;   /* [4 * world size]: ember_dist_exchange   */
 
-    /* a forward begun ahead (lookup/schedule.c) */
+    /* a forward begun ahead (step/schedule.c) */
     ember_slot *spare;           /* its state while another batch is current */
     int pending;                 /* 1 between ember_forward_begin and _end  */
     float *pending_pooled, *pending_sequence;
@@ -144,7 +144,7 @@ struct ember_collection {
     int64_t pending_sent, pending_received; /* bytes exchanged so far      */
     double pending_seconds;
     ember_world *sched_world;    /* its exchanges' own world (W > 1)      */
-    int32_t chain_p;             /* dist/xchg_chain.c: the table at work  */
+    int32_t chain_p;             /* exchange/xchg_chain.c: the table at work  */
     int chain_stale, chain_status;
     char chain_msg[512];         /* this rank's failure in the chain      */
 
@@ -171,7 +171,7 @@ int ember_fail_create(int status, const char *fmt, ...) __attribute__((format(pr
  * refuses such a config; the predictor keeps such a table's rows fp32. */
 const char *ember_encoding_refusal(const ember_table_config *tc);
 
-/* The spare batch state (lookup/schedule.c): freed at destroy, counted as
+/* The spare batch state (step/schedule.c): freed at destroy, counted as
  * workspace. */
 void ember_slot_free(ember_collection *c);
 int64_t ember_slot_bytes(const ember_collection *c);

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/collection.h"
-#include "dist/dist.h"
+#include "exchange/exchange.h"
 #include "dyn/dyn_step.h"
 
 /* The dynamic table t, or NULL with a message on c. */

@@ -22,7 +22,7 @@
 
 #include "core/collection.h"
 #include "core/rng.h"
-#include "dist/dist.h"
+#include "exchange/exchange.h"
 #include "dyn/dyn_step.h"
 #include "table/init.h"
 

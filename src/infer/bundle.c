@@ -36,7 +36,7 @@
 
 #include "ckpt/ckpt_impl.h"
 #include "data/data_error.h"
-#include "dist/dist.h"
+#include "exchange/exchange.h"
 #include "infer/bundle.h"
 #include "infer/model.h"
 #include "quant/quant.h"

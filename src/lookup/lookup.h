@@ -17,7 +17,7 @@ void ember_pool(const ember_route *r, const ember_store *s, int64_t g0, int64_t 
 
 /* One occurrence's share of a row's gradient: g[k] += scale * d[k], each
  * element in sequence.  The one formula of every gradient sum (grad.c and
- * the hot rows' sums along the ranks, dist/hot.c), so that both round
+ * the hot rows' sums along the ranks, exchange/hot.c), so that both round
  * alike. */
 static inline void ember_grad_accumulate(float *restrict g, float scale, const float *restrict d, int32_t dim)
 {

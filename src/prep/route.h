@@ -69,7 +69,7 @@ int ember_route_build(struct ember_collection *coll, const struct ember_batch *b
  * entry order; deterministic for any thread count. */
 int ember_route_sort(struct ember_collection *coll, int32_t ptable, int all);
 /* The same for any route whose rows are below `rows` (an owner's received
- * entries, dist/). */
+ * entries, exchange/). */
 int ember_route_sort_rows(struct ember_collection *coll, ember_route *r, int64_t rows, int all);
 
 /* Makes r hold n entries (plus EMBER_ROUTE_PAD), nseg segments and B

@@ -8,7 +8,7 @@
  * a dynamic table's slots are zeroed for the same reason (their values come
  * when keys take them).
  * Optimizer state is zeroed the same way.  Each rank writes only the rows
- * and columns it holds (dist/shard.h), with the values one process would.
+ * and columns it holds (exchange/shard.h), with the values one process would.
  */
 #include <math.h>
 #include <omp.h>
@@ -16,7 +16,7 @@
 
 #include "core/collection.h"
 #include "core/rng.h"
-#include "dist/shard.h"
+#include "exchange/shard.h"
 #include "dyn/dyn_step.h"
 #include "table/init.h"
 

@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "core/collection.h"
-#include "dist/dist.h"
-#include "dist/shard.h"
+#include "exchange/exchange.h"
+#include "exchange/shard.h"
 #include "dyn/dyn_step.h"
 #include "prep/route.h"
 #include "tier/tier.h"

@@ -271,7 +271,7 @@ static void drive_exchanges(void *coll) { ember_forward_progress(coll); }
 /* Wall time since *mark minus the exchange time counted since *comm goes to
  * *phase, the exchange time to t->times.exchange; both marks move on. */
 /* Seconds inside the embedding's exchanges so far: the world's, and the
- * begun batches' own world's (lookup/schedule.c). */
+ * begun batches' own world's (step/schedule.c). */
 static double comm_seconds(const trainer *t)
 {
     return t->world->seconds + (t->coll->sched_world ? t->coll->sched_world->seconds : 0);

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/dist.h"
-#include "dist/hot.h"
-#include "dist/shard.h"
-#include "dist/xchg.h"
+#include "exchange/exchange.h"
+#include "exchange/hot.h"
+#include "exchange/shard.h"
+#include "exchange/xchg.h"
 #include "lookup/lookup.h"
 #include "quant/quant.h"
 #include "tier/tier.h"

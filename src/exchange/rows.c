@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/dist.h"
-#include "dist/hot.h"
-#include "dist/shard.h"
-#include "lookup/step.h"
+#include "exchange/exchange.h"
+#include "exchange/hot.h"
+#include "exchange/shard.h"
+#include "step/step.h"
 #include "quant/quant.h"
 
 typedef struct piece {

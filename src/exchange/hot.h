@@ -12,8 +12,8 @@
  * copy and the store hold the bits one process would.  The owner's store
  * stays the table of record (checkpoints, row reads).
  */
-#ifndef EMBER_DIST_HOT_H
-#define EMBER_DIST_HOT_H
+#ifndef EMBER_EXCHANGE_HOT_H
+#define EMBER_EXCHANGE_HOT_H
 
 #include <stdint.h>
 

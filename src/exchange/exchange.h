@@ -1,11 +1,11 @@
 /*
- * dist.h: the distributed parts of the step (docs/distributed.md): error
+ * exchange.h: the distributed parts of the step (docs/distributed.md): error
  * agreement, the per-table exchanges of forward and backward, and row
  * access over the world.  In a world of one the step calls none of the
  * exchanges (they would only copy); row access and agreement still work.
  */
-#ifndef EMBER_DIST_H
-#define EMBER_DIST_H
+#ifndef EMBER_EXCHANGE_H
+#define EMBER_EXCHANGE_H
 
 #include <stdint.h>
 
@@ -34,7 +34,7 @@ int ember_dist_exchange(ember_collection *c, const void *send, const int64_t *sc
 int ember_dist_forward(ember_collection *c, int32_t p, float *pooled, float *sequence);
 
 /* The forward of every table in parts, with the caller's work and other
- * collectives between them (dist/xchg_chain.c, for lookup/schedule.c).
+ * collectives between them (exchange/xchg_chain.c, for step/schedule.c).
  * c->world must be a world of its own (ember_world_dup) during all of
  * them, so that these exchanges, started and completed at different
  * moments on different ranks, never meet the others.

@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "dist/dist.h"
+#include "exchange/exchange.h"
 
 int ember_dist_comm_failed(ember_collection *c)
 {

@@ -12,7 +12,7 @@
  * runs its checks before its first update.  After a failed forward the
  * routed batch is gone, so backward answers EMBER_ESTATE.
  *
- * In a world of W > 1 the bracketed exchanges are real (dist/): the local
+ * In a world of W > 1 the bracketed exchanges are real (exchange/): the local
  * phase (validate, route, limits) ends with an agreement on the status and
  * the number of mini-batch rounds, every exchange agrees before it sends,
  * and every rank returns the same status.
@@ -21,11 +21,11 @@
 #include <string.h>
 
 #include "core/collection.h"
-#include "dist/dist.h"
-#include "dist/hot.h"
+#include "exchange/exchange.h"
+#include "exchange/hot.h"
 #include "dyn/dyn_step.h"
 #include "lookup/lookup.h"
-#include "lookup/step.h"
+#include "step/step.h"
 #include "quant/quant.h"
 #include "prep/limits.h"
 #include "tier/tier.h"

@@ -1,6 +1,6 @@
 /*
  * xchg_chain.c: a begun batch's forward as a chain of started exchanges
- * (dist.h, ember_dist_forward_start ...; docs/distributed.md, "Schedules").
+ * (exchange.h, ember_dist_forward_start ...; docs/distributed.md, "Schedules").
  *
  * Each table's forward is the phases of xchg_fwd.c; here every phase's
  * exchange is started (MPI_Ialltoallv) and the next phase runs when a
@@ -28,8 +28,8 @@
 #include <string.h>
 
 #include "core/collection.h"
-#include "dist/dist.h"
-#include "dist/xchg.h"
+#include "exchange/exchange.h"
+#include "exchange/xchg.h"
 
 /* Completes x's exchange in flight: *done = 0 when it is still going and
  * the call may not wait. */

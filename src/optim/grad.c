@@ -19,7 +19,7 @@
 
 #include "core/collection.h"
 #include "core/parallel.h"
-#include "dist/dist.h"
+#include "exchange/exchange.h"
 #include "lookup/lookup.h"
 #include "optim/optim.h"
 

@@ -7,8 +7,8 @@
  * fields (the current batch) and a spare ember_slot.  begin swaps the spare
  * in, validates, routes and agrees, starts what the schedule allows, and
  * swaps back; progress and end swap it in again.  The routing, lookup
- * and exchange code is ember_forward's own (step.c, dist/xchg_fwd.c,
- * driven by dist/xchg_chain.c): it only ever sees "the current batch".
+ * and exchange code is ember_forward's own (step.c, exchange/xchg_fwd.c,
+ * driven by exchange/xchg_chain.c): it only ever sees "the current batch".
  * Over more than one rank the begun batch's exchanges use a duplicate of
  * the world (sched_world), swapped in with its state.
  *
@@ -30,9 +30,9 @@
 #include <string.h>
 
 #include "core/collection.h"
-#include "dist/dist.h"
-#include "dist/xchg.h"
-#include "lookup/step.h"
+#include "exchange/exchange.h"
+#include "exchange/xchg.h"
+#include "step/step.h"
 #include "prep/route.h"
 #include "tier/tier.h"
 

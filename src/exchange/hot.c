@@ -26,10 +26,10 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "dist/dist.h"
-#include "dist/hot.h"
-#include "dist/shard.h"
-#include "dist/xchg.h"
+#include "exchange/exchange.h"
+#include "exchange/hot.h"
+#include "exchange/shard.h"
+#include "exchange/xchg.h"
 #include "lookup/lookup.h"
 #include "optim/optim.h"
 

@@ -11,9 +11,9 @@
  */
 #include <string.h>
 
-#include "dist/dist.h"
-#include "dist/shard.h"
-#include "dist/xchg.h"
+#include "exchange/exchange.h"
+#include "exchange/shard.h"
+#include "exchange/xchg.h"
 #include "tier/tier.h"
 #include "lookup/lookup.h"
 

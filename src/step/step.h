@@ -4,8 +4,8 @@
  * agreement, one physical table's lookup, and the checks and statistics
  * that make a routed batch current.
  */
-#ifndef EMBER_LOOKUP_STEP_H
-#define EMBER_LOOKUP_STEP_H
+#ifndef EMBER_STEP_H
+#define EMBER_STEP_H
 
 #include <stdint.h>
 

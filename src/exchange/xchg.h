@@ -14,7 +14,7 @@
 /* Counts per (round, peer) of one direction, as exchanged. */
 enum { XC_SEGS = 0, XC_ENTS, XC_UNIQ, XC_WEIGHTED, XC_STATUS, XC_N };
 
-/* Where a started forward of one table is (dist/xchg_chain.c). */
+/* Where a started forward of one table is (exchange/xchg_chain.c). */
 enum { XS_NONE = 0,  /* not started: the finish runs the whole forward  */
        XS_COUNTS,    /* round `round`'s counts in flight               */
        XS_AGREE,     /* its agreement in flight                        */
@@ -40,7 +40,7 @@ typedef struct ember_xchg {
     void *views;             /* [W] message views while packing             */
     float *rows_in;          /* rows / partials / slices received (ROWS: then
                                 the round's hot rows, copied here)          */
-    int64_t *hot_list;       /* the round's hot rows by slot (dist/hot.h)   */
+    int64_t *hot_list;       /* the round's hot rows by slot (exchange/hot.h)   */
     int64_t hot_used, hot_list_cap;
     int32_t *hot_of;         /* [route entries] hot index of the entry's row,
                                 -1 for none (set by the round's counting)   */
@@ -63,7 +63,7 @@ typedef struct ember_xchg {
     float *grad_out, *grad_in;
     int64_t grad_out_cap, grad_in_cap;
     int grads_ready;         /* grad_in holds this batch's gradients        */
-    /* a started forward (dist/xchg_chain.c) */
+    /* a started forward (exchange/xchg_chain.c) */
     ember_comm_req req;      /* the exchange in flight                      */
     int stage;               /* XS_*                                        */
     int32_t round;           /* the round it is at                          */
