@@ -8,7 +8,7 @@
  * (labels, dense floats, bag lengths, ids, XXH64 of the block), and an index
  * of the blocks' byte offsets (XXH64) at the end.  Little-endian, no
  * padding.  Version 1 holds u32 row ids; version 2 also 64-bit keys, for
- * the features whose rows is 0 (ctr_bin.h).  This reader reads both.
+ * the features whose rows is 0 (ctr_bin_format.h).  This reader reads both.
  *
  * Design choices.  The reader maps the file (mmap) and checks the header and
  * index at open, against the file's size before anything is believed; a
@@ -29,7 +29,7 @@
 
 #include <xxhash.h>
 
-#include "data/ctr_bin.h"
+#include "data/ctr_bin_block.h"
 #include "data/data_io.h"
 
 typedef struct bin_impl {

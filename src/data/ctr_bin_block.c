@@ -1,5 +1,5 @@
 /*
- * ctr_bin_block.c: one block of ember's binary CTR format (ctr_bin.h,
+ * ctr_bin_block.c: one block of ember's binary CTR format (ctr_bin_block.h,
  * docs/ctr-format.md): its checks, and the samples read out of it.
  *
  * A block is believed in steps: its size against its counts, then its
@@ -16,31 +16,8 @@
 
 #include <xxhash.h>
 
-#include "data/ctr_bin.h"
+#include "data/ctr_bin_block.h"
 #include "data/data_io.h"
-
-void cb_layout_init(cb_layout *l, uint32_t version, int64_t D, int64_t S, const int64_t *rows)
-{
-    memset(l, 0, sizeof *l);
-    l->version = version;
-    l->D = D;
-    l->S = S;
-    l->block_fixed = version >= CB_VERSION_WEIGHTS ? 48 : version >= CB_VERSION_KEYS ? 32 : 16;
-    l->label_bytes = 1;
-    for (int64_t f = 0; f < S; f++) {
-        l->keyed[f] = rows[f] == 0;
-        l->key_mask |= (uint64_t)l->keyed[f] << f;
-    }
-}
-
-void cb_layout_weights(cb_layout *l, uint64_t weight_mask, int float_label)
-{
-    l->weight_mask = weight_mask;
-    for (int64_t f = 0; f < l->S; f++)
-        l->weighted[f] = (unsigned char)(weight_mask >> f & 1);
-    l->float_label = float_label;
-    l->label_bytes = float_label ? 4 : 1;
-}
 
 void cb_block_where(char *buf, size_t size, int64_t b, int64_t off, int64_t first, int64_t count)
 {

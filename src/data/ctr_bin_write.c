@@ -1,5 +1,5 @@
 /*
- * ctr_bin_write.c: the writer of ember's binary CTR format (ctr_bin.h,
+ * ctr_bin_write.c: the writer of ember's binary CTR format (ctr_bin_format.h,
  * docs/ctr-format.md), behind ctr_convert_tsv (`ember convert`).
  *
  * The TSV is read as rank 0 of 1 in batches of block_samples, each batch
@@ -23,7 +23,7 @@
 #include <xxhash.h>
 
 #include "core/safe_file.h"
-#include "data/ctr_bin.h"
+#include "data/ctr_bin_format.h"
 #include "data/data_io.h"
 
 typedef struct cb_writer {

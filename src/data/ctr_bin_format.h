@@ -1,7 +1,10 @@
 /*
- * ctr_bin.h: the layout of ember's binary CTR format (docs/ctr-format.md),
- * shared by its reader (ctr_bin.c), its block checks (ctr_bin_block.c) and
- * its writer (ctr_bin_write.c).
+ * ctr_bin_format.h: the layout of ember's binary CTR format
+ * (docs/ctr-format.md): its constants, what a file's blocks hold (cb_layout,
+ * made in ctr_bin_format.c) and the sizes of its header and blocks.  The
+ * bottom of the format's files: the block checks (ctr_bin_block.h), the
+ * reader (ctr_bin.c) and the writer (ctr_bin_write.c) build on it, and it
+ * on nothing of theirs.
  *
  * Two versions.  Version 1 stores every id as a u32 row number.  Version 2
  * adds 64-bit keys, for features that feed dynamic tables: a feature whose
@@ -11,8 +14,8 @@
  * A version 2 block also records which features carry keys (a bit mask),
  * so a header and blocks that disagree are caught naming the feature.
  */
-#ifndef EMBER_DATA_CTR_BIN_H
-#define EMBER_DATA_CTR_BIN_H
+#ifndef EMBER_DATA_CTR_BIN_FORMAT_H
+#define EMBER_DATA_CTR_BIN_FORMAT_H
 
 #include <stdint.h>
 
@@ -59,39 +62,5 @@ static inline int64_t cb_block_size(const cb_layout *l, int64_t n, int64_t m, in
 {
     return l->block_fixed + n * l->label_bytes + 4 * n * l->D + 2 * n * l->S + 4 * m + 8 * q + 4 * w + 8;
 }
-
-/* A checked block: where its columns start. */
-typedef struct cb_block {
-    int64_t index, first, n;     /* block number, its first sample, samples */
-    const unsigned char *lab, *dense, *len, *ids, *keys, *w;
-} cb_block;
-
-/* Checks block b, bytes [off, stop) of map (size, marker, n = want_n,
- * counts, checksum, key mask against the header, labels, bag lengths
- * against the counts, row ids below their rows) and points *out at its
- * columns.  0, or -1 with a message
- * naming path, the block and its samples, and the sample and feature at
- * fault when there is one. */
-int cb_block_check(const cb_layout *l, const ctr_schema *sc, const char *path, const unsigned char *map,
-                   int64_t off, int64_t stop, int64_t b, int64_t first, int64_t want_n, cb_block *out, char *err,
-                   size_t errlen);
-
-/* "block 3 (byte 1234; samples 12288..16383)": block b at byte off,
- * holding count samples from first, for messages. */
-void cb_block_where(char *buf, size_t size, int64_t b, int64_t off, int64_t first, int64_t count);
-
-/* Where sample i of a checked block starts in its ids, keys and weights
- * columns: pos[0], pos[1], pos[2]. */
-void cb_block_seek(const cb_layout *l, const cb_block *blk, int64_t i, int64_t pos[3]);
-
-/* The S bag lengths of sample i of a checked block into len; their sum. */
-int64_t cb_sample_lengths(const cb_layout *l, const cb_block *blk, int64_t i, int32_t *len);
-
-/* Sample i of a checked block, whose lengths len gave: its label, its D
- * dense floats, and its bags' ids one feature after the other into ids
- * (row ids from pos[0], keys from pos[1], weights from pos[2], advanced);
- * with weights (not NULL) a weight per id, 1 for unweighted features. */
-void cb_sample_read(const cb_layout *l, const cb_block *blk, int64_t i, const int32_t *len, int64_t pos[3],
-                    float *label, float *dense, int64_t *ids, float *weights);
 
 #endif
