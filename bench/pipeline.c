@@ -31,7 +31,7 @@
 #include "comm/comm.h"
 #include "dense/dense.h"
 #include "ember-mpi.h"
-#include "train/pipeline.h"
+#include "model/pipeline.h"
 
 static dlrm_config bench_model(void)
 {

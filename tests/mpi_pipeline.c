@@ -24,7 +24,7 @@
 #include "comm/comm.h"
 #include "dense/dense.h"
 #include "mpi_util.h"
-#include "train/pipeline.h"
+#include "model/pipeline.h"
 
 #define STEPS 3
 

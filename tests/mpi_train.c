@@ -36,18 +36,18 @@
 #include "ember-train.h"
 #include "comm/collect.h"
 #include "mpi_util.h"
-#include "train/dense_sync.h"
+#include "model/dense_sync.h"
 #include "train_util.h"
 
 #define TRIALS 8
 #define STEPS 5
 #define GMAX 48
 
-static int rstep(trainer *t, const tctr *x, int64_t global, double *loss, const char *what)
+static int rstep(ctr_model *t, const tctr *x, int64_t global, double *loss, const char *what)
 {
     char err[256] = "";
-    int st = trainer_step(t, &x->b, global, loss, err, sizeof err);
-    MCHECK(st == EMBER_OK, "%s: trainer_step: %s", what, err);
+    int st = model_step(t, &x->b, global, loss, err, sizeof err);
+    MCHECK(st == EMBER_OK, "%s: model_step: %s", what, err);
     return st;
 }
 
@@ -67,13 +67,13 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
     dense_optim_kind kind = trial % 2 ? DENSE_ADAM : DENSE_SGD;
     int32_t b = (int32_t)test_range(r, 1, 7), per = (GMAX + W - 1) / W, k = (per + b - 1) / b;
     int32_t groups[3] = {1, W % 2 == 0 ? 2 : W, W}, grp = groups[trial % 3];
-    trainer_config cd = {.micro_batch = b, .accumulate = k, .dense_optim = dense_optim_config_default(kind),
+    model_config cd = {.micro_batch = b, .accumulate = k, .dense_optim = dense_optim_config_default(kind),
                          .threads = 1, .blas_threads = 1},
                    cr = {.micro_batch = GMAX, .accumulate = 1, .dense_optim = dense_optim_config_default(kind),
                          .threads = 1, .blas_threads = 1};
     cd.dense_optim.lr = cr.dense_optim.lr = kind == DENSE_SGD ? 0.2f : 0.01f;
     cd.dense_optim.eps = cr.dense_optim.eps = 1e-3f;
-    trainer_config cs = cd;
+    model_config cs = cd;
     cs.optim_group = grp;
     mpi_context("trial %d (F %d d %d dense %d, b %d k %d, %s, %s, sharded over %d)", trial, F, d, nd, b, k,
                 kind == DENSE_SGD ? "sgd" : "adam", mc.interaction == DENSE_INTERACT_DOT ? "dot" : "cat", grp);
@@ -81,7 +81,7 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
     ember_collection *cd_coll = mpi_create(&dist->cfg, "distributed"), *cr_coll = mpi_create(&ref->cfg, "reference");
     ember_collection *cs_coll = mpi_create(&dist->cfg, "sharded");
     dlrm *md = NULL, *mr = NULL, *ms = NULL;
-    trainer *td = NULL, *tr = NULL, *ts = NULL;
+    ctr_model *td = NULL, *tr = NULL, *ts = NULL;
     char err[256] = "";
     int ok = cd_coll && cr_coll && cs_coll;
     if (ok) {
@@ -91,9 +91,9 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
         ok = mpi_all(md && mr && ms);
     }
     if (ok) {
-        MCHECK(trainer_create(&cd, cd_coll, md, &td, err, sizeof err) == EMBER_OK, "trainer_create: %s", err);
-        MCHECK(trainer_create(&cr, cr_coll, mr, &tr, err, sizeof err) == EMBER_OK, "trainer_create: %s", err);
-        MCHECK(trainer_create(&cs, cs_coll, ms, &ts, err, sizeof err) == EMBER_OK, "trainer_create: %s", err);
+        MCHECK(model_create(&cd, cd_coll, md, &td, err, sizeof err) == EMBER_OK, "model_create: %s", err);
+        MCHECK(model_create(&cr, cr_coll, mr, &tr, err, sizeof err) == EMBER_OK, "model_create: %s", err);
+        MCHECK(model_create(&cs, cs_coll, ms, &ts, err, sizeof err) == EMBER_OK, "model_create: %s", err);
         ok = mpi_all(td && tr && ts);
     }
     dense_set_threads(1);
@@ -144,7 +144,7 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
         free(b2);
         free(c3);
         /* the optimizer state, gathered whole to rank 0, and restored */
-        dense_sync *rs = trainer_dense_sync(td), *ss = trainer_dense_sync(ts);
+        dense_sync *rs = model_dense_sync(td), *ss = model_dense_sync(ts);
         int64_t fl = dense_sync_state_floats(rs);
         MCHECK(fl == dense_sync_state_floats(ss) && dense_sync_steps(rs) == dense_sync_steps(ss), "state shape");
         MCHECK(dense_sync_state_bytes(ss) * grp <= dense_sync_state_bytes(rs) + fl * 4 * grp &&
@@ -174,9 +174,9 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
         free(s2);
     }
     free(all);
-    trainer_destroy(td);
-    trainer_destroy(tr);
-    trainer_destroy(ts);
+    model_destroy(td);
+    model_destroy(tr);
+    model_destroy(ts);
     dlrm_destroy(md);
     dlrm_destroy(mr);
     dlrm_destroy(ms);

@@ -82,10 +82,10 @@ static void test_metrics(test_rng *r)
 typedef struct run {
     ember_collection *coll;
     dlrm *model;
-    trainer *tr;
+    ctr_model *tr;
 } run;
 
-static int run_open(run *u, const test_config *tc, const dlrm_config *mc, const trainer_config *cfg)
+static int run_open(run *u, const test_config *tc, const dlrm_config *mc, const model_config *cfg)
 {
     char err[256];
     memset(u, 0, sizeof *u);
@@ -96,21 +96,21 @@ static int run_open(run *u, const test_config *tc, const dlrm_config *mc, const 
     CHECK_MSG(dlrm_create(mc, &u->model, err, sizeof err) == 0, "%s", err);
     if (!u->model)
         return 0;
-    st = trainer_create(cfg, u->coll, u->model, &u->tr, err, sizeof err);
-    CHECK_MSG(st == EMBER_OK, "trainer_create: %s", err);
+    st = model_create(cfg, u->coll, u->model, &u->tr, err, sizeof err);
+    CHECK_MSG(st == EMBER_OK, "model_create: %s", err);
     return st == EMBER_OK;
 }
 
 static void run_close(run *u)
 {
-    trainer_destroy(u->tr);
+    model_destroy(u->tr);
     dlrm_destroy(u->model);
     ember_collection_destroy(u->coll);
 }
 
-static trainer_config tcfg(int32_t b, int32_t k, dense_optim_kind kind, int32_t threads)
+static model_config tcfg(int32_t b, int32_t k, dense_optim_kind kind, int32_t threads)
 {
-    trainer_config c;
+    model_config c;
     memset(&c, 0, sizeof c);
     c.micro_batch = b;
     c.accumulate = k;
@@ -123,8 +123,8 @@ static trainer_config tcfg(int32_t b, int32_t k, dense_optim_kind kind, int32_t 
 static int step(run *u, const tctr *x, double *loss)
 {
     char err[256];
-    int st = trainer_step(u->tr, &x->b, x->b.batch_size, loss, err, sizeof err);
-    CHECK_MSG(st == EMBER_OK, "trainer_step: %s", err);
+    int st = model_step(u->tr, &x->b, x->b.batch_size, loss, err, sizeof err);
+    CHECK_MSG(st == EMBER_OK, "model_step: %s", err);
     return st == EMBER_OK;
 }
 
@@ -135,7 +135,7 @@ static void test_composition(test_rng *r)
     const int32_t F = 3, d = 4, nd = 5, B = 23;
     dlrm_config mc;
     test_config *tc = ttrain_config(r, F, d, nd, &mc);
-    trainer_config c = tcfg(B, 1, DENSE_ADAM, 1);
+    model_config c = tcfg(B, 1, DENSE_ADAM, 1);
     run u;
     ember_collection *coll = NULL;
     dlrm *model = NULL;
@@ -184,7 +184,7 @@ static void test_accumulate(test_rng *r, dense_optim_kind kind)
         int32_t b = (int32_t)test_range(r, 1, 9), k = (int32_t)test_range(r, 2, 5);
         dlrm_config mc;
         test_config *tc = ttrain_config(r, F, d, nd, &mc);
-        trainer_config ca = tcfg(b, k, kind, 1), cb = tcfg(b * k, 1, kind, 1);
+        model_config ca = tcfg(b, k, kind, 1), cb = tcfg(b * k, 1, kind, 1);
         if (kind == DENSE_ADAM)
             ca.dense_optim.eps = cb.dense_optim.eps = 1e-3f; /* near g = 0, Adam turns rounding into lr */
         run a, bb;
@@ -229,7 +229,7 @@ static void test_threads(test_rng *r)
     test_config *tc = ttrain_config(r, F, d, nd, &mc);
     for (int32_t t = 0; t < F; t++)
         tc->tables[t].rows = 2000; /* enough ids for the threads to split */
-    trainer_config c1 = tcfg(64, 2, DENSE_ADAM, 1), c2 = tcfg(64, 2, DENSE_ADAM, 2);
+    model_config c1 = tcfg(64, 2, DENSE_ADAM, 1), c2 = tcfg(64, 2, DENSE_ADAM, 2);
     run a, b;
     int ok = run_open(&a, tc, &mc, &c1);
     ok = run_open(&b, tc, &mc, &c2) && ok;
@@ -294,14 +294,14 @@ static void test_lr_schedule(test_rng *r)
     test_config *half = test_config_copy(tc);
     for (int32_t t = 0; t < F; t++)
         half->tables[t].optimizer.lr *= 0.5f;
-    trainer_config c1 = tcfg(64, 1, DENSE_ADAM, 1), c2 = c1;
+    model_config c1 = tcfg(64, 1, DENSE_ADAM, 1), c2 = c1;
     c2.dense_optim.lr *= 0.5f;
     run a, b;
     int ok = run_open(&a, tc, &mc, &c1);
     ok = run_open(&b, half, &mc, &c2) && ok;
     if (ok) {
-        CHECK(trainer_set_lr_scale(a.tr, 0.5f) == EMBER_OK);
-        CHECK(trainer_set_lr_scale(a.tr, -1.0f) == EMBER_EINVAL);
+        CHECK(model_set_lr_scale(a.tr, 0.5f) == EMBER_OK);
+        CHECK(model_set_lr_scale(a.tr, -1.0f) == EMBER_EINVAL);
     }
     for (int s = 0; ok && s < 4; s++) {
         tctr x;
@@ -329,7 +329,7 @@ static void test_predict(test_rng *r)
     const int32_t F = 2, d = 4, nd = 3, B = 30;
     dlrm_config mc;
     test_config *tc = ttrain_config(r, F, d, nd, &mc);
-    trainer_config c = tcfg(8, 2, DENSE_ADAM, 1);
+    model_config c = tcfg(8, 2, DENSE_ADAM, 1);
     run a, b;
     int ok = run_open(&a, tc, &mc, &c);
     ok = run_open(&b, tc, &mc, &c) && ok;
@@ -339,8 +339,8 @@ static void test_predict(test_rng *r)
         tctr_make(r, &tc->cfg, B, nd, &e); /* larger than a step: the buffers grow */
         float prob[B], again[B], logit[B], pooled[B * F * d];
         char err[256];
-        CHECK_MSG(trainer_predict(a.tr, &e.b, prob, err, sizeof err) == EMBER_OK, "%s", err);
-        CHECK_MSG(trainer_predict(a.tr, &e.b, again, err, sizeof err) == EMBER_OK, "%s", err);
+        CHECK_MSG(model_predict(a.tr, &e.b, prob, err, sizeof err) == EMBER_OK, "%s", err);
+        CHECK_MSG(model_predict(a.tr, &e.b, again, err, sizeof err) == EMBER_OK, "%s", err);
         CHECK(memcmp(prob, again, sizeof prob) == 0);
         CHECK(ember_forward(b.coll, &e.b.sparse, pooled, NULL) == EMBER_OK);
         for (int32_t lo = 0; lo < B; lo += 8) /* the model in micro-batches, as predict */
@@ -372,39 +372,39 @@ static void test_errors(test_rng *r)
     test_config *tc = ttrain_config(r, 2, 4, 3, &mc);
     ember_collection *coll = NULL;
     dlrm *model = NULL;
-    trainer *t = NULL;
+    ctr_model *t = NULL;
     char err[256] = "";
     tc->tables[1].dim = 8;
     CHECK(ember_collection_create(&tc->cfg, &coll) == EMBER_OK);
     CHECK(dlrm_create(&mc, &model, err, sizeof err) == 0);
-    trainer_config c = tcfg(8, 1, DENSE_SGD, 1);
-    CHECK(trainer_create(&c, coll, model, &t, err, sizeof err) == EMBER_EINVAL && !t);
+    model_config c = tcfg(8, 1, DENSE_SGD, 1);
+    CHECK(model_create(&c, coll, model, &t, err, sizeof err) == EMBER_EINVAL && !t);
     CHECK_MSG(strstr(err, "feature1") && strstr(err, "dim 8"), "%s", err);
     ember_collection_destroy(coll);
     tc->tables[1].dim = 4;
     tc->features[0].combiner = EMBER_COMBINER_NONE;
     CHECK(ember_collection_create(&tc->cfg, &coll) == EMBER_OK);
-    CHECK(trainer_create(&c, coll, model, &t, err, sizeof err) == EMBER_EINVAL && !t);
+    CHECK(model_create(&c, coll, model, &t, err, sizeof err) == EMBER_EINVAL && !t);
     CHECK_MSG(strstr(err, "feature0") && strstr(err, "none"), "%s", err);
     ember_collection_destroy(coll);
     tc->features[0].combiner = EMBER_COMBINER_SUM;
     CHECK(ember_collection_create(&tc->cfg, &coll) == EMBER_OK);
     c.micro_batch = 0;
-    CHECK(trainer_create(&c, coll, model, &t, err, sizeof err) == EMBER_EINVAL && !t);
+    CHECK(model_create(&c, coll, model, &t, err, sizeof err) == EMBER_EINVAL && !t);
     CHECK_MSG(strstr(err, "micro_batch"), "%s", err);
     /* a batch with an id out of range: the collection's message */
     c.micro_batch = 8;
-    CHECK(trainer_create(&c, coll, model, &t, err, sizeof err) == EMBER_OK);
+    CHECK(model_create(&c, coll, model, &t, err, sizeof err) == EMBER_OK);
     tctr x;
     tctr_make(r, &tc->cfg, 8, 3, &x);
     if (x.sp.b.num_ids > 0) {
         x.sp.ids[0] = 1000000;
         double loss;
-        CHECK(trainer_step(t, &x.b, 8, &loss, err, sizeof err) == EMBER_EINPUT);
+        CHECK(model_step(t, &x.b, 8, &loss, err, sizeof err) == EMBER_EINPUT);
         CHECK_MSG(strstr(err, "1000000"), "%s", err);
     }
     tctr_free(&x);
-    trainer_destroy(t);
+    model_destroy(t);
     dlrm_destroy(model);
     ember_collection_destroy(coll);
     test_config_free(tc);

@@ -9,7 +9,9 @@
 #ifndef EMBER_TESTS_TRAIN_UTIL_H
 #define EMBER_TESTS_TRAIN_UTIL_H
 
-#include "train/train.h"
+#include "model/lr_schedule.h"
+#include "model/metrics.h"
+#include "model/model.h"
 #include "util.h"
 
 /* A CTR batch that owns its arrays; b points into them. */

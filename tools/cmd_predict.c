@@ -24,7 +24,7 @@
 #include "infer/model.h"
 #include "tool_ctx.h"
 #include "train/run_json.h"
-#include "train/train.h"
+#include "model/metrics.h"
 
 static void usage(FILE *f)
 {

@@ -28,7 +28,7 @@
 
 #include "config/config_file.h"
 #include "data/text_parse.h"
-#include "train/pipeline.h"
+#include "model/pipeline.h"
 
 typedef struct reader {
     const char *path;

@@ -25,7 +25,7 @@
 #include "data/ctr.h"
 #include "dense/dense.h"
 #include "ember.h"
-#include "train/train.h"
+#include "model/lr_schedule.h"
 
 /* Per table, what the collection config cannot hold. */
 typedef struct cfg_table_extra {

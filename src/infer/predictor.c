@@ -5,7 +5,7 @@
  * The predictor is the trainer's evaluation path and nothing else: a
  * collection built from the checkpoint's model description, loaded with
  * ember_load (any world size), the dense model with the saved parameters,
- * and trainer_predict, which scores a batch with the dense model in chunks
+ * and model_predict, which scores a batch with the dense model in chunks
  * of the trainer's micro-batch.  That is what makes its scores the
  * trainer's own, bit for bit.  A bundle's fp16/int8/int4 tables are held
  * as encoded rows (rows_encoding) and pooled by the fused kernel, which
@@ -24,7 +24,7 @@
 #include "data/data_error.h"
 #include "infer/bundle.h"
 #include "infer/model.h"
-#include "train/train.h"
+#include "model/model.h"
 
 struct ember_predictor {
     ember_model m;
@@ -32,7 +32,7 @@ struct ember_predictor {
     ember_world *own_world; /* a world of one made here, or NULL */
     ember_collection *coll;
     dlrm *dense;
-    trainer *tr;
+    ctr_model *tr;
     char err[768];
 };
 
@@ -186,12 +186,12 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
     free(scratch);
     if (st != EMBER_OK)
         return open_fail(p, st, "%s", msg);
-    trainer_config tc = {.micro_batch = p->m.chunk, .accumulate = 1, .dense_optim = dense_optim_config_default(DENSE_SGD),
+    model_config tc = {.micro_batch = p->m.chunk, .accumulate = 1, .dense_optim = dense_optim_config_default(DENSE_SGD),
                          .threads = threads, .blas_threads = 1};
     char terr[512];
     dense_thread_state saved; /* the process's thread settings stay the caller's */
     dense_threads_save(&saved);
-    st = trainer_create(&tc, p->coll, p->dense, &p->tr, terr, sizeof terr);
+    st = model_create(&tc, p->coll, p->dense, &p->tr, terr, sizeof terr);
     dense_threads_restore(&saved);
     if (any_failed(w, st != EMBER_OK))
         return open_fail(p, st != EMBER_OK ? st : EMBER_ECOMM, "%s", st != EMBER_OK ? terr : "another rank failed");
@@ -203,7 +203,7 @@ void ember_predictor_close(ember_predictor *p)
 {
     if (!p)
         return;
-    trainer_destroy(p->tr);
+    model_destroy(p->tr);
     dlrm_destroy(p->dense);
     ember_collection_destroy(p->coll);
     ember_world_destroy(p->own_world);
@@ -233,7 +233,7 @@ int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *d
     dense_threads_save(&saved);
     dense_set_threads(p->cc.threads);
     dense_set_blas_threads(1);
-    int st = trainer_predict(p->tr, &b, scores, p->err, sizeof p->err);
+    int st = model_predict(p->tr, &b, scores, p->err, sizeof p->err);
     dense_threads_restore(&saved);
     if (bad) {
         snprintf(p->err, sizeof p->err, "score: batch_size %d, sparse batch of %d samples and %d features (the "

@@ -46,7 +46,7 @@
 #include "infer/model.h"
 #include "comm/collect.h"
 #include "comm/comm.h"
-#include "train/dense_sync.h"
+#include "model/dense_sync.h"
 #include "train/run.h"
 
 #define STATE_MAGIC 0x4e49415254424d45LL /* "EMBTRAIN" little-endian */
@@ -110,8 +110,8 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
     double t0 = ember_now();
     char fp[16384];
     train_fingerprint(s, fp, sizeof fp);
-    dense_sync *ds = trainer_dense_sync(s->tr);
-    int64_t nparams = dlrm_num_params(s->model), floats = dense_sync_state_floats(ds), ostep = dense_sync_steps(ds);
+    dense_sync *ds = model_dense_sync(s->model);
+    int64_t nparams = dlrm_num_params(s->dense), floats = dense_sync_state_floats(ds), ostep = dense_sync_steps(ds);
     /* the optimizer state whole: its own buffer when replicated, else
      * gathered to rank 0 (shared blobs are written from rank 0's alone, so
      * the other ranks only name one) */
@@ -149,7 +149,7 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
     ember_blob blobs[6] = {
         {"train.fingerprint", fp, (int64_t)strlen(fp)},
         {"train.state", state, (int64_t)sizeof state},
-        {"dense.params", dlrm_params(s->model), nparams * (int64_t)sizeof(float)},
+        {"dense.params", dlrm_params(s->dense), nparams * (int64_t)sizeof(float)},
         {"train.best", best_blob, (int64_t)sizeof best_blob},
         {EMBER_MODEL_BLOB, mjson, mjson ? (int64_t)strlen(mjson) : 0},
         {"dense.optim", ostate, floats * nparams * (int64_t)sizeof(float)},
@@ -219,8 +219,8 @@ static int restore_dense(ember_trainer *s, const ember_checkpoint *ck, train_res
     const int64_t *state = blob(ck, -1, "train.state", 8 * (int64_t)sizeof(int64_t), err, errlen);
     if (!state)
         return -1;
-    dense_sync *ds = trainer_dense_sync(s->tr);
-    int64_t nparams = dlrm_num_params(s->model), floats = dense_sync_state_floats(ds);
+    dense_sync *ds = model_dense_sync(s->model);
+    int64_t nparams = dlrm_num_params(s->dense), floats = dense_sync_state_floats(ds);
     if (state[0] != STATE_MAGIC || state[1] != BLOB_VERSION || state[2] < 0 || state[3] < 0 ||
         state[4] != nparams || state[6] != floats * nparams) {
         snprintf(err, errlen, "checkpoint %s: blob \"train.state\": bad magic or version, or %lld dense parameters "
@@ -234,7 +234,7 @@ static int restore_dense(ember_trainer *s, const ember_checkpoint *ck, train_res
     const float *om = NULL;
     if (floats > 0 && !(om = blob(ck, -1, "dense.optim", floats * nparams * (int64_t)sizeof(float), err, errlen)))
         return -1;
-    memcpy(dlrm_params(s->model), params, (size_t)nparams * sizeof(float));
+    memcpy(dlrm_params(s->dense), params, (size_t)nparams * sizeof(float));
     dense_sync_set_state(ds, om, state[5]); /* this rank's shard of it, when sharded */
     rs->step = state[2];
     rs->samples = state[3];

@@ -80,7 +80,7 @@ static int predict_all(ember_trainer *s, vec *prob, vec *label, vec *teacher, in
         if (n == 0) { /* this rank is done, the others are not */
             ctr_batch_empty(&s->schema, &b);
         }
-        if (trainer_predict(s->tr, &b, p, err, errlen) != EMBER_OK) /* collective */
+        if (model_predict(s->model, &b, p, err, errlen) != EMBER_OK) /* collective */
             failed = 1;
         const float *tp = ctr_source_teacher_prob(s->eval_src);
         if (!failed && (vec_push(prob, p, n) || vec_push(label, b.label, n) || (tp && vec_push(teacher, tp, n)))) {

@@ -16,8 +16,8 @@
 
 #include <jansson.h>
 
-#include "train/dense_sync.h"
-#include "train/pipeline.h"
+#include "model/dense_sync.h"
+#include "model/pipeline.h"
 #include "train/run.h"
 #include "train/run_json.h"
 
@@ -73,10 +73,10 @@ void train_event_start(ember_trainer *s)
     json_object_set_new(j, "sparse_features", json_integer(m->num_sparse));
     json_object_set_new(j, "emb_dim", json_integer(m->emb_dim));
     json_object_set_new(j, "embedding_rows", json_integer(rows));
-    json_object_set_new(j, "dense_params", json_integer(dlrm_num_params(s->model)));
+    json_object_set_new(j, "dense_params", json_integer(dlrm_num_params(s->dense)));
     json_object_set_new(j, "optimizer_shards", json_integer(t->optimizer_shards));
     json_object_set_new(j, "dense_optimizer_bytes_per_rank",
-                        json_integer(dense_sync_state_bytes(trainer_dense_sync(s->tr))));
+                        json_integer(dense_sync_state_bytes(model_dense_sync(s->model))));
     json_object_set_new(j, "schedule", json_string(config_schedule_name(t->schedule)));
     if (t->pipe_stages > 1) {
         json_t *p = json_object();

@@ -55,7 +55,7 @@ static void add_widths(char *buf, size_t n, const char *key, int32_t k, const in
 void train_fingerprint(const ember_trainer *s, char *buf, size_t n)
 {
     const cfg_train *t = &s->t;
-    const dlrm_config *m = dlrm_get_config(s->model);
+    const dlrm_config *m = dlrm_get_config(s->dense);
     buf[0] = '\0';
     add(buf, n, "source %s\n", config_source_name(t->source));
     if (t->source == CFG_SOURCE_SYNTHETIC) {

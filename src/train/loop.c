@@ -4,7 +4,7 @@
  *
  *   for step = rs.step + 1 .. steps:
  *       this rank's k*b samples, read ahead by a thread  (prefetch.c)
- *       trainer_step: embeddings, dense model, replication (trainer.c)
+ *       model_step: embeddings, dense model, replication (trainer.c)
  *       every log_every steps: the loss, reduced over ranks -> "train" event
  *       every eval_every steps: evaluation on held-out samples (evaluate.c),
  *         judged for early stopping and keep_best
@@ -151,7 +151,7 @@ int train_loop(ember_trainer *s)
                 ctr_batch_empty(&s->schema, &next[na]);
             announce[na] = &next[na].sparse;
         }
-        trainer_announce(s->tr, announce, na);
+        model_announce(s->model, announce, na);
         /* the next batch is begun ahead within a run of steps: not across
          * a checkpoint, an evaluation or a hot-row refresh step (a resumed
          * run starts such a run the same way), nor after the last step */
@@ -168,13 +168,13 @@ int train_loop(ember_trainer *s)
             if (train_prefetch_peek(pf, 1, &ahead_b) <= 0) /* collective: an empty one in its place */
                 ctr_batch_empty(&s->schema, &ahead_b);
             ls->data_seconds += ember_now() - p0;
-            trainer_set_next(s->tr, &ahead_b.sparse);
+            model_set_next(s->model, &ahead_b.sparse);
         }
         if (t->lr.warmup > 0 || t->lr.decay != LR_DECAY_NONE) /* the same on every rank: a function of the step */
-            trainer_set_lr_scale(s->tr, lr_schedule_scale(&t->lr, step, steps));
+            model_set_lr_scale(s->model, lr_schedule_scale(&t->lr, step, steps));
         if (global > 0) { /* collective: a rank whose read failed takes part with no samples */
             char serr[512] = "";
-            int st = trainer_step(s->tr, &b, global, &loss, serr, sizeof serr);
+            int st = model_step(s->model, &b, global, &loss, serr, sizeof serr);
             if (st != EMBER_OK && !failed) {
                 snprintf(err, sizeof err, "%s", serr);
                 failed = 1;

@@ -30,8 +30,10 @@
 #include "config/config_file.h"
 #include "config/train_settings.h"
 #include "ember-train.h"
+#include "model/lr_schedule.h"
+#include "model/metrics.h"
+#include "model/model.h"
 #include "train/prefetch.h"
-#include "train/train.h"
 
 /* The best evaluation so far, for early stopping and keep_best; saved in
  * every checkpoint, so a resumed run stops where the uninterrupted one
@@ -100,8 +102,8 @@ struct ember_trainer {
     ember_feature_config features[CTR_MAX_FEATURES];
     char names[2][CTR_MAX_FEATURES][40];
     ember_collection *coll;
-    dlrm *model;
-    trainer *tr;
+    dlrm *dense;                 /* the dense half of the model           */
+    ctr_model *model;            /* the collection and dense joined: the step */
     int ckpt_dir_made;           /* checkpoint_prepare created the folder    */
     int64_t file_samples;        /* the training file's samples (lines for a
                                     TSV, bad ones too); 0: the built-in task */

@@ -231,7 +231,7 @@ int train_setup_open(ember_trainer *s)
     snprintf(err, sizeof err, "%s", st == EMBER_OK ? "" : ember_errmsg(NULL));
     if (run_agree(s, st != EMBER_OK, st, err))
         return 1;
-    failed = dlrm_create(&s->t.model, &s->model, err, sizeof err) != 0;
+    failed = dlrm_create(&s->t.model, &s->dense, err, sizeof err) != 0;
     if (run_agree(s, failed, EMBER_EFORMAT, err))
         return 1;
     failed = s->t.pipe_stages > 1 && s->t.schedule != EMBER_SCHEDULE_BLOCKING;
@@ -240,24 +240,24 @@ int train_setup_open(ember_trainer *s)
                  config_schedule_name(s->t.schedule));
     if (run_agree(s, failed, EMBER_EFORMAT, err))
         return 1;
-    trainer_config tc = {s->t.micro_batch, s->t.accumulate, s->t.dense_optim, s->threads, s->blas_threads,
+    model_config tc = {s->t.micro_batch, s->t.accumulate, s->t.dense_optim, s->threads, s->blas_threads,
                          s->t.optimizer_shards, s->t.pipe_stages, s->t.pipe_schedule, s->t.pipe_virtual,
                          s->t.pipe_recompute, s->t.pipe_num_cuts, {0}};
     memcpy(tc.pipe_cuts, s->t.pipe_cuts, sizeof tc.pipe_cuts);
-    st = trainer_create(&tc, s->coll, s->model, &s->tr, err, sizeof err);
+    st = model_create(&tc, s->coll, s->dense, &s->model, err, sizeof err);
     return run_agree(s, st != EMBER_OK, st, err);
 }
 
 void train_setup_close(ember_trainer *s)
 {
-    trainer_destroy(s->tr);
-    dlrm_destroy(s->model);
+    model_destroy(s->model);
+    dlrm_destroy(s->dense);
     ember_collection_destroy(s->coll);
     ctr_source_destroy(s->train_src);
     ctr_source_destroy(s->eval_src);
     config_file_free(s->cf);
-    s->tr = NULL;
     s->model = NULL;
+    s->dense = NULL;
     s->coll = NULL;
     s->train_src = s->eval_src = NULL;
     s->cf = NULL;

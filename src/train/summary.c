@@ -36,8 +36,8 @@ typedef struct summary_data {
 static void reduce_all(ember_trainer *s, summary_data *d, ctr_stats *cs)
 {
     const train_loop_stats *ls = &s->ls;
-    trainer_times tt;
-    trainer_get_times(s->tr, &tt);
+    model_times tt;
+    model_get_times(s->model, &tt);
     double v[8] = {ls->data_seconds, tt.emb_forward, tt.exchange, tt.dense, tt.emb_backward, tt.reduce,
                    ls->eval_seconds, ls->ckpt_seconds};
     ember_comm_reduce_double(s->world, v, 8, EMBER_REDUCE_SUM);
@@ -57,7 +57,7 @@ static void reduce_all(ember_trainer *s, summary_data *d, ctr_stats *cs)
     d->world = d->all_rss ? s->size : 1; /* out of memory for the gather: rank 0's alone */
     double busy;
     int64_t bytes;
-    if (trainer_pipeline_stats(s->tr, &busy, &bytes)) { /* the same answer on every rank */
+    if (model_pipeline_stats(s->model, &busy, &bytes)) { /* the same answer on every rank */
         d->pipe[0] = (float)busy;
         d->pipe[1] = (float)((double)bytes / 1048576.0);
         ember_comm_gather_floats(s->world, d->pipe, 2, &d->all_pipe, &n);

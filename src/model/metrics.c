@@ -1,5 +1,5 @@
 /*
- * metrics.c: the evaluation metrics of `ember train` (train.h): exact AUC
+ * metrics.c: the evaluation metrics of a CTR model (metrics.h): exact AUC
  * and log loss.
  *
  * AUC is the Mann-Whitney statistic computed exactly: sort the (score,
@@ -13,7 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "train/train.h"
+#include "model/metrics.h"
 
 typedef struct scored {
     float score;

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "train/pipeline.h"
+#include "model/pipeline.h"
 
 typedef struct pipe_op {
     int bwd;

@@ -22,8 +22,8 @@
  * for every schedule and cut, with or without recomputation (which keeps
  * a piece's input only and runs its forward again before the backward).
  */
-#ifndef EMBER_TRAIN_PIPELINE_H
-#define EMBER_TRAIN_PIPELINE_H
+#ifndef EMBER_MODEL_PIPELINE_H
+#define EMBER_MODEL_PIPELINE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -23,8 +23,8 @@
  * bits as the replicated update, for any g: tests/mpi_train.c checks it.
  * Optimizer state per rank: 2 n / g floats with Adam instead of 2 n.
  */
-#ifndef EMBER_TRAIN_DENSE_SYNC_H
-#define EMBER_TRAIN_DENSE_SYNC_H
+#ifndef EMBER_MODEL_DENSE_SYNC_H
+#define EMBER_MODEL_DENSE_SYNC_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -40,7 +40,7 @@ int dense_sync_create(ember_world *w, int64_t n, int32_t group, const dense_opti
                       char *err, size_t errlen);
 void dense_sync_destroy(dense_sync *s);
 
-/* One update, in three calls (the trainer times them apart):
+/* One update, in three calls (the model times them apart):
  *   reduce  sums grads over the ranks (collective; grads is overwritten:
  *           replicated, with the sums; sharded, unspecified);
  *   apply   the optimizer step on this rank's parameters (all, or its

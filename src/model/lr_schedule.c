@@ -1,5 +1,5 @@
 /*
- * lr_schedule.c: the learning-rate schedule of a training run (train.h,
+ * lr_schedule.c: the learning-rate schedule of a training run (lr_schedule.h,
  * docs/training.md "Learning-rate schedule"): a factor per step that
  * multiplies every configured rate, dense and embedding alike.
  *
@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "train/train.h"
+#include "model/lr_schedule.h"
 
 int lr_schedule_check(const lr_schedule *s, char *err, size_t errlen)
 {

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "train/dense_sync.h"
+#include "model/dense_sync.h"
 
 typedef struct moves {
     int64_t *scount, *sdispl, *rcount, *rdispl; /* [R] each, bytes */

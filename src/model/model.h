@@ -1,0 +1,116 @@
+/*
+ * model.h: a CTR model, one training step and prediction (docs/training.md).
+ * The training loop (src/train/) steps it; the predictor (src/infer/)
+ * predicts with it, so a trained model scores exactly as the trainer's own
+ * evaluation did.
+ *
+ * A ctr_model joins an ember_collection (the embedding tables, sharded over
+ * the collection's world) and a dlrm (the dense model, replicated on every
+ * rank).  One optimizer step over a global batch of G = R * k * b samples
+ * (R ranks, k micro-batches of b samples each per rank, gradient accumulation):
+ *
+ *   ember_forward(this rank's k*b samples)            -> pooled [k*b][F*d]
+ *   for each micro-batch j < k:
+ *       dlrm_forward(micro j) ; loss, dlogit = (sigmoid - y) / G
+ *       dlrm_backward -> grads += ... ; d_pooled rows of micro j
+ *   ember_backward(d_pooled)                          (sparse update, once)
+ *   dense grads: summed over ranks in rank order (reduce-scatter by chunks,
+ *   then all-gather), so every rank holds the same bits; dense optimizer step.
+ *
+ * With a next batch (model_set_next), its forward is split around the
+ * step: begun after this step's forward, ended after its dense update.
+ *
+ * The embedding tables see exactly one optimizer step on all k*b samples:
+ * accumulation changes only how the dense activations are computed, and
+ * the dense gradient sum within 1e-6 of one k-times larger batch.
+ *
+ * Beside it in this folder: dense_sync.h (the dense update over the ranks),
+ * pipeline.h (the dense model cut into pipeline stages), lr_schedule.h (a
+ * factor on the learning rates by step) and metrics.h (AUC, log loss).
+ */
+#ifndef EMBER_MODEL_MODEL_H
+#define EMBER_MODEL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/ctr.h"
+#include "dense/dense.h"
+#include "ember.h"
+
+typedef struct ctr_model ctr_model;
+
+typedef struct model_config {
+    int32_t micro_batch;    /* b: samples per micro-batch per rank           */
+    int32_t accumulate;     /* k: micro-batches per optimizer step (>= 1)     */
+    dense_optim_config dense_optim;
+    int32_t threads;        /* OpenMP threads (embedding, dense optimizer)   */
+    int32_t blas_threads;   /* OpenBLAS threads for the dense GEMMs; 0: as
+                               threads.  1 keeps the whole step bit-identical
+                               whatever `threads` is (dense.h)              */
+    int32_t optim_group;    /* dense optimizer state: 0 replicated on every
+                               rank; g >= 1 (dividing the world) sharded over
+                               groups of g consecutive ranks (dense_sync.h);
+                               the same parameter bits either way            */
+    /* Pipeline stages (docs/pipeline.md): stages S > 1 (dividing the world)
+     * cut the dense model over ranks g S .. g S + S - 1 of replica group g,
+     * which must all be given the same batch; the embedding step runs on
+     * the rank of the interaction's stage, the others give it none.  Steps
+     * must then be full (k b samples). */
+    int32_t pipe_stages, pipe_schedule, pipe_virtual, pipe_recompute;
+    int32_t pipe_num_cuts, pipe_cuts[64]; /* 0 cuts: the balance rule        */
+} model_config;
+
+/* Time per phase, seconds, summed since create (this rank). */
+typedef struct model_times {
+    double emb_forward, exchange, dense, emb_backward, reduce;
+} model_times;
+
+/* coll and dense stay owned by the caller and must outlive the model.
+ * Checks that every feature is pooled with dim = the dense model's emb_dim.
+ * Collective with pipeline stages.  0 or an ember status with err. */
+int model_create(const model_config *cfg, ember_collection *coll, dlrm *dense, ctr_model **out, char *err,
+                 size_t errlen);
+void model_destroy(ctr_model *m);
+
+/* One optimizer step on this rank's local samples (batch_size = k * b, or
+ * fewer at the end of a file: the last micro-batch is then short).  global
+ * = the step's samples over all ranks (the loss is a mean over them).
+ * *loss_sum = this rank's summed BCE.  Collective.  0 or an ember status
+ * with err. */
+int model_step(ctr_model *m, const ctr_batch *batch, int64_t global, double *loss_sum, char *err, size_t errlen);
+/* Batches the next model_step announces to the collection right after its
+ * embedding forward (ember_prefetch: the SSD tier reads their rows while the
+ * dense model runs), in order; valid until that step returns.  Collective:
+ * every rank announces the same number (an empty batch where it has none). */
+void model_announce(ctr_model *m, const ember_batch *const *batches, int32_t n);
+
+/* The batch the next model_step begins ahead (ember_forward_begin, the
+ * collection's ember_schedule) while its own dense work runs, and ends
+ * after its update: the step after must be given that very batch (its
+ * outputs are then already there).  NULL (the default, reset by every
+ * step): none, so the step after runs its own forward.  Give none before
+ * model_predict, a checkpoint or the last step.  Valid until that step
+ * returns.  Collective: every rank gives one (an empty batch where it has
+ * none) or none. */
+void model_set_next(ctr_model *m, const ember_batch *next);
+
+/* Forward only: prob[s] = sigmoid(logit) for the batch's samples, the
+ * dense model run in chunks of the micro-batch. */
+int model_predict(ctr_model *m, const ctr_batch *batch, float *prob, char *err, size_t errlen);
+
+void model_get_times(const ctr_model *m, model_times *out);
+/* With pipeline stages: this rank's busy share of the pipelined steps and
+ * the most activation bytes it kept at once for its backwards; 0 (both
+ * zero) without. */
+int model_pipeline_stats(const ctr_model *m, double *busy_share, int64_t *peak_activation_bytes);
+
+/* Every learning rate of the model, dense and embedding, times scale from
+ * the next step on (ember_set_lr_scale, dense_sync_set_lr_scale). */
+int model_set_lr_scale(ctr_model *m, float scale);
+
+/* The dense update the model owns (its optimizer state and step for
+ * checkpoints: dense_sync.h).  Valid until destroy. */
+struct dense_sync *model_dense_sync(ctr_model *m);
+
+#endif
