@@ -1,5 +1,5 @@
 /*
- * test_infer.c: the model description (src/infer/model.h) round trip and
+ * test_infer.c: the model description (src/infer/description.h) round trip and
  * its errors.  Random collections (fixed and dynamic tables, limits,
  * simulated quantization, every optimizer), dense models and inputs go to
  * JSON and back: every setting equal, bit for bit.  Broken descriptions
@@ -7,7 +7,7 @@
  * with the field named.  The predictor itself is tested end to end by
  * tests/cli.sh (scores equal to the trainer's evaluation, at 1 and 2 ranks).
  */
-#include "infer/model.h"
+#include "infer/description.h"
 #include "util.h"
 
 static int same_table(const ember_table_config *a, const ember_table_config *b)
@@ -56,15 +56,15 @@ static void roundtrip(test_rng *r, int trial)
     ctr_synth_config sy = ctr_synth_config_default();
     sy.seed = test_next(r); /* any 64 bits, the top one too */
     sy.teacher_scale = test_float(r, 0.5f, 3.0f);
-    ember_model *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    model_description *a = malloc(sizeof *a), *b = malloc(sizeof *b);
     char err[256];
     tc->cfg.dedup = (int)test_range(r, 0, 2);
     tc->cfg.bounds = (ember_bounds_policy)test_range(r, 0, 2);
     tc->cfg.num_shards = (int32_t)test_range(r, 0, 9);
-    CHECK(ember_model_make(a, &tc->cfg, &d, (int32_t)test_range(r, 1, 4096), (int32_t)test_range(r, 1, 65536), &in,
+    CHECK(description_make(a, &tc->cfg, &d, (int32_t)test_range(r, 1, 4096), (int32_t)test_range(r, 1, 65536), &in,
                            trial % 2 ? &sy : NULL, err, sizeof err) == 0);
-    char *json = ember_model_to_json(a);
-    int rc = json ? ember_model_from_json(json, strlen(json), b, err, sizeof err) : -1;
+    char *json = description_to_json(a);
+    int rc = json ? description_from_json(json, strlen(json), b, err, sizeof err) : -1;
     CHECK_MSG(rc == 0, "trial %d: read back: %s", trial, err);
     int same = rc == 0 && a->num_tables == b->num_tables && a->num_features == b->num_features && a->seed == b->seed &&
                a->dedup == b->dedup && a->stack_tables == b->stack_tables && a->bounds == b->bounds &&
@@ -86,7 +86,7 @@ static void roundtrip(test_rng *r, int trial)
     }
     CHECK_MSG(same, "trial %d: the description read back differs", trial);
     /* the collection it describes is the one it came from */
-    ember_collection_config cc = ember_model_collection(b);
+    ember_collection_config cc = description_collection(b);
     CHECK_MSG(cc.num_tables == tc->cfg.num_tables && cc.num_features == tc->cfg.num_features &&
                   cc.seed == tc->cfg.seed && cc.dedup == tc->cfg.dedup && cc.stack_tables == tc->cfg.stack_tables &&
                   cc.bounds == tc->cfg.bounds && cc.num_shards == tc->cfg.num_shards,
@@ -98,9 +98,9 @@ static void roundtrip(test_rng *r, int trial)
 
 static void refused(const char *json, const char *names)
 {
-    ember_model *m = malloc(sizeof *m);
+    model_description *m = malloc(sizeof *m);
     char err[256] = "";
-    int rc = ember_model_from_json(json, strlen(json), m, err, sizeof err);
+    int rc = description_from_json(json, strlen(json), m, err, sizeof err);
     CHECK_MSG(rc == -1 && strstr(err, names), "%.60s...: %d \"%s\" does not name %s", json, rc, err, names);
     free(m);
 }

@@ -21,10 +21,10 @@
 #include "commands.h"
 #include "core/safe_file.h"
 #include "infer/bundle.h"
-#include "infer/model.h"
+#include "infer/predictor.h"
+#include "model/metrics.h"
 #include "tool_ctx.h"
 #include "train/run_json.h"
-#include "model/metrics.h"
 
 static void usage(FILE *f)
 {
@@ -73,7 +73,7 @@ static int push(scored *s, const float *score, const float *label, int64_t first
     return 0;
 }
 
-static int open_data(const tool_ctx *ctx, const ember_model *m, const char *data, ctr_source **src, char *err,
+static int open_data(const tool_ctx *ctx, const model_description *m, const char *data, ctr_source **src, char *err,
                      size_t len)
 {
     if (!strcmp(data, "synthetic")) {
@@ -94,7 +94,7 @@ static int open_data(const tool_ctx *ctx, const ember_model *m, const char *data
 }
 
 /* The data's shape against the model's input. */
-static int check_shape(const ember_model *m, const ctr_schema *d, const char *data, char *err, size_t len)
+static int check_shape(const model_description *m, const ctr_schema *d, const char *data, char *err, size_t len)
 {
     if (d->num_dense != m->input.num_dense || d->num_sparse != m->input.num_sparse) {
         snprintf(err, len, "%s: %d dense and %d sparse features, the model takes %d and %d", data, (int)d->num_dense,
@@ -116,7 +116,7 @@ static int check_shape(const ember_model *m, const ctr_schema *d, const char *da
 static int score_all(const tool_ctx *ctx, ember_predictor *p, ctr_source *src, int synthetic, int64_t limit,
                      scored *out, char *err, size_t len)
 {
-    const ember_model *m = ember_predictor_model(p);
+    const model_description *m = predictor_description(p);
     const int32_t W = ctx->size, batch = m->batch;
     int64_t left = synthetic ? limit : INT64_MAX; /* synthetic: global; files: until the share ends */
     float *sc = malloc(sizeof(float) * (size_t)batch + 4);
@@ -266,7 +266,7 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
             fprintf(ctx->err, "ember predict: %s\n", ember_data_errmsg());
         return 1;
     }
-    const ember_model *m = ember_predictor_model(p);
+    const model_description *m = predictor_description(p);
     char err[768] = "";
     ctr_source *src = NULL;
     int synthetic = !strcmp(data, "synthetic");
@@ -308,7 +308,7 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
     free(s.score), free(s.label), free(s.index);
     ctr_source_destroy(src);
     ember_memory mem;
-    ember_collection_memory(ember_predictor_collection(p), &mem);
+    ember_collection_memory(predictor_collection(p), &mem);
     ember_predictor_close(p);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

@@ -1,28 +1,14 @@
 /*
- * bundle.c: inference bundles (docs/inference.md, "Bundles"): a folder of
- *
- *   manifest.json   {"format": "ember-bundle", "version": 2,
- *                    "model": the model description (model.h),
- *                    "tables": [{"name", "encoding", "rows", "dim",
- *                                "row_bytes", "file", "bytes", "xxh3"}],
- *                    "dense": {"file", "bytes", "xxh3"},
- *                    "manifest_xxh3": XXH3-64 of every byte before it}
- *   <table>.rows    rows x row_bytes: each row encoded by quant.h
- *   dense.params    the dense model's parameters, float32
- *
- * Written from a checkpoint through a predictor of one rank (which holds
- * every row) into a temporary folder of this process, each file fsynced,
- * the folder published by a rename that never replaces an existing one
- * (core/safe_file.h: never through a link); the manifest's own checksum,
- * every file's size and XXH3-64, and every table entry against the model
- * description, are checked when a bundle is opened, so one flipped byte
- * anywhere is refused with the file named.  A bundle loads at any world size: every rank reads every table
- * file and ember_table_write keeps each rank's part.  Rows are decoded to
- * fp32 on load (the scores are those of the quantized rows; the memory
- * saving at serving time needs a quantized store, not built yet).  Dynamic
- * tables are not bundled yet: their rows need their keys.
+ * bundle.c: inference bundles read (bundle.h; docs/inference.md,
+ * "Bundles"): the manifest's own checksum, every file's size and XXH3-64,
+ * and every table entry against the model description, are checked when a
+ * bundle is opened, so one flipped byte anywhere is refused with the file
+ * named.  The files are mapped, and their pages given back to the page
+ * cache once read.  A bundle loads at any world size: every rank reads
+ * every table file and ember_table_write keeps each rank's part; a table
+ * the predictor holds encoded (rows_encoding) gets the bundle's rows as
+ * they are, any other is decoded to fp32.  The writer is bundle_write.c.
  */
-#define _GNU_SOURCE /* renameat2 */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -35,13 +21,10 @@
 #include <xxhash.h>
 
 #include "ckpt/ckpt_impl.h"
-#include "data/data_error.h"
 #include "exchange/exchange.h"
 #include "infer/bundle.h"
-#include "infer/model.h"
+#include "infer/description.h"
 #include "quant/quant.h"
-
-#define BUNDLE_VERSION 2 /* 1: the manifest had no checksum of its own */
 
 struct ember_bundle {
     char dir[4096];
@@ -51,213 +34,11 @@ struct ember_bundle {
     struct bundle_file {
         const uint8_t *map;
         int64_t bytes;
-    } files[EMBER_MODEL_MAX + 1]; /* tables, then dense.params */
-    ember_encoding enc[EMBER_MODEL_MAX];
-    int64_t row_bytes[EMBER_MODEL_MAX], rows[EMBER_MODEL_MAX];
-    int32_t dim[EMBER_MODEL_MAX];
+    } files[DESCRIPTION_MAX + 1]; /* tables, then dense.params */
+    ember_encoding enc[DESCRIPTION_MAX];
+    int64_t row_bytes[DESCRIPTION_MAX], rows[DESCRIPTION_MAX];
+    int32_t dim[DESCRIPTION_MAX];
 };
-
-/* ----------------------------------------------------------------- write */
-
-/* The encoding of table `name`: its --per-table entry "name=enc", or dflt. */
-static int encoding_of(const char *name, const char *dflt, const char *const *per, int32_t n, char *err, size_t len)
-{
-    for (int32_t i = 0; i < n; i++) {
-        const char *eq = strchr(per[i], '=');
-        if (eq && (size_t)(eq - per[i]) == strlen(name) && !strncmp(per[i], name, (size_t)(eq - per[i]))) {
-            int e = ember_encoding_parse(eq + 1);
-            if (e < 0)
-                snprintf(err, len, "table '%s': encoding '%s' (expected fp32, fp16, int8 or int4)", name, eq + 1);
-            return e;
-        }
-    }
-    int e = ember_encoding_parse(dflt);
-    if (e < 0)
-        snprintf(err, len, "encoding '%s' (expected fp32, fp16, int8 or int4)", dflt ? dflt : "(none)");
-    return e;
-}
-
-static int write_file(const safe_dir *dir, const char *name, const void *data, int64_t bytes, json_t *entry, char *err,
-                      size_t len)
-{
-    if (ckpt_write_atomic(dir, name, data, bytes, err, len) != EMBER_OK)
-        return EMBER_EIO;
-    json_object_set_new(entry, "file", json_string(name));
-    json_object_set_new(entry, "bytes", json_integer(bytes));
-    json_object_set_new(entry, "xxh3", json_integer((json_int_t)XXH3_64bits(data, (size_t)bytes)));
-    return EMBER_OK;
-}
-
-/* Encodes table t of the predictor's collection into one buffer. */
-static int encode_table(const ember_collection *coll, int32_t t, const ember_table_config *tc, ember_encoding e,
-                        uint8_t **out, int64_t *bytes, char *err, size_t len)
-{
-    int64_t rb = ember_quant_row_bytes(e, tc->dim), rows = tc->rows;
-    uint8_t *buf = malloc((size_t)(rows * rb + 1));
-    float *chunk = malloc(sizeof(float) * (size_t)BUNDLE_CHUNK_ROWS * (size_t)tc->dim);
-    int st = buf && chunk ? EMBER_OK : EMBER_ENOMEM;
-    if (st != EMBER_OK)
-        snprintf(err, len, "table '%s': out of memory for %lld rows", tc->name, (long long)rows);
-    for (int64_t r0 = 0; r0 < rows && st == EMBER_OK; r0 += BUNDLE_CHUNK_ROWS) {
-        int64_t n = rows - r0 < BUNDLE_CHUNK_ROWS ? rows - r0 : BUNDLE_CHUNK_ROWS;
-        if ((st = ember_table_read(coll, t, r0, n, chunk)) != EMBER_OK) {
-            snprintf(err, len, "table '%s': %s", tc->name, ember_errmsg(coll));
-            break;
-        }
-        for (int64_t i = 0; i < n && st == EMBER_OK; i++)
-            if (ember_quant_row(e, tc->dim, chunk + i * tc->dim, buf + (r0 + i) * rb) != 0) {
-                st = EMBER_EINPUT;
-                snprintf(err, len, "table '%s' row %lld: a value that %s cannot hold (not finite, or beyond "
-                         "fp16's 65504)", tc->name, (long long)(r0 + i), ember_encoding_name(e));
-            }
-    }
-    free(chunk);
-    if (st != EMBER_OK) {
-        free(buf);
-        return st;
-    }
-    *out = buf;
-    *bytes = rows * rb;
-    return EMBER_OK;
-}
-
-/* Renames parent/tmp to parent/name unless name exists, then makes the
- * rename durable. */
-static int publish(const safe_dir *parent, const char *tmp, const char *name, char *err, size_t len)
-{
-    int st = safe_rename_new(parent, tmp, name, err, len);
-    if (st == EMBER_EINVAL) {
-        char p[4400];
-        snprintf(err, len, "%s exists: bundles are not overwritten (remove it, or name another)",
-                 safe_path(parent, name, p, sizeof p));
-    }
-    return st == EMBER_OK ? safe_dir_sync(parent, err, len) : st;
-}
-
-int ember_bundle_write(const char *checkpoint, const char *out_arg, const char *quantize, const char *const *per_table,
-                       int32_t num_per_table)
-{
-    char err[1024] = "", out[4096], name[256], tmp[300];
-    snprintf(out, sizeof out, "%s", out_arg ? out_arg : "");
-    for (size_t n = strlen(out); n > 1 && out[n - 1] == '/'; n--) /* "b/" is the folder b */
-        out[n - 1] = '\0';
-    if (!out[0]) {
-        ember_data_set_error("export: no bundle folder named");
-        return EMBER_EINVAL;
-    }
-    /* the parent opened once; the bundle made below it, never through a link */
-    safe_dir parent = SAFE_DIR_INIT, tmpd = SAFE_DIR_INIT;
-    if (safe_dir_of(&parent, out, name, sizeof name, err, sizeof err) != EMBER_OK) {
-        int missing = strstr(err, "does not exist") != NULL;
-        if (missing) {
-            const char *slash = strrchr(out, '/');
-            ember_data_set_error("export %s: the folder %.*s does not exist", out, (int)(slash ? slash - out : 1),
-                                 slash ? out : ".");
-        } else {
-            ember_data_set_error("export %s: %s", out, err);
-        }
-        safe_dir_close(&parent);
-        return EMBER_EIO;
-    }
-    if (safe_kind(&parent, name) != SAFE_ABSENT) {
-        ember_data_set_error("export %s: it exists: bundles are not overwritten (remove it, or name another)", out);
-        safe_dir_close(&parent);
-        return EMBER_EINVAL;
-    }
-    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", name, (long)getpid()); /* this process's own */
-    ember_predictor *p = NULL;
-    int st = ember_predictor_open(checkpoint, NULL, &p); /* a world of one: every row here */
-    if (st != EMBER_OK) {
-        safe_dir_close(&parent);
-        return st; /* its message is in ember_data_errmsg() */
-    }
-    const ember_model *m = ember_predictor_model(p);
-    const ember_collection_config *cc = ember_predictor_config(p);
-    for (int32_t t = 0; t < m->num_tables && st == EMBER_OK; t++)
-        if (m->tables[t].kind == EMBER_TABLE_DYNAMIC) {
-            st = EMBER_EINVAL;
-            snprintf(err, sizeof err, "table '%s' is dynamic: bundles hold fixed tables only so far (export its "
-                     "(key, row) records with `ember export CHECKPOINT --table %s`)", m->tables[t].name,
-                     m->tables[t].name);
-        }
-    for (int32_t i = 0; i < num_per_table && st == EMBER_OK; i++) { /* every --per-table names a table */
-        const char *eq = strchr(per_table[i], '=');
-        int found = 0;
-        for (int32_t t = 0; eq && t < m->num_tables && !found; t++)
-            found = strlen(m->tables[t].name) == (size_t)(eq - per_table[i]) &&
-                    !strncmp(m->tables[t].name, per_table[i], (size_t)(eq - per_table[i]));
-        if (!found) {
-            st = EMBER_EINVAL;
-            snprintf(err, sizeof err, "--per-table %s: %s", per_table[i],
-                     eq ? "no table of that name in the checkpoint" : "expected NAME=ENCODING");
-        }
-    }
-    int created = 0;
-    if (st == EMBER_OK && (st = safe_mkdir(&parent, tmp, &tmpd, err, sizeof err)) == EMBER_OK)
-        created = 1;
-    json_t *tables = json_array(), *dense = json_object();
-    for (int32_t t = 0; t < m->num_tables && st == EMBER_OK; t++) {
-        const ember_table_config *tc = &cc->tables[t];
-        int e = encoding_of(tc->name, quantize, per_table, num_per_table, err, sizeof err);
-        if (e < 0) {
-            st = EMBER_EINVAL;
-            break;
-        }
-        uint8_t *buf = NULL;
-        int64_t bytes = 0;
-        if ((st = encode_table(ember_predictor_collection(p), t, tc, (ember_encoding)e, &buf, &bytes, err,
-                               sizeof err)) != EMBER_OK)
-            break;
-        char file[128];
-        snprintf(file, sizeof file, "table-%04d.rows", (int)t);
-        json_t *entry = json_pack("{s:s, s:s, s:I, s:i, s:I}", "name", tc->name, "encoding",
-                                  ember_encoding_name((ember_encoding)e), "rows", (json_int_t)tc->rows, "dim",
-                                  (int)tc->dim, "row_bytes",
-                                  (json_int_t)ember_quant_row_bytes((ember_encoding)e, tc->dim));
-        st = write_file(&tmpd, file, buf, bytes, entry, err, sizeof err);
-        json_array_append_new(tables, entry);
-        free(buf);
-    }
-    if (st == EMBER_OK) {
-        const dlrm *d = ember_predictor_dense(p);
-        st = write_file(&tmpd, "dense.params", dlrm_params((dlrm *)d), dlrm_num_params(d) * (int64_t)sizeof(float),
-                        dense, err, sizeof err);
-    }
-    /* a table trained with simulated quantization keeps it: the forward reads
-     * the decoded rows through the same rule, as the dense model learned */
-    char *model_json = st == EMBER_OK ? ember_model_to_json(m) : NULL;
-    json_t *model = model_json ? json_loads(model_json, 0, NULL) : NULL;
-    free(model_json);
-    if (st == EMBER_OK && !model) {
-        st = EMBER_ENOMEM;
-        snprintf(err, sizeof err, "out of memory describing the model");
-    }
-    if (st == EMBER_OK) {
-        json_t *man = json_pack("{s:s, s:i, s:o, s:O, s:O}", "format", "ember-bundle", "version", BUNDLE_VERSION,
-                                "model", model, "tables", tables, "dense", dense);
-        char *text = man ? ckpt_json_sealed(man) : NULL; /* its last field checksums every byte before */
-        st = text ? ckpt_write_atomic(&tmpd, "manifest.json", text, (int64_t)strlen(text), err, sizeof err)
-                  : EMBER_ENOMEM;
-        free(text);
-        json_decref(man);
-        model = NULL;
-    }
-    safe_dir_close(&tmpd);
-    if (st == EMBER_OK)
-        st = publish(&parent, tmp, name, err, sizeof err);
-    json_decref(model);
-    json_decref(tables);
-    json_decref(dense);
-    if (st != EMBER_OK && created)
-        safe_remove_tree(&parent, tmp);
-    safe_dir_close(&parent);
-    ember_predictor_close(p);
-    if (st != EMBER_OK)
-        ember_data_set_error("export %s: %s", out, err);
-    return st;
-}
-
-/* ------------------------------------------------------------------ read */
 
 int bundle_is(const char *dir)
 {
@@ -399,7 +180,7 @@ int bundle_open(const char *dir, ember_bundle **out, char *err, size_t len)
     json_t *tables = b->manifest ? json_object_get(b->manifest, "tables") : NULL;
     json_t *model = b->manifest ? json_object_get(b->manifest, "model") : NULL;
     if (st == EMBER_OK &&
-        (!json_is_array(tables) || !json_is_object(model) || json_array_size(tables) > EMBER_MODEL_MAX)) {
+        (!json_is_array(tables) || !json_is_object(model) || json_array_size(tables) > DESCRIPTION_MAX)) {
         st = EMBER_EFORMAT;
         snprintf(err, len, "%s: not a bundle manifest (tables, model)", path);
     } else if (st == EMBER_OK && !(b->model_json = json_dumps(model, JSON_COMPACT | JSON_REAL_PRECISION(17)))) {

@@ -1,7 +1,19 @@
 /*
- * bundle.h: inference bundles, written from a checkpoint with quantized
- * rows and read by the predictor (bundle.c; docs/inference.md, "Bundles").
- * ember_bundle_write is public (ember.h); the rest is the predictor's.
+ * bundle.h: inference bundles (docs/inference.md, "Bundles"), written from
+ * a checkpoint with quantized rows (bundle_write.c: ember_bundle_write,
+ * public in ember.h) and read by the predictor (bundle.c: the rest).  A
+ * bundle is a folder of
+ *
+ *   manifest.json   {"format": "ember-bundle", "version": 2,
+ *                    "model": the model description (description.h),
+ *                    "tables": [{"name", "encoding", "rows", "dim",
+ *                                "row_bytes", "file", "bytes", "xxh3"}],
+ *                    "dense": {"file", "bytes", "xxh3"},
+ *                    "manifest_xxh3": XXH3-64 of every byte before it}
+ *   <table>.rows    rows x row_bytes: each row encoded by quant.h
+ *   dense.params    the dense model's parameters, float32
+ *
+ * Dynamic tables are not bundled yet: their rows need their keys.
  */
 #ifndef EMBER_INFER_BUNDLE_H
 #define EMBER_INFER_BUNDLE_H
@@ -9,10 +21,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dense/dense.h"
 #include "ember.h"
 
-#define BUNDLE_CHUNK_ROWS 4096 /* rows decoded per collective ember_table_write */
+#define BUNDLE_VERSION 2          /* 1: the manifest had no checksum of its own  */
+#define BUNDLE_CHUNK_ROWS 4096    /* rows decoded per collective ember_table_write */
 
 typedef struct ember_bundle ember_bundle;
 
@@ -37,9 +49,5 @@ int bundle_encoding(const ember_bundle *b, int32_t t);
  * BUNDLE_CHUNK_ROWS rows of the widest table. */
 int bundle_load_tables(const ember_bundle *b, ember_collection *coll, const ember_collection_config *cc,
                        float *scratch);
-
-/* The predictor's parts, for the bundle writer. */
-ember_collection *ember_predictor_collection(const ember_predictor *p);
-const dlrm *ember_predictor_dense(const ember_predictor *p);
 
 #endif

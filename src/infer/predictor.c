@@ -23,16 +23,16 @@
 #include "core/collection.h"
 #include "data/data_error.h"
 #include "infer/bundle.h"
-#include "infer/model.h"
+#include "infer/predictor.h"
 #include "model/model.h"
 
 struct ember_predictor {
-    ember_model m;
+    model_description desc; /* what the checkpoint or bundle says the model is */
     ember_collection_config cc;
     ember_world *own_world; /* a world of one made here, or NULL */
     ember_collection *coll;
     dlrm *dense;
-    ctr_model *tr;
+    ctr_model *model;       /* coll and dense joined: model_predict        */
     char err[768];
 };
 
@@ -67,10 +67,10 @@ static int open_fail(ember_predictor *p, int st, const char *fmt, ...)
 static int describe(ember_predictor *p, const char *json, int64_t n, const float *params, int64_t bytes,
                     const char *where)
 {
-    if (ember_model_from_json(json, (size_t)n, &p->m, p->err, sizeof p->err) != 0)
+    if (description_from_json(json, (size_t)n, &p->desc, p->err, sizeof p->err) != 0)
         return EMBER_EFORMAT;
     char derr[256];
-    if (dlrm_create(&p->m.dense, &p->dense, derr, sizeof derr) != 0) {
+    if (dlrm_create(&p->desc.dense, &p->dense, derr, sizeof derr) != 0) {
         snprintf(p->err, sizeof p->err, "%s: the dense model: %s", where, derr);
         return EMBER_EFORMAT;
     }
@@ -94,11 +94,11 @@ static int open_checkpoint(ember_predictor *p, const char *path, ember_checkpoin
         return st;
     }
     int64_t n = 0, bytes = 0;
-    const char *json = ember_checkpoint_blob(*ck, -1, EMBER_MODEL_BLOB, &n);
+    const char *json = ember_checkpoint_blob(*ck, -1, DESCRIPTION_BLOB, &n);
     if (!json) {
         snprintf(p->err, sizeof p->err, "%s: no model description (blob %s): written by `ember train` before "
                  "predictions existed, or by a program of its own; its tables can still be loaded with "
-                 "ember_load", ember_checkpoint_path(*ck), EMBER_MODEL_BLOB);
+                 "ember_load", ember_checkpoint_path(*ck), DESCRIPTION_BLOB);
         return EMBER_EFORMAT;
     }
     const float *params = ember_checkpoint_blob(*ck, -1, "dense.params", &bytes);
@@ -117,7 +117,7 @@ static int open_bundle(ember_predictor *p, const char *path, ember_bundle **b)
     const char *json = bundle_model_json(*b);
     if ((st = describe(p, json, (int64_t)strlen(json), params, bytes, path)) != EMBER_OK)
         return st;
-    ember_collection_config cc = ember_model_collection(&p->m);
+    ember_collection_config cc = description_collection(&p->desc);
     return bundle_check(*b, &cc, p->err, sizeof p->err);
 }
 
@@ -137,8 +137,8 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
     ember_bundle *b = NULL;
     int st = bundle_is(path) ? open_bundle(p, path, &b) : open_checkpoint(p, path, &ck);
     int32_t max_dim = 1;
-    for (int32_t t = 0; t < p->m.num_tables; t++)
-        max_dim = p->m.tables[t].dim > max_dim ? p->m.tables[t].dim : max_dim;
+    for (int32_t t = 0; t < p->desc.num_tables; t++)
+        max_dim = p->desc.tables[t].dim > max_dim ? p->desc.tables[t].dim : max_dim;
     float *scratch = b && st == EMBER_OK ? malloc(sizeof(float) * BUNDLE_CHUNK_ROWS * (size_t)max_dim) : NULL;
     if (b && st == EMBER_OK && !scratch) {
         st = EMBER_ENOMEM;
@@ -152,12 +152,12 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
                          st != EMBER_OK ? p->err : "predictor: another rank could not open the model");
     }
     /* collective: the collection, its tables, the scoring path */
-    p->cc = ember_model_collection(&p->m);
+    p->cc = description_collection(&p->desc);
     p->cc.world = w;
     p->cc.threads = threads;
     int32_t W = ember_world_size(w);
-    for (int32_t t = 0; t < p->m.num_tables; t++) {
-        ember_table_config *tb = &p->m.tables[t];
+    for (int32_t t = 0; t < p->desc.num_tables; t++) {
+        ember_table_config *tb = &p->desc.tables[t];
         /* keys go to ranks by hash, unevenly: each rank gets room for every key
          * saved (predictions admit none) */
         if (ck && tb->kind == EMBER_TABLE_DYNAMIC && tb->capacity > 0)
@@ -186,12 +186,12 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
     free(scratch);
     if (st != EMBER_OK)
         return open_fail(p, st, "%s", msg);
-    model_config tc = {.micro_batch = p->m.chunk, .accumulate = 1, .dense_optim = dense_optim_config_default(DENSE_SGD),
+    model_config tc = {.micro_batch = p->desc.chunk, .accumulate = 1, .dense_optim = dense_optim_config_default(DENSE_SGD),
                          .threads = threads, .blas_threads = 1};
     char terr[512];
     dense_thread_state saved; /* the process's thread settings stay the caller's */
     dense_threads_save(&saved);
-    st = model_create(&tc, p->coll, p->dense, &p->tr, terr, sizeof terr);
+    st = model_create(&tc, p->coll, p->dense, &p->model, terr, sizeof terr);
     dense_threads_restore(&saved);
     if (any_failed(w, st != EMBER_OK))
         return open_fail(p, st != EMBER_OK ? st : EMBER_ECOMM, "%s", st != EMBER_OK ? terr : "another rank failed");
@@ -203,17 +203,22 @@ void ember_predictor_close(ember_predictor *p)
 {
     if (!p)
         return;
-    model_destroy(p->tr);
+    model_destroy(p->model);
     dlrm_destroy(p->dense);
     ember_collection_destroy(p->coll);
     ember_world_destroy(p->own_world);
     free(p);
 }
 
-int32_t ember_predictor_num_dense(const ember_predictor *p) { return p->m.dense.num_dense; }
-const ember_model *ember_predictor_model(const ember_predictor *p) { return &p->m; }
-ember_collection *ember_predictor_collection(const ember_predictor *p) { return p->coll; }
-const dlrm *ember_predictor_dense(const ember_predictor *p) { return p->dense; }
+int32_t ember_predictor_num_dense(const ember_predictor *p) { return p->desc.dense.num_dense; }
+const model_description *predictor_description(const ember_predictor *p) { return &p->desc; }
+ember_collection *predictor_collection(const ember_predictor *p) { return p->coll; }
+
+const float *predictor_dense_params(const ember_predictor *p, int64_t *count)
+{
+    *count = dlrm_num_params(p->dense);
+    return dlrm_params(p->dense);
+}
 const ember_collection_config *ember_predictor_config(const ember_predictor *p) { return &p->cc; }
 const char *ember_predictor_errmsg(const ember_predictor *p) { return p->err; }
 
@@ -223,22 +228,22 @@ int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *d
     /* a bad call still takes part in the collective forward (with no samples),
      * so the other ranks do not wait for it; it fails on its own rank */
     int bad = !sparse || batch_size < 0 || batch_size != sparse->batch_size ||
-              sparse->num_features != p->m.num_features ||
-              (batch_size > 0 && ((!dense && p->m.dense.num_dense > 0) || !scores));
-    ember_batch none = {0, p->m.num_features, NULL, NULL, NULL, 0};
-    ctr_batch b = {bad ? 0 : batch_size, p->m.dense.num_dense, p->m.num_features, NULL, dense, bad ? none : *sparse, 0};
+              sparse->num_features != p->desc.num_features ||
+              (batch_size > 0 && ((!dense && p->desc.dense.num_dense > 0) || !scores));
+    ember_batch none = {0, p->desc.num_features, NULL, NULL, NULL, 0};
+    ctr_batch b = {bad ? 0 : batch_size, p->desc.dense.num_dense, p->desc.num_features, NULL, dense, bad ? none : *sparse, 0};
     /* the dense model's threads and one BLAS thread only while scoring: the
      * settings are process-wide, and the caller's come back */
     dense_thread_state saved;
     dense_threads_save(&saved);
     dense_set_threads(p->cc.threads);
     dense_set_blas_threads(1);
-    int st = model_predict(p->tr, &b, scores, p->err, sizeof p->err);
+    int st = model_predict(p->model, &b, scores, p->err, sizeof p->err);
     dense_threads_restore(&saved);
     if (bad) {
         snprintf(p->err, sizeof p->err, "score: batch_size %d, sparse batch of %d samples and %d features (the "
                  "model has %d), dense %s, scores %s", (int)batch_size, sparse ? (int)sparse->batch_size : -1,
-                 sparse ? (int)sparse->num_features : -1, (int)p->m.num_features, dense ? "given" : "NULL",
+                 sparse ? (int)sparse->num_features : -1, (int)p->desc.num_features, dense ? "given" : "NULL",
                  scores ? "given" : "NULL");
         return EMBER_EINVAL;
     }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "infer/predictor.h"
 #include "serve/request.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "binary bodies are copied as they are: little-endian hosts");
@@ -42,7 +43,7 @@ void serve_batch_free(serve_batch *b)
 
 int serve_shape_of(const ember_predictor *p, int32_t max_samples, serve_shape_store *store, serve_shape *out)
 {
-    const ember_model *m = ember_predictor_model(p);
+    const model_description *m = predictor_description(p);
     for (int32_t f = 0; f < m->num_features; f++) {
         const ember_table_config *t = &m->tables[m->features[f].table];
         store->rows[f] = t->kind == EMBER_TABLE_DYNAMIC ? 0 : t->rows;

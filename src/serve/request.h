@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "ember.h"
-#include "infer/model.h"
+#include "infer/description.h"
 
 #define SERVE_BINARY_MAGIC "EMBQ"
 #define SERVE_BINARY_HEADER 32
@@ -49,8 +49,8 @@ typedef struct serve_batch {
 /* The shape of a predictor's model; names and rows are kept in *store
  * (valid while p is open). */
 typedef struct serve_shape_store {
-    int64_t rows[EMBER_MODEL_MAX];
-    const char *names[EMBER_MODEL_MAX];
+    int64_t rows[DESCRIPTION_MAX];
+    const char *names[DESCRIPTION_MAX];
 } serve_shape_store;
 int serve_shape_of(const ember_predictor *p, int32_t max_samples, serve_shape_store *store, serve_shape *out);
 

@@ -12,7 +12,7 @@
  *   train.state        int64[8]: magic, version, step, samples so far, dense
  *                      parameters, dense optimizer step, its state floats, 0
  *   dense.params       the dense model's parameters (dlrm_params)
- *   model.json         the model description (src/infer/model.h): what the
+ *   model.json         the model description (src/infer/description.h): what the
  *                      predictor builds its collection and dense model from
  *   dense.optim        the dense optimizer's state (Adam: m then v), if any
  *   data.position      per rank: int64[6]: magic, version, then ctr_position
@@ -43,7 +43,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
-#include "infer/model.h"
+#include "infer/description.h"
 #include "comm/collect.h"
 #include "comm/comm.h"
 #include "model/dense_sync.h"
@@ -135,14 +135,14 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
      * that are not UTF-8) is still checkpointed, without one: the predictor
      * then says so */
     char merr[256] = "";
-    ember_model *model = malloc(sizeof *model);
+    model_description *model = malloc(sizeof *model);
     char *mjson = NULL;
-    int describable = model && ember_model_make(model, &s->cc, &s->t.model, s->t.micro_batch,
+    int describable = model && description_make(model, &s->cc, &s->t.model, s->t.micro_batch,
                                                 s->t.micro_batch * s->t.accumulate, &s->schema,
                                                 s->t.source == CFG_SOURCE_SYNTHETIC ? &s->t.synth : NULL, merr,
                                                 sizeof merr) == 0;
     if (describable)
-        mjson = ember_model_to_json(model);
+        mjson = description_to_json(model);
     free(model);
     int64_t best_blob[6] = {BEST_MAGIC, BLOB_VERSION, best->have, 0, best->step, best->bad};
     memcpy(&best_blob[3], &best->metric, sizeof(double));
@@ -151,7 +151,7 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
         {"train.state", state, (int64_t)sizeof state},
         {"dense.params", dlrm_params(s->dense), nparams * (int64_t)sizeof(float)},
         {"train.best", best_blob, (int64_t)sizeof best_blob},
-        {EMBER_MODEL_BLOB, mjson, mjson ? (int64_t)strlen(mjson) : 0},
+        {DESCRIPTION_BLOB, mjson, mjson ? (int64_t)strlen(mjson) : 0},
         {"dense.optim", ostate, floats * nparams * (int64_t)sizeof(float)},
     };
     ember_blob rank_blob = {"data.position", position, (int64_t)sizeof position};

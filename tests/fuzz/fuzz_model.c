@@ -1,6 +1,6 @@
 /*
  * fuzz_model.c: libFuzzer target for the model description reader
- * (ember_model_from_json, src/infer/model.c; docs/inference.md): the JSON
+ * (description_from_json, src/infer/description.c; docs/inference.md): the JSON
  * every checkpoint of `ember train` and every bundle carries.
  *
  * Input: the JSON's bytes.  Required: -1 with a message that starts with
@@ -13,19 +13,19 @@
 #include <string.h>
 
 #include "fuzz_util.h"
-#include "infer/model.h"
+#include "infer/description.h"
 
-static ember_model a, b;
+static model_description a, b;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[512] = "";
-    if (ember_model_from_json((const char *)data, size, &a, err, sizeof err) != 0) {
+    if (description_from_json((const char *)data, size, &a, err, sizeof err) != 0) {
         FUZZ_REQUIRE(!strncmp(err, "model.json", 10), "failure without \"model.json\": \"%s\"", err);
         return 0;
     }
-    FUZZ_REQUIRE(a.num_tables >= 0 && a.num_tables <= EMBER_MODEL_MAX && a.num_features >= 0 &&
-                     a.num_features <= EMBER_MODEL_MAX,
+    FUZZ_REQUIRE(a.num_tables >= 0 && a.num_tables <= DESCRIPTION_MAX && a.num_features >= 0 &&
+                     a.num_features <= DESCRIPTION_MAX,
                  "counts %d %d", (int)a.num_tables, (int)a.num_features);
     for (int32_t f = 0; f < a.num_features; f++)
         FUZZ_REQUIRE(a.features[f].table >= 0 && a.features[f].table < a.num_tables &&
@@ -34,10 +34,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int32_t t = 0; t < a.num_tables; t++)
         FUZZ_REQUIRE(memchr(a.names[0][t], 0, sizeof a.names[0][t]) && a.tables[t].name == a.names[0][t],
                      "table %d", (int)t);
-    char *j1 = ember_model_to_json(&a);
+    char *j1 = description_to_json(&a);
     FUZZ_REQUIRE(j1 != NULL, "cannot write a description it read");
-    FUZZ_REQUIRE(ember_model_from_json(j1, strlen(j1), &b, err, sizeof err) == 0, "re-read: %s", err);
-    char *j2 = ember_model_to_json(&b);
+    FUZZ_REQUIRE(description_from_json(j1, strlen(j1), &b, err, sizeof err) == 0, "re-read: %s", err);
+    char *j2 = description_to_json(&b);
     FUZZ_REQUIRE(j2 && !strcmp(j1, j2), "written, read and written again differs");
     free(j1);
     free(j2);

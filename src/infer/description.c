@@ -1,5 +1,5 @@
 /*
- * model.c: the model description (model.h) to and from JSON.
+ * description.c: the model description (description.h) to and from JSON.
  *
  * Layout (docs/inference.md):
  *   {"format": "ember-model", "version": 1 (2 when the dense model uses DCN or an
@@ -27,15 +27,16 @@
 #include <jansson.h>
 
 #include "dyn/dyn_step.h"
-#include "infer/model.h"
+#include "infer/description.h"
 
-int ember_model_make(ember_model *m, const ember_collection_config *cc, const dlrm_config *dense, int32_t chunk,
-                     int32_t batch, const ctr_schema *input, const ctr_synth_config *synth, char *err, size_t errlen)
+int description_make(model_description *m, const ember_collection_config *cc, const dlrm_config *dense,
+                     int32_t chunk, int32_t batch, const ctr_schema *input, const ctr_synth_config *synth, char *err,
+                     size_t errlen)
 {
     memset(m, 0, sizeof *m);
-    if (cc->num_tables > EMBER_MODEL_MAX || cc->num_features > EMBER_MODEL_MAX) {
+    if (cc->num_tables > DESCRIPTION_MAX || cc->num_features > DESCRIPTION_MAX) {
         snprintf(err, errlen, "model: %d tables and %d features, at most %d of each are described",
-                 (int)cc->num_tables, (int)cc->num_features, EMBER_MODEL_MAX);
+                 (int)cc->num_tables, (int)cc->num_features, DESCRIPTION_MAX);
         return -1;
     }
     m->num_tables = cc->num_tables;
@@ -79,7 +80,7 @@ int ember_model_make(ember_model *m, const ember_collection_config *cc, const dl
     return 0;
 }
 
-ember_collection_config ember_model_collection(const ember_model *m)
+ember_collection_config description_collection(const model_description *m)
 {
     ember_collection_config cc = ember_collection_config_default();
     cc.tables = m->tables;
@@ -150,7 +151,7 @@ static json_t *synth_json(const ctr_synth_config *s)
                      "seed", (json_int_t)s->seed, "eval_offset", (json_int_t)s->eval_offset);
 }
 
-char *ember_model_to_json(const ember_model *m)
+char *description_to_json(const model_description *m)
 {
     json_t *tables = json_array(), *features = json_array(), *names = json_array();
     for (int32_t t = 0; t < m->num_tables; t++)
@@ -250,7 +251,7 @@ static json_t *get_array(reader *r, json_t *o, const char *where, const char *ke
 static int64_t elem_int(json_t *a, size_t i) { return json_is_integer(json_array_get(a, i)) ? (int64_t)json_integer_value(json_array_get(a, i)) : 0; }
 static double elem_real(json_t *a, size_t i) { return json_is_number(json_array_get(a, i)) ? json_number_value(json_array_get(a, i)) : 0; }
 
-static void read_table(reader *r, json_t *o, int32_t t, ember_model *m)
+static void read_table(reader *r, json_t *o, int32_t t, model_description *m)
 {
     char where[32];
     snprintf(where, sizeof where, "tables[%d]", (int)t);
@@ -340,7 +341,7 @@ static void read_synth(reader *r, json_t *o, ctr_synth_config *s)
     s->eval_offset = (uint64_t)get_int(r, o, "synthetic", "eval_offset", 0, INT64_MAX);
 }
 
-int ember_model_from_json(const char *json, size_t n, ember_model *m, char *err, size_t errlen)
+int description_from_json(const char *json, size_t n, model_description *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
     json_error_t je;
@@ -368,11 +369,11 @@ int ember_model_from_json(const char *json, size_t n, ember_model *m, char *err,
                     : dflt.bounds;
     m->num_shards = json_object_get(root, "num_shards") ? (int32_t)get_int(&r, root, "", "num_shards", 0, 1 << 20)
                                                          : dflt.num_shards;
-    json_t *tables = get_array(&r, root, "", "tables", -EMBER_MODEL_MAX);
+    json_t *tables = get_array(&r, root, "", "tables", -DESCRIPTION_MAX);
     m->num_tables = tables ? (int32_t)json_array_size(tables) : 0;
     for (int32_t t = 0; t < m->num_tables && !r.failed; t++)
         read_table(&r, json_array_get(tables, (size_t)t), t, m);
-    json_t *features = get_array(&r, root, "", "features", -EMBER_MODEL_MAX);
+    json_t *features = get_array(&r, root, "", "features", -DESCRIPTION_MAX);
     m->num_features = features ? (int32_t)json_array_size(features) : 0;
     for (int32_t i = 0; i < m->num_features && !r.failed; i++) {
         json_t *o = json_array_get(features, (size_t)i);

@@ -1,5 +1,5 @@
 /*
- * model.h: the description of a trained model that travels with it
+ * description.h: the description of a trained model that travels with it
  * (docs/inference.md, "The model description"): the tables and features of
  * its collection, the dense model, how many samples the dense model scored
  * at once, and the input it was trained on.  `ember train` stores it in
@@ -9,8 +9,8 @@
  * JSON through jansson; floats are written as doubles with 17 digits, so
  * every setting reads back bit for bit.
  */
-#ifndef EMBER_INFER_MODEL_H
-#define EMBER_INFER_MODEL_H
+#ifndef EMBER_INFER_DESCRIPTION_H
+#define EMBER_INFER_DESCRIPTION_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -19,14 +19,14 @@
 #include "dense/dense.h"
 #include "ember.h"
 
-#define EMBER_MODEL_BLOB "model.json"
-#define EMBER_MODEL_MAX 1024 /* tables, and features */
+#define DESCRIPTION_BLOB "model.json"
+#define DESCRIPTION_MAX 1024 /* tables, and features */
 
-typedef struct ember_model {
+typedef struct model_description {
     int32_t num_tables, num_features;
-    ember_table_config tables[EMBER_MODEL_MAX];     /* names point into names[0]    */
-    ember_feature_config features[EMBER_MODEL_MAX]; /* names point into names[1]    */
-    char names[2][EMBER_MODEL_MAX][64];
+    ember_table_config tables[DESCRIPTION_MAX];     /* names point into names[0]    */
+    ember_feature_config features[DESCRIPTION_MAX]; /* names point into names[1]    */
+    char names[2][DESCRIPTION_MAX][64];
     uint64_t seed;          /* the collection's (initializers; a loaded model ignores it) */
     int dedup;              /* the collection's dedup setting                        */
     int stack_tables;       /* and the others that change what a forward reads      */
@@ -41,23 +41,21 @@ typedef struct ember_model {
                                (0: 64-bit keys) and name                             */
     int synthetic;          /* trained on the built-in task: synth describes it     */
     ctr_synth_config synth;
-} ember_model;
+} model_description;
 
 /* m from a collection config (tables, features, seed, dedup) and the rest;
  * names are copied.  -1 with err when a name is too long or there are more
- * than EMBER_MODEL_MAX tables or features. */
-int ember_model_make(ember_model *m, const ember_collection_config *cc, const dlrm_config *dense, int32_t chunk,
-                     int32_t batch, const ctr_schema *input, const ctr_synth_config *synth, char *err, size_t errlen);
+ * than DESCRIPTION_MAX tables or features. */
+int description_make(model_description *m, const ember_collection_config *cc, const dlrm_config *dense,
+                     int32_t chunk, int32_t batch, const ctr_schema *input, const ctr_synth_config *synth, char *err,
+                     size_t errlen);
 /* The collection config of m (pointing into m): world and threads are the
  * caller's to set. */
-ember_collection_config ember_model_collection(const ember_model *m);
-
-/* The description a predictor was built from (src/infer/predictor.c). */
-const ember_model *ember_predictor_model(const ember_predictor *p);
+ember_collection_config description_collection(const model_description *m);
 
 /* Serialises m; a malloc'd NUL-terminated string, NULL when out of memory. */
-char *ember_model_to_json(const ember_model *m);
+char *description_to_json(const model_description *m);
 /* Parses n bytes of JSON into m.  -1 with err naming the field at fault. */
-int ember_model_from_json(const char *json, size_t n, ember_model *m, char *err, size_t errlen);
+int description_from_json(const char *json, size_t n, model_description *m, char *err, size_t errlen);
 
 #endif
