@@ -106,7 +106,7 @@ typedef struct cfg_train {
     const char *checkpoint_dir;  /* "" or NULL: no checkpoints                 */
     int64_t checkpoint_every;    /* steps between checkpoints; 0: at the end only */
     int32_t checkpoint_keep;     /* complete checkpoints kept; 0: all          */
-    lr_schedule lr;              /* the learning rates' schedule (train.h)  */
+    lr_schedule lr;              /* the learning rates' schedule (lr_schedule.h) */
     int64_t patience;            /* early stopping: evaluations without a
                                     better metric before the run stops; 0: off */
     int stop_metric_logloss;     /* 1: log loss (lower is better); 0: AUC   */
@@ -118,7 +118,7 @@ typedef struct cfg_train {
     int64_t hot_refresh_every;   /* steps between hot-row refreshes (tables
                                     with hot_rows); 0: never                 */
     int32_t pipe_stages;         /* train.pipeline.stages: 0 or 1 no pipeline */
-    int32_t pipe_schedule;       /* pipe_schedule (train/pipeline.h)          */
+    int32_t pipe_schedule;       /* pipe_schedule (model/pipeline.h)          */
     int32_t pipe_virtual;        /* pieces per rank (interleaved)             */
     int pipe_recompute;
     int32_t pipe_num_cuts;       /* 0: the balance rule                        */

@@ -67,118 +67,141 @@ int plan_config_stats_law(const config_file *cf, int32_t world, const double *po
 /* Samples per batch read from a binary training file. */
 #define PLAN_FILE_BATCH 4096
 
-/* Id statistics, pooling and weights measured on a batch file, or on the
- * training data's binary format (ember convert's; its sparse feature f
- * feeds the config's feature f). */
-int plan_config_stats_data(const config_file *cf, const char *data, int64_t batches, plan_id_stats *st,
-                           double *pooling, int *weighted, int64_t *batches_read, char *err, size_t errlen)
-{
-    ember_batch_reader *rd = NULL;
-    ctr_source *src = NULL; /* the training data: feature f feeds the config's feature f */
-    int64_t *own_rows = calloc((size_t)cf->num_tables + 1, sizeof *own_rows); /* any number of tables */
-    plan_stats_builder **bl = calloc((size_t)cf->num_tables, sizeof *bl);
-    double *ids = calloc((size_t)cf->num_features, sizeof *ids);
-    int64_t samples = 0, n = 0;
-    int status = -1, rc;
+/* The batches statistics are measured on: an `ember gen` batch file, or
+ * the training data (binary, or text by the config) whose sparse feature
+ * f feeds the config's feature f, described as a batch file would be. */
+typedef struct plan_stream {
+    ember_batch_reader *rd;      /* a batch file, or                         */
+    ctr_source *src;             /* the training data                        */
+    const ember_batch_file_info *info;
+    ember_batch_file_info own;   /* the training data's: the config's tables */
+    int64_t *own_rows;           /* [num_tables + 1]                          */
     int32_t own_ftab[CTR_MAX_FEATURES];
-    ember_batch_file_info own = {0, own_rows, 0, own_ftab};
-    if (!bl || !ids || !own_rows) {
-        snprintf(err, errlen, "out of memory");
-        goto done;
+} plan_stream;
+
+/* The training data at path as a stream: its features' ids must fit
+ * their tables' rows (a dynamic table takes any key). */
+static int open_training_data(const config_file *cf, const char *data, plan_stream *ps, char *err, size_t errlen)
+{
+    char cerr[512];
+    if (data_open_file(cf, &cf->train, data, DATA_FILE_GIVEN, NULL, 0, 1, &ps->src, cerr, sizeof cerr)) {
+        snprintf(err, errlen, "%s", cerr);
+        return -1;
     }
-    const ember_batch_file_info *info = &own;
-    if (!data_is_batch_file(data)) { /* the training data: binary, or text by the config */
-        char cerr[512];
-        if (data_open_file(cf, &cf->train, data, DATA_FILE_GIVEN, NULL, 0, 1, &src, cerr, sizeof cerr)) {
-            snprintf(err, errlen, "%s", cerr);
-            goto done;
+    const ctr_schema *sc = ctr_source_schema(ps->src);
+    ps->own.num_tables = cf->num_tables;
+    ps->own.num_features = sc->num_sparse;
+    for (int32_t t = 0; t < cf->num_tables; t++)
+        ps->own_rows[t] = cf->tables[t].rows;
+    for (int32_t f = 0; f < sc->num_sparse && f < cf->num_features; f++) {
+        const ember_table_config *tb = &cf->tables[cf->features[f].table];
+        ps->own_ftab[f] = cf->features[f].table;
+        if (sc->rows[f] > tb->rows && tb->kind != EMBER_TABLE_DYNAMIC) {
+            snprintf(err, errlen, "%s: feature %s has ids up to %lld, table '%s' of %s has %lld rows", data,
+                     sc->names[f], (long long)sc->rows[f] - 1, tb->name, cf->path, (long long)tb->rows);
+            return -1;
         }
-        const ctr_schema *sc = ctr_source_schema(src);
-        own.num_tables = cf->num_tables;
-        own.num_features = sc->num_sparse;
-        for (int32_t t = 0; t < cf->num_tables; t++)
-            own_rows[t] = cf->tables[t].rows;
-        for (int32_t f = 0; f < sc->num_sparse && f < cf->num_features; f++) {
-            own_ftab[f] = cf->features[f].table;
-            if (sc->rows[f] > cf->tables[own_ftab[f]].rows && cf->tables[own_ftab[f]].kind != EMBER_TABLE_DYNAMIC) {
-                snprintf(err, errlen, "%s: feature %s has ids up to %lld, table '%s' of %s has %lld rows",
-                        data, sc->names[f], (long long)sc->rows[f] - 1, cf->tables[own_ftab[f]].name, cf->path,
-                        (long long)cf->tables[own_ftab[f]].rows);
-                goto done;
-            }
-        }
-    } else if ((rc = ember_batch_reader_open(data, &rd)) != EMBER_OK) {
+    }
+    return 0;
+}
+
+/* The stream of data; its tables and features must be the config's. */
+static int open_stream(const config_file *cf, const char *data, plan_stream *ps, char *err, size_t errlen)
+{
+    int rc;
+    ps->own = (ember_batch_file_info){0, ps->own_rows, 0, ps->own_ftab};
+    ps->info = &ps->own;
+    if (!data_is_batch_file(data)) {
+        if (open_training_data(cf, data, ps, err, errlen))
+            return -1;
+    } else if ((rc = ember_batch_reader_open(data, &ps->rd)) != EMBER_OK) {
         snprintf(err, errlen, "%s: %s", ember_status_str(rc), ember_data_errmsg());
-        goto done;
+        return -1;
     } else {
-        info = ember_batch_reader_info(rd);
+        ps->info = ember_batch_reader_info(ps->rd);
     }
+    const ember_batch_file_info *info = ps->info;
     if (info->num_tables != cf->num_tables || info->num_features != cf->num_features) {
-        snprintf(err, errlen, "%s has %d tables and %d features, %s has %d and %d",
-                data, (int)info->num_tables, (int)info->num_features, cf->path,
-                (int)cf->num_tables, (int)cf->num_features);
-        goto done;
+        snprintf(err, errlen, "%s has %d tables and %d features, %s has %d and %d", data, (int)info->num_tables,
+                 (int)info->num_features, cf->path, (int)cf->num_tables, (int)cf->num_features);
+        return -1;
     }
     for (int32_t t = 0; t < cf->num_tables; t++) /* a dynamic table takes the ids as keys */
         if (info->table_rows[t] != cf->tables[t].rows && cf->tables[t].kind != EMBER_TABLE_DYNAMIC) {
-            snprintf(err, errlen, "%s: table %d has %lld rows, but table '%s' of %s has %lld",
-                    data, (int)t, (long long)info->table_rows[t], cf->tables[t].name, cf->path,
-                    (long long)cf->tables[t].rows);
-            goto done;
+            snprintf(err, errlen, "%s: table %d has %lld rows, but table '%s' of %s has %lld", data, (int)t,
+                     (long long)info->table_rows[t], cf->tables[t].name, cf->path, (long long)cf->tables[t].rows);
+            return -1;
         }
     for (int32_t f = 0; f < cf->num_features; f++)
         if (info->feature_table[f] != cf->features[f].table) {
-            snprintf(err, errlen, "%s: feature %d reads table %d, but feature '%s' of %s "
-                    "reads table '%s'", data, (int)f, (int)info->feature_table[f],
-                    cf->features[f].name, cf->path, cf->tables[cf->features[f].table].name);
-            goto done;
+            snprintf(err, errlen, "%s: feature %d reads table %d, but feature '%s' of %s reads table '%s'", data,
+                     (int)f, (int)info->feature_table[f], cf->features[f].name, cf->path,
+                     cf->tables[cf->features[f].table].name);
+            return -1;
         }
-    for (int32_t t = 0; t < cf->num_tables; t++) /* rows 0 (dynamic): keys */
-        if (plan_stats_builder_create(cf->tables[t].rows, &bl[t])) {
-            snprintf(err, errlen, "out of memory");
-            goto done;
-        }
+    return 0;
+}
+
+/* The stream's next batch into *b: 1, 0 at the end, or -1 with err. */
+static int next_batch(plan_stream *ps, ember_batch *b, char *err, size_t errlen)
+{
+    if (ps->src) {
+        char cerr[512];
+        ctr_batch cb;
+        int64_t got = ctr_source_next(ps->src, PLAN_FILE_BATCH, &cb, cerr, sizeof cerr);
+        if (got < 0)
+            snprintf(err, errlen, "%s", cerr);
+        else if (got > 0)
+            *b = cb.sparse;
+        return got < 0 ? -1 : got > 0;
+    }
+    int rc = ember_batch_reader_next(ps->rd, b);
+    if (rc < 0)
+        snprintf(err, errlen, "%s: %s", ember_status_str(rc), ember_data_errmsg());
+    return rc < 0 ? -1 : rc != 0;
+}
+
+/* One batch's ids into their tables' builders and the features' counts. */
+static int add_batch(const ember_batch *b, const ember_batch_file_info *info, plan_stats_builder **bl, double *ids)
+{
+    int64_t k = 0;
+    for (int32_t f = 0; f < b->num_features; f++) {
+        int64_t len = 0;
+        for (int32_t s = 0; s < b->batch_size; s++)
+            len += b->lengths[(int64_t)f * b->batch_size + s];
+        if (plan_stats_builder_add(bl[info->feature_table[f]], b->ids + k, len))
+            return -1;
+        ids[f] += (double)len;
+        k += len;
+    }
+    return 0;
+}
+
+/* Up to `batches` batches of the stream measured: the tables' statistics,
+ * the features' pooling, whether any carries weights. */
+static int measure(const config_file *cf, const char *data, plan_stream *ps, int64_t batches,
+                   plan_stats_builder **bl, double *ids, plan_id_stats *st, double *pooling, int *weighted,
+                   int64_t *batches_read, char *err, size_t errlen)
+{
+    int64_t samples = 0, n = 0;
     *weighted = 0;
     for (; n < batches; n++) {
         ember_batch b;
-        if (src) {
-            char cerr[512];
-            ctr_batch cb;
-            int64_t got = ctr_source_next(src, PLAN_FILE_BATCH, &cb, cerr, sizeof cerr);
-            if (got < 0) {
-                snprintf(err, errlen, "%s", cerr);
-                goto done;
-            }
-            if (got == 0)
-                break;
-            b = cb.sparse;
-        } else {
-            rc = ember_batch_reader_next(rd, &b);
-            if (rc == 0)
-                break;
-            if (rc < 0) {
-                snprintf(err, errlen, "%s: %s", ember_status_str(rc), ember_data_errmsg());
-                goto done;
-            }
-        }
+        int got = next_batch(ps, &b, err, errlen);
+        if (got < 0)
+            return -1;
+        if (got == 0)
+            break;
         *weighted |= b.weights != NULL;
         samples += b.batch_size;
-        int64_t k = 0;
-        for (int32_t f = 0; f < b.num_features; f++) {
-            int64_t len = 0;
-            for (int32_t s = 0; s < b.batch_size; s++)
-                len += b.lengths[(int64_t)f * b.batch_size + s];
-            if (plan_stats_builder_add(bl[info->feature_table[f]], b.ids + k, len)) {
-                snprintf(err, errlen, "out of memory");
-                goto done;
-            }
-            ids[f] += (double)len;
-            k += len;
+        if (add_batch(&b, ps->info, bl, ids)) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
         }
     }
     if (samples == 0) {
         snprintf(err, errlen, "%s holds no batches", data);
-        goto done;
+        return -1;
     }
     *batches_read = n;
     for (int32_t f = 0; f < cf->num_features; f++)
@@ -186,18 +209,43 @@ int plan_config_stats_data(const config_file *cf, const char *data, int64_t batc
     for (int32_t t = 0; t < cf->num_tables; t++)
         if (plan_stats_builder_finish(bl[t], &st[t])) {
             snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    return 0;
+}
+
+/* Id statistics, pooling and weights measured on a batch file, or on the
+ * training data's binary format (ember convert's; its sparse feature f
+ * feeds the config's feature f). */
+int plan_config_stats_data(const config_file *cf, const char *data, int64_t batches, plan_id_stats *st,
+                           double *pooling, int *weighted, int64_t *batches_read, char *err, size_t errlen)
+{
+    plan_stream ps;
+    memset(&ps, 0, sizeof ps);
+    ps.own_rows = calloc((size_t)cf->num_tables + 1, sizeof *ps.own_rows); /* any number of tables */
+    plan_stats_builder **bl = calloc((size_t)cf->num_tables, sizeof *bl);
+    double *ids = calloc((size_t)cf->num_features, sizeof *ids);
+    int status = -1;
+    if (!bl || !ids || !ps.own_rows) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    if (open_stream(cf, data, &ps, err, errlen))
+        goto done;
+    for (int32_t t = 0; t < cf->num_tables; t++) /* rows 0 (dynamic): keys */
+        if (plan_stats_builder_create(cf->tables[t].rows, &bl[t])) {
+            snprintf(err, errlen, "out of memory");
             goto done;
         }
-    status = 0;
+    status = measure(cf, data, &ps, batches, bl, ids, st, pooling, weighted, batches_read, err, errlen);
 done:
     if (bl)
         for (int32_t t = 0; t < cf->num_tables; t++)
             plan_stats_builder_destroy(bl[t]);
     free(bl);
     free(ids);
-    free(own_rows);
-    ember_batch_reader_destroy(rd);
-    ctr_source_destroy(src);
+    free(ps.own_rows);
+    ember_batch_reader_destroy(ps.rd);
+    ctr_source_destroy(ps.src);
     return status;
 }
-
