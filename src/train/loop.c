@@ -1,14 +1,24 @@
 /*
  * loop.c: the steps of a training run (run.h; docs/training.md, "The
- * loop"):
+ * loop").  train_loop, at the bottom, is the loop itself, one named part
+ * per concern:
  *
- *   for step = rs.step + 1 .. steps:
- *       this rank's k*b samples, read ahead by a thread  (prefetch.c)
- *       model_step: embeddings, dense model, replication (trainer.c)
- *       every log_every steps: the loss, reduced over ranks -> "train" event
- *       every eval_every steps: evaluation on held-out samples (evaluate.c),
- *         judged for early stopping and keep_best
- *       every checkpoint_every steps and at the end: a checkpoint (checkpoint.c)
+ *   for step = rs.step + 1 .. steps (until early stopping):
+ *       read_batch           this rank's k*b samples, read ahead by a thread
+ *                            (prefetch.c), and the step's global count
+ *       announce_lookahead   the next batches, for the SSD tier's lookahead
+ *       begin_next_batch     overlap/stale schedules: the next batch begun
+ *                            during this step, unless the step drains
+ *       apply_lr_schedule    the step's learning-rate factor
+ *       take_step            model_step (src/model/), agreed over the ranks
+ *       refresh_hot_rows     every hot_refresh_every steps
+ *       count_and_log        the loss, reduced every log_every steps ->
+ *                            "train" event
+ *       evaluate_and_judge   every eval_every steps and at the end: held-out
+ *                            samples (evaluate.c), judged for early stopping
+ *                            and keep_best
+ *       save_if_due          every checkpoint_every steps and at the end
+ *                            (checkpoint.c)
  *
  * A resumed run continues from its checkpoint's step, so N steps then a
  * resume to 2N equal 2N steps straight, bit for bit.  A file source that
@@ -27,6 +37,34 @@
 #include "comm/comm.h"
 #include "train/run.h"
 
+#define LOOKAHEAD_MAX 64 /* batches announced ahead at most (ember_prefetch_depth) */
+
+/* What the loop keeps from step to step. */
+typedef struct loop_state {
+    train_prefetch *pf;          /* the reader of the training data         */
+    int32_t kb;                  /* samples per step and rank: k * b         */
+    int32_t ahead;               /* the SSD tier's lookahead: batches announced */
+    int hot;                     /* some table has hot rows                  */
+    int64_t log_every;
+    double t0;                   /* when the loop began                      */
+    double window_loss;          /* summed since the last logged step        */
+    int64_t logged_samples;      /* samples up to the last logged step       */
+    /* batches a step reads through pointers: valid until it returns */
+    ctr_batch next[LOOKAHEAD_MAX], begun;
+    const ember_batch *announce[LOOKAHEAD_MAX];
+} loop_state;
+
+/* One step's batch, and this rank's failure on the way to the step. */
+typedef struct step_io {
+    ctr_batch batch;
+    int64_t global;              /* the step's samples over all ranks        */
+    double loss;                 /* this rank's summed loss                  */
+    int failed, why;             /* a failure, and its status                */
+    char err[1024];
+} step_io;
+
+/* ------------------------------------------------- checkpoints, verdicts */
+
 /* Saves a checkpoint of the state after `step` steps under root. */
 static int save_to(ember_trainer *s, train_prefetch *pf, const char *root, int32_t keep, int64_t step)
 {
@@ -40,8 +78,9 @@ static int save_to(ember_trainer *s, train_prefetch *pf, const char *root, int32
     return 0;
 }
 
-/* A checkpoint after `step` steps when one is due. */
-static int maybe_save(ember_trainer *s, train_prefetch *pf, int64_t step)
+/* A checkpoint after `step` steps when one is due: every checkpoint_every
+ * steps, at the last step, and where the run stops early. */
+static int save_if_due(ember_trainer *s, train_prefetch *pf, int64_t step)
 {
     const cfg_train *t = &s->t;
     if (!t->checkpoint_dir || !((t->checkpoint_every > 0 && step % t->checkpoint_every == 0) || step == t->steps ||
@@ -50,10 +89,10 @@ static int maybe_save(ember_trainer *s, train_prefetch *pf, int64_t step)
     return save_to(s, pf, t->checkpoint_dir, t->checkpoint_keep, step);
 }
 
-/* An evaluation at `step` against the best so far: 1 when it is better
- * (by more than min_delta), and then with keep_best its checkpoint in
- * checkpoint_dir/best; sets ls->stopped_at when patience ran out.  0 or
- * 1 as *better; the return value is 1 on failure. */
+/* An evaluation at `step` against the best so far: when it is better (by
+ * more than min_delta) it becomes the best, and with keep_best its
+ * checkpoint goes to checkpoint_dir/best; sets ls.stopped_at when patience
+ * ran out.  1 on failure. */
 static int judge(ember_trainer *s, train_prefetch *pf, int64_t step, const train_eval_result *e)
 {
     const cfg_train *t = &s->t;
@@ -79,176 +118,256 @@ static int judge(ember_trainer *s, train_prefetch *pf, int64_t step, const train
     return 0;
 }
 
-int train_loop(ember_trainer *s)
+/* The evaluation every eval_every steps and at the last, first of what
+ * follows a step (a checkpoint of this step then holds its verdict).  It is
+ * judged (early stopping, keep_best) on the periodic schedule alone, so that
+ * a run extended with --resume sees the verdicts an uninterrupted run
+ * would.  1 on failure. */
+static int evaluate_and_judge(ember_trainer *s, const loop_state *L, int64_t step)
+{
+    const cfg_train *t = &s->t;
+    train_loop_stats *ls = &s->ls;
+    int periodic = t->eval_every > 0 && step % t->eval_every == 0;
+    if (!s->eval_src || !(periodic || step == t->steps))
+        return 0;
+    train_eval_result e;
+    if (train_evaluate(s, &e) || ((periodic || t->eval_every == 0) && judge(s, L->pf, step, &e)))
+        return 1;
+    ls->eval_seconds += e.seconds;
+    train_event_eval(s, step, &e);
+    if (ls->stopped_at == step || step == t->steps) { /* the run's last evaluation */
+        ls->eval = e;
+        ls->have_eval = 1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------- a step's parts */
+
+/* The step's batch (an empty one where this rank has none or its read
+ * failed: it still takes part in the collectives) and the step's samples
+ * over all ranks.  The ranks of a pipeline's replica group hold the same
+ * samples, which count once. */
+static void read_batch(ember_trainer *s, loop_state *L, step_io *io)
+{
+    const cfg_train *t = &s->t;
+    const int synthetic = t->source == CFG_SOURCE_SYNTHETIC;
+    double d0 = ember_now();
+    int64_t n = train_prefetch_next(L->pf, &io->batch, io->err, sizeof io->err);
+    io->failed = n < 0;
+    io->why = EMBER_EIO;
+    if (n <= 0) {
+        ctr_batch_empty(&s->schema, &io->batch);
+        n = 0;
+    }
+    s->ls.data_seconds += ember_now() - d0;
+    const int32_t S = t->pipe_stages > 1 ? t->pipe_stages : 1;
+    io->global = synthetic ? (int64_t)L->kb * (s->size / S) : n;
+    if (!synthetic && ember_comm_reduce_i64(s->world, &io->global, 1, EMBER_REDUCE_SUM) == EMBER_OK) {
+        io->global /= S;
+    } else if (!synthetic) {
+        if (!io->failed) { /* fatal: no step on a count the ranks may not share */
+            snprintf(io->err, sizeof io->err, "%s", s->world->errmsg);
+            io->why = EMBER_ECOMM;
+        }
+        io->failed = 1;
+        io->global = 0;
+    }
+    if (io->global == 0 && !io->failed) {
+        snprintf(io->err, sizeof io->err, "%s: no training samples", t->train_file ? t->train_file : "data");
+        io->failed = 1;
+    }
+}
+
+/* The batches of the next `ahead` steps, announced to the model for the
+ * SSD tier's lookahead (ember_prefetch); after the first step only the
+ * newest is new to it.  Collective: an empty batch where a rank has none. */
+static void announce_lookahead(ember_trainer *s, loop_state *L, int64_t step)
+{
+    int32_t na = 0;
+    for (int32_t j = step == s->rs.step + 1 ? 1 : L->ahead; L->ahead > 0 && j <= L->ahead; j++, na++) {
+        if (train_prefetch_peek(L->pf, j, &L->next[na]) <= 0)
+            ctr_batch_empty(&s->schema, &L->next[na]);
+        L->announce[na] = &L->next[na].sparse;
+    }
+    model_announce(s->model, L->announce, na);
+}
+
+/* A step after which the overlap and stale schedules begin nothing ahead,
+ * so that the embedding step's work in flight drains: the last step, a
+ * checkpoint, an evaluation, a hot-row refresh step (every
+ * hot_refresh_every steps, whether or not a table has hot rows, so that
+ * stale runs read alike with and without).  A resumed run starts its run
+ * of steps the same way. */
+static int drains_after(const ember_trainer *s, int64_t step)
+{
+    const cfg_train *t = &s->t;
+    return step == t->steps || (t->hot_refresh_every > 0 && step % t->hot_refresh_every == 0) ||
+           (t->checkpoint_dir && t->checkpoint_every > 0 && step % t->checkpoint_every == 0) ||
+           (s->eval_src && t->eval_every > 0 && step % t->eval_every == 0);
+}
+
+/* Overlap and stale schedules: the next step's batch, given to the model
+ * to begin during this step (reading ahead is data time too). */
+static void begin_next_batch(ember_trainer *s, loop_state *L, int64_t step)
+{
+    if (s->t.schedule == EMBER_SCHEDULE_BLOCKING || drains_after(s, step))
+        return;
+    double p0 = ember_now();
+    if (train_prefetch_peek(L->pf, 1, &L->begun) <= 0) /* collective: an empty one in its place */
+        ctr_batch_empty(&s->schema, &L->begun);
+    s->ls.data_seconds += ember_now() - p0;
+    model_set_next(s->model, &L->begun.sparse);
+}
+
+/* The learning rates' factor of this step: a function of the step, the
+ * same on every rank. */
+static void apply_lr_schedule(ember_trainer *s, int64_t step)
+{
+    const lr_schedule *lr = &s->t.lr;
+    if (lr->warmup > 0 || lr->decay != LR_DECAY_NONE)
+        model_set_lr_scale(s->model, lr_schedule_scale(lr, step, s->t.steps));
+}
+
+/* The model's step, then every rank's failure so far agreed: 1 on every
+ * rank when any failed.  A rank whose read failed takes part with no
+ * samples. */
+static int take_step(ember_trainer *s, int64_t step, step_io *io)
+{
+    io->loss = 0;
+    if (io->global > 0) {
+        char serr[512] = "";
+        int st = model_step(s->model, &io->batch, io->global, &io->loss, serr, sizeof serr);
+        if (st != EMBER_OK && !io->failed) {
+            snprintf(io->err, sizeof io->err, "%s", serr);
+            io->failed = 1;
+            io->why = st;
+        }
+    }
+    char msg[1100];
+    snprintf(msg, sizeof msg, "step %lld: %s", (long long)step, io->err);
+    return run_agree(s, io->failed, io->why, msg);
+}
+
+/* Tables with hot rows: refreshed from the counts every hot_refresh_every
+ * steps but the last.  Collective; its failure is every rank's. */
+static int refresh_hot_rows(ember_trainer *s, const loop_state *L, int64_t step)
+{
+    const cfg_train *t = &s->t;
+    if (!L->hot || !(t->hot_refresh_every > 0 && step % t->hot_refresh_every == 0) || step >= t->steps)
+        return 0;
+    int st = ember_refresh_hot_rows(s->coll);
+    if (st == EMBER_OK)
+        return 0;
+    run_fail_rank(s, 0, st == EMBER_EINVAL ? EMBER_EFORMAT : st, "step %lld: %s", (long long)step,
+                  ember_errmsg(s->coll));
+    return 1;
+}
+
+/* Training time so far: no evaluation, no checkpoints. */
+static double training_seconds(const ember_trainer *s, const loop_state *L)
+{
+    return ember_now() - L->t0 - s->ls.eval_seconds - s->ls.ckpt_seconds;
+}
+
+/* The step counted; every log_every steps and at the last, the window's
+ * mean loss over all ranks goes out as a "train" event, else a
+ * "progress" event (train_event_step decides how often). */
+static void count_and_log(ember_trainer *s, loop_state *L, int64_t step, const step_io *io)
+{
+    train_loop_stats *ls = &s->ls;
+    ls->steps = step;
+    ls->samples += io->global;
+    ls->run_samples += io->global;
+    ls->run_steps++;
+    L->window_loss += io->loss;
+    if (step % L->log_every != 0 && step != s->t.steps) {
+        train_event_step(s, step, ls->samples, training_seconds(s, L), 0, NAN);
+        return;
+    }
+    double v[1] = {L->window_loss};
+    int64_t window_samples = ls->samples - L->logged_samples;
+    L->logged_samples = ls->samples;
+    ember_comm_reduce_double(s->world, v, 1, EMBER_REDUCE_SUM);
+    L->window_loss = 0;
+    train_event_step(s, step, ls->samples, training_seconds(s, L), 1,
+                     window_samples > 0 ? v[0] / (double)window_samples : NAN);
+}
+
+/* --------------------------------------------------- before and after */
+
+/* The loop's state, the statistics from the resumed step on (a resumed run
+ * that had stopped early stays stopped), and the reader thread.  1 when
+ * the thread could not start (agreed). */
+static int loop_start(ember_trainer *s, loop_state *L)
 {
     const cfg_train *t = &s->t;
     const train_resume *rs = &s->rs;
     train_loop_stats *ls = &s->ls;
-    const int32_t kb = t->micro_batch * t->accumulate, W = s->size;
-    const int synthetic = t->source == CFG_SOURCE_SYNTHETIC;
-    const int64_t steps = t->steps, log_every = t->log_every > 0 ? t->log_every : (steps / 200 > 1 ? steps / 200 : 1);
-    char err[1024] = "";
-    double t0 = ember_now(), window_loss = 0;
-    int64_t logged_samples = 0; /* samples up to the last logged step */
+    memset(L, 0, sizeof *L);
+    L->kb = t->micro_batch * t->accumulate;
+    L->log_every = t->log_every > 0 ? t->log_every : (t->steps / 200 > 1 ? t->steps / 200 : 1);
+    L->t0 = ember_now();
     memset(ls, 0, sizeof *ls);
     ls->steps = rs->step;
     ls->best = rs->best; /* a resumed run's verdicts so far */
-    if (rs->resumed && t->patience > 0 && ls->best.have && ls->best.bad >= t->patience && rs->step < steps)
+    if (rs->resumed && t->patience > 0 && ls->best.have && ls->best.bad >= t->patience && rs->step < t->steps)
         ls->stopped_at = rs->step; /* it had stopped there: it stays stopped */
-    ls->samples = logged_samples = rs->samples;
-    train_prefetch *pf = NULL;
+    ls->samples = L->logged_samples = rs->samples;
     /* a reader thread needs a core of its own: see src/train/prefetch.c */
     int threaded = omp_get_num_procs() > s->local_ranks * s->threads;
-    /* the SSD tier's lookahead: the batches of the next K steps are read
-     * ahead and announced after each embedding forward */
-    const int32_t ahead = ember_prefetch_depth(s->coll);
-    /* tables with hot rows: refreshed from the counts every hot_refresh_every steps */
-    int hot = 0;
+    L->ahead = ember_prefetch_depth(s->coll);
     for (int32_t i = 0; i < s->cc.num_tables; i++)
-        hot |= s->cc.tables[i].hot_rows > 0;
+        L->hot |= s->cc.tables[i].hot_rows > 0;
     /* a pipelined schedule looks one batch ahead too */
-    const int32_t peek = ahead > 0 ? ahead : t->schedule != EMBER_SCHEDULE_BLOCKING;
-    int failed = train_prefetch_start(s->train_src, kb, s->threads, threaded, peek, &pf) != 0;
+    const int32_t peek = L->ahead > 0 ? L->ahead : t->schedule != EMBER_SCHEDULE_BLOCKING;
+    int failed = train_prefetch_start(s->train_src, L->kb, s->threads, threaded, peek, &L->pf) != 0;
     if (run_agree(s, failed, EMBER_ENOMEM, "cannot start the reader thread")) {
-        train_prefetch_stop(pf);
+        train_prefetch_stop(L->pf);
         return 1;
     }
-    int status = 0;
-    for (int64_t step = rs->step + 1; step <= steps && !ls->stopped_at; step++) {
-        double d0 = ember_now();
-        ctr_batch b;
-        int64_t n = train_prefetch_next(pf, &b, err, sizeof err);
-        failed = n < 0;
-        int why = EMBER_EIO; /* the status of this rank's failure */
-        if (n <= 0) { /* keep in step with the other ranks: an empty batch */
-            ctr_batch_empty(&s->schema, &b);
-            n = 0;
-        }
-        ls->data_seconds += ember_now() - d0;
-        /* pipeline stages: the S ranks of a replica group hold the same samples */
-        const int32_t S = t->pipe_stages > 1 ? t->pipe_stages : 1;
-        int64_t global = synthetic ? (int64_t)kb * (W / S) : n;
-        if (!synthetic && ember_comm_reduce_i64(s->world, &global, 1, EMBER_REDUCE_SUM) == EMBER_OK)
-            global /= S;
-        else if (!synthetic) {
-            if (!failed) { /* fatal: no step on a count the ranks may not share */
-                snprintf(err, sizeof err, "%s", s->world->errmsg);
-                why = EMBER_ECOMM;
-            }
-            failed = 1;
-            global = 0;
-        }
-        if (global == 0 && !failed) {
-            snprintf(err, sizeof err, "%s: no training samples", t->train_file ? t->train_file : "data");
-            failed = 1;
-        }
-        double loss = 0;
-        ctr_batch next[64];
-        const ember_batch *announce[64];
-        int32_t na = 0;
-        for (int32_t j = step == rs->step + 1 ? 1 : ahead; ahead > 0 && j <= ahead; j++, na++) {
-            if (train_prefetch_peek(pf, j, &next[na]) <= 0) /* collective: an empty one in its place */
-                ctr_batch_empty(&s->schema, &next[na]);
-            announce[na] = &next[na].sparse;
-        }
-        model_announce(s->model, announce, na);
-        /* the next batch is begun ahead within a run of steps: not across
-         * a checkpoint, an evaluation or a hot-row refresh step (a resumed
-         * run starts such a run the same way), nor after the last step */
-        ctr_batch ahead_b;
-        /* every hot_refresh_every steps is a boundary whether or not a
-         * table has hot rows: stale runs then read alike with and without */
-        int refresh_step = t->hot_refresh_every > 0 && step % t->hot_refresh_every == 0;
-        int refresh = hot && refresh_step;
-        int boundary = step == steps || refresh_step ||
-                       (t->checkpoint_dir && t->checkpoint_every > 0 && step % t->checkpoint_every == 0) ||
-                       (s->eval_src && t->eval_every > 0 && step % t->eval_every == 0);
-        if (t->schedule != EMBER_SCHEDULE_BLOCKING && !boundary) {
-            double p0 = ember_now(); /* reading ahead is data time too */
-            if (train_prefetch_peek(pf, 1, &ahead_b) <= 0) /* collective: an empty one in its place */
-                ctr_batch_empty(&s->schema, &ahead_b);
-            ls->data_seconds += ember_now() - p0;
-            model_set_next(s->model, &ahead_b.sparse);
-        }
-        if (t->lr.warmup > 0 || t->lr.decay != LR_DECAY_NONE) /* the same on every rank: a function of the step */
-            model_set_lr_scale(s->model, lr_schedule_scale(&t->lr, step, steps));
-        if (global > 0) { /* collective: a rank whose read failed takes part with no samples */
-            char serr[512] = "";
-            int st = model_step(s->model, &b, global, &loss, serr, sizeof serr);
-            if (st != EMBER_OK && !failed) {
-                snprintf(err, sizeof err, "%s", serr);
-                failed = 1;
-                why = st;
-            }
-        }
-        char msg[1100];
-        snprintf(msg, sizeof msg, "step %lld: %s", (long long)step, err);
-        if (run_agree(s, failed, why, msg)) {
-            status = 1;
-            break;
-        }
-        int rst = refresh && step < steps ? ember_refresh_hot_rows(s->coll) : EMBER_OK; /* collective */
-        if (rst != EMBER_OK) { /* agreed: every rank has the same error */
-            run_fail_rank(s, 0, rst == EMBER_EINVAL ? EMBER_EFORMAT : rst, "step %lld: %s", (long long)step,
-                          ember_errmsg(s->coll));
-            status = 1;
-            break;
-        }
-        ls->steps = step;
-        ls->samples += global;
-        ls->run_samples += global;
-        ls->run_steps++;
-        window_loss += loss;
-        if (step % log_every == 0 || step == steps) {
-            double v[1] = {window_loss};
-            int64_t window_samples = ls->samples - logged_samples;
-            logged_samples = ls->samples;
-            ember_comm_reduce_double(s->world, v, 1, EMBER_REDUCE_SUM);
-            window_loss = 0;
-            train_event_step(s, step, ls->samples, ember_now() - t0 - ls->eval_seconds - ls->ckpt_seconds, 1,
-                             window_samples > 0 ? v[0] / (double)window_samples : NAN);
-        } else {
-            train_event_step(s, step, ls->samples, ember_now() - t0 - ls->eval_seconds - ls->ckpt_seconds, 0, NAN);
-        }
-        /* the evaluation first (every eval_every steps, and the last): a
-         * checkpoint of this step then holds its verdict */
-        int periodic = t->eval_every > 0 && step % t->eval_every == 0;
-        if (s->eval_src && (periodic || step == steps)) {
-            /* judged (early stopping, keep_best) on the periodic schedule alone, so that a
-             * run extended with --resume sees the verdicts an uninterrupted run would */
-            train_eval_result e;
-            if (train_evaluate(s, &e) || ((periodic || t->eval_every == 0) && judge(s, pf, step, &e))) {
-                status = 1;
-                break;
-            }
-            ls->eval_seconds += e.seconds;
-            train_event_eval(s, step, &e);
-            if (ls->stopped_at == step || step == steps) { /* the run's last evaluation */
-                ls->eval = e;
-                ls->have_eval = 1;
-            }
-        }
-        if (maybe_save(s, pf, step)) {
-            status = 1;
-            break;
-        }
-        if (ls->stopped_at == step)
-            break;
-    }
-    if (status) {
-        train_prefetch_stop(pf);
-        return status;
-    }
-    if (s->eval_src && !ls->have_eval) { /* no step ran (a resumed run already done or stopped): score it */
-        if (train_evaluate(s, &ls->eval)) {
-            train_prefetch_stop(pf);
-            return 1;
-        }
-        ls->eval_seconds += ls->eval.seconds;
-        ls->have_eval = 1;
-        train_event_eval(s, ls->steps, &ls->eval);
-    }
-    train_prefetch_stop(pf); /* the source is ours again (its statistics) */
-    ls->seconds = ember_now() - t0;
     return 0;
+}
+
+/* After the steps: a run in which no step evaluated (a resumed run already
+ * done or stopped) is scored now; the source is the trainer's again (its
+ * statistics).  The loop's status: 1 when it failed. */
+static int loop_finish(ember_trainer *s, loop_state *L, int failed)
+{
+    train_loop_stats *ls = &s->ls;
+    if (!failed && s->eval_src && !ls->have_eval) {
+        failed = train_evaluate(s, &ls->eval);
+        if (!failed) {
+            ls->eval_seconds += ls->eval.seconds;
+            ls->have_eval = 1;
+            train_event_eval(s, ls->steps, &ls->eval);
+        }
+    }
+    train_prefetch_stop(L->pf);
+    if (!failed)
+        ls->seconds = ember_now() - L->t0;
+    return failed;
+}
+
+int train_loop(ember_trainer *s)
+{
+    loop_state L;
+    if (loop_start(s, &L))
+        return 1;
+    int failed = 0;
+    for (int64_t step = s->rs.step + 1; step <= s->t.steps && !s->ls.stopped_at && !failed; step++) {
+        step_io io;
+        io.err[0] = '\0';
+        read_batch(s, &L, &io);
+        announce_lookahead(s, &L, step);
+        begin_next_batch(s, &L, step);
+        apply_lr_schedule(s, step);
+        if (take_step(s, step, &io) || refresh_hot_rows(s, &L, step)) {
+            failed = 1;
+            break;
+        }
+        count_and_log(s, &L, step, &io);
+        failed = evaluate_and_judge(s, &L, step) || save_if_due(s, L.pf, step);
+    }
+    return loop_finish(s, &L, failed);
 }
