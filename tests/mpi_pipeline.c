@@ -1,5 +1,5 @@
 /*
- * mpi_pipeline.c: the dense model in pipeline stages (src/train/pipeline.h)
+ * mpi_pipeline.c: the dense model in pipeline stages (src/model/pipeline.h)
  * against the same model unpipelined in one process, bit for bit.
  *
  * Every rank builds the same random model and the same random steps (k

@@ -1,5 +1,5 @@
 /*
- * mpi_train.c: the replicated training step over MPI (src/train/trainer.c,
+ * mpi_train.c: the replicated training step over MPI (src/model/model_step.c,
  * docs/training.md "Replication and determinism").  Run under mpirun -np
  * 1..4.
  *

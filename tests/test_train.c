@@ -1,5 +1,5 @@
 /*
- * test_train.c: the training step and its metrics (src/train/train.h).
+ * test_train.c: the training step and its metrics (src/model/model.h, metrics.h).
  *
  *   metrics      metric_auc against a naive O(n^2) count of (positive,
  *                negative) pairs, ties one half, on random scores drawn

@@ -252,13 +252,204 @@ static void held_update(pipeline *p, int32_t in_flight, int64_t bytes)
         p->st.peak_activation_bytes = bytes;
 }
 
+/* One step in progress: its arguments, the buffers it holds, and the
+ * activation bytes it keeps for its backwards. */
+typedef struct step_run {
+    pipeline *p;
+    int32_t n, b;
+    const float *dense, *pooled, *labels;
+    float scale;
+    double *loss_sum;
+    float *d_pooled;
+    int64_t nd, pw;              /* dense floats and pooled floats per sample */
+    step_bufs sb;
+    float *scratch;              /* recomputation: one piece's outputs        */
+    int32_t in_flight;           /* micro-batch pieces forward, not yet back  */
+    int64_t held;                /* their activation bytes                    */
+} step_run;
+
+/* What an operation works on: micro-batch m (rows of it) through piece j,
+ * blocks [b0, b1); its input and output floats. */
+typedef struct op_shape {
+    int32_t m, j, slot, rows, b0, b1;
+    int last, has_int;           /* the last piece; it holds the interaction  */
+    int64_t in_n, out_n;
+    const float *pooled_m;       /* the micro-batch's pooled rows (has_int)   */
+} op_shape;
+
+static op_shape shape_of(const step_run *r, pipe_op op)
+{
+    const pipeline *p = r->p;
+    op_shape o;
+    o.m = op.m;
+    o.j = op.piece;
+    o.slot = o.m * p->P + o.j;
+    int64_t left = (int64_t)r->n - (int64_t)o.m * r->b; /* the last micro-batch is short, padding ones empty */
+    o.rows = (int32_t)(left < r->b ? (left > 0 ? left : 0) : r->b);
+    o.b0 = p->start[o.j];
+    o.b1 = p->start[o.j + 1];
+    o.last = o.j == p->P - 1;
+    o.has_int = o.b0 <= p->interaction && p->interaction < o.b1;
+    o.in_n = (int64_t)o.rows * dlrm_block_in_width(p->model, o.b0);
+    o.out_n = (int64_t)o.rows * dlrm_block_out_width(p->model, o.b1 - 1);
+    o.pooled_m = o.has_int ? r->pooled + (int64_t)o.m * r->b * r->pw : NULL;
+    return o;
+}
+
+/* F (m, j): the input received (piece 0 reads the dense features), the
+ * piece forward on a model of the pool (the scratch model with
+ * recomputation), the loss on the last piece, the output sent on. */
+static int run_forward(step_run *r, const op_shape *o)
+{
+    pipeline *p = r->p;
+    step_bufs *sb = &r->sb;
+    const int32_t S = p->S, slot = o->slot;
+    const float *in = r->dense + (int64_t)o->m * r->b * r->nd;
+    int st;
+    if (o->j > 0) {
+        if (!(sb->in[slot] = alloc_floats(o->in_n)))
+            return EMBER_ENOMEM;
+        if ((st = ember_comm_recv(p->w, sb->in[slot], o->in_n * 4, (o->j - 1) % S, 2 * slot)) != EMBER_OK)
+            return st;
+        in = sb->in[slot];
+    }
+    const int32_t i = p->cfg.recompute ? 0 : take(p);
+    if (!(sb->out[slot] = alloc_floats(o->out_n)) || i < 0 ||
+        (o->last && !(sb->dlogit[o->m] = alloc_floats(o->rows))))
+        return EMBER_ENOMEM;
+    double t0 = ember_now();
+    if (dlrm_forward_blocks(p->pool[i], o->rows, o->b0, o->b1, in, o->pooled_m, sb->out[slot]))
+        return EMBER_ENOMEM;
+    if (o->last)
+        *r->loss_sum += dense_bce_logits(sb->out[slot], r->labels + (int64_t)o->m * r->b, o->rows, r->scale,
+                                         sb->dlogit[o->m]);
+    p->st.busy_s += ember_now() - t0;
+    if (!o->last && (st = ember_comm_isend(p->w, sb->out[slot], o->out_n * 4, (o->j + 1) % S, 2 * (slot + 1),
+                                           &sb->reqs[sb->nreq++])) != EMBER_OK)
+        return st;
+    r->in_flight++;
+    if (p->cfg.recompute) { /* keep the input only (piece 0's is the caller's) */
+        r->held += o->j > 0 ? o->in_n * 4 : 0;
+        held_update(p, r->in_flight, r->held + kept_bytes(p, o->j, o->rows)); /* and one piece's, recomputed */
+    } else {
+        sb->inst[slot] = i;
+        r->held += kept_bytes(p, o->j, o->rows);
+        held_update(p, r->in_flight, r->held);
+        free(sb->in[slot]); /* copied into the model's activations */
+        sb->in[slot] = NULL;
+    }
+    return EMBER_OK;
+}
+
+/* B (m, j): the output's gradient received (the last piece has its
+ * dlogit), the piece backward (after its forward again, with
+ * recomputation), the input's gradient sent back. */
+static int run_backward(step_run *r, const op_shape *o)
+{
+    pipeline *p = r->p;
+    step_bufs *sb = &r->sb;
+    const int32_t S = p->S, slot = o->slot;
+    const float *dout = o->last ? sb->dlogit[o->m] : NULL;
+    int st;
+    if (!o->last) {
+        if (!(sb->dout[slot] = alloc_floats(o->out_n)))
+            return EMBER_ENOMEM;
+        if ((st = ember_comm_recv(p->w, sb->dout[slot], o->out_n * 4, (o->j + 1) % S, 2 * slot + 1)) != EMBER_OK)
+            return st;
+        dout = sb->dout[slot];
+    }
+    if (o->j > 0 && !(sb->din[slot] = alloc_floats(o->in_n)))
+        return EMBER_ENOMEM;
+    double t0 = ember_now();
+    int32_t i = sb->inst[slot];
+    if (p->cfg.recompute) { /* the piece forward again, on the scratch model */
+        float *grown = realloc(r->scratch, (size_t)(o->out_n > 0 ? o->out_n : 1) * sizeof *grown);
+        if (!grown)
+            return EMBER_ENOMEM;
+        r->scratch = grown;
+        i = 0;
+        const float *in = o->j > 0 ? sb->in[slot] : r->dense + (int64_t)o->m * r->b * r->nd;
+        if (dlrm_forward_blocks(p->pool[0], o->rows, o->b0, o->b1, in, o->pooled_m, r->scratch))
+            return EMBER_ENOMEM;
+    }
+    dlrm_backward_blocks(p->pool[i], o->b0, o->b1, dout, o->j > 0 ? sb->din[slot] : NULL,
+                         o->has_int ? r->d_pooled + (int64_t)o->m * r->b * r->pw : NULL);
+    p->st.busy_s += ember_now() - t0;
+    free(sb->dout[slot]); /* received, used: not needed past here */
+    sb->dout[slot] = NULL;
+    if (o->j > 0 && (st = ember_comm_isend(p->w, sb->din[slot], o->in_n * 4, (o->j - 1) % S, 2 * (slot - 1) + 1,
+                                           &sb->reqs[sb->nreq++])) != EMBER_OK)
+        return st;
+    r->in_flight--;
+    if (p->cfg.recompute) {
+        r->held -= o->j > 0 ? o->in_n * 4 : 0;
+        free(sb->in[slot]);
+        sb->in[slot] = NULL;
+    } else {
+        r->held -= kept_bytes(p, o->j, o->rows);
+        p->busy[i] = 0;
+    }
+    return EMBER_OK;
+}
+
+/* The step's buffers for nslots (micro-batch, piece) slots of k
+ * micro-batches, all empty; 0, or -1 when out of memory. */
+static int bufs_alloc(step_bufs *sb, int32_t nslots, int32_t k, ember_world *w)
+{
+    *sb = (step_bufs){calloc((size_t)nslots + 1, sizeof(float *)), calloc((size_t)nslots + 1, sizeof(float *)),
+                      calloc((size_t)nslots + 1, sizeof(float *)), calloc((size_t)nslots + 1, sizeof(float *)),
+                      calloc((size_t)k + 1, sizeof(float *)), malloc(((size_t)nslots + 1) * sizeof(int32_t)),
+                      calloc((size_t)(2 * nslots) + 1, sizeof(void *)), 0, w};
+    if (!sb->in || !sb->out || !sb->din || !sb->dout || !sb->dlogit || !sb->inst || !sb->reqs)
+        return -1;
+    for (int32_t i = 0; i < nslots; i++)
+        sb->inst[i] = -1;
+    return 0;
+}
+
+static void bufs_free(step_bufs *sb, int32_t nslots, int32_t k)
+{
+    for (int32_t i = 0; i < nslots; i++) {
+        if (sb->in)
+            free(sb->in[i]);
+        if (sb->out)
+            free(sb->out[i]);
+        if (sb->din)
+            free(sb->din[i]);
+        if (sb->dout)
+            free(sb->dout[i]);
+    }
+    for (int32_t m = 0; sb->dlogit && m < k; m++)
+        free(sb->dlogit[m]);
+    free(sb->in), free(sb->out), free(sb->din), free(sb->dout), free(sb->dlogit), free(sb->inst), free(sb->reqs);
+}
+
+/* The schedule's operations run in order; the failure's message (unless
+ * the operation wrote one), then every send waited for: its buffer is
+ * ours until it completes. */
+static int run_ops(step_run *r, const pipe_op *ops, int32_t nops, char *err, size_t errlen)
+{
+    pipeline *p = r->p;
+    int st = EMBER_OK;
+    for (int32_t o = 0; o < nops && st == EMBER_OK; o++) {
+        op_shape shape = shape_of(r, ops[o]);
+        st = ops[o].bwd ? run_backward(r, &shape) : run_forward(r, &shape);
+    }
+    if (st != EMBER_OK && err && errlen && !err[0])
+        snprintf(err, errlen, "pipeline: %s", st == EMBER_ENOMEM ? "out of memory" : p->w->errmsg);
+    for (int32_t i = 0; i < r->sb.nreq; i++)
+        if (r->sb.reqs[i] && ember_comm_wait_send(p->w, r->sb.reqs[i]) != EMBER_OK && st == EMBER_OK) {
+            st = EMBER_ECOMM;
+            snprintf(err, errlen, "pipeline: %s", p->w->errmsg);
+        }
+    return st;
+}
+
 int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float *pooled, const float *labels,
               float scale, double *loss_sum, float *d_pooled, char *err, size_t errlen)
 {
     const double t_step = ember_now();
-    const int32_t S = p->S, P = p->P;
     const dlrm_config *c = dlrm_get_config(p->model);
-    const int64_t nd = c->num_dense, pw = (int64_t)c->num_sparse * c->emb_dim;
     *loss_sum = 0;
     if (n < 0 || b < 1) {
         fail(err, errlen, "pipeline: %d samples in micro-batches of %d", (int)n, (int)b);
@@ -269,156 +460,32 @@ int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float
      * add, the same messages of no bytes) */
     int32_t k = (int32_t)(((int64_t)n + b - 1) / b);
     if (p->cfg.schedule == PIPE_INTERLEAVED)
-        k = (k + S - 1) / S * S;
-    const int32_t nslots = k * P;
-#define ROWS(m) ((int32_t)((int64_t)n - (int64_t)(m) * b < b ? ((int64_t)n - (int64_t)(m) * b > 0 ? n - (m) * b : 0) : b))
+        k = (k + p->S - 1) / p->S * p->S;
+    const int32_t nslots = k * p->P;
     if (err && errlen)
         err[0] = '\0';
     dlrm_progress_hook saved;
     dlrm_get_progress(p->model, &saved);
+    step_run r = {p, n, b, dense, pooled, labels, scale, loss_sum, d_pooled, c->num_dense,
+                  (int64_t)c->num_sparse * c->emb_dim, {0}, NULL, 0, 0};
     pipe_op *ops = malloc((size_t)(2 * nslots) * sizeof *ops);
-    step_bufs sb = {calloc((size_t)nslots + 1, sizeof(float *)), calloc((size_t)nslots + 1, sizeof(float *)),
-                    calloc((size_t)nslots + 1, sizeof(float *)), calloc((size_t)nslots + 1, sizeof(float *)),
-                    calloc((size_t)k + 1, sizeof(float *)), malloc(((size_t)nslots + 1) * sizeof(int32_t)),
-                    calloc((size_t)(2 * nslots) + 1, sizeof(void *)), 0, p->w};
-    float *scratch = NULL;
     int st = EMBER_OK;
-    if (!ops || !sb.in || !sb.out || !sb.din || !sb.dout || !sb.dlogit || !sb.inst || !sb.reqs) {
+    if (bufs_alloc(&r.sb, nslots, k, p->w) || !ops) {
         st = EMBER_ENOMEM;
         fail(err, errlen, "pipeline: out of memory");
-        goto done;
+    } else {
+        for (int32_t i = 0; i < p->npool; i++)
+            dlrm_set_progress(p->pool[i], progress_sends, &r.sb);
+        st = run_ops(&r, ops, build_ops(p, k, ops), err, errlen);
     }
-    for (int32_t i = 0; i < nslots; i++)
-        sb.inst[i] = -1;
-    for (int32_t i = 0; i < p->npool; i++)
-        dlrm_set_progress(p->pool[i], progress_sends, &sb);
-    const int32_t nops = build_ops(p, k, ops);
-    int32_t in_flight = 0;
-    int64_t held = 0;
-    for (int32_t o = 0; o < nops && st == EMBER_OK; o++) {
-        const int32_t m = ops[o].m, j = ops[o].piece, slot = m * P + j, bm = ROWS(m);
-        const int32_t b0 = p->start[j], b1 = p->start[j + 1];
-        const int last = j == P - 1, has_int = b0 <= p->interaction && p->interaction < b1;
-        const int64_t in_n = (int64_t)bm * dlrm_block_in_width(p->model, b0);
-        const int64_t out_n = (int64_t)bm * dlrm_block_out_width(p->model, b1 - 1);
-        const float *pooled_m = has_int ? pooled + (int64_t)m * b * pw : NULL;
-        if (!ops[o].bwd) {
-            const float *in = dense + (int64_t)m * b * nd;
-            if (j > 0) {
-                if (!(sb.in[slot] = alloc_floats(in_n))) {
-                    st = EMBER_ENOMEM;
-                    break;
-                }
-                if ((st = ember_comm_recv(p->w, sb.in[slot], in_n * 4, (j - 1) % S, 2 * slot)) != EMBER_OK)
-                    break;
-                in = sb.in[slot];
-            }
-            const int32_t i = p->cfg.recompute ? 0 : take(p);
-            if (!(sb.out[slot] = alloc_floats(out_n)) || i < 0 || (last && !(sb.dlogit[m] = alloc_floats(bm)))) {
-                st = EMBER_ENOMEM;
-                break;
-            }
-            double t0 = ember_now();
-            if (dlrm_forward_blocks(p->pool[i], bm, b0, b1, in, pooled_m, sb.out[slot])) {
-                st = EMBER_ENOMEM;
-                break;
-            }
-            if (last)
-                *loss_sum += dense_bce_logits(sb.out[slot], labels + (int64_t)m * b, bm, scale, sb.dlogit[m]);
-            p->st.busy_s += ember_now() - t0;
-            if (!last && (st = ember_comm_isend(p->w, sb.out[slot], out_n * 4, (j + 1) % S, 2 * (slot + 1),
-                                                &sb.reqs[sb.nreq++])) != EMBER_OK)
-                break;
-            in_flight++;
-            if (p->cfg.recompute) { /* keep the input only (piece 0's is the caller's) */
-                held += j > 0 ? in_n * 4 : 0;
-                held_update(p, in_flight, held + kept_bytes(p, j, bm)); /* and one piece's, recomputed */
-            } else {
-                sb.inst[slot] = i;
-                held += kept_bytes(p, j, bm);
-                held_update(p, in_flight, held);
-                free(sb.in[slot]); /* copied into the model's activations */
-                sb.in[slot] = NULL;
-            }
-        } else {
-            const float *dout = last ? sb.dlogit[m] : NULL;
-            if (!last) {
-                if (!(sb.dout[slot] = alloc_floats(out_n))) {
-                    st = EMBER_ENOMEM;
-                    break;
-                }
-                if ((st = ember_comm_recv(p->w, sb.dout[slot], out_n * 4, (j + 1) % S, 2 * slot + 1)) != EMBER_OK)
-                    break;
-                dout = sb.dout[slot];
-            }
-            if (j > 0 && !(sb.din[slot] = alloc_floats(in_n))) {
-                st = EMBER_ENOMEM;
-                break;
-            }
-            double t0 = ember_now();
-            int32_t i = sb.inst[slot];
-            if (p->cfg.recompute) { /* the piece forward again, on the scratch model */
-                float *grown = realloc(scratch, (size_t)(out_n > 0 ? out_n : 1) * sizeof *grown);
-                if (!grown) {
-                    st = EMBER_ENOMEM;
-                    break;
-                }
-                scratch = grown;
-                i = 0;
-                const float *in = j > 0 ? sb.in[slot] : dense + (int64_t)m * b * nd;
-                if (dlrm_forward_blocks(p->pool[0], bm, b0, b1, in, pooled_m, scratch)) {
-                    st = EMBER_ENOMEM;
-                    break;
-                }
-            }
-            dlrm_backward_blocks(p->pool[i], b0, b1, dout, j > 0 ? sb.din[slot] : NULL,
-                                 has_int ? d_pooled + (int64_t)m * b * pw : NULL);
-            p->st.busy_s += ember_now() - t0;
-            free(sb.dout[slot]); /* received, used: not needed past here */
-            sb.dout[slot] = NULL;
-            if (j > 0 && (st = ember_comm_isend(p->w, sb.din[slot], in_n * 4, (j - 1) % S, 2 * (slot - 1) + 1,
-                                                &sb.reqs[sb.nreq++])) != EMBER_OK)
-                break;
-            in_flight--;
-            if (p->cfg.recompute) {
-                held -= j > 0 ? in_n * 4 : 0;
-                free(sb.in[slot]);
-                sb.in[slot] = NULL;
-            } else {
-                held -= kept_bytes(p, j, bm);
-                p->busy[i] = 0;
-            }
-        }
-    }
-    if (st != EMBER_OK && err && errlen && !err[0])
-        snprintf(err, errlen, "pipeline: %s", st == EMBER_ENOMEM ? "out of memory" : p->w->errmsg);
-    for (int32_t r = 0; r < sb.nreq; r++) /* the sends' buffers are ours until they complete */
-        if (sb.reqs[r] && ember_comm_wait_send(p->w, sb.reqs[r]) != EMBER_OK && st == EMBER_OK) {
-            st = EMBER_ECOMM;
-            snprintf(err, errlen, "pipeline: %s", p->w->errmsg);
-        }
-done:
     for (int32_t i = 0; i < p->npool; i++) { /* every model free again, after an error too; the
                                                  caller's hook back on its model */
         p->busy[i] = 0;
         dlrm_set_progress(p->pool[i], i ? NULL : saved.fn, i ? NULL : saved.arg);
     }
-#undef ROWS
-    for (int32_t i = 0; i < nslots; i++) {
-        if (sb.in)
-            free(sb.in[i]);
-        if (sb.out)
-            free(sb.out[i]);
-        if (sb.din)
-            free(sb.din[i]);
-        if (sb.dout)
-            free(sb.dout[i]);
-    }
-    for (int32_t m = 0; sb.dlogit && m < k; m++)
-        free(sb.dlogit[m]);
-    free(sb.in), free(sb.out), free(sb.din), free(sb.dout), free(sb.dlogit), free(sb.inst), free(sb.reqs);
+    bufs_free(&r.sb, nslots, k);
     free(ops);
-    free(scratch);
+    free(r.scratch);
     p->st.step_s += ember_now() - t_step;
     return st;
 }
