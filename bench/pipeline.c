@@ -79,8 +79,7 @@ int main(int argc, char **argv)
     if (!nks)
         for (int32_t f = 1; f <= 8; f *= 2)
             ks[nks++] = S * f;
-    dense_set_threads(1);
-    const dlrm_config cfg = bench_model();
+    const dlrm_config cfg = bench_model(); /* each model on one thread, one BLAS thread (dlrm_set_threads) */
     const int64_t pw = (int64_t)cfg.num_sparse * cfg.emb_dim;
     char err[256] = "";
     for (int32_t ki = 0; ki < nks; ki++) {
@@ -112,6 +111,7 @@ int main(int argc, char **argv)
                     dlrm_destroy(m);
                     continue;
                 }
+                dlrm_set_threads(m, 1, 1);
                 pc.num_cuts = P - 1;
                 if (pipe_balance(m, b, P, w, pc.cuts, NULL, err, sizeof err) ||
                     pipe_create(&pc, m, w, &p, err, sizeof err)) {

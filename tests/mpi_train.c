@@ -96,7 +96,6 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
         MCHECK(model_create(&cs, cs_coll, ms, &ts, err, sizeof err) == EMBER_OK, "model_create: %s", err);
         ok = mpi_all(td && tr && ts);
     }
-    dense_set_threads(1);
     int64_t P = ok ? dlrm_num_params(md) : 0;
     float *all = malloc((size_t)(P * W + 1) * sizeof *all);
     for (int s = 0; ok && s < STEPS; s++) {

@@ -897,7 +897,7 @@ static void test_growth_and_repeat(test_rng *r)
 /* One forward + backward of a Criteo-sized model at a thread count. */
 static void blas_run(dlrm *m, const batch *b, int32_t threads, float *logit, float *dp)
 {
-    dense_set_threads(threads);
+    dlrm_set_threads(m, threads, threads);
     dlrm_zero_grads(m);
     CHECK(dlrm_forward(m, b->B, b->dense, b->pooled, logit) == 0);
     dlrm_backward(m, b->dlogit, dp);
@@ -936,7 +936,6 @@ static void test_blas_threads(test_rng *r)
         free(l[k]), free(p[k]), free(g[k]);
     batch_free(&b);
     dlrm_destroy(m);
-    dense_set_threads(0);
 }
 
 /* ------------------------------------------------------------------- init */
@@ -1012,9 +1011,9 @@ static void test_optim(test_rng *r)
             test_fill(r, g, n, -1, 1);
             if (t == 3)
                 g[0] = 0.0f; /* Adam with m, v decaying */
-            dense_set_threads(1);
+            dense_optim_set_threads(o[0], 1);
             dense_optim_step(o[0], p[0], g);
-            dense_set_threads(2);
+            dense_optim_set_threads(o[1], 2);
             dense_optim_step(o[1], p[1], g);
             ref_dense_optim_step(&c, t, n, want, m, v, g);
             bits &= memcmp(p[0], p[1], (size_t)n * 4) == 0;
@@ -1023,7 +1022,6 @@ static void test_optim(test_rng *r)
                      (long long)n);
             CHECK_CLOSE(p[0], want, n, 1e-6, 1e-7, what);
         }
-        dense_set_threads(0);
         CHECK_MSG(bits, "optimizer: 1 and 2 threads differ");
         int64_t floats = -1, step = -1;
         float *state = dense_optim_state(o[0], &floats, &step);

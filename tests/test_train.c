@@ -233,7 +233,7 @@ static void test_threads(test_rng *r)
     run a, b;
     int ok = run_open(&a, tc, &mc, &c1);
     ok = run_open(&b, tc, &mc, &c2) && ok;
-    dense_set_threads(1); /* process-wide: BLAS results depend on it */
+    dlrm_set_threads(b.model, 2, 1); /* BLAS results depend on its thread count: one for both models */
     for (int s = 0; ok && s < 4; s++) {
         tctr x;
         tctr_make(r, &tc->cfg, 128, nd, &x);

@@ -7,7 +7,7 @@
  * gradient in another of the same layout, so that replication (all-reduce)
  * and the optimizers see one array.  Activations for backward are kept in
  * the model, sized for the largest batch seen; forward then backward on
- * the same batch.  Nothing here talks to MPI: src/train/ reduces grads.
+ * the same batch.  Nothing here talks to MPI: src/model/ reduces grads.
  *
  * Layouts are row-major.  A linear layer with in -> out holds W [out][in]
  * then b [out]; y[s][o] = b[o] + sum_i x[s][i] * W[o][i].
@@ -15,8 +15,8 @@
  * to run; gradients are *accumulated* (+=) so that micro-batches add up.
  * OpenBLAS's sgemm is NOT bit-identical between thread counts (measured
  * with 0.3.21: 1 vs 2 threads differ in the last bits for most of our
- * shapes), so forward/backward depend on dense_set_threads; the optimizers,
- * ReLU, interaction and loss do not.  Formulas, parameter layout and init:
+ * shapes), so forward/backward depend on the model's BLAS thread count
+ * (dlrm_set_threads); the optimizers, ReLU, interaction and loss do not.  Formulas, parameter layout and init:
  * docs/training.md, "Dense model".
  */
 #ifndef EMBER_DENSE_H
@@ -162,30 +162,31 @@ double dense_bce_logits(const float *logit, const float *label, int32_t B, float
 /* sigmoid(z), stable for large |z|. */
 float dense_sigmoid(float z);
 
-/* Threads for BLAS (openblas_set_num_threads), the optimizer's OpenMP loop
- * and, with one BLAS thread, the model's chunks of a fixed 256 samples
- * (dlrm.c; the loss runs on the calling thread); >= 1, or 0 for
- * omp_get_max_threads().  Process-wide, as OpenBLAS's own setting is.
- * Until called: OpenBLAS's default and omp_get_max_threads(). */
-void dense_set_threads(int32_t threads);
-/* BLAS threads only (>= 1), after dense_set_threads.  With 1, forward and
- * backward no longer depend on the thread count (the chunks then run over
- * the dense threads, each GEMM on one); `ember train` uses 1 by default: its
+/* The model's thread counts, carried by the handle (none is kept by the
+ * module): threads for its OpenMP loops, and with one BLAS thread the
+ * chunks of a fixed 256 samples (dlrm.c; the loss runs on the calling
+ * thread), >= 1, or 0 for omp_get_max_threads() at each call; and the
+ * OpenBLAS threads its GEMMs run with, >= 1, or 0 for OpenBLAS's setting as
+ * the process has it.  OpenBLAS's count is process-wide: a forward or
+ * backward applies the model's for its own span when the process's
+ * differs, and puts the caller's back.  With one BLAS thread, forward and
+ * backward no longer depend on `threads` (the chunks then run over the
+ * model's threads, each GEMM on one); `ember train` uses 1 by default: its
  * GEMMs are small, and OpenBLAS's pthread pool spins against OpenMP's
- * workers (docs/PERFORMANCE.md, "Training"). */
-void dense_set_blas_threads(int32_t threads);
+ * workers (docs/PERFORMANCE.md, "Training").  Until set: 0 and 0.  A model
+ * made by dlrm_create_shared takes its source's. */
+void dlrm_set_threads(dlrm *m, int32_t threads, int32_t blas_threads);
+void dlrm_get_threads(const dlrm *m, int32_t *threads, int32_t *blas_threads);
+
+/* OpenBLAS's own thread count, process-wide: what a handle applies while it
+ * runs (the trainer's open and run) and puts back after (blas.c). */
+int32_t dense_blas_threads(void);
+void dense_set_blas_threads(int32_t threads); /* >= 1 (less is 1) */
 /* The OpenBLAS kernel family the dense GEMMs run ("Cooperlake", "Haswell",
  * ...: openblas_get_corename).  A DYNAMIC_ARCH OpenBLAS picks it at load
  * from the CPU, or from OPENBLAS_CORETYPE when that is set; the choice can
  * halve the GEMMs' speed (docs/PERFORMANCE.md), so runs record it. */
 const char *dense_blas_core(void);
-/* The settings above as they are now (dense: 0 when never set; blas:
- * OpenBLAS's), to put back with dense_threads_restore. */
-typedef struct dense_thread_state {
-    int32_t dense, blas;
-} dense_thread_state;
-void dense_threads_save(dense_thread_state *out);
-void dense_threads_restore(const dense_thread_state *saved);
 
 /* ------------------------------------------------------------- optimizers */
 
@@ -217,6 +218,9 @@ void dense_optim_destroy(dense_optim *o);
 void dense_optim_step(dense_optim *o, float *params, const float *grads);
 /* The learning rate of the next steps times scale (1: as configured). */
 void dense_optim_set_lr_scale(dense_optim *o, float scale);
+/* Threads of the step's OpenMP loop (>= 1; 0, the default:
+ * omp_get_max_threads() at each step).  The same bits for any count. */
+void dense_optim_set_threads(dense_optim *o, int32_t threads);
 /* The state for checkpoints: floats per parameter (0 SGD, 2 Adam: m[n] then
  * v[n]) and the step; NULL for SGD.  Valid until destroy; writable. */
 float *dense_optim_state(dense_optim *o, int64_t *floats, int64_t *step);

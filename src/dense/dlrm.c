@@ -23,7 +23,7 @@
  *
  * Threads.  A batch is cut into chunks of DLRM_CHUNK samples, a size fixed
  * here and not derived from the thread count, and each layer runs chunk by
- * chunk over OpenMP threads (dense_threads()), every chunk's GEMMs on the
+ * chunk over the model's OpenMP threads (dlrm_set_threads), every chunk's GEMMs on the
  * calling thread (one BLAS thread).  Rows are independent in the forward
  * pass and in the input gradients; a chunk's weight and bias gradients go
  * to its own row of cgrad and are then added to grads chunk by chunk in
@@ -36,6 +36,7 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,8 @@ struct dlrm {
     int64_t c_off[DENSE_MAX_CROSS]; /* each cross layer's parameters          */
     float *params, *grads;
     int shares;              /* 1: params and grads are another model's     */
+    int32_t threads;         /* dlrm_set_threads; 0: omp_get_max_threads()  */
+    int32_t blas_threads;    /* dlrm_set_threads; 0: OpenBLAS's as it is    */
 
     void (*progress)(void *); /* called after every layer (dlrm_set_progress) */
     void *progress_arg;
@@ -73,11 +76,29 @@ static int32_t num_chunks(int32_t B) { return (B + DLRM_CHUNK - 1) / DLRM_CHUNK;
 /* cgrad's rows for B samples: a chunk each, at most DLRM_SLOTS. */
 static int32_t num_slots(int32_t B) { return num_chunks(B) < DLRM_SLOTS ? num_chunks(B) : DLRM_SLOTS; }
 
-/* Threads for nc chunks: dense_threads(), one when BLAS runs its own. */
-static int team(int32_t nc)
+/* Threads for nc chunks: the model's, one when BLAS runs its own. */
+static int team(const dlrm *m, int32_t nc)
 {
-    int t = openblas_get_num_threads() > 1 ? 1 : dense_threads();
+    int blas = m->blas_threads > 0 ? m->blas_threads : openblas_get_num_threads();
+    int t = blas > 1 ? 1 : m->threads > 0 ? m->threads : omp_get_max_threads();
     return t < nc ? t : nc > 0 ? nc : 1;
+}
+
+/* OpenBLAS's thread count is the process's: the model's is applied for the
+ * span of one forward or backward, only when the two differ (a handle that
+ * set the process's at its open pays nothing), and the caller's put back. */
+static int32_t blas_enter(const dlrm *m)
+{
+    int32_t was = openblas_get_num_threads();
+    if (m->blas_threads > 0 && was != m->blas_threads)
+        openblas_set_num_threads(m->blas_threads);
+    return was;
+}
+
+static void blas_leave(const dlrm *m, int32_t was)
+{
+    if (m->blas_threads > 0 && was != m->blas_threads)
+        openblas_set_num_threads(was < 1 ? 1 : was);
 }
 
 static int fail(char *err, size_t errlen, const char *msg, int32_t value)
@@ -250,8 +271,22 @@ int dlrm_create_shared(dlrm *src, dlrm **out)
     m->shares = 1;
     m->progress = src->progress;
     m->progress_arg = src->progress_arg;
+    m->threads = src->threads;
+    m->blas_threads = src->blas_threads;
     *out = m;
     return 0;
+}
+
+void dlrm_set_threads(dlrm *m, int32_t threads, int32_t blas_threads)
+{
+    m->threads = threads;
+    m->blas_threads = blas_threads;
+}
+
+void dlrm_get_threads(const dlrm *m, int32_t *threads, int32_t *blas_threads)
+{
+    *threads = m->threads;
+    *blas_threads = m->blas_threads;
 }
 
 int64_t dlrm_block_kept_floats(const dlrm *m, int32_t b)
@@ -371,7 +406,7 @@ static void layer_forward(dlrm *m, int32_t L, int32_t B, const float *x, float *
     const float *W = m->params + m->w_off[L], *bias = m->params + m->b_off[L];
     const dense_activation kind = m->cfg.activation;
     float *lin = act && m->pre[L] ? m->pre[L] : y;
-#pragma omp parallel for schedule(static) num_threads(team(nc))
+#pragma omp parallel for schedule(static) num_threads(team(m, nc))
     for (int32_t c = 0; c < nc; c++) {
         const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
         dense_linear_forward(n, in, out, x + (int64_t)lo * in, W, bias, lin + (int64_t)lo * out);
@@ -418,7 +453,7 @@ static float *block_out(dlrm *m, int32_t b) { return b < m->nb ? m->act[b] : b =
 static void interaction_forward(dlrm *m, int32_t B, const float *pooled)
 {
     const int32_t nb = m->nb, d = m->cfg.emb_dim, pw = m->vw - d, nc = num_chunks(B);
-#pragma omp parallel for schedule(static) num_threads(team(nc))
+#pragma omp parallel for schedule(static) num_threads(team(m, nc))
     for (int32_t c = 0; c < nc; c++) {
         const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
         for (int32_t s = lo; s < lo + n; s++) {
@@ -438,14 +473,11 @@ static void interaction_forward(dlrm *m, int32_t B, const float *pooled)
     }
 }
 
-int dlrm_forward_blocks(dlrm *m, int32_t B, int32_t b0, int32_t b1, const float *in, const float *pooled, float *out)
+/* Blocks b0 .. b1-1 forward on B > 0 rows (activations reserved). */
+static void forward_blocks(dlrm *m, int32_t B, int32_t b0, int32_t b1, const float *in, const float *pooled,
+                           float *out)
 {
     const int32_t nblocks = m->nl + 1;
-    if (B < 0 || b0 < 0 || b1 > nblocks || b0 >= b1 || reserve(m, B))
-        return -1;
-    m->B = B;
-    if (B == 0)
-        return 0;
     float *x = block_in(m, b0);
     if (x != in)
         memcpy(x, in, (size_t)B * (size_t)dlrm_block_in_width(m, b0) * sizeof(float));
@@ -459,6 +491,18 @@ int dlrm_forward_blocks(dlrm *m, int32_t B, int32_t b0, int32_t b1, const float 
     }
     if (b1 < nblocks)
         memcpy(out, block_out(m, b1 - 1), (size_t)B * (size_t)dlrm_block_out_width(m, b1 - 1) * sizeof(float));
+}
+
+int dlrm_forward_blocks(dlrm *m, int32_t B, int32_t b0, int32_t b1, const float *in, const float *pooled, float *out)
+{
+    if (B < 0 || b0 < 0 || b1 > m->nl + 1 || b0 >= b1 || reserve(m, B))
+        return -1;
+    m->B = B;
+    if (B == 0)
+        return 0;
+    int32_t blas = blas_enter(m);
+    forward_blocks(m, B, b0, b1, in, pooled, out);
+    blas_leave(m, blas);
     return 0;
 }
 
@@ -473,7 +517,7 @@ static void add_chunk_grads(dlrm *m, float *grads, int64_t len, int32_t c0, int3
 {
     const float *cg = m->cgrad;
     const int64_t stride = m->max_layer;
-#pragma omp parallel for schedule(static) num_threads(team(c1 - c0)) if (len * (c1 - c0) >= 16384)
+#pragma omp parallel for schedule(static) num_threads(team(m, c1 - c0)) if (len * (c1 - c0) >= 16384)
     for (int64_t i = 0; i < len; i++) {
         float g = grads[i];
         for (int32_t c = 0; c < c1 - c0; c++)
@@ -495,7 +539,7 @@ static void grads_by_chunks(dlrm *m, int64_t off, int64_t len, chunk_backward_fn
     const int32_t B = m->B, nc = num_chunks(B);
     for (int32_t c0 = 0; c0 < nc; c0 += DLRM_SLOTS) {
         const int32_t c1 = nc - c0 < DLRM_SLOTS ? nc : c0 + DLRM_SLOTS;
-#pragma omp parallel for schedule(static) num_threads(team(c1 - c0))
+#pragma omp parallel for schedule(static) num_threads(team(m, c1 - c0))
         for (int32_t c = c0; c < c1; c++) {
             float *g = m->cgrad + (c - c0) * m->max_layer;
             memset(g, 0, (size_t)len * sizeof *g);
@@ -570,7 +614,7 @@ static void cross_backward(dlrm *m)
         progress(m);
         g = k.dx;
     }
-#pragma omp parallel for schedule(static) num_threads(team(nc))
+#pragma omp parallel for schedule(static) num_threads(team(m, nc))
     for (int32_t c = 0; c < nc; c++)
         for (int64_t i = (int64_t)CHUNK_LO(c) * w; i < (int64_t)(CHUNK_LO(c) + CHUNK_N(c, B)) * w; i++)
             m->dv[i] = m->dv[i] + g[i];
@@ -583,7 +627,7 @@ static void interaction_backward(dlrm *m, float *d_pooled)
     const int32_t B = m->B, d = m->cfg.emb_dim, pw = m->vw - d, nc = num_chunks(B);
     if (m->ncross)
         cross_backward(m);
-#pragma omp parallel for schedule(static) num_threads(team(nc))
+#pragma omp parallel for schedule(static) num_threads(team(m, nc))
     for (int32_t c = 0; c < nc; c++) {
         const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
         if (!m->ncross)
@@ -598,12 +642,10 @@ static void interaction_backward(dlrm *m, float *d_pooled)
     }
 }
 
-void dlrm_backward_blocks(dlrm *m, int32_t b0, int32_t b1, const float *dout, float *din, float *d_pooled)
+/* Blocks b1-1 .. b0 backward on the last forward's B > 0 rows. */
+static void backward_blocks(dlrm *m, int32_t b0, int32_t b1, const float *dout, float *din, float *d_pooled)
 {
     const int32_t B = m->B, nb = m->nb, nl = m->nl, nblocks = nl + 1;
-    if (B == 0)
-        return;
-    DENSE_ASSERT(m->cap >= B && b0 >= 0 && b0 < b1 && b1 <= nblocks);
     /* dy: the gradient of block b's output; the logit layer leaves it alone,
      * any other block's is a buffer of ours (activations change it in place) */
     float *dy = (float *)dout;
@@ -625,6 +667,16 @@ void dlrm_backward_blocks(dlrm *m, int32_t b0, int32_t b1, const float *dout, fl
     }
     if (din && b0 > 0)
         memcpy(din, dy, (size_t)B * (size_t)dlrm_block_in_width(m, b0) * sizeof(float));
+}
+
+void dlrm_backward_blocks(dlrm *m, int32_t b0, int32_t b1, const float *dout, float *din, float *d_pooled)
+{
+    if (m->B == 0)
+        return;
+    DENSE_ASSERT(m->cap >= m->B && b0 >= 0 && b0 < b1 && b1 <= m->nl + 1);
+    int32_t blas = blas_enter(m);
+    backward_blocks(m, b0, b1, dout, din, d_pooled);
+    blas_leave(m, blas);
 }
 
 void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled)

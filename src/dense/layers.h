@@ -26,9 +26,6 @@
         }                                                                           \
     } while (0)
 
-/* Threads for the dense OpenMP loops (dense_set_threads; >= 1). */
-int dense_threads(void);
-
 /* y[s][o] = b[o] + sum_i x[s][i] * W[o][i]            (x [B][in], W [out][in];
  * b NULL: no bias) */
 void dense_linear_forward(int32_t B, int32_t in, int32_t out, const float *x, const float *W,

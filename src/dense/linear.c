@@ -1,6 +1,5 @@
 /*
- * linear.c: the fully connected layer over cblas_sgemm, ReLU, and the
- * module's thread setting.
+ * linear.c: the fully connected layer over cblas_sgemm, and ReLU.
  *
  * Forward fills y with the bias and lets sgemm add x Wᵀ (beta = 1), one pass
  * over y; backward lets sgemm accumulate dW += dYᵀ X (beta = 1), so that
@@ -24,7 +23,6 @@
  * ember computes the dense model in fp32.
  */
 #include <cblas.h>
-#include <omp.h>
 #include <string.h>
 
 #include "dense/layers.h"
@@ -54,40 +52,6 @@ static float *bf16_copy(int64_t n, const float *a)
 #define BF16_USE(p) p##_r
 #define BF16_DONE(p) (void)p##_r
 #endif
-
-static int dense_threads_; /* 0: not set, omp_get_max_threads() */
-
-void dense_set_threads(int32_t threads)
-{
-    if (threads <= 0)
-        threads = omp_get_max_threads();
-    dense_threads_ = threads;
-    openblas_set_num_threads(threads);
-}
-
-void dense_set_blas_threads(int32_t threads)
-{
-    openblas_set_num_threads(threads < 1 ? 1 : threads);
-}
-
-void dense_threads_save(dense_thread_state *out)
-{
-    out->dense = dense_threads_;
-    out->blas = openblas_get_num_threads();
-}
-
-void dense_threads_restore(const dense_thread_state *saved)
-{
-    dense_threads_ = saved->dense;
-    openblas_set_num_threads(saved->blas < 1 ? 1 : saved->blas);
-}
-
-const char *dense_blas_core(void) { return openblas_get_corename(); }
-
-int dense_threads(void)
-{
-    return dense_threads_ > 0 ? dense_threads_ : omp_get_max_threads();
-}
 
 void dense_linear_forward(int32_t B, int32_t in, int32_t out, const float *x, const float *W,
                           const float *b, float *y)

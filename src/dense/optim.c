@@ -7,6 +7,7 @@
  * as the sparse Adam of src/optim/ does.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 
 #include "dense/layers.h"
@@ -15,6 +16,7 @@ struct dense_optim {
     dense_optim_config cfg;
     int64_t n, step;
     float lr_scale; /* dense_optim_set_lr_scale (1: as configured) */
+    int32_t threads; /* dense_optim_set_threads (0: omp_get_max_threads()) */
     float *state; /* Adam: m [n] then v [n]; NULL for SGD */
 };
 
@@ -50,6 +52,8 @@ int dense_optim_create(const dense_optim_config *cfg, int64_t n, dense_optim **o
 
 void dense_optim_set_lr_scale(dense_optim *o, float scale) { o->lr_scale = scale; }
 
+void dense_optim_set_threads(dense_optim *o, int32_t threads) { o->threads = threads; }
+
 void dense_optim_destroy(dense_optim *o)
 {
     if (!o)
@@ -62,7 +66,7 @@ void dense_optim_step(dense_optim *o, float *params, const float *grads)
 {
     const int64_t n = o->n;
     const float lr = o->cfg.lr * o->lr_scale, wd = o->cfg.weight_decay; /* scale 1: lr's bits */
-    const int threads = dense_threads();
+    const int threads = o->threads > 0 ? o->threads : omp_get_max_threads();
     o->step++;
     if (o->cfg.kind == DENSE_SGD) {
 #pragma omp parallel for simd schedule(static) num_threads(threads) if (n > (1 << 15))

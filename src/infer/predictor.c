@@ -10,9 +10,18 @@
  * trainer's own, bit for bit.  A bundle's fp16/int8/int4 tables are held
  * as encoded rows (rows_encoding) and pooled by the fused kernel, which
  * sums exactly as pooling their decoded rows would; a table that cannot
- * be (COLUMN placement, simulated quantization) is decoded to fp32.  Every step that can fail on one rank alone
- * (opening the checkpoint, reading the description) is agreed before the
- * collective ones, so no rank waits on a rank that gave up.
+ * be (COLUMN placement, simulated quantization) is decoded to fp32.  Every
+ * step that can fail on one rank alone (opening the checkpoint, reading
+ * the description) is agreed before the collective ones, so no rank waits
+ * on a rank that gave up.
+ *
+ * Threads.  The predictor's thread count goes to its handles at open: the
+ * collection's, and the dense model's (its OpenMP team, and one BLAS
+ * thread, as the trainer's default, for the trainer's bits whatever the
+ * count).  Scoring sets nothing; the process's OpenMP and OpenBLAS settings
+ * stay the caller's (OpenBLAS's count is process-wide, so the dense model
+ * applies its one thread around its own GEMMs when the caller's differs:
+ * dense.h).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -186,13 +195,11 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
     free(scratch);
     if (st != EMBER_OK)
         return open_fail(p, st, "%s", msg);
-    model_config tc = {.micro_batch = p->desc.chunk, .accumulate = 1, .dense_optim = dense_optim_config_default(DENSE_SGD),
-                         .threads = threads, .blas_threads = 1};
+    /* the threads are the handles': the process's settings stay the caller's */
+    model_config tc = {.micro_batch = p->desc.chunk, .accumulate = 1,
+                       .dense_optim = dense_optim_config_default(DENSE_SGD), .threads = threads, .blas_threads = 1};
     char terr[512];
-    dense_thread_state saved; /* the process's thread settings stay the caller's */
-    dense_threads_save(&saved);
     st = model_create(&tc, p->coll, p->dense, &p->model, terr, sizeof terr);
-    dense_threads_restore(&saved);
     if (any_failed(w, st != EMBER_OK))
         return open_fail(p, st != EMBER_OK ? st : EMBER_ECOMM, "%s", st != EMBER_OK ? terr : "another rank failed");
     *out = p;
@@ -232,14 +239,7 @@ int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *d
               (batch_size > 0 && ((!dense && p->desc.dense.num_dense > 0) || !scores));
     ember_batch none = {0, p->desc.num_features, NULL, NULL, NULL, 0};
     ctr_batch b = {bad ? 0 : batch_size, p->desc.dense.num_dense, p->desc.num_features, NULL, dense, bad ? none : *sparse, 0};
-    /* the dense model's threads and one BLAS thread only while scoring: the
-     * settings are process-wide, and the caller's come back */
-    dense_thread_state saved;
-    dense_threads_save(&saved);
-    dense_set_threads(p->cc.threads);
-    dense_set_blas_threads(1);
     int st = model_predict(p->model, &b, scores, p->err, sizeof p->err);
-    dense_threads_restore(&saved);
     if (bad) {
         snprintf(p->err, sizeof p->err, "score: batch_size %d, sparse batch of %d samples and %d features (the "
                  "model has %d), dense %s, scores %s", (int)batch_size, sparse ? (int)sparse->batch_size : -1,

@@ -190,6 +190,8 @@ int dense_sync_reduce(dense_sync *s, float *grads, char *err, size_t errlen)
 
 void dense_sync_set_lr_scale(dense_sync *s, float scale) { dense_optim_set_lr_scale(s->opt, scale); }
 
+void dense_sync_set_threads(dense_sync *s, int32_t threads) { dense_optim_set_threads(s->opt, threads); }
+
 void dense_sync_apply(dense_sync *s, float *params, const float *grads)
 {
     const float *g = s->group && s->R > 1 ? s->sgrad : grads + s->lo;

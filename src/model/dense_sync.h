@@ -54,6 +54,8 @@ int dense_sync_gather(dense_sync *s, float *params, char *err, size_t errlen);
 
 /* The dense optimizer's learning rate times scale from the next apply on. */
 void dense_sync_set_lr_scale(dense_sync *s, float scale);
+/* The OpenMP threads of apply (dense_optim_set_threads). */
+void dense_sync_set_threads(dense_sync *s, int32_t threads);
 
 /* Optimizer state floats per parameter (0 SGD, 2 Adam: m[n] then v[n]). */
 int64_t dense_sync_state_floats(const dense_sync *s);

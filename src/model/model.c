@@ -114,18 +114,20 @@ static int alloc_buffers(ctr_model *m, char *err, size_t errlen)
     return EMBER_OK;
 }
 
-/* The thread counts of the settings (threads > 0), for the embedding step
- * and the dense model. */
+/* The thread counts of the settings (threads > 0) given to the handles
+ * that run the step: the collection (the embedding step), the dense model
+ * (its OpenMP team and BLAS threads: blas_threads, or threads when 0) and
+ * the dense optimizer.  Nothing process-wide changes. */
 static int apply_threads(ctr_model *m, char *err, size_t errlen)
 {
-    if (m->cfg.threads <= 0)
+    const model_config *cfg = &m->cfg;
+    if (cfg->threads <= 0)
         return EMBER_OK;
-    int st = ember_collection_set_threads(m->coll, m->cfg.threads);
+    int st = ember_collection_set_threads(m->coll, cfg->threads);
     if (st != EMBER_OK)
         return model_fail(err, errlen, st, "trainer: %s", ember_errmsg(m->coll));
-    dense_set_threads(m->cfg.threads);
-    if (m->cfg.blas_threads > 0)
-        dense_set_blas_threads(m->cfg.blas_threads);
+    dlrm_set_threads(m->dense, cfg->threads, cfg->blas_threads > 0 ? cfg->blas_threads : cfg->threads);
+    dense_sync_set_threads(m->sync, cfg->threads);
     return EMBER_OK;
 }
 

@@ -44,7 +44,9 @@ typedef struct model_config {
     int32_t micro_batch;    /* b: samples per micro-batch per rank           */
     int32_t accumulate;     /* k: micro-batches per optimizer step (>= 1)     */
     dense_optim_config dense_optim;
-    int32_t threads;        /* OpenMP threads (embedding, dense optimizer)   */
+    int32_t threads;        /* OpenMP threads of the embedding step, the
+                               dense model and its optimizer; 0: the
+                               handles' own settings stay                   */
     int32_t blas_threads;   /* OpenBLAS threads for the dense GEMMs; 0: as
                                threads.  1 keeps the whole step bit-identical
                                whatever `threads` is (dense.h)              */
@@ -68,7 +70,9 @@ typedef struct model_times {
 
 /* coll and dense stay owned by the caller and must outlive the model.
  * Checks that every feature is pooled with dim = the dense model's emb_dim.
- * Collective with pipeline stages.  0 or an ember status with err. */
+ * The thread counts go to the handles (ember_collection_set_threads,
+ * dlrm_set_threads): nothing process-wide changes.  Collective with
+ * pipeline stages.  0 or an ember status with err. */
 int model_create(const model_config *cfg, ember_collection *coll, dlrm *dense, ctr_model **out, char *err,
                  size_t errlen);
 void model_destroy(ctr_model *m);

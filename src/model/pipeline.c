@@ -530,6 +530,11 @@ int pipe_balance(const dlrm *model, int32_t b, int32_t P, ember_world *w, int32_
         float *dout = calloc((size_t)(b * widest), sizeof *dout), *din = calloc((size_t)(b * widest), sizeof *din);
         float *pooled = calloc((size_t)(b * pw), sizeof *pooled), *dpool = calloc((size_t)(b * pw), sizeof *dpool);
         ok = in && out && dout && din && pooled && dpool && dlrm_create(cfg, &m, NULL, 0) == 0;
+        if (ok) { /* timed with the model's thread counts */
+            int32_t threads, blas;
+            dlrm_get_threads(model, &threads, &blas);
+            dlrm_set_threads(m, threads, blas);
+        }
         for (int64_t i = 0; ok && i < b * widest; i++) /* small values, no NaN or denormals on the way */
             in[i] = dout[i] = 0.01f * (float)((i * 7) % 13 - 6);
         for (int32_t pass = 0; ok && pass < 2; pass++) /* the first pass warms up: its times are replaced */

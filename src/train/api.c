@@ -22,33 +22,34 @@
 #include "dense/dense.h"
 #include "train/run.h"
 
-/* The process's thread settings the trainer changes: OpenMP's of the
- * calling thread, OpenBLAS's and the dense module's (process-wide).  Open
- * and run apply the run's own and put the caller's back on every return,
- * so that neither the caller nor another trainer sees them. */
+/* The process's thread settings a run changes: OpenMP's of the calling
+ * thread (the synthetic data's loops, set-up) and OpenBLAS's (process-wide,
+ * so that the dense model's GEMMs find the run's count already set and
+ * change nothing per step).  Open and run apply the run's own and put the
+ * caller's back on every return, so that neither the caller nor another
+ * trainer sees them; the model's handles carry their own counts
+ * (model_create). */
 typedef struct thread_state {
     int omp;
-    dense_thread_state dense;
+    int32_t blas;
 } thread_state;
 
 static void threads_save(thread_state *saved)
 {
     saved->omp = omp_get_max_threads();
-    dense_threads_save(&saved->dense);
+    saved->blas = dense_blas_threads();
 }
 
 static void threads_apply(const ember_trainer *s)
 {
     omp_set_num_threads(s->threads);
-    dense_set_threads(s->threads);
-    if (s->blas_threads > 0)
-        dense_set_blas_threads(s->blas_threads);
+    dense_set_blas_threads(s->blas_threads > 0 ? s->blas_threads : s->threads);
 }
 
 static void threads_restore(const thread_state *saved)
 {
     omp_set_num_threads(saved->omp);
-    dense_threads_restore(&saved->dense);
+    dense_set_blas_threads(saved->blas);
 }
 
 /* The overrides with their strings copied into s (the caller's may go). */
