@@ -4,8 +4,9 @@
  *
  *   open   overrides checked; the config read (agreed: a file one rank
  *          cannot read fails every rank); settings; sources, tables, dense
- *          model and step trainer; train.epochs made steps; the checkpoint
- *          folder prepared; with resume, the newest checkpoint restored
+ *          model and CTR model (src/model/); train.epochs made steps; the
+ *          checkpoint folder prepared; with resume, the newest checkpoint
+ *          restored
  *   run    "start" (and "resume"), the loop, the summary
  *   close  everything freed; a checkpoint folder open made is removed
  *          again when nothing was saved in it

@@ -6,9 +6,10 @@
  *   run_error.c     failures agreed over the world, and their messages
  *   src/config/train_overrides.c  the overrides: set by name, checked
  *   src/config/train_settings.c  the config, then the overrides
- *   setup.c         data sources, tables, dense model, step trainer; epochs
+ *   setup.c         data sources, tables, dense model, the CTR model; epochs
  *   plan_start.c    the config's "auto" tables placed as `ember plan` would
  *   loop.c          the steps, with evaluations and checkpoints between
+ *   prefetch.c      the reader thread: the next batches read while a step runs
  *   evaluate.c      evaluation on held-out samples, scored on rank 0
  *   checkpoint.c    checkpoints of the run's state, and resume
  *   fingerprint.c   the settings a checkpoint must match to resume
@@ -102,8 +103,8 @@ struct ember_trainer {
     ember_feature_config features[CTR_MAX_FEATURES];
     char names[2][CTR_MAX_FEATURES][40];
     ember_collection *coll;
-    dlrm *dense;                 /* the dense half of the model           */
-    ctr_model *model;            /* the collection and dense joined: the step */
+    dlrm *dense;                 /* the dense half of the model             */
+    ctr_model *model;            /* coll and dense joined: step and predict */
     int ckpt_dir_made;           /* checkpoint_prepare created the folder    */
     int64_t file_samples;        /* the training file's samples (lines for a
                                     TSV, bad ones too); 0: the built-in task */

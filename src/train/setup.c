@@ -2,7 +2,7 @@
  * setup.c: a training run from settings to a running model (run.h): the
  * data sources of this rank, the embedding tables (the config file's, or
  * one per sparse feature of the data for the built-in student), the dense
- * model and the step trainer; and train.epochs made into steps.
+ * model and the CTR model (src/model/); and train.epochs made into steps.
  *
  * The data decides the shape: the model takes the schema's dense and
  * sparse counts, and the tables must hold every id the data can produce
