@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -374,6 +375,42 @@ int ember_world_self(ember_world **out);
 int32_t ember_world_rank(const ember_world *w);
 int32_t ember_world_size(const ember_world *w);
 void ember_world_destroy(ember_world *w);
+
+/*
+ * Small collectives over a world, for a program around ember's calls (the
+ * `ember` tool: agreeing on a failure before the next collective call,
+ * reducing its statistics, gathering scores).  A NULL world is a world of
+ * one: nothing is sent, each call is a local no-op or a copy.  Otherwise
+ * every rank makes the same calls in the same order.  Reductions combine
+ * the ranks' values in rank order 0, 1, ..., W-1 on every rank, so every
+ * rank gets the same bits:
+ *   ember_world_reduce_i64(w, v, n, op):  for i < n:
+ *       v[i] = op over ranks r = 0..W-1 of (rank r's v[i])   (MAX or SUM)
+ * None of them counts in ember_stats' bytes.  Errors: EMBER_ECOMM (an MPI
+ * call failed), EMBER_ENOMEM (gathers: rank 0 could not hold the values;
+ * every rank then returns it).
+ */
+typedef enum ember_world_op { EMBER_WORLD_MAX = 0, EMBER_WORLD_SUM = 1 } ember_world_op;
+/* 1 on every rank when `failed` is non-zero on any rank (or the exchange
+ * failed), else 0.  *first (may be NULL): the lowest failing rank, or -1
+ * when none failed or the exchange itself failed. */
+int ember_world_any_failed(ember_world *w, int failed, int32_t *first);
+/* The largest `status` over the ranks (exit codes 0, 1, 2), on every rank;
+ * 1 at least when the exchange failed. */
+int ember_world_max_status(ember_world *w, int status);
+int ember_world_reduce_i64(ember_world *w, int64_t *v, int64_t n, ember_world_op op);
+int ember_world_reduce_double(ember_world *w, double *v, int64_t n, ember_world_op op);
+/* Rank 0 gets every rank's n values in rank order, in a new array *out
+ * (free() it) of *total values; the other ranks get *out NULL and *total.
+ * On error every rank has *out NULL. */
+int ember_world_gather_floats(ember_world *w, const float *v, int64_t n, float **out, int64_t *total);
+int ember_world_gather_i64(ember_world *w, const int64_t *v, int64_t n, int64_t **out, int64_t *total);
+/* Returns when every rank has called it. */
+int ember_world_barrier(ember_world *w);
+/* The ranks of w on this machine (those sharing its memory; when MPI
+ * cannot tell, Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE, else w's size); 1
+ * for a NULL world.  Local. */
+int32_t ember_world_local_ranks(const ember_world *w);
 
 /* ---------------------------------------------------------------- features */
 
@@ -902,6 +939,74 @@ void ember_batch_reader_destroy(ember_batch_reader *r);
 /* Detail of the last failure of a call that has no collection to carry it:
  * batch writers and readers, ember_checkpoint_open (thread-local). */
 const char *ember_data_errmsg(void);
+
+/* ----------------------------------------------------------- names, sizes */
+
+/* The names config files, checkpoint manifests and the `ember` tool use
+ * for the values of the enums above ("row", "rowwise_adagrad", "lookahead",
+ * "stale", ...): static strings, "?" for a value out of range.  A program
+ * reading a name back compares it with these. */
+const char *ember_placement_name(ember_placement p);      /* row column table replicated  */
+const char *ember_exchange_name(ember_exchange x);        /* rows pooled                  */
+const char *ember_optimizer_name(ember_optimizer_kind k); /* sgd adagrad rowwise_adagrad adam */
+const char *ember_init_name(ember_init_kind k);           /* uniform normal zeros constant */
+const char *ember_evict_name(ember_evict_policy e);       /* lru lfu ttl none             */
+const char *ember_storage_name(ember_storage s);          /* auto memory ssd              */
+const char *ember_cache_policy_name(ember_cache_policy p);/* default lru lfu lookahead    */
+const char *ember_schedule_name(ember_schedule s);        /* blocking overlap stale       */
+
+/* A size as config files write it (docs/config.md): a number, optionally
+ * a unit K, M, G, T or P (powers of 1024, "iB" or "B" after it allowed),
+ * or B:
+ *   bytes = round(number * unit);  "64G" -> 68719476736, "512 MiB", "1.5K"
+ * 0 and *out, or -1 (nothing set) for anything else, a negative number or
+ * more than 9e18 bytes. */
+int ember_parse_bytes(const char *text, int64_t *out);
+/* Bytes in binary units as ember's messages and reports write them
+ * ("512 B", "1.50 KiB", "64.0 GiB"): into buf (n bytes), which is
+ * returned. */
+const char *ember_format_bytes(double bytes, char *buf, size_t n);
+
+/* ------------------------------------------------------------ file outputs */
+
+/*
+ * A file a program writes the way ember writes its own (docs/RELIABILITY.md,
+ * "Files ember writes"): the `ember` tool's metrics, plots and scores.
+ *   open(path):  the folder of path is opened once; a name that exists as
+ *                a link, folder, device or FIFO is refused, and so is
+ *                anything at path.tmp; nothing appears at path yet
+ *   write ...:   every write is checked; the first failure is kept
+ *   commit:      flush, fsync, then the file takes the name path by rename
+ *                (a regular file there is replaced, never written through)
+ *                and the folder is fsynced
+ *   abort:       nothing is left at path (or what was there before stays)
+ * flags: EMBER_OUTPUT_APPEND starts from the bytes of the regular file at
+ * path, if there is one.  Errors: EMBER_EIO (EMBER_EINVAL for a path that
+ * names no file: "", "dir/", "."), with err (errlen bytes) naming the file
+ * and the system's reason.  An output is used by one thread at a time.
+ */
+typedef struct ember_output ember_output;
+#define EMBER_OUTPUT_APPEND 1
+int ember_output_open(const char *path, int flags, ember_output **out, char *err, size_t errlen);
+/* Writes all n bytes: 0, or -1 (the reason is kept for the commit). */
+int ember_output_write(ember_output *o, const void *data, int64_t n);
+/* A stdio stream on the output (NULL when out of memory): its bytes go
+ * through ember_output_write, so every failure is found by the commit.
+ * Valid until commit or abort, which close it. */
+FILE *ember_output_stdio(ember_output *o);
+/* Flushes the stream: 0, or -1 (the reason is kept). */
+int ember_output_flush(ember_output *o);
+/* Names the output at path now, before it is complete: for a log read
+ * while it grows (the metrics of a run).  A failed commit or an abort then
+ * takes it back: to the bytes it began with (APPEND), else the name goes. */
+int ember_output_publish(ember_output *o, char *err, size_t errlen);
+/* Flushes, fsyncs, publishes at path and fsyncs the folder; on any failure
+ * the output is removed and err says why.  Frees o either way (NULL:
+ * EMBER_OK). */
+int ember_output_commit(ember_output *o, char *err, size_t errlen);
+/* Drops the output: nothing is published, nothing is left.  Frees o;
+ * accepts NULL. */
+void ember_output_abort(ember_output *o);
 
 /* -------------------------------------------------------------- prediction */
 

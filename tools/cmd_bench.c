@@ -42,7 +42,7 @@
 
 #include "plan/plan.h" /* the cost model's predicted bytes (library-internal) */
 #include "tier/tier.h" /* Belady's offline optimum (library-internal) */
-#include "batch_slice.h"
+#include "api/batch_slice.h" /* TEMPORARY */
 #include "config/config_file.h"
 #include "commands.h"
 #include "ember.h"
