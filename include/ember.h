@@ -994,7 +994,8 @@ int ember_output_write(ember_output *o, const void *data, int64_t n);
  * through ember_output_write, so every failure is found by the commit.
  * Valid until commit or abort, which close it. */
 FILE *ember_output_stdio(ember_output *o);
-/* Flushes the stream: 0, or -1 (the reason is kept). */
+/* Flushes the stream: 0, or the system's error number (errno, > 0) of
+ * the first failed write, which the commit reports too. */
 int ember_output_flush(ember_output *o);
 /* Names the output at path now, before it is complete: for a log read
  * while it grows (the metrics of a run).  A failed commit or an abort then

@@ -19,6 +19,8 @@
 #include <sys/resource.h>
 
 #include "commands.h"
+#include "comm/collect.h" /* TEMPORARY */
+#include "comm/comm.h" /* TEMPORARY */
 #include "core/safe_file.h"
 #include "infer/bundle.h"
 #include "infer/model.h"

@@ -4,6 +4,7 @@
  * metrics, plots and scores) follow the rule ember's files follow, with
  * one implementation of it.
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "core/safe_file.h"
@@ -37,7 +38,12 @@ int ember_output_write(ember_output *o, const void *data, int64_t n) { return sa
 
 FILE *ember_output_stdio(ember_output *o) { return safe_out_stdio(&o->out); }
 
-int ember_output_flush(ember_output *o) { return safe_out_flush(&o->out); }
+int ember_output_flush(ember_output *o)
+{
+    if (safe_out_flush(&o->out) == 0)
+        return 0;
+    return o->out.err > 0 ? o->out.err : EIO;
+}
 
 int ember_output_publish(ember_output *o, char *err, size_t errlen) { return safe_out_publish(&o->out, err, errlen); }
 
