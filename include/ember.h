@@ -1054,6 +1054,64 @@ int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *d
                           float *scores);
 const char *ember_predictor_errmsg(const ember_predictor *p);
 
+/*
+ * `ember predict`: a model scores every sample of a data file.
+ *   predictor = ember_predictor_open(model, {world, threads})
+ *   data      = "synthetic": the held-out stream of the built-in task the
+ *               model was trained on; else a file, ember's binary format by
+ *               its first bytes, else Criteo TSV hashed into the model's
+ *               rows (bad lines skipped); its features checked against
+ *               the model's input
+ *   scores    = ember_predictor_score over each rank's share of the data,
+ *               in calls of the model's evaluation batch (at the training
+ *               world size, the trainer's evaluation scores bit for bit);
+ *               the first `samples` of the data (0: all of a file, 65536
+ *               of the synthetic stream)
+ *   out       = the scores gathered on rank 0 in data order, written to
+ *               c->out (when not NULL) by ember_output's rule: float32
+ *               little-endian, or with tsv "index\tscore\tlabel" lines
+ *               ("%lld\t%.9g\t%g")
+ *   result    = samples, AUC and log loss against the data's labels, the
+ *               seconds of the whole call, the tables' bytes over the
+ *               world, the largest process's peak RSS
+ * The output is opened before scoring: a path that cannot take it fails
+ * at once, and nothing is at its name until every score is written.
+ * Collective over c->world; failures are agreed and the result is the same
+ * on every rank.  Errors, detail in ember_data_errmsg() (a failure one rank
+ * saw names it: "rank R: ..."): the predictor's, EMBER_EINVAL (data that
+ * does not fit the model, "synthetic" for a model not trained on it),
+ * EMBER_EIO, EMBER_ENOMEM, ember_predictor_score's; and EMBER_EIO after
+ * scoring when the scores could not be written: *out is then filled
+ * (scored 1), its out NULL.
+ */
+typedef struct ember_predict_config {
+    const char *out;      /* the scores' file; NULL: none                    */
+    int tsv;              /* 0 (default): float32; 1: text lines              */
+    int64_t samples;      /* 0 (default): as above                           */
+    int32_t threads;      /* embedding threads per rank; default 1            */
+    ember_world *world;   /* NULL: a world of one                            */
+} ember_predict_config;
+ember_predict_config ember_predict_config_default(void);
+
+typedef struct ember_prediction {
+    int64_t samples;      /* scored                                          */
+    double auc, logloss;  /* NaN without samples                             */
+    double seconds;       /* the whole call                                  */
+    int32_t world;
+    int64_t table_bytes;  /* rows held, summed over ranks                    */
+    double peak_rss_mb;   /* the largest process's peak resident memory      */
+    const char *out;      /* c->out when the scores were written, else NULL  */
+    int scored;           /* 1: every sample was scored (the fields above
+                             hold, even when writing failed)                */
+} ember_prediction;
+int ember_predict(const char *model, const char *data, const ember_predict_config *c, ember_prediction *out);
+/* The result as one line of JSON, the way the trainer's events are written
+ * (`ember predict --json`): {"event":"predict","samples","auc","logloss",
+ * "seconds" (to the ms),"world","table_bytes","peak_rss_mb" (to 0.1),
+ * "out" ("" none)}; reals with 8 significant digits, NaN as null.  free()
+ * it; NULL out of memory. */
+char *ember_prediction_json(const ember_prediction *p);
+
 /* Writes an inference bundle (docs/inference.md, "Bundles") from a
  * checkpoint of `ember train`: every table's rows encoded row-wise as
  * `quantize` ("fp32", "fp16", "int8" or "int4"; per_table entries
