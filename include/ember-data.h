@@ -114,14 +114,17 @@ ember_file_kind ember_data_file_kind(const char *path);
  * conversion at the first (fail).  Distinct keys per sparse feature are
  * counted exactly up to EMBER_DISTINCT_KEYS_CAP.  Local.  *out is set even
  * on failure (the counts and the first bad line); destroy it either way.
- * Errors: EMBER_EINVAL (in is already binary, a config that does not
- * load, criteo_rows with a config), EMBER_EIO, EMBER_EINPUT (a bad line
- * under fail), EMBER_ENOMEM; detail in ember_data_errmsg().
+ * Errors: EMBER_EINVAL (a config that does not load, criteo_rows with a
+ * config), EMBER_EIO (in cannot be read as text, is already binary, has a
+ * bad line under fail; out cannot be written), EMBER_ENOMEM; detail in
+ * ember_data_errmsg().
  */
 #define EMBER_DISTINCT_KEYS_CAP (INT64_C(1) << 22)
+#define EMBER_CRITEO_ROWS 100000 /* buckets of a categorical without criteo_rows */
 typedef struct ember_convert_config {
     const char *config;         /* NULL: Criteo TSV                            */
-    const int64_t *criteo_rows; /* [26]; NULL: 100000 each (no config only)    */
+    const int64_t *criteo_rows; /* [26]; NULL: EMBER_CRITEO_ROWS each (no
+                                   config only)                               */
     int bad_lines;              /* -1 (default): the config's data.bad_lines
                                    (skip without one); 0 skip; 1 fail         */
     int32_t threads;            /* parsing threads; 0 (default): every core    */
