@@ -77,15 +77,16 @@ int ember_reader_write(ember_reader *r, const char *path, int64_t max_samples, i
  * file (binary by its first bytes, else text by the config's data.schema,
  * else Criteo TSV) with the config's bad-line policy (config NULL: the
  * built-in task's settings).  What `ember inspect --samples` shows.
- * Errors as ember_reader_open's. */
+ * Errors as ember_reader_open's, and EMBER_EINVAL for an empty file (it
+ * has no samples). */
 int ember_reader_open_file(const char *config, const char *path, ember_reader **out);
 
 /* What the reader has read so far: samples returned, and for text the
  * lines read, the bad lines skipped and the first one's message ("" when
- * none; valid until the next call on r). */
+ * none). */
 typedef struct ember_reader_counts {
     int64_t samples, lines, bad_lines;
-    const char *first_bad;
+    char first_bad[256];
 } ember_reader_counts;
 void ember_reader_stats(const ember_reader *r, ember_reader_counts *out);
 

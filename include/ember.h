@@ -1204,6 +1204,86 @@ int ember_checkpoint_table(const ember_checkpoint *ck, int32_t t, ember_table_co
 const void *ember_checkpoint_blob(const ember_checkpoint *ck, int32_t rank, const char *name,
                                   int64_t *bytes);
 
+/* ------------------------------------------- checkpoints: what they hold */
+
+/* What a checkpoint records besides its tables, for a report (`ember
+ * inspect`); valid until close. */
+typedef struct ember_checkpoint_summary {
+    const char *ember_version;  /* the version that saved it; NULL: not said  */
+    uint64_t seed;              /* the collection's initializer seed           */
+    int64_t optimizer_steps;
+    int32_t num_files;          /* one per saving rank                         */
+    int32_t num_blobs;          /* saved once (ember_save_options.blobs)       */
+    int32_t num_rank_blobs;     /* saved per rank (rank_blobs)                 */
+} ember_checkpoint_summary;
+int ember_checkpoint_summarize(const ember_checkpoint *ck, ember_checkpoint_summary *out);
+/* File i (= saving rank i): its name in the step folder, its bytes and
+ * its XXH3-64, all verified at open.  EMBER_EINVAL out of range. */
+int ember_checkpoint_file(const ember_checkpoint *ck, int32_t i, const char **name, int64_t *bytes, uint64_t *xxh3);
+/* The name of blob i, of the blobs saved once (per_rank 0) or of those
+ * saved by every rank (1); NULL out of range.  Valid until close. */
+const char *ember_checkpoint_blob_name(const ember_checkpoint *ck, int per_rank, int32_t i);
+
+/*
+ * Statistics of table t's rows as saved, streamed a few MiB at a time
+ * (the table is never whole in memory), over its canonical rows whatever
+ * the saving world and placement:
+ *   norm            sqrt(sum over rows and columns of v^2)
+ *   mean_row_norm   mean over rows of each row's L2 norm
+ *   max_abs         max |v| (NaN when a value is NaN)
+ *   untouched_rows  rows equal, bit for bit, to their initial values (the
+ *                   initializer of ember_collection_create); -1 for a
+ *                   dynamic table (its slots hold keys, not row numbers)
+ *   state_norm, state_max_abs   the same over the optimizer state
+ *   digest          XXH64 over each row's values then its state, in row
+ *                   order: independent of the file layout, world and
+ *                   placement, so two checkpoints of the same model state
+ *                   have the same digests
+ * and for a dynamic table its keys over every saving rank.  EMBER_EINVAL
+ * (t out of range), EMBER_ENOMEM, or a read's error; detail in
+ * ember_data_errmsg().
+ */
+typedef struct ember_table_summary {
+    int64_t rows;               /* as saved: a dynamic table's slots
+                                   (capacity x world)                        */
+    int32_t state_floats;       /* per row                                   */
+    double norm, mean_row_norm, max_abs;
+    int64_t untouched_rows;
+    double state_norm, state_max_abs;
+    uint64_t digest;
+    /* dynamic tables */
+    int64_t resident;           /* keys holding a row, every rank            */
+    int64_t most_on_a_rank;     /* the fullest rank's                        */
+    int64_t admitted, evicted, expired, evicted_count_sum, not_admitted;
+    int64_t sketch_width;       /* counters per sketch row (0: no sketch)    */
+} ember_table_summary;
+int ember_checkpoint_table_summary(const ember_checkpoint *ck, int32_t t, ember_table_summary *out);
+
+/* A blob of ck (rank < 0: saved once; else the saving rank's): its bytes
+ * (0 when absent) and the XXH64 of them, and, for the blobs `ember train`
+ * saves (train.state, dense.params, dense.optim, data.position), what they
+ * hold as a JSON object and as a line of text (both "" for any other). */
+typedef struct ember_blob_summary {
+    int64_t bytes;
+    uint64_t digest;
+    char content[512];
+    char text[256];
+} ember_blob_summary;
+int ember_checkpoint_blob_summary(const ember_checkpoint *ck, int32_t rank, const char *name,
+                                  ember_blob_summary *out);
+
+/* 1 when dir holds an inference bundle (ember_bundle_write), else 0. */
+int ember_bundle_is(const char *dir);
+/* Verifies every file of the bundle in dir (sizes and XXH3-64 against its
+ * manifest) and describes it as one JSON object, *report (free() it):
+ *   {"path", "format": "ember-bundle", "version", "tables": [{"name",
+ *    "encoding", "rows", "dim", "row_bytes", "file", "bytes", "xxh3"}, ...],
+ *    "dense": {"file", "bytes", "xxh3"}, "verified": true}
+ * (the manifest's entries as they are).  Errors: EMBER_EIO, EMBER_EFORMAT,
+ * EMBER_ECORRUPT naming the file, EMBER_ENOMEM; detail in
+ * ember_data_errmsg(). */
+int ember_bundle_inspect(const char *dir, char **report);
+
 /* Loads ck's tables into coll: rows, optimizer state and optimizer step
  * count, for any world size and any placement of either (resharding).
  * Every table of coll must be in ck under the same name with the same rows,

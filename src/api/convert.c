@@ -28,7 +28,7 @@ _Static_assert(EMBER_DISTINCT_KEYS_CAP == CTR_DISTINCT_CAP, "the public cap is t
 
 struct ember_conversion {
     int64_t samples, lines, bad_lines;
-    char first_bad[1024];         /* "" unless bad lines were skipped       */
+    char first_bad[256];          /* "" unless bad lines were skipped       */
     int32_t num_features;
     char (*feature_names)[64];
     int64_t *distinct;
@@ -155,7 +155,8 @@ int ember_convert(const char *in, const char *out, const ember_convert_config *c
 
 void ember_conversion_stats(const ember_conversion *cv, ember_reader_counts *out)
 {
-    *out = (ember_reader_counts){cv->samples, cv->lines, cv->bad_lines, cv->first_bad};
+    *out = (ember_reader_counts){cv->samples, cv->lines, cv->bad_lines, ""};
+    memcpy(out->first_bad, cv->first_bad, sizeof out->first_bad);
 }
 
 int32_t ember_conversion_num_features(const ember_conversion *cv) { return cv->num_features; }
