@@ -205,8 +205,10 @@ typedef struct ember_limits_config {
     const char *synthetic_name;           /* named in the source line
                                              (NULL: "quick")                 */
     const char *config;
-    int64_t batch;                        /* samples per global batch; 0: as
-                                             above                           */
+    int64_t batch;                        /* samples per global batch of a
+                                             binary file or a config's data;
+                                             0: as above (the generator's is
+                                             its batch_size)                 */
     int64_t batches;                      /* at most this many; -1 (default):
                                              all of a file, 10 of the
                                              generator or a config's data    */

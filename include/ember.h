@@ -1217,8 +1217,9 @@ typedef struct ember_checkpoint_summary {
     int32_t num_rank_blobs;     /* saved per rank (rank_blobs)                 */
 } ember_checkpoint_summary;
 int ember_checkpoint_summarize(const ember_checkpoint *ck, ember_checkpoint_summary *out);
-/* File i (= saving rank i): its name in the step folder, its bytes and
- * its XXH3-64, all verified at open.  EMBER_EINVAL out of range. */
+/* File i (= saving rank i): its name in the step folder (valid until
+ * close), its bytes and its XXH3-64, all verified at open.  Any of the
+ * three may be NULL.  EMBER_EINVAL out of range. */
 int ember_checkpoint_file(const ember_checkpoint *ck, int32_t i, const char **name, int64_t *bytes, uint64_t *xxh3);
 /* The name of blob i, of the blobs saved once (per_rank 0) or of those
  * saved by every rank (1); NULL out of range.  Valid until close. */
