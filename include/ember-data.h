@@ -72,6 +72,81 @@ const char *ember_reader_errmsg(const ember_reader *r);
  * ember status with ember_reader_errmsg(). */
 int ember_reader_write(ember_reader *r, const char *path, int64_t max_samples, int64_t *written);
 
+/* Opens one file as it is: every sample from the first, in file order (no
+ * data.shuffle, no share of a world), read as ember_reader_open reads a
+ * file (binary by its first bytes, else text by the config's data.schema,
+ * else Criteo TSV) with the config's bad-line policy (config NULL: the
+ * built-in task's settings).  What `ember inspect --samples` shows.
+ * Errors as ember_reader_open's, and EMBER_EINVAL for an empty file (it
+ * has no samples). */
+int ember_reader_open_file(const char *config, const char *path, ember_reader **out);
+
+/* What the reader has read so far: samples returned, and for text the
+ * lines read, the bad lines skipped and the first one's message ("" when
+ * none). */
+typedef struct ember_reader_counts {
+    int64_t samples, lines, bad_lines;
+    char first_bad[256];
+} ember_reader_counts;
+void ember_reader_stats(const ember_reader *r, ember_reader_counts *out);
+
+/* What a data file is, by its first bytes. */
+typedef enum ember_file_kind {
+    EMBER_FILE_NONE = 0,    /* it cannot be opened and read                   */
+    EMBER_FILE_BATCHES = 1, /* a batch file of `ember gen` (docs/batch-format.md) */
+    EMBER_FILE_CTR = 2,     /* ember's binary CTR format (docs/ctr-format.md)  */
+    EMBER_FILE_OTHER = 3    /* anything else: text, to the readers             */
+} ember_file_kind;
+ember_file_kind ember_data_file_kind(const char *path);
+
+/*
+ * `ember convert`: text to ember's binary CTR format (docs/ctr-format.md),
+ * which `ember train` maps instead of parsing text every epoch.
+ *   in:  text by the config's data.schema (docs/data.md: CSV or TSV, plain,
+ *        gzip or zstd), or without a config Criteo TSV (label, I1..I13,
+ *        C1..C26), categorical f hashed into criteo_rows[f] buckets (0:
+ *        its whole 64-bit key, for a dynamic table; the file is then
+ *        format version 2)
+ *   out: every good sample in order, written whole, fsynced and named (the
+ *        rule of ember_output); the version is the least that holds the
+ *        data (2 for keys, 3 for weights or float labels)
+ * Lines are parsed by `threads` threads; the output is the same for any
+ * count.  Bad lines are skipped and counted (bad_lines skip) or stop the
+ * conversion at the first (fail).  Distinct keys per sparse feature are
+ * counted exactly up to EMBER_DISTINCT_KEYS_CAP.  Local.  *out is set even
+ * on failure (the counts and the first bad line); destroy it either way.
+ * Errors: EMBER_EINVAL (a config that does not load, criteo_rows with a
+ * config), EMBER_EIO (in cannot be read as text, is already binary, has a
+ * bad line under fail; out cannot be written), EMBER_ENOMEM; detail in
+ * ember_data_errmsg().
+ */
+#define EMBER_DISTINCT_KEYS_CAP (INT64_C(1) << 22)
+#define EMBER_CRITEO_ROWS 100000 /* buckets of a categorical without criteo_rows */
+typedef struct ember_convert_config {
+    const char *config;         /* NULL: Criteo TSV                            */
+    const int64_t *criteo_rows; /* [26]; NULL: EMBER_CRITEO_ROWS each (no
+                                   config only)                               */
+    int bad_lines;              /* -1 (default): the config's data.bad_lines
+                                   (skip without one); 0 skip; 1 fail         */
+    int32_t threads;            /* parsing threads; 0 (default): every core    */
+} ember_convert_config;
+ember_convert_config ember_convert_config_default(void);
+
+typedef struct ember_conversion ember_conversion;
+int ember_convert(const char *in, const char *out, const ember_convert_config *c, ember_conversion **result);
+/* samples written, lines read, bad lines skipped, the first bad one. */
+void ember_conversion_stats(const ember_conversion *cv, ember_reader_counts *out);
+/* The output's sparse features: name and distinct keys (-1: not counted;
+ * EMBER_DISTINCT_KEYS_CAP + 1: more than the cap).  NULL out of range. */
+int32_t ember_conversion_num_features(const ember_conversion *cv);
+const char *ember_conversion_feature(const ember_conversion *cv, int32_t f, int64_t *distinct_keys);
+/* The schema's standardize columns whose statistics were computed on in
+ * (not given by the config): name, mean and std, in column order.  NULL
+ * out of range. */
+int32_t ember_conversion_num_standardized(const ember_conversion *cv);
+const char *ember_conversion_standardized(const ember_conversion *cv, int32_t i, double *mean, double *std);
+void ember_conversion_destroy(ember_conversion *cv);
+
 #ifdef __cplusplus
 }
 #endif

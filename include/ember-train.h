@@ -90,6 +90,14 @@ int ember_train_overrides_set(ember_train_overrides *o, const char *name, const 
  * 0..1099511627776"); else err is "". */
 int ember_train_overrides_set_msg(ember_train_overrides *o, const char *name, const char *value, char *err,
                                   size_t errlen);
+/* The same; on EMBER_EINVAL reason (len bytes, may be NULL) says what is
+ * wrong with the value as a fact of its own, naming neither the option nor
+ * the value, for a caller that words its own message: "a value is
+ * needed", "not an integer in 0..1099511627776", "not blocking, overlap or
+ * stale"; else reason is "".  (set_msg's err is "NAME: REASON", or "NAME:
+ * 'VALUE' is REASON" when a value was given.) */
+int ember_train_overrides_set_reason(ember_train_overrides *o, const char *name, const char *value, char *reason,
+                                     size_t len);
 
 /* One event, one JSON object text (valid during the call only):
  *   start       the run's shape, at the beginning of ember_trainer_run

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -374,6 +375,42 @@ int ember_world_self(ember_world **out);
 int32_t ember_world_rank(const ember_world *w);
 int32_t ember_world_size(const ember_world *w);
 void ember_world_destroy(ember_world *w);
+
+/*
+ * Small collectives over a world, for a program around ember's calls (the
+ * `ember` tool: agreeing on a failure before the next collective call,
+ * reducing its statistics, gathering scores).  A NULL world is a world of
+ * one: nothing is sent, each call is a local no-op or a copy.  Otherwise
+ * every rank makes the same calls in the same order.  Reductions combine
+ * the ranks' values in rank order 0, 1, ..., W-1 on every rank, so every
+ * rank gets the same bits:
+ *   ember_world_reduce_i64(w, v, n, op):  for i < n:
+ *       v[i] = op over ranks r = 0..W-1 of (rank r's v[i])   (MAX or SUM)
+ * None of them counts in ember_stats' bytes.  Errors: EMBER_ECOMM (an MPI
+ * call failed), EMBER_ENOMEM (gathers: rank 0 could not hold the values;
+ * every rank then returns it).
+ */
+typedef enum ember_world_op { EMBER_WORLD_MAX = 0, EMBER_WORLD_SUM = 1 } ember_world_op;
+/* 1 on every rank when `failed` is non-zero on any rank (or the exchange
+ * failed), else 0.  *first (may be NULL): the lowest failing rank, or -1
+ * when none failed or the exchange itself failed. */
+int ember_world_any_failed(ember_world *w, int failed, int32_t *first);
+/* The largest `status` over the ranks (exit codes 0, 1, 2), on every rank;
+ * 1 at least when the exchange failed. */
+int ember_world_max_status(ember_world *w, int status);
+int ember_world_reduce_i64(ember_world *w, int64_t *v, int64_t n, ember_world_op op);
+int ember_world_reduce_double(ember_world *w, double *v, int64_t n, ember_world_op op);
+/* Rank 0 gets every rank's n values in rank order, in a new array *out
+ * (free() it) of *total values; the other ranks get *out NULL and *total.
+ * On error every rank has *out NULL. */
+int ember_world_gather_floats(ember_world *w, const float *v, int64_t n, float **out, int64_t *total);
+int ember_world_gather_i64(ember_world *w, const int64_t *v, int64_t n, int64_t **out, int64_t *total);
+/* Returns when every rank has called it. */
+int ember_world_barrier(ember_world *w);
+/* The ranks of w on this machine (those sharing its memory; when MPI
+ * cannot tell, Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE, else w's size); 1
+ * for a NULL world.  Local. */
+int32_t ember_world_local_ranks(const ember_world *w);
 
 /* ---------------------------------------------------------------- features */
 
@@ -903,6 +940,75 @@ void ember_batch_reader_destroy(ember_batch_reader *r);
  * batch writers and readers, ember_checkpoint_open (thread-local). */
 const char *ember_data_errmsg(void);
 
+/* ----------------------------------------------------------- names, sizes */
+
+/* The names config files, checkpoint manifests and the `ember` tool use
+ * for the values of the enums above ("row", "rowwise_adagrad", "lookahead",
+ * "stale", ...): static strings, "?" for a value out of range.  A program
+ * reading a name back compares it with these. */
+const char *ember_placement_name(ember_placement p);      /* row column table replicated  */
+const char *ember_exchange_name(ember_exchange x);        /* rows pooled                  */
+const char *ember_optimizer_name(ember_optimizer_kind k); /* sgd adagrad rowwise_adagrad adam */
+const char *ember_init_name(ember_init_kind k);           /* uniform normal zeros constant */
+const char *ember_evict_name(ember_evict_policy e);       /* lru lfu ttl none             */
+const char *ember_storage_name(ember_storage s);          /* auto memory ssd              */
+const char *ember_cache_policy_name(ember_cache_policy p);/* default lru lfu lookahead    */
+const char *ember_schedule_name(ember_schedule s);        /* blocking overlap stale       */
+
+/* A size as config files write it (docs/config.md): a number, optionally
+ * a unit K, M, G, T or P (powers of 1024, "iB" or "B" after it allowed),
+ * or B:
+ *   bytes = round(number * unit);  "64G" -> 68719476736, "512 MiB", "1.5K"
+ * 0 and *out, or -1 (nothing set) for anything else, a negative number or
+ * more than 9e18 bytes. */
+int ember_parse_bytes(const char *text, int64_t *out);
+/* Bytes in binary units as ember's messages and reports write them
+ * ("512 B", "1.50 KiB", "64.0 GiB"): into buf (n bytes), which is
+ * returned. */
+const char *ember_format_bytes(double bytes, char *buf, size_t n);
+
+/* ------------------------------------------------------------ file outputs */
+
+/*
+ * A file a program writes the way ember writes its own (docs/RELIABILITY.md,
+ * "Files ember writes"): the `ember` tool's metrics, plots and scores.
+ *   open(path):  the folder of path is opened once; a name that exists as
+ *                a link, folder, device or FIFO is refused, and so is
+ *                anything at path.tmp; nothing appears at path yet
+ *   write ...:   every write is checked; the first failure is kept
+ *   commit:      flush, fsync, then the file takes the name path by rename
+ *                (a regular file there is replaced, never written through)
+ *                and the folder is fsynced
+ *   abort:       nothing is left at path (or what was there before stays)
+ * flags: EMBER_OUTPUT_APPEND starts from the bytes of the regular file at
+ * path, if there is one.  Errors: EMBER_EIO (EMBER_EINVAL for a path that
+ * names no file: "", "dir/", "."), with err (errlen bytes) naming the file
+ * and the system's reason.  An output is used by one thread at a time.
+ */
+typedef struct ember_output ember_output;
+#define EMBER_OUTPUT_APPEND 1
+int ember_output_open(const char *path, int flags, ember_output **out, char *err, size_t errlen);
+/* Writes all n bytes: 0, or -1 (the reason is kept for the commit). */
+int ember_output_write(ember_output *o, const void *data, int64_t n);
+/* A stdio stream on the output (NULL when out of memory): its bytes go
+ * through ember_output_write, so every failure is found by the commit.
+ * Valid until commit or abort, which close it. */
+FILE *ember_output_stdio(ember_output *o);
+/* Flushes the stream: 0, or the system's error number (errno, > 0) of
+ * the first failed write, which the commit reports too. */
+int ember_output_flush(ember_output *o);
+/* Names the output at path now, before it is complete: for a log read
+ * while it grows (the metrics of a run).  A failed commit or an abort then
+ * takes it back: to the bytes it began with (APPEND), else the name goes. */
+int ember_output_publish(ember_output *o, char *err, size_t errlen);
+/* Flushes, fsyncs, publishes at path and fsyncs the folder; on any failure
+ * the output is removed and err says why.  Frees o either way (NULL:
+ * EMBER_OK). */
+int ember_output_commit(ember_output *o, char *err, size_t errlen);
+/* Drops the output: nothing is published, nothing is left.  Frees o;
+ * accepts NULL. */
+void ember_output_abort(ember_output *o);
+
 /* -------------------------------------------------------------- prediction */
 
 /*
@@ -947,6 +1053,64 @@ int32_t ember_predictor_num_dense(const ember_predictor *p);
 int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *dense, const ember_batch *sparse,
                           float *scores);
 const char *ember_predictor_errmsg(const ember_predictor *p);
+
+/*
+ * `ember predict`: a model scores every sample of a data file.
+ *   predictor = ember_predictor_open(model, {world, threads})
+ *   data      = "synthetic": the held-out stream of the built-in task the
+ *               model was trained on; else a file, ember's binary format by
+ *               its first bytes, else Criteo TSV hashed into the model's
+ *               rows (bad lines skipped); its features checked against
+ *               the model's input
+ *   scores    = ember_predictor_score over each rank's share of the data,
+ *               in calls of the model's evaluation batch (at the training
+ *               world size, the trainer's evaluation scores bit for bit);
+ *               the first `samples` of the data (0: all of a file, 65536
+ *               of the synthetic stream)
+ *   out       = the scores gathered on rank 0 in data order, written to
+ *               c->out (when not NULL) by ember_output's rule: float32
+ *               little-endian, or with tsv "index\tscore\tlabel" lines
+ *               ("%lld\t%.9g\t%g")
+ *   result    = samples, AUC and log loss against the data's labels, the
+ *               seconds of the whole call, the tables' bytes over the
+ *               world, the largest process's peak RSS
+ * The output is opened before scoring: a path that cannot take it fails
+ * at once, and nothing is at its name until every score is written.
+ * Collective over c->world; failures are agreed and the result is the same
+ * on every rank.  Errors, detail in ember_data_errmsg() (a failure one rank
+ * saw names it: "rank R: ..."): the predictor's, EMBER_EINVAL (data that
+ * does not fit the model, "synthetic" for a model not trained on it),
+ * EMBER_EIO, EMBER_ENOMEM, ember_predictor_score's; and EMBER_EIO after
+ * scoring when the scores could not be written: *out is then filled
+ * (scored 1), its out NULL.
+ */
+typedef struct ember_predict_config {
+    const char *out;      /* the scores' file; NULL: none                    */
+    int tsv;              /* 0 (default): float32; 1: text lines              */
+    int64_t samples;      /* 0 (default): as above                           */
+    int32_t threads;      /* embedding threads per rank; default 1            */
+    ember_world *world;   /* NULL: a world of one                            */
+} ember_predict_config;
+ember_predict_config ember_predict_config_default(void);
+
+typedef struct ember_prediction {
+    int64_t samples;      /* scored                                          */
+    double auc, logloss;  /* NaN without samples                             */
+    double seconds;       /* the whole call                                  */
+    int32_t world;
+    int64_t table_bytes;  /* rows held, summed over ranks                    */
+    double peak_rss_mb;   /* the largest process's peak resident memory      */
+    const char *out;      /* c->out when the scores were written, else NULL  */
+    int scored;           /* 1: every sample was scored (the fields above
+                             hold, even when writing failed)                */
+} ember_prediction;
+int ember_predict(const char *model, const char *data, const ember_predict_config *c, ember_prediction *out);
+/* The result as one line of JSON, the way the trainer's events are written
+ * (`ember predict --json`): {"event":"predict","samples","auc","logloss",
+ * "seconds" (to the ms),"world","table_bytes","peak_rss_mb" (to 0.1),
+ * "out" ("" none)}; reals with 8 significant digits, NaN as null.  free()
+ * it; NULL out of memory. */
+char *ember_prediction_json(const ember_prediction *p);
 
 /* Writes an inference bundle (docs/inference.md, "Bundles") from a
  * checkpoint of `ember train`: every table's rows encoded row-wise as
@@ -1039,6 +1203,87 @@ int ember_checkpoint_table(const ember_checkpoint *ck, int32_t t, ember_table_co
  * given saving rank; NULL when absent.  Valid until close. */
 const void *ember_checkpoint_blob(const ember_checkpoint *ck, int32_t rank, const char *name,
                                   int64_t *bytes);
+
+/* ------------------------------------------- checkpoints: what they hold */
+
+/* What a checkpoint records besides its tables, for a report (`ember
+ * inspect`); valid until close. */
+typedef struct ember_checkpoint_summary {
+    const char *ember_version;  /* the version that saved it; NULL: not said  */
+    uint64_t seed;              /* the collection's initializer seed           */
+    int64_t optimizer_steps;
+    int32_t num_files;          /* one per saving rank                         */
+    int32_t num_blobs;          /* saved once (ember_save_options.blobs)       */
+    int32_t num_rank_blobs;     /* saved per rank (rank_blobs)                 */
+} ember_checkpoint_summary;
+int ember_checkpoint_summarize(const ember_checkpoint *ck, ember_checkpoint_summary *out);
+/* File i (= saving rank i): its name in the step folder (valid until
+ * close), its bytes and its XXH3-64, all verified at open.  Any of the
+ * three may be NULL.  EMBER_EINVAL out of range. */
+int ember_checkpoint_file(const ember_checkpoint *ck, int32_t i, const char **name, int64_t *bytes, uint64_t *xxh3);
+/* The name of blob i, of the blobs saved once (per_rank 0) or of those
+ * saved by every rank (1); NULL out of range.  Valid until close. */
+const char *ember_checkpoint_blob_name(const ember_checkpoint *ck, int per_rank, int32_t i);
+
+/*
+ * Statistics of table t's rows as saved, streamed a few MiB at a time
+ * (the table is never whole in memory), over its canonical rows whatever
+ * the saving world and placement:
+ *   norm            sqrt(sum over rows and columns of v^2)
+ *   mean_row_norm   mean over rows of each row's L2 norm
+ *   max_abs         max |v| (NaN when a value is NaN)
+ *   untouched_rows  rows equal, bit for bit, to their initial values (the
+ *                   initializer of ember_collection_create); -1 for a
+ *                   dynamic table (its slots hold keys, not row numbers)
+ *   state_norm, state_max_abs   the same over the optimizer state
+ *   digest          XXH64 over each row's values then its state, in row
+ *                   order: independent of the file layout, world and
+ *                   placement, so two checkpoints of the same model state
+ *                   have the same digests
+ * and for a dynamic table its keys over every saving rank.  EMBER_EINVAL
+ * (t out of range), EMBER_ENOMEM, or a read's error; detail in
+ * ember_data_errmsg().
+ */
+typedef struct ember_table_summary {
+    int64_t rows;               /* as saved: a dynamic table's slots
+                                   (capacity x world)                        */
+    int32_t state_floats;       /* per row                                   */
+    double norm, mean_row_norm, max_abs;
+    int64_t untouched_rows;
+    double state_norm, state_max_abs;
+    uint64_t digest;
+    /* dynamic tables */
+    int64_t resident;           /* keys holding a row, every rank            */
+    int64_t most_on_a_rank;     /* the fullest rank's                        */
+    int64_t admitted, evicted, expired, evicted_count_sum, not_admitted;
+    int64_t sketch_width;       /* counters per sketch row (0: no sketch)    */
+} ember_table_summary;
+int ember_checkpoint_table_summary(const ember_checkpoint *ck, int32_t t, ember_table_summary *out);
+
+/* A blob of ck (rank < 0: saved once; else the saving rank's): its bytes
+ * (0 when absent) and the XXH64 of them, and, for the blobs `ember train`
+ * saves (train.state, dense.params, dense.optim, data.position), what they
+ * hold as a JSON object and as a line of text (both "" for any other). */
+typedef struct ember_blob_summary {
+    int64_t bytes;
+    uint64_t digest;
+    char content[512];
+    char text[256];
+} ember_blob_summary;
+int ember_checkpoint_blob_summary(const ember_checkpoint *ck, int32_t rank, const char *name,
+                                  ember_blob_summary *out);
+
+/* 1 when dir holds an inference bundle (ember_bundle_write), else 0. */
+int ember_bundle_is(const char *dir);
+/* Verifies every file of the bundle in dir (sizes and XXH3-64 against its
+ * manifest) and describes it as one JSON object, *report (free() it):
+ *   {"path", "format": "ember-bundle", "version", "tables": [{"name",
+ *    "encoding", "rows", "dim", "row_bytes", "file", "bytes", "xxh3"}, ...],
+ *    "dense": {"file", "bytes", "xxh3"}, "verified": true}
+ * (the manifest's entries as they are).  Errors: EMBER_EIO, EMBER_EFORMAT,
+ * EMBER_ECORRUPT naming the file, EMBER_ENOMEM; detail in
+ * ember_data_errmsg(). */
+int ember_bundle_inspect(const char *dir, char **report);
 
 /* Loads ck's tables into coll: rows, optimizer state and optimizer step
  * count, for any world size and any placement of either (resharding).

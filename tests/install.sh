@@ -14,7 +14,7 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 pass=0 fail=0
 check() { if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAILED: $*" >&2; fi; }
-for h in ember.h ember-mpi.h ember-train.h ember-data.h; do check test -f "$prefix/include/$h"; done
+for h in ember.h ember-mpi.h ember-train.h ember-data.h ember-plan.h ember-bench.h ember-serve.h; do check test -f "$prefix/include/$h"; done
 check test -x "$prefix/bin/ember"
 check pkg-config --exists ember
 cc $extra "$src/examples/quickstart.c" $(pkg-config --cflags --libs ember) -o "$prefix/qs_shared"

@@ -1,6 +1,6 @@
 /*
- * test_batch_slice.c: the `ember` tool's data-parallel input
- * (tools/batch_slice.c): rank r of W keeps samples [r*B/W, (r+1)*B/W) of
+ * test_batch_slice.c: the library scans' data-parallel input
+ * (src/api/batch_slice.c): rank r of W keeps samples [r*B/W, (r+1)*B/W) of
  * the global batch.
  *
  * On fresh random jagged batches (empty bags included, with and without
@@ -19,7 +19,7 @@
 #include "check.h"
 #include "ember.h"
 #include "util.h"
-#include "../tools/batch_slice.c" /* the tool's helper, compiled in */
+#include "api/batch_slice.h"
 
 static uint64_t rng_state;
 static uint64_t rnd(void)

@@ -4,27 +4,23 @@
  * ember's binary CTR format (docs/ctr-format.md), which `ember train` maps
  * instead of parsing text every epoch.
  *
- * The work is ctr_source_text() and ctr_convert_source() (src/data/):
- * lines parsed by --threads threads; for Criteo, categoricals
- * hashed into --rows buckets, or kept whole as 64-bit keys where --rows
- * says 0 (features of dynamic tables: the file is then format version 2),
- * bad lines skipped and counted (or fatal with --bad fail), OUT written
- * whole, fsync'd and named (never through a link: src/core/safe_file.h).  Under mpirun only rank 0 converts (the
- * ranks would write the same bytes to the same path).
+ * The work is the library's (ember_convert, include/ember-data.h): lines
+ * parsed by --threads threads; for Criteo, categoricals hashed into --rows
+ * buckets, or kept whole as 64-bit keys where --rows says 0 (features of
+ * dynamic tables: the file is then format version 2), bad lines skipped
+ * and counted (or fatal with --bad fail), OUT written whole, fsync'd and
+ * named (never through a link).  This file reads the options, calls it
+ * and reports.  Under mpirun only rank 0 converts (the ranks would write
+ * the same bytes to the same path).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <omp.h>
-
 #include "commands.h"
-#include "config/config_file.h"
-#include "config/data_open.h"
-#include "data/ctr.h"
+#include "ember-data.h"
 #include "synth_args.h"
 
-#define CONVERT_DEFAULT_ROWS 100000 /* as `ember train` hashes TSV without tables */
 
 static void convert_usage(FILE *f)
 {
@@ -41,7 +37,7 @@ static void convert_usage(FILE *f)
             "  --rows N1,N2,...,N26  buckets of each of C1..C26; 0: the categorical's whole\n"
             "                        64-bit key, for a dynamic table (written as format version 2)\n"
             "  --bad skip|fail       bad lines: count and skip them (default), or stop at the first\n",
-            CONVERT_DEFAULT_ROWS);
+            EMBER_CRITEO_ROWS);
 }
 
 /* "N" or 26 comma-separated values, each 0 (64-bit keys) or in [1, 2^32];
@@ -84,39 +80,22 @@ static void print_keyed(const int64_t rows[26])
         printf("ember convert: 64-bit keys (format version 2) for %s\n", list);
 }
 
-/* The source of IN: by the config (docs/data.md), or Criteo TSV with rows. */
-static int open_input(const char *in, const config_file *cf, const int64_t *rows, ctr_bad_policy policy,
-                      ctr_source **src, char *err, size_t errlen)
-{
-    if (ctr_file_is_binary(in)) {
-        snprintf(err, errlen, "%s is already in ember's binary format", in);
-        return -1;
-    }
-    if (!cf)
-        return ctr_source_tsv(in, rows, policy, 0, 1, src, err, errlen);
-    cfg_train t = cf->train;
-    t.bad_lines = policy;
-    return data_open_file(cf, &t, in, DATA_FILE_GIVEN, NULL, 0, 1, src, err, errlen);
-}
-
 /* Distinct keys per sparse feature and the standardize statistics used. */
-static void print_found(const config_file *cf, const ctr_source *src)
+static void print_found(const ember_conversion *cv)
 {
-    const ctr_schema *sc = ctr_source_schema(src);
-    for (int32_t f = 0; f < sc->num_sparse; f++) {
-        int64_t d = ctr_source_distinct_keys(src, f);
-        if (d > CTR_DISTINCT_CAP)
-            printf("ember convert: feature %s: more than %lld distinct keys\n", sc->names[f], (long long)CTR_DISTINCT_CAP);
+    for (int32_t f = 0; f < ember_conversion_num_features(cv); f++) {
+        int64_t d;
+        const char *name = ember_conversion_feature(cv, f, &d);
+        if (d > EMBER_DISTINCT_KEYS_CAP)
+            printf("ember convert: feature %s: more than %lld distinct keys\n", name,
+                   (long long)EMBER_DISTINCT_KEYS_CAP);
         else if (d >= 0)
-            printf("ember convert: feature %s: %lld distinct keys\n", sc->names[f], (long long)d);
+            printf("ember convert: feature %s: %lld distinct keys\n", name, (long long)d);
     }
-    if (!cf)
-        return;
-    for (int32_t c = 0; c < cf->train.schema.num_columns; c++) {
-        const ctr_column *k = &cf->train.schema_cols[c];
+    for (int32_t c = 0; c < ember_conversion_num_standardized(cv); c++) {
         double mean, std;
-        if (!k->has_stats && ctr_source_text_stats(src, c, &mean, &std) == 0)
-            printf("ember convert: field %s: standardize with mean %.17g std %.17g\n", k->name, mean, std);
+        const char *name = ember_conversion_standardized(cv, c, &mean, &std);
+        printf("ember convert: field %s: standardize with mean %.17g std %.17g\n", name, mean, std);
     }
 }
 
@@ -124,10 +103,9 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *config = NULL;
     int64_t rows[26], threads = 0;
-    int rows_set = 0, bad_set = 0;
-    ctr_bad_policy policy = CTR_BAD_SKIP;
+    int rows_set = 0, bad_set = 0, policy_fail = 0;
     for (int f = 0; f < 26; f++)
-        rows[f] = CONVERT_DEFAULT_ROWS;
+        rows[f] = EMBER_CRITEO_ROWS;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
@@ -157,7 +135,7 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
                 fprintf(ctx->err, "ember convert: --bad takes skip or fail\n");
                 return 2;
             }
-            policy = !strcmp(val, "fail") ? CTR_BAD_FAIL : CTR_BAD_SKIP;
+            policy_fail = !strcmp(val, "fail");
             bad_set = 1;
         } else if ((nlen == 8 && !strncmp(arg, "--config", 8)) || (nlen == 8 && !strncmp(arg, "--schema", 8))) {
             if (!val) {
@@ -184,48 +162,30 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
     }
     if (ctx->rank != 0) /* main() agrees on rank 0's status */
         return 0;
-    char err[512];
-    ctr_stats st;
-    memset(&st, 0, sizeof st);
-    config_file *cf = NULL;
-    ctr_source *src = NULL;
-    if (config) {
-        if (config_file_load(config, &cf, err, sizeof err)) {
-            tool_local_error(ctx, "convert", "%s", err);
-            return 1;
-        }
-        if (rows_set) {
-            tool_local_error(ctx, "convert", "%s: --rows is for Criteo TSV without a config; with one the rows "
-                             "are the tables' (or the schema's)", config);
-            config_file_free(cf);
-            return 1;
-        }
-        if (!bad_set)
-            policy = cf->train.bad_lines;
-    }
-    int rc = open_input(in, cf, rows, policy, &src, err, sizeof err);
-    if (rc == 0) {
-        ctr_source_set_threads(src, (int32_t)(threads > 0 ? threads : omp_get_num_procs()));
-        rc = ctr_source_count_keys(src, err, sizeof err);
-    }
-    if (rc == 0)
-        rc = ctr_convert_source(src, out, &st, err, sizeof err);
-    if (rc) {
-        tool_local_error(ctx, "convert", "%s", err);
-        if (st.bad_lines > 0 && policy == CTR_BAD_SKIP)
+    ember_convert_config c = ember_convert_config_default();
+    c.config = config;
+    c.criteo_rows = rows_set ? rows : NULL;
+    c.bad_lines = bad_set ? policy_fail : -1;
+    c.threads = (int32_t)threads;
+    ember_conversion *cv = NULL;
+    int rc = ember_convert(in, out, &c, &cv);
+    ember_reader_counts st = {0, 0, 0, ""};
+    if (cv)
+        ember_conversion_stats(cv, &st);
+    if (rc != EMBER_OK) {
+        tool_local_error(ctx, "convert", "%s", ember_data_errmsg());
+        if (st.first_bad[0])
             fprintf(stderr, "ember convert: first bad line: %s\n", st.first_bad);
-        ctr_source_destroy(src);
-        config_file_free(cf);
+        ember_conversion_destroy(cv);
         return 1;
     }
     printf("ember convert: wrote %lld samples to %s (%lld lines read, %lld bad lines skipped)\n",
            (long long)st.samples, out, (long long)st.lines, (long long)st.bad_lines);
-    if (st.bad_lines > 0)
+    if (st.first_bad[0])
         printf("ember convert: first bad line: %s\n", st.first_bad);
-    if (!cf)
+    if (!config)
         print_keyed(rows);
-    print_found(cf, src);
-    ctr_source_destroy(src);
-    config_file_free(cf);
+    print_found(cv);
+    ember_conversion_destroy(cv);
     return 0;
 }

@@ -1,40 +1,29 @@
 /*
  * cmd_inspect.c: `ember inspect DIR [--json] [--step S]`: what a checkpoint
  * holds (docs/training.md, "Checkpoints and resume"; the bytes in
- * docs/checkpoint-format.md).
+ * docs/checkpoint-format.md), or a bundle of `ember export`.
  *
  * DIR is a checkpoint root (its newest complete checkpoint, or step S) or
  * one step-* folder.  Opening verifies every file's checksums; a failure
- * prints the library's message (file and part) and exits 1.  Then, per
- * table, statistics over its canonical rows (ckpt_read_rows assembles them
- * from the saving ranks' files whatever the placement), streamed in chunks
- * of about 4 MiB so that no table is ever whole in memory:
- *
- *   values    L2 norm over the table, mean row norm, max |value|, and the
- *             rows never touched: those equal to their initial values bit
- *             for bit (recomputed from init kind, value and rng_key)
- *   state     L2 norm and max |value| of the optimizer state
- *   digest    XXH64 over each row's values then its state, in row order:
- *             independent of the file layout, world and placement, so two
- *             checkpoints of the same model state have the same digests
- *
- * and per blob its size and XXH64, decoded for `ember train`'s own blobs
- * (src/train/checkpoint.c).  Not collective: under mpirun every rank would print the
- * same, so only rank 0's output is kept (tool_ctx.h).
+ * prints the library's message (file and part) and exits 1.  What is
+ * reported is the library's (ember.h, "checkpoints: what they hold"): per
+ * table its value and state statistics, its rows never touched and a
+ * content digest independent of the layout; per blob its size and XXH64,
+ * decoded for `ember train`'s own blobs.  This file parses the options and
+ * prints, as text or one JSON object.  Not collective: under mpirun every
+ * rank would print the same, so only rank 0's output is kept (tool_ctx.h).
+ * `ember inspect --samples N FILE` is inspect_data.c.
  */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include <sys/stat.h>
 
-#include "ckpt/ckpt.h"
 #include "commands.h"
-#include "infer/bundle.h"
-#include "table/init.h"
+#include "ember.h"
 
 static void inspect_usage(FILE *f)
 {
@@ -53,116 +42,40 @@ static void inspect_usage(FILE *f)
 /* A bundle (ember export): every file verified, then its tables and files. */
 static int inspect_bundle(const tool_ctx *ctx, const char *dir, int json)
 {
-    ember_bundle *b = NULL;
-    char err[1024];
-    if (bundle_open(dir, &b, err, sizeof err) != EMBER_OK) {
-        fprintf(ctx->err, "ember inspect: %s\n", err);
+    char *report = NULL;
+    if (ember_bundle_inspect(dir, &report) != EMBER_OK) {
+        fprintf(ctx->err, "ember inspect: %s\n", ember_data_errmsg());
         return 1;
     }
-    const json_t *man = bundle_manifest(b); /* read and checked by bundle_open */
-    json_t *tables = json_object_get(man, "tables"), *dense = json_object_get(man, "dense");
-    int64_t dense_bytes = 0;
-    bundle_dense(b, &dense_bytes);
     if (json) {
-        json_t *out = json_pack("{sssssOsOsO}", "path", dir, "format", "ember-bundle", "version",
-                                json_object_get(man, "version"), "tables", tables, "dense", dense);
-        json_object_set_new(out, "verified", json_true());
-        char *txt = json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        if (txt)
-            printf("%s\n", txt);
-        free(txt);
-        json_decref(out);
-    } else {
-        printf("bundle %s: %d table%s, %lld dense parameters (files verified)\n", dir, (int)json_array_size(tables),
-               json_array_size(tables) == 1 ? "" : "s", (long long)(dense_bytes / 4));
-        printf("tables:\n");
-        for (size_t i = 0; i < json_array_size(tables); i++) {
-            json_t *e = json_array_get(tables, i);
-            printf("  %s: %lld x %lld, %s, %-20s %12lld bytes  xxh3 %016llx  ok\n",
-                   json_string_value(json_object_get(e, "name")),
-                   (long long)json_integer_value(json_object_get(e, "rows")),
-                   (long long)json_integer_value(json_object_get(e, "dim")),
-                   json_string_value(json_object_get(e, "encoding")),
-                   json_string_value(json_object_get(e, "file")),
-                   (long long)json_integer_value(json_object_get(e, "bytes")),
-                   (unsigned long long)json_integer_value(json_object_get(e, "xxh3")));
-        }
-        printf("dense: %-20s %12lld bytes  xxh3 %016llx  ok\n", json_string_value(json_object_get(dense, "file")),
-               (long long)json_integer_value(json_object_get(dense, "bytes")),
-               (unsigned long long)json_integer_value(json_object_get(dense, "xxh3")));
+        printf("%s\n", report);
+        fflush(stdout);
+        free(report);
+        return 0;
     }
+    json_t *r = json_loads(report, 0, NULL);
+    free(report);
+    json_t *tables = json_object_get(r, "tables"), *dense = json_object_get(r, "dense");
+    printf("bundle %s: %d table%s, %lld dense parameters (files verified)\n", dir, (int)json_array_size(tables),
+           json_array_size(tables) == 1 ? "" : "s",
+           (long long)(json_integer_value(json_object_get(dense, "bytes")) / 4));
+    printf("tables:\n");
+    for (size_t i = 0; i < json_array_size(tables); i++) {
+        json_t *e = json_array_get(tables, i);
+        printf("  %s: %lld x %lld, %s, %-20s %12lld bytes  xxh3 %016llx  ok\n",
+               json_string_value(json_object_get(e, "name")),
+               (long long)json_integer_value(json_object_get(e, "rows")),
+               (long long)json_integer_value(json_object_get(e, "dim")),
+               json_string_value(json_object_get(e, "encoding")), json_string_value(json_object_get(e, "file")),
+               (long long)json_integer_value(json_object_get(e, "bytes")),
+               (unsigned long long)json_integer_value(json_object_get(e, "xxh3")));
+    }
+    printf("dense: %-20s %12lld bytes  xxh3 %016llx  ok\n", json_string_value(json_object_get(dense, "file")),
+           (long long)json_integer_value(json_object_get(dense, "bytes")),
+           (unsigned long long)json_integer_value(json_object_get(dense, "xxh3")));
     fflush(stdout);
-    bundle_close(b);
+    json_decref(r);
     return 0;
-}
-
-typedef struct table_stats {
-    double sumsq, row_norm_sum, max_abs;
-    double state_sumsq, state_max_abs;
-    int64_t untouched;
-    uint64_t digest;
-} table_stats;
-
-/* Streams table t's rows in chunks.  0, or -1 with the message printed. */
-static int table_scan(const tool_ctx *ctx, const ember_checkpoint *ck, int32_t t, table_stats *st)
-{
-    const ckpt_table_info *ti = ckpt_table(ck, t);
-    const int64_t D = ti->dim, S = ti->state_floats;
-    int64_t chunk = (INT64_C(1) << 20) / (D + S + 1);
-    if (chunk < 1)
-        chunk = 1;
-    if (chunk > ti->rows)
-        chunk = ti->rows;
-    float *v = malloc((size_t)(chunk * D) * sizeof *v), *s = malloc((size_t)(chunk * S + 1) * sizeof *s);
-    float *init = malloc((size_t)D * sizeof *init);
-    XXH64_state_t *h = XXH64_createState();
-    int rc = -1;
-    memset(st, 0, sizeof *st);
-    if (!v || !s || !init || !h) {
-        fprintf(ctx->err, "ember inspect: out of memory for table \"%s\"\n", ti->name);
-        goto out;
-    }
-    XXH64_reset(h, 0);
-    for (int64_t first = 0; first < ti->rows; first += chunk) {
-        int64_t n = ti->rows - first < chunk ? ti->rows - first : chunk;
-        int e = ckpt_read_rows(ck, t, first, n, v, S > 0 ? s : NULL);
-        if (e != EMBER_OK) {
-            fprintf(ctx->err, "ember inspect: %s\n", ember_data_errmsg());
-            goto out;
-        }
-        for (int64_t r = 0; r < n; r++) {
-            const float *x = v + r * D, *y = s + r * S;
-            double row = 0;
-            for (int64_t j = 0; j < D; j++) {
-                double a = fabs((double)x[j]);
-                row += a * a;
-                if (a > st->max_abs || isnan(a))
-                    st->max_abs = a;
-            }
-            st->sumsq += row;
-            st->row_norm_sum += sqrt(row);
-            for (int64_t j = 0; j < S; j++) {
-                double a = fabs((double)y[j]);
-                st->state_sumsq += a * a;
-                if (a > st->state_max_abs || isnan(a))
-                    st->state_max_abs = a;
-            }
-            ember_init_row_values(ti->init, ti->init_value, ti->dim, ti->rng_key, first + r, init);
-            if (!memcmp(init, x, (size_t)D * sizeof *x))
-                st->untouched++;
-            XXH64_update(h, x, (size_t)D * sizeof *x);
-            if (S > 0)
-                XXH64_update(h, y, (size_t)S * sizeof *y);
-        }
-    }
-    st->digest = XXH64_digest(h);
-    rc = 0;
-out:
-    XXH64_freeState(h);
-    free(v);
-    free(s);
-    free(init);
-    return rc;
 }
 
 static json_t *num(double v) { return isfinite(v) ? json_real(v) : json_null(); }
@@ -174,86 +87,203 @@ static json_t *hex(uint64_t v)
     return json_string(b);
 }
 
-/* What `ember train`'s own blobs say (src/train/checkpoint.c); NULL for others. */
-static json_t *known_blob(const char *name, const void *p, int64_t bytes, char *text, size_t n)
-{
-    text[0] = '\0';
-    json_t *j = NULL;
-    if (!strcmp(name, "train.state") && bytes == 64) {
-        int64_t v[8];
-        memcpy(v, p, sizeof v);
-        j = json_pack("{sIsIsIsI}", "step", (json_int_t)v[2], "samples", (json_int_t)v[3], "dense_params",
-                      (json_int_t)v[4], "dense_optimizer_step", (json_int_t)v[5]);
-        snprintf(text, n, "trainer step %lld, %lld samples, %lld dense parameters, dense optimizer step %lld",
-                 (long long)v[2], (long long)v[3], (long long)v[4], (long long)v[5]);
-    } else if ((!strcmp(name, "dense.params") || !strcmp(name, "dense.optim")) && bytes % 4 == 0) {
-        double ss = 0;
-        const float *f = p;
-        for (int64_t i = 0; i < bytes / 4; i++) {
-            float x;
-            memcpy(&x, f + i, sizeof x);
-            ss += (double)x * x;
-        }
-        j = json_pack("{sIso}", "floats", (json_int_t)(bytes / 4), "norm", num(sqrt(ss)));
-        snprintf(text, n, "%lld floats, L2 norm %.6g", (long long)(bytes / 4), sqrt(ss));
-    } else if (!strcmp(name, "data.position") && bytes == 48) {
-        int64_t v[6];
-        memcpy(v, p, sizeof v);
-        j = json_pack("{sIsIsIsI}", "next", (json_int_t)v[2], "epochs", (json_int_t)v[3], "share_begin",
-                      (json_int_t)v[4], "share_end", (json_int_t)v[5]);
-        snprintf(text, n, "next sample %lld, epoch %lld, share [%lld, %lld)", (long long)v[2], (long long)v[3],
-                 (long long)v[4], (long long)v[5]);
-    }
-    return j;
-}
-
 /* A blob's line and object. */
 static void report_blob(const ember_checkpoint *ck, int32_t rank, const char *name, int json, json_t *arr)
 {
-    int64_t bytes = 0;
-    const void *p = ember_checkpoint_blob(ck, rank, name, &bytes);
-    if (!p) {
-        bytes = 0;
-        p = "";
-    }
-    uint64_t d = XXH64(p, (size_t)bytes, 0);
-    char text[256];
-    json_t *k = known_blob(name, p, bytes, text, sizeof text);
+    ember_blob_summary b;
+    ember_checkpoint_blob_summary(ck, rank, name, &b);
     if (json) {
-        json_t *o = json_pack("{sssIso}", "name", name, "bytes", (json_int_t)bytes, "digest", hex(d));
+        json_t *o = json_pack("{sssIso}", "name", name, "bytes", (json_int_t)b.bytes, "digest", hex(b.digest));
         if (rank >= 0)
             json_object_set_new(o, "rank", json_integer(rank));
-        if (k)
-            json_object_set_new(o, "content", k);
+        if (b.content[0])
+            json_object_set_new(o, "content", json_loads(b.content, 0, NULL));
         json_array_append_new(arr, o);
         return;
     }
-    json_decref(k);
     char who[32] = "";
     if (rank >= 0)
         snprintf(who, sizeof who, " (rank %d)", (int)rank);
-    printf("  %-20s%-10s %10lld bytes  digest %016llx%s%s\n", name, who, (long long)bytes, (unsigned long long)d,
-           text[0] ? "  " : "", text);
+    printf("  %-20s%-10s %10lld bytes  digest %016llx%s%s\n", name, who, (long long)b.bytes,
+           (unsigned long long)b.digest, b.text[0] ? "  " : "", b.text);
 }
 
-int cmd_inspect(const tool_ctx *ctx, int argc, char **argv)
+/* The blobs, saved once then per rank. */
+static void report_blobs(const ember_checkpoint *ck, const ember_checkpoint_summary *cs, int json, json_t *out)
 {
-    const char *dir = NULL, *config = NULL;
-    int json = 0;
-    int64_t samples = -2; /* -1: all */
-    long long step = -1;
+    json_t *barr = json_array(), *rarr = json_array();
+    if (!json)
+        printf("blobs:\n");
+    for (int32_t i = 0; i < cs->num_blobs; i++)
+        report_blob(ck, -1, ember_checkpoint_blob_name(ck, 0, i), json, barr);
+    for (int32_t r = 0; r < cs->num_files; r++)
+        for (int32_t i = 0; i < cs->num_rank_blobs; i++)
+            report_blob(ck, r, ember_checkpoint_blob_name(ck, 1, i), json, rarr);
+    if (!json && !cs->num_blobs && !cs->num_rank_blobs)
+        printf("  (none)\n");
+    json_object_set_new(out, "blobs", barr);
+    json_object_set_new(out, "rank_blobs", rarr);
+}
+
+/* One table as text. */
+static void print_table(const ember_table_config *tc, const ember_table_summary *st, int64_t opt_steps)
+{
+    char where[64];
+    if (tc->placement == EMBER_PLACE_TABLE)
+        snprintf(where, sizeof where, "table on rank %d", (int)tc->owner);
+    else
+        snprintf(where, sizeof where, "%s", ember_placement_name(tc->placement));
+    printf("  %s: %lld x %d, %s (step %lld), %s, init %s %g\n", tc->name, (long long)st->rows, (int)tc->dim,
+           ember_optimizer_name(tc->optimizer.kind), (long long)opt_steps, where, ember_init_name(tc->init),
+           (double)tc->init_value);
+    if (tc->kind == EMBER_TABLE_DYNAMIC) {
+        printf("    dynamic: %lld of %lld rows hold keys (%.1f%%; fullest rank %lld of %lld); admit after %d, "
+               "evict %s\n", (long long)st->resident, (long long)st->rows,
+               100.0 * (double)st->resident / (double)st->rows, (long long)st->most_on_a_rank,
+               (long long)tc->capacity, (int)tc->admit_after, ember_evict_name(tc->evict));
+        printf("    keys: %lld admitted, %lld evicted, %lld expired (use counts %lld), %lld ids not admitted\n",
+               (long long)st->admitted, (long long)st->evicted, (long long)st->expired,
+               (long long)st->evicted_count_sum, (long long)st->not_admitted);
+        printf("    values (every slot): L2 norm %.6g, mean row norm %.6g, max |v| %.6g\n", st->norm,
+               st->mean_row_norm, st->max_abs);
+    } else {
+        printf("    values: L2 norm %.6g, mean row norm %.6g, max |v| %.6g; %lld of %lld rows never touched "
+               "(%.1f%%)\n", st->norm, st->mean_row_norm, st->max_abs, (long long)st->untouched_rows,
+               (long long)st->rows, 100.0 * (double)st->untouched_rows / (double)st->rows);
+    }
+    if (st->state_floats > 0)
+        printf("    state: %d floats per row, L2 norm %.6g, max |s| %.6g\n", (int)st->state_floats, st->state_norm,
+               st->state_max_abs);
+    printf("    digest %016llx\n", (unsigned long long)st->digest);
+}
+
+/* One table as a JSON object. */
+static json_t *table_json(const ember_table_config *tc, const ember_table_summary *st, int64_t opt_steps)
+{
+    json_t *o = json_pack("{sssIsisssIsssisi}", "name", tc->name, "rows", (json_int_t)st->rows, "dim", (int)tc->dim,
+                          "optimizer", ember_optimizer_name(tc->optimizer.kind), "optimizer_steps",
+                          (json_int_t)opt_steps, "placement", ember_placement_name(tc->placement), "owner",
+                          (int)tc->owner, "state_floats", (int)st->state_floats);
+    json_object_set_new(o, "init", json_pack("{ssso}", "kind", ember_init_name(tc->init), "value",
+                                             num((double)tc->init_value)));
+    json_object_set_new(o, "norm", num(st->norm));
+    json_object_set_new(o, "mean_row_norm", num(st->mean_row_norm));
+    json_object_set_new(o, "max_abs", num(st->max_abs));
+    json_object_set_new(o, "untouched_rows", st->untouched_rows >= 0 ? json_integer(st->untouched_rows) : json_null());
+    json_object_set_new(o, "state_norm", num(st->state_norm));
+    json_object_set_new(o, "state_max_abs", num(st->state_max_abs));
+    json_object_set_new(o, "digest", hex(st->digest));
+    if (tc->kind == EMBER_TABLE_DYNAMIC)
+        json_object_set_new(o, "dynamic", json_pack("{sIsIsIsIsIsIsIsIsisssi}", "capacity_per_rank",
+            (json_int_t)tc->capacity, "resident", (json_int_t)st->resident, "most_on_a_rank",
+            (json_int_t)st->most_on_a_rank, "admitted", (json_int_t)st->admitted, "evicted",
+            (json_int_t)st->evicted, "expired", (json_int_t)st->expired, "not_admitted",
+            (json_int_t)st->not_admitted, "evicted_count_sum", (json_int_t)st->evicted_count_sum,
+            "admit_after", (int)tc->admit_after, "evict", ember_evict_name(tc->evict), "sketch_width",
+            (int)st->sketch_width));
+    return o;
+}
+
+/* The tables: 0, or 1 after the message. */
+static int report_tables(const tool_ctx *ctx, const ember_checkpoint *ck, int64_t opt_steps, int json, json_t *out)
+{
+    json_t *tables = json_array();
+    json_object_set_new(out, "tables", tables);
+    if (!json)
+        printf("tables:\n");
+    for (int32_t t = 0; t < ember_checkpoint_num_tables(ck); t++) {
+        ember_table_config tc;
+        ember_table_summary st;
+        ember_checkpoint_table(ck, t, &tc);
+        if (ember_checkpoint_table_summary(ck, t, &st) != EMBER_OK) {
+            fprintf(ctx->err, "ember inspect: %s\n", ember_data_errmsg());
+            return 1;
+        }
+        if (json)
+            json_array_append_new(tables, table_json(&tc, &st, opt_steps));
+        else
+            print_table(&tc, &st, opt_steps);
+    }
+    return 0;
+}
+
+/* The header and the files. */
+static void report_head(const ember_checkpoint *ck, const ember_checkpoint_summary *cs, int json, json_t *out)
+{
+    const int32_t W = ember_checkpoint_world(ck);
+    if (json) {
+        json_object_set_new(out, "path", json_string(ember_checkpoint_path(ck)));
+        json_object_set_new(out, "step", json_integer(ember_checkpoint_step(ck)));
+        json_object_set_new(out, "world", json_integer(W));
+        json_object_set_new(out, "ember_version", cs->ember_version ? json_string(cs->ember_version) : json_null());
+        json_object_set_new(out, "seed", hex(cs->seed));
+        json_object_set_new(out, "optimizer_steps", json_integer(cs->optimizer_steps));
+    } else {
+        printf("checkpoint %s: step %lld, saved by %d rank%s, ember %s, seed %016llx, optimizer steps %lld\n",
+               ember_checkpoint_path(ck), (long long)ember_checkpoint_step(ck), (int)W, W > 1 ? "s" : "",
+               cs->ember_version ? cs->ember_version : "?", (unsigned long long)cs->seed,
+               (long long)cs->optimizer_steps);
+        printf("files (checksums verified):\n");
+    }
+    json_t *files = json_array();
+    for (int32_t i = 0; i < cs->num_files; i++) {
+        const char *name;
+        int64_t bytes;
+        uint64_t sum;
+        ember_checkpoint_file(ck, i, &name, &bytes, &sum);
+        if (json)
+            json_array_append_new(files, json_pack("{sssIsosb}", "name", name, "bytes", (json_int_t)bytes,
+                                                   "checksum", hex(sum), "verified", 1));
+        else
+            printf("  %-24s %12lld bytes  xxh3 %016llx  ok\n", name, (long long)bytes, (unsigned long long)sum);
+    }
+    json_object_set_new(out, "files", files);
+}
+
+/* A checkpoint: 0, or 1 after the message. */
+static int inspect_checkpoint(const tool_ctx *ctx, const char *path, int json)
+{
+    ember_checkpoint *ck = NULL;
+    if (ember_checkpoint_open(path, &ck) != EMBER_OK) {
+        fprintf(ctx->err, "ember inspect: %s\n", ember_data_errmsg());
+        return 1;
+    }
+    ember_checkpoint_summary cs;
+    ember_checkpoint_summarize(ck, &cs);
+    json_t *out = json_object();
+    report_head(ck, &cs, json, out);
+    int status = report_tables(ctx, ck, cs.optimizer_steps, json, out);
+    if (status == 0) {
+        report_blobs(ck, &cs, json, out);
+        if (json) {
+            char *s = json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+            if (s)
+                printf("%s\n", s);
+            free(s);
+        }
+    }
+    fflush(stdout);
+    json_decref(out);
+    ember_checkpoint_close(ck);
+    return status;
+}
+
+/* The options: 0 (a DIR or FILE in *dir), -1 after --help, or 2. */
+static int parse(const tool_ctx *ctx, int argc, char **argv, const char **dir, const char **config, int *json,
+                 int64_t *samples, long long *step)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             inspect_usage(stdout);
-            return 0;
+            return -1;
         } else if (!strcmp(a, "--json")) {
-            json = 1;
+            *json = 1;
         } else if (!strcmp(a, "--step") || !strncmp(a, "--step=", 7)) {
             const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
             char *end;
-            step = v && *v ? strtoll(v, &end, 10) : -1;
-            if (!v || !*v || *end || step < 0 || step > 999999999999LL) {
+            *step = v && *v ? strtoll(v, &end, 10) : -1;
+            if (!v || !*v || *end || *step < 0 || *step > 999999999999LL) {
                 fprintf(ctx->err, "ember inspect: bad value for --step: '%s'\n", v ? v : "(missing)");
                 return 2;
             }
@@ -264,29 +294,41 @@ int cmd_inspect(const tool_ctx *ctx, int argc, char **argv)
                 return 2;
             }
             if (a[2] == 'c') {
-                config = v;
+                *config = v;
                 continue;
             }
             char *end;
-            samples = !strcmp(v, "all") ? -1 : strtoll(v, &end, 10);
-            if (strcmp(v, "all") && (!*v || *end || samples < 0)) {
+            *samples = !strcmp(v, "all") ? -1 : strtoll(v, &end, 10);
+            if (strcmp(v, "all") && (!*v || *end || *samples < 0)) {
                 fprintf(ctx->err, "ember inspect: --samples takes a count or all, got '%s'\n", v);
                 return 2;
             }
         } else if (a[0] == '-' && a[1]) {
             fprintf(ctx->err, "ember inspect: unknown option '%s' (ember inspect --help)\n", a);
             return 2;
-        } else if (!dir) {
-            dir = a;
+        } else if (!*dir) {
+            *dir = a;
         } else {
             fprintf(ctx->err, "ember inspect: unexpected argument '%s' (ember inspect --help)\n", a);
             return 2;
         }
     }
-    if (!dir) {
+    if (!*dir) {
         inspect_usage(ctx->err);
         return 2;
     }
+    return 0;
+}
+
+int cmd_inspect(const tool_ctx *ctx, int argc, char **argv)
+{
+    const char *dir = NULL, *config = NULL;
+    int json = 0;
+    int64_t samples = -2; /* -1: all */
+    long long step = -1;
+    int rc = parse(ctx, argc, argv, &dir, &config, &json, &samples, &step);
+    if (rc)
+        return rc < 0 ? 0 : rc;
     if (samples != -2)
         return inspect_samples(ctx, dir, config, samples);
     struct stat sb;
@@ -296,150 +338,12 @@ int cmd_inspect(const tool_ctx *ctx, int argc, char **argv)
                                                               "samples)" : "");
         return 1;
     }
-    if (step < 0 && bundle_is(dir))
+    if (step < 0 && ember_bundle_is(dir))
         return inspect_bundle(ctx, dir, json);
     char path[4096];
     if (step >= 0)
         snprintf(path, sizeof path, "%s/step-%012lld", dir, step);
     else
         snprintf(path, sizeof path, "%s", dir);
-    ember_checkpoint *ck = NULL;
-    if (ember_checkpoint_open(path, &ck) != EMBER_OK) {
-        fprintf(ctx->err, "ember inspect: %s\n", ember_data_errmsg());
-        return 1;
-    }
-    int status = 1;
-    json_error_t jerr;
-    json_t *man = json_loads(ckpt_manifest_text(ck), 0, &jerr), *out = json_object();
-    const char *version = json_string_value(json_object_get(man, "ember_version"));
-    json_t *blobs = json_object_get(man, "blobs"), *rank_blobs = json_object_get(man, "rank_blobs");
-    const int32_t W = ember_checkpoint_world(ck), T = ckpt_num_tables(ck);
-
-    if (json) {
-        json_object_set_new(out, "path", json_string(ember_checkpoint_path(ck)));
-        json_object_set_new(out, "step", json_integer(ember_checkpoint_step(ck)));
-        json_object_set_new(out, "world", json_integer(W));
-        json_object_set_new(out, "ember_version", version ? json_string(version) : json_null());
-        json_object_set_new(out, "seed", hex(ckpt_seed(ck)));
-        json_object_set_new(out, "optimizer_steps", json_integer(ckpt_optimizer_steps(ck)));
-    } else {
-        printf("checkpoint %s: step %lld, saved by %d rank%s, ember %s, seed %016llx, optimizer steps %lld\n",
-               ember_checkpoint_path(ck), (long long)ember_checkpoint_step(ck), (int)W, W > 1 ? "s" : "",
-               version ? version : "?", (unsigned long long)ckpt_seed(ck), (long long)ckpt_optimizer_steps(ck));
-        printf("files (checksums verified):\n");
-    }
-    json_t *files = json_array();
-    for (int32_t i = 0; i < ckpt_num_files(ck); i++) {
-        if (json)
-            json_array_append_new(files, json_pack("{sssIsosb}", "name", ckpt_file_name(ck, i), "bytes",
-                                                   (json_int_t)ckpt_file_bytes(ck, i), "checksum",
-                                                   hex(ckpt_file_checksum(ck, i)), "verified", 1));
-        else
-            printf("  %-24s %12lld bytes  xxh3 %016llx  ok\n", ckpt_file_name(ck, i),
-                   (long long)ckpt_file_bytes(ck, i), (unsigned long long)ckpt_file_checksum(ck, i));
-    }
-    json_object_set_new(out, "files", files);
-
-    json_t *tables = json_array();
-    if (!json)
-        printf("tables:\n");
-    for (int32_t t = 0; t < T; t++) {
-        const ckpt_table_info *ti = ckpt_table(ck, t);
-        table_stats st;
-        if (table_scan(ctx, ck, t, &st))
-            goto out;
-        double norm = sqrt(st.sumsq), mean_row = st.row_norm_sum / (double)ti->rows, snorm = sqrt(st.state_sumsq);
-        char where[64];
-        if (ti->placement == EMBER_PLACE_TABLE)
-            snprintf(where, sizeof where, "table on rank %d", (int)ti->owner);
-        else
-            snprintf(where, sizeof where, "%s", ckpt_placement_name(ti->placement));
-        if (json) {
-            json_t *o = json_pack("{sssIsisssIsssisi}", "name", ti->name, "rows", (json_int_t)ti->rows, "dim",
-                                  (int)ti->dim, "optimizer", ckpt_optimizer_name(ti->opt.kind), "optimizer_steps",
-                                  (json_int_t)ckpt_optimizer_steps(ck), "placement",
-                                  ckpt_placement_name(ti->placement), "owner", (int)ti->owner, "state_floats",
-                                  (int)ti->state_floats);
-            json_object_set_new(o, "init", json_pack("{ssso}", "kind", ckpt_init_name(ti->init), "value",
-                                                     num((double)ti->init_value)));
-            json_object_set_new(o, "norm", num(norm));
-            json_object_set_new(o, "mean_row_norm", num(mean_row));
-            json_object_set_new(o, "max_abs", num(st.max_abs));
-            json_object_set_new(o, "untouched_rows", json_integer(st.untouched));
-            json_object_set_new(o, "state_norm", num(snorm));
-            json_object_set_new(o, "state_max_abs", num(st.state_max_abs));
-            json_object_set_new(o, "digest", hex(st.digest));
-            if (ti->kind == EMBER_TABLE_DYNAMIC) {
-                ckpt_dyn_summary ds;
-                ckpt_dyn_summarize(ck, t, &ds);
-                json_object_set_new(o, "untouched_rows", json_null()); /* slots: no row number to compare */
-                json_object_set_new(o, "dynamic", json_pack("{sIsIsIsIsIsIsIsIsisssi}", "capacity_per_rank",
-                    (json_int_t)ti->capacity, "resident", (json_int_t)ds.resident, "most_on_a_rank",
-                    (json_int_t)ds.most_on_a_rank, "admitted", (json_int_t)ds.admitted, "evicted",
-                    (json_int_t)ds.evicted, "expired", (json_int_t)ds.expired, "not_admitted",
-                    (json_int_t)ds.not_admitted, "evicted_count_sum", (json_int_t)ds.evicted_count_sum,
-                    "admit_after", (int)ti->admit_after, "evict", ckpt_evict_name(ti->evict), "sketch_width",
-                    (int)ti->sketch_width));
-            }
-            json_array_append_new(tables, o);
-        } else {
-            printf("  %s: %lld x %d, %s (step %lld), %s, init %s %g\n", ti->name, (long long)ti->rows,
-                   (int)ti->dim, ckpt_optimizer_name(ti->opt.kind), (long long)ckpt_optimizer_steps(ck), where,
-                   ckpt_init_name(ti->init), (double)ti->init_value);
-            if (ti->kind == EMBER_TABLE_DYNAMIC) {
-                ckpt_dyn_summary ds;
-                ckpt_dyn_summarize(ck, t, &ds);
-                printf("    dynamic: %lld of %lld rows hold keys (%.1f%%; fullest rank %lld of %lld); admit after %d, "
-                       "evict %s\n", (long long)ds.resident, (long long)ti->rows,
-                       100.0 * (double)ds.resident / (double)ti->rows, (long long)ds.most_on_a_rank,
-                       (long long)ti->capacity, (int)ti->admit_after, ckpt_evict_name(ti->evict));
-                printf("    keys: %lld admitted, %lld evicted, %lld expired (use counts %lld), %lld ids not admitted\n",
-                       (long long)ds.admitted, (long long)ds.evicted, (long long)ds.expired,
-                       (long long)ds.evicted_count_sum, (long long)ds.not_admitted);
-                printf("    values (every slot): L2 norm %.6g, mean row norm %.6g, max |v| %.6g\n", norm, mean_row,
-                       st.max_abs);
-            } else {
-                printf("    values: L2 norm %.6g, mean row norm %.6g, max |v| %.6g; %lld of %lld rows never touched "
-                       "(%.1f%%)\n", norm, mean_row, st.max_abs, (long long)st.untouched, (long long)ti->rows,
-                       100.0 * (double)st.untouched / (double)ti->rows);
-            }
-            if (ti->state_floats > 0)
-                printf("    state: %d floats per row, L2 norm %.6g, max |s| %.6g\n", (int)ti->state_floats, snorm,
-                       st.state_max_abs);
-            printf("    digest %016llx\n", (unsigned long long)st.digest);
-        }
-    }
-    json_object_set_new(out, "tables", tables);
-
-    json_t *barr = json_array(), *rarr = json_array();
-    if (!json)
-        printf("blobs:\n");
-    for (size_t i = 0; i < json_array_size(blobs); i++) {
-        const char *name = json_string_value(json_array_get(blobs, i));
-        if (name)
-            report_blob(ck, -1, name, json, barr);
-    }
-    for (int32_t r = 0; r < W; r++)
-        for (size_t i = 0; i < json_array_size(rank_blobs); i++) {
-            const char *name = json_string_value(json_array_get(rank_blobs, i));
-            if (name)
-                report_blob(ck, r, name, json, rarr);
-        }
-    if (!json && !json_array_size(blobs) && !json_array_size(rank_blobs))
-        printf("  (none)\n");
-    json_object_set_new(out, "blobs", barr);
-    json_object_set_new(out, "rank_blobs", rarr);
-    if (json) {
-        char *s = json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-        if (s)
-            printf("%s\n", s);
-        free(s);
-    }
-    status = 0;
-out:
-    fflush(stdout);
-    json_decref(out);
-    json_decref(man);
-    ember_checkpoint_close(ck);
-    return status;
+    return inspect_checkpoint(ctx, path, json);
 }

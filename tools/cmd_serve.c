@@ -1,7 +1,7 @@
 /*
  * cmd_serve.c: `ember serve MODEL`: an HTTP scoring endpoint for a bundle
  * or a checkpoint (docs/inference.md, "Serving").  This file reads the
- * options, opens the predictor and the scorer (library, src/serve/),
+ * options, opens the predictor and the scorer (include/ember-serve.h),
  * starts the endpoints (serve_http.c) and waits for SIGTERM or SIGINT;
  * then it stops taking connections, lets the requests in flight finish,
  * prints the final statistics as one JSON line and exits 0.
@@ -148,30 +148,30 @@ int cmd_serve(const tool_ctx *ctx, int argc, char **argv)
         return 1;
     }
     serve_http h = {0};
-    serve_shape_of(p, (int32_t)o.max_samples, &h.shape_store, &h.shape);
     h.model = o.model;
+    h.max_samples = (int32_t)o.max_samples;
     h.num_tables = ember_predictor_config(p)->num_tables;
     h.threads = (int32_t)o.threads;
     h.max_batch = (int32_t)o.max_batch;
     h.max_wait = (double)o.max_wait_us * 1e-6;
     h.max_body = (size_t)o.max_body;
-    serve_scorer_config sc = {(int32_t)o.max_batch, h.max_wait};
+    ember_scorer_config sc = {(int32_t)o.max_batch, h.max_wait, (int32_t)o.max_samples};
     char err[512];
-    if (serve_scorer_create(p, &sc, &h.scorer) != EMBER_OK) {
+    if (ember_scorer_create(p, &sc, &h.scorer) != EMBER_OK) {
         fprintf(stderr, "ember serve: out of memory starting the scorer\n");
         ember_predictor_close(p);
         return 1;
     }
     if (serve_http_start(&h, o.host, (int)o.port, (int)o.connections, err, sizeof err) != 0) {
         fprintf(stderr, "ember serve: %s\n", err);
-        serve_scorer_destroy(h.scorer);
+        ember_scorer_destroy(h.scorer);
         ember_predictor_close(p);
         return 1;
     }
     int v6 = strchr(o.host, ':') != NULL;
     printf("ember serve: %s on http://%s%s%s:%d (%d tables, %d features, %d dense; max batch %d, max wait %lld us, "
            "%d threads)\n", o.model, v6 ? "[" : "", o.host, v6 ? "]" : "", serve_http_port(&h), (int)h.num_tables,
-           (int)h.shape.num_features, (int)h.shape.num_dense, (int)o.max_batch, (long long)o.max_wait_us,
+           (int)ember_scorer_num_features(h.scorer), (int)ember_scorer_num_dense(h.scorer), (int)o.max_batch, (long long)o.max_wait_us,
            (int)o.threads);
     fflush(stdout);
     unsigned char sig = 0;
@@ -183,7 +183,7 @@ int cmd_serve(const tool_ctx *ctx, int argc, char **argv)
     char *stats = serve_http_stats_json(&h);
     printf("%s", stats ? stats : "{}\n");
     free(stats);
-    serve_scorer_destroy(h.scorer);
+    ember_scorer_destroy(h.scorer);
     ember_predictor_close(p);
     if (left > 0)
         fprintf(stderr, "ember serve: %d requests still in flight after %lld s were cut off\n", left,

@@ -95,25 +95,18 @@ static int parse_args(const tool_ctx *ctx, int argc, char **argv, ember_train_ov
         name[nlen] = '\0';
         const char *val = eq ? eq + 1 : i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 1; /* 1: no such option */
-        char why[256] = "";
+        char reason[256] = "";
         if (!strcmp(name, "--config")) {
             rc = !val || !*val ? EMBER_EINVAL : EMBER_OK;
             *config = val;
         } else if (strcmp(name, "--resume") && !strchr(name, '_')) { /* a flag takes no value */
-            rc = ember_train_overrides_set_msg(o, name + 2, val, why, sizeof why);
+            rc = ember_train_overrides_set_reason(o, name + 2, val, reason, sizeof reason);
         }
         if (rc == 1) {
             fprintf(ctx->err, "ember train: unknown option '%s' (ember train --help)\n", name);
             return 2;
         }
         if (rc != EMBER_OK) {
-            /* the reason without "steps: 'x' is " or "steps: " before it */
-            char lead[200], opt[80];
-            snprintf(lead, sizeof lead, "%s: '%.100s' is ", name + 2, val ? val : "");
-            snprintf(opt, sizeof opt, "%s: ", name + 2);
-            const char *reason = !strncmp(why, lead, strlen(lead)) ? why + strlen(lead)
-                                 : !strncmp(why, opt, strlen(opt)) ? why + strlen(opt)
-                                                                   : why;
             fprintf(ctx->err, "ember train: bad value for %s: '%s'%s%s%s\n", name, val ? val : "(missing)",
                     reason[0] ? " (" : "", reason, reason[0] ? ")" : "");
             return 2;
@@ -147,7 +140,7 @@ int cmd_train(const tool_ctx *ctx, int argc, char **argv)
     }
     if (rc == EMBER_OK) {
         int64_t failed = train_report_finish(rep, ember_trainer_summary(t)); /* rank 0's files */
-        ember_comm_reduce_i64(ctx->world, &failed, 1, EMBER_REDUCE_MAX);     /* every rank exits alike */
+        ember_world_reduce_i64(ctx->world, &failed, 1, EMBER_WORLD_MAX);     /* every rank exits alike */
         st = (int)failed;
     } else {
         fflush(stdout);

@@ -4,10 +4,9 @@
  * under mpirun, and where its messages go) and the arguments after its name
  * (argv[0] is the subcommand), and returns the process exit status: 0
  * success, 1 failure, 2 usage error; every rank of a world returns the
- * same one.  Subcommands use the public API (include/ember.h,
- * ember-train.h, ember-mpi.h) and, where it has nothing for them yet, the
- * library's internal headers under src/ (config, data, plan, comm, ...),
- * as each file's includes show.
+ * same one.  Subcommands parse, call the library through its public API
+ * (include/ember*.h) and print: they include no header of src/ (the test
+ * public_headers checks), and the work each does is a library call.
  */
 #ifndef EMBER_TOOLS_COMMANDS_H
 #define EMBER_TOOLS_COMMANDS_H

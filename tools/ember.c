@@ -73,7 +73,7 @@ int main(int argc, char **argv)
     if (status == 0) {
         status = dispatch(&ctx, argc, argv);
         fflush(stdout);
-        status = ember_comm_agree_max(ctx.world, status);
+        status = ember_world_max_status(ctx.world, status);
     }
     tool_ctx_finish(&ctx);
     return status;

@@ -35,8 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm/comm.h"
 #include "serve_http.h"
+#include "tool_ctx.h"
 
 typedef struct request {
     double t0;
@@ -148,8 +148,8 @@ static enum MHD_Result answer_scores(serve_http *h, struct MHD_Connection *c, in
 
 char *serve_http_stats_json(const serve_http *h)
 {
-    serve_stats st;
-    serve_scorer_stats(h->scorer, &st);
+    ember_serve_stats st;
+    ember_scorer_stats(h->scorer, &st);
     double n = st.requests > 0 ? (double)st.requests : 1;
     json_t *j = json_pack("{s:I,s:I,s:I,s:I,s:{s:f,s:f,s:f},s:{s:f,s:f,s:f},s:{s:f,s:f,s:f,s:f},"
                           "s:i,s:i,s:f,s:i,s:f}",
@@ -162,7 +162,7 @@ char *serve_http_stats_json(const serve_http *h)
                           (st.seconds_total - st.seconds_decode - st.seconds_wait - st.seconds_score) / n * 1e3,
                           "threads", (int)h->threads, "max_batch", (int)h->max_batch, "max_wait_us",
                           h->max_wait * 1e6, "in_flight", atomic_load(&h->active), "uptime_s",
-                          ember_now() - h->started);
+                          tool_now() - h->started);
     char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
     json_decref(j);
     char *line = s ? realloc(s, strlen(s) + 2) : NULL; /* one line: a newline at the end */
@@ -184,27 +184,21 @@ static enum MHD_Result on_score(serve_http *h, struct MHD_Connection *c, request
     const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     int binary = type && !strncasecmp(type, "application/octet-stream", 24) &&
                  (type[24] == 0 || type[24] == ';' || type[24] == ' ');
-    serve_batch b;
-    serve_timing t = {0, 0, 0};
+    ember_score_timing t;
     char err[512];
-    double t0 = ember_now();
-    int st = binary ? serve_decode_binary(&h->shape, r->body, r->len, &b, err, sizeof err)
-                    : serve_decode_json(&h->shape, r->body ? r->body : "", r->len, &b, err, sizeof err);
-    t.decode = ember_now() - t0;
-    if (st != 0) { /* -2: out of memory, the server's fault */
-        serve_scorer_record(h->scorer, 1, ember_now() - r->t0, NULL);
-        return answer_error(h, c, st == -2 ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_BAD_REQUEST, err);
+    float *scores = NULL;
+    int32_t n = 0;
+    int st = ember_scorer_score(h->scorer, r->body, r->len, binary ? EMBER_BODY_BINARY : EMBER_BODY_JSON, &scores,
+                                &n, &t, err, sizeof err);
+    enum MHD_Result ok;
+    if (st == EMBER_EINPUT || st == EMBER_ENOMEM) { /* the body; no memory to decode it: the server's fault */
+        ember_scorer_record(h->scorer, 1, tool_now() - r->t0, NULL);
+        return answer_error(h, c, st == EMBER_ENOMEM ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_BAD_REQUEST, err);
     }
-    float *scores = malloc(sizeof(float) * ((size_t)b.n + 1));
-    st = !scores ? -1 : b.n == 0 ? 0 : serve_scorer_score(h->scorer, &b, scores, &t, err, sizeof err);
-    if (!scores)
-        snprintf(err, sizeof err, "out of memory");
-    int32_t n = b.n;
-    serve_batch_free(&b);
-    enum MHD_Result ok = st == 0 ? answer_scores(h, c, binary, scores, n)
-                                 : answer_error(h, c, st == -2 ? MHD_HTTP_SERVICE_UNAVAILABLE
-                                                               : MHD_HTTP_INTERNAL_SERVER_ERROR, err);
-    serve_scorer_record(h->scorer, st != 0, ember_now() - r->t0, st == 0 ? &t : NULL);
+    ok = st == EMBER_OK ? answer_scores(h, c, binary, scores, n)
+                        : answer_error(h, c, st == EMBER_ESTATE ? MHD_HTTP_SERVICE_UNAVAILABLE
+                                                                : MHD_HTTP_INTERNAL_SERVER_ERROR, err);
+    ember_scorer_record(h->scorer, st != EMBER_OK, tool_now() - r->t0, st == EMBER_OK ? &t : NULL);
     free(scores);
     return ok;
 }
@@ -235,7 +229,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!r) { /* headers are in: the request starts */
         if (!(r = calloc(1, sizeof *r)))
             return MHD_NO;
-        r->t0 = ember_now();
+        r->t0 = tool_now();
         *con_cls = r;
         atomic_fetch_add(&h->active, 1);
         atomic_store(&h->last_start, r->t0);
@@ -286,16 +280,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                    ? answer_json(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, json_pack("{s:s}", "status", "draining"))
                    : answer_json(h, c, MHD_HTTP_OK,
                                  json_pack("{s:s,s:s,s:i,s:i,s:i}", "status", "ok", "model", h->model, "tables",
-                                           (int)h->num_tables, "features", (int)h->shape.num_features, "dense",
-                                           (int)h->shape.num_dense));
+                                           (int)h->num_tables, "features", (int)ember_scorer_num_features(h->scorer),
+                                           "dense", (int)ember_scorer_num_dense(h->scorer)));
     if (!strcmp(url, "/model")) {
         json_t *fs = json_array();
-        for (int32_t f = 0; fs && f < h->shape.num_features; f++)
-            json_array_append_new(fs, json_pack("{s:s,s:I}", "name", h->shape.names[f], "rows",
-                                                (json_int_t)h->shape.rows[f]));
+        for (int32_t f = 0; fs && f < ember_scorer_num_features(h->scorer); f++) {
+            int64_t rows = 0;
+            const char *name = ember_scorer_feature(h->scorer, f, &rows);
+            json_array_append_new(fs, json_pack("{s:s,s:I}", "name", name, "rows", (json_int_t)rows));
+        }
         return answer_json(h, c, MHD_HTTP_OK, json_pack("{s:s,s:i,s:o,s:i}", "model", h->model, "dense",
-                                                        (int)h->shape.num_dense, "features", fs, "max_samples",
-                                                        (int)h->shape.max_samples));
+                                                        (int)ember_scorer_num_dense(h->scorer), "features", fs,
+                                                        "max_samples", (int)h->max_samples));
     }
     if (!strcmp(url, "/stats")) {
         char *s = serve_http_stats_json(h);
@@ -472,7 +468,7 @@ int serve_http_start(serve_http *h, const char *host, int port, int connections,
         snprintf(err, errlen, "--host %s: not an IPv4 or IPv6 address", host);
         return -1;
     }
-    h->started = ember_now();
+    h->started = tool_now();
     /* the logger first, so that it gets every message (microhttpd.h) */
     h->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
                                  on_mhd_log, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_SOCK_ADDR, addr,
@@ -496,7 +492,7 @@ int serve_http_port(const serve_http *h)
 int serve_http_drain(serve_http *h, double seconds, volatile sig_atomic_t *signals)
 {
     atomic_store(&h->draining, 1);
-    double t0 = ember_now(), until = t0 + seconds;
+    double t0 = tool_now(), until = t0 + seconds;
     MHD_socket fd = MHD_quiesce_daemon(h->daemon);
     if (fd != MHD_INVALID_SOCKET) {
         /* connections the kernel completed but MHD had not accepted yet are
@@ -512,14 +508,14 @@ int serve_http_drain(serve_http *h, double seconds, volatile sig_atomic_t *signa
         }
         shutdown(fd, SHUT_RDWR);
     }
-    while (ember_now() < until && *signals < 2) {
-        double quiet = ember_now() - (atomic_load(&h->last_start) > t0 ? atomic_load(&h->last_start) : t0);
+    while (tool_now() < until && *signals < 2) {
+        double quiet = tool_now() - (atomic_load(&h->last_start) > t0 ? atomic_load(&h->last_start) : t0);
         if (atomic_load(&h->active) == 0 && (atomic_load(&h->connections) == 0 || quiet > 0.25))
             break;
         usleep(2000);
     }
     int left = atomic_load(&h->active);
-    serve_scorer_stop(h->scorer); /* scores what it holds; later requests get 503 */
+    ember_scorer_stop(h->scorer); /* scores what it holds; later requests get 503 */
     MHD_stop_daemon(h->daemon);   /* closes the connections left */
     h->daemon = NULL;
     if (fd != MHD_INVALID_SOCKET)

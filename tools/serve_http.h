@@ -1,6 +1,7 @@
 /*
  * serve_http.h: the HTTP face of `ember serve` (libmicrohttpd): requests
- * in, the library's decoder and scorer (src/serve/), answers out.
+ * in, the library's scorer (include/ember-serve.h: bodies decoded and
+ * scored in micro-batches), answers out.
  */
 #ifndef EMBER_TOOLS_SERVE_HTTP_H
 #define EMBER_TOOLS_SERVE_HTTP_H
@@ -10,13 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "serve/request.h"
-#include "serve/scorer.h"
+#include "ember-serve.h"
 
 typedef struct serve_http {
-    serve_shape shape;
-    serve_shape_store shape_store;
-    serve_scorer *scorer;
+    ember_scorer *scorer;
+    int32_t max_samples;       /* per request (GET /model)                  */
     const char *model;         /* the path served, for /health           */
     int32_t num_tables, threads, max_batch;
     double max_wait, started;

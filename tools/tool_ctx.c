@@ -2,12 +2,13 @@
  * tool_ctx.c: the `ember` tool's world (tool_ctx.h): MPI start and end when
  * launched by mpirun, the output rules of the ranks, and a failure agreed
  * and printed by the rank that saw it.  The collectives themselves are the
- * library's, over the world (src/comm/collect.h).  Alone, nothing here
+ * library's, over the world (ember.h, "world").  Alone, nothing here
  * calls MPI: a run without mpirun needs no MPI at all.
  */
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ember-mpi.h"
 #include "tool_ctx.h"
@@ -46,7 +47,7 @@ int tool_ctx_init(tool_ctx *ctx)
             tool_local_error(ctx, "", "ember_world_from_mpi_comm: %s", ember_status_str(st));
         return 1;
     }
-    ctx->local_ranks = ember_comm_local_ranks(ctx->world);
+    ctx->local_ranks = ember_world_local_ranks(ctx->world);
     return 0;
 }
 
@@ -81,9 +82,16 @@ void tool_local_error(const tool_ctx *ctx, const char *cmd, const char *fmt, ...
 int tool_agree_fail(const tool_ctx *ctx, const char *cmd, int failed, const char *msg)
 {
     int32_t first = -1;
-    if (!ember_comm_any_failed(ctx->world, failed, &first))
+    if (!ember_world_any_failed(ctx->world, failed, &first))
         return 0;
     if (first == ctx->rank || (first < 0 && failed)) /* first < 0: the exchange failed */
         tool_local_error(ctx, cmd, "%s", msg);
     return 1;
+}
+
+double tool_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

@@ -19,8 +19,8 @@
  *
  * A rank must never leave the others waiting in a collective call: before
  * each collective step a subcommand agrees on its local failures with
- * ember_comm_any_failed() (src/comm/collect.h, over ctx->world, like the
- * reductions and gathers of statistics) and all ranks bail out together.
+ * ember_world_any_failed() (ember.h, over ctx->world, like the reductions
+ * and gathers of statistics) and all ranks bail out together.
  */
 #ifndef EMBER_TOOLS_TOOL_CTX_H
 #define EMBER_TOOLS_TOOL_CTX_H
@@ -28,15 +28,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "comm/collect.h"
-#include "comm/comm.h" /* ember_now: seconds on a monotonic clock */
 #include "ember.h"
 
 typedef struct tool_ctx {
     ember_world *world;  /* collections' cfg.world: NULL alone (a world of one) */
     int32_t rank, size;  /* 0 and 1 alone                                       */
     int mpi;             /* 1: launched by mpirun, MPI initialised by main()    */
-    int32_t local_ranks; /* ranks on this node (ember_comm_local_ranks)         */
+    int32_t local_ranks; /* ranks on this node (ember_world_local_ranks)        */
     FILE *err;           /* messages every rank would print alike: stderr on
                             rank 0, a sink on the others                        */
 } tool_ctx;
@@ -52,8 +50,11 @@ void tool_ctx_finish(tool_ctx *ctx);
 void tool_local_error(const tool_ctx *ctx, const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* ember_comm_any_failed, and the lowest failing rank prints msg as cmd's
+/* ember_world_any_failed, and the lowest failing rank prints msg as cmd's
  * error: 1 on every rank when any failed, else 0. */
 int tool_agree_fail(const tool_ctx *ctx, const char *cmd, int failed, const char *msg);
+
+/* Seconds on a monotonic clock (CLOCK_MONOTONIC). */
+double tool_now(void);
 
 #endif

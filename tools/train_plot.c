@@ -16,8 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/safe_file.h"
-
+#include "ember.h"
 #include "train_tool.h"
 
 extern char **environ;
@@ -73,7 +72,7 @@ static void write_script(FILE *g, const plot_data *r, const char *terminal)
 /* gnuplot with the given terminal, its script from a memory file and its
  * PNG read from a pipe into o: ember creates the file, gnuplot never opens
  * a path.  gnuplot's exit status (127: not found), or -1. */
-static int run_gnuplot(const plot_data *r, const char *terminal, int quiet, safe_out *o)
+static int run_gnuplot(const plot_data *r, const char *terminal, int quiet, ember_output *o)
 {
     int script = memfd_create("ember-plot", MFD_CLOEXEC), out[2] = {-1, -1}, st = -1;
     int copy = script >= 0 ? dup(script) : -1;
@@ -108,7 +107,7 @@ static int run_gnuplot(const plot_data *r, const char *terminal, int quiet, safe
     ssize_t n;
     while ((n = read(out[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
         if (n > 0)
-            safe_out_write(o, buf, n); /* a failure is kept for the commit */
+            ember_output_write(o, buf, n); /* a failure is kept for the commit */
     int ws = 0;
     pid_t got;
     while ((got = waitpid(pid, &ws, 0)) < 0 && errno == EINTR)
@@ -129,25 +128,25 @@ int train_plot(const char *path, const char *name, const train_point *loss, int6
                int64_t neval, char *err, size_t len)
 {
     plot_data r = {path, name, loss, nloss, eval, neval};
-    safe_out o = SAFE_OUT_INIT;
-    if (safe_out_open_path(&o, path, 0, err, len) != EMBER_OK)
+    ember_output *o = NULL;
+    if (ember_output_open(path, 0, &o, err, len) != EMBER_OK)
         return -1;
-    int st = run_gnuplot(&r, "pngcairo", 1, &o);
+    int st = run_gnuplot(&r, "pngcairo", 1, o);
     if (st == 127) {
-        safe_out_abort(&o);
+        ember_output_abort(o);
         fprintf(stderr, "ember train: warning: gnuplot not found: no plot (apt-get install gnuplot-nox)\n");
         return 1;
     }
     if (st != 0) { /* no cairo: the plain png terminal, into a fresh output */
-        safe_out_abort(&o);
-        if (safe_out_open_path(&o, path, 0, err, len) != EMBER_OK)
+        ember_output_abort(o);
+        if (ember_output_open(path, 0, &o, err, len) != EMBER_OK)
             return -1;
-        st = run_gnuplot(&r, "png", 0, &o);
+        st = run_gnuplot(&r, "png", 0, o);
     }
     if (st != 0) {
-        safe_out_abort(&o);
+        ember_output_abort(o);
         fprintf(stderr, "ember train: warning: gnuplot failed (exit %d): no plot at %s\n", st, path);
         return 1;
     }
-    return safe_out_commit(&o, err, len) == EMBER_OK ? 0 : -1;
+    return ember_output_commit(o, err, len) == EMBER_OK ? 0 : -1;
 }

@@ -24,13 +24,12 @@
 
 #include <jansson.h>
 
-#include "comm/collect.h"
-#include "core/safe_file.h"
+#include "ember.h"
 #include "train_tool.h"
 
 struct train_report {
     int json, tty;
-    safe_out metrics_out;       /* named at open, committed at the end     */
+    ember_output *metrics_out;  /* named at open, committed at the end     */
     FILE *metrics;              /* its stream; NULL: none                  */
     char metrics_err[600];      /* the first failed write, said once       */
     char *metrics_path, *plot_path, *checkpoint_dir;
@@ -78,9 +77,10 @@ static void write_metrics(train_report *r, const char *s)
     if (!r->metrics || r->metrics_err[0])
         return;
     fprintf(r->metrics, "%s\n", s);
-    if (safe_out_flush(&r->metrics_out) != 0) {
+    int e = ember_output_flush(r->metrics_out);
+    if (e != 0) {
         snprintf(r->metrics_err, sizeof r->metrics_err, "cannot write the metrics %s: %s", r->metrics_path,
-                 strerror(r->metrics_out.err));
+                 strerror(e));
         fflush(stdout);
         fprintf(stderr, "ember train: %s (the run goes on, and ends with status 1)\n", r->metrics_err);
     }
@@ -123,25 +123,24 @@ int train_report_open(const tool_ctx *ctx, const train_report_opts *o, train_rep
         r->plot_path = strdup(o->plot_path ? o->plot_path : "");
         r->checkpoint_dir = strdup(o->checkpoint_dir ? o->checkpoint_dir : "");
         failed = !r->metrics_path || !r->plot_path || !r->checkpoint_dir;
-        r->metrics_out = (safe_out)SAFE_OUT_INIT;
         /* the plot is drawn at the end: find out now that it can be written
          * (an output opened and dropped leaves nothing behind) */
-        safe_out probe = SAFE_OUT_INIT;
+        ember_output *probe = NULL;
         if (!failed && r->plot_path[0]) {
             char why[600];
-            failed = safe_out_open_path(&probe, r->plot_path, 0, why, sizeof why) != EMBER_OK;
+            failed = ember_output_open(r->plot_path, 0, &probe, why, sizeof why) != EMBER_OK;
             if (failed)
                 snprintf(msg, sizeof msg, "%s: cannot write the plot: %s", r->plot_path, why);
-            safe_out_abort(&probe);
+            ember_output_abort(probe);
         }
         /* the metrics: named now, since they are read while they grow; a
          * resumed run's begin with the earlier run's lines */
         if (!failed && r->metrics_path[0]) {
             char why[600];
-            failed = safe_out_open_path(&r->metrics_out, r->metrics_path, o->append ? SAFE_OUT_APPEND : 0, why,
-                                        sizeof why) != EMBER_OK ||
-                     safe_out_publish(&r->metrics_out, why, sizeof why) != EMBER_OK ||
-                     !(r->metrics = safe_out_stdio(&r->metrics_out));
+            failed = ember_output_open(r->metrics_path, o->append ? EMBER_OUTPUT_APPEND : 0, &r->metrics_out, why,
+                                       sizeof why) != EMBER_OK ||
+                     ember_output_publish(r->metrics_out, why, sizeof why) != EMBER_OK ||
+                     !(r->metrics = ember_output_stdio(r->metrics_out));
             if (failed)
                 snprintf(msg, sizeof msg, "%s: cannot write the metrics: %s", r->metrics_path, why);
         }
@@ -162,9 +161,12 @@ void train_report_close(train_report *r)
      * failure (what is needed to see why); only a metrics file whose own
      * write failed is taken back */
     char why[600];
-    if (r->metrics && !r->metrics_err[0] && safe_out_commit(&r->metrics_out, why, sizeof why) != EMBER_OK)
-        fprintf(stderr, "ember train: %s\n", why);
-    safe_out_abort(&r->metrics_out); /* committed: nothing; else taken back */
+    if (r->metrics && !r->metrics_err[0]) {
+        if (ember_output_commit(r->metrics_out, why, sizeof why) != EMBER_OK)
+            fprintf(stderr, "ember train: %s\n", why);
+        r->metrics_out = NULL;
+    }
+    ember_output_abort(r->metrics_out); /* taken back */
     free(r->metrics_path);
     free(r->plot_path);
     free(r->checkpoint_dir);
@@ -269,7 +271,7 @@ static void show_step(train_report *r, const json_t *j, int logged)
     fmt_rate(rs, sizeof rs, rate);
     fmt_time(es, sizeof es, eta);
     if (r->tty) {
-        double t = ember_now();
+        double t = tool_now();
         if (t - r->last_draw < 0.1 && step != steps)
             return;
         r->last_draw = t;
@@ -455,16 +457,18 @@ int train_report_finish(train_report *r, const char *summary)
         free(p);
     }
     const char *s = line ? line : summary;
-    int metrics_ok = 0;
+    int metrics_ok = 0, metrics_own = 0; /* own: the report's message, which says "metrics" */
     if (r->metrics) {
         write_metrics(r, s);
         r->metrics = NULL;
         if (r->metrics_err[0]) {
             snprintf(metrics_err, sizeof metrics_err, "%s", r->metrics_err);
-            safe_out_abort(&r->metrics_out); /* taken back: no half-written metrics */
+            metrics_own = 1;
+            ember_output_abort(r->metrics_out); /* taken back: no half-written metrics */
         } else {
-            metrics_ok = safe_out_commit(&r->metrics_out, metrics_err, sizeof metrics_err) == EMBER_OK;
+            metrics_ok = ember_output_commit(r->metrics_out, metrics_err, sizeof metrics_err) == EMBER_OK;
         }
+        r->metrics_out = NULL;
     }
     json_t *j = json_loads(summary, 0, NULL);
     if (!r->json) {
@@ -480,9 +484,9 @@ int train_report_finish(train_report *r, const char *summary)
         fprintf(stderr, "ember train: no plot: %s\n", plot_err);
         status = 1;
     }
-    if (r->metrics_path[0] && !metrics_ok) {
-        fprintf(stderr, "ember train: %s%s\n", strstr(metrics_err, "metrics") ? "" : "cannot write the metrics: ",
-                metrics_err);
+    if (r->metrics_path[0] && !metrics_ok) { /* the message names the path: "metrics" once is enough */
+        fprintf(stderr, "ember train: %s%s\n",
+                metrics_own || strstr(r->metrics_path, "metrics") ? "" : "cannot write the metrics: ", metrics_err);
         status = 1;
     }
     return status;

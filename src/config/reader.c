@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config/config_file.h"
 #include "config/data_open.h"
@@ -30,8 +31,10 @@ static int fail(ember_reader *r, int status, const char *msg)
     return status;
 }
 
-int ember_reader_open(const char *config, const char *path, int eval, int32_t rank, int32_t world,
-                      ember_reader **out)
+/* ember_reader_open, or with as_is one file as it is (ember_reader_open_file:
+ * no shuffle, the whole file). */
+static int reader_open(const char *config, const char *path, int eval, int32_t rank, int32_t world, int as_is,
+                       ember_reader **out)
 {
     if (!out || world < 1 || rank < 0 || rank >= world) {
         ember_data_set_error("ember_reader_open: rank %d of a world of %d", (int)rank, (int)world);
@@ -57,6 +60,11 @@ int ember_reader_open(const char *config, const char *path, int eval, int32_t ra
                  eval ? "eval_file" : "train_file");
         return fail(r, EMBER_EINVAL, err);
     }
+    struct stat sb; /* one file as it is: an empty one has no samples to give */
+    if (as_is && stat(file, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0) {
+        snprintf(err, sizeof err, "%s: the file is empty (0 bytes): no samples", file);
+        return fail(r, EMBER_EINVAL, err);
+    }
     if (!file) {
         if (ctr_source_synth(&r->t.synth, eval, rank, world, &r->src, err, sizeof err))
             return fail(r, EMBER_EINVAL, err);
@@ -75,11 +83,34 @@ int ember_reader_open(const char *config, const char *path, int eval, int32_t ra
         if (rc)
             return fail(r, EMBER_EIO, err);
         /* data.shuffle: the training file's blocks in the trainer's order */
-        if (!eval && data_shuffle_train(&r->t, file, r->src, err, sizeof err))
+        if (!eval && !as_is && data_shuffle_train(&r->t, file, r->src, err, sizeof err))
             return fail(r, EMBER_EINVAL, err);
     }
     *out = r;
     return EMBER_OK;
+}
+
+int ember_reader_open(const char *config, const char *path, int eval, int32_t rank, int32_t world,
+                      ember_reader **out)
+{
+    return reader_open(config, path, eval, rank, world, 0, out);
+}
+
+int ember_reader_open_file(const char *config, const char *path, ember_reader **out)
+{
+    if (!path) {
+        ember_data_set_error("ember_reader_open_file: no file");
+        return EMBER_EINVAL;
+    }
+    return reader_open(config, path, 0, 0, 1, 1, out);
+}
+
+void ember_reader_stats(const ember_reader *r, ember_reader_counts *out)
+{
+    ctr_stats st;
+    ctr_source_stats(r->src, &st);
+    *out = (ember_reader_counts){st.samples, st.lines, st.bad_lines, ""};
+    snprintf(out->first_bad, sizeof out->first_bad, "%s", st.first_bad);
 }
 
 void ember_reader_close(ember_reader *r)

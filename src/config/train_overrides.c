@@ -100,65 +100,103 @@ static int parse_int(const char *v, long long *out)
     return 0;
 }
 
-static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(char *err, size_t errlen, const char *fmt, ...)
+/* Why a value is bad for an option, as data: the reason without the
+ * option's name or the value ("a value is needed", "not an integer in
+ * 0..9"), and whether a message quotes the value before it. */
+typedef struct bad_value {
+    const char *option;          /* the option's own name; NULL: no option  */
+    int quoted;                  /* "option: 'value' is <reason>"           */
+    char reason[160];
+} bad_value;
+
+static int bad(bad_value *b, const char *option, int quoted, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int bad(bad_value *b, const char *option, int quoted, const char *fmt, ...)
 {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
+    b->option = option;
+    b->quoted = quoted;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->reason, sizeof b->reason, fmt, ap);
+    va_end(ap);
     return EMBER_EINVAL;
+}
+
+static int set_int(ember_train_overrides *o, const int_override *x, const char *value, bad_value *b)
+{
+    long long v;
+    if (!value)
+        return bad(b, x->name, 0, "a value is needed");
+    if (parse_int(value, &v) || v < x->lo || v > x->hi)
+        return bad(b, x->name, 1, "not an integer in %lld..%lld", (long long)x->lo, (long long)x->hi);
+    put_int(o, x, v);
+    return EMBER_OK;
+}
+
+static int set_string(ember_train_overrides *o, const char *n, size_t off, const char *value, bad_value *b)
+{
+    int may_be_empty = !strcmp(n, "checkpoint-dir") || !strcmp(n, "metrics") || !strcmp(n, "plot");
+    if (!value || (!*value && !may_be_empty))
+        return bad(b, n, 0, "a value is needed");
+    if (!strcmp(n, "schedule") && config_schedule_parse(value) < 0)
+        return bad(b, n, 1, "not blocking, overlap or stale");
+    if (!strcmp(n, "lr-decay") && !decay_ok(value))
+        return bad(b, n, 1, "not none, linear or cosine");
+    *(const char **)((char *)o + off) = value;
+    return EMBER_OK;
+}
+
+/* EMBER_OK, EMBER_EINVAL with *b, or 1 when name is no override. */
+static int set_override(ember_train_overrides *o, const char *name, const char *value, bad_value *b)
+{
+    if (!o || !name)
+        return bad(b, NULL, 0, "ember_train_overrides_set: NULL argument");
+    for (size_t k = 0; k < NINTS; k++)
+        if (same_name(name, INTS[k].name))
+            return set_int(o, &INTS[k], value, b);
+    for (size_t k = 0; k < sizeof STRS / sizeof STRS[0]; k++)
+        if (same_name(name, STRS[k].name))
+            return set_string(o, STRS[k].name, STRS[k].off, value, b);
+    if (same_name(name, "resume")) {
+        int on = value && (!strcmp(value, "1") || !strcmp(value, "true"));
+        if (!on && !(value && (!strcmp(value, "0") || !strcmp(value, "false"))))
+            return value ? bad(b, "resume", 1, "not 1, 0, true or false") : bad(b, "resume", 0, "a value is needed");
+        o->resume = on;
+        return EMBER_OK;
+    }
+    return 1;
 }
 
 int ember_train_overrides_set(ember_train_overrides *o, const char *name, const char *value)
 {
-    return ember_train_overrides_set_msg(o, name, value, NULL, 0);
+    return ember_train_overrides_set_reason(o, name, value, NULL, 0);
+}
+
+int ember_train_overrides_set_reason(ember_train_overrides *o, const char *name, const char *value, char *reason,
+                                     size_t len)
+{
+    bad_value b = {NULL, 0, ""};
+    int st = set_override(o, name, value, &b);
+    if (reason && len)
+        snprintf(reason, len, "%s", st == EMBER_EINVAL ? b.reason : "");
+    return st;
 }
 
 int ember_train_overrides_set_msg(ember_train_overrides *o, const char *name, const char *value, char *err,
                                   size_t errlen)
 {
-    if (err && errlen)
-        err[0] = '\0';
-    if (!o || !name)
-        return bad(err, errlen, "ember_train_overrides_set: NULL argument");
-    for (size_t k = 0; k < NINTS; k++) {
-        if (!same_name(name, INTS[k].name))
-            continue;
-        long long v;
-        if (!value)
-            return bad(err, errlen, "%s: a value is needed", INTS[k].name);
-        if (parse_int(value, &v) || v < INTS[k].lo || v > INTS[k].hi)
-            return bad(err, errlen, "%s: '%.100s' is not an integer in %lld..%lld", INTS[k].name, value,
-                       (long long)INTS[k].lo, (long long)INTS[k].hi);
-        put_int(o, &INTS[k], v);
-        return EMBER_OK;
-    }
-    for (size_t k = 0; k < sizeof STRS / sizeof STRS[0]; k++) {
-        if (!same_name(name, STRS[k].name))
-            continue;
-        const char *n = STRS[k].name;
-        int may_be_empty = !strcmp(n, "checkpoint-dir") || !strcmp(n, "metrics") || !strcmp(n, "plot");
-        if (!value || (!*value && !may_be_empty))
-            return bad(err, errlen, "%s: a value is needed", n);
-        if (!strcmp(n, "schedule") && config_schedule_parse(value) < 0)
-            return bad(err, errlen, "schedule: '%.100s' is not blocking, overlap or stale", value);
-        if (!strcmp(n, "lr-decay") && !decay_ok(value))
-            return bad(err, errlen, "lr-decay: '%.100s' is not none, linear or cosine", value);
-        *(const char **)((char *)o + STRS[k].off) = value;
-        return EMBER_OK;
-    }
-    if (same_name(name, "resume")) {
-        int on = value && (!strcmp(value, "1") || !strcmp(value, "true"));
-        if (!on && !(value && (!strcmp(value, "0") || !strcmp(value, "false"))))
-            return value ? bad(err, errlen, "resume: '%.100s' is not 1, 0, true or false", value)
-                         : bad(err, errlen, "resume: a value is needed");
-        o->resume = on;
-        return EMBER_OK;
-    }
-    return 1;
+    bad_value b = {NULL, 0, ""};
+    int st = set_override(o, name, value, &b);
+    if (!err || !errlen)
+        return st;
+    err[0] = '\0';
+    if (st == EMBER_EINVAL && !b.option)
+        snprintf(err, errlen, "%s", b.reason);
+    else if (st == EMBER_EINVAL && b.quoted)
+        snprintf(err, errlen, "%s: '%.100s' is %s", b.option, value, b.reason);
+    else if (st == EMBER_EINVAL)
+        snprintf(err, errlen, "%s: %s", b.option, b.reason);
+    return st;
 }
 
 int train_overrides_check(const ember_train_overrides *o, char *err, size_t errlen)

@@ -241,18 +241,10 @@ static void sort_by_p(int32_t *idx, int32_t n, const double *p)
     }
 }
 
-/* Costs of logical table t on every rank, added into out[] and *tc. */
-static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *out,
-                       plan_table_cost *tc)
+/* Ids, segments and entries per sample of table t (all its features). */
+static table_shape shape_of(const model_ctx *m, int32_t t, const plan_id_stats *s)
 {
     const ember_collection_config *cfg = m->w->cfg;
-    const ember_table_config *tb = &cfg->tables[t];
-    const plan_id_stats *s = &m->w->stats[t];
-    int32_t W = m->W, dim = tb->dim;
-    int64_t B = m->B;
-    int dedup = cfg->dedup;
-    double rowwise = tb->optimizer.kind == EMBER_OPT_ROWWISE_ADAGRAD;
-
     table_shape sh = {0, 0, 0};
     for (int32_t f = 0; f < cfg->num_features; f++) {
         if (cfg->features[f].table != t)
@@ -264,81 +256,98 @@ static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *
             sh.ents_all += L;
         } else {
             sh.segs_all += 1;
-            sh.ents_all += dedup ? plan_stats_distinct(s, L) : L;
+            sh.ents_all += cfg->dedup ? plan_stats_distinct(s, L) : L;
         }
     }
-    double U = plan_stats_distinct(s, (double)B * sh.n_ids); /* rows updated */
-    double in_memory = share_bytes(tb, W) <= CACHE_BYTES ? 0.0 : 1.0; /* 0: in cache */
-    memset(tc, 0, sizeof *tc);
+    return sh;
+}
 
-    if (tb->placement == EMBER_PLACE_COLUMN || tb->placement == EMBER_PLACE_REPLICATED) {
-        int col = tb->placement == EMBER_PLACE_COLUMN;
-        int32_t c = col ? (dim + W - 1) / W : dim;
-        double ids_ps = m->h * sh.segs_all + m->x * sh.ents_all; /* all-gathered */
-        double grad_ps = 4.0 * c * sh.segs_all;
-        for (int32_t r = 0; r < W; r++) {
-            plan_rank_cost *o = &out[r];
-            double br = (double)m->b[r], others = (double)(B - m->b[r]);
-            double ag_s = (W - 1) * br * ids_ps, ag_r = others * ids_ps;
-            double a2a_s = 0, a2a_r = 0, served, reads;
-            if (col) {
-                /* slices of the others' bags back to them; my bags'
-                 * gradient slices to every other rank (and the mirror) */
-                a2a_s = grad_ps * others + grad_ps * (W - 1) * br;
-                a2a_r = grad_ps * (W - 1) * br + grad_ps * others;
-                if (rowwise && W > 1) {
-                    ag_s += (W - 1) * 4.0 * U;
-                    ag_r += (W - 1) * 4.0 * U;
-                }
-                served = (double)B * sh.ents_all;
-            } else {
-                ag_s += (W - 1) * br * grad_ps; /* every bag's gradient row */
-                ag_r += others * grad_ps;
-                served = br * sh.ents_all;
+/* COLUMN and REPLICATED: ids all-gathered; column slices and gradient
+ * slices travel, or every bag's gradient row is gathered.  U: rows
+ * updated; in_memory: 0 when the share stays in cache. */
+static void spread_cost(const model_ctx *m, const ember_table_config *tb, const table_shape *sh, double U,
+                        double in_memory, plan_rank_cost *out, plan_table_cost *tc)
+{
+    const int32_t W = m->W;
+    const int64_t B = m->B;
+    const double rowwise = tb->optimizer.kind == EMBER_OPT_ROWWISE_ADAGRAD;
+    int col = tb->placement == EMBER_PLACE_COLUMN;
+    int32_t c = col ? (tb->dim + W - 1) / W : tb->dim;
+    double ids_ps = m->h * sh->segs_all + m->x * sh->ents_all; /* all-gathered */
+    double grad_ps = 4.0 * c * sh->segs_all;
+    for (int32_t r = 0; r < W; r++) {
+        plan_rank_cost *o = &out[r];
+        double br = (double)m->b[r], others = (double)(B - m->b[r]);
+        double ag_s = (W - 1) * br * ids_ps, ag_r = others * ids_ps;
+        double a2a_s = 0, a2a_r = 0, served, reads;
+        if (col) {
+            /* slices of the others' bags back to them; my bags'
+             * gradient slices to every other rank (and the mirror) */
+            a2a_s = grad_ps * others + grad_ps * (W - 1) * br;
+            a2a_r = grad_ps * (W - 1) * br + grad_ps * others;
+            if (rowwise && W > 1) {
+                ag_s += (W - 1) * 4.0 * U;
+                ag_r += (W - 1) * 4.0 * U;
             }
-            reads = served + U;
-            o->a2a_sent += a2a_s;
-            o->a2a_recv += a2a_r;
-            o->ag_sent += ag_s;
-            o->ag_recv += ag_r;
-            o->ids_served += served;
-            o->lookup_bytes += in_memory * reads * lines(4.0 * c);
-            tc->a2a_bytes += a2a_s;
-            tc->ag_bytes += ag_s;
-            tc->ids_served += served;
+            served = (double)B * sh->ents_all;
+        } else {
+            ag_s += (W - 1) * br * grad_ps; /* every bag's gradient row */
+            ag_r += others * grad_ps;
+            served = br * sh->ents_all;
         }
-        return;
+        reads = served + U;
+        o->a2a_sent += a2a_s;
+        o->a2a_recv += a2a_r;
+        o->ag_sent += ag_s;
+        o->ag_recv += ag_r;
+        o->ids_served += served;
+        o->lookup_bytes += in_memory * reads * lines(4.0 * c);
+        tc->a2a_bytes += a2a_s;
+        tc->ag_bytes += ag_s;
+        tc->ids_served += served;
     }
+}
 
-    /* ROW and TABLE: per-owner quantities */
-    int32_t owner = tb->placement == EMBER_PLACE_TABLE ? tb->owner : -1;
-    int rows_mode = tb->exchange == EMBER_EXCHANGE_ROWS;
-    view_init(&m->v, s, W, offset, owner);
-    /* hot rows: the K likeliest rows the statistics track are read from
-     * every rank's copy; their sums travel along the ranks instead */
+/* Hot rows (docs/distributed.md): the K likeliest rows the statistics
+ * track are read from every rank's copy; their mass, and the expected
+ * distinct rows read by the small and the large local batch and stepped
+ * by the global batch. */
+typedef struct hot_rows {
+    int64_t K;
     uint8_t repl[PLAN_HOT_ROWS];
-    int64_t K = owner < 0 && rows_mode && W > 1 && !is_dynamic(tb) ? tb->hot_rows : 0;
-    if (K > 0) {
-        int32_t idx[PLAN_HOT_ROWS];
-        for (int32_t k = 0; k < s->hot; k++)
-            idx[k] = k;
-        sort_by_p(idx, s->hot, s->hot_p);
-        memset(repl, 0, sizeof repl);
-        for (int32_t k = 0; k < s->hot && k < K; k++)
-            repl[idx[k]] = 1;
-        m->v.repl = repl;
-    }
+    double mass, lo, hi, upd;
+} hot_rows;
+
+static void mark_hot(model_ctx *m, const plan_id_stats *s, const table_shape *sh, hot_rows *hr)
+{
+    hr->mass = hr->lo = hr->hi = hr->upd = 0;
+    if (hr->K <= 0)
+        return;
+    int32_t idx[PLAN_HOT_ROWS];
+    for (int32_t k = 0; k < s->hot; k++)
+        idx[k] = k;
+    sort_by_p(idx, s->hot, s->hot_p);
+    memset(hr->repl, 0, sizeof hr->repl);
+    for (int32_t k = 0; k < s->hot && k < hr->K; k++)
+        hr->repl[idx[k]] = 1;
+    m->v.repl = hr->repl;
     /* every rank reads the copies its batch uses and steps every copy the
-     * global batch touched: their mass, and expected distinct rows */
-    double hot_mass = 0, hot_lo = 0, hot_hi = 0, hot_upd = 0;
-    for (int32_t k = 0; K > 0 && k < s->hot; k++)
-        if (repl[k]) {
-            hot_mass += s->hot_p[k];
-            hot_lo += plan_touch(s->hot_p[k], (double)m->b_lo * sh.n_ids);
-            hot_hi += plan_touch(s->hot_p[k], (double)m->b_hi * sh.n_ids);
-            hot_upd += plan_touch(s->hot_p[k], (double)B * sh.n_ids);
+     * global batch touched */
+    for (int32_t k = 0; k < s->hot; k++)
+        if (hr->repl[k]) {
+            hr->mass += s->hot_p[k];
+            hr->lo += plan_touch(s->hot_p[k], (double)m->b_lo * sh->n_ids);
+            hr->hi += plan_touch(s->hot_p[k], (double)m->b_hi * sh->n_ids);
+            hr->upd += plan_touch(s->hot_p[k], (double)m->B * sh->n_ids);
         }
-    view_mass(&m->v, m->q);
+}
+
+/* Per owner d: segments (segps[d]) and entries (entps[d]) per sample that
+ * table t's features send it. */
+static void owner_rates(model_ctx *m, int32_t t)
+{
+    const ember_collection_config *cfg = m->w->cfg;
+    const int32_t W = m->W;
     memset(m->segps, 0, sizeof(double) * (size_t)W);
     memset(m->entps, 0, sizeof(double) * (size_t)W);
     for (int32_t f = 0; f < cfg->num_features; f++) {
@@ -354,7 +363,7 @@ static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *
         }
         for (int32_t d = 0; d < W; d++)
             m->segps[d] += plan_touch(m->q[d], L);
-        if (dedup) {
+        if (cfg->dedup) {
             view_distinct(&m->v, L, m->tmp);
             for (int32_t d = 0; d < W; d++)
                 m->entps[d] += m->tmp[d];
@@ -363,15 +372,19 @@ static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *
                 m->entps[d] += L * m->q[d];
         }
     }
-    if (is_dynamic(tb))
-        key_exchange(m, sh.n_ids, out, tc);
-    view_distinct(&m->v, (double)m->b_lo * sh.n_ids, m->uq_lo);
-    view_distinct(&m->v, (double)m->b_hi * sh.n_ids, m->uq_hi);
-    view_distinct(&m->v, (double)B * sh.n_ids, m->upd);
+}
 
+/* ROW and TABLE, once the per-owner quantities are known: every rank as
+ * requester (headers, entries, distinct rows, gradients) and as owner
+ * (rows or partial sums back), plus the hot rows' ring. */
+static void owner_cost(const model_ctx *m, const ember_table_config *tb, const table_shape *sh, int rows_mode,
+                       double in_memory, const hot_rows *hr, plan_rank_cost *out, plan_table_cost *tc)
+{
+    const int32_t W = m->W;
+    const int64_t B = m->B, K = hr->K;
     /* sums over all owners, for "all but me" */
     double req_all = 0, seg_all = 0, uq_lo_all = 0, uq_hi_all = 0;
-    double vec = 4.0 * dim;
+    double vec = 4.0 * tb->dim;
     for (int32_t d = 0; d < W; d++) {
         req_all += (m->h + vec) * m->segps[d] + m->x * m->entps[d];
         seg_all += m->segps[d];
@@ -398,17 +411,50 @@ static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *
         double reads = (rows_mode ? uq_from_all : served) + m->upd[r];
         /* hot rows' sums: rank r to r+1 (r < W-1), then the totals on from
          * W-1 round to W-2 (every rank but W-2 sends), n * (dim + 1) floats */
-        double ring = K > 0 ? 4.0 * (double)(K < tb->rows ? K : tb->rows) * (dim + 1) : 0;
+        double ring = K > 0 ? 4.0 * (double)(K < tb->rows ? K : tb->rows) * (tb->dim + 1) : 0;
         double ring_s = ring * ((r < W - 1) + (r != W - 2)), ring_r = ring * ((r > 0) + (r != W - 1));
         o->a2a_sent += s_req + s_own + ring_s;
         o->a2a_recv += r_own + r_req + ring_r;
-        served += br * sh.n_ids * hot_mass; /* hot ids: served by the rank's own copies */
-        reads += (hi ? hot_hi : hot_lo) + hot_upd;
+        served += br * sh->n_ids * hr->mass; /* hot ids: served by the rank's own copies */
+        reads += (hi ? hr->hi : hr->lo) + hr->upd;
         o->ids_served += served;
         o->lookup_bytes += in_memory * reads * lines(vec);
         tc->a2a_bytes += s_req + s_own + ring_s;
         tc->ids_served += served;
     }
+}
+
+/* Costs of logical table t on every rank, added into out[] and *tc. */
+static void table_cost(model_ctx *m, int32_t t, int64_t offset, plan_rank_cost *out,
+                       plan_table_cost *tc)
+{
+    const ember_table_config *tb = &m->w->cfg->tables[t];
+    const plan_id_stats *s = &m->w->stats[t];
+    const int32_t W = m->W;
+    table_shape sh = shape_of(m, t, s);
+    double U = plan_stats_distinct(s, (double)m->B * sh.n_ids); /* rows updated */
+    double in_memory = share_bytes(tb, W) <= CACHE_BYTES ? 0.0 : 1.0; /* 0: in cache */
+    memset(tc, 0, sizeof *tc);
+    if (tb->placement == EMBER_PLACE_COLUMN || tb->placement == EMBER_PLACE_REPLICATED) {
+        spread_cost(m, tb, &sh, U, in_memory, out, tc);
+        return;
+    }
+    /* ROW and TABLE: per-owner quantities */
+    int32_t owner = tb->placement == EMBER_PLACE_TABLE ? tb->owner : -1;
+    int rows_mode = tb->exchange == EMBER_EXCHANGE_ROWS;
+    view_init(&m->v, s, W, offset, owner);
+    hot_rows hr;
+    hr.K = owner < 0 && rows_mode && W > 1 && !is_dynamic(tb) ? tb->hot_rows : 0;
+    mark_hot(m, s, &sh, &hr);
+    view_mass(&m->v, m->q);
+    owner_rates(m, t);
+    if (is_dynamic(tb))
+        key_exchange(m, sh.n_ids, out, tc);
+    view_distinct(&m->v, (double)m->b_lo * sh.n_ids, m->uq_lo);
+    view_distinct(&m->v, (double)m->b_hi * sh.n_ids, m->uq_hi);
+    view_distinct(&m->v, (double)m->B * sh.n_ids, m->upd);
+    owner_cost(m, tb, &sh, rows_mode, in_memory, &hr, out, tc);
+    m->v.repl = NULL; /* hr's marks die with this call */
 }
 
 /* The cache policy an SSD table will use (the collection's default). */

@@ -19,9 +19,13 @@
  *   dynamic.c  dynamic tables (docs/dynamic.md): their memory per rank, and
  *              their keys per step and over a horizon against capacity.
  *
- * Library-internal (not in include/ember.h): `ember plan` and `ember bench`
- * use it through "plan/plan.h".  Nothing here needs MPI or allocates tables;
- * a plan for 1024 ranks takes milliseconds.
+ *   summary.c  the figures of a plan over its ranks, for a report.
+ *   limits.h   `ember limits`' statistics (limits.c, limits_keys.c).
+ *
+ * Library-internal: the public face is include/ember-plan.h (src/api/
+ * plan.c and limits.c), and ember_bench_run predicts its bytes with it.
+ * Nothing here needs MPI or allocates tables; a plan for 1024 ranks takes
+ * milliseconds.
  */
 #ifndef EMBER_PLAN_H
 #define EMBER_PLAN_H
@@ -275,6 +279,31 @@ typedef struct plan_result {
 int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *o,
               plan_result *out);
 void plan_result_free(plan_result *r);
+
+/*
+ * The figures of a plan over its ranks (summary.c), for a report:
+ *   cost[r]       plan_rank_weight of rank r
+ *   busiest       the rank of the largest cost (the lowest of equals)
+ *   imb_X         max / mean over ranks of ids served, rows + state + key
+ *                 indexes (plan_rank_memory), bytes sent, cost (1 when the
+ *                 mean is 0)
+ *   table_wise[r] tables placed whole on rank r; shared[r] tables spread
+ *                 over the ranks with a share on r (every placement but
+ *                 TABLE, a row-wise table only on ranks below its rows)
+ * tables: the config's (a dynamic table counts capacity x world rows).
+ * EMBER_OK or EMBER_ENOMEM; free with plan_summary_free.
+ */
+typedef struct plan_summary {
+    double a2a, ag;             /* bytes sent over all ranks               */
+    double sent_max, mem_max;   /* the largest rank's                      */
+    int64_t index_max, ssd_max; /* key indexes, store files: the largest   */
+    double imb_ids, imb_rows, imb_sent, imb_cost;
+    int32_t busiest;
+    double *cost;               /* [world]                                 */
+    int32_t *table_wise, *shared; /* [world]                               */
+} plan_summary;
+int plan_summarise(const plan_result *res, const ember_table_config *tables, double lookup_weight, plan_summary *out);
+void plan_summary_free(plan_summary *s);
 
 /* Cost of one rank as the planner weighs it: the larger of its sent and
  * received bytes (links are full duplex) plus lookup_weight * lookups. */

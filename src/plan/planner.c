@@ -613,6 +613,202 @@ static int choose_hot_rows(const plan_workload *w2, ember_table_config *tabs, co
     return plan_predict(w2, W, res->ranks, res->tables);
 }
 
+/* A user's pins against the world: EMBER_OK, or EMBER_EINVAL with
+ * res->error naming the table and what is wrong. */
+static int check_pins(const ember_collection_config *cfg, const plan_pin *pins, int32_t W, plan_result *res)
+{
+    for (int32_t t = 0; t < cfg->num_tables && pins; t++) {
+        const plan_pin *p = &pins[t];
+        const char *bad = NULL;
+        if (cfg->tables[t].kind == EMBER_TABLE_DYNAMIC && p->placement >= 0 && p->placement != EMBER_PLACE_ROW)
+            bad = "a dynamic table is placed row-wise by key hash";
+        else if (p->placement > EMBER_PLACE_REPLICATED || p->exchange > EMBER_EXCHANGE_POOLED)
+            bad = "unknown placement or exchange";
+        else if (p->owner >= 0 && p->placement != EMBER_PLACE_TABLE)
+            bad = "an owner pin needs placement table";
+        else if (p->owner >= W)
+            bad = "the pinned owner is not a rank of the world";
+        if (!bad)
+            continue;
+        const char *pn = p->placement < 0 ? "auto"
+                         : p->placement > EMBER_PLACE_REPLICATED || p->exchange > EMBER_EXCHANGE_POOLED
+                             ? "unknown"
+                             : place_name((ember_placement)p->placement,
+                                          p->exchange < 0 ? EMBER_EXCHANGE_ROWS : (ember_exchange)p->exchange);
+        char owner[32] = "";
+        if (p->owner >= 0)
+            snprintf(owner, sizeof owner, " on rank %d", (int)p->owner);
+        snprintf(res->error, sizeof res->error, "table '%s': %s (pinned %s%s, world %d)", cfg->tables[t].name, bad,
+                 pn, owner, (int)W);
+        return EMBER_EINVAL;
+    }
+    return EMBER_OK;
+}
+
+/* What plan_make works with: per table its options, the pins it plans
+ * with, the search's scratch and the chosen owners. */
+typedef struct making {
+    int32_t T, W;
+    table_plan *tp;
+    plan_pin *pin;              /* the pins, dynamic tables row-wise         */
+    ember_table_config *tabs;   /* the chosen plan's tables                  */
+    int32_t *owner_best, *owner_tmp;
+    search sr;
+} making;
+
+static void making_free(making *m)
+{
+    for (int32_t t = 0; m->tp && t < m->T; t++) {
+        free(m->tp[t].spread);
+        free(m->tp[t].spread_mem);
+        free(m->tp[t].req);
+    }
+    free(m->tp);
+    free(m->pin);
+    free(m->tabs);
+    free(m->owner_best);
+    free(m->owner_tmp);
+    free(m->sr.base);
+    free(m->sr.load);
+    free(m->sr.base_mem);
+    free(m->sr.bin_free);
+    free(m->sr.bin_load);
+    free(m->sr.item_load);
+    free(m->sr.item_mem);
+    free(m->sr.items);
+    free(m->sr.bin_of);
+}
+
+/* The arrays of m and of res: EMBER_OK or EMBER_ENOMEM. */
+static int making_alloc(making *m, int32_t T, int32_t W, const plan_options *o, plan_result *res)
+{
+    size_t nt = (size_t)(T > 0 ? T : 1), nw = (size_t)W;
+    memset(m, 0, sizeof *m);
+    m->T = T;
+    m->W = W;
+    m->tp = calloc(nt, sizeof *m->tp);
+    m->pin = malloc(sizeof *m->pin * nt);
+    m->tabs = malloc(sizeof *m->tabs * nt);
+    m->owner_best = calloc(nt, sizeof *m->owner_best);
+    m->owner_tmp = calloc(nt, sizeof *m->owner_tmp);
+    res->placement = calloc(nt, sizeof *res->placement);
+    res->owner = calloc(nt, sizeof *res->owner);
+    res->exchange = calloc(nt, sizeof *res->exchange);
+    res->hot_rows = calloc(nt, sizeof *res->hot_rows);
+    res->reason = calloc(nt, sizeof *res->reason);
+    res->ranks = calloc(nw, sizeof *res->ranks);
+    res->tables = calloc(nt, sizeof *res->tables);
+    search *sr = &m->sr;
+    sr->base = malloc(sizeof *sr->base * nw);
+    sr->load = malloc(sizeof *sr->load * nw);
+    sr->base_mem = malloc(sizeof *sr->base_mem * nw);
+    sr->bin_free = malloc(sizeof *sr->bin_free * nw);
+    sr->bin_load = malloc(sizeof *sr->bin_load * nw);
+    sr->item_load = malloc(sizeof *sr->item_load * nt);
+    sr->item_mem = malloc(sizeof *sr->item_mem * nt);
+    sr->items = malloc(sizeof *sr->items * nt);
+    sr->bin_of = malloc(sizeof *sr->bin_of * nt);
+    if (!m->tp || !m->pin || !m->tabs || !m->owner_best || !m->owner_tmp || !res->placement || !res->owner ||
+        !res->exchange || !res->reason || !res->ranks || !res->tables || !sr->base || !sr->load ||
+        !sr->base_mem || !sr->bin_free || !sr->bin_load || !sr->item_load || !sr->item_mem || !sr->items ||
+        !sr->bin_of)
+        return EMBER_ENOMEM;
+    sr->W = W;
+    sr->T = T;
+    sr->lw = o->lookup_weight;
+    sr->budget = o->memory_per_rank > 0 ? o->memory_per_rank : INT64_MAX;
+    for (int32_t t = 0; t < T; t++) {
+        m->tp[t].spread = malloc(sizeof *m->tp[t].spread * nw);
+        m->tp[t].spread_mem = calloc(nw, sizeof *m->tp[t].spread_mem);
+        m->tp[t].req = calloc(nw, sizeof *m->tp[t].req);
+        if (!m->tp[t].spread || !m->tp[t].spread_mem || !m->tp[t].req)
+            return EMBER_ENOMEM;
+    }
+    return EMBER_OK;
+}
+
+/* The pins plan_make plans with: the user's, a dynamic table row-wise
+ * (whose slots must stay 32-bit rows).  EMBER_OK or EMBER_EINVAL. */
+static int resolve_pins(making *m, const ember_collection_config *cfg, const plan_pin *pins, plan_result *res)
+{
+    const plan_pin none = {-1, -1, -1};
+    for (int32_t t = 0; t < m->T; t++) {
+        const ember_table_config *tb = &cfg->tables[t];
+        m->pin[t] = pins ? pins[t] : none;
+        if (tb->kind != EMBER_TABLE_DYNAMIC)
+            continue;
+        m->pin[t].placement = EMBER_PLACE_ROW;
+        if (plan_dynamic_capacity(tb) * m->W >= (int64_t)UINT32_MAX) { /* slot * W + owner is 32 bits */
+            snprintf(res->error, sizeof res->error, "table '%s': capacity %lld x %d ranks exceeds 2^32-1 rows",
+                     tb->name, (long long)plan_dynamic_capacity(tb), (int)m->W);
+            return EMBER_EINVAL;
+        }
+    }
+    return EMBER_OK;
+}
+
+/* Every table's options, then the search for the table-wise set: within
+ * the budget when any plan is (a second pass relaxes the options).
+ * EMBER_OK, or a status with res->error. */
+static int find_plan(making *m, const plan_workload *w, const plan_options *o, plan_result *res)
+{
+    double best = INFINITY;
+    for (int pass = 0; pass < 2 && !isfinite(best); pass++) {
+        for (int32_t t = 0; t < m->T; t++) {
+            int rc = table_options(w, t, &m->pin[t], o, pass, &m->tp[t]);
+            if (rc) {
+                snprintf(res->error, sizeof res->error,
+                         "table '%s': the cost model refused the workload (rows, dim, pooling "
+                         "or id statistics)", w->cfg->tables[t].name);
+                return rc;
+            }
+        }
+        best = search_k(&m->sr, m->tp, m->owner_best, m->owner_tmp);
+    }
+    if (!isfinite(best)) {
+        explain_no_fit(w, o, m->tp, res->error, sizeof res->error);
+        return EMBER_EINVAL;
+    }
+    return EMBER_OK;
+}
+
+/* The chosen plan into res, evaluated exactly (and its hot rows chosen
+ * when asked).  EMBER_OK or the model's status. */
+static int evaluate_plan(making *m, const plan_workload *w, const plan_options *o, plan_result *res)
+{
+    const ember_collection_config *cfg = w->cfg;
+    for (int32_t t = 0; t < m->T; t++) {
+        ember_table_config *tb = &m->tabs[t];
+        const table_plan *p = &m->tp[t];
+        *tb = cfg->tables[t];
+        if (p->in_table) {
+            tb->placement = EMBER_PLACE_TABLE;
+            tb->owner = m->owner_best[t];
+            tb->exchange = p->tx;
+        } else {
+            tb->placement = p->sp;
+            tb->owner = p->sp == EMBER_PLACE_TABLE ? p->owner : 0;
+            tb->exchange = p->sx;
+        }
+        res->placement[t] = tb->placement;
+        res->owner[t] = tb->owner;
+        res->exchange[t] = tb->exchange;
+    }
+    ember_collection_config c2 = *cfg;
+    c2.tables = m->tabs;
+    plan_workload w2 = *w;
+    w2.cfg = &c2;
+    int rc = plan_predict(&w2, m->W, res->ranks, res->tables);
+    if (rc)
+        return rc;
+    res->cost = plan_cost(res->ranks, m->W, o->lookup_weight);
+    if (o->choose_hot_rows && (rc = choose_hot_rows(&w2, m->tabs, o, res)))
+        return rc;
+    for (int32_t t = 0; t < m->T; t++)
+        res->hot_rows[t] = m->tabs[t].hot_rows;
+    return EMBER_OK;
+}
+
 int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *o,
               plan_result *res)
 {
@@ -624,165 +820,25 @@ int plan_make(const plan_workload *w, const plan_pin *pins, const plan_options *
                  o ? (int)o->world : 0);
         return EMBER_EINVAL;
     }
-    const ember_collection_config *cfg = w->cfg;
-    int32_t T = cfg->num_tables, W = o->world;
-    size_t nt = (size_t)(T > 0 ? T : 1), nw = (size_t)W;
-    int rc = EMBER_ENOMEM;
-    plan_pin none = {-1, -1, -1};
-    for (int32_t t = 0; t < T && pins; t++) {
-        const plan_pin *p = &pins[t];
-        const char *bad = NULL;
-        if (cfg->tables[t].kind == EMBER_TABLE_DYNAMIC && p->placement >= 0 && p->placement != EMBER_PLACE_ROW)
-            bad = "a dynamic table is placed row-wise by key hash";
-        else if (p->placement > EMBER_PLACE_REPLICATED || p->exchange > EMBER_EXCHANGE_POOLED)
-            bad = "unknown placement or exchange";
-        else if (p->owner >= 0 && p->placement != EMBER_PLACE_TABLE)
-            bad = "an owner pin needs placement table";
-        else if (p->owner >= W)
-            bad = "the pinned owner is not a rank of the world";
-        if (bad) {
-            const char *pn = p->placement < 0 ? "auto"
-                             : p->placement > EMBER_PLACE_REPLICATED || p->exchange > EMBER_EXCHANGE_POOLED
-                                 ? "unknown"
-                                 : place_name((ember_placement)p->placement,
-                                              p->exchange < 0 ? EMBER_EXCHANGE_ROWS : (ember_exchange)p->exchange);
-            char owner[32] = "";
-            if (p->owner >= 0)
-                snprintf(owner, sizeof owner, " on rank %d", (int)p->owner);
-            snprintf(res->error, sizeof res->error, "table '%s': %s (pinned %s%s, world %d)", cfg->tables[t].name, bad,
-                     pn, owner, (int)W);
-            return EMBER_EINVAL;
-        }
-    }
-    table_plan *tp = calloc(nt, sizeof *tp);
-    plan_pin *pin = malloc(sizeof *pin * nt); /* the pins, dynamic tables row-wise */
-    search sr;
-    memset(&sr, 0, sizeof sr);
-    ember_table_config *tabs = malloc(sizeof *tabs * nt);
-    int32_t *owner_best = calloc(nt, sizeof *owner_best), *owner_tmp = calloc(nt, sizeof *owner_tmp);
-    res->placement = calloc(nt, sizeof *res->placement);
-    res->owner = calloc(nt, sizeof *res->owner);
-    res->exchange = calloc(nt, sizeof *res->exchange);
-    res->hot_rows = calloc(nt, sizeof *res->hot_rows);
-    res->reason = calloc(nt, sizeof *res->reason);
-    res->ranks = calloc(nw, sizeof *res->ranks);
-    res->tables = calloc(nt, sizeof *res->tables);
-    sr.base = malloc(sizeof *sr.base * nw);
-    sr.load = malloc(sizeof *sr.load * nw);
-    sr.base_mem = malloc(sizeof *sr.base_mem * nw);
-    sr.bin_free = malloc(sizeof *sr.bin_free * nw);
-    sr.bin_load = malloc(sizeof *sr.bin_load * nw);
-    sr.item_load = malloc(sizeof *sr.item_load * nt);
-    sr.item_mem = malloc(sizeof *sr.item_mem * nt);
-    sr.items = malloc(sizeof *sr.items * nt);
-    sr.bin_of = malloc(sizeof *sr.bin_of * nt);
-    if (!tp || !pin || !tabs || !owner_best || !owner_tmp || !res->placement || !res->owner ||
-        !res->exchange || !res->reason || !res->ranks || !res->tables || !sr.base || !sr.load ||
-        !sr.base_mem || !sr.bin_free || !sr.bin_load || !sr.item_load || !sr.item_mem ||
-        !sr.items || !sr.bin_of)
-        goto fail;
-    sr.W = W;
-    sr.T = T;
-    sr.lw = o->lookup_weight;
-    sr.budget = o->memory_per_rank > 0 ? o->memory_per_rank : INT64_MAX;
-    for (int32_t t = 0; t < T; t++) {
-        tp[t].spread = malloc(sizeof *tp[t].spread * nw);
-        tp[t].spread_mem = calloc(nw, sizeof *tp[t].spread_mem);
-        tp[t].req = calloc(nw, sizeof *tp[t].req);
-        if (!tp[t].spread || !tp[t].spread_mem || !tp[t].req)
-            goto fail;
-    }
-    if (T > 0 && !w->stats) {
+    const int32_t T = w->cfg->num_tables, W = o->world;
+    int rc = check_pins(w->cfg, pins, W, res);
+    if (rc)
+        return rc;
+    making m;
+    rc = making_alloc(&m, T, W, o, res);
+    if (rc == EMBER_OK && T > 0 && !w->stats) {
         rc = EMBER_EINVAL;
         snprintf(res->error, sizeof res->error, "no id statistics");
-        goto fail;
     }
-    for (int32_t t = 0; t < T; t++) {
-        const ember_table_config *tb = &cfg->tables[t];
-        pin[t] = pins ? pins[t] : none;
-        if (tb->kind != EMBER_TABLE_DYNAMIC)
-            continue;
-        pin[t].placement = EMBER_PLACE_ROW;
-        if (plan_dynamic_capacity(tb) * W >= (int64_t)UINT32_MAX) { /* slot * W + owner is 32 bits */
-            rc = EMBER_EINVAL;
-            snprintf(res->error, sizeof res->error, "table '%s': capacity %lld x %d ranks exceeds 2^32-1 rows",
-                     tb->name, (long long)plan_dynamic_capacity(tb), (int)W);
-            goto fail;
-        }
+    if (rc == EMBER_OK && (rc = resolve_pins(&m, w->cfg, pins, res)) == EMBER_OK &&
+        (rc = find_plan(&m, w, o, res)) == EMBER_OK && (rc = evaluate_plan(&m, w, o, res)) == EMBER_OK) {
+        res->num_tables = T;
+        res->world = W;
+        write_reasons(w, o, m.tp, pins, res);
     }
-    double best = INFINITY;
-    for (int pass = 0; pass < 2 && !isfinite(best); pass++) {
-        for (int32_t t = 0; t < T; t++) {
-            rc = table_options(w, t, &pin[t], o, pass, &tp[t]);
-            if (rc) {
-                snprintf(res->error, sizeof res->error,
-                         "table '%s': the cost model refused the workload (rows, dim, pooling "
-                         "or id statistics)", cfg->tables[t].name);
-                goto fail;
-            }
-        }
-        best = search_k(&sr, tp, owner_best, owner_tmp);
-    }
-    if (!isfinite(best)) {
-        explain_no_fit(w, o, tp, res->error, sizeof res->error);
-        rc = EMBER_EINVAL;
-        goto fail;
-    }
-    /* the chosen plan, evaluated exactly */
-    for (int32_t t = 0; t < T; t++) {
-        tabs[t] = cfg->tables[t];
-        table_plan *p = &tp[t];
-        if (p->in_table) {
-            tabs[t].placement = EMBER_PLACE_TABLE;
-            tabs[t].owner = owner_best[t];
-            tabs[t].exchange = p->tx;
-        } else {
-            tabs[t].placement = p->sp;
-            tabs[t].owner = p->sp == EMBER_PLACE_TABLE ? p->owner : 0;
-            tabs[t].exchange = p->sx;
-        }
-        res->placement[t] = tabs[t].placement;
-        res->owner[t] = tabs[t].owner;
-        res->exchange[t] = tabs[t].exchange;
-    }
-    ember_collection_config c2 = *cfg;
-    c2.tables = tabs;
-    plan_workload w2 = *w;
-    w2.cfg = &c2;
-    if ((rc = plan_predict(&w2, W, res->ranks, res->tables)))
-        goto fail;
-    res->cost = plan_cost(res->ranks, W, o->lookup_weight);
-    if (o->choose_hot_rows && (rc = choose_hot_rows(&w2, tabs, o, res)))
-        goto fail;
-    for (int32_t t = 0; t < T; t++)
-        res->hot_rows[t] = tabs[t].hot_rows;
-    res->num_tables = T;
-    res->world = W;
-    write_reasons(w, o, tp, pins, res);
-    rc = EMBER_OK;
-fail:
     if (rc && !res->error[0])
         snprintf(res->error, sizeof res->error, "%s", ember_status_str(rc));
-    if (tp)
-        for (int32_t t = 0; t < T; t++) {
-            free(tp[t].spread);
-            free(tp[t].spread_mem);
-            free(tp[t].req);
-        }
-    free(tp);
-    free(pin);
-    free(tabs);
-    free(owner_best);
-    free(owner_tmp);
-    free(sr.base);
-    free(sr.load);
-    free(sr.base_mem);
-    free(sr.bin_free);
-    free(sr.bin_load);
-    free(sr.item_load);
-    free(sr.item_mem);
-    free(sr.items);
-    free(sr.bin_of);
+    making_free(&m);
     if (rc) {
         char keep[sizeof res->error];
         memcpy(keep, res->error, sizeof keep);

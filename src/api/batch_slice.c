@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch_slice.h"
+#include "api/batch_slice.h"
 
 void batch_slice_range(int32_t batch_size, int32_t rank, int32_t world, int32_t *first,
                        int32_t *count)

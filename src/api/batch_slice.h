@@ -1,12 +1,13 @@
 /*
- * batch_slice.h: data-parallel input for the `ember` tool.  Under mpirun
- * every rank draws (or reads) the same global batch and keeps a contiguous
- * run of its samples, rank r of W: [r*B/W, (r+1)*B/W).  The local batches
+ * batch_slice.h: data-parallel input for the library's scans over a world
+ * (ember_limits_run, ember_bench_run).  Under mpirun every rank draws (or
+ * reads) the same global batch and keeps a contiguous run of its samples,
+ * rank r of W: [r*B/W, (r+1)*B/W).  The local batches
  * concatenated in rank order are the global batch, which is what ember's
  * collective forward and backward expect (docs/distributed.md).
  */
-#ifndef EMBER_TOOLS_BATCH_SLICE_H
-#define EMBER_TOOLS_BATCH_SLICE_H
+#ifndef EMBER_API_BATCH_SLICE_H
+#define EMBER_API_BATCH_SLICE_H
 
 #include <stdint.h>
 
