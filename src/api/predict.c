@@ -20,6 +20,7 @@
 #include "comm/collect.h"
 #include "comm/comm.h"
 #include "data/data_error.h"
+#include "dense/dense.h"
 #include "infer/bundle.h"
 #include "infer/predictor.h"
 #include "model/metrics.h"
@@ -189,6 +190,10 @@ int ember_predict(const char *model, const char *data, const ember_predict_confi
     int st = ember_predictor_open(model, &po, &r.p); /* collective; failures agreed, with ember_data_errmsg */
     if (st != EMBER_OK)
         return st;
+    /* OpenBLAS's process-wide count, the dense model's for the whole run
+     * (no batch changes it), the caller's again at the end */
+    int32_t blas_saved = dense_blas_threads();
+    dense_set_blas_threads(predictor_blas_threads(r.p));
     if ((st = prepare(&r)) == EMBER_OK)
         st = score_and_write(&r, t0, out);
     if (st != EMBER_OK && st != EMBER_EIO)
@@ -199,6 +204,7 @@ int ember_predict(const char *model, const char *data, const ember_predict_confi
     predict_scores_free(&r.mine);
     ctr_source_destroy(r.src);
     ember_predictor_close(r.p);
+    dense_set_blas_threads(blas_saved);
     return st;
 }
 

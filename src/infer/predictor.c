@@ -226,6 +226,13 @@ const float *predictor_dense_params(const ember_predictor *p, int64_t *count)
     *count = dlrm_num_params(p->dense);
     return dlrm_params(p->dense);
 }
+
+int32_t predictor_blas_threads(const ember_predictor *p)
+{
+    int32_t threads, blas;
+    dlrm_get_threads(p->dense, &threads, &blas);
+    return blas;
+}
 const ember_collection_config *ember_predictor_config(const ember_predictor *p) { return &p->cc; }
 const char *ember_predictor_errmsg(const ember_predictor *p) { return p->err; }
 

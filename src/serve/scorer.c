@@ -9,6 +9,10 @@
  * job, which keeps the feature-major layout), scores it with the mutex
  * released, and wakes the submitters, each waiting on its own done flag.
  * Its merge buffers grow to the largest batch seen and are reused.
+ *
+ * OpenBLAS's thread count is process-wide: the scorer sets it to the
+ * predictor's dense model's (one) when it is created and puts the
+ * caller's back when it is destroyed, so that no micro-batch changes it.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +21,8 @@
 #include <time.h>
 
 #include "comm/comm.h"
+#include "dense/dense.h"
+#include "infer/predictor.h"
 #include "serve/scorer.h"
 
 typedef struct job {
@@ -55,6 +61,7 @@ struct serve_scorer {
     serve_stats st;
     double *latency;     /* ring of SERVE_WINDOW */
     int32_t *batch_size; /* ring of SERVE_WINDOW */
+    int32_t blas_saved;  /* OpenBLAS's count before the scorer set its own */
 };
 
 static void deadline_at(double when, struct timespec *ts)
@@ -224,6 +231,8 @@ int serve_scorer_create(ember_predictor *p, const serve_scorer_config *c, serve_
     s->c = *c;
     s->num_dense = ember_predictor_num_dense(p);
     s->num_features = ember_predictor_config(p)->num_features;
+    s->blas_saved = dense_blas_threads();
+    dense_set_blas_threads(predictor_blas_threads(p));
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -290,6 +299,7 @@ void serve_scorer_destroy(serve_scorer *s)
     free(s->m.scores);
     free(s->latency);
     free(s->batch_size);
+    dense_set_blas_threads(s->blas_saved);
     free(s);
 }
 
