@@ -30,7 +30,7 @@
 
 #include "bench_util.h"
 #include "limit_setup.h"
-#include "core/collection.h"
+#include "collection/collection.h"
 
 #define PF 16
 

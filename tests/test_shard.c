@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "exchange/shard.h"
+#include "table/shard.h"
 #include "util.h"
 
 static int64_t misses;

@@ -130,6 +130,10 @@ typedef struct ember_dyn {
     int pending;               /* resolve ran; commit or rollback next         */
 } ember_dyn;
 
+/* The owner of a key in a world of W: mix64(key) mod W (splitmix64's
+ * finaliser: raw ids are often multiples of W). */
+uint32_t ember_dyn_owner(int64_t key, int32_t world);
+
 /* Bytes of the map, metadata, free bitmap and victim heap for `capacity`
  * slots (not rows, state or sketch). */
 int64_t ember_dyn_index_bytes(int64_t capacity, ember_evict_policy evict);

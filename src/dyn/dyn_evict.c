@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
+#include "core/reserve.h"
 #include "dyn/dyn.h"
 
 uint64_t ember_dyn_score(const ember_dyn *d, uint32_t slot)

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
 
 /* Agrees on a status over the world: every rank passes its own; all return
  * the first failing rank's status and message ("rank R: ...").  *value is

@@ -28,7 +28,7 @@
 #include "comm/comm.h"
 #include "exchange/exchange.h"
 #include "exchange/hot.h"
-#include "exchange/shard.h"
+#include "collection/shard.h"
 #include "exchange/xchg.h"
 #include "lookup/lookup.h"
 #include "optim/optim.h"

@@ -12,9 +12,7 @@
 #include <string.h>
 
 #include "exchange/exchange.h"
-#include "exchange/shard.h"
 #include "exchange/xchg.h"
-#include "tier/tier.h"
 #include "lookup/lookup.h"
 
 
@@ -95,6 +93,6 @@ int ember_dist_apply(ember_collection *c, int32_t p, int64_t step, int check_onl
                             column_rowwise ? pt->dim : 0,
                             real};
     if (!check_only)
-        ember_tier_mark_dirty(c, pt);
+        ember_store_mark_dirty(pt->store);
     return ember_grad_route(c, &gt, x->grad_in, NULL, step, check_only);
 }

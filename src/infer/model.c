@@ -26,7 +26,7 @@
 
 #include <jansson.h>
 
-#include "dyn/dyn_step.h"
+#include "collection/config.h"
 #include "infer/model.h"
 
 int ember_model_make(ember_model *m, const ember_collection_config *cc, const dlrm_config *dense, int32_t chunk,

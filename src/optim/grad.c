@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
 #include "core/parallel.h"
 #include "exchange/exchange.h"
 #include "lookup/lookup.h"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
 #include "prep/limits.h"
 
 static int has_limit(const ember_table_config *t)

@@ -14,8 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
-#include "dyn/dyn_step.h"
+#include "collection/collection.h"
 #include "prep/route.h"
 
 /* Sample of position i in feature f's id range (binary search of bag_off). */

@@ -16,6 +16,10 @@
 #include <stdint.h>
 
 #define EMBER_ROW_DROPPED UINT32_MAX
+/* The id a dynamic table's key with no row becomes before routing
+ * (step/dynamic_keys.c): the route gives it a zero row that counts in
+ * mean/sqrtn divisors and gets no update. */
+#define EMBER_ID_UNSEEN INT64_MIN
 #define EMBER_ROUTE_PAD 32 /* valid rows (0) after row[n], for read-ahead */
 
 typedef struct ember_route {

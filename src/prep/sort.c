@@ -65,7 +65,7 @@ void ember_radix_sort(uint64_t *keys, uint64_t *tmp, int64_t *hist, int64_t n, i
         memcpy(keys, src, sizeof(uint64_t) * (size_t)n);
 }
 
-#include "core/collection.h"
+#include "collection/collection.h"
 #include "core/parallel.h"
 
 int ember_route_sort(ember_collection *c, int32_t p, int all)

@@ -29,12 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
 #include "exchange/exchange.h"
 #include "exchange/xchg.h"
 #include "step/step.h"
 #include "prep/route.h"
-#include "tier/tier.h"
+#include "step/tier.h"
 
 static int slot_create(ember_collection *c)
 {

@@ -20,15 +20,15 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
 #include "exchange/exchange.h"
 #include "exchange/hot.h"
-#include "dyn/dyn_step.h"
+#include "step/dynamic_keys.h"
 #include "lookup/lookup.h"
 #include "step/step.h"
 #include "quant/quant.h"
 #include "prep/limits.h"
-#include "tier/tier.h"
+#include "step/tier.h"
 
 
 /* Shard lookup and pooling of physical table p, one mini-batch at a time
@@ -288,7 +288,7 @@ int ember_backward(ember_collection *c, const float *d_pooled, const float *d_se
         for (int pass = c->cfg.debug_checks ? 0 : 1; pass < 2; pass++)
             for (int32_t p = 0; p < c->num_ptables; p++) {
                 if (pass == 1)
-                    ember_tier_mark_dirty(c, &c->ptables[p]);
+                    ember_store_mark_dirty(c->ptables[p].store);
                 if ((st = ember_grad_apply(c, p, d_pooled, d_sequence, step, pass == 0)) != EMBER_OK)
                     return st;
             }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "core/huge.h"
+#include "ember.h"
 
 typedef struct ember_store ember_store;
 
@@ -105,6 +106,26 @@ static inline void ember_store_destroy(ember_store *s)
 {
     if (s)
         s->ops->destroy(s);
+}
+
+/* A step's calls on a store, which only a staged store answers (the memory
+ * tier's rows are their own slots): begin, stage (EMBER_OK, or the status
+ * with the message in s->errmsg), mark dirty. */
+static inline void ember_store_begin(ember_store *s, int64_t step)
+{
+    if (s->staged)
+        s->ops->begin(s, step);
+}
+
+static inline int ember_store_stage(ember_store *s, const uint32_t *rows, uint32_t *slots, int64_t n)
+{
+    return s->staged ? s->ops->stage(s, rows, slots, n) : EMBER_OK;
+}
+
+static inline void ember_store_mark_dirty(ember_store *s)
+{
+    if (s->staged)
+        s->ops->mark_dirty(s);
 }
 
 

@@ -1,7 +1,9 @@
 /*
  * tier.h: the SSD tier's constructor and queries, for the layout code that
- * creates stores and for the step, checkpoints and tools that ask about
- * them (docs/tiers.md).  The store itself is an ember_store (table/store.h).
+ * creates stores (assemble/layout.c) and for the planner, checkpoints and
+ * tools that ask about them (docs/tiers.md).  The store itself is an
+ * ember_store (table/store.h); which tables go to the tier is the
+ * collection's rule (collection/config.h), its part in a step step/tier.h.
  */
 #ifndef EMBER_TIER_TIER_H
 #define EMBER_TIER_TIER_H
@@ -74,32 +76,8 @@ int64_t ember_ssd_cache_dram(int64_t cache_bytes, int64_t rows, int32_t dim, int
 
 #define EMBER_SSD_CACHE_DEFAULT ((int64_t)256 << 20)
 
-/* rule.c.  Bytes of rows + optimizer state of table t on its fullest rank in
- * the memory tier, in a world of W (a dynamic table: its capacity's, on
- * every rank; its key index is not included but counts in the budget). */
-int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W);
-/* Storage of every table (storage[num_tables]: MEMORY or SSD): the table's
- * choice, else the collection's rules (ember.h, ssd_min_bytes and
- * memory_budget); and the cache of each SSD table (cache[num_tables], 0 for
- * memory tables): its own cache_bytes, else the collection's
- * ssd_cache_bytes, else an equal share of what the memory budget leaves
- * (the memory tables and the sized caches counted), else 256 MiB. */
-void ember_tier_resolve(const ember_collection_config *cfg, int32_t W, ember_storage *storage, int64_t *cache);
-
 /* Counters of a store (zeros for the memory tier). */
 void ember_store_tier_stats(const ember_store *s, ember_tier_stats *out);
-
-/* tier_step.c: the tier on the step's spine (messages go to the collection). */
-struct ember_collection;
-struct ember_ptable;
-struct ember_route;
-void ember_tier_begin(struct ember_collection *c);
-int ember_tier_stage(struct ember_collection *c, struct ember_ptable *pt, const uint32_t *rows, uint32_t *slots,
-                     int64_t n);
-/* Stages a route's rows in place (they become slots) and drops its keys. */
-int ember_tier_stage_route(struct ember_collection *c, struct ember_ptable *pt, struct ember_route *r);
-void ember_tier_mark_dirty(struct ember_collection *c, struct ember_ptable *pt);
-int ember_tier_flush(struct ember_collection *c);
 
 /* sim.c: Belady's offline optimum on a sequence of steps; rows[s][0..n[s])
  * are the distinct rows (< rows_total) step s needs at once.  Counts the

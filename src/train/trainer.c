@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/collection.h"
 #include "comm/comm.h"
-#include "core/collection.h"
 #include "train/dense_sync.h"
 #include "train/pipeline.h"
 #include "train/train.h"

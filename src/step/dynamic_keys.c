@@ -1,5 +1,5 @@
 /*
- * dyn_step.c: dynamic tables on the step's spine (docs/dynamic.md): keys
+ * dynamic_keys.c: dynamic tables on the step's spine (docs/dynamic.md): keys
  * become row ids before routing, so everything after it is unchanged.
  *
  *   requester: keys of each dynamic table, batch order -> bucket by owner
@@ -20,10 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
-#include "core/rng.h"
 #include "exchange/exchange.h"
-#include "dyn/dyn_step.h"
+#include "step/dynamic_keys.h"
 #include "table/init.h"
 
 #define RESET_CHUNK 256 /* rows acquired from the store at once */
@@ -35,50 +33,6 @@ static inline void prefetch_row(const float *v, const float *st, int32_t dim, in
         __builtin_prefetch(v + k, 1);
     for (int32_t k = 0; st && k < state_floats; k += 16)
         __builtin_prefetch(st + k, 1);
-}
-
-int ember_dyn_tables_create(ember_collection *c)
-{
-    for (int32_t p = 0; p < c->num_ptables; p++) {
-        ember_ptable *pt = &c->ptables[p];
-        const ember_ltable *t = &c->tables[pt->tables[0]];
-        if (t->cfg.kind != EMBER_TABLE_DYNAMIC)
-            continue;
-        pt->dyn = calloc(1, sizeof *pt->dyn);
-        if (!pt->dyn)
-            return ember_fail_create(EMBER_ENOMEM, "out of memory");
-        ember_dyn_params dp = {t->cfg.capacity, t->cfg.admit_after, t->cfg.evict, t->cfg.ttl_steps,
-                               ember_dyn_sketch_width(&t->cfg), t->rng_key};
-        if (ember_dyn_init(&pt->dyn->d, &dp) != EMBER_OK)
-            return ember_fail_create(EMBER_ENOMEM, "table '%s': out of memory for the key index of %lld rows",
-                                     t->cfg.name, (long long)t->cfg.capacity);
-        c->num_dynamic++;
-    }
-    return EMBER_OK;
-}
-
-void ember_dyn_tables_destroy(ember_collection *c)
-{
-    for (int32_t p = 0; p < c->num_ptables; p++) {
-        ember_dyn_table *dt = c->ptables[p].dyn;
-        if (!dt)
-            continue;
-        ember_dyn_free(&dt->d);
-        free(dt->slots);
-        free(dt->undo_rows);
-        free(dt);
-    }
-    free(c->dyn_ids);
-    free(c->dyn_keys);
-    free(c->dyn_pos);
-    free(c->dyn_slots);
-    free(c->dyn_recv);
-    free(c->dyn_cnt);
-}
-
-uint32_t ember_dyn_owner(int64_t key, int32_t world)
-{
-    return world == 1 ? 0 : (uint32_t)(ember_mix64((uint64_t)key) % (uint64_t)world);
 }
 
 /* The table's first feature's logical table config (dynamic tables are

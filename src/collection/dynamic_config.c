@@ -7,7 +7,8 @@
  */
 #include <stdio.h>
 
-#include "dyn/dyn_step.h"
+#include "collection/config.h"
+#include "dyn/dyn.h"
 
 #define SKETCH_MIN_BYTES 64
 #define SKETCH_MAX_BYTES ((int64_t)16 << 30)

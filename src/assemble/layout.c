@@ -12,7 +12,7 @@
  * physical_row % shards, it also rotates each table's hot low ids onto
  * different shards.  Limits and policies stay per logical table.  Tables
  * stack only with equal placement, exchange and owner; each rank then
- * allocates its share of every physical table (exchange/shard.h).  SSD tables
+ * allocates its share of every physical table (collection/shard.h).  SSD tables
  * stack only with the same cache policy and folder; the physical table's
  * cache is the sum of its tables' cache budgets.  Tables stack only with
  * the same simulated quantization (the store applies it to every read) and
@@ -22,10 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
-#include "exchange/shard.h"
-#include "table/init.h"
-#include "table/layout.h"
+#include "assemble/assemble.h"
+#include "collection/shard.h"
 #include "tier/tier.h"
 
 static int same_group(const ember_table_config *a, const ember_table_config *b)

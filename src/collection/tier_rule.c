@@ -7,7 +7,7 @@
  * metadata and sketch stay in DRAM on either tier, so they always count in
  * the budget.
  */
-#include "dyn/dyn_step.h"
+#include "collection/config.h"
 #include "quant/quant.h"
 #include "tier/tier.h"
 
