@@ -58,12 +58,11 @@ int ember_dist_forward_settle(ember_collection *c);
 int ember_dist_forward_finish(ember_collection *c, float *pooled, float *sequence);
 void ember_dist_forward_cancel(ember_collection *c);
 
-/* Backward of physical table p, in two parts: the gradient exchange
- * (collective, agreed), then the owner's sorted aggregation and optimizer
- * over the entries it received (check_only: only the debug check, a local
- * result the caller agrees on). */
+/* Backward of physical table p, first part: the gradient exchange
+ * (collective, agreed).  The owner's sorted aggregation and optimizer over
+ * the entries it received (x->rr, x->grad_in) is the step's
+ * (step/backward.c). */
 int ember_dist_send_grads(ember_collection *c, int32_t p, const float *dp, const float *ds);
-int ember_dist_apply(ember_collection *c, int32_t p, int64_t step, int check_only);
 
 /* Row access (include/ember.h): copies rows [first, first+count) of table t
  * between buf and the store (to_table) or from the world into buf, values or

@@ -30,8 +30,7 @@
 #include "exchange/hot.h"
 #include "collection/shard.h"
 #include "exchange/xchg.h"
-#include "lookup/lookup.h"
-#include "optim/optim.h"
+#include "optim/grad.h"
 
 int ember_hot_create(ember_collection *c)
 {

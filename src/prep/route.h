@@ -55,6 +55,13 @@ typedef struct ember_route {
 struct ember_collection;
 struct ember_batch;
 
+/* Output row of segment g: pooled + off, or sequence + (-1 - off). */
+static inline float *ember_seg_out(const ember_route *r, int64_t g, float *pooled, float *sequence)
+{
+    int64_t off = r->seg_out[g];
+    return off >= 0 ? pooled + off : sequence + (-1 - off);
+}
+
 /* Segment of entry e (binary search of seg_start). */
 int64_t ember_route_segment_of(const ember_route *r, int64_t e);
 
