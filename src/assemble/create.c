@@ -113,16 +113,16 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     c->threads = cfg->threads > 0 ? cfg->threads : omp_get_max_threads();
     c->tables = calloc((size_t)cfg->num_tables, sizeof *c->tables);
     c->features = calloc((size_t)cfg->num_features, sizeof *c->features);
-    c->seq_off = calloc((size_t)cfg->num_features, sizeof *c->seq_off);
+    c->shape.seq_off = calloc((size_t)cfg->num_features, sizeof *c->shape.seq_off);
     c->sort_hist = malloc(sizeof(int64_t) * EMBER_SORT_HIST_SIZE);
-    c->limit_counts = calloc((size_t)4 * cfg->num_tables * c->cfg.num_shards, sizeof(int64_t));
+    c->limits.counts = calloc((size_t)4 * cfg->num_tables * c->cfg.num_shards, sizeof(int64_t));
     c->comm_scratch = calloc((size_t)2 * c->world->size, sizeof(int64_t));
     c->prefetch.cnt = calloc((size_t)6 * c->world->size, sizeof(int64_t));
     c->exchange_scratch = calloc((size_t)4 * c->world->size, sizeof(int64_t));
     c->dyn_cnt = calloc((size_t)4 * c->world->size, sizeof(int64_t));
     c->training = 1;
     c->lr_scale = 1.0f;
-    if (!c->comm_scratch || !c->prefetch.cnt || !c->exchange_scratch || !c->dyn_cnt || !c->tables || !c->features || !c->seq_off || !c->sort_hist || !c->limit_counts) {
+    if (!c->comm_scratch || !c->prefetch.cnt || !c->exchange_scratch || !c->dyn_cnt || !c->tables || !c->features || !c->shape.seq_off || !c->sort_hist || !c->limits.counts) {
         st = ember_fail_create(EMBER_ENOMEM, "out of memory");
         goto fail;
     }
@@ -181,16 +181,17 @@ void ember_collection_destroy(ember_collection *c)
         ember_route_free(&c->ptables[p].route);
     }
     free(c->ptables);
+    free(c->prep_tables);
     free(c->tables);
     free(c->features);
-    free(c->seq_off);
+    free(c->shape.seq_off);
     free(c->sort_hist);
-    free(c->limit_counts);
+    free(c->limits.counts);
     free(c->comm_scratch);
     free(c->exchange_scratch);
-    free(c->mb_hash);
-    free(c->minibatch_start);
-    free(c->bag_off);
+    free(c->limits.mb_hash);
+    free(c->shape.minibatch_start);
+    free(c->shape.bag_off);
     free(c->prefetch.cnt);
     free(c->prefetch.out);
     free(c->prefetch.in);

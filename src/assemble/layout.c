@@ -87,6 +87,22 @@ static int create_store(ember_collection *c, int32_t p)
     return st;
 }
 
+/* The physical tables as prep/ reads them: views of their lists and routes
+ * (a route moves between the collection and the spare batch by value, so
+ * its address stays). */
+static int prep_tables(ember_collection *c)
+{
+    c->prep_tables = calloc((size_t)c->num_ptables, sizeof *c->prep_tables);
+    if (!c->prep_tables)
+        return ember_fail_create(EMBER_ENOMEM, "out of memory");
+    for (int32_t p = 0; p < c->num_ptables; p++) {
+        ember_ptable *pt = &c->ptables[p];
+        c->prep_tables[p] = (ember_prep_table){&pt->route, pt->rows, pt->num_tables, pt->tables, pt->num_features,
+                                               pt->features};
+    }
+    return EMBER_OK;
+}
+
 int ember_layout_build(ember_collection *c)
 {
     int32_t nt = c->cfg.num_tables, nf = c->cfg.num_features;
@@ -142,6 +158,8 @@ int ember_layout_build(ember_collection *c)
         pt->features[pt->num_features++] = f;
     }
     c->pooled_width = col;
+    if (prep_tables(c) != EMBER_OK)
+        return EMBER_ENOMEM;
     int32_t W = c->world->size, rank = c->world->rank;
     for (int32_t p = 0; p < c->num_ptables; p++) {
         ember_ptable *pt = &c->ptables[p];

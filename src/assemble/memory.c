@@ -25,9 +25,9 @@ void ember_collection_memory(const ember_collection *c, ember_memory *out)
         if (pt->dyn)
             out->index_bytes += ember_dyn_bytes(&pt->dyn->d);
     }
-    out->workspace_bytes += ember_slot_bytes(c) + c->bag_off_cap * (int64_t)sizeof(int64_t) +
-                            c->minibatch_cap * (int64_t)sizeof(int32_t) +
-                            2 * c->mb_hash_cap * (int64_t)sizeof(uint64_t) +
+    out->workspace_bytes += ember_slot_bytes(c) + c->shape.bag_off_cap * (int64_t)sizeof(int64_t) +
+                            c->shape.minibatch_cap * (int64_t)sizeof(int32_t) +
+                            2 * c->limits.mb_hash_cap * (int64_t)sizeof(uint64_t) +
                             (int64_t)sizeof(int64_t) * 4 * c->cfg.num_tables * c->cfg.num_shards +
                             (int64_t)sizeof(int64_t) * EMBER_SORT_HIST_SIZE;
 }

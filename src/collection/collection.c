@@ -26,6 +26,14 @@ const char *ember_errmsg(const ember_collection *coll)
     return coll ? coll->errmsg : ember_create_errmsg();
 }
 
+ember_prep ember_collection_prep(ember_collection *c)
+{
+    ember_prep P = {c->cfg.num_features, c->cfg.num_tables, c->num_ptables, c->cfg.num_shards, c->features, c->tables,
+                    c->prep_tables, c->pooled_width, c->cfg.dedup, c->cfg.bounds, c->threads, c->sort_hist,
+                    &c->limits, c->errmsg};
+    return P;
+}
+
 int ember_ptable_stage(ember_collection *c, ember_ptable *pt, const uint32_t *rows, uint32_t *slots, int64_t n)
 {
     int st = ember_store_stage(pt->store, rows, slots, n);

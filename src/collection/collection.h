@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "dyn/dyn.h"
 #include "ember.h"
+#include "prep/prep.h"
 #include "prep/route.h"
 #include "table/layout.h"
 #include "table/store.h"
@@ -83,13 +84,8 @@ typedef struct ember_ptable {
  * the begun batch, and again when ember_forward_end makes it current. */
 typedef struct ember_slot {
     int routed;
-    int32_t batch_size, num_minibatches, num_rounds;
-    int64_t seq_floats;
-    int64_t *seq_off;
-    int32_t *minibatch_start;
-    int64_t minibatch_cap;
-    int64_t *bag_off;
-    int64_t bag_off_cap;
+    int32_t num_rounds;
+    ember_batch_shape shape;
     ember_route *route;          /* [num_ptables]                          */
     struct ember_xchg **xchg;    /* [num_ptables]                          */
 } ember_slot;
@@ -100,24 +96,17 @@ struct ember_collection {
     ember_lfeature *features;
     ember_ptable *ptables;
     int32_t num_ptables;
+    ember_prep_table *prep_tables; /* [num_ptables] the physical tables as
+                                      prep/ reads them (assemble/layout.c) */
     int32_t threads;
     int64_t pooled_width;
     char *names;                 /* all names, one allocation            */
 
     /* per-batch state */
     int routed;                  /* a forward succeeded; backward may run */
-    int32_t batch_size;
-    int64_t seq_floats;
-    int64_t *seq_off;            /* [num_features] float offset in sequence */
-    int32_t num_minibatches;
-    int32_t *minibatch_start;    /* [batch capacity + 1]                  */
-    int64_t minibatch_cap;
-    int64_t *bag_off;            /* [num_features * (B+1)] id offsets      */
-    int64_t bag_off_cap;
+    ember_batch_shape shape;     /* bags, sequence offsets, mini-batches  */
 
-    int64_t *limit_counts;       /* [4 * tables * shards] limit counters   */
-    uint64_t *mb_hash;           /* mini-batch split: (ptable, row, stamp) */
-    int64_t mb_hash_cap;
+    ember_limit_scratch limits;  /* prep/limits.c's counters and set      */
     int64_t *sort_hist;          /* [EMBER_SORT_HIST_SIZE] radix scratch   */
     ember_stats stats;
     int64_t next_announce;       /* step of the next ember_prefetch batch  */
@@ -163,6 +152,11 @@ struct ember_collection {
 /* Records a failure on coll (printf-style) and returns status. */
 int ember_fail(ember_collection *coll, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* What preparing a batch (prep/prep.h) reads of c: its layout, options and
+ * scratch; messages go to c->errmsg.  The routes are the physical tables'
+ * own (ptables[p].route). */
+ember_prep ember_collection_prep(ember_collection *c);
 
 /* Stages rows[0..n) of pt's store for this step (table/store.h,
  * ember_store_stage: slots[i] the row's slot); a failure's message goes to

@@ -544,9 +544,9 @@ int ember_xchg_wait(ember_collection *c, ember_xchg *x)
 static void round_segments(const ember_collection *c, const ember_route *r, int32_t m, int64_t *g0, int64_t *g1)
 {
     *g0 = *g1 = r->nseg;
-    if (m < c->num_minibatches) {
-        *g0 = r->sample_seg[c->minibatch_start[m]];
-        *g1 = r->sample_seg[c->minibatch_start[m + 1]];
+    if (m < c->shape.num_minibatches) {
+        *g0 = r->sample_seg[c->shape.minibatch_start[m]];
+        *g1 = r->sample_seg[c->shape.minibatch_start[m + 1]];
     }
 }
 

@@ -92,9 +92,7 @@ static int apply_target(ember_collection *c, const grad_target *gt, const float 
                         int check_only)
 {
     ember_route *r = gt->route;
-    int st = ember_route_sort_rows(c, r, gt->rows, 1);
-    if (st != EMBER_OK)
-        return st;
+    ember_route_sort_rows(r, gt->rows, 1, c->sort_hist, c->threads);
     if (r->nkeys == 0 && !gt->full_dim)
         return EMBER_OK;
     ember_grad_runs u = ember_grad_runs_of(r, c->threads);
@@ -194,7 +192,8 @@ static int backward_checks(ember_collection *c, const float *d_pooled, const flo
 {
     if (!c->routed)
         return ember_fail(c, EMBER_ESTATE, "ember_backward needs a successful ember_forward first");
-    if ((c->batch_size > 0 && c->pooled_width > 0 && !d_pooled) || (c->seq_floats > 0 && !d_sequence))
+    const ember_batch_shape *bs = &c->shape;
+    if ((bs->batch_size > 0 && c->pooled_width > 0 && !d_pooled) || (bs->seq_floats > 0 && !d_sequence))
         return ember_fail(c, EMBER_EINVAL, "gradient buffer is NULL");
     for (int32_t t = 0; t < c->cfg.num_tables; t++)
         if (c->tables[t].cfg.rows_encoding != EMBER_ROWS_FP32)

@@ -117,7 +117,7 @@ static int64_t gather_keys(ember_collection *c, const ember_ptable *pt, const em
     int64_t *cnt = c->dyn_cnt, n = 0;
     memset(cnt, 0, sizeof(int64_t) * 4 * (size_t)W);
     for (int32_t i = 0; i < pt->num_features; i++) {
-        const int64_t *bo = c->bag_off + (int64_t)pt->features[i] * (B + 1);
+        const int64_t *bo = c->shape.bag_off + (int64_t)pt->features[i] * (B + 1);
         for (int64_t k = bo[0]; k < bo[B]; k++)
             cnt[ember_dyn_owner(b->ids[k], W)]++;
         n += bo[B] - bo[0];
@@ -128,7 +128,7 @@ static int64_t gather_keys(ember_collection *c, const ember_ptable *pt, const em
         acc += (int32_t)cnt[r];
     }
     for (int32_t i = 0; i < pt->num_features; i++) {
-        const int64_t *bo = c->bag_off + (int64_t)pt->features[i] * (B + 1);
+        const int64_t *bo = c->shape.bag_off + (int64_t)pt->features[i] * (B + 1);
         for (int64_t k = bo[0]; k < bo[B]; k++) {
             int64_t j = at[ember_dyn_owner(b->ids[k], W)]++;
             c->dyn_keys[j] = (uint64_t)b->ids[k];
@@ -243,7 +243,7 @@ int ember_dyn_partition_counts(ember_collection *c, const ember_batch *b, int64_
         int32_t t = pt->tables[0];
         int64_t n = 0;
         for (int32_t i = 0; i < pt->num_features; i++) {
-            const int64_t *bo = c->bag_off + (int64_t)pt->features[i] * (B + 1);
+            const int64_t *bo = c->shape.bag_off + (int64_t)pt->features[i] * (B + 1);
             n += bo[B] - bo[0];
         }
         memset(ids + (int64_t)t * S, 0, sizeof(int64_t) * (size_t)S);
@@ -252,7 +252,7 @@ int ember_dyn_partition_counts(ember_collection *c, const ember_batch *b, int64_
         if (n > 0 && ember_keymap_init(&seen, n, 0.5, 0, 0x2545f4914f6cdd1dULL) != EMBER_OK)
             return ember_fail(c, EMBER_ENOMEM, "out of memory counting %lld keys", (long long)n);
         for (int32_t i = 0; i < pt->num_features && n > 0; i++) {
-            const int64_t *bo = c->bag_off + (int64_t)pt->features[i] * (B + 1);
+            const int64_t *bo = c->shape.bag_off + (int64_t)pt->features[i] * (B + 1);
             for (int32_t s = 0; s < B; s++)
                 for (int64_t k = bo[s]; k < bo[s + 1]; k++) {
                     int repeat = 0; /* per-sample dedup: a key counts once per bag */

@@ -16,7 +16,7 @@
  * On error every table is as before. */
 int ember_dyn_forward_begin(ember_collection *c, const ember_batch *b, ember_batch *out);
 /* ember_partition_counts for dynamic tables: their cells of ids/unique
- * recounted from the batch (c->bag_off filled by validation): per-sample
+ * recounted from the batch (c->shape.bag_off filled by validation): per-sample
  * dedup of keys within each bag, shard = ember_dyn_owner(key, num_shards),
  * unique = distinct keys per (table, shard). */
 int ember_dyn_partition_counts(ember_collection *c, const ember_batch *b, int64_t *ids, int64_t *unique);

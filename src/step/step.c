@@ -21,6 +21,7 @@
 #include "exchange/exchange.h"
 #include "lookup/lookup.h"
 #include "prep/limits.h"
+#include "prep/routing.h"
 #include "step/dynamic_keys.h"
 #include "step/step.h"
 #include "step/tier.h"
@@ -36,9 +37,10 @@ static int lookup_ptable(ember_collection *c, int32_t p, float *pooled, float *s
     int st = ember_tier_stage_route(c, pt, r);
     if (st != EMBER_OK)
         return st;
-    for (int32_t m = 0; m < c->num_minibatches; m++)
-        ember_pool(r, pt->store, r->sample_seg[c->minibatch_start[m]],
-                   r->sample_seg[c->minibatch_start[m + 1]], pooled, sequence, c->threads);
+    const ember_batch_shape *bs = &c->shape;
+    for (int32_t m = 0; m < bs->num_minibatches; m++)
+        ember_pool(r, pt->store, r->sample_seg[bs->minibatch_start[m]], r->sample_seg[bs->minibatch_start[m + 1]],
+                   pooled, sequence, c->threads);
     return EMBER_OK;
 }
 
@@ -99,8 +101,9 @@ void ember_comm_count_end(ember_collection *c)
 
 int ember_forward_validate(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
 {
+    ember_prep P = ember_collection_prep(c);
     int st;
-    if ((st = ember_route_validate(c, b)) != EMBER_OK)
+    if ((st = ember_route_validate(&P, b, &c->shape)) != EMBER_OK)
         return st;
     int64_t seq_needed = ember_sequence_size(c, b);
     if ((b->batch_size > 0 && c->pooled_width > 0 && !pooled) || (seq_needed > 0 && !sequence))
@@ -111,12 +114,13 @@ int ember_forward_validate(ember_collection *c, const ember_batch *b, float *poo
 
 int ember_forward_route(ember_collection *c, const ember_batch *b, int st, int64_t *dropped)
 {
+    ember_prep P = ember_collection_prep(c);
     dropped[0] = dropped[1] = 0;
     if (st == EMBER_OK)
-        st = ember_route_build(c, b, ember_limits_active(c), &dropped[0]);
+        st = ember_route_build(&P, b, &c->shape, ember_limits_active(&P), &dropped[0]);
     if (st == EMBER_OK)
-        st = ember_limits_apply(c, &dropped[1]);
-    int64_t rounds = st == EMBER_OK ? c->num_minibatches : 0;
+        st = ember_limits_apply(&P, &c->shape, &dropped[1]);
+    int64_t rounds = st == EMBER_OK ? c->shape.num_minibatches : 0;
     if ((st = ember_dist_agree(c, st, &rounds)) != EMBER_OK)
         return st;
     c->num_rounds = (int32_t)rounds;
@@ -138,7 +142,7 @@ int ember_forward_done(ember_collection *c, int64_t num_ids, const int64_t *drop
         return st;
     c->stats.dropped_bounds += dropped[0];
     c->stats.dropped_limit += dropped[1];
-    c->stats.minibatches = c->num_minibatches;
+    c->stats.minibatches = c->shape.num_minibatches;
     c->stats.last_ids = num_ids - dropped[0];
     c->stats.last_unique_rows = 0;
     c->routed = 1;
@@ -204,21 +208,18 @@ int ember_partition_counts(ember_collection *c, const ember_batch *b, int64_t *i
     if (c->pending)
         return ember_fail(c, EMBER_ESTATE, "ember_partition_counts while a batch is begun (ember_forward_begin)");
     c->routed = 0; /* the routing buffers are reused: a pending forward is cancelled */
-    ember_bounds_policy saved = c->cfg.bounds;
-    int saved_dedup = c->cfg.dedup;
-    c->cfg.bounds = EMBER_BOUNDS_ERROR;
-    c->cfg.dedup = 0;
-    st = ember_route_validate(c, b);
+    ember_prep P = ember_collection_prep(c);
+    P.bounds = EMBER_BOUNDS_ERROR; /* every id counted as it is, each one */
+    P.dedup = 0;
+    st = ember_route_validate(&P, b, &c->shape);
     int64_t dropped = 0;
     if (st == EMBER_OK)
-        st = ember_route_build(c, b, 1, &dropped);
-    c->cfg.bounds = saved;
-    c->cfg.dedup = saved_dedup;
+        st = ember_route_build(&P, b, &c->shape, 1, &dropped);
     if (st != EMBER_OK)
         return st;
     int64_t n = (int64_t)c->cfg.num_tables * c->cfg.num_shards;
     memset(ids, 0, sizeof(int64_t) * (size_t)n);
     memset(unique, 0, sizeof(int64_t) * (size_t)n);
-    ember_limits_count(c, ids, unique);
+    ember_limits_count(&P, ids, unique);
     return c->num_dynamic ? ember_dyn_partition_counts(c, b, ids, unique) : EMBER_OK;
 }
