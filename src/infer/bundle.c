@@ -36,10 +36,10 @@
 
 #include "ckpt/ckpt_impl.h"
 #include "data/data_error.h"
-#include "exchange/exchange.h"
 #include "infer/bundle.h"
 #include "infer/model.h"
 #include "quant/quant.h"
+#include "step/rows.h"
 
 #define BUNDLE_VERSION 2 /* 1: the manifest had no checksum of its own */
 

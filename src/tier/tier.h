@@ -1,9 +1,11 @@
 /*
- * tier.h: the SSD tier's constructor and queries, for the layout code that
+ * tier.h: the stores beyond fp32 rows in memory (table/store.h): the SSD
+ * tier's constructor and queries (docs/tiers.md), and the store of encoded
+ * rows (store_quant.c; docs/inference.md).  For the layout code that
  * creates stores (assemble/layout.c) and for the planner, checkpoints and
- * tools that ask about them (docs/tiers.md).  The store itself is an
- * ember_store (table/store.h); which tables go to the tier is the
- * collection's rule (collection/config.h), its part in a step step/tier.h.
+ * tools that ask about them.  Which tables go to the SSD tier is the
+ * collection's rule (collection/config.h); the tier's part in a step is
+ * step/tier.h.
  */
 #ifndef EMBER_TIER_TIER_H
 #define EMBER_TIER_TIER_H
@@ -75,6 +77,12 @@ int64_t ember_ssd_cache_dram(int64_t cache_bytes, int64_t rows, int32_t dim, int
                              ember_cache_policy policy);
 
 #define EMBER_SSD_CACHE_DEFAULT ((int64_t)256 << 20)
+
+/* Encoded rows (store_quant.c): rows of `encoding` (> 0), no optimizer
+ * state (reads as zeros, writes dropped); threads: the most OpenMP threads
+ * that acquire single rows at once. */
+int ember_store_quant_create(int64_t rows, int32_t dim, int32_t state_floats, int encoding, int32_t threads,
+                             ember_store **out);
 
 /* Counters of a store (zeros for the memory tier). */
 void ember_store_tier_stats(const ember_store *s, ember_tier_stats *out);

@@ -13,11 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/shard.h"
 #include "exchange/exchange.h"
 #include "exchange/hot.h"
-#include "collection/shard.h"
-#include "step/step.h"
 #include "quant/quant.h"
+#include "step/rows.h"
+#include "step/step.h"
 
 typedef struct piece {
     int32_t src, dst, len; /* floats: offset in the stored row, in the caller's row, length */
