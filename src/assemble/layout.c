@@ -24,7 +24,8 @@
 
 #include "assemble/assemble.h"
 #include "collection/shard.h"
-#include "tier/tier.h"
+#include "tier/ssd.h"
+#include "tier/store_quant.h"
 
 static int same_group(const ember_table_config *a, const ember_table_config *b)
 {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "collection/collection.h"
-#include "tier/tier.h"
+#include "tier/ssd.h"
 
 int ember_fail(ember_collection *coll, int status, const char *fmt, ...)
 {

@@ -9,7 +9,7 @@
  */
 #include "collection/config.h"
 #include "quant/quant.h"
-#include "tier/tier.h"
+#include "tier/ssd_size.h"
 
 int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W)
 {

@@ -18,6 +18,8 @@
 #include "core/reserve.h"
 #include "core/rng.h"
 #include "dyn/dyn.h"
+#include "dyn/dyn_age.h"
+#include "dyn/dyn_evict.h"
 
 #define SKETCH_DEPTH 4
 #define MAP_LOAD 0.9

@@ -12,6 +12,7 @@
 
 #include "collection/collection.h"
 #include "dyn/dyn.h"
+#include "dyn/dyn_evict.h"
 #include "exchange/exchange.h"
 
 /* The dynamic table t, or NULL with a message on c. */

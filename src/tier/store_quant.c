@@ -21,7 +21,7 @@
 #include "core/huge.h"
 #include "ember.h"
 #include "quant/quant.h"
-#include "tier/tier.h"
+#include "tier/store_quant.h"
 
 _Static_assert((int)EMBER_ROWS_FP16 == (int)EMBER_ENC_FP16 && (int)EMBER_ROWS_INT8 == (int)EMBER_ENC_INT8 &&
                    (int)EMBER_ROWS_INT4 == (int)EMBER_ENC_INT4,
