@@ -25,7 +25,7 @@ int ember_layout_build(ember_collection *c);
  * threads. */
 void ember_init_ptable(ember_collection *c, int32_t p);
 
-/* The SSD tier's initializer (tier/tier.h ember_row_init_fn): the initial
+/* The SSD tier's initializer (tier/ssd.h ember_row_init_fn): the initial
  * values of local row `local` of a physical table; ctx is its
  * ember_tier_init_ctx. */
 void ember_init_local_row(void *ctx, uint32_t local, float *out);

@@ -59,7 +59,7 @@ static int copy_names(ember_collection *c, const ember_collection_config *cfg)
 }
 
 /* Storage, cache policy, cache bytes and folder of every table, from its
- * own settings and the collection's rules (tier/rule.c). */
+ * own settings and the collection's rules (collection/tier_rule.c). */
 static int resolve_tiers(ember_collection *c, const ember_collection_config *cfg)
 {
     ember_storage *storage = malloc(sizeof(ember_storage) * (size_t)cfg->num_tables);
@@ -122,7 +122,8 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     c->dyn_cnt = calloc((size_t)4 * c->world->size, sizeof(int64_t));
     c->training = 1;
     c->lr_scale = 1.0f;
-    if (!c->comm_scratch || !c->prefetch.cnt || !c->exchange_scratch || !c->dyn_cnt || !c->tables || !c->features || !c->shape.seq_off || !c->sort_hist || !c->limits.counts) {
+    if (!c->comm_scratch || !c->prefetch.cnt || !c->exchange_scratch || !c->dyn_cnt || !c->tables || !c->features ||
+        !c->shape.seq_off || !c->sort_hist || !c->limits.counts) {
         st = ember_fail_create(EMBER_ENOMEM, "out of memory");
         goto fail;
     }

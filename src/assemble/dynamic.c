@@ -7,6 +7,7 @@
 
 #include "assemble/assemble.h"
 #include "collection/config.h"
+#include "dyn/dyn.h"
 
 int ember_dyn_tables_create(ember_collection *c)
 {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "collection/collection.h"
+#include "dyn/dyn.h"
 #include "exchange/exchange.h"
 #include "exchange/hot.h"
 #include "step/step.h"

@@ -17,10 +17,10 @@
 
 #include "ckpt/ckpt_impl.h"
 #include "collection/collection.h"
-#include "exchange/exchange.h"
-#include "exchange/hot.h"
 #include "collection/shard.h"
 #include "dyn/dyn.h"
+#include "exchange/exchange.h"
+#include "exchange/hot.h"
 
 #define CHUNK_ROWS 1024
 

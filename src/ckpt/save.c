@@ -29,7 +29,6 @@
 #include "ckpt/ckpt_impl.h"
 #include "collection/collection.h"
 #include "step/tier.h"
-#include "collection/shard.h"
 
 #define MSG CKPT_MSG
 #define fmt ckpt_fmt

@@ -15,9 +15,8 @@
 #include <stdint.h>
 
 #include "comm/comm.h"
-#include "core/reserve.h"
 #include "core/status.h"
-#include "dyn/dyn.h"
+#include "dyn/dyn_state.h"
 #include "ember.h"
 #include "prep/prep.h"
 #include "prep/route.h"

@@ -29,9 +29,10 @@ int64_t ember_dyn_table_bytes(const ember_table_config *t, int64_t capacity);
 /* Checks a table config's kind and dynamic fields (message in err). */
 int ember_dyn_check_config(const ember_table_config *t, int32_t world, char *err, size_t len);
 
-/* tier_rule.c: which tables go to the SSD tier (docs/tiers.md).  Bytes of rows + optimizer state of table t on its fullest rank in
- * the memory tier, in a world of W (a dynamic table: its capacity's, on
- * every rank; its key index is not included but counts in the budget). */
+/* tier_rule.c: which tables go to the SSD tier (docs/tiers.md).  Bytes of
+ * rows + optimizer state of table t on its fullest rank in the memory tier,
+ * in a world of W (a dynamic table: its capacity's, on every rank; its key
+ * index is not included but counts in the budget). */
 int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W);
 /* Storage of every table (storage[num_tables]: MEMORY or SSD): the table's
  * choice, else the collection's rules (ember.h, ssd_min_bytes and

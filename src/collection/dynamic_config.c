@@ -1,7 +1,8 @@
 /*
- * dyn_config.c: a dynamic table's size from its config, and the checks of
- * its fields (ember_collection_create).  Sizes are the bytes ember_dyn_init
- * asks for (dyn.c; the large per-slot arrays are page-rounded mappings, a
+ * dynamic_config.c: a dynamic table's size from its config, and the checks
+ * of its fields (ember_collection_create; config.h).  Sizes are the bytes
+ * ember_dyn_init asks for (dyn/dyn.c; the large per-slot arrays are
+ * page-rounded mappings, a
  * few KiB more for a small table), so capacity from capacity_bytes is the
  * largest capacity that fits.
  */

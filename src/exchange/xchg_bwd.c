@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "core/reserve.h"
 #include "exchange/exchange.h"
 #include "exchange/xchg.h"
 

@@ -14,9 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/shard.h"
+#include "core/reserve.h"
 #include "exchange/exchange.h"
 #include "exchange/hot.h"
-#include "collection/shard.h"
 #include "exchange/xchg.h"
 #include "lookup/lookup.h"
 #include "quant/quant.h"

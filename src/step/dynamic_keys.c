@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/reserve.h"
+#include "dyn/dyn.h"
 #include "exchange/exchange.h"
 #include "step/dynamic_keys.h"
 #include "table/init.h"

@@ -23,6 +23,7 @@
 
 #include "collection/collection.h"
 #include "collection/shard.h"
+#include "core/reserve.h"
 #include "dyn/dyn.h"
 #include "exchange/exchange.h"
 #include "prep/route.h"

@@ -32,8 +32,8 @@
 #include "collection/collection.h"
 #include "exchange/exchange.h"
 #include "exchange/xchg.h"
-#include "step/step.h"
 #include "prep/route.h"
+#include "step/step.h"
 #include "step/tier.h"
 
 static int slot_create(ember_collection *c)

@@ -1,7 +1,8 @@
 /*
  * init.c: initial values, a pure function of (seed, table name, row, column)
- * through the counter-based generator in core/rng.h (docs/embedding-core.md),
- * so they never depend on sharding, thread count, stacking or creation order.
+ * through the counter-based generator in core/rng.h (include/ember.h,
+ * ember_collection_create), so they never depend on sharding, thread count,
+ * stacking or creation order.
  * assemble/init.c writes them into a new collection's stores; the SSD tier
  * and a dynamic table's reset rows compute them when a row is first needed.
  */

@@ -25,7 +25,6 @@
 
 #include <stdint.h>
 
-#include "core/huge.h"
 #include "ember.h"
 
 typedef struct ember_store ember_store;

@@ -25,9 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/huge.h"
 #include "core/safe_file.h"
-#include "prep/route.h"
 #include "tier/ssd_impl.h"
+#include "tier/ssd_size.h"
 
 double ssd_now(void)
 {

@@ -24,7 +24,6 @@
 #include "table/store.h"
 #include "tier/io_pool.h"
 #include "tier/ssd.h"
-#include "tier/ssd_size.h"
 
 #define SSD_NONE UINT32_MAX
 #define SSD_WINDOW 64          /* announced batches tracked (lookahead <= 63) */

@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "core/reserve.h"
-#include "prep/route.h"
 #include "tier/ssd_impl.h"
 
 /* ------------------------------------------------------- whole-row access */

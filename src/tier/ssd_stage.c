@@ -21,6 +21,7 @@
 #include "core/reserve.h"
 #include "prep/route.h"
 #include "tier/ssd_impl.h"
+#include "tier/ssd_size.h"
 
 /* ----------------------------------------------------------- load jobs */
 
