@@ -183,13 +183,17 @@ static int64_t check_gradients(const ember_route *r, int32_t dim, const uint64_t
 }
 
 
-ember_grad_runs ember_grad_runs_of(ember_route *r, int threads)
+ember_grad_runs ember_grad_runs_of(ember_route *r, int64_t rows, int64_t *sort_hist, int threads)
 {
+    ember_route_sort_rows(r, rows, 1, sort_hist, threads);
     ember_grad_runs u;
     u.n = r->nkeys;
     u.starts = r->keys_tmp; /* free after the sort */
     u.threads = u.n < 2048 ? 1 : threads;
-    u.nu = u.n ? find_runs(r->keys, u.n, r->keys_tmp, u.threads) : 0;
+    u.nu = 0;
+    if (u.n == 0) /* no runs: their sources would never be read */
+        return u;
+    u.nu = find_runs(r->keys, u.n, r->keys_tmp, u.threads);
     if (!r->sources_ready) { /* once per routed batch, also with the debug pass */
         build_sources(r, u.threads);
         sort_sources(r, u.n, u.threads);

@@ -46,11 +46,12 @@ typedef struct ember_grad_runs {
     int threads;            /* what the kernels use: 1 below 2048 keys */
 } ember_grad_runs;
 
-/* The runs of route r, whose keys are sorted by row (prep/route.h,
- * ember_route_sort), and, once per routed batch, each occurrence's
- * gradient source (its upstream row's offset and its weight over its
- * divisor) in sorted-key order. */
-ember_grad_runs ember_grad_runs_of(ember_route *r, int threads);
+/* Sorts route r's keys by row (prep/route.h, ember_route_sort_rows: rows
+ * below `rows`, sort_hist its scratch), finds the runs of equal rows and,
+ * once per routed batch, each occurrence's gradient source (its upstream
+ * row's offset and its weight over its divisor) in sorted-key order.  No
+ * keys: no runs, nothing else done. */
+ember_grad_runs ember_grad_runs_of(ember_route *r, int64_t rows, int64_t *sort_hist, int threads);
 
 /* The first run whose summed gradient (dim floats) is not finite, or -1.
  * dp, ds: the upstream gradients the route's segments point into. */

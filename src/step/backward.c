@@ -92,10 +92,9 @@ static int apply_target(ember_collection *c, const grad_target *gt, const float 
                         int check_only)
 {
     ember_route *r = gt->route;
-    ember_route_sort_rows(r, gt->rows, 1, c->sort_hist, c->threads);
-    if (r->nkeys == 0 && !gt->full_dim)
+    ember_grad_runs u = ember_grad_runs_of(r, gt->rows, c->sort_hist, c->threads);
+    if (u.n == 0 && !gt->full_dim) /* COLUMN row-wise: its all-gather still runs */
         return EMBER_OK;
-    ember_grad_runs u = ember_grad_runs_of(r, c->threads);
     if (check_only) {
         int64_t bad = ember_grad_first_nonfinite(r, &u, gt->dim, dp, ds);
         return bad >= 0 ? nonfinite_gradient(c, gt, &u, bad) : EMBER_OK;
