@@ -40,7 +40,7 @@
 
 #include "bench_util.h"
 #include "limit_setup.h"
-#include "core/collection.h"
+#include "collection/collection.h"
 
 #define PF 16 /* occurrences ahead: d_pooled slices */
 #define PFR 4 /* distinct rows ahead: table row and state */

@@ -30,7 +30,8 @@
 
 #include "bench_util.h"
 #include "limit_setup.h"
-#include "core/collection.h"
+#include "collection/collection.h"
+#include "prep/routing.h"
 
 #define PF 16
 
@@ -119,8 +120,9 @@ int main(int argc, char **argv)
         tf[it] = bench_now() - t0;
         int64_t dropped;
         t0 = bench_now();
-        ember_route_validate(c, &b);
-        ember_route_build(c, &b, 0, &dropped);
+        ember_prep prep = ember_collection_prep(c); /* what routing reads of the collection */
+        ember_route_validate(&prep, &b, &c->shape);
+        ember_route_build(&prep, &b, &c->shape, 0, &dropped);
         tr[it] = bench_now() - t0;
         t0 = bench_now();
         gather(D, tab, ids, R, T, B, P, 0, threads, out);

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
 
 typedef struct limit_shape {
     int32_t T, D, B, P, N, threads;

@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/config.h"
 #include "core/rng.h"
 #include "dyn/dyn.h"
-#include "dyn/dyn_step.h"
 
 typedef struct run {
     ember_dyn d;

@@ -23,7 +23,7 @@
 
 #include "dyn_util.h"
 #include "mpi_util.h"
-#include "dyn/dyn_step.h"
+#include "dyn/dyn.h"
 #include "tier/tier.h"
 
 static char dir[256];

@@ -26,7 +26,7 @@
  * too many ids, an id out of range, a table without hot rows (EINVAL), and
  * between a forward and its backward (ESTATE).
  */
-#include "core/collection.h" /* exchange_always: a world of one through the exchange code */
+#include "collection/collection.h" /* exchange_always: a world of one through the exchange code */
 #include "mpi_util.h"
 
 #define TRIALS 24

@@ -37,7 +37,7 @@
  * under BLOCKING; a collection destroyed with a batch begun completes its
  * exchanges first.
  */
-#include "core/collection.h" /* exchange_always: a world of one through the exchange code */
+#include "collection/collection.h" /* exchange_always: a world of one through the exchange code */
 #include "mpi_util.h"
 
 #define TRIALS 28

@@ -21,7 +21,8 @@
  */
 #include <sys/stat.h>
 
-#include "dyn/dyn_step.h"
+#include "collection/config.h"
+#include "dyn/dyn.h"
 #include "dyn/keymap.h"
 #include "dyn_util.h"
 #include "tier/tier.h"

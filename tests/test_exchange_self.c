@@ -15,7 +15,7 @@
  * checks on half the time.  This runs the exchange code under plain ctest
  * and under ASan without MPI.
  */
-#include "core/collection.h"
+#include "collection/collection.h"
 #include "util.h"
 
 #define TRIALS 24

@@ -37,7 +37,7 @@
 
 #include "check.h"
 #include "data/ctr.h"
-#include "dyn/dyn_step.h"
+#include "dyn/dyn.h"
 #include "ember.h"
 #include "plan/plan.h"
 

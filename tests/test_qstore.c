@@ -1,6 +1,6 @@
 /*
  * test_qstore.c: tables of encoded rows (ember_table_config.rows_encoding,
- * src/table/store_quant.c) against fp32 tables holding the same rows
+ * src/tier/store_quant.c) against fp32 tables holding the same rows
  * decoded, on random configs, batches, weights, combiners, stacking,
  * dedup, dropped entries (partition limits) and thread counts:
  *   - values written to an encoded table read back as the naive reference

@@ -1,5 +1,5 @@
 /*
- * test_shard.c: the ROW placement's owner and local row (src/exchange/shard.h),
+ * test_shard.c: the ROW placement's owner and local row (src/table/shard.h),
  * computed with a multiply instead of a division, against plain % and /.
  *
  * Every W in 1..4100, then random W up to 2^31 - 1 and powers of two; for
@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "exchange/shard.h"
+#include "table/shard.h"
 #include "util.h"
 
 static int64_t misses;

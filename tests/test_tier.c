@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
 #include "tier/tier.h"
 #include "util.h"
 

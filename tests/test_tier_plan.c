@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/config.h"
 #include "plan/plan.h"
-#include "tier/tier.h"
 #include "util.h"
 
 static void rules(test_rng *r, int trial)

@@ -16,11 +16,11 @@
 #include <string.h>
 
 #include "ckpt/ckpt_impl.h"
-#include "core/collection.h"
+#include "collection/collection.h"
+#include "collection/shard.h"
+#include "dyn/dyn.h"
 #include "exchange/exchange.h"
 #include "exchange/hot.h"
-#include "exchange/shard.h"
-#include "dyn/dyn_step.h"
 
 #define CHUNK_ROWS 1024
 

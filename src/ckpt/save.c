@@ -27,10 +27,8 @@
 #include <xxhash.h>
 
 #include "ckpt/ckpt_impl.h"
-#include "core/collection.h"
-#include "tier/tier.h"
-#include "exchange/shard.h"
-#include "dyn/dyn_step.h"
+#include "collection/collection.h"
+#include "step/tier.h"
 
 #define MSG CKPT_MSG
 #define fmt ckpt_fmt

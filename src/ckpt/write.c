@@ -21,9 +21,8 @@
 #include <xxhash.h>
 
 #include "ckpt/ckpt_impl.h"
-#include "dyn/dyn_step.h"
-#include "core/collection.h"
-#include "exchange/shard.h"
+#include "collection/collection.h"
+#include "collection/shard.h"
 
 #define MSG CKPT_MSG
 #define BATCH_ROWS 1024

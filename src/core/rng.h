@@ -4,12 +4,12 @@
  * A value is a pure function of its coordinates (seed, table key, row,
  * column, stream), never of a generator's position, so a row's initial values
  * do not depend on sharding, thread count, stacking or creation order
- * (DESIGN.md, principle 1).  The mix is splitmix64's finaliser applied to a
+ * (include/ember.h, ember_collection_create).  The mix is splitmix64's finaliser applied to a
  * Weyl-style combination of the coordinates; it is a bijection per input word
  * and passes the usual avalanche checks, which is all initialisation needs.
  */
-#ifndef EMBER_RNG_H
-#define EMBER_RNG_H
+#ifndef EMBER_CORE_RNG_H
+#define EMBER_CORE_RNG_H
 
 #include <stdint.h>
 

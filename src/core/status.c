@@ -1,15 +1,14 @@
 /*
- * status.c: status names, error detail and the library version.
+ * status.c: status names, the library version, and the messages of
+ * failures below the collection and of creates (status.h).
  *
- * Detail for the last failure lives on the handle (coll->errmsg); create has
- * no handle yet, so its detail is thread-local.  Nothing here prints.
+ * A create has no handle to keep its message yet, so the message is
+ * thread-local until the next create on the same thread.
  */
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-#include "core/collection.h"
+#include "core/status.h"
+#include "ember.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -38,42 +37,30 @@ const char *ember_status_str(int status)
     }
 }
 
-static _Thread_local char create_errmsg[512];
+int ember_fail_vinto(char *msg, int status, const char *fmt, va_list ap)
+{
+    vsnprintf(msg, EMBER_ERRMSG_SIZE, fmt, ap);
+    return status;
+}
 
-int ember_fail(ember_collection *coll, int status, const char *fmt, ...)
+int ember_fail_into(char *msg, int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(coll->errmsg, sizeof coll->errmsg, fmt, ap);
+    ember_fail_vinto(msg, status, fmt, ap);
     va_end(ap);
     return status;
 }
+
+static _Thread_local char create_errmsg[EMBER_ERRMSG_SIZE];
 
 int ember_fail_create(int status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(create_errmsg, sizeof create_errmsg, fmt, ap);
+    ember_fail_vinto(create_errmsg, status, fmt, ap);
     va_end(ap);
     return status;
 }
 
-const char *ember_errmsg(const ember_collection *coll)
-{
-    return coll ? coll->errmsg : create_errmsg;
-}
-
-int ember_reserve(void **p, int64_t *cap, int64_t n, size_t sz)
-{
-    if (n <= *cap && *p)
-        return EMBER_OK;
-    int64_t want = n > *cap * 3 / 2 ? n : *cap * 3 / 2;
-    if (want < 16)
-        want = 16;
-    void *q = realloc(*p, (size_t)want * sz);
-    if (!q)
-        return EMBER_ENOMEM;
-    *p = q;
-    *cap = want;
-    return EMBER_OK;
-}
+const char *ember_create_errmsg(void) { return create_errmsg; }

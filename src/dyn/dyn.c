@@ -14,10 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
 #include "core/huge.h"
+#include "core/reserve.h"
 #include "core/rng.h"
 #include "dyn/dyn.h"
+#include "dyn/dyn_age.h"
+#include "dyn/dyn_evict.h"
 
 #define SKETCH_DEPTH 4
 #define MAP_LOAD 0.9
@@ -35,6 +37,11 @@ int64_t ember_dyn_index_bytes(int64_t capacity, ember_evict_policy evict)
     return per * (int64_t)sizeof(ember_keymap_bucket) +
            capacity * (int64_t)(sizeof(uint64_t) + sizeof(ember_dyn_meta) + 2 * sizeof(uint32_t)) + words * 8 +
            victims;
+}
+
+uint32_t ember_dyn_owner(int64_t key, int32_t world)
+{
+    return world == 1 ? 0 : (uint32_t)(ember_mix64((uint64_t)key) % (uint64_t)world);
 }
 
 static int64_t heap_bytes(const ember_dyn *d)

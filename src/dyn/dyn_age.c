@@ -1,5 +1,5 @@
 /*
- * dyn_age.c: the victims of LRU and TTL tables, an age queue (dyn.h).
+ * dyn_age.c: the victims of LRU and TTL tables, an age queue (dyn_age.h).
  *
  * Both policies evict the resident row with the least (last step, slot)
  * that the running batch does not use.  Every committed step appends the
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dyn/dyn.h"
+#include "dyn/dyn_age.h"
 
 #define AGE_PREFETCH 8 /* entries whose slot metadata is requested ahead */
 

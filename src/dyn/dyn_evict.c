@@ -1,5 +1,5 @@
 /*
- * dyn_evict.c: free slots and victims of a dynamic table (dyn.h).
+ * dyn_evict.c: free slots and victims of a dynamic table (dyn_evict.h).
  *
  * Free slots are a bitmap; a new row takes the lowest free slot, so slot
  * numbers are a pure function of the key sequence.  LRU and TTL victims
@@ -19,8 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
-#include "dyn/dyn.h"
+#include "core/reserve.h"
+#include "dyn/dyn_age.h"
+#include "dyn/dyn_evict.h"
 
 uint64_t ember_dyn_score(const ember_dyn *d, uint32_t slot)
 {

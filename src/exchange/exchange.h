@@ -1,15 +1,16 @@
 /*
  * exchange.h: the distributed parts of the step (docs/distributed.md): error
- * agreement, the per-table exchanges of forward and backward, and row
- * access over the world.  In a world of one the step calls none of the
- * exchanges (they would only copy); row access and agreement still work.
+ * agreement and the per-table exchanges of forward and backward.  In a
+ * world of one the step calls none of the exchanges (they would only
+ * copy); agreement still works.  Row access over the world is
+ * step/rows.h's.
  */
-#ifndef EMBER_EXCHANGE_H
-#define EMBER_EXCHANGE_H
+#ifndef EMBER_EXCHANGE_EXCHANGE_H
+#define EMBER_EXCHANGE_EXCHANGE_H
 
 #include <stdint.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
 
 /* Agrees on a status over the world: every rank passes its own; all return
  * the first failing rank's status and message ("rank R: ...").  *value is
@@ -58,24 +59,11 @@ int ember_dist_forward_settle(ember_collection *c);
 int ember_dist_forward_finish(ember_collection *c, float *pooled, float *sequence);
 void ember_dist_forward_cancel(ember_collection *c);
 
-/* Backward of physical table p, in two parts: the gradient exchange
- * (collective, agreed), then the owner's sorted aggregation and optimizer
- * over the entries it received (check_only: only the debug check, a local
- * result the caller agrees on). */
+/* Backward of physical table p, first part: the gradient exchange
+ * (collective, agreed).  The owner's sorted aggregation and optimizer over
+ * the entries it received (x->rr, x->grad_in) is the step's
+ * (step/backward.c). */
 int ember_dist_send_grads(ember_collection *c, int32_t p, const float *dp, const float *ds);
-int ember_dist_apply(ember_collection *c, int32_t p, int64_t step, int check_only);
-
-/* Row access (include/ember.h): copies rows [first, first+count) of table t
- * between buf and the store (to_table) or from the world into buf, values or
- * state.  Collective when the world has more than one rank. */
-int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count, float *buf, int to_table,
-                    int state);
-/* Stores rows [first, first + count) of table t, already encoded as its
- * store holds them (rows_encoding; row first + i at rows + i * row_bytes):
- * each rank copies the rows it holds, with no messages.  EMBER_EINVAL when
- * the table is not encoded that way. */
-int ember_dist_write_encoded(ember_collection *c, int32_t t, int64_t first, int64_t count, const uint8_t *rows,
-                             int64_t row_bytes);
 
 void ember_xchg_free(struct ember_xchg *x);
 /* Bytes held by the exchange buffers (for ember_collection_memory). */

@@ -7,7 +7,7 @@
  *
  * The backward: this rank's occurrences of hot rows, in entry order per
  * row (a counting sort by hot index keeps entry order), are summed the way
- * grad.c sums a row, g += scale * d, each element in sequence.  Rank 0
+ * optim/grad.c sums a row, g += scale * d, each element in sequence.  Rank 0
  * starts from zeros, sends its sums to rank 1, which continues them with
  * its own occurrences, and so on to rank W-1; the totals then go on round
  * the ring, W-1 to 0 to 1 ... to W-2.  The global batch is the ranks'
@@ -25,13 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/shard.h"
 #include "comm/comm.h"
+#include "core/reserve.h"
 #include "exchange/exchange.h"
 #include "exchange/hot.h"
-#include "exchange/shard.h"
 #include "exchange/xchg.h"
-#include "lookup/lookup.h"
-#include "optim/optim.h"
+#include "optim/grad.h"
 
 int ember_hot_create(ember_collection *c)
 {

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
 
 typedef struct ember_hot {
     int64_t cap;          /* the tables' hot_rows summed                    */

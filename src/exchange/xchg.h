@@ -3,8 +3,8 @@
  * (docs/distributed.md): what this rank sent as a requester, and the route
  * of entries it received as an owner.  Buffers are grow-only.
  */
-#ifndef EMBER_DIST_XCHG_H
-#define EMBER_DIST_XCHG_H
+#ifndef EMBER_EXCHANGE_XCHG_H
+#define EMBER_EXCHANGE_XCHG_H
 
 #include <stdint.h>
 

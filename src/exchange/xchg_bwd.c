@@ -6,16 +6,14 @@
  * REPLICATED: every segment to every rank).  The owner already holds the
  * matching entries in `rr`, in the global batch's order, so its backward is
  * the world-of-one backward over rr with the received gradients: sort by
- * row (stable), sum in order, fused optimizer.  No counts travel: both
- * sides know them from forward.
+ * row (stable), sum in order, fused optimizer (step/backward.c).  No counts
+ * travel: both sides know them from forward.
  */
 #include <string.h>
 
+#include "core/reserve.h"
 #include "exchange/exchange.h"
-#include "exchange/shard.h"
 #include "exchange/xchg.h"
-#include "tier/tier.h"
-#include "lookup/lookup.h"
 
 
 static int64_t sum_over_rounds(const ember_xchg *x, const int64_t *counts, int32_t peer, int field)
@@ -75,26 +73,4 @@ int ember_dist_send_grads(ember_collection *c, int32_t p, const float *dp, const
         return ember_dist_comm_failed(c);
     x->grads_ready = 1;
     return EMBER_OK;
-}
-
-int ember_dist_apply(ember_collection *c, int32_t p, int64_t step, int check_only)
-{
-    ember_ptable *pt = &c->ptables[p];
-    ember_xchg *x = pt->xchg;
-    int32_t W = c->world->size, rank = c->world->rank;
-    int column_rowwise = pt->placement == EMBER_PLACE_COLUMN && pt->opt.kind == EMBER_OPT_ROWWISE_ADAGRAD;
-    int32_t real = pt->dim - pt->col0;
-    real = real < 0 ? 0 : real > pt->local_dim ? pt->local_dim : real;
-    ember_grad_target gt = {&x->rr,
-                            pt->store,
-                            &pt->opt,
-                            pt->local_dim,
-                            pt->local_rows,
-                            pt->placement == EMBER_PLACE_ROW ? W : 1,
-                            pt->placement == EMBER_PLACE_ROW ? rank : 0,
-                            column_rowwise ? pt->dim : 0,
-                            real};
-    if (!check_only)
-        ember_tier_mark_dirty(c, pt);
-    return ember_grad_route(c, &gt, x->grad_in, NULL, step, check_only);
 }

@@ -27,7 +27,7 @@
  */
 #include <string.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
 #include "exchange/exchange.h"
 #include "exchange/xchg.h"
 

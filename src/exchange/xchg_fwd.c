@@ -14,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/shard.h"
+#include "core/reserve.h"
 #include "exchange/exchange.h"
 #include "exchange/hot.h"
-#include "exchange/shard.h"
 #include "exchange/xchg.h"
 #include "lookup/lookup.h"
 #include "quant/quant.h"
-#include "tier/tier.h"
 
 typedef struct seg_header {
     uint32_t count; /* entries of the segment in this message */
@@ -416,16 +416,16 @@ static int stage_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int
                        const int64_t *recv)
 {
     ember_route *rr = &x->rr, *r = &pt->route;
-    int st = ember_tier_stage(c, pt, rr->row + n0, rr->row + n0, rr->n - n0);
+    int st = ember_ptable_stage(c, pt, rr->row + n0, rr->row + n0, rr->n - n0);
     if (st == EMBER_OK && pt->exchange == EMBER_EXCHANGE_ROWS && !all_dest(pt))
         for (int32_t s = 0; s < c->world->size && st == EMBER_OK; s++) {
             const int64_t *n = recv + s * XC_N;
             msg_view v = view_of(c, x->rbuf + x->rdsp[s], n);
-            st = ember_tier_stage(c, pt, v.uniq, v.uniq, n[XC_UNIQ]);
+            st = ember_ptable_stage(c, pt, v.uniq, v.uniq, n[XC_UNIQ]);
         }
     if (st == EMBER_OK && pt->placement == EMBER_PLACE_REPLICATED) {
         int64_t e0 = r->seg_start[g0], e1 = r->seg_start[g1];
-        st = ember_tier_stage(c, pt, r->row + e0, x->remap + e0, e1 - e0);
+        st = ember_ptable_stage(c, pt, r->row + e0, x->remap + e0, e1 - e0);
     }
     return st;
 }
@@ -545,9 +545,9 @@ int ember_xchg_wait(ember_collection *c, ember_xchg *x)
 static void round_segments(const ember_collection *c, const ember_route *r, int32_t m, int64_t *g0, int64_t *g1)
 {
     *g0 = *g1 = r->nseg;
-    if (m < c->num_minibatches) {
-        *g0 = r->sample_seg[c->minibatch_start[m]];
-        *g1 = r->sample_seg[c->minibatch_start[m + 1]];
+    if (m < c->shape.num_minibatches) {
+        *g0 = r->sample_seg[c->shape.minibatch_start[m]];
+        *g1 = r->sample_seg[c->shape.minibatch_start[m + 1]];
     }
 }
 

@@ -21,10 +21,10 @@
 #include <xxhash.h>
 
 #include "ckpt/ckpt_impl.h"
-#include "exchange/exchange.h"
 #include "infer/bundle.h"
 #include "infer/description.h"
 #include "quant/quant.h"
+#include "step/rows.h"
 
 struct ember_bundle {
     char dir[4096];

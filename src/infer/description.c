@@ -26,7 +26,7 @@
 
 #include <jansson.h>
 
-#include "dyn/dyn_step.h"
+#include "collection/config.h"
 #include "infer/description.h"
 
 int description_make(model_description *m, const ember_collection_config *cc, const dlrm_config *dense,

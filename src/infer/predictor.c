@@ -28,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/config.h"
 #include "comm/comm.h"
-#include "core/collection.h"
 #include "data/data_error.h"
 #include "infer/bundle.h"
 #include "infer/predictor.h"

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "core/collection.h"
+#include "collection/collection.h"
 #include "model/model_impl.h"
 
 int model_fail(char *err, size_t errlen, int status, const char *fmt, ...)

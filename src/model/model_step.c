@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
-#include "core/collection.h"
+#include "collection/collection.h"
 #include "model/model_impl.h"
 
 /* Where the current phase began: wall time and exchange seconds. */

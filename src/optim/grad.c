@@ -1,27 +1,20 @@
 /*
- * grad.c: backward for one physical table: sum each touched row's gradient
+ * grad.c: the backward's kernel (grad.h): sum each touched row's gradient
  * over its occurrences in the fixed order, then apply the fused optimizer.
  *
- * The route's keys (row << 32 | entry) are sorted stably by row, so a row's
- * occurrences sit together in entry order, which is sample order (route.h).
- * Unique rows are split over threads by occurrence count, each row wholly
- * owned by one thread: no locks, no atomics, and the same sums in the same
- * order for any thread count.  Each occurrence's source (upstream row offset
- * and scale) is computed in entry order, then gathered into key order, so
- * the aggregation loop reads them sequentially and prefetches upstream rows
- * from that sequence.  With debug checks, a first pass computes every
- * gradient and checks it before the second pass changes any row.
+ * Each occurrence's source (upstream row offset and scale) is computed in
+ * entry order, then gathered into key order, so the aggregation loop reads
+ * them sequentially and prefetches upstream rows from that sequence.  With
+ * debug checks, the step first computes every gradient and checks it
+ * (ember_grad_first_nonfinite) before any row changes.
  */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
 #include "core/parallel.h"
-#include "exchange/exchange.h"
-#include "lookup/lookup.h"
-#include "optim/optim.h"
+#include "optim/grad.h"
 
 #define PREFETCH_ROWS 4 /* runs ahead: table row and state            */
 #define PREFETCH_D 16   /* occurrences ahead: the upstream gradient row */
@@ -189,131 +182,100 @@ static int64_t check_gradients(const ember_route *r, int32_t dim, const uint64_t
     return bad;
 }
 
-/* Row-wise Adagrad on a COLUMN slice: the mean of g^2 runs over the whole
- * row, whose columns live on every rank.  Each rank sums its real columns
- * per touched row (after weight decay), the sums are all-gathered and added
- * in rank order, then every rank applies the same multiplier to its slice.
- * Every rank holds the same touched rows (COLUMN ids are all-gathered). */
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
 
-static int apply_rowwise_column(ember_collection *c, const ember_grad_target *gt, const uint64_t *starts,
-                                int64_t nu, const float *dp, const float *ds, const ember_optim_step *o)
+ember_grad_runs ember_grad_runs_of(ember_route *r, int64_t rows, int64_t *sort_hist, int threads)
 {
-    ember_route *r = gt->route;
-    int32_t dim = gt->dim, W = c->world->size;
-    float *g_all = malloc(sizeof(float) * ((size_t)nu * (size_t)dim + 1));
-    float *sq = malloc(sizeof(float) * ((size_t)nu * (size_t)(W + 1) + 1));
-    /* runs in row order: an SSD store's runs come in slot order, which
-     * differs between ranks; (row << 32 | run) sorted gives every rank the
-     * same order */
-    uint64_t *ord = malloc(sizeof(uint64_t) * ((size_t)nu + 1));
-    int st = g_all && sq && ord ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory for %lld rows", (long long)nu);
-    if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK) {
-        free(g_all);
-        free(sq);
-        free(ord);
-        return st;
-    }
-    for (int64_t u = 0; u < nu; u++)
-        ord[u] = (uint64_t)ember_store_row_of(gt->store, (uint32_t)(r->keys[starts[u]] >> 32)) << 32 | (uint64_t)u;
-    if (gt->store->staged)
-        qsort(ord, (size_t)nu, sizeof(uint64_t), cmp_u64);
-    float *values = gt->store->values, *state = gt->store->state;
-    float *mine = sq + (int64_t)nu * W;
-#pragma omp parallel for schedule(static) num_threads(c->threads)
-    for (int64_t k = 0; k < nu; k++) {
-        int64_t u = (int64_t)(uint32_t)ord[k];
-        float *g = g_all + u * dim;
-        uint32_t row = (uint32_t)(r->keys[starts[u]] >> 32);
-        row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], (int64_t)starts[u + 1], dim, dp, ds, g);
-        ember_optim_decay(o, gt->real_cols, values + (int64_t)row * dim, g);
-        mine[k] = ember_optim_sumsq(g, gt->real_cols);
-    }
-    if (ember_comm_allgather(c->world, mine, (int64_t)sizeof(float) * nu, sq) != EMBER_OK) {
-        free(g_all);
-        free(sq);
-        free(ord);
-        c->panicked = 1;
-        return ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
-    }
-#pragma omp parallel for schedule(static) num_threads(c->threads)
-    for (int64_t k = 0; k < nu; k++) {
-        int64_t u = (int64_t)(uint32_t)ord[k];
-        float total = 0.0f;
-        for (int32_t q = 0; q < W; q++)
-            total += sq[(int64_t)q * nu + k];
-        uint32_t row = (uint32_t)(r->keys[starts[u]] >> 32);
-        ember_optim_rowwise(o, gt->real_cols, values + (int64_t)row * dim, state + row, g_all + u * dim,
-                            total / (float)gt->full_dim);
-    }
-    free(g_all);
-    free(sq);
-    free(ord);
-    return EMBER_OK;
-}
-
-int ember_grad_apply(ember_collection *c, int32_t p, const float *dp, const float *ds, int64_t step,
-                     int check_only)
-{
-    ember_ptable *pt = &c->ptables[p];
-    ember_grad_target gt = {&pt->route, pt->store, &pt->opt, pt->dim, pt->rows, 1, 0, 0, 0};
-    return ember_grad_route(c, &gt, dp, ds, step, check_only);
-}
-
-int ember_grad_route(ember_collection *c, const ember_grad_target *gt, const float *dp, const float *ds,
-                     int64_t step, int check_only)
-{
-    ember_route *r = gt->route;
-    ember_store *s = gt->store;
-    int32_t dim = gt->dim;
-    int st = ember_route_sort_rows(c, r, gt->rows, 1);
-    if (st != EMBER_OK)
-        return st;
-    int64_t n = r->nkeys;
-    if (n == 0 && !gt->full_dim)
-        return EMBER_OK;
-    uint64_t *starts = r->keys_tmp; /* free after the sort */
-    int threads = c->threads;
-    if (n < 2048)
-        threads = 1;
-    int64_t nu = n ? find_runs(r->keys, n, starts, threads) : 0;
+    ember_route_sort_rows(r, rows, 1, sort_hist, threads);
+    ember_grad_runs u;
+    u.n = r->nkeys;
+    u.starts = r->keys_tmp; /* free after the sort */
+    u.threads = u.n < 2048 ? 1 : threads;
+    u.nu = 0;
+    if (u.n == 0) /* no runs: their sources would never be read */
+        return u;
+    u.nu = find_runs(r->keys, u.n, r->keys_tmp, u.threads);
     if (!r->sources_ready) { /* once per routed batch, also with the debug pass */
-        build_sources(r, threads);
-        sort_sources(r, n, threads);
+        build_sources(r, u.threads);
+        sort_sources(r, u.n, u.threads);
         r->sources_ready = 1;
     }
-    if (check_only) {
-        int64_t bad = check_gradients(r, dim, starts, nu, dp, ds, threads);
-        if (bad >= 0) {
-            uint32_t row = (uint32_t)(r->keys[starts[bad]] >> 32);
-            uint32_t e = (uint32_t)r->keys[starts[bad]];
-            int64_t seg = ember_route_segment_of(r, e);
-            const ember_lfeature *fe = &c->features[r->seg_feature[seg]];
-            int64_t phys = (int64_t)ember_store_row_of(gt->store, row) * gt->row_stride + gt->row_base;
-            return ember_fail(c, EMBER_ENUMERIC,
-                              "table '%s' row %lld: gradient is not finite (feature '%s', sample %d); "
-                              "no table was changed",
-                              c->tables[fe->table].cfg.name, (long long)(phys - fe->offset), fe->name,
-                              r->seg_sample[seg]);
-        }
-        return EMBER_OK;
-    }
-    c->stats.last_unique_rows += nu;
-    ember_optim_step o = ember_optim_prepare(gt->opt, step, c->lr_scale);
-    if (gt->full_dim)
-        return apply_rowwise_column(c, gt, starts, nu, dp, ds, &o);
-    apply_args a = {r, starts, dp, ds, s->values, s->state, s->state_floats, dim, &o};
+    return u;
+}
+
+int64_t ember_grad_first_nonfinite(const ember_route *r, const ember_grad_runs *u, int32_t dim, const float *dp,
+                                   const float *ds)
+{
+    return check_gradients(r, dim, u->starts, u->nu, dp, ds, u->threads);
+}
+
+void ember_grad_apply_runs(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
+                           const float *dp, const float *ds, const ember_optim_step *o)
+{
+    const uint64_t *starts = u->starts;
+    int64_t n = u->n, nu = u->nu;
+    apply_args a = {r, starts, dp, ds, s->values, s->state, s->state_floats, dim, o};
     apply_fn fn = pick_apply(dim);
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(u->threads)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
         int64_t u0 = t == 0 ? 0 : run_at(starts, nu, n * t / nt);
         int64_t u1 = t == nt - 1 ? nu : run_at(starts, nu, n * (t + 1) / nt);
         fn(&a, u0, u1);
     }
-    return EMBER_OK;
+}
+
+/* ------------------------------------------------ row-wise Adagrad, COLUMN */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+void ember_grad_column_order(const ember_route *r, const ember_grad_runs *u, const ember_store *s, uint64_t *ord)
+{
+    /* runs in row order: an SSD store's runs come in slot order, which
+     * differs between ranks; (row << 32 | run) sorted gives every rank the
+     * same order */
+    for (int64_t k = 0; k < u->nu; k++)
+        ord[k] = (uint64_t)ember_store_row_of(s, (uint32_t)(r->keys[u->starts[k]] >> 32)) << 32 | (uint64_t)k;
+    if (s->staged)
+        qsort(ord, (size_t)u->nu, sizeof(uint64_t), cmp_u64);
+}
+
+void ember_grad_column_sums(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
+                            int32_t real_cols, const uint64_t *ord, const float *dp, const float *ds,
+                            const ember_optim_step *o, float *g_all, float *mine, int threads)
+{
+    const uint64_t *starts = u->starts;
+    float *values = s->values;
+    int64_t nu = u->nu;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t k = 0; k < nu; k++) {
+        int64_t run = (int64_t)(uint32_t)ord[k];
+        float *g = g_all + run * dim;
+        uint32_t row = (uint32_t)(r->keys[starts[run]] >> 32);
+        row_gradient(r, (int64_t)starts[run], (int64_t)starts[run + 1], (int64_t)starts[run + 1], dim, dp, ds, g);
+        ember_optim_decay(o, real_cols, values + (int64_t)row * dim, g);
+        mine[k] = ember_optim_sumsq(g, real_cols);
+    }
+}
+
+void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
+                             int32_t real_cols, int32_t full_dim, const uint64_t *ord, const float *sq, int32_t W,
+                             const float *g_all, const ember_optim_step *o, int threads)
+{
+    const uint64_t *starts = u->starts;
+    float *values = s->values, *state = s->state;
+    int64_t nu = u->nu;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int64_t k = 0; k < nu; k++) {
+        int64_t run = (int64_t)(uint32_t)ord[k];
+        float total = 0.0f;
+        for (int32_t q = 0; q < W; q++)
+            total += sq[(int64_t)q * nu + k];
+        uint32_t row = (uint32_t)(r->keys[starts[run]] >> 32);
+        ember_optim_rowwise(o, real_cols, values + (int64_t)row * dim, state + row, g_all + run * dim,
+                            total / (float)full_dim);
+    }
 }

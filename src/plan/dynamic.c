@@ -18,7 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dyn/dyn_step.h"
+#include "collection/config.h"
+#include "dyn/dyn.h"
 #include "plan/plan.h"
 
 #define HUGE_DRAWS 1e30 /* beyond the curve's last point: D(n) has its limit */

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dyn/dyn_step.h"
+#include "dyn/dyn.h"
 #include "plan/plan.h"
 #include "table/layout.h"
 #include "tier/tier.h"

@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "data/ctr.h"
-#include "dyn/dyn_step.h"
+#include "dyn/dyn.h"
 #include "plan/plan.h"
 
 #define ZIPF_EXACT 1024      /* ranks summed one by one                 */

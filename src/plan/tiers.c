@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dyn/dyn_step.h"
+#include "collection/config.h"
 #include "plan/plan.h"
 #include "tier/tier.h"
 

@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
+#include "core/reserve.h"
+#include "core/status.h"
 #include "prep/limits.h"
 
 static int has_limit(const ember_table_config *t)
@@ -23,19 +24,19 @@ static int has_limit(const ember_table_config *t)
     return t->max_ids_per_partition > 0 || t->max_unique_ids_per_partition > 0;
 }
 
-int ember_limits_active(const ember_collection *c)
+int ember_limits_active(const ember_prep *P)
 {
-    for (int32_t t = 0; t < c->cfg.num_tables; t++)
-        if (has_limit(&c->tables[t].cfg))
+    for (int32_t t = 0; t < P->num_tables; t++)
+        if (has_limit(&P->tables[t].cfg))
             return 1;
     return 0;
 }
 
 /* Logical table of a physical row; *i is a cursor that only moves forward
  * while rows ascend. */
-static int32_t table_at(const ember_collection *c, const ember_ptable *pt, uint32_t row, int32_t *i)
+static int32_t table_at(const ember_prep *P, const ember_prep_table *pt, uint32_t row, int32_t *i)
 {
-    while (*i + 1 < pt->num_tables && row >= c->tables[pt->tables[*i + 1]].offset)
+    while (*i + 1 < pt->num_tables && row >= P->tables[pt->tables[*i + 1]].offset)
         (*i)++;
     return pt->tables[*i];
 }
@@ -46,29 +47,29 @@ static int over(const ember_table_config *tc, int64_t ids, int64_t uniq)
            (tc->max_unique_ids_per_partition > 0 && uniq > tc->max_unique_ids_per_partition);
 }
 
-static int limit_error(ember_collection *c, int32_t t, int32_t shard, int64_t ids, int64_t uniq,
+static int limit_error(const ember_prep *P, int32_t t, int32_t shard, int64_t ids, int64_t uniq,
                        const char *where)
 {
-    const ember_table_config *tc = &c->tables[t].cfg;
+    const ember_table_config *tc = &P->tables[t].cfg;
     int by_ids = tc->max_ids_per_partition > 0 && ids > tc->max_ids_per_partition;
-    return ember_fail(c, EMBER_ELIMIT, "table '%s' shard %d: %lld %s exceed %s %lld%s", tc->name, shard,
+    return ember_fail_into(P->errmsg, EMBER_ELIMIT, "table '%s' shard %d: %lld %s exceed %s %lld%s", tc->name, shard,
                       (long long)(by_ids ? ids : uniq), by_ids ? "ids" : "unique ids",
                       by_ids ? "max_ids_per_partition" : "max_unique_ids_per_partition",
                       (long long)(by_ids ? tc->max_ids_per_partition : tc->max_unique_ids_per_partition),
                       where);
 }
 
-void ember_limits_count(ember_collection *c, int64_t *ids, int64_t *unique)
+void ember_limits_count(const ember_prep *P, int64_t *ids, int64_t *unique)
 {
-    int32_t S = c->cfg.num_shards;
-    for (int32_t p = 0; p < c->num_ptables; p++) {
-        ember_ptable *pt = &c->ptables[p];
-        ember_route *r = &pt->route;
-        ember_route_sort(c, p, 0);
+    int32_t S = P->num_shards;
+    for (int32_t p = 0; p < P->num_ptables; p++) {
+        const ember_prep_table *pt = &P->ptables[p];
+        ember_route *r = pt->route;
+        ember_route_sort_rows(r, pt->rows, 0, P->sort_hist, P->threads);
         int32_t cur = 0;
         for (int64_t j = 0; j < r->nkeys; j++) {
             uint32_t row = (uint32_t)(r->keys[j] >> 32);
-            int64_t k = (int64_t)table_at(c, pt, row, &cur) * S + row % (uint32_t)S;
+            int64_t k = (int64_t)table_at(P, pt, row, &cur) * S + row % (uint32_t)S;
             ids[k]++;
             if (j == 0 || (uint32_t)(r->keys[j - 1] >> 32) != row)
                 unique[k]++;
@@ -80,29 +81,29 @@ void ember_limits_count(ember_collection *c, int64_t *ids, int64_t *unique)
 
 /* Slots are (key, stamp) pairs: key = ptable << 32 | row (UINT64_MAX =
  * empty), stamp = the last mini-batch that saw it. */
-static int reserve_hash(ember_collection *c, int64_t units)
+static int reserve_hash(ember_limit_scratch *ls, int64_t units)
 {
     int64_t cap = 64;
     while (cap < 2 * units)
         cap *= 2;
-    if (cap > c->mb_hash_cap) {
-        void *h = realloc(c->mb_hash, 2 * sizeof(uint64_t) * (size_t)cap);
+    if (cap > ls->mb_hash_cap) {
+        void *h = realloc(ls->mb_hash, 2 * sizeof(uint64_t) * (size_t)cap);
         if (!h)
             return EMBER_ENOMEM;
-        c->mb_hash = h;
-        c->mb_hash_cap = cap;
+        ls->mb_hash = h;
+        ls->mb_hash_cap = cap;
     }
-    for (int64_t i = 0; i < c->mb_hash_cap; i++)
-        c->mb_hash[2 * i] = UINT64_MAX;
+    for (int64_t i = 0; i < ls->mb_hash_cap; i++)
+        ls->mb_hash[2 * i] = UINT64_MAX;
     return EMBER_OK;
 }
 
 /* 1 if (p, row) was not yet seen in mini-batch m; marks it seen. */
-static int first_in_minibatch(ember_collection *c, int32_t p, uint32_t row, int64_t m)
+static int first_in_minibatch(ember_limit_scratch *ls, int32_t p, uint32_t row, int64_t m)
 {
-    uint64_t key = (uint64_t)p << 32 | row, mask = (uint64_t)c->mb_hash_cap - 1;
+    uint64_t key = (uint64_t)p << 32 | row, mask = (uint64_t)ls->mb_hash_cap - 1;
     for (uint64_t h = (key * 0x9e3779b97f4a7c15ULL) >> 20;; h++) {
-        uint64_t *slot = &c->mb_hash[2 * (h & mask)];
+        uint64_t *slot = &ls->mb_hash[2 * (h & mask)];
         if (slot[0] == UINT64_MAX || slot[0] == key) {
             int fresh = slot[0] == UINT64_MAX || slot[1] != (uint64_t)m;
             slot[0] = key;
@@ -112,24 +113,24 @@ static int first_in_minibatch(ember_collection *c, int32_t p, uint32_t row, int6
     }
 }
 
-static int minibatch_split(ember_collection *c)
+static int minibatch_split(const ember_prep *P, ember_batch_shape *bs)
 {
-    int32_t B = c->batch_size, S = c->cfg.num_shards, T = c->cfg.num_tables;
-    int64_t *ids = c->limit_counts, *uniq = ids + (int64_t)T * S;
+    int32_t B = bs->batch_size, S = P->num_shards, T = P->num_tables;
+    int64_t *ids = P->limits->counts, *uniq = ids + (int64_t)T * S;
     int64_t units = 0;
-    for (int32_t p = 0; p < c->num_ptables; p++)
-        units += c->ptables[p].route.n;
-    if (reserve_hash(c, units) != EMBER_OK)
-        return ember_fail(c, EMBER_ENOMEM, "out of memory for the mini-batch split");
+    for (int32_t p = 0; p < P->num_ptables; p++)
+        units += P->ptables[p].route->n;
+    if (reserve_hash(P->limits, units) != EMBER_OK)
+        return ember_fail_into(P->errmsg, EMBER_ENOMEM, "out of memory for the mini-batch split");
     memset(ids, 0, sizeof(int64_t) * 2 * (size_t)T * S);
     int32_t m = 0, start = 0;
-    c->minibatch_start[0] = 0;
+    bs->minibatch_start[0] = 0;
     for (int32_t s = 0; s < B; s++) {
-        for (int32_t p = 0; p < c->num_ptables; p++) {
-            const ember_route *r = &c->ptables[p].route;
+        for (int32_t p = 0; p < P->num_ptables; p++) {
+            const ember_route *r = P->ptables[p].route;
             for (int64_t g = r->sample_seg[s]; g < r->sample_seg[s + 1]; g++) {
-                int32_t t = c->features[r->seg_feature[g]].table;
-                const ember_table_config *tc = &c->tables[t].cfg;
+                int32_t t = P->features[r->seg_feature[g]].table;
+                const ember_table_config *tc = &P->tables[t].cfg;
                 if (tc->limit_policy != EMBER_LIMIT_MINIBATCH || !has_limit(tc))
                     continue;
                 for (int64_t e = r->seg_start[g]; e < r->seg_start[g + 1]; e++) {
@@ -137,41 +138,41 @@ static int minibatch_split(ember_collection *c)
                         continue;
                     int64_t k = (int64_t)t * S + r->row[e] % (uint32_t)S;
                     ids[k]++;
-                    uniq[k] += first_in_minibatch(c, p, r->row[e], m);
+                    uniq[k] += first_in_minibatch(P->limits, p, r->row[e], m);
                 }
             }
         }
         for (int64_t k = 0; k < (int64_t)T * S; k++) {
-            const ember_table_config *tc = &c->tables[k / S].cfg;
+            const ember_table_config *tc = &P->tables[k / S].cfg;
             if (tc->limit_policy != EMBER_LIMIT_MINIBATCH || !over(tc, ids[k], uniq[k]))
                 continue;
             if (s == start) {
                 char where[96];
                 snprintf(where, sizeof where, " in sample %d alone; mini-batching cannot split a sample", s);
-                return limit_error(c, (int32_t)(k / S), (int32_t)(k % S), ids[k], uniq[k], where);
+                return limit_error(P, (int32_t)(k / S), (int32_t)(k % S), ids[k], uniq[k], where);
             }
-            c->minibatch_start[++m] = s; /* cut before s and count s again */
+            bs->minibatch_start[++m] = s; /* cut before s and count s again */
             start = s;
             memset(ids, 0, sizeof(int64_t) * 2 * (size_t)T * S);
             s--;
             break;
         }
     }
-    c->num_minibatches = m + 1;
-    c->minibatch_start[m + 1] = B;
+    bs->num_minibatches = m + 1;
+    bs->minibatch_start[m + 1] = B;
     return EMBER_OK;
 }
 
 /* ---- error and drop policies, per mini-batch ---- */
 
-static int check_and_drop(ember_collection *c, int32_t p, int32_t m, int64_t *dropped)
+static int check_and_drop(const ember_prep *P, const ember_batch_shape *bs, int32_t p, int32_t m, int64_t *dropped)
 {
-    ember_ptable *pt = &c->ptables[p];
-    ember_route *r = &pt->route;
-    int32_t S = c->cfg.num_shards, T = c->cfg.num_tables;
-    int32_t b0 = c->minibatch_start[m], b1 = c->minibatch_start[m + 1];
+    const ember_prep_table *pt = &P->ptables[p];
+    ember_route *r = pt->route;
+    int32_t S = P->num_shards, T = P->num_tables;
+    int32_t b0 = bs->minibatch_start[m], b1 = bs->minibatch_start[m + 1];
     int64_t e_lo = r->seg_start[r->sample_seg[b0]], e_hi = r->seg_start[r->sample_seg[b1]];
-    int64_t *ids = c->limit_counts, *uniq = ids + (int64_t)T * S;
+    int64_t *ids = P->limits->counts, *uniq = ids + (int64_t)T * S;
     int64_t *kept = uniq + (int64_t)T * S, *kuniq = kept + (int64_t)T * S;
     memset(ids, 0, sizeof(int64_t) * 4 * (size_t)T * S);
     int32_t cur = 0;
@@ -181,8 +182,8 @@ static int check_and_drop(ember_collection *c, int32_t p, int32_t m, int64_t *dr
         uint32_t e = (uint32_t)r->keys[j], row = (uint32_t)(r->keys[j] >> 32);
         if (e < e_lo || e >= e_hi)
             continue;
-        int32_t t = table_at(c, pt, row, &cur);
-        const ember_table_config *tc = &c->tables[t].cfg;
+        int32_t t = table_at(P, pt, row, &cur);
+        const ember_table_config *tc = &P->tables[t].cfg;
         if (!has_limit(tc) || tc->limit_policy == EMBER_LIMIT_MINIBATCH)
             continue;
         int64_t k = (int64_t)t * S + row % (uint32_t)S;
@@ -204,46 +205,46 @@ static int check_and_drop(ember_collection *c, int32_t p, int32_t m, int64_t *dr
         }
     }
     for (int64_t k = 0; k < (int64_t)T * S; k++) {
-        const ember_table_config *tc = &c->tables[k / S].cfg;
-        if (tc->limit_policy == EMBER_LIMIT_ERROR && c->tables[k / S].ptable == p && over(tc, ids[k], uniq[k])) {
+        const ember_table_config *tc = &P->tables[k / S].cfg;
+        if (tc->limit_policy == EMBER_LIMIT_ERROR && P->tables[k / S].ptable == p && over(tc, ids[k], uniq[k])) {
             char where[96] = "";
-            if (c->num_minibatches > 1)
+            if (bs->num_minibatches > 1)
                 snprintf(where, sizeof where, " (mini-batch %d, samples %d..%d)", m, b0, b1 - 1);
-            return limit_error(c, (int32_t)(k / S), (int32_t)(k % S), ids[k], uniq[k], where);
+            return limit_error(P, (int32_t)(k / S), (int32_t)(k % S), ids[k], uniq[k], where);
         }
     }
     return EMBER_OK;
 }
 
-int ember_limits_apply(ember_collection *c, int64_t *dropped)
+int ember_limits_apply(const ember_prep *P, ember_batch_shape *bs, int64_t *dropped)
 {
-    int32_t B = c->batch_size;
+    int32_t B = bs->batch_size;
     *dropped = 0;
-    if (ember_reserve((void **)&c->minibatch_start, &c->minibatch_cap, (int64_t)B + 2, sizeof(int32_t)))
-        return ember_fail(c, EMBER_ENOMEM, "out of memory");
-    c->num_minibatches = 1;
-    c->minibatch_start[0] = 0;
-    c->minibatch_start[1] = B;
-    if (!ember_limits_active(c))
+    if (ember_reserve((void **)&bs->minibatch_start, &bs->minibatch_cap, (int64_t)B + 2, sizeof(int32_t)))
+        return ember_fail_into(P->errmsg, EMBER_ENOMEM, "out of memory");
+    bs->num_minibatches = 1;
+    bs->minibatch_start[0] = 0;
+    bs->minibatch_start[1] = B;
+    if (!ember_limits_active(P))
         return EMBER_OK;
     int has_mb = 0, has_other = 0;
-    for (int32_t t = 0; t < c->cfg.num_tables; t++) {
-        const ember_table_config *tc = &c->tables[t].cfg;
+    for (int32_t t = 0; t < P->num_tables; t++) {
+        const ember_table_config *tc = &P->tables[t].cfg;
         has_mb |= has_limit(tc) && tc->limit_policy == EMBER_LIMIT_MINIBATCH;
         has_other |= has_limit(tc) && tc->limit_policy != EMBER_LIMIT_MINIBATCH;
     }
     int st;
-    if (has_mb && B > 0 && (st = minibatch_split(c)) != EMBER_OK)
+    if (has_mb && B > 0 && (st = minibatch_split(P, bs)) != EMBER_OK)
         return st;
     if (!has_other)
         return EMBER_OK;
     int64_t drops = 0;
-    for (int32_t p = 0; p < c->num_ptables; p++) {
-        ember_route_sort(c, p, 0);
-        for (int32_t m = 0; m < c->num_minibatches; m++)
-            if ((st = check_and_drop(c, p, m, &drops)) != EMBER_OK)
+    for (int32_t p = 0; p < P->num_ptables; p++) {
+        ember_route *r = P->ptables[p].route;
+        ember_route_sort_rows(r, P->ptables[p].rows, 0, P->sort_hist, P->threads);
+        for (int32_t m = 0; m < bs->num_minibatches; m++)
+            if ((st = check_and_drop(P, bs, p, m, &drops)) != EMBER_OK)
                 return st;
-        ember_route *r = &c->ptables[p].route;
         if (drops) { /* a unit's repeats in its bag follow their leader */
             for (int64_t e = 0; e < r->n; e++)
                 if (r->leader[e] != (int32_t)e && r->row[r->leader[e]] == EMBER_ROW_DROPPED &&

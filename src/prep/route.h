@@ -2,7 +2,8 @@
  * route.h: a batch routed to one physical table (host preprocessing,
  * as SparseCore's): jagged bags -> COO entries in sample-major order, optional
  * per-bag dedup, limits applied, and the sorted (row, entry) keys that the
- * backward aggregation and the limit checks share.
+ * backward aggregation and the limit checks share.  This header is the route
+ * alone: its buffers, its segments and the sort; routing.h routes a batch.
  *
  * Entries are laid out sample-major (sample, then feature in config order,
  * then position), so a contiguous sample range is a contiguous entry range
@@ -16,6 +17,10 @@
 #include <stdint.h>
 
 #define EMBER_ROW_DROPPED UINT32_MAX
+/* The id a dynamic table's key with no row becomes before routing
+ * (step/dynamic_keys.c): the route gives it a zero row that counts in
+ * mean/sqrtn divisors and gets no update. */
+#define EMBER_ID_UNSEEN INT64_MIN
 #define EMBER_ROUTE_PAD 32 /* valid rows (0) after row[n], for read-ahead */
 
 typedef struct ember_route {
@@ -48,29 +53,22 @@ typedef struct ember_route {
     int64_t cap_n, cap_seg, cap_b;
 } ember_route;
 
-struct ember_collection;
-struct ember_batch;
+/* Output row of segment g: pooled + off, or sequence + (-1 - off). */
+static inline float *ember_seg_out(const ember_route *r, int64_t g, float *pooled, float *sequence)
+{
+    int64_t off = r->seg_out[g];
+    return off >= 0 ? pooled + off : sequence + (-1 - off);
+}
 
 /* Segment of entry e (binary search of seg_start). */
 int64_t ember_route_segment_of(const ember_route *r, int64_t e);
 
-/* Validates the whole batch against the config; on error nothing is routed
- * and the message names feature, sample and id.  Fills coll->bag_off. */
-int ember_route_validate(struct ember_collection *coll, const struct ember_batch *b);
-
-/* Builds every physical table's route from a validated batch.  units:
- * compute leaders (per-bag distinct ids) for limit counting.  Ids skipped
- * under bounds=drop are counted into *dropped_bounds. */
-int ember_route_build(struct ember_collection *coll, const struct ember_batch *b, int units,
-                      int64_t *dropped_bounds);
-
-/* Sorts route keys by row.  all = 1: every kept entry (backward); 0: only
- * unit leaders (limit counting).  Stable, so a row's occurrences stay in
- * entry order; deterministic for any thread count. */
-int ember_route_sort(struct ember_collection *coll, int32_t ptable, int all);
-/* The same for any route whose rows are below `rows` (an owner's received
- * entries, exchange/). */
-int ember_route_sort_rows(struct ember_collection *coll, ember_route *r, int64_t rows, int all);
+/* Sorts r's keys (row << 32 | entry) by row, rows below `rows`: all = 1,
+ * every kept entry (the backward); 0, only the bag's first entry of each
+ * id (the limits' units).  Stable, so a row's occurrences stay in entry
+ * order; the same for any thread count.  hist: EMBER_SORT_HIST_SIZE
+ * scratch.  A no-op when the keys are sorted that way already. */
+void ember_route_sort_rows(ember_route *r, int64_t rows, int all, int64_t *hist, int threads);
 
 /* Makes r hold n entries (plus EMBER_ROUTE_PAD), nseg segments and B
  * samples; grow-only, contents kept. */

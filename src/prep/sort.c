@@ -7,12 +7,13 @@
  * classic stable parallel counting sort.  Stability makes the output a pure
  * function of the input, whatever the thread count.  Digits are up to 11
  * bits so a pass's histogram (2048 x 8 bytes per thread) stays in L1/L2.
+ * ember_route_sort_rows builds a route's keys and sorts them.
  */
 #include <omp.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "prep/route.h"
-
 
 void ember_radix_sort(uint64_t *keys, uint64_t *tmp, int64_t *hist, int64_t n, int lo_bit,
                       int hi_bit, int threads)
@@ -65,28 +66,19 @@ void ember_radix_sort(uint64_t *keys, uint64_t *tmp, int64_t *hist, int64_t n, i
         memcpy(keys, src, sizeof(uint64_t) * (size_t)n);
 }
 
-#include "core/collection.h"
-#include "core/parallel.h"
-
-int ember_route_sort(ember_collection *c, int32_t p, int all)
-{
-    return ember_route_sort_rows(c, &c->ptables[p].route, c->ptables[p].rows, all);
-}
-
-int ember_route_sort_rows(ember_collection *c, ember_route *r, int64_t rows, int all)
+void ember_route_sort_rows(ember_route *r, int64_t rows, int all, int64_t *hist, int threads)
 {
     if (r->nkeys > 0 && r->sorted_all == all)
-        return EMBER_OK;
+        return;
     /* entry e gets a key if kept, and (all, or the first of its id in its bag) */
     const uint32_t *row = r->row;
     const int32_t *leader = r->leader;
     uint64_t *keys = r->keys;
-    EMBER_PARALLEL_COMPACT(&r->nkeys, r->n, c->threads, 65536,
+    EMBER_PARALLEL_COMPACT(&r->nkeys, r->n, threads, 65536,
                            row[i] != EMBER_ROW_DROPPED && (all || leader[i] == (int32_t)i),
                            keys[k] = (uint64_t)row[i] << 32 | (uint64_t)i);
     r->sorted_all = all;
     r->sources_ready = 0;
     int bits = rows > 1 ? 64 - __builtin_clzll((unsigned long long)(rows - 1)) : 0;
-    ember_radix_sort(r->keys, r->keys_tmp, c->sort_hist, r->nkeys, 32, 32 + bits, c->threads);
-    return EMBER_OK;
+    ember_radix_sort(r->keys, r->keys_tmp, hist, r->nkeys, 32, 32 + bits, threads);
 }

@@ -29,12 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
 #include "exchange/exchange.h"
 #include "exchange/xchg.h"
-#include "step/step.h"
 #include "prep/route.h"
-#include "tier/tier.h"
+#include "step/step.h"
+#include "step/tier.h"
 
 static int slot_create(ember_collection *c)
 {
@@ -42,13 +42,13 @@ static int slot_create(ember_collection *c)
         return EMBER_OK;
     ember_slot *s = calloc(1, sizeof *s);
     if (s) {
-        s->seq_off = calloc((size_t)c->cfg.num_features + 1, sizeof *s->seq_off);
+        s->shape.seq_off = calloc((size_t)c->cfg.num_features + 1, sizeof *s->shape.seq_off);
         s->route = calloc((size_t)c->num_ptables + 1, sizeof *s->route);
         s->xchg = calloc((size_t)c->num_ptables + 1, sizeof *s->xchg);
     }
-    if (!s || !s->seq_off || !s->route || !s->xchg) {
+    if (!s || !s->shape.seq_off || !s->route || !s->xchg) {
         if (s) {
-            free(s->seq_off);
+            free(s->shape.seq_off);
             free(s->route);
             free(s->xchg);
         }
@@ -68,11 +68,11 @@ void ember_slot_free(ember_collection *c)
         ember_route_free(&s->route[p]);
         ember_xchg_free(s->xchg[p]);
     }
-    free(s->seq_off);
+    free(s->shape.seq_off);
     free(s->route);
     free(s->xchg);
-    free(s->minibatch_start);
-    free(s->bag_off);
+    free(s->shape.minibatch_start);
+    free(s->shape.bag_off);
     free(s);
     c->spare = NULL;
 }
@@ -82,7 +82,7 @@ int64_t ember_slot_bytes(const ember_collection *c)
     const ember_slot *s = c->spare;
     if (!s)
         return 0;
-    int64_t n = s->bag_off_cap * (int64_t)sizeof(int64_t) + s->minibatch_cap * (int64_t)sizeof(int32_t);
+    int64_t n = s->shape.bag_off_cap * (int64_t)sizeof(int64_t) + s->shape.minibatch_cap * (int64_t)sizeof(int32_t);
     for (int32_t p = 0; p < c->num_ptables; p++)
         n += ember_route_bytes(&s->route[p]) + ember_xchg_bytes(s->xchg[p]);
     return n;
@@ -100,15 +100,8 @@ static void slot_swap(ember_collection *c)
 {
     ember_slot *s = c->spare;
     SWAP(c->routed, s->routed);
-    SWAP(c->batch_size, s->batch_size);
-    SWAP(c->num_minibatches, s->num_minibatches);
     SWAP(c->num_rounds, s->num_rounds);
-    SWAP(c->seq_floats, s->seq_floats);
-    SWAP(c->seq_off, s->seq_off);
-    SWAP(c->minibatch_start, s->minibatch_start);
-    SWAP(c->minibatch_cap, s->minibatch_cap);
-    SWAP(c->bag_off, s->bag_off);
-    SWAP(c->bag_off_cap, s->bag_off_cap);
+    SWAP(c->shape, s->shape);
     for (int32_t p = 0; p < c->num_ptables; p++) {
         SWAP(c->ptables[p].route, s->route[p]);
         SWAP(c->ptables[p].xchg, s->xchg[p]);

@@ -1,16 +1,14 @@
 /*
- * step.c: ember_forward and ember_backward, the spine of DESIGN.md for a
- * world of one:
+ * step.c: ember_forward (and ember_partition_counts), the spine of
+ * docs/embedding-core.md, "One step", for a world of one:
  *
- *   validate -> route (COO, dedup, stacking offsets) -> limits
- *   -> [exchange ids: nothing to send] -> shard lookup and pool
- *   -> [exchange vectors: nothing to send]
- *   backward: [exchange gradients: nothing] -> sort by row -> sum in sample
- *   order -> fused optimizer
+ *   validate -> [dynamic keys -> rows] -> route (COO, dedup, stacking
+ *   offsets) -> limits -> [exchange ids: nothing to send] -> shard lookup
+ *   and pool -> [exchange vectors: nothing to send]
  *
- * A failed call changes no table: forward never writes tables, and backward
- * runs its checks before its first update.  After a failed forward the
- * routed batch is gone, so backward answers EMBER_ESTATE.
+ * The backward is backward.c's.  A failed call changes no table: forward
+ * never writes tables.  After a failed forward the routed batch is gone,
+ * so backward answers EMBER_ESTATE.
  *
  * In a world of W > 1 the bracketed exchanges are real (exchange/): the local
  * phase (validate, route, limits) ends with an agreement on the status and
@@ -20,15 +18,13 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/collection.h"
 #include "exchange/exchange.h"
-#include "exchange/hot.h"
-#include "dyn/dyn_step.h"
 #include "lookup/lookup.h"
-#include "step/step.h"
-#include "quant/quant.h"
 #include "prep/limits.h"
-#include "tier/tier.h"
+#include "prep/routing.h"
+#include "step/dynamic_keys.h"
+#include "step/step.h"
+#include "step/tier.h"
 
 
 /* Shard lookup and pooling of physical table p, one mini-batch at a time
@@ -41,9 +37,10 @@ static int lookup_ptable(ember_collection *c, int32_t p, float *pooled, float *s
     int st = ember_tier_stage_route(c, pt, r);
     if (st != EMBER_OK)
         return st;
-    for (int32_t m = 0; m < c->num_minibatches; m++)
-        ember_pool(r, pt->store, r->sample_seg[c->minibatch_start[m]],
-                   r->sample_seg[c->minibatch_start[m + 1]], pooled, sequence, c->threads);
+    const ember_batch_shape *bs = &c->shape;
+    for (int32_t m = 0; m < bs->num_minibatches; m++)
+        ember_pool(r, pt->store, r->sample_seg[bs->minibatch_start[m]], r->sample_seg[bs->minibatch_start[m + 1]],
+                   pooled, sequence, c->threads);
     return EMBER_OK;
 }
 
@@ -104,8 +101,9 @@ void ember_comm_count_end(ember_collection *c)
 
 int ember_forward_validate(ember_collection *c, const ember_batch *b, float *pooled, float *sequence)
 {
+    ember_prep P = ember_collection_prep(c);
     int st;
-    if ((st = ember_route_validate(c, b)) != EMBER_OK)
+    if ((st = ember_route_validate(&P, b, &c->shape)) != EMBER_OK)
         return st;
     int64_t seq_needed = ember_sequence_size(c, b);
     if ((b->batch_size > 0 && c->pooled_width > 0 && !pooled) || (seq_needed > 0 && !sequence))
@@ -116,12 +114,13 @@ int ember_forward_validate(ember_collection *c, const ember_batch *b, float *poo
 
 int ember_forward_route(ember_collection *c, const ember_batch *b, int st, int64_t *dropped)
 {
+    ember_prep P = ember_collection_prep(c);
     dropped[0] = dropped[1] = 0;
     if (st == EMBER_OK)
-        st = ember_route_build(c, b, ember_limits_active(c), &dropped[0]);
+        st = ember_route_build(&P, b, &c->shape, ember_limits_active(&P), &dropped[0]);
     if (st == EMBER_OK)
-        st = ember_limits_apply(c, &dropped[1]);
-    int64_t rounds = st == EMBER_OK ? c->num_minibatches : 0;
+        st = ember_limits_apply(&P, &c->shape, &dropped[1]);
+    int64_t rounds = st == EMBER_OK ? c->shape.num_minibatches : 0;
     if ((st = ember_dist_agree(c, st, &rounds)) != EMBER_OK)
         return st;
     c->num_rounds = (int32_t)rounds;
@@ -143,7 +142,7 @@ int ember_forward_done(ember_collection *c, int64_t num_ids, const int64_t *drop
         return st;
     c->stats.dropped_bounds += dropped[0];
     c->stats.dropped_limit += dropped[1];
-    c->stats.minibatches = c->num_minibatches;
+    c->stats.minibatches = c->shape.num_minibatches;
     c->stats.last_ids = num_ids - dropped[0];
     c->stats.last_unique_rows = 0;
     c->routed = 1;
@@ -201,103 +200,6 @@ int ember_forward(ember_collection *c, const ember_batch *b, float *pooled, floa
     return st;
 }
 
-/* Debug check of the upstream gradient slices the batch will read. */
-static int check_upstream(ember_collection *c, const float *dp, const float *ds)
-{
-    for (int32_t p = 0; p < c->num_ptables; p++) {
-        const ember_ptable *pt = &c->ptables[p];
-        const ember_route *r = &pt->route;
-        for (int64_t g = 0; g < r->nseg; g++) {
-            const float *d = ember_seg_out(r, g, (float *)dp, (float *)ds);
-            for (int32_t k = 0; k < pt->dim; k++)
-                if (!isfinite(d[k])) {
-                    const ember_lfeature *fe = &c->features[r->seg_feature[g]];
-                    return ember_fail(c, EMBER_ENUMERIC,
-                                      "feature '%s' sample %d: upstream gradient element %d is not finite "
-                                      "(table '%s'); no table was changed",
-                                      fe->name, r->seg_sample[g], k, c->tables[fe->table].cfg.name);
-                }
-        }
-    }
-    return EMBER_OK;
-}
-
-/* Backward over the world: gradient exchange, agreed debug check, update. */
-static int backward_world(ember_collection *c, const float *dp, const float *ds, int64_t step)
-{
-    int st = EMBER_OK;
-    for (int32_t p = 0; p < c->num_ptables; p++)
-        if ((st = ember_dist_send_grads(c, p, dp, ds)) != EMBER_OK || (st = ember_hot_sum(c, p, dp, ds)) != EMBER_OK)
-            return st;
-    if (c->cfg.debug_checks) {
-        for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++)
-            if ((st = ember_dist_apply(c, p, step, 1)) == EMBER_OK)
-                st = ember_hot_check(c, p);
-        if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
-            return st;
-    }
-    for (int32_t p = 0; p < c->num_ptables; p++) {
-        if ((st = ember_dist_apply(c, p, step, 0)) != EMBER_OK)
-            return st;
-        ember_hot_apply(c, p, step);
-        ember_hot_count_served(c, p);
-    }
-    return EMBER_OK;
-}
-
-/* Local checks before backward changes anything. */
-static int backward_checks(ember_collection *c, const float *d_pooled, const float *d_sequence)
-{
-    if (!c->routed)
-        return ember_fail(c, EMBER_ESTATE, "ember_backward needs a successful ember_forward first");
-    if ((c->batch_size > 0 && c->pooled_width > 0 && !d_pooled) || (c->seq_floats > 0 && !d_sequence))
-        return ember_fail(c, EMBER_EINVAL, "gradient buffer is NULL");
-    for (int32_t t = 0; t < c->cfg.num_tables; t++)
-        if (c->tables[t].cfg.rows_encoding != EMBER_ROWS_FP32)
-            return ember_fail(c, EMBER_EINVAL, "table '%s' holds encoded rows (%s): an inference table, read-only; "
-                              "train with fp32 rows", c->tables[t].cfg.name,
-                              ember_encoding_name((ember_encoding)c->tables[t].cfg.rows_encoding));
-    return c->cfg.debug_checks ? check_upstream(c, d_pooled, d_sequence) : EMBER_OK;
-}
-
-int ember_backward(ember_collection *c, const float *d_pooled, const float *d_sequence)
-{
-    int st;
-    if (c->panicked)
-        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
-    if ((st = ember_schedule_settle(c)) != EMBER_OK) /* a stale batch begun looks up first */
-        return st;
-    if ((st = ember_dist_agree(c, backward_checks(c, d_pooled, d_sequence), NULL)) != EMBER_OK)
-        return st;
-    int64_t step = c->stats.steps + 1;
-    c->stats.last_unique_rows = 0;
-    if (ember_distributed(c)) {
-        int64_t sent0 = c->stats.last_bytes_sent, recv0 = c->stats.last_bytes_received;
-        double sec0 = c->stats.last_comm_seconds;
-        ember_comm_count_begin(c);
-        st = backward_world(c, d_pooled, d_sequence, step);
-        ember_comm_count_end(c);
-        c->stats.last_bytes_sent += sent0;
-        c->stats.last_bytes_received += recv0;
-        c->stats.last_comm_seconds += sec0;
-        if (st != EMBER_OK)
-            return st;
-    } else {
-        /* With debug checks every table's gradients are checked before any
-         * table changes: first a checking pass over all physical tables. */
-        for (int pass = c->cfg.debug_checks ? 0 : 1; pass < 2; pass++)
-            for (int32_t p = 0; p < c->num_ptables; p++) {
-                if (pass == 1)
-                    ember_tier_mark_dirty(c, &c->ptables[p]);
-                if ((st = ember_grad_apply(c, p, d_pooled, d_sequence, step, pass == 0)) != EMBER_OK)
-                    return st;
-            }
-    }
-    c->stats.steps = step;
-    c->routed = 0;
-    return EMBER_OK;
-}
-
 int ember_partition_counts(ember_collection *c, const ember_batch *b, int64_t *ids, int64_t *unique)
 {
     int st;
@@ -306,21 +208,18 @@ int ember_partition_counts(ember_collection *c, const ember_batch *b, int64_t *i
     if (c->pending)
         return ember_fail(c, EMBER_ESTATE, "ember_partition_counts while a batch is begun (ember_forward_begin)");
     c->routed = 0; /* the routing buffers are reused: a pending forward is cancelled */
-    ember_bounds_policy saved = c->cfg.bounds;
-    int saved_dedup = c->cfg.dedup;
-    c->cfg.bounds = EMBER_BOUNDS_ERROR;
-    c->cfg.dedup = 0;
-    st = ember_route_validate(c, b);
+    ember_prep P = ember_collection_prep(c);
+    P.bounds = EMBER_BOUNDS_ERROR; /* every id counted as it is, each one */
+    P.dedup = 0;
+    st = ember_route_validate(&P, b, &c->shape);
     int64_t dropped = 0;
     if (st == EMBER_OK)
-        st = ember_route_build(c, b, 1, &dropped);
-    c->cfg.bounds = saved;
-    c->cfg.dedup = saved_dedup;
+        st = ember_route_build(&P, b, &c->shape, 1, &dropped);
     if (st != EMBER_OK)
         return st;
     int64_t n = (int64_t)c->cfg.num_tables * c->cfg.num_shards;
     memset(ids, 0, sizeof(int64_t) * (size_t)n);
     memset(unique, 0, sizeof(int64_t) * (size_t)n);
-    ember_limits_count(c, ids, unique);
+    ember_limits_count(&P, ids, unique);
     return c->num_dynamic ? ember_dyn_partition_counts(c, b, ids, unique) : EMBER_OK;
 }

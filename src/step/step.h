@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
 
 /* The batch and the output buffers (no messages). */
 int ember_forward_validate(ember_collection *c, const ember_batch *b, float *pooled, float *sequence);
@@ -29,6 +29,11 @@ int ember_schedule_settle(ember_collection *c);
  * has the same in flight after an agreed failure) and is forgotten.  For
  * ember_collection_destroy. */
 void ember_schedule_cancel(ember_collection *c);
+
+/* The spare batch state (schedule.c): freed at destroy, counted as
+ * workspace. */
+void ember_slot_free(ember_collection *c);
+int64_t ember_slot_bytes(const ember_collection *c);
 
 /* Counting of the exchanged bytes into the statistics' last_* fields. */
 void ember_comm_count_begin(ember_collection *c);

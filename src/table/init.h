@@ -1,25 +1,25 @@
 /*
- * init.h: deterministic initial values of a physical table's rows.
+ * init.h: deterministic initial values of a table's rows: a pure function
+ * of the table's config, its rng key (seed and name), the row and the
+ * column, whatever the sharding, stacking, thread count or tier.
  */
 #ifndef EMBER_TABLE_INIT_H
 #define EMBER_TABLE_INIT_H
 
 #include <stdint.h>
 
-struct ember_collection;
+#include "ember.h"
 
-/* Initialises every logical table in physical table p (values by formula,
- * optimizer state zero), touching pages with the collection's threads. */
-void ember_init_ptable(struct ember_collection *coll, int32_t p);
-
-/* The SSD tier's initializer (tier.h ember_row_init_fn): the initial values
- * of local row `local` of a physical table; ctx is its ember_tier_init_ctx. */
-void ember_init_local_row(void *ctx, uint32_t local, float *out);
+/* Columns [k0, k0 + width) of row `row` of a table of config tc and rng key
+ * `key` (ember_rng_table_key of the collection's seed and the table's
+ * name); columns at or past dim (the padding of a COLUMN slice) are zero. */
+void ember_init_row(const ember_table_config *tc, uint64_t key, int64_t row, int32_t k0, int32_t width,
+                    float *out);
 
 /* Row `row`'s initial values (dim floats) of a table with this init kind
  * and value and rng key (ember_rng_table_key of the collection's seed and
- * the table's name): what ember_init_ptable writes, for `ember inspect`'s
- * count of rows never touched. */
+ * the table's name): what create writes, for `ember inspect`'s count of
+ * rows never touched. */
 void ember_init_row_values(int init_kind, float init_value, int32_t dim, uint64_t rng_key, int64_t row, float *out);
 
 #endif

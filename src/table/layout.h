@@ -1,5 +1,9 @@
 /*
- * layout.h: logical tables and features -> physical tables (table stacking).
+ * layout.h: logical tables and features over physical tables (table
+ * stacking): where each logical table sits in its physical table, where
+ * each feature reads its rows and writes its output, and the rule that
+ * places a stacked table.  assemble/layout.c lays a collection out at
+ * create; routing (prep/) and everything above it read the layout.
  */
 #ifndef EMBER_TABLE_LAYOUT_H
 #define EMBER_TABLE_LAYOUT_H
@@ -8,7 +12,22 @@
 
 #include "ember.h"
 
-struct ember_collection;
+/* A logical table: the user's config (defaults resolved) and its place. */
+typedef struct ember_ltable {
+    ember_table_config cfg; /* name points into the collection's names      */
+    uint64_t rng_key;       /* ember_rng_table_key(seed, XXH64(name))        */
+    int32_t ptable;
+    int64_t offset;         /* first physical row                            */
+} ember_ltable;
+
+/* A feature: the table it reads, and where its pooled output goes. */
+typedef struct ember_lfeature {
+    const char *name;       /* points into the collection's names           */
+    int32_t table, ptable, dim;
+    ember_combiner combiner;
+    int64_t offset;         /* physical row offset of its table              */
+    int64_t out_col;        /* pooled column, or -1 for NONE                 */
+} ember_lfeature;
 
 /* Where the k-th table (k from 0) of a physical table starts, when the
  * tables before it end at row `end`: end itself, or, row-wise with S > 1
@@ -21,9 +40,5 @@ static inline int64_t ember_stack_offset(int64_t end, int32_t k, ember_placement
         return end;
     return end + (((int64_t)k - end) % S + S) % S;
 }
-
-/* Groups tables, creates one store per physical table, fills offsets, the
- * features' output columns and pooled_width.  Sets the create message. */
-int ember_layout_build(struct ember_collection *coll);
 
 #endif

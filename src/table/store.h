@@ -10,7 +10,9 @@
  * are `state_floats` floats, stored beside the values in a second mapping so
  * that forward gathers touch values only.
  *
- * The SSD tier (src/tier/, docs/tiers.md) is such a staged store.  For the
+ * The SSD tier (src/tier/, docs/tiers.md) is such a staged store; the
+ * store of encoded rows (tier/store_quant.c) is a memory store that decodes
+ * in acquire.  For the
  * step it does more than acquire: stage() makes a step's rows resident in
  * its DRAM cache, pins them, and translates each row number into the cache
  * slot that holds it; `values` and `state` then point at the cache's slot
@@ -23,7 +25,7 @@
 
 #include <stdint.h>
 
-#include "core/huge.h"
+#include "ember.h"
 
 typedef struct ember_store ember_store;
 
@@ -74,7 +76,7 @@ struct ember_store {
      * fq_step); fq_step 0 = off.  Set by the layout for every tier. */
     float fq_low, fq_high, fq_step;
     int64_t meta_bytes;       /* cache bookkeeping (map, lists, flags)      */
-    /* Encoded rows (ember_table_config.rows_encoding; store_quant.c):
+    /* Encoded rows (ember_table_config.rows_encoding; tier/store_quant.c):
      * encoding > 0 (quant.h's ember_encoding), row r at qrows + r *
      * qrow_bytes; values and state are then NULL and value_bytes counts
      * qrows.  The forward reads qrows; acquire and release decode and
@@ -95,16 +97,31 @@ static inline uint32_t ember_store_row_of(const ember_store *s, uint32_t i)
  * madvise(MADV_HUGEPAGE), state zeroed; values left for the initializer. */
 int ember_store_memory_create(int64_t rows, int32_t dim, int32_t state_floats, ember_store **out);
 
-/* Encoded rows (store_quant.c): rows of `encoding` (> 0), no optimizer
- * state (reads as zeros, writes dropped); threads: the most OpenMP threads
- * that acquire single rows at once. */
-int ember_store_quant_create(int64_t rows, int32_t dim, int32_t state_floats, int encoding, int32_t threads,
-                             ember_store **out);
 
 static inline void ember_store_destroy(ember_store *s)
 {
     if (s)
         s->ops->destroy(s);
+}
+
+/* A step's calls on a store, which only a staged store answers (the memory
+ * tier's rows are their own slots): begin, stage (EMBER_OK, or the status
+ * with the message in s->errmsg), mark dirty. */
+static inline void ember_store_begin(ember_store *s, int64_t step)
+{
+    if (s->staged)
+        s->ops->begin(s, step);
+}
+
+static inline int ember_store_stage(ember_store *s, const uint32_t *rows, uint32_t *slots, int64_t n)
+{
+    return s->staged ? s->ops->stage(s, rows, slots, n) : EMBER_OK;
+}
+
+static inline void ember_store_mark_dirty(ember_store *s)
+{
+    if (s->staged)
+        s->ops->mark_dirty(s);
 }
 
 

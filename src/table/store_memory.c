@@ -5,8 +5,9 @@
  */
 #include <stdlib.h>
 
-#include "table/store.h"
+#include "core/huge.h"
 #include "ember.h"
+#include "table/store.h"
 
 static int memory_acquire(ember_store *s, const uint32_t *rows, int64_t n, float **values,
                           float **state)

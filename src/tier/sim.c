@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tier/tier.h"
+#include "tier/sim.h"
 
 typedef struct entry {
     int64_t key; /* next use (step), INT64_MAX: never again */

@@ -25,9 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/huge.h"
 #include "core/safe_file.h"
-#include "prep/route.h"
 #include "tier/ssd_impl.h"
+#include "tier/ssd_size.h"
 
 double ssd_now(void)
 {
@@ -106,20 +107,6 @@ static void ssd_destroy(ember_store *bs)
 
 static const ember_store_ops SSD_OPS = {ssd_acquire, ssd_release, ssd_destroy, ssd_begin,
                                         ssd_stage, ssd_mark_dirty, ssd_flush, ssd_announce};
-
-int64_t ember_ssd_slot_bytes(int32_t dim, int32_t state_floats, ember_cache_policy policy)
-{
-    /* values + state; slot_row, flags, where, pinned, free_slots,
-     * prev/next; map at load 1/2: 16; LFU: freq, last, heap, heap_pos;
-     * lookahead: mask.  Every array of ember_store_ssd_create sized by the
-     * slots, so the cache's DRAM is what cache_bytes grants. */
-    int64_t meta = 4 + 1 + 1 + 4 + 4 + 8 + 16;
-    if (policy == EMBER_CACHE_LFU || policy == EMBER_CACHE_LOOKAHEAD)
-        meta += 16;
-    if (policy == EMBER_CACHE_LOOKAHEAD)
-        meta += 8;
-    return (int64_t)sizeof(float) * (dim + state_floats) + meta;
-}
 
 /* Writes bytes of zeros with large aligned direct writes (the last chunk
  * rounded up to 4 KiB: the marker block begins there). */

@@ -2,7 +2,8 @@
  * ssd_cache.c: the SSD tier's bookkeeping: which row is in which slot (an
  * open-addressing map with linear probing, exactly twice the slots, so a
  * lookup is about one cache miss and the map costs 16 bytes a cached row,
- * as ember_ssd_slot_bytes counts), and which unpinned slot to evict next
+ * as ember_ssd_slot_bytes (ssd_size.c) counts), and which unpinned slot to
+ * evict next
  * (ssd_impl.h lists the structure of each policy).
  *
  * None of this touches row contents: policies decide only where a row
@@ -15,23 +16,6 @@
 #include "tier/ssd_impl.h"
 
 #define EMPTY UINT64_MAX
-
-/* ------------------------------------------------- the cache's size (tier.h) */
-
-int64_t ember_ssd_cache_rows(int64_t cache_bytes, int64_t rows, int32_t dim, int32_t state_floats,
-                             ember_cache_policy policy)
-{
-    int64_t left = cache_bytes - ember_ssd_bitmap_bytes(rows);
-    int64_t k = left > 0 ? left / ember_ssd_slot_bytes(dim, state_floats, policy) : 0;
-    return k < rows ? k : rows;
-}
-
-int64_t ember_ssd_cache_dram(int64_t cache_bytes, int64_t rows, int32_t dim, int32_t state_floats,
-                             ember_cache_policy policy)
-{
-    int64_t k = ember_ssd_cache_rows(cache_bytes, rows, dim, state_floats, policy);
-    return k > 0 ? k * ember_ssd_slot_bytes(dim, state_floats, policy) + ember_ssd_bitmap_bytes(rows) : cache_bytes;
-}
 
 /* ------------------------------------------------------------------ map */
 

@@ -23,7 +23,7 @@
 #include "ember.h"
 #include "table/store.h"
 #include "tier/io_pool.h"
-#include "tier/tier.h"
+#include "tier/ssd.h"
 
 #define SSD_NONE UINT32_MAX
 #define SSD_WINDOW 64          /* announced batches tracked (lookahead <= 63) */

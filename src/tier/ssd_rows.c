@@ -11,8 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h" /* ember_reserve */
-#include "prep/route.h"
+#include "core/reserve.h"
 #include "tier/ssd_impl.h"
 
 /* ------------------------------------------------------- whole-row access */

@@ -18,9 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h" /* ember_reserve */
+#include "core/reserve.h"
 #include "prep/route.h"
 #include "tier/ssd_impl.h"
+#include "tier/ssd_size.h"
 
 /* ----------------------------------------------------------- load jobs */
 

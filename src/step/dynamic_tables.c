@@ -1,5 +1,5 @@
 /*
- * dyn_api.c: the public calls on dynamic tables (include/ember.h): stats,
+ * dynamic_tables.c: the public calls on dynamic tables (include/ember.h): stats,
  * the keys a step evicted, eviction on demand, rows by key, the resident
  * keys, and the training switch.
  *
@@ -10,9 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
+#include "collection/collection.h"
+#include "dyn/dyn.h"
+#include "dyn/dyn_evict.h"
 #include "exchange/exchange.h"
-#include "dyn/dyn_step.h"
 
 /* The dynamic table t, or NULL with a message on c. */
 static ember_dyn_table *dyn_of(const ember_collection *c, int32_t table)

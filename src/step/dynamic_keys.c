@@ -1,5 +1,5 @@
 /*
- * dyn_step.c: dynamic tables on the step's spine (docs/dynamic.md): keys
+ * dynamic_keys.c: dynamic tables on the step's spine (docs/dynamic.md): keys
  * become row ids before routing, so everything after it is unchanged.
  *
  *   requester: keys of each dynamic table, batch order -> bucket by owner
@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
-#include "core/rng.h"
+#include "core/reserve.h"
+#include "dyn/dyn.h"
 #include "exchange/exchange.h"
-#include "dyn/dyn_step.h"
+#include "step/dynamic_keys.h"
 #include "table/init.h"
 
 #define RESET_CHUNK 256 /* rows acquired from the store at once */
@@ -35,50 +35,6 @@ static inline void prefetch_row(const float *v, const float *st, int32_t dim, in
         __builtin_prefetch(v + k, 1);
     for (int32_t k = 0; st && k < state_floats; k += 16)
         __builtin_prefetch(st + k, 1);
-}
-
-int ember_dyn_tables_create(ember_collection *c)
-{
-    for (int32_t p = 0; p < c->num_ptables; p++) {
-        ember_ptable *pt = &c->ptables[p];
-        const ember_ltable *t = &c->tables[pt->tables[0]];
-        if (t->cfg.kind != EMBER_TABLE_DYNAMIC)
-            continue;
-        pt->dyn = calloc(1, sizeof *pt->dyn);
-        if (!pt->dyn)
-            return ember_fail_create(EMBER_ENOMEM, "out of memory");
-        ember_dyn_params dp = {t->cfg.capacity, t->cfg.admit_after, t->cfg.evict, t->cfg.ttl_steps,
-                               ember_dyn_sketch_width(&t->cfg), t->rng_key};
-        if (ember_dyn_init(&pt->dyn->d, &dp) != EMBER_OK)
-            return ember_fail_create(EMBER_ENOMEM, "table '%s': out of memory for the key index of %lld rows",
-                                     t->cfg.name, (long long)t->cfg.capacity);
-        c->num_dynamic++;
-    }
-    return EMBER_OK;
-}
-
-void ember_dyn_tables_destroy(ember_collection *c)
-{
-    for (int32_t p = 0; p < c->num_ptables; p++) {
-        ember_dyn_table *dt = c->ptables[p].dyn;
-        if (!dt)
-            continue;
-        ember_dyn_free(&dt->d);
-        free(dt->slots);
-        free(dt->undo_rows);
-        free(dt);
-    }
-    free(c->dyn_ids);
-    free(c->dyn_keys);
-    free(c->dyn_pos);
-    free(c->dyn_slots);
-    free(c->dyn_recv);
-    free(c->dyn_cnt);
-}
-
-uint32_t ember_dyn_owner(int64_t key, int32_t world)
-{
-    return world == 1 ? 0 : (uint32_t)(ember_mix64((uint64_t)key) % (uint64_t)world);
 }
 
 /* The table's first feature's logical table config (dynamic tables are
@@ -163,7 +119,7 @@ static int64_t gather_keys(ember_collection *c, const ember_ptable *pt, const em
     int64_t *cnt = c->dyn_cnt, n = 0;
     memset(cnt, 0, sizeof(int64_t) * 4 * (size_t)W);
     for (int32_t i = 0; i < pt->num_features; i++) {
-        const int64_t *bo = c->bag_off + (int64_t)pt->features[i] * (B + 1);
+        const int64_t *bo = c->shape.bag_off + (int64_t)pt->features[i] * (B + 1);
         for (int64_t k = bo[0]; k < bo[B]; k++)
             cnt[ember_dyn_owner(b->ids[k], W)]++;
         n += bo[B] - bo[0];
@@ -174,7 +130,7 @@ static int64_t gather_keys(ember_collection *c, const ember_ptable *pt, const em
         acc += (int32_t)cnt[r];
     }
     for (int32_t i = 0; i < pt->num_features; i++) {
-        const int64_t *bo = c->bag_off + (int64_t)pt->features[i] * (B + 1);
+        const int64_t *bo = c->shape.bag_off + (int64_t)pt->features[i] * (B + 1);
         for (int64_t k = bo[0]; k < bo[B]; k++) {
             int64_t j = at[ember_dyn_owner(b->ids[k], W)]++;
             c->dyn_keys[j] = (uint64_t)b->ids[k];
@@ -289,7 +245,7 @@ int ember_dyn_partition_counts(ember_collection *c, const ember_batch *b, int64_
         int32_t t = pt->tables[0];
         int64_t n = 0;
         for (int32_t i = 0; i < pt->num_features; i++) {
-            const int64_t *bo = c->bag_off + (int64_t)pt->features[i] * (B + 1);
+            const int64_t *bo = c->shape.bag_off + (int64_t)pt->features[i] * (B + 1);
             n += bo[B] - bo[0];
         }
         memset(ids + (int64_t)t * S, 0, sizeof(int64_t) * (size_t)S);
@@ -298,7 +254,7 @@ int ember_dyn_partition_counts(ember_collection *c, const ember_batch *b, int64_
         if (n > 0 && ember_keymap_init(&seen, n, 0.5, 0, 0x2545f4914f6cdd1dULL) != EMBER_OK)
             return ember_fail(c, EMBER_ENOMEM, "out of memory counting %lld keys", (long long)n);
         for (int32_t i = 0; i < pt->num_features && n > 0; i++) {
-            const int64_t *bo = c->bag_off + (int64_t)pt->features[i] * (B + 1);
+            const int64_t *bo = c->shape.bag_off + (int64_t)pt->features[i] * (B + 1);
             for (int32_t s = 0; s < B; s++)
                 for (int64_t k = bo[s]; k < bo[s + 1]; k++) {
                     int repeat = 0; /* per-sample dedup: a key counts once per bag */

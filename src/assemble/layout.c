@@ -12,7 +12,7 @@
  * physical_row % shards, it also rotates each table's hot low ids onto
  * different shards.  Limits and policies stay per logical table.  Tables
  * stack only with equal placement, exchange and owner; each rank then
- * allocates its share of every physical table (exchange/shard.h).  SSD tables
+ * allocates its share of every physical table (collection/shard.h).  SSD tables
  * stack only with the same cache policy and folder; the physical table's
  * cache is the sum of its tables' cache budgets.  Tables stack only with
  * the same simulated quantization (the store applies it to every read) and
@@ -22,11 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/collection.h"
-#include "exchange/shard.h"
-#include "table/init.h"
-#include "table/layout.h"
-#include "tier/tier.h"
+#include "assemble/assemble.h"
+#include "collection/shard.h"
+#include "tier/ssd.h"
+#include "tier/store_quant.h"
 
 static int same_group(const ember_table_config *a, const ember_table_config *b)
 {
@@ -89,6 +88,22 @@ static int create_store(ember_collection *c, int32_t p)
     return st;
 }
 
+/* The physical tables as prep/ reads them: views of their lists and routes
+ * (a route moves between the collection and the spare batch by value, so
+ * its address stays). */
+static int prep_tables(ember_collection *c)
+{
+    c->prep_tables = calloc((size_t)c->num_ptables, sizeof *c->prep_tables);
+    if (!c->prep_tables)
+        return ember_fail_create(EMBER_ENOMEM, "out of memory");
+    for (int32_t p = 0; p < c->num_ptables; p++) {
+        ember_ptable *pt = &c->ptables[p];
+        c->prep_tables[p] = (ember_prep_table){&pt->route, pt->rows, pt->num_tables, pt->tables, pt->num_features,
+                                               pt->features};
+    }
+    return EMBER_OK;
+}
+
 int ember_layout_build(ember_collection *c)
 {
     int32_t nt = c->cfg.num_tables, nf = c->cfg.num_features;
@@ -144,6 +159,8 @@ int ember_layout_build(ember_collection *c)
         pt->features[pt->num_features++] = f;
     }
     c->pooled_width = col;
+    if (prep_tables(c) != EMBER_OK)
+        return EMBER_ENOMEM;
     int32_t W = c->world->size, rank = c->world->rank;
     for (int32_t p = 0; p < c->num_ptables; p++) {
         ember_ptable *pt = &c->ptables[p];

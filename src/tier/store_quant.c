@@ -1,9 +1,9 @@
 /*
  * store_quant.c: the memory tier for encoded rows (ember_table_config.
  * rows_encoding; docs/inference.md, "Quantized tables"): fp16, int8 or int4
- * rows (quant.h's layout) in one huge-page mapping, nothing else.
+ * rows (quant/quant.h's layout) in one huge-page mapping, nothing else.
  *
- * The forward reads the encoded rows directly (pool.c hands them to the
+ * The forward reads the encoded rows directly (lookup/pool.c hands them to the
  * fused dequantize-and-pool kernel).  Everything that goes through
  * acquire/release (row reads and writes, checkpoint loads, the initializer)
  * sees fp32: acquire decodes into a scratch row, release with dirty encodes
@@ -21,7 +21,7 @@
 #include "core/huge.h"
 #include "ember.h"
 #include "quant/quant.h"
-#include "table/store.h"
+#include "tier/store_quant.h"
 
 _Static_assert((int)EMBER_ROWS_FP16 == (int)EMBER_ENC_FP16 && (int)EMBER_ROWS_INT8 == (int)EMBER_ENC_INT8 &&
                    (int)EMBER_ROWS_INT4 == (int)EMBER_ENC_INT4,

@@ -13,11 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/shard.h"
 #include "exchange/exchange.h"
 #include "exchange/hot.h"
-#include "exchange/shard.h"
-#include "step/step.h"
 #include "quant/quant.h"
+#include "step/rows.h"
+#include "step/step.h"
 
 typedef struct piece {
     int32_t src, dst, len; /* floats: offset in the stored row, in the caller's row, length */
@@ -252,4 +253,48 @@ int ember_dist_write_encoded(ember_collection *c, int32_t t, int64_t first, int6
                    (size_t)row_bytes);
     }
     return EMBER_OK;
+}
+
+/* ------------------------------------------- the public calls (include/ember.h) */
+
+static int check_range(const ember_collection *c, int32_t table, int64_t first, int64_t count)
+{
+    if (table < 0 || table >= c->cfg.num_tables)
+        return ember_fail((ember_collection *)c, EMBER_EINVAL, "table %d outside [0, %d)", table,
+                          c->cfg.num_tables);
+    const ember_ltable *t = &c->tables[table];
+    if (first < 0 || count < 0 || first > t->cfg.rows - count)
+        return ember_fail((ember_collection *)c, EMBER_EINVAL,
+                          "table '%s': rows [%lld, %lld) outside [0, %lld)", t->cfg.name,
+                          (long long)first, (long long)(first + count), (long long)t->cfg.rows);
+    return EMBER_OK;
+}
+
+int ember_table_read(const ember_collection *c, int32_t table, int64_t first, int64_t count, float *out)
+{
+    int st = check_range(c, table, first, count);
+    return st != EMBER_OK ? st : ember_dist_rows((ember_collection *)c, table, first, count, out, 0, 0);
+}
+
+int ember_table_write(ember_collection *c, int32_t table, int64_t first, int64_t count, const float *in)
+{
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    int st = check_range(c, table, first, count);
+    return st != EMBER_OK ? st : ember_dist_rows(c, table, first, count, (float *)in, 1, 0);
+}
+
+int ember_table_read_state(const ember_collection *c, int32_t table, int64_t first, int64_t count,
+                           float *out)
+{
+    int st = check_range(c, table, first, count);
+    return st != EMBER_OK ? st : ember_dist_rows((ember_collection *)c, table, first, count, out, 0, 1);
+}
+
+int ember_table_write_state(ember_collection *c, int32_t table, int64_t first, int64_t count, const float *in)
+{
+    if (c->panicked)
+        return ember_fail(c, EMBER_EPANIC, "collection disabled by an earlier fatal error");
+    int st = check_range(c, table, first, count);
+    return st != EMBER_OK ? st : ember_dist_rows(c, table, first, count, (float *)in, 1, 1);
 }

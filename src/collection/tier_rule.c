@@ -1,15 +1,16 @@
 /*
- * rule.c: which tables go to the SSD tier, and with how much cache
- * (PopART's tensor locations: a size threshold and a memory budget decide,
- * a table may also say), shared by collection create and the planner so
- * that `ember plan` shows the tiers and caches the collection will use.  A
+ * tier_rule.c: which tables go to the SSD tier, and with how much cache
+ * (config.h; PopART's tensor locations: a size threshold and a memory
+ * budget decide, a table may also say), shared by collection create and the
+ * planner so that `ember plan` shows the tiers and caches the collection
+ * will use.  A
  * dynamic table moves its capacity's rows and state; its key index, row
  * metadata and sketch stay in DRAM on either tier, so they always count in
  * the budget.
  */
-#include "dyn/dyn_step.h"
+#include "collection/config.h"
 #include "quant/quant.h"
-#include "tier/tier.h"
+#include "tier/ssd_size.h"
 
 int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W)
 {

@@ -1,39 +1,39 @@
 /*
- * collection.h: the private shape of an ember_collection, shared by the
- * modules on the spine (DESIGN.md): table layout, routing, lookup, optimizer.
+ * collection.h: the definition of an ember_collection: what the modules
+ * from the exchange up walk (docs/architecture.md, floor 5), and the small
+ * accessors on it.  assemble/ builds one (ember_collection_create) and
+ * takes it apart again; the step (step/) reads and writes it.
  *
  * Logical tables and features are what the user configured.  Physical tables
  * are what is stored: with stacking, tables of equal dim and optimizer share
- * one physical table, each at a row offset.  A routed batch (route.h) is kept
- * per physical table between ember_forward and ember_backward.
+ * one physical table, each at a row offset.  A routed batch (prep/route.h) is
+ * kept per physical table between ember_forward and ember_backward.
  */
-#ifndef EMBER_CORE_COLLECTION_H
-#define EMBER_CORE_COLLECTION_H
+#ifndef EMBER_COLLECTION_COLLECTION_H
+#define EMBER_COLLECTION_COLLECTION_H
 
 #include <stdint.h>
 
 #include "comm/comm.h"
+#include "core/status.h"
+#include "dyn/dyn_state.h"
 #include "ember.h"
+#include "prep/prep.h"
 #include "prep/route.h"
+#include "table/layout.h"
 #include "table/store.h"
 
-typedef struct ember_ltable {
-    ember_table_config cfg; /* name points into ember_collection.names      */
-    uint64_t rng_key;       /* ember_rng_table_key(seed, XXH64(name))        */
-    int32_t ptable;
-    int64_t offset;         /* first physical row                            */
-} ember_ltable;
-
-typedef struct ember_lfeature {
-    const char *name;       /* points into ember_collection.names            */
-    int32_t table, ptable, dim;
-    ember_combiner combiner;
-    int64_t offset;         /* physical row offset of its table              */
-    int64_t out_col;        /* pooled column, or -1 for NONE                 */
-} ember_lfeature;
-
 struct ember_xchg; /* exchange/xchg.h: exchange buffers of one physical table */
-struct ember_dyn_table; /* dyn/dyn_step.h: the key index of a dynamic table */
+
+/* A dynamic physical table on this rank: its key index (dyn/dyn.h) and the
+ * buffers of the step that resolves its keys (step/dynamic_keys.c). */
+typedef struct ember_dyn_table {
+    ember_dyn d;
+    uint32_t *slots;             /* the resolved (received) keys' slots      */
+    int64_t n, cap;
+    float *undo_rows;            /* rows + state overwritten by resets       */
+    int64_t undo_cap, undo_done;
+} ember_dyn_table;
 
 typedef struct ember_prefetch_scratch { /* ember_prefetch's grow-only buffers */
     int64_t *cnt;                        /* [6 * world] counts and displacements (create) */
@@ -73,7 +73,7 @@ typedef struct ember_ptable {
     ember_tier_init_ctx init_ctx;
     ember_route route;      /* the routed last batch (this rank's samples)   */
     struct ember_xchg *xchg; /* exchange state; NULL in a world of one       */
-    struct ember_dyn_table *dyn; /* dynamic tables: the key index; else NULL */
+    ember_dyn_table *dyn;   /* dynamic tables: the key index; else NULL   */
     struct ember_hot *hot;  /* hot rows (exchange/hot.h); NULL without          */
 } ember_ptable;
 
@@ -83,13 +83,8 @@ typedef struct ember_ptable {
  * the begun batch, and again when ember_forward_end makes it current. */
 typedef struct ember_slot {
     int routed;
-    int32_t batch_size, num_minibatches, num_rounds;
-    int64_t seq_floats;
-    int64_t *seq_off;
-    int32_t *minibatch_start;
-    int64_t minibatch_cap;
-    int64_t *bag_off;
-    int64_t bag_off_cap;
+    int32_t num_rounds;
+    ember_batch_shape shape;
     ember_route *route;          /* [num_ptables]                          */
     struct ember_xchg **xchg;    /* [num_ptables]                          */
 } ember_slot;
@@ -100,31 +95,24 @@ struct ember_collection {
     ember_lfeature *features;
     ember_ptable *ptables;
     int32_t num_ptables;
+    ember_prep_table *prep_tables; /* [num_ptables] the physical tables as
+                                      prep/ reads them (assemble/layout.c) */
     int32_t threads;
     int64_t pooled_width;
     char *names;                 /* all names, one allocation            */
 
     /* per-batch state */
     int routed;                  /* a forward succeeded; backward may run */
-    int32_t batch_size;
-    int64_t seq_floats;
-    int64_t *seq_off;            /* [num_features] float offset in sequence */
-    int32_t num_minibatches;
-    int32_t *minibatch_start;    /* [batch capacity + 1]                  */
-    int64_t minibatch_cap;
-    int64_t *bag_off;            /* [num_features * (B+1)] id offsets      */
-    int64_t bag_off_cap;
+    ember_batch_shape shape;     /* bags, sequence offsets, mini-batches  */
 
-    int64_t *limit_counts;       /* [4 * tables * shards] limit counters   */
-    uint64_t *mb_hash;           /* mini-batch split: (ptable, row, stamp) */
-    int64_t mb_hash_cap;
+    ember_limit_scratch limits;  /* prep/limits.c's counters and set      */
     int64_t *sort_hist;          /* [EMBER_SORT_HIST_SIZE] radix scratch   */
     ember_stats stats;
     int64_t next_announce;       /* step of the next ember_prefetch batch  */
     ember_prefetch_scratch prefetch;
     int panicked;
     float lr_scale;              /* ember_set_lr_scale: every table's lr times it */
-    char errmsg[512];
+    char errmsg[EMBER_ERRMSG_SIZE];
 
     ember_world *world;          /* never NULL                            */
     ember_world *own_world;      /* the world of one made for cfg.world NULL */
@@ -146,9 +134,9 @@ struct ember_collection {
     ember_world *sched_world;    /* its exchanges' own world (W > 1)      */
     int32_t chain_p;             /* exchange/xchg_chain.c: the table at work  */
     int chain_stale, chain_status;
-    char chain_msg[512];         /* this rank's failure in the chain      */
+    char chain_msg[EMBER_ERRMSG_SIZE]; /* this rank's failure in the chain */
 
-    /* dynamic tables (dyn/dyn_step.c) */
+    /* dynamic tables (step/dynamic_keys.c) */
     int32_t num_dynamic;         /* physical tables with a key index        */
     int training;                /* 1 (default): forwards admit and evict   */
     int64_t *dyn_ids;            /* the batch's ids, keys replaced by rows  */
@@ -163,25 +151,19 @@ struct ember_collection {
 /* Records a failure on coll (printf-style) and returns status. */
 int ember_fail(ember_collection *coll, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* The same for create, where no handle exists yet (thread-local). */
-int ember_fail_create(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Why table tc cannot hold encoded rows (ember_table_config.rows_encoding:
- * "a dynamic table", "the SSD tier", ...), or NULL when it can.  Create
- * refuses such a config; the predictor keeps such a table's rows fp32. */
-const char *ember_encoding_refusal(const ember_table_config *tc);
+/* What preparing a batch (prep/prep.h) reads of c: its layout, options and
+ * scratch; messages go to c->errmsg.  The routes are the physical tables'
+ * own (ptables[p].route). */
+ember_prep ember_collection_prep(ember_collection *c);
 
-/* The spare batch state (step/schedule.c): freed at destroy, counted as
- * workspace. */
-void ember_slot_free(ember_collection *c);
-int64_t ember_slot_bytes(const ember_collection *c);
+/* Stages rows[0..n) of pt's store for this step (table/store.h,
+ * ember_store_stage: slots[i] the row's slot); a failure's message goes to
+ * c. */
+int ember_ptable_stage(ember_collection *c, ember_ptable *pt, const uint32_t *rows, uint32_t *slots, int64_t n);
 
 /* The step runs its exchanges: a world of more than one, or the tests'
  * exchange_always in a world of one. */
 static inline int ember_distributed(const ember_collection *c) { return c->world->size > 1 || c->exchange_always; }
-
-/* Grow-only buffer: makes *p hold at least n elements of size sz. */
-int ember_reserve(void **p, int64_t *cap, int64_t n, size_t sz);
-
 
 #endif

@@ -1,13 +1,15 @@
 /*
- * dyn_config.c: a dynamic table's size from its config, and the checks of
- * its fields (ember_collection_create).  Sizes are the bytes ember_dyn_init
- * asks for (dyn.c; the large per-slot arrays are page-rounded mappings, a
+ * dynamic_config.c: a dynamic table's size from its config, and the checks
+ * of its fields (ember_collection_create; config.h).  Sizes are the bytes
+ * ember_dyn_init asks for (dyn/dyn.c; the large per-slot arrays are
+ * page-rounded mappings, a
  * few KiB more for a small table), so capacity from capacity_bytes is the
  * largest capacity that fits.
  */
 #include <stdio.h>
 
-#include "dyn/dyn_step.h"
+#include "collection/config.h"
+#include "dyn/dyn.h"
 
 #define SKETCH_MIN_BYTES 64
 #define SKETCH_MAX_BYTES ((int64_t)16 << 30)

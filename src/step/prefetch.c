@@ -1,74 +1,9 @@
 /*
- * tier_step.c: the SSD tier on the spine of a step (docs/tiers.md):
+ * prefetch.c: ember_prefetch, the lookahead announcements of the SSD tier
+ * (docs/tiers.md): route the announced batch's ids to their owners (a
+ * dynamic table's keys: found in the owner's key map), then announce the
+ * rows to each SSD store, which may read them in the background.
  *
- *   ember_forward:  begin (last step's pins released) -> route -> stage the
- *                   rows each store must serve (translating row -> slot in
- *                   the route the kernels read) -> pool
- *   ember_prefetch: route the announced batch's ids to their owners (a
- *                   dynamic table's keys: found in the owner's key map) ->
- *                   announce the rows to each SSD store (background reads)
- *   ember_backward: mark the pinned rows dirty -> fused optimizer on slots
- *   ember_save:     flush dirty rows (the checkpoint reads every row anyway)
- *
- * A route that was staged holds slots, so its sort keys (built from rows)
- * are dropped and rebuilt by the backward from the slots.
- */
-#include <stdlib.h>
-#include <string.h>
-
-#include "core/collection.h"
-#include "exchange/exchange.h"
-#include "exchange/shard.h"
-#include "dyn/dyn_step.h"
-#include "prep/route.h"
-#include "tier/tier.h"
-
-void ember_tier_begin(ember_collection *c)
-{
-    for (int32_t p = 0; p < c->num_ptables; p++)
-        if (c->ptables[p].store->staged)
-            c->ptables[p].store->ops->begin(c->ptables[p].store, c->stats.steps);
-}
-
-int ember_tier_stage(ember_collection *c, ember_ptable *pt, const uint32_t *rows, uint32_t *slots, int64_t n)
-{
-    ember_store *s = pt->store;
-    if (!s->staged)
-        return EMBER_OK;
-    int st = s->ops->stage(s, rows, slots, n);
-    return st == EMBER_OK ? EMBER_OK : ember_fail(c, st, "%s", s->errmsg);
-}
-
-int ember_tier_stage_route(ember_collection *c, ember_ptable *pt, ember_route *r)
-{
-    if (!pt->store->staged)
-        return EMBER_OK;
-    r->nkeys = 0; /* keys and sources were built from rows */
-    r->sorted_all = 0;
-    r->sources_ready = 0;
-    return ember_tier_stage(c, pt, r->row, r->row, r->n);
-}
-
-void ember_tier_mark_dirty(ember_collection *c, ember_ptable *pt)
-{
-    (void)c;
-    if (pt->store->staged)
-        pt->store->ops->mark_dirty(pt->store);
-}
-
-int ember_tier_flush(ember_collection *c)
-{
-    for (int32_t p = 0; p < c->num_ptables; p++) {
-        ember_store *s = c->ptables[p].store;
-        if (s->staged && s->ops->flush(s) != EMBER_OK)
-            return ember_fail(c, EMBER_EIO, "%s", s->errmsg);
-    }
-    return EMBER_OK;
-}
-
-/* ------------------------------------------------------------ prefetch */
-
-/*
  * The announced batch goes to each rank as one block of 64-bit words:
  *
  *   k_1 .. k_D     how many keys of each dynamic lookahead table follow
@@ -83,6 +18,15 @@ int ember_tier_flush(ember_collection *c)
  * announcement is a hint: a slot announced and then reused for another key
  * before its step only makes the cache choose worse; no result changes.
  */
+#include <stdlib.h>
+#include <string.h>
+
+#include "collection/collection.h"
+#include "collection/shard.h"
+#include "core/reserve.h"
+#include "dyn/dyn.h"
+#include "exchange/exchange.h"
+#include "prep/route.h"
 
 /* A table that takes announcements. */
 static int lookahead_table(const ember_ptable *pt)

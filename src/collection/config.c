@@ -1,0 +1,53 @@
+/*
+ * config.c: the defaults of the public config structs, the optimizer state
+ * per row, and the tables that cannot hold encoded rows (config.h).
+ */
+#include <string.h>
+
+#include "collection/config.h"
+
+ember_optimizer ember_optimizer_default(ember_optimizer_kind kind)
+{
+    ember_optimizer o = {kind, 0.01f, 1e-8f, 0.0f, 0.9f, 0.999f};
+    return o;
+}
+
+ember_table_config ember_table_config_default(void)
+{
+    ember_table_config t;
+    memset(&t, 0, sizeof t);
+    t.init = EMBER_INIT_UNIFORM;
+    t.init_value = 0.05f;
+    t.optimizer = ember_optimizer_default(EMBER_OPT_SGD);
+    t.limit_policy = EMBER_LIMIT_ERROR;
+    return t;
+}
+
+ember_collection_config ember_collection_config_default(void)
+{
+    ember_collection_config c;
+    memset(&c, 0, sizeof c);
+    c.num_shards = 0; /* the world size */
+    c.stack_tables = 1;
+    c.bounds = EMBER_BOUNDS_ERROR;
+    return c;
+}
+
+int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim)
+{
+    switch (kind) {
+    case EMBER_OPT_ADAGRAD: return dim;
+    case EMBER_OPT_ROWWISE_ADAGRAD: return 1;
+    case EMBER_OPT_ADAM: return 2 * dim;
+    default: return 0;
+    }
+}
+
+const char *ember_encoding_refusal(const ember_table_config *tc)
+{
+    return tc->kind == EMBER_TABLE_DYNAMIC         ? "a dynamic table"
+           : tc->storage == EMBER_STORAGE_SSD      ? "the SSD tier"
+           : tc->placement == EMBER_PLACE_COLUMN   ? "COLUMN placement"
+           : tc->quant_buckets != 0                ? "simulated quantization"
+                                                   : NULL;
+}

@@ -1,0 +1,84 @@
+/*
+ * grad.h: the backward's kernel over one route and one store
+ * (docs/embedding-core.md, "One step"): the route's keys sorted by row,
+ * each row's occurrences summed in sample order, the fused optimizer
+ * (optim.h) applied to the row.  It takes the route, the store, the
+ * optimizer's step constants and a thread count; which route and store,
+ * the agreement over ranks and the messages are the step's (step/backward.c).
+ *
+ * The route's keys (row << 32 | entry) are sorted stably by row, so a row's
+ * occurrences sit together in entry order, which is sample order
+ * (prep/route.h).  Runs of one row are split over threads by occurrence
+ * count, each row wholly owned by one thread: no locks, no atomics, and the
+ * same sums in the same order for any thread count.
+ */
+#ifndef EMBER_OPTIM_GRAD_H
+#define EMBER_OPTIM_GRAD_H
+
+#include <stdint.h>
+
+#include "optim/optim.h"
+#include "prep/route.h"
+#include "table/store.h"
+
+/* One occurrence's share of a row's gradient: g[k] += scale * d[k], each
+ * element in sequence.  The one formula of every gradient sum (grad.c and
+ * the hot rows' sums along the ranks, exchange/hot.c), so that both round
+ * alike. */
+static inline void ember_grad_accumulate(float *restrict g, float scale, const float *restrict d, int32_t dim)
+{
+#pragma omp simd
+    for (int32_t k = 0; k < dim; k++)
+        g[k] += scale * d[k];
+}
+
+/* An occurrence's scale: its weight over its bag's divisor (0 for a zero
+ * divisor). */
+static inline float ember_grad_scale(float divisor, float weight)
+{
+    return divisor == 1.0f ? weight : divisor == 0.0f ? 0.0f : weight / divisor;
+}
+
+/* The runs of equal rows in a route's sorted keys (ember_grad_runs_of). */
+typedef struct ember_grad_runs {
+    const uint64_t *starts; /* [nu + 1] first key of each run (the route's keys_tmp); starts[nu] = n */
+    int64_t n, nu;          /* keys, runs (distinct rows) */
+    int threads;            /* what the kernels use: 1 below 2048 keys */
+} ember_grad_runs;
+
+/* Sorts route r's keys by row (prep/route.h, ember_route_sort_rows: rows
+ * below `rows`, sort_hist its scratch), finds the runs of equal rows and,
+ * once per routed batch, each occurrence's gradient source (its upstream
+ * row's offset and its weight over its divisor) in sorted-key order.  No
+ * keys: no runs, nothing else done. */
+ember_grad_runs ember_grad_runs_of(ember_route *r, int64_t rows, int64_t *sort_hist, int threads);
+
+/* The first run whose summed gradient (dim floats) is not finite, or -1.
+ * dp, ds: the upstream gradients the route's segments point into. */
+int64_t ember_grad_first_nonfinite(const ember_route *r, const ember_grad_runs *u, int32_t dim, const float *dp,
+                                   const float *ds);
+
+/* The fused update of every run: each row's summed gradient, then the
+ * optimizer step o on the store's row (values and state: direct addressing,
+ * a staged store's slots). */
+void ember_grad_apply_runs(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
+                           const float *dp, const float *ds, const ember_optim_step *o);
+
+/* Row-wise Adagrad on a COLUMN slice, whose row mean of g^2 runs over every
+ * rank's slice, in three parts around the caller's all-gather:
+ *   order      ord[k] = (row << 32 | run), sorted by row when the store is
+ *              staged (slots differ between ranks; rows do not)
+ *   sums       per run in that order: the summed gradient (into g_all, dim
+ *              floats a run), weight decay on the real columns, and their
+ *              sum of squares into mine[k]
+ *   apply      per run: the total of the ranks' sums (sq[q * nu + k], q in
+ *              rank order) over full_dim, then the row-wise step */
+void ember_grad_column_order(const ember_route *r, const ember_grad_runs *u, const ember_store *s, uint64_t *ord);
+void ember_grad_column_sums(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
+                            int32_t real_cols, const uint64_t *ord, const float *dp, const float *ds,
+                            const ember_optim_step *o, float *g_all, float *mine, int threads);
+void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
+                             int32_t real_cols, int32_t full_dim, const uint64_t *ord, const float *sq, int32_t W,
+                             const float *g_all, const ember_optim_step *o, int threads);
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * ssd.h: the SSD tier's store (ssd.c; docs/tiers.md): rows and optimizer
+ * state in a store file, a DRAM cache of slots in front of it.  Its
+ * constructor, counters and test hook; the store itself is an ember_store
+ * (table/store.h), its sizes ssd_size.h, its insides ssd_impl.h.
+ */
+#ifndef EMBER_TIER_SSD_H
+#define EMBER_TIER_SSD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ember.h"
+#include "table/store.h"
+
+typedef void (*ember_row_init_fn)(void *ctx, uint32_t row, float *values);
+
+typedef struct ember_ssd_params {
+    const char *dir;          /* folder of the store file                     */
+    const char *name;         /* file stem (the first table's name)           */
+    const char *label;        /* for messages, e.g. "table 'user'"            */
+    int32_t rank;
+    int64_t rows;             /* local rows                                   */
+    int32_t dim, state_floats;
+    int64_t cache_bytes;
+    ember_cache_policy policy; /* LRU, LFU or LOOKAHEAD                       */
+    int32_t lookahead;        /* window of announced batches, 1..63           */
+    int32_t io_threads;
+    int buffered;             /* 1: through the page cache; 0: O_DIRECT
+                                 where the filesystem allows it          */
+    ember_row_init_fn init;   /* values of a row never written (thread-safe)  */
+    void *init_ctx;
+} ember_ssd_params;
+
+/* Creates the store file <dir>/<name>.rank<rank>.ember-store (locked,
+ * space reserved) and the cache.  Errors: EMBER_EIO (missing folder,
+ * read-only, in use by another process, too small: named), EMBER_EINVAL (a
+ * cache that holds no row), EMBER_ENOMEM; the message goes to err. */
+int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *err, size_t errlen);
+
+/* Counters of a store (zeros for the memory tier). */
+void ember_store_tier_stats(const ember_store *s, ember_tier_stats *out);
+
+/* Test hook (tests/test_tier.c): the k-th I/O request from now and all
+ * later ones fail with errno err; k = 0 turns it off. */
+void ember_store_ssd_inject_failure(ember_store *s, int64_t k, int err, int writes_only);
+
+#endif
