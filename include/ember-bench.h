@@ -95,15 +95,15 @@ typedef struct ember_bench_config {
 } ember_bench_config;
 /* `ember bench`'s defaults: the quick shape (8 x 100000 x 64, batch 1024,
  * pooling 20, Zipf 1.05), SGD, the rest as noted above. */
-ember_bench_config ember_bench_config_default(void);
+EMBER_API ember_bench_config ember_bench_config_default(void);
 
-int ember_bench_run(const ember_bench_config *c, char **line);
+EMBER_API int ember_bench_run(const ember_bench_config *c, char **line);
 
 /* The fields every line of the measurement c has (its workload and
  * settings), and "error" when error is not NULL: for a caller that runs
  * the measurement elsewhere (`ember bench` runs each in a child process)
  * and reports one that died.  free() it; NULL out of memory. */
-char *ember_bench_line(const ember_bench_config *c, const char *error);
+EMBER_API char *ember_bench_line(const ember_bench_config *c, const char *error);
 
 #ifdef __cplusplus
 }

@@ -42,27 +42,27 @@ typedef struct ember_samples {
  * 0, or an ember status with the message in ember_data_errmsg() (names the
  * file, line or key).
  */
-int ember_reader_open(const char *config, const char *path, int eval, int32_t rank, int32_t world,
+EMBER_API int ember_reader_open(const char *config, const char *path, int eval, int32_t rank, int32_t world,
                       ember_reader **out);
-void ember_reader_close(ember_reader *r);
+EMBER_API void ember_reader_close(ember_reader *r);
 
 /* The sparse features, in batch order: names and vocabulary (rows of the
  * table their ids index; 0 when they are 64-bit keys of a dynamic table). */
-int32_t ember_reader_num_features(const ember_reader *r);
-const char *ember_reader_feature_name(const ember_reader *r, int32_t f);
-int64_t ember_reader_feature_rows(const ember_reader *r, int32_t f);
-int32_t ember_reader_num_dense(const ember_reader *r);
+EMBER_API int32_t ember_reader_num_features(const ember_reader *r);
+EMBER_API const char *ember_reader_feature_name(const ember_reader *r, int32_t f);
+EMBER_API int64_t ember_reader_feature_rows(const ember_reader *r, int32_t f);
+EMBER_API int32_t ember_reader_num_dense(const ember_reader *r);
 
 /* Up to max_samples next samples into *out: the count, 0 when the share is
  * exhausted (ember_reader_rewind starts it again; the synthetic task never
  * ends), or a negative ember status with the message in
  * ember_reader_errmsg() (a bad line under data.bad_lines = "fail"). */
-int64_t ember_reader_next(ember_reader *r, int32_t max_samples, ember_samples *out);
-void ember_reader_rewind(ember_reader *r);
+EMBER_API int64_t ember_reader_next(ember_reader *r, int32_t max_samples, ember_samples *out);
+EMBER_API void ember_reader_rewind(ember_reader *r);
 /* The synthetic task's teacher: its click probability for each sample of
  * the last batch (the best any model can do); NULL for files. */
-const float *ember_reader_teacher(const ember_reader *r);
-const char *ember_reader_errmsg(const ember_reader *r);
+EMBER_API const float *ember_reader_teacher(const ember_reader *r);
+EMBER_API const char *ember_reader_errmsg(const ember_reader *r);
 /* The reader's next max_samples samples (fewer if its share ends first:
  * *written, when not NULL, says how many) written to path in ember's
  * binary CTR format (docs/ctr-format.md), which `ember train --train-file`
@@ -70,7 +70,7 @@ const char *ember_reader_errmsg(const ember_reader *r);
  * training reads it instead of generating it.  The file appears only when
  * complete (path.tmp, then renamed); on failure nothing is left.  0, or an
  * ember status with ember_reader_errmsg(). */
-int ember_reader_write(ember_reader *r, const char *path, int64_t max_samples, int64_t *written);
+EMBER_API int ember_reader_write(ember_reader *r, const char *path, int64_t max_samples, int64_t *written);
 
 /* Opens one file as it is: every sample from the first, in file order (no
  * data.shuffle, no share of a world), read as ember_reader_open reads a
@@ -79,7 +79,7 @@ int ember_reader_write(ember_reader *r, const char *path, int64_t max_samples, i
  * built-in task's settings).  What `ember inspect --samples` shows.
  * Errors as ember_reader_open's, and EMBER_EINVAL for an empty file (it
  * has no samples). */
-int ember_reader_open_file(const char *config, const char *path, ember_reader **out);
+EMBER_API int ember_reader_open_file(const char *config, const char *path, ember_reader **out);
 
 /* What the reader has read so far: samples returned, and for text the
  * lines read, the bad lines skipped and the first one's message ("" when
@@ -88,7 +88,7 @@ typedef struct ember_reader_counts {
     int64_t samples, lines, bad_lines;
     char first_bad[256];
 } ember_reader_counts;
-void ember_reader_stats(const ember_reader *r, ember_reader_counts *out);
+EMBER_API void ember_reader_stats(const ember_reader *r, ember_reader_counts *out);
 
 /* What a data file is, by its first bytes. */
 typedef enum ember_file_kind {
@@ -97,7 +97,7 @@ typedef enum ember_file_kind {
     EMBER_FILE_CTR = 2,     /* ember's binary CTR format (docs/ctr-format.md)  */
     EMBER_FILE_OTHER = 3    /* anything else: text, to the readers             */
 } ember_file_kind;
-ember_file_kind ember_data_file_kind(const char *path);
+EMBER_API ember_file_kind ember_data_file_kind(const char *path);
 
 /*
  * `ember convert`: text to ember's binary CTR format (docs/ctr-format.md),
@@ -130,22 +130,22 @@ typedef struct ember_convert_config {
                                    (skip without one); 0 skip; 1 fail         */
     int32_t threads;            /* parsing threads; 0 (default): every core    */
 } ember_convert_config;
-ember_convert_config ember_convert_config_default(void);
+EMBER_API ember_convert_config ember_convert_config_default(void);
 
 typedef struct ember_conversion ember_conversion;
-int ember_convert(const char *in, const char *out, const ember_convert_config *c, ember_conversion **result);
+EMBER_API int ember_convert(const char *in, const char *out, const ember_convert_config *c, ember_conversion **result);
 /* samples written, lines read, bad lines skipped, the first bad one. */
-void ember_conversion_stats(const ember_conversion *cv, ember_reader_counts *out);
+EMBER_API void ember_conversion_stats(const ember_conversion *cv, ember_reader_counts *out);
 /* The output's sparse features: name and distinct keys (-1: not counted;
  * EMBER_DISTINCT_KEYS_CAP + 1: more than the cap).  NULL out of range. */
-int32_t ember_conversion_num_features(const ember_conversion *cv);
-const char *ember_conversion_feature(const ember_conversion *cv, int32_t f, int64_t *distinct_keys);
+EMBER_API int32_t ember_conversion_num_features(const ember_conversion *cv);
+EMBER_API const char *ember_conversion_feature(const ember_conversion *cv, int32_t f, int64_t *distinct_keys);
 /* The schema's standardize columns whose statistics were computed on in
  * (not given by the config): name, mean and std, in column order.  NULL
  * out of range. */
-int32_t ember_conversion_num_standardized(const ember_conversion *cv);
-const char *ember_conversion_standardized(const ember_conversion *cv, int32_t i, double *mean, double *std);
-void ember_conversion_destroy(ember_conversion *cv);
+EMBER_API int32_t ember_conversion_num_standardized(const ember_conversion *cv);
+EMBER_API const char *ember_conversion_standardized(const ember_conversion *cv, int32_t i, double *mean, double *std);
+EMBER_API void ember_conversion_destroy(ember_conversion *cv);
 
 #ifdef __cplusplus
 }

@@ -22,7 +22,7 @@ extern "C" {
 /* A world over the ranks of comm (collective over comm).  Errors:
  * EMBER_ECOMM (MPI is not initialised, or MPI_Comm_dup failed),
  * EMBER_ENOMEM. */
-int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out);
+EMBER_API int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out);
 
 /* The world of a process an MPI launcher started (Open MPI's mpirun sets
  * OMPI_COMM_WORLD_SIZE; PMI_SIZE or PMIX_RANK for other launchers), the
@@ -35,7 +35,7 @@ int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out);
  * too little means).  Either may be NULL.  Errors: EMBER_ECOMM
  * (MPI_Init_thread failed; *out NULL) and ember_world_from_mpi_comm's,
  * which are this rank's alone (MPI is initialised then). */
-int ember_world_from_launcher(ember_world **out, int *initialised, int *provided);
+EMBER_API int ember_world_from_launcher(ember_world **out, int *initialised, int *provided);
 
 #ifdef __cplusplus
 }

@@ -73,11 +73,11 @@ typedef struct ember_plan_config {
     int choose_hot_rows;         /* 1: also choose hot_rows for row-wise
                                     tables whose config has none            */
 } ember_plan_config;
-ember_plan_config ember_plan_config_default(void);
+EMBER_API ember_plan_config ember_plan_config_default(void);
 
 typedef struct ember_plan ember_plan;
-int ember_plan_create(const ember_plan_config *c, ember_plan **out);
-void ember_plan_destroy(ember_plan *p);
+EMBER_API int ember_plan_create(const ember_plan_config *c, ember_plan **out);
+EMBER_API void ember_plan_destroy(ember_plan *p);
 
 /* The plan as a whole; bytes are per step (forward + backward), expected
  * values. */
@@ -100,7 +100,7 @@ typedef struct ember_plan_summary {
     /* max / mean over ranks (1 when the mean is 0) */
     double imbalance_ids_served, imbalance_memory, imbalance_bytes_sent, imbalance_cost;
 } ember_plan_summary;
-int ember_plan_summary_info(const ember_plan *p, ember_plan_summary *out);
+EMBER_API int ember_plan_summary_info(const ember_plan *p, ember_plan_summary *out);
 
 /* A dynamic table's keys against its capacity (docs/planner.md, "Dynamic
  * tables"), for the busiest owner: the rank its hottest keys hash to. */
@@ -145,7 +145,7 @@ typedef struct ember_plan_table {
     ember_evict_policy evict;    /* dynamic                                    */
     ember_plan_keys keys;        /* dynamic                                    */
 } ember_plan_table;
-int ember_plan_table_info(const ember_plan *p, int32_t t, ember_plan_table *out);
+EMBER_API int ember_plan_table_info(const ember_plan *p, int32_t t, ember_plan_table *out);
 
 /* Rank r as planned. */
 typedef struct ember_plan_rank {
@@ -158,7 +158,7 @@ typedef struct ember_plan_rank {
     double cost;                 /* max(sent, received) + lookup_weight x
                                     lookups                                    */
 } ember_plan_rank;
-int ember_plan_rank_info(const ember_plan *p, int32_t r, ember_plan_rank *out);
+EMBER_API int ember_plan_rank_info(const ember_plan *p, int32_t r, ember_plan_rank *out);
 /* The three return EMBER_EINVAL for an index out of range. */
 
 /* ------------------------------------------------------------------ limits */
@@ -216,11 +216,11 @@ typedef struct ember_limits_config {
     int stack_tables;                     /* default 1                       */
     ember_world *world;                   /* NULL: a world of one            */
 } ember_limits_config;
-ember_limits_config ember_limits_config_default(void);
+EMBER_API ember_limits_config ember_limits_config_default(void);
 
 typedef struct ember_limits ember_limits;
-int ember_limits_run(const ember_limits_config *c, ember_limits **out);
-void ember_limits_destroy(ember_limits *l);
+EMBER_API int ember_limits_run(const ember_limits_config *c, ember_limits **out);
+EMBER_API void ember_limits_destroy(ember_limits *l);
 
 typedef struct ember_limits_summary {
     const char *source;          /* what was read (file, generator, config)   */
@@ -232,7 +232,7 @@ typedef struct ember_limits_summary {
     int64_t max_ids, max_unique_ids; /* the largest over tables                */
     double seconds;              /* the whole call                             */
 } ember_limits_summary;
-int ember_limits_summary_info(const ember_limits *l, ember_limits_summary *out);
+EMBER_API int ember_limits_summary_info(const ember_limits *l, ember_limits_summary *out);
 
 /* Table t's statistics. */
 typedef struct ember_limits_table {
@@ -254,7 +254,7 @@ typedef struct ember_limits_table {
     int over_capacity;           /* distinct_keys_per_owner > capacity         */
 } ember_limits_table;
 /* EMBER_EINVAL for t out of range. */
-int ember_limits_table_info(const ember_limits *l, int32_t t, ember_limits_table *out);
+EMBER_API int ember_limits_table_info(const ember_limits *l, int32_t t, ember_limits_table *out);
 
 #ifdef __cplusplus
 }

@@ -47,18 +47,18 @@ typedef struct ember_scorer_config {
     double max_wait;            /* seconds, >= 0; default 0.0005              */
     int32_t max_samples;        /* per request, >= 1; default 65536           */
 } ember_scorer_config;
-ember_scorer_config ember_scorer_config_default(void);
-int ember_scorer_create(ember_predictor *p, const ember_scorer_config *c, ember_scorer **out);
+EMBER_API ember_scorer_config ember_scorer_config_default(void);
+EMBER_API int ember_scorer_create(ember_predictor *p, const ember_scorer_config *c, ember_scorer **out);
 /* Refuses new requests, scores the ones queued, joins the thread. */
-void ember_scorer_stop(ember_scorer *s);
-void ember_scorer_destroy(ember_scorer *s); /* stops first; accepts NULL */
+EMBER_API void ember_scorer_stop(ember_scorer *s);
+EMBER_API void ember_scorer_destroy(ember_scorer *s); /* stops first; accepts NULL */
 
 /* The input a request gives: the model's dense features per sample, and
  * its sparse features by name with their rows (ids in [0, rows); 0: any
  * 64-bit key of a dynamic table).  Names valid while s lives. */
-int32_t ember_scorer_num_dense(const ember_scorer *s);
-int32_t ember_scorer_num_features(const ember_scorer *s);
-const char *ember_scorer_feature(const ember_scorer *s, int32_t f, int64_t *rows);
+EMBER_API int32_t ember_scorer_num_dense(const ember_scorer *s);
+EMBER_API int32_t ember_scorer_num_features(const ember_scorer *s);
+EMBER_API const char *ember_scorer_feature(const ember_scorer *s, int32_t f, int64_t *rows);
 
 /*
  * A request's body, two formats (docs/inference.md, "Serving"):
@@ -94,13 +94,13 @@ typedef struct ember_score_timing {
  *   EMBER_EIO      scoring failed (the predictor's message, or no memory
  *                  for the scores)
  */
-int ember_scorer_score(ember_scorer *s, const void *body, size_t len, ember_body_format format, float **scores,
+EMBER_API int ember_scorer_score(ember_scorer *s, const void *body, size_t len, ember_body_format format, float **scores,
                        int32_t *n, ember_score_timing *t, char *err, size_t errlen);
 
 /* Counts one answered request: its latency from its first byte to its
  * answer, with an error or not, and its timing (NULL: it never reached
  * the scorer, e.g. a malformed body).  Thread-safe. */
-void ember_scorer_record(ember_scorer *s, int error, double latency, const ember_score_timing *t);
+EMBER_API void ember_scorer_record(ember_scorer *s, int error, double latency, const ember_score_timing *t);
 
 /* The statistics: requests answered and errors among them, samples and
  * batches scored, latency and batch-size percentiles over the last 65536
@@ -112,7 +112,7 @@ typedef struct ember_serve_stats {
     double batch_p50, batch_p99, batch_mean;         /* samples               */
     double seconds_total, seconds_decode, seconds_wait, seconds_score;
 } ember_serve_stats;
-void ember_scorer_stats(ember_scorer *s, ember_serve_stats *out);
+EMBER_API void ember_scorer_stats(ember_scorer *s, ember_serve_stats *out);
 
 #ifdef __cplusplus
 }

@@ -75,7 +75,7 @@ typedef struct ember_train_overrides {
 } ember_train_overrides;
 
 /* Every field unset. */
-void ember_train_overrides_init(ember_train_overrides *o);
+EMBER_API void ember_train_overrides_init(ember_train_overrides *o);
 /* Sets one override from text, by its `ember train` option name without the
  * dashes ("micro-batch" or "micro_batch", "train-file", "resume": "1"/"0").
  * value is kept, not copied.  Numbers are whole decimal integers ("0x"
@@ -84,11 +84,11 @@ void ember_train_overrides_init(ember_train_overrides *o);
  * EMBER_EINVAL when the value is bad for it (missing, not a number, out of
  * range, not a schedule); 1 when name is not an override (nothing
  * changed). */
-int ember_train_overrides_set(ember_train_overrides *o, const char *name, const char *value);
+EMBER_API int ember_train_overrides_set(ember_train_overrides *o, const char *name, const char *value);
 /* The same; on EMBER_EINVAL err (errlen bytes, may be NULL) says why,
  * naming the option and what it takes ("steps: 'x' is not an integer in
  * 0..1099511627776"); else err is "". */
-int ember_train_overrides_set_msg(ember_train_overrides *o, const char *name, const char *value, char *err,
+EMBER_API int ember_train_overrides_set_msg(ember_train_overrides *o, const char *name, const char *value, char *err,
                                   size_t errlen);
 /* The same; on EMBER_EINVAL reason (len bytes, may be NULL) says what is
  * wrong with the value as a fact of its own, naming neither the option nor
@@ -96,7 +96,7 @@ int ember_train_overrides_set_msg(ember_train_overrides *o, const char *name, co
  * needed", "not an integer in 0..1099511627776", "not blocking, overlap or
  * stale"; else reason is "".  (set_msg's err is "NAME: REASON", or "NAME:
  * 'VALUE' is REASON" when a value was given.) */
-int ember_train_overrides_set_reason(ember_train_overrides *o, const char *name, const char *value, char *reason,
+EMBER_API int ember_train_overrides_set_reason(ember_train_overrides *o, const char *name, const char *value, char *reason,
                                      size_t len);
 
 /* One event, one JSON object text (valid during the call only):
@@ -123,7 +123,7 @@ typedef void (*ember_train_event_fn)(void *ctx, const char *json_object);
  * Errors: EMBER_EINVAL the overrides contradict the config or each other
  * (`ember train` exits 2); any other status: the run could not be set up
  * (a config, data or checkpoint error; exit 1). */
-int ember_trainer_open(const char *config_path, const ember_train_overrides *o, ember_world *world,
+EMBER_API int ember_trainer_open(const char *config_path, const ember_train_overrides *o, ember_world *world,
                        ember_train_event_fn on_event, void *ctx, ember_trainer **out);
 
 /* What the open run resolved, for the caller's own output; the strings
@@ -136,21 +136,21 @@ typedef struct ember_train_info {
     int resumed;                 /* a checkpoint was restored                */
     int32_t rank, world;
 } ember_train_info;
-int ember_trainer_info(const ember_trainer *t, ember_train_info *out);
+EMBER_API int ember_trainer_info(const ember_trainer *t, ember_train_info *out);
 
 /* Trains to the last step, or until early stopping, with evaluations and
  * checkpoints as configured.  Once per trainer.  Collective.  On a trainer
  * whose open or run failed: EMBER_ESTATE, and ember_trainer_errmsg still
  * tells that failure. */
-int ember_trainer_run(ember_trainer *t);
+EMBER_API int ember_trainer_run(ember_trainer *t);
 /* After a successful run, the "summary" event's JSON object (on every
  * rank); else NULL. */
-const char *ember_trainer_summary(const ember_trainer *t);
+EMBER_API const char *ember_trainer_summary(const ember_trainer *t);
 /* The message of the last failure ("" none; t NULL: "out of memory"). */
-const char *ember_trainer_errmsg(const ember_trainer *t);
+EMBER_API const char *ember_trainer_errmsg(const ember_trainer *t);
 /* Frees everything; a checkpoint folder this run created and left empty
  * (a failure, or steps 0) goes too.  Accepts NULL.  Not collective. */
-void ember_trainer_close(ember_trainer *t);
+EMBER_API void ember_trainer_close(ember_trainer *t);
 
 #ifdef __cplusplus
 }

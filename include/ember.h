@@ -30,7 +30,18 @@ extern "C" {
 #define EMBER_VERSION_MAJOR 0
 #define EMBER_VERSION_MINOR 1
 #define EMBER_VERSION_PATCH 0
-const char *ember_version(void);
+
+/* EMBER_API marks the library's public calls: libember.so is built with hidden
+ * visibility, so these are the only names it exports. */
+#ifndef EMBER_API
+#if defined(__GNUC__) || defined(__clang__)
+#define EMBER_API __attribute__((visibility("default")))
+#else
+#define EMBER_API
+#endif
+#endif
+
+EMBER_API const char *ember_version(void);
 
 /* ------------------------------------------------------------------ status */
 
@@ -57,7 +68,7 @@ typedef enum ember_status {
 } ember_status;
 
 /* A static name and one-line meaning for a status; never NULL. */
-const char *ember_status_str(int status);
+EMBER_API const char *ember_status_str(int status);
 
 /* ------------------------------------------------------------------ tables */
 
@@ -347,8 +358,8 @@ typedef struct ember_table_config {
 } ember_table_config;
 
 /* rows 0, dim 0 (caller sets), uniform(0.05), SGD lr 0.01, no limits, error. */
-ember_table_config ember_table_config_default(void);
-ember_optimizer ember_optimizer_default(ember_optimizer_kind kind);
+EMBER_API ember_table_config ember_table_config_default(void);
+EMBER_API ember_optimizer ember_optimizer_default(ember_optimizer_kind kind);
 
 /* ------------------------------------------------------------------ world */
 
@@ -371,10 +382,10 @@ ember_optimizer ember_optimizer_default(ember_optimizer_kind kind);
  */
 typedef struct ember_world ember_world;
 /* A world of one (rank 0 of 1). */
-int ember_world_self(ember_world **out);
-int32_t ember_world_rank(const ember_world *w);
-int32_t ember_world_size(const ember_world *w);
-void ember_world_destroy(ember_world *w);
+EMBER_API int ember_world_self(ember_world **out);
+EMBER_API int32_t ember_world_rank(const ember_world *w);
+EMBER_API int32_t ember_world_size(const ember_world *w);
+EMBER_API void ember_world_destroy(ember_world *w);
 
 /*
  * Small collectives over a world, for a program around ember's calls (the
@@ -394,23 +405,23 @@ typedef enum ember_world_op { EMBER_WORLD_MAX = 0, EMBER_WORLD_SUM = 1 } ember_w
 /* 1 on every rank when `failed` is non-zero on any rank (or the exchange
  * failed), else 0.  *first (may be NULL): the lowest failing rank, or -1
  * when none failed or the exchange itself failed. */
-int ember_world_any_failed(ember_world *w, int failed, int32_t *first);
+EMBER_API int ember_world_any_failed(ember_world *w, int failed, int32_t *first);
 /* The largest `status` over the ranks (exit codes 0, 1, 2), on every rank;
  * 1 at least when the exchange failed. */
-int ember_world_max_status(ember_world *w, int status);
-int ember_world_reduce_i64(ember_world *w, int64_t *v, int64_t n, ember_world_op op);
-int ember_world_reduce_double(ember_world *w, double *v, int64_t n, ember_world_op op);
+EMBER_API int ember_world_max_status(ember_world *w, int status);
+EMBER_API int ember_world_reduce_i64(ember_world *w, int64_t *v, int64_t n, ember_world_op op);
+EMBER_API int ember_world_reduce_double(ember_world *w, double *v, int64_t n, ember_world_op op);
 /* Rank 0 gets every rank's n values in rank order, in a new array *out
  * (free() it) of *total values; the other ranks get *out NULL and *total.
  * On error every rank has *out NULL. */
-int ember_world_gather_floats(ember_world *w, const float *v, int64_t n, float **out, int64_t *total);
-int ember_world_gather_i64(ember_world *w, const int64_t *v, int64_t n, int64_t **out, int64_t *total);
+EMBER_API int ember_world_gather_floats(ember_world *w, const float *v, int64_t n, float **out, int64_t *total);
+EMBER_API int ember_world_gather_i64(ember_world *w, const int64_t *v, int64_t n, int64_t **out, int64_t *total);
 /* Returns when every rank has called it. */
-int ember_world_barrier(ember_world *w);
+EMBER_API int ember_world_barrier(ember_world *w);
 /* The ranks of w on this machine (those sharing its memory; when MPI
  * cannot tell, Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE, else w's size); 1
  * for a NULL world.  Local. */
-int32_t ember_world_local_ranks(const ember_world *w);
+EMBER_API int32_t ember_world_local_ranks(const ember_world *w);
 
 /* ---------------------------------------------------------------- features */
 
@@ -514,7 +525,7 @@ typedef struct ember_collection_config {
                                      bytes), else buffered                   */
 } ember_collection_config;
 
-ember_collection_config ember_collection_config_default(void);
+EMBER_API ember_collection_config ember_collection_config_default(void);
 
 typedef struct ember_collection ember_collection;
 
@@ -529,12 +540,12 @@ typedef struct ember_collection ember_collection;
  * Errors: EMBER_EINVAL (names the table or feature field), EMBER_ENOMEM.
  * On error *out is NULL; a message is in ember_errmsg(NULL) for this thread.
  */
-int ember_collection_create(const ember_collection_config *cfg, ember_collection **out);
-void ember_collection_destroy(ember_collection *coll);
+EMBER_API int ember_collection_create(const ember_collection_config *cfg, ember_collection **out);
+EMBER_API void ember_collection_destroy(ember_collection *coll);
 
 /* Detail of the last failure on coll (or, with NULL, of the last failed
  * create on this thread).  Valid until the next call on the same handle. */
-const char *ember_errmsg(const ember_collection *coll);
+EMBER_API const char *ember_errmsg(const ember_collection *coll);
 
 /* ------------------------------------------------------------------- batch */
 
@@ -556,11 +567,11 @@ typedef struct ember_batch {
 
 /* Floats per sample of the pooled output: sum of dims of the features whose
  * combiner is not NONE. */
-int64_t ember_pooled_width(const ember_collection *coll);
+EMBER_API int64_t ember_pooled_width(const ember_collection *coll);
 
 /* Floats of the sequence output for this batch: sum over NONE features of
  * (ids of that feature) * dim. */
-int64_t ember_sequence_size(const ember_collection *coll, const ember_batch *batch);
+EMBER_API int64_t ember_sequence_size(const ember_collection *coll, const ember_batch *batch);
 
 /*
  * Forward: validate and route the batch, look up and pool.
@@ -578,7 +589,7 @@ int64_t ember_sequence_size(const ember_collection *coll, const ember_batch *bat
  * bytes), EMBER_ENUMERIC, EMBER_EIO (an SSD table's store file failed: names
  * table, file and row).  Tables never change.
  */
-int ember_forward(ember_collection *coll, const ember_batch *batch, float *pooled,
+EMBER_API int ember_forward(ember_collection *coll, const ember_batch *batch, float *pooled,
                   float *sequence);
 
 /*
@@ -611,11 +622,11 @@ int ember_forward(ember_collection *coll, const ember_batch *batch, float *poole
  * without one, ember_forward while one is begun.  Destroying the collection
  * with a batch begun completes its exchanges first.  Tables never change.
  */
-int ember_forward_begin(ember_collection *coll, const ember_batch *batch, float *pooled, float *sequence);
+EMBER_API int ember_forward_begin(ember_collection *coll, const ember_batch *batch, float *pooled, float *sequence);
 /* Drives the begun batch's exchanges on (MPI_Test); cheap, collective-free,
  * a no-op without a begun batch.  EMBER_ECOMM when MPI fails. */
-int ember_forward_progress(ember_collection *coll);
-int ember_forward_end(ember_collection *coll);
+EMBER_API int ember_forward_progress(ember_collection *coll);
+EMBER_API int ember_forward_end(ember_collection *coll);
 
 /*
  * Every table's learning rate is multiplied by `scale` from the next
@@ -624,7 +635,7 @@ int ember_forward_end(ember_collection *coll);
  * which a caller computes per step.  Local (every rank sets the same).
  * EMBER_EINVAL for a negative or non-finite scale.
  */
-int ember_set_lr_scale(ember_collection *coll, float scale);
+EMBER_API int ember_set_lr_scale(ember_collection *coll, float scale);
 
 /*
  * Hot rows (ember_table_config.hot_rows; docs/distributed.md, "Hot rows").
@@ -639,8 +650,8 @@ int ember_set_lr_scale(ember_collection *coll, float scale);
  * backward or while a batch is begun; EMBER_EINVAL for a table without hot
  * rows, too many ids, an id out of range.
  */
-int ember_set_hot_rows(ember_collection *coll, int32_t table, const int64_t *ids, int64_t count);
-int ember_refresh_hot_rows(ember_collection *coll);
+EMBER_API int ember_set_hot_rows(ember_collection *coll, int32_t table, const int64_t *ids, int64_t count);
+EMBER_API int ember_refresh_hot_rows(ember_collection *coll);
 
 /*
  * Backward with the fused optimizer, for the batch of the last forward.
@@ -660,7 +671,7 @@ int ember_refresh_hot_rows(ember_collection *coll);
  * Errors: EMBER_ESTATE (no forward since the last backward), EMBER_ENUMERIC
  * (debug checks: names table, row, feature, sample); tables unchanged then.
  */
-int ember_backward(ember_collection *coll, const float *d_pooled, const float *d_sequence);
+EMBER_API int ember_backward(ember_collection *coll, const float *d_pooled, const float *d_sequence);
 
 /*
  * Announces a batch that a later ember_forward / ember_backward will train
@@ -684,11 +695,11 @@ int ember_backward(ember_collection *coll, const float *d_pooled, const float *d
  * write-back of an earlier announcement failed; nothing was lost),
  * EMBER_ENOMEM, EMBER_ECOMM.
  */
-int ember_prefetch(ember_collection *coll, const ember_batch *batch);
+EMBER_API int ember_prefetch(ember_collection *coll, const ember_batch *batch);
 /* How many batches ahead ember_prefetch wants to hear of: the collection's
  * lookahead when it has an SSD table with policy LOOKAHEAD, else 0 (then
  * ember_prefetch does nothing).  The same on every rank. */
-int32_t ember_prefetch_depth(const ember_collection *coll);
+EMBER_API int32_t ember_prefetch_depth(const ember_collection *coll);
 
 /* ------------------------------------------------------ routing statistics */
 
@@ -709,7 +720,7 @@ int32_t ember_prefetch_depth(const ember_collection *coll);
  * so it cancels a pending forward: call it before ember_forward or after
  * ember_backward (a backward in between returns EMBER_ESTATE).
  */
-int ember_partition_counts(ember_collection *coll, const ember_batch *batch, int64_t *ids,
+EMBER_API int ember_partition_counts(ember_collection *coll, const ember_batch *batch, int64_t *ids,
                            int64_t *unique);
 
 typedef struct ember_stats {
@@ -729,7 +740,7 @@ typedef struct ember_stats {
     int64_t last_bytes_received;
     double last_comm_seconds; /* wall time inside exchanges, same span       */
 } ember_stats;
-void ember_collection_stats(const ember_collection *coll, ember_stats *out);
+EMBER_API void ember_collection_stats(const ember_collection *coll, ember_stats *out);
 
 /* ------------------------------------------------------------- SSD tier */
 
@@ -764,10 +775,10 @@ typedef struct ember_tier_stats {
 /* Counters of the SSD store holding table t on this rank (a stacked table
  * shares its physical table's store and counters).  EMBER_EINVAL for a bad
  * table or a table in the memory tier.  Not collective. */
-int ember_table_tier_stats(const ember_collection *coll, int32_t table, ember_tier_stats *out);
+EMBER_API int ember_table_tier_stats(const ember_collection *coll, int32_t table, ember_tier_stats *out);
 /* The same summed over every SSD store of this rank (each physical table
  * once); the number of such stores is returned (0: no SSD table here). */
-int32_t ember_collection_tier_stats(const ember_collection *coll, ember_tier_stats *out);
+EMBER_API int32_t ember_collection_tier_stats(const ember_collection *coll, ember_tier_stats *out);
 
 /* --------------------------------------------------------- dynamic tables */
 
@@ -796,25 +807,25 @@ typedef struct ember_dynamic_stats {
  * the victims (LRU, TTL: 16 of age queue + 1 bit; LFU: 32 of heap; NONE:
  * 0), plus the sketch.  0 when the
  * config is not a valid dynamic table.  What ember_collection_memory counts. */
-int64_t ember_dynamic_bytes(const ember_table_config *t);
+EMBER_API int64_t ember_dynamic_bytes(const ember_table_config *t);
 
 /* EMBER_EINVAL for a bad or non-dynamic table. */
-int ember_table_dynamic_stats(const ember_collection *coll, int32_t table, ember_dynamic_stats *out);
+EMBER_API int ember_table_dynamic_stats(const ember_collection *coll, int32_t table, ember_dynamic_stats *out);
 
 /* The keys this rank freed in the last training forward (or the last
  * ember_dynamic_evict) and their use counts, in the order they were freed:
  * copies min(max, *n) of them; *n = how many there are.  Not collective. */
-int ember_dynamic_evicted(const ember_collection *coll, int32_t table, int64_t max, int64_t *keys,
+EMBER_API int ember_dynamic_evicted(const ember_collection *coll, int32_t table, int64_t max, int64_t *keys,
                           int64_t *counts, int64_t *n);
 
 /* Frees, on this rank, every row of the table not used in the last
  * idle_steps training steps (0: every row); *freed = how many (may be
  * NULL).  Not collective: each rank frees its own rows by the same rule. */
-int ember_dynamic_evict(ember_collection *coll, int32_t table, int64_t idle_steps, int64_t *freed);
+EMBER_API int ember_dynamic_evict(ember_collection *coll, int32_t table, int64_t idle_steps, int64_t *freed);
 
 /* The keys that hold a row on this rank, ascending: *n = how many; the keys
  * are copied only when max >= *n.  Not collective. */
-int ember_dynamic_keys(const ember_collection *coll, int32_t table, int64_t max, int64_t *keys, int64_t *n);
+EMBER_API int ember_dynamic_keys(const ember_collection *coll, int32_t table, int64_t max, int64_t *keys, int64_t *n);
 
 /* Rows by key: for each keys[i], found[i] = 1 and its row (dim floats at
  * values + i * dim) and optimizer state (ember_state_floats floats at state
@@ -822,14 +833,14 @@ int ember_dynamic_keys(const ember_collection *coll, int32_t table, int64_t max,
  * values, state, found may be NULL.  Collective like ember_table_read:
  * every rank passes the same keys and gets every answer.  Nothing changes
  * (no use is counted). */
-int ember_dynamic_read(const ember_collection *coll, int32_t table, const int64_t *keys, int64_t n, float *values,
+EMBER_API int ember_dynamic_read(const ember_collection *coll, int32_t table, const int64_t *keys, int64_t n, float *values,
                        float *state, int8_t *found);
 
 /* Training (1, the default) or evaluation (0).  In evaluation a forward
  * only looks keys up: no key is counted, admitted or evicted and no row's
  * last use changes, so evaluating on held-out data leaves the dynamic
  * tables as they were.  Fixed tables behave the same in both. */
-int ember_collection_set_training(ember_collection *coll, int training);
+EMBER_API int ember_collection_set_training(ember_collection *coll, int training);
 
 /* ------------------------------------------------------------------ memory */
 
@@ -843,7 +854,7 @@ typedef struct ember_memory {
     int64_t index_bytes;     /* dynamic tables: key maps, row metadata, victim
                                 heaps and admission sketches                 */
 } ember_memory;
-void ember_collection_memory(const ember_collection *coll, ember_memory *out);
+EMBER_API void ember_collection_memory(const ember_collection *coll, ember_memory *out);
 
 /* ------------------------------------------------------------ row access */
 
@@ -852,31 +863,31 @@ void ember_collection_memory(const ember_collection *coll, ember_memory *out);
  * with the same arguments; a read returns the whole rows on every rank (each
  * part from the rank that holds it), a write stores on each rank the parts
  * it holds.  Errors: EMBER_EINVAL for a bad table or range. */
-int ember_table_read(const ember_collection *coll, int32_t table, int64_t first, int64_t count,
+EMBER_API int ember_table_read(const ember_collection *coll, int32_t table, int64_t first, int64_t count,
                      float *out);
 /* Overwrites rows [first, first+count) of table t from in (for tests, loading
  * and serving).  Optimizer state is not touched.  A table of encoded rows
  * encodes each row; EMBER_EINPUT (the table and row named, nothing
  * written) when a row holds a value fp16 cannot (not finite, |x| > 65504). */
-int ember_table_write(ember_collection *coll, int32_t table, int64_t first, int64_t count,
+EMBER_API int ember_table_write(ember_collection *coll, int32_t table, int64_t first, int64_t count,
                       const float *in);
 /* Copies the optimizer state of rows [first, first+count): floats per row are
  * ember_state_floats(kind, dim) (0 SGD, dim ADAGRAD, 1 ROWWISE, 2*dim ADAM:
  * m then v). */
-int ember_table_read_state(const ember_collection *coll, int32_t table, int64_t first,
+EMBER_API int ember_table_read_state(const ember_collection *coll, int32_t table, int64_t first,
                            int64_t count, float *out);
-int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim);
+EMBER_API int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim);
 /* Overwrites the optimizer state of rows [first, first+count) from in (the
  * layout of ember_table_read_state); values are not touched. */
-int ember_table_write_state(ember_collection *coll, int32_t table, int64_t first, int64_t count,
+EMBER_API int ember_table_write_state(ember_collection *coll, int32_t table, int64_t first, int64_t count,
                             const float *in);
 
 /* The world the collection was created over (never NULL). */
-ember_world *ember_collection_world(const ember_collection *coll);
+EMBER_API ember_world *ember_collection_world(const ember_collection *coll);
 
 /* Changes the OpenMP thread count used by later calls (>= 1, or 0 for
  * omp_get_max_threads()).  Results do not depend on it. */
-int ember_collection_set_threads(ember_collection *coll, int32_t threads);
+EMBER_API int ember_collection_set_threads(ember_collection *coll, int32_t threads);
 
 /* ------------------------------------------------------- synthetic batches */
 
@@ -898,14 +909,14 @@ typedef struct ember_synth_config {
     int weighted;  /* 1: also draw a weight in [0.5, 1.5) per id               */
     uint64_t seed;
 } ember_synth_config;
-ember_synth_config ember_synth_config_default(void);
+EMBER_API ember_synth_config ember_synth_config_default(void);
 
 typedef struct ember_synth ember_synth;
-int ember_synth_create(const ember_synth_config *cfg, ember_synth **out);
+EMBER_API int ember_synth_create(const ember_synth_config *cfg, ember_synth **out);
 /* Fills *batch with the next batch; its arrays stay valid until the next call
  * on s or its destroy. */
-int ember_synth_next(ember_synth *s, ember_batch *batch);
-void ember_synth_destroy(ember_synth *s);
+EMBER_API int ember_synth_next(ember_synth *s, ember_batch *batch);
+EMBER_API void ember_synth_destroy(ember_synth *s);
 
 /* ------------------------------------------------------------ batch files */
 
@@ -921,24 +932,24 @@ typedef struct ember_batch_file_info {
 } ember_batch_file_info;
 
 typedef struct ember_batch_writer ember_batch_writer;
-int ember_batch_writer_create(const char *path, const ember_batch_file_info *info,
+EMBER_API int ember_batch_writer_create(const char *path, const ember_batch_file_info *info,
                               ember_batch_writer **out);
-int ember_batch_writer_append(ember_batch_writer *w, const ember_batch *batch);
+EMBER_API int ember_batch_writer_append(ember_batch_writer *w, const ember_batch *batch);
 /* Flushes, fsyncs and closes; the file appears under path only on success
  * (written to path.tmp, then renamed). */
-int ember_batch_writer_close(ember_batch_writer *w);
-void ember_batch_writer_destroy(ember_batch_writer *w); /* abandons an unclosed file */
+EMBER_API int ember_batch_writer_close(ember_batch_writer *w);
+EMBER_API void ember_batch_writer_destroy(ember_batch_writer *w); /* abandons an unclosed file */
 
 typedef struct ember_batch_reader ember_batch_reader;
-int ember_batch_reader_open(const char *path, ember_batch_reader **out);
+EMBER_API int ember_batch_reader_open(const char *path, ember_batch_reader **out);
 /* Valid until the reader is destroyed. */
-const ember_batch_file_info *ember_batch_reader_info(const ember_batch_reader *r);
+EMBER_API const ember_batch_file_info *ember_batch_reader_info(const ember_batch_reader *r);
 /* 1 and *batch filled (valid until the next call), 0 at the end, or < 0. */
-int ember_batch_reader_next(ember_batch_reader *r, ember_batch *batch);
-void ember_batch_reader_destroy(ember_batch_reader *r);
+EMBER_API int ember_batch_reader_next(ember_batch_reader *r, ember_batch *batch);
+EMBER_API void ember_batch_reader_destroy(ember_batch_reader *r);
 /* Detail of the last failure of a call that has no collection to carry it:
  * batch writers and readers, ember_checkpoint_open (thread-local). */
-const char *ember_data_errmsg(void);
+EMBER_API const char *ember_data_errmsg(void);
 
 /* ----------------------------------------------------------- names, sizes */
 
@@ -946,14 +957,14 @@ const char *ember_data_errmsg(void);
  * for the values of the enums above ("row", "rowwise_adagrad", "lookahead",
  * "stale", ...): static strings, "?" for a value out of range.  A program
  * reading a name back compares it with these. */
-const char *ember_placement_name(ember_placement p);      /* row column table replicated  */
-const char *ember_exchange_name(ember_exchange x);        /* rows pooled                  */
-const char *ember_optimizer_name(ember_optimizer_kind k); /* sgd adagrad rowwise_adagrad adam */
-const char *ember_init_name(ember_init_kind k);           /* uniform normal zeros constant */
-const char *ember_evict_name(ember_evict_policy e);       /* lru lfu ttl none             */
-const char *ember_storage_name(ember_storage s);          /* auto memory ssd              */
-const char *ember_cache_policy_name(ember_cache_policy p);/* default lru lfu lookahead    */
-const char *ember_schedule_name(ember_schedule s);        /* blocking overlap stale       */
+EMBER_API const char *ember_placement_name(ember_placement p);      /* row column table replicated  */
+EMBER_API const char *ember_exchange_name(ember_exchange x);        /* rows pooled                  */
+EMBER_API const char *ember_optimizer_name(ember_optimizer_kind k); /* sgd adagrad rowwise_adagrad adam */
+EMBER_API const char *ember_init_name(ember_init_kind k);           /* uniform normal zeros constant */
+EMBER_API const char *ember_evict_name(ember_evict_policy e);       /* lru lfu ttl none             */
+EMBER_API const char *ember_storage_name(ember_storage s);          /* auto memory ssd              */
+EMBER_API const char *ember_cache_policy_name(ember_cache_policy p);/* default lru lfu lookahead    */
+EMBER_API const char *ember_schedule_name(ember_schedule s);        /* blocking overlap stale       */
 
 /* A size as config files write it (docs/config.md): a number, optionally
  * a unit K, M, G, T or P (powers of 1024, "iB" or "B" after it allowed),
@@ -961,11 +972,11 @@ const char *ember_schedule_name(ember_schedule s);        /* blocking overlap st
  *   bytes = round(number * unit);  "64G" -> 68719476736, "512 MiB", "1.5K"
  * 0 and *out, or -1 (nothing set) for anything else, a negative number or
  * more than 9e18 bytes. */
-int ember_parse_bytes(const char *text, int64_t *out);
+EMBER_API int ember_parse_bytes(const char *text, int64_t *out);
 /* Bytes in binary units as ember's messages and reports write them
  * ("512 B", "1.50 KiB", "64.0 GiB"): into buf (n bytes), which is
  * returned. */
-const char *ember_format_bytes(double bytes, char *buf, size_t n);
+EMBER_API const char *ember_format_bytes(double bytes, char *buf, size_t n);
 
 /* ------------------------------------------------------------ file outputs */
 
@@ -987,27 +998,27 @@ const char *ember_format_bytes(double bytes, char *buf, size_t n);
  */
 typedef struct ember_output ember_output;
 #define EMBER_OUTPUT_APPEND 1
-int ember_output_open(const char *path, int flags, ember_output **out, char *err, size_t errlen);
+EMBER_API int ember_output_open(const char *path, int flags, ember_output **out, char *err, size_t errlen);
 /* Writes all n bytes: 0, or -1 (the reason is kept for the commit). */
-int ember_output_write(ember_output *o, const void *data, int64_t n);
+EMBER_API int ember_output_write(ember_output *o, const void *data, int64_t n);
 /* A stdio stream on the output (NULL when out of memory): its bytes go
  * through ember_output_write, so every failure is found by the commit.
  * Valid until commit or abort, which close it. */
-FILE *ember_output_stdio(ember_output *o);
+EMBER_API FILE *ember_output_stdio(ember_output *o);
 /* Flushes the stream: 0, or the system's error number (errno, > 0) of
  * the first failed write, which the commit reports too. */
-int ember_output_flush(ember_output *o);
+EMBER_API int ember_output_flush(ember_output *o);
 /* Names the output at path now, before it is complete: for a log read
  * while it grows (the metrics of a run).  A failed commit or an abort then
  * takes it back: to the bytes it began with (APPEND), else the name goes. */
-int ember_output_publish(ember_output *o, char *err, size_t errlen);
+EMBER_API int ember_output_publish(ember_output *o, char *err, size_t errlen);
 /* Flushes, fsyncs, publishes at path and fsyncs the folder; on any failure
  * the output is removed and err says why.  Frees o either way (NULL:
  * EMBER_OK). */
-int ember_output_commit(ember_output *o, char *err, size_t errlen);
+EMBER_API int ember_output_commit(ember_output *o, char *err, size_t errlen);
 /* Drops the output: nothing is published, nothing is left.  Frees o;
  * accepts NULL. */
-void ember_output_abort(ember_output *o);
+EMBER_API void ember_output_abort(ember_output *o);
 
 /* -------------------------------------------------------------- prediction */
 
@@ -1042,17 +1053,17 @@ typedef struct ember_predictor_options {
     ember_world *world; /* NULL: a world of one                                */
     int32_t threads;    /* OpenMP threads for the embedding work; 0: 1          */
 } ember_predictor_options;
-int ember_predictor_open(const char *path, const ember_predictor_options *options, ember_predictor **out);
-void ember_predictor_close(ember_predictor *p);
+EMBER_API int ember_predictor_open(const char *path, const ember_predictor_options *options, ember_predictor **out);
+EMBER_API void ember_predictor_close(ember_predictor *p);
 /* The model's collection (tables and features; names valid until close) and
  * its dense features per sample. */
-const ember_collection_config *ember_predictor_config(const ember_predictor *p);
-int32_t ember_predictor_num_dense(const ember_predictor *p);
+EMBER_API const ember_collection_config *ember_predictor_config(const ember_predictor *p);
+EMBER_API int32_t ember_predictor_num_dense(const ember_predictor *p);
 /* dense [batch_size][num_dense]; sparse as ember_forward's batch (the
  * model's features, in order); scores [batch_size]. */
-int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *dense, const ember_batch *sparse,
+EMBER_API int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *dense, const ember_batch *sparse,
                           float *scores);
-const char *ember_predictor_errmsg(const ember_predictor *p);
+EMBER_API const char *ember_predictor_errmsg(const ember_predictor *p);
 
 /*
  * `ember predict`: a model scores every sample of a data file.
@@ -1091,7 +1102,7 @@ typedef struct ember_predict_config {
     int32_t threads;      /* embedding threads per rank; default 1            */
     ember_world *world;   /* NULL: a world of one                            */
 } ember_predict_config;
-ember_predict_config ember_predict_config_default(void);
+EMBER_API ember_predict_config ember_predict_config_default(void);
 
 typedef struct ember_prediction {
     int64_t samples;      /* scored                                          */
@@ -1104,13 +1115,13 @@ typedef struct ember_prediction {
     int scored;           /* 1: every sample was scored (the fields above
                              hold, even when writing failed)                */
 } ember_prediction;
-int ember_predict(const char *model, const char *data, const ember_predict_config *c, ember_prediction *out);
+EMBER_API int ember_predict(const char *model, const char *data, const ember_predict_config *c, ember_prediction *out);
 /* The result as one line of JSON, the way the trainer's events are written
  * (`ember predict --json`): {"event":"predict","samples","auc","logloss",
  * "seconds" (to the ms),"world","table_bytes","peak_rss_mb" (to 0.1),
  * "out" ("" none)}; reals with 8 significant digits, NaN as null.  free()
  * it; NULL out of memory. */
-char *ember_prediction_json(const ember_prediction *p);
+EMBER_API char *ember_prediction_json(const ember_prediction *p);
 
 /* Writes an inference bundle (docs/inference.md, "Bundles") from a
  * checkpoint of `ember train`: every table's rows encoded row-wise as
@@ -1123,7 +1134,7 @@ char *ember_prediction_json(const ember_prediction *p);
  * (bad encodings, an unknown table, out exists, a dynamic table: not
  * bundled yet), EMBER_EINPUT (a row fp16 cannot hold, named), EMBER_EIO;
  * detail in ember_data_errmsg(); nothing is left behind on failure. */
-int ember_bundle_write(const char *checkpoint, const char *out, const char *quantize, const char *const *per_table,
+EMBER_API int ember_bundle_write(const char *checkpoint, const char *out, const char *quantize, const char *const *per_table,
                        int32_t num_per_table);
 
 /* ------------------------------------------------------------- checkpoints */
@@ -1170,7 +1181,7 @@ typedef struct ember_save_options {
  * naming the path and the system's reason, EMBER_EINVAL for bad options, or
  * EMBER_ECOMM when another rank failed) leave every complete checkpoint and
  * every table as they were. */
-int ember_save(ember_collection *coll, const char *root, const ember_save_options *opt);
+EMBER_API int ember_save(ember_collection *coll, const char *root, const ember_save_options *opt);
 
 typedef struct ember_checkpoint ember_checkpoint;
 
@@ -1184,11 +1195,11 @@ typedef struct ember_checkpoint ember_checkpoint;
  * EMBER_ECORRUPT (a checksum or size that does not match: the file and the
  * part), with detail in ember_data_errmsg().  Not collective: each rank may
  * open the same checkpoint. */
-int ember_checkpoint_open(const char *path, ember_checkpoint **out);
-void ember_checkpoint_close(ember_checkpoint *ck);
-int64_t ember_checkpoint_step(const ember_checkpoint *ck);
-int32_t ember_checkpoint_world(const ember_checkpoint *ck);   /* ranks that saved it */
-const char *ember_checkpoint_path(const ember_checkpoint *ck); /* the step-* folder  */
+EMBER_API int ember_checkpoint_open(const char *path, ember_checkpoint **out);
+EMBER_API void ember_checkpoint_close(ember_checkpoint *ck);
+EMBER_API int64_t ember_checkpoint_step(const ember_checkpoint *ck);
+EMBER_API int32_t ember_checkpoint_world(const ember_checkpoint *ck);   /* ranks that saved it */
+EMBER_API const char *ember_checkpoint_path(const ember_checkpoint *ck); /* the step-* folder  */
 /* The tables ck holds, in the order they were saved, and table t's
  * configuration as saved: name (valid until close), kind, rows, dim, init,
  * optimizer, placement and owner; for a dynamic table its capacity per
@@ -1197,11 +1208,11 @@ const char *ember_checkpoint_path(const ember_checkpoint *ck); /* the step-* fol
  * ember_table_config_default()'s.  A collection made of these configs (and
  * its own features) loads ck: nothing needs declaring again.  EMBER_EINVAL
  * when t is out of range or out is NULL. */
-int32_t ember_checkpoint_num_tables(const ember_checkpoint *ck);
-int ember_checkpoint_table(const ember_checkpoint *ck, int32_t t, ember_table_config *out);
+EMBER_API int32_t ember_checkpoint_num_tables(const ember_checkpoint *ck);
+EMBER_API int ember_checkpoint_table(const ember_checkpoint *ck, int32_t t, ember_table_config *out);
 /* A blob saved with ember_save_options.blobs (rank < 0) or rank_blobs of the
  * given saving rank; NULL when absent.  Valid until close. */
-const void *ember_checkpoint_blob(const ember_checkpoint *ck, int32_t rank, const char *name,
+EMBER_API const void *ember_checkpoint_blob(const ember_checkpoint *ck, int32_t rank, const char *name,
                                   int64_t *bytes);
 
 /* ------------------------------------------- checkpoints: what they hold */
@@ -1216,14 +1227,14 @@ typedef struct ember_checkpoint_summary {
     int32_t num_blobs;          /* saved once (ember_save_options.blobs)       */
     int32_t num_rank_blobs;     /* saved per rank (rank_blobs)                 */
 } ember_checkpoint_summary;
-int ember_checkpoint_summarize(const ember_checkpoint *ck, ember_checkpoint_summary *out);
+EMBER_API int ember_checkpoint_summarize(const ember_checkpoint *ck, ember_checkpoint_summary *out);
 /* File i (= saving rank i): its name in the step folder (valid until
  * close), its bytes and its XXH3-64, all verified at open.  Any of the
  * three may be NULL.  EMBER_EINVAL out of range. */
-int ember_checkpoint_file(const ember_checkpoint *ck, int32_t i, const char **name, int64_t *bytes, uint64_t *xxh3);
+EMBER_API int ember_checkpoint_file(const ember_checkpoint *ck, int32_t i, const char **name, int64_t *bytes, uint64_t *xxh3);
 /* The name of blob i, of the blobs saved once (per_rank 0) or of those
  * saved by every rank (1); NULL out of range.  Valid until close. */
-const char *ember_checkpoint_blob_name(const ember_checkpoint *ck, int per_rank, int32_t i);
+EMBER_API const char *ember_checkpoint_blob_name(const ember_checkpoint *ck, int per_rank, int32_t i);
 
 /*
  * Statistics of table t's rows as saved, streamed a few MiB at a time
@@ -1258,7 +1269,7 @@ typedef struct ember_table_summary {
     int64_t admitted, evicted, expired, evicted_count_sum, not_admitted;
     int64_t sketch_width;       /* counters per sketch row (0: no sketch)    */
 } ember_table_summary;
-int ember_checkpoint_table_summary(const ember_checkpoint *ck, int32_t t, ember_table_summary *out);
+EMBER_API int ember_checkpoint_table_summary(const ember_checkpoint *ck, int32_t t, ember_table_summary *out);
 
 /* A blob of ck (rank < 0: saved once; else the saving rank's): its bytes
  * (0 when absent) and the XXH64 of them, and, for the blobs `ember train`
@@ -1270,11 +1281,11 @@ typedef struct ember_blob_summary {
     char content[512];
     char text[256];
 } ember_blob_summary;
-int ember_checkpoint_blob_summary(const ember_checkpoint *ck, int32_t rank, const char *name,
+EMBER_API int ember_checkpoint_blob_summary(const ember_checkpoint *ck, int32_t rank, const char *name,
                                   ember_blob_summary *out);
 
 /* 1 when dir holds an inference bundle (ember_bundle_write), else 0. */
-int ember_bundle_is(const char *dir);
+EMBER_API int ember_bundle_is(const char *dir);
 /* Verifies every file of the bundle in dir (sizes and XXH3-64 against its
  * manifest) and describes it as one JSON object, *report (free() it):
  *   {"path", "format": "ember-bundle", "version", "tables": [{"name",
@@ -1283,7 +1294,7 @@ int ember_bundle_is(const char *dir);
  * (the manifest's entries as they are).  Errors: EMBER_EIO, EMBER_EFORMAT,
  * EMBER_ECORRUPT naming the file, EMBER_ENOMEM; detail in
  * ember_data_errmsg(). */
-int ember_bundle_inspect(const char *dir, char **report);
+EMBER_API int ember_bundle_inspect(const char *dir, char **report);
 
 /* Loads ck's tables into coll: rows, optimizer state and optimizer step
  * count, for any world size and any placement of either (resharding).
@@ -1291,7 +1302,7 @@ int ember_bundle_inspect(const char *dir, char **report);
  * dim and optimizer kind; otherwise EMBER_EINVAL names the table and the
  * field (tables of ck that coll lacks are ignored).  Collective.  On any
  * error no table has changed. */
-int ember_load(ember_collection *coll, const ember_checkpoint *ck);
+EMBER_API int ember_load(ember_collection *coll, const ember_checkpoint *ck);
 
 /* Writes one table of ck as (key, row) records for serving, sorted by key
  * (signed): a fixed table every row, its row number the key; a dynamic
@@ -1302,7 +1313,7 @@ int ember_load(ember_collection *coll, const ember_checkpoint *ck);
  * Written to path.tmp, fsynced and renamed over path.  Not collective.
  * Errors: EMBER_EINVAL (no such table), EMBER_EIO, EMBER_ENOMEM; detail in
  * ember_data_errmsg(). */
-int ember_export(const ember_checkpoint *ck, const char *table, const char *path);
+EMBER_API int ember_export(const ember_checkpoint *ck, const char *table, const char *path);
 
 #ifdef __cplusplus
 }

@@ -3,10 +3,11 @@
 #   1. Every #include "FOLDER/..." in src/ names its own folder or a folder on a
 #      lower floor of src/floors.txt, unless an "allow" line of that file admits
 #      that very include (and says why).
-#   2. tools/ and python/ include only the public headers (include/) and their
-#      own local headers: never a "FOLDER/..." header of src/.
-#   3. With LIBEMBER_SO: the shared library exports only names that start
-#      with ember_ (nm -D --defined-only; the linker's own markers aside).
+#   2. tools/ and python/src/ include only the public headers (include/) and
+#      headers beside them in their own folder: never a path into src/.
+#   3. With LIBEMBER_SO: the shared library exports exactly the calls that
+#      include/ declares EMBER_API (nm -D --defined-only; the linker's own
+#      markers aside): nothing internal leaks, nothing public is missing.
 # Prints every breach as FILE:LINE: what, and exits 1 when there is one.
 set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -66,8 +67,10 @@ for shell in ("tools", "python/src"):
                 continue
             path = os.path.join(root, name)
             for n, h in scan(path):
-                if "/" in h and h.split("/", 1)[0] in floor:
-                    print("%s:%d: includes %s: a shell includes public headers only" % (os.path.relpath(path, repo), n, h))
+                public = "/" not in h and os.path.isfile(os.path.join(repo, "include", h))
+                own = "/" not in h and os.path.isfile(os.path.join(root, h))
+                if not (public or own):
+                    print("%s:%d: includes %s: a shell includes the public headers (include/) and its own only" % (os.path.relpath(path, repo), n, h))
                     bad += 1
 print("layers: %d folders on %d floors, %d allowed exceptions, %d breaches" % (len(folders), len(set(floor.values())), len(allow), bad))
 sys.exit(1 if bad else 0)
@@ -76,12 +79,18 @@ st=$?
 if [ $# -ge 1 ]; then
     lib=$1
     [ -f "$lib" ] || { echo "layers: no library at $lib"; exit 1; }
-    others=$(nm -D --defined-only "$lib" | awk '{print $NF}' | grep -v -E '^(ember_|_init$|_fini$|_edata$|_end$|__bss_start$)' || true)
-    if [ -n "$others" ]; then
-        echo "$lib exports $(echo "$others" | wc -l) names outside ember_, such as: $(echo "$others" | head -8 | tr '\n' ' ')"
+    exported=$(nm -D --defined-only "$lib" | awk '{print $NF}' | grep -v -E '^(_init|_fini|_edata|_end|__bss_start)$' | sort -u)
+    declared=$(grep -h '^EMBER_API ' "$repo"/include/*.h | grep -oE '\bember_[a-z0-9_]+\(' | tr -d '(' | sort -u)
+    leaked=$(comm -23 <(echo "$exported") <(echo "$declared"))
+    missing=$(comm -13 <(echo "$exported") <(echo "$declared"))
+    if [ -n "$leaked" ]; then
+        echo "$lib exports $(echo "$leaked" | wc -l) names include/ does not declare EMBER_API, such as: $(echo "$leaked" | head -8 | tr '\n' ' ')"
         st=1
-    else
-        echo "layers: $lib exports $(nm -D --defined-only "$lib" | grep -c ' ember_') names, all ember_"
     fi
+    if [ -n "$missing" ]; then
+        echo "$lib lacks $(echo "$missing" | wc -l) calls include/ declares, such as: $(echo "$missing" | head -8 | tr '\n' ' ')"
+        st=1
+    fi
+    [ -n "$leaked$missing" ] || echo "layers: $lib exports the $(echo "$declared" | wc -l) calls include/ declares, nothing else"
 fi
 exit $st

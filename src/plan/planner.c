@@ -462,7 +462,7 @@ static void explain_no_fit(const plan_workload *w, const plan_options *o, table_
     for (int32_t i = 0; i < T; i++) {
         const ember_table_config *tb = &cfg->tables[ord[i].t];
         if (used + ord[i].saving > (double)o->memory_per_rank) {
-            char need[96], index[64] = "", b4[32];
+            char need[160], index[96] = "", b4[32];
             if (tb->kind == EMBER_TABLE_DYNAMIC)
                 snprintf(index, sizeof index, " (%s of it key index, in memory on either tier)",
                          plan_format_bytes((double)plan_dynamic_index_bytes(tb), b4, sizeof b4));
