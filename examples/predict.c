@@ -21,7 +21,7 @@ int main(int argc, char **argv)
     }
     ember_predictor *p = NULL;
     if (ember_predictor_open(argv[1], NULL, &p) != EMBER_OK) { /* NULL: a world of one, one thread */
-        fprintf(stderr, "%s\n", ember_data_errmsg());
+        fprintf(stderr, "%s\n", ember_errmsg(NULL));
         return 1;
     }
     const ember_collection_config *cc = ember_predictor_config(p);
@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     ember_batch batch = {B, F, lengths, ids, NULL, (int64_t)F * B};
     int st = ember_predictor_score(p, B, dense, &batch, scores);
     if (st != EMBER_OK)
-        fprintf(stderr, "score: %s\n", ember_predictor_errmsg(p));
+        fprintf(stderr, "score: %s\n", ember_errmsg(p));
     else
         for (int32_t s = 0; s < B; s++)
             printf("sample %d: score %.6f\n", (int)s, scores[s]);

@@ -39,7 +39,7 @@ typedef struct ember_samples {
  * config's data.schema, else Criteo TSV.  An eval file read beside a text
  * training file takes that file's standardize statistics, as `ember train`
  * does.  rank, world: this process's share (0, 1: all of it).
- * 0, or an ember status with the message in ember_data_errmsg() (names the
+ * 0, or an ember status with the message in ember_errmsg(NULL) (names the
  * file, line or key).
  */
 EMBER_API int ember_reader_open(const char *config, const char *path, int eval, int32_t rank, int32_t world,
@@ -56,20 +56,19 @@ EMBER_API int32_t ember_reader_num_dense(const ember_reader *r);
 /* Up to max_samples next samples into *out: the count, 0 when the share is
  * exhausted (ember_reader_rewind starts it again; the synthetic task never
  * ends), or a negative ember status with the message in
- * ember_reader_errmsg() (a bad line under data.bad_lines = "fail"). */
+ * ember_errmsg(r) (a bad line under data.bad_lines = "fail"). */
 EMBER_API int64_t ember_reader_next(ember_reader *r, int32_t max_samples, ember_samples *out);
 EMBER_API void ember_reader_rewind(ember_reader *r);
 /* The synthetic task's teacher: its click probability for each sample of
  * the last batch (the best any model can do); NULL for files. */
 EMBER_API const float *ember_reader_teacher(const ember_reader *r);
-EMBER_API const char *ember_reader_errmsg(const ember_reader *r);
 /* The reader's next max_samples samples (fewer if its share ends first:
  * *written, when not NULL, says how many) written to path in ember's
  * binary CTR format (docs/ctr-format.md), which `ember train --train-file`
  * reads back as the same samples: the synthetic task made once, so that
  * training reads it instead of generating it.  The file appears only when
  * complete (path.tmp, then renamed); on failure nothing is left.  0, or an
- * ember status with ember_reader_errmsg(). */
+ * ember status with ember_errmsg(r). */
 EMBER_API int ember_reader_write(ember_reader *r, const char *path, int64_t max_samples, int64_t *written);
 
 /* Opens one file as it is: every sample from the first, in file order (no
@@ -118,7 +117,7 @@ EMBER_API ember_file_kind ember_data_file_kind(const char *path);
  * Errors: EMBER_EINVAL (a config that does not load, criteo_rows with a
  * config), EMBER_EIO (in cannot be read as text, is already binary, has a
  * bad line under fail; out cannot be written), EMBER_ENOMEM; detail in
- * ember_data_errmsg().
+ * ember_errmsg(*result) (ember_errmsg(NULL) when *result is NULL).
  */
 #define EMBER_DISTINCT_KEYS_CAP (INT64_C(1) << 22)
 #define EMBER_CRITEO_ROWS 100000 /* buckets of a categorical without criteo_rows */

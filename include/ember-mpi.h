@@ -21,7 +21,7 @@ extern "C" {
 
 /* A world over the ranks of comm (collective over comm).  Errors:
  * EMBER_ECOMM (MPI is not initialised, or MPI_Comm_dup failed),
- * EMBER_ENOMEM. */
+ * EMBER_ENOMEM; detail in ember_errmsg(NULL). */
 EMBER_API int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out);
 
 /* The world of a process an MPI launcher started (Open MPI's mpirun sets

@@ -11,7 +11,7 @@
  *   c.world = 64;
  *   ember_plan *p = NULL;
  *   if (ember_plan_create(&c, &p) != EMBER_OK)
- *       fprintf(stderr, "%s\n", ember_data_errmsg());
+ *       fprintf(stderr, "%s\n", ember_errmsg(NULL));
  *   ember_plan_table t;
  *   for (int32_t i = 0; p && ember_plan_table_info(p, i, &t) == EMBER_OK; i++)
  *       printf("%s: %s\n", t.name, ember_placement_name(t.placement));
@@ -52,7 +52,7 @@ extern "C" {
  *
  * The global batch is `batch`, else a training config's micro_batch x
  * accumulate x world, else data.batch_size.  Not collective, no MPI.
- * Errors (detail in ember_data_errmsg(), naming the file, the table or the
+ * Errors (detail in ember_errmsg(NULL), naming the file, the table or the
  * bytes a table needs): EMBER_EINVAL (a config or data that does not fit,
  * a config without tables, nothing fits the budget), EMBER_EIO, EMBER_ENOMEM.
  */
@@ -193,7 +193,7 @@ EMBER_API int ember_plan_rank_info(const ember_plan *p, int32_t r, ember_plan_ra
  * global batch and over all batches, against its capacity per rank: the
  * working set `ember plan` predicts.  Collective over `world` (every rank
  * reads the same global batches); the report is the same on every rank.
- * Errors, agreed over the world (detail in ember_data_errmsg(), naming the
+ * Errors, agreed over the world (detail in ember_errmsg(NULL), naming the
  * failing rank "rank R: ..." in a world of more than one, the file, the
  * batch): EMBER_EINVAL (no source or more than one, a config or data that
  * does not fit), EMBER_EIO, EMBER_EFORMAT, EMBER_EINPUT, EMBER_ENOMEM,

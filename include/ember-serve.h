@@ -10,8 +10,9 @@
  *   ember_scorer *s = NULL;
  *   ember_scorer_create(predictor, &c, &s);
  *   // in any thread, per request:
- *   float *scores; int32_t n; ember_score_timing t; char why[512];
- *   int st = ember_scorer_score(s, body, len, EMBER_BODY_JSON, &scores, &n, &t, why, sizeof why);
+ *   float *scores; int32_t n; ember_score_timing t;
+ *   int st = ember_scorer_score(s, body, len, EMBER_BODY_JSON, &scores, &n, &t);
+ *   // st != EMBER_OK: ember_errmsg(NULL) says why (this thread's message)
  *   ember_scorer_record(s, st != EMBER_OK, seconds_since_the_request_began, st == EMBER_OK ? &t : NULL);
  *   free(scores);
  *   // at the end:
@@ -48,6 +49,7 @@ typedef struct ember_scorer_config {
     int32_t max_samples;        /* per request, >= 1; default 65536           */
 } ember_scorer_config;
 EMBER_API ember_scorer_config ember_scorer_config_default(void);
+/* Errors: EMBER_EINVAL, EMBER_ENOMEM, with ember_errmsg(NULL). */
 EMBER_API int ember_scorer_create(ember_predictor *p, const ember_scorer_config *c, ember_scorer **out);
 /* Refuses new requests, scores the ones queued, joins the thread. */
 EMBER_API void ember_scorer_stop(ember_scorer *s);
@@ -87,7 +89,8 @@ typedef struct ember_score_timing {
  * Decodes the body and scores its samples, waiting for their micro-batch.
  * Thread-safe.  *scores (free() it; NULL on failure) gets one score per
  * sample, *n their count (0 for a body of no samples: nothing is scored).
- * Errors, with err (errlen bytes) saying why:
+ * Errors, with ember_errmsg(NULL) saying why (this thread's message, since
+ * many threads score on one scorer at once):
  *   EMBER_EINPUT   the body is wrong (the client's mistake)
  *   EMBER_ENOMEM   no memory to decode it
  *   EMBER_ESTATE   the scorer is stopping
@@ -95,7 +98,7 @@ typedef struct ember_score_timing {
  *                  for the scores)
  */
 EMBER_API int ember_scorer_score(ember_scorer *s, const void *body, size_t len, ember_body_format format, float **scores,
-                       int32_t *n, ember_score_timing *t, char *err, size_t errlen);
+                       int32_t *n, ember_score_timing *t);
 
 /* Counts one answered request: its latency from its first byte to its
  * answer, with an error or not, and its timing (NULL: it never reached

@@ -14,12 +14,12 @@
  *   if (st == EMBER_OK)
  *       st = ember_trainer_run(t);
  *   if (st != EMBER_OK)
- *       fprintf(stderr, "%s\n", ember_trainer_errmsg(t));
+ *       fprintf(stderr, "%s\n", ember_errmsg(t));
  *   ember_trainer_close(t);
  *
  * Nothing here prints, exits or installs a signal handler: what the run
  * does is told through events (one JSON object each, the lines of
- * `ember train --json`), errors through the status and ember_trainer_errmsg.
+ * `ember train --json`), errors through the status and ember_errmsg(t).
  * The trainer sets the run's thread counts (OpenMP's of the calling
  * thread, OpenBLAS's, which is process-wide) during ember_trainer_open and
  * ember_trainer_run only, and puts the caller's back before either returns:
@@ -118,8 +118,9 @@ typedef void (*ember_train_event_fn)(void *ctx, const char *json_object);
  * tables, dense model and trainer, prepares the checkpoint folder and, with
  * resume, restores the newest checkpoint.  world NULL: alone.  on_event may
  * be NULL.  Collective.
- * *out is set even on failure, for ember_trainer_errmsg (NULL only when
- * even that could not be allocated: EMBER_ENOMEM); close it either way.
+ * *out is set even on failure, for ember_errmsg(*out) (NULL only when
+ * even that could not be allocated: EMBER_ENOMEM, and ember_errmsg(NULL)
+ * says so); close it either way.
  * Errors: EMBER_EINVAL the overrides contradict the config or each other
  * (`ember train` exits 2); any other status: the run could not be set up
  * (a config, data or checkpoint error; exit 1). */
@@ -140,14 +141,12 @@ EMBER_API int ember_trainer_info(const ember_trainer *t, ember_train_info *out);
 
 /* Trains to the last step, or until early stopping, with evaluations and
  * checkpoints as configured.  Once per trainer.  Collective.  On a trainer
- * whose open or run failed: EMBER_ESTATE, and ember_trainer_errmsg still
+ * whose open or run failed: EMBER_ESTATE, and ember_errmsg(t) still
  * tells that failure. */
 EMBER_API int ember_trainer_run(ember_trainer *t);
 /* After a successful run, the "summary" event's JSON object (on every
  * rank); else NULL. */
 EMBER_API const char *ember_trainer_summary(const ember_trainer *t);
-/* The message of the last failure ("" none; t NULL: "out of memory"). */
-EMBER_API const char *ember_trainer_errmsg(const ember_trainer *t);
 /* Frees everything; a checkpoint folder this run created and left empty
  * (a failure, or steps 0) goes too.  Accepts NULL.  Not collective. */
 EMBER_API void ember_trainer_close(ember_trainer *t);

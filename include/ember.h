@@ -10,7 +10,11 @@
  *
  * Conventions
  *   - Every call returns an int status: EMBER_OK (0) or a negative ember_status.
- *     Detail for the last failure is on the handle: ember_errmsg(coll).
+ *     The detail of a failure has one accessor, ember_errmsg (below): every
+ *     handle keeps the message of its last failure, ember_errmsg(handle); a
+ *     call that has no handle to keep it (a failed open or create, a call
+ *     that takes no handle) leaves it in this thread's message,
+ *     ember_errmsg(NULL).
  *   - Nothing here prints or exits.  A failed call leaves every table as it was.
  *   - Handles are made by ember_X_create(..., &out) and freed by
  *     ember_X_destroy(), which accepts NULL.
@@ -66,6 +70,22 @@ typedef enum ember_status {
                               longer than its manifest says (names the file and
                               the part)                                        */
 } ember_status;
+
+/*
+ * Why the last call failed, naming the table, feature, sample, file, line or
+ * key at fault.  handle is any ember handle (ember_collection, ember_trainer,
+ * ember_predictor, ember_reader, ember_batch_reader, ember_batch_writer,
+ * ember_synth, ember_world, ember_plan, ember_limits, ember_scorer,
+ * ember_output, ember_checkpoint, ember_conversion): the message of the last
+ * failed call on it.  NULL: the message of the last failed call on this
+ * thread that had no handle to keep it, namely a failed open or create
+ * (*out NULL), a call that takes no handle (ember_predict,
+ * ember_bundle_write, ember_bundle_inspect, ...), a call that frees its
+ * handle (ember_output_commit), and ember_scorer_score, which many threads
+ * call on one scorer at once.  Never NULL; "" when nothing failed yet.
+ * Valid until the next call on the same handle (NULL: on this thread).
+ */
+EMBER_API const char *ember_errmsg(const void *handle);
 
 /* A static name and one-line meaning for a status; never NULL. */
 EMBER_API const char *ember_status_str(int status);
@@ -399,7 +419,7 @@ EMBER_API void ember_world_destroy(ember_world *w);
  *       v[i] = op over ranks r = 0..W-1 of (rank r's v[i])   (MAX or SUM)
  * None of them counts in ember_stats' bytes.  Errors: EMBER_ECOMM (an MPI
  * call failed), EMBER_ENOMEM (gathers: rank 0 could not hold the values;
- * every rank then returns it).
+ * every rank then returns it); detail in ember_errmsg(w).
  */
 typedef enum ember_world_op { EMBER_WORLD_MAX = 0, EMBER_WORLD_SUM = 1 } ember_world_op;
 /* 1 on every rank when `failed` is non-zero on any rank (or the exchange
@@ -542,10 +562,6 @@ typedef struct ember_collection ember_collection;
  */
 EMBER_API int ember_collection_create(const ember_collection_config *cfg, ember_collection **out);
 EMBER_API void ember_collection_destroy(ember_collection *coll);
-
-/* Detail of the last failure on coll (or, with NULL, of the last failed
- * create on this thread).  Valid until the next call on the same handle. */
-EMBER_API const char *ember_errmsg(const ember_collection *coll);
 
 /* ------------------------------------------------------------------- batch */
 
@@ -947,9 +963,6 @@ EMBER_API const ember_batch_file_info *ember_batch_reader_info(const ember_batch
 /* 1 and *batch filled (valid until the next call), 0 at the end, or < 0. */
 EMBER_API int ember_batch_reader_next(ember_batch_reader *r, ember_batch *batch);
 EMBER_API void ember_batch_reader_destroy(ember_batch_reader *r);
-/* Detail of the last failure of a call that has no collection to carry it:
- * batch writers and readers, ember_checkpoint_open (thread-local). */
-EMBER_API const char *ember_data_errmsg(void);
 
 /* ----------------------------------------------------------- names, sizes */
 
@@ -993,29 +1006,30 @@ EMBER_API const char *ember_format_bytes(double bytes, char *buf, size_t n);
  *   abort:       nothing is left at path (or what was there before stays)
  * flags: EMBER_OUTPUT_APPEND starts from the bytes of the regular file at
  * path, if there is one.  Errors: EMBER_EIO (EMBER_EINVAL for a path that
- * names no file: "", "dir/", "."), with err (errlen bytes) naming the file
- * and the system's reason.  An output is used by one thread at a time.
+ * names no file: "", "dir/", "."), with ember_errmsg(o) (after open and
+ * commit, which leave no handle: ember_errmsg(NULL)) naming the file and
+ * the system's reason.  An output is used by one thread at a time.
  */
 typedef struct ember_output ember_output;
 #define EMBER_OUTPUT_APPEND 1
-EMBER_API int ember_output_open(const char *path, int flags, ember_output **out, char *err, size_t errlen);
-/* Writes all n bytes: 0, or -1 (the reason is kept for the commit). */
+EMBER_API int ember_output_open(const char *path, int flags, ember_output **out);
+/* Writes all n bytes: 0, or EMBER_EIO (the reason is kept for the commit). */
 EMBER_API int ember_output_write(ember_output *o, const void *data, int64_t n);
 /* A stdio stream on the output (NULL when out of memory): its bytes go
  * through ember_output_write, so every failure is found by the commit.
  * Valid until commit or abort, which close it. */
 EMBER_API FILE *ember_output_stdio(ember_output *o);
-/* Flushes the stream: 0, or the system's error number (errno, > 0) of
- * the first failed write, which the commit reports too. */
+/* Flushes the stream: 0, or EMBER_EIO for the first failed write (which
+ * the commit reports too), ember_errmsg(o) naming the file and the reason. */
 EMBER_API int ember_output_flush(ember_output *o);
 /* Names the output at path now, before it is complete: for a log read
  * while it grows (the metrics of a run).  A failed commit or an abort then
  * takes it back: to the bytes it began with (APPEND), else the name goes. */
-EMBER_API int ember_output_publish(ember_output *o, char *err, size_t errlen);
+EMBER_API int ember_output_publish(ember_output *o);
 /* Flushes, fsyncs, publishes at path and fsyncs the folder; on any failure
- * the output is removed and err says why.  Frees o either way (NULL:
- * EMBER_OK). */
-EMBER_API int ember_output_commit(ember_output *o, char *err, size_t errlen);
+ * the output is removed and ember_errmsg(NULL) says why.  Frees o either
+ * way (NULL: EMBER_OK). */
+EMBER_API int ember_output_commit(ember_output *o);
 /* Drops the output: nothing is published, nothing is left.  Frees o;
  * accepts NULL. */
 EMBER_API void ember_output_abort(ember_output *o);
@@ -1043,10 +1057,10 @@ EMBER_API void ember_output_abort(ember_output *o);
  * world of one): every rank calls them, each with its own samples.  Open's
  * errors, agreed over the world: EMBER_EIO, EMBER_EFORMAT, EMBER_ECORRUPT
  * (the checkpoint; a checkpoint without a model description is named),
- * EMBER_ENOMEM, or the collection's own; detail in ember_data_errmsg().
+ * EMBER_ENOMEM, or the collection's own; detail in ember_errmsg(NULL).
  * Score: EMBER_EINVAL for arguments that do not fit the model (that rank
  * alone; it still takes part in the exchange with no samples), or
- * ember_forward's errors; detail in ember_predictor_errmsg().
+ * ember_forward's errors; detail in ember_errmsg(p).
  */
 typedef struct ember_predictor ember_predictor;
 typedef struct ember_predictor_options {
@@ -1063,7 +1077,6 @@ EMBER_API int32_t ember_predictor_num_dense(const ember_predictor *p);
  * model's features, in order); scores [batch_size]. */
 EMBER_API int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *dense, const ember_batch *sparse,
                           float *scores);
-EMBER_API const char *ember_predictor_errmsg(const ember_predictor *p);
 
 /*
  * `ember predict`: a model scores every sample of a data file.
@@ -1088,7 +1101,7 @@ EMBER_API const char *ember_predictor_errmsg(const ember_predictor *p);
  * The output is opened before scoring: a path that cannot take it fails
  * at once, and nothing is at its name until every score is written.
  * Collective over c->world; failures are agreed and the result is the same
- * on every rank.  Errors, detail in ember_data_errmsg() (a failure one rank
+ * on every rank.  Errors, detail in ember_errmsg(NULL) (a failure one rank
  * saw names it: "rank R: ..."): the predictor's, EMBER_EINVAL (data that
  * does not fit the model, "synthetic" for a model not trained on it),
  * EMBER_EIO, EMBER_ENOMEM, ember_predictor_score's; and EMBER_EIO after
@@ -1133,7 +1146,7 @@ EMBER_API char *ember_prediction_json(const ember_prediction *p);
  * process: it loads every row).  Errors: the checkpoint's, EMBER_EINVAL
  * (bad encodings, an unknown table, out exists, a dynamic table: not
  * bundled yet), EMBER_EINPUT (a row fp16 cannot hold, named), EMBER_EIO;
- * detail in ember_data_errmsg(); nothing is left behind on failure. */
+ * detail in ember_errmsg(NULL); nothing is left behind on failure. */
 EMBER_API int ember_bundle_write(const char *checkpoint, const char *out, const char *quantize, const char *const *per_table,
                        int32_t num_per_table);
 
@@ -1193,7 +1206,7 @@ typedef struct ember_checkpoint ember_checkpoint;
  * read-only until close).  Errors: EMBER_EIO (a missing file or folder, named),
  * EMBER_EFORMAT (bad magic, version or manifest field, named), and
  * EMBER_ECORRUPT (a checksum or size that does not match: the file and the
- * part), with detail in ember_data_errmsg().  Not collective: each rank may
+ * part), with detail in ember_errmsg(NULL).  Not collective: each rank may
  * open the same checkpoint. */
 EMBER_API int ember_checkpoint_open(const char *path, ember_checkpoint **out);
 EMBER_API void ember_checkpoint_close(ember_checkpoint *ck);
@@ -1253,7 +1266,7 @@ EMBER_API const char *ember_checkpoint_blob_name(const ember_checkpoint *ck, int
  *                   have the same digests
  * and for a dynamic table its keys over every saving rank.  EMBER_EINVAL
  * (t out of range), EMBER_ENOMEM, or a read's error; detail in
- * ember_data_errmsg().
+ * ember_errmsg(ck).
  */
 typedef struct ember_table_summary {
     int64_t rows;               /* as saved: a dynamic table's slots
@@ -1293,7 +1306,7 @@ EMBER_API int ember_bundle_is(const char *dir);
  *    "dense": {"file", "bytes", "xxh3"}, "verified": true}
  * (the manifest's entries as they are).  Errors: EMBER_EIO, EMBER_EFORMAT,
  * EMBER_ECORRUPT naming the file, EMBER_ENOMEM; detail in
- * ember_data_errmsg(). */
+ * ember_errmsg(NULL). */
 EMBER_API int ember_bundle_inspect(const char *dir, char **report);
 
 /* Loads ck's tables into coll: rows, optimizer state and optimizer step
@@ -1312,7 +1325,7 @@ EMBER_API int ember_load(ember_collection *coll, const ember_checkpoint *ck);
  * of an int64 key and dim floats, then the XXH3-64 of every byte before.
  * Written to path.tmp, fsynced and renamed over path.  Not collective.
  * Errors: EMBER_EINVAL (no such table), EMBER_EIO, EMBER_ENOMEM; detail in
- * ember_data_errmsg(). */
+ * ember_errmsg(ck). */
 EMBER_API int ember_export(const ember_checkpoint *ck, const char *table, const char *path);
 
 #ifdef __cplusplus

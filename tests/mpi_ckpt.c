@@ -175,7 +175,7 @@ static int load_mode(const char *dir, uint64_t seed)
     ember_collection *c = mpi_create(&tc->cfg, "load");
     ember_checkpoint *ck = NULL;
     int st = ember_checkpoint_open(root, &ck);
-    MCHECK(st == EMBER_OK, "open %s: %s", root, ember_data_errmsg());
+    MCHECK(st == EMBER_OK, "open %s: %s", root, ember_errmsg(NULL));
     if (!c || !mpi_all(st == EMBER_OK))
         goto done;
     mpi_context("load into world %d from world %d", mpi_size_, ember_checkpoint_world(ck));
@@ -244,7 +244,7 @@ static void trial(test_rng *master, int t, const char *dir)
     ckpt_snap sa, sb;
     ckpt_snap_take(&sa, a, &ta->cfg);
     st = ember_checkpoint_open(root, &ck);
-    MCHECK(st == EMBER_OK, "open: %s", ember_data_errmsg());
+    MCHECK(st == EMBER_OK, "open: %s", ember_errmsg(NULL));
     if (!mpi_all(st == EMBER_OK)) {
         ckpt_snap_free(&sa);
         goto done;

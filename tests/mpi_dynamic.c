@@ -84,7 +84,7 @@ static ember_checkpoint *save_open(ember_collection *c, const char *root, int64_
     MCHECK(st == EMBER_OK, "save: %s", ember_errmsg(c));
     MPI_Barrier(MPI_COMM_WORLD);
     ember_checkpoint *ck = NULL;
-    MCHECK(ember_checkpoint_open(root, &ck) == EMBER_OK, "open: %s", ember_data_errmsg());
+    MCHECK(ember_checkpoint_open(root, &ck) == EMBER_OK, "open: %s", ember_errmsg(NULL));
     return ck;
 }
 

@@ -234,7 +234,7 @@ static void open_fails_together(ember_world *world)
     o.threads = mpi_rank_ == mpi_size_ - 1 ? 0 : 1;
     ember_trainer *t = NULL;
     int st = ember_trainer_open(NULL, &o, world, NULL, NULL, &t);
-    const char *msg = ember_trainer_errmsg(t);
+    const char *msg = ember_errmsg(t);
     MCHECK(st == EMBER_EINVAL, "open: %s (%s), want EINVAL on every rank", ember_status_str(st), msg);
     MCHECK(strstr(msg, "threads") != NULL, "message: %s", msg);
     ember_trainer_close(t);

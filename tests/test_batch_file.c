@@ -123,7 +123,7 @@ static int write_file(const char *path, const file_spec *s, owned_batch *bs, int
     if (rc == EMBER_OK)
         rc = ember_batch_writer_close(w);
     if (rc != EMBER_OK)
-        fprintf(stderr, "write_file: %s: %s\n", ember_status_str(rc), ember_data_errmsg());
+        fprintf(stderr, "write_file: %s: %s\n", ember_status_str(rc), ember_errmsg(NULL));
     ember_batch_writer_destroy(w);
     return rc;
 }
@@ -152,7 +152,7 @@ static int file_exists(const char *path)
 
 static int msg_has(const char *needle)
 {
-    return strstr(ember_data_errmsg(), needle) != NULL;
+    return strstr(ember_errmsg(NULL), needle) != NULL;
 }
 
 /* Byte offset where the record of batch k starts, by the documented layout. */
@@ -185,7 +185,7 @@ static void test_round_trip(void)
 
         ember_batch_reader *r = NULL;
         int rc = ember_batch_reader_open(path, &r);
-        CHECK_MSG(rc == EMBER_OK, "open: %s", ember_data_errmsg());
+        CHECK_MSG(rc == EMBER_OK, "open: %s", ember_errmsg(NULL));
         if (rc != EMBER_OK)
             continue;
         const ember_batch_file_info *info = ember_batch_reader_info(r);
@@ -195,7 +195,7 @@ static void test_round_trip(void)
         for (int i = 0; i < k; i++) {
             ember_batch b;
             rc = ember_batch_reader_next(r, &b);
-            CHECK_MSG(rc == 1, "trial %d batch %d: %d %s", trial, i, rc, ember_data_errmsg());
+            CHECK_MSG(rc == 1, "trial %d batch %d: %d %s", trial, i, rc, ember_errmsg(NULL));
             if (rc != 1)
                 break;
             const ember_batch *e = &bs[i].b;
@@ -259,7 +259,7 @@ static void test_every_flip(const small_file *sf)
             refused++;
         } else {
             CHECK_MSG(0, "flip at byte %ld of %ld: status %d after %d batches: %s", pos,
-                      sf->size, rc, n, ember_data_errmsg());
+                      sf->size, rc, n, ember_errmsg(NULL));
             break;
         }
     }
@@ -280,7 +280,7 @@ static void test_every_truncation(const small_file *sf)
             refused++;
         } else {
             CHECK_MSG(0, "truncated to %ld of %ld bytes: status %d after %d batches: %s", len,
-                      sf->size, rc, n, ember_data_errmsg());
+                      sf->size, rc, n, ember_errmsg(NULL));
             break;
         }
     }
@@ -314,7 +314,7 @@ static void test_payload_flip_names_batch(const small_file *sf)
     CHECK_MSG(rc == EMBER_EFORMAT && n == k && msg_has(bad) && msg_has(want) &&
                   msg_has("checksum"),
               "flip in batch %d ids: status %d after %d batches: %s", k, rc, n,
-              ember_data_errmsg());
+              ember_errmsg(NULL));
     /* the failure repeats, with its message, on later calls */
     ember_batch_reader *r = NULL;
     CHECK(ember_batch_reader_open(bad, &r) == EMBER_OK);
@@ -355,7 +355,7 @@ static void expect_field(const small_file *sf, const char *what, long pos, int w
     int n;
     int rc = read_all(bad, &n);
     CHECK_MSG(rc == EMBER_EFORMAT && msg_has(bad) && msg_has(field),
-              "%s: status %d, message: %s", what, rc, ember_data_errmsg());
+              "%s: status %d, message: %s", what, rc, ember_errmsg(NULL));
     free(p);
 }
 
@@ -370,7 +370,7 @@ static void test_fields(const small_file *sf)
     ember_batch_reader *r = NULL;
     int rc = ember_batch_reader_open(bad, &r);
     CHECK_MSG(rc == EMBER_EFORMAT && r == NULL && msg_has(bad) && msg_has("magic"),
-              "bad magic: %d %s", rc, ember_data_errmsg());
+              "bad magic: %d %s", rc, ember_errmsg(NULL));
     free(p);
 
     expect_field(sf, "version 2", 8, 4, 2, "version");
@@ -409,7 +409,7 @@ static void expect_content(const small_file *sf, const char *what, long pos, uin
     int n;
     int rc = read_all(bad, &n);
     CHECK_MSG(rc == EMBER_EFORMAT && n == 0 && msg_has(bad) && msg_has("batch 0") && msg_has(want),
-              "%s: status %d after %d batches, message: %s", what, rc, n, ember_data_errmsg());
+              "%s: status %d after %d batches, message: %s", what, rc, n, ember_errmsg(NULL));
     free(p);
 }
 
@@ -429,7 +429,7 @@ static void test_missing_and_writer(void)
     ember_batch_reader *r = (ember_batch_reader *)&r; /* must be reset to NULL */
     int rc = ember_batch_reader_open(path, &r);
     CHECK_MSG(rc == EMBER_EIO && r == NULL && msg_has(path), "missing: %d %s", rc,
-              ember_data_errmsg());
+              ember_errmsg(NULL));
 
     /* an empty file is not a batch file */
     path_in_tmp(path, sizeof path, "empty.bin");

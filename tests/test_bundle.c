@@ -173,10 +173,10 @@ int main(void)
     int st = ember_trainer_open(cfg, &o, NULL, NULL, NULL, &t);
     if (st == EMBER_OK)
         st = ember_trainer_run(t);
-    CHECK_MSG(st == EMBER_OK, "train: %s", ember_trainer_errmsg(t));
+    CHECK_MSG(st == EMBER_OK, "train: %s", ember_errmsg(t));
     ember_trainer_close(t);
-    CHECK_MSG(ember_bundle_write(ck, b8, "int8", NULL, 0) == EMBER_OK, "%s", ember_data_errmsg());
-    CHECK_MSG(ember_bundle_write(ck, b32, "fp32", NULL, 0) == EMBER_OK, "%s", ember_data_errmsg());
+    CHECK_MSG(ember_bundle_write(ck, b8, "int8", NULL, 0) == EMBER_OK, "%s", ember_errmsg(NULL));
+    CHECK_MSG(ember_bundle_write(ck, b32, "fp32", NULL, 0) == EMBER_OK, "%s", ember_errmsg(NULL));
     CHECK(predictor_opens(b8) && predictor_opens(b32));
 
     /* every byte class of both bundles */
@@ -193,7 +193,7 @@ int main(void)
     CHECK(opens(work, err, sizeof err) == EMBER_OK); /* the files match the manifest... */
     ember_predictor *p = NULL;
     CHECK(ember_predictor_open(work, NULL, &p) == EMBER_EFORMAT); /* ...but not the model */
-    CHECK_MSG(strstr(ember_data_errmsg(), "the manifest's entry has"), "%s", ember_data_errmsg());
+    CHECK_MSG(strstr(ember_errmsg(NULL), "the manifest's entry has"), "%s", ember_errmsg(NULL));
     /* an edited combiner: caught by the checksum unless it is made right again */
     copy_bundle(b8, work);
     char path[600];
@@ -206,7 +206,7 @@ int main(void)
         at[strlen("\"combiner\": ")] = '1';
         spill(path, text, n);
         CHECK(ember_predictor_open(work, NULL, &p) == EMBER_ECORRUPT);
-        CHECK_MSG(strstr(ember_data_errmsg(), "manifest.json: checksum mismatch"), "%s", ember_data_errmsg());
+        CHECK_MSG(strstr(ember_errmsg(NULL), "manifest.json: checksum mismatch"), "%s", ember_errmsg(NULL));
     }
     free(text);
     copy_bundle(b8, work);
@@ -226,12 +226,12 @@ int main(void)
     snprintf(link_at, sizeof link_at, "%s/b-link", root);
     CHECK(symlink(victim, link_at) == 0);
     CHECK(ember_bundle_write(ck, link_at, "int8", NULL, 0) == EMBER_EINVAL);
-    CHECK_MSG(strstr(ember_data_errmsg(), "it exists"), "%s", ember_data_errmsg());
+    CHECK_MSG(strstr(ember_errmsg(NULL), "it exists"), "%s", ember_errmsg(NULL));
     snprintf(link_at, sizeof link_at, "%s/b-new.tmp-%ld", root, (long)getpid());
     CHECK(symlink(victim, link_at) == 0);
     snprintf(path, sizeof path, "%s/b-new", root);
     CHECK(ember_bundle_write(ck, path, "int8", NULL, 0) == EMBER_EIO);
-    CHECK_MSG(strstr(ember_data_errmsg(), "exists (a symbolic link)"), "%s", ember_data_errmsg());
+    CHECK_MSG(strstr(ember_errmsg(NULL), "exists (a symbolic link)"), "%s", ember_errmsg(NULL));
     snprintf(path, sizeof path, "%s/victim/manifest.json", root);
     struct stat sb;
     CHECK_MSG(stat(path, &sb) != 0, "a bundle was written through a link");

@@ -76,7 +76,7 @@ static void test_roundtrip(test_rng *r, int trial)
     CHECK_MSG(st == EMBER_OK, "trial %d: save: %s", trial, ember_errmsg(c1));
     ember_checkpoint *ck = NULL;
     st = ember_checkpoint_open(root, &ck);
-    CHECK_MSG(st == EMBER_OK, "trial %d: open: %s", trial, ember_data_errmsg());
+    CHECK_MSG(st == EMBER_OK, "trial %d: open: %s", trial, ember_errmsg(NULL));
     if (st != EMBER_OK)
         goto done;
     char want[64];
@@ -152,8 +152,8 @@ static void test_roundtrip(test_rng *r, int trial)
     if (trial == 0) {
         ember_predictor *pr = NULL;
         int ps = ember_predictor_open(root, NULL, &pr);
-        CHECK_MSG(ps == EMBER_EFORMAT && !pr && strstr(ember_data_errmsg(), "no model description"),
-                  "predictor on a checkpoint without model.json: %s (%s)", ember_status_str(ps), ember_data_errmsg());
+        CHECK_MSG(ps == EMBER_EFORMAT && !pr && strstr(ember_errmsg(NULL), "no model description"),
+                  "predictor on a checkpoint without model.json: %s (%s)", ember_status_str(ps), ember_errmsg(NULL));
     }
     /* hyper-parameters may differ: they come from the collection */
     tc2->tables[0].optimizer.lr *= 2;
@@ -188,9 +188,9 @@ static void expect_fail(const char *dir, int s1, int s2, const char *name, const
     ember_checkpoint *ck = NULL;
     int st = ember_checkpoint_open(dir, &ck);
     CHECK_MSG((st == s1 || st == s2) && ck == NULL, "%s: open gave %s (%s)", what, ember_status_str(st),
-              ember_data_errmsg());
-    CHECK_MSG(strstr(ember_data_errmsg(), name) != NULL, "%s: message \"%s\" does not name %s", what,
-              ember_data_errmsg(), name);
+              ember_errmsg(NULL));
+    CHECK_MSG(strstr(ember_errmsg(NULL), name) != NULL, "%s: message \"%s\" does not name %s", what,
+              ember_errmsg(NULL), name);
     ember_checkpoint_close(ck);
 }
 
@@ -238,7 +238,7 @@ static void test_corruption(test_rng *r)
         }
         test_write_file(path, orig, n);
         ember_checkpoint *ck = NULL;
-        CHECK_MSG(ember_checkpoint_open(root, &ck) == EMBER_OK, "restored: %s", ember_data_errmsg());
+        CHECK_MSG(ember_checkpoint_open(root, &ck) == EMBER_OK, "restored: %s", ember_errmsg(NULL));
         ember_checkpoint_close(ck);
         free(orig), free(bad);
     }
@@ -397,7 +397,7 @@ static void test_folders(test_rng *r)
     CHECK(!exists(root, "step-000000000062") && first_value(root) == 99.0f);
     ember_checkpoint *ck = NULL;
     snprintf(p, sizeof p, "%s/nothing-here", root);
-    CHECK(ember_checkpoint_open(p, &ck) == EMBER_EIO && strstr(ember_data_errmsg(), "nothing-here"));
+    CHECK(ember_checkpoint_open(p, &ck) == EMBER_EIO && strstr(ember_errmsg(NULL), "nothing-here"));
     (void)r;
     ember_collection_destroy(c);
     test_config_free(tc);

@@ -123,7 +123,7 @@ static int check_folders(void)
             continue;
         snprintf(p, sizeof p, "%s/%s", root_, e->d_name);
         int64_t s = verify(p, &st);
-        CHECK_MSG(s >= 0, "%s does not open after a kill: %s", p, ember_data_errmsg());
+        CHECK_MSG(s >= 0, "%s does not open after a kill: %s", p, ember_errmsg(NULL));
         n++;
     }
     if (d)
@@ -185,7 +185,7 @@ int main(int argc, char **argv)
                       ember_status_str(st), (long long)done);
         else
             CHECK_MSG(s >= 0 || (t == 0 && st == EMBER_EIO), "trial %d: root does not open: %s", t,
-                      ember_data_errmsg());
+                      ember_errmsg(NULL));
         none += done < first;
     }
     /* a save after all the crashes cleans the leftovers */

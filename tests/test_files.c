@@ -338,7 +338,7 @@ static void checkpoints(void)
     snprintf(p, sizeof p, "%s/step-000000000003/manifest.json", ck);
     CHECK(exists(p));
     ember_checkpoint *k = NULL;
-    CHECK_MSG(ember_checkpoint_open(ck, &k) == EMBER_OK, "%s", ember_data_errmsg());
+    CHECK_MSG(ember_checkpoint_open(ck, &k) == EMBER_OK, "%s", ember_errmsg(NULL));
     ember_checkpoint_close(k);
     ember_collection_destroy(c);
 }
@@ -357,13 +357,13 @@ static void batch_files(void)
     plant(d, "a.batches");
     snprintf(p, sizeof p, "%s/a.batches", d);
     CHECK(ember_batch_writer_create(p, &info, &w) == EMBER_EIO);
-    CHECK_MSG(strstr(ember_data_errmsg(), "a.batches is a symbolic link"), "%s", ember_data_errmsg());
+    CHECK_MSG(strstr(ember_errmsg(NULL), "a.batches is a symbolic link"), "%s", ember_errmsg(NULL));
     CHECK(file_is(victim(), PRECIOUS));
     safe_file_tmpfile_off(1);
     plant(d, "b.batches.tmp");
     snprintf(p, sizeof p, "%s/b.batches", d);
     CHECK(ember_batch_writer_create(p, &info, &w) == EMBER_EIO);
-    CHECK_MSG(strstr(ember_data_errmsg(), "b.batches.tmp exists (a symbolic link)"), "%s", ember_data_errmsg());
+    CHECK_MSG(strstr(ember_errmsg(NULL), "b.batches.tmp exists (a symbolic link)"), "%s", ember_errmsg(NULL));
     CHECK(file_is(victim(), PRECIOUS) && !exists(p));
     safe_file_tmpfile_off(0);
 }
@@ -381,10 +381,10 @@ static void exports(void)
     plant(root, "t.rows");
     snprintf(p, sizeof p, "%s/t.rows", root);
     CHECK(ember_export(k, "t", p) == EMBER_EIO);
-    CHECK_MSG(strstr(ember_data_errmsg(), "t.rows is a symbolic link"), "%s", ember_data_errmsg());
+    CHECK_MSG(strstr(ember_errmsg(NULL), "t.rows is a symbolic link"), "%s", ember_errmsg(NULL));
     CHECK(file_is(victim(), PRECIOUS));
     unlink(p);
-    CHECK_MSG(ember_export(k, "t", p) == EMBER_OK, "%s", ember_data_errmsg());
+    CHECK_MSG(ember_export(k, "t", p) == EMBER_OK, "%s", ember_errmsg(NULL));
     ember_checkpoint_close(k);
 }
 

@@ -275,12 +275,12 @@ static void test_edges_and_errors(void)
     cfg.tables = 0;
     CHECK(ember_synth_create(&cfg, &s) == EMBER_EINVAL);
     CHECK(s == NULL);
-    CHECK(strstr(ember_data_errmsg(), "tables") != NULL);
+    CHECK(strstr(ember_errmsg(NULL), "tables") != NULL);
 
     cfg = ember_synth_config_default();
     cfg.alpha = 0;
     CHECK(ember_synth_create(&cfg, &s) == EMBER_EINVAL);
-    CHECK(strstr(ember_data_errmsg(), "alpha") != NULL);
+    CHECK(strstr(ember_errmsg(NULL), "alpha") != NULL);
     cfg.alpha = NAN;
     CHECK(ember_synth_create(&cfg, &s) == EMBER_EINVAL);
     cfg.zipf = 0; /* alpha is not used by uniform */
@@ -291,7 +291,7 @@ static void test_edges_and_errors(void)
     cfg = ember_synth_config_default();
     cfg.rows = 0;
     CHECK(ember_synth_create(&cfg, &s) == EMBER_EINVAL);
-    CHECK(strstr(ember_data_errmsg(), "rows") != NULL);
+    CHECK(strstr(ember_errmsg(NULL), "rows") != NULL);
     cfg = ember_synth_config_default();
     cfg.pooling = 0;
     CHECK(ember_synth_create(&cfg, &s) == EMBER_EINVAL);

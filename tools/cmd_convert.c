@@ -173,7 +173,7 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
     if (cv)
         ember_conversion_stats(cv, &st);
     if (rc != EMBER_OK) {
-        tool_local_error(ctx, "convert", "%s", ember_data_errmsg());
+        tool_local_error(ctx, "convert", "%s", cv ? ember_errmsg(cv) : ember_errmsg(NULL));
         if (st.first_bad[0])
             fprintf(stderr, "ember convert: first bad line: %s\n", st.first_bad);
         ember_conversion_destroy(cv);

@@ -63,7 +63,7 @@ int cmd_export(const tool_ctx *ctx, int argc, char **argv)
         return 0;
     if (bundle) {
         if (ember_bundle_write(dir, bundle, quantize, per, nper) != EMBER_OK) {
-            fprintf(ctx->err, "ember export: %s\n", ember_data_errmsg());
+            fprintf(ctx->err, "ember export: %s\n", ember_errmsg(NULL));
             return 1;
         }
         printf("ember export: bundle %s (%s%s)\n", bundle, quantize, nper ? ", with per-table encodings" : "");
@@ -76,15 +76,15 @@ int cmd_export(const tool_ctx *ctx, int argc, char **argv)
     }
     ember_checkpoint *ck = NULL;
     if (ember_checkpoint_open(dir, &ck) != EMBER_OK) {
-        fprintf(ctx->err, "ember export: %s\n", ember_data_errmsg());
+        fprintf(ctx->err, "ember export: %s\n", ember_errmsg(NULL));
         return 1;
     }
     int st = ember_export(ck, table, out);
+    if (st != EMBER_OK)
+        fprintf(ctx->err, "ember export: %s\n", ember_errmsg(ck));
     ember_checkpoint_close(ck);
-    if (st != EMBER_OK) {
-        fprintf(ctx->err, "ember export: %s\n", ember_data_errmsg());
+    if (st != EMBER_OK)
         return 1;
-    }
     printf("ember export: table \"%s\" -> %s\n", table, out);
     return 0;
 }

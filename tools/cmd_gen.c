@@ -73,12 +73,12 @@ static int gen_task(const tool_ctx *ctx, int argc, char **argv)
     ember_reader *r = NULL;
     int rc = ember_reader_open(config, NULL, eval, 0, 1, &r);
     if (rc != EMBER_OK) {
-        tool_local_error(ctx, "gen", "%s", ember_data_errmsg());
+        tool_local_error(ctx, "gen", "%s", ember_errmsg(NULL));
         return 1;
     }
     int64_t wrote = 0;
     if ((rc = ember_reader_write(r, out_path, samples, &wrote)) != EMBER_OK) {
-        tool_local_error(ctx, "gen", "%s", ember_reader_errmsg(r));
+        tool_local_error(ctx, "gen", "%s", ember_errmsg(r));
         ember_reader_close(r);
         return 1;
     }
@@ -190,22 +190,26 @@ static int gen_write(const tool_ctx *ctx, const char *out_path, int64_t batches,
     ember_batch_file_info info = {sc.tables, rows, sc.tables, ftab};
     if ((rc = ember_synth_create(&sc, &syn)) != EMBER_OK ||
         (rc = ember_batch_writer_create(out_path, &info, &w)) != EMBER_OK) {
-        tool_local_error(ctx, "gen", "%s: %s", ember_status_str(rc), ember_data_errmsg());
+        tool_local_error(ctx, "gen", "%s: %s", ember_status_str(rc), ember_errmsg(w));
         goto fail;
     }
     int64_t ids = 0;
     for (int64_t k = 0; k < batches; k++) {
         ember_batch b;
-        if ((rc = ember_synth_next(syn, &b)) != EMBER_OK ||
-            (rc = ember_batch_writer_append(w, &b)) != EMBER_OK) {
+        const void *failed = NULL;
+        if ((rc = ember_synth_next(syn, &b)) != EMBER_OK)
+            failed = syn;
+        else if ((rc = ember_batch_writer_append(w, &b)) != EMBER_OK)
+            failed = w;
+        if (failed) {
             tool_local_error(ctx, "gen", "batch %lld: %s: %s", (long long)k, ember_status_str(rc),
-                             ember_data_errmsg());
+                             ember_errmsg(failed));
             goto fail;
         }
         ids += b.num_ids;
     }
     if ((rc = ember_batch_writer_close(w)) != EMBER_OK) {
-        tool_local_error(ctx, "gen", "%s: %s", ember_status_str(rc), ember_data_errmsg());
+        tool_local_error(ctx, "gen", "%s: %s", ember_status_str(rc), ember_errmsg(w));
         goto fail;
     }
     printf("ember gen: wrote %lld batches (%lld ids; %d tables x %lld rows, batch %d, pooling "

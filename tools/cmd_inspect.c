@@ -44,7 +44,7 @@ static int inspect_bundle(const tool_ctx *ctx, const char *dir, int json)
 {
     char *report = NULL;
     if (ember_bundle_inspect(dir, &report) != EMBER_OK) {
-        fprintf(ctx->err, "ember inspect: %s\n", ember_data_errmsg());
+        fprintf(ctx->err, "ember inspect: %s\n", ember_errmsg(NULL));
         return 1;
     }
     if (json) {
@@ -196,7 +196,7 @@ static int report_tables(const tool_ctx *ctx, const ember_checkpoint *ck, int64_
         ember_table_summary st;
         ember_checkpoint_table(ck, t, &tc);
         if (ember_checkpoint_table_summary(ck, t, &st) != EMBER_OK) {
-            fprintf(ctx->err, "ember inspect: %s\n", ember_data_errmsg());
+            fprintf(ctx->err, "ember inspect: %s\n", ember_errmsg(ck));
             return 1;
         }
         if (json)
@@ -245,7 +245,7 @@ static int inspect_checkpoint(const tool_ctx *ctx, const char *path, int json)
 {
     ember_checkpoint *ck = NULL;
     if (ember_checkpoint_open(path, &ck) != EMBER_OK) {
-        fprintf(ctx->err, "ember inspect: %s\n", ember_data_errmsg());
+        fprintf(ctx->err, "ember inspect: %s\n", ember_errmsg(NULL));
         return 1;
     }
     ember_checkpoint_summary cs;

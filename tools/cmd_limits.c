@@ -418,7 +418,7 @@ int cmd_limits(const tool_ctx *ctx, int argc, char **argv)
     c.world = ctx->world;
     ember_limits *l = NULL;
     if (ember_limits_run(&c, &l) != EMBER_OK) { /* agreed: every rank has the message */
-        fprintf(ctx->err, "ember limits: %s\n", ember_data_errmsg());
+        fprintf(ctx->err, "ember limits: %s\n", ember_errmsg(NULL));
         return 1;
     }
     int status = report(ctx, &o, l); /* rank 0's stdout; the other ranks' goes nowhere */

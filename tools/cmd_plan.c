@@ -315,7 +315,7 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
     c.choose_hot_rows = o.hot_rows;
     ember_plan *p = NULL;
     if (ember_plan_create(&c, &p) != EMBER_OK) {
-        fprintf(ctx->err, "ember plan: %s\n", ember_data_errmsg());
+        fprintf(ctx->err, "ember plan: %s\n", ember_errmsg(NULL));
         return 1;
     }
     ember_plan_summary sum;

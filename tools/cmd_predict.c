@@ -84,7 +84,7 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
     ember_prediction res;
     int st = ember_predict(ck, data, &c, &res); /* collective; failures agreed */
     if (st != EMBER_OK)
-        fprintf(ctx->err, "ember predict: %s\n", ember_data_errmsg());
+        fprintf(ctx->err, "ember predict: %s\n", ember_errmsg(NULL));
     if (!res.scored)
         return 1;
     if (json) {

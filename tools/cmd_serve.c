@@ -144,7 +144,7 @@ int cmd_serve(const tool_ctx *ctx, int argc, char **argv)
     ember_predictor_options po = {NULL, (int32_t)o.threads};
     ember_predictor *p = NULL;
     if (ember_predictor_open(o.model, &po, &p) != EMBER_OK) {
-        fprintf(stderr, "ember serve: %s\n", ember_data_errmsg());
+        fprintf(stderr, "ember serve: %s\n", ember_errmsg(NULL));
         return 1;
     }
     serve_http h = {0};
@@ -158,7 +158,7 @@ int cmd_serve(const tool_ctx *ctx, int argc, char **argv)
     ember_scorer_config sc = {(int32_t)o.max_batch, h.max_wait, (int32_t)o.max_samples};
     char err[512];
     if (ember_scorer_create(p, &sc, &h.scorer) != EMBER_OK) {
-        fprintf(stderr, "ember serve: out of memory starting the scorer\n");
+        fprintf(stderr, "ember serve: %s\n", ember_errmsg(NULL));
         ember_predictor_close(p);
         return 1;
     }

@@ -144,7 +144,7 @@ int cmd_train(const tool_ctx *ctx, int argc, char **argv)
         st = (int)failed;
     } else {
         fflush(stdout);
-        fprintf(ctx->err, "ember train: %s\n", ember_trainer_errmsg(t));
+        fprintf(ctx->err, "ember train: %s\n", ember_errmsg(t));
         fflush(ctx->err);
         st = !opened && rc == EMBER_EINVAL ? 2 : 1; /* the settings contradict each other */
     }

@@ -67,7 +67,7 @@ int inspect_samples(const tool_ctx *ctx, const char *path, const char *config, i
 {
     ember_reader *r = NULL;
     if (ember_reader_open_file(config, path, &r) != EMBER_OK) {
-        fprintf(ctx->err, "ember inspect: %s\n", ember_data_errmsg());
+        fprintf(ctx->err, "ember inspect: %s\n", ember_errmsg(NULL));
         return 1;
     }
     int64_t *off = calloc((size_t)ember_reader_num_features(r) + 1, sizeof *off);
@@ -80,7 +80,7 @@ int inspect_samples(const tool_ctx *ctx, const char *path, const char *config, i
         int32_t want = max < 0 || max - done > 4096 ? 4096 : (int32_t)(max - done);
         int64_t n = ember_reader_next(r, want, &b);
         if (n < 0) {
-            fprintf(ctx->err, "ember inspect: %s\n", ember_reader_errmsg(r));
+            fprintf(ctx->err, "ember inspect: %s\n", ember_errmsg(r));
             rc = 1;
             break;
         }

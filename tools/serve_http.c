@@ -185,11 +185,11 @@ static enum MHD_Result on_score(serve_http *h, struct MHD_Connection *c, request
     int binary = type && !strncasecmp(type, "application/octet-stream", 24) &&
                  (type[24] == 0 || type[24] == ';' || type[24] == ' ');
     ember_score_timing t;
-    char err[512];
     float *scores = NULL;
     int32_t n = 0;
     int st = ember_scorer_score(h->scorer, r->body, r->len, binary ? EMBER_BODY_BINARY : EMBER_BODY_JSON, &scores,
-                                &n, &t, err, sizeof err);
+                                &n, &t);
+    const char *err = ember_errmsg(NULL); /* this thread's: the scorer is shared */
     enum MHD_Result ok;
     if (st == EMBER_EINPUT || st == EMBER_ENOMEM) { /* the body; no memory to decode it: the server's fault */
         ember_scorer_record(h->scorer, 1, tool_now() - r->t0, NULL);

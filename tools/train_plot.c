@@ -129,8 +129,8 @@ int train_plot(const char *path, const char *name, const train_point *loss, int6
 {
     plot_data r = {path, name, loss, nloss, eval, neval};
     ember_output *o = NULL;
-    if (ember_output_open(path, 0, &o, err, len) != EMBER_OK)
-        return -1;
+    if (ember_output_open(path, 0, &o) != EMBER_OK)
+        return snprintf(err, len, "%s", ember_errmsg(NULL)), -1;
     int st = run_gnuplot(&r, "pngcairo", 1, o);
     if (st == 127) {
         ember_output_abort(o);
@@ -139,8 +139,8 @@ int train_plot(const char *path, const char *name, const train_point *loss, int6
     }
     if (st != 0) { /* no cairo: the plain png terminal, into a fresh output */
         ember_output_abort(o);
-        if (ember_output_open(path, 0, &o, err, len) != EMBER_OK)
-            return -1;
+        if (ember_output_open(path, 0, &o) != EMBER_OK)
+            return snprintf(err, len, "%s", ember_errmsg(NULL)), -1;
         st = run_gnuplot(&r, "png", 0, o);
     }
     if (st != 0) {
@@ -148,5 +148,7 @@ int train_plot(const char *path, const char *name, const train_point *loss, int6
         fprintf(stderr, "ember train: warning: gnuplot failed (exit %d): no plot at %s\n", st, path);
         return 1;
     }
-    return ember_output_commit(o, err, len) == EMBER_OK ? 0 : -1;
+    if (ember_output_commit(o) != EMBER_OK)
+        return snprintf(err, len, "%s", ember_errmsg(NULL)), -1;
+    return 0;
 }

@@ -77,10 +77,8 @@ static void write_metrics(train_report *r, const char *s)
     if (!r->metrics || r->metrics_err[0])
         return;
     fprintf(r->metrics, "%s\n", s);
-    int e = ember_output_flush(r->metrics_out);
-    if (e != 0) {
-        snprintf(r->metrics_err, sizeof r->metrics_err, "cannot write the metrics %s: %s", r->metrics_path,
-                 strerror(e));
+    if (ember_output_flush(r->metrics_out) != EMBER_OK) { /* "PATH: REASON" */
+        snprintf(r->metrics_err, sizeof r->metrics_err, "cannot write the metrics %s", ember_errmsg(r->metrics_out));
         fflush(stdout);
         fprintf(stderr, "ember train: %s (the run goes on, and ends with status 1)\n", r->metrics_err);
     }
@@ -127,20 +125,22 @@ int train_report_open(const tool_ctx *ctx, const train_report_opts *o, train_rep
          * (an output opened and dropped leaves nothing behind) */
         ember_output *probe = NULL;
         if (!failed && r->plot_path[0]) {
-            char why[600];
-            failed = ember_output_open(r->plot_path, 0, &probe, why, sizeof why) != EMBER_OK;
+            failed = ember_output_open(r->plot_path, 0, &probe) != EMBER_OK;
             if (failed)
-                snprintf(msg, sizeof msg, "%s: cannot write the plot: %s", r->plot_path, why);
+                snprintf(msg, sizeof msg, "%s: cannot write the plot: %s", r->plot_path, ember_errmsg(NULL));
             ember_output_abort(probe);
         }
         /* the metrics: named now, since they are read while they grow; a
          * resumed run's begin with the earlier run's lines */
         if (!failed && r->metrics_path[0]) {
-            char why[600];
-            failed = ember_output_open(r->metrics_path, o->append ? EMBER_OUTPUT_APPEND : 0, &r->metrics_out, why,
-                                       sizeof why) != EMBER_OK ||
-                     ember_output_publish(r->metrics_out, why, sizeof why) != EMBER_OK ||
-                     !(r->metrics = ember_output_stdio(r->metrics_out));
+            const char *why = NULL;
+            if (ember_output_open(r->metrics_path, o->append ? EMBER_OUTPUT_APPEND : 0, &r->metrics_out) != EMBER_OK)
+                why = ember_errmsg(NULL);
+            else if (ember_output_publish(r->metrics_out) != EMBER_OK)
+                why = ember_errmsg(r->metrics_out);
+            else if (!(r->metrics = ember_output_stdio(r->metrics_out)))
+                why = "out of memory";
+            failed = why != NULL;
             if (failed)
                 snprintf(msg, sizeof msg, "%s: cannot write the metrics: %s", r->metrics_path, why);
         }
@@ -160,10 +160,9 @@ void train_report_close(train_report *r)
     /* a run that failed before finish keeps the lines written up to its
      * failure (what is needed to see why); only a metrics file whose own
      * write failed is taken back */
-    char why[600];
     if (r->metrics && !r->metrics_err[0]) {
-        if (ember_output_commit(r->metrics_out, why, sizeof why) != EMBER_OK)
-            fprintf(stderr, "ember train: %s\n", why);
+        if (ember_output_commit(r->metrics_out) != EMBER_OK)
+            fprintf(stderr, "ember train: %s\n", ember_errmsg(NULL));
         r->metrics_out = NULL;
     }
     ember_output_abort(r->metrics_out); /* taken back */
@@ -466,7 +465,9 @@ int train_report_finish(train_report *r, const char *summary)
             metrics_own = 1;
             ember_output_abort(r->metrics_out); /* taken back: no half-written metrics */
         } else {
-            metrics_ok = ember_output_commit(r->metrics_out, metrics_err, sizeof metrics_err) == EMBER_OK;
+            metrics_ok = ember_output_commit(r->metrics_out) == EMBER_OK;
+            if (!metrics_ok)
+                snprintf(metrics_err, sizeof metrics_err, "%s", ember_errmsg(NULL));
         }
         r->metrics_out = NULL;
     }

@@ -423,7 +423,7 @@ static PyObject *collection_load(PyObject *obj, PyObject *args)
     Py_END_ALLOW_THREADS
     if (opened) {
         self->busy = 0;
-        return ember_py_raise(opened, ember_data_errmsg());
+        return ember_py_raise(opened, ember_errmsg(NULL));
     }
     return finish(self, status);
 }

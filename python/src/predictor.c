@@ -36,7 +36,7 @@ static int predictor_init(PyObject *obj, PyObject *args, PyObject *kwargs)
     Py_END_ALLOW_THREADS
     if (status) {
         self->p = NULL;
-        ember_py_raise(status, ember_data_errmsg());
+        ember_py_raise(status, ember_errmsg(NULL));
         return -1;
     }
     return 0;
@@ -88,7 +88,7 @@ static PyObject *predictor_score(PyObject *obj, PyObject *args)
     status = ember_predictor_score(self->p, batch_size, dense.data, &b, out.data);
     Py_END_ALLOW_THREADS
     if (status)
-        ember_py_raise(status, ember_predictor_errmsg(self->p));
+        ember_py_raise(status, ember_errmsg(self->p));
     else
         ret = Py_NewRef(Py_None);
 done:

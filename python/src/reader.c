@@ -38,7 +38,7 @@ static int reader_init(PyObject *obj, PyObject *args, PyObject *kwargs)
     status = ember_reader_open(config, path, eval, rank, world, &self->r);
     Py_END_ALLOW_THREADS
     if (status) {
-        ember_py_raise(status, ember_data_errmsg());
+        ember_py_raise(status, ember_errmsg(NULL));
         return -1;
     }
     return 0;
@@ -71,7 +71,7 @@ static PyObject *reader_next(PyObject *obj, PyObject *args)
     Py_END_ALLOW_THREADS
     PyObject *ret;
     if (n < 0) {
-        ret = ember_py_raise((int)n, ember_reader_errmsg(self->r));
+        ret = ember_py_raise((int)n, ember_errmsg(self->r));
     } else if (n == 0) {
         ret = Py_NewRef(Py_None);
     } else {

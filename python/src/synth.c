@@ -24,12 +24,12 @@ static PyObject *py_synth_batches(PyObject *self, PyObject *args, PyObject *kwar
     ember_synth *s = NULL;
     int status = ember_synth_create(&c, &s);
     if (status)
-        return ember_py_raise(status, ember_data_errmsg());
+        return ember_py_raise(status, ember_errmsg(NULL));
     PyObject *list = PyList_New(0);
     for (int i = 0; list && i < count; i++) {
         ember_batch b;
         if ((status = ember_synth_next(s, &b))) {
-            ember_py_raise(status, ember_data_errmsg());
+            ember_py_raise(status, ember_errmsg(s));
             Py_CLEAR(list);
             break;
         }

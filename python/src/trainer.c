@@ -73,7 +73,7 @@ static PyObject *py_train(PyObject *self, PyObject *args)
     if (e.type) {
         PyErr_Restore(e.type, e.value, e.traceback);
     } else if (status) {
-        ember_py_raise(status, ember_trainer_errmsg(t));
+        ember_py_raise(status, ember_errmsg(t));
     } else {
         const char *summary = ember_trainer_summary(t);
         ret = PyUnicode_FromString(summary ? summary : "{}");

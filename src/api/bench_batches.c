@@ -200,7 +200,7 @@ int bench_draw_batches(bench_run *r)
     ember_synth *synth = NULL;
     int st = ember_synth_create(&gen, &synth);
     if (st != EMBER_OK) {
-        snprintf(r->why, sizeof r->why, "ember_synth_create: %s", ember_data_errmsg());
+        snprintf(r->why, sizeof r->why, "ember_synth_create: %s", ember_errmsg(NULL));
     } else if ((st = alloc_buffers(r)) != EMBER_OK) {
         snprintf(r->why, sizeof r->why, "out of memory for the pre-generated batches");
     } else {

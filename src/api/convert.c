@@ -20,6 +20,7 @@
 #include "config/config_file.h"
 #include "config/data_open.h"
 #include "data/ctr.h"
+#include "core/status.h"
 #include "data/data_error.h"
 #include "ember-data.h"
 
@@ -27,6 +28,8 @@
 _Static_assert(EMBER_DISTINCT_KEYS_CAP == CTR_DISTINCT_CAP, "the public cap is the reader's");
 
 struct ember_conversion {
+    ember_handle_msg head;        /* first: ember_errmsg's, over msg        */
+    char msg[EMBER_THREAD_MSG_SIZE];
     int64_t samples, lines, bad_lines;
     char first_bad[256];          /* "" unless bad lines were skipped       */
     int32_t num_features;
@@ -138,6 +141,7 @@ int ember_convert(const char *in, const char *out, const ember_convert_config *c
         ember_data_set_error("out of memory");
         return EMBER_ENOMEM;
     }
+    ember_handle_begin(&cv->head, cv->msg, sizeof cv->msg);
     config_file *cf = NULL;
     int rc = EMBER_EINVAL;
     if (c->config && config_file_load(c->config, &cf, err, sizeof err))
@@ -150,7 +154,7 @@ int ember_convert(const char *in, const char *out, const ember_convert_config *c
     config_file_free(cf);
     if (rc != EMBER_OK)
         ember_data_set_error("%s", err);
-    return rc;
+    return ember_handle_keep(&cv->head, rc); /* *result is set: its message too */
 }
 
 void ember_conversion_stats(const ember_conversion *cv, ember_reader_counts *out)
@@ -192,5 +196,6 @@ void ember_conversion_destroy(ember_conversion *cv)
     free(cv->column_names);
     free(cv->mean);
     free(cv->std);
+    ember_handle_end(&cv->head);
     free(cv);
 }

@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "ckpt/ckpt.h"
 #include "data/data_error.h"
 #include "infer/bundle.h"
 
@@ -56,7 +57,8 @@ int ember_checkpoint_blob_summary(const ember_checkpoint *ck, int32_t rank, cons
                                   ember_blob_summary *out)
 {
     if (!ck || !name || !out)
-        return EMBER_EINVAL;
+        return ckpt_fail(ck, EMBER_EINVAL, "ember_checkpoint_blob_summary: %s is NULL",
+                         !ck ? "the checkpoint" : !name ? "name" : "out");
     memset(out, 0, sizeof *out);
     int64_t bytes = 0;
     const void *p = ember_checkpoint_blob(ck, rank, name, &bytes);

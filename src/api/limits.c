@@ -202,6 +202,7 @@ static int make_report(limits_scan *s, double t0, ember_limits **out)
         free(tables);
         return EMBER_ENOMEM;
     }
+    ember_handle_begin(&l->head, l->msg, sizeof l->msg);
     ember_limits_summary *sum = &l->summary;
     for (int32_t t = 0; t < T; t++) {
         ember_limits_table *r = &tables[t];
@@ -282,13 +283,15 @@ void ember_limits_destroy(ember_limits *l)
         return;
     free(l->names);
     free(l->tables);
+    ember_handle_end(&l->head);
     free(l);
 }
 
 int ember_limits_summary_info(const ember_limits *l, ember_limits_summary *out)
 {
     if (!l || !out)
-        return EMBER_EINVAL;
+        return ember_handle_fail(l ? &l->head : NULL, EMBER_EINVAL, "ember_limits_summary_info: %s is NULL",
+                                 l ? "out" : "the report");
     *out = l->summary;
     return EMBER_OK;
 }
@@ -296,7 +299,8 @@ int ember_limits_summary_info(const ember_limits *l, ember_limits_summary *out)
 int ember_limits_table_info(const ember_limits *l, int32_t t, ember_limits_table *out)
 {
     if (!l || !out || t < 0 || t >= l->summary.tables)
-        return EMBER_EINVAL;
+        return ember_handle_fail(l ? &l->head : NULL, EMBER_EINVAL, "ember_limits_table_info: no table %d, or a "
+                                 "NULL argument", (int)t);
     *out = l->tables[t];
     return EMBER_OK;
 }

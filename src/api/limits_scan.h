@@ -10,6 +10,7 @@
 
 #include "api/batch_slice.h"
 #include "config/config_file.h"
+#include "core/status.h"
 #include "data/ctr.h"
 #include "ember-plan.h"
 #include "ember.h"
@@ -48,6 +49,8 @@ typedef struct limits_scan {
 } limits_scan;
 
 struct ember_limits {
+    ember_handle_msg head;  /* first: ember_errmsg's, over msg */
+    char msg[256];
     ember_limits_summary summary;
     char source[512];
     char (*names)[32];

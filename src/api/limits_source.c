@@ -51,7 +51,7 @@ static int open_synthetic(limits_scan *s)
              (int)sc->batch_size, (int)sc->pooling, sc->zipf ? "zipf" : "uniform", (unsigned long long)sc->seed);
     int rc = ember_synth_create(sc, &s->syn);
     if (rc != EMBER_OK) {
-        snprintf(s->msg, sizeof s->msg, "%s: %s", ember_status_str(rc), ember_data_errmsg());
+        snprintf(s->msg, sizeof s->msg, "%s: %s", ember_status_str(rc), ember_errmsg(NULL));
         return rc;
     }
     s->own_rows = malloc((size_t)sc->tables * sizeof *s->own_rows);
@@ -173,7 +173,7 @@ int limits_source_open(limits_scan *s)
     snprintf(s->source, sizeof s->source, "%s", s->c.data);
     int rc = ember_batch_reader_open(s->c.data, &s->reader);
     if (rc != EMBER_OK) {
-        snprintf(s->msg, sizeof s->msg, "%s: %s", ember_status_str(rc), ember_data_errmsg());
+        snprintf(s->msg, sizeof s->msg, "%s: %s", ember_status_str(rc), ember_errmsg(NULL));
         return rc;
     }
     s->info = *ember_batch_reader_info(s->reader);
@@ -239,7 +239,7 @@ int limits_source_next(limits_scan *s, int64_t n, ember_batch *b)
     if (s->syn) {
         if ((rc = ember_synth_next(s->syn, b)) != EMBER_OK) {
             snprintf(s->msg, sizeof s->msg, "batch %lld: %s: %s", (long long)n, ember_status_str(rc),
-                     ember_data_errmsg());
+                     ember_errmsg(s->syn));
             s->status = rc;
             return -1;
         }
@@ -247,7 +247,7 @@ int limits_source_next(limits_scan *s, int64_t n, ember_batch *b)
     }
     rc = ember_batch_reader_next(s->reader, b);
     if (rc < 0) {
-        snprintf(s->msg, sizeof s->msg, "%s: %s", ember_status_str(rc), ember_data_errmsg());
+        snprintf(s->msg, sizeof s->msg, "%s: %s", ember_status_str(rc), ember_errmsg(s->reader));
         s->status = rc;
         return -1;
     }

@@ -19,11 +19,14 @@
 
 #include "config/config_file.h"
 #include "config/plan_config.h"
+#include "core/status.h"
 #include "data/data_error.h"
 #include "ember-plan.h"
 #include "plan/plan.h"
 
 struct ember_plan {
+    ember_handle_msg head;      /* first: ember_errmsg's, over msg          */
+    char msg[256];
     config_file *cf;
     plan_result res;
     plan_pin *pins;
@@ -203,6 +206,7 @@ int ember_plan_create(const ember_plan_config *c, ember_plan **out)
         ember_data_set_error("out of memory");
         return EMBER_ENOMEM;
     }
+    ember_handle_begin(&p->head, p->msg, sizeof p->msg);
     int rc = EMBER_EINVAL;
     if (config_file_load(c->config, &p->cf, err, sizeof err) == 0) {
         if (p->cf->num_tables == 0) /* a file for `ember train` may leave them out */
@@ -230,13 +234,15 @@ void ember_plan_destroy(ember_plan *p)
     free(p->hit);
     free(p->dyn);
     config_file_free(p->cf);
+    ember_handle_end(&p->head);
     free(p);
 }
 
 int ember_plan_summary_info(const ember_plan *p, ember_plan_summary *out)
 {
     if (!p || !out)
-        return EMBER_EINVAL;
+        return ember_handle_fail(p ? &p->head : NULL, EMBER_EINVAL, "ember_plan_summary_info: %s is NULL",
+                                 p ? "out" : "the plan");
     *out = p->summary;
     return EMBER_OK;
 }
@@ -250,7 +256,8 @@ static int64_t shown_rows(const ember_table_config *tb, int32_t W)
 int ember_plan_table_info(const ember_plan *p, int32_t t, ember_plan_table *out)
 {
     if (!p || !out || t < 0 || t >= p->cf->num_tables)
-        return EMBER_EINVAL;
+        return ember_handle_fail(p ? &p->head : NULL, EMBER_EINVAL, "ember_plan_table_info: no table %d, or a NULL "
+                                 "argument", (int)t);
     const ember_table_config *tb = &p->cf->tables[t];
     const plan_table_cost *tc = &p->res.tables[t];
     const plan_dynamic *d = &p->dyn[t];
@@ -274,7 +281,8 @@ int ember_plan_table_info(const ember_plan *p, int32_t t, ember_plan_table *out)
 int ember_plan_rank_info(const ember_plan *p, int32_t r, ember_plan_rank *out)
 {
     if (!p || !out || r < 0 || r >= p->res.world)
-        return EMBER_EINVAL;
+        return ember_handle_fail(p ? &p->head : NULL, EMBER_EINVAL, "ember_plan_rank_info: no rank %d, or a NULL "
+                                 "argument", (int)r);
     const plan_rank_cost *c = &p->res.ranks[r];
     *out = (ember_plan_rank){
         .table_wise = p->sum.table_wise[r], .shared_tables = p->sum.shared[r], .row_bytes = c->row_bytes,

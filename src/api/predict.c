@@ -100,7 +100,8 @@ static int prepare(predict_run *r)
     /* the output before any scoring: a path that cannot take it (a link, a
      * folder, a missing folder) fails now */
     if (r->rank == 0 && r->c->out)
-        r->status = ember_output_open(r->c->out, 0, &r->out, r->msg, sizeof r->msg);
+        if ((r->status = ember_output_open(r->c->out, 0, &r->out)) != EMBER_OK)
+            snprintf(r->msg, sizeof r->msg, "%s", ember_errmsg(NULL));
     agree(r);
     return r->status;
 }
@@ -187,7 +188,7 @@ int ember_predict(const char *model, const char *data, const ember_predict_confi
     r.size = ember_world_size(c->world);
     r.synthetic = !strcmp(data, "synthetic");
     ember_predictor_options po = {c->world, c->threads};
-    int st = ember_predictor_open(model, &po, &r.p); /* collective; failures agreed, with ember_data_errmsg */
+    int st = ember_predictor_open(model, &po, &r.p); /* collective; failures agreed, with ember_errmsg */
     if (st != EMBER_OK)
         return st;
     /* OpenBLAS's process-wide count, the dense model's for the whole run

@@ -65,7 +65,7 @@ int predict_scores_collect(ember_predictor *p, ctr_source *src, ember_world *w, 
         }
         int rc = ember_predictor_score(p, b.batch_size, b.dense, &b.sparse, sc); /* collective */
         if (rc != EMBER_OK) {
-            snprintf(err, len, "%s", ember_predictor_errmsg(p));
+            snprintf(err, len, "%s", ember_errmsg(p));
             failed = 1, st = rc;
         } else if (n > 0) {
             int64_t first = synthetic ? b.first_sample - (int64_t)m->synth.eval_offset : 0;
@@ -118,7 +118,10 @@ int predict_scores_write(ember_output *o, int tsv, int synthetic, const predict_
             fwrite(&s->score[i], sizeof(float), 1, f);
     }
     free(order);
-    return ember_output_commit(o, err, len); /* names the file and the reason */
+    int st = ember_output_commit(o);
+    if (st != EMBER_OK) /* names the file and the reason */
+        snprintf(err, len, "%s", ember_errmsg(NULL));
+    return st;
 }
 
 void predict_scores_free(predict_scores *s)

@@ -9,11 +9,15 @@
 #include <stdlib.h>
 
 #include "comm/comm.h"
+#include "core/status.h"
 #include "ember-serve.h"
 #include "serve/request.h"
 #include "serve/scorer.h"
 
 struct ember_scorer {
+    ember_handle_msg head;   /* first: ember_errmsg's (score, called on many
+                                threads at once, uses this thread's) */
+    char msg[256];
     serve_scorer *scorer;
     serve_shape shape;
     serve_shape_store store; /* the shape's names and rows */
@@ -29,17 +33,19 @@ ember_scorer_config ember_scorer_config_default(void)
 int ember_scorer_create(ember_predictor *p, const ember_scorer_config *c, ember_scorer **out)
 {
     *out = NULL;
-    if (!p || !c || c->max_samples < 1)
-        return EMBER_EINVAL;
+    if (!p || !c || c->max_samples < 1 || c->max_batch < 1 || !(c->max_wait >= 0))
+        return ember_fail_create(EMBER_EINVAL, "ember_scorer_create: no predictor or config, or max_samples, "
+                                 "max_batch under 1 or max_wait under 0");
     ember_scorer *s = calloc(1, sizeof *s);
     if (!s)
-        return EMBER_ENOMEM;
+        return ember_fail_create(EMBER_ENOMEM, "out of memory starting the scorer");
+    ember_handle_begin(&s->head, s->msg, sizeof s->msg);
     serve_shape_of(p, c->max_samples, &s->store, &s->shape);
     serve_scorer_config sc = {c->max_batch, c->max_wait};
     int st = serve_scorer_create(p, &sc, &s->scorer);
     if (st != EMBER_OK) {
         free(s);
-        return st;
+        return ember_fail_create(st, "out of memory starting the scorer");
     }
     *out = s;
     return EMBER_OK;
@@ -52,6 +58,7 @@ void ember_scorer_destroy(ember_scorer *s)
     if (!s)
         return;
     serve_scorer_destroy(s->scorer);
+    ember_handle_end(&s->head);
     free(s);
 }
 
@@ -68,8 +75,11 @@ const char *ember_scorer_feature(const ember_scorer *s, int32_t f, int64_t *rows
 }
 
 int ember_scorer_score(ember_scorer *s, const void *body, size_t len, ember_body_format format, float **scores,
-                       int32_t *n, ember_score_timing *t, char *err, size_t errlen)
+                       int32_t *n, ember_score_timing *t)
 {
+    /* many threads score at once: the message is this thread's */
+    char *err = ember_thread_msg();
+    const size_t errlen = EMBER_THREAD_MSG_SIZE;
     *scores = NULL;
     *n = 0;
     *t = (ember_score_timing){0, 0, 0};

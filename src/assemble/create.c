@@ -99,6 +99,7 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     ember_collection *c = calloc(1, sizeof *c);
     if (!c)
         return ember_fail_create(EMBER_ENOMEM, "out of memory");
+    ember_handle_begin(&c->head, c->errmsg, sizeof c->errmsg);
     c->cfg = *cfg;
     c->world = cfg->world;
     if (!c->world) {
@@ -202,6 +203,7 @@ void ember_collection_destroy(ember_collection *c)
     free(c->prefetch.section);
     free(c->names);
     ember_world_destroy(c->own_world);
+    ember_handle_end(&c->head);
     free(c);
 }
 

@@ -42,13 +42,19 @@ typedef struct ckpt_table_info {
     int sketch_lines;       /* the sketch is in lines (else not read)         */
 } ckpt_table_info;
 
+/* For a public call on ck: a failure's message (this thread's, where the
+ * modules write it) kept on ck too, for ember_errmsg(ck).  Returns status. */
+int ckpt_keep(const ember_checkpoint *ck, int status);
+/* A failure of a public call on ck, its message on ck (and this thread's). */
+int ckpt_fail(const ember_checkpoint *ck, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 int32_t ckpt_num_tables(const ember_checkpoint *ck);
 /* NULL when t is out of range. */
 const ckpt_table_info *ckpt_table(const ember_checkpoint *ck, int32_t t);
 /* Canonical full rows [first, first+count) of table t: values [count][dim]
  * and, when state != NULL, state [count][state_floats] (Adam: m then v),
  * assembled from the saving ranks' files.  EMBER_EINVAL for a bad t or range
- * (message in ember_data_errmsg()). */
+ * (message in ember_errmsg(NULL)). */
 int ckpt_read_rows(const ember_checkpoint *ck, int32_t t, int64_t first, int64_t count,
                    float *values, float *state);
 int64_t ckpt_optimizer_steps(const ember_checkpoint *ck);

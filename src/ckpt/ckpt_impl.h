@@ -19,6 +19,7 @@
 
 #include "ckpt/ckpt.h"
 #include "core/safe_file.h"
+#include "core/status.h"
 
 /* A broken invariant of this module: file:line, abort (a bug, not bad input). */
 #define CKPT_ASSERT(x)                                                                                       \
@@ -69,6 +70,8 @@ typedef struct ckpt_file {
 } ckpt_file;
 
 struct ember_checkpoint {
+    ember_handle_msg head; /* first: ember_errmsg's, over msg                 */
+    char msg[EMBER_THREAD_MSG_SIZE];
     char *path;            /* the step folder                                */
     char *manifest;        /* its text, NUL-terminated                       */
     void *doc;             /* the parsed manifest (json_t); names point into it */
@@ -156,11 +159,11 @@ char *ckpt_manifest_encode(const ember_checkpoint *ck);
  * XXH3-64 of every byte before its 16 hex digits, so that any flipped byte
  * is found (checkpoint and bundle manifests); malloc'd, NULL when out of
  * memory.  The check: EMBER_EFORMAT / EMBER_ECORRUPT with the message
- * (ember_data_errmsg) naming `where`. */
+ * (ember_errmsg) naming `where`. */
 char *ckpt_json_sealed(const void *json);
 int ckpt_json_seal_check(const char *text, int64_t bytes, const char *where);
 /* Parses and checks text (bytes long) into ck (everything but the maps).
- * EMBER_EFORMAT / EMBER_ECORRUPT / EMBER_ENOMEM with ember_data_errmsg set,
+ * EMBER_EFORMAT / EMBER_ECORRUPT / EMBER_ENOMEM with ember_errmsg set,
  * naming `where`. */
 int ckpt_manifest_decode(ember_checkpoint *ck, const char *text, int64_t bytes, const char *where);
 /* Frees what decode allocated (not the maps). */

@@ -64,7 +64,7 @@ static pair *pairs_of(const ember_checkpoint *ck, int32_t t, int64_t *n)
     return p;
 }
 
-int ember_export(const ember_checkpoint *ck, const char *table, const char *path)
+static int export_table(const ember_checkpoint *ck, const char *table, const char *path)
 {
     ember_data_clear_error();
     if (!ck || !table || !path || !*path) {
@@ -127,4 +127,9 @@ int ember_export(const ember_checkpoint *ck, const char *table, const char *path
     XXH3_freeState(h);
     free(p), free(row), free(rec);
     return err ? EMBER_EIO : EMBER_OK;
+}
+
+int ember_export(const ember_checkpoint *ck, const char *table, const char *path)
+{
+    return ckpt_keep(ck, export_table(ck, table, path));
 }

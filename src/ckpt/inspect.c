@@ -25,7 +25,7 @@
 int ember_checkpoint_summarize(const ember_checkpoint *ck, ember_checkpoint_summary *out)
 {
     if (!ck || !out)
-        return EMBER_EINVAL;
+        return ckpt_fail(ck, EMBER_EINVAL, "ember_checkpoint_summarize: %s is NULL", ck ? "out" : "the checkpoint");
     const char *version = json_string_value(json_object_get((const json_t *)ck->doc, "ember_version"));
     *out = (ember_checkpoint_summary){version, ck->seed, ck->opt_steps, ck->world, ck->num_blobs, ck->num_rank_blobs};
     return EMBER_OK;
@@ -34,7 +34,7 @@ int ember_checkpoint_summarize(const ember_checkpoint *ck, ember_checkpoint_summ
 int ember_checkpoint_file(const ember_checkpoint *ck, int32_t i, const char **name, int64_t *bytes, uint64_t *xxh3)
 {
     if (!ck || i < 0 || i >= ckpt_num_files(ck))
-        return EMBER_EINVAL;
+        return ckpt_fail(ck, EMBER_EINVAL, "ember_checkpoint_file: no file %d", (int)i);
     if (name)
         *name = ckpt_file_name(ck, i);
     if (bytes)
@@ -114,7 +114,7 @@ out:
     return rc;
 }
 
-int ember_checkpoint_table_summary(const ember_checkpoint *ck, int32_t t, ember_table_summary *out)
+static int table_summary(const ember_checkpoint *ck, int32_t t, ember_table_summary *out)
 {
     const ckpt_table_info *ti = ckpt_table(ck, t);
     if (!ti || !out) {
@@ -144,4 +144,9 @@ int ember_checkpoint_table_summary(const ember_checkpoint *ck, int32_t t, ember_
         out->sketch_width = ti->sketch_width;
     }
     return EMBER_OK;
+}
+
+int ember_checkpoint_table_summary(const ember_checkpoint *ck, int32_t t, ember_table_summary *out)
+{
+    return ckpt_keep(ck, table_summary(ck, t, out));
 }

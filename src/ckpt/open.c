@@ -11,6 +11,8 @@
  * can still raise SIGBUS, as with any mapping.
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,8 +245,11 @@ int ember_checkpoint_open(const char *path, ember_checkpoint **out)
     }
     *out = NULL;
     ember_checkpoint *ck = calloc(1, sizeof *ck);
-    if (!ck)
+    if (!ck) {
+        ember_data_set_error("%s: out of memory opening the checkpoint", path);
         return EMBER_ENOMEM;
+    }
+    ember_handle_begin(&ck->head, ck->msg, sizeof ck->msg);
     char file[4096];
     int64_t bytes = 0;
     int st = find_folder(path, &ck->path);
@@ -287,7 +292,22 @@ void ember_checkpoint_close(ember_checkpoint *ck)
     ckpt_free_parts(ck);
     free(ck->manifest);
     free(ck->path);
+    ember_handle_end(&ck->head);
     free(ck);
+}
+
+int ckpt_keep(const ember_checkpoint *ck, int status)
+{
+    return ember_handle_keep(ck ? &ck->head : NULL, status);
+}
+
+int ckpt_fail(const ember_checkpoint *ck, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ember_thread_msg(), EMBER_THREAD_MSG_SIZE, fmt, ap);
+    va_end(ap);
+    return ckpt_keep(ck, status);
 }
 
 int64_t ember_checkpoint_step(const ember_checkpoint *ck) { return ck ? ck->step : -1; }
@@ -320,7 +340,7 @@ int ember_checkpoint_table(const ember_checkpoint *ck, int32_t t, ember_table_co
 {
     const ckpt_table_info *in = ckpt_table(ck, t);
     if (!in || !out)
-        return EMBER_EINVAL;
+        return ckpt_fail(ck, EMBER_EINVAL, "ember_checkpoint_table: no table %d, or out is NULL", (int)t);
     *out = ember_table_config_default();
     out->name = in->name;
     out->kind = in->kind;

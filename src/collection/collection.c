@@ -21,11 +21,6 @@ int ember_fail(ember_collection *coll, int status, const char *fmt, ...)
     return status;
 }
 
-const char *ember_errmsg(const ember_collection *coll)
-{
-    return coll ? coll->errmsg : ember_create_errmsg();
-}
-
 ember_prep ember_collection_prep(ember_collection *c)
 {
     ember_prep P = {c->cfg.num_features, c->cfg.num_tables, c->num_ptables, c->cfg.num_shards, c->features, c->tables,

@@ -90,6 +90,7 @@ typedef struct ember_slot {
 } ember_slot;
 
 struct ember_collection {
+    ember_handle_msg head;       /* first: ember_errmsg's, over errmsg    */
     ember_collection_config cfg; /* arrays below replace the caller's    */
     ember_ltable *tables;
     ember_lfeature *features;

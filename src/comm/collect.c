@@ -118,7 +118,8 @@ static int gather(ember_world *w, const void *v, int64_t n, size_t size, void **
     *total = n;
     if (!w || w->size == 1) {
         if (!(*out = malloc((size_t)(n + 1) * size)))
-            return EMBER_ENOMEM;
+            return ember_handle_fail(w ? &w->head : NULL, EMBER_ENOMEM, "gather: out of memory for %lld values",
+                                     (long long)n);
         if (n > 0)
             memcpy(*out, v, (size_t)n * size);
         return EMBER_OK;
@@ -145,7 +146,8 @@ static int gather(ember_world *w, const void *v, int64_t n, size_t size, void **
     if ((st = w->ops->bcast(w, &ok, sizeof ok, 0)) != EMBER_OK || !ok) {
         free(all);
         free(staging);
-        return st != EMBER_OK ? st : EMBER_ENOMEM;
+        return st != EMBER_OK ? st : ember_handle_fail(&w->head, EMBER_ENOMEM, "gather: rank 0 is out of memory "
+                                                       "for %lld values", (long long)sum);
     }
     for (int64_t at = 0; at < most && st == EMBER_OK; at += c) {
         int64_t mine = n - at < c ? n - at : c; /* this rank's elements this round */

@@ -161,7 +161,11 @@ static int self_wait(ember_world *w, void *req)
     return EMBER_OK;
 }
 
-static void self_destroy(ember_world *w) { free(w); }
+static void self_destroy(ember_world *w)
+{
+    ember_handle_end(&w->head);
+    free(w);
+}
 
 static int self_dup(ember_world *w, ember_world **out)
 {
@@ -235,10 +239,11 @@ int ember_world_split(ember_world *w, int32_t color, int32_t key, ember_world **
 int ember_world_self(ember_world **out)
 {
     if (!out)
-        return EMBER_EINVAL;
+        return ember_fail_create(EMBER_EINVAL, "ember_world_self: out is NULL");
     ember_world *w = calloc(1, sizeof *w);
     if (!w)
-        return EMBER_ENOMEM;
+        return ember_fail_create(EMBER_ENOMEM, "a world of one: out of memory");
+    ember_handle_begin(&w->head, w->errmsg, sizeof w->errmsg);
     w->ops = &self_ops;
     w->rank = 0;
     w->size = 1;

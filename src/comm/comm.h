@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "core/status.h"
 #include "ember.h"
 
 typedef struct ember_comm_ops {
@@ -52,6 +53,7 @@ typedef struct ember_comm_ops {
 } ember_comm_ops;
 
 struct ember_world {
+    ember_handle_msg head;   /* first: ember_errmsg's, over errmsg         */
     const ember_comm_ops *ops;
     int32_t rank, size;
     void *impl;              /* the MPI communicator, for comm_mpi.c       */

@@ -132,6 +132,7 @@ static void mpi_destroy(ember_world *w)
     if (!finalized)
         MPI_Comm_free((MPI_Comm *)w->impl);
     free(w->impl);
+    ember_handle_end(&w->head);
     free(w);
 }
 
@@ -198,24 +199,24 @@ static const ember_comm_ops mpi_ops = {mpi_alltoallv, mpi_allgather, mpi_bcast, 
 int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out)
 {
     if (!out)
-        return EMBER_EINVAL;
+        return ember_fail_create(EMBER_EINVAL, "ember_world_from_mpi_comm: out is NULL");
     *out = NULL;
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
     if (!inited || finalized)
-        return EMBER_ECOMM;
+        return ember_fail_create(EMBER_ECOMM, "a world over MPI: MPI is %s", finalized ? "finalized" : "not initialised");
     ember_world *w = calloc(1, sizeof *w);
     MPI_Comm *dup = malloc(sizeof *dup);
     if (!w || !dup) {
         free(w);
         free(dup);
-        return EMBER_ENOMEM;
+        return ember_fail_create(EMBER_ENOMEM, "a world over MPI: out of memory");
     }
     if (MPI_Comm_dup(comm, dup) != MPI_SUCCESS) {
         free(w);
         free(dup);
-        return EMBER_ECOMM;
+        return ember_fail_create(EMBER_ECOMM, "a world over MPI: MPI_Comm_dup failed");
     }
     MPI_Comm_set_errhandler(*dup, MPI_ERRORS_RETURN);
     int rank = 0, size = 1;
@@ -230,6 +231,7 @@ int ember_world_from_mpi_comm(MPI_Comm comm, ember_world **out)
             local = 0;
         MPI_Comm_free(&node);
     }
+    ember_handle_begin(&w->head, w->errmsg, sizeof w->errmsg);
     w->ops = &mpi_ops;
     w->impl = dup;
     w->rank = rank;
@@ -252,7 +254,7 @@ int ember_world_from_launcher(ember_world **out, int *initialised, int *provided
     MPI_Initialized(&init);
     if (!init) {
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &level) != MPI_SUCCESS)
-            return EMBER_ECOMM;
+            return ember_fail_create(EMBER_ECOMM, "a world from the launcher: MPI_Init_thread failed");
         if (initialised)
             *initialised = 1;
     } else {

@@ -115,7 +115,7 @@ static int open_stream(const config_file *cf, const char *data, plan_stream *ps,
         if (open_training_data(cf, data, ps, err, errlen))
             return -1;
     } else if ((rc = ember_batch_reader_open(data, &ps->rd)) != EMBER_OK) {
-        snprintf(err, errlen, "%s: %s", ember_status_str(rc), ember_data_errmsg());
+        snprintf(err, errlen, "%s: %s", ember_status_str(rc), ember_errmsg(NULL));
         return -1;
     } else {
         ps->info = ember_batch_reader_info(ps->rd);
@@ -157,7 +157,7 @@ static int next_batch(plan_stream *ps, ember_batch *b, char *err, size_t errlen)
     }
     int rc = ember_batch_reader_next(ps->rd, b);
     if (rc < 0)
-        snprintf(err, errlen, "%s: %s", ember_status_str(rc), ember_data_errmsg());
+        snprintf(err, errlen, "%s: %s", ember_status_str(rc), ember_errmsg(NULL));
     return rc < 0 ? -1 : rc != 0;
 }
 

@@ -12,10 +12,12 @@
 #include "config/config_file.h"
 #include "config/data_open.h"
 #include "data/ctr.h"
+#include "core/status.h"
 #include "data/data_error.h"
 #include "ember-data.h"
 
 struct ember_reader {
+    ember_handle_msg head; /* first: ember_errmsg's, over err             */
     config_file *cf;     /* NULL: the built-in task                          */
     cfg_train t;
     ctr_source *src;
@@ -46,6 +48,7 @@ static int reader_open(const char *config, const char *path, int eval, int32_t r
         ember_data_set_error("ember_reader_open: out of memory");
         return EMBER_ENOMEM;
     }
+    ember_handle_begin(&r->head, r->err, sizeof r->err);
     char err[1024];
     if (config) {
         if (config_file_load(config, &r->cf, err, sizeof err))
@@ -120,6 +123,7 @@ void ember_reader_close(ember_reader *r)
     ctr_source_destroy(r->src);
     ctr_source_destroy(r->train);
     config_file_free(r->cf);
+    ember_handle_end(&r->head);
     free(r);
 }
 
@@ -174,11 +178,6 @@ void ember_reader_rewind(ember_reader *r)
 const float *ember_reader_teacher(const ember_reader *r)
 {
     return ctr_source_teacher_prob(r->src);
-}
-
-const char *ember_reader_errmsg(const ember_reader *r)
-{
-    return r->err;
 }
 
 int ember_reader_write(ember_reader *r, const char *path, int64_t max_samples, int64_t *written)

@@ -28,6 +28,7 @@
 #include <xxhash.h>
 
 #include "core/safe_file.h"
+#include "core/status.h"
 #include "data/data_error.h"
 #include "data/data_io.h"
 #include "ember.h"
@@ -72,6 +73,8 @@ static void swap_elems(void *p, size_t n, size_t sz)
 /* ------------------------------------------------------------ writer */
 
 struct ember_batch_writer {
+    ember_handle_msg head;   /* first: ember_errmsg's, over msg               */
+    char msg[EMBER_THREAD_MSG_SIZE];
     char *path;
     safe_out out;
     FILE *f;                 /* NULL once closed or abandoned                 */
@@ -180,6 +183,7 @@ int ember_batch_writer_create(const char *path, const ember_batch_file_info *inf
     w = calloc(1, sizeof *w);
     if (!w)
         goto nomem;
+    ember_handle_begin(&w->head, w->msg, sizeof w->msg);
     w->out = (safe_out)SAFE_OUT_INIT;
     w->num_tables = info->num_tables;
     w->num_features = info->num_features;
@@ -276,7 +280,7 @@ static int w_check_batch(const ember_batch_writer *w, const ember_batch *b)
     return EMBER_OK;
 }
 
-int ember_batch_writer_append(ember_batch_writer *w, const ember_batch *batch)
+static int writer_append(ember_batch_writer *w, const ember_batch *batch)
 {
     if (!w || !batch) {
         ember_data_set_error("ember_batch_writer_append: writer and batch must not be NULL");
@@ -309,7 +313,7 @@ int ember_batch_writer_append(ember_batch_writer *w, const ember_batch *batch)
     return EMBER_OK;
 }
 
-int ember_batch_writer_close(ember_batch_writer *w)
+static int writer_close(ember_batch_writer *w)
 {
     int rc = EMBER_OK;
     if (!w) {
@@ -347,6 +351,17 @@ fail:
     return rc;
 }
 
+/* The public calls keep a failure's message on the writer too. */
+int ember_batch_writer_append(ember_batch_writer *w, const ember_batch *batch)
+{
+    return ember_handle_keep(w ? &w->head : NULL, writer_append(w, batch));
+}
+
+int ember_batch_writer_close(ember_batch_writer *w)
+{
+    return ember_handle_keep(w ? &w->head : NULL, writer_close(w));
+}
+
 void ember_batch_writer_destroy(ember_batch_writer *w)
 {
     if (!w)
@@ -358,12 +373,15 @@ void ember_batch_writer_destroy(ember_batch_writer *w)
     if (w->hash)
         XXH64_freeState(w->hash);
     free(w->scratch);
+    ember_handle_end(&w->head);
     free(w);
 }
 
 /* ------------------------------------------------------------ reader */
 
 struct ember_batch_reader {
+    ember_handle_msg head; /* first: ember_errmsg's, over msg                 */
+    char msg[EMBER_THREAD_MSG_SIZE];
     char *path;
     FILE *f;
     int64_t size;          /* bytes in the file                              */
@@ -539,6 +557,8 @@ int ember_batch_reader_open(const char *path, ember_batch_reader **out)
         return EMBER_EINVAL;
     }
     r = calloc(1, sizeof *r);
+    if (r)
+        ember_handle_begin(&r->head, r->msg, sizeof r->msg);
     if (!r || !(r->path = str_dup(path)) || !(r->hash = XXH64_createState())) {
         ember_data_set_error("batch file '%s': out of memory opening the reader", path);
         rc = EMBER_ENOMEM;
@@ -717,16 +737,16 @@ int ember_batch_reader_next(ember_batch_reader *r, ember_batch *batch)
     }
     if (r->status < 0) { /* a broken file stays broken, with the same story */
         ember_data_set_error("%s", r->errmsg);
-        return r->status;
+        return ember_handle_keep(&r->head, r->status);
     }
     if (r->done)
         return 0;
     int rc = r_next(r, batch);
     if (rc < 0) {
         r->status = rc;
-        snprintf(r->errmsg, sizeof r->errmsg, "%s", ember_data_errmsg());
+        snprintf(r->errmsg, sizeof r->errmsg, "%s", ember_errmsg(NULL));
     }
-    return rc;
+    return ember_handle_keep(&r->head, rc);
 }
 
 void ember_batch_reader_destroy(ember_batch_reader *r)
@@ -743,6 +763,7 @@ void ember_batch_reader_destroy(ember_batch_reader *r)
     free(r->lengths);
     free(r->ids);
     free(r->weights);
+    ember_handle_end(&r->head);
     free(r);
 }
 

@@ -1,12 +1,12 @@
 /*
- * data_error.h: the thread-local failure detail of the data readers and
- * generators (src/data/).
+ * data_error.h: how the data readers and generators (src/data/) and the
+ * modules that share them report a failure.
  *
- * These objects have no collection handle to hang a message on, so their last
- * failure is kept per thread and read back with ember_data_errmsg() (ember.h).
  * A failing function formats its message with ember_data_set_error() just
- * before it returns the status; a message names the place (file, batch,
- * field) the user must look at.
+ * before it returns the status: into this thread's message (core/status.h),
+ * which ember_errmsg(NULL) answers and a public call on a handle copies to
+ * its handle.  A message names the place (file, batch, field) the user must
+ * look at.
  */
 #ifndef EMBER_DATA_ERROR_H
 #define EMBER_DATA_ERROR_H

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "core/rng.h"
+#include "core/status.h"
 #include "data/data_error.h"
 #include "data/zipf.h"
 #include "ember.h"
@@ -28,6 +29,8 @@
 #define SYNTH_WEIGHT_SALT 0x5851f42d4c957f2dULL /* weight key from table key */
 
 struct ember_synth {
+    ember_handle_msg head; /* first: ember_errmsg's (next fails only on NULL) */
+    char msg[128];
     ember_synth_config cfg;
     zipf_law zipf;
     uint64_t *id_key;     /* [tables]                                 */
@@ -110,6 +113,7 @@ int ember_synth_create(const ember_synth_config *cfg, ember_synth **out)
     s = calloc(1, sizeof *s);
     if (!s)
         goto fail;
+    ember_handle_begin(&s->head, s->msg, sizeof s->msg);
     s->cfg = *cfg;
     s->num_ids = num_ids;
     s->id_key = malloc((size_t)cfg->tables * sizeof *s->id_key);
@@ -142,10 +146,9 @@ fail:
 
 int ember_synth_next(ember_synth *s, ember_batch *batch)
 {
-    if (!s || !batch) {
-        ember_data_set_error("ember_synth_next: %s is NULL", s ? "batch" : "synth");
-        return EMBER_EINVAL;
-    }
+    if (!s || !batch)
+        return ember_handle_fail(s ? &s->head : NULL, EMBER_EINVAL, "ember_synth_next: %s is NULL",
+                                 s ? "batch" : "synth");
     const ember_synth_config *c = &s->cfg;
     const int64_t bags = (int64_t)c->tables * c->batch_size;
     const int64_t first_bag = s->batches * c->batch_size; /* counter of sample 0 */
@@ -193,5 +196,6 @@ void ember_synth_destroy(ember_synth *s)
     free(s->lengths);
     free(s->ids);
     free(s->weights);
+    ember_handle_end(&s->head);
     free(s);
 }

@@ -151,7 +151,7 @@ static int read_manifest(ember_bundle *b, const char *path, char *err, size_t le
         snprintf(err, len, "%s: a version 1 bundle, whose manifest has no checksum of its own: export it again from "
                  "its checkpoint", path);
     } else if ((st = ckpt_json_seal_check(text, got, path)) != EMBER_OK) { /* any flipped byte, whitespace too */
-        snprintf(err, len, "%s", ember_data_errmsg());
+        snprintf(err, len, "%s", ember_errmsg(NULL));
     } else if (!j) {
         st = EMBER_EFORMAT;
         snprintf(err, len, "%s: line %d: %s", path, je.line, je.text);

@@ -103,7 +103,7 @@ static int publish(const safe_dir *parent, const char *tmp, const char *name, ch
 
 /* The bundle's folder from the argument (trailing slashes dropped) into
  * out: its parent opened into *parent (never through a link), the last
- * part into name, which must not exist.  Fails with ember_data_errmsg. */
+ * part into name, which must not exist.  Fails with ember_errmsg. */
 static int open_destination(const char *out_arg, char *out, size_t outlen, safe_dir *parent, char *name,
                             size_t namelen)
 {
@@ -225,7 +225,7 @@ int ember_bundle_write(const char *checkpoint, const char *out_arg, const char *
     ember_predictor *p = NULL;
     if ((st = ember_predictor_open(checkpoint, NULL, &p)) != EMBER_OK) { /* a world of one: every row here */
         safe_dir_close(&parent);
-        return st; /* its message is in ember_data_errmsg() */
+        return st; /* its message is in ember_errmsg(NULL) */
     }
     int created = 0;
     json_t *tables = json_array(), *dense = json_object();

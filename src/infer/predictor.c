@@ -36,6 +36,7 @@
 #include "model/model.h"
 
 struct ember_predictor {
+    ember_handle_msg head;  /* first: ember_errmsg's, over err             */
     model_description desc; /* what the checkpoint or bundle says the model is */
     ember_collection_config cc;
     ember_world *own_world; /* a world of one made here, or NULL */
@@ -58,7 +59,7 @@ static int any_failed(ember_world *w, int failed)
 }
 
 /* Fails open: the message (which may be p->err itself) goes to
- * ember_data_errmsg(), p is freed. */
+ * ember_errmsg(NULL), p is freed. */
 static int open_fail(ember_predictor *p, int st, const char *fmt, ...)
 {
     char msg[sizeof p->err];
@@ -99,7 +100,7 @@ static int open_checkpoint(ember_predictor *p, const char *path, ember_checkpoin
 {
     int st = ember_checkpoint_open(path, ck);
     if (st != EMBER_OK) {
-        snprintf(p->err, sizeof p->err, "%s", ember_data_errmsg());
+        snprintf(p->err, sizeof p->err, "%s", ember_errmsg(NULL));
         return st;
     }
     int64_t n = 0, bytes = 0;
@@ -136,6 +137,7 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
     ember_predictor *p = calloc(1, sizeof *p);
     if (!p)
         return ember_data_set_error("predictor: out of memory"), EMBER_ENOMEM;
+    ember_handle_begin(&p->head, p->err, sizeof p->err);
     ember_world *w = o ? o->world : NULL;
     if (!w && ember_world_self(&p->own_world) != EMBER_OK)
         return open_fail(p, EMBER_ENOMEM, "predictor: out of memory");
@@ -214,6 +216,7 @@ void ember_predictor_close(ember_predictor *p)
     dlrm_destroy(p->dense);
     ember_collection_destroy(p->coll);
     ember_world_destroy(p->own_world);
+    ember_handle_end(&p->head);
     free(p);
 }
 
@@ -234,7 +237,6 @@ int32_t predictor_blas_threads(const ember_predictor *p)
     return blas;
 }
 const ember_collection_config *ember_predictor_config(const ember_predictor *p) { return &p->cc; }
-const char *ember_predictor_errmsg(const ember_predictor *p) { return p->err; }
 
 int ember_predictor_score(ember_predictor *p, int32_t batch_size, const float *dense, const ember_batch *sparse,
                           float *scores)

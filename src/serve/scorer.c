@@ -146,7 +146,7 @@ static void score_jobs(serve_scorer *s, job *first, job *end, int32_t n, int64_t
         ember_batch batch = {n, s->num_features, s->m.lengths, s->m.ids, weighted ? s->m.weights : NULL, ids};
         st = ember_predictor_score(s->p, n, s->m.dense, &batch, s->m.scores);
         if (st != EMBER_OK)
-            snprintf(err, sizeof err, "scoring failed: %s", ember_predictor_errmsg(s->p));
+            snprintf(err, sizeof err, "scoring failed: %s", ember_errmsg(s->p));
     } else {
         snprintf(err, sizeof err, "out of memory merging %d samples", (int)n);
     }

@@ -106,15 +106,16 @@ int ember_trainer_open(const char *config_path, const ember_train_overrides *o, 
                        ember_train_event_fn on_event, void *ctx, ember_trainer **out)
 {
     if (!out)
-        return EMBER_EINVAL;
+        return ember_fail_create(EMBER_EINVAL, "ember_trainer_open: out is NULL");
     ember_trainer *s = *out = calloc(1, sizeof *s);
     if (!s) { /* the others wait in open's agreement: join it */
         int st;
         int32_t rank;
         char msg[64];
         run_agree_world(world, 1, EMBER_ENOMEM, "out of memory", 1, &st, &rank, msg, sizeof msg);
-        return EMBER_ENOMEM;
+        return ember_fail_create(EMBER_ENOMEM, "out of memory");
     }
+    ember_handle_begin(&s->head, s->errmsg, sizeof s->errmsg);
     s->world = world;
     s->rank = ember_world_rank(world);
     s->size = ember_world_size(world);
@@ -178,11 +179,6 @@ const char *ember_trainer_summary(const ember_trainer *s)
     return s && s->state == RUN_DONE ? s->summary : NULL;
 }
 
-const char *ember_trainer_errmsg(const ember_trainer *s)
-{
-    return s ? s->errmsg : "out of memory";
-}
-
 void ember_trainer_close(ember_trainer *s)
 {
     if (!s)
@@ -192,5 +188,6 @@ void ember_trainer_close(ember_trainer *s)
     for (size_t i = 0; i < sizeof s->owned / sizeof s->owned[0]; i++)
         free(s->owned[i]);
     free(s->summary);
+    ember_handle_end(&s->head);
     free(s);
 }

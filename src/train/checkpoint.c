@@ -288,7 +288,7 @@ int train_ckpt_resume(ember_trainer *s)
     ember_checkpoint *ck = NULL;
     int status = 1, why = ember_checkpoint_open(dir, &ck), failed = why != EMBER_OK;
     if (failed)
-        snprintf(err, sizeof err, "--resume: %s", ember_data_errmsg());
+        snprintf(err, sizeof err, "--resume: %s", ember_errmsg(NULL));
     else if ((failed = restore_dense(s, ck, rs, err, sizeof err) != 0))
         why = EMBER_EFORMAT; /* not this run's checkpoint */
     if (run_agree(s, failed, why, err))

@@ -30,6 +30,7 @@
 
 #include "config/config_file.h"
 #include "config/train_settings.h"
+#include "core/status.h"
 #include "ember-train.h"
 #include "model/lr_schedule.h"
 #include "model/metrics.h"
@@ -82,6 +83,7 @@ typedef struct train_loop_stats {
 enum { RUN_FAILED = 0, RUN_OPEN, RUN_STOPPED, RUN_DONE }; /* open failed, open, run failed, run */
 
 struct ember_trainer {
+    ember_handle_msg head;       /* first: ember_errmsg's, over errmsg      */
     ember_world *world;          /* NULL: alone                             */
     int32_t rank, size;
     int32_t local_ranks;         /* ranks on this machine                   */

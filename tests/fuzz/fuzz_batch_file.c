@@ -8,7 +8,7 @@
  * by their own counts), so that the fuzzer also reaches the checks behind
  * the checksums (lengths, ids against the tables' rows, the end record's
  * count, stray bytes).  Required: open and every next return success or a
- * negative status with a message in ember_data_errmsg(), never a crash, UB,
+ * negative status with a message in ember_errmsg(NULL), never a crash, UB,
  * leak or hang; a failure repeats; every batch handed out is well formed
  * (the header's feature count, lengths >= 0 that add up to num_ids, each id
  * inside its feature's table).
@@ -64,7 +64,7 @@ static void run(const unsigned char *p, size_t size)
     ember_batch_reader *r = NULL;
     int rc = ember_batch_reader_open(file.path, &r);
     if (rc != EMBER_OK) {
-        FUZZ_REQUIRE(rc < 0 && r == NULL && ember_data_errmsg()[0] != '\0', "open: status %d, no message",
+        FUZZ_REQUIRE(rc < 0 && r == NULL && ember_errmsg(NULL)[0] != '\0', "open: status %d, no message",
                      rc);
         return;
     }
@@ -82,9 +82,9 @@ static void run(const unsigned char *p, size_t size)
         rc = ember_batch_reader_next(r, &b);
         if (rc < 0) {
             char msg[512];
-            snprintf(msg, sizeof msg, "%s", ember_data_errmsg());
+            snprintf(msg, sizeof msg, "%s", ember_errmsg(NULL));
             FUZZ_REQUIRE(msg[0] != '\0', "next: status %d without a message", rc);
-            FUZZ_REQUIRE(ember_batch_reader_next(r, &b) == rc && !strcmp(msg, ember_data_errmsg()),
+            FUZZ_REQUIRE(ember_batch_reader_next(r, &b) == rc && !strcmp(msg, ember_errmsg(NULL)),
                          "failure did not repeat");
             break;
         }

@@ -238,8 +238,8 @@ static void setup(void)
     so.blobs = &blob;
     so.num_blobs = 1;
     FUZZ_REQUIRE(ember_save(G.coll, G.root, &so) == EMBER_OK, "save: %s / %s", ember_errmsg(G.coll),
-                 ember_data_errmsg());
-    FUZZ_REQUIRE(ember_checkpoint_open(G.root, &G.orig) == EMBER_OK, "open: %s", ember_data_errmsg());
+                 ember_errmsg(NULL));
+    FUZZ_REQUIRE(ember_checkpoint_open(G.root, &G.orig) == EMBER_OK, "open: %s", ember_errmsg(NULL));
     const char *step = strrchr(ember_checkpoint_path(G.orig), '/');
     snprintf(G.step, sizeof G.step, "%s", step ? step + 1 : ember_checkpoint_path(G.orig));
 
@@ -421,10 +421,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         verbose = getenv("FUZZ_CKPT_VERBOSE") != NULL;
     int rc = ember_checkpoint_open(open_root ? G.work : path, &ck);
     if (verbose)
-        fprintf(stderr, "fuzz_ckpt: open: %s %s\n", ember_status_str(rc), rc ? ember_data_errmsg() : "");
+        fprintf(stderr, "fuzz_ckpt: open: %s %s\n", ember_status_str(rc), rc ? ember_errmsg(NULL) : "");
     if (rc != EMBER_OK) {
         FUZZ_REQUIRE(rc < 0 && ck == NULL, "open: status %d", rc);
-        FUZZ_REQUIRE(ember_data_errmsg()[0] != '\0', "open failed (%s) without a message",
+        FUZZ_REQUIRE(ember_errmsg(NULL)[0] != '\0', "open failed (%s) without a message",
                      ember_status_str(rc));
         FUZZ_REQUIRE(unchanged(what, sizeof what), "a failed open changed the %s", what);
         return 0;
@@ -434,7 +434,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "fuzz_ckpt: load: %s %s\n", ember_status_str(rc), rc ? ember_errmsg(G.coll) : "");
     if (rc != EMBER_OK) {
         FUZZ_REQUIRE(rc < 0, "load: status %d", rc);
-        FUZZ_REQUIRE(ember_errmsg(G.coll)[0] != '\0' || ember_data_errmsg()[0] != '\0',
+        FUZZ_REQUIRE(ember_errmsg(G.coll)[0] != '\0' || ember_errmsg(NULL)[0] != '\0',
                      "load failed (%s) without a message", ember_status_str(rc));
         FUZZ_REQUIRE(unchanged(what, sizeof what), "a failed load (%s: %s) changed the %s",
                      ember_status_str(rc), ember_errmsg(G.coll), what);
