@@ -18,16 +18,8 @@
 #include <stdlib.h>
 
 #include "ckpt/ckpt.h"
+#include "core/assert.h"
 #include "core/safe_file.h"
-
-/* A broken invariant of this module: file:line, abort (a bug, not bad input). */
-#define CKPT_ASSERT(x)                                                                                       \
-    do {                                                                                                     \
-        if (!(x)) {                                                                                          \
-            fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #x);                       \
-            abort();                                                                                         \
-        }                                                                                                    \
-    } while (0)
 
 #define CKPT_MAGIC 0x54504B4352424D45ull     /* "EMBRCKPT" little-endian     */
 #define CKPT_END_MAGIC 0x00444E4552424D45ull /* "EMBREND\0"                  */

@@ -372,7 +372,7 @@ static int reserve(dlrm *m, int32_t B)
     CARVE(m->g0, m->maxw);
     CARVE(m->g1, m->maxw);
 #undef CARVE
-    DENSE_ASSERT(p == slab + per * B);
+    EMBER_ASSERT(p == slab + per * B);
     return 0;
 }
 
@@ -673,7 +673,7 @@ void dlrm_backward_blocks(dlrm *m, int32_t b0, int32_t b1, const float *dout, fl
 {
     if (m->B == 0)
         return;
-    DENSE_ASSERT(m->cap >= m->B && b0 >= 0 && b0 < b1 && b1 <= m->nl + 1);
+    EMBER_ASSERT(m->cap >= m->B && b0 >= 0 && b0 < b1 && b1 <= m->nl + 1);
     int32_t blas = blas_enter(m);
     backward_blocks(m, b0, b1, dout, din, d_pooled);
     blas_leave(m, blas);
