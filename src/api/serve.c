@@ -80,7 +80,7 @@ int ember_scorer_score(ember_scorer *s, const void *body, size_t len, ember_body
     t->decode = ember_now() - t0;
     if (st != 0) {
         serve_batch_free(&b);
-        return st == -2 ? EMBER_ENOMEM : EMBER_EINPUT;
+        return st == EMBER_ENOMEM ? EMBER_ENOMEM : EMBER_EINPUT;
     }
     float *out = malloc(sizeof(float) * ((size_t)b.n + 1));
     serve_timing tm = {t->decode, 0, 0};

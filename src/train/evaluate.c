@@ -34,7 +34,7 @@ static int vec_push(vec *x, const float *src, int64_t n)
         int64_t cap = x->cap * 2 > x->n + n ? x->cap * 2 : x->n + n;
         float *p = realloc(x->v, (size_t)(cap + 1) * sizeof *p);
         if (!p)
-            return -1;
+            return EMBER_ENOMEM;
         x->v = p;
         x->cap = cap;
     }

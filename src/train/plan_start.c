@@ -59,7 +59,7 @@ static int apply_saved(ember_trainer *s, int32_t world, char *err, size_t errlen
     int rc = -1;
     if (!j) {
         snprintf(err, errlen, "%s:%d: train.plan: not a plan (%s)", path, je.line, je.text);
-        return -1;
+        return EMBER_EINVAL;
     }
     json_t *tables = json_object_get(j, "tables");
     json_int_t pw = json_integer_value(json_object_get(j, "world"));
