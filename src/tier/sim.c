@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ember.h"
 #include "tier/sim.h"
 
 typedef struct entry {
@@ -33,7 +34,7 @@ static int heap_push(heap *h, entry e)
         int64_t c = h->cap ? 2 * h->cap : 1024;
         entry *v = realloc(h->v, sizeof(entry) * (size_t)c);
         if (!v)
-            return -1;
+            return EMBER_ENOMEM;
         h->v = v;
         h->cap = c;
     }
