@@ -153,7 +153,7 @@ static int read_features_list(cfg_reader *r, const config_setting_t *list)
         return cfg_fail_at(r, NULL, "features", "out of memory");
     cfg_name_index *tables_sorted = NULL, *sorted = NULL;
     int *entry = malloc((size_t)total * sizeof *entry);
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     int32_t q, d;
     if (!entry || cfg_name_index_build(cfg_table_name_of, cf, cf->num_tables, &tables_sorted)) {
         cfg_fail_at(r, NULL, "features", "out of memory");

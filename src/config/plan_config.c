@@ -225,7 +225,7 @@ int plan_config_stats_data(const config_file *cf, const char *data, int64_t batc
     ps.own_rows = calloc((size_t)cf->num_tables + 1, sizeof *ps.own_rows); /* any number of tables */
     plan_stats_builder **bl = calloc((size_t)cf->num_tables, sizeof *bl);
     double *ids = calloc((size_t)cf->num_features, sizeof *ids);
-    int status = -1;
+    int status = EMBER_EINVAL;
     if (!bl || !ids || !ps.own_rows) {
         snprintf(err, errlen, "out of memory");
         goto done;

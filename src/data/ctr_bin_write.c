@@ -259,7 +259,7 @@ int ctr_convert_source_n(ctr_source *src, const char *bin_path, int64_t max_samp
     w.out = (safe_out)SAFE_OUT_INIT;
     w.tmp = bin_path;
     uint32_t version;
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     if (stats)
         memset(stats, 0, sizeof *stats);
     if (!src || !bin_path || max_samples < 0)

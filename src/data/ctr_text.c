@@ -503,7 +503,7 @@ static int compute_stats(text_impl *t, char *err, size_t errlen)
     char *scratch = malloc((size_t)p->max_line + 2), msg[200];
     text_ids ids = {0};
     int64_t good = 0;
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     if (!raw || !mean || !m2 || !dense || !lens || !scratch) {
         ctr_fail(err, errlen, "%s: out of memory", t->path);
         goto out;

@@ -230,7 +230,7 @@ int text_plan_header(text_plan *p, const char *line, size_t len, const char *who
     const char **fs = malloc((size_t)cap * sizeof *fs);
     size_t *fl = malloc((size_t)cap * sizeof *fl);
     char msg[160];
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     if (!scratch || !fs || !fl) {
         ctr_fail(err, errlen, "%s: out of memory", who);
         goto out;
@@ -540,7 +540,7 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
             return ctr_fail(msg, msglen, "out of memory");
         }
     }
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     int n = split(p, line, len, scratch, fs, fl, p->nfields, msg, msglen);
     if (n < 0)
         goto out;

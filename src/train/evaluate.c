@@ -68,7 +68,7 @@ static int predict_all(ember_trainer *s, vec *prob, vec *label, vec *teacher, in
         int64_t agree[2] = {n > 0 ? n : 0, failed};
         if (ember_comm_reduce_i64(s->world, agree, 2, EMBER_REDUCE_SUM) != EMBER_OK) {
             snprintf(err, errlen, "evaluation: %s", s->world->errmsg);
-            st = -1; /* fatal: agreed by the caller */
+            st = EMBER_EINVAL; /* fatal: agreed by the caller */
             break;
         }
         if (agree[1]) {

@@ -56,7 +56,7 @@ static int apply_saved(ember_trainer *s, int32_t world, char *err, size_t errlen
     const char *path = s->t.plan_file;
     json_error_t je;
     json_t *j = json_load_file(path, 0, &je);
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     if (!j) {
         snprintf(err, errlen, "%s:%d: train.plan: not a plan (%s)", path, je.line, je.text);
         return EMBER_EINVAL;
