@@ -23,21 +23,21 @@ static int walk(const ember_batch *b, int32_t first, int32_t count,
                 void (*visit)(void *arg, int32_t f, int64_t at, int64_t n), void *arg)
 {
     if (first < 0 || count < 0 || (int64_t)first + count > b->batch_size || b->num_features < 0)
-        return -1;
+        return EMBER_EINVAL;
     int64_t at = 0; /* ids before the current bag */
     for (int32_t f = 0; f < b->num_features; f++) {
         const int32_t *len = b->lengths + (int64_t)f * b->batch_size;
         int64_t start = 0, n = 0;
         for (int32_t i = 0; i < b->batch_size; i++) {
             if (len[i] < 0)
-                return -1;
+                return EMBER_EINVAL;
             if (i == first)
                 start = at;
             if (i >= first && i < first + count)
                 n += len[i];
             at += len[i];
             if (at > b->num_ids)
-                return -1;
+                return EMBER_EINVAL;
         }
         if (first == b->batch_size)
             start = at;
@@ -83,7 +83,7 @@ int batch_slice_copy(const ember_batch *b, int32_t first, int32_t count, int32_t
 {
     copy_arg a = {b, ids, weights, 0};
     if (walk(b, first, count, copy_ids, &a))
-        return -1;
+        return EMBER_EINVAL;
     for (int32_t f = 0; f < b->num_features; f++)
         if (count > 0)
             memcpy(lengths + (int64_t)f * count, b->lengths + (int64_t)f * b->batch_size + first,
@@ -98,14 +98,14 @@ int batch_slice_copy(const ember_batch *b, int32_t first, int32_t count, int32_t
 }
 
 /* Grows *p to hold n elements of size bytes (never NULL after, so an empty
- * slice of a weighted batch is still weighted); 0 or -2. */
+ * slice of a weighted batch is still weighted); 0 or EMBER_ENOMEM. */
 static int grow(void **p, int64_t *cap, int64_t n, size_t size)
 {
     if (*p && n <= *cap)
         return 0;
     void *q = realloc(*p, (size_t)(n > 0 ? n : 1) * size);
     if (!q)
-        return -2;
+        return EMBER_ENOMEM;
     *p = q;
     *cap = n;
     return 0;
@@ -117,12 +117,12 @@ int batch_slice_take(batch_slice *s, const ember_batch *b, int32_t rank, int32_t
     int64_t n;
     batch_slice_range(b->batch_size, rank, world, &first, &count);
     if (batch_slice_count(b, first, count, &n))
-        return -1;
+        return EMBER_EINVAL;
     int64_t nl = (int64_t)b->num_features * count;
     if (grow((void **)&s->lengths, &s->cap_lengths, nl, sizeof *s->lengths) ||
         grow((void **)&s->ids, &s->cap_ids, n, sizeof *s->ids) ||
         (b->weights && grow((void **)&s->weights, &s->cap_weights, n, sizeof *s->weights)))
-        return -2;
+        return EMBER_ENOMEM;
     return batch_slice_copy(b, first, count, s->lengths, s->ids, s->weights, &s->batch);
 }
 

@@ -24,7 +24,7 @@ void batch_slice_range(int32_t batch_size, int32_t rank, int32_t world, int32_t 
  *   ids (and weights, when b has them) of those bags, feature-major, in order
  * lengths must hold num_features*count, ids and weights (NULL when b has no
  * weights) *num_ids, which batch_slice_count() gives.  *out points at the
- * caller's arrays.  Returns 0, or -1 when b is malformed (a negative
+ * caller's arrays.  Returns 0, or EMBER_EINVAL when b is malformed (a negative
  * length, lengths summing past num_ids, a range outside [0, B)).
  */
 int batch_slice_count(const ember_batch *b, int32_t first, int32_t count, int64_t *num_ids);
@@ -40,8 +40,8 @@ typedef struct batch_slice {
     ember_batch batch; /* the slice; valid until the next take or free */
 } batch_slice;
 
-/* Rank `rank` of `world`'s share of b into s->batch.  0, -1 for a malformed
- * b, -2 when out of memory.  With world 1 the slice is a copy of b. */
+/* Rank `rank` of `world`'s share of b into s->batch.  0, EMBER_EINVAL for a
+ * malformed b, EMBER_ENOMEM when out of memory.  With world 1 the slice is a copy of b. */
 int batch_slice_take(batch_slice *s, const ember_batch *b, int32_t rank, int32_t world);
 void batch_slice_free(batch_slice *s);
 

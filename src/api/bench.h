@@ -2,7 +2,7 @@
  * bench.h: the parts of ember_bench_run (include/ember-bench.h), the step
  * benchmark behind `ember bench`, one file each:
  *
- *   bench.c          the measurement from start to end, the config's
+ *   bench_measure.c  the measurement from start to end, the config's
  *                    defaults, the line's common fields
  *   bench_batches.c  the collection, and every batch drawn before the clock
  *                    starts (this rank's share kept), d_pooled
@@ -70,10 +70,7 @@ int bench_iterate(bench_run *r);
 /* bench_report.c: the reductions and the line's measured fields. */
 void bench_report(bench_run *r);
 
-/* bench.c: the common fields of a line of c (a new object). */
+/* bench_measure.c: the common fields of a line of c (a new object). */
 json_t *bench_line_base(const ember_bench_config *c, int32_t ranks);
-
-/* Rounded to a multiple of unit (the line's precision). */
-double bench_round(double x, double unit);
 
 #endif

@@ -10,6 +10,7 @@
  * cache and ids, are this rank's timed iterations; Belady's in a world of
  * one only.  Values are rounded to the line's precision (bench_round).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,9 @@
 #include "comm/collect.h"
 #include "plan/plan.h"
 #include "tier/tier.h"
+
+/* Rounded to a multiple of unit (the line's precision). */
+static double bench_round(double x, double unit) { return (double)llround(x / unit) * unit; }
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -84,7 +88,7 @@ static int predict(const bench_run *r, double *sent, double *recv)
     plan_id_stats *stats = malloc((size_t)sh->tables * sizeof *stats);
     double *pooling = malloc((size_t)sh->tables * sizeof *pooling);
     plan_rank_cost *cost = malloc((size_t)world * sizeof *cost);
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     if (!stats || !pooling || !cost || plan_stats_synth(sh, &stats[0]) != EMBER_OK)
         goto done;
     for (int32_t t = 0; t < sh->tables; t++) {
@@ -123,11 +127,11 @@ static int belady(const bench_run *r, int64_t cap, int64_t *acc, int64_t *loads)
     const int64_t local_ids = r->local_ids, per_table = local_ids / sh->tables;
     uint32_t **rows = calloc((size_t)nb, sizeof *rows);
     int64_t *n = calloc((size_t)nb, sizeof *n);
-    int st = rows && n ? 0 : -1;
+    int st = rows && n ? 0 : EMBER_EINVAL;
     for (int s = 0; s < nb && !st; s++) {
         uint32_t *v = malloc(sizeof(uint32_t) * (size_t)(local_ids + 1));
         if (!(rows[s] = v)) {
-            st = -1;
+            st = EMBER_EINVAL;
             break;
         }
         for (int64_t i = 0; i < local_ids; i++)

@@ -54,7 +54,7 @@ static int open_input(const char *in, const config_file *cf, const int64_t *rows
 {
     if (ctr_file_is_binary(in)) {
         snprintf(err, errlen, "%s is already in ember's binary format", in);
-        return -1;
+        return EMBER_EINVAL;
     }
     if (!cf)
         return ctr_source_tsv(in, rows, policy, 0, 1, src, err, errlen);
@@ -76,7 +76,7 @@ static int keep_found(ember_conversion *cv, const config_file *cf, const ctr_sou
     cv->mean = calloc((size_t)ncol + 1, sizeof *cv->mean);
     cv->std = calloc((size_t)ncol + 1, sizeof *cv->std);
     if (!cv->feature_names || !cv->distinct || !cv->column_names || !cv->mean || !cv->std)
-        return -1;
+        return EMBER_ENOMEM;
     for (int32_t f = 0; f < sc->num_sparse; f++) {
         snprintf(cv->feature_names[f], sizeof cv->feature_names[f], "%s", sc->names[f]);
         cv->distinct[f] = ctr_source_distinct_keys(src, f);

@@ -108,8 +108,8 @@ static int count_batch(limits_scan *s, const ember_batch *global, int64_t n)
         int sl = batch_slice_take(&s->slice, global, s->rank, s->size);
         if (sl) {
             snprintf(s->msg, sizeof s->msg, "%s: batch %lld: %s", s->source, (long long)n,
-                     sl == -2 ? "out of memory" : "malformed lengths");
-            return sl == -2 ? EMBER_ENOMEM : EMBER_EINPUT;
+                     sl == EMBER_ENOMEM ? "out of memory" : "malformed lengths");
+            return sl == EMBER_ENOMEM ? EMBER_ENOMEM : EMBER_EINPUT;
         }
         b = s->slice.batch;
     }

@@ -75,7 +75,7 @@ static int open_config_data(const config_file *cf, ctr_source **src, char *err, 
     if (t->source == CFG_SOURCE_SYNTHETIC) {
         if (t->error[0]) {
             snprintf(err, n, "%s: no synthetic data for these tables: %s", cf->path, t->error);
-            return -1;
+            return EMBER_EINVAL;
         }
         return ctr_source_synth(&t->synth, 0, 0, 1, src, err, n);
     }

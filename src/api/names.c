@@ -39,7 +39,7 @@ int ember_parse_bytes(const char *text, int64_t *out)
 {
     int64_t v;
     if (!text || config_parse_bytes(text, &v))
-        return -1;
+        return EMBER_EINVAL;
     *out = v;
     return 0;
 }

@@ -41,7 +41,7 @@ static int open_data(const model_description *m, const char *data, int32_t rank,
     if (!strcmp(data, "synthetic")) {
         if (!m->synthetic) {
             snprintf(err, len, "the model was not trained on the built-in task: name a data file");
-            return -1;
+            return EMBER_EINVAL;
         }
         return ctr_source_synth(&m->synth, 1, rank, size, src, err, len);
     }
@@ -56,14 +56,14 @@ static int check_shape(const model_description *m, const ctr_schema *d, const ch
     if (d->num_dense != m->input.num_dense || d->num_sparse != m->input.num_sparse) {
         snprintf(err, len, "%s: %d dense and %d sparse features, the model takes %d and %d", data, (int)d->num_dense,
                  (int)d->num_sparse, (int)m->input.num_dense, (int)m->input.num_sparse);
-        return -1;
+        return EMBER_EINVAL;
     }
     for (int32_t f = 0; f < d->num_sparse; f++)
         if ((d->rows[f] == 0) != (m->input.rows[f] == 0) || d->rows[f] > m->input.rows[f]) {
             snprintf(err, len, "%s: feature %s has %s, the model's %s", data, d->names[f][0] ? d->names[f] : "?",
                      d->rows[f] ? "row numbers" : "64-bit keys",
                      m->input.rows[f] ? "ids below its rows" : "64-bit keys");
-            return -1;
+            return EMBER_EINVAL;
         }
     return 0;
 }

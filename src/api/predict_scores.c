@@ -20,7 +20,7 @@ static int push(predict_scores *s, const float *score, const float *label, int64
         if (b)
             s->label = b;
         if (!c)
-            return -1;
+            return EMBER_ENOMEM;
         s->index = c;
         s->cap = cap;
     }

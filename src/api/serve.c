@@ -90,11 +90,11 @@ int ember_scorer_score(ember_scorer *s, const void *body, size_t len, ember_body
     t->decode = ember_now() - t0;
     if (st != 0) {
         serve_batch_free(&b);
-        return st == -2 ? EMBER_ENOMEM : EMBER_EINPUT;
+        return st == EMBER_ENOMEM ? EMBER_ENOMEM : EMBER_EINPUT;
     }
     float *out = malloc(sizeof(float) * ((size_t)b.n + 1));
     serve_timing tm = {t->decode, 0, 0};
-    st = !out ? -1 : b.n == 0 ? 0 : serve_scorer_score(s->scorer, &b, out, &tm, err, errlen);
+    st = !out ? EMBER_ENOMEM : b.n == 0 ? EMBER_OK : serve_scorer_score(s->scorer, &b, out, &tm, err, errlen);
     *t = (ember_score_timing){tm.decode, tm.wait, tm.score};
     if (!out)
         snprintf(err, errlen, "out of memory");
@@ -103,7 +103,7 @@ int ember_scorer_score(ember_scorer *s, const void *body, size_t len, ember_body
     if (st != 0) {
         free(out);
         *n = 0;
-        return st == -2 ? EMBER_ESTATE : EMBER_EIO;
+        return st == EMBER_ESTATE ? EMBER_ESTATE : EMBER_EIO;
     }
     *scores = out;
     return EMBER_OK;

@@ -1,8 +1,8 @@
 /*
  * assemble.h: the parts of ember_collection_create (create.c), each of
- * which builds one side of the collection (docs/architecture.md, floor 8):
- * the layout and its stores, the initial rows, the dynamic tables' key
- * indexes.  Each sets the create message (ember_fail_create) when it fails.
+ * which builds one side of the collection (docs/architecture.md,
+ * assemble's floor): the layout and its stores, the initial rows, the
+ * dynamic tables' key indexes.  Each sets the create message (ember_fail_create) when it fails.
  */
 #ifndef EMBER_ASSEMBLE_ASSEMBLE_H
 #define EMBER_ASSEMBLE_ASSEMBLE_H

@@ -18,17 +18,9 @@
 #include <stdlib.h>
 
 #include "ckpt/ckpt.h"
+#include "core/assert.h"
 #include "core/safe_file.h"
 #include "core/status.h"
-
-/* A broken invariant of this module: file:line, abort (a bug, not bad input). */
-#define CKPT_ASSERT(x)                                                                                       \
-    do {                                                                                                     \
-        if (!(x)) {                                                                                          \
-            fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #x);                       \
-            abort();                                                                                         \
-        }                                                                                                    \
-    } while (0)
 
 #define CKPT_MAGIC 0x54504B4352424D45ull     /* "EMBRCKPT" little-endian     */
 #define CKPT_END_MAGIC 0x00444E4552424D45ull /* "EMBREND\0"                  */
@@ -192,7 +184,8 @@ void ckpt_fmt(char *out, size_t cap, const char *f, ...) __attribute__((format(p
 int ckpt_write_atomic(const safe_dir *dir, const char *name, const void *data, int64_t bytes, char *msg,
                       size_t msg_cap);
 /* ckpt_list_steps (ckpt.h) of the root folder held open as root_fd: its
- * own descriptor is duplicated, so the listing starts at the first entry. */
+ * own descriptor is duplicated, so the listing starts at the first entry.
+ * Returns as ckpt_list_steps: how many, or -1 (errno). */
 int64_t ckpt_list_steps_at(int root_fd, int64_t **steps);
 /* Removes root's .tmp-* and .trash-* folders (leftovers of crashed saves). */
 void ckpt_clean_leftovers(const safe_dir *root);

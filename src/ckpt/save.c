@@ -209,7 +209,7 @@ static int gather_files(ember_collection *c, ember_checkpoint *ck, const ember_s
             g->sections[i].checksum = (uint64_t)rec[4 + 2 * i];
         }
         ckpt_layout(g);
-        CKPT_ASSERT(g->bytes == rec[0]);
+        EMBER_ASSERT(g->bytes == rec[0]);
         g->checksum = (uint64_t)rec[1];
         if (rec[2] != all[2] && st == EMBER_OK) {
             fmt(msg, MSG, "rank_blobs: rank %d has other names than rank 0", (int)r);

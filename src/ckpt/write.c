@@ -208,7 +208,7 @@ int ckpt_write_rank_file(ember_collection *c, const ember_checkpoint *ck, ckpt_f
             put(&w, s->what == CKPT_BLOB ? opt->blobs[s->index].data : opt->rank_blobs[s->index].data,
                 s->bytes, 2);
         s->checksum = XXH3_64bits_digest(w.sec);
-        CKPT_ASSERT(w.at == s->offset + s->bytes);
+        EMBER_ASSERT(w.at == s->offset + s->bytes);
     }
     pad_to(&w, table_at);
     for (int32_t i = 0; i < f->num_sections; i++) {

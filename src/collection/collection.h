@@ -1,7 +1,7 @@
 /*
  * collection.h: the definition of an ember_collection: what the modules
- * from the exchange up walk (docs/architecture.md, floor 5), and the small
- * accessors on it.  assemble/ builds one (ember_collection_create) and
+ * from the exchange up walk (docs/architecture.md, the collection's
+ * floor), and the small accessors on it.  assemble/ builds one (ember_collection_create) and
  * takes it apart again; the step (step/) reads and writes it.
  *
  * Logical tables and features are what the user configured.  Physical tables

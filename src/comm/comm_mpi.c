@@ -32,7 +32,7 @@ static int to_int(const int64_t *in, int *out, int32_t n)
 {
     for (int32_t i = 0; i < n; i++) {
         if (in[i] < 0 || in[i] > INT_MAX)
-            return -1;
+            return EMBER_EINVAL;
         out[i] = (int)in[i];
     }
     return 0;

@@ -20,19 +20,19 @@ static int read_synthetic(cfg_reader *r, const config_setting_t *g)
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, g, "data.synthetic", "must be a group { num_sparse = ...; }");
     if (cfg_check_keys(r, g, "data.synthetic", KEYS))
-        return -1;
+        return EMBER_EINVAL;
     const config_setting_t *m;
     int64_t v = 0;
     double d = 0;
 #define SYN(k) (m = config_setting_get_member(g, k))
     if (SYN("num_dense")) {
         if (cfg_get_int64(r, m, "data.synthetic.num_dense", 0, 1024, &v))
-            return -1;
+            return EMBER_EINVAL;
         c->num_dense = (int32_t)v;
     }
     if (SYN("num_sparse")) {
         if (cfg_get_int64(r, m, "data.synthetic.num_sparse", 1, CTR_MAX_FEATURES, &v))
-            return -1;
+            return EMBER_EINVAL;
         c->num_sparse = (int32_t)v;
     }
     for (int k = 0; k < 3; k++) { /* per-feature values, set for all */
@@ -43,7 +43,7 @@ static int read_synthetic(cfg_reader *r, const config_setting_t *g)
             continue;
         if (k == 0 ? cfg_get_int64(r, m, key, 1, INT64_C(1) << 40, &v)
                    : cfg_get_double(r, m, key, k == 1 ? 0 : 1, k == 1 ? 100 : 1e4, &d))
-            return -1;
+            return EMBER_EINVAL;
         for (int f = 0; f < CTR_MAX_FEATURES; f++) {
             if (k == 0)
                 c->rows[f] = v;
@@ -55,18 +55,18 @@ static int read_synthetic(cfg_reader *r, const config_setting_t *g)
     }
     if (SYN("teacher_dim")) {
         if (cfg_get_int64(r, m, "data.synthetic.teacher_dim", 1, 1024, &v))
-            return -1;
+            return EMBER_EINVAL;
         c->teacher_dim = (int32_t)v;
     }
     if (SYN("teacher_hidden")) {
         if (cfg_get_int64(r, m, "data.synthetic.teacher_hidden", 1, 65536, &v))
-            return -1;
+            return EMBER_EINVAL;
         c->teacher_hidden = (int32_t)v;
     }
     if (SYN("teacher_scale") && cfg_get_double(r, m, "data.synthetic.teacher_scale", 0, 1e3, &c->teacher_scale))
-        return -1;
+        return EMBER_EINVAL;
     if (SYN("ctr_rate") && cfg_get_double(r, m, "data.synthetic.ctr_rate", 1e-4, 1 - 1e-4, &c->ctr_rate))
-        return -1;
+        return EMBER_EINVAL;
 #undef SYN
     return 0;
 }
@@ -83,38 +83,38 @@ int cfg_read_data(cfg_reader *r, const config_setting_t *g)
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, g, "data", "must be a group { batch_size = ...; }");
     if (cfg_check_keys(r, g, "data", KEYS))
-        return -1;
+        return EMBER_EINVAL;
     const config_setting_t *m;
     int64_t v;
     int e;
     if ((m = config_setting_get_member(g, "batch_size")) &&
         cfg_get_int64(r, m, "data.batch_size", 1, INT32_MAX, &d->batch_size))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "dist")) && cfg_get_enum(r, m, "data.dist", CFG_DISTS, &d->zipf))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "alpha")) &&
         cfg_get_double(r, m, "data.alpha", 1e-6, 100, &d->alpha))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "seed"))) {
         if (cfg_get_int64(r, m, "data.seed", 0, INT64_MAX, &v))
-            return -1;
+            return EMBER_EINVAL;
         d->seed = (uint64_t)v;
         t->synth.seed = (uint64_t)v;
     }
     if ((m = config_setting_get_member(g, "source"))) {
         if (cfg_get_enum(r, m, "data.source", CFG_SOURCES, &e))
-            return -1;
+            return EMBER_EINVAL;
         t->source = (cfg_source)e;
         t->file_source_line = (int)config_setting_source_line(m);
     }
     if ((m = config_setting_get_member(g, "train_file"))) {
         if (cfg_read_path(r, m, "data.train_file", &t->train_file))
-            return -1;
+            return EMBER_EINVAL;
         t->train_file_line = (int)config_setting_source_line(m);
     }
     if ((m = config_setting_get_member(g, "eval_file"))) {
         if (cfg_read_path(r, m, "data.eval_file", &t->eval_file))
-            return -1;
+            return EMBER_EINVAL;
         t->eval_file_line = (int)config_setting_source_line(m);
     }
     if ((m = config_setting_get_member(g, "shuffle"))) {
@@ -124,16 +124,16 @@ int cfg_read_data(cfg_reader *r, const config_setting_t *g)
     }
     if ((m = config_setting_get_member(g, "bad_lines"))) {
         if (cfg_get_enum(r, m, "data.bad_lines", CFG_BAD_LINES, &e))
-            return -1;
+            return EMBER_EINVAL;
         t->bad_lines = (ctr_bad_policy)e;
     }
     if ((m = config_setting_get_member(g, "hash_rows")) &&
         cfg_get_int64(r, m, "data.hash_rows", 1, INT64_C(1) << 40, &t->hash_rows))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "synthetic")) && read_synthetic(r, m))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "schema")) && cfg_read_schema(r, m))
-        return -1;
+        return EMBER_EINVAL;
     if (t->schema.num_columns && !config_setting_get_member(g, "source")) {
         t->source = CFG_SOURCE_TEXT; /* a schema says what the data is */
         t->file_source_line = t->schema_line;

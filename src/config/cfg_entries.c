@@ -40,7 +40,7 @@ int cfg_entry_count_name(cfg_reader *r, const config_setting_t *e, const char *w
     *count = 1;
     snprintf(key, sizeof key, "%s.count", where);
     if (m && cfg_get_int64(r, m, key, 1, 1000000, count))
-        return -1;
+        return EMBER_EINVAL;
     snprintf(key, sizeof key, "%s.name", where);
     m = config_setting_get_member(e, "name");
     if (!m)
@@ -69,7 +69,7 @@ int cfg_name_index_build(const char *(*name_of)(const config_file *, int32_t), c
         return 0;
     cfg_name_index *v = malloc((size_t)n * sizeof *v);
     if (!v)
-        return -1;
+        return EMBER_EINVAL;
     for (int32_t i = 0; i < n; i++)
         v[i] = (cfg_name_index){name_of(cf, i), i};
     qsort(v, (size_t)n, sizeof *v, name_index_cmp);

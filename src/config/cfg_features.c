@@ -34,30 +34,30 @@ static int read_feature_entries(cfg_reader *r, const config_setting_t *list, int
         if (!(m = config_setting_get_member(e, "table")))
             return cfg_fail_at(r, e, key, "missing (the name of a table)");
         if (cfg_get_string(r, m, key, &tpattern))
-            return -1;
+            return EMBER_EINVAL;
         const config_setting_t *tset = m;
         snprintf(key, sizeof key, "%s.combiner", where);
         if ((m = config_setting_get_member(e, "combiner"))) {
             if (cfg_get_enum(r, m, key, CFG_COMBINERS, &c))
-                return -1;
+                return EMBER_EINVAL;
             comb = (ember_combiner)c;
         }
         snprintf(key, sizeof key, "%s.pooling", where);
         if ((m = config_setting_get_member(e, "pooling")) &&
             cfg_get_double(r, m, key, 0, 1e6, &pooling))
-            return -1;
+            return EMBER_EINVAL;
         snprintf(key, sizeof key, "%s.weighted", where);
         if ((m = config_setting_get_member(e, "weighted")) && cfg_get_bool(r, m, key, &weighted))
-            return -1;
+            return EMBER_EINVAL;
         for (int64_t j = 0; j < count; j++, k++) {
             snprintf(key, sizeof key, "%s.name", where);
             if (cfg_expand_name(r, config_setting_get_member(e, "name"), key, pattern, count, j, nm,
                             sizeof nm))
-                return -1;
+                return EMBER_EINVAL;
             snprintf(key, sizeof key, "%s.table", where);
             if (strstr(tpattern, "%d") ? cfg_expand_name(r, tset, key, tpattern, count, j, tn, sizeof tn)
                                        : (snprintf(tn, sizeof tn, "%s", tpattern), 0))
-                return -1;
+                return EMBER_EINVAL;
             cfg_name_index want = {tn, 0};
             const cfg_name_index *hit = cf->num_tables == 0 ? NULL
                 : bsearch(&want, tables_sorted, (size_t)cf->num_tables, sizeof want, cfg_name_only_cmp);
@@ -98,7 +98,7 @@ static int features_from_schema(cfg_reader *r)
         if (!t->schema_tables[c]) {
             snprintf(r->err, r->errlen, "%s:%d: data.schema: column \"%s\" names no table (table = ...), and there "
                      "is no features list", r->path, t->schema_line, col->name);
-            return -1;
+            return EMBER_EINVAL;
         }
         int32_t tb = -1;
         for (int32_t i = 0; i < cf->num_tables; i++)
@@ -107,7 +107,7 @@ static int features_from_schema(cfg_reader *r)
         if (tb < 0) {
             snprintf(r->err, r->errlen, "%s:%d: data.schema: column \"%s\": no table named \"%s\"", r->path,
                      t->schema_line, col->name, t->schema_tables[c]);
-            return -1;
+            return EMBER_EINVAL;
         }
         cf->features[k].name = col->name;
         cf->features[k].table = tb;
@@ -140,7 +140,7 @@ static int read_features_list(cfg_reader *r, const config_setting_t *list)
         if (config_setting_type(e) != CONFIG_TYPE_GROUP)
             return cfg_fail_at(r, e, where, "must be a group { name = ...; table = ...; }");
         if (cfg_check_keys(r, e, where, KEYS) || cfg_entry_count_name(r, e, where, &count, &name))
-            return -1;
+            return EMBER_EINVAL;
         total += count;
     }
     if (total < 1)
@@ -153,7 +153,7 @@ static int read_features_list(cfg_reader *r, const config_setting_t *list)
         return cfg_fail_at(r, NULL, "features", "out of memory");
     cfg_name_index *tables_sorted = NULL, *sorted = NULL;
     int *entry = malloc((size_t)total * sizeof *entry);
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     int32_t q, d;
     if (!entry || cfg_name_index_build(cfg_table_name_of, cf, cf->num_tables, &tables_sorted)) {
         cfg_fail_at(r, NULL, "features", "out of memory");
@@ -204,14 +204,14 @@ int cfg_read_features(cfg_reader *r, const config_setting_t *list)
                          t->schema_tables[c] ? " of table " : "", t->schema_tables[c] ? t->schema_tables[c] : "",
                          f < cf->num_features ? "\"" : "none", f < cf->num_features ? cf->features[f].name : "",
                          f < cf->num_features ? "\"" : "");
-                return -1;
+                return EMBER_EINVAL;
             }
             f++;
         }
         if (f != cf->num_features) {
             snprintf(r->err, r->errlen, "%s: features: %d features, data.schema has %d categorical and multi_hot "
                      "columns", r->path, (int)cf->num_features, (int)f);
-            return -1;
+            return EMBER_EINVAL;
         }
         return 0;
     }

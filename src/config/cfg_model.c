@@ -21,7 +21,7 @@ static int read_widths(cfg_reader *r, const config_setting_t *s, const char *key
         int64_t v = 0;
         snprintf(sub, sizeof sub, "%s[%d]", key, i);
         if (cfg_get_int64(r, config_setting_get_elem(s, (unsigned)i), sub, 1, 65536, &v))
-            return -1;
+            return EMBER_EINVAL;
         w[i] = (int32_t)v;
     }
     *n = len;
@@ -38,25 +38,25 @@ int cfg_read_model(cfg_reader *r, const config_setting_t *g)
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, g, "model", "must be a group { bottom = [...]; top = [...]; }");
     if (cfg_check_keys(r, g, "model", KEYS))
-        return -1;
+        return EMBER_EINVAL;
     const config_setting_t *m;
     int64_t v;
     int e;
     dlrm_config *mc = &t->model;
     if ((m = config_setting_get_member(g, "emb_dim"))) {
         if (cfg_get_int64(r, m, "model.emb_dim", 1, 1024, &v))
-            return -1;
+            return EMBER_EINVAL;
         mc->emb_dim = (int32_t)v;
         if (!config_setting_get_member(g, "bottom"))
             mc->bottom[mc->num_bottom - 1] = mc->emb_dim;
     }
     if ((m = config_setting_get_member(g, "bottom")) && read_widths(r, m, "model.bottom", &mc->num_bottom, mc->bottom))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "top")) && read_widths(r, m, "model.top", &mc->num_top, mc->top))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "interaction"))) {
         if (cfg_get_enum(r, m, "model.interaction", CFG_INTERACTIONS, &e))
-            return -1;
+            return EMBER_EINVAL;
         mc->interaction = (dense_interaction)e;
     }
     mc->num_cross = mc->interaction == DENSE_INTERACT_DCN ? 3 : 0; /* DCN's default: 3 full cross layers */
@@ -67,36 +67,36 @@ int cfg_read_model(cfg_reader *r, const config_setting_t *g)
         if (config_setting_type(m) != CONFIG_TYPE_GROUP)
             return cfg_fail_at(r, m, "model.dcn", "must be a group { layers = 3; rank = 0; }");
         if (cfg_check_keys(r, m, "model.dcn", DCN_KEYS))
-            return -1;
+            return EMBER_EINVAL;
         const config_setting_t *x;
         if ((x = config_setting_get_member(m, "layers"))) {
             if (cfg_get_int64(r, x, "model.dcn.layers", 1, DENSE_MAX_CROSS, &v))
-                return -1;
+                return EMBER_EINVAL;
             mc->num_cross = (int32_t)v;
         }
         if ((x = config_setting_get_member(m, "rank"))) {
             if (cfg_get_int64(r, x, "model.dcn.rank", 0, 65536, &v))
-                return -1;
+                return EMBER_EINVAL;
             mc->cross_rank = (int32_t)v;
         }
     }
     if ((m = config_setting_get_member(g, "activation"))) {
         if (cfg_get_enum(r, m, "model.activation", CFG_ACTIVATIONS, &e))
-            return -1;
+            return EMBER_EINVAL;
         mc->activation = (dense_activation)e;
     }
     if ((m = config_setting_get_member(g, "seed"))) {
         if (cfg_get_int64(r, m, "model.seed", 0, INT64_MAX, &v))
-            return -1;
+            return EMBER_EINVAL;
         mc->seed = (uint64_t)v;
     }
     if ((m = config_setting_get_member(g, "emb_optimizer")) &&
         cfg_read_optimizer(r, m, "model.emb_optimizer", &t->emb_optimizer))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "emb_init_value"))) {
         double d;
         if (cfg_get_double(r, m, "model.emb_init_value", 0, 1e3, &d))
-            return -1;
+            return EMBER_EINVAL;
         t->emb_init_value = (float)d;
     }
     return 0;

@@ -15,22 +15,22 @@ int cfg_read_planner(cfg_reader *r, const config_setting_t *g)
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, g, "planner", "must be a group { world = ...; }");
     if (cfg_check_keys(r, g, "planner", KEYS))
-        return -1;
+        return EMBER_EINVAL;
     const config_setting_t *m;
     int64_t v;
     if ((m = config_setting_get_member(g, "world"))) {
         if (cfg_get_int64(r, m, "planner.world", 1, 1 << 20, &v))
-            return -1;
+            return EMBER_EINVAL;
         p->world = (int32_t)v;
     }
     if ((m = config_setting_get_member(g, "memory_per_rank")) &&
         cfg_get_bytes(r, m, "planner.memory_per_rank", &p->memory_per_rank))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "replicate_threshold")) &&
         cfg_get_bytes(r, m, "planner.replicate_threshold", &p->replicate_threshold))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "lookup_weight")) &&
         cfg_get_double(r, m, "planner.lookup_weight", 0, 1e6, &p->lookup_weight))
-        return -1;
+        return EMBER_EINVAL;
     return 0;
 }

@@ -38,7 +38,7 @@ static int read_name_type(column_entry *n, ctr_column *k)
     if (!(m = config_setting_get_member(n->c, "name")))
         return cfg_fail_at(n->r, n->c, colkey(n, "name"), "missing");
     if (cfg_get_string(n->r, m, colkey(n, "name"), &s))
-        return -1;
+        return EMBER_EINVAL;
     if (!s[0] || strlen(s) >= sizeof k->name)
         return cfg_fail_at(n->r, m, n->key, "must be 1 to %d bytes", (int)sizeof k->name - 1);
     strcpy(k->name, s);
@@ -46,7 +46,7 @@ static int read_name_type(column_entry *n, ctr_column *k)
         return cfg_fail_at(n->r, n->c, colkey(n, "type"), "missing (label, int, float, categorical, multi_hot or "
                            "ignore)");
     if (cfg_get_enum(n->r, m, colkey(n, "type"), TYPES, &e))
-        return -1;
+        return EMBER_EINVAL;
     k->type = (ctr_col_type)e;
     return 0;
 }
@@ -89,12 +89,12 @@ static int read_label_transform(column_entry *n, ctr_column *k)
     int e;
     if ((m = config_setting_get_member(c, "label"))) {
         if (cfg_get_enum(r, m, colkey(n, "label"), LABELS, &e))
-            return -1;
+            return EMBER_EINVAL;
         k->float_label = e;
     }
     if ((m = config_setting_get_member(c, "transform"))) {
         if (cfg_get_enum(r, m, colkey(n, "transform"), TRANSFORMS, &e))
-            return -1;
+            return EMBER_EINVAL;
         k->transform = (ctr_transform)e;
     }
     int has_min = config_setting_get_member(c, "min") != NULL, has_max = config_setting_get_member(c, "max") != NULL;
@@ -102,14 +102,14 @@ static int read_label_transform(column_entry *n, ctr_column *k)
         return cfg_fail_at(r, c, colkey(n, "transform"), "clip takes min and max, other transforms neither");
     if (has_min && (cfg_get_double(r, config_setting_get_member(c, "min"), colkey(n, "min"), -1e300, 1e300, &k->min) ||
                     cfg_get_double(r, config_setting_get_member(c, "max"), colkey(n, "max"), k->min, 1e300, &k->max)))
-        return -1;
+        return EMBER_EINVAL;
     int has_mean = config_setting_get_member(c, "mean") != NULL, has_std = config_setting_get_member(c, "std") != NULL;
     if ((has_mean || has_std) && (k->transform != CTR_TF_STANDARDIZE || has_mean != has_std))
         return cfg_fail_at(r, c, colkey(n, "mean"), "mean and std go together, with transform = \"standardize\"");
     if (has_mean &&
         (cfg_get_double(r, config_setting_get_member(c, "mean"), colkey(n, "mean"), -1e300, 1e300, &k->mean) ||
          cfg_get_double(r, config_setting_get_member(c, "std"), colkey(n, "std"), 1e-300, 1e300, &k->std)))
-        return -1;
+        return EMBER_EINVAL;
     k->has_stats = has_mean;
     return 0;
 }
@@ -125,26 +125,26 @@ static int read_sparse(column_entry *n, ctr_column *k, int64_t hash_rows, const 
     int e;
     if ((m = config_setting_get_member(c, "encoding"))) {
         if (cfg_get_enum(r, m, colkey(n, "encoding"), ENCODINGS, &e))
-            return -1;
+            return EMBER_EINVAL;
         k->encoding = (ctr_encoding)e;
     }
     k->separator = '|';
     if ((m = config_setting_get_member(c, "separator"))) {
         if (cfg_get_string(r, m, colkey(n, "separator"), &s))
-            return -1;
+            return EMBER_EINVAL;
         if (strlen(s) != 1)
             return cfg_fail_at(r, m, n->key, "must be one character, got \"%s\"", s);
         k->separator = s[0];
     }
     if ((m = config_setting_get_member(c, "weights")) && cfg_get_bool(r, m, colkey(n, "weights"), &k->weighted))
-        return -1;
+        return EMBER_EINVAL;
     k->rows = k->type == CTR_COL_CATEGORICAL || k->type == CTR_COL_MULTI_HOT ? hash_rows : 0;
     if ((m = config_setting_get_member(c, "rows")) &&
         cfg_get_int64(r, m, colkey(n, "rows"), 0, INT64_C(1) << 40, &k->rows))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(c, "table"))) {
         if (cfg_get_string(r, m, colkey(n, "table"), &s))
-            return -1;
+            return EMBER_EINVAL;
         if (!(*table = cfg_keep(r, s)))
             return cfg_fail_at(r, m, n->key, "out of memory");
     }
@@ -163,7 +163,7 @@ static int read_column(cfg_reader *r, const config_setting_t *cols, int i, cfg_t
         return cfg_fail_at(r, n.c, n.where, "must be a group { name = ...; type = ...; }");
     if (cfg_check_keys(r, n.c, n.where, COL_KEYS) || read_name_type(&n, k) || check_type_keys(&n, k) ||
         read_label_transform(&n, k) || read_sparse(&n, k, t->hash_rows, &t->schema_tables[i]))
-        return -1;
+        return EMBER_EINVAL;
     return 0;
 }
 
@@ -179,14 +179,14 @@ static int read_format(cfg_reader *r, const config_setting_t *g, cfg_train *t)
     t->schema.max_line = 65536;
     if ((m = config_setting_get_member(g, "format"))) {
         if (cfg_get_enum(r, m, "data.schema.format", FORMATS, &e))
-            return -1;
+            return EMBER_EINVAL;
         t->schema.delimiter = e ? '\t' : ',';
     }
     if ((m = config_setting_get_member(g, "header")) && cfg_get_bool(r, m, "data.schema.header", &t->schema.header))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "max_line"))) {
         if (cfg_get_int64(r, m, "data.schema.max_line", 1, CTR_TEXT_MAX_LINE_LIMIT, &v))
-            return -1;
+            return EMBER_EINVAL;
         t->schema.max_line = (int32_t)v;
     }
     return 0;
@@ -201,7 +201,7 @@ int cfg_read_schema(cfg_reader *r, const config_setting_t *g)
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, g, "data.schema", "must be a group { format = ...; columns = (...); }");
     if (cfg_check_keys(r, g, "data.schema", KEYS) || read_format(r, g, t))
-        return -1;
+        return EMBER_EINVAL;
     if (!(cols = config_setting_get_member(g, "columns")))
         return cfg_fail_at(r, g, "data.schema.columns", "missing (a list: columns = ( { name = ...; type = ...; } "
                            ");)");
@@ -215,7 +215,7 @@ int cfg_read_schema(cfg_reader *r, const config_setting_t *g)
         return cfg_fail_at(r, cols, "data.schema.columns", "out of memory");
     for (int i = 0; i < n; i++)
         if (read_column(r, cols, i, t))
-            return -1;
+            return EMBER_EINVAL;
     t->schema.num_columns = n;
     t->schema.columns = t->schema_cols;
     char err[400];

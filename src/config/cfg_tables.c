@@ -17,7 +17,7 @@ int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key
     int kind;
     if (config_setting_type(s) == CONFIG_TYPE_STRING) {
         if (cfg_get_enum(r, s, key, CFG_OPTIMIZERS, &kind))
-            return -1;
+            return EMBER_EINVAL;
         *o = ember_optimizer_default((ember_optimizer_kind)kind);
         return 0;
     }
@@ -25,14 +25,14 @@ int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key
         return cfg_fail_at(r, s, key, "must be a kind (\"adagrad\") or a group { kind = ...; lr = ...; }");
     static const char *const KEYS[] = {"kind", "lr", "eps", "weight_decay", "beta1", "beta2", NULL};
     if (cfg_check_keys(r, s, key, KEYS))
-        return -1;
+        return EMBER_EINVAL;
     const config_setting_t *k = config_setting_get_member(s, "kind");
     char sub[160];
     snprintf(sub, sizeof sub, "%.120s.kind", key);
     if (!k)
         return cfg_fail_at(r, s, sub, "missing (one of: sgd, adagrad, rowwise_adagrad, adam)");
     if (cfg_get_enum(r, k, sub, CFG_OPTIMIZERS, &kind))
-        return -1;
+        return EMBER_EINVAL;
     *o = ember_optimizer_default((ember_optimizer_kind)kind);
     struct { const char *name; float *dst; double lo, hi; } f[] = {
         {"lr", &o->lr, 0, 1e6}, {"eps", &o->eps, 0, 1}, {"weight_decay", &o->weight_decay, 0, 1e6},
@@ -44,7 +44,7 @@ int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key
         snprintf(sub, sizeof sub, "%.120s.%s", key, f[i].name);
         if (m) {
             if (cfg_get_double(r, m, sub, f[i].lo, f[i].hi, &v))
-                return -1;
+                return EMBER_EINVAL;
             *f[i].dst = (float)v;
         }
     }
@@ -60,23 +60,23 @@ static int read_limits(cfg_reader *r, const config_setting_t *s, const char *key
     if (config_setting_type(s) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, s, key, "must be a group { max_ids_per_partition = ...; }");
     if (cfg_check_keys(r, s, key, KEYS))
-        return -1;
+        return EMBER_EINVAL;
     const config_setting_t *m;
     if ((m = config_setting_get_member(s, "max_ids_per_partition"))) {
         snprintf(sub, sizeof sub, "%.120s.max_ids_per_partition", key);
         if (cfg_get_int64(r, m, sub, 0, INT64_MAX, &t->max_ids_per_partition))
-            return -1;
+            return EMBER_EINVAL;
     }
     if ((m = config_setting_get_member(s, "max_unique_ids_per_partition"))) {
         snprintf(sub, sizeof sub, "%.120s.max_unique_ids_per_partition", key);
         if (cfg_get_int64(r, m, sub, 0, INT64_MAX, &t->max_unique_ids_per_partition))
-            return -1;
+            return EMBER_EINVAL;
     }
     if ((m = config_setting_get_member(s, "policy"))) {
         int p;
         snprintf(sub, sizeof sub, "%.120s.policy", key);
         if (cfg_get_enum(r, m, sub, CFG_POLICIES, &p))
-            return -1;
+            return EMBER_EINVAL;
         t->limit_policy = (ember_limit_policy)p;
     }
     return 0;
@@ -91,7 +91,7 @@ static int read_quantization(cfg_reader *r, const config_setting_t *s, const cha
     if (config_setting_type(s) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, s, key, "must be a group { num_buckets = 256; low = -0.5; high = 0.5; }");
     if (cfg_check_keys(r, s, key, KEYS))
-        return -1;
+        return EMBER_EINVAL;
     const char *names[3] = {"num_buckets", "low", "high"};
     double v[3];
     for (int i = 0; i < 3; i++) {
@@ -102,10 +102,10 @@ static int read_quantization(cfg_reader *r, const config_setting_t *s, const cha
         if (i == 0) {
             int64_t n;
             if (cfg_get_int64(r, m, sub, 2, 1 << 24, &n))
-                return -1;
+                return EMBER_EINVAL;
             v[0] = (double)n;
         } else if (cfg_get_double(r, m, sub, -1e30, 1e30, &v[i])) {
-            return -1;
+            return EMBER_EINVAL;
         }
     }
     if (!(v[1] < v[2]))
@@ -142,11 +142,11 @@ static int read_shape(table_entry *n, ember_table_config *t)
     if (!(m = member(n, "rows")) && !dynamic)
         return cfg_fail_at(n->r, n->e, n->key, "missing");
     if (m && cfg_get_int64(n->r, m, n->key, 1, (INT64_C(1) << 53), &t->rows))
-        return -1;
+        return EMBER_EINVAL;
     if (!(m = member(n, "dim")))
         return cfg_fail_at(n->r, n->e, n->key, "missing");
     if (cfg_get_int64(n->r, m, n->key, 1, 1024, &v))
-        return -1;
+        return EMBER_EINVAL;
     t->dim = (int32_t)v;
     return 0;
 }
@@ -158,19 +158,19 @@ static int read_training(table_entry *n, ember_table_config *t)
     if ((m = member(n, "init"))) {
         int k;
         if (cfg_get_enum(n->r, m, n->key, CFG_INITS, &k))
-            return -1;
+            return EMBER_EINVAL;
         t->init = (ember_init_kind)k;
     }
     if ((m = member(n, "init_value"))) {
         double d;
         if (cfg_get_double(n->r, m, n->key, -1e30, 1e30, &d))
-            return -1;
+            return EMBER_EINVAL;
         t->init_value = (float)d;
     }
     if ((m = member(n, "optimizer")) && cfg_read_optimizer(n->r, m, n->key, &t->optimizer))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = member(n, "limits")) && read_limits(n->r, m, n->key, t))
-        return -1;
+        return EMBER_EINVAL;
     return 0;
 }
 
@@ -182,21 +182,21 @@ static int read_placement(table_entry *n, ember_table_config *t, cfg_table_extra
     int64_t v;
     if ((m = member(n, "placement"))) {
         if (cfg_get_string(n->r, m, n->key, &s))
-            return -1;
+            return EMBER_EINVAL;
         if (strcmp(s, "auto")) {
             if (cfg_get_enum(n->r, m, n->key, CFG_PLACEMENTS, &x->placement_pin))
-                return -1;
+                return EMBER_EINVAL;
             t->placement = (ember_placement)x->placement_pin;
         }
     }
     if ((m = member(n, "hot_rows"))) {
         if (cfg_get_int64(n->r, m, n->key, 0, INT64_C(1) << 32, &v))
-            return -1;
+            return EMBER_EINVAL;
         t->hot_rows = v;
     }
     if ((m = member(n, "owner"))) {
         if (cfg_get_int64(n->r, m, n->key, 0, INT32_MAX, &v))
-            return -1;
+            return EMBER_EINVAL;
         if (x->placement_pin != EMBER_PLACE_TABLE)
             return cfg_fail_at(n->r, m, n->key, "an owner needs placement = \"table\"");
         x->owner_pin = (int32_t)v;
@@ -204,10 +204,10 @@ static int read_placement(table_entry *n, ember_table_config *t, cfg_table_extra
     }
     if ((m = member(n, "exchange"))) {
         if (cfg_get_string(n->r, m, n->key, &s))
-            return -1;
+            return EMBER_EINVAL;
         if (strcmp(s, "auto")) {
             if (cfg_get_enum(n->r, m, n->key, CFG_EXCHANGES, &x->exchange_pin))
-                return -1;
+                return EMBER_EINVAL;
             t->exchange = (ember_exchange)x->exchange_pin;
         }
     }
@@ -221,24 +221,24 @@ static int read_law_and_storage(table_entry *n, ember_table_config *t, cfg_table
     const config_setting_t *m;
     int k;
     if ((m = member(n, "dist")) && cfg_get_enum(n->r, m, n->key, CFG_DISTS, &x->zipf))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = member(n, "alpha")) && cfg_get_double(n->r, m, n->key, 1e-6, 100, &x->alpha))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = member(n, "storage"))) {
         if (cfg_get_enum(n->r, m, n->key, CFG_STORAGES, &k))
-            return -1;
+            return EMBER_EINVAL;
         t->storage = (ember_storage)k;
     }
     if ((m = member(n, "cache_bytes")) && cfg_get_bytes(n->r, m, n->key, &t->cache_bytes))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = member(n, "cache_policy"))) {
         if (cfg_get_enum(n->r, m, n->key, CFG_CACHE_POLICIES, &k))
-            return -1;
+            return EMBER_EINVAL;
         t->cache_policy = (ember_cache_policy)k;
     }
     if ((m = member(n, "path"))) {
         if (cfg_read_path(n->r, m, n->key, &t->path))
-            return -1;
+            return EMBER_EINVAL;
         x->path_line = (int)config_setting_source_line(m);
     }
     return 0;
@@ -253,35 +253,35 @@ static int read_dynamic(table_entry *n, ember_table_config *t, cfg_table_extra *
     int k;
     if ((m = member(n, "kind"))) {
         if (cfg_get_enum(n->r, m, n->key, CFG_KINDS, &k))
-            return -1;
+            return EMBER_EINVAL;
         t->kind = (ember_table_kind)k;
     }
     if ((m = member(n, "keys")) && cfg_get_int64(n->r, m, n->key, 1, INT64_C(1) << 53, &x->vocab))
-        return -1;
+        return EMBER_EINVAL;
     if (t->kind == EMBER_TABLE_DYNAMIC && t->rows)
         return cfg_fail_at(n->r, n->e, n->where, "a dynamic table takes any key: no rows (capacity sizes it, keys "
                            "sets the synthetic data's distinct keys)");
     if ((m = member(n, "capacity")) && cfg_get_int64(n->r, m, n->key, 1, (int64_t)UINT32_MAX - 2, &t->capacity))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = member(n, "capacity_bytes")) && cfg_get_bytes(n->r, m, n->key, &t->capacity_bytes))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = member(n, "admit_after"))) {
         if (cfg_get_int64(n->r, m, n->key, 0, 65535, &v))
-            return -1;
+            return EMBER_EINVAL;
         t->admit_after = (int32_t)v;
     }
     if ((m = member(n, "evict"))) {
         if (cfg_get_enum(n->r, m, n->key, CFG_EVICTS, &k))
-            return -1;
+            return EMBER_EINVAL;
         t->evict = (ember_evict_policy)k;
     }
     if ((m = member(n, "ttl_steps"))) {
         if (cfg_get_int64(n->r, m, n->key, 1, INT32_MAX, &v))
-            return -1;
+            return EMBER_EINVAL;
         t->ttl_steps = (int32_t)v;
     }
     if ((m = member(n, "sketch_bytes")) && cfg_get_bytes(n->r, m, n->key, &t->sketch_bytes))
-        return -1;
+        return EMBER_EINVAL;
     return 0;
 }
 
@@ -297,7 +297,7 @@ static int read_table_entry(cfg_reader *r, const config_setting_t *e, const char
     if (config_setting_type(e) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, e, where, "must be a group { name = ...; rows = ...; dim = ...; }");
     if (cfg_check_keys(r, e, where, KEYS))
-        return -1;
+        return EMBER_EINVAL;
     *t = ember_table_config_default();
     t->optimizer = r->cf->train.emb_optimizer; /* one default for every table: model.emb_optimizer's */
     x->placement_pin = -1;
@@ -313,7 +313,7 @@ static int read_table_entry(cfg_reader *r, const config_setting_t *e, const char
     const config_setting_t *m;
     if (read_shape(&n, t) || read_training(&n, t) || read_placement(&n, t, x) || read_law_and_storage(&n, t, x) ||
         read_dynamic(&n, t, x) || ((m = member(&n, "quantization")) && read_quantization(r, m, n.key, t)))
-        return -1;
+        return EMBER_EINVAL;
     return 0;
 }
 
@@ -336,7 +336,7 @@ int cfg_read_tables(cfg_reader *r, const config_setting_t *list)
         if (config_setting_type(e) != CONFIG_TYPE_GROUP)
             return cfg_fail_at(r, e, where, "must be a group { name = ...; rows = ...; dim = ...; }");
         if (cfg_entry_count_name(r, e, where, &count, &name))
-            return -1;
+            return EMBER_EINVAL;
         total += count;
     }
     if (total < 1)
@@ -396,5 +396,5 @@ int cfg_read_tables(cfg_reader *r, const config_setting_t *list)
     return 0;
 fail:
     free(entry);
-    return -1;
+    return EMBER_EINVAL;
 }

@@ -58,30 +58,30 @@ static int read_lr_schedule(cfg_reader *r, const config_setting_t *g, lr_schedul
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, g, "train.lr_schedule", "must be a group { warmup = ...; decay = ...; }");
     if (cfg_check_keys(r, g, "train.lr_schedule", KEYS))
-        return -1;
+        return EMBER_EINVAL;
     lr_schedule s = {0, LR_DECAY_NONE, 0.0f, 1, 0.5f};
     const config_setting_t *m;
     int k;
     double d;
     if ((m = config_setting_get_member(g, "warmup")) &&
         cfg_get_int64(r, m, "train.lr_schedule.warmup", 0, INT64_C(1) << 40, &s.warmup))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "decay"))) {
         if (cfg_get_enum(r, m, "train.lr_schedule.decay", CFG_LR_DECAYS, &k))
-            return -1;
+            return EMBER_EINVAL;
         s.decay = (lr_decay)k;
     }
     if ((m = config_setting_get_member(g, "final"))) {
         if (cfg_get_double(r, m, "train.lr_schedule.final", 0, 1e6, &d))
-            return -1;
+            return EMBER_EINVAL;
         s.final = (float)d;
     }
     if ((m = config_setting_get_member(g, "every")) &&
         cfg_get_int64(r, m, "train.lr_schedule.every", 1, INT64_C(1) << 40, &s.every))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "gamma"))) {
         if (cfg_get_double(r, m, "train.lr_schedule.gamma", 0, 1e6, &d))
-            return -1;
+            return EMBER_EINVAL;
         s.gamma = (float)d;
     }
     *out = s;
@@ -97,39 +97,39 @@ static int read_pipeline(cfg_reader *r, const config_setting_t *m, cfg_train *t)
     if (config_setting_type(m) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, m, "train.pipeline", "must be a group { stages = 2; schedule = \"1f1b\"; }");
     if (cfg_check_keys(r, m, "train.pipeline", PIPE_KEYS))
-        return -1;
+        return EMBER_EINVAL;
     const config_setting_t *x;
     int64_t v;
     int e;
     t->pipe_stages = 2, t->pipe_schedule = PIPE_1F1B, t->pipe_virtual = 1;
     if ((x = config_setting_get_member(m, "stages"))) {
         if (cfg_get_int64(r, x, "train.pipeline.stages", 1, 64, &v))
-            return -1;
+            return EMBER_EINVAL;
         t->pipe_stages = (int32_t)v;
     }
     if ((x = config_setting_get_member(m, "schedule"))) {
         if (cfg_get_enum(r, x, "train.pipeline.schedule", PIPE_SCHEDULES, &e))
-            return -1;
+            return EMBER_EINVAL;
         t->pipe_schedule = e;
         t->pipe_virtual = pipe_config_default((pipe_schedule)e).virtual_stages;
     }
     if ((x = config_setting_get_member(m, "virtual"))) {
         if (cfg_get_int64(r, x, "train.pipeline.virtual", 1, 64, &v))
-            return -1;
+            return EMBER_EINVAL;
         if (v > 1 && t->pipe_schedule != PIPE_INTERLEAVED)
             return cfg_fail_at(r, x, "train.pipeline.virtual", "more than 1 needs schedule = \"interleaved\"");
         t->pipe_virtual = (int32_t)v;
     }
     if ((x = config_setting_get_member(m, "recompute")) &&
         cfg_get_bool(r, x, "train.pipeline.recompute", &t->pipe_recompute))
-        return -1;
+        return EMBER_EINVAL;
     if ((x = config_setting_get_member(m, "cuts"))) {
         int n = config_setting_length(x);
         if (config_setting_type(x) != CONFIG_TYPE_ARRAY || n < 1 || n > 63)
             return cfg_fail_at(r, x, "train.pipeline.cuts", "must be an array of 1..63 block numbers");
         for (int i = 0; i < n; i++) {
             if (cfg_get_int64(r, config_setting_get_elem(x, (unsigned)i), "train.pipeline.cuts", 1, 1 << 20, &v))
-                return -1;
+                return EMBER_EINVAL;
             t->pipe_cuts[i] = (int32_t)v;
         }
         t->pipe_num_cuts = n;
@@ -145,24 +145,24 @@ static int read_step_shape(cfg_reader *r, const config_setting_t *g, cfg_train *
     int64_t v;
     if ((m = config_setting_get_member(g, "micro_batch"))) {
         if (cfg_get_int64(r, m, "train.micro_batch", 1, 1 << 24, &v))
-            return -1;
+            return EMBER_EINVAL;
         t->micro_batch = (int32_t)v;
     }
     if ((m = config_setting_get_member(g, "accumulate"))) {
         if (cfg_get_int64(r, m, "train.accumulate", 1, 1 << 16, &v))
-            return -1;
+            return EMBER_EINVAL;
         t->accumulate = (int32_t)v;
     }
     if ((m = config_setting_get_member(g, "optimizer_shards"))) {
         if (cfg_get_int64(r, m, "train.optimizer_shards", 0, 1 << 20, &v))
-            return -1;
+            return EMBER_EINVAL;
         t->optimizer_shards = (int32_t)v;
         t->optimizer_shards_line = (int)config_setting_source_line(m);
     }
     if ((m = config_setting_get_member(g, "schedule"))) {
         int kind;
         if (cfg_get_enum(r, m, "train.schedule", CFG_SCHEDULES, &kind))
-            return -1;
+            return EMBER_EINVAL;
         t->schedule = (ember_schedule)kind;
     }
     if ((int64_t)t->micro_batch * t->accumulate > (1 << 24))
@@ -178,26 +178,26 @@ static int read_run_length(cfg_reader *r, const config_setting_t *g, cfg_train *
     const config_setting_t *m;
     const int64_t most = INT64_C(1) << 40;
     if ((m = config_setting_get_member(g, "steps")) && cfg_get_int64(r, m, "train.steps", 0, most, &t->steps))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "hot_refresh_every")) &&
         cfg_get_int64(r, m, "train.hot_refresh_every", 0, most, &t->hot_refresh_every))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "eval_every")) &&
         cfg_get_int64(r, m, "train.eval_every", 0, most, &t->eval_every))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "eval_samples"))) {
         if (cfg_get_int64(r, m, "train.eval_samples", 0, INT64_C(1) << 30, &t->eval_samples))
-            return -1;
+            return EMBER_EINVAL;
         t->eval_samples_set = 1;
     }
     if ((m = config_setting_get_member(g, "log_every")) &&
         cfg_get_int64(r, m, "train.log_every", 0, most, &t->log_every))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "lr_schedule")) && read_lr_schedule(r, m, &t->lr))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "epochs")) &&
         cfg_get_int64(r, m, "train.epochs", 1, INT64_C(1) << 30, &t->epochs))
-        return -1;
+        return EMBER_EINVAL;
     return 0;
 }
 
@@ -212,24 +212,24 @@ static int read_early_stop(cfg_reader *r, const config_setting_t *m, cfg_train *
     if (config_setting_type(m) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, m, "train.early_stop", "must be a group { patience = ...; metric = \"auc\"; }");
     if (cfg_check_keys(r, m, "train.early_stop", EKEYS))
-        return -1;
+        return EMBER_EINVAL;
     if (!(x = config_setting_get_member(m, "patience")))
         return cfg_fail_at(r, m, "train.early_stop.patience", "missing: the evaluations in a row without a better "
                            "metric before the run stops, 1 or more (leave train.early_stop out to train without "
                            "early stopping)");
     if (cfg_get_int64(r, x, "train.early_stop.patience", 0, INT64_C(1) << 40, &t->patience))
-        return -1;
+        return EMBER_EINVAL;
     if (t->patience == 0)
         return cfg_fail_at(r, x, "train.early_stop.patience", "must be in 1..1099511627776, got 0 (leave "
                            "train.early_stop out to train without early stopping)");
     if ((x = config_setting_get_member(m, "metric"))) {
         if (cfg_get_enum(r, x, "train.early_stop.metric", METRICS, &k))
-            return -1;
+            return EMBER_EINVAL;
         t->stop_metric_logloss = k;
     }
     if ((x = config_setting_get_member(m, "min_delta")) &&
         cfg_get_double(r, x, "train.early_stop.min_delta", 0, 1, &t->min_delta))
-        return -1;
+        return EMBER_EINVAL;
     return 0;
 }
 
@@ -243,12 +243,12 @@ static int read_dense_optimizer(cfg_reader *r, const config_setting_t *m, cfg_tr
     if (config_setting_type(m) == CONFIG_TYPE_GROUP) {
         static const char *const OKEYS[] = {"kind", "lr", "eps", "weight_decay", "beta1", "beta2", NULL};
         if (cfg_check_keys(r, m, "train.optimizer", OKEYS))
-            return -1;
+            return EMBER_EINVAL;
         if (!(k = config_setting_get_member(m, "kind")))
             return cfg_fail_at(r, m, "train.optimizer.kind", "missing (one of: sgd, adam)");
     }
     if (cfg_get_enum(r, k, k == m ? "train.optimizer" : "train.optimizer.kind", DENSE_OPT, &kind))
-        return -1;
+        return EMBER_EINVAL;
     t->dense_optim = dense_optim_config_default((dense_optim_kind)kind);
     if (config_setting_type(m) != CONFIG_TYPE_GROUP)
         return 0;
@@ -264,7 +264,7 @@ static int read_dense_optimizer(cfg_reader *r, const config_setting_t *m, cfg_tr
         snprintf(sub, sizeof sub, "train.optimizer.%s", f[i].name);
         if (x) {
             if (cfg_get_double(r, x, sub, f[i].lo, f[i].hi, &d))
-                return -1;
+                return EMBER_EINVAL;
             *f[i].dst = (float)d;
         }
     }
@@ -278,20 +278,20 @@ static int read_outputs(cfg_reader *r, const config_setting_t *g, cfg_train *t)
     const config_setting_t *m;
     int64_t v;
     if ((m = config_setting_get_member(g, "metrics")) && cfg_read_path(r, m, "train.metrics", &t->metrics))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "plot")) && cfg_read_path(r, m, "train.plot", &t->plot))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "checkpoint_dir"))) {
         if (cfg_read_path(r, m, "train.checkpoint_dir", &t->checkpoint_dir))
-            return -1;
+            return EMBER_EINVAL;
         t->checkpoint_dir_line = (int)config_setting_source_line(m);
     }
     if ((m = config_setting_get_member(g, "checkpoint_every")) &&
         cfg_get_int64(r, m, "train.checkpoint_every", 0, INT64_C(1) << 40, &t->checkpoint_every))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "checkpoint_keep"))) {
         if (cfg_get_int64(r, m, "train.checkpoint_keep", 0, 1 << 20, &v))
-            return -1;
+            return EMBER_EINVAL;
         t->checkpoint_keep = (int32_t)v;
     }
     return 0;
@@ -310,13 +310,13 @@ int cfg_read_train(cfg_reader *r, const config_setting_t *g)
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, g, "train", "must be a group { steps = ...; }");
     if (cfg_check_keys(r, g, "train", KEYS))
-        return -1;
+        return EMBER_EINVAL;
     const config_setting_t *m;
     if (((m = config_setting_get_member(g, "pipeline")) && read_pipeline(r, m, t)) || read_step_shape(r, g, t) ||
         read_run_length(r, g, t) || ((m = config_setting_get_member(g, "early_stop")) && read_early_stop(r, m, t)))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "plan")) && cfg_read_path(r, m, "train.plan", &t->plan_file))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "keep_best"))) {
         if (config_setting_type(m) != CONFIG_TYPE_BOOL)
             return cfg_fail_at(r, m, "train.keep_best", "must be true or false");
@@ -324,7 +324,7 @@ int cfg_read_train(cfg_reader *r, const config_setting_t *g)
         t->keep_best_line = (int)config_setting_source_line(m);
     }
     if ((m = config_setting_get_member(g, "optimizer")) && read_dense_optimizer(r, m, t))
-        return -1;
+        return EMBER_EINVAL;
     return read_outputs(r, g, t);
 }
 
@@ -355,13 +355,13 @@ int cfg_train_from_tables(cfg_reader *r, config_t *c)
             snprintf(r->err, r->errlen, "%s:%d: features: feature \"%s\": ember train needs every feature "
                      "pooled (not combiner none) from tables of one dim (%d here, %d for \"%s\")", r->path,
                      cf->feature_extra[f].line, cf->features[f].name, tb->dim, dim, cf->features[0].name);
-            return -1;
+            return EMBER_EINVAL;
         }
         if (cf->feature_extra[f].weighted && cf->train.source == CFG_SOURCE_SYNTHETIC) {
             snprintf(r->err, r->errlen, "%s:%d: features: feature \"%s\": the synthetic data has no weights (a "
                      "weighted multi_hot column of data.schema has)",
                      r->path, cf->feature_extra[f].line, cf->features[f].name);
-            return -1;
+            return EMBER_EINVAL;
         }
         int64_t vocab = cf->table_extra[cf->features[f].table].vocab;
         t->synth.keyed[f] = tb->kind == EMBER_TABLE_DYNAMIC;

@@ -27,7 +27,7 @@ int cfg_fail_at(cfg_reader *r, const config_setting_t *s, const char *key, const
         snprintf(r->err, r->errlen, "%s:%u: %s: %s", r->path, line, key, msg);
     else
         snprintf(r->err, r->errlen, "%s: %s: %s", r->path, key, msg);
-    return -1;
+    return EMBER_EINVAL;
 }
 
 char *cfg_keep(cfg_reader *r, const char *s)
@@ -128,7 +128,7 @@ int cfg_read_path(cfg_reader *r, const config_setting_t *m, const char *key, con
 {
     const char *s = NULL;
     if (cfg_get_string(r, m, key, &s))
-        return -1;
+        return EMBER_EINVAL;
     const char *slash = strrchr(r->path, '/');
     if (s[0] && s[0] != '/' && slash) {
         size_t dir = (size_t)(slash - r->path) + 1, n = dir + strlen(s) + 1;
@@ -155,7 +155,7 @@ int cfg_get_enum(cfg_reader *r, const config_setting_t *s, const char *key,
 {
     const char *v = NULL;
     if (cfg_get_string(r, s, key, &v))
-        return -1;
+        return EMBER_EINVAL;
     char known[256] = "";
     for (int i = 0; names[i]; i++) {
         if (!strcmp(v, names[i])) {
@@ -174,7 +174,7 @@ int config_parse_bytes(const char *s, int64_t *out)
     errno = 0;
     double v = strtod(s, &end);
     if (end == s || errno || !(v >= 0))
-        return -1;
+        return EMBER_EINVAL;
     while (*end == ' ')
         end++;
     double mul = 1;
@@ -185,7 +185,7 @@ int config_parse_bytes(const char *s, int64_t *out)
     case 'T': mul = 1024.0 * 1024 * 1024 * 1024; break;
     case 'P': mul = 1024.0 * 1024 * 1024 * 1024 * 1024; break;
     case 'B': case '\0': break;
-    default: return -1;
+    default: return EMBER_EINVAL;
     }
     if (mul > 1) {
         end++;
@@ -195,7 +195,7 @@ int config_parse_bytes(const char *s, int64_t *out)
         end++;
     }
     if (*end || v * mul > 9.0e18)
-        return -1;
+        return EMBER_EINVAL;
     *out = (int64_t)llround(v * mul);
     return 0;
 }

@@ -61,7 +61,7 @@ static int scan_big_ints(cfg_reader *r, const char *text)
                              "%s:%d: the integer %.*s is too large for libconfig's 32-bit "
                              "integers: write %.*sL (64-bit) or use float notation (5e9)",
                              r->path, line, (int)(q - p), p, (int)(q - p), p);
-                    return -1;
+                    return EMBER_EINVAL;
                 }
             }
             p = q - 1;
@@ -115,36 +115,36 @@ static int read_ssd(cfg_reader *r, const config_setting_t *g, ember_collection_c
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, g, "ssd", "must be a group { dir = ...; cache_bytes = ...; }");
     if (cfg_check_keys(r, g, "ssd", KEYS))
-        return -1;
+        return EMBER_EINVAL;
     const config_setting_t *m;
     int64_t v;
     int k;
     if ((m = config_setting_get_member(g, "dir"))) {
         if (cfg_read_path(r, m, "ssd.dir", &cc->ssd_dir))
-            return -1;
+            return EMBER_EINVAL;
         r->cf->ssd_dir_line = (int)config_setting_source_line(m);
     }
     if ((m = config_setting_get_member(g, "min_bytes")) && cfg_get_bytes(r, m, "ssd.min_bytes", &cc->ssd_min_bytes))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "memory_budget")) &&
         cfg_get_bytes(r, m, "ssd.memory_budget", &cc->memory_budget))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "cache_bytes")) &&
         cfg_get_bytes(r, m, "ssd.cache_bytes", &cc->ssd_cache_bytes))
-        return -1;
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "policy"))) {
         if (cfg_get_enum(r, m, "ssd.policy", CFG_CACHE_POLICIES, &k))
-            return -1;
+            return EMBER_EINVAL;
         cc->ssd_policy = (ember_cache_policy)k;
     }
     if ((m = config_setting_get_member(g, "lookahead"))) {
         if (cfg_get_int64(r, m, "ssd.lookahead", 1, 63, &v))
-            return -1;
+            return EMBER_EINVAL;
         cc->lookahead = (int32_t)v;
     }
     if ((m = config_setting_get_member(g, "io_threads"))) {
         if (cfg_get_int64(r, m, "ssd.io_threads", 1, 256, &v))
-            return -1;
+            return EMBER_EINVAL;
         cc->io_threads = (int32_t)v;
     }
     return 0;
@@ -159,38 +159,38 @@ static int read_collection(cfg_reader *r, config_t *c, ember_collection_config *
     int b = 0;
     if ((m = config_lookup(c, "seed"))) {
         if (cfg_get_int64(r, m, "seed", 0, INT64_MAX, &v))
-            return -1;
+            return EMBER_EINVAL;
         cc->seed = (uint64_t)v;
     }
     if ((m = config_lookup(c, "stack_tables"))) {
         if (cfg_get_bool(r, m, "stack_tables", &b))
-            return -1;
+            return EMBER_EINVAL;
         cc->stack_tables = b;
     }
     if ((m = config_lookup(c, "dedup"))) {
         if (cfg_get_bool(r, m, "dedup", &b))
-            return -1;
+            return EMBER_EINVAL;
         cc->dedup = b;
     }
     if ((m = config_lookup(c, "debug_checks"))) {
         if (cfg_get_bool(r, m, "debug_checks", &b))
-            return -1;
+            return EMBER_EINVAL;
         cc->debug_checks = b;
     }
     if ((m = config_lookup(c, "bounds"))) {
         static const char *const BOUNDS[] = {"error", "drop", NULL};
         if (cfg_get_enum(r, m, "bounds", BOUNDS, &b))
-            return -1;
+            return EMBER_EINVAL;
         cc->bounds = (ember_bounds_policy)b;
     }
     if ((m = config_lookup(c, "num_shards"))) {
         if (cfg_get_int64(r, m, "num_shards", 0, INT32_MAX, &v))
-            return -1;
+            return EMBER_EINVAL;
         cc->num_shards = (int32_t)v;
     }
     if ((m = config_lookup(c, "threads"))) {
         if (cfg_get_int64(r, m, "threads", 0, 4096, &v))
-            return -1;
+            return EMBER_EINVAL;
         cc->threads = (int32_t)v;
     }
     return 0;
@@ -221,7 +221,7 @@ static int check_owners(cfg_reader *r, config_t *c)
             snprintf(r->err, r->errlen, "%s:%d: tables: table \"%s\": owner %d is not a rank of "
                      "planner.world = %d", r->path, x->line, cf->tables[t].name, x->owner_pin,
                      cf->planner.world);
-            return -1;
+            return EMBER_EINVAL;
         }
     }
     return 0;
@@ -236,36 +236,36 @@ static int read_top(cfg_reader *r, config_t *c)
     config_file *cf = r->cf;
     const config_setting_t *root = config_root_setting(c), *m;
     if (cfg_check_keys(r, root, "", KEYS))
-        return -1;
+        return EMBER_EINVAL;
     ember_collection_config *cc = &cf->coll;
     if ((m = config_lookup(c, "name"))) {
         const char *s = NULL;
         if (cfg_get_string(r, m, "name", &s))
-            return -1;
+            return EMBER_EINVAL;
         free(cf->name);
         if (!(cf->name = strdup(s)))
             return cfg_fail_at(r, NULL, "name", "out of memory");
     }
     if (read_collection(r, c, cc))
-        return -1;
+        return EMBER_EINVAL;
     /* data first: it gives the tables' default id law */
     if (cfg_read_data(r, config_lookup(c, "data")) || cfg_read_planner(r, config_lookup(c, "planner")) ||
         read_ssd(r, config_lookup(c, "ssd"), cc))
-        return -1;
+        return EMBER_EINVAL;
     /* the tables' default optimizer, before the tables */
     const config_setting_t *eo = config_lookup(c, "model.emb_optimizer");
     if (eo && cfg_read_optimizer(r, eo, "model.emb_optimizer", &cf->train.emb_optimizer))
-        return -1;
+        return EMBER_EINVAL;
     /* a file for `ember train` may leave the tables to the tool */
     const config_setting_t *tg = config_lookup(c, "train"), *mg = config_lookup(c, "model");
     cf->train.present = tg || mg;
     if ((!cf->train.present && !cf->train.schema.num_columns) || config_lookup(c, "tables") ||
         config_lookup(c, "features")) /* a schema alone serves ember convert */
         if (cfg_read_tables(r, config_lookup(c, "tables")) || cfg_read_features(r, config_lookup(c, "features")))
-            return -1;
+            return EMBER_EINVAL;
     if ((mg && cfg_read_model(r, mg)) || (tg && cfg_read_train(r, tg)) || read_train_shape(r, c) ||
         check_owners(r, c))
-        return -1;
+        return EMBER_EINVAL;
     cc->tables = cf->tables;
     cc->num_tables = cf->num_tables;
     cc->features = cf->features;
@@ -318,7 +318,7 @@ fail:
     config_destroy(&c);
     free(text);
     config_file_free(cf);
-    return -1;
+    return EMBER_EINVAL;
 }
 
 void config_file_free(config_file *cf)
@@ -363,13 +363,13 @@ static int check_folder(const config_file *cf, const char *key, int line, const 
         snprintf(err, errlen, "%s:%d: %s: \"%s\" %s", cf->path, line, key, dir, why);
     else
         snprintf(err, errlen, "%s: %s: \"%s\" %s", cf->path, key, dir, why);
-    return -1;
+    return EMBER_EINVAL;
 }
 
 int config_file_check_folders(const config_file *cf, char *err, size_t errlen)
 {
     if (cf->coll.ssd_dir && check_folder(cf, "ssd.dir", cf->ssd_dir_line, cf->coll.ssd_dir, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     for (int32_t t = 0; t < cf->num_tables; t++) {
         const cfg_table_extra *x = &cf->table_extra[t];
         char key[64];
@@ -377,7 +377,7 @@ int config_file_check_folders(const config_file *cf, char *err, size_t errlen)
         if (cf->tables[t].path && x->path_line &&
             (t == 0 || cf->table_extra[t - 1].path_line != x->path_line) && /* an entry's tables share it */
             check_folder(cf, key, x->path_line, cf->tables[t].path, err, errlen))
-            return -1;
+            return EMBER_EINVAL;
     }
     return 0;
 }
@@ -395,7 +395,7 @@ int config_file_text_schema(const config_file *cf, ctr_column *cols, ctr_text_sc
     const cfg_train *t = &cf->train;
     *out = t->schema;
     if (!t->schema.num_columns)
-        return -1;
+        return EMBER_EINVAL;
     memcpy(cols, t->schema_cols, (size_t)t->schema.num_columns * sizeof *cols);
     out->columns = cols;
     int32_t f = 0;

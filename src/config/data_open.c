@@ -48,7 +48,7 @@ static int refuse_zeros(const char *path, char *err, size_t errlen)
                  "binary format nor text", path, n);
     else
         snprintf(err, errlen, "%s: byte 0 is a NUL byte: neither ember's binary format (bad magic) nor text", path);
-    return -1;
+    return EMBER_EINVAL;
 }
 
 /* A file the config names against the config's data.source: 0 to open it
@@ -72,13 +72,13 @@ static int open_as_declared(const config_file *cf, const cfg_train *t, const cha
         snprintf(err, errlen, "%s:%d: %s: %s; data.source = \"binary\" (line %d) reads ember's binary format: "
                  "convert text with ember convert, or set data.source to \"text\" or \"tsv\"", cf->path, line, key,
                  why, t->file_source_line);
-        return -1;
+        return EMBER_EINVAL;
     }
     if (t->file_source != CFG_SOURCE_BINARY && binary) {
         snprintf(err, errlen, "%s:%d: %s: %s is an ember binary CTR file, but data.source = \"%s\" (line %d) reads "
                  "text: set data.source = \"binary\"", cf->path, line, key, path,
                  config_source_name(t->file_source), t->file_source_line);
-        return -1;
+        return EMBER_EINVAL;
     }
     return 0;
 }
@@ -89,10 +89,10 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
     if (!path) {
         snprintf(err, errlen, "%s: no data file (data.train_file, or a file on the command line)",
                  cf ? cf->path : "ember");
-        return -1;
+        return EMBER_EINVAL;
     }
     if (refuse_zeros(path, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     int declared = open_as_declared(cf, t, path, role, rank, world, out, err, errlen);
     if (declared)
         return declared < 0 ? -1 : 0;
@@ -103,7 +103,7 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
         ctr_text_schema sc;
         if (!cols) {
             snprintf(err, errlen, "%s: out of memory", path);
-            return -1;
+            return EMBER_EINVAL;
         }
         config_file_text_schema(cf, cols, &sc);
         for (int32_t c = 0; train && c < sc.num_columns; c++) { /* scaled as the training data */
@@ -116,7 +116,7 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
                          "text to compute them from: give them in data.schema (ember convert printed them)", path,
                          k->name);
                 free(cols);
-                return -1;
+                return EMBER_EINVAL;
             }
             k->has_stats = 1;
         }
@@ -131,7 +131,7 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
         if (cf->num_features != 26) {
             snprintf(err, errlen, "%s: a Criteo TSV has 26 categorical features, the config has %d (data.schema "
                      "reads other layouts: docs/data.md)", cf->path, cf->num_features);
-            return -1;
+            return EMBER_EINVAL;
         }
         for (int f = 0; f < 26; f++)
             rows[f] = config_feature_rows(cf, f);
@@ -145,7 +145,7 @@ int data_shuffle_train(const cfg_train *t, const char *path, ctr_source *s, char
         return 0;
     if (!ctr_file_is_binary(path)) {
         snprintf(err, errlen, "%s: data.shuffle needs the binary format (ember convert writes it)", path);
-        return -1;
+        return EMBER_EINVAL;
     }
     return ctr_source_shuffle(s, t->model.seed ^ 0x5348554646u, err, errlen);
 }

@@ -58,7 +58,7 @@ int plan_config_stats_law(const config_file *cf, int32_t world, const double *po
         if (rc) {
             snprintf(err, errlen, "%s: table '%s': %s", cf->path, cf->tables[t].name,
                     ember_status_str(rc));
-            return -1;
+            return EMBER_EINVAL;
         }
     }
     return 0;
@@ -86,7 +86,7 @@ static int open_training_data(const config_file *cf, const char *data, plan_stre
     char cerr[512];
     if (data_open_file(cf, &cf->train, data, DATA_FILE_GIVEN, NULL, 0, 1, &ps->src, cerr, sizeof cerr)) {
         snprintf(err, errlen, "%s", cerr);
-        return -1;
+        return EMBER_EINVAL;
     }
     const ctr_schema *sc = ctr_source_schema(ps->src);
     ps->own.num_tables = cf->num_tables;
@@ -99,7 +99,7 @@ static int open_training_data(const config_file *cf, const char *data, plan_stre
         if (sc->rows[f] > tb->rows && tb->kind != EMBER_TABLE_DYNAMIC) {
             snprintf(err, errlen, "%s: feature %s has ids up to %lld, table '%s' of %s has %lld rows", data,
                      sc->names[f], (long long)sc->rows[f] - 1, tb->name, cf->path, (long long)tb->rows);
-            return -1;
+            return EMBER_EINVAL;
         }
     }
     return 0;
@@ -113,10 +113,10 @@ static int open_stream(const config_file *cf, const char *data, plan_stream *ps,
     ps->info = &ps->own;
     if (!data_is_batch_file(data)) {
         if (open_training_data(cf, data, ps, err, errlen))
-            return -1;
+            return EMBER_EINVAL;
     } else if ((rc = ember_batch_reader_open(data, &ps->rd)) != EMBER_OK) {
         snprintf(err, errlen, "%s: %s", ember_status_str(rc), ember_errmsg(NULL));
-        return -1;
+        return EMBER_EINVAL;
     } else {
         ps->info = ember_batch_reader_info(ps->rd);
     }
@@ -124,20 +124,20 @@ static int open_stream(const config_file *cf, const char *data, plan_stream *ps,
     if (info->num_tables != cf->num_tables || info->num_features != cf->num_features) {
         snprintf(err, errlen, "%s has %d tables and %d features, %s has %d and %d", data, (int)info->num_tables,
                  (int)info->num_features, cf->path, (int)cf->num_tables, (int)cf->num_features);
-        return -1;
+        return EMBER_EINVAL;
     }
     for (int32_t t = 0; t < cf->num_tables; t++) /* a dynamic table takes the ids as keys */
         if (info->table_rows[t] != cf->tables[t].rows && cf->tables[t].kind != EMBER_TABLE_DYNAMIC) {
             snprintf(err, errlen, "%s: table %d has %lld rows, but table '%s' of %s has %lld", data, (int)t,
                      (long long)info->table_rows[t], cf->tables[t].name, cf->path, (long long)cf->tables[t].rows);
-            return -1;
+            return EMBER_EINVAL;
         }
     for (int32_t f = 0; f < cf->num_features; f++)
         if (info->feature_table[f] != cf->features[f].table) {
             snprintf(err, errlen, "%s: feature %d reads table %d, but feature '%s' of %s reads table '%s'", data,
                      (int)f, (int)info->feature_table[f], cf->features[f].name, cf->path,
                      cf->tables[cf->features[f].table].name);
-            return -1;
+            return EMBER_EINVAL;
         }
     return 0;
 }
@@ -170,7 +170,7 @@ static int add_batch(const ember_batch *b, const ember_batch_file_info *info, pl
         for (int32_t s = 0; s < b->batch_size; s++)
             len += b->lengths[(int64_t)f * b->batch_size + s];
         if (plan_stats_builder_add(bl[info->feature_table[f]], b->ids + k, len))
-            return -1;
+            return EMBER_EINVAL;
         ids[f] += (double)len;
         k += len;
     }
@@ -189,19 +189,19 @@ static int measure(const config_file *cf, const char *data, plan_stream *ps, int
         ember_batch b;
         int got = next_batch(ps, &b, err, errlen);
         if (got < 0)
-            return -1;
+            return EMBER_EINVAL;
         if (got == 0)
             break;
         *weighted |= b.weights != NULL;
         samples += b.batch_size;
         if (add_batch(&b, ps->info, bl, ids)) {
             snprintf(err, errlen, "out of memory");
-            return -1;
+            return EMBER_EINVAL;
         }
     }
     if (samples == 0) {
         snprintf(err, errlen, "%s holds no batches", data);
-        return -1;
+        return EMBER_EINVAL;
     }
     *batches_read = n;
     for (int32_t f = 0; f < cf->num_features; f++)
@@ -209,7 +209,7 @@ static int measure(const config_file *cf, const char *data, plan_stream *ps, int
     for (int32_t t = 0; t < cf->num_tables; t++)
         if (plan_stats_builder_finish(bl[t], &st[t])) {
             snprintf(err, errlen, "out of memory");
-            return -1;
+            return EMBER_EINVAL;
         }
     return 0;
 }
@@ -225,7 +225,7 @@ int plan_config_stats_data(const config_file *cf, const char *data, int64_t batc
     ps.own_rows = calloc((size_t)cf->num_tables + 1, sizeof *ps.own_rows); /* any number of tables */
     plan_stats_builder **bl = calloc((size_t)cf->num_tables, sizeof *bl);
     double *ids = calloc((size_t)cf->num_features, sizeof *ids);
-    int status = -1;
+    int status = EMBER_EINVAL;
     if (!bl || !ids || !ps.own_rows) {
         snprintf(err, errlen, "out of memory");
         goto done;

@@ -87,15 +87,15 @@ static int parse_int(const char *v, long long *out)
 {
     const char *p = v + (*v == '-');
     if (!isdigit((unsigned char)*p))
-        return -1;
+        return EMBER_EINVAL;
     int hex = p[0] == '0' && (p[1] == 'x' || p[1] == 'X');
     if (hex && !isxdigit((unsigned char)p[2]))
-        return -1;
+        return EMBER_EINVAL;
     char *end;
     errno = 0;
     long long x = strtoll(v, &end, hex ? 16 : 10);
     if (errno == ERANGE || end == v || *end)
-        return -1;
+        return EMBER_EINVAL;
     *out = x;
     return 0;
 }
@@ -206,16 +206,16 @@ int train_overrides_check(const ember_train_overrides *o, char *err, size_t errl
         if (v != -1 && (v < INTS[k].lo || v > INTS[k].hi)) {
             snprintf(err, errlen, "override %s: must be in %lld..%lld (or -1: the config's), got %lld", INTS[k].name,
                      (long long)INTS[k].lo, (long long)INTS[k].hi, (long long)v);
-            return -1;
+            return EMBER_EINVAL;
         }
     }
     if (o->schedule && config_schedule_parse(o->schedule) < 0) {
         snprintf(err, errlen, "override schedule: \"%.100s\" is not blocking, overlap or stale", o->schedule);
-        return -1;
+        return EMBER_EINVAL;
     }
     if (o->lr_decay && !decay_ok(o->lr_decay)) {
         snprintf(err, errlen, "override lr-decay: \"%.100s\" is not none, linear or cosine", o->lr_decay);
-        return -1;
+        return EMBER_EINVAL;
     }
     return 0;
 }

@@ -351,7 +351,8 @@ int safe_out_write(safe_out *o, const void *p, int64_t n)
 }
 
 /* The stream's bytes go through safe_out_write (every failure kept, with
- * its errno, for the commit); seeks move the descriptor. */
+ * its errno, for the commit); seeks move the descriptor.  As fopencookie
+ * wants them: write(2) and lseek(2) results, -1 with errno on failure. */
 static ssize_t cookie_write(void *c, const char *buf, size_t n)
 {
     safe_out *o = c;

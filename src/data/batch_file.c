@@ -460,7 +460,7 @@ static int grow(void **p, size_t *cap, size_t want, size_t sz)
     size_t n = want > 0 ? want : 1;
     void *q = realloc(*p, n * sz);
     if (!q)
-        return -1;
+        return EMBER_ENOMEM;
     *p = q;
     *cap = n;
     return 0;

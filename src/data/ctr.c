@@ -22,7 +22,7 @@ int ctr_fail(char *err, size_t errlen, const char *fmt, ...)
         vsnprintf(err, errlen, fmt, ap);
         va_end(ap);
     }
-    return -1;
+    return EMBER_EINVAL;
 }
 
 int ctr_check_world(const char *who, int32_t rank, int32_t world, char *err, size_t errlen)
@@ -48,7 +48,7 @@ static int grow(void **p, size_t want, size_t sz)
 {
     void *q = realloc(*p, (want > 0 ? want : 1) * sz);
     if (!q)
-        return -1;
+        return EMBER_ENOMEM;
     *p = q;
     return 0;
 }
@@ -60,15 +60,15 @@ int ctr_buf_reserve(ctr_source *s, int32_t n, int stage)
         if (grow((void **)&s->label, (size_t)n, sizeof(float)) ||
             grow((void **)&s->dense, (size_t)n * D, sizeof(float)) ||
             grow((void **)&s->lengths, (size_t)n * S, sizeof(int32_t)))
-            return -1;
+            return EMBER_ENOMEM;
         if (s->stage_len && grow((void **)&s->stage_len, (size_t)n * S, sizeof(int32_t)))
-            return -1;
+            return EMBER_ENOMEM;
         s->cap = n;
     }
     if (stage && !s->stage_len) {
         s->stage_len = malloc((s->cap > 0 ? (size_t)s->cap : 1) * S * sizeof(int32_t) + 1);
         if (!s->stage_len)
-            return -1;
+            return EMBER_ENOMEM;
     }
     return 0;
 }
@@ -91,7 +91,7 @@ int ctr_buf_reserve_ids(ctr_source *s, int64_t n, int stage)
         return 0;
     int64_t want = *cap * 2 > n ? *cap * 2 : n;
     if (grow((void **)p, (size_t)want, sizeof(int64_t)) || (weighted && grow((void **)w, (size_t)want, sizeof(float))))
-        return -1;
+        return EMBER_ENOMEM;
     *cap = want;
     return 0;
 }
@@ -100,7 +100,7 @@ int ctr_buf_transpose(ctr_source *s, int32_t n, int64_t nids)
 {
     const int32_t S = s->schema.num_sparse;
     if (ctr_buf_reserve_ids(s, nids, 0))
-        return -1;
+        return EMBER_ENOMEM;
     /* off[f] = first id of feature f: ids of earlier features, all samples */
     int64_t off[CTR_MAX_FEATURES] = {0}, acc = 0;
     for (int32_t b = 0; b < n; b++)
@@ -184,7 +184,7 @@ void ctr_source_rewind(ctr_source *s)
 int ctr_source_tell(const ctr_source *s, ctr_position *out)
 {
     if (!s || !out)
-        return -1;
+        return EMBER_EINVAL;
     memset(out, 0, sizeof *out);
     s->ops->tell(s, out);
     out->epochs = s->epochs;

@@ -6,7 +6,7 @@
  *   synthetic  a generator whose labels come from a hidden teacher model,
  *              so the best achievable AUC is known (ctr_synth.c);
  *   tsv        Criteo display-advertising lines: label, 13 integers, 26
- *              hexadecimal categoricals, tab-separated (ctr_tsv.c);
+ *              hexadecimal categoricals, tab-separated (ctr_text.c);
  *   binary     ember's compact format, written by `ember convert`, read
  *              by mmap (ctr_bin*.c); version 2 also carries 64-bit keys.
  *

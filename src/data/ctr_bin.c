@@ -126,7 +126,7 @@ static int bin_enter(ctr_source *s, bin_impl *m, char *err, size_t errlen)
     int64_t stop = b + 1 < m->nblocks ? block_offset(m, b + 1) : (int64_t)(m->index - m->map);
     int64_t n = b + 1 < m->nblocks ? m->K : m->N - b * m->K;
     if (cb_block_check(&m->lay, &s->schema, m->path, m->map, off, stop, b, b * m->K, n, &m->blk, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     cb_block_seek(&m->lay, &m->blk, m->cur - b * m->K, m->pos);
     return 0;
 }
@@ -144,7 +144,7 @@ static int64_t bin_read(ctr_source *s, bin_impl *m, int64_t n, char *err, size_t
             m->lpos++;
         }
         if (bin_enter(s, m, err, errlen))
-            return -1;
+            return EMBER_EINVAL;
         int64_t i = m->cur - m->blk.first;
         int32_t *len = s->stage_len + b * S;
         int64_t l = cb_sample_lengths(&m->lay, &m->blk, i, len);
@@ -177,7 +177,7 @@ static int64_t bin_next(ctr_source *s, int32_t max, char *err, size_t errlen)
         memcpy(m->pos, pos, sizeof pos);
         m->lpos = lpos;
         m->j = j;
-        return -1;
+        return EMBER_EINVAL;
     }
     return n;
 }
@@ -433,7 +433,7 @@ static int bin_check(bin_impl *m, ctr_schema *sc, char *err, size_t errlen)
 {
     if (check_header(m, err, errlen) || check_counts(m, err, errlen) || check_features(m, sc, err, errlen) ||
         check_index(m, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     return 0;
 }
 
@@ -446,7 +446,7 @@ static int bin_map(bin_impl *m, const char *path, char *err, size_t errlen)
         ctr_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
-        return -1;
+        return EMBER_EINVAL;
     }
     m->size = (int64_t)st.st_size;
     if (m->size < CB_HEADER_FIXED) {
@@ -479,7 +479,7 @@ int ctr_source_binary(const char *path, int32_t rank, int32_t world, ctr_source 
     if (!path || !out)
         return ctr_fail(err, errlen, "ctr_source_binary: path and out must not be NULL");
     if (ctr_check_world(path, rank, world, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     bin_impl *m = calloc(1, sizeof *m);
     ctr_schema sc;
     memset(&sc, 0, sizeof sc);
@@ -506,5 +506,5 @@ fail:
         munmap((void *)m->map, (size_t)m->size);
     free(m->path);
     free(m);
-    return -1;
+    return EMBER_EINVAL;
 }

@@ -172,7 +172,7 @@ int cb_block_check(const cb_layout *l, const ctr_schema *sc, const char *path, c
     uint64_t m = get_u64(p + 8), q = l->version >= CB_VERSION_KEYS ? get_u64(p + 16) : 0;
     uint64_t w = l->version >= CB_VERSION_WEIGHTS ? get_u64(p + 24) : 0;
     if (check_size(l, path, where, n, m, q, w, bytes, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     uint64_t want = XXH64(p, (size_t)bytes - 8, 0), got = get_u64(p + bytes - 8);
     if (want != got)
         return ctr_fail(err, errlen, "%s: %s: checksum mismatch (stored %016llx, computed %016llx): the data is corrupt",
@@ -188,7 +188,7 @@ int cb_block_check(const cb_layout *l, const ctr_schema *sc, const char *path, c
     uint64_t kmask = l->version >= CB_VERSION_KEYS ? get_u64(p + (v3 ? 32 : 24)) : 0, wmask = v3 ? get_u64(p + 40) : 0;
     if (check_mask(l, sc, path, where, kmask, wmask, err, errlen) ||
         check_bags(l, sc, path, where, map, &blk, m, q, w, err, errlen) || check_ids(l, sc, path, map, &blk, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     *out = blk;
     return 0;
 }

@@ -143,10 +143,10 @@ static int cb_write_block(cb_writer *w, const ctr_schema *sc, const ctr_batch *b
         put_u64(p + 24, l->key_mask);
     }
     if (fill_columns(l, sc, b, m, q, p + l->block_fixed, w->tmp, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     put_u64(p + size - 8, XXH64(p, (size_t)size - 8, 0));
     if (cb_write(w, p, (size_t)size, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     w->offs[w->nblocks++] = w->pos;
     w->pos += size;
     w->N += b->batch_size;
@@ -166,7 +166,7 @@ static int cb_write_index(cb_writer *w, char *err, size_t errlen)
         XXH64_update(h, e, 8);
         if (cb_write(w, e, 8, err, errlen)) {
             XXH64_freeState(h);
-            return -1;
+            return EMBER_EINVAL;
         }
     }
     put_u64(e, XXH64_digest(h));
@@ -229,18 +229,18 @@ static int write_all(cb_writer *w, ctr_source *src, const ctr_schema *sc, int64_
     const int64_t H = cb_header_size(w->lay.version, sc->num_sparse);
     unsigned char zero[CB_HEADER_FIXED + 40 * CTR_MAX_FEATURES + 16] = {0};
     if (cb_write(w, zero, (size_t)H, err, errlen)) /* the real header comes last */
-        return -1;
+        return EMBER_EINVAL;
     w->pos = H;
     for (int64_t done = 0; done < limit;) {
         ctr_batch b;
         int64_t want = limit - done < CB_BLOCK_SAMPLES ? limit - done : CB_BLOCK_SAMPLES;
         int64_t n = ctr_source_next(src, (int32_t)want, &b, err, errlen);
         if (n < 0)
-            return -1;
+            return EMBER_EINVAL;
         if (n == 0)
             break;
         if (cb_write_block(w, sc, &b, err, errlen))
-            return -1;
+            return EMBER_EINVAL;
         done += n;
     }
     return cb_write_index(w, err, errlen) || cb_write_header(w, sc, err, errlen) ? -1 : 0;
@@ -259,7 +259,7 @@ int ctr_convert_source_n(ctr_source *src, const char *bin_path, int64_t max_samp
     w.out = (safe_out)SAFE_OUT_INIT;
     w.tmp = bin_path;
     uint32_t version;
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     if (stats)
         memset(stats, 0, sizeof *stats);
     if (!src || !bin_path || max_samples < 0)
@@ -301,7 +301,7 @@ int ctr_convert_tsv(const char *tsv_path, const char *bin_path, const int64_t *r
     if (!tsv_path || !bin_path || !rows)
         return ctr_fail(err, errlen, "ctr_convert_tsv: paths and rows must not be NULL");
     if (ctr_source_tsv(tsv_path, rows, policy, 0, 1, &src, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     int rc = ctr_convert_source(src, bin_path, stats, err, errlen);
     ctr_source_destroy(src);
     return rc;

@@ -1,5 +1,5 @@
 /*
- * ctr_impl.h: what the three CTR sources (ctr_synth.c, ctr_tsv.c,
+ * ctr_impl.h: what the three CTR sources (ctr_synth.c, ctr_text.c,
  * ctr_bin.c) share behind ctr.h: the source object, its small vtable, and
  * the batch buffers that ctr_source_next hands out.
  *
@@ -66,7 +66,7 @@ int ctr_schema_weighted(const ctr_schema *sc);
 /* A zeroed source with ops, impl and schema set; NULL when out of memory. */
 ctr_source *ctr_source_alloc(const ctr_source_ops *ops, void *impl, const ctr_schema *schema);
 /* Room for n samples in label, dense, lengths (and stage_len with stage).
- * 0, or -1 when out of memory. */
+ * 0, or EMBER_ENOMEM. */
 int ctr_buf_reserve(ctr_source *s, int32_t n, int stage);
 /* Room for n ids in ids (stage = 0) or stage_ids (stage = 1), and their
  * weights when the schema has a weighted feature. */

@@ -257,7 +257,7 @@ static int synth_build(synth_impl *m)
             tab += c->rows[f] * td;
             m->emb[f] = malloc((size_t)(c->rows[f] * td) * sizeof(float));
             if (!m->emb[f])
-                return -1;
+                return EMBER_ENOMEM;
             for (int64_t r = 0; r < c->rows[f]; r++)
                 for (int32_t k = 0; k < td; k++)
                     m->emb[f][r * td + k] =
@@ -273,7 +273,7 @@ static int synth_build(synth_impl *m)
     if (!m->w1t || !m->b1 || !m->w2 || !x || !t) {
         free(x);
         free(t);
-        return -1;
+        return EMBER_ENOMEM;
     }
     /* W1 ~ N(0, 1/in), so each pre-activation has about unit variance; b1
      * ~ N(2, 1/4) keeps most units active most of the time (about 95%): a
@@ -435,7 +435,7 @@ int ctr_source_synth(const ctr_synth_config *cfg, int eval, int32_t rank, int32_
     if (!cfg || !out)
         return ctr_fail(err, errlen, "ctr_source_synth: %s is NULL", cfg ? "out" : "cfg");
     if (synth_check(cfg, err, errlen) || ctr_check_world("synthetic CTR task", rank, world, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     synth_impl *m = calloc(1, sizeof *m);
     ctr_schema sc;
     memset(&sc, 0, sizeof sc);

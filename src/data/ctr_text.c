@@ -103,13 +103,13 @@ static int reserve(ctr_source *s, text_impl *t, int32_t n)
         if (pl)
             t->p_msg_line = pl;
         if (!pl)
-            return -1;
+            return EMBER_ENOMEM;
         for (int32_t i = t->t_alloc; i < t->threads; i++) {
             memset(&t->tids[i], 0, sizeof t->tids[i]);
             t->scratch[i] = malloc((size_t)t->plan.max_line + 2);
             if (!t->scratch[i]) {
                 t->t_alloc = i;
-                return -1;
+                return EMBER_ENOMEM;
             }
         }
         t->t_alloc = t->threads;
@@ -136,7 +136,7 @@ static int reserve(ctr_source *s, text_impl *t, int32_t n)
         void *q = o ? realloc(t->p_idoff, (size_t)n * sizeof(int64_t)) : NULL;
         if (q) t->p_idoff = q;
         if (!q)
-            return -1;
+            return EMBER_ENOMEM;
         t->line_cap = n;
     }
     return ctr_buf_reserve(s, n, 1);
@@ -147,7 +147,7 @@ static int counted_line(text_impl *t, const char **line, size_t *len, int *overl
 {
     int rc = text_stream_line(t->ts, (size_t)t->plan.max_line, line, len, overlong, err, errlen);
     if (rc < 0)
-        return -1;
+        return EMBER_EINVAL;
     if (rc == 0)
         return ctr_fail(err, errlen, "%s:%lld: file ends before its %lld counted lines (changed while read?)",
                         t->path, (long long)(t->first_line + t->line), (long long)t->lines);
@@ -237,7 +237,7 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
         size_t len;
         int over;
         if (counted_line(t, &p, &len, &over, err, errlen))
-            return -1;
+            return EMBER_EINVAL;
         if (used + (int64_t)len + 1 > t->arena_cap) {
             int64_t cap = t->arena_cap ? t->arena_cap : 1 << 16; /* grows by doubling */
             while (cap < used + (int64_t)len + 1)
@@ -354,7 +354,7 @@ static int64_t text_next(ctr_source *s, int32_t max, char *err, size_t errlen)
         if (t->end - t->line < want)
             want = (int32_t)(t->end - t->line);
         if (next_round(s, t, want, &n, &k, &first, err, errlen))
-            return -1;
+            return EMBER_EINVAL;
     }
     if (n > 0 && ctr_buf_transpose(s, n, k))
         return ctr_fail(err, errlen, "%s: out of memory for %lld ids", t->path, (long long)k);
@@ -434,11 +434,11 @@ static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
         mk = t->nmarks - 1;
     int64_t line = mk >= 0 ? mk << TEXT_MARK_SHIFT : 0;
     if (text_stream_seek(t->ts, mk >= 0 ? t->marks[mk] : t->data_offset, t->first_line - 1 + line, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     while (line < next) {
         int rc = skip_line(t, err, errlen);
         if (rc < 0)
-            return -1;
+            return EMBER_EINVAL;
         if (rc == 0)
             return ctr_fail(err, errlen, "%s: file ends before line %lld (changed while read?)", t->path,
                             (long long)(t->first_line + next));
@@ -462,7 +462,7 @@ static int count_lines(text_impl *t, char *err, size_t errlen)
         int64_t off = text_stream_tell(t->ts);
         int rc = skip_line(t, err, errlen);
         if (rc < 0)
-            return -1;
+            return EMBER_EINVAL;
         if (rc == 0)
             break;
         if ((t->lines & ((INT64_C(1) << TEXT_MARK_SHIFT) - 1)) == 0) {
@@ -503,7 +503,7 @@ static int compute_stats(text_impl *t, char *err, size_t errlen)
     char *scratch = malloc((size_t)p->max_line + 2), msg[200];
     text_ids ids = {0};
     int64_t good = 0;
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     if (!raw || !mean || !m2 || !dense || !lens || !scratch) {
         ctr_fail(err, errlen, "%s: out of memory", t->path);
         goto out;
@@ -570,7 +570,7 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
     if (!path || !schema || !out)
         return ctr_fail(err, errlen, "ctr_source_text: path, schema and out must not be NULL");
     if (ctr_check_world(path, rank, world, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     if (policy != CTR_BAD_SKIP && policy != CTR_BAD_FAIL)
         return ctr_fail(err, errlen, "%s: bad-line policy %d is neither skip nor fail", path, (int)policy);
     text_impl *t = calloc(1, sizeof *t);
@@ -584,7 +584,7 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
     if (text_plan_init(&t->plan, schema, path, err, errlen)) {
         free(t->path);
         free(t);
-        return -1;
+        return EMBER_EINVAL;
     }
     ctr_schema sc;
     memset(&sc, 0, sizeof sc);
@@ -642,7 +642,7 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
     return 0;
 fail:
     ctr_source_destroy(s);
-    return -1;
+    return EMBER_EINVAL;
 }
 
 void ctr_source_set_threads(ctr_source *s, int32_t threads)
@@ -654,11 +654,11 @@ void ctr_source_set_threads(ctr_source *s, int32_t threads)
 int ctr_source_text_stats(const ctr_source *s, int32_t column, double *mean, double *std)
 {
     if (!s || s->ops != &TEXT_OPS)
-        return -1;
+        return EMBER_EINVAL;
     const text_plan *p = &((const text_impl *)s->impl)->plan;
     if (column < 0 || column >= p->num_columns || p->cols[column].transform != CTR_TF_STANDARDIZE ||
         (p->cols[column].type != CTR_COL_INT && p->cols[column].type != CTR_COL_FLOAT))
-        return -1;
+        return EMBER_EINVAL;
     *mean = p->cols[column].mean;
     *std = p->cols[column].std;
     return 0;

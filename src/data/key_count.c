@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "data/key_count.h"
+#include "ember.h"
 
 #define KC_AHEAD 16
 
@@ -28,7 +29,7 @@ static int grow(key_count *k)
     int64_t cap = k->cap ? 2 * k->cap : 4096;
     uint64_t *s = calloc((size_t)cap, sizeof *s);
     if (!s)
-        return -1;
+        return EMBER_ENOMEM;
     for (int64_t i = 0; i < k->cap; i++)
         if (k->slot[i]) {
             int64_t j = home(k->slot[i], cap);
@@ -51,7 +52,7 @@ int key_count_add(key_count *k, const int64_t *keys, int64_t n)
                 for (int64_t i = 0; i < m && !k->over; i++) {
                     uint64_t key = (uint64_t)keys[g + i];
                     if (2 * (k->n + 1) > k->cap && grow(k))
-                        return -1;
+                        return EMBER_ENOMEM;
                     int64_t j = home(key, k->cap);
                     while (key && k->slot[j] && k->slot[j] != key)
                         j = (j + 1) & (k->cap - 1);
@@ -76,7 +77,7 @@ int key_count_add(key_count *k, const int64_t *keys, int64_t n)
             }
             while (2 * (k->n + m) > k->cap)
                 if (grow(k))
-                    return -1;
+                    return EMBER_ENOMEM;
         }
         int64_t at[KC_AHEAD];
         for (int64_t i = 0; i < m; i++) {

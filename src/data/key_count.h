@@ -22,7 +22,7 @@ typedef struct key_count {
 
 /* An empty count that stops at limit distinct keys. */
 void key_count_init(key_count *k, int64_t limit);
-/* Adds n keys.  0, or -1 when out of memory. */
+/* Adds n keys.  0, or EMBER_ENOMEM. */
 int key_count_add(key_count *k, const int64_t *keys, int64_t n);
 /* Distinct keys so far; limit + 1 when there were more than limit. */
 int64_t key_count_get(const key_count *k);

@@ -75,7 +75,7 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
             rc = ctr_fail(err, errlen, "%s: column %d (%s): unknown type", who, (int)c, nm);
         if (rc) {
             text_plan_free(p);
-            return -1;
+            return EMBER_EINVAL;
         }
         p->col_out[c] = -1;
         switch (k->type) {
@@ -114,7 +114,7 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
         }
         if (rc) {
             text_plan_free(p);
-            return -1;
+            return EMBER_EINVAL;
         }
     }
     if (p->label_col < 0 || p->D > 4096 || p->S < 1 || p->S > CTR_MAX_FEATURES) {
@@ -122,7 +122,7 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
                               ? "%s: the schema has more than 4096 int and float columns"
                               : "%s: the schema needs 1 to 64 categorical or multi_hot columns", who);
         text_plan_free(p);
-        return -1;
+        return EMBER_EINVAL;
     }
     if (!sc->header) { /* every column in order */
         p->nfields = C;
@@ -230,7 +230,7 @@ int text_plan_header(text_plan *p, const char *line, size_t len, const char *who
     const char **fs = malloc((size_t)cap * sizeof *fs);
     size_t *fl = malloc((size_t)cap * sizeof *fl);
     char msg[160];
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     if (!scratch || !fs || !fl) {
         ctr_fail(err, errlen, "%s: out of memory", who);
         goto out;
@@ -287,12 +287,12 @@ int text_ids_reserve(text_ids *t, int64_t n, int weighted)
     int64_t cap = t->cap * 2 > n ? t->cap * 2 : n < 1024 ? 1024 : n;
     int64_t *k = realloc(t->keys, (size_t)cap * sizeof *k);
     if (!k)
-        return -1;
+        return EMBER_ENOMEM;
     t->keys = k;
     if (weighted) {
         float *w = realloc(t->w, (size_t)cap * sizeof *w);
         if (!w)
-            return -1;
+            return EMBER_ENOMEM;
         t->w = w;
     }
     t->cap = cap;
@@ -319,21 +319,22 @@ static int parse_int(const char *s, size_t n, int64_t *out)
     if (n > 0 && (s[0] == '-' || s[0] == '+'))
         neg = s[i++] == '-';
     if (i == n)
-        return -1;
+        return EMBER_EINPUT;
     uint64_t v = 0, max = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
     for (; i < n; i++) {
         if (!is_digit(s[i]))
-            return -1;
+            return EMBER_EINPUT;
         uint64_t d = (uint64_t)(s[i] - '0');
         if (v > (max - d) / 10)
-            return -1;
+            return EMBER_EINPUT;
         v = v * 10 + d;
     }
     *out = neg ? (int64_t)(0 - v) : (int64_t)v;
     return 0;
 }
 
-/* [+-]?(d+(.d*)?|.d+)([eE][+-]?d+)? then strtod; -1: not one, -2: too big. */
+/* [+-]?(d+(.d*)?|.d+)([eE][+-]?d+)? then strtod; EMBER_EINPUT: not one,
+ * EMBER_ELIMIT: too big. */
 static int parse_float(const char *s, size_t n, double *out)
 {
     size_t i = 0, digits = 0;
@@ -347,7 +348,7 @@ static int parse_float(const char *s, size_t n, double *out)
             i++, digits++;
     }
     if (digits == 0)
-        return -1;
+        return EMBER_EINPUT;
     if (i < n && (s[i] == 'e' || s[i] == 'E')) {
         i++;
         if (i < n && (s[i] == '+' || s[i] == '-'))
@@ -356,18 +357,18 @@ static int parse_float(const char *s, size_t n, double *out)
         while (i < n && is_digit(s[i]))
             i++, ed++;
         if (ed == 0)
-            return -1;
+            return EMBER_EINPUT;
     }
     if (i != n)
-        return -1;
+        return EMBER_EINPUT;
     char buf[512];
     if (n >= sizeof buf)
-        return -1;
+        return EMBER_EINPUT;
     memcpy(buf, s, n);
     buf[n] = '\0';
     double v = strtod(buf, NULL);
     if (!isfinite(v))
-        return -2;
+        return EMBER_ELIMIT;
     *out = v;
     return 0;
 }
@@ -395,7 +396,7 @@ static const unsigned char HEX_DIGIT[256] = {
 static int parse_hex(const char *s, size_t n, uint32_t *out)
 {
     if (n < 1 || n > 8)
-        return -1;
+        return EMBER_EINPUT;
     uint32_t v = 0;
     unsigned bad = 0;
     for (size_t i = 0; i < n; i++) {
@@ -404,7 +405,7 @@ static int parse_hex(const char *s, size_t n, uint32_t *out)
         v = v << 4 | (d & 15);
     }
     if (bad)
-        return -1;
+        return EMBER_EINPUT;
     *out = v;
     return 0;
 }
@@ -478,7 +479,7 @@ static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, s
                 int rc = parse_float(colon + 1, wl, &wt);
                 if (rc)
                     return ctr_fail(msg, msglen, "field %d (%s): item %d \"%.*s\": \"%.*s\" is not a weight%s", field,
-                                k->name, (int)item, SHOW(il), q, SHOW(wl), colon + 1, rc == -2 ? " (out of range)" : "");
+                                k->name, (int)item, SHOW(il), q, SHOW(wl), colon + 1, rc == EMBER_ELIMIT ? " (out of range)" : "");
                 if (idl == 0)
                     return ctr_fail(msg, msglen, "field %d (%s): item %d \"%.*s\" has no id before its weight", field,
                                 k->name, (int)item, SHOW(il), q);
@@ -539,7 +540,7 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
             return ctr_fail(msg, msglen, "out of memory");
         }
     }
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     int n = split(p, line, len, scratch, fs, fl, p->nfields, msg, msglen);
     if (n < 0)
         goto out;
@@ -587,7 +588,7 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
                     int r = parse_float(s, sl, &x);
                     if (r) {
                         ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is not a number%s", field, k->name, SHOW(sl), s,
-                             r == -2 ? " (out of range)" : "");
+                             r == EMBER_ELIMIT ? " (out of range)" : "");
                         goto out;
                     }
                 }

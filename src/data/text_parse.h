@@ -45,6 +45,7 @@ typedef struct text_ids {
     int64_t n, cap;
 } text_ids;
 
+/* Room for n keys (and weights when weighted); 0, or EMBER_ENOMEM. */
 int text_ids_reserve(text_ids *t, int64_t n, int weighted);
 void text_ids_free(text_ids *t);
 

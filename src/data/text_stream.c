@@ -182,7 +182,7 @@ static int ts_fill(text_stream *t, char *err, size_t errlen)
     for (;;) {
         ssize_t n = ts_read(t, t->buf + t->end, t->cap - t->end, err, errlen);
         if (n < 0)
-            return -1;
+            return EMBER_EINVAL;
         if (n == 0) {
             t->eof = 1;
             break;
@@ -210,7 +210,7 @@ int text_stream_open(const char *path, text_stream **out, char *err, size_t errl
     t->fd = -1;
     if (ts_open_source(t, err, errlen)) {
         text_stream_close(t);
-        return -1;
+        return EMBER_EINVAL;
     }
     /* the buffer: 1 MiB, or a small file's whole text (compressed: 16x its
      * bytes) rounded up to a power of two; its size changes no result */
@@ -253,7 +253,7 @@ int text_stream_line(text_stream *t, size_t max_len, const char **line, size_t *
                      size_t errlen)
 {
     if (t->pos == t->end && ts_fill(t, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     if (t->pos == t->end)
         return 0;
     char *nl = memchr(t->buf + t->pos, '\n', t->end - t->pos);
@@ -292,7 +292,7 @@ int text_stream_line(text_stream *t, size_t max_len, const char **line, size_t *
         if (nl)
             break;
         if (ts_fill(t, err, errlen))
-            return -1;
+            return EMBER_EINVAL;
         if (t->end == 0)
             break; /* the last line, without '\n' */
     }
@@ -334,7 +334,7 @@ int text_stream_seek(text_stream *t, int64_t offset, int64_t line, char *err, si
      * error names the line it strikes in */
     if (offset < t->base) {
         if (ts_open_source(t, err, errlen))
-            return -1;
+            return EMBER_EINVAL;
         t->line_no = 0;
     } else {
         t->line_no += count_newlines(t->buf + t->pos, t->end - t->pos);
@@ -344,7 +344,7 @@ int text_stream_seek(text_stream *t, int64_t offset, int64_t line, char *err, si
             return ctr_fail(err, errlen, "%s: the text ends before line %lld (changed while read?)", t->path,
                             (long long)line + 1);
         if (ts_fill(t, err, errlen))
-            return -1;
+            return EMBER_EINVAL;
         t->line_no += count_newlines(t->buf, t->end);
     }
     t->pos = (size_t)(offset - t->base);

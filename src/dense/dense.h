@@ -117,8 +117,8 @@ void dlrm_block_params(const dlrm *m, int32_t b, int64_t *off, int64_t *len);
 /* Another model over src's very parameters and gradients (not copied: the
  * two see each other's updates, and both backward passes add into the
  * same gradients) with activations of its own: one per micro-batch a
- * pipeline stage keeps in flight.  src must outlive it.  0, or -1 when out
- * of memory. */
+ * pipeline stage keeps in flight.  src must outlive it.  0, or EMBER_ENOMEM.
+ */
 int dlrm_create_shared(dlrm *src, dlrm **out);
 /* Floats per sample block b keeps from its forward for its backward (its
  * output and what its backward reads: pre-activations, the interaction's
@@ -203,7 +203,8 @@ typedef struct dense_optim_config {
 dense_optim_config dense_optim_config_default(dense_optim_kind kind);
 
 typedef struct dense_optim dense_optim;
-/* 0, or -1 when out of memory or n < 0. */
+/* 0, EMBER_EINVAL when n < 0 or the kind is unknown, EMBER_ENOMEM when out
+ * of memory. */
 int dense_optim_create(const dense_optim_config *cfg, int64_t n, dense_optim **out);
 void dense_optim_destroy(dense_optim *o);
 

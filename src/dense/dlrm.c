@@ -42,6 +42,7 @@
 
 #include "core/rng.h"
 #include "dense/layers.h"
+#include "ember.h"
 
 #define DLRM_LAYERS (2 * DENSE_MAX_LAYERS + 1)
 #define DLRM_MAX_WIDTH 65536
@@ -105,7 +106,7 @@ static int fail(char *err, size_t errlen, const char *msg, int32_t value)
 {
     if (err && errlen)
         snprintf(err, errlen, msg, value);
-    return -1;
+    return EMBER_EINVAL;
 }
 
 static int validate(const dlrm_config *c, char *err, size_t errlen)
@@ -132,7 +133,7 @@ static int validate(const dlrm_config *c, char *err, size_t errlen)
         if (err && errlen)
             snprintf(err, errlen, "dense model: the last bottom layer is %d wide, emb_dim is %d",
                      c->bottom[c->num_bottom - 1], c->emb_dim);
-        return -1;
+        return EMBER_EINVAL;
     }
     if (c->interaction != DENSE_INTERACT_DOT && c->interaction != DENSE_INTERACT_CAT &&
         c->interaction != DENSE_INTERACT_DCN)
@@ -243,7 +244,7 @@ int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (validate(cfg, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     dlrm *m = calloc(1, sizeof *m);
     if (!m)
         return fail(err, errlen, "dense model: out of memory%.0d", 0);
@@ -264,7 +265,7 @@ int dlrm_create_shared(dlrm *src, dlrm **out)
     *out = NULL;
     dlrm *m = calloc(1, sizeof *m);
     if (!m)
-        return -1;
+        return EMBER_ENOMEM;
     layout(m, &src->cfg);
     m->params = src->params;
     m->grads = src->grads;
@@ -335,7 +336,7 @@ static int reserve(dlrm *m, int32_t B)
     if (!slab || !cgrad) {
         free(slab);
         free(cgrad);
-        return -1;
+        return EMBER_ENOMEM;
     }
     free(m->cgrad);
     m->cgrad = cgrad;
@@ -372,7 +373,7 @@ static int reserve(dlrm *m, int32_t B)
     CARVE(m->g0, m->maxw);
     CARVE(m->g1, m->maxw);
 #undef CARVE
-    DENSE_ASSERT(p == slab + per * B);
+    EMBER_ASSERT(p == slab + per * B);
     return 0;
 }
 
@@ -496,7 +497,7 @@ static void forward_blocks(dlrm *m, int32_t B, int32_t b0, int32_t b1, const flo
 int dlrm_forward_blocks(dlrm *m, int32_t B, int32_t b0, int32_t b1, const float *in, const float *pooled, float *out)
 {
     if (B < 0 || b0 < 0 || b1 > m->nl + 1 || b0 >= b1 || reserve(m, B))
-        return -1;
+        return EMBER_EINVAL;
     m->B = B;
     if (B == 0)
         return 0;
@@ -673,7 +674,7 @@ void dlrm_backward_blocks(dlrm *m, int32_t b0, int32_t b1, const float *dout, fl
 {
     if (m->B == 0)
         return;
-    DENSE_ASSERT(m->cap >= m->B && b0 >= 0 && b0 < b1 && b1 <= m->nl + 1);
+    EMBER_ASSERT(m->cap >= m->B && b0 >= 0 && b0 < b1 && b1 <= m->nl + 1);
     int32_t blas = blas_enter(m);
     backward_blocks(m, b0, b1, dout, din, d_pooled);
     blas_leave(m, blas);

@@ -16,15 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/assert.h"
 #include "dense/dense.h"
-
-#define DENSE_ASSERT(cond)                                                          \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                \
-        }                                                                           \
-    } while (0)
 
 /* y[s][o] = b[o] + sum_i x[s][i] * W[o][i]            (x [B][in], W [out][in];
  * b NULL: no bias) */

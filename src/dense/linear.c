@@ -35,7 +35,7 @@
 static float *bf16_copy(int64_t n, const float *a)
 {
     float *c = malloc((size_t)n * sizeof *c);
-    DENSE_ASSERT(c);
+    EMBER_ASSERT(c);
     for (int64_t i = 0; i < n; i++) {
         uint32_t u;
         memcpy(&u, &a[i], sizeof u);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "dense/layers.h"
+#include "ember.h"
 
 struct dense_optim {
     dense_optim_config cfg;
@@ -32,10 +33,10 @@ int dense_optim_create(const dense_optim_config *cfg, int64_t n, dense_optim **o
 {
     *out = NULL;
     if (n < 0 || (cfg->kind != DENSE_SGD && cfg->kind != DENSE_ADAM))
-        return -1;
+        return EMBER_EINVAL;
     dense_optim *o = calloc(1, sizeof *o);
     if (!o)
-        return -1;
+        return EMBER_ENOMEM;
     o->cfg = *cfg;
     o->n = n;
     o->lr_scale = 1.0f;
@@ -43,7 +44,7 @@ int dense_optim_create(const dense_optim_config *cfg, int64_t n, dense_optim **o
         o->state = calloc((size_t)(2 * n + 1), sizeof *o->state);
         if (!o->state) {
             free(o);
-            return -1;
+            return EMBER_ENOMEM;
         }
     }
     *out = o;

@@ -204,7 +204,7 @@ void ember_dyn_find(const ember_dyn *d, const uint64_t *keys, int64_t n, int thr
 
 /* Distinct missing keys in first-occurrence order: dkey, dcount; slots[i]
  * of a missing key temporarily holds its distinct index.  Returns the
- * number of distinct keys, or -1 when out of memory. */
+ * number of distinct keys, or EMBER_ENOMEM. */
 static int64_t distinct_misses(ember_dyn *d, const uint64_t *keys, int64_t n, uint32_t *slots)
 {
     int64_t nm = 0;
@@ -214,7 +214,7 @@ static int64_t distinct_misses(ember_dyn *d, const uint64_t *keys, int64_t n, ui
     if (nm == 0)
         return 0;
     if (ember_reserve((void **)&d->miss, &d->miss_cap, nm, sizeof *d->miss))
-        return -1;
+        return EMBER_ENOMEM;
     for (int64_t i = 0, k = 0; i < n; i++)
         if (slots[i] == EMBER_KEYMAP_NONE)
             d->miss[k++] = i;
@@ -222,19 +222,19 @@ static int64_t distinct_misses(ember_dyn *d, const uint64_t *keys, int64_t n, ui
     if (d->batch.capacity < nm) {
         ember_keymap_free(&d->batch);
         if (ember_keymap_init(&d->batch, nm, 0.5, 0, d->p.seed ^ 0x5bd1e995u) != EMBER_OK)
-            return -1;
+            return EMBER_ENOMEM;
     } else {
         ember_keymap_clear(&d->batch);
     }
     int64_t cap = d->d_cap;
     if (ember_reserve((void **)&d->dkey, &cap, nm, sizeof *d->dkey))
-        return -1;
+        return EMBER_ENOMEM;
     cap = d->d_cap;
     if (ember_reserve((void **)&d->dcount, &cap, nm, sizeof *d->dcount))
-        return -1;
+        return EMBER_ENOMEM;
     cap = d->d_cap;
     if (ember_reserve((void **)&d->dslot, &cap, nm, sizeof *d->dslot))
-        return -1;
+        return EMBER_ENOMEM;
     d->d_cap = cap;
     int64_t nd = 0;
     for (int64_t k = 0; k < nm; k++) {

@@ -37,7 +37,7 @@ int description_make(model_description *m, const ember_collection_config *cc, co
     if (cc->num_tables > DESCRIPTION_MAX || cc->num_features > DESCRIPTION_MAX) {
         snprintf(err, errlen, "model: %d tables and %d features, at most %d of each are described",
                  (int)cc->num_tables, (int)cc->num_features, DESCRIPTION_MAX);
-        return -1;
+        return EMBER_EINVAL;
     }
     m->num_tables = cc->num_tables;
     m->num_features = cc->num_features;
@@ -47,7 +47,7 @@ int description_make(model_description *m, const ember_collection_config *cc, co
             if (strlen(nm) >= sizeof m->names[i][t]) {
                 snprintf(err, errlen, "model: %s name '%s' longer than %d bytes", i ? "feature" : "table", nm,
                          (int)sizeof m->names[i][t] - 1);
-                return -1;
+                return EMBER_EINVAL;
             }
             snprintf(m->names[i][t], sizeof m->names[i][t], "%s", nm);
             if (i)
@@ -348,7 +348,7 @@ int description_from_json(const char *json, size_t n, model_description *m, char
     json_t *root = json_loadb(json, n, 0, &je);
     if (!root) {
         snprintf(err, errlen, "model.json: line %d: %s", je.line, je.text);
-        return -1;
+        return EMBER_EINVAL;
     }
     reader r = {err, errlen, 0};
     json_t *f = member(&r, root, "", "format", JSON_STRING);

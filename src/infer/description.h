@@ -55,7 +55,8 @@ ember_collection_config description_collection(const model_description *m);
 
 /* Serialises m; a malloc'd NUL-terminated string, NULL when out of memory. */
 char *description_to_json(const model_description *m);
-/* Parses n bytes of JSON into m.  -1 with err naming the field at fault. */
+/* Parses n bytes of JSON into m.  EMBER_EINVAL with err naming the field at
+ * fault. */
 int description_from_json(const char *json, size_t n, model_description *m, char *err, size_t errlen);
 
 #endif

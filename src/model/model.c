@@ -55,7 +55,7 @@ int model_grow_rows(ctr_model *m, int64_t rows)
     if (q)
         m->pooled_next = q;
     if (!p || !d || !q)
-        return -1;
+        return EMBER_ENOMEM;
     m->cap_rows = rows;
     return 0;
 }

@@ -45,8 +45,8 @@ struct ctr_model {
 /* The message into err (when given); returns status. */
 int model_fail(char *err, size_t errlen, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* The pooled buffers grown to rows samples (never shrunk).  0, or -1 when
- * out of memory (the buffers that did grow stay). */
+/* The pooled buffers grown to rows samples (never shrunk).  0, or
+ * EMBER_ENOMEM (the buffers that did grow stay). */
 int model_grow_rows(ctr_model *m, int64_t rows);
 
 /* The batch fits the model (features, dense inputs, a size >= 0). */

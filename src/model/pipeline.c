@@ -54,7 +54,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
         vsnprintf(err, errlen, fmt, ap);
         va_end(ap);
     }
-    return -1;
+    return EMBER_EINVAL;
 }
 
 pipe_config pipe_config_default(pipe_schedule schedule)
@@ -401,7 +401,7 @@ static int bufs_alloc(step_bufs *sb, int32_t nslots, int32_t k, ember_world *w)
                       calloc((size_t)k + 1, sizeof(float *)), malloc(((size_t)nslots + 1) * sizeof(int32_t)),
                       calloc((size_t)(2 * nslots) + 1, sizeof(void *)), 0, w};
     if (!sb->in || !sb->out || !sb->din || !sb->dout || !sb->dlogit || !sb->inst || !sb->reqs)
-        return -1;
+        return EMBER_ENOMEM;
     for (int32_t i = 0; i < nslots; i++)
         sb->inst[i] = -1;
     return 0;

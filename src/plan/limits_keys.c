@@ -70,7 +70,7 @@ static int add_keys(const limits_keys *k, const ember_batch *b, int32_t t, plan_
             len += b->lengths[(int64_t)f * b->batch_size + s];
         if (k->info.feature_table[f] == t &&
             (plan_stats_builder_add(one, b->ids + at, len) || plan_stats_builder_add(all, b->ids + at, len)))
-            return -1;
+            return EMBER_EINVAL;
         at += len;
     }
     return 0;

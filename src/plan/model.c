@@ -465,7 +465,7 @@ static ember_cache_policy cache_policy(const ember_collection_config *cfg, const
     return cfg->ssd_policy != EMBER_CACHE_DEFAULT ? cfg->ssd_policy : EMBER_CACHE_LOOKAHEAD;
 }
 
-/* Memory of every physical table on every rank (as exchange/shard.h).  An SSD
+/* Memory of every physical table on every rank (as collection/shard.h).  An SSD
  * table's DRAM is its cache's, by the rule of collection create
  * (tier.h, ember_ssd_cache_dram): the rows cache_bytes holds after the
  * bitmap of the rank's rows, with their bookkeeping, plus that bitmap. */

@@ -23,7 +23,7 @@
  *   limits.h   `ember limits`' statistics (limits.c, limits_keys.c).
  *
  * Library-internal: the public face is include/ember-plan.h (src/api/
- * plan.c and limits.c), and ember_bench_run predicts its bytes with it.
+ * plan_handle.c and limits.c), and ember_bench_run predicts its bytes with it.
  * Nothing here needs MPI or allocates tables; a plan for 1024 ranks takes
  * milliseconds.
  */
@@ -323,7 +323,7 @@ int32_t plan_pack(int32_t items, const double *load, const int64_t *mem, int32_t
 
 /*
  * Tiers (tiers.c): which tables go to the SSD tier, by the collection's own
- * rules (ember.h: storage, ssd_min_bytes, memory_budget; tier/rule.c) with
+ * rules (ember.h: storage, ssd_min_bytes, memory_budget; collection/tier_rule.c) with
  * o->memory_per_rank as the budget when the config sets none, for a world
  * of o->world.  tables[] receives a copy of w->cfg->tables with storage,
  * cache_bytes and cache_policy resolved (plan with it: SSD tables then count

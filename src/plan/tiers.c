@@ -1,6 +1,6 @@
 /*
  * tiers.c: the planner's memory tiers (plan.h, plan_tiers): the same rules
- * that collection create applies (tier/rule.c), so `ember plan` shows the
+ * that collection create applies (collection/tier_rule.c), so `ember plan` shows the
  * tiers the collection will choose, and for each SSD table the hit rate its
  * cache can expect on the workload's id statistics.
  */

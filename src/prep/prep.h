@@ -1,14 +1,14 @@
 /*
  * prep.h: what preparing a batch reads and what it leaves
- * (docs/architecture.md, floor 2; docs/embedding-core.md, "One step").
+ * (docs/architecture.md, prep's floor; docs/embedding-core.md, "One step").
  *
  * Preparing (validation, routing, limits, the sort) reads the collection's
  * layout (table/layout.h) and options, which the step hands over as an
- * ember_prep for each call (step/prepare.c): the features, the logical
- * tables, and per physical table its features, tables and route.  It
- * leaves the batch's shape (ember_batch_shape: bag offsets, sequence
- * offsets, mini-batches) and one route per physical table, which the step
- * keeps until the backward.  Messages go to the buffer the caller names.
+ * ember_prep for each call (ember_collection_prep, collection/collection.c):
+ * the features, the logical tables, and per physical table its features,
+ * tables and route.  It leaves the batch's shape (ember_batch_shape: bag
+ * offsets, sequence offsets, mini-batches) and one route per physical
+ * table, which the step keeps until the backward.  Messages go to the buffer the caller names.
  */
 #ifndef EMBER_PREP_PREP_H
 #define EMBER_PREP_PREP_H

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ember.h"
 #include "quant/quant.h"
 
 #ifdef __F16C__
@@ -116,7 +117,7 @@ int ember_quant_row(ember_encoding e, int32_t dim, const float *x, uint8_t *out)
     float lo = x[0], hi = x[0];
     for (int32_t i = 0; i < dim; i++) {
         if (!isfinite(x[i]) || (e != EMBER_ENC_FP32 && fabsf(x[i]) > 65504.0f))
-            return -1;
+            return EMBER_EINVAL;
         lo = x[i] < lo ? x[i] : lo;
         hi = x[i] > hi ? x[i] : hi;
     }

@@ -32,7 +32,7 @@ const char *ember_encoding_name(ember_encoding e);
 /* The encoding named s, or -1. */
 int ember_encoding_parse(const char *s);
 
-/* Bytes of one row of dim elements (dim >= 1). */
+/* Bytes of one row of dim elements (dim >= 1); -1 for an unknown encoding. */
 int64_t ember_quant_row_bytes(ember_encoding e, int32_t dim);
 
 /* IEEE half conversions, round to nearest even (overflow -> inf, NaN kept):
@@ -44,7 +44,7 @@ uint16_t ember_half_from_float_soft(float x);
 float ember_half_to_float_soft(uint16_t h);
 
 /* Encodes x[0..dim) into out (ember_quant_row_bytes bytes).  Returns 0, or
- * -1 (out untouched) when an element is not finite or, for the fp16-based
+ * EMBER_EINVAL (out untouched) when an element is not finite or, for the fp16-based
  * encodings, outside fp16's finite range (|x| > 65504): such a row cannot
  * be stored and the caller names it. */
 int ember_quant_row(ember_encoding e, int32_t dim, const float *x, uint8_t *out);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/rng.h"
 #include "ref/ref.h"
 
@@ -55,8 +56,7 @@ void ref_dense_act_backward(dense_activation kind, int64_t n, const double *x, c
 static void *ref_alloc(int64_t n, size_t size)
 {
     void *p = calloc((size_t)(n > 0 ? n : 1), size);
-    if (!p)
-        abort();
+    EMBER_ASSERT(p != NULL);
     return p;
 }
 

@@ -52,6 +52,7 @@ void ref_dyn_free(ref_dyn *r)
     memset(r, 0, sizeof *r);
 }
 
+/* The slot holding key, or -1 when it is not resident. */
 static int64_t slot_of(const ref_dyn *r, uint64_t key)
 {
     for (int64_t s = 0; s < r->capacity; s++)

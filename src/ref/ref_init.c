@@ -48,7 +48,7 @@ int ref_model_init(ref_model *m, const ember_collection_config *cfg)
     m->cfg = *cfg;
     m->tables = calloc((size_t)cfg->num_tables, sizeof *m->tables);
     if (!m->tables)
-        return -1;
+        return EMBER_ENOMEM;
     for (int32_t t = 0; t < cfg->num_tables; t++) {
         const ember_table_config *tc = &cfg->tables[t];
         ref_table *rt = &m->tables[t];
@@ -59,7 +59,7 @@ int ref_model_init(ref_model *m, const ember_collection_config *cfg)
         rt->state = calloc((size_t)tc->rows * (size_t)(sf > 0 ? sf : 1), sizeof(float));
         if (!rt->w || !rt->state) {
             ref_model_free(m);
-            return -1;
+            return EMBER_ENOMEM;
         }
         uint64_t key = ember_rng_table_key(cfg->seed, XXH64(tc->name, strlen(tc->name), 0));
         for (int64_t r = 0; r < tc->rows; r++)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/assert.h"
 #include "core/rng.h"
 #include "ref/ref.h"
 
@@ -125,7 +126,7 @@ static int range_counts(const ember_collection_config *cfg, const ember_batch *b
     unit *u;
     int64_t n = list_units(cfg, b, start, lo, hi, &u);
     if (n < 0)
-        return -1;
+        return EMBER_EINVAL;
     qsort(u, (size_t)n, sizeof *u, unit_cmp);
     for (int64_t i = 0; i < n; i++) {
         int64_t cell = (int64_t)u[i].table * ref_shards(cfg) + u[i].shard;
@@ -141,8 +142,10 @@ void ref_partition_counts(const ember_collection_config *cfg, const ember_batch 
                           int64_t *unique)
 {
     int64_t *start = bag_starts(b);
-    if (!start || range_counts(cfg, b, start, 0, b->batch_size, ids, unique) != 0)
-        abort(); /* the reference has no error path; tests are small */
+    /* the reference has no error path; tests are small */
+    EMBER_ASSERT(start != NULL);
+    int rc = range_counts(cfg, b, start, 0, b->batch_size, ids, unique);
+    EMBER_ASSERT(rc == 0);
     free(start);
 }
 
@@ -174,7 +177,7 @@ static int policy_fits(const ember_collection_config *cfg, const ember_batch *b,
                        int64_t *ids, int64_t *unique)
 {
     if (range_counts(cfg, b, start, lo, hi, ids, unique) != 0)
-        return -1;
+        return EMBER_EINVAL;
     for (int32_t t = 0; t < cfg->num_tables; t++)
         if (cfg->tables[t].limit_policy == policy && has_limits(&cfg->tables[t]) &&
             !table_fits(cfg, t, ids, unique))
@@ -191,7 +194,7 @@ static int apply_drop(const ember_collection_config *cfg, const ember_batch *b,
     unit *u;
     int64_t n = list_units(cfg, b, start, lo, hi, &u);
     if (n < 0)
-        return -1;
+        return EMBER_EINVAL;
     qsort(u, (size_t)n, sizeof *u, unit_cmp);
     int64_t i = 0;
     while (i < n) {

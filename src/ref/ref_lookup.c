@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/assert.h"
 #include "ref/ref.h"
 
 /* off[f * B + b] = first id of bag (f, b); off[F * B] = num_ids. */
@@ -19,8 +20,7 @@ static int64_t *ref_bag_offsets(const ember_batch *b)
 {
     int64_t n = (int64_t)b->num_features * b->batch_size;
     int64_t *off = malloc((size_t)(n + 1) * sizeof *off);
-    if (!off)
-        abort();
+    EMBER_ASSERT(off != NULL);
     off[0] = 0;
     for (int64_t i = 0; i < n; i++)
         off[i + 1] = off[i] + b->lengths[i];
@@ -161,8 +161,7 @@ void ref_backward(ref_model *m, const ember_batch *b, const uint8_t *keep, const
         ref_table *t = &m->tables[tix];
         float *g = calloc((size_t)t->rows * (size_t)t->dim, sizeof *g);
         uint8_t *touched = calloc((size_t)t->rows, 1);
-        if (!g || !touched)
-            abort();
+        EMBER_ASSERT(g != NULL && touched != NULL);
         for (int32_t s = 0; s < B; s++) {
             for (int32_t f = 0; f < F; f++) {
                 const ember_feature_config *fc = &m->cfg.features[f];

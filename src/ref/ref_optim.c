@@ -10,14 +10,14 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "core/assert.h"
 #include "ref/ref.h"
 
 void ref_optimizer_apply(const ember_optimizer *o, int64_t t, int32_t dim, float *w, float *state,
                          const float *g_in)
 {
     float *g = malloc((size_t)dim * sizeof *g);
-    if (!g)
-        abort();
+    EMBER_ASSERT(g != NULL);
     for (int32_t k = 0; k < dim; k++)
         g[k] = g_in[k] + o->weight_decay * w[k];
 

@@ -52,7 +52,7 @@ int ref_quant_row(int enc, int32_t dim, const float *x, uint8_t *out)
     float lo = x[0], hi = x[0];
     for (int32_t i = 0; i < dim; i++) {
         if (!isfinite(x[i]) || (enc != 0 && fabsf(x[i]) > 65504.0f))
-            return -1;
+            return EMBER_EINVAL;
         if (x[i] < lo)
             lo = x[i];
         if (x[i] > hi)

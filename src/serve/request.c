@@ -29,7 +29,7 @@ static int fail(serve_batch *out, char *err, size_t errlen, const char *fmt, ...
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
     serve_batch_free(out);
-    return -1;
+    return EMBER_EINPUT;
 }
 
 void serve_batch_free(serve_batch *b)
@@ -161,7 +161,7 @@ static int json_ids(const serve_shape *s, json_t *sparse, json_t *weights, serve
                                 s->names[f], (int)i);
                 out->ids[at] = (int64_t)json_integer_value(v);
                 if (check_id(s, f, b, out->ids[at], out, err, errlen))
-                    return -1;
+                    return EMBER_EINPUT;
                 if (!out->weights)
                     continue;
                 json_t *w = !wbags ? NULL : json_is_array(wbag) ? json_array_get(wbag, (size_t)i) : wbag;
@@ -204,14 +204,14 @@ static int decode_root(const serve_shape *s, json_t *root, serve_batch *out, cha
         return fail(out, err, errlen, "\"weights\": expected an object with weights by feature name");
     if (unknown_feature(s, sparse, "sparse", out, err, errlen) ||
         (weights && unknown_feature(s, weights, "weights", out, err, errlen)))
-        return -1;
+        return EMBER_EINPUT;
     json_t *bags;
     for (int32_t f = 0; f < s->num_features; f++)
         if (bags_of(s, sparse, "sparse", f, &n, &bags, out, err, errlen))
-            return -1;
+            return EMBER_EINPUT;
     for (int32_t f = 0; weights && f < s->num_features; f++)
         if (json_object_get(weights, s->names[f]) && bags_of(s, weights, "weights", f, &n, &bags, out, err, errlen))
-            return -1;
+            return EMBER_EINPUT;
     if (n > s->max_samples)
         return fail(out, err, errlen, "%lld samples, more than one request may hold (%d)", (long long)n,
                     (int)s->max_samples);
@@ -219,13 +219,13 @@ static int decode_root(const serve_shape *s, json_t *root, serve_batch *out, cha
     out->dense = malloc(sizeof(float) * ((size_t)out->n * (size_t)s->num_dense + 1));
     out->lengths = malloc(sizeof(int32_t) * ((size_t)out->n * (size_t)s->num_features + 1));
     if (!out->dense || !out->lengths)
-        return (void)fail(out, err, errlen, "out of memory decoding %d samples", (int)out->n), -2;
+        return (void)fail(out, err, errlen, "out of memory decoding %d samples", (int)out->n), EMBER_ENOMEM;
     if ((dense && json_dense(s, dense, out, err, errlen)) || json_lengths(s, sparse, out, err, errlen))
-        return -1;
+        return EMBER_EINPUT;
     out->ids = malloc(sizeof(int64_t) * ((size_t)out->num_ids + 1));
     out->weights = weights ? malloc(sizeof(float) * ((size_t)out->num_ids + 1)) : NULL;
     if (!out->ids || (weights && !out->weights))
-        return (void)fail(out, err, errlen, "out of memory decoding %lld ids", (long long)out->num_ids), -2;
+        return (void)fail(out, err, errlen, "out of memory decoding %lld ids", (long long)out->num_ids), EMBER_ENOMEM;
     return json_ids(s, sparse, weights, out, err, errlen);
 }
 
@@ -285,7 +285,7 @@ int serve_decode_binary(const serve_shape *s, const void *body, size_t n, serve_
     out->ids = malloc(8 * ((size_t)nids + 1));
     out->weights = flags & 1 ? malloc(4 * ((size_t)nids + 1)) : NULL;
     if (!out->dense || !out->lengths || !out->ids || (flags & 1 && !out->weights))
-        return (void)fail(out, err, errlen, "out of memory decoding %u samples", ns), -2;
+        return (void)fail(out, err, errlen, "out of memory decoding %u samples", ns), EMBER_ENOMEM;
     const unsigned char *at = p + SERVE_BINARY_HEADER;
     memcpy(out->dense, at, 4 * (size_t)ns * nd);
     at += 4 * (size_t)ns * nd;
@@ -308,7 +308,7 @@ int serve_decode_binary(const serve_shape *s, const void *body, size_t n, serve_
                             s->names[f], (int)k, k < 0 ? "is negative" : "runs past num_ids");
             for (int32_t i = 0; i < k; i++, id_at++) {
                 if (check_id(s, f, b, out->ids[id_at], out, err, errlen))
-                    return -1;
+                    return EMBER_EINPUT;
                 if (out->weights && !isfinite(out->weights[id_at]))
                     return fail(out, err, errlen, "binary body: sample %d, feature \"%s\", weight %d is not finite",
                                 (int)b, s->names[f], (int)i);

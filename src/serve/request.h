@@ -54,8 +54,8 @@ typedef struct serve_shape_store {
 } serve_shape_store;
 int serve_shape_of(const ember_predictor *p, int32_t max_samples, serve_shape_store *store, serve_shape *out);
 
-/* Each returns 0, or -1 with err naming what is wrong with the body, or -2
- * when out of memory (out is then empty); out is freed with
+/* Each returns 0, or EMBER_EINPUT with err naming what is wrong with the
+ * body, or EMBER_ENOMEM when out of memory (out is then empty); out is freed with
  * serve_batch_free either way. */
 int serve_decode_json(const serve_shape *s, const char *body, size_t n, serve_batch *out, char *err, size_t errlen);
 /* Binary body, little-endian, no padding:

@@ -84,7 +84,7 @@ static int grow(merged *m, int64_t samples, int64_t ids, int32_t nd, int32_t nf)
         if (s)
             m->scores = s;
         if (!d || !l || !s)
-            return -1;
+            return EMBER_ENOMEM;
         m->cap_samples = samples;
     }
     if (ids > m->cap_ids) {
@@ -95,7 +95,7 @@ static int grow(merged *m, int64_t samples, int64_t ids, int32_t nd, int32_t nf)
         if (w)
             m->weights = w;
         if (!i || !w)
-            return -1;
+            return EMBER_ENOMEM;
         m->cap_ids = ids;
     }
     return 0;
@@ -161,7 +161,7 @@ static void score_jobs(serve_scorer *s, job *first, job *end, int32_t n, int64_t
             snprintf(j->msg, j->msglen, "%s", err);
         b += j->req->n;
         j->t->score = seconds;
-        j->status = st == 0 ? 0 : -1;
+        j->status = st == 0 ? EMBER_OK : EMBER_EINVAL;
         j->done = 1;
         j = next;
     }
@@ -257,7 +257,7 @@ int serve_scorer_score(serve_scorer *s, const serve_batch *req, float *scores, s
     if (s->stopping) {
         pthread_mutex_unlock(&s->mu);
         snprintf(err, errlen, "the server is shutting down");
-        return -2;
+        return EMBER_ESTATE;
     }
     if (s->tail)
         s->tail->next = &j;

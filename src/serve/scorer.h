@@ -49,8 +49,8 @@ typedef struct serve_stats {
  * scorer; nothing else may use it meanwhile.  EMBER_EINVAL, EMBER_ENOMEM. */
 int serve_scorer_create(ember_predictor *p, const serve_scorer_config *c, serve_scorer **out);
 /* Scores req (req->n samples) into scores, waiting for its micro-batch.
- * Thread-safe.  0; -1 when scoring failed (err has why); -2 when the
- * scorer is stopping. */
+ * Thread-safe.  EMBER_OK; EMBER_EINVAL when scoring failed (err has why);
+ * EMBER_ESTATE when the scorer is stopping. */
 int serve_scorer_score(serve_scorer *s, const serve_batch *req, float *scores, serve_timing *t, char *err,
                        size_t errlen);
 /* Refuses new requests, scores the ones queued, joins the thread. */

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ember.h"
 #include "tier/io_pool.h"
 
 struct ember_io_pool {
@@ -208,7 +209,7 @@ int ember_io_pool_set_stride(ember_io_pool *p, int64_t stride)
 {
     void *b = NULL;
     if (posix_memalign(&b, 4096, (size_t)(stride * (p->nthreads + 1))) != 0)
-        return -1;
+        return EMBER_ENOMEM;
     free(p->bounce);
     p->bounce = b;
     p->stride = stride;

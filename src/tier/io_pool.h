@@ -39,7 +39,7 @@ typedef struct ember_io_pool ember_io_pool;
  * thread cannot be started. */
 ember_io_pool *ember_io_pool_create(int threads, ember_io_init_fn init, void *init_ctx);
 /* O_DIRECT: requests with `bounce` move `stride` bytes (a multiple of 512)
- * through a 4096-aligned buffer per thread.  0, or -1 out of memory. */
+ * through a 4096-aligned buffer per thread.  0, or EMBER_ENOMEM. */
 int ember_io_pool_set_stride(ember_io_pool *p, int64_t stride);
 void ember_io_pool_destroy(ember_io_pool *p); /* waits for a running batch */
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ember.h"
 #include "tier/sim.h"
 
 typedef struct entry {
@@ -33,7 +34,7 @@ static int heap_push(heap *h, entry e)
         int64_t c = h->cap ? 2 * h->cap : 1024;
         entry *v = realloc(h->v, sizeof(entry) * (size_t)c);
         if (!v)
-            return -1;
+            return EMBER_ENOMEM;
         h->v = v;
         h->cap = c;
     }
@@ -77,7 +78,7 @@ int ember_cache_sim_belady(const uint32_t *const *rows, const int64_t *n, int64_
     int64_t *at = malloc(sizeof(int64_t) * ((size_t)rows_total + 1)); /* per row: next use, or key */
     uint8_t *res = calloc((size_t)rows_total + 1, 1);
     heap h = {0};
-    int st = next && at && res ? 0 : -1;
+    int st = next && at && res ? EMBER_OK : EMBER_ENOMEM;
     if (st)
         goto done;
     /* next[k]: the step that uses access k's row next */
@@ -97,7 +98,7 @@ int ember_cache_sim_belady(const uint32_t *const *rows, const int64_t *n, int64_
         for (int64_t i = 0; i < n[s]; i++)
             miss += !res[rows[s][i]];
         if (n[s] > cap) {
-            st = -2; /* one step does not fit */
+            st = EMBER_ELIMIT; /* one step does not fit */
             break;
         }
         while (resident + miss > cap) { /* evict the farthest next use (lazy entries skipped) */
@@ -115,7 +116,7 @@ int ember_cache_sim_belady(const uint32_t *const *rows, const int64_t *n, int64_
             }
             at[r] = next[k];
             if (heap_push(&h, (entry){next[k], r}))
-                st = -1;
+                st = EMBER_ENOMEM;
         }
         if (s >= first_counted) {
             *accesses += n[s];

@@ -104,7 +104,7 @@ typedef struct ssd_store {
     ember_tier_stats st;
 } ssd_store;
 
-/* ssd_cache.c: the row -> slot map */
+/* ssd_cache.c: the row -> slot map (find: the slot, or -1 when row has none) */
 int64_t ssd_map_find(const ssd_store *s, uint32_t row);
 void ssd_map_insert(ssd_store *s, uint32_t row, uint32_t slot);
 void ssd_map_erase(ssd_store *s, uint32_t row);

@@ -26,7 +26,7 @@ static int bulk_reserve(ssd_store *s, int64_t floats)
         c *= 2;
     void *b = NULL;
     if (posix_memalign(&b, 4096, sizeof(float) * (size_t)c) != 0)
-        return -1;
+        return EMBER_ENOMEM;
     free(s->bulk);
     s->bulk = b;
     s->bulk_cap = c;

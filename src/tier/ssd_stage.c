@@ -38,13 +38,13 @@ static int job_reserve(ssd_store *s, int64_t n)
 }
 
 /* Claims a slot for row: the map points at it at once (LOADING), its
- * victim leaves the map.  0, or -1 when no slot is left. */
+ * victim leaves the map.  0, or EMBER_ELIMIT when no slot is left. */
 static int claim(ssd_store *s, uint32_t row, int64_t keep_through)
 {
     uint32_t victim;
     int32_t x = ssd_take_slot(s, keep_through, &victim);
     if (x < 0)
-        return -1;
+        return EMBER_ELIMIT;
     ssd_job *j = &s->job;
     int64_t k = j->n++;
     j->slot[k] = (uint32_t)x;

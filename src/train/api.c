@@ -64,7 +64,7 @@ static int copy_overrides(ember_trainer *s, const ember_train_overrides *o, embe
                            &out->plot,       &out->schedule,  &out->lr_decay};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (*strs[i] && !(*strs[i] = s->owned[i] = strdup(*strs[i])))
-            return -1;
+            return EMBER_ENOMEM;
     return 0;
 }
 

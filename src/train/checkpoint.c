@@ -203,22 +203,22 @@ static int restore_dense(ember_trainer *s, const ember_checkpoint *ck, train_res
     if (!fpb) {
         snprintf(err, errlen, "checkpoint %s: no blob \"train.fingerprint\" (not saved by ember train?)",
                  ember_checkpoint_path(ck));
-        return -1;
+        return EMBER_EINVAL;
     }
     char *saved = malloc((size_t)fplen + 1);
     if (!saved) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return EMBER_EINVAL;
     }
     memcpy(saved, fpb, (size_t)fplen);
     saved[fplen] = '\0';
     int rc = train_fingerprint_compare(mine, saved, ember_checkpoint_path(ck), err, errlen, rs->note, sizeof rs->note);
     free(saved);
     if (rc)
-        return -1;
+        return EMBER_EINVAL;
     const int64_t *state = blob(ck, -1, "train.state", 8 * (int64_t)sizeof(int64_t), err, errlen);
     if (!state)
-        return -1;
+        return EMBER_EINVAL;
     dense_sync *ds = model_dense_sync(s->model);
     int64_t nparams = dlrm_num_params(s->dense), floats = dense_sync_state_floats(ds);
     if (state[0] != STATE_MAGIC || state[1] != BLOB_VERSION || state[2] < 0 || state[3] < 0 ||
@@ -226,14 +226,14 @@ static int restore_dense(ember_trainer *s, const ember_checkpoint *ck, train_res
         snprintf(err, errlen, "checkpoint %s: blob \"train.state\": bad magic or version, or %lld dense parameters "
                  "(%lld optimizer floats) where this run has %lld (%lld)", ember_checkpoint_path(ck),
                  (long long)state[4], (long long)state[6], (long long)nparams, (long long)(floats * nparams));
-        return -1;
+        return EMBER_EINVAL;
     }
     const float *params = blob(ck, -1, "dense.params", nparams * (int64_t)sizeof(float), err, errlen);
     if (!params)
-        return -1;
+        return EMBER_EINVAL;
     const float *om = NULL;
     if (floats > 0 && !(om = blob(ck, -1, "dense.optim", floats * nparams * (int64_t)sizeof(float), err, errlen)))
-        return -1;
+        return EMBER_EINVAL;
     memcpy(dlrm_params(s->dense), params, (size_t)nparams * sizeof(float));
     dense_sync_set_state(ds, om, state[5]); /* this rank's shard of it, when sharded */
     rs->step = state[2];
@@ -248,11 +248,11 @@ static int restore_position(ember_trainer *s, const ember_checkpoint *ck, char *
     int32_t W = ember_checkpoint_world(ck), from = W == s->size ? s->rank : 0;
     const int64_t *p = blob(ck, from, "data.position", 6 * (int64_t)sizeof(int64_t), err, errlen);
     if (!p)
-        return -1;
+        return EMBER_EINVAL;
     if (p[0] != POS_MAGIC || p[1] != BLOB_VERSION) {
         snprintf(err, errlen, "checkpoint %s: blob \"data.position\" of rank %d: bad magic or version",
                  ember_checkpoint_path(ck), (int)from);
-        return -1;
+        return EMBER_EINVAL;
     }
     ctr_position saved = {p[2], p[3], p[4], p[5]}, here, to;
     ctr_source_tell(s->train_src, &here);
@@ -267,7 +267,7 @@ static int restore_position(ember_trainer *s, const ember_checkpoint *ck, char *
     char serr[512];
     if (ctr_source_seek(s->train_src, &to, serr, sizeof serr)) {
         snprintf(err, errlen, "checkpoint %s: data position: %s", ember_checkpoint_path(ck), serr);
-        return -1;
+        return EMBER_EINVAL;
     }
     return 0;
 }

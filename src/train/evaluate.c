@@ -34,7 +34,7 @@ static int vec_push(vec *x, const float *src, int64_t n)
         int64_t cap = x->cap * 2 > x->n + n ? x->cap * 2 : x->n + n;
         float *p = realloc(x->v, (size_t)(cap + 1) * sizeof *p);
         if (!p)
-            return -1;
+            return EMBER_ENOMEM;
         x->v = p;
         x->cap = cap;
     }
@@ -68,7 +68,7 @@ static int predict_all(ember_trainer *s, vec *prob, vec *label, vec *teacher, in
         int64_t agree[2] = {n > 0 ? n : 0, failed};
         if (ember_comm_reduce_i64(s->world, agree, 2, EMBER_REDUCE_SUM) != EMBER_OK) {
             snprintf(err, errlen, "evaluation: %s", s->world->errmsg);
-            st = -1; /* fatal: agreed by the caller */
+            st = EMBER_EINVAL; /* fatal: agreed by the caller */
             break;
         }
         if (agree[1]) {

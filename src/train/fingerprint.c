@@ -174,7 +174,7 @@ int train_fingerprint_compare(const char *mine, const char *saved, const char *p
                 if (!soft) {
                     snprintf(err, errlen, "checkpoint %s: %s %.300s, this run %.300s (resume with the settings "
                              "that saved it, or another --checkpoint-dir)", path, key, b, a);
-                    return -1;
+                    return EMBER_EINVAL;
                 }
                 add(note, notelen, "%s%s %s, this run %s", note[0] ? "; " : "", key, b, a);
             }
@@ -188,7 +188,7 @@ int train_fingerprint_compare(const char *mine, const char *saved, const char *p
     if (strcmp(a, b)) {
         snprintf(err, errlen, "checkpoint %s: pipeline_stages %s, this run %s (resume with the settings that saved "
                  "it, or another --checkpoint-dir)", path, b, a);
-        return -1;
+        return EMBER_EINVAL;
     }
     return 0;
 }

@@ -56,10 +56,10 @@ static int apply_saved(ember_trainer *s, int32_t world, char *err, size_t errlen
     const char *path = s->t.plan_file;
     json_error_t je;
     json_t *j = json_load_file(path, 0, &je);
-    int rc = -1;
+    int rc = EMBER_EINVAL;
     if (!j) {
         snprintf(err, errlen, "%s:%d: train.plan: not a plan (%s)", path, je.line, je.text);
-        return -1;
+        return EMBER_EINVAL;
     }
     json_t *tables = json_object_get(j, "tables");
     json_int_t pw = json_integer_value(json_object_get(j, "world"));

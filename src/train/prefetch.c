@@ -70,7 +70,7 @@ static int grow(void **p, int64_t n, size_t sz)
 {
     void *q = realloc(*p, (size_t)(n > 0 ? n : 1) * sz);
     if (!q)
-        return -1;
+        return EMBER_ENOMEM;
     *p = q;
     return 0;
 }
@@ -83,13 +83,13 @@ static int copy_batch(slot *sl, const ctr_batch *b)
         int64_t c = n + n / 4;
         if (grow((void **)&sl->label, c, sizeof(float)) || grow((void **)&sl->dense, c * D, sizeof(float)) ||
             grow((void **)&sl->lengths, c * F, sizeof(int32_t)))
-            return -1;
+            return EMBER_ENOMEM;
         sl->cap = c;
     }
     if (ids > sl->cap_ids) {
         int64_t c = ids + ids / 4;
         if (grow((void **)&sl->ids, c, sizeof(int64_t)))
-            return -1;
+            return EMBER_ENOMEM;
         sl->cap_ids = c;
     }
     memcpy(sl->label, b->label, (size_t)n * sizeof(float));
@@ -153,11 +153,11 @@ int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t threads, 
     *out = NULL;
     train_prefetch *p = calloc(1, sizeof *p);
     if (!p)
-        return -1;
+        return EMBER_EINVAL;
     p->nslots = 2 + (ahead > 0 ? ahead : 0);
     if (!(p->s = calloc((size_t)p->nslots, sizeof *p->s))) {
         free(p);
-        return -1;
+        return EMBER_EINVAL;
     }
     p->threaded = threaded;
     p->src = src;
@@ -174,7 +174,7 @@ int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t threads, 
     }
     if (pthread_create(&p->thread, NULL, reader, p) != 0) {
         train_prefetch_stop(p);
-        return -1;
+        return EMBER_EINVAL;
     }
     p->started = 1;
     *out = p;

@@ -30,25 +30,25 @@ static int check_eval_shape(const cfg_train *t, const ctr_schema *tr, const ctr_
         snprintf(err, errlen, "%s and %s: the evaluation data does not fit the training data's shape (dense %d vs "
                  "%d, sparse %d vs %d)", t->train_file, t->eval_file, (int)e->num_dense, (int)tr->num_dense,
                  (int)e->num_sparse, (int)tr->num_sparse);
-        return -1;
+        return EMBER_EINVAL;
     }
     for (int f = 0; f < e->num_sparse; f++) {
         if ((e->rows[f] == 0) != (tr->rows[f] == 0)) {
             snprintf(err, errlen, "%s and %s: feature %s carries %s in the evaluation data but %s in the training "
                      "data", t->train_file, t->eval_file, e->names[f], e->rows[f] ? "row numbers" : "64-bit keys",
                      tr->rows[f] ? "row numbers" : "64-bit keys");
-            return -1;
+            return EMBER_EINVAL;
         }
         if (e->weighted[f] != tr->weighted[f]) {
             snprintf(err, errlen, "%s and %s: feature %s %s weights in the evaluation data, %s in the training data",
                      t->train_file, t->eval_file, e->names[f], e->weighted[f] ? "carries" : "carries no",
                      tr->weighted[f] ? "it carries them" : "none");
-            return -1;
+            return EMBER_EINVAL;
         }
         if (e->rows[f] > tr->rows[f]) {
             snprintf(err, errlen, "%s and %s: feature %s has %lld rows in the evaluation data, %lld in the training "
                      "data", t->train_file, t->eval_file, e->names[f], (long long)e->rows[f], (long long)tr->rows[f]);
-            return -1;
+            return EMBER_EINVAL;
         }
     }
     return 0;
@@ -70,24 +70,24 @@ static int open_sources(ember_trainer *s, char *err, size_t errlen)
     if (t->pipe_stages > 1 && s->size % t->pipe_stages) {
         snprintf(err, errlen, "train.pipeline.stages %d does not divide the world of %d", (int)t->pipe_stages,
                  (int)s->size);
-        return -1;
+        return EMBER_EINVAL;
     }
     train_share(s, &tr, &tw);
     switch (t->source) {
     case CFG_SOURCE_SYNTHETIC:
         if (ctr_source_synth(&t->synth, 0, tr, tw, &s->train_src, err, errlen) ||
             ctr_source_synth(&t->synth, 1, r, w, &s->eval_src, err, errlen))
-            return -1;
+            return EMBER_EINVAL;
         break;
     default:
         if (data_open_file(s->cf, t, t->train_file, DATA_FILE_TRAIN, NULL, tr, tw, &s->train_src, err, errlen) ||
             (t->eval_file &&
              data_open_file(s->cf, t, t->eval_file, DATA_FILE_EVAL, s->train_src, r, w, &s->eval_src, err, errlen)))
-            return -1;
+            return EMBER_EINVAL;
         break;
     }
     if (data_shuffle_train(t, t->train_file, s->train_src, err, errlen))
-        return -1;
+        return EMBER_EINVAL;
     s->schema = *ctr_source_schema(s->train_src);
     return s->eval_src && t->eval_file ? check_eval_shape(t, &s->schema, ctr_source_schema(s->eval_src), err, errlen) : 0;
 }
@@ -107,26 +107,26 @@ static int check_feature(const ember_trainer *s, int32_t f, char *err, size_t er
         snprintf(err, errlen, "%s:%d: feature \"%s\": table \"%s\" is dynamic but the data's ids are row numbers "
                  "(%s: %s has %lld rows; `ember convert` with --rows 0 for %s keeps its 64-bit keys)", cf->path,
                  cf->feature_extra[f].line, cf->features[f].name, tb->name, data, name, (long long)rows, name);
-        return -1;
+        return EMBER_EINVAL;
     }
     if (!dynamic && rows == 0) {
         snprintf(err, errlen, "%s:%d: feature \"%s\": table \"%s\" is fixed but the data's ids are 64-bit keys "
                  "(%s: %s has rows 0)", cf->path, cf->feature_extra[f].line, cf->features[f].name, tb->name, data,
                  name);
-        return -1;
+        return EMBER_EINVAL;
     }
     if ((s->schema.weighted[f] != 0) != (cf->feature_extra[f].weighted != 0)) {
         snprintf(err, errlen, "%s:%d: feature \"%s\": the data's ids %s weights, the feature is %s (weighted = %s)",
                  cf->path, cf->feature_extra[f].line, cf->features[f].name, s->schema.weighted[f] ? "carry" : "carry no",
                  cf->feature_extra[f].weighted ? "weighted" : "not weighted",
                  s->schema.weighted[f] ? "true" : "false");
-        return -1;
+        return EMBER_EINVAL;
     }
     if (!dynamic && tb->rows < rows) {
         snprintf(err, errlen, "%s:%d: feature \"%s\": the data's ids go up to %lld, table \"%s\" has %lld rows",
                  cf->path, cf->feature_extra[f].line, cf->features[f].name, (long long)rows - 1, tb->name,
                  (long long)tb->rows);
-        return -1;
+        return EMBER_EINVAL;
     }
     return 0;
 }
@@ -140,11 +140,11 @@ static int build_tables(ember_trainer *s, char *err, size_t errlen)
         if (cf->num_features != sc->num_sparse) {
             snprintf(err, errlen, "%s: %d features, but the data has %d sparse features", cf->path,
                      cf->num_features, sc->num_sparse);
-            return -1;
+            return EMBER_EINVAL;
         }
         for (int32_t f = 0; f < cf->num_features; f++)
             if (check_feature(s, f, err, errlen))
-                return -1;
+                return EMBER_EINVAL;
         s->cc = cf->coll;
         return 0;
     }
@@ -154,7 +154,7 @@ static int build_tables(ember_trainer *s, char *err, size_t errlen)
             snprintf(err, errlen, "%s: feature %s carries 64-bit keys (rows 0): train it with a config whose "
                      "table for it is dynamic (docs/dynamic.md)", s->t.train_file ? s->t.train_file : "data",
                      sc->names[f]);
-            return -1;
+            return EMBER_EINVAL;
         }
     for (int32_t f = 0; f < sc->num_sparse; f++) {
         char *tn = s->names[0][f], *fn = s->names[1][f];

@@ -1,5 +1,5 @@
 /*
- * plan.c: ember_plan_create (include/ember-plan.h, "planner"), the work of
+ * plan_handle.c: ember_plan_create (include/ember-plan.h, "planner"), the work of
  * `ember plan CONFIG`: a placement per table for a world of N ranks, and
  * what each rank then holds, serves and exchanges per step
  * (docs/planner.md).

@@ -1,5 +1,5 @@
 /*
- * bench.c: ember_bench_run (include/ember-bench.h), one measurement of the
+ * bench_measure.c: ember_bench_run (include/ember-bench.h), one measurement of the
  * step benchmark behind `ember bench`, from its config to its JSON line:
  * the size check (--max-gb), the collection and the batches
  * (bench_batches.c), the timed iterations (bench_loop.c), the report
@@ -42,8 +42,6 @@ ember_bench_config ember_bench_config_default(void)
     c.evict = EMBER_EVICT_LRU;
     return c;
 }
-
-double bench_round(double x, double unit) { return (double)llround(x / unit) * unit; }
 
 json_t *bench_line_base(const ember_bench_config *c, int32_t ranks)
 {
