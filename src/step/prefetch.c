@@ -179,7 +179,13 @@ static int check_batch(ember_collection *c, const ember_batch *b)
 }
 
 /* Hands the pairs to each lookahead store (sorted by ptable, so each
- * store's rows are one run). */
+ * store's rows are one run).  Every lookahead store hears of every batch,
+ * also one that has no rows there (a dynamic table's keys none of which
+ * holds a slot yet, a batch without ids for the table): a store numbers
+ * its window by the announcements it gets, and one it missed would make
+ * the next look out of turn, so the store would drop the batches it holds,
+ * the next step's among them; and an announcement is also when the store
+ * reads the next step's missing rows. */
 static int announce_all(ember_collection *c, uint64_t *pairs, int64_t n, int64_t seq)
 {
     ember_prefetch_scratch *ps = &c->prefetch;
@@ -191,14 +197,14 @@ static int announce_all(ember_collection *c, uint64_t *pairs, int64_t n, int64_t
     int hi = 32 + (64 - __builtin_clzll((unsigned long long)c->num_ptables));
     ember_radix_sort(pairs, tmp, c->sort_hist, n, 0, hi, c->threads);
     int st = EMBER_OK;
-    for (int64_t i = 0; i < n && st == EMBER_OK;) {
-        int32_t p = (int32_t)(pairs[i] >> 32);
+    int64_t i = 0;
+    for (int32_t p = 0; p < c->num_ptables && st == EMBER_OK; p++) {
         int64_t m = 0;
         for (; i < n && (int32_t)(pairs[i] >> 32) == p; i++)
             if (m == 0 || rows[m - 1] != (uint32_t)pairs[i])
                 rows[m++] = (uint32_t)pairs[i];
         ember_store *s = c->ptables[p].store;
-        if (s->staged && s->ops->announce(s, rows, m, seq) != EMBER_OK)
+        if (lookahead_table(&c->ptables[p]) && s->staged && s->ops->announce(s, rows, m, seq) != EMBER_OK)
             st = ember_fail(c, EMBER_EIO, "%s", s->errmsg);
     }
     return st;

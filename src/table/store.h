@@ -53,7 +53,9 @@ typedef struct ember_store_ops {
     /* Writes every dirty cached row back to the store file. */
     int (*flush)(ember_store *s);
     /* Announces the rows of the batch that step `seq` will train on
-     * (lookahead); may start background reads.  Errors: EMBER_EIO. */
+     * (lookahead); may start background reads.  Called for every announced
+     * batch, n = 0 when it has no rows here (seq stays consecutive).
+     * Errors: EMBER_EIO. */
     int (*announce)(ember_store *s, const uint32_t *rows, int64_t n, int64_t seq);
 } ember_store_ops;
 
