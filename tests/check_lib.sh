@@ -40,19 +40,33 @@ have_mpirun() {
 }
 
 # $1, $2: checkpoint folders (roots or step folders); $3: "same", "same-state" (all but the
-# train.fingerprint blob, which records --threads) or "differ".  Compares the step, every
-# table's digest and every blob's, through `ember inspect --json` (which verifies checksums).
+# train.fingerprint blob, which records --threads) or "differ"; $4 "other-source": the runs
+# read the same rows from different files (text and its binary conversion), so the model
+# descriptions differ in their input_schema alone, and are compared without it.  Compares the
+# step, every table's digest and every blob's, through `ember inspect --json` (which verifies
+# checksums).
 compare_ckpt() {
     "$EMBER" inspect "$1" --json >"$TMP/a.json" 2>"$TMP/err" || { cat "$TMP/err"; return 1; }
     "$EMBER" inspect "$2" --json >"$TMP/b.json" 2>"$TMP/err" || { cat "$TMP/err"; return 1; }
-    python3 - "$TMP/a.json" "$TMP/b.json" "$3" <<'PY'
-import json, sys
+    python3 - "$TMP/a.json" "$TMP/b.json" "$3" "${4:-}" <<'PY'
+import glob, json, os, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
+def model_json(path):  # the model.json blob's JSON, found in the rank file (the blob is its text)
+    data = open(glob.glob(os.path.join(path, "rank-00000-of-*.bin"))[0], "rb").read()
+    at = data.find(b'{"format":"ember-model"')
+    assert at >= 0, "no model.json in " + path
+    return json.JSONDecoder().raw_decode(data[at:].decode("utf-8", "replace"))[0]
+if sys.argv[4] == "other-source":
+    ma, mb = model_json(a["path"]), model_json(b["path"])
+    sa, sb = ma.pop("input_schema")["source"], mb.pop("input_schema")["source"]
+    assert sa != sb and ma == mb, "model descriptions differ beyond their input_schema (%s, %s)" % (sa, sb)
 def content(c):
     d = {"step": c["step"], "world": c["world"], "optimizer_steps": c["optimizer_steps"]}
     for t in c["tables"]:
         d["table " + t["name"]] = t["digest"]
     for x in c["blobs"]:
+        if x["name"] == "model.json" and sys.argv[4] == "other-source":
+            continue  # compared above, without its input_schema
         if sys.argv[3] != "same-state" or x["name"] != "train.fingerprint":  # it records --threads
             d["blob " + x["name"]] = x["digest"]
     for x in c["rank_blobs"]:

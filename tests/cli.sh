@@ -1615,6 +1615,48 @@ check_schema_example() { # the movies example of docs/data.md: convert (1 and 2 
 }
 CHECKS+=(schema_example)
 
+check_predict_schema() { # a model trained through a text schema reads text as training read it: the
+    # checkpoint and its fp32 bundle score the eval CSV as the trainer's own evaluation did (AUC and log
+    # loss to the last digit), gzip and the binary conversion of the same rows score bit for bit alike,
+    # and the standardize statistics computed on the training file travel with the model
+    local ex want got
+    ex="$(cd "$(dirname "${BASH_SOURCE[0]}")/../examples/data" && pwd)"
+    sed -e 's/shuffle = true;/shuffle = false;/' -e "s|\"movies|\"$ex/movies|g" -e 's/ mean = 8.79; std = 5.78;//' \
+        "$ex/movies.cfg" >"$TMP/ps.cfg"
+    expect_status 0 "$EMBER" train --config "$TMP/ps.cfg" --steps 40 --checkpoint-dir "$TMP/psck" --metrics none \
+        --plot none --json || return 1
+    want=$(auc_logloss)
+    expect_status 0 "$EMBER" predict "$TMP/psck" "$ex/movies_eval.csv" --json --out "$TMP/ps.f32" || return 1
+    got=$(auc_logloss)
+    [ "$want" = "$got" ] || { echo "predict on the CSV gives $got, the trainer's evaluation $want"; return 1; }
+    gzip -c "$ex/movies_eval.csv" >"$TMP/ps_eval.csv.gz"
+    expect_status 0 "$EMBER" predict "$TMP/psck" "$TMP/ps_eval.csv.gz" --out "$TMP/psz.f32" || return 1
+    cmp -s "$TMP/ps.f32" "$TMP/psz.f32" || { echo "gzip and plain CSV score differently"; return 1; }
+    expect_status 0 "$EMBER" export "$TMP/psck" "$TMP/psb" --quantize fp32 || return 1
+    expect_status 0 "$EMBER" predict "$TMP/psb" "$ex/movies_eval.csv" --out "$TMP/psb.f32" || return 1
+    cmp -s "$TMP/ps.f32" "$TMP/psb.f32" || { echo "the fp32 bundle scores the CSV differently"; return 1; }
+    python3 - "$TMP/psb/manifest.json" <<'EOF2' || return 1
+import json, sys
+s = json.load(open(sys.argv[1]))["model"]["input_schema"]
+assert s["source"] == "text" and s["format"] == "csv" and s["header"] is True, s
+price = [c for c in s["columns"] if c["name"] == "price"][0]
+assert price["transform"] == "standardize" and abs(price["mean"] - 8.79) < 0.05 and price["std"] > 0, price
+genres = [c for c in s["columns"] if c["name"] == "genres"][0]
+assert genres["separator"] == "|" and genres["weights"] is True and genres["rows"] == 64, genres
+EOF2
+    # the binary conversion of the eval rows, scaled by the statistics the model carries, scores alike
+    python3 - "$TMP/psb/manifest.json" "$TMP/ps.cfg" >"$TMP/ps_stats.cfg" <<'EOF2' || return 1
+import json, re, sys
+price = [c for c in json.load(open(sys.argv[1]))["model"]["input_schema"]["columns"] if c["name"] == "price"][0]
+cfg = open(sys.argv[2]).read()
+print(cfg.replace('transform = "standardize";', 'transform = "standardize"; mean = %.17g; std = %.17g;' % (price["mean"], price["std"])))
+EOF2
+    expect_status 0 "$EMBER" convert --config "$TMP/ps_stats.cfg" "$ex/movies_eval.csv" "$TMP/ps_eval.bin" || return 1
+    expect_status 0 "$EMBER" predict "$TMP/psck" "$TMP/ps_eval.bin" --out "$TMP/psbin.f32" || return 1
+    cmp -s "$TMP/ps.f32" "$TMP/psbin.f32" || { echo "the CSV and its binary conversion score differently"; return 1; }
+}
+CHECKS+=(predict_schema)
+
 check_text_bom() { # a UTF-8 byte-order mark before the text (Excel, pandas' encoding="utf-8-sig") is skipped:
     # with a header and without, plain, gzip and zstd, the samples are those of the file without it
     local ex f

@@ -213,8 +213,8 @@ CFG
 }
 
 # $1: runner; $2, $3: configs; $4: name.  Same loss and AUC, same state.
-same_run() {
-    local run=$1 a=$2 b=$3 name=$4 s
+same_run() { # run, config a, config b, name[, "other-source": a reads text, b its binary conversion]
+    local run=$1 a=$2 b=$3 name=$4 source=${5:-} s
     for s in a b; do
         local cfg=$a
         [ $s = b ] && cfg=$b
@@ -226,13 +226,13 @@ same_run() {
     done
     [ "$(wc -l <"$TMP/$name-a.evals")" = 4 ] || { cat "$TMP/$name-a.evals"; return 1; }
     diff "$TMP/$name-a.evals" "$TMP/$name-b.evals" || return 1
-    compare_ckpt "$TMP/$name-a.ck" "$TMP/$name-b.ck" same-state
+    compare_ckpt "$TMP/$name-a.ck" "$TMP/$name-b.ck" same-state "$source"
 }
 
 check_dynamic_binary() {
     make_keyed_files || return 1
     [ "$(head -c 12 "$TMP/k.ctr" | tail -c 4 | od -An -tu4 | tr -d ' ')" = 2 ] || { echo "k.ctr is not version 2"; return 1; }
-    same_run solo "$TMP/ktsv.cfg" "$TMP/kbin.cfg" kfile || return 1
+    same_run solo "$TMP/ktsv.cfg" "$TMP/kbin.cfg" kfile other-source || return 1
     grep -q "eval at step 16: AUC" "$TMP/kfile-b.evals" || return 1
     straight_vs_resumed solo kbin --config "$TMP/kbin.cfg" || return 1
     # the data's ids against the tables
@@ -244,7 +244,7 @@ check_dynamic_binary() {
     expect_status 1 "$EMBER" train "${QUICK[@]}" --config "$TMP/kbuiltin.cfg" || return 1
     grep -q "k.ctr: feature C1 carries 64-bit keys (rows 0): train it with a config whose table for it is dynamic" "$TMP/err" || { cat "$TMP/err"; return 1; }
     have_mpirun || return 0
-    same_run mpi2 "$TMP/ktsv.cfg" "$TMP/kbin.cfg" kmpi
+    same_run mpi2 "$TMP/ktsv.cfg" "$TMP/kbin.cfg" kmpi other-source
 }
 CHECKS+=(dynamic_binary)
 

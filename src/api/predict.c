@@ -47,7 +47,9 @@ static int open_data(const model_description *m, const char *data, int32_t rank,
     }
     if (ctr_file_is_binary(data))
         return ctr_source_binary(data, rank, size, src, err, len);
-    return ctr_source_tsv(data, m->input.rows, CTR_BAD_SKIP, rank, size, src, err, len);
+    if (m->in.source == DESC_INPUT_TEXT || m->in.source == DESC_INPUT_CRITEO_TSV) /* read as training read */
+        return ctr_source_text(data, &m->in.schema, CTR_BAD_SKIP, rank, size, src, err, len);
+    return ctr_source_tsv(data, m->input.rows, CTR_BAD_SKIP, rank, size, src, err, len); /* an older model */
 }
 
 /* The data's shape against the model's input. */

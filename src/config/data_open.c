@@ -51,6 +51,55 @@ static int refuse_zeros(const char *path, char *err, size_t errlen)
     return EMBER_EINVAL;
 }
 
+/* The config's text schema for the file at path, each categorical in its
+ * table's rows, each standardize column scaled as the training data: the
+ * mean and std given, else train's (a text training source's, computed at
+ * its open), never computed on this file.  *cols (free it) holds the
+ * columns of *sc.  0, or EMBER_EINVAL with err. */
+static int schema_scaled(const config_file *cf, const char *path, const ctr_source *train, ctr_column **cols,
+                         ctr_text_schema *sc, char *err, size_t errlen)
+{
+    ctr_column *c0 = *cols = malloc((size_t)cf->train.schema.num_columns * sizeof *c0);
+    if (!c0) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return EMBER_EINVAL;
+    }
+    config_file_text_schema(cf, c0, sc);
+    for (int32_t c = 0; train && c < sc->num_columns; c++) {
+        ctr_column *k = &c0[c];
+        if (k->transform != CTR_TF_STANDARDIZE || k->has_stats || (k->type != CTR_COL_INT && k->type != CTR_COL_FLOAT))
+            continue;
+        if (ctr_source_text_stats(train, c, &k->mean, &k->std) != 0) {
+            snprintf(err, errlen, "%s: column %s: standardize has no mean and std, and the training data is not "
+                     "text to compute them from: give them in data.schema (ember convert printed them)", path,
+                     k->name);
+            free(c0);
+            *cols = NULL;
+            return EMBER_EINVAL;
+        }
+        k->has_stats = 1;
+    }
+    return EMBER_OK;
+}
+
+/* The rows of a Criteo TSV's 26 categoricals: their tables', or
+ * t->hash_rows without a config's features.  0, or EMBER_EINVAL with err. */
+static int criteo_rows(const config_file *cf, const cfg_train *t, int64_t *rows, char *err, size_t errlen)
+{
+    for (int f = 0; f < CTR_MAX_FEATURES; f++)
+        rows[f] = t->hash_rows;
+    if (cf && cf->num_features) {
+        if (cf->num_features != 26) {
+            snprintf(err, errlen, "%s: a Criteo TSV has 26 categorical features, the config has %d (data.schema "
+                     "reads other layouts: docs/data.md)", cf->path, cf->num_features);
+            return EMBER_EINVAL;
+        }
+        for (int f = 0; f < 26; f++)
+            rows[f] = config_feature_rows(cf, f);
+    }
+    return EMBER_OK;
+}
+
 /* A file the config names against the config's data.source: 0 to open it
  * by its first bytes, 1 when it was opened (binary), or -1 with err. */
 static int open_as_declared(const config_file *cf, const cfg_train *t, const char *path, data_file_role role,
@@ -99,44 +148,50 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
     if (ctr_file_is_binary(path))
         return ctr_source_binary(path, rank, world, out, err, errlen);
     if (cf && cf->train.schema.num_columns) {
-        ctr_column *cols = malloc((size_t)cf->train.schema.num_columns * sizeof *cols);
+        ctr_column *cols = NULL;
         ctr_text_schema sc;
-        if (!cols) {
-            snprintf(err, errlen, "%s: out of memory", path);
+        if (schema_scaled(cf, path, train, &cols, &sc, err, errlen) != EMBER_OK)
             return EMBER_EINVAL;
-        }
-        config_file_text_schema(cf, cols, &sc);
-        for (int32_t c = 0; train && c < sc.num_columns; c++) { /* scaled as the training data */
-            ctr_column *k = &cols[c];
-            if (k->transform != CTR_TF_STANDARDIZE || k->has_stats ||
-                (k->type != CTR_COL_INT && k->type != CTR_COL_FLOAT))
-                continue;
-            if (ctr_source_text_stats(train, c, &k->mean, &k->std) != 0) {
-                snprintf(err, errlen, "%s: column %s: standardize has no mean and std, and the training data is not "
-                         "text to compute them from: give them in data.schema (ember convert printed them)", path,
-                         k->name);
-                free(cols);
-                return EMBER_EINVAL;
-            }
-            k->has_stats = 1;
-        }
         int rc = ctr_source_text(path, &sc, t->bad_lines, rank, world, out, err, errlen);
         free(cols);
         return rc;
     }
     int64_t rows[CTR_MAX_FEATURES];
-    for (int f = 0; f < CTR_MAX_FEATURES; f++)
-        rows[f] = t->hash_rows;
-    if (cf && cf->num_features) {
-        if (cf->num_features != 26) {
-            snprintf(err, errlen, "%s: a Criteo TSV has 26 categorical features, the config has %d (data.schema "
-                     "reads other layouts: docs/data.md)", cf->path, cf->num_features);
-            return EMBER_EINVAL;
-        }
-        for (int f = 0; f < 26; f++)
-            rows[f] = config_feature_rows(cf, f);
-    }
+    if (criteo_rows(cf, t, rows, err, errlen) != EMBER_OK)
+        return EMBER_EINVAL;
     return ctr_source_tsv(path, rows, t->bad_lines, rank, world, out, err, errlen);
+}
+
+int data_input_schema(const config_file *cf, const cfg_train *t, const char *path, const ctr_source *train,
+                      data_input_kind *kind, ctr_column **cols, ctr_text_schema *sc, char *err, size_t errlen)
+{
+    *cols = NULL;
+    memset(sc, 0, sizeof *sc);
+    if (t->source == CFG_SOURCE_SYNTHETIC || !path) {
+        *kind = DATA_INPUT_SYNTHETIC;
+        return EMBER_OK;
+    }
+    if (ctr_file_is_binary(path)) {
+        *kind = DATA_INPUT_BINARY;
+        return EMBER_OK;
+    }
+    if (cf && cf->train.schema.num_columns) {
+        *kind = DATA_INPUT_TEXT;
+        return schema_scaled(cf, path, train, cols, sc, err, errlen);
+    }
+    *kind = DATA_INPUT_CRITEO_TSV;
+    int64_t rows[CTR_MAX_FEATURES];
+    if (!(*cols = malloc(40 * sizeof **cols))) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return EMBER_ENOMEM;
+    }
+    if (criteo_rows(cf, t, rows, err, errlen) != EMBER_OK) {
+        free(*cols);
+        *cols = NULL;
+        return EMBER_EINVAL;
+    }
+    ctr_text_schema_criteo(rows, *cols, sc);
+    return EMBER_OK;
 }
 
 int data_shuffle_train(const cfg_train *t, const char *path, ctr_source *s, char *err, size_t errlen)

@@ -29,6 +29,21 @@ typedef enum data_file_role { DATA_FILE_GIVEN = 0, DATA_FILE_TRAIN, DATA_FILE_EV
 int data_open_file(const config_file *cf, const cfg_train *t, const char *path, data_file_role role,
                    const ctr_source *train, int32_t rank, int32_t world, ctr_source **out, char *err, size_t errlen);
 
+/* How the training file at path becomes samples, for the model
+ * description: a text schema as data_open_file reads it (train: the
+ * training source opened from path; its standardize statistics are the
+ * ones recorded), the Criteo TSV schema written out, or the kind of a
+ * source without one (synthetic, binary: *cols NULL).  *cols (free it)
+ * holds *sc's columns.  0, or a status with err. */
+typedef enum data_input_kind {
+    DATA_INPUT_TEXT = 1,
+    DATA_INPUT_CRITEO_TSV,
+    DATA_INPUT_SYNTHETIC,
+    DATA_INPUT_BINARY
+} data_input_kind;
+int data_input_schema(const config_file *cf, const cfg_train *t, const char *path, const ctr_source *train,
+                      data_input_kind *kind, ctr_column **cols, ctr_text_schema *sc, char *err, size_t errlen);
+
 /* data.shuffle for the training file at path (its source s, not read
  * yet): its blocks in the order the run's seed draws, or an error when the
  * file is not binary.  Nothing without data.shuffle.  0, or -1 with err. */

@@ -16,7 +16,9 @@
  *                 and num_cross, cross_rank (dcn only), activation (unless ReLU)},
  *    "chunk":    samples per dense forward, "batch": samples per evaluation call,
  *    "input":    {num_dense, rows: [], names: []},
- *    "synthetic": null or {the generator's settings}}
+ *    "synthetic": null or {the generator's settings},
+ *    "input_schema": how rows became samples (input_schema.c; absent in
+ *                    models written before it)}
  * Enums are written as their numbers (they are ember.h's stable values).
  */
 #include <float.h>
@@ -79,6 +81,8 @@ int description_make(model_description *m, const ember_collection_config *cc, co
         m->synth = *synth;
     return 0;
 }
+
+void description_free(model_description *m) { description_input_free(&m->in); }
 
 ember_collection_config description_collection(const model_description *m)
 {
@@ -182,6 +186,8 @@ char *description_to_json(const model_description *m)
                              (json_int_t)m->num_shards, "tables", tables, "features", features, "dense", dense,
                              "chunk", (json_int_t)m->chunk, "batch", (json_int_t)m->batch, "input", input,
                              "synthetic", m->synthetic ? synth_json(&m->synth) : json_null());
+    if (root && m->in.source != DESC_INPUT_NONE)
+        json_object_set_new(root, "input_schema", description_input_json(&m->in));
     char *s = root ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(root);
     return s;
@@ -420,6 +426,8 @@ int description_from_json(const char *json, size_t n, model_description *m, char
     m->synthetic = sy && json_is_object(sy);
     if (m->synthetic && !r.failed)
         read_synth(&r, sy, &m->synth);
+    json_t *is = json_object_get(root, "input_schema");
+    int rc = r.failed ? EMBER_EINVAL : is ? description_input_read(is, &m->input, &m->in, err, errlen) : EMBER_OK;
     json_decref(root);
-    return r.failed ? -1 : 0;
+    return rc;
 }

@@ -15,12 +15,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "data/ctr.h"
 #include "dense/dense.h"
 #include "ember.h"
 
 #define DESCRIPTION_BLOB "model.json"
 #define DESCRIPTION_MAX 1024 /* tables, and features */
+
+/* How the training data's rows became samples (input_schema.c): the text
+ * schema with every number training used (standardize's mean and std), or
+ * the kind of a source that has none to give. */
+typedef enum description_source {
+    DESC_INPUT_NONE = 0,   /* not recorded (a model written before it was)       */
+    DESC_INPUT_TEXT,       /* a config's data.schema                            */
+    DESC_INPUT_CRITEO_TSV, /* the built-in Criteo TSV schema, written out        */
+    DESC_INPUT_SYNTHETIC,  /* the built-in task (the description's synthetic)    */
+    DESC_INPUT_BINARY      /* ember's binary format, whose schema is not known   */
+} description_source;
+
+typedef struct description_input {
+    description_source source;
+    ctr_text_schema schema; /* TEXT, CRITEO_TSV: columns point at cols           */
+    ctr_column *cols;       /* owned                                            */
+} description_input;
 
 typedef struct model_description {
     int32_t num_tables, num_features;
@@ -41,6 +60,7 @@ typedef struct model_description {
                                (0: 64-bit keys) and name                             */
     int synthetic;          /* trained on the built-in task: synth describes it     */
     ctr_synth_config synth;
+    description_input in;   /* "input_schema"; source NONE when the JSON had none    */
 } model_description;
 
 /* m from a collection config (tables, features, seed, dedup) and the rest;
@@ -49,14 +69,28 @@ typedef struct model_description {
 int description_make(model_description *m, const ember_collection_config *cc, const dlrm_config *dense,
                      int32_t chunk, int32_t batch, const ctr_schema *input, const ctr_synth_config *synth, char *err,
                      size_t errlen);
+/* m's input schema: a copy of sc's columns (sc NULL: a source without
+ * one).  EMBER_ENOMEM with err. */
+int description_input_set(description_input *in, description_source source, const ctr_text_schema *sc, char *err,
+                          size_t errlen);
+void description_input_free(description_input *in);
+/* What m holds besides its fixed arrays (the input schema's columns);
+ * m stays a valid description without an input schema. */
+void description_free(model_description *m);
+
 /* The collection config of m (pointing into m): world and threads are the
  * caller's to set. */
 ember_collection_config description_collection(const model_description *m);
 
 /* Serialises m; a malloc'd NUL-terminated string, NULL when out of memory. */
 char *description_to_json(const model_description *m);
-/* Parses n bytes of JSON into m.  EMBER_EINVAL with err naming the field at
- * fault. */
+/* Parses n bytes of JSON into m (description_free it after).  EMBER_EINVAL
+ * with err naming the field at fault. */
 int description_from_json(const char *json, size_t n, model_description *m, char *err, size_t errlen);
+
+/* input_schema.c: the member "input_schema" as JSON, and read back from o
+ * against the model's input (in set, or EMBER_EINVAL / ENOMEM with err). */
+json_t *description_input_json(const description_input *in);
+int description_input_read(json_t *o, const ctr_schema *input, description_input *in, char *err, size_t errlen);
 
 #endif

@@ -216,6 +216,7 @@ void ember_predictor_close(ember_predictor *p)
     dlrm_destroy(p->dense);
     ember_collection_destroy(p->coll);
     ember_world_destroy(p->own_world);
+    description_free(&p->desc);
     ember_handle_end(&p->head);
     free(p);
 }

@@ -141,8 +141,15 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
                                                 s->t.micro_batch * s->t.accumulate, &s->schema,
                                                 s->t.source == CFG_SOURCE_SYNTHETIC ? &s->t.synth : NULL, merr,
                                                 sizeof merr) == 0;
+    static const description_source sources[] = {DESC_INPUT_NONE, DESC_INPUT_TEXT, DESC_INPUT_CRITEO_TSV,
+                                                  DESC_INPUT_SYNTHETIC, DESC_INPUT_BINARY};
+    describable = describable && description_input_set(&model->in, sources[s->input_kind],
+                                                       s->input_cols ? &s->input_schema : NULL, merr,
+                                                       sizeof merr) == EMBER_OK;
     if (describable)
         mjson = description_to_json(model);
+    if (model)
+        description_free(model);
     free(model);
     int64_t best_blob[6] = {BEST_MAGIC, BLOB_VERSION, best->have, 0, best->step, best->bad};
     memcpy(&best_blob[3], &best->metric, sizeof(double));

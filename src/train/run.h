@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "config/config_file.h"
+#include "config/data_open.h"
 #include "config/train_settings.h"
 #include "core/status.h"
 #include "ember-train.h"
@@ -100,6 +101,9 @@ struct ember_trainer {
 
     ctr_source *train_src, *eval_src; /* eval_src NULL: no evaluation       */
     ctr_schema schema;           /* what the sources yield                  */
+    data_input_kind input_kind;  /* how the training rows became samples,   */
+    ctr_text_schema input_schema; /* for the model description (its columns */
+    ctr_column *input_cols;      /* in input_cols, owned; NULL without)     */
     ember_collection_config cc;  /* points into tables/features below or cf */
     ember_table_config tables[CTR_MAX_FEATURES];
     ember_feature_config features[CTR_MAX_FEATURES];

@@ -89,6 +89,9 @@ static int open_sources(ember_trainer *s, char *err, size_t errlen)
     if (data_shuffle_train(t, t->train_file, s->train_src, err, errlen))
         return EMBER_EINVAL;
     s->schema = *ctr_source_schema(s->train_src);
+    if (data_input_schema(s->cf, t, t->train_file, s->train_src, &s->input_kind, &s->input_cols, &s->input_schema, err,
+                          errlen) != EMBER_OK)
+        return EMBER_EINVAL;
     return s->eval_src && t->eval_file ? check_eval_shape(t, &s->schema, ctr_source_schema(s->eval_src), err, errlen) : 0;
 }
 
@@ -256,6 +259,8 @@ void train_setup_close(ember_trainer *s)
     ctr_source_destroy(s->train_src);
     ctr_source_destroy(s->eval_src);
     config_file_free(s->cf);
+    free(s->input_cols);
+    s->input_cols = NULL;
     s->model = NULL;
     s->dense = NULL;
     s->coll = NULL;

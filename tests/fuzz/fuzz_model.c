@@ -41,5 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_REQUIRE(j2 && !strcmp(j1, j2), "written, read and written again differs");
     free(j1);
     free(j2);
+    description_free(&a);
+    description_free(&b);
     return 0;
 }
