@@ -1555,6 +1555,19 @@ check_mpi_predict() { # under mpirun: the scores of the np-2 evaluation, and the
     grep -q '"table_bytes":' "$TMP/out" || return 1
     expect_status 0 "$EMBER" predict "$TMP/pb" synthetic --samples 2048 --out "$TMP/pb1.f32" || return 1
     scores_close "$TMP/pb1.f32" "$TMP/pb2.f32" 2048 "int4 bundle, every placement: np 1 against np 2" || return 1
+    # a text schema's model reads its eval CSV at np 2 as the np-2 evaluation did, with no config
+    local ex
+    ex="$(cd "$(dirname "${BASH_SOURCE[0]}")/../examples/data" && pwd)"
+    sed -e 's/shuffle = true;/shuffle = false;/' -e "s|\"movies|\"$ex/movies|g" -e 's/ mean = 8.79; std = 5.78;//' \
+        "$ex/movies.cfg" >"$TMP/mps.cfg"
+    expect_status 0 mpi2 train --config "$TMP/mps.cfg" --steps 30 --checkpoint-dir "$TMP/mpsck" --metrics none \
+        --plot none --json || return 1
+    want=$(auc_logloss)
+    expect_status 0 mpi2 predict "$TMP/mpsck" "$ex/movies_eval.csv" --json --out "$TMP/mps2.f32" || return 1
+    got=$(auc_logloss)
+    [ "$want" = "$got" ] || { echo "text schema, np 2: predict $got, the evaluation $want"; return 1; }
+    expect_status 0 "$EMBER" predict "$TMP/mpsck" "$ex/movies_eval.csv" --out "$TMP/mps1.f32" || return 1
+    scores_close "$TMP/mps1.f32" "$TMP/mps2.f32" 1500 "text schema: np 1 against np 2" || return 1
 }
 CHECKS+=(mpi_predict)
 

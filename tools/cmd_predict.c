@@ -1,7 +1,8 @@
 /*
  * cmd_predict.c: `ember predict CHECKPOINT DATA [--out FILE]`: one score per
- * sample of a data file (Criteo TSV or ember's binary format) or of the
- * built-in task's held-out stream, with AUC and log loss against the labels
+ * sample of a data file (text read with the model's input schema, or
+ * ember's binary format) or of the built-in task's held-out stream, with
+ * AUC and log loss against the labels
  * (docs/inference.md).  The work is the library's (ember_predict, ember.h:
  * the predictor, the data, the scores gathered in data order and written);
  * this file reads the options, calls it and prints the result as a line
@@ -21,7 +22,10 @@ static void usage(FILE *f)
                "                     [--threads T] [--json]\n"
                "  CHECKPOINT    a checkpoint of `ember train` (a root: its newest; or one step-* folder),\n"
                "                or a bundle of `ember export --quantize`\n"
-               "  DATA          a Criteo TSV file, an ember binary file (`ember convert`), or `synthetic`:\n"
+               "  DATA          a text file, read with the model's own input schema as training read it\n"
+               "                (CSV or TSV by the training config's data.schema, plain, gzip or zstd;\n"
+               "                Criteo TSV for a model trained on it or written before models carried\n"
+               "                their schema), an ember binary file (`ember convert`), or `synthetic`:\n"
                "                the held-out stream of the built-in task the model was trained on\n"
                "  --out FILE    the scores, one per sample in the data's order\n"
                "  --format F    f32: little-endian float32 (default); tsv: index, score, label per line\n"

@@ -25,11 +25,11 @@ static const command COMMANDS[] = {
     {"limits", cmd_limits, "observed per-partition id counts and suggested limits"},
     {"gen", cmd_gen, "write synthetic batches to a batch file"},
     {"plan", cmd_plan, "a placement per table for N ranks, and each rank's bytes per step"},
-    {"convert", cmd_convert, "Criteo TSV to ember's binary CTR format (docs/ctr-format.md)"},
+    {"convert", cmd_convert, "CSV/TSV by a config's schema, or Criteo TSV, to ember's binary CTR format"},
     {"train", cmd_train, "train a DLRM-style CTR model (default: the built-in synthetic task)"},
-    {"inspect", cmd_inspect, "what a checkpoint holds: tables, statistics, digests, blobs"},
+    {"inspect", cmd_inspect, "what a checkpoint, a bundle or (--samples) a data file holds"},
     {"export", cmd_export, "an inference bundle (quantized tables), or one table as (key, row) records"},
-    {"predict", cmd_predict, "one score per sample of a data file, with a checkpoint or a bundle"},
+    {"predict", cmd_predict, "one score per sample of a data file read as training read it (the model's schema)"},
     {"serve", cmd_serve, "an HTTP scoring endpoint for a bundle or a checkpoint (micro-batched)"},
 };
 
