@@ -1500,9 +1500,13 @@ check_inspect_kinds() { # ember inspect reads checkpoints, bundles and (--sample
     [ ! -s "$TMP/out" ] || return 1
     expect_status 1 "$EMBER" inspect --samples 3 "$d/empty.tsv" || return 1
     grep -qx "ember inspect: $d/empty.tsv: the file is empty (0 bytes): no samples" "$TMP/err" || { cat "$TMP/err"; return 1; }
-    printf 'x\ty\n' >"$d/bad.tsv"
+    printf 'x\ty\n' >"$d/bad.tsv" # not Criteo's layout: refused at open
     expect_status 1 "$EMBER" inspect --samples all "$d/bad.tsv" || return 1
-    grep -qx "ember inspect: $d/bad.tsv: 1 of the 1 lines read were bad and skipped, no samples; the first: $d/bad.tsv:1: 2 fields, expected 40 (label, I1..I13, C1..C26)" \
+    grep -qx "ember inspect: $d/bad.tsv: not a Criteo TSV (no line of the first 1 has its 40 tab-separated fields; the last had 2): a file of another layout needs a config with data.schema (docs/data.md)" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    ctr_tsv_lines | sed -n 2p >"$d/bad40.tsv" # Criteo's layout, every line bad: no samples, said
+    expect_status 1 "$EMBER" inspect --samples all "$d/bad40.tsv" || return 1
+    grep -q "ember inspect: $d/bad40.tsv: 1 of the 1 lines read were bad and skipped, no samples; the first: $d/bad40.tsv:1: " \
         "$TMP/err" || { cat "$TMP/err"; return 1; }
     # the same zero-filled file as training data
     expect_status 1 "$EMBER" train --train-file "$d/zero.bin" --steps 1 --metrics none --plot none || return 1
@@ -1669,6 +1673,29 @@ EOF2
     cmp -s "$TMP/ps.f32" "$TMP/psbin.f32" || { echo "the CSV and its binary conversion score differently"; return 1; }
 }
 CHECKS+=(predict_schema)
+
+check_not_criteo() { # a file of another layout read without data.schema is refused at open, with the way
+    # out, instead of skipping every line as a bad Criteo line; a Criteo TSV whose first lines are
+    # bad still opens (its bad lines counted)
+    local ex n
+    ex="$(cd "$(dirname "${BASH_SOURCE[0]}")/../examples/data" && pwd)"
+    for cmd in "train --train-file $ex/movies.csv --steps 2" "convert $ex/movies.csv $TMP/nc.bin" \
+               "inspect --samples 3 $ex/movies.csv"; do
+        # shellcheck disable=SC2086
+        expect_status 1 "$EMBER" $cmd || return 1
+        grep -q "movies.csv: not a Criteo TSV (no line of the first 100 has its 40 tab-separated fields; the last had 1 and commas: a CSV?)" "$TMP/err" ||
+            { echo "$cmd:"; cat "$TMP/err"; return 1; }
+    done
+    [ ! -e "$TMP/nc.bin" ] || { echo "convert left a file"; return 1; }
+    n=$((RANDOM % 99 + 1)) # bad first lines, then a good one within the first 100
+    { for _ in $(seq "$n"); do echo "not,a,criteo,line"; done; ctr_tsv_lines; } >"$TMP/nc.tsv"
+    expect_status 0 "$EMBER" convert "$TMP/nc.tsv" "$TMP/nc2.bin" || return 1
+    grep -q "$((n + 1)) bad lines skipped" "$TMP/out" || { echo "expected $n + 1 bad lines counted"; cat "$TMP/out"; return 1; }
+    { for _ in $(seq 100); do echo "not,a,criteo,line"; done; ctr_tsv_lines; } >"$TMP/nc3.tsv"
+    expect_status 1 "$EMBER" convert "$TMP/nc3.tsv" "$TMP/nc3.bin" || return 1
+    grep -q "nc3.tsv: not a Criteo TSV" "$TMP/err" || return 1
+}
+CHECKS+=(not_criteo)
 
 check_text_bom() { # a UTF-8 byte-order mark before the text (Excel, pandas' encoding="utf-8-sig") is skipped:
     # with a header and without, plain, gzip and zstd, the samples are those of the file without it

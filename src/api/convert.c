@@ -57,7 +57,8 @@ static int open_input(const char *in, const config_file *cf, const int64_t *rows
         return EMBER_EINVAL;
     }
     if (!cf)
-        return ctr_source_tsv(in, rows, policy, 0, 1, src, err, errlen);
+        return data_refuse_not_criteo(in, err, errlen) ? EMBER_EINVAL
+                                                        : ctr_source_tsv(in, rows, policy, 0, 1, src, err, errlen);
     cfg_train t = cf->train;
     t.bad_lines = policy;
     return data_open_file(cf, &t, in, DATA_FILE_GIVEN, NULL, 0, 1, src, err, errlen);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "config/data_open.h"
+#include "data/text_stream.h"
 
 int data_is_batch_file(const char *path)
 {
@@ -100,6 +101,38 @@ static int criteo_rows(const config_file *cf, const cfg_train *t, int64_t *rows,
     return EMBER_OK;
 }
 
+/* (data_open.h) A file read as Criteo TSV (no data.schema) whose first lines are not:
+ * refused at open with the way out, instead of skipping every line as a
+ * bad one.  A layout is Criteo's when one of the first 100 lines has its
+ * 40 tab-separated fields (a bad line here and there is the reader's to
+ * count).  0, or EMBER_EINVAL with err; a file that cannot be read is the
+ * reader's to name. */
+int data_refuse_not_criteo(const char *path, char *err, size_t errlen)
+{
+    text_stream *ts = NULL;
+    char why[256];
+    if (text_stream_open(path, &ts, why, sizeof why) != 0)
+        return 0;
+    const char *line;
+    size_t len;
+    int overlong, lines = 0, got, fields = 0, commas = 0;
+    while (lines < 100 && (got = text_stream_line(ts, 1 << 16, &line, &len, &overlong, why, sizeof why)) == 1) {
+        fields = 1, commas = 0;
+        for (size_t i = 0; i < len; i++)
+            fields += line[i] == '\t', commas += line[i] == ',';
+        if (fields == 40)
+            break;
+        lines++;
+    }
+    text_stream_close(ts);
+    if (lines == 0 || fields == 40)
+        return 0;
+    snprintf(err, errlen, "%s: not a Criteo TSV (no line of the first %d has its 40 tab-separated fields; the last "
+             "had %d%s): a file of another layout needs a config with data.schema (docs/data.md)", path, lines,
+             fields, commas ? " and commas: a CSV?" : "");
+    return EMBER_EINVAL;
+}
+
 /* A file the config names against the config's data.source: 0 to open it
  * by its first bytes, 1 when it was opened (binary), or -1 with err. */
 static int open_as_declared(const config_file *cf, const cfg_train *t, const char *path, data_file_role role,
@@ -157,7 +190,7 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
         return rc;
     }
     int64_t rows[CTR_MAX_FEATURES];
-    if (criteo_rows(cf, t, rows, err, errlen) != EMBER_OK)
+    if (criteo_rows(cf, t, rows, err, errlen) != EMBER_OK || data_refuse_not_criteo(path, err, errlen) != EMBER_OK)
         return EMBER_EINVAL;
     return ctr_source_tsv(path, rows, t->bad_lines, rank, world, out, err, errlen);
 }

@@ -44,6 +44,12 @@ typedef enum data_input_kind {
 int data_input_schema(const config_file *cf, const cfg_train *t, const char *path, const ctr_source *train,
                       data_input_kind *kind, ctr_column **cols, ctr_text_schema *sc, char *err, size_t errlen);
 
+/* A file to be read as Criteo TSV whose first 100 lines hold no line of
+ * its 40 tab-separated fields (a CSV, another layout): EMBER_EINVAL with
+ * err saying so and naming the way out (data.schema); else 0 (a file that
+ * cannot be read is the reader's to name). */
+int data_refuse_not_criteo(const char *path, char *err, size_t errlen);
+
 /* data.shuffle for the training file at path (its source s, not read
  * yet): its blocks in the order the run's seed draws, or an error when the
  * file is not binary.  Nothing without data.shuffle.  0, or -1 with err. */

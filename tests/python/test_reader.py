@@ -80,6 +80,9 @@ def test_errors_name_the_file_and_line(tmp_path):
         ember.Reader(str(cfg), path=str(tmp_path / "no-such-file.csv"))
     with pytest.raises(ember.Error, match="data.shuffle needs the binary format"):
         ember.Reader(os.path.join(DATA, "movies.cfg"))
+    # a CSV without a config is not read as Criteo TSV (every line a bad one): refused, with the way out
+    with pytest.raises(ember.Error, match=r"movies.csv: not a Criteo TSV .*a CSV\?.*data.schema"):
+        ember.Reader(path=os.path.join(DATA, "movies.csv"))
 
 
 def test_threads_share_a_reader_safely():
