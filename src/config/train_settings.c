@@ -100,9 +100,7 @@ static int apply_checkpoint_overrides(cfg_train *t, const char *config_path, con
                      cfg, t->keep_best_line);
             return EMBER_EINVAL;
         }
-        snprintf(err, errlen, "%s:%d: train.keep_best: needs a checkpoint folder: set train.checkpoint_dir, or give "
-                 "--checkpoint-dir", cfg, t->keep_best_line);
-        return EMBER_EFORMAT;
+        t->checkpoint_dir = TRAIN_DEFAULT_CHECKPOINT_DIR; /* in the working folder, as the metrics and the plot */
     }
     if (o->checkpoint_every >= 0)
         t->checkpoint_every = o->checkpoint_every;

@@ -14,6 +14,11 @@
 #include "config/config_file.h"
 #include "ember-train.h"
 
+/* train.keep_best's checkpoint folder when neither the config nor the
+ * command line names one: in the working folder, beside the metrics and
+ * the plot. */
+#define TRAIN_DEFAULT_CHECKPOINT_DIR "ember-checkpoints"
+
 typedef struct train_settings {
     cfg_train t;                 /* the train group with the overrides; its
                                     strings point into the config and o     */
