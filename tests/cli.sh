@@ -1698,6 +1698,20 @@ check_not_criteo() { # a file of another layout read without data.schema is refu
 }
 CHECKS+=(not_criteo)
 
+check_config_include() { # @include "x" is found beside the including config, as its data paths are,
+    # whatever the working folder; a missing one is named
+    mkdir -p "$TMP/inc/sub" "$TMP/inc/elsewhere"
+    printf 'tables = ({ name = "t%%d"; count = 8; rows = 1000; dim = 16; });\nfeatures = ({ name = "f%%d"; count = 8; table = "t%%d"; });\n' \
+        >"$TMP/inc/sub/tables.cfg"
+    printf '@include "tables.cfg"\ntrain = { steps = 2; metrics = ""; plot = ""; eval_samples = 256; };\n' >"$TMP/inc/sub/a.cfg"
+    (cd "$TMP/inc/elsewhere" && expect_status 0 "$EMBER" train --config ../sub/a.cfg) || return 1
+    grep -q '8 tables' "$TMP/out" || { head -5 "$TMP/out"; return 1; }
+    printf '@include "nothere.cfg"\n' >"$TMP/inc/sub/b.cfg"
+    (cd "$TMP/inc/elsewhere" && expect_status 1 "$EMBER" train --config ../sub/b.cfg) || return 1
+    grep -q "b.cfg:1: .*nothere.cfg\|b.cfg:1: cannot open include file" "$TMP/err" || { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(config_include)
+
 check_text_bom() { # a UTF-8 byte-order mark before the text (Excel, pandas' encoding="utf-8-sig") is skipped:
     # with a header and without, plain, gzip and zstd, the samples are those of the file without it
     local ex f

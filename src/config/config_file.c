@@ -302,6 +302,10 @@ int config_file_load(const char *path, config_file **out, char *err, size_t errl
     cfg_train_default(&cf->train);
     if (!(text = slurp(path, err, errlen)) || scan_big_ints(&r, text))
         goto fail;
+    /* @include "x" is found beside this file, as its data paths are */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", base > path ? (int)(base - path - 1) : 1, base > path ? path : ".");
+    config_set_include_dir(&c, dir[0] ? dir : "/");
     if (!config_read_string(&c, text)) {
         snprintf(err, errlen, "%s:%d: %s", path, config_error_line(&c), config_error_text(&c));
         goto fail;
