@@ -1712,6 +1712,26 @@ check_config_include() { # @include "x" is found beside the including config, as
 }
 CHECKS+=(config_include)
 
+check_file_length() { # a file and no train.steps or train.epochs: one pass over it, said; more than 20
+    # passes are warned of, with the count; steps or epochs given: as given
+    local ex
+    ex="$(cd "$(dirname "${BASH_SOURCE[0]}")/../examples/data" && pwd)"
+    sed -e 's/shuffle = true;/shuffle = false;/' -e "s|\"movies|\"$ex/movies|g" -e 's/epochs = 10;//' \
+        -e 's/keep_best = true;//' -e 's/early_stop = [^;]*; [^;]*; };//' "$ex/movies.cfg" >"$TMP/len.cfg"
+    expect_status 0 "$EMBER" train --config "$TMP/len.cfg" --metrics none --plot none || return 1
+    grep -q "length: 67 steps, 1.01 passes over the training file's 8500 samples (neither train.steps nor train.epochs given: train.epochs = 1)" \
+        "$TMP/out" || { grep -i 'batch\|length' "$TMP/out"; return 1; }
+    tail -1 "$TMP/out" | grep -q '"steps":67,.*"epochs":1.0,' || { tail -1 "$TMP/out" | cut -c1-300; return 1; }
+    ! grep -q "warning" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    expect_status 0 "$EMBER" train --config "$TMP/len.cfg" --steps 1400 --eval-every 0 --metrics none --plot none || return 1
+    grep -q "ember train: warning: 1400 steps are 21.1 passes over the training file's 8500 samples (more than 20)" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    ! grep -q "length:" "$TMP/out" || return 1
+    expect_status 0 "$EMBER" train --config "$TMP/len.cfg" --steps 1320 --eval-every 0 --metrics none --plot none || return 1
+    ! grep -q "warning" "$TMP/err" || { echo "19.9 passes warned of"; return 1; }
+}
+CHECKS+=(file_length)
+
 check_text_bom() { # a UTF-8 byte-order mark before the text (Excel, pandas' encoding="utf-8-sig") is skipped:
     # with a header and without, plain, gzip and zstd, the samples are those of the file without it
     local ex f

@@ -175,6 +175,25 @@ void train_report_close(train_report *r)
 }
 
 /* The header: what the run will do. */
+/* How long a file-trained run is in passes over its file: said when the
+ * default chose it, and a warning when it is many (start event). */
+static void show_passes(const json_t *j)
+{
+    if (!json_object_get(j, "passes"))
+        return;
+    double passes = num(j, "passes");
+    long long samples = integer(j, "file_samples"), steps = integer(j, "steps");
+    if (!strcmp(str(j, "steps_from"), "default_epochs"))
+        printf("  length: %lld steps, %.3g pass%s over the training file's %lld samples (neither train.steps "
+               "nor train.epochs given: train.epochs = 1)\n", steps, passes, passes == 1 ? "" : "es", samples);
+    if (passes > (double)integer(j, "many_passes")) {
+        fflush(stdout);
+        fprintf(stderr, "ember train: warning: %lld steps are %.1f passes over the training file's %lld samples "
+                "(more than %lld): set train.epochs, or train.steps, for a file this size\n", steps, passes, samples,
+                integer(j, "many_passes"));
+    }
+}
+
 static void show_start(train_report *r, const json_t *j)
 {
     snprintf(r->name, sizeof r->name, "%s", str(j, "name"));
@@ -218,6 +237,7 @@ static void show_start(train_report *r, const json_t *j)
     printf("  batch: %lld micro x %lld accumulated x %lld rank%s = %lld per step; %lld steps; %lld thread%s per "
            "rank\n", integer(j, "micro_batch"), integer(j, "accumulate"), world, world > 1 ? "s" : "",
            integer(j, "global_batch"), (long long)r->steps, threads, threads > 1 ? "s" : "");
+    show_passes(j);
     if (json_is_true(json_object_get(j, "evaluation"))) { /* a file may hold fewer: the results say how many */
         char when[64] = "at the end";
         if (integer(j, "eval_every") > 0)

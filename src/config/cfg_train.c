@@ -177,7 +177,8 @@ static int read_run_length(cfg_reader *r, const config_setting_t *g, cfg_train *
 {
     const config_setting_t *m;
     const int64_t most = INT64_C(1) << 40;
-    if ((m = config_setting_get_member(g, "steps")) && cfg_get_int64(r, m, "train.steps", 0, most, &t->steps))
+    if ((m = config_setting_get_member(g, "steps")) && (t->steps_set = 1) &&
+        cfg_get_int64(r, m, "train.steps", 0, most, &t->steps))
         return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "hot_refresh_every")) &&
         cfg_get_int64(r, m, "train.hot_refresh_every", 0, most, &t->hot_refresh_every))

@@ -20,6 +20,7 @@ static void apply_step_overrides(cfg_train *t, const ember_train_overrides *o)
 {
     if (o->steps >= 0) { /* the command line wins over the config's epochs too */
         t->steps = o->steps;
+        t->steps_set = 1;
         t->epochs = 0;
     }
     if (o->micro_batch >= 0)

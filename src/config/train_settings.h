@@ -19,6 +19,15 @@
  * the plot. */
 #define TRAIN_DEFAULT_CHECKPOINT_DIR "ember-checkpoints"
 
+/* Passes over a training file when neither train.steps, train.epochs nor
+ * --steps says how long to train (the built-in task's 3000 steps are a
+ * stream's, not a file's). */
+#define TRAIN_DEFAULT_EPOCHS 1
+
+/* More passes over a training file than this are said at the start: a
+ * small file under settings made for a large one. */
+#define TRAIN_MANY_PASSES 20
+
 typedef struct train_settings {
     cfg_train t;                 /* the train group with the overrides; its
                                     strings point into the config and o     */

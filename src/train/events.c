@@ -18,6 +18,7 @@
 
 #include "model/dense_sync.h"
 #include "model/pipeline.h"
+#include "config/train_settings.h"
 #include "train/run.h"
 #include "train/run_json.h"
 
@@ -65,6 +66,13 @@ void train_event_start(ember_trainer *s)
     json_object_set_new(j, "accumulate", json_integer(t->accumulate));
     json_object_set_new(j, "global_batch", json_integer(global_batch));
     json_object_set_new(j, "steps", json_integer(t->steps));
+    if (s->file_samples > 0) { /* how many passes over the file the steps are, and who said so */
+        json_object_set_new(j, "file_samples", json_integer(s->file_samples));
+        json_object_set_new(j, "passes", json_real((double)t->steps * (double)global_batch / (double)s->file_samples));
+        json_object_set_new(j, "steps_from", json_string(s->epochs_default ? "default_epochs"
+                                                         : t->epochs > 0 ? "epochs" : "steps"));
+        json_object_set_new(j, "many_passes", json_integer(TRAIN_MANY_PASSES));
+    }
     json_object_set_new(j, "eval_every", json_integer(t->eval_every));
     json_object_set_new(j, "eval_samples", !s->eval_src ? json_integer(0)
                                            : t->eval_samples >= CFG_EVAL_ALL ? json_string("all")

@@ -112,6 +112,8 @@ struct ember_trainer {
     dlrm *dense;                 /* the dense half of the model             */
     ctr_model *model;            /* coll and dense joined: step and predict */
     int ckpt_dir_made;           /* checkpoint_prepare created the folder    */
+    int epochs_default;          /* a file and no steps or epochs given: the
+                                    steps are TRAIN_DEFAULT_EPOCHS passes    */
     int64_t file_samples;        /* the training file's samples (lines for a
                                     TSV, bad ones too); 0: the built-in task */
     char plan_note[1024];        /* how "auto" tables were placed; "" none  */

@@ -20,6 +20,7 @@
 #include "comm/collect.h"
 #include "comm/comm.h"
 #include "config/data_open.h"
+#include "config/train_settings.h"
 #include "train/run.h"
 
 /* The evaluation data must fit the training data's model: the same shape,
@@ -290,6 +291,10 @@ int train_epochs_to_steps(ember_trainer *s)
         return 1;
     /* every stage of a pipeline's replica group reads the same share */
     s->file_samples = t->source == CFG_SOURCE_SYNTHETIC ? 0 : share[1] / (t->pipe_stages > 1 ? t->pipe_stages : 1);
+    if (t->epochs <= 0 && !t->steps_set && t->source != CFG_SOURCE_SYNTHETIC && share[0] > 0) {
+        t->epochs = TRAIN_DEFAULT_EPOCHS; /* a file's size says how long, not the built-in task's 3000 steps */
+        s->epochs_default = 1;
+    }
     if (t->epochs <= 0)
         return 0;
     if (t->source == CFG_SOURCE_SYNTHETIC || share[0] == 0) {
