@@ -111,7 +111,8 @@ EMBER_API ember_file_kind ember_data_file_kind(const char *path);
  *        data (2 for keys, 3 for weights or float labels)
  * Lines are parsed by `threads` threads; the output is the same for any
  * count.  Bad lines are skipped and counted (bad_lines skip) or stop the
- * conversion at the first (fail).  Distinct keys per sparse feature are
+ * conversion at the first (fail); skipped ones stop it past the limit
+ * (max_bad_fraction, max_bad_lines), out left as it was.  Distinct keys per sparse feature are
  * counted exactly up to EMBER_DISTINCT_KEYS_CAP.  Local.  *out is set even
  * on failure (the counts and the first bad line); destroy it either way.
  * Errors: EMBER_EINVAL (a config that does not load, criteo_rows with a
@@ -128,6 +129,14 @@ typedef struct ember_convert_config {
     int bad_lines;              /* -1 (default): the config's data.bad_lines
                                    (skip without one); 0 skip; 1 fail         */
     int32_t threads;            /* parsing threads; 0 (default): every core    */
+    double max_bad_fraction;    /* < 0 (default): the config's
+                                   data.max_bad_fraction (0.01 without one);
+                                   else in [0, 1]: skipped bad lines above
+                                   this fraction of the lines read stop the
+                                   conversion (docs/data.md, "Bad lines")     */
+    int64_t max_bad_lines;      /* -2 (default): the config's data.max_bad_lines
+                                   (none without one); -1: no count limit;
+                                   >= 0: more bad lines stop the conversion  */
 } ember_convert_config;
 EMBER_API ember_convert_config ember_convert_config_default(void);
 

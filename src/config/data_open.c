@@ -122,6 +122,8 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
         }
         int rc = ctr_source_text(path, &sc, t->bad_lines, rank, world, out, err, errlen);
         free(cols);
+        if (rc == 0)
+            ctr_source_set_bad_limit(*out, t->max_bad_fraction, t->max_bad_lines);
         return rc;
     }
     int64_t rows[CTR_MAX_FEATURES];
@@ -136,7 +138,10 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
         for (int f = 0; f < 26; f++)
             rows[f] = config_feature_rows(cf, f);
     }
-    return ctr_source_tsv(path, rows, t->bad_lines, rank, world, out, err, errlen);
+    int rc = ctr_source_tsv(path, rows, t->bad_lines, rank, world, out, err, errlen);
+    if (rc == 0)
+        ctr_source_set_bad_limit(*out, t->max_bad_fraction, t->max_bad_lines);
+    return rc;
 }
 
 int data_shuffle_train(const cfg_train *t, const char *path, ctr_source *s, char *err, size_t errlen)
