@@ -56,7 +56,8 @@ EMBER_API int32_t ember_reader_num_dense(const ember_reader *r);
 /* Up to max_samples next samples into *out: the count, 0 when the share is
  * exhausted (ember_reader_rewind starts it again; the synthetic task never
  * ends), or a negative ember status with the message in
- * ember_errmsg(r) (a bad line under data.bad_lines = "fail"). */
+ * ember_errmsg(r) (a bad line under data.bad_lines = "fail", or skipped
+ * bad lines past data.max_bad_fraction or data.max_bad_lines). */
 EMBER_API int64_t ember_reader_next(ember_reader *r, int32_t max_samples, ember_samples *out);
 EMBER_API void ember_reader_rewind(ember_reader *r);
 /* The synthetic task's teacher: its click probability for each sample of
@@ -75,7 +76,8 @@ EMBER_API int ember_reader_write(ember_reader *r, const char *path, int64_t max_
  * data.shuffle, no share of a world), read as ember_reader_open reads a
  * file (binary by its first bytes, else text by the config's data.schema,
  * else Criteo TSV) with the config's bad-line policy (config NULL: the
- * built-in task's settings).  What `ember inspect --samples` shows.
+ * built-in task's settings) but without its limit (data.max_bad_fraction,
+ * max_bad_lines): the counts say what was skipped.  What `ember inspect --samples` shows.
  * Errors as ember_reader_open's, and EMBER_EINVAL for an empty file (it
  * has no samples). */
 EMBER_API int ember_reader_open_file(const char *config, const char *path, ember_reader **out);

@@ -1210,7 +1210,7 @@ check_files_links() {
     ctr_tsv_lines >"$TMP/in.tsv"
     for name in c.ctr c.ctr.tmp; do
         ln -sf "$TMP/victim" "$TMP/$name"
-        expect_status 1 "$EMBER" convert "$TMP/in.tsv" "$TMP/c.ctr" --rows 1000 || return 1
+        expect_status 1 "$EMBER" convert "$TMP/in.tsv" "$TMP/c.ctr" --rows 1000 --max-bad-fraction 1 || return 1
         grep -q "$name.*symbolic link" "$TMP/err" && victim_intact "$name" || { cat "$TMP/err"; return 1; }
         rm "$TMP/$name"
     done
@@ -1288,7 +1288,7 @@ files_full_cases() {
     grep -q "ember predict: cannot write $full/s.f32: $why" "$TMP/err" && ! grep -q "scores in" "$TMP/out" ||
         { cat "$TMP/err" "$TMP/out"; return 1; }
     ctr_tsv_lines >"$TMP/in.tsv"
-    expect_status 1 "$@" "$EMBER" convert "$TMP/in.tsv" "$full/c.ctr" --rows 1000 || return 1
+    expect_status 1 "$@" "$EMBER" convert "$TMP/in.tsv" "$full/c.ctr" --rows 1000 --max-bad-fraction 1 || return 1
     grep -q "cannot write $full/c.ctr: $why" "$TMP/err" || { cat "$TMP/err"; return 1; }
     expect_status 1 "$@" "$EMBER" export "$TMP/fullck" "$full/b" --quantize fp32 || return 1
     grep -q "$why" "$TMP/err" || { cat "$TMP/err"; return 1; }
@@ -1298,7 +1298,7 @@ CHECKS+=(files_full)
 
 check_convert() {
     ctr_tsv_lines >"$TMP/in.tsv"
-    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/out.ctr" --rows 1000 || return 1
+    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/out.ctr" --rows 1000 --max-bad-fraction 1 || return 1
     grep -q "wrote 2 samples to $TMP/out.ctr (3 lines read, 1 bad lines skipped)" "$TMP/out" || return 1
     grep -q "first bad line: $TMP/in.tsv:2: field 17 (C4): \"zz12\" is not hexadecimal" "$TMP/out" || return 1
     [ -f "$TMP/out.ctr" ] && [ ! -e "$TMP/out.ctr.tmp" ] || { echo "no out.ctr, or its .tmp left"; return 1; }
@@ -1306,11 +1306,11 @@ check_convert() {
     expect_status 1 "$EMBER" convert "$TMP/in.tsv" "$TMP/fail.ctr" --bad fail || return 1
     grep -q "in.tsv:2: field 17 (C4): \"zz12\" is not hexadecimal" "$TMP/err" || return 1
     [ ! -e "$TMP/fail.ctr" ] && [ ! -e "$TMP/fail.ctr.tmp" ] || { echo "fail.ctr written"; return 1; }
-    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/rows.ctr" --rows="$(seq -s, 1 26)" || return 1
+    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/rows.ctr" --max-bad-fraction 1 --rows="$(seq -s, 1 26)" || return 1
     cmp -s "$TMP/out.ctr" "$TMP/rows.ctr" && { echo "--rows list ignored"; return 1; }
     # rows 0: 64-bit keys, format version 2 (version 1 without them)
     [ "$(head -c 12 "$TMP/out.ctr" | tail -c 4 | od -An -tu4 | tr -d ' ')" = 1 ] || return 1
-    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/keys.ctr" --rows="0,7$(printf ',0%.0s' $(seq 24))" || return 1
+    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/keys.ctr" --max-bad-fraction 1 --rows="0,7$(printf ',0%.0s' $(seq 24))" || return 1
     grep -q "64-bit keys (format version 2) for C1,C3,C4,C5,.*,C26$" "$TMP/out" || return 1
     [ "$(head -c 12 "$TMP/keys.ctr" | tail -c 4 | od -An -tu4 | tr -d ' ')" = 2 ] || return 1
     expect_status 2 "$EMBER" convert "$TMP/in.tsv" "$TMP/x.ctr" --rows -1 || return 1
