@@ -56,7 +56,8 @@ EMBER_API int32_t ember_reader_num_dense(const ember_reader *r);
 /* Up to max_samples next samples into *out: the count, 0 when the share is
  * exhausted (ember_reader_rewind starts it again; the synthetic task never
  * ends), or a negative ember status with the message in
- * ember_errmsg(r) (a bad line under data.bad_lines = "fail"). */
+ * ember_errmsg(r) (a bad line under data.bad_lines = "fail", or skipped
+ * bad lines past data.max_bad_fraction or data.max_bad_lines). */
 EMBER_API int64_t ember_reader_next(ember_reader *r, int32_t max_samples, ember_samples *out);
 EMBER_API void ember_reader_rewind(ember_reader *r);
 /* The synthetic task's teacher: its click probability for each sample of
@@ -75,7 +76,8 @@ EMBER_API int ember_reader_write(ember_reader *r, const char *path, int64_t max_
  * data.shuffle, no share of a world), read as ember_reader_open reads a
  * file (binary by its first bytes, else text by the config's data.schema,
  * else Criteo TSV) with the config's bad-line policy (config NULL: the
- * built-in task's settings).  What `ember inspect --samples` shows.
+ * built-in task's settings) but without its limit (data.max_bad_fraction,
+ * max_bad_lines): the counts say what was skipped.  What `ember inspect --samples` shows.
  * Errors as ember_reader_open's, and EMBER_EINVAL for an empty file (it
  * has no samples). */
 EMBER_API int ember_reader_open_file(const char *config, const char *path, ember_reader **out);
@@ -111,7 +113,8 @@ EMBER_API ember_file_kind ember_data_file_kind(const char *path);
  *        data (2 for keys, 3 for weights or float labels)
  * Lines are parsed by `threads` threads; the output is the same for any
  * count.  Bad lines are skipped and counted (bad_lines skip) or stop the
- * conversion at the first (fail).  Distinct keys per sparse feature are
+ * conversion at the first (fail); skipped ones stop it past the limit
+ * (max_bad_fraction, max_bad_lines), out left as it was.  Distinct keys per sparse feature are
  * counted exactly up to EMBER_DISTINCT_KEYS_CAP.  Local.  *out is set even
  * on failure (the counts and the first bad line); destroy it either way.
  * Errors: EMBER_EINVAL (a config that does not load, criteo_rows with a
@@ -128,6 +131,14 @@ typedef struct ember_convert_config {
     int bad_lines;              /* -1 (default): the config's data.bad_lines
                                    (skip without one); 0 skip; 1 fail         */
     int32_t threads;            /* parsing threads; 0 (default): every core    */
+    double max_bad_fraction;    /* < 0 (default): the config's
+                                   data.max_bad_fraction (0.01 without one);
+                                   else in [0, 1]: skipped bad lines above
+                                   this fraction of the lines read stop the
+                                   conversion (docs/data.md, "Bad lines")     */
+    int64_t max_bad_lines;      /* -2 (default): the config's data.max_bad_lines
+                                   (none without one); -1: no count limit;
+                                   >= 0: more bad lines stop the conversion  */
 } ember_convert_config;
 EMBER_API ember_convert_config ember_convert_config_default(void);
 

@@ -1211,7 +1211,7 @@ check_files_links() {
     ctr_tsv_lines >"$TMP/in.tsv"
     for name in c.ctr c.ctr.tmp; do
         ln -sf "$TMP/victim" "$TMP/$name"
-        expect_status 1 "$EMBER" convert "$TMP/in.tsv" "$TMP/c.ctr" --rows 1000 || return 1
+        expect_status 1 "$EMBER" convert "$TMP/in.tsv" "$TMP/c.ctr" --rows 1000 --max-bad-fraction 1 || return 1
         grep -q "$name.*symbolic link" "$TMP/err" && victim_intact "$name" || { cat "$TMP/err"; return 1; }
         rm "$TMP/$name"
     done
@@ -1289,7 +1289,7 @@ files_full_cases() {
     grep -q "ember predict: cannot write $full/s.f32: $why" "$TMP/err" && ! grep -q "scores in" "$TMP/out" ||
         { cat "$TMP/err" "$TMP/out"; return 1; }
     ctr_tsv_lines >"$TMP/in.tsv"
-    expect_status 1 "$@" "$EMBER" convert "$TMP/in.tsv" "$full/c.ctr" --rows 1000 || return 1
+    expect_status 1 "$@" "$EMBER" convert "$TMP/in.tsv" "$full/c.ctr" --rows 1000 --max-bad-fraction 1 || return 1
     grep -q "cannot write $full/c.ctr: $why" "$TMP/err" || { cat "$TMP/err"; return 1; }
     expect_status 1 "$@" "$EMBER" export "$TMP/fullck" "$full/b" --quantize fp32 || return 1
     grep -q "$why" "$TMP/err" || { cat "$TMP/err"; return 1; }
@@ -1299,7 +1299,7 @@ CHECKS+=(files_full)
 
 check_convert() {
     ctr_tsv_lines >"$TMP/in.tsv"
-    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/out.ctr" --rows 1000 || return 1
+    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/out.ctr" --rows 1000 --max-bad-fraction 1 || return 1
     grep -q "wrote 2 samples to $TMP/out.ctr (3 lines read, 1 bad lines skipped)" "$TMP/out" || return 1
     grep -q "first bad line: $TMP/in.tsv:2: field 17 (C4): \"zz12\" is not hexadecimal" "$TMP/out" || return 1
     [ -f "$TMP/out.ctr" ] && [ ! -e "$TMP/out.ctr.tmp" ] || { echo "no out.ctr, or its .tmp left"; return 1; }
@@ -1307,11 +1307,11 @@ check_convert() {
     expect_status 1 "$EMBER" convert "$TMP/in.tsv" "$TMP/fail.ctr" --bad fail || return 1
     grep -q "in.tsv:2: field 17 (C4): \"zz12\" is not hexadecimal" "$TMP/err" || return 1
     [ ! -e "$TMP/fail.ctr" ] && [ ! -e "$TMP/fail.ctr.tmp" ] || { echo "fail.ctr written"; return 1; }
-    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/rows.ctr" --rows="$(seq -s, 1 26)" || return 1
+    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/rows.ctr" --max-bad-fraction 1 --rows="$(seq -s, 1 26)" || return 1
     cmp -s "$TMP/out.ctr" "$TMP/rows.ctr" && { echo "--rows list ignored"; return 1; }
     # rows 0: 64-bit keys, format version 2 (version 1 without them)
     [ "$(head -c 12 "$TMP/out.ctr" | tail -c 4 | od -An -tu4 | tr -d ' ')" = 1 ] || return 1
-    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/keys.ctr" --rows="0,7$(printf ',0%.0s' $(seq 24))" || return 1
+    expect_status 0 "$EMBER" convert "$TMP/in.tsv" "$TMP/keys.ctr" --max-bad-fraction 1 --rows="0,7$(printf ',0%.0s' $(seq 24))" || return 1
     grep -q "64-bit keys (format version 2) for C1,C3,C4,C5,.*,C26$" "$TMP/out" || return 1
     [ "$(head -c 12 "$TMP/keys.ctr" | tail -c 4 | od -An -tu4 | tr -d ' ')" = 2 ] || return 1
     expect_status 2 "$EMBER" convert "$TMP/in.tsv" "$TMP/x.ctr" --rows -1 || return 1
@@ -1690,7 +1690,7 @@ check_not_criteo() { # a file of another layout read without data.schema is refu
     [ ! -e "$TMP/nc.bin" ] || { echo "convert left a file"; return 1; }
     n=$((RANDOM % 99 + 1)) # bad first lines, then a good one within the first 100
     { for _ in $(seq "$n"); do echo "not,a,criteo,line"; done; ctr_tsv_lines; } >"$TMP/nc.tsv"
-    expect_status 0 "$EMBER" convert "$TMP/nc.tsv" "$TMP/nc2.bin" || return 1
+    expect_status 0 "$EMBER" convert "$TMP/nc.tsv" "$TMP/nc2.bin" --max-bad-fraction 1 || return 1
     grep -q "$((n + 1)) bad lines skipped" "$TMP/out" || { echo "expected $n + 1 bad lines counted"; cat "$TMP/out"; return 1; }
     { for _ in $(seq 100); do echo "not,a,criteo,line"; done; ctr_tsv_lines; } >"$TMP/nc3.tsv"
     expect_status 1 "$EMBER" convert "$TMP/nc3.tsv" "$TMP/nc3.bin" || return 1

@@ -22,7 +22,12 @@ compares what ember makes of the same files:
     plain, gzip and zstd, converts to the same file as without it;
   * `--threads 1` and `--threads 2` write byte-identical files;
   * `--bad fail` exits 1 and names the first bad line as FILE:LINE:, leaving an existing OUT
-    untouched; a schema column missing from the header and a standardize column with std 0
+    untouched;
+  * the bad-line limit (--max-bad-fraction, --max-bad-lines; data.max_bad_fraction = 1 in the
+    configs, as the cases mix in ~5% bad lines): the reference predicts whether and at which
+    bad line the conversion stops (more than K bad lines, or more than F of the lines read
+    counted as at least min(4096, all lines)), and ember must stop there, naming the counts
+    and the first bad line, leaving no OUT; K = the bad lines passes, K - 1 stops at the last; a schema column missing from the header and a standardize column with std 0
     are fatal and leave OUT untouched;
   * a mutation of the reference (another hash seed) must disagree with ember, so the
     harness itself can fail.
@@ -42,7 +47,8 @@ The rules the reference implements are those of docs/data.md, made exact:
   - without a header a line has exactly len(columns) fields; with one, columns are found by
     name (missing: fatal), and a line has exactly as many fields as the header;
   - label binary: exactly "0" or "1"; float: the float grammar below, 0 <= x <= 1;
-  - int [+-]?[0-9]+ in int64; float [+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)? then
+  - int [+-]?[0-9]+ in int64, or [+-]?[0-9]+\\.0+ (a float's export of an integer) with
+    |v| <= 2^53, read as the exact integer (columns and int-encoded ids alike); float [+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)? then
     strtod; empty field = 0; transforms in double, stored as float32; standardize statistics
     (when not given) by Welford over the good lines in file order, std = sqrt(m2 / n);
   - key = XXH64(bytes, seed = index among the sparse columns): string: the unquoted bytes;
@@ -104,6 +110,8 @@ class Mismatch(Exception):
 # ---------------------------------------------------------------------------- the reference
 
 INT_RE = re.compile(rb"[+-]?[0-9]+")
+INT_POINT_RE = re.compile(rb"([+-]?[0-9]+)\.0+")  # 84.0: an integer exported through a float column
+JUDGE_LINES = 4096  # the bad-line fraction is judged over at least this many lines (or all of them)
 FLOAT_RE = re.compile(rb"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 HEX_RE = re.compile(rb"[0-9A-Fa-f]{1,8}")
 
@@ -157,6 +165,12 @@ def ref_fields(line, fmt):
 
 
 def ref_int(b):
+    m = INT_POINT_RE.fullmatch(b)
+    if m:
+        v = int(m.group(1))
+        if abs(v) > (1 << 53):
+            raise Bad("%r is beyond 2^53 with a point" % b)
+        return v
     if not INT_RE.fullmatch(b):
         raise Bad("%r is not an integer" % b)
     v = int(b)
@@ -214,7 +228,7 @@ def reference(schema, data, seed_offset=0):
     dense = [c for c in cols if c["type"] in ("int", "float")]
     weighted = any(c.get("weights") for c in sparse)
 
-    good, bad, first_bad = [], 0, None
+    good, bad, first_bad, bad_at = [], 0, None, []
     for no, line in enumerate(body, first_no):
         try:
             if len(line) > max_line:
@@ -268,6 +282,7 @@ def reference(schema, data, seed_offset=0):
             good.append((no, line, label, xs, keys, wts))
         except Bad as e:
             bad += 1
+            bad_at.append(no - first_no)  # data line index
             if first_bad is None:
                 first_bad = (no, str(e))
 
@@ -302,6 +317,7 @@ def reference(schema, data, seed_offset=0):
 
     res = RefResult()
     res.lines, res.bad, res.first_bad, res.stats, res.stats_fma = len(body), bad, first_bad, stats, stats_fma
+    res.bad_at = bad_at
     res.weighted = weighted
     res.dense_names = [c["name"] for c in dense]
     res.sparse_names = [c["name"] for c in sparse]
@@ -389,6 +405,8 @@ class Gen:
             s = "0" * rng.randint(1, 3) + s
         if v == 0 and rng.random() < 0.3:
             sign = "-"
+        if abs(v) <= (1 << 53) and rng.random() < 0.15:  # pandas' 84.0 (an int column with missing values)
+            s += "." + "0" * rng.randint(1, 3)
         return (sign + s).encode(), v
 
     def float_text(self, lo=-1e6, hi=1e6, allow_empty=True):
@@ -552,7 +570,9 @@ class Gen:
             if k is None:
                 return None
             enc[k][0] = self.quote(rng.choice([b"1.5", b"abc", b"9223372036854775808", b"-9223372036854775809",
-                                               b"1e3", b"0x10", b" 1", b"1 ", b"+", b"-", b"--1", b"1-"]))
+                                               b"1e3", b"0x10", b" 1", b"1 ", b"+", b"-", b"--1", b"1-",
+                                               b"84.50", b"84.", b".0", b"84.0.0", b"1.0e2", b"9007199254740993.0",
+                                               b"-9007199254740993.00"]))
         elif kind == "float":
             k = slot(lambda c: c["type"] == "float")
             if k is None:
@@ -574,7 +594,7 @@ class Gen:
             k = slot(lambda c: c.get("encoding") == "int")
             if k is None:
                 return None
-            enc[k][0] = self.quote(rng.choice([b"12a", b"1.0", b"99999999999999999999", b"0x10", b"a"]))
+            enc[k][0] = self.quote(rng.choice([b"12a", b"1.5", b"7.01", b"99999999999999999999", b"0x10", b"a"]))
         elif kind == "label":
             k = slot(lambda c: c["type"] == "label")
             c = cols[self.order[k][1]]
@@ -695,7 +715,7 @@ class Gen:
 
 # ---------------------------------------------------------------------------- schemas
 
-def config_text(schema, bad="skip", train_file=None, train_group=False):
+def config_text(schema, bad="skip", train_file=None, train_group=False, max_bad_fraction=1.0, max_bad_lines=None):
     cols = []
     for c in schema["columns"]:
         p = ['name = "%s";' % c["name"], 'type = "%s";' % c["type"]]
@@ -715,6 +735,10 @@ def config_text(schema, bad="skip", train_file=None, train_group=False):
             p.append("weights = %s;" % ("true" if c.get("weights") else "false"))
         cols.append("      { " + " ".join(p) + " }")
     s = ['data = {', '  source = "text";', '  bad_lines = "%s";' % bad]
+    if max_bad_fraction is not None:  # the cases mix in ~5% bad lines; the limit has its own checks
+        s.append('  max_bad_fraction = %r;' % float(max_bad_fraction))
+    if max_bad_lines is not None:
+        s.append('  max_bad_lines = %dL;' % max_bad_lines)
     if train_file:  # a data file named in the config too, as ember train would read it
         s.append('  train_file = "%s";' % train_file)
     s += ['  schema = {',
@@ -890,7 +914,9 @@ def unit_checks():
             continue
         raise AssertionError(b)
     assert ref_int(b"-9223372036854775808") == -(1 << 63) and ref_int(b"+007") == 7
-    for b in (b"9223372036854775808", b"1.0", b"", b" 1"):
+    assert ref_int(b"84.0") == 84 and ref_int(b"-3.000") == -3 and ref_int(b"-0.0") == 0
+    assert ref_int(b"9007199254740992.0") == 1 << 53 and ref_int(b"9007199254740993") == (1 << 53) + 1
+    for b in (b"9223372036854775808", b"1.5", b"84.", b".0", b"1e2", b"9007199254740993.0", b"", b" 1"):
         try:
             ref_int(b)
         except Bad:
@@ -1168,6 +1194,59 @@ def fatal_checks(ember, tmp, rng):
                        % (" ".join(cmd), rc, so, se))
 
 
+def ref_limit(ref, frac, count):
+    """Where the bad-line limit stops a read of all of ref's lines: (bad lines, lines read, key),
+    or None.  Judged at each bad line: more than count (>= 0), or more than frac of the lines
+    read counted as at least min(JUDGE_LINES, all lines)."""
+    judge0 = min(JUDGE_LINES, ref.lines)
+    for b, i in enumerate(ref.bad_at, 1):
+        if count >= 0 and b > count:
+            return b, i + 1, "max_bad_lines"
+        if frac < 1 and b > frac * max(i + 1, judge0):
+            return b, i + 1, "max_bad_fraction"
+    return None
+
+
+def limit_checks(ember, tmp, rng, case, ref):
+    """The bad-line limit against ref_limit: draws of fraction and count around the case's own
+    bad lines (some pass, some stop), the count's exact boundary, and the config's keys."""
+    name = case["name"]
+    src = os.path.join(tmp, name + (".csv" if case["schema"]["format"] == "csv" else ".tsv"))
+    cfg = os.path.join(tmp, name + ".cfg")
+    B, share = ref.bad, ref.bad / ref.lines
+    draws = [(1.0, B), (1.0, B - 1), (1.0, rng.randrange(B)), (0.0, -1), (1.0, 0)]
+    draws += [(share * rng.uniform(0.3, 2.0), -1) for _ in range(4)]
+    draws += [(share * rng.uniform(0.5, 1.5), rng.randrange(B + B // 2)) for _ in range(2)]
+    stops = 0
+    for k, (frac, count) in enumerate(draws + [(None, None)]):
+        out = os.path.join(tmp, "%s.limit%d.bin" % (name, k))
+        if frac is None:  # the config's keys instead of the options
+            frac, count = share * rng.uniform(0.5, 1.5), rng.randrange(B + B // 2)
+            c2 = os.path.join(tmp, name + ".limit.cfg")
+            with open(c2, "w") as f:
+                f.write(config_text(case["schema"], max_bad_fraction=frac, max_bad_lines=count))
+            cmd, rc, so, se = convert(ember, c2, src, out)
+        else:
+            cmd, rc, so, se = convert(ember, cfg, src, out, "--max-bad-fraction", repr(frac),
+                                      "--max-bad-lines", str(count))
+        want = ref_limit(ref, frac, count)
+        what = "%s (fraction %r, count %d: %s)" % (" ".join(cmd), frac, count,
+                                                   "stops at %d bad of %d read by %s" % want if want else "passes")
+        if want is None:
+            check_convert_output(ref, cmd, rc, so, se, src, out)
+            continue
+        stops += 1
+        head = "ember convert: %s: %d bad lines in the first %d read: more than data.%s" % (src, want[0], want[1],
+                                                                                             want[2])
+        first = "; the first: %s:%d: " % (src, ref.first_bad[0])
+        left = [f for f in os.listdir(tmp) if f.startswith(os.path.basename(out))]
+        if rc != 1 or head not in se or first not in se or left:
+            raise Mismatch("%s: exit %d, want 1 with '%s' and '%s', no OUT (left: %s)\n%s%s"
+                           % (what, rc, head, first, left, so, se))
+    if B >= 2 and stops < 2:
+        raise Mismatch("%s: only %d of the limit draws stop (the draws are blind)" % (name, stops))
+
+
 def minimal_config_check(ember, tmp, case):
     """The config of docs/data.md's schema alone (no data.train_file, no tables, no train group)
     is enough for convert: IN names the file and each column's rows the table."""
@@ -1227,6 +1306,9 @@ def main():
             sys.stdout.flush()
         fatal_checks(ember, tmp, rng)
         print("  fatal errors  ok")
+        for c in cases:
+            limit_checks(ember, tmp, rng, c, refs[c["name"]])
+        print("  bad-line limit ok")
         # the harness can fail: a reference with other hash seeds must disagree with ember
         c = cases[0]
         mutant = reference(c["schema"], c["text"], seed_offset=1)

@@ -13,6 +13,7 @@
  * and reports.  Under mpirun only rank 0 converts (the ranks would write
  * the same bytes to the same path).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,12 @@ static void convert_usage(FILE *f)
             "  --rows N              Criteo: buckets of every categorical (default %d)\n"
             "  --rows N1,N2,...,N26  buckets of each of C1..C26; 0: the categorical's whole\n"
             "                        64-bit key, for a dynamic table (written as format version 2)\n"
-            "  --bad skip|fail       bad lines: count and skip them (default), or stop at the first\n",
+            "  --bad skip|fail       bad lines: count and skip them (default), or stop at the first\n"
+            "  --max-bad-fraction F  skipped bad lines above this fraction of the lines read (judged\n"
+            "                        over at least the first 4096) stop the conversion, no OUT\n"
+            "                        (default: data.max_bad_fraction, 0.01 without a config)\n"
+            "  --max-bad-lines N     more than N skipped bad lines stop it (default:\n"
+            "                        data.max_bad_lines, none without a config; -1: none)\n",
             EMBER_CRITEO_ROWS);
 }
 
@@ -65,6 +71,17 @@ static int parse_rows(const char *s, int64_t rows[26])
             rows[f] = rows[0];
     else if (n != 26)
         return -1;
+    return 0;
+}
+
+/* A fraction in [0, 1]; 0, or -1. */
+static int parse_fraction(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !isfinite(v) || v < 0 || v > 1)
+        return -1;
+    *out = v;
     return 0;
 }
 
@@ -102,7 +119,8 @@ static void print_found(const ember_conversion *cv)
 int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
 {
     const char *in = NULL, *out = NULL, *config = NULL;
-    int64_t rows[26], threads = 0;
+    int64_t rows[26], threads = 0, max_bad_lines = -2;
+    double max_bad_fraction = -1;
     int rows_set = 0, bad_set = 0, policy_fail = 0;
     for (int f = 0; f < 26; f++)
         rows[f] = EMBER_CRITEO_ROWS;
@@ -143,6 +161,16 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
                 return 2;
             }
             config = val;
+        } else if (nlen == 18 && !strncmp(arg, "--max-bad-fraction", 18)) {
+            if (!val || parse_fraction(val, &max_bad_fraction)) {
+                fprintf(ctx->err, "ember convert: --max-bad-fraction takes a number in [0, 1]\n");
+                return 2;
+            }
+        } else if (nlen == 15 && !strncmp(arg, "--max-bad-lines", 15)) {
+            if (!val || synth_parse_int64(val, -1, INT64_MAX, &max_bad_lines)) {
+                fprintf(ctx->err, "ember convert: --max-bad-lines takes an integer >= -1 (-1: no limit)\n");
+                return 2;
+            }
         } else if (nlen == 9 && !strncmp(arg, "--threads", 9)) {
             if (!val || synth_parse_int64(val, 1, 256, &threads)) {
                 fprintf(ctx->err, "ember convert: --threads takes an integer in [1, 256]\n");
@@ -167,6 +195,8 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
     c.criteo_rows = rows_set ? rows : NULL;
     c.bad_lines = bad_set ? policy_fail : -1;
     c.threads = (int32_t)threads;
+    c.max_bad_fraction = max_bad_fraction;
+    c.max_bad_lines = max_bad_lines;
     ember_conversion *cv = NULL;
     int rc = ember_convert(in, out, &c, &cv);
     ember_reader_counts st = {0, 0, 0, ""};

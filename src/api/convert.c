@@ -45,23 +45,39 @@ ember_convert_config ember_convert_config_default(void)
     ember_convert_config c;
     memset(&c, 0, sizeof c);
     c.bad_lines = -1;
+    c.max_bad_fraction = -1;
+    c.max_bad_lines = -2;
     return c;
 }
 
-/* The source of in: by the config (docs/data.md), or Criteo TSV with rows. */
-static int open_input(const char *in, const config_file *cf, const int64_t *rows, ctr_bad_policy policy,
-                      ctr_source **src, char *err, size_t errlen)
+/* The source of in: by the config (docs/data.md), or Criteo TSV with rows;
+ * the bad-line policy and limit as c asks, else as the config says (its
+ * defaults without one). */
+static int open_input(const char *in, const config_file *cf, const int64_t *rows, const ember_convert_config *c,
+                      ctr_bad_policy policy, ctr_source **src, char *err, size_t errlen)
 {
     if (ctr_file_is_binary(in)) {
         snprintf(err, errlen, "%s is already in ember's binary format", in);
         return EMBER_EINVAL;
     }
-    if (!cf)
-        return data_refuse_not_criteo(in, err, errlen) ? EMBER_EINVAL
-                                                        : ctr_source_tsv(in, rows, policy, 0, 1, src, err, errlen);
-    cfg_train t = cf->train;
+    cfg_train t;
+    if (cf)
+        t = cf->train;
+    else
+        cfg_train_default(&t);
     t.bad_lines = policy;
-    return data_open_file(cf, &t, in, DATA_FILE_GIVEN, NULL, 0, 1, src, err, errlen);
+    if (c->max_bad_fraction >= 0)
+        t.max_bad_fraction = c->max_bad_fraction > 1 ? 1 : c->max_bad_fraction;
+    if (c->max_bad_lines >= -1)
+        t.max_bad_lines = c->max_bad_lines;
+    if (cf)
+        return data_open_file(cf, &t, in, DATA_FILE_GIVEN, NULL, 0, 1, src, err, errlen);
+    if (data_refuse_not_criteo(in, err, errlen) != EMBER_OK) /* a CSV without its config */
+        return EMBER_EINVAL;
+    int rc = ctr_source_tsv(in, rows, policy, 0, 1, src, err, errlen);
+    if (rc == 0)
+        ctr_source_set_bad_limit(*src, t.max_bad_fraction, t.max_bad_lines);
+    return rc;
 }
 
 /* What a report needs of the source: distinct keys per sparse feature and
@@ -110,7 +126,7 @@ static int convert(ember_conversion *cv, const char *in, const char *out, const 
     ctr_source *src = NULL;
     ctr_stats st;
     memset(&st, 0, sizeof st);
-    int rc = open_input(in, cf, rows, policy, &src, err, len);
+    int rc = open_input(in, cf, rows, c, policy, &src, err, len);
     if (rc == 0) {
         ctr_source_set_threads(src, c->threads > 0 ? c->threads : (int32_t)omp_get_num_procs());
         rc = ctr_source_count_keys(src, err, len);

@@ -74,7 +74,8 @@ static int read_synthetic(cfg_reader *r, const config_setting_t *g)
 int cfg_read_data(cfg_reader *r, const config_setting_t *g)
 {
     static const char *const KEYS[] = {"batch_size", "dist", "alpha", "seed", "source",
-                                       "train_file", "eval_file", "bad_lines", "hash_rows",
+                                       "train_file", "eval_file", "bad_lines", "max_bad_fraction",
+                                       "max_bad_lines", "hash_rows",
                                        "synthetic", "shuffle", "schema", NULL};
     cfg_data *d = &r->cf->data;
     cfg_train *t = &r->cf->train;
@@ -127,6 +128,12 @@ int cfg_read_data(cfg_reader *r, const config_setting_t *g)
             return EMBER_EINVAL;
         t->bad_lines = (ctr_bad_policy)e;
     }
+    if ((m = config_setting_get_member(g, "max_bad_fraction")) &&
+        cfg_get_double(r, m, "data.max_bad_fraction", 0, 1, &t->max_bad_fraction))
+        return EMBER_EINVAL;
+    if ((m = config_setting_get_member(g, "max_bad_lines")) &&
+        cfg_get_int64(r, m, "data.max_bad_lines", -1, INT64_MAX, &t->max_bad_lines))
+        return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "hash_rows")) &&
         cfg_get_int64(r, m, "data.hash_rows", 1, INT64_C(1) << 40, &t->hash_rows))
         return EMBER_EINVAL;

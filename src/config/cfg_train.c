@@ -24,6 +24,8 @@ void cfg_train_default(cfg_train *t)
     memset(t, 0, sizeof *t);
     t->source = CFG_SOURCE_SYNTHETIC;
     t->bad_lines = CTR_BAD_SKIP;
+    t->max_bad_fraction = 0.01;
+    t->max_bad_lines = -1;
     t->hash_rows = 100000;
     t->synth = ctr_synth_config_default();
     dlrm_config *m = &t->model;

@@ -79,6 +79,9 @@ typedef struct cfg_train {
     const char *train_file;      /* tsv, binary; owned by the config_file      */
     const char *eval_file;       /* NULL: no evaluation                        */
     ctr_bad_policy bad_lines;
+    double max_bad_fraction;     /* data.max_bad_fraction (default 0.01), and */
+    int64_t max_bad_lines;       /* data.max_bad_lines (-1: none): the limit of
+                                    skipped bad lines (ctr_source_set_bad_limit) */
     int64_t hash_rows;           /* tsv without tables: buckets per categorical */
     ctr_synth_config synth;      /* with tables: rows, alpha, pooling of each
                                     feature follow its table and feature      */

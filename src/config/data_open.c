@@ -187,12 +187,17 @@ int data_open_file(const config_file *cf, const cfg_train *t, const char *path, 
             return EMBER_EINVAL;
         int rc = ctr_source_text(path, &sc, t->bad_lines, rank, world, out, err, errlen);
         free(cols);
+        if (rc == 0)
+            ctr_source_set_bad_limit(*out, t->max_bad_fraction, t->max_bad_lines);
         return rc;
     }
     int64_t rows[CTR_MAX_FEATURES];
     if (criteo_rows(cf, t, rows, err, errlen) != EMBER_OK || data_refuse_not_criteo(path, err, errlen) != EMBER_OK)
         return EMBER_EINVAL;
-    return ctr_source_tsv(path, rows, t->bad_lines, rank, world, out, err, errlen);
+    int rc = ctr_source_tsv(path, rows, t->bad_lines, rank, world, out, err, errlen);
+    if (rc == 0)
+        ctr_source_set_bad_limit(*out, t->max_bad_fraction, t->max_bad_lines);
+    return rc;
 }
 
 int data_input_schema(const config_file *cf, const cfg_train *t, const char *path, const ctr_source *train,

@@ -16,7 +16,8 @@ typedef enum data_file_role { DATA_FILE_GIVEN = 0, DATA_FILE_TRAIN, DATA_FILE_EV
  * config's data.schema (docs/data.md); else Criteo TSV, each categorical
  * in its table's rows (t->hash_rows without tables; 0 for a dynamic
  * table: 64-bit keys).  cf may be NULL (no config file); t gives the
- * bad-line policy and hash_rows.  A file the config names (role TRAIN or
+ * bad-line policy, its limit (data.max_bad_fraction and max_bad_lines) and
+ * hash_rows.  A file the config names (role TRAIN or
  * EVAL with its line in t) must be what the config's data.source says:
  * "binary" opens it with the binary reader, whose checks name what it is
  * not; "text" or "tsv" refuse a binary file; either message names the

@@ -57,6 +57,10 @@ static int reader_open(const char *config, const char *path, int eval, int32_t r
     } else {
         cfg_train_default(&r->t);
     }
+    if (as_is) { /* a file as it is: every good sample, its bad lines counted (no limit to stop at) */
+        r->t.max_bad_fraction = 1;
+        r->t.max_bad_lines = -1;
+    }
     const char *file = path ? path : eval ? r->t.eval_file : r->t.train_file;
     if (!file && (path || r->t.source != CFG_SOURCE_SYNTHETIC)) {
         snprintf(err, sizeof err, "%s: no data.%s to read", config ? config : "the built-in task",

@@ -185,6 +185,16 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
 /* Text sources: lines parsed by this many threads (default 1); the
  * samples do not depend on it.  Other sources ignore it. */
 void ctr_source_set_threads(ctr_source *s, int32_t threads);
+/* Text sources under CTR_BAD_SKIP: the read fails once more than
+ * max_lines bad lines (-1: no count limit) or more than max_fraction of
+ * the lines read (>= 1: no limit) are counted, the lines read counting as
+ * at least CTR_BAD_JUDGE_LINES, or this rank's whole share when shorter
+ * (docs/data.md, "Bad lines").  Judged at each bad line, in line order;
+ * the message gives the counts, the first bad line and what to do.  The
+ * default is no limit; the config's data keys set one (data_open_file).
+ * Other sources ignore it. */
+#define CTR_BAD_JUDGE_LINES 4096
+void ctr_source_set_bad_limit(ctr_source *s, double max_fraction, int64_t max_lines);
 /* Text sources: the mean and std a standardize column used (given or
  * computed); 0, or -1 when column c is not one. */
 int ctr_source_text_stats(const ctr_source *s, int32_t column, double *mean, double *std);

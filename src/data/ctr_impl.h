@@ -43,7 +43,7 @@ struct ctr_source {
     int64_t batch_first;   /* set by next: ctr_batch.first_sample        */
     int failed;            /* a failure sticks: errmsg is repeated       */
     int64_t epochs;        /* rewinds so far (ctr_position)              */
-    char errmsg[512];
+    char errmsg[1024];
     /* the batch handed out, capacity in samples and ids */
     int32_t cap, batch_size;
     int64_t cap_ids, num_ids;

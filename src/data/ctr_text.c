@@ -19,6 +19,18 @@
  * A bad line (wrong field count, a value that does not parse, longer than
  * max_line) is counted, its message kept if it is the first, and skipped,
  * or fails the read under CTR_BAD_FAIL.
+ *
+ * Bad-line limit, design choice (ctr_source_set_bad_limit): open counts
+ * lines but parses none, and a pass that parsed the whole file first would
+ * double the cost of every run, so the limit is judged as lines are read,
+ * at each bad line counted, in line order (the same for any thread count):
+ * more than max_lines bad lines fail the read at once; more than fraction
+ * of the lines read fail it too, the lines read counting as at least
+ * CTR_BAD_JUDGE_LINES (or the whole share when it is shorter).  A burst
+ * of bad lines early in the file is thus judged against the first 4096
+ * lines, not against the few read so far, and a file that is mostly bad
+ * fails as soon as it is certain that its first 4096 lines are over the
+ * fraction: within the first block, before the run is spent.
  */
 #include <math.h>
 #include <omp.h>
@@ -63,11 +75,15 @@ typedef struct text_impl {
     int64_t *p_idoff;       /* where its ids go in the staging buffers      */
     unsigned char *p_bad;
     char (*p_msg)[200];     /* per thread: its first bad line's message    */
+    text_why *p_why;        /* per thread: why that line was bad            */
     int64_t *p_msg_line;
     text_ids *tids;         /* [threads]                                    */
     char **scratch;         /* [threads] max_line + 1                       */
     int32_t t_alloc;
     key_count *distinct;    /* [S] while counting                           */
+    double max_bad_fraction; /* of the lines read; >= 1: no limit           */
+    int64_t max_bad_lines;  /* -1: no limit                                 */
+    char first_hint[256];   /* what to do about the first bad line          */
     text_ids *fkeys;        /* [S] a round's keys of each feature (counting) */
 } text_impl;
 
@@ -94,6 +110,7 @@ static int reserve(ctr_source *s, text_impl *t, int32_t n)
         char **sc = ti ? realloc(t->scratch, (size_t)t->threads * sizeof *sc) : NULL;
         char (*pm)[200] = sc ? realloc(t->p_msg, (size_t)t->threads * sizeof *pm) : NULL;
         int64_t *pl = pm ? realloc(t->p_msg_line, (size_t)t->threads * sizeof *pl) : NULL;
+        text_why *pw = pl ? realloc(t->p_why, (size_t)t->threads * sizeof *pw) : NULL;
         if (ti)
             t->tids = ti;
         if (sc)
@@ -102,7 +119,9 @@ static int reserve(ctr_source *s, text_impl *t, int32_t n)
             t->p_msg = pm;
         if (pl)
             t->p_msg_line = pl;
-        if (!pl)
+        if (pw)
+            t->p_why = pw;
+        if (!pw)
             return EMBER_ENOMEM;
         for (int32_t i = t->t_alloc; i < t->threads; i++) {
             memset(&t->tids[i], 0, sizeof t->tids[i]);
@@ -169,7 +188,8 @@ static void parse_lines(text_impl *t, int32_t n)
         t->p_msg[me][0] = '\0';
         t->p_msg_line[me] = -1;
         for (int32_t i = lo; i < hi; i++) {
-            text_sample o = {&t->p_label[i], &t->p_dense[(int64_t)i * D], NULL, &t->p_lens[(int64_t)i * S]};
+            text_why why = {TEXT_BAD_OTHER, -1};
+            text_sample o = {&t->p_label[i], &t->p_dense[(int64_t)i * D], NULL, &t->p_lens[(int64_t)i * S], &why};
             char msg[200];
             t->p_first[i] = ids->n;
             t->p_tid[i] = (int16_t)me;
@@ -185,6 +205,7 @@ static void parse_lines(text_impl *t, int32_t n)
             if (bad && t->p_msg_line[me] < 0) {
                 memcpy(t->p_msg[me], msg, sizeof msg);
                 t->p_msg_line[me] = i;
+                t->p_why[me] = why;
             }
         }
     }
@@ -222,6 +243,29 @@ static int count_keys(text_impl *t, int32_t max, char *err, size_t errlen)
             failed |= key_count_add(&t->distinct[f], fk->keys, fk->n) != 0;
     }
     return failed ? ctr_fail(err, errlen, "%s: out of memory counting distinct keys", t->path) : 0;
+}
+
+/* 1 with err when the bad lines counted so far are past the limit (the
+ * file comment's rule), else 0. */
+static int over_limit(const ctr_source *s, const text_impl *t, char *err, size_t errlen)
+{
+    const int64_t bad = s->stats.bad_lines, lines = s->stats.lines, share = t->end - t->begin;
+    char what[160];
+    if (t->max_bad_lines >= 0 && bad > t->max_bad_lines) {
+        snprintf(what, sizeof what, "more than data.max_bad_lines = %lld", (long long)t->max_bad_lines);
+    } else {
+        int64_t judge = share < CTR_BAD_JUDGE_LINES ? share : CTR_BAD_JUDGE_LINES;
+        if (lines > judge)
+            judge = lines;
+        if (t->max_bad_fraction >= 1 || !((double)bad > t->max_bad_fraction * (double)judge))
+            return 0;
+        snprintf(what, sizeof what, "more than data.max_bad_fraction = %g of %lld lines", t->max_bad_fraction,
+                 (long long)judge);
+    }
+    ctr_fail(err, errlen, "%s: %lld bad lines in the first %lld read: %s; the first: %s; %s (or allow more: "
+             "data.max_bad_fraction, data.max_bad_lines)", t->path, (long long)bad, (long long)lines, what,
+             s->stats.first_bad, t->first_hint);
+    return 1;
 }
 
 /* One round of text_next: the next `max` lines read, parsed and their good
@@ -276,9 +320,11 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
         }
         if (t->p_bad[i]) {
             const char *msg = t->p_msg_line[me] == i ? t->p_msg[me] : NULL;
+            text_why why = msg ? t->p_why[me] : (text_why){TEXT_BAD_OTHER, -1};
             char again[200];
             if (!msg) { /* not its thread's first: parse it again for the message */
-                text_sample o = {&t->p_label[i], &t->p_dense[(int64_t)i * D], NULL, &t->p_lens[(int64_t)i * S]};
+                text_sample o = {&t->p_label[i], &t->p_dense[(int64_t)i * D], NULL, &t->p_lens[(int64_t)i * S],
+                                 &why};
                 text_ids tmp = {0};
                 if (t->overlong[i])
                     snprintf(again, sizeof again, "line longer than %d bytes", (int)t->plan.max_line);
@@ -293,12 +339,16 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
                 return ctr_fail(err, errlen, "%s:%lld: out of memory", t->path, (long long)fileline);
             if (fresh) {
                 s->stats.bad_lines++;
-                if (!s->stats.first_bad[0])
+                if (!s->stats.first_bad[0]) {
                     snprintf(s->stats.first_bad, sizeof s->stats.first_bad, "%s:%lld: %s", t->path,
                              (long long)fileline, msg);
+                    text_bad_hint(&t->plan, &why, t->first_hint, sizeof t->first_hint);
+                }
             }
             if (t->policy == CTR_BAD_FAIL)
                 return ctr_fail(err, errlen, "%s:%lld: %s", t->path, (long long)fileline, msg);
+            if (fresh && over_limit(s, t, err, errlen))
+                return EMBER_EINVAL;
             continue;
         }
         if (first < 0)
@@ -397,6 +447,7 @@ static void text_destroy(ctr_source *s)
     free(t->scratch);
     free(t->p_msg);
     free(t->p_msg_line);
+    free(t->p_why);
     free(t->arena);
     free(t->line_off);
     free(t->overlong);
@@ -519,7 +570,7 @@ static int compute_stats(text_impl *t, char *err, size_t errlen)
             goto out;
         if (r == 0)
             break;
-        text_sample o = {&label, dense, raw, lens};
+        text_sample o = {&label, dense, raw, lens, NULL};
         ids.n = 0;
         if (over || text_parse_line(p, line, len, scratch, &o, &ids, msg, sizeof msg))
             continue;
@@ -580,6 +631,8 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
     }
     t->policy = policy;
     t->threads = 1;
+    t->max_bad_fraction = 1;
+    t->max_bad_lines = -1;
     ctr_source *s = NULL;
     if (text_plan_init(&t->plan, schema, path, err, errlen)) {
         free(t->path);
@@ -649,6 +702,15 @@ void ctr_source_set_threads(ctr_source *s, int32_t threads)
 {
     if (s && s->ops == &TEXT_OPS)
         ((text_impl *)s->impl)->threads = threads < 1 ? 1 : threads > 256 ? 256 : threads;
+}
+
+void ctr_source_set_bad_limit(ctr_source *s, double max_fraction, int64_t max_lines)
+{
+    if (!s || s->ops != &TEXT_OPS)
+        return;
+    text_impl *t = s->impl;
+    t->max_bad_fraction = max_fraction;
+    t->max_bad_lines = max_lines;
 }
 
 int ctr_source_text_stats(const ctr_source *s, int32_t column, double *mean, double *std)

@@ -311,7 +311,7 @@ static int is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
-/* Decimal integer with an optional sign in int64; -1 otherwise. */
+/* Decimal integer with an optional sign in int64; EMBER_EINPUT otherwise. */
 static int parse_int(const char *s, size_t n, int64_t *out)
 {
     size_t i = 0;
@@ -331,6 +331,74 @@ static int parse_int(const char *s, size_t n, int64_t *out)
     }
     *out = neg ? (int64_t)(0 - v) : (int64_t)v;
     return 0;
+}
+
+/* Design choice: an integer exported through a float column (pandas
+ * writes an int column with missing values as 84.0) reads as the integer:
+ * the digits before the point are parsed as an integer, never through a
+ * double, so the value is exact; beyond 2^53 the float it was printed from
+ * may already have been rounded, and the field is refused.  Exponents
+ * ("1e2") stay refused: a float prints one only beyond 1e16 or below 1e-4,
+ * where it is not an exact integer either. */
+int text_parse_int(const char *s, size_t n, int64_t *out)
+{
+    if (parse_int(s, n, out) == 0)
+        return 0;
+    const char *dot = memchr(s, '.', n);
+    if (!dot || dot + 1 == s + n)
+        return EMBER_EINPUT;
+    for (const char *z = dot + 1; z < s + n; z++)
+        if (*z != '0')
+            return EMBER_EINPUT;
+    int64_t v;
+    if (parse_int(s, (size_t)(dot - s), &v))
+        return EMBER_EINPUT;
+    if (v > (INT64_C(1) << 53) || v < -(INT64_C(1) << 53))
+        return EMBER_ELIMIT;
+    *out = v;
+    return 0;
+}
+
+/* The message of an int text that text_parse_int refused (rc). */
+static const char *not_int(int rc)
+{
+    return rc == EMBER_ELIMIT ? " (a point and zeros beyond 2^53: the float it came from is not exact)" : "";
+}
+
+static void set_why(text_why *why, text_bad_kind kind, int32_t col)
+{
+    if (why) {
+        why->kind = kind;
+        why->col = col;
+    }
+}
+
+void text_bad_hint(const text_plan *p, const text_why *w, char *out, size_t len)
+{
+    const ctr_column *k = w->col >= 0 && w->col < p->num_columns ? &p->cols[w->col] : NULL;
+    switch (w->kind) {
+    case TEXT_BAD_NOT_INT:
+        if (k && k->type == CTR_COL_INT)
+            snprintf(out, len, "column %s holds numbers that are not integers: declare it type = \"float\" (an int "
+                     "column reads 84 and 84.0, not 84.5)", k->name);
+        else if (k)
+            snprintf(out, len, "column %s holds ids that are not integers: encoding = \"string\" reads them as text",
+                     k->name);
+        else
+            snprintf(out, len, "a value is not an integer");
+        return;
+    case TEXT_BAD_FIELDS:
+        snprintf(out, len, "lines do not split into %s: check data.schema's format (csv or tsv), header and "
+                 "columns against the file", p->expect);
+        return;
+    case TEXT_BAD_LABEL:
+        snprintf(out, len, "column %s must hold 0 or 1: label = \"float\" reads numbers in [0, 1]",
+                 k ? k->name : "label");
+        return;
+    default:
+        snprintf(out, len, "fix the file or data.schema (docs/data.md, \"Values\")");
+        return;
+    }
 }
 
 /* [+-]?(d+(.d*)?|.d+)([eE][+-]?d+)? then strtod; EMBER_EINPUT: not one,
@@ -416,8 +484,9 @@ static int id_key(const ctr_column *k, int32_t f, const char *s, size_t n, int64
     switch (k->encoding) {
     case CTR_ENC_INT: {
         int64_t v;
-        if (parse_int(s, n, &v))
-            return ctr_fail(what, wlen, "\"%.*s\" is not an integer", SHOW(n), s);
+        int rc = text_parse_int(s, n, &v);
+        if (rc)
+            return ctr_fail(what, wlen, "\"%.*s\" is not an integer%s", SHOW(n), s, not_int(rc));
         *key = key_int(v, f);
         return 0;
     }
@@ -436,7 +505,7 @@ static int id_key(const ctr_column *k, int32_t f, const char *s, size_t n, int64
 
 /* A sparse column's bag into ids; -1 with msg. */
 static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, size_t n, int any_w, text_ids *ids,
-                     int32_t *len, char *msg, size_t msglen)
+                     int32_t *len, text_why *why, char *msg, size_t msglen)
 {
     char what[120];
     *len = 0;
@@ -445,8 +514,11 @@ static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, s
     if (k->type == CTR_COL_CATEGORICAL) {
         if (text_ids_reserve(ids, ids->n + 1, any_w))
             return ctr_fail(msg, msglen, "out of memory");
-        if (id_key(k, f, s, n, &ids->keys[ids->n], what, sizeof what))
+        if (id_key(k, f, s, n, &ids->keys[ids->n], what, sizeof what)) {
+            if (k->encoding == CTR_ENC_INT)
+                set_why(why, TEXT_BAD_NOT_INT, -1);
             return ctr_fail(msg, msglen, "field %d (%s): %s", field, k->name, what);
+        }
         if (any_w)
             ids->w[ids->n] = 1.0f;
         ids->n++;
@@ -487,8 +559,11 @@ static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, s
         }
         if (text_ids_reserve(ids, ids->n + 1, any_w))
             return ctr_fail(msg, msglen, "out of memory");
-        if (id_key(k, f, q, idl, &ids->keys[ids->n], what, sizeof what))
+        if (id_key(k, f, q, idl, &ids->keys[ids->n], what, sizeof what)) {
+            if (k->encoding == CTR_ENC_INT)
+                set_why(why, TEXT_BAD_NOT_INT, -1);
             return ctr_fail(msg, msglen, "field %d (%s): item %d: %s", field, k->name, (int)item, what);
+        }
         if (any_w) {
             ids->w[ids->n] = (float)wt;
             if (!isfinite(ids->w[ids->n]))
@@ -527,6 +602,7 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
     const char **fs = fs_small;
     size_t *fl = fl_small;
     const int64_t ids_before = ids->n;
+    set_why(o->why, TEXT_BAD_OTHER, -1);
     if (len > 0 && line[len - 1] == '\r')
         len--;
     if (memchr(line, '\0', len) != NULL)
@@ -545,6 +621,7 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
     if (n < 0)
         goto out;
     if (n != p->nfields) {
+        set_why(o->why, TEXT_BAD_FIELDS, -1);
         ctr_fail(msg, msglen, "%d fields, expected %d (%s)", n, (int)p->nfields, p->expect);
         goto out;
     }
@@ -559,6 +636,7 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
         case CTR_COL_LABEL:
             if (!k->float_label) {
                 if (!(sl == 1 && (s[0] == '0' || s[0] == '1'))) {
+                    set_why(o->why, TEXT_BAD_LABEL, c);
                     ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is not 0 or 1", field, k->name, SHOW(sl), s);
                     goto out;
                 }
@@ -579,8 +657,11 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
             if (sl > 0) {
                 if (k->type == CTR_COL_INT) {
                     int64_t v;
-                    if (parse_int(s, sl, &v)) {
-                        ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is not an integer", field, k->name, SHOW(sl), s);
+                    int r = text_parse_int(s, sl, &v);
+                    if (r) {
+                        set_why(o->why, TEXT_BAD_NOT_INT, c);
+                        ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is not an integer%s", field, k->name, SHOW(sl), s,
+                                 not_int(r));
                         goto out;
                     }
                     x = (double)v;
@@ -607,8 +688,11 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
         case CTR_COL_CATEGORICAL:
         case CTR_COL_MULTI_HOT: {
             int32_t f = p->col_out[c];
-            if (parse_bag(k, f, field, s, sl, p->any_weighted, ids, &o->lens[f], msg, msglen))
+            if (parse_bag(k, f, field, s, sl, p->any_weighted, ids, &o->lens[f], o->why, msg, msglen)) {
+                if (o->why && o->why->kind == TEXT_BAD_NOT_INT)
+                    o->why->col = c;
                 goto out;
+            }
             break;
         }
         default:

@@ -49,12 +49,26 @@ typedef struct text_ids {
 int text_ids_reserve(text_ids *t, int64_t n, int weighted);
 void text_ids_free(text_ids *t);
 
+/* Why a line was bad, for the advice of a bad-line limit (text_bad_hint):
+ * the kinds that have a fix to suggest, and the column at fault. */
+typedef enum text_bad_kind {
+    TEXT_BAD_OTHER = 0,
+    TEXT_BAD_FIELDS,            /* the wrong number of fields, a quote       */
+    TEXT_BAD_NOT_INT,           /* an int column or id holds a non-integer   */
+    TEXT_BAD_LABEL              /* a binary label that is not 0 or 1         */
+} text_bad_kind;
+typedef struct text_why {
+    text_bad_kind kind;
+    int32_t col;                /* the schema's column, -1 for none          */
+} text_why;
+
 /* One parsed sample's outputs. */
 typedef struct text_sample {
     float *label;               /* [1]                                      */
     float *dense;               /* [D], transformed                         */
     double *raw;                /* NULL, or [D]: values before the transform */
     int32_t *lens;              /* [S]                                      */
+    text_why *why;              /* NULL, or set when the line is bad         */
 } text_sample;
 
 /* Parses line (len bytes, no '\n') into o, appending its keys to ids;
@@ -63,6 +77,17 @@ typedef struct text_sample {
  * before. */
 int text_parse_line(const text_plan *p, const char *line, size_t len, char *scratch, text_sample *o,
                     text_ids *ids, char *msg, size_t msglen);
+
+/* What to do about a bad line of this kind, in a few words naming the
+ * column and the schema key that fixes it ("" for none). */
+void text_bad_hint(const text_plan *p, const text_why *w, char *out, size_t len);
+
+/* An int column's or int id's text (docs/data.md, "Values"): a decimal
+ * integer with an optional sign in int64, or one followed by a point and
+ * zeros ("84.0", a float column's export of an integer) with a magnitude
+ * of at most 2^53.  0, EMBER_EINPUT (not an integer), or EMBER_ELIMIT (a
+ * point and zeros beyond 2^53: the float it came from may be rounded). */
+int text_parse_int(const char *s, size_t n, int64_t *out);
 
 /* The key of a value (docs/data.md): XXH64 with the feature as seed. */
 int64_t text_key_hex(uint32_t v, int32_t f);

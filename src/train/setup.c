@@ -64,6 +64,22 @@ static void train_share(const ember_trainer *s, int32_t *r, int32_t *w)
     *w = s->size / S;
 }
 
+/* A text evaluation file's first lines read once at open (the evaluation
+ * rewinds before it reads), so that one past the bad-line limit
+ * (data.max_bad_fraction, max_bad_lines) stops the run before it is spent,
+ * not at the first evaluation.  The training file's first batch is read at
+ * the first step. */
+static int probe_eval(ember_trainer *s, char *err, size_t errlen)
+{
+    ctr_batch b;
+    if (!s->eval_src || !s->t.eval_file || ctr_file_is_binary(s->t.eval_file))
+        return 0;
+    if (ctr_source_next(s->eval_src, CTR_BAD_JUDGE_LINES, &b, err, errlen) < 0)
+        return EMBER_EIO;
+    ctr_source_rewind(s->eval_src);
+    return 0;
+}
+
 static int open_sources(ember_trainer *s, char *err, size_t errlen)
 {
     const cfg_train *t = &s->t;
@@ -87,7 +103,7 @@ static int open_sources(ember_trainer *s, char *err, size_t errlen)
             return EMBER_EINVAL;
         break;
     }
-    if (data_shuffle_train(t, t->train_file, s->train_src, err, errlen))
+    if (data_shuffle_train(t, t->train_file, s->train_src, err, errlen) || probe_eval(s, err, errlen))
         return EMBER_EINVAL;
     s->schema = *ctr_source_schema(s->train_src);
     if (data_input_schema(s->cf, t, t->train_file, s->train_src, &s->input_kind, &s->input_cols, &s->input_schema, err,
