@@ -150,6 +150,12 @@ EMBER_API void ember_conversion_stats(const ember_conversion *cv, ember_reader_c
  * EMBER_DISTINCT_KEYS_CAP + 1: more than the cap).  NULL out of range. */
 EMBER_API int32_t ember_conversion_num_features(const ember_conversion *cv);
 EMBER_API const char *ember_conversion_feature(const ember_conversion *cv, int32_t f, int64_t *distinct_keys);
+/* Feature f's rows (*rows; 0: 64-bit keys) and the expected share of its
+ * distinct keys d that share their row with another key when hashed into
+ * those rows: 1 - (1 - 1/rows)^(d - 1) (0 for 64-bit keys; a lower bound
+ * when d is over the cap; NaN out of range or not counted).  A share of a
+ * few percent costs accuracy (docs/data.md, "Sizing the tables"). */
+EMBER_API double ember_conversion_collisions(const ember_conversion *cv, int32_t f, int64_t *rows);
 /* The schema's standardize columns whose statistics were computed on in
  * (not given by the config): name, mean and std, in column order.  NULL
  * out of range. */

@@ -321,6 +321,7 @@ def reference(schema, data, seed_offset=0):
     res.weighted = weighted
     res.dense_names = [c["name"] for c in dense]
     res.sparse_names = [c["name"] for c in sparse]
+    res.sparse_rows = dict((c["name"], c["rows"]) for c in sparse)
     res.samples = []
     distinct = [set() for _ in sparse]
     for no, line, label, xs, keys, wts in good:
@@ -1039,6 +1040,20 @@ def check_convert_output(ref, cmd, rc, out, err, src, dst):
     got = dict((a, int(b)) for a, b in re.findall(r"ember convert: feature (\S+): (\d+) distinct keys", out))
     if got != ref.distinct:
         raise Mismatch("%s: distinct keys %r, reference %r" % (what, got, ref.distinct))
+    # the expected share of keys that share a row: d keys hashed uniformly into R rows, a key's row
+    # holds none of the other d - 1 with probability (1 - 1/R)^(d - 1); 64-bit keys: none
+    for name, d in ref.distinct.items():
+        R = ref.sparse_rows[name]
+        m = re.search(r"ember convert: feature %s: \d+ distinct keys(.*)" % re.escape(name), out)
+        tail = m.group(1) if m else ""
+        if R == 0:
+            if "64-bit keys, a row each" not in tail:
+                raise Mismatch("%s: feature %s (64-bit keys): %r" % (what, name, tail))
+            continue
+        m = re.match(r"; in (\d+) rows about (\S+) % of them share a row with another key$", tail)
+        want = 0.0 if d <= 1 else 100.0 * (1.0 - (1.0 - 1.0 / R) ** (d - 1))  # printed to 3 digits: 0.5 % of it
+        if not m or int(m.group(1)) != R or abs(float(m.group(2)) - want) > 0.005 * want + 1e-12:
+            raise Mismatch("%s: feature %s in %d rows: %r, reference about %.4g %%" % (what, name, R, tail, want))
     got = dict((a, (float(b), float(c))) for a, b, c in
                re.findall(r"ember convert: field (\S+): standardize with mean (\S+) std (\S+)", out))
     if got != ref.stats and got == ref.stats_fma:

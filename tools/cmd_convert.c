@@ -103,11 +103,19 @@ static void print_found(const ember_conversion *cv)
     for (int32_t f = 0; f < ember_conversion_num_features(cv); f++) {
         int64_t d;
         const char *name = ember_conversion_feature(cv, f, &d);
+        int64_t rows = 0;
+        double shared = ember_conversion_collisions(cv, f, &rows);
+        char collide[160] = "";
+        if (rows > 0 && shared == shared)
+            snprintf(collide, sizeof collide, "; in %lld rows %s%.3g %% of them share a row with another key",
+                     (long long)rows, d > EMBER_DISTINCT_KEYS_CAP ? "at least " : "about ", 100.0 * shared);
+        else if (rows == 0 && d >= 0)
+            snprintf(collide, sizeof collide, "; 64-bit keys, a row each (no collisions)");
         if (d > EMBER_DISTINCT_KEYS_CAP)
-            printf("ember convert: feature %s: more than %lld distinct keys\n", name,
-                   (long long)EMBER_DISTINCT_KEYS_CAP);
+            printf("ember convert: feature %s: more than %lld distinct keys%s\n", name,
+                   (long long)EMBER_DISTINCT_KEYS_CAP, collide);
         else if (d >= 0)
-            printf("ember convert: feature %s: %lld distinct keys\n", name, (long long)d);
+            printf("ember convert: feature %s: %lld distinct keys%s\n", name, (long long)d, collide);
     }
     for (int32_t c = 0; c < ember_conversion_num_standardized(cv); c++) {
         double mean, std;

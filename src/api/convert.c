@@ -13,6 +13,7 @@
  * distinct keys and the standardize statistics computed on the input.
  */
 #include <omp.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ struct ember_conversion {
     char first_bad[256];          /* "" unless bad lines were skipped       */
     int32_t num_features;
     char (*feature_names)[64];
+    int64_t *rows;                /* per sparse feature: ids below it; 0: keys */
     int64_t *distinct;
     int32_t num_columns;          /* standardize statistics computed here  */
     char (*column_names)[64];
@@ -89,14 +91,16 @@ static int keep_found(ember_conversion *cv, const config_file *cf, const ctr_sou
     int32_t ncol = cf ? cf->train.schema.num_columns : 0;
     cv->feature_names = calloc((size_t)sc->num_sparse + 1, sizeof *cv->feature_names);
     cv->distinct = calloc((size_t)sc->num_sparse + 1, sizeof *cv->distinct);
+    cv->rows = calloc((size_t)sc->num_sparse + 1, sizeof *cv->rows);
     cv->column_names = calloc((size_t)ncol + 1, sizeof *cv->column_names);
     cv->mean = calloc((size_t)ncol + 1, sizeof *cv->mean);
     cv->std = calloc((size_t)ncol + 1, sizeof *cv->std);
-    if (!cv->feature_names || !cv->distinct || !cv->column_names || !cv->mean || !cv->std)
+    if (!cv->feature_names || !cv->distinct || !cv->rows || !cv->column_names || !cv->mean || !cv->std)
         return EMBER_ENOMEM;
     for (int32_t f = 0; f < sc->num_sparse; f++) {
         snprintf(cv->feature_names[f], sizeof cv->feature_names[f], "%s", sc->names[f]);
         cv->distinct[f] = ctr_source_distinct_keys(src, f);
+        cv->rows[f] = sc->rows[f];
     }
     cv->num_features = sc->num_sparse;
     for (int32_t c = 0; c < ncol; c++) {
@@ -209,10 +213,27 @@ void ember_conversion_destroy(ember_conversion *cv)
     if (!cv)
         return;
     free(cv->feature_names);
+    free(cv->rows);
     free(cv->distinct);
     free(cv->column_names);
     free(cv->mean);
     free(cv->std);
     ember_handle_end(&cv->head);
     free(cv);
+}
+
+double ember_conversion_collisions(const ember_conversion *cv, int32_t f, int64_t *rows)
+{
+    if (f < 0 || f >= cv->num_features)
+        return NAN;
+    if (rows)
+        *rows = cv->rows[f];
+    int64_t d = cv->distinct[f], R = cv->rows[f];
+    if (d < 0)
+        return NAN;
+    if (R == 0 || d <= 1) /* 64-bit keys: a row each (a dynamic table) */
+        return 0.0;
+    /* a key's row holds none of the other d - 1 keys with probability
+     * (1 - 1/R)^(d - 1) when the hash spreads them uniformly */
+    return -expm1((double)(d - 1) * log1p(-1.0 / (double)R));
 }
