@@ -185,7 +185,7 @@ static int read_run_length(cfg_reader *r, const config_setting_t *g, cfg_train *
     if ((m = config_setting_get_member(g, "hot_refresh_every")) &&
         cfg_get_int64(r, m, "train.hot_refresh_every", 0, most, &t->hot_refresh_every))
         return EMBER_EINVAL;
-    if ((m = config_setting_get_member(g, "eval_every")) &&
+    if ((m = config_setting_get_member(g, "eval_every")) && (t->eval_every_set = 1) &&
         cfg_get_int64(r, m, "train.eval_every", 0, most, &t->eval_every))
         return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "eval_samples"))) {

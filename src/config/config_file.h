@@ -102,6 +102,7 @@ typedef struct cfg_train {
     int shuffle;                 /* data.shuffle: binary files, a new block
                                     order every epoch                        */
     int steps_set;               /* train.steps or --steps was given         */
+    int eval_every_set;          /* train.eval_every or --eval-every given   */
     int64_t epochs;              /* train.epochs: steps from passes over the
                                     training file; 0: train.steps            */
     dense_optim_config dense_optim;

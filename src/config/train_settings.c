@@ -72,8 +72,10 @@ static int apply_data_overrides(cfg_train *t, const char *config_path, const emb
                      "give --train-file", config_path ? config_path : "the config", config_source_name(t->source));
         return EMBER_EFORMAT;
     }
-    if (o->eval_every >= 0)
+    if (o->eval_every >= 0) {
         t->eval_every = o->eval_every;
+        t->eval_every_set = 1;
+    }
     if (o->eval_samples >= 0)
         t->eval_samples = o->eval_samples;
     else if (t->source != CFG_SOURCE_SYNTHETIC && !t->eval_samples_set)

@@ -320,5 +320,7 @@ int train_epochs_to_steps(ember_trainer *s)
     }
     int64_t kb = (int64_t)t->micro_batch * t->accumulate;
     t->steps = t->epochs * ((share[0] + kb - 1) / kb);
+    if (!t->eval_every_set) /* epochs without an eval_every: an evaluation per epoch */
+        t->eval_every = (share[0] + kb - 1) / kb;
     return 0;
 }
