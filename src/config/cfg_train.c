@@ -325,6 +325,11 @@ int cfg_read_train(cfg_reader *r, const config_setting_t *g)
             return cfg_fail_at(r, m, "train.keep_best", "must be true or false");
         t->keep_best = config_setting_get_bool(m);
         t->keep_best_line = (int)config_setting_source_line(m);
+        /* its folder when none is named: this config's own under the working folder */
+        char dir[300];
+        snprintf(dir, sizeof dir, "%s/%s", TRAIN_DEFAULT_CHECKPOINT_DIR, r->cf->name);
+        if (!(t->keep_best_dir = cfg_keep(r, dir)))
+            return cfg_fail_at(r, m, "train.keep_best", "out of memory");
     }
     if ((m = config_setting_get_member(g, "optimizer")) && read_dense_optimizer(r, m, t))
         return EMBER_EINVAL;

@@ -273,6 +273,45 @@ static int read_top(cfg_reader *r, config_t *c)
     return 0;
 }
 
+/* text with every relative `@include "x"` line made `@include "dir/x"`
+ * (absolute ones as they are), lines kept one for one so messages keep
+ * their line numbers.  libconfig 1.5's include folder would prefix absolute
+ * paths too.  A new string, NULL when out of memory. */
+static char *includes_beside(const char *text, const char *dir)
+{
+    size_t n = strlen(text), extra = 0, dl = strlen(dir);
+    for (const char *p = strstr(text, "@include"); p; p = strstr(p + 8, "@include"))
+        extra += dl + 1;
+    char *out = malloc(n + extra + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+        const char *p = line;
+        while (p < line + len && (*p == ' ' || *p == '\t'))
+            p++;
+        const char *q = p + 8;
+        while (q < line + len && (*q == ' ' || *q == '\t'))
+            q++;
+        if (!strncmp(p, "@include", 8) && q < line + len && *q == '"' && q[1] != '/') {
+            memcpy(o, line, (size_t)(q + 1 - line)); /* up to the opening quote */
+            o += q + 1 - line;
+            memcpy(o, dir, dl);
+            o += dl;
+            *o++ = '/';
+            memcpy(o, q + 1, len - (size_t)(q + 1 - line));
+            o += len - (size_t)(q + 1 - line);
+        } else {
+            memcpy(o, line, len);
+            o += len;
+        }
+        line += len;
+    }
+    *o = '\0';
+    return out;
+}
+
 int config_file_load(const char *path, config_file **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -305,7 +344,13 @@ int config_file_load(const char *path, config_file **out, char *err, size_t errl
     /* @include "x" is found beside this file, as its data paths are */
     char dir[4096];
     snprintf(dir, sizeof dir, "%.*s", base > path ? (int)(base - path - 1) : 1, base > path ? path : ".");
-    config_set_include_dir(&c, dir[0] ? dir : "/");
+    char *with_dirs = includes_beside(text, dir[0] ? dir : "/");
+    if (!with_dirs) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto fail;
+    }
+    free(text);
+    text = with_dirs;
     if (!config_read_string(&c, text)) {
         snprintf(err, errlen, "%s:%d: %s", path, config_error_line(&c), config_error_text(&c));
         goto fail;

@@ -73,6 +73,11 @@ typedef enum cfg_source {
     CFG_SOURCE_TEXT = 3          /* any CSV/TSV by data.schema (docs/data.md) */
 } cfg_source;
 
+/* train.keep_best's checkpoint folder when neither the config nor the
+ * command line names one: ember-checkpoints/<the config's name> in the
+ * working folder, beside the metrics and the plot, one per config. */
+#define TRAIN_DEFAULT_CHECKPOINT_DIR "ember-checkpoints"
+
 typedef struct cfg_train {
     int present;                 /* the file has a train or a model group      */
     cfg_source source;
@@ -134,6 +139,8 @@ typedef struct cfg_train {
      * (train_settings.c, data_open.c), for their messages; 0: not in the
      * file, or replaced by an override */
     int keep_best_line, optimizer_shards_line, checkpoint_dir_line;
+    const char *keep_best_dir;   /* keep_best's folder when none is named:
+                                    ember-checkpoints/<config name>          */
     cfg_source file_source;      /* what data.source says the config's files
                                     are (data.schema alone: text); the run's
                                     `source` follows a --train-file instead */

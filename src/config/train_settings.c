@@ -103,7 +103,7 @@ static int apply_checkpoint_overrides(cfg_train *t, const char *config_path, con
                      cfg, t->keep_best_line);
             return EMBER_EINVAL;
         }
-        t->checkpoint_dir = TRAIN_DEFAULT_CHECKPOINT_DIR; /* in the working folder, as the metrics and the plot */
+        t->checkpoint_dir = t->keep_best_dir; /* in the working folder, as the metrics and the plot */
     }
     if (o->checkpoint_every >= 0)
         t->checkpoint_every = o->checkpoint_every;

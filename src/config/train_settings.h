@@ -14,10 +14,6 @@
 #include "config/config_file.h"
 #include "ember-train.h"
 
-/* train.keep_best's checkpoint folder when neither the config nor the
- * command line names one: in the working folder, beside the metrics and
- * the plot. */
-#define TRAIN_DEFAULT_CHECKPOINT_DIR "ember-checkpoints"
 
 /* Passes over a training file when neither train.steps, train.epochs nor
  * --steps says how long to train (the built-in task's 3000 steps are a

@@ -63,6 +63,8 @@ int train_ckpt_prepare(ember_trainer *s)
     int failed = 0;
     struct stat sb;
     if (s->rank == 0) {
+        if (dir == s->t.keep_best_dir) /* the default: its parent, shared by every config's folder */
+            (void)mkdir(TRAIN_DEFAULT_CHECKPOINT_DIR, 0777); /* EEXIST is fine; the next mkdir says the rest */
         if (mkdir(dir, 0777) == 0) {
             s->ckpt_dir_made = 1;
         } else if (errno != EEXIST) {
