@@ -115,7 +115,7 @@ int data_refuse_not_criteo(const char *path, char *err, size_t errlen)
         return 0;
     const char *line;
     size_t len;
-    int overlong, lines = 0, got, fields = 0, commas = 0;
+    int overlong, lines = 0, got = 0, fields = 0, commas = 0;
     while (lines < 100 && (got = text_stream_line(ts, 1 << 16, &line, &len, &overlong, why, sizeof why)) == 1) {
         fields = 1, commas = 0;
         for (size_t i = 0; i < len; i++)
@@ -125,7 +125,7 @@ int data_refuse_not_criteo(const char *path, char *err, size_t errlen)
         lines++;
     }
     text_stream_close(ts);
-    if (lines == 0 || fields == 40)
+    if (lines == 0 || fields == 40 || got < 0) /* a read error: the reader's to name */
         return 0;
     snprintf(err, errlen, "%s: not a Criteo TSV (no line of the first %d has its 40 tab-separated fields; the last "
              "had %d%s): a file of another layout needs a config with data.schema (docs/data.md)", path, lines,

@@ -52,8 +52,19 @@ int description_input_set(description_input *in, description_source source, cons
 {
     description_input_free(in);
     in->source = source;
-    if (!sc || (source != DESC_INPUT_TEXT && source != DESC_INPUT_CRITEO_TSV))
+    if ((source == DESC_INPUT_TEXT || source == DESC_INPUT_CRITEO_TSV) && (!sc || sc->num_columns < 1))
+        in->source = DESC_INPUT_NONE; /* nothing to record: not a source without columns */
+    if (in->source != DESC_INPUT_TEXT && in->source != DESC_INPUT_CRITEO_TSV)
         return EMBER_OK;
+    for (int32_t c = 0; c < sc->num_columns; c++) { /* JSON holds UTF-8 names and an ASCII separator only */
+        json_t *nm = json_string(sc->columns[c].name);
+        int ok = nm != NULL && (unsigned char)sc->columns[c].separator < 0x80;
+        json_decref(nm);
+        if (!ok) {
+            in->source = DESC_INPUT_NONE; /* not recorded, rather than recorded wrong */
+            return EMBER_OK;
+        }
+    }
     in->cols = malloc(sizeof(ctr_column) * ((size_t)sc->num_columns + 1));
     if (!in->cols) {
         snprintf(err, errlen, "model: out of memory for the input schema's %d columns", (int)sc->num_columns);

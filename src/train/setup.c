@@ -72,9 +72,11 @@ static void train_share(const ember_trainer *s, int32_t *r, int32_t *w)
 static int probe_eval(ember_trainer *s, char *err, size_t errlen)
 {
     ctr_batch b;
-    if (!s->eval_src || !s->t.eval_file || ctr_file_is_binary(s->t.eval_file))
-        return 0;
-    if (ctr_source_next(s->eval_src, CTR_BAD_JUDGE_LINES, &b, err, errlen) < 0)
+    if (!s->eval_src || !s->t.eval_file || ctr_file_is_binary(s->t.eval_file) || s->t.bad_lines != CTR_BAD_SKIP)
+        return 0; /* under "fail" the evaluation meets its first bad line, if it reads that far */
+    /* no further than the evaluation reads: a bad line past eval_samples was never the run's business */
+    int64_t n = s->t.eval_samples < CTR_BAD_JUDGE_LINES ? s->t.eval_samples : CTR_BAD_JUDGE_LINES;
+    if (n > 0 && ctr_source_next(s->eval_src, (int32_t)n, &b, err, errlen) < 0)
         return EMBER_EIO;
     ctr_source_rewind(s->eval_src);
     return 0;
@@ -320,7 +322,7 @@ int train_epochs_to_steps(ember_trainer *s)
     }
     int64_t kb = (int64_t)t->micro_batch * t->accumulate;
     t->steps = t->epochs * ((share[0] + kb - 1) / kb);
-    if (!t->eval_every_set) /* epochs without an eval_every: an evaluation per epoch */
-        t->eval_every = (share[0] + kb - 1) / kb;
+    if (s->epochs_default && !t->eval_every_set) /* the default length: its one evaluation, at the end */
+        t->eval_every = 0;
     return 0;
 }
