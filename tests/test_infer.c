@@ -211,11 +211,20 @@ static void desc_json(char *json, size_t n, const char *schema)
              schema ? ", \"input_schema\": " : "", schema ? schema : "");
 }
 
+/* A description whose input_schema cannot be read opens without it
+ * (source none) and keeps why, naming the field, for a text read to refuse. */
 static void refused_schema(const char *schema, const char *names)
 {
-    char json[2048];
+    char json[2048], err[512] = "";
     desc_json(json, sizeof json, schema);
-    refused(json, names);
+    model_description *m = malloc(sizeof *m);
+    int rc = m ? description_from_json(json, strlen(json), m, err, sizeof err) : -1;
+    CHECK_MSG(rc == 0 && m->in.source == DESC_INPUT_NONE && strstr(m->in_error, names),
+              "%.60s...: %d, source %d, \"%s\" does not name %s", schema, rc, rc == 0 ? (int)m->in.source : -1,
+              rc == 0 ? m->in_error : err, names);
+    if (rc == 0)
+        description_free(m);
+    free(m);
 }
 
 /* Opens json: 0 and m's input source, or -1. */

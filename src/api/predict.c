@@ -49,6 +49,11 @@ static int open_data(const model_description *m, const char *data, int32_t rank,
         return ctr_source_binary(data, rank, size, src, err, len);
     if (m->in.source == DESC_INPUT_TEXT || m->in.source == DESC_INPUT_CRITEO_TSV) /* read as training read */
         return ctr_source_text(data, &m->in.schema, CTR_BAD_SKIP, rank, size, src, err, len);
+    if (m->in_error[0]) { /* a schema this ember cannot read: never guess Criteo for it */
+        snprintf(err, len, "%s: the model's input schema cannot be read (%s): score its binary conversion", data,
+                 m->in_error);
+        return EMBER_EINVAL;
+    }
     return ctr_source_tsv(data, m->input.rows, CTR_BAD_SKIP, rank, size, src, err, len); /* an older model */
 }
 

@@ -427,7 +427,8 @@ int description_from_json(const char *json, size_t n, model_description *m, char
     if (m->synthetic && !r.failed)
         read_synth(&r, sy, &m->synth);
     json_t *is = json_object_get(root, "input_schema");
-    int rc = r.failed ? EMBER_EINVAL : is ? description_input_read(is, &m->input, &m->in, err, errlen) : EMBER_OK;
+    if (!r.failed && is && description_input_read(is, &m->input, &m->in, m->in_error, sizeof m->in_error) != EMBER_OK)
+        m->in.source = DESC_INPUT_NONE; /* the rest of the model stands without it; in_error says why */
     json_decref(root);
-    return rc;
+    return r.failed ? EMBER_EINVAL : EMBER_OK;
 }

@@ -61,6 +61,9 @@ typedef struct model_description {
     int synthetic;          /* trained on the built-in task: synth describes it     */
     ctr_synth_config synth;
     description_input in;   /* "input_schema"; source NONE when the JSON had none    */
+    char in_error[400];     /* why an input_schema present could not be read (a
+                               newer ember's): the model still opens and scores
+                               binary data; reading text with it is refused     */
 } model_description;
 
 /* m from a collection config (tables, features, seed, dedup) and the rest;
