@@ -1710,7 +1710,11 @@ check_config_include() { # @include "x" is found beside the including config, as
     cp "$TMP/inc/sub/tables.cfg" "$TMP/inc/elsewhere/nothere.cfg"
     printf '@include "nothere.cfg"\n' >"$TMP/inc/sub/b.cfg"
     (cd "$TMP/inc/elsewhere" && expect_status 1 "$EMBER" train --config ../sub/b.cfg) || return 1
-    grep -q "b.cfg:1: cannot open include file" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    grep -q "b.cfg:1: @include \"../sub/nothere.cfg\": No such file or directory" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    # a folder, or an empty name (the config's folder), is refused by name (libconfig would exit the process)
+    printf 'tables = ();\n@include ""\n' >"$TMP/inc/sub/c.cfg"
+    (cd "$TMP/inc/elsewhere" && expect_status 1 "$EMBER" train --config ../sub/c.cfg) || return 1
+    grep -q "c.cfg:2: @include \"../sub/\": not a file" "$TMP/err" || { cat "$TMP/err"; return 1; }
     # an absolute path is taken as it is
     printf '@include "%s"\ntrain = { steps = 2; metrics = ""; plot = ""; eval_samples = 256; };\n' \
         "$TMP/inc/sub/tables.cfg" >"$TMP/inc/abs.cfg"

@@ -273,19 +273,39 @@ static int read_top(cfg_reader *r, config_t *c)
     return 0;
 }
 
-/* text with every relative `@include "x"` line made `@include "dir/x"`
- * (absolute ones as they are), lines kept one for one so messages keep
- * their line numbers.  libconfig 1.5's include folder would prefix absolute
- * paths too.  A new string, NULL when out of memory. */
-static char *includes_beside(const char *text, const char *dir)
+/* The file an @include line names must be a regular file ember can read:
+ * libconfig 1.5 exits the process when its scanner cannot read what it
+ * opened (a folder).  0, or EMBER_EINVAL with err naming the line. */
+static int check_include(const char *path, int line, const char *file, size_t n, char *err, size_t errlen)
+{
+    char f[4096];
+    struct stat sb;
+    snprintf(f, sizeof f, "%.*s", (int)n, file);
+    if (n >= sizeof f || stat(f, &sb) != 0 || !S_ISREG(sb.st_mode) || access(f, R_OK) != 0) {
+        snprintf(err, errlen, "%s:%d: @include \"%.*s\": %s", path, line, (int)(n > 512 ? 512 : n), file,
+                 n >= sizeof f ? "the path is too long" : stat(f, &sb) != 0 ? strerror(errno)
+                 : !S_ISREG(sb.st_mode) ? "not a file" : strerror(errno));
+        return EMBER_EINVAL;
+    }
+    return 0;
+}
+
+/* *out: text with every relative `@include "x"` line made `@include
+ * "dir/x"` (absolute ones as they are), lines kept one for one so messages
+ * keep their line numbers; every file included must be a readable regular
+ * file.  libconfig 1.5's include folder would prefix absolute paths too.
+ * 0, EMBER_ENOMEM, or EMBER_EINVAL with err. */
+static int includes_beside(const char *text, const char *dir, const char *path, char **out, char *err,
+                           size_t errlen)
 {
     size_t n = strlen(text), extra = 0, dl = strlen(dir);
     for (const char *p = strstr(text, "@include"); p; p = strstr(p + 8, "@include"))
         extra += dl + 1;
-    char *out = malloc(n + extra + 1), *o = out;
-    if (!out)
-        return NULL;
-    for (const char *line = text; *line;) {
+    char *o = *out = malloc(n + extra + 1);
+    if (!o)
+        return EMBER_ENOMEM;
+    int lineno = 1;
+    for (const char *line = text; *line; lineno++) {
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
         const char *p = line;
@@ -294,14 +314,25 @@ static char *includes_beside(const char *text, const char *dir)
         const char *q = p + 8;
         while (q < line + len && (*q == ' ' || *q == '\t'))
             q++;
-        if (!strncmp(p, "@include", 8) && q < line + len && *q == '"' && q[1] != '/') {
+        const char *o0 = o;
+        if (!strncmp(p, "@include", 8) && q < line + len && *q == '"') {
+            const char *close = memchr(q + 1, '"', (size_t)(line + len - q - 1));
             memcpy(o, line, (size_t)(q + 1 - line)); /* up to the opening quote */
             o += q + 1 - line;
-            memcpy(o, dir, dl);
-            o += dl;
-            *o++ = '/';
+            if (q[1] != '/') {
+                memcpy(o, dir, dl);
+                o += dl;
+                *o++ = '/';
+            }
             memcpy(o, q + 1, len - (size_t)(q + 1 - line));
             o += len - (size_t)(q + 1 - line);
+            const char *name = o0 + (q + 1 - line);
+            size_t nlen = close ? (size_t)(close - (q + 1)) + (size_t)(q[1] != '/' ? dl + 1 : 0) : 0;
+            if (close && check_include(path, lineno, name, nlen, err, errlen) != 0) {
+                free(*out);
+                *out = NULL;
+                return EMBER_EINVAL;
+            }
         } else {
             memcpy(o, line, len);
             o += len;
@@ -309,7 +340,7 @@ static char *includes_beside(const char *text, const char *dir)
         line += len;
     }
     *o = '\0';
-    return out;
+    return 0;
 }
 
 int config_file_load(const char *path, config_file **out, char *err, size_t errlen)
@@ -344,11 +375,12 @@ int config_file_load(const char *path, config_file **out, char *err, size_t errl
     /* @include "x" is found beside this file, as its data paths are */
     char dir[4096];
     snprintf(dir, sizeof dir, "%.*s", base > path ? (int)(base - path - 1) : 1, base > path ? path : ".");
-    char *with_dirs = includes_beside(text, dir[0] ? dir : "/");
-    if (!with_dirs) {
+    char *with_dirs = NULL;
+    int ist = includes_beside(text, dir[0] ? dir : "/", path, &with_dirs, err, errlen);
+    if (ist == EMBER_ENOMEM)
         snprintf(err, errlen, "%s: out of memory", path);
+    if (ist != 0)
         goto fail;
-    }
     free(text);
     text = with_dirs;
     if (!config_read_string(&c, text)) {
