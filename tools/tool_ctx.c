@@ -5,10 +5,12 @@
  * library's, over the world (ember.h, "world").  Alone, nothing here
  * calls MPI: a run without mpirun needs no MPI at all.
  */
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ember-mpi.h"
 #include "tool_ctx.h"
@@ -35,8 +37,14 @@ int tool_ctx_init(tool_ctx *ctx)
     ctx->size = size;
     if (rank != 0) {
         /* normal output is rank 0's; messages every rank shares are too */
-        if (!freopen("/dev/null", "w", stdout) || !(ctx->err = fopen("/dev/null", "w")))
+        /* opened, never created, and never through a link planted at its name */
+        int fd = open("/dev/null", O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        fflush(stdout);
+        if (fd < 0 || dup2(fd, STDOUT_FILENO) < 0 || !(ctx->err = fdopen(fd, "w"))) {
+            if (fd >= 0)
+                close(fd);
             ctx->err = stderr; /* better twice than never */
+        }
     }
     if (provided < MPI_THREAD_FUNNELED && rank == 0)
         fprintf(stderr, "ember: warning: MPI provides thread level %d, below FUNNELED\n", provided);
