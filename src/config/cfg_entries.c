@@ -93,3 +93,27 @@ int cfg_name_index_duplicate(const cfg_name_index *v, int32_t n, int32_t *first,
 }
 
 const char *cfg_table_name_of(const config_file *cf, int32_t i) { return cf->tables[i].name; }
+
+int cfg_entries_total(cfg_reader *r, const config_setting_t *list, const char *what, const char *one,
+                      const char *hint, const char *const *keys, int64_t *total)
+{
+    int n = config_setting_length(list);
+    *total = 0;
+    for (int i = 0; i < n; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "%s[%d]", what, i);
+        const config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
+        int64_t count;
+        const char *name;
+        if (config_setting_type(e) != CONFIG_TYPE_GROUP)
+            return cfg_fail_at(r, e, where, "must be a group %s", hint);
+        if ((keys && cfg_check_keys(r, e, where, keys)) || cfg_entry_count_name(r, e, where, &count, &name))
+            return EMBER_EINVAL;
+        *total += count;
+    }
+    if (*total < 1)
+        return cfg_fail_at(r, list, what, "must hold at least one %s", one);
+    if (*total > 1000000)
+        return cfg_fail_at(r, list, what, "too many %s (%lld)", what, (long long)*total);
+    return EMBER_OK;
+}

@@ -130,23 +130,9 @@ static int read_features_list(cfg_reader *r, const config_setting_t *list)
     if (config_setting_type(list) != CONFIG_TYPE_LIST)
         return cfg_fail_at(r, list, "features", "must be a list ( { ... }, ... )");
     int n = config_setting_length(list);
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        char where[64];
-        snprintf(where, sizeof where, "features[%d]", i);
-        const config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
-        int64_t count;
-        const char *name;
-        if (config_setting_type(e) != CONFIG_TYPE_GROUP)
-            return cfg_fail_at(r, e, where, "must be a group { name = ...; table = ...; }");
-        if (cfg_check_keys(r, e, where, KEYS) || cfg_entry_count_name(r, e, where, &count, &name))
-            return EMBER_EINVAL;
-        total += count;
-    }
-    if (total < 1)
-        return cfg_fail_at(r, list, "features", "must hold at least one feature");
-    if (total > 1000000)
-        return cfg_fail_at(r, list, "features", "too many features (%lld)", (long long)total);
+    int64_t total;
+    if (cfg_entries_total(r, list, "features", "feature", "{ name = ...; table = ...; }", KEYS, &total))
+        return EMBER_EINVAL;
     cf->features = calloc((size_t)total, sizeof *cf->features);
     cf->feature_extra = calloc((size_t)total, sizeof *cf->feature_extra);
     if (!cf->features || !cf->feature_extra)

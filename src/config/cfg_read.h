@@ -77,6 +77,13 @@ extern const char *const CFG_LR_DECAYS[];
 int cfg_expand_name(cfg_reader *r, const config_setting_t *s, const char *key, const char *pattern, int64_t count,
                     int64_t i, char *out, size_t n);
 /* count and name of a list entry; *count >= 1. */
+/* The entries a list group (tables, features) expands to, over every
+ * element: each a group (else "must be a group HINT"), with only keys
+ * (NULL: not checked here) and a valid count and name; the total in
+ * [1, 1000000] ("must hold at least one ONE", "too many WHAT").  0, or
+ * EMBER_EINVAL with the message naming WHAT[i]. */
+int cfg_entries_total(cfg_reader *r, const config_setting_t *list, const char *what, const char *one,
+                      const char *hint, const char *const *keys, int64_t *total);
 int cfg_entry_count_name(cfg_reader *r, const config_setting_t *e, const char *where, int64_t *count,
                          const char **name);
 

@@ -326,23 +326,9 @@ int cfg_read_tables(cfg_reader *r, const config_setting_t *list)
     if (config_setting_type(list) != CONFIG_TYPE_LIST)
         return cfg_fail_at(r, list, "tables", "must be a list ( { ... }, ... )");
     int n = config_setting_length(list);
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        char where[64];
-        snprintf(where, sizeof where, "tables[%d]", i);
-        const config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
-        int64_t count;
-        const char *name;
-        if (config_setting_type(e) != CONFIG_TYPE_GROUP)
-            return cfg_fail_at(r, e, where, "must be a group { name = ...; rows = ...; dim = ...; }");
-        if (cfg_entry_count_name(r, e, where, &count, &name))
-            return EMBER_EINVAL;
-        total += count;
-    }
-    if (total < 1)
-        return cfg_fail_at(r, list, "tables", "must hold at least one table");
-    if (total > 1000000)
-        return cfg_fail_at(r, list, "tables", "too many tables (%lld)", (long long)total);
+    int64_t total;
+    if (cfg_entries_total(r, list, "tables", "table", "{ name = ...; rows = ...; dim = ...; }", NULL, &total))
+        return EMBER_EINVAL;
     cf->tables = calloc((size_t)total, sizeof *cf->tables);
     cf->table_extra = calloc((size_t)total, sizeof *cf->table_extra);
     if (!cf->tables || !cf->table_extra)
