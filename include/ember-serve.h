@@ -63,10 +63,23 @@ EMBER_API int32_t ember_scorer_num_features(const ember_scorer *s);
 EMBER_API const char *ember_scorer_feature(const ember_scorer *s, int32_t f, int64_t *rows);
 
 /*
- * A request's body, two formats (docs/inference.md, "Serving"):
+ * A request's body (docs/inference.md, "Serving"): ids, as a model's
+ * features take them, or raw rows, as the training file held them.
  *   JSON    {"dense": [[f, ...], ...], "sparse": {"NAME": [[id, ...], ...],
  *            ...}, "weights": {"NAME": [[w, ...], ...]}}   (weights optional;
  *            a bare integer is a bag of one id)
+ *   JSON    {"rows": [{"COLUMN": value, ...}, ...]}: one object per row,
+ *            values as the training file holds them (a string, a number,
+ *            null for an empty field; a multi_hot column also takes an
+ *            array of items); the label and ignored columns may be given
+ *            and are not read
+ *   CSV, TSV lines as in the training file (its delimiter), a header line
+ *            optional (without one, the model's columns in order, the
+ *            label's field optional)
+ * Raw rows go through the training file's parser with the model's input
+ * schema (hashing, transforms and their statistics), so a row scores as
+ * the trainer's evaluation scored the same line; a model without an input
+ * schema refuses them with the reason.
  *   binary  little-endian, no padding:
  *            0 char[4] "EMBQ"   4 u32 version = 1   8 u32 n (samples)
  *            12 u32 num_dense   16 u32 num_features  20 u32 flags (bit 0: weights)
@@ -78,7 +91,28 @@ EMBER_API const char *ember_scorer_feature(const ember_scorer *s, int32_t f, int
  * the sample, the feature and the value at fault: a client's mistake is
  * that client's error, never a failed micro-batch other clients share.
  */
-typedef enum ember_body_format { EMBER_BODY_JSON = 0, EMBER_BODY_BINARY = 1 } ember_body_format;
+typedef enum ember_body_format {
+    EMBER_BODY_JSON = 0,
+    EMBER_BODY_BINARY = 1,
+    EMBER_BODY_CSV = 2,
+    EMBER_BODY_TSV = 3
+} ember_body_format;
+
+/* The model's input schema as JSON (the "input_schema" object of its
+ * description: what a raw row holds), and its XXH3-64 for a client to
+ * cache on; NULL when the model has none (the reason in *why).  Valid
+ * while s lives. */
+EMBER_API const char *ember_scorer_input_schema(const ember_scorer *s, uint64_t *xxh3, const char **why);
+
+/* Scores the samples of a body (any format above) with the predictor
+ * alone, no scorer: what a library user or the Python package calls on
+ * raw rows.  The same decoding as a scorer's; the samples are scored in
+ * one ember_predictor_score call.  *scores (free() it) and *n as
+ * ember_scorer_score's.  A world of one.  Errors: EMBER_EINPUT (the body,
+ * named), EMBER_ENOMEM, ember_predictor_score's; detail in
+ * ember_errmsg(NULL), this thread's message. */
+EMBER_API int ember_predictor_score_body(ember_predictor *p, const void *body, size_t len, ember_body_format format,
+                                         float **scores, int32_t *n);
 
 /* Where a request's time went, in seconds. */
 typedef struct ember_score_timing {

@@ -174,6 +174,13 @@ char *serve_http_stats_json(const serve_http *h)
     return line;
 }
 
+/* Whether a Content-Type is the media type t (parameters after ';' allowed). */
+static int is_type(const char *type, const char *t)
+{
+    size_t n = strlen(t);
+    return type && !strncasecmp(type, t, n) && (type[n] == 0 || type[n] == ';' || type[n] == ' ');
+}
+
 static enum MHD_Result on_score(serve_http *h, struct MHD_Connection *c, request *r)
 {
     if (r->too_big) {
@@ -182,13 +189,15 @@ static enum MHD_Result on_score(serve_http *h, struct MHD_Connection *c, request
         return answer_error(h, c, MHD_HTTP_CONTENT_TOO_LARGE, why);
     }
     const char *type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    int binary = type && !strncasecmp(type, "application/octet-stream", 24) &&
-                 (type[24] == 0 || type[24] == ';' || type[24] == ' ');
+    ember_body_format format = is_type(type, "application/octet-stream") ? EMBER_BODY_BINARY
+                               : is_type(type, "text/csv")                 ? EMBER_BODY_CSV
+                               : is_type(type, "text/tab-separated-values") ? EMBER_BODY_TSV
+                                                                            : EMBER_BODY_JSON;
+    int binary = format == EMBER_BODY_BINARY;
     ember_score_timing t;
     float *scores = NULL;
     int32_t n = 0;
-    int st = ember_scorer_score(h->scorer, r->body, r->len, binary ? EMBER_BODY_BINARY : EMBER_BODY_JSON, &scores,
-                                &n, &t);
+    int st = ember_scorer_score(h->scorer, r->body, r->len, format, &scores, &n, &t);
     const char *err = ember_errmsg(NULL); /* this thread's: the scorer is shared */
     enum MHD_Result ok;
     if (st == EMBER_EINPUT || st == EMBER_ENOMEM) { /* the body; no memory to decode it: the server's fault */
@@ -289,9 +298,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             const char *name = ember_scorer_feature(h->scorer, f, &rows);
             json_array_append_new(fs, json_pack("{s:s,s:I}", "name", name, "rows", (json_int_t)rows));
         }
-        return answer_json(h, c, MHD_HTTP_OK, json_pack("{s:s,s:i,s:o,s:i}", "model", h->model, "dense",
-                                                        (int)ember_scorer_num_dense(h->scorer), "features", fs,
-                                                        "max_samples", (int)h->max_samples));
+        uint64_t xxh3 = 0;
+        const char *why = "";
+        const char *schema = ember_scorer_input_schema(h->scorer, &xxh3, &why);
+        json_t *in = schema ? json_loads(schema, 0, NULL) : json_null();
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)xxh3);
+        return answer_json(h, c, MHD_HTTP_OK,
+                           json_pack("{s:s,s:i,s:o,s:i,s:o,s:s?,s:s?}", "model", h->model, "dense",
+                                     (int)ember_scorer_num_dense(h->scorer), "features", fs, "max_samples",
+                                     (int)h->max_samples, "input_schema", in ? in : json_null(), "schema_xxh3",
+                                     schema ? hex : NULL, "no_input_schema", schema ? NULL : why));
     }
     if (!strcmp(url, "/stats")) {
         char *s = serve_http_stats_json(h);

@@ -371,10 +371,9 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
         int64_t at = t->p_first[i], to = t->p_idoff[i];
         for (int32_t f = 0; f < S; f++) {
             int32_t len = t->p_lens[(int64_t)i * S + f];
-            uint64_t rows = (uint64_t)s->schema.rows[f];
+            const int64_t rows = s->schema.rows[f];
             for (int32_t j = 0; j < len; j++, at++, to++) {
-                int64_t key = ids->keys[at];
-                s->stage_ids[to] = rows ? (int64_t)((uint64_t)key % rows) : key;
+                s->stage_ids[to] = text_id(ids->keys[at], rows);
                 if (weighted)
                     s->stage_w[to] = ids->w[at];
             }

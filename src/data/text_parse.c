@@ -504,7 +504,7 @@ static int id_key(const ctr_column *k, int32_t f, const char *s, size_t n, int64
 }
 
 /* A sparse column's bag into ids; -1 with msg. */
-static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, size_t n, int any_w, text_ids *ids,
+static int parse_bag(const ctr_column *k, int32_t f, const char *at, const char *s, size_t n, int any_w, text_ids *ids,
                      int32_t *len, text_why *why, char *msg, size_t msglen)
 {
     char what[120];
@@ -517,7 +517,7 @@ static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, s
         if (id_key(k, f, s, n, &ids->keys[ids->n], what, sizeof what)) {
             if (k->encoding == CTR_ENC_INT)
                 set_why(why, TEXT_BAD_NOT_INT, -1);
-            return ctr_fail(msg, msglen, "field %d (%s): %s", field, k->name, what);
+            return ctr_fail(msg, msglen, "%s: %s", at, what);
         }
         if (any_w)
             ids->w[ids->n] = 1.0f;
@@ -533,9 +533,9 @@ static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, s
         size_t il = (size_t)(ie - q);
         item++;
         if (item > CTR_MAX_BAG_IDS)
-            return ctr_fail(msg, msglen, "field %d (%s): more than %d ids", field, k->name, CTR_MAX_BAG_IDS);
+            return ctr_fail(msg, msglen, "%s: more than %d ids", at, CTR_MAX_BAG_IDS);
         if (il == 0)
-            return ctr_fail(msg, msglen, "field %d (%s): item %d is empty", field, k->name, (int)item);
+            return ctr_fail(msg, msglen, "%s: item %d is empty", at, (int)item);
         size_t idl = il;
         double wt = 1.0;
         if (k->weighted) {
@@ -550,11 +550,9 @@ static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, s
                 size_t wl = (size_t)(ie - colon - 1);
                 int rc = parse_float(colon + 1, wl, &wt);
                 if (rc)
-                    return ctr_fail(msg, msglen, "field %d (%s): item %d \"%.*s\": \"%.*s\" is not a weight%s", field,
-                                k->name, (int)item, SHOW(il), q, SHOW(wl), colon + 1, rc == EMBER_ELIMIT ? " (out of range)" : "");
+                    return ctr_fail(msg, msglen, "%s: item %d \"%.*s\": \"%.*s\" is not a weight%s", at, (int)item, SHOW(il), q, SHOW(wl), colon + 1, rc == EMBER_ELIMIT ? " (out of range)" : "");
                 if (idl == 0)
-                    return ctr_fail(msg, msglen, "field %d (%s): item %d \"%.*s\" has no id before its weight", field,
-                                k->name, (int)item, SHOW(il), q);
+                    return ctr_fail(msg, msglen, "%s: item %d \"%.*s\" has no id before its weight", at, (int)item, SHOW(il), q);
             }
         }
         if (text_ids_reserve(ids, ids->n + 1, any_w))
@@ -562,13 +560,13 @@ static int parse_bag(const ctr_column *k, int32_t f, int field, const char *s, s
         if (id_key(k, f, q, idl, &ids->keys[ids->n], what, sizeof what)) {
             if (k->encoding == CTR_ENC_INT)
                 set_why(why, TEXT_BAD_NOT_INT, -1);
-            return ctr_fail(msg, msglen, "field %d (%s): item %d: %s", field, k->name, (int)item, what);
+            return ctr_fail(msg, msglen, "%s: item %d: %s", at, (int)item, what);
         }
         if (any_w) {
             ids->w[ids->n] = (float)wt;
             if (!isfinite(ids->w[ids->n]))
-                return ctr_fail(msg, msglen, "field %d (%s): item %d \"%.*s\": the weight is out of range for a float",
-                            field, k->name, (int)item, SHOW(il), q);
+                return ctr_fail(msg, msglen, "%s: item %d \"%.*s\": the weight is out of range for a float",
+                            at, (int)item, SHOW(il), q);
         }
         ids->n++;
         if (!sep)
@@ -593,6 +591,116 @@ static double transform(const ctr_column *k, double x)
     }
 }
 
+/* Where column c's value came from, for messages: "field K (name)" in a
+ * file (its field K), `column "name"` in a row. */
+static const char *where(const text_plan *p, int32_t c, int row, char *buf, size_t n)
+{
+    if (row)
+        snprintf(buf, n, "column \"%s\"", p->cols[c].name);
+    else
+        snprintf(buf, n, "field %d (%s)", (int)p->col_field[c], p->cols[c].name);
+    return buf;
+}
+
+int text_parse_fields(const text_plan *p, const char *const *fs, const size_t *fl, int row, text_sample *o,
+                      text_ids *ids, char *msg, size_t msglen)
+{
+    const int64_t ids_before = ids->n;
+    char at[64];
+    set_why(o->why, TEXT_BAD_OTHER, -1);
+    int rc = EMBER_EINVAL;
+    for (int32_t c = 0; c < p->num_columns; c++) {
+        const ctr_column *k = &p->cols[c];
+        int field = p->col_field[c];
+        if (field < 0 || (row && k->type == CTR_COL_LABEL))
+            continue;
+        const char *s = fs[field];
+        size_t sl = fl[field];
+        if (!s) {
+            ctr_fail(msg, msglen, "column \"%s\" is missing", k->name);
+            goto out;
+        }
+        switch (k->type) {
+        case CTR_COL_LABEL:
+            if (!k->float_label) {
+                if (!(sl == 1 && (s[0] == '0' || s[0] == '1'))) {
+                    set_why(o->why, TEXT_BAD_LABEL, c);
+                    ctr_fail(msg, msglen, "%s: \"%.*s\" is not 0 or 1", where(p, c, row, at, sizeof at), SHOW(sl), s);
+                    goto out;
+                }
+                *o->label = s[0] == '1' ? 1.0f : 0.0f;
+            } else {
+                double v;
+                if (parse_float(s, sl, &v) || v < 0 || v > 1) {
+                    ctr_fail(msg, msglen, "%s: \"%.*s\" is not a number in [0, 1]", where(p, c, row, at, sizeof at),
+                             SHOW(sl), s);
+                    goto out;
+                }
+                *o->label = (float)v;
+            }
+            break;
+        case CTR_COL_INT:
+        case CTR_COL_FLOAT: {
+            double x = 0;
+            if (sl > 0) {
+                if (k->type == CTR_COL_INT) {
+                    int64_t v;
+                    int r = text_parse_int(s, sl, &v);
+                    if (r) {
+                        set_why(o->why, TEXT_BAD_NOT_INT, c);
+                        ctr_fail(msg, msglen, "%s: \"%.*s\" is not an integer%s", where(p, c, row, at, sizeof at),
+                                 SHOW(sl), s, not_int(r));
+                        goto out;
+                    }
+                    x = (double)v;
+                } else {
+                    int r = parse_float(s, sl, &x);
+                    if (r) {
+                        ctr_fail(msg, msglen, "%s: \"%.*s\" is not a number%s", where(p, c, row, at, sizeof at),
+                                 SHOW(sl), s, r == EMBER_ELIMIT ? " (out of range)" : "");
+                        goto out;
+                    }
+                }
+            }
+            int32_t d = p->col_out[c];
+            if (o->raw)
+                o->raw[d] = x;
+            o->dense[d] = (float)transform(k, x);
+            if (!isfinite(o->dense[d])) {
+                ctr_fail(msg, msglen, "%s: \"%.*s\" is out of range for a float%s", where(p, c, row, at, sizeof at),
+                         SHOW(sl), s, k->transform != CTR_TF_NONE ? " after its transform" : "");
+                goto out;
+            }
+            break;
+        }
+        case CTR_COL_CATEGORICAL:
+        case CTR_COL_MULTI_HOT: {
+            int32_t f = p->col_out[c];
+            if (parse_bag(k, f, where(p, c, row, at, sizeof at), s, sl, p->any_weighted, ids, &o->lens[f], o->why, msg,
+                          msglen)) {
+                if (o->why && o->why->kind == TEXT_BAD_NOT_INT)
+                    o->why->col = c;
+                goto out;
+            }
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    rc = 0;
+out:
+    if (rc)
+        ids->n = ids_before;
+    return rc;
+}
+
+int text_split(const text_plan *p, const char *line, size_t len, char *scratch, const char **fs, size_t *fl, int cap,
+               char *msg, size_t msglen)
+{
+    return split(p, line, len, scratch, fs, fl, cap, msg, msglen);
+}
+
 int text_parse_line(const text_plan *p, const char *line, size_t len, char *scratch, text_sample *o, text_ids *ids,
                     char *msg, size_t msglen)
 {
@@ -601,7 +709,6 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
     size_t fl_small[FCAP];
     const char **fs = fs_small;
     size_t *fl = fl_small;
-    const int64_t ids_before = ids->n;
     set_why(o->why, TEXT_BAD_OTHER, -1);
     if (len > 0 && line[len - 1] == '\r')
         len--;
@@ -625,84 +732,8 @@ int text_parse_line(const text_plan *p, const char *line, size_t len, char *scra
         ctr_fail(msg, msglen, "%d fields, expected %d (%s)", n, (int)p->nfields, p->expect);
         goto out;
     }
-    for (int32_t c = 0; c < p->num_columns; c++) {
-        const ctr_column *k = &p->cols[c];
-        int field = p->col_field[c];
-        if (field < 0)
-            continue;
-        const char *s = fs[field];
-        size_t sl = fl[field];
-        switch (k->type) {
-        case CTR_COL_LABEL:
-            if (!k->float_label) {
-                if (!(sl == 1 && (s[0] == '0' || s[0] == '1'))) {
-                    set_why(o->why, TEXT_BAD_LABEL, c);
-                    ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is not 0 or 1", field, k->name, SHOW(sl), s);
-                    goto out;
-                }
-                *o->label = s[0] == '1' ? 1.0f : 0.0f;
-            } else {
-                double v;
-                if (parse_float(s, sl, &v) || v < 0 || v > 1) {
-                    ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is not a number in [0, 1]", field, k->name, SHOW(sl),
-                         s);
-                    goto out;
-                }
-                *o->label = (float)v;
-            }
-            break;
-        case CTR_COL_INT:
-        case CTR_COL_FLOAT: {
-            double x = 0;
-            if (sl > 0) {
-                if (k->type == CTR_COL_INT) {
-                    int64_t v;
-                    int r = text_parse_int(s, sl, &v);
-                    if (r) {
-                        set_why(o->why, TEXT_BAD_NOT_INT, c);
-                        ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is not an integer%s", field, k->name, SHOW(sl), s,
-                                 not_int(r));
-                        goto out;
-                    }
-                    x = (double)v;
-                } else {
-                    int r = parse_float(s, sl, &x);
-                    if (r) {
-                        ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is not a number%s", field, k->name, SHOW(sl), s,
-                             r == EMBER_ELIMIT ? " (out of range)" : "");
-                        goto out;
-                    }
-                }
-            }
-            int32_t d = p->col_out[c];
-            if (o->raw)
-                o->raw[d] = x;
-            o->dense[d] = (float)transform(k, x);
-            if (!isfinite(o->dense[d])) {
-                ctr_fail(msg, msglen, "field %d (%s): \"%.*s\" is out of range for a float%s", field, k->name, SHOW(sl), s,
-                     k->transform != CTR_TF_NONE ? " after its transform" : "");
-                goto out;
-            }
-            break;
-        }
-        case CTR_COL_CATEGORICAL:
-        case CTR_COL_MULTI_HOT: {
-            int32_t f = p->col_out[c];
-            if (parse_bag(k, f, field, s, sl, p->any_weighted, ids, &o->lens[f], o->why, msg, msglen)) {
-                if (o->why && o->why->kind == TEXT_BAD_NOT_INT)
-                    o->why->col = c;
-                goto out;
-            }
-            break;
-        }
-        default:
-            break;
-        }
-    }
-    rc = 0;
+    rc = text_parse_fields(p, fs, fl, 0, o, ids, msg, msglen);
 out:
-    if (rc)
-        ids->n = ids_before;
     if (fs != fs_small) {
         free(fs);
         free(fl);

@@ -78,6 +78,29 @@ typedef struct text_sample {
 int text_parse_line(const text_plan *p, const char *line, size_t len, char *scratch, text_sample *o,
                     text_ids *ids, char *msg, size_t msglen);
 
+/* The fields of one sample, indexed like a line's (p->col_field maps a
+ * column to its field), parsed into o with keys appended to ids.  A NULL
+ * field is a missing column (an error naming it).  row 0: a file's line,
+ * messages name "field K (name)"; row 1: a row from a client (serve, the
+ * Python rows), messages name `column "name"` and the label column is
+ * not read.  0, or -1 with msg; ids->n is then as before.  text_parse_line
+ * is text_split, a field count check and this. */
+int text_parse_fields(const text_plan *p, const char *const *fs, const size_t *fl, int row, text_sample *o,
+                      text_ids *ids, char *msg, size_t msglen);
+
+/* Splits line (no '\n', no '\r') into fields by p's delimiter, CSV quotes
+ * unescaped into scratch (len + 1 bytes): the count of fields (at most cap
+ * recorded in fs, fl), or -1 with msg for a quoting error. */
+int text_split(const text_plan *p, const char *line, size_t len, char *scratch, const char **fs, size_t *fl, int cap,
+               char *msg, size_t msglen);
+
+/* The id of a key in a feature of rows rows (0: the 64-bit key itself),
+ * as every reader of text reduces it. */
+static inline int64_t text_id(int64_t key, int64_t rows)
+{
+    return rows ? (int64_t)((uint64_t)key % (uint64_t)rows) : key;
+}
+
 /* What to do about a bad line of this kind, in a few words naming the
  * column and the schema key that fixes it ("" for none). */
 void text_bad_hint(const text_plan *p, const text_why *w, char *out, size_t len);

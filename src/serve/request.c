@@ -41,16 +41,54 @@ void serve_batch_free(serve_batch *b)
     memset(b, 0, sizeof *b);
 }
 
+/* The plan raw rows are parsed by: the model's input schema read
+ * positionally (its columns are in the training file's order). */
+static int rows_plan(const model_description *m, serve_shape_store *store)
+{
+    const description_input *in = &m->in;
+    if (m->in_error[0]) {
+        snprintf(store->no_plan, sizeof store->no_plan, "%s", m->in_error);
+        return 0;
+    }
+    if (in->source != DESC_INPUT_TEXT && in->source != DESC_INPUT_CRITEO_TSV) {
+        snprintf(store->no_plan, sizeof store->no_plan, "this model has none (it was trained on %s): send ids",
+                 in->source == DESC_INPUT_SYNTHETIC ? "the built-in synthetic task"
+                 : in->source == DESC_INPUT_BINARY  ? "a binary file"
+                                                             : "data of an older ember");
+        return 0;
+    }
+    ctr_text_schema sc = in->schema;
+    sc.header = 0;
+    char err[300];
+    int st = text_plan_init(&store->plan, &sc, "the model's input schema", err, sizeof err);
+    if (st) {
+        snprintf(store->no_plan, sizeof store->no_plan, "%s", err);
+        return strstr(err, "out of memory") ? EMBER_ENOMEM : 0;
+    }
+    store->has_plan = 1;
+    return 0;
+}
+
 int serve_shape_of(const ember_predictor *p, int32_t max_samples, serve_shape_store *store, serve_shape *out)
 {
     const model_description *m = predictor_description(p);
+    memset(store, 0, sizeof *store);
     for (int32_t f = 0; f < m->num_features; f++) {
         const ember_table_config *t = &m->tables[m->features[f].table];
         store->rows[f] = t->kind == EMBER_TABLE_DYNAMIC ? 0 : t->rows;
         store->names[f] = m->features[f].name;
     }
-    *out = (serve_shape){m->dense.num_dense, m->num_features, store->rows, store->names, max_samples};
-    return 0;
+    int st = rows_plan(m, store);
+    *out = (serve_shape){m->dense.num_dense, m->num_features, store->rows, store->names, max_samples,
+                         store->has_plan ? &store->plan : NULL, store->no_plan};
+    return st;
+}
+
+void serve_shape_store_free(serve_shape_store *store)
+{
+    if (store->has_plan)
+        text_plan_free(&store->plan);
+    store->has_plan = 0;
 }
 
 static int check_id(const serve_shape *s, int32_t f, int32_t b, int64_t id, serve_batch *out, char *err,
@@ -179,7 +217,14 @@ static int json_ids(const serve_shape *s, json_t *sparse, json_t *weights, serve
 static int decode_root(const serve_shape *s, json_t *root, serve_batch *out, char *err, size_t errlen)
 {
     if (!json_is_object(root))
-        return fail(out, err, errlen, "the body must be a JSON object with \"dense\" and \"sparse\"");
+        return fail(out, err, errlen, "the body must be a JSON object with \"dense\" and \"sparse\", or with "
+                    "\"rows\"");
+    json_t *rows = json_object_get(root, "rows");
+    if (rows) {
+        if (json_object_size(root) != 1)
+            return fail(out, err, errlen, "a body with \"rows\" holds nothing else");
+        return serve_decode_rows(s, rows, out, err, errlen);
+    }
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
