@@ -108,8 +108,8 @@ EMBER_API const char *ember_scorer_input_schema(const ember_scorer *s, uint64_t 
  * alone, no scorer: what a library user or the Python package calls on
  * raw rows.  The same decoding as a scorer's; the samples are scored in
  * one ember_predictor_score call.  *scores (free() it) and *n as
- * ember_scorer_score's.  A world of one.  Errors: EMBER_EINPUT (the body,
- * named), EMBER_ENOMEM, ember_predictor_score's; detail in
+ * ember_scorer_score's.  Errors: EMBER_EINPUT (the body, named),
+ * EMBER_EINVAL (a predictor of a world larger than one), EMBER_ENOMEM, ember_predictor_score's; detail in
  * ember_errmsg(NULL), this thread's message. */
 EMBER_API int ember_predictor_score_body(ember_predictor *p, const void *body, size_t len, ember_body_format format,
                                          float **scores, int32_t *n);

@@ -10,7 +10,7 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${EMBER_VENV:-${EMBER_BUILD_DIR:-$repo/build}/venv}"
-packages=(python3 python3-venv python3-dev python3-pip python3-torch python3-numpy python3-pytest)
+packages=(python3 python3-venv python3-dev python3-pip python3-torch python3-numpy python3-pandas python3-pytest)
 bash "$repo/scripts/apt_install.sh" "${packages[@]}"
 # Debian's interpreter, whatever python3 is first on PATH: python3-torch is built for it
 [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"

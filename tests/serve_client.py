@@ -98,9 +98,9 @@ class Server:
         self.err.seek(0)
         sys.exit("ember serve did not start: " + self.err.read())
 
-    def request(self, method, path, body=None, binary=False, conn=None):
+    def request(self, method, path, body=None, binary=False, conn=None, ctype=None):
         c = conn or http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        headers = {"Content-Type": "application/octet-stream" if binary else "application/json"}
+        headers = {"Content-Type": ctype or ("application/octet-stream" if binary else "application/json")}
         c.request(method, path, body=body, headers=headers)
         r = c.getresponse()
         data = r.read()
@@ -151,6 +151,52 @@ def close(got, ref, what):
           % (what, len(got), len(bad), len(ref), TOL, bad[:1]))
 
 
+def raw_rows(srv, lines, ref, rng):
+    """The model was trained on Criteo TSV, so it carries that schema: raw TSV lines and JSON rows
+    (the file's values, by column name) score as `ember predict` scored the same lines."""
+    status, data = srv.request("GET", "/model")
+    model = json.loads(data)
+    schema = model["input_schema"]
+    cols = [c["name"] for c in schema["columns"]]
+    check(schema["source"] == "criteo_tsv" and schema["format"] == "tsv" and len(cols) == 40
+          and len(model["schema_xxh3"]) == 16, "/model: the Criteo TSV input schema and its xxh3")
+    tsv = "text/tab-separated-values"
+    for k in range(6):
+        a = rng.randrange(600)
+        b = min(600, a + rng.choice([1, 5, 64, 300]))
+        part = lines[a:b]
+        if k % 3 == 1:  # without the label field
+            part = [ln.split("\t", 1)[1] for ln in part]
+        if k % 3 == 2:  # with a header line
+            part = ["\t".join(cols)] + part
+        close(scores_of(*srv.request("POST", "/score", "\n".join(part) + "\n", ctype=tsv), False), ref[a:b],
+              "TSV rows [%d, %d) (%s)" % (a, b, ["label", "no label", "header"][k % 3]))
+
+    def row(line, typed):
+        fields = line.split("\t")
+        r = dict(zip(cols, fields))
+        if typed:  # ints as JSON numbers, empty fields as null, the label left out
+            r = {c: (None if v == "" else int(v) if c.startswith("I") else v) for c, v in r.items() if c in cols[1:]}
+        return r
+    a = rng.randrange(500)
+    close(scores_of(*srv.request("POST", "/score", json.dumps({"rows": [row(x, False) for x in lines[a:a + 100]]})),
+                    False), ref[a:a + 100], "JSON rows as strings")
+    close(scores_of(*srv.request("POST", "/score", json.dumps({"rows": [row(x, True) for x in lines[a:a + 100]]})),
+                    False), ref[a:a + 100], "JSON rows typed")
+    good = row(lines[0], True)
+    for body, ctype, want in [
+            ({"rows": [good, {c: v for c, v in good.items() if c != "C3"}]}, None, 'row 1, column "C3" is missing'),
+            ({"rows": [dict(good, C1="zz")]}, None, 'row 0, column "C1": "zz" is not hexadecimal'),
+            ({"rows": [dict(good, I2=2.5)]}, None, 'row 0, column "I2": "2.5" is not an integer'),
+            ({"rows": [dict(good, I2=True)]}, None, 'row 0, column "I2": the value must be a string, a number or null'),
+            ({"rows": [dict(good, C4=[1, 2])]}, None, 'row 0, column "C4": the value is an array'),
+            ({"rows": [good], "dense": []}, None, 'a body with "rows" holds nothing else'),
+            ("a,b\n", "text/csv", "the body is CSV but the model was trained on TSV"),
+            ("1\t2\n", tsv, "line 1: 2 fields; a row without a header has the model's 40 columns (or 39 without")]:
+        st, data = srv.request("POST", "/score", body if isinstance(body, str) else json.dumps(body), ctype=ctype)
+        check(st == 400 and want in json.loads(data).get("error", ""), "raw rows: %s: %d %r" % (want, st, data[:200]))
+
+
 def main():
     seed = int(os.environ.get("EMBER_TEST_SEED", str(random.randrange(1 << 30))))
     rng = random.Random(seed)
@@ -197,6 +243,7 @@ def main():
           "weights of 1 (JSON)")
     close(scores_of(*srv.request("POST", "/score", binary_body(samples[:50], 26, ones), True), True), ref[:50],
           "weights of 1 (binary)")
+    raw_rows(srv, open(os.path.join(TMP, "test.tsv")).read().splitlines(), ref, rng)
     wj = scores_of(*srv.request("POST", "/score", json_body(names, samples[:50], varied)), False)
     wb = scores_of(*srv.request("POST", "/score", binary_body(samples[:50], 26, varied), True), True)
     close(wj, wb, "weighted: JSON and binary")

@@ -7,6 +7,7 @@
  */
 #include <string.h>
 
+#include "ember-serve.h"
 #include "ember_py.h"
 
 typedef struct py_predictor {
@@ -101,6 +102,42 @@ done:
     return ret;
 }
 
+/* score_body(body: bytes, format: int) -> bytes of float32 scores: raw rows
+ * (a JSON {"rows": [...]} body, or CSV/TSV text) through the library's
+ * decoding by the model's input schema (ember_predictor_score_body). */
+static PyObject *predictor_score_body(PyObject *obj, PyObject *args)
+{
+    py_predictor *self = (py_predictor *)obj;
+    Py_buffer body;
+    int format;
+    if (!PyArg_ParseTuple(args, "y*i", &body, &format))
+        return NULL;
+    if (format < EMBER_BODY_JSON || format > EMBER_BODY_TSV) {
+        PyBuffer_Release(&body);
+        PyErr_SetString(PyExc_ValueError, "score_body: format 0 (JSON) to 3 (TSV)");
+        return NULL;
+    }
+    if (claim(self)) {
+        PyBuffer_Release(&body);
+        return NULL;
+    }
+    float *scores = NULL;
+    int32_t n = 0;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = ember_predictor_score_body(self->p, body.buf, (size_t)body.len, (ember_body_format)format, &scores, &n);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    PyBuffer_Release(&body);
+    if (status) {
+        ember_py_raise(status, ember_errmsg(NULL));
+        return NULL;
+    }
+    PyObject *ret = PyBytes_FromStringAndSize((const char *)scores, (Py_ssize_t)n * (Py_ssize_t)sizeof(float));
+    free(scores);
+    return ret;
+}
+
 /* {"num_dense": n, "features": [(name, table name, dim, combiner)...]} */
 static PyObject *predictor_describe(PyObject *obj, PyObject *args)
 {
@@ -139,6 +176,7 @@ static PyObject *predictor_close(PyObject *obj, PyObject *args)
 
 static PyMethodDef predictor_methods[] = {
     {"score", predictor_score, METH_VARARGS, "score(batch_size, dense, lengths, values, weights, out)"},
+    {"score_body", predictor_score_body, METH_VARARGS, "score_body(body, format): float32 scores of raw rows"},
     {"describe", predictor_describe, METH_NOARGS, "The model's dense width and features."},
     {"close", predictor_close, METH_NOARGS, "Frees the model; later calls raise ember.Error."},
     {NULL, NULL, 0, NULL},

@@ -138,6 +138,12 @@ int ember_predictor_score_body(ember_predictor *p, const void *body, size_t len,
     serve_shape_store store;
     serve_shape shape;
     serve_batch b = {0};
+    if (ember_world_size(ember_predictor_config(p)->world) > 1) {
+        snprintf(err, errlen, "scoring a body takes a predictor of a world of one (this one's world has %d "
+                 "processes, which would wait for each other's samples)",
+                 (int)ember_world_size(ember_predictor_config(p)->world));
+        return EMBER_EINVAL;
+    }
     int st = serve_shape_of(p, INT32_MAX, &store, &shape);
     if (st == EMBER_OK)
         st = decode_body(&shape, body, len, format, &b, err, errlen);
