@@ -54,8 +54,10 @@ static void usage(FILE *f)
                "  --connections N         open connections at most (default 256)\n"
                "  --drain-seconds S       on SIGTERM, how long requests in flight may finish (default 30;\n"
                "                          a second SIGTERM or SIGINT stops at once)\n"
-               "Endpoints: POST /score (JSON, or binary with Content-Type application/octet-stream),\n"
-               "GET /health, GET /model (the input a request gives), GET /stats (docs/inference.md, \"Serving\").\n");
+               "Endpoints: POST /score (JSON ids or {\"rows\": [...]} raw rows; text/csv or\n"
+               "text/tab-separated-values lines as in the training file; binary ids with Content-Type\n"
+               "application/octet-stream), GET /health, GET /model (the input a request gives, the\n"
+               "model's input schema), GET /stats (docs/inference.md, \"Serving\").\n");
 }
 
 typedef struct serve_options {
