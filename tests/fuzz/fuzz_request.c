@@ -1,12 +1,15 @@
 /*
  * fuzz_request.c: libFuzzer target for the scoring request decoder of
- * `ember serve` (serve_decode_json and serve_decode_binary,
- * src/serve/request.c): bodies straight from the network.
+ * `ember serve` (serve_decode_json, serve_decode_binary, serve_decode_text;
+ * src/serve/request.c, request_rows.c): bodies straight from the network.
  *
- * Input: one byte choosing the decoder (even: JSON, odd: binary), then the
- * body, decoded against a fixed model of 2 dense features and 3 sparse
- * ones ("a": 10 rows, "b": 1000 rows, "k": 64-bit keys), at most 64
- * samples per request.  Required: -1 with a message, or 0 with a batch a
+ * Input: one byte choosing the decoder (by its value mod 4: JSON, ids or
+ * raw rows; binary; CSV; TSV), then the body, decoded against a fixed
+ * model of 2 dense features and 3 sparse ones ("a": 10 rows, "b": 1000
+ * rows, "k": 64-bit keys), at most 64 samples per request, whose input
+ * schema is a CSV of columns y (label), a (string categorical), d1 (int,
+ * log1p), b (weighted int multi_hot), d2 (float, clip), k (hex, 64-bit
+ * keys), z (ignored).  Required: -1 with a message, or 0 with a batch a
  * forward accepts (samples within the limit, bag lengths >= 0 adding up to
  * num_ids, ids inside their tables, finite dense values and weights); a
  * decoded batch encoded again as the other body decodes to the same batch.
@@ -22,7 +25,34 @@
 
 static const int64_t ROWS[3] = {10, 1000, 0};
 static const char *const NAMES[3] = {"a", "b", "k"};
-static const serve_shape SHAPE = {2, 3, ROWS, NAMES, 64};
+static serve_shape SHAPE = {2, 3, ROWS, NAMES, 64, NULL, ""};
+static text_plan plan;
+
+static void make_plan(void)
+{
+    static ctr_column cols[7];
+    static const char *const COLS[] = {"y", "a", "d1", "b", "d2", "k", "z"};
+    static const ctr_col_type TYPES[] = {CTR_COL_LABEL, CTR_COL_CATEGORICAL, CTR_COL_INT, CTR_COL_MULTI_HOT,
+                                         CTR_COL_FLOAT, CTR_COL_CATEGORICAL, CTR_COL_IGNORE};
+    for (int c = 0; c < 7; c++) {
+        strcpy(cols[c].name, COLS[c]);
+        cols[c].type = TYPES[c];
+    }
+    cols[1].rows = 10;
+    cols[2].transform = CTR_TF_LOG1P;
+    cols[3].rows = 1000;
+    cols[3].encoding = CTR_ENC_INT;
+    cols[3].separator = '|';
+    cols[3].weighted = 1;
+    cols[4].transform = CTR_TF_CLIP;
+    cols[4].min = -2;
+    cols[4].max = 2;
+    cols[5].encoding = CTR_ENC_HEX;
+    ctr_text_schema sc = {.delimiter = ',', .header = 0, .max_line = 256, .num_columns = 7, .columns = cols};
+    char err[256];
+    FUZZ_REQUIRE(text_plan_init(&plan, &sc, "fuzz", err, sizeof err) == 0, "plan: %s", err);
+    SHAPE.plan = &plan;
+}
 
 static void check(const serve_batch *b)
 {
@@ -111,11 +141,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    int binary = data[0] & 1;
+    if (!SHAPE.plan)
+        make_plan();
+    int kind = data[0] % 4, binary = kind == 1;
     char err[512] = "";
     serve_batch a, b;
-    int st = binary ? serve_decode_binary(&SHAPE, data + 1, size - 1, &a, err, sizeof err)
-                    : serve_decode_json(&SHAPE, (const char *)data + 1, size - 1, &a, err, sizeof err);
+    const char *body = (const char *)data + 1;
+    int st = kind == 1   ? serve_decode_binary(&SHAPE, data + 1, size - 1, &a, err, sizeof err)
+             : kind == 0 ? serve_decode_json(&SHAPE, body, size - 1, &a, err, sizeof err)
+                         : serve_decode_text(&SHAPE, body, size - 1, kind == 2 ? ',' : '\t', &a, err, sizeof err);
     if (st != 0) {
         FUZZ_REQUIRE(err[0] != 0, "failure without a message");
         serve_batch_free(&a);
