@@ -1,20 +1,25 @@
 /*
  * ember-serve.h: scoring requests for a server (`ember serve`,
- * docs/inference.md "Serving"): one predictor shared by concurrent
- * requests, each request's body decoded and checked, the requests waiting
- * grouped into micro-batches, and the server's statistics.  The transport
- * (HTTP, a queue, ...) is the caller's: it hands over bodies and answers
- * with the scores or the reason.
+ * docs/inference.md "Serving"): a model opened once per scoring thread,
+ * each request's body decoded and checked, the requests waiting grouped
+ * into micro-batches, the model replaced while it serves without dropping
+ * a request, and the server's statistics.  The transport (HTTP, a queue,
+ * ...) is the caller's: it hands over bodies and answers with the scores
+ * or the reason.
  *
  *   ember_scorer_config c = ember_scorer_config_default();
+ *   c.scorers = 2;
+ *   ember_predictor_options po = {NULL, 1};   // OpenMP threads per predictor
  *   ember_scorer *s = NULL;
- *   ember_scorer_create(predictor, &c, &s);
+ *   ember_scorer_open("model", &po, &c, &s);
  *   // in any thread, per request:
  *   float *scores; int32_t n; ember_score_timing t;
  *   int st = ember_scorer_score(s, body, len, EMBER_BODY_JSON, &scores, &n, &t);
  *   // st != EMBER_OK: ember_errmsg(NULL) says why (this thread's message)
  *   ember_scorer_record(s, st != EMBER_OK, seconds_since_the_request_began, st == EMBER_OK ? &t : NULL);
  *   free(scores);
+ *   // in any thread, when a new version is out (requests go on meanwhile):
+ *   ember_scorer_reload(s, NULL);             // or a new path
  *   // at the end:
  *   ember_scorer_stop(s);
  *   ember_scorer_destroy(s);
@@ -32,35 +37,108 @@ extern "C" {
 #endif
 
 /*
- * A scorer: a thread that takes the requests waiting when the first of
- * them has waited max_wait seconds, or as soon as max_batch samples wait,
- * and scores them as one batch with ember_predictor_score (a request
- * larger than max_batch is scored alone, never split), in arrival order.
- * A sample's score depends on its own features only; which samples share
- * a batch can change the last bits of a score through the dense model's
- * matrix products, never more.  The predictor stays the caller's and must
- * outlive the scorer; nothing else may use it meanwhile (it must be a
- * world of one).  Errors: EMBER_EINVAL (a bad config), EMBER_ENOMEM.
+ * A scorer: `scorers` threads, each taking the requests waiting when the
+ * first of them has waited max_wait seconds, or as soon as max_batch
+ * samples wait, and scoring them as one batch with ember_predictor_score
+ * (a request larger than max_batch is scored alone, never split), in
+ * arrival order.  A predictor may not be used by two threads at once, so
+ * each scoring thread has its own, opened from the same path: `scorers`
+ * threads hold the model's tables `scorers` times.  A sample's score
+ * depends on its own features only; which samples share a batch can change
+ * the last bits of a score through the dense model's matrix products,
+ * never more, and the number of scoring threads changes nothing else.
  */
 typedef struct ember_scorer ember_scorer;
 typedef struct ember_scorer_config {
     int32_t max_batch;          /* samples per micro-batch, >= 1; default 512 */
     double max_wait;            /* seconds, >= 0; default 0.0005              */
     int32_t max_samples;        /* per request, >= 1; default 65536           */
+    int32_t scorers;            /* scoring threads, each with its own predictor;
+                                   >= 1 (0: 1); default 1                     */
 } ember_scorer_config;
 EMBER_API ember_scorer_config ember_scorer_config_default(void);
-/* Errors: EMBER_EINVAL, EMBER_ENOMEM, with ember_errmsg(NULL). */
+/*
+ * Opens the model at path (a bundle or a checkpoint, as
+ * ember_predictor_open) c->scorers times, with options->threads OpenMP
+ * threads each (options NULL: 1; options->world must be NULL: a world of
+ * one), checks it as ember_scorer_reload does, and starts the scoring
+ * threads.  The scorer owns the predictors; it serves version 1 of the
+ * model.  Errors: EMBER_EINVAL (a bad config), ember_predictor_open's
+ * (EMBER_EIO, EMBER_EFORMAT, EMBER_ECORRUPT naming the file, ...),
+ * EMBER_ENOMEM; detail in ember_errmsg(NULL).
+ */
+EMBER_API int ember_scorer_open(const char *path, const ember_predictor_options *options, const ember_scorer_config *c,
+                                ember_scorer **out);
+/* A scorer over the caller's predictor p, with one scoring thread
+ * (c->scorers must be 0 or 1).  p stays the caller's and must outlive the
+ * scorer (or the reload that replaces it); nothing else may use it
+ * meanwhile (it must be a world of one).  Errors: EMBER_EINVAL,
+ * EMBER_ENOMEM, with ember_errmsg(NULL). */
 EMBER_API int ember_scorer_create(ember_predictor *p, const ember_scorer_config *c, ember_scorer **out);
-/* Refuses new requests, scores the ones queued, joins the thread. */
+/* Refuses new requests and reloads, scores the ones queued, joins the
+ * threads. */
 EMBER_API void ember_scorer_stop(ember_scorer *s);
 EMBER_API void ember_scorer_destroy(ember_scorer *s); /* stops first; accepts NULL */
 
+/*
+ * Replaces the model while requests go on (docs/inference.md, "Reloading
+ * a model"):
+ *
+ *   new = open path (NULL: the path served now) once per scoring thread,
+ *         with the options the scorer was opened with;
+ *         check it: the files' checksums, every copy the same model, a
+ *         sample of zeros scored on each to a finite score
+ *   if anything failed: the old model goes on serving; return the error
+ *   swap: requests that start from now on are decoded and scored by new;
+ *         those that started before finish on the old model
+ *   wait for the old model's last request; close it; return EMBER_OK
+ *
+ * The new model may take another input (other features, rows, dense
+ * count or input schema): a request is decoded and scored by the model that
+ * was current when it started, and the change is named in the reload
+ * status's note.  Both models are in memory until the old one's last
+ * request is answered.  Reloads take turns.  Thread-safe; the outcome goes
+ * to ember_scorer_reload_status either way.  Errors: EMBER_EINVAL (no path
+ * given to a scorer made by ember_scorer_create), EMBER_ESTATE (the scorer
+ * is stopping), ember_predictor_open's, EMBER_EFORMAT (the check failed);
+ * detail in ember_errmsg(NULL), this thread's message, naming the path.
+ */
+EMBER_API int ember_scorer_reload(ember_scorer *s, const char *path);
+
+/* The reloads so far. */
+typedef struct ember_reload_status {
+    int64_t ok, failed;     /* reloads that replaced the model; refused        */
+    double last_at;         /* when the last ended, Unix seconds; 0: never     */
+    double last_seconds;    /* how long it took (open, check, drain)           */
+    int last_ok;
+    char last_path[1024];   /* what it loaded (cut at 1023 bytes)              */
+    char last_error[1024];  /* why it was refused, naming the file; "" if ok   */
+    char last_note[512];    /* how the new model's input differs, or ""        */
+} ember_reload_status;
+EMBER_API void ember_scorer_reload_status(ember_scorer *s, ember_reload_status *out);
+
+/*
+ * The model being served, pinned: it stays open, and what these calls
+ * return stays valid, until ember_scorer_model_release (a reload meanwhile
+ * waits for it before closing it).  Acquire never fails; hold it briefly.
+ */
+typedef struct ember_scorer_model ember_scorer_model;
+EMBER_API ember_scorer_model *ember_scorer_model_acquire(ember_scorer *s);
+EMBER_API void ember_scorer_model_release(ember_scorer *s, ember_scorer_model *m);
+typedef struct ember_model_info {
+    const char *path;       /* as given to open or reload; NULL: the caller's predictor */
+    const char *resolved;   /* the path opened, links resolved (a link `current` to the
+                               version served names that version here); NULL as path   */
+    int64_t version;        /* 1 for the first, one more per reload                     */
+    double loaded_at;       /* Unix seconds                                             */
+    int32_t num_tables, num_dense, num_features;
+} ember_model_info;
+EMBER_API void ember_scorer_model_info(const ember_scorer_model *m, ember_model_info *out);
+
 /* The input a request gives: the model's dense features per sample, and
  * its sparse features by name with their rows (ids in [0, rows); 0: any
- * 64-bit key of a dynamic table).  Names valid while s lives. */
-EMBER_API int32_t ember_scorer_num_dense(const ember_scorer *s);
-EMBER_API int32_t ember_scorer_num_features(const ember_scorer *s);
-EMBER_API const char *ember_scorer_feature(const ember_scorer *s, int32_t f, int64_t *rows);
+ * 64-bit key of a dynamic table).  f outside [0, num_features): NULL. */
+EMBER_API const char *ember_scorer_model_feature(const ember_scorer_model *m, int32_t f, int64_t *rows);
 
 /*
  * A request's body (docs/inference.md, "Serving"): ids, as a model's
@@ -100,9 +178,8 @@ typedef enum ember_body_format {
 
 /* The model's input schema as JSON (the "input_schema" object of its
  * description: what a raw row holds), and its XXH3-64 for a client to
- * cache on; NULL when the model has none (the reason in *why).  Valid
- * while s lives. */
-EMBER_API const char *ember_scorer_input_schema(const ember_scorer *s, uint64_t *xxh3, const char **why);
+ * cache on; NULL when the model has none (the reason in *why). */
+EMBER_API const char *ember_scorer_model_input_schema(const ember_scorer_model *m, uint64_t *xxh3, const char **why);
 
 /* Scores the samples of a body (any format above) with the predictor
  * alone, no scorer: what a library user or the Python package calls on
@@ -120,8 +197,9 @@ typedef struct ember_score_timing {
 } ember_score_timing;
 
 /*
- * Decodes the body and scores its samples, waiting for their micro-batch.
- * Thread-safe.  *scores (free() it; NULL on failure) gets one score per
+ * Decodes the body and scores its samples, waiting for their micro-batch,
+ * with the model current when it is called (through to its scores, even
+ * if a reload replaces the model meanwhile).  Thread-safe.  *scores (free() it; NULL on failure) gets one score per
  * sample, *n their count (0 for a body of no samples: nothing is scored).
  * Errors, with ember_errmsg(NULL) saying why (this thread's message, since
  * many threads score on one scorer at once):
@@ -139,15 +217,22 @@ EMBER_API int ember_scorer_score(ember_scorer *s, const void *body, size_t len, 
  * the scorer, e.g. a malformed body).  Thread-safe. */
 EMBER_API void ember_scorer_record(ember_scorer *s, int error, double latency, const ember_score_timing *t);
 
-/* The statistics: requests answered and errors among them, samples and
- * batches scored, latency and batch-size percentiles over the last 65536
- * requests, and the time spent per phase summed over requests. */
+/* The statistics, over every model version served: requests answered and
+ * errors among them, samples and batches scored, latency and batch-size
+ * percentiles over the last 65536 requests, the time spent per phase
+ * summed over requests, and a latency histogram since the start
+ * (latency_le[i] requests answered within latency_bound[i] seconds;
+ * requests is the count of all, latency within any bound). */
+#define EMBER_SERVE_LATENCY_BUCKETS 14
 typedef struct ember_serve_stats {
     int64_t requests, errors;
     int64_t samples, batches;
     double latency_p50, latency_p99, latency_mean;   /* seconds               */
     double batch_p50, batch_p99, batch_mean;         /* samples               */
     double seconds_total, seconds_decode, seconds_wait, seconds_score;
+    int32_t scorers;                                 /* scoring threads       */
+    double latency_bound[EMBER_SERVE_LATENCY_BUCKETS];  /* seconds, increasing */
+    int64_t latency_le[EMBER_SERVE_LATENCY_BUCKETS];    /* cumulative           */
 } ember_serve_stats;
 EMBER_API void ember_scorer_stats(ember_scorer *s, ember_serve_stats *out);
 

@@ -1,14 +1,16 @@
 /*
  * cmd_serve.c: `ember serve MODEL`: an HTTP scoring endpoint for a bundle
  * or a checkpoint (docs/inference.md, "Serving").  This file reads the
- * options, opens the predictor and the scorer (include/ember-serve.h),
- * starts the endpoints (serve_http.c) and waits for SIGTERM or SIGINT;
- * then it stops taking connections, lets the requests in flight finish,
- * prints the final statistics as one JSON line and exits 0.
+ * options, opens the scorer (include/ember-serve.h: the model once per
+ * scoring thread), starts the endpoints (serve_http.c) and waits for
+ * signals.  SIGHUP reloads the model from its path (the library swaps it
+ * in without dropping a request; serve_ops.c says what happened on
+ * stderr).  SIGTERM or SIGINT stops taking connections, lets the requests
+ * in flight finish, prints the final statistics as one JSON line and exits.
  *
  * Signals reach a handler that only writes a byte to a pipe, so it does
  * not matter which of the many threads (connections, OpenMP) receives
- * them; the main thread sleeps on the pipe.
+ * them; the main thread sleeps on the pipe, and reloads in it.
  */
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
@@ -25,13 +27,14 @@
 #include "serve_http.h"
 
 static int wake[2] = {-1, -1};
-static volatile sig_atomic_t signals_seen; /* 2: a second signal cuts the drain short */
+static volatile sig_atomic_t signals_seen; /* SIGTERM, SIGINT; 2: a second cuts the drain short */
 
 static void on_signal(int sig)
 {
     int saved = errno;
     unsigned char b = (unsigned char)sig;
-    signals_seen = signals_seen < 2 ? signals_seen + 1 : 2;
+    if (sig != SIGHUP)
+        signals_seen = signals_seen < 2 ? signals_seen + 1 : 2;
     if (write(wake[1], &b, 1) < 0) { /* non-blocking: a full pipe already holds a wake-up */
     }
     errno = saved;
@@ -39,14 +42,16 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ember serve MODEL [--port P] [--host ADDR] [--threads T] [--max-batch N]\n"
+    fprintf(f, "usage: ember serve MODEL [--port P] [--host ADDR] [--scorers N] [--threads T] [--max-batch N]\n"
                "                   [--max-wait-us U] [--max-body BYTES] [--max-request-samples N]\n"
-               "                   [--connections N] [--drain-seconds S]\n"
+               "                   [--connections N] [--drain-seconds S] [--admin]\n"
                "  MODEL                   a bundle of `ember export --quantize`, or a checkpoint of `ember train`\n"
                "  --port P                TCP port (default 8080; 0: any free port, printed at start)\n"
                "  --host ADDR             address to listen on (default 127.0.0.1, loopback only;\n"
                "                          0.0.0.0 or :: listen on every interface)\n"
-               "  --threads T             OpenMP threads for the embedding work (default 1)\n"
+               "  --scorers N             scoring threads taking micro-batches at once (default 1); each\n"
+               "                          holds its own copy of the model: N times the tables' memory\n"
+               "  --threads T             OpenMP threads for each scorer's embedding work (default 1)\n"
                "  --max-batch N           samples per micro-batch (default 512)\n"
                "  --max-wait-us U         how long the oldest waiting request waits for others (default 500)\n"
                "  --max-body BYTES        larger request bodies get 413 (default 67108864)\n"
@@ -54,15 +59,23 @@ static void usage(FILE *f)
                "  --connections N         open connections at most (default 256)\n"
                "  --drain-seconds S       on SIGTERM, how long requests in flight may finish (default 30;\n"
                "                          a second SIGTERM or SIGINT stops at once)\n"
+               "  --admin                 answer POST /admin/reload (off by default: whoever reaches the\n"
+               "                          port can then load any model file the server can read)\n"
                "Endpoints: POST /score (JSON ids or {\"rows\": [...]} raw rows; text/csv or\n"
                "text/tab-separated-values lines as in the training file; binary ids with Content-Type\n"
-               "application/octet-stream), GET /health, GET /model (the input a request gives, the\n"
-               "model's input schema), GET /stats (docs/inference.md, \"Serving\").\n");
+               "application/octet-stream), GET /health (the model, its version, the last reload),\n"
+               "GET /model (the input a request gives, the model's input schema), GET /stats,\n"
+               "GET /metrics (Prometheus), POST /admin/reload (--admin; body empty or {\"model\": PATH}).\n"
+               "Reloading: SIGHUP or POST /admin/reload opens the model again (from MODEL, or the path\n"
+               "last loaded; the admin body may name another), checks it, and swaps it in while requests\n"
+               "go on; a model that fails is refused and the old one serves on (docs/inference.md,\n"
+               "\"Serving\").\n");
 }
 
 typedef struct serve_options {
-    int64_t port, threads, max_batch, max_wait_us, max_body, max_samples, connections, drain_seconds;
+    int64_t port, threads, max_batch, max_wait_us, max_body, max_samples, connections, drain_seconds, scorers;
     const char *host, *model;
+    int admin;
 } serve_options;
 
 /* 0, or 2 after printing the usage error. */
@@ -81,6 +94,7 @@ static int parse(const tool_ctx *ctx, int argc, char **argv, serve_options *o)
         {"--max-request-samples", offsetof(serve_options, max_samples), 1, INT32_MAX},
         {"--connections", offsetof(serve_options, connections), 1, 65536},
         {"--drain-seconds", offsetof(serve_options, drain_seconds), 0, 86400},
+        {"--scorers", offsetof(serve_options, scorers), 1, 64},
     };
     for (int i = 1; i < argc; i++) {
         size_t k = 0;
@@ -98,6 +112,8 @@ static int parse(const tool_ctx *ctx, int argc, char **argv, serve_options *o)
             i++;
         } else if (!strcmp(argv[i], "--host") && i + 1 < argc) {
             o->host = argv[++i];
+        } else if (!strcmp(argv[i], "--admin")) {
+            o->admin = 1;
         } else if (argv[i][0] != '-' && !o->model) {
             o->model = argv[i];
         } else {
@@ -121,7 +137,8 @@ static int install_signals(void)
     sigemptyset(&sa.sa_mask);
     struct sigaction ign = {0};
     ign.sa_handler = SIG_IGN;
-    return sigaction(SIGTERM, &sa, NULL) | sigaction(SIGINT, &sa, NULL) | sigaction(SIGPIPE, &ign, NULL);
+    return sigaction(SIGTERM, &sa, NULL) | sigaction(SIGINT, &sa, NULL) | sigaction(SIGHUP, &sa, NULL) |
+           sigaction(SIGPIPE, &ign, NULL);
 }
 
 int cmd_serve(const tool_ctx *ctx, int argc, char **argv)
@@ -131,54 +148,59 @@ int cmd_serve(const tool_ctx *ctx, int argc, char **argv)
             usage(stdout);
             return 0;
         }
-    serve_options o = {8080, 1, 512, 500, 64 << 20, 65536, 256, 30, "127.0.0.1", NULL};
+    serve_options o = {8080, 1, 512, 500, 64 << 20, 65536, 256, 30, 1, "127.0.0.1", NULL, 0};
     int rc = parse(ctx, argc, argv, &o);
     if (rc)
         return rc;
     if (ctx->size > 1) {
-        fprintf(ctx->err, "ember serve: runs in one process (not under mpirun); it scores with --threads threads\n");
+        fprintf(ctx->err, "ember serve: runs in one process (not under mpirun); it scores with --scorers threads\n");
         return 2;
     }
     if (install_signals() != 0) {
         fprintf(stderr, "ember serve: cannot install the signal handlers: %s\n", strerror(errno));
         return 1;
     }
-    ember_predictor_options po = {NULL, (int32_t)o.threads};
-    ember_predictor *p = NULL;
-    if (ember_predictor_open(o.model, &po, &p) != EMBER_OK) {
-        fprintf(stderr, "ember serve: %s\n", ember_errmsg(NULL));
-        return 1;
-    }
     serve_http h = {0};
-    h.model = o.model;
     h.max_samples = (int32_t)o.max_samples;
-    h.num_tables = ember_predictor_config(p)->num_tables;
     h.threads = (int32_t)o.threads;
+    h.scorers = (int32_t)o.scorers;
     h.max_batch = (int32_t)o.max_batch;
     h.max_wait = (double)o.max_wait_us * 1e-6;
     h.max_body = (size_t)o.max_body;
-    ember_scorer_config sc = {(int32_t)o.max_batch, h.max_wait, (int32_t)o.max_samples};
+    h.admin = o.admin;
+    ember_predictor_options po = {NULL, (int32_t)o.threads};
+    ember_scorer_config sc = {(int32_t)o.max_batch, h.max_wait, (int32_t)o.max_samples, (int32_t)o.scorers};
     char err[512];
-    if (ember_scorer_create(p, &sc, &h.scorer) != EMBER_OK) {
+    if (ember_scorer_open(o.model, &po, &sc, &h.scorer) != EMBER_OK) {
         fprintf(stderr, "ember serve: %s\n", ember_errmsg(NULL));
-        ember_predictor_close(p);
         return 1;
     }
     if (serve_http_start(&h, o.host, (int)o.port, (int)o.connections, err, sizeof err) != 0) {
         fprintf(stderr, "ember serve: %s\n", err);
         ember_scorer_destroy(h.scorer);
-        ember_predictor_close(p);
         return 1;
     }
     int v6 = strchr(o.host, ':') != NULL;
+    ember_scorer_model *m = ember_scorer_model_acquire(h.scorer);
+    ember_model_info mi;
+    ember_scorer_model_info(m, &mi);
+    ember_scorer_model_release(h.scorer, m);
     printf("ember serve: %s on http://%s%s%s:%d (%d tables, %d features, %d dense; max batch %d, max wait %lld us, "
-           "%d threads)\n", o.model, v6 ? "[" : "", o.host, v6 ? "]" : "", serve_http_port(&h), (int)h.num_tables,
-           (int)ember_scorer_num_features(h.scorer), (int)ember_scorer_num_dense(h.scorer), (int)o.max_batch, (long long)o.max_wait_us,
-           (int)o.threads);
+           "%d scorers of %d threads%s)\n", o.model, v6 ? "[" : "", o.host, v6 ? "]" : "", serve_http_port(&h),
+           (int)mi.num_tables, (int)mi.num_features, (int)mi.num_dense, (int)o.max_batch, (long long)o.max_wait_us,
+           (int)o.scorers, (int)o.threads, o.admin ? "; admin endpoint on" : "");
     fflush(stdout);
+    if (o.admin && strcmp(o.host, "127.0.0.1") && strcmp(o.host, "::1"))
+        fprintf(stderr, "ember serve: --admin on %s: anyone who reaches the port can reload the model from any "
+                "path this process can read (guard /admin/ with a proxy)\n", o.host);
     unsigned char sig = 0;
-    while (read(wake[0], &sig, 1) < 0 && errno == EINTR)
-        ;
+    for (;;) {
+        while (read(wake[0], &sig, 1) < 0 && errno == EINTR)
+            ;
+        if (sig != SIGHUP)
+            break;
+        serve_ops_reload(&h, NULL, "SIGHUP");
+    }
     fprintf(stderr, "ember serve: %s: draining %d requests in flight\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
             atomic_load(&h.active));
     int left = serve_http_drain(&h, (double)o.drain_seconds, &signals_seen);
@@ -186,7 +208,6 @@ int cmd_serve(const tool_ctx *ctx, int argc, char **argv)
     printf("%s", stats ? stats : "{}\n");
     free(stats);
     ember_scorer_destroy(h.scorer);
-    ember_predictor_close(p);
     if (left > 0)
         fprintf(stderr, "ember serve: %d requests still in flight after %lld s were cut off\n", left,
                 (long long)o.drain_seconds);

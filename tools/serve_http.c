@@ -4,11 +4,14 @@
  *
  *   POST /score    JSON or binary body (Content-Type application/octet-
  *                  stream) -> {"scores": [...]} or little-endian float32
- *   GET  /health   {"status": "ok", ...}; 503 while draining
+ *   GET  /health   {"status": "ok", "model", "version", ...}; 503 while
+ *                  draining (serve_ops.c)
  *   GET  /model    the input a request gives: dense count, features by name
  *                  with their rows (0: 64-bit keys)
  *   GET  /stats    requests, errors, latency p50/p99, batch sizes, where
  *                  the time went
+ *   GET  /metrics  the same for Prometheus (serve_ops.c)
+ *   POST /admin/reload   with --admin only: a new model version (serve_ops.c)
  *
  * A thread per connection: a request's thread decodes its body, hands the
  * samples to the scorer and blocks until its micro-batch is scored, so a
@@ -149,10 +152,16 @@ static enum MHD_Result answer_scores(serve_http *h, struct MHD_Connection *c, in
 char *serve_http_stats_json(const serve_http *h)
 {
     ember_serve_stats st;
+    ember_reload_status rs;
+    ember_model_info mi;
     ember_scorer_stats(h->scorer, &st);
+    ember_scorer_reload_status(h->scorer, &rs);
+    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer);
+    ember_scorer_model_info(m, &mi);
+    ember_scorer_model_release(h->scorer, m);
     double n = st.requests > 0 ? (double)st.requests : 1;
     json_t *j = json_pack("{s:I,s:I,s:I,s:I,s:{s:f,s:f,s:f},s:{s:f,s:f,s:f},s:{s:f,s:f,s:f,s:f},"
-                          "s:i,s:i,s:f,s:i,s:f}",
+                          "s:i,s:i,s:i,s:f,s:i,s:f,s:I,s:{s:I,s:I}}",
                           "requests", (json_int_t)st.requests, "errors", (json_int_t)st.errors, "samples",
                           (json_int_t)st.samples, "batches", (json_int_t)st.batches, "latency_ms", "p50",
                           st.latency_p50 * 1e3, "p99", st.latency_p99 * 1e3, "mean", st.latency_mean * 1e3,
@@ -160,9 +169,10 @@ char *serve_http_stats_json(const serve_http *h)
                           "ms_per_request", "decode", st.seconds_decode / n * 1e3, "wait",
                           st.seconds_wait / n * 1e3, "score", st.seconds_score / n * 1e3, "http",
                           (st.seconds_total - st.seconds_decode - st.seconds_wait - st.seconds_score) / n * 1e3,
-                          "threads", (int)h->threads, "max_batch", (int)h->max_batch, "max_wait_us",
-                          h->max_wait * 1e6, "in_flight", atomic_load(&h->active), "uptime_s",
-                          tool_now() - h->started);
+                          "threads", (int)h->threads, "scorers", (int)st.scorers, "max_batch", (int)h->max_batch,
+                          "max_wait_us", h->max_wait * 1e6, "in_flight", atomic_load(&h->active), "uptime_s",
+                          tool_now() - h->started, "model_version", (json_int_t)mi.version, "reloads", "ok",
+                          (json_int_t)rs.ok, "failed", (json_int_t)rs.failed);
     char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
     json_decref(j);
     char *line = s ? realloc(s, strlen(s) + 2) : NULL; /* one line: a newline at the end */
@@ -281,40 +291,60 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return strcmp(method, "POST")
                    ? answer_error_allow(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, "/score takes POST", "POST")
                    : on_score(h, c, r);
-    int known = !strcmp(url, "/health") || !strcmp(url, "/stats") || !strcmp(url, "/model");
+    if (!strcmp(url, "/admin/reload")) {
+        if (!h->admin)
+            return answer_error(h, c, MHD_HTTP_NOT_FOUND, "no such endpoint: the admin endpoints are off (ember "
+                                "serve --admin turns them on)");
+        if (strcmp(method, "POST"))
+            return answer_error_allow(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, "/admin/reload takes POST", "POST");
+        if (r->too_big)
+            return answer_error(h, c, MHD_HTTP_CONTENT_TOO_LARGE, "the body is larger than this server takes");
+        unsigned code = 0;
+        char *s = serve_ops_admin_reload(h, r->body, r->len, &code);
+        return s ? answer(h, c, code, "application/json", s, strlen(s)) : MHD_NO;
+    }
+    int known = !strcmp(url, "/health") || !strcmp(url, "/stats") || !strcmp(url, "/model") ||
+                !strcmp(url, "/metrics");
     if (known && strcmp(method, "GET") && strcmp(method, "HEAD"))
         return answer_error_allow(h, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only", "GET, HEAD");
-    if (!strcmp(url, "/health"))
-        return atomic_load(&h->draining)
-                   ? answer_json(h, c, MHD_HTTP_SERVICE_UNAVAILABLE, json_pack("{s:s}", "status", "draining"))
-                   : answer_json(h, c, MHD_HTTP_OK,
-                                 json_pack("{s:s,s:s,s:i,s:i,s:i}", "status", "ok", "model", h->model, "tables",
-                                           (int)h->num_tables, "features", (int)ember_scorer_num_features(h->scorer),
-                                           "dense", (int)ember_scorer_num_dense(h->scorer)));
+    if (!strcmp(url, "/health")) {
+        unsigned code = 0;
+        char *s = serve_ops_health(h, &code);
+        return s ? answer(h, c, code, "application/json", s, strlen(s)) : MHD_NO;
+    }
+    if (!strcmp(url, "/metrics")) {
+        char *s = serve_ops_metrics(h);
+        return s ? answer(h, c, MHD_HTTP_OK, SERVE_METRICS_TYPE, s, strlen(s)) : MHD_NO;
+    }
     if (!strcmp(url, "/model")) {
+        ember_scorer_model *m = ember_scorer_model_acquire(h->scorer); /* a reload waits for it */
+        ember_model_info mi;
+        ember_scorer_model_info(m, &mi);
         json_t *fs = json_array();
-        for (int32_t f = 0; fs && f < ember_scorer_num_features(h->scorer); f++) {
+        for (int32_t f = 0; fs && f < mi.num_features; f++) {
             int64_t rows = 0;
-            const char *name = ember_scorer_feature(h->scorer, f, &rows);
+            const char *name = ember_scorer_model_feature(m, f, &rows);
             json_array_append_new(fs, json_pack("{s:s,s:I}", "name", name, "rows", (json_int_t)rows));
         }
         uint64_t xxh3 = 0;
         const char *why = "";
-        const char *schema = ember_scorer_input_schema(h->scorer, &xxh3, &why);
+        const char *schema = ember_scorer_model_input_schema(m, &xxh3, &why);
         json_t *in = schema ? json_loads(schema, 0, NULL) : json_null();
         char hex[17];
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)xxh3);
-        return answer_json(h, c, MHD_HTTP_OK,
-                           json_pack("{s:s,s:i,s:o,s:i,s:o,s:s?,s:s?}", "model", h->model, "dense",
-                                     (int)ember_scorer_num_dense(h->scorer), "features", fs, "max_samples",
-                                     (int)h->max_samples, "input_schema", in ? in : json_null(), "schema_xxh3",
-                                     schema ? hex : NULL, "no_input_schema", schema ? NULL : why));
+        json_t *j = json_pack("{s:s?,s:I,s:i,s:o,s:i,s:o,s:s?,s:s?}", "model", mi.path, "version",
+                              (json_int_t)mi.version, "dense", (int)mi.num_dense, "features", fs, "max_samples",
+                              (int)h->max_samples, "input_schema", in ? in : json_null(), "schema_xxh3",
+                              schema ? hex : NULL, "no_input_schema", schema ? NULL : why);
+        ember_scorer_model_release(h->scorer, m);
+        return answer_json(h, c, MHD_HTTP_OK, j);
     }
     if (!strcmp(url, "/stats")) {
         char *s = serve_http_stats_json(h);
         return s ? answer(h, c, MHD_HTTP_OK, "application/json", s, strlen(s)) : MHD_NO;
     }
-    return answer_error(h, c, MHD_HTTP_NOT_FOUND, "no such endpoint (POST /score, GET /health, /model, /stats)");
+    return answer_error(h, c, MHD_HTTP_NOT_FOUND,
+                        "no such endpoint (POST /score, GET /health, /model, /stats, /metrics)");
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
@@ -486,6 +516,9 @@ int serve_http_start(serve_http *h, const char *host, int port, int connections,
         return -1;
     }
     h->started = tool_now();
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    h->started_unix = (double)wall.tv_sec + (double)wall.tv_nsec * 1e-9;
     /* the logger first, so that it gets every message (microhttpd.h) */
     h->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
                                  on_mhd_log, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_SOCK_ADDR, addr,

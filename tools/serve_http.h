@@ -1,7 +1,8 @@
 /*
  * serve_http.h: the HTTP face of `ember serve` (libmicrohttpd): requests
  * in, the library's scorer (include/ember-serve.h: bodies decoded and
- * scored in micro-batches), answers out.
+ * scored in micro-batches, the model reloaded), answers out; and the
+ * operations' endpoints (serve_ops.c: /health, /metrics, /admin/reload).
  */
 #ifndef EMBER_TOOLS_SERVE_HTTP_H
 #define EMBER_TOOLS_SERVE_HTTP_H
@@ -16,9 +17,10 @@
 typedef struct serve_http {
     ember_scorer *scorer;
     int32_t max_samples;       /* per request (GET /model)                  */
-    const char *model;         /* the path served, for /health           */
-    int32_t num_tables, threads, max_batch;
-    double max_wait, started;
+    int32_t threads, scorers, max_batch;
+    int admin;                 /* --admin: POST /admin/reload answers       */
+    double max_wait, started;  /* started: monotonic (tool_now)             */
+    double started_unix;       /* the same moment, Unix seconds             */
     size_t max_body;
     atomic_int active;         /* requests between headers and completion   */
     atomic_int connections;    /* open connections                           */
@@ -42,5 +44,23 @@ int serve_http_port(const serve_http *h);
 int serve_http_drain(serve_http *h, double seconds, volatile sig_atomic_t *signals);
 /* The statistics as one JSON object (malloc'd). */
 char *serve_http_stats_json(const serve_http *h);
+
+/* serve_ops.c.  Each returns a malloc'd body (NULL: out of memory) and
+ * sets *code to the HTTP status. */
+/* GET /health: the model served (path, version, when loaded) and the last
+ * reload's outcome; 503 while draining. */
+char *serve_ops_health(serve_http *h, unsigned *code);
+/* GET /metrics: Prometheus text exposition format 0.0.4. */
+char *serve_ops_metrics(serve_http *h);
+#define SERVE_METRICS_TYPE "text/plain; version=0.0.4; charset=utf-8"
+/* POST /admin/reload: body empty, or {"model": "PATH"}.  Reloads (as
+ * serve_ops_reload), answers 200 with the new version, 400 for a bad body,
+ * 422 when the model was refused (the old one serves on), 503 while
+ * draining. */
+char *serve_ops_admin_reload(serve_http *h, const char *body, size_t len, unsigned *code);
+/* Reloads the model from path (NULL: the path served now) and says so on
+ * stderr, naming `who` asked (SIGHUP, POST /admin/reload) and, when the new
+ * model was refused, why.  ember_scorer_reload's status. */
+int serve_ops_reload(serve_http *h, const char *path, const char *who);
 
 #endif

@@ -1,45 +1,33 @@
 /*
  * serve.c: ember_scorer (include/ember-serve.h), the public face of the
- * server's library part (src/serve/): a request body decoded and checked
- * against the model's shape (request.c), then scored in a micro-batch
- * (scorer.c), and the statistics.  `ember serve`'s HTTP layer
- * (tools/serve_http.c) reaches them only through these calls.
+ * server's library part (src/serve/): the model being served and its
+ * reload (reload.c, model.c), a request body decoded and checked against
+ * that model's shape (request.c), then scored in a micro-batch by one of
+ * the scoring threads (scorer.c), and the statistics.  `ember serve`'s
+ * HTTP layer (tools/serve_http.c) reaches them only through these calls.
+ * An ember_scorer_model is a serve_model held in the slot (reload.h).
  */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #include "comm/comm.h"
 #include "core/status.h"
 #include "ember-serve.h"
 #include "infer/predictor.h"
+#include "serve/reload.h"
 #include "serve/request.h"
 #include "serve/scorer.h"
 
 struct ember_scorer {
-    ember_handle_msg head;   /* first: ember_errmsg's (score, called on many
-                                threads at once, uses this thread's) */
+    ember_handle_msg head;   /* first: ember_errmsg's (score and reload, called
+                                on many threads at once, use this thread's) */
     char msg[256];
     serve_scorer *scorer;
-    serve_shape shape;
-    serve_shape_store store; /* the shape's names, rows and input plan */
-    char *schema;            /* the input schema's JSON, NULL: none       */
-    uint64_t schema_xxh3;
+    serve_slot *slot;        /* the model served, and its reloads */
+    int32_t scorers;
 };
-
-/* The model's input schema as compact JSON (NULL: it has none, or no memory). */
-static char *input_schema_json(const ember_predictor *p)
-{
-    const model_description *m = predictor_description(p);
-    if (m->in.source == DESC_INPUT_NONE || m->in_error[0])
-        return NULL;
-    json_t *o = description_input_json(&m->in);
-    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) : NULL;
-    json_decref(o);
-    return s;
-}
 
 /* The body decoded by its format. */
 static int decode_body(const serve_shape *shape, const void *body, size_t len, ember_body_format format,
@@ -60,72 +48,129 @@ static int decode_body(const serve_shape *shape, const void *body, size_t len, e
 
 ember_scorer_config ember_scorer_config_default(void)
 {
-    ember_scorer_config c = {512, 500e-6, 65536};
+    ember_scorer_config c = {512, 500e-6, 65536, 1};
     return c;
 }
 
-int ember_scorer_create(ember_predictor *p, const ember_scorer_config *c, ember_scorer **out)
+static int config_ok(const ember_scorer_config *c)
 {
-    *out = NULL;
-    if (!p || !c || c->max_samples < 1 || c->max_batch < 1 || !(c->max_wait >= 0))
-        return ember_fail_create(EMBER_EINVAL, "ember_scorer_create: no predictor or config, or max_samples, "
-                                 "max_batch under 1 or max_wait under 0");
+    return c && c->max_samples >= 1 && c->max_batch >= 1 && c->max_wait >= 0 && c->scorers >= 0;
+}
+
+/* The scorer over model m (which it owns from here on, even on failure). */
+static int scorer_start(serve_model *m, int32_t threads, const ember_scorer_config *c, ember_scorer **out)
+{
     ember_scorer *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        serve_model_close(m);
         return ember_fail_create(EMBER_ENOMEM, "out of memory starting the scorer");
-    ember_handle_begin(&s->head, s->msg, sizeof s->msg);
-    int st = serve_shape_of(p, c->max_samples, &s->store, &s->shape);
-    if (st == EMBER_OK && s->shape.plan) {
-        s->schema = input_schema_json(p);
-        st = s->schema ? EMBER_OK : EMBER_ENOMEM;
-        if (s->schema)
-            s->schema_xxh3 = XXH3_64bits(s->schema, strlen(s->schema));
     }
-    serve_scorer_config sc = {c->max_batch, c->max_wait};
+    ember_handle_begin(&s->head, s->msg, sizeof s->msg);
+    s->scorers = m->num_predictors;
+    serve_scorer_config sc = {c->max_batch, c->max_wait, s->scorers};
+    int st = serve_slot_create(m, threads, c->max_samples, &s->slot);
+    if (st != EMBER_OK)
+        serve_model_close(m);
     if (st == EMBER_OK)
-        st = serve_scorer_create(p, &sc, &s->scorer);
+        st = serve_scorer_create(&sc, predictor_blas_threads(m->p[0]), &s->scorer);
     if (st != EMBER_OK) {
-        serve_shape_store_free(&s->store);
-        free(s->schema);
-        free(s);
+        ember_scorer_destroy(s);
         return ember_fail_create(st, "out of memory starting the scorer");
     }
     *out = s;
     return EMBER_OK;
 }
 
-void ember_scorer_stop(ember_scorer *s) { serve_scorer_stop(s->scorer); }
+int ember_scorer_open(const char *path, const ember_predictor_options *o, const ember_scorer_config *c,
+                      ember_scorer **out)
+{
+    *out = NULL;
+    if (!path || !config_ok(c) || (o && o->world))
+        return ember_fail_create(EMBER_EINVAL, "ember_scorer_open: no path or config, max_samples or max_batch "
+                                 "under 1, max_wait or scorers under 0, or a world given (a scorer's predictors "
+                                 "are each a world of one)");
+    int32_t threads = o && o->threads > 0 ? o->threads : 1;
+    serve_model *m = NULL;
+    char *err = ember_thread_msg();
+    int st = serve_model_open(path, c->scorers > 0 ? c->scorers : 1, threads, c->max_samples, &m, err,
+                              EMBER_THREAD_MSG_SIZE);
+    return st == EMBER_OK ? scorer_start(m, threads, c, out) : st;
+}
+
+int ember_scorer_create(ember_predictor *p, const ember_scorer_config *c, ember_scorer **out)
+{
+    *out = NULL;
+    if (!p || !config_ok(c) || c->scorers > 1)
+        return ember_fail_create(EMBER_EINVAL, "ember_scorer_create: no predictor or config, or max_samples, "
+                                 "max_batch under 1, max_wait under 0, or scorers over 1 (more scoring threads "
+                                 "need a predictor each: ember_scorer_open)");
+    serve_model *m = NULL;
+    if (serve_model_wrap(p, c->max_samples, &m) != EMBER_OK)
+        return ember_fail_create(EMBER_ENOMEM, "out of memory starting the scorer");
+    return scorer_start(m, ember_predictor_config(p)->threads, c, out);
+}
+
+void ember_scorer_stop(ember_scorer *s)
+{
+    serve_slot_stop(s->slot);
+    serve_scorer_stop(s->scorer);
+}
 
 void ember_scorer_destroy(ember_scorer *s)
 {
     if (!s)
         return;
-    serve_scorer_destroy(s->scorer);
-    serve_shape_store_free(&s->store);
-    free(s->schema);
+    if (s->slot)
+        serve_slot_stop(s->slot);
+    serve_scorer_destroy(s->scorer); /* the requests queued are scored first */
+    serve_slot_destroy(s->slot);
     ember_handle_end(&s->head);
     free(s);
 }
 
-int32_t ember_scorer_num_dense(const ember_scorer *s) { return s->shape.num_dense; }
-int32_t ember_scorer_num_features(const ember_scorer *s) { return s->shape.num_features; }
-
-const char *ember_scorer_feature(const ember_scorer *s, int32_t f, int64_t *rows)
+int ember_scorer_reload(ember_scorer *s, const char *path)
 {
-    if (f < 0 || f >= s->shape.num_features)
-        return NULL;
-    if (rows)
-        *rows = s->shape.rows[f];
-    return s->shape.names[f];
+    return serve_slot_reload(s->slot, path, ember_thread_msg(), EMBER_THREAD_MSG_SIZE);
 }
 
-const char *ember_scorer_input_schema(const ember_scorer *s, uint64_t *xxh3, const char **why)
+void ember_scorer_reload_status(ember_scorer *s, ember_reload_status *out) { serve_slot_status(s->slot, out); }
+
+ember_scorer_model *ember_scorer_model_acquire(ember_scorer *s)
 {
+    return (ember_scorer_model *)serve_slot_acquire(s->slot);
+}
+
+void ember_scorer_model_release(ember_scorer *s, ember_scorer_model *m)
+{
+    if (m)
+        serve_slot_release(s->slot, (serve_model *)m);
+}
+
+void ember_scorer_model_info(const ember_scorer_model *model, ember_model_info *out)
+{
+    const serve_model *m = (const serve_model *)model;
+    *out = (ember_model_info){m->path, m->resolved, m->version, m->loaded_at, m->num_tables, m->shape.num_dense,
+                              m->shape.num_features};
+}
+
+const char *ember_scorer_model_feature(const ember_scorer_model *model, int32_t f, int64_t *rows)
+{
+    const serve_model *m = (const serve_model *)model;
+    if (f < 0 || f >= m->shape.num_features)
+        return NULL;
+    if (rows)
+        *rows = m->shape.rows[f];
+    return m->shape.names[f];
+}
+
+const char *ember_scorer_model_input_schema(const ember_scorer_model *model, uint64_t *xxh3, const char **why)
+{
+    const serve_model *m = (const serve_model *)model;
     if (xxh3)
-        *xxh3 = s->schema_xxh3;
+        *xxh3 = m->schema_xxh3;
     if (why)
-        *why = s->schema ? "" : s->shape.no_plan;
-    return s->schema;
+        *why = m->schema ? "" : m->shape.no_plan;
+    return m->schema;
 }
 
 int ember_predictor_score_body(ember_predictor *p, const void *body, size_t len, ember_body_format format,
@@ -182,15 +227,18 @@ int ember_scorer_score(ember_scorer *s, const void *body, size_t len, ember_body
     *t = (ember_score_timing){0, 0, 0};
     serve_batch b;
     double t0 = ember_now();
-    int st = decode_body(&s->shape, body, len, format, &b, err, errlen);
+    serve_model *m = serve_slot_acquire(s->slot); /* decoded and scored by this version, whatever reloads */
+    int st = decode_body(&m->shape, body, len, format, &b, err, errlen);
     t->decode = ember_now() - t0;
     if (st != 0) {
+        serve_slot_release(s->slot, m);
         serve_batch_free(&b);
         return st == EMBER_ENOMEM ? EMBER_ENOMEM : EMBER_EINPUT;
     }
     float *out = malloc(sizeof(float) * ((size_t)b.n + 1));
     serve_timing tm = {t->decode, 0, 0};
-    st = !out ? EMBER_ENOMEM : b.n == 0 ? EMBER_OK : serve_scorer_score(s->scorer, &b, out, &tm, err, errlen);
+    st = !out ? EMBER_ENOMEM : b.n == 0 ? EMBER_OK : serve_scorer_score(s->scorer, m, &b, out, &tm, err, errlen);
+    serve_slot_release(s->slot, m);
     *t = (ember_score_timing){tm.decode, tm.wait, tm.score};
     if (!out)
         snprintf(err, errlen, "out of memory");
@@ -217,5 +265,11 @@ void ember_scorer_stats(ember_scorer *s, ember_serve_stats *out)
     serve_scorer_stats(s->scorer, &st);
     *out = (ember_serve_stats){st.requests, st.errors, st.samples, st.batches, st.latency_p50, st.latency_p99,
                                st.latency_mean, st.batch_p50, st.batch_p99, st.batch_mean, st.seconds_total,
-                               st.seconds_decode, st.seconds_wait, st.seconds_score};
+                               st.seconds_decode, st.seconds_wait, st.seconds_score, s->scorers, {0}, {0}};
+    static const double bounds[SERVE_LATENCY_BUCKETS] = SERVE_LATENCY_BOUNDS;
+    _Static_assert(SERVE_LATENCY_BUCKETS == EMBER_SERVE_LATENCY_BUCKETS, "one histogram");
+    for (int32_t i = 0; i < SERVE_LATENCY_BUCKETS; i++) {
+        out->latency_bound[i] = bounds[i];
+        out->latency_le[i] = st.latency_le[i];
+    }
 }

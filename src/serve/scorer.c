@@ -1,18 +1,23 @@
 /*
- * scorer.c: micro-batching of concurrent requests over one predictor
- * (scorer.h).
+ * scorer.c: micro-batching of concurrent requests over a pool of scoring
+ * threads (scorer.h).
  *
- * Requests are jobs on a FIFO list under one mutex.  The scoring thread
- * sleeps until a job is queued, then until the oldest job has waited
- * max_wait or max_batch samples wait; it takes jobs from the head while
- * they fit, merges them into one ember_batch (feature by feature, job by
- * job, which keeps the feature-major layout), scores it with the mutex
- * released, and wakes the submitters, each waiting on its own done flag.
- * Its merge buffers grow to the largest batch seen and are reused.
+ * Requests are jobs on a FIFO list under one mutex.  An idle scoring
+ * thread sleeps until a job is queued, then until the oldest job has
+ * waited max_wait or max_batch samples wait (another thread may take that
+ * job meanwhile: it starts over with the new oldest); it takes jobs from
+ * the head while they fit and were decoded for the same model version,
+ * merges them into one ember_batch (feature by feature, job by job, which
+ * keeps the feature-major layout), scores it with that version's predictor
+ * of its own index with the mutex released, and wakes the submitters, each
+ * waiting on its own done flag.  Each thread's merge buffers grow to the
+ * largest batch it saw and are reused.
  *
  * OpenBLAS's thread count is process-wide: the scorer sets it to the
- * predictor's dense model's (one) when it is created and puts the
- * caller's back when it is destroyed, so that no micro-batch changes it.
+ * predictors' dense models' (one) when it is created and puts the caller's
+ * back when it is destroyed, so that no micro-batch changes it.  With one
+ * BLAS thread, OpenBLAS runs each GEMM in the calling thread, so scoring
+ * threads never share its buffers.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -22,10 +27,10 @@
 
 #include "comm/comm.h"
 #include "dense/dense.h"
-#include "infer/predictor.h"
 #include "serve/scorer.h"
 
 typedef struct job {
+    serve_model *model; /* the version req was decoded for */
     const serve_batch *req;
     float *scores;
     double queued;
@@ -46,17 +51,22 @@ typedef struct merged {
     int64_t cap_samples, cap_ids;
 } merged;
 
-struct serve_scorer {
-    ember_predictor *p;
-    serve_scorer_config c;
-    int32_t num_dense, num_features;
+typedef struct worker {
+    struct serve_scorer *s;
+    int32_t index;      /* scores with a model's predictor p[index] */
+    int started;
     pthread_t thread;
+    merged m;
+} worker;
+
+struct serve_scorer {
+    serve_scorer_config c;
+    worker *workers;    /* [c.threads] */
     pthread_mutex_t mu;
     pthread_cond_t queued, done;
     job *head, *tail;
     int64_t waiting_samples;
     int stopping, joined;
-    merged m;
     /* statistics, under mu */
     serve_stats st;
     double *latency;     /* ring of SERVE_WINDOW */
@@ -101,11 +111,10 @@ static int grow(merged *m, int64_t samples, int64_t ids, int32_t nd, int32_t nf)
     return 0;
 }
 
-/* The jobs [first, end) as one batch in s->m; *weighted: any job had weights. */
-static void merge(serve_scorer *s, job *first, job *end, int32_t n, int *weighted)
+/* The jobs [first, end) as one batch in *m; *weighted: any job had weights. */
+static void merge(merged *m, job *first, job *end, int32_t n, int *weighted)
 {
-    merged *m = &s->m;
-    int32_t nd = s->num_dense, nf = s->num_features, b0 = 0;
+    int32_t nd = first->model->shape.num_dense, nf = first->model->shape.num_features, b0 = 0;
     *weighted = 0;
     for (job *j = first; j != end; j = j->next) {
         memcpy(m->dense + (int64_t)b0 * nd, j->req->dense, sizeof(float) * (size_t)j->req->n * (size_t)nd);
@@ -135,18 +144,22 @@ static void merge(serve_scorer *s, job *first, job *end, int32_t n, int *weighte
     }
 }
 
-static void score_jobs(serve_scorer *s, job *first, job *end, int32_t n, int64_t ids)
+static void score_jobs(worker *w, job *first, job *end, int32_t n, int64_t ids)
 {
+    serve_scorer *s = w->s;
+    merged *m = &w->m;
+    const serve_shape *shape = &first->model->shape;
+    ember_predictor *p = first->model->p[w->index];
     char err[512] = "";
-    int st = grow(&s->m, n, ids, s->num_dense, s->num_features);
+    int st = grow(m, n, ids, shape->num_dense, shape->num_features);
     int weighted = 0;
     double t0 = ember_now();
     if (st == 0) {
-        merge(s, first, end, n, &weighted);
-        ember_batch batch = {n, s->num_features, s->m.lengths, s->m.ids, weighted ? s->m.weights : NULL, ids};
-        st = ember_predictor_score(s->p, n, s->m.dense, &batch, s->m.scores);
+        merge(m, first, end, n, &weighted);
+        ember_batch batch = {n, shape->num_features, m->lengths, m->ids, weighted ? m->weights : NULL, ids};
+        st = ember_predictor_score(p, n, m->dense, &batch, m->scores);
         if (st != EMBER_OK)
-            snprintf(err, sizeof err, "scoring failed: %s", ember_errmsg(s->p));
+            snprintf(err, sizeof err, "scoring failed: %s", ember_errmsg(p));
     } else {
         snprintf(err, sizeof err, "out of memory merging %d samples", (int)n);
     }
@@ -156,7 +169,7 @@ static void score_jobs(serve_scorer *s, job *first, job *end, int32_t n, int64_t
     for (job *j = first; j != end;) {
         job *next = j->next;
         if (st == 0)
-            memcpy(j->scores, s->m.scores + b, sizeof(float) * (size_t)j->req->n);
+            memcpy(j->scores, m->scores + b, sizeof(float) * (size_t)j->req->n);
         else
             snprintf(j->msg, j->msglen, "%s", err);
         b += j->req->n;
@@ -176,24 +189,28 @@ static void score_jobs(serve_scorer *s, job *first, job *end, int32_t n, int64_t
 
 static void *run(void *arg)
 {
-    serve_scorer *s = arg;
+    worker *w = arg;
+    serve_scorer *s = w->s;
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (!s->head && !s->stopping)
             pthread_cond_wait(&s->queued, &s->mu);
         if (!s->head)
             break; /* stopping, and nothing left */
+        job *oldest = s->head;
         struct timespec ts;
-        deadline_at(s->head->queued + s->c.max_wait, &ts);
-        while (s->waiting_samples < s->c.max_batch && !s->stopping &&
+        deadline_at(oldest->queued + s->c.max_wait, &ts);
+        while (s->head == oldest && s->waiting_samples < s->c.max_batch && !s->stopping &&
                pthread_cond_timedwait(&s->queued, &s->mu, &ts) == 0)
             ;
-        /* take jobs while they fit (the first always) */
+        if (s->head != oldest)
+            continue; /* another thread took it: wait for the new oldest */
+        /* take jobs of one model version while they fit (the first always) */
         job *first = s->head, *end = s->head;
         int64_t n = 0; /* <= max_batch, or one request's own samples */
         int64_t ids = 0;
         double now = ember_now();
-        while (end && (end == first || n + end->req->n <= s->c.max_batch)) {
+        while (end && end->model == first->model && (end == first || n + end->req->n <= s->c.max_batch)) {
             n += end->req->n;
             ids += end->req->num_ids;
             end->t->wait = now - end->queued;
@@ -203,36 +220,37 @@ static void *run(void *arg)
         if (!end)
             s->tail = NULL;
         s->waiting_samples -= n;
+        if (s->head) /* jobs left: an idle thread takes them */
+            pthread_cond_broadcast(&s->queued);
         pthread_mutex_unlock(&s->mu);
-        score_jobs(s, first, end, (int32_t)n, ids);
+        score_jobs(w, first, end, (int32_t)n, ids);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
-int serve_scorer_create(ember_predictor *p, const serve_scorer_config *c, serve_scorer **out)
+int serve_scorer_create(const serve_scorer_config *c, int32_t blas_threads, serve_scorer **out)
 {
     *out = NULL;
-    if (!p || !c || c->max_batch < 1 || !(c->max_wait >= 0))
+    if (!c || c->max_batch < 1 || !(c->max_wait >= 0) || c->threads < 1)
         return EMBER_EINVAL;
     serve_scorer *s = calloc(1, sizeof *s);
     if (!s)
         return EMBER_ENOMEM;
     s->latency = malloc(sizeof(double) * SERVE_WINDOW);
     s->batch_size = malloc(sizeof(int32_t) * SERVE_WINDOW);
-    if (!s->latency || !s->batch_size) {
+    s->workers = calloc((size_t)c->threads, sizeof *s->workers);
+    if (!s->latency || !s->batch_size || !s->workers) {
         free(s->latency);
         free(s->batch_size);
+        free(s->workers);
         free(s);
         return EMBER_ENOMEM;
     }
-    s->p = p;
     s->c = *c;
-    s->num_dense = ember_predictor_num_dense(p);
-    s->num_features = ember_predictor_config(p)->num_features;
     s->blas_saved = dense_blas_threads();
-    dense_set_blas_threads(predictor_blas_threads(p));
+    dense_set_blas_threads(blas_threads);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -240,19 +258,24 @@ int serve_scorer_create(ember_predictor *p, const serve_scorer_config *c, serve_
     pthread_cond_init(&s->queued, &ca);
     pthread_cond_init(&s->done, &ca);
     pthread_condattr_destroy(&ca);
-    if (pthread_create(&s->thread, NULL, run, s) != 0) {
-        s->joined = 1; /* no thread to join */
-        serve_scorer_destroy(s);
-        return EMBER_ENOMEM;
+    for (int32_t i = 0; i < c->threads; i++) {
+        worker *w = &s->workers[i];
+        w->s = s;
+        w->index = i;
+        if (pthread_create(&w->thread, NULL, run, w) != 0) {
+            serve_scorer_destroy(s); /* joins the threads started */
+            return EMBER_ENOMEM;
+        }
+        w->started = 1;
     }
     *out = s;
     return EMBER_OK;
 }
 
-int serve_scorer_score(serve_scorer *s, const serve_batch *req, float *scores, serve_timing *t, char *err,
-                       size_t errlen)
+int serve_scorer_score(serve_scorer *s, serve_model *m, const serve_batch *req, float *scores, serve_timing *t,
+                       char *err, size_t errlen)
 {
-    job j = {req, scores, ember_now(), t, 0, 0, 0, err, errlen, NULL};
+    job j = {m, req, scores, ember_now(), t, 0, 0, 0, err, errlen, NULL};
     pthread_mutex_lock(&s->mu);
     if (s->stopping) {
         pthread_mutex_unlock(&s->mu);
@@ -280,8 +303,9 @@ void serve_scorer_stop(serve_scorer *s)
     s->joined = 1;
     pthread_cond_broadcast(&s->queued);
     pthread_mutex_unlock(&s->mu);
-    if (!joined)
-        pthread_join(s->thread, NULL);
+    for (int32_t i = 0; !joined && i < s->c.threads; i++)
+        if (s->workers[i].started)
+            pthread_join(s->workers[i].thread, NULL);
 }
 
 void serve_scorer_destroy(serve_scorer *s)
@@ -292,11 +316,15 @@ void serve_scorer_destroy(serve_scorer *s)
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->queued);
     pthread_cond_destroy(&s->done);
-    free(s->m.dense);
-    free(s->m.weights);
-    free(s->m.lengths);
-    free(s->m.ids);
-    free(s->m.scores);
+    for (int32_t i = 0; i < s->c.threads; i++) {
+        merged *m = &s->workers[i].m;
+        free(m->dense);
+        free(m->weights);
+        free(m->lengths);
+        free(m->ids);
+        free(m->scores);
+    }
+    free(s->workers);
     free(s->latency);
     free(s->batch_size);
     dense_set_blas_threads(s->blas_saved);
@@ -310,6 +338,9 @@ void serve_scorer_record(serve_scorer *s, int error, double latency, const serve
     s->st.requests++;
     s->st.errors += error != 0;
     s->st.seconds_total += latency;
+    static const double bounds[SERVE_LATENCY_BUCKETS] = SERVE_LATENCY_BOUNDS;
+    for (int32_t i = SERVE_LATENCY_BUCKETS - 1; i >= 0 && latency <= bounds[i]; i--)
+        s->st.latency_le[i]++; /* cumulative: every bucket it fits */
     if (t) {
         s->st.seconds_decode += t->decode;
         s->st.seconds_wait += t->wait;
