@@ -3,13 +3,14 @@
 "Serving"). Run by bench/serve_load.sh, which builds ember and installs wrk.
 
 A Criteo-shaped model (13 dense features, 26 one-hot categoricals of 100 to 200,000 rows, dim
-16) is trained briefly and exported at int8. For each server thread count (1, 2), request
-batch (1, 64, 512 samples) and body (JSON, binary), a server is started on a free loopback port
-and wrk posts one fixed request of random ids for SECONDS seconds (default 8) over C
-connections (16 at batch 1, 8 at 64, 4 at 512). One JSON line per run: wrk's requests/s and
-latency percentiles, samples/s, and from the server's /stats the mean micro-batch and where a
-request's time went (decode, wait for its micro-batch, score, and the rest: HTTP and the
-kernel). The load generator shares the machine's cores with the server.
+16) is trained briefly and exported at int8. For each server configuration (--scorers 1
+--threads 1, --scorers 1 --threads 2, --scorers 2 --threads 1), request batch (1, 64, 512
+samples) and body (JSON, binary), a server is started on a free loopback port and wrk posts one
+fixed request of random ids for SECONDS seconds (default 8) over C connections (16 at batch 1,
+8 at 64, 4 at 512). One JSON line per run: wrk's requests/s and latency percentiles,
+samples/s, the server's resident memory at the end (VmRSS), and from the server's /stats the
+mean micro-batch and where a request's time went (decode, wait for its micro-batch, score, and
+the rest: HTTP and the kernel). The load generator shares the machine's cores with the server.
 """
 import json
 import os
@@ -54,9 +55,10 @@ def bodies(batch, rng):
     return js.encode(), binary
 
 
-def serve(threads):
+def serve(scorers, threads):
     log = open(os.path.join(work, "serve.out"), "w+")
-    p = subprocess.Popen([EMBER, "serve", "b8", "--port", "0", "--threads", str(threads)], cwd=work, stdout=log,
+    p = subprocess.Popen([EMBER, "serve", "b8", "--port", "0", "--scorers", str(scorers), "--threads", str(threads)],
+                         cwd=work, stdout=log,
                          stderr=subprocess.DEVNULL)
     for _ in range(400):
         log.seek(0)
@@ -65,6 +67,14 @@ def serve(threads):
             return p, int(m.group(1))
         time.sleep(0.05)
     sys.exit("ember serve did not start")
+
+
+def rss_mb(pid):
+    """The process's resident memory now, in MB (VmRSS)."""
+    for line in open("/proc/%d/status" % pid):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return None
 
 
 def wrk_run(port, body_file, binary, conns):
@@ -94,27 +104,28 @@ def main():
         for kind, data in (("json", js), ("binary", binary)):
             files[kind] = os.path.join(work, "b%d.%s" % (batch, kind))
             open(files[kind], "wb").write(data)
-        for threads in (1, 2):
+        for scorers, threads in ((1, 1), (1, 2), (2, 1)):
             for kind in ("json", "binary"):
-                p, port = serve(threads)
+                p, port = serve(scorers, threads)
                 conns = {1: 16, 64: 8, 512: 4}[batch]
                 rps, p50, p99, bad, sockerr = wrk_run(port, files[kind], kind == "binary", conns)
                 stats = json.loads(urllib.request.urlopen("http://127.0.0.1:%d/stats" % port).read())
+                rss = rss_mb(p.pid)
                 p.terminate()
                 p.wait(timeout=60)
                 ms = stats["ms_per_request"]
                 total = sum(ms.values())
-                line = {"bench": "serve_load", "batch": batch, "threads": threads, "body": kind,
+                line = {"bench": "serve_load", "batch": batch, "scorers": scorers, "threads": threads, "body": kind,
                         "connections": conns, "seconds": SECONDS, "requests_per_s": rps,
                         "samples_per_s": rps * batch, "p50_ms": p50, "p99_ms": p99, "non_2xx": bad,
                         "socket_errors": sockerr, "body_bytes": len(js if kind == "json" else binary),
-                        "mean_micro_batch": stats["batch_size"]["mean"], "server_ms": ms,
+                        "mean_micro_batch": stats["batch_size"]["mean"], "server_ms": ms, "rss_mb": rss,
                         "share": {k: round(v / total, 3) if total else 0 for k, v in ms.items()},
                         "wrk": wrk_version}
                 print(json.dumps(line), file=out, flush=True)
-                print("batch %4d threads %d %-6s %8.0f req/s %9.0f samples/s p50 %7.3f ms p99 %7.3f ms "
-                      "micro-batch %6.1f  decode %4.1f%% wait %4.1f%% score %4.1f%% http %4.1f%%"
-                      % (batch, threads, kind, rps, rps * batch, p50, p99, stats["batch_size"]["mean"],
+                print("batch %4d scorers %d threads %d %-6s %8.0f req/s %9.0f samples/s p50 %7.3f ms p99 %7.3f ms "
+                      "micro-batch %6.1f rss %6.1f MB  decode %4.1f%% wait %4.1f%% score %4.1f%% http %4.1f%%"
+                      % (batch, scorers, threads, kind, rps, rps * batch, p50, p99, stats["batch_size"]["mean"], rss,
                          100 * line["share"]["decode"], 100 * line["share"]["wait"], 100 * line["share"]["score"],
                          100 * line["share"]["http"]), flush=True)
     subprocess.run(["rm", "-rf", work])

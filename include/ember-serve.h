@@ -109,7 +109,8 @@ EMBER_API int ember_scorer_reload(ember_scorer *s, const char *path);
 typedef struct ember_reload_status {
     int64_t ok, failed;     /* reloads that replaced the model; refused        */
     double last_at;         /* when the last ended, Unix seconds; 0: never     */
-    double last_seconds;    /* how long it took (open, check, drain)           */
+    double last_seconds;    /* how long it took: open, check, swap, and once the
+                               old model's last request is answered, the drain */
     int last_ok;
     char last_path[1024];   /* what it loaded (cut at 1023 bytes)              */
     char last_error[1024];  /* why it was refused, naming the file; "" if ok   */
@@ -120,10 +121,13 @@ EMBER_API void ember_scorer_reload_status(ember_scorer *s, ember_reload_status *
 /*
  * The model being served, pinned: it stays open, and what these calls
  * return stays valid, until ember_scorer_model_release (a reload meanwhile
- * waits for it before closing it).  Acquire never fails; hold it briefly.
+ * waits for it before closing it).  status (NULL: not wanted) gets the
+ * reloads as of this model: the last that succeeded is the one that made it
+ * current (a later one may have been refused), as a health check wants
+ * them.  Acquire never fails; hold it briefly.
  */
 typedef struct ember_scorer_model ember_scorer_model;
-EMBER_API ember_scorer_model *ember_scorer_model_acquire(ember_scorer *s);
+EMBER_API ember_scorer_model *ember_scorer_model_acquire(ember_scorer *s, ember_reload_status *status);
 EMBER_API void ember_scorer_model_release(ember_scorer *s, ember_scorer_model *m);
 typedef struct ember_model_info {
     const char *path;       /* as given to open or reload; NULL: the caller's predictor */

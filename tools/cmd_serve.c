@@ -181,7 +181,7 @@ int cmd_serve(const tool_ctx *ctx, int argc, char **argv)
         return 1;
     }
     int v6 = strchr(o.host, ':') != NULL;
-    ember_scorer_model *m = ember_scorer_model_acquire(h.scorer);
+    ember_scorer_model *m = ember_scorer_model_acquire(h.scorer, NULL);
     ember_model_info mi;
     ember_scorer_model_info(m, &mi);
     ember_scorer_model_release(h.scorer, m);

@@ -155,8 +155,7 @@ char *serve_http_stats_json(const serve_http *h)
     ember_reload_status rs;
     ember_model_info mi;
     ember_scorer_stats(h->scorer, &st);
-    ember_scorer_reload_status(h->scorer, &rs);
-    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer);
+    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer, &rs); /* and the reloads as of it */
     ember_scorer_model_info(m, &mi);
     ember_scorer_model_release(h->scorer, m);
     double n = st.requests > 0 ? (double)st.requests : 1;
@@ -317,7 +316,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return s ? answer(h, c, MHD_HTTP_OK, SERVE_METRICS_TYPE, s, strlen(s)) : MHD_NO;
     }
     if (!strcmp(url, "/model")) {
-        ember_scorer_model *m = ember_scorer_model_acquire(h->scorer); /* a reload waits for it */
+        ember_scorer_model *m = ember_scorer_model_acquire(h->scorer, NULL); /* a reload waits for it */
         ember_model_info mi;
         ember_scorer_model_info(m, &mi);
         json_t *fs = json_array();

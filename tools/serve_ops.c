@@ -82,8 +82,7 @@ char *serve_ops_health(serve_http *h, unsigned *code)
     }
     ember_reload_status r;
     ember_model_info mi;
-    ember_scorer_reload_status(h->scorer, &r);
-    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer);
+    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer, &r); /* and the reloads as of it */
     ember_scorer_model_info(m, &mi);
     char loaded[48];
     iso_time(mi.loaded_at, loaded, sizeof loaded);
@@ -104,8 +103,7 @@ int serve_ops_reload(serve_http *h, const char *path, const char *who)
     snprintf(why, sizeof why, "%s", ember_errmsg(NULL)); /* this thread's */
     ember_reload_status r;
     ember_model_info mi;
-    ember_scorer_reload_status(h->scorer, &r);
-    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer);
+    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer, &r); /* and the reloads as of it */
     ember_scorer_model_info(m, &mi);
     if (st == EMBER_OK)
         fprintf(stderr, "ember serve: %s: now serving %s (%s), version %lld (opened, checked and swapped in %.2f "
@@ -168,8 +166,7 @@ char *serve_ops_admin_reload(serve_http *h, const char *body, size_t len, unsign
     free(path);
     ember_reload_status r;
     ember_model_info mi;
-    ember_scorer_reload_status(h->scorer, &r);
-    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer);
+    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer, &r); /* and the reloads as of it */
     ember_scorer_model_info(m, &mi);
     char loaded[48];
     iso_time(mi.loaded_at, loaded, sizeof loaded);
@@ -252,8 +249,7 @@ static void model(FILE *f, serve_http *h)
 {
     ember_reload_status r;
     ember_model_info mi;
-    ember_scorer_reload_status(h->scorer, &r);
-    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer);
+    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer, &r); /* and the reloads as of it */
     ember_scorer_model_info(m, &mi);
     family(f, "ember_model_info", "gauge", "The model served: its path and version (1, then one more per reload).");
     fprintf(f, "ember_model_info{model=\"");

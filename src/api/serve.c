@@ -135,9 +135,9 @@ int ember_scorer_reload(ember_scorer *s, const char *path)
 
 void ember_scorer_reload_status(ember_scorer *s, ember_reload_status *out) { serve_slot_status(s->slot, out); }
 
-ember_scorer_model *ember_scorer_model_acquire(ember_scorer *s)
+ember_scorer_model *ember_scorer_model_acquire(ember_scorer *s, ember_reload_status *status)
 {
-    return (ember_scorer_model *)serve_slot_acquire(s->slot);
+    return (ember_scorer_model *)serve_slot_acquire(s->slot, status);
 }
 
 void ember_scorer_model_release(ember_scorer *s, ember_scorer_model *m)
@@ -227,7 +227,7 @@ int ember_scorer_score(ember_scorer *s, const void *body, size_t len, ember_body
     *t = (ember_score_timing){0, 0, 0};
     serve_batch b;
     double t0 = ember_now();
-    serve_model *m = serve_slot_acquire(s->slot); /* decoded and scored by this version, whatever reloads */
+    serve_model *m = serve_slot_acquire(s->slot, NULL); /* decoded and scored by this version, whatever reloads */
     int st = decode_body(&m->shape, body, len, format, &b, err, errlen);
     t->decode = ember_now() - t0;
     if (st != 0) {

@@ -59,11 +59,13 @@ void serve_slot_destroy(serve_slot *s)
     free(s);
 }
 
-serve_model *serve_slot_acquire(serve_slot *s)
+serve_model *serve_slot_acquire(serve_slot *s, ember_reload_status *status)
 {
     pthread_mutex_lock(&s->mu);
     serve_model *m = s->current;
     m->refs++;
+    if (status)
+        *status = s->status;
     pthread_mutex_unlock(&s->mu);
     return m;
 }
@@ -76,11 +78,11 @@ void serve_slot_release(serve_slot *s, serve_model *m)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* The outcome into the status; under s->mu. */
 static void record(serve_slot *s, int ok, const char *path, const char *error, const char *note, double t0)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    pthread_mutex_lock(&s->mu);
     ember_reload_status *r = &s->status;
     r->ok += ok != 0;
     r->failed += ok == 0;
@@ -90,29 +92,35 @@ static void record(serve_slot *s, int ok, const char *path, const char *error, c
     snprintf(r->last_path, sizeof r->last_path, "%s", path ? path : "");
     snprintf(r->last_error, sizeof r->last_error, "%s", error);
     snprintf(r->last_note, sizeof r->last_note, "%s", note);
-    pthread_mutex_unlock(&s->mu);
 }
 
-/* Makes m current, waits for the old model's last holder, closes it. */
-static void swap_in(serve_slot *s, serve_model *m, char *note, size_t notelen)
+/* Makes m current and says so in the status (one critical section: whoever
+ * sees the new model sees its reload), waits for the old model's last
+ * holder, closes it; the status's seconds then include the drain. */
+static void swap_in(serve_slot *s, serve_model *m, const char *path, double t0)
 {
+    char note[512];
     pthread_mutex_lock(&s->mu);
     serve_model *old = s->current;
     m->version = old->version + 1;
     m->refs = 1; /* the slot's */
     s->current = m;
     old->refs--; /* the slot's hold on it */
-    serve_model_input_change(old, m, note, notelen);
+    serve_model_input_change(old, m, note, sizeof note);
+    record(s, 1, path, "", note, t0);
     while (old->refs > 0)
         pthread_cond_wait(&s->drained, &s->mu);
     pthread_mutex_unlock(&s->mu);
     serve_model_close(old);
+    pthread_mutex_lock(&s->mu);
+    s->status.last_seconds = ember_now() - t0; /* the reloads take turns: still this one's record */
+    pthread_mutex_unlock(&s->mu);
 }
 
 int serve_slot_reload(serve_slot *s, const char *path, char *err, size_t errlen)
 {
     double t0 = ember_now();
-    char note[512] = "", *own = NULL;
+    char *own = NULL;
     int st = EMBER_OK;
     pthread_mutex_lock(&s->turn);
     pthread_mutex_lock(&s->mu);
@@ -137,12 +145,13 @@ int serve_slot_reload(serve_slot *s, const char *path, char *err, size_t errlen)
         st = EMBER_ESTATE;
         snprintf(err, errlen, "the server is shutting down: no reload");
     }
+    if (st != EMBER_OK)
+        record(s, 0, path, err, "", t0);
     pthread_mutex_unlock(&s->mu);
     if (st == EMBER_OK)
-        swap_in(s, m, note, sizeof note);
+        swap_in(s, m, path, t0);
     else
         serve_model_close(m);
-    record(s, st == EMBER_OK, path, st == EMBER_OK ? "" : err, note, t0);
     pthread_mutex_unlock(&s->turn);
     free(own);
     return st;

@@ -29,8 +29,11 @@ int serve_slot_create(serve_model *first, int32_t threads, int32_t max_samples, 
 /* Closes the current model; nobody may hold it any more. */
 void serve_slot_destroy(serve_slot *s);
 
-/* The current model, held until serve_slot_release.  Thread-safe. */
-serve_model *serve_slot_acquire(serve_slot *s);
+/* The current model, held until serve_slot_release, and (status not NULL)
+ * the reload status as of it: a swap and its record are one step, so the
+ * last reload that succeeded is the one that made it current.
+ * Thread-safe. */
+serve_model *serve_slot_acquire(serve_slot *s, ember_reload_status *status);
 void serve_slot_release(serve_slot *s, serve_model *m);
 
 /* Replaces the current model with the one at path (NULL: the current
