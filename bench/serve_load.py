@@ -11,6 +11,9 @@ fixed request of random ids for SECONDS seconds (default 8) over C connections (
 samples/s, the server's resident memory at the end (VmRSS), and from the server's /stats the
 mean micro-batch and where a request's time went (decode, wait for its micro-batch, score, and
 the rest: HTTP and the kernel). The load generator shares the machine's cores with the server.
+Then bench_serve_scorers (bench/serve_scorers.c, built beside EMBER) scores the same model through
+the library alone, with 1 and 2 scorers, beside how many cores' worth of CPU the process can get
+at all: its JSON lines go to OUT too.
 """
 import json
 import os
@@ -128,6 +131,11 @@ def main():
                       % (batch, scorers, threads, kind, rps, rps * batch, p50, p99, stats["batch_size"]["mean"], rss,
                          100 * line["share"]["decode"], 100 * line["share"]["wait"], 100 * line["share"]["score"],
                          100 * line["share"]["http"]), flush=True)
+    direct = subprocess.run([os.path.join(os.path.dirname(EMBER), "bench_serve_scorers"), os.path.join(work, "b8"),
+                             str(max(1, SECONDS // 2)), "2"], capture_output=True, text=True, check=True).stdout
+    for line in direct.splitlines():
+        print(line, file=out, flush=True)
+        print(line, flush=True)
     subprocess.run(["rm", "-rf", work])
 
 

@@ -81,8 +81,9 @@ typedef enum ember_status {
  * thread that had no handle to keep it, namely a failed open or create
  * (*out NULL), a call that takes no handle (ember_predict,
  * ember_bundle_write, ember_bundle_inspect, ...), a call that frees its
- * handle (ember_output_commit), and ember_scorer_score, which many threads
- * call on one scorer at once, and ember_predictor_score_body.  Never NULL; "" when nothing failed yet.
+ * handle (ember_output_commit), and ember_scorer_score and
+ * ember_scorer_reload, which many threads call on one scorer at once, and
+ * ember_predictor_score_body.  Never NULL; "" when nothing failed yet.
  * Valid until the next call on the same handle (NULL: on this thread).
  */
 EMBER_API const char *ember_errmsg(const void *handle);
