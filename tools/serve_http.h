@@ -39,7 +39,8 @@ int serve_http_port(const serve_http *h);
  * rest with Connection: close and /health with 503, waits up to `seconds`
  * (or until *signals reaches 2: a second SIGTERM) for the requests in
  * flight and for open connections to go quiet (no request started for
- * 0.25 s), then stops the scorer (scoring what it holds) and the daemon.
+ * 0.25 s), then stops the scorer (scoring what it holds; reloads are
+ * refused from then on) and the daemon.
  * Returns the requests still in flight when the wait ended. */
 int serve_http_drain(serve_http *h, double seconds, volatile sig_atomic_t *signals);
 /* The statistics as one JSON object (malloc'd). */
