@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # serve_load.sh [SECONDS] [OUT]: `ember serve` under a real HTTP load generator (Debian's
 # wrk, installed here when missing) on loopback: requests/s, samples/s, p50/p99 latency and
-# where a request's time goes, at batch 1, 64 and 512, for 1 and 2 server threads, JSON and
-# binary bodies (bench/serve_load.py says how).  JSON lines to OUT (default
-# bench/out/serve_load.jsonl) and a table on stdout; SECONDS per run (default 8): about 2
-# minutes in all.  The table in docs/PERFORMANCE.md ("Serving") comes from this script.
+# where a request's time goes, at batch 1, 64 and 512, for 1 and 2 server threads, bodies of
+# ids (JSON, binary) and of raw rows (JSON rows, TSV lines) (bench/serve_load.py says how).
+# JSON lines to OUT (default bench/out/serve_load.jsonl) and a table on stdout; SECONDS per
+# run (default 8): about 4 minutes in all.  The table in docs/PERFORMANCE.md ("Serving") comes from this script.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-8}"

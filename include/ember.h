@@ -1093,8 +1093,16 @@ EMBER_API int ember_predictor_score(ember_predictor *p, int32_t batch_size, cons
  *               of the synthetic stream)
  *   out       = the scores gathered on rank 0 in data order, written to
  *               c->out (when not NULL) by ember_output's rule: float32
- *               little-endian, or with tsv "index\tscore\tlabel" lines
- *               ("%lld\t%.9g\t%g")
+ *               little-endian; with tsv "index\tscore\tlabel" lines
+ *               ("%lld\t%.9g\t%g"); with csv a header line, then
+ *               "id,score,label" lines, the id the sample's line in a text
+ *               file (from 1; a binary file's or the stream's sample index
+ *               from 0), or with c->id that column's field of the line (a
+ *               text file's column, by name: any header field, or any
+ *               schema column of a headerless file), quoted as CSV needs.
+ *               A text file without the label column (the header lacks
+ *               it, or a headerless file's lines have one field fewer) is
+ *               scored unlabeled: no label in the lines, no AUC
  *   result    = samples, AUC and log loss against the data's labels, the
  *               seconds of the whole call, the tables' bytes over the
  *               world, the largest process's peak RSS
@@ -1114,12 +1122,15 @@ typedef struct ember_predict_config {
     int64_t samples;      /* 0 (default): as above                           */
     int32_t threads;      /* embedding threads per rank; default 1            */
     ember_world *world;   /* NULL: a world of one                            */
+    int csv;              /* 1: the CSV lines above (tsv must be 0)           */
+    const char *id;       /* csv: the column naming each score; NULL: the line */
 } ember_predict_config;
 EMBER_API ember_predict_config ember_predict_config_default(void);
 
 typedef struct ember_prediction {
     int64_t samples;      /* scored                                          */
-    double auc, logloss;  /* NaN without samples                             */
+    double auc, logloss;  /* NaN without samples or labels                   */
+    int labeled;          /* 0: the data had no labels                       */
     double seconds;       /* the whole call                                  */
     int32_t world;
     int64_t table_bytes;  /* rows held, summed over ranks                    */

@@ -1377,7 +1377,20 @@ EOF2
     expect_status 1 "$EMBER" predict "$TMP/none" synthetic || return 1
     grep -q "none" "$TMP/err" || return 1
     expect_status 2 "$EMBER" predict "$TMP/pck" || return 1
-    expect_status 2 "$EMBER" predict "$TMP/pck" synthetic --format csv || return 1
+    expect_status 2 "$EMBER" predict "$TMP/pck" synthetic --format xml || return 1
+    expect_status 2 "$EMBER" predict "$TMP/pck" synthetic --out "$TMP/x.csv" --id label || return 1
+    # csv: the stream's samples by number, in order, as the f32 scores
+    expect_status 0 "$EMBER" predict "$TMP/pck" synthetic --samples 100 --format csv --out "$TMP/p.csv" || return 1
+    python3 - "$TMP/p.csv" "$TMP/p.f32" <<'EOF2' || return 1
+import array, csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+f32 = array.array("f", open(sys.argv[2], "rb").read())
+assert rows[0] == ["sample", "score", "label"], rows[0]
+assert [int(r[0]) for r in rows[1:]] == list(range(100)), "sample column"
+assert all(abs(float(r[1]) - f32[i]) <= 1e-6 for i, r in enumerate(rows[1:])), "the same samples score the same"
+EOF2
+    expect_status 1 "$EMBER" predict "$TMP/pck" synthetic --format csv --out "$TMP/x.csv" --id label || return 1
+    grep -q "ids come from a text file's columns" "$TMP/err" || return 1
 }
 CHECKS+=(predict)
 

@@ -364,6 +364,7 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
         if (t->p_bad[i])
             continue;
         const int32_t o = t->p_out[i];
+        s->line_no[o] = t->first_line + line0 + i;
         s->label[o] = t->p_label[i];
         memcpy(s->dense + (int64_t)o * D, t->p_dense + (int64_t)i * D, (size_t)D * sizeof(float));
         memcpy(s->stage_len + (int64_t)o * S, t->p_lens + (int64_t)i * S, (size_t)S * sizeof(int32_t));
@@ -612,6 +613,44 @@ out:
     return rc;
 }
 
+/* A first line that is not the header the schema expects, in a file to
+ * score: the file has none; its lines hold the schema's columns in order. */
+static int no_header(text_impl *t, const ctr_text_schema *schema, int64_t start, char *err, size_t errlen)
+{
+    ctr_text_schema sc = *schema;
+    sc.header = 0;
+    text_plan_free(&t->plan);
+    if (text_plan_init(&t->plan, &sc, t->path, err, errlen))
+        return EMBER_EINVAL;
+    err[0] = '\0';
+    return text_stream_seek(t->ts, start, 0, err, errlen) ? EMBER_EINVAL : 0;
+}
+
+/* Without a header, whether the file's first line lacks the label field
+ * (one field fewer than the schema's columns): the plan then reads every
+ * line without it.  The stream is put back at the first data line. */
+static int first_line_unlabeled(text_impl *t, char *err, size_t errlen)
+{
+    const char *line;
+    size_t len;
+    int over;
+    int rc = text_stream_line(t->ts, (size_t)t->plan.max_line, &line, &len, &over, err, errlen);
+    if (rc < 0)
+        return EMBER_EINVAL;
+    if (rc == 1 && !over) {
+        if (len > 0 && line[len - 1] == '\r')
+            len--;
+        char msg[200], *scratch = malloc(len + 1);
+        if (!scratch)
+            return ctr_fail(err, errlen, "%s: out of memory", t->path);
+        int n = text_split(&t->plan, line, len, scratch, NULL, NULL, 0, msg, sizeof msg);
+        free(scratch);
+        if (n == t->plan.nfields - 1 && text_plan_drop_label(&t->plan))
+            return ctr_fail(err, errlen, "%s: out of memory", t->path);
+    }
+    return text_stream_seek(t->ts, t->data_offset, t->first_line - 1, err, errlen) ? EMBER_EINVAL : 0;
+}
+
 int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_policy policy, int32_t rank,
                     int32_t world, ctr_source **out, char *err, size_t errlen)
 {
@@ -659,9 +698,14 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
         free(t);
         return ctr_fail(err, errlen, "%s: out of memory", path);
     }
+    if (!(s->line_no = malloc(sizeof(int64_t) * ((size_t)s->cap + 1)))) { /* grown with the batch */
+        ctr_fail(err, errlen, "%s: out of memory", path);
+        goto fail;
+    }
     if (text_stream_open(path, &t->ts, err, errlen))
         goto fail;
     t->first_line = 1;
+    const int64_t start = text_stream_tell(t->ts);
     if (t->plan.header) {
         const char *line;
         size_t len;
@@ -677,11 +721,17 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
             ctr_fail(err, errlen, "%s:1: header longer than %d bytes", path, (int)t->plan.max_line);
             goto fail;
         }
-        if (text_plan_header(&t->plan, line, len, path, err, errlen))
-            goto fail;
-        t->first_line = 2;
+        if (text_plan_header(&t->plan, line, len, path, err, errlen)) {
+            if (!schema->header_optional || no_header(t, schema, start, err, errlen))
+                goto fail;
+        } else {
+            t->first_line = 2;
+        }
     }
     t->data_offset = text_stream_tell(t->ts);
+    if (!t->plan.header && t->plan.label_optional && first_line_unlabeled(t, err, errlen))
+        goto fail;
+    s->schema.unlabeled = t->plan.unlabeled;
     if (count_lines(t, err, errlen) || compute_stats(t, err, errlen))
         goto fail;
     t->begin = ctr_share_begin(t->lines, rank, world);
@@ -695,6 +745,11 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
 fail:
     ctr_source_destroy(s);
     return EMBER_EINVAL;
+}
+
+int ctr_source_text_header(const ctr_source *s)
+{
+    return s && s->ops == &TEXT_OPS && ((const text_impl *)s->impl)->first_line == 2;
 }
 
 void ctr_source_set_threads(ctr_source *s, int32_t threads)

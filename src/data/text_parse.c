@@ -50,6 +50,7 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
                     CTR_TEXT_MAX_LINE_LIMIT);
     const int32_t C = sc->num_columns;
     p->delimiter = sc->delimiter;
+    p->label_optional = sc->label_optional;
     p->quoting = sc->delimiter == ',';
     p->header = sc->header;
     p->max_line = sc->max_line;
@@ -140,6 +141,26 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
         else
             snprintf(p->expect, sizeof p->expect, "the schema's columns");
     }
+    return 0;
+}
+
+int text_plan_drop_label(text_plan *p)
+{
+    const int32_t L = p->label_col;
+    if (p->header || L < 0 || p->col_field[L] < 0)
+        return 0;
+    for (int32_t c = 0; c < p->num_columns; c++)
+        if (p->col_field[c] > p->col_field[L])
+            p->col_field[c]--;
+    p->col_field[L] = -1;
+    p->nfields--;
+    for (int32_t k = 0; k < p->nfields; k++)
+        p->field_col[k] = -1;
+    for (int32_t c = 0; c < p->num_columns; c++)
+        if (p->col_field[c] >= 0)
+            p->field_col[p->col_field[c]] = c;
+    p->unlabeled = 1;
+    snprintf(p->expect, sizeof p->expect, "the schema's columns without the label");
     return 0;
 }
 
@@ -265,6 +286,10 @@ int text_plan_header(text_plan *p, const char *line, size_t len, const char *who
                 p->col_field[c] = k;
                 break;
             }
+        if (p->col_field[c] < 0 && c == p->label_col && p->label_optional) {
+            p->unlabeled = 1; /* a file to score, without labels */
+            continue;
+        }
         if (p->col_field[c] < 0) {
             ctr_fail(err, errlen, "%s:1: the header has no column named \"%s\" (the schema's column %d)", who, nm,
                  (int)c);
@@ -608,6 +633,8 @@ int text_parse_fields(const text_plan *p, const char *const *fs, const size_t *f
     const int64_t ids_before = ids->n;
     char at[64];
     set_why(o->why, TEXT_BAD_OTHER, -1);
+    if (p->unlabeled)
+        *o->label = 0.0f;
     int rc = EMBER_EINVAL;
     for (int32_t c = 0; c < p->num_columns; c++) {
         const ctr_column *k = &p->cols[c];

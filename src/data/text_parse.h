@@ -29,6 +29,8 @@ typedef struct text_plan {
     int32_t *col_out;           /* [num_columns] dense index or feature     */
     int32_t D, S, label_col;
     int any_weighted;
+    int label_optional;         /* the schema's                              */
+    int unlabeled;              /* the file has no label field: labels read 0 */
     char expect[160];
 } text_plan;
 
@@ -37,6 +39,10 @@ typedef struct text_plan {
 int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, char *err, size_t errlen);
 int text_plan_header(text_plan *p, const char *line, size_t len, const char *who, char *err, size_t errlen);
 void text_plan_free(text_plan *p);
+/* A plan without a header read lines without the label's field (their
+ * first has one field fewer): every later field moves down by one, labels
+ * read 0.  0, or EMBER_ENOMEM. */
+int text_plan_drop_label(text_plan *p);
 
 /* Growable keys (and weights) of parsed lines. */
 typedef struct text_ids {

@@ -316,7 +316,7 @@ int description_input_read(json_t *o, const ctr_schema *input, description_input
     for (int32_t c = 0; c < n && !r.failed; c++)
         read_column(&r, json_array_get(cols, (size_t)c), c, &in->cols[c]);
     in->schema = (ctr_text_schema){fmt == 1 ? '\t' : ',', json_is_true(h), (int32_t)json_integer_value(ml), n,
-                                   in->cols, NULL};
+                                   in->cols, NULL, 0, 0};
     if (!r.failed)
         check_input(&r, in, input);
     text_plan p; /* and what a config's schema must be: one label, a feature, names once */

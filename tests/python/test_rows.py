@@ -137,3 +137,36 @@ def test_bad_rows_are_named(model):
                 ",".join(['0', 'u1', '1', v, '2', 'g1', '3', '']) for v in ["1.5", "abc"]) + "\n")
         with pytest.raises(TypeError, match="each row must be a dict"):
             p.score([["0", "u1"]])
+
+
+def test_predict_reads_files_without_labels_or_header(model):
+    """`ember predict` of the same rows without the label column, without a header, or both, scores
+    them alike (no AUC without labels); --format csv --id COLUMN names each score by that column's
+    field of its line (an unlisted header field included), in file order."""
+    d, rows, ref = model
+    variants = {"nolabel.csv": (COLUMNS[1:], True), "noheader.csv": (COLUMNS[:-1], False),
+                "neither.csv": (COLUMNS[1:-1], False)}
+    for name, (cols, header) in variants.items():
+        with open(d / name, "w", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            if header:
+                w.writerow(cols)
+            w.writerows([[r[c] for c in cols] for r in rows])
+        r = subprocess.run([CLI, "predict", "ck", name, "--out", name + ".f32", "--json"], cwd=d, capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        same(np.fromfile(d / (name + ".f32"), dtype=np.float32), ref, name)
+        labeled = "y" in cols
+        assert ('"labeled":true' in r.stdout) == labeled and (('"auc":null' in r.stdout) != labeled), r.stdout
+    for name, column in (("eval.csv", "note"), ("neither.csv", "user"), ("noheader.csv", "y")):
+        r = subprocess.run([CLI, "predict", "ck", name, "--out", "ids.csv", "--format", "csv", "--id", column],
+                           cwd=d, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        got = list(csv.reader(open(d / "ids.csv", newline="")))
+        assert got[0][:2] == [column, "score"] and len(got) == len(rows) + 1, got[:2]
+        assert [g[0] for g in got[1:]] == [row[column] for row in rows], name
+        same(np.array([float(g[1]) for g in got[1:]], dtype=np.float32), ref, name + " as CSV")
+    r = subprocess.run([CLI, "predict", "ck", "neither.csv", "--out", "x.csv", "--format", "csv", "--id", "y"],
+                       cwd=d, capture_output=True, text=True)
+    assert r.returncode == 1 and "--id y: the model's input schema has no such column" in r.stderr, r.stderr
+    assert not (d / "x.csv").exists()
