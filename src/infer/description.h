@@ -85,6 +85,12 @@ void description_free(model_description *m);
  * caller's to set. */
 ember_collection_config description_collection(const model_description *m);
 
+/* model_read.c: the description of the model at path (a checkpoint: its
+ * root's newest or one step-* folder; or a bundle), without its tables.
+ * EMBER_OK, or the opening's status (EMBER_EFORMAT for a description that
+ * is missing or cannot be read) with err; description_free m after. */
+int description_read(const char *path, model_description *m, char *err, size_t len);
+
 /* Serialises m; a malloc'd NUL-terminated string, NULL when out of memory. */
 char *description_to_json(const model_description *m);
 /* Parses n bytes of JSON into m (description_free it after).  EMBER_EINVAL

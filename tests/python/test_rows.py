@@ -170,3 +170,17 @@ def test_predict_reads_files_without_labels_or_header(model):
                        cwd=d, capture_output=True, text=True)
     assert r.returncode == 1 and "--id y: the model's input schema has no such column" in r.stderr, r.stderr
     assert not (d / "x.csv").exists()
+
+
+def test_convert_with_the_model_scores_as_the_text(model):
+    """`ember convert --model` reads the text with the model's schema and the statistics of its
+    training file: the binary file scores bit for bit as the CSV (a --config without statistics
+    would scale by the eval file's own)."""
+    d, rows, ref = model
+    for args in (["convert", "--model", "ck", "eval.csv", "eval.bin"], ["predict", "ck", "eval.bin", "--out", "b.f32"]):
+        r = subprocess.run([CLI, *args], cwd=d, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+    same(np.fromfile(d / "b.f32", dtype=np.float32), ref, "the --model conversion")
+    r = subprocess.run([CLI, "convert", "--model", "ck", "--config", "m.cfg", "eval.csv", "x.bin"], cwd=d,
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "name one" in r.stderr and not (d / "x.bin").exists(), r.stderr
