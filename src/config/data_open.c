@@ -232,13 +232,9 @@ int data_input_schema(const config_file *cf, const cfg_train *t, const char *pat
     return EMBER_OK;
 }
 
-int data_shuffle_train(const cfg_train *t, const char *path, ctr_source *s, char *err, size_t errlen)
+int data_shuffle_train(const cfg_train *t, ctr_source *s, char *err, size_t errlen)
 {
     if (!t->shuffle)
         return 0;
-    if (!ctr_file_is_binary(path)) {
-        snprintf(err, errlen, "%s: data.shuffle needs the binary format (ember convert writes it)", path);
-        return EMBER_EINVAL;
-    }
     return ctr_source_shuffle(s, t->model.seed ^ 0x5348554646u, err, errlen);
 }

@@ -198,7 +198,7 @@ int ctr_source_shuffle(ctr_source *s, uint64_t seed, char *err, size_t errlen)
     if (!s)
         return ctr_fail(err, errlen, "ctr_source_shuffle: source is NULL");
     if (!s->ops->shuffle)
-        return ctr_fail(err, errlen, "shuffling needs the binary format (ember convert writes it)");
+        return ctr_fail(err, errlen, "this source cannot be shuffled: shuffling takes a binary or a plain text file");
     return s->ops->shuffle(s, seed, err, errlen);
 }
 
