@@ -1124,6 +1124,10 @@ typedef struct ember_predict_config {
     ember_world *world;   /* NULL: a world of one                            */
     int csv;              /* 1: the CSV lines above (tsv must be 0)           */
     const char *id;       /* csv: the column naming each score; NULL: the line */
+    double max_bad_fraction; /* text files: bad lines (skipped) above this share
+                             of the lines read stop the call, naming the first
+                             (judged as training judges them: docs/data.md,
+                             "Bad lines"); default 0.01; 1: no limit        */
 } ember_predict_config;
 EMBER_API ember_predict_config ember_predict_config_default(void);
 
@@ -1131,6 +1135,7 @@ typedef struct ember_prediction {
     int64_t samples;      /* scored                                          */
     double auc, logloss;  /* NaN without samples or labels                   */
     int labeled;          /* 0: the data had no labels                       */
+    int64_t bad_lines;    /* text lines skipped, over the world              */
     double seconds;       /* the whole call                                  */
     int32_t world;
     int64_t table_bytes;  /* rows held, summed over ranks                    */

@@ -1624,10 +1624,10 @@ check_schema_example() { # the movies example of docs/data.md: convert (1 and 2 
     expect_status 0 "$EMBER" convert --config "$ex/movies.cfg" "$ex/movies.csv" "$TMP/m2.bin" --threads 2 || return 1
     cmp -s "$TMP/m1.bin" "$TMP/m2.bin" || { echo "threads 1 and 2 wrote different files"; return 1; }
     # as docs/data.md runs it: shuffled, stopped early, the best checkpoint kept
-    expect_status 0 "$EMBER" train --config "$ex/movies.cfg" --train-file "$TMP/m1.bin" --checkpoint-dir "$TMP/mck" \
+    expect_status 0 "$EMBER" train --config "$ex/movies.cfg" --train-file "$TMP/m1.bin" --checkpoint-dir "$TMP/sx_mck" \
         --metrics none --plot none || return 1
-    grep -q "stopped early after step" "$TMP/out" && [ -d "$TMP/mck/best" ] || { echo "no early stop or best"; return 1; }
-    expect_status 0 "$EMBER" train --config "$ex/movies.cfg" --train-file "$TMP/m1.bin" --checkpoint-dir "$TMP/mck2" \
+    grep -q "stopped early after step" "$TMP/out" && [ -d "$TMP/sx_mck/best" ] || { echo "no early stop or best"; return 1; }
+    expect_status 0 "$EMBER" train --config "$ex/movies.cfg" --train-file "$TMP/m1.bin" --checkpoint-dir "$TMP/sx_mck2" \
         --metrics none --plot none --json || return 1
     grep '"event":"summary"' "$TMP/out" | sed 's/.*"auc":\([0-9.]*\).*/\1/' >"$TMP/auc_shuf_bin"
     # the example as written: the CSV itself, shuffled, trains as its shuffled conversion

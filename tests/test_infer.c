@@ -85,7 +85,7 @@ static void random_schema(test_rng *r, const ctr_schema *in, ctr_column *cols, c
         n++;
     }
     *sc = (ctr_text_schema){test_range(r, 0, 2) ? ',' : '\t', (int)test_range(r, 0, 2),
-                            (int32_t)test_range(r, 1, 1 << 20), n, cols, NULL, 0, 0};
+                            (int32_t)test_range(r, 1, 1 << 20), n, cols, NULL, 0, 0, NULL, 0};
 }
 
 static int same_column(const ctr_column *a, const ctr_column *b)

@@ -19,7 +19,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ember predict CHECKPOINT DATA [--out FILE] [--format f32|tsv|csv] [--id COLUMN]\n"
-               "                     [--samples N] [--threads T] [--json]\n"
+               "                     [--samples N] [--threads T] [--max-bad-fraction F] [--json]\n"
                "  CHECKPOINT    a checkpoint of `ember train` (a root: its newest; or one step-* folder),\n"
                "                or a bundle of `ember export --quantize`\n"
                "  DATA          a text file, read with the model's own input schema as training read it\n"
@@ -36,6 +36,8 @@ static void usage(FILE *f)
                "                field of the text file, or a column of the model's schema)\n"
                "  --samples N   score the first N samples (synthetic: default 65536; files: all)\n"
                "  --threads T   threads per rank for the embedding work (default 1)\n"
+               "  --max-bad-fraction F  text: bad lines above this share of the lines read stop it,\n"
+               "                naming the first (default 0.01; 1: skip them all, counted)\n"
                "  --json        one JSON line instead of text\n"
                "Prints the samples scored, AUC and log loss against the data's labels. Under mpirun\n"
                "every rank scores its share; at the training world size the scores are the ones\n"
@@ -46,6 +48,7 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
 {
     const char *ck = NULL, *data = NULL, *out = NULL, *id = NULL;
     int tsv = 0, csv = 0, json = 0;
+    double max_bad = 0.01;
     int64_t samples = -1, threads = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -64,6 +67,13 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
             csv = !strcmp(f, "csv");
         } else if (!strcmp(argv[i], "--id") && i + 1 < argc) {
             id = argv[++i];
+        } else if (!strcmp(argv[i], "--max-bad-fraction") && i + 1 < argc) {
+            char *end;
+            max_bad = strtod(argv[++i], &end);
+            if (*end || !(max_bad >= 0 && max_bad <= 1)) {
+                fprintf(ctx->err, "ember predict: --max-bad-fraction %s: expected a number in [0, 1]\n", argv[i]);
+                return 2;
+            }
         } else if ((!strcmp(argv[i], "--samples") || !strcmp(argv[i], "--threads")) && i + 1 < argc) {
             char *end;
             long long v = strtoll(argv[i + 1], &end, 10);
@@ -96,6 +106,7 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
     c.tsv = tsv;
     c.csv = csv;
     c.id = id;
+    c.max_bad_fraction = max_bad;
     c.samples = samples > 0 ? samples : 0;
     c.threads = (int32_t)threads;
     c.world = ctx->world;
@@ -111,6 +122,9 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
             printf("%s\n", text);
         free(text);
     } else {
+        if (res.bad_lines > 0)
+            printf("skipped %lld bad lines (--max-bad-fraction 0 stops at the first and names it)\n",
+                   (long long)res.bad_lines);
         if (res.labeled)
             printf("scored %lld samples in %.2f s: AUC %.4f, log loss %.4f%s%s\n", (long long)res.samples,
                    res.seconds, res.auc, res.logloss, res.out ? "; scores in " : "", res.out ? res.out : "");

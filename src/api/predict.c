@@ -32,12 +32,13 @@ ember_predict_config ember_predict_config_default(void)
     ember_predict_config c;
     memset(&c, 0, sizeof c);
     c.threads = 1;
+    c.max_bad_fraction = 0.01;
     return c;
 }
 
 /* The data as the model reads it. */
-static int open_data(const model_description *m, const char *data, int32_t rank, int32_t size, ctr_source **src,
-                     char *err, size_t len)
+static int open_data(const model_description *m, const char *data, const ember_predict_config *c, int32_t rank,
+                     int32_t size, ctr_source **src, char *err, size_t len)
 {
     if (!strcmp(data, "synthetic")) {
         if (!m->synthetic) {
@@ -52,7 +53,10 @@ static int open_data(const model_description *m, const char *data, int32_t rank,
         ctr_text_schema sc = m->in.schema;
         sc.label_optional = 1;
         sc.header_optional = 1;
-        return ctr_source_text(data, &sc, CTR_BAD_SKIP, rank, size, src, err, len);
+        int rc = ctr_source_text(data, &sc, CTR_BAD_SKIP, rank, size, src, err, len);
+        if (rc == 0)
+            ctr_source_set_bad_limit(*src, c->max_bad_fraction, -1);
+        return rc;
     }
     if (m->in_error[0]) { /* a schema this ember cannot read: never guess Criteo for it */
         snprintf(err, len, "%s: the model's input schema cannot be read (%s): score its binary conversion", data,
@@ -125,7 +129,7 @@ static int agree(predict_run *r)
 static int prepare(predict_run *r)
 {
     const model_description *m = predictor_description(r->p);
-    if (open_data(m, r->data, r->rank, r->size, &r->src, r->msg, sizeof r->msg) ||
+    if (open_data(m, r->data, r->c, r->rank, r->size, &r->src, r->msg, sizeof r->msg) ||
         check_shape(m, ctr_source_schema(r->src), r->data, r->msg, sizeof r->msg))
         r->status = EMBER_EINVAL;
     else if (r->c->id && r->rank == 0)
@@ -197,6 +201,10 @@ static int score_and_write(predict_run *r, double t0, ember_prediction *res)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     int64_t table_bytes = mem.row_bytes, peak_kb = ru.ru_maxrss; /* every rank's tables; the largest process */
+    ctr_stats st;
+    ctr_source_stats(r->src, &st);
+    int64_t bad_lines = st.bad_lines;
+    ember_comm_reduce_i64(w, &bad_lines, 1, EMBER_REDUCE_SUM);
     ember_comm_reduce_i64(w, &table_bytes, 1, EMBER_REDUCE_SUM);
     ember_comm_reduce_i64(w, &peak_kb, 1, EMBER_REDUCE_MAX);
     shared sh;
@@ -210,8 +218,8 @@ static int score_and_write(predict_run *r, double t0, ember_prediction *res)
     predict_scores_free(&all);
     if (r->size > 1 && ember_comm_bcast(w, &sh, (int64_t)sizeof sh, 0) != EMBER_OK) /* every rank: rank 0's */
         sh.status = EMBER_ECOMM;
-    *res = (ember_prediction){(int64_t)sh.samples, sh.auc, sh.logloss, (int)sh.labeled, ember_now() - t0, r->size,
-                              table_bytes,
+    *res = (ember_prediction){(int64_t)sh.samples, sh.auc, sh.logloss, (int)sh.labeled, bad_lines, ember_now() - t0,
+                              r->size, table_bytes,
                               (double)peak_kb / 1024.0, sh.wrote ? r->c->out : NULL,
                               sh.status == EMBER_OK || sh.status == EMBER_EIO};
     r->status = (int)sh.status;
@@ -222,10 +230,12 @@ static int score_and_write(predict_run *r, double t0, ember_prediction *res)
 int ember_predict(const char *model, const char *data, const ember_predict_config *c, ember_prediction *out)
 {
     double t0 = ember_now();
-    if (!model || !data || !c || !out || (c->csv && c->tsv) || (c->id && !c->csv)) {
+    if (!model || !data || !c || !out || (c->csv && c->tsv) || (c->id && !c->csv) ||
+        !(c->max_bad_fraction >= 0 && c->max_bad_fraction <= 1)) {
         ember_data_set_error(!model || !data || !c || !out ? "ember_predict: NULL argument"
-                             : c->id ? "ember_predict: an id column (--id) needs the csv format"
-                                     : "ember_predict: csv and tsv are both asked for");
+                             : c->id && !c->csv ? "ember_predict: an id column (--id) needs the csv format"
+                             : c->csv && c->tsv ? "ember_predict: csv and tsv are both asked for"
+                                                : "ember_predict: max_bad_fraction outside [0, 1]");
         return EMBER_EINVAL;
     }
     memset(out, 0, sizeof *out);
@@ -266,6 +276,7 @@ char *ember_prediction_json(const ember_prediction *p)
     json_object_set_new(j, "auc", run_json_num(p->auc));
     json_object_set_new(j, "logloss", run_json_num(p->logloss));
     json_object_set_new(j, "labeled", json_boolean(p->labeled));
+    json_object_set_new(j, "bad_lines", json_integer(p->bad_lines));
     json_object_set_new(j, "seconds", run_json_num(round(p->seconds * 1000.0) / 1000.0));
     json_object_set_new(j, "world", json_integer(p->world));
     json_object_set_new(j, "table_bytes", json_integer(p->table_bytes));

@@ -84,18 +84,24 @@ static int id_reader_open(id_reader *r, const char *path, const ctr_text_schema 
                 r->field = k;
         if (r->field < 0)
             snprintf(err, errlen, "--id %s: %s's header has no such column", name, path);
-    } else {
-        int32_t k = 0;
-        for (int32_t c = 0; c < sc->num_columns && r->field < 0; c++) {
-            if (unlabeled && sc->columns[c].type == CTR_COL_LABEL)
+    } else { /* the training file's fields in order, else the schema's columns; the label's left out */
+        const int by_fields = sc->num_file_fields > 0;
+        const int32_t n = by_fields ? sc->num_file_fields : sc->num_columns;
+        const char *label = NULL;
+        for (int32_t c = 0; c < sc->num_columns; c++)
+            if (sc->columns[c].type == CTR_COL_LABEL)
+                label = sc->columns[c].name;
+        for (int32_t i = 0, k = 0; i < n && r->field < 0; i++) {
+            const char *f = by_fields ? sc->file_fields[i] : sc->columns[i].name;
+            if (unlabeled && label && !strcmp(f, label))
                 continue;
-            if (!strcmp(sc->columns[c].name, name))
+            if (!strcmp(f, name))
                 r->field = k;
             k++;
         }
         if (r->field < 0)
-            snprintf(err, errlen, "--id %s: the model's input schema has no such column (the file has no header)",
-                     name);
+            snprintf(err, errlen, "--id %s: no such column in the file (it has no header: %s)", name,
+                     by_fields ? "the training file's fields" : "the model's schema columns");
     }
     return r->field < 0 ? EMBER_EINVAL : 0;
 }

@@ -215,7 +215,10 @@ int data_input_schema(const config_file *cf, const cfg_train *t, const char *pat
     }
     if (cf && cf->train.schema.num_columns) {
         *kind = DATA_INPUT_TEXT;
-        return schema_scaled(cf, path, train, cols, sc, err, errlen);
+        int rc = schema_scaled(cf, path, train, cols, sc, err, errlen);
+        if (rc == EMBER_OK && train) /* the header's fields, for files to score without one */
+            sc->num_file_fields = ctr_source_text_fields(train, &sc->file_fields);
+        return rc;
     }
     *kind = DATA_INPUT_CRITEO_TSV;
     int64_t rows[CTR_MAX_FEATURES];

@@ -111,8 +111,12 @@ typedef struct ctr_text_schema {
                                   read unlabeled (ctr_schema.unlabeled)          */
     int header_optional;       /* 1 (scoring), with header: a first line that
                                   does not name every column the schema reads
-                                  is data, and lines hold the schema's columns
-                                  in order                                     */
+                                  is data, and lines hold the training file's
+                                  fields (file_fields) or else the schema's
+                                  columns, in order                            */
+    const char *const *file_fields; /* with header: the training file's header
+                                  fields in order (NULL: not known)            */
+    int32_t num_file_fields;
 } ctr_text_schema;
 
 /* The Criteo schema of ctr_source_tsv: label, I1..I13 int log1p, C1..C26
@@ -234,6 +238,9 @@ const int64_t *ctr_source_lines(const ctr_source *s);
 /* 1 when a text source read a header line (its schema's header, unless
  * header_optional found data there); 0 otherwise. */
 int ctr_source_text_header(const ctr_source *s);
+/* A text source's header fields in order (*names valid while s lives):
+ * their count, 0 without a header line. */
+int32_t ctr_source_text_fields(const ctr_source *s, const char *const **names);
 
 /* The next up-to-max_samples local samples into *out (valid until the next
  * call or destroy).  Returns the number of samples (0: this rank's share is

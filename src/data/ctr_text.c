@@ -666,15 +666,54 @@ out:
     return rc;
 }
 
+/* The training file's header fields as one header line (CSV-quoted where
+ * a name needs it); NULL out of memory. */
+static char *fields_line(const ctr_text_schema *sc, size_t *len)
+{
+    size_t cap = 1;
+    for (int32_t k = 0; k < sc->num_file_fields; k++)
+        cap += 2 * strlen(sc->file_fields[k]) + 3;
+    char *line = malloc(cap), *o = line;
+    for (int32_t k = 0; line && k < sc->num_file_fields; k++) {
+        const char *f = sc->file_fields[k];
+        int quote = sc->delimiter == ',' && strpbrk(f, ",\"\r") != NULL;
+        if (k)
+            *o++ = sc->delimiter;
+        if (quote)
+            *o++ = '"';
+        for (; *f; f++) {
+            if (quote && *f == '"')
+                *o++ = '"';
+            *o++ = *f;
+        }
+        if (quote)
+            *o++ = '"';
+    }
+    if (line)
+        *len = (size_t)(o - line);
+    return line;
+}
+
 /* A first line that is not the header the schema expects, in a file to
- * score: the file has none; its lines hold the schema's columns in order. */
+ * score: the file has none.  Its lines hold the training file's fields in
+ * order (the schema's columns when those are not known). */
 static int no_header(text_impl *t, const ctr_text_schema *schema, int64_t start, char *err, size_t errlen)
 {
     ctr_text_schema sc = *schema;
-    sc.header = 0;
+    sc.header = sc.num_file_fields > 0;
     text_plan_free(&t->plan);
     if (text_plan_init(&t->plan, &sc, t->path, err, errlen))
         return EMBER_EINVAL;
+    if (sc.header) { /* bound as by the training file's header */
+        size_t len = 0;
+        char *line = fields_line(&sc, &len);
+        int rc = line ? text_plan_header(&t->plan, line, len, t->path, err, errlen)
+                      : ctr_fail(err, errlen, "%s: out of memory", t->path);
+        free(line);
+        if (rc)
+            return EMBER_EINVAL;
+        snprintf(t->plan.expect, sizeof t->plan.expect, "the training file's fields");
+    }
     err[0] = '\0';
     return text_stream_seek(t->ts, start, 0, err, errlen) ? EMBER_EINVAL : 0;
 }
@@ -783,7 +822,7 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
         }
     }
     t->data_offset = text_stream_tell(t->ts);
-    if (!t->plan.header && t->plan.label_optional && first_line_unlabeled(t, err, errlen))
+    if (t->first_line == 1 && t->plan.label_optional && first_line_unlabeled(t, err, errlen))
         goto fail;
     s->schema.unlabeled = t->plan.unlabeled;
     if (count_lines(t, err, errlen) || compute_stats(t, err, errlen))
@@ -799,6 +838,16 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
 fail:
     ctr_source_destroy(s);
     return EMBER_EINVAL;
+}
+
+int32_t ctr_source_text_fields(const ctr_source *s, const char *const **names)
+{
+    *names = NULL;
+    if (!s || s->ops != &TEXT_OPS || ((const text_impl *)s->impl)->first_line != 2)
+        return 0;
+    const text_plan *p = &((const text_impl *)s->impl)->plan;
+    *names = (const char *const *)p->header_names;
+    return p->header_names ? p->nfields : 0;
 }
 
 int ctr_source_text_header(const ctr_source *s)

@@ -147,7 +147,7 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
 int text_plan_drop_label(text_plan *p)
 {
     const int32_t L = p->label_col;
-    if (p->header || L < 0 || p->col_field[L] < 0)
+    if (L < 0 || p->col_field[L] < 0)
         return 0;
     for (int32_t c = 0; c < p->num_columns; c++)
         if (p->col_field[c] > p->col_field[L])
@@ -166,6 +166,9 @@ int text_plan_drop_label(text_plan *p)
 
 void text_plan_free(text_plan *p)
 {
+    if (p->header_names)
+        free(p->header_names[0]);
+    free(p->header_names);
     free(p->cols);
     free(p->field_col);
     free(p->col_field);
@@ -295,6 +298,25 @@ int text_plan_header(text_plan *p, const char *line, size_t len, const char *who
                  (int)c);
             goto out;
         }
+    }
+    size_t bytes = 0; /* the names, kept for ctr_source_text_fields */
+    for (int k = 0; k < n; k++)
+        bytes += fl[k] + 1;
+    p->header_names = malloc(((size_t)n + 1) * sizeof *p->header_names);
+    char *blob = malloc(bytes + 1);
+    if (!p->header_names || !blob) {
+        free(blob);
+        free(p->header_names);
+        p->header_names = NULL;
+        ctr_fail(err, errlen, "%s: out of memory", who);
+        goto out;
+    }
+    p->header_names[0] = blob; /* what text_plan_free frees */
+    for (int k = 0; k < n; k++) {
+        memcpy(blob, fs[k], fl[k]);
+        blob[fl[k]] = '\0';
+        p->header_names[k] = blob;
+        blob += fl[k] + 1;
     }
     snprintf(p->expect, sizeof p->expect, "the header's columns");
     rc = 0;

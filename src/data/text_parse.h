@@ -31,6 +31,7 @@ typedef struct text_plan {
     int any_weighted;
     int label_optional;         /* the schema's                              */
     int unlabeled;              /* the file has no label field: labels read 0 */
+    char **header_names;        /* text_plan_header's fields, [nfields]      */
     char expect[160];
 } text_plan;
 
@@ -39,9 +40,9 @@ typedef struct text_plan {
 int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, char *err, size_t errlen);
 int text_plan_header(text_plan *p, const char *line, size_t len, const char *who, char *err, size_t errlen);
 void text_plan_free(text_plan *p);
-/* A plan without a header read lines without the label's field (their
- * first has one field fewer): every later field moves down by one, labels
- * read 0.  0, or EMBER_ENOMEM. */
+/* Lines without the label's field (their first has one field fewer): its
+ * field is gone, every later field moves down by one, labels read 0.  0,
+ * or EMBER_ENOMEM. */
 int text_plan_drop_label(text_plan *p);
 
 /* Growable keys (and weights) of parsed lines. */

@@ -37,8 +37,11 @@ typedef enum description_source {
 
 typedef struct description_input {
     description_source source;
-    ctr_text_schema schema; /* TEXT, CRITEO_TSV: columns point at cols           */
+    ctr_text_schema schema; /* TEXT, CRITEO_TSV: columns point at cols,
+                               file_fields at fields                            */
     ctr_column *cols;       /* owned                                            */
+    char **fields;          /* owned: the training file's header fields (one
+                               block at fields[0]), or NULL                     */
 } description_input;
 
 typedef struct model_description {
