@@ -383,7 +383,7 @@ static int parse_int(const char *s, size_t n, int64_t *out)
 /* Design choice: an integer exported through a float column (pandas
  * writes an int column with missing values as 84.0) reads as the integer:
  * the digits before the point are parsed as an integer, never through a
- * double, so the value is exact; beyond 2^53 the float it was printed from
+ * double, so the value is exact; from 2^53 on the float it was printed from
  * may already have been rounded, and the field is refused.  Exponents
  * ("1e2") stay refused: a float prints one only beyond 1e16 or below 1e-4,
  * where it is not an exact integer either. */
@@ -400,7 +400,7 @@ int text_parse_int(const char *s, size_t n, int64_t *out)
     int64_t v;
     if (parse_int(s, (size_t)(dot - s), &v))
         return EMBER_EINPUT;
-    if (v > (INT64_C(1) << 53) || v < -(INT64_C(1) << 53))
+    if (v >= (INT64_C(1) << 53) || v <= -(INT64_C(1) << 53)) /* 2^53 may be 2^53 + 1 rounded */
         return EMBER_ELIMIT;
     *out = v;
     return 0;
@@ -409,7 +409,7 @@ int text_parse_int(const char *s, size_t n, int64_t *out)
 /* The message of an int text that text_parse_int refused (rc). */
 static const char *not_int(int rc)
 {
-    return rc == EMBER_ELIMIT ? " (a point and zeros beyond 2^53: the float it came from is not exact)" : "";
+    return rc == EMBER_ELIMIT ? " (a point and zeros at 2^53 or beyond: the float it came from may be rounded)" : "";
 }
 
 static void set_why(text_why *why, text_bad_kind kind, int32_t col)

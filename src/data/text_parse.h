@@ -115,8 +115,9 @@ void text_bad_hint(const text_plan *p, const text_why *w, char *out, size_t len)
 /* An int column's or int id's text (docs/data.md, "Values"): a decimal
  * integer with an optional sign in int64, or one followed by a point and
  * zeros ("84.0", a float column's export of an integer) with a magnitude
- * of at most 2^53.  0, EMBER_EINPUT (not an integer), or EMBER_ELIMIT (a
- * point and zeros beyond 2^53: the float it came from may be rounded). */
+ * below 2^53.  0, EMBER_EINPUT (not an integer), or EMBER_ELIMIT (a point
+ * and zeros at 2^53 or beyond: the float it came from may be rounded,
+ * 2^53 + 1 prints as 2^53). */
 int text_parse_int(const char *s, size_t n, int64_t *out);
 
 /* The key of a value (docs/data.md): XXH64 with the feature as seed. */
