@@ -207,9 +207,14 @@ static int read_entry(ember_bundle *b, int32_t t, json_t *e, json_int_t version,
     json_t *dim = json_object_get(e, "dim"), *rows = json_object_get(e, "rows"), *kind = json_object_get(e, "kind");
     const char *k = kind ? json_string_value(kind) : "fixed"; /* version 2 entries have no kind */
     int dynamic = k && !strcmp(k, "dynamic");
-    if (!k || (!dynamic && strcmp(k, "fixed")) || (dynamic && version < BUNDLE_VERSION)) {
-        snprintf(err, len, "%s: tables[%d]: kind %s (expected \"fixed\", or \"dynamic\" in a version %d bundle)", path,
-                 (int)t, k ? k : "that is not a string", BUNDLE_VERSION);
+    if (!k || (!dynamic && strcmp(k, "fixed"))) {
+        snprintf(err, len, "%s: tables[%d]: kind %s (expected \"fixed\" or \"dynamic\")", path, (int)t,
+                 k ? k : "that is not a string");
+        return EMBER_EFORMAT;
+    }
+    if (dynamic && version < BUNDLE_VERSION) {
+        snprintf(err, len, "%s: tables[%d]: a dynamic table in a version %d manifest (they came with version %d)",
+                 path, (int)t, (int)version, BUNDLE_VERSION);
         return EMBER_EFORMAT;
     }
     if (enc < 0 || !json_is_integer(dim) || !json_is_integer(rows) || json_integer_value(dim) < 1 ||

@@ -10,7 +10,10 @@
  * trainer's own, bit for bit.  A bundle's fp16/int8/int4 tables are held
  * as encoded rows (rows_encoding) and pooled by the fused kernel, which
  * sums exactly as pooling their decoded rows would; a table that cannot
- * be (COLUMN placement, simulated quantization) is decoded to fp32.  Every
+ * be (COLUMN placement, simulated quantization) is decoded to fp32.  A
+ * dynamic table only looks keys up (model_predict scores as evaluation:
+ * an unknown key reads zeros); from a bundle each rank holds exactly the
+ * keys it owns (place_tables, bundle.h).  Every
  * step that can fail on one rank alone (opening the checkpoint, reading
  * the description) is agreed before the collective ones, so no rank waits
  * on a rank that gave up.
@@ -139,7 +142,9 @@ static int open_bundle(ember_predictor *p, const char *path, ember_bundle **b)
  * decoded to fp32 (the same scores).  Dynamic tables admit no key in a
  * predictor: from a checkpoint, each rank gets room for every key saved
  * (keys go to ranks by hash, unevenly); from a bundle, room for exactly
- * the keys it owns, with no sketch and no victims to keep. */
+ * the keys it owns, with no sketch, no victims and no optimizer state to
+ * keep (a dynamic table is never stacked, so its optimizer decides nothing
+ * else). */
 static int place_tables(ember_predictor *p, const ember_checkpoint *ck, const ember_bundle *b, int32_t W)
 {
     p->cc = description_collection(&p->desc);
@@ -160,6 +165,7 @@ static int place_tables(ember_predictor *p, const ember_checkpoint *ck, const em
             tb->admit_after = 1;
             tb->evict = EMBER_EVICT_NONE;
             tb->ttl_steps = 0;
+            tb->optimizer.kind = EMBER_OPT_SGD;
         }
         if (tb->placement == EMBER_PLACE_TABLE)
             tb->owner %= W;
