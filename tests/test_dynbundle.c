@@ -1,8 +1,9 @@
 /*
  * test_dynbundle.c: dynamic tables in inference bundles (src/infer/bundle.c,
  * bundle_write.c, step/dynamic_load.c; docs/inference.md, "Bundles").  A
- * model with two dynamic tables (LRU with admission on first use, LFU with
- * admit_after 2, both full, so keys were evicted) and a fixed table is
+ * model with two dynamic tables (LRU with admission on first use; LFU with
+ * admit_after 2 and simulated quantization, which the predictor holds
+ * decoded to fp32; both full, so keys were evicted) and a fixed table is
  * trained a few steps and exported at every encoding.  Then, on fresh random
  * batches (known keys, unknown keys of all 64 bits, empty bags, weights or
  * none, sum/mean/sqrtn):
@@ -16,14 +17,16 @@
  *   encoded   fp16/int8/int4 (and int4 for the dynamic tables alone): the
  *             pooled embeddings equal, bit for bit, a naive dequantize-and-
  *             pool of the bundle's files (ref_dequant_row; an unknown key a
- *             zero row that counts in the mean and sqrtn divisors), and the
+ *             zero row that counts in the mean and sqrtn divisors; a
+ *             simulated table's values read through ref_fake_quant), and the
  *             scores are within 1e-5 of ref_dlrm_forward (double) on that
  *             pooled input: float rounding of the dense model only
  *   default   a bag of unknown keys pools to zeros; a mean bag of a known and
  *             an unknown key is half the known row
  *   no growth scoring admits nothing: the resident keys are the bundle's
  *   memory    the predictor holds the encoded rows (row bytes = keys x the
- *             encoding's row size), not fp32 copies
+ *             encoding's row size), not fp32 copies (but for the simulated
+ *             table: 4 x dim a key)
  */
 #include <math.h>
 #include <stdio.h>
@@ -31,115 +34,15 @@
 #include <string.h>
 
 #include "check.h"
-#include "ckpt/ckpt_impl.h"
 #include "ember-train.h"
 #include "infer/predictor.h"
-#include "quant/quant.h"
-#include "ref/ref.h"
 #include "util.h"
+#include "bundle_util.h" /* after util.h, which it needs */
 
 #define B 96
 #define MAX_KEYS 4096
 
 static const char *const ENC[] = {"fp32", "fp16", "int8", "int4"};
-
-/* What a bundle's table files hold, read back for the reference. */
-typedef struct bundle_table {
-    int dynamic, enc;
-    int32_t dim;
-    int64_t rows, row_bytes;
-    unsigned char *data; /* rows x row_bytes */
-    int64_t *keys;       /* dynamic: rows keys */
-} bundle_table;
-
-static void read_bundle(const char *dir, bundle_table *bt, int32_t num_tables)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    long n = 0;
-    unsigned char *text = test_read_file(path, &n);
-    /* the fields this test needs, by hand: jansson is the library's */
-    const char *p = (const char *)text;
-    for (int32_t t = 0; t < num_tables; t++) {
-        bundle_table *b = &bt[t];
-        char want[64];
-        snprintf(want, sizeof want, "\"file\": \"table-%04d.rows\"", (int)t);
-        const char *at = strstr(p, want);
-        CHECK(at != NULL);
-        const char *entry = at;
-        while (entry > p && *entry != '{')
-            entry--;
-        char enc[16] = "";
-        const char *e = strstr(entry, "\"encoding\": \"");
-        sscanf(e + 13, "%15[a-z0-9]", enc);
-        b->enc = ember_encoding_parse(enc);
-        b->rows = atoll(strstr(entry, "\"rows\": ") + 8);
-        b->dim = atoi(strstr(entry, "\"dim\": ") + 7);
-        b->row_bytes = atoll(strstr(entry, "\"row_bytes\": ") + 13);
-        const char *kind = strstr(entry, "\"kind\": \"");
-        b->dynamic = kind && kind < at && !strncmp(kind + 9, "dynamic", 7);
-        snprintf(path, sizeof path, "%s/table-%04d.rows", dir, (int)t);
-        b->data = test_read_file(path, &n);
-        CHECK(n == b->rows * b->row_bytes);
-        b->keys = NULL;
-        if (b->dynamic) {
-            snprintf(path, sizeof path, "%s/table-%04d.keys", dir, (int)t);
-            unsigned char *k = test_read_file(path, &n);
-            CHECK(n == 8 * b->rows);
-            b->keys = malloc(sizeof(int64_t) * (size_t)(b->rows + 1));
-            for (int64_t i = 0; i < b->rows; i++)
-                b->keys[i] = (int64_t)ckpt_get_u64(k + 8 * i);
-            free(k);
-        }
-    }
-    free(text);
-}
-
-static void free_bundle(bundle_table *bt, int32_t n)
-{
-    for (int32_t t = 0; t < n; t++)
-        free(bt[t].data), free(bt[t].keys);
-}
-
-/* Row of key (dynamic) or id (fixed) in the bundle's file, or NULL. */
-static const unsigned char *bundle_row(const bundle_table *b, int64_t id)
-{
-    if (!b->dynamic)
-        return id >= 0 && id < b->rows ? b->data + id * b->row_bytes : NULL;
-    for (int64_t i = 0; i < b->rows; i++) /* naive */
-        if (b->keys[i] == id)
-            return b->data + i * b->row_bytes;
-    return NULL;
-}
-
-/* Naive dequantize-and-pool of the bundle's files: pooled [B][F dim]. */
-static void ref_pool(const ember_collection_config *cc, const bundle_table *bt, const ember_batch *b, float *pooled)
-{
-    int64_t k = 0, width = 0;
-    for (int32_t f = 0; f < cc->num_features; f++)
-        width += cc->tables[cc->features[f].table].dim;
-    for (int32_t f = 0, col = 0; f < cc->num_features; col += cc->tables[cc->features[f].table].dim, f++) {
-        const bundle_table *t = &bt[cc->features[f].table];
-        for (int32_t s = 0; s < b->batch_size; s++) {
-            float acc[64] = {0}, v[64];
-            double sumw = 0, sumw2 = 0;
-            for (int32_t i = 0; i < b->lengths[(int64_t)f * b->batch_size + s]; i++, k++) {
-                float w = b->weights ? b->weights[k] : 1.0f;
-                sumw += w, sumw2 += (double)w * w;
-                const unsigned char *row = bundle_row(t, b->ids[k]);
-                if (!row)
-                    continue; /* an unknown key: a zero row, counted above */
-                ref_dequant_row(t->enc, t->dim, row, v);
-                for (int32_t j = 0; j < t->dim; j++)
-                    acc[j] = fmaf(w, v[j], acc[j]);
-            }
-            ember_combiner cb = cc->features[f].combiner;
-            float dv = cb == EMBER_COMBINER_MEAN ? (float)sumw : cb == EMBER_COMBINER_SQRTN ? (float)sqrt(sumw2) : 1.0f;
-            for (int32_t j = 0; j < t->dim; j++)
-                pooled[s * width + col + j] = dv == 1.0f ? acc[j] : dv == 0.0f ? 0.0f : acc[j] / dv;
-        }
-    }
-}
 
 /* A batch of the model's features: a dynamic feature's ids are the
  * checkpoint's keys or fresh 64-bit keys (half unknown), a fixed one's rows. */
@@ -302,7 +205,7 @@ static void check_default(ember_predictor *p, const bundle_table *bt, test_rng *
             col += cc->tables[cc->features[f].table].dim, first += lengths[f * 2] + lengths[f * 2 + 1];
         const bundle_table *t = &bt[cc->features[fu].table];
         float v[64];
-        ref_dequant_row(t->enc, t->dim, bundle_row(t, ids[first + lengths[fu * 2]]), v);
+        ref_dequant_row(t->enc, t->dim, bundle_row(t, ids[first + lengths[fu * 2]]), v); /* (no simulated quantization) */
         int half = 1;
         for (int32_t j = 0; j < t->dim; j++)
             half &= pooled[width + col + j] == v[j] / 2;
@@ -334,8 +237,8 @@ static void check_bundle(const char *dir, const char *name, ember_predictor *ckp
     }
     ember_memory mem;
     ember_collection_memory(predictor_collection(p), &mem);
-    for (int32_t t = 0; t < T; t++)
-        encoded_bytes += bt[t].rows * bt[t].row_bytes;
+    for (int32_t t = 0; t < T; t++) /* a table trained with simulated quantization is held decoded */
+        encoded_bytes += bt[t].rows * (cc->tables[t].quant_buckets ? 4 * bt[t].dim : bt[t].row_bytes);
     CHECK_MSG(mem.row_bytes == encoded_bytes, "%s: the predictor holds %lld bytes of rows, the bundle %lld", name,
               (long long)mem.row_bytes, (long long)encoded_bytes);
     int fp32 = !strcmp(name, "fp32");
@@ -395,7 +298,8 @@ int main(int argc, char **argv)
                "  { name = \"user\"; kind = \"dynamic\"; keys = 5000; capacity = 300; admit_after = 1; evict = \"lru\";"
                " dim = 8; optimizer = \"adagrad\"; },\n"
                "  { name = \"query\"; kind = \"dynamic\"; keys = 2000; capacity = 200; admit_after = 2; evict = \"lfu\";"
-               " dim = 8; optimizer = \"sgd\"; },\n"
+               " dim = 8; optimizer = \"sgd\";\n"
+               "    quantization = { num_buckets = 16; low = -0.1; high = 0.1; }; },\n"
                "  { name = \"item\"; rows = 60; dim = 8; } );\n"
                "features = (\n"
                "  { name = \"fu\"; table = \"user\"; pooling = 2; combiner = \"mean\"; },\n"
