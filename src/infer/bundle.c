@@ -24,9 +24,9 @@
 #include <xxhash.h>
 
 #include "ckpt/ckpt_impl.h"
+#include "dyn/dyn.h"
 #include "infer/bundle.h"
 #include "infer/description.h"
-#include "dyn/dyn.h"
 #include "quant/quant.h"
 #include "step/dynamic_load.h"
 #include "step/rows.h"
