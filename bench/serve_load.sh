@@ -2,9 +2,10 @@
 # serve_load.sh [SECONDS] [OUT]: `ember serve` under a real HTTP load generator (Debian's
 # wrk, installed here when missing) on loopback: requests/s, samples/s, p50/p99 latency and
 # where a request's time goes, at batch 1, 64 and 512, for 1 scorer of 1 and 2 threads and 2
-# scorers of 1 thread, JSON and binary bodies, with the server's resident memory
+# scorers of 1 thread, bodies of ids (JSON, binary) and of raw rows (JSON rows, TSV lines),
+# with the server's resident memory; then the scorer alone by scoring threads
 # (bench/serve_load.py says how).  JSON lines to OUT (default bench/out/serve_load.jsonl) and
-# a table on stdout; SECONDS per run (default 8): about 3 minutes in all.  The table in
+# a table on stdout; SECONDS per run (default 8): about 6 minutes in all.  The table in
 # docs/PERFORMANCE.md ("Serving") comes from this script.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

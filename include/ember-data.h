@@ -139,6 +139,11 @@ typedef struct ember_convert_config {
     int64_t max_bad_lines;      /* -2 (default): the config's data.max_bad_lines
                                    (none without one); -1: no count limit;
                                    >= 0: more bad lines stop the conversion  */
+    const char *model;          /* NULL, or a checkpoint or bundle whose input
+                                   schema reads the text: its columns, rows
+                                   and the statistics it was trained with, so
+                                   the output scores as the text does (not
+                                   with config)                              */
 } ember_convert_config;
 EMBER_API ember_convert_config ember_convert_config_default(void);
 

@@ -372,9 +372,12 @@ typedef struct ember_table_config {
      * encode what they store (int8/int4: each row's own scale and bias from
      * its min and max; a row fp16 cannot hold fails, named: a write writes
      * nothing, a load disables the collection), reads decode, and optimizer
-     * state reads as zeros (writes to it are dropped).  Memory tier, ROW,
-     * TABLE or REPLICATED placement, fixed tables, no simulated
-     * quantization; anything else is refused at create. */
+     * state reads as zeros (writes to it are dropped).  A dynamic table of
+     * encoded rows holds the keys it is loaded with: every forward only
+     * looks keys up (no key is counted, admitted or evicted, as in
+     * evaluation), and a key it lacks reads zeros.  Memory tier, ROW, TABLE
+     * or REPLICATED placement, no simulated quantization; anything else is
+     * refused at create. */
     ember_row_encoding rows_encoding;
 } ember_table_config;
 
@@ -818,7 +821,8 @@ typedef struct ember_dynamic_stats {
     int64_t sketch_bytes;      /* admission sketch                             */
 } ember_dynamic_stats;
 /* DRAM bytes per rank of a dynamic table of this config (its capacity, or
- * the capacity capacity_bytes holds): rows and optimizer state, plus per row
+ * the capacity capacity_bytes holds): rows and optimizer state (encoded
+ * rows, rows_encoding: their row bytes, no state), plus per row
  * the key map (16 bytes a bucket at load <= 0.9, a power of two), 24 of
  * metadata (key, last step, use count, generation, pin), 1 bit of free map,
  * the victims (LRU, TTL: 16 of age queue + 1 bit; LFU: 32 of heap; NONE:
@@ -1043,8 +1047,9 @@ EMBER_API void ember_output_abort(ember_output *o);
  * one step-* folder) or an inference bundle (ember_bundle_write), builds
  * the collection and the dense model from its model description, loads the
  * tables at this world's size (any size: a checkpoint reshards, a bundle's
- * rows are decoded and written where they belong) and the dense
- * parameters.  Nothing is declared by the caller.
+ * rows go where they belong, kept encoded where the table allows it; a
+ * dynamic table's keys go to their owners, mix64(key) mod world) and the
+ * dense parameters.  Nothing is declared by the caller.
  *
  *   scores[s] = sigmoid(dense model(dense[s], pooled embeddings of sample s))
  *
@@ -1052,7 +1057,9 @@ EMBER_API void ember_output_abort(ember_output *o);
  * dense model run in chunks of the trainer's micro-batch, one BLAS thread,
  * so a checkpoint's (and an fp32 bundle's) scores are bit-identical to the
  * ones `ember train` evaluated; a quantized bundle scores its decoded rows.
- * Predictions admit and evict no dynamic key.
+ * Predictions admit and evict no dynamic key: a key the table does not hold
+ * reads a zero row, which still counts in mean and sqrtn divisors (the
+ * trainer's evaluation does the same), from a checkpoint or a bundle.
  *
  * Open and score are collective over the world (options.world; NULL: a
  * world of one): every rank calls them, each with its own samples.  Open's
@@ -1094,8 +1101,16 @@ EMBER_API int ember_predictor_score(ember_predictor *p, int32_t batch_size, cons
  *               of the synthetic stream)
  *   out       = the scores gathered on rank 0 in data order, written to
  *               c->out (when not NULL) by ember_output's rule: float32
- *               little-endian, or with tsv "index\tscore\tlabel" lines
- *               ("%lld\t%.9g\t%g")
+ *               little-endian; with tsv "index\tscore\tlabel" lines
+ *               ("%lld\t%.9g\t%g"); with csv a header line, then
+ *               "id,score,label" lines, the id the sample's line in a text
+ *               file (from 1; a binary file's or the stream's sample index
+ *               from 0), or with c->id that column's field of the line (a
+ *               text file's column, by name: any header field, or any
+ *               schema column of a headerless file), quoted as CSV needs.
+ *               A text file without the label column (the header lacks
+ *               it, or a headerless file's lines have one field fewer) is
+ *               scored unlabeled: no label in the lines, no AUC
  *   result    = samples, AUC and log loss against the data's labels, the
  *               seconds of the whole call, the tables' bytes over the
  *               world, the largest process's peak RSS
@@ -1115,12 +1130,20 @@ typedef struct ember_predict_config {
     int64_t samples;      /* 0 (default): as above                           */
     int32_t threads;      /* embedding threads per rank; default 1            */
     ember_world *world;   /* NULL: a world of one                            */
+    int csv;              /* 1: the CSV lines above (tsv must be 0)           */
+    const char *id;       /* csv: the column naming each score; NULL: the line */
+    double max_bad_fraction; /* text files: bad lines (skipped) above this share
+                             of the lines read stop the call, naming the first
+                             (judged as training judges them: docs/data.md,
+                             "Bad lines"); default 0.01; 1: no limit        */
 } ember_predict_config;
 EMBER_API ember_predict_config ember_predict_config_default(void);
 
 typedef struct ember_prediction {
     int64_t samples;      /* scored                                          */
-    double auc, logloss;  /* NaN without samples                             */
+    double auc, logloss;  /* NaN without samples or labels                   */
+    int labeled;          /* 0: the data had no labels                       */
+    int64_t bad_lines;    /* text lines skipped, over the world              */
     double seconds;       /* the whole call                                  */
     int32_t world;
     int64_t table_bytes;  /* rows held, summed over ranks                    */
@@ -1140,14 +1163,15 @@ EMBER_API char *ember_prediction_json(const ember_prediction *p);
 /* Writes an inference bundle (docs/inference.md, "Bundles") from a
  * checkpoint of `ember train`: every table's rows encoded row-wise as
  * `quantize` ("fp32", "fp16", "int8" or "int4"; per_table entries
- * "NAME=ENCODING" override it for some tables), the dense parameters and
+ * "NAME=ENCODING" override it for some tables; a dynamic table as the keys
+ * that hold a row, ascending, and their rows), the dense parameters and
  * the model description, each file checksummed (XXH3-64), published
  * atomically as the folder `out` (which must not exist).  A predictor
  * opens a bundle as it opens a checkpoint, at any world size.  Local (one
  * process: it loads every row).  Errors: the checkpoint's, EMBER_EINVAL
- * (bad encodings, an unknown table, out exists, a dynamic table: not
- * bundled yet), EMBER_EINPUT (a row fp16 cannot hold, named), EMBER_EIO;
- * detail in ember_errmsg(NULL); nothing is left behind on failure. */
+ * (bad encodings, an unknown table, out exists), EMBER_EINPUT (a row fp16
+ * cannot hold, named by its row or key), EMBER_EIO; detail in
+ * ember_errmsg(NULL); nothing is left behind on failure. */
 EMBER_API int ember_bundle_write(const char *checkpoint, const char *out, const char *quantize, const char *const *per_table,
                        int32_t num_per_table);
 
@@ -1303,7 +1327,9 @@ EMBER_API int ember_bundle_is(const char *dir);
 /* Verifies every file of the bundle in dir (sizes and XXH3-64 against its
  * manifest) and describes it as one JSON object, *report (free() it):
  *   {"path", "format": "ember-bundle", "version", "tables": [{"name",
- *    "encoding", "rows", "dim", "row_bytes", "file", "bytes", "xxh3"}, ...],
+ *    "kind" (version 3), "encoding", "rows", "dim", "row_bytes", "file",
+ *    "bytes", "xxh3", "keys": {"file", "bytes", "xxh3"} (a dynamic table;
+ *    its "rows" are its keys)}, ...],
  *    "dense": {"file", "bytes", "xxh3"}, "verified": true}
  * (the manifest's entries as they are).  Errors: EMBER_EIO, EMBER_EFORMAT,
  * EMBER_ECORRUPT naming the file, EMBER_ENOMEM; detail in

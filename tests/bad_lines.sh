@@ -166,7 +166,7 @@ check_bad_pandas_ints() {
     python3 - "$TMP" "$SEED" <<'PY' || return 1
 import random, sys
 tmp, rng = sys.argv[1], random.Random(int(sys.argv[2]))
-rows = [(int(rng.random() < 0.3), rng.choice([None] + list(range(-5, 100))), rng.randint(0, 2**53),
+rows = [(int(rng.random() < 0.3), rng.choice([None] + list(range(-5, 100))), rng.randint(0, 2**53 - 1),
          "t%d" % rng.randint(0, 20)) for _ in range(20000)]
 def write(name, fmt, ufmt=None):
     with open("%s/%s.csv" % (tmp, name), "w") as f:

@@ -48,7 +48,7 @@ The rules the reference implements are those of docs/data.md, made exact:
     name (missing: fatal), and a line has exactly as many fields as the header;
   - label binary: exactly "0" or "1"; float: the float grammar below, 0 <= x <= 1;
   - int [+-]?[0-9]+ in int64, or [+-]?[0-9]+\\.0+ (a float's export of an integer) with
-    |v| <= 2^53, read as the exact integer (columns and int-encoded ids alike); float [+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)? then
+    |v| < 2^53, read as the exact integer (columns and int-encoded ids alike); float [+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)? then
     strtod; empty field = 0; transforms in double, stored as float32; standardize statistics
     (when not given) by Welford over the good lines in file order, std = sqrt(m2 / n);
   - key = XXH64(bytes, seed = index among the sparse columns): string: the unquoted bytes;
@@ -168,8 +168,8 @@ def ref_int(b):
     m = INT_POINT_RE.fullmatch(b)
     if m:
         v = int(m.group(1))
-        if abs(v) > (1 << 53):
-            raise Bad("%r is beyond 2^53 with a point" % b)
+        if abs(v) >= (1 << 53):
+            raise Bad("%r is 2^53 or beyond with a point" % b)
         return v
     if not INT_RE.fullmatch(b):
         raise Bad("%r is not an integer" % b)
@@ -406,7 +406,7 @@ class Gen:
             s = "0" * rng.randint(1, 3) + s
         if v == 0 and rng.random() < 0.3:
             sign = "-"
-        if abs(v) <= (1 << 53) and rng.random() < 0.15:  # pandas' 84.0 (an int column with missing values)
+        if abs(v) < (1 << 53) and rng.random() < 0.15:  # pandas' 84.0 (an int column with missing values)
             s += "." + "0" * rng.randint(1, 3)
         return (sign + s).encode(), v
 
@@ -916,8 +916,9 @@ def unit_checks():
         raise AssertionError(b)
     assert ref_int(b"-9223372036854775808") == -(1 << 63) and ref_int(b"+007") == 7
     assert ref_int(b"84.0") == 84 and ref_int(b"-3.000") == -3 and ref_int(b"-0.0") == 0
-    assert ref_int(b"9007199254740992.0") == 1 << 53 and ref_int(b"9007199254740993") == (1 << 53) + 1
-    for b in (b"9223372036854775808", b"1.5", b"84.", b".0", b"1e2", b"9007199254740993.0", b"", b" 1"):
+    assert ref_int(b"9007199254740991.0") == (1 << 53) - 1 and ref_int(b"9007199254740993") == (1 << 53) + 1
+    for b in (b"9223372036854775808", b"1.5", b"84.", b".0", b"1e2", b"9007199254740992.0", b"-9007199254740992.0",
+              b"", b" 1"):
         try:
             ref_int(b)
         except Bad:

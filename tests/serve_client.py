@@ -192,7 +192,7 @@ def raw_rows(srv, lines, ref, rng):
             ({"rows": [dict(good, C4=[1, 2])]}, None, 'row 0, column "C4": the value is an array'),
             ({"rows": [good], "dense": []}, None, 'a body with "rows" holds nothing else'),
             ("a,b\n", "text/csv", "the body is CSV but the model was trained on TSV"),
-            ("1\t2\n", tsv, "line 1: 2 fields; a row without a header has the model's 40 columns (or 39 without")]:
+            ("1\t2\n", tsv, "line 1: 2 fields; a row without a header has the model's schema's 40 fields (or 39 without")]:
         st, data = srv.request("POST", "/score", body if isinstance(body, str) else json.dumps(body), ctype=ctype)
         check(st == 400 and want in json.loads(data).get("error", ""), "raw rows: %s: %d %r" % (want, st, data[:200]))
 

@@ -15,6 +15,11 @@
  *                 scores differently (the checksum is what catches an edit)
  *   version 1     a manifest without its own checksum: refused, with how to
  *                 make a new one
+ *   dynamic       a model with a dynamic table: its bundle is version 3 (a
+ *                 fixed model's stays version 2); every byte of its manifest,
+ *                 rows and keys files flipped; behind the checksum, keys out
+ *                 of order, a dynamic entry called fixed, and "kind" in a
+ *                 version 2 manifest are refused by name
  *   links         a link at the bundle's name or at its temporary name:
  *                 refused, the target untouched
  */
@@ -27,6 +32,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <xxhash.h>
 
 #include "check.h"
 #include "ckpt/ckpt_impl.h"
@@ -131,6 +137,7 @@ static void other_combiner(json_t *m)
 }
 
 static void version_1(json_t *m) { json_object_set_new(m, "version", json_integer(1)); }
+static void version_2(json_t *m) { json_object_set_new(m, "version", json_integer(2)); }
 
 static int predictor_opens(const char *model)
 {
@@ -145,6 +152,81 @@ static void copy_bundle(const char *from, const char *to)
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", to, from, to);
     CHECK(system(cmd) == 0);
+}
+
+static void dynamic_called_fixed(json_t *m)
+{
+    json_t *t = json_array_get(json_object_get(m, "tables"), 0);
+    json_object_set_new(t, "kind", json_string("fixed"));
+}
+
+/* The first two keys of table 0 swapped, and its keys entry's checksum
+ * made right: only the order check can refuse it. */
+static const char *swap_dir;
+static void keys_swapped(json_t *m)
+{
+    json_t *k = json_object_get(json_array_get(json_object_get(m, "tables"), 0), "keys");
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", swap_dir, json_string_value(json_object_get(k, "file")));
+    long n = 0;
+    unsigned char *p = slurp(path, &n), tmp[8];
+    CHECK(p && n >= 16);
+    memcpy(tmp, p, 8), memcpy(p, p + 8, 8), memcpy(p + 8, tmp, 8);
+    spill(path, p, n);
+    json_object_set_new(k, "xxh3", json_integer((json_int_t)XXH3_64bits(p, (size_t)n)));
+    free(p);
+}
+
+/* A model with a dynamic table, exported at int8: damaged every way. */
+static void dynamic_bundle(void)
+{
+    char cfg[400], ck[400], b[400], work[400], err[1024], path[600];
+    snprintf(cfg, sizeof cfg, "%s/dyn.cfg", root);
+    snprintf(ck, sizeof ck, "%s/dck", root);
+    snprintf(b, sizeof b, "%s/db-int8", root);
+    snprintf(work, sizeof work, "%s/dwork", root);
+    FILE *f = fopen(cfg, "w");
+    fprintf(f, "tables = ({ name = \"u\"; kind = \"dynamic\"; keys = 400; capacity = 24; dim = 4; },\n"
+               "          { name = \"i\"; rows = 10; dim = 4; });\n"
+               "features = ({ name = \"fu\"; table = \"u\"; pooling = 1; }, { name = \"fi\"; table = \"i\"; });\n"
+               "train = { steps = 6; micro_batch = 8; eval_samples = 16; metrics = \"\"; plot = \"\"; };\n"
+               "model = { bottom = [4]; top = [4]; };\n");
+    fclose(f);
+    ember_train_overrides o;
+    ember_train_overrides_init(&o);
+    o.checkpoint_dir = ck;
+    o.threads = 1;
+    ember_trainer *t = NULL;
+    int st = ember_trainer_open(cfg, &o, NULL, NULL, NULL, &t);
+    if (st == EMBER_OK)
+        st = ember_trainer_run(t);
+    CHECK_MSG(st == EMBER_OK, "train: %s", ember_errmsg(t));
+    ember_trainer_close(t);
+    CHECK_MSG(ember_bundle_write(ck, b, "int8", NULL, 0) == EMBER_OK, "%s", ember_errmsg(NULL));
+    CHECK(predictor_opens(b));
+    snprintf(path, sizeof path, "%s/manifest.json", b);
+    json_t *m = json_load_file(path, 0, NULL);
+    CHECK_MSG(json_integer_value(json_object_get(m, "version")) == 3, "a bundle with a dynamic table is version 3");
+    json_decref(m);
+    const char *files[] = {"manifest.json", "table-0000.rows", "table-0000.keys", "table-0001.rows"};
+    copy_bundle(b, work);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        sweep(work, files[i]);
+    copy_bundle(b, work);
+    swap_dir = work;
+    reseal(work, keys_swapped);
+    CHECK(opens(work, err, sizeof err) == EMBER_EFORMAT);
+    CHECK_MSG(strstr(err, "table-0000.keys") && strstr(err, "keys must ascend"), "%s", err);
+    copy_bundle(b, work);
+    reseal(work, dynamic_called_fixed);
+    ember_predictor *p = NULL;
+    CHECK(ember_predictor_open(work, NULL, &p) == EMBER_EFORMAT);
+    CHECK_MSG(strstr(ember_errmsg(NULL), "table 'u': the manifest's entry is a fixed table, the model's is dynamic"),
+              "%s", ember_errmsg(NULL));
+    copy_bundle(b, work);
+    reseal(work, version_2);
+    CHECK(opens(work, err, sizeof err) == EMBER_EFORMAT);
+    CHECK_MSG(strstr(err, "tables[0]: a dynamic table in a version 2 manifest"), "%s", err);
 }
 
 int main(void)
@@ -178,6 +260,13 @@ int main(void)
     CHECK_MSG(ember_bundle_write(ck, b8, "int8", NULL, 0) == EMBER_OK, "%s", ember_errmsg(NULL));
     CHECK_MSG(ember_bundle_write(ck, b32, "fp32", NULL, 0) == EMBER_OK, "%s", ember_errmsg(NULL));
     CHECK(predictor_opens(b8) && predictor_opens(b32));
+    char mpath[600];
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", b8);
+    json_t *man = json_load_file(mpath, 0, NULL);
+    CHECK_MSG(json_integer_value(json_object_get(man, "version")) == 2 &&
+                  !json_object_get(json_array_get(json_object_get(man, "tables"), 0), "kind"),
+              "a bundle of fixed tables is the version 2 bundle it was");
+    json_decref(man);
 
     /* every byte class of both bundles */
     const char *files[] = {"manifest.json", "dense.params", "table-0000.rows", "table-0001.rows", "table-0002.rows"};
@@ -235,6 +324,8 @@ int main(void)
     snprintf(path, sizeof path, "%s/victim/manifest.json", root);
     struct stat sb;
     CHECK_MSG(stat(path, &sb) != 0, "a bundle was written through a link");
+
+    dynamic_bundle();
 
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);

@@ -85,7 +85,7 @@ static void random_schema(test_rng *r, const ctr_schema *in, ctr_column *cols, c
         n++;
     }
     *sc = (ctr_text_schema){test_range(r, 0, 2) ? ',' : '\t', (int)test_range(r, 0, 2),
-                            (int32_t)test_range(r, 1, 1 << 20), n, cols, NULL};
+                            (int32_t)test_range(r, 1, 1 << 20), n, cols, NULL, 0, 0, NULL, 0};
 }
 
 static int same_column(const ctr_column *a, const ctr_column *b)
@@ -122,7 +122,7 @@ static void roundtrip(test_rng *r, int trial)
                      .activation = (dense_activation)test_range(r, 0, 5), .seed = test_next(r)};
     if (d.interaction == DENSE_INTERACT_DCN) /* the bundle keeps the cross layers and the activation */
         d.num_cross = (int32_t)test_range(r, 1, 4), d.cross_rank = test_range(r, 0, 2) ? 0 : 7;
-    ctr_schema in = {13, tc->cfg.num_features, {0}, {{0}}, {0}, 0};
+    ctr_schema in = {13, tc->cfg.num_features, {0}, {{0}}, {0}, 0, 0};
     for (int32_t f = 0; f < in.num_sparse; f++) {
         in.rows[f] = test_range(r, 0, 2) ? test_range(r, 1, 1000000) : 0;
         snprintf(in.names[f], sizeof in.names[f], "C%d", (int)f + 1);

@@ -10,8 +10,11 @@
  *     forward of an fp32 collection holding those decoded rows;
  *   - ember_load of an fp32 checkpoint encodes as a row write does;
  *   - ember_backward refuses an encoded collection and changes nothing;
- *     encodings that do not go with SSD, COLUMN, dynamic tables or
- *     simulated quantization are refused by name.
+ *     encodings that do not go with SSD, COLUMN or simulated quantization
+ *     are refused by name;
+ *   - a dynamic table of encoded rows is read-only too: a training forward
+ *     admits no key (every key reads zeros) and the backward is refused
+ *     (its keys come from a bundle: test_dynbundle).
  */
 #include <math.h>
 #include <stdio.h>
@@ -172,8 +175,8 @@ done:
 /* Settings encoded rows do not go with are named; a row fp16 cannot hold is named. */
 static void refusals(void)
 {
-    static const char *const why[] = {"the SSD tier", "COLUMN placement", "a dynamic table", "simulated quantization"};
-    for (int k = 0; k < 4; k++) {
+    static const char *const why[] = {"the SSD tier", "COLUMN placement", "simulated quantization"};
+    for (int k = 0; k < 3; k++) {
         test_config *tc = test_config_new(1, 1);
         ember_table_config *t = &tc->tables[0];
         t->rows_encoding = EMBER_ROWS_INT8;
@@ -182,8 +185,6 @@ static void refusals(void)
         if (k == 1)
             t->placement = EMBER_PLACE_COLUMN;
         if (k == 2)
-            t->kind = EMBER_TABLE_DYNAMIC, t->rows = 0, t->capacity = 64;
-        if (k == 3)
             t->quant_buckets = 16, t->quant_low = -1, t->quant_high = 1;
         ember_collection *c = NULL;
         CHECK(ember_collection_create(&tc->cfg, &c) == EMBER_EINVAL);
@@ -207,11 +208,43 @@ static void refusals(void)
     test_config_free(tc);
 }
 
+/* A dynamic table of int8 rows admits no key, even in a training forward:
+ * every key reads zeros (a mean bag still counts it), nothing is resident
+ * after, and the backward is refused. */
+static void encoded_dynamic(test_rng *r)
+{
+    test_config *tc = test_config_new(1, 1);
+    ember_table_config *t = &tc->tables[0];
+    t->kind = EMBER_TABLE_DYNAMIC, t->rows = 0, t->capacity = 64, t->admit_after = 1;
+    t->rows_encoding = EMBER_ROWS_INT8;
+    tc->features[0].combiner = EMBER_COMBINER_MEAN;
+    ember_collection *c = NULL;
+    CHECK_MSG(ember_collection_create(&tc->cfg, &c) == EMBER_OK, "%s", ember_errmsg(NULL));
+    if (c) {
+        int32_t len[4] = {1, 3, 0, 2};
+        int64_t ids[6];
+        for (int i = 0; i < 6; i++)
+            ids[i] = (int64_t)test_next(r);
+        ember_batch b = {4, 1, len, ids, NULL, 6};
+        float pooled[4 * 8], zeros[4 * 8] = {0};
+        memset(pooled, 0x7f, sizeof pooled);
+        CHECK_MSG(ember_forward(c, &b, pooled, NULL) == EMBER_OK, "%s", ember_errmsg(c));
+        CHECK_MSG(!memcmp(pooled, zeros, sizeof pooled), "an encoded dynamic table reads zeros for keys it lacks");
+        ember_dynamic_stats ds;
+        CHECK(ember_table_dynamic_stats(c, 0, &ds) == EMBER_OK && ds.resident == 0 && ds.admitted == 0);
+        CHECK(ember_backward(c, zeros, NULL) == EMBER_EINVAL);
+        CHECK(ember_table_dynamic_stats(c, 0, &ds) == EMBER_OK && ds.resident == 0);
+    }
+    ember_collection_destroy(c);
+    test_config_free(tc);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = test_seed(argc, argv);
     test_rng r = {seed};
     refusals();
+    encoded_dynamic(&r);
     for (int trial = 0; trial < 40; trial++)
         random_case(&r, trial);
     return check_report("test_qstore");

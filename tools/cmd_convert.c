@@ -26,11 +26,14 @@
 static void convert_usage(FILE *f)
 {
     fprintf(f,
-            "usage: ember convert [--config FILE] IN OUT.bin [options]\n"
+            "usage: ember convert [--config FILE | --model MODEL] IN OUT.bin [options]\n"
             "  converts text to ember's binary CTR format (docs/ctr-format.md): with --config, any\n"
-            "  CSV or TSV (plain, gzip or zstd) by the file's data.schema (docs/data.md); without,\n"
-            "  Criteo TSV (label, I1..I13, C1..C26, tab-separated)\n\n"
+            "  CSV or TSV (plain, gzip or zstd) by the file's data.schema (docs/data.md); with\n"
+            "  --model, by the input schema a trained model carries; without either, Criteo TSV\n"
+            "  (label, I1..I13, C1..C26, tab-separated)\n\n"
             "  --config FILE         the schema (data.schema), the tables' rows and data.bad_lines\n"
+            "  --model MODEL         a checkpoint or bundle: its schema, rows and the standardize\n"
+            "                        statistics of its training file, so OUT scores as IN does\n"
             "  --schema FILE         the same: a config file that may hold data.schema alone\n"
             "  --threads T           threads that parse lines (default: every core); the output\n"
             "                        is the same for any T\n"
@@ -126,7 +129,7 @@ static void print_found(const ember_conversion *cv)
 
 int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL, *config = NULL;
+    const char *in = NULL, *out = NULL, *config = NULL, *model = NULL;
     int64_t rows[26], threads = 0, max_bad_lines = -2;
     double max_bad_fraction = -1;
     int rows_set = 0, bad_set = 0, policy_fail = 0;
@@ -169,6 +172,12 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
                 return 2;
             }
             config = val;
+        } else if (nlen == 7 && !strncmp(arg, "--model", 7)) {
+            if (!val) {
+                fprintf(ctx->err, "ember convert: --model takes a checkpoint or a bundle\n");
+                return 2;
+            }
+            model = val;
         } else if (nlen == 18 && !strncmp(arg, "--max-bad-fraction", 18)) {
             if (!val || parse_fraction(val, &max_bad_fraction)) {
                 fprintf(ctx->err, "ember convert: --max-bad-fraction takes a number in [0, 1]\n");
@@ -200,6 +209,7 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
         return 0;
     ember_convert_config c = ember_convert_config_default();
     c.config = config;
+    c.model = model;
     c.criteo_rows = rows_set ? rows : NULL;
     c.bad_lines = bad_set ? policy_fail : -1;
     c.threads = (int32_t)threads;
@@ -221,7 +231,7 @@ int cmd_convert(const tool_ctx *ctx, int argc, char **argv)
            (long long)st.samples, out, (long long)st.lines, (long long)st.bad_lines);
     if (st.first_bad[0])
         printf("ember convert: first bad line: %s\n", st.first_bad);
-    if (!config)
+    if (!config && !model)
         print_keyed(rows);
     print_found(cv);
     ember_conversion_destroy(cv);

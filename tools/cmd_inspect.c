@@ -33,8 +33,8 @@ static void inspect_usage(FILE *f)
                "  what a checkpoint holds: manifest, files (checksums verified), tables (size,\n"
                "  optimizer, placement, value and state statistics, rows never touched, a content\n"
                "  digest), blobs.  DIR: a checkpoint root (its newest complete checkpoint, or\n"
-               "  --step S) or one step-* folder; or a bundle of `ember export` (its tables and\n"
-               "  files, checksums verified).\n\n"
+               "  --step S) or one step-* folder; or a bundle of `ember export` (its tables, a\n"
+               "  dynamic table's keys, and files, checksums verified).\n\n"
                "  --json     one JSON object\n"
                "  --step S   the checkpoint of step S under the root DIR\n");
 }
@@ -61,14 +61,19 @@ static int inspect_bundle(const tool_ctx *ctx, const char *dir, int json)
            (long long)(json_integer_value(json_object_get(dense, "bytes")) / 4));
     printf("tables:\n");
     for (size_t i = 0; i < json_array_size(tables); i++) {
-        json_t *e = json_array_get(tables, i);
-        printf("  %s: %lld x %lld, %s, %-20s %12lld bytes  xxh3 %016llx  ok\n",
+        json_t *e = json_array_get(tables, i), *keys = json_object_get(e, "keys");
+        printf("  %s: %lld %sx %lld, %s, %-20s %12lld bytes  xxh3 %016llx  ok\n",
                json_string_value(json_object_get(e, "name")),
-               (long long)json_integer_value(json_object_get(e, "rows")),
+               (long long)json_integer_value(json_object_get(e, "rows")), keys ? "keys (dynamic) " : "",
                (long long)json_integer_value(json_object_get(e, "dim")),
                json_string_value(json_object_get(e, "encoding")), json_string_value(json_object_get(e, "file")),
                (long long)json_integer_value(json_object_get(e, "bytes")),
                (unsigned long long)json_integer_value(json_object_get(e, "xxh3")));
+        if (keys) /* a dynamic table: its keys, the row of key i is row i */
+            printf("    its keys: %-20s %12lld bytes  xxh3 %016llx  ok\n",
+                   json_string_value(json_object_get(keys, "file")),
+                   (long long)json_integer_value(json_object_get(keys, "bytes")),
+                   (unsigned long long)json_integer_value(json_object_get(keys, "xxh3")));
     }
     printf("dense: %-20s %12lld bytes  xxh3 %016llx  ok\n", json_string_value(json_object_get(dense, "file")),
            (long long)json_integer_value(json_object_get(dense, "bytes")),

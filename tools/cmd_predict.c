@@ -18,19 +18,26 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ember predict CHECKPOINT DATA [--out FILE] [--format f32|tsv] [--samples N]\n"
-               "                     [--threads T] [--json]\n"
+    fprintf(f, "usage: ember predict CHECKPOINT DATA [--out FILE] [--format f32|tsv|csv] [--id COLUMN]\n"
+               "                     [--samples N] [--threads T] [--max-bad-fraction F] [--json]\n"
                "  CHECKPOINT    a checkpoint of `ember train` (a root: its newest; or one step-* folder),\n"
                "                or a bundle of `ember export --quantize`\n"
                "  DATA          a text file, read with the model's own input schema as training read it\n"
                "                (CSV or TSV by the training config's data.schema, plain, gzip or zstd;\n"
                "                Criteo TSV for a model trained on it or written before models carried\n"
                "                their schema), an ember binary file (`ember convert`), or `synthetic`:\n"
-               "                the held-out stream of the built-in task the model was trained on\n"
+               "                the held-out stream of the built-in task the model was trained on.\n"
+               "                A text file may lack the label column: it is scored without AUC\n"
                "  --out FILE    the scores, one per sample in the data's order\n"
-               "  --format F    f32: little-endian float32 (default); tsv: index, score, label per line\n"
+               "  --format F    f32: little-endian float32 (default); tsv: index, score, label per line;\n"
+               "                csv: a header, then id,score,label (no label without labels). The index\n"
+               "                and id are the sample's line in a text file, else its number from 0\n"
+               "  --id COLUMN   csv: name each score by this column's field of its line (a header\n"
+               "                field of the text file, or a column of the model's schema)\n"
                "  --samples N   score the first N samples (synthetic: default 65536; files: all)\n"
                "  --threads T   threads per rank for the embedding work (default 1)\n"
+               "  --max-bad-fraction F  text: bad lines above this share of the lines read stop it,\n"
+               "                naming the first (default 0.01; 1: skip them all, counted)\n"
                "  --json        one JSON line instead of text\n"
                "Prints the samples scored, AUC and log loss against the data's labels. Under mpirun\n"
                "every rank scores its share; at the training world size the scores are the ones\n"
@@ -39,8 +46,9 @@ static void usage(FILE *f)
 
 int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
 {
-    const char *ck = NULL, *data = NULL, *out = NULL;
-    int tsv = 0, json = 0;
+    const char *ck = NULL, *data = NULL, *out = NULL, *id = NULL;
+    int tsv = 0, csv = 0, json = 0;
+    double max_bad = 0.01;
     int64_t samples = -1, threads = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -51,11 +59,21 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
             out = argv[++i];
         } else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
             const char *f = argv[++i];
-            if (strcmp(f, "f32") && strcmp(f, "tsv")) {
-                fprintf(ctx->err, "ember predict: --format %s: expected f32 or tsv\n", f);
+            if (strcmp(f, "f32") && strcmp(f, "tsv") && strcmp(f, "csv")) {
+                fprintf(ctx->err, "ember predict: --format %s: expected f32, tsv or csv\n", f);
                 return 2;
             }
             tsv = !strcmp(f, "tsv");
+            csv = !strcmp(f, "csv");
+        } else if (!strcmp(argv[i], "--id") && i + 1 < argc) {
+            id = argv[++i];
+        } else if (!strcmp(argv[i], "--max-bad-fraction") && i + 1 < argc) {
+            char *end;
+            max_bad = strtod(argv[++i], &end);
+            if (*end || !(max_bad >= 0 && max_bad <= 1)) {
+                fprintf(ctx->err, "ember predict: --max-bad-fraction %s: expected a number in [0, 1]\n", argv[i]);
+                return 2;
+            }
         } else if ((!strcmp(argv[i], "--samples") || !strcmp(argv[i], "--threads")) && i + 1 < argc) {
             char *end;
             long long v = strtoll(argv[i + 1], &end, 10);
@@ -79,9 +97,16 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
             usage(ctx->err);
         return 2;
     }
+    if (id && (!csv || !out)) {
+        fprintf(ctx->err, "ember predict: --id names the scores of --out FILE --format csv\n");
+        return 2;
+    }
     ember_predict_config c = ember_predict_config_default();
     c.out = out;
     c.tsv = tsv;
+    c.csv = csv;
+    c.id = id;
+    c.max_bad_fraction = max_bad;
     c.samples = samples > 0 ? samples : 0;
     c.threads = (int32_t)threads;
     c.world = ctx->world;
@@ -97,8 +122,15 @@ int cmd_predict(const tool_ctx *ctx, int argc, char **argv)
             printf("%s\n", text);
         free(text);
     } else {
-        printf("scored %lld samples in %.2f s: AUC %.4f, log loss %.4f%s%s\n", (long long)res.samples, res.seconds,
-               res.auc, res.logloss, res.out ? "; scores in " : "", res.out ? res.out : "");
+        if (res.bad_lines > 0)
+            printf("skipped %lld bad lines (--max-bad-fraction 0 stops at the first and names it)\n",
+                   (long long)res.bad_lines);
+        if (res.labeled)
+            printf("scored %lld samples in %.2f s: AUC %.4f, log loss %.4f%s%s\n", (long long)res.samples,
+                   res.seconds, res.auc, res.logloss, res.out ? "; scores in " : "", res.out ? res.out : "");
+        else
+            printf("scored %lld samples in %.2f s (no labels: no AUC)%s%s\n", (long long)res.samples, res.seconds,
+                   res.out ? "; scores in " : "", res.out ? res.out : "");
     }
     return st != EMBER_OK;
 }

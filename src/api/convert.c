@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "data/data_error.h"
 #include "ember-data.h"
+#include "infer/description.h"
 
 
 _Static_assert(EMBER_DISTINCT_KEYS_CAP == CTR_DISTINCT_CAP, "the public cap is the reader's");
@@ -52,11 +53,39 @@ ember_convert_config ember_convert_config_default(void)
     return c;
 }
 
+/* The source of in by the model's input schema: the columns, hashing,
+ * rows and the statistics it was trained with. */
+static int open_by_model(const char *in, const model_description *m, const cfg_train *t, ctr_source **src,
+                         char *err, size_t errlen)
+{
+    if (m->in_error[0] || (m->in.source != DESC_INPUT_TEXT && m->in.source != DESC_INPUT_CRITEO_TSV)) {
+        snprintf(err, errlen, "the model has no input schema to convert text with (%s): use --config",
+                 m->in_error[0] ? m->in_error
+                 : m->in.source == DESC_INPUT_BINARY ? "it was trained on a binary file"
+                 : m->in.source == DESC_INPUT_SYNTHETIC ? "it was trained on the built-in task"
+                                                        : "it was written before models carried one");
+        return EMBER_EINVAL;
+    }
+    for (int32_t c = 0; c < m->in.schema.num_columns; c++) {
+        const ctr_column *k = &m->in.schema.columns[c];
+        if (k->transform == CTR_TF_STANDARDIZE && !k->has_stats) {
+            snprintf(err, errlen, "the model's column %s has no standardize statistics (trained on a binary file "
+                     "whose config gave none): use --config with mean and std", k->name);
+            return EMBER_EINVAL;
+        }
+    }
+    int rc = ctr_source_text(in, &m->in.schema, t->bad_lines, 0, 1, src, err, errlen);
+    if (rc == 0)
+        ctr_source_set_bad_limit(*src, t->max_bad_fraction, t->max_bad_lines);
+    return rc;
+}
+
 /* The source of in: by the config (docs/data.md), or Criteo TSV with rows;
  * the bad-line policy and limit as c asks, else as the config says (its
  * defaults without one). */
-static int open_input(const char *in, const config_file *cf, const int64_t *rows, const ember_convert_config *c,
-                      ctr_bad_policy policy, ctr_source **src, char *err, size_t errlen)
+static int open_input(const char *in, const config_file *cf, const model_description *m, const int64_t *rows,
+                      const ember_convert_config *c, ctr_bad_policy policy, ctr_source **src, char *err,
+                      size_t errlen)
 {
     if (ctr_file_is_binary(in)) {
         snprintf(err, errlen, "%s is already in ember's binary format", in);
@@ -72,6 +101,8 @@ static int open_input(const char *in, const config_file *cf, const int64_t *rows
         t.max_bad_fraction = c->max_bad_fraction > 1 ? 1 : c->max_bad_fraction;
     if (c->max_bad_lines >= -1)
         t.max_bad_lines = c->max_bad_lines;
+    if (m)
+        return open_by_model(in, m, &t, src, err, errlen);
     if (cf)
         return data_open_file(cf, &t, in, DATA_FILE_GIVEN, NULL, 0, 1, src, err, errlen);
     if (data_refuse_not_criteo(in, err, errlen) != EMBER_OK) /* a CSV without its config */
@@ -119,7 +150,7 @@ static int keep_found(ember_conversion *cv, const config_file *cf, const ctr_sou
 /* The conversion itself, the config loaded.  EMBER_OK, or a status with
  * err. */
 static int convert(ember_conversion *cv, const char *in, const char *out, const ember_convert_config *c,
-                   const config_file *cf, char *err, size_t len)
+                   const config_file *cf, const model_description *m, char *err, size_t len)
 {
     int64_t rows[26];
     for (int f = 0; f < 26; f++)
@@ -130,7 +161,7 @@ static int convert(ember_conversion *cv, const char *in, const char *out, const 
     ctr_source *src = NULL;
     ctr_stats st;
     memset(&st, 0, sizeof st);
-    int rc = open_input(in, cf, rows, c, policy, &src, err, len);
+    int rc = open_input(in, cf, m, rows, c, policy, &src, err, len);
     if (rc == 0) {
         ctr_source_set_threads(src, c->threads > 0 ? c->threads : (int32_t)omp_get_num_procs());
         rc = ctr_source_count_keys(src, err, len);
@@ -164,14 +195,24 @@ int ember_convert(const char *in, const char *out, const ember_convert_config *c
     }
     ember_handle_begin(&cv->head, cv->msg, sizeof cv->msg);
     config_file *cf = NULL;
-    int rc = EMBER_EINVAL;
-    if (c->config && config_file_load(c->config, &cf, err, sizeof err))
+    model_description m;
+    int rc = EMBER_EINVAL, read = 0; /* read: m holds a description to free */
+    if (c->config && c->model)
+        snprintf(err, sizeof err, "convert: --config and --model both give a schema: name one");
+    else if (c->model && c->criteo_rows)
+        snprintf(err, sizeof err, "%s: --rows is for Criteo TSV without a model; the model's rows are its own",
+                 c->model);
+    else if (c->model && (read = 1) && (rc = description_read(c->model, &m, err, sizeof err)) != EMBER_OK)
+        rc = rc == EMBER_ENOMEM ? rc : EMBER_EINVAL;
+    else if (c->config && config_file_load(c->config, &cf, err, sizeof err))
         rc = EMBER_EINVAL;
     else if (c->config && c->criteo_rows)
         snprintf(err, sizeof err, "%s: --rows is for Criteo TSV without a config; with one the rows are the "
                  "tables' (or the schema's)", c->config);
     else
-        rc = convert(cv, in, out, c, cf, err, sizeof err);
+        rc = convert(cv, in, out, c, cf, read ? &m : NULL, err, sizeof err);
+    if (read)
+        description_free(&m);
     config_file_free(cf);
     if (rc != EMBER_OK)
         ember_data_set_error("%s", err);

@@ -6,7 +6,8 @@
  *
  * Files are split by rank in order, so rank order is file order; the
  * synthetic stream interleaves the ranks, so rank 0 puts its samples back
- * in stream order (by their index).  Every failure one rank sees is agreed
+ * in stream order (by their index).  A text file is read with the model's
+ * schema, its label column optional: a file to score may have none.  Every failure one rank sees is agreed
  * before the next collective call (comm/agree.h).
  */
 #include <math.h>
@@ -31,12 +32,13 @@ ember_predict_config ember_predict_config_default(void)
     ember_predict_config c;
     memset(&c, 0, sizeof c);
     c.threads = 1;
+    c.max_bad_fraction = 0.01;
     return c;
 }
 
 /* The data as the model reads it. */
-static int open_data(const model_description *m, const char *data, int32_t rank, int32_t size, ctr_source **src,
-                     char *err, size_t len)
+static int open_data(const model_description *m, const char *data, const ember_predict_config *c, int32_t rank,
+                     int32_t size, ctr_source **src, char *err, size_t len)
 {
     if (!strcmp(data, "synthetic")) {
         if (!m->synthetic) {
@@ -47,8 +49,15 @@ static int open_data(const model_description *m, const char *data, int32_t rank,
     }
     if (ctr_file_is_binary(data))
         return ctr_source_binary(data, rank, size, src, err, len);
-    if (m->in.source == DESC_INPUT_TEXT || m->in.source == DESC_INPUT_CRITEO_TSV) /* read as training read */
-        return ctr_source_text(data, &m->in.schema, CTR_BAD_SKIP, rank, size, src, err, len);
+    if (m->in.source == DESC_INPUT_TEXT || m->in.source == DESC_INPUT_CRITEO_TSV) { /* read as training read */
+        ctr_text_schema sc = m->in.schema;
+        sc.label_optional = 1;
+        sc.header_optional = 1;
+        int rc = ctr_source_text(data, &sc, CTR_BAD_SKIP, rank, size, src, err, len);
+        if (rc == 0)
+            ctr_source_set_bad_limit(*src, c->max_bad_fraction, -1);
+        return rc;
+    }
     if (m->in_error[0]) { /* a schema this ember cannot read: never guess Criteo for it */
         snprintf(err, len, "%s: the model's input schema cannot be read (%s): score its binary conversion", data,
                  m->in_error);
@@ -89,6 +98,27 @@ typedef struct predict_run {
     char msg[1024];
 } predict_run;
 
+/* What the CSV lines are written with. */
+static predict_csv csv_of(const predict_run *r)
+{
+    int text = !r->synthetic && ctr_source_lines(r->src) != NULL; /* a text source has its lines */
+    predict_csv c = {!ctr_source_schema(r->src)->unlabeled, text ? "line" : "sample", r->c->id, r->data,
+                     text ? &predictor_description(r->p)->in.schema : NULL, ctr_source_text_header(r->src)};
+    return c;
+}
+
+/* The id column can be read: refused before anything is scored. */
+static int check_id(predict_run *r)
+{
+    predict_csv c = csv_of(r);
+    if (!c.schema) {
+        snprintf(r->msg, sizeof r->msg, "--id %s: ids come from a text file's columns; %s is not one (its scores "
+                 "are named by their sample number without --id)", r->c->id, r->data);
+        return EMBER_EINVAL;
+    }
+    return predict_csv_check(&c, r->msg, sizeof r->msg);
+}
+
 static int agree(predict_run *r)
 {
     return comm_agree_error(r->c->world, r->status != EMBER_OK, &r->status, r->msg, sizeof r->msg);
@@ -99,9 +129,11 @@ static int agree(predict_run *r)
 static int prepare(predict_run *r)
 {
     const model_description *m = predictor_description(r->p);
-    if (open_data(m, r->data, r->rank, r->size, &r->src, r->msg, sizeof r->msg) ||
+    if (open_data(m, r->data, r->c, r->rank, r->size, &r->src, r->msg, sizeof r->msg) ||
         check_shape(m, ctr_source_schema(r->src), r->data, r->msg, sizeof r->msg))
         r->status = EMBER_EINVAL;
+    else if (r->c->id && r->rank == 0)
+        r->status = check_id(r);
     if (agree(r))
         return r->status;
     /* the output before any scoring: a path that cannot take it (a link, a
@@ -115,7 +147,7 @@ static int prepare(predict_run *r)
 
 /* The numbers every rank reports, rank 0's. */
 typedef struct shared {
-    double samples, auc, logloss, wrote, status;
+    double samples, auc, logloss, wrote, status, labeled;
     char msg[1024];
 } shared;
 
@@ -128,15 +160,26 @@ static void finish_rank0(predict_run *r, predict_scores *all, shared *sh)
     if (r->synthetic) /* ranks ask for ceil(left / W): exactly the first N of the stream */
         predict_scores_keep_below(all, c->samples > 0 ? c->samples : 65536);
     sh->samples = (double)all->n;
+    const int labeled = !ctr_source_schema(r->src)->unlabeled;
+    sh->labeled = labeled;
+    if (r->out && r->synthetic && predict_scores_sort(all) != EMBER_OK) {
+        ember_output_abort(r->out);
+        r->out = NULL;
+        sh->status = EMBER_ENOMEM;
+        snprintf(sh->msg, sizeof sh->msg, "out of memory sorting %lld scores", (long long)all->n);
+    }
     if (r->out) {
-        if (predict_scores_write(r->out, c->tsv, r->synthetic, all, sh->msg, sizeof sh->msg) == EMBER_OK)
+        predict_csv csv = csv_of(r);
+        int st = c->csv ? predict_scores_write_csv(r->out, all, &csv, sh->msg, sizeof sh->msg)
+                        : predict_scores_write(r->out, c->tsv, labeled, all, sh->msg, sizeof sh->msg);
+        if (st == EMBER_OK)
             sh->wrote = 1;
         else
             sh->status = EMBER_EIO;
         r->out = NULL; /* committed or dropped */
     }
-    sh->auc = all->n ? metric_auc(all->score, all->label, all->n) : NAN;
-    sh->logloss = all->n ? metric_logloss(all->score, all->label, all->n) : NAN;
+    sh->auc = all->n && labeled ? metric_auc(all->score, all->label, all->n) : NAN;
+    sh->logloss = all->n && labeled ? metric_logloss(all->score, all->label, all->n) : NAN;
 }
 
 /* Scores, gathers and writes: EMBER_OK, or the agreed status. */
@@ -158,6 +201,10 @@ static int score_and_write(predict_run *r, double t0, ember_prediction *res)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     int64_t table_bytes = mem.row_bytes, peak_kb = ru.ru_maxrss; /* every rank's tables; the largest process */
+    ctr_stats st;
+    ctr_source_stats(r->src, &st);
+    int64_t bad_lines = st.bad_lines;
+    ember_comm_reduce_i64(w, &bad_lines, 1, EMBER_REDUCE_SUM);
     ember_comm_reduce_i64(w, &table_bytes, 1, EMBER_REDUCE_SUM);
     ember_comm_reduce_i64(w, &peak_kb, 1, EMBER_REDUCE_MAX);
     shared sh;
@@ -171,7 +218,8 @@ static int score_and_write(predict_run *r, double t0, ember_prediction *res)
     predict_scores_free(&all);
     if (r->size > 1 && ember_comm_bcast(w, &sh, (int64_t)sizeof sh, 0) != EMBER_OK) /* every rank: rank 0's */
         sh.status = EMBER_ECOMM;
-    *res = (ember_prediction){(int64_t)sh.samples, sh.auc, sh.logloss, ember_now() - t0, r->size, table_bytes,
+    *res = (ember_prediction){(int64_t)sh.samples, sh.auc, sh.logloss, (int)sh.labeled, bad_lines, ember_now() - t0,
+                              r->size, table_bytes,
                               (double)peak_kb / 1024.0, sh.wrote ? r->c->out : NULL,
                               sh.status == EMBER_OK || sh.status == EMBER_EIO};
     r->status = (int)sh.status;
@@ -182,8 +230,12 @@ static int score_and_write(predict_run *r, double t0, ember_prediction *res)
 int ember_predict(const char *model, const char *data, const ember_predict_config *c, ember_prediction *out)
 {
     double t0 = ember_now();
-    if (!model || !data || !c || !out) {
-        ember_data_set_error("ember_predict: NULL argument");
+    if (!model || !data || !c || !out || (c->csv && c->tsv) || (c->id && !c->csv) ||
+        !(c->max_bad_fraction >= 0 && c->max_bad_fraction <= 1)) {
+        ember_data_set_error(!model || !data || !c || !out ? "ember_predict: NULL argument"
+                             : c->id && !c->csv ? "ember_predict: an id column (--id) needs the csv format"
+                             : c->csv && c->tsv ? "ember_predict: csv and tsv are both asked for"
+                                                : "ember_predict: max_bad_fraction outside [0, 1]");
         return EMBER_EINVAL;
     }
     memset(out, 0, sizeof *out);
@@ -223,6 +275,8 @@ char *ember_prediction_json(const ember_prediction *p)
     json_object_set_new(j, "samples", json_integer(p->samples));
     json_object_set_new(j, "auc", run_json_num(p->auc));
     json_object_set_new(j, "logloss", run_json_num(p->logloss));
+    json_object_set_new(j, "labeled", json_boolean(p->labeled));
+    json_object_set_new(j, "bad_lines", json_integer(p->bad_lines));
     json_object_set_new(j, "seconds", run_json_num(round(p->seconds * 1000.0) / 1000.0));
     json_object_set_new(j, "world", json_integer(p->world));
     json_object_set_new(j, "table_bytes", json_integer(p->table_bytes));

@@ -9,7 +9,8 @@
 #include "comm/collect.h"
 #include "infer/predictor.h"
 
-static int push(predict_scores *s, const float *score, const float *label, int64_t first, int64_t n)
+static int push(predict_scores *s, const float *score, const float *label, const int64_t *lines, int64_t first,
+                int64_t n)
 {
     if (s->n + n > s->cap) {
         int64_t cap = s->cap * 2 > s->n + n ? s->cap * 2 : s->n + n + 1024;
@@ -27,7 +28,7 @@ static int push(predict_scores *s, const float *score, const float *label, int64
     for (int64_t i = 0; i < n; i++) {
         s->score[s->n + i] = score[i];
         s->label[s->n + i] = label[i];
-        s->index[s->n + i] = first + i;
+        s->index[s->n + i] = lines ? lines[i] : first + i;
     }
     s->n += n;
     return 0;
@@ -68,8 +69,8 @@ int predict_scores_collect(ember_predictor *p, ctr_source *src, ember_world *w, 
             snprintf(err, len, "%s", ember_errmsg(p));
             failed = 1, st = rc;
         } else if (n > 0) {
-            int64_t first = synthetic ? b.first_sample - (int64_t)m->synth.eval_offset : 0;
-            if (push(out, sc, b.label, first, n)) {
+            int64_t first = synthetic ? b.first_sample - (int64_t)m->synth.eval_offset : b.first_sample;
+            if (push(out, sc, b.label, ctr_source_lines(src), first, n)) {
                 snprintf(err, len, "out of memory for %lld scores", (long long)(out->n + n));
                 failed = 1, st = EMBER_ENOMEM;
             }
@@ -95,29 +96,40 @@ static int by_index(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int predict_scores_write(ember_output *o, int tsv, int synthetic, const predict_scores *s, char *err, size_t len)
+int predict_scores_sort(predict_scores *s)
+{
+    int64_t n = s->n, *order = malloc(sizeof(int64_t) * 2 * (size_t)(n + 1)); /* (index, position) pairs */
+    float *sc = malloc(sizeof(float) * (size_t)(n + 1)), *lb = malloc(sizeof(float) * (size_t)(n + 1));
+    if (!order || !sc || !lb) {
+        free(order);
+        free(sc);
+        free(lb);
+        return EMBER_ENOMEM;
+    }
+    for (int64_t i = 0; i < n; i++)
+        order[2 * i] = s->index[i], order[2 * i + 1] = i;
+    qsort(order, (size_t)n, 2 * sizeof(int64_t), by_index);
+    for (int64_t k = 0; k < n; k++)
+        sc[k] = s->score[order[2 * k + 1]], lb[k] = s->label[order[2 * k + 1]], s->index[k] = order[2 * k];
+    free(s->score);
+    free(s->label);
+    free(order);
+    s->score = sc;
+    s->label = lb;
+    return EMBER_OK;
+}
+
+int predict_scores_write(ember_output *o, int tsv, int labeled, const predict_scores *s, char *err, size_t len)
 {
     FILE *f = ember_output_stdio(o);
-    int64_t *order = NULL, n = s->n;
-    if (f && synthetic) { /* (index, position) pairs sorted by index */
-        order = malloc(sizeof(int64_t) * 2 * (size_t)(n + 1));
-        if (!order) {
-            ember_output_abort(o);
-            snprintf(err, len, "out of memory sorting %lld scores", (long long)n);
-            return EMBER_ENOMEM;
-        }
-        for (int64_t i = 0; i < n; i++)
-            order[2 * i] = s->index[i], order[2 * i + 1] = i;
-        qsort(order, (size_t)n, 2 * sizeof(int64_t), by_index);
-    }
-    for (int64_t k = 0; f && k < n && !ferror(f); k++) {
-        int64_t i = order ? order[2 * k + 1] : k;
-        if (tsv)
-            fprintf(f, "%lld\t%.9g\t%g\n", (long long)(synthetic ? s->index[i] : k), s->score[i], s->label[i]);
+    for (int64_t i = 0; f && i < s->n && !ferror(f); i++) {
+        if (tsv && labeled)
+            fprintf(f, "%lld\t%.9g\t%g\n", (long long)s->index[i], s->score[i], s->label[i]);
+        else if (tsv)
+            fprintf(f, "%lld\t%.9g\n", (long long)s->index[i], s->score[i]);
         else
             fwrite(&s->score[i], sizeof(float), 1, f);
     }
-    free(order);
     int st = ember_output_commit(o);
     if (st != EMBER_OK) /* names the file and the reason */
         snprintf(err, len, "%s", ember_errmsg(NULL));

@@ -45,8 +45,7 @@ int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim)
 
 const char *ember_encoding_refusal(const ember_table_config *tc)
 {
-    return tc->kind == EMBER_TABLE_DYNAMIC         ? "a dynamic table"
-           : tc->storage == EMBER_STORAGE_SSD      ? "the SSD tier"
+    return tc->storage == EMBER_STORAGE_SSD        ? "the SSD tier"
            : tc->placement == EMBER_PLACE_COLUMN   ? "COLUMN placement"
            : tc->quant_buckets != 0                ? "simulated quantization"
                                                    : NULL;

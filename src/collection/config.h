@@ -15,7 +15,7 @@
 #include "ember.h"
 
 /* Why table tc cannot hold encoded rows (ember_table_config.rows_encoding:
- * "a dynamic table", "the SSD tier", ...), or NULL when it can.  Create
+ * "the SSD tier", "COLUMN placement", ...), or NULL when it can.  Create
  * refuses such a config; the predictor keeps such a table's rows fp32. */
 const char *ember_encoding_refusal(const ember_table_config *tc);
 

@@ -10,6 +10,7 @@
 
 #include "collection/config.h"
 #include "dyn/dyn.h"
+#include "quant/quant.h"
 
 #define SKETCH_MIN_BYTES 64
 #define SKETCH_MAX_BYTES ((int64_t)16 << 30)
@@ -47,7 +48,10 @@ static int64_t sketch_bytes_for(const ember_table_config *t, int64_t capacity)
 
 int64_t ember_dyn_table_bytes(const ember_table_config *t, int64_t capacity)
 {
-    int64_t row = (int64_t)sizeof(float) * (t->dim + ember_state_floats(t->optimizer.kind, t->dim));
+    int encoded = t->rows_encoding > EMBER_ROWS_FP32 && t->rows_encoding <= EMBER_ROWS_INT4;
+    int64_t row = encoded /* encoded rows hold no optimizer state */
+                      ? ember_quant_row_bytes((ember_encoding)t->rows_encoding, t->dim)
+                      : (int64_t)sizeof(float) * (t->dim + ember_state_floats(t->optimizer.kind, t->dim));
     return capacity * row + ember_dyn_index_bytes(capacity, t->evict) + sketch_bytes_for(t, capacity);
 }
 

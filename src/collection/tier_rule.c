@@ -16,11 +16,15 @@ int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W)
 {
     int64_t rows = t->rows;
     int32_t dim = t->dim;
+    if (t->kind == EMBER_TABLE_DYNAMIC) { /* capacity rows on every rank; encoded rows have no state */
+        int64_t row = t->rows_encoding != EMBER_ROWS_FP32
+                          ? ember_quant_row_bytes((ember_encoding)t->rows_encoding, dim)
+                          : (dim + ember_state_floats(t->optimizer.kind, dim)) * (int64_t)sizeof(float);
+        return ember_dyn_capacity(t) * row;
+    }
     if (t->rows_encoding != EMBER_ROWS_FP32) /* encoded rows, no state (never COLUMN) */
         return (W > 1 && t->placement == EMBER_PLACE_ROW ? (rows + W - 1) / W : rows) *
                ember_quant_row_bytes((ember_encoding)t->rows_encoding, dim);
-    if (t->kind == EMBER_TABLE_DYNAMIC) /* capacity rows on every rank */
-        return ember_dyn_capacity(t) * (dim + ember_state_floats(t->optimizer.kind, dim)) * (int64_t)sizeof(float);
     if (W > 1 && t->placement == EMBER_PLACE_ROW)
         rows = (rows + W - 1) / W;
     if (W > 1 && t->placement == EMBER_PLACE_COLUMN)

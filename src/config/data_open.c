@@ -215,7 +215,10 @@ int data_input_schema(const config_file *cf, const cfg_train *t, const char *pat
     }
     if (cf && cf->train.schema.num_columns) {
         *kind = DATA_INPUT_TEXT;
-        return schema_scaled(cf, path, train, cols, sc, err, errlen);
+        int rc = schema_scaled(cf, path, train, cols, sc, err, errlen);
+        if (rc == EMBER_OK && train) /* the header's fields, for files to score without one */
+            sc->num_file_fields = ctr_source_text_fields(train, &sc->file_fields);
+        return rc;
     }
     *kind = DATA_INPUT_CRITEO_TSV;
     int64_t rows[CTR_MAX_FEATURES];
@@ -232,13 +235,9 @@ int data_input_schema(const config_file *cf, const cfg_train *t, const char *pat
     return EMBER_OK;
 }
 
-int data_shuffle_train(const cfg_train *t, const char *path, ctr_source *s, char *err, size_t errlen)
+int data_shuffle_train(const cfg_train *t, ctr_source *s, char *err, size_t errlen)
 {
     if (!t->shuffle)
         return 0;
-    if (!ctr_file_is_binary(path)) {
-        snprintf(err, errlen, "%s: data.shuffle needs the binary format (ember convert writes it)", path);
-        return EMBER_EINVAL;
-    }
     return ctr_source_shuffle(s, t->model.seed ^ 0x5348554646u, err, errlen);
 }

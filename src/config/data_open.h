@@ -51,10 +51,11 @@ int data_input_schema(const config_file *cf, const cfg_train *t, const char *pat
  * cannot be read is the reader's to name). */
 int data_refuse_not_criteo(const char *path, char *err, size_t errlen);
 
-/* data.shuffle for the training file at path (its source s, not read
- * yet): its blocks in the order the run's seed draws, or an error when the
- * file is not binary.  Nothing without data.shuffle.  0, or -1 with err. */
-int data_shuffle_train(const cfg_train *t, const char *path, ctr_source *s, char *err, size_t errlen);
+/* data.shuffle for the training file's source s (not read yet): its
+ * blocks in the order the run's seed draws, or the source's error (a
+ * compressed text file, the synthetic task).  Nothing without
+ * data.shuffle.  0, or -1 with err. */
+int data_shuffle_train(const cfg_train *t, ctr_source *s, char *err, size_t errlen);
 
 /* 1 when path begins with the magic of ember's batch files (`ember gen`). */
 int data_is_batch_file(const char *path);

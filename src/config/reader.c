@@ -90,7 +90,7 @@ static int reader_open(const char *config, const char *path, int eval, int32_t r
         if (rc)
             return fail(r, EMBER_EIO, err);
         /* data.shuffle: the training file's blocks in the trainer's order */
-        if (!eval && !as_is && data_shuffle_train(&r->t, file, r->src, err, sizeof err))
+        if (!eval && !as_is && data_shuffle_train(&r->t, r->src, err, sizeof err))
             return fail(r, EMBER_EINVAL, err);
     }
     *out = r;

@@ -63,6 +63,8 @@ int ctr_buf_reserve(ctr_source *s, int32_t n, int stage)
             return EMBER_ENOMEM;
         if (s->stage_len && grow((void **)&s->stage_len, (size_t)n * S, sizeof(int32_t)))
             return EMBER_ENOMEM;
+        if (s->line_no && grow((void **)&s->line_no, (size_t)n, sizeof(int64_t)))
+            return EMBER_ENOMEM;
         s->cap = n;
     }
     if (stage && !s->stage_len) {
@@ -196,7 +198,7 @@ int ctr_source_shuffle(ctr_source *s, uint64_t seed, char *err, size_t errlen)
     if (!s)
         return ctr_fail(err, errlen, "ctr_source_shuffle: source is NULL");
     if (!s->ops->shuffle)
-        return ctr_fail(err, errlen, "shuffling needs the binary format (ember convert writes it)");
+        return ctr_fail(err, errlen, "this source cannot be shuffled: shuffling takes a binary or a plain text file");
     return s->ops->shuffle(s, seed, err, errlen);
 }
 
@@ -246,7 +248,13 @@ void ctr_source_destroy(ctr_source *s)
     free(s->stage_ids);
     free(s->weights);
     free(s->stage_w);
+    free(s->line_no);
     free(s);
+}
+
+const int64_t *ctr_source_lines(const ctr_source *s)
+{
+    return s->line_no;
 }
 
 void ctr_batch_empty(const ctr_schema *schema, ctr_batch *out)

@@ -62,6 +62,8 @@ typedef struct ctr_schema {
                                        any does, every batch has a weight per id
                                        (1 for the other features' ids)          */
     int float_label;                /* labels are any number in [0, 1], not only 0 or 1 */
+    int unlabeled;                  /* the file has no label column (a text schema's
+                                       label_optional): every label reads 0          */
 } ctr_schema;
 
 /* A text file's columns (docs/data.md, "The schema"). */
@@ -102,6 +104,19 @@ typedef struct ctr_text_schema {
     const ctr_column *columns; /* [num_columns], the caller's (copied at open)   */
     const char *expect;        /* what a line holds, for the wrong-field-count
                                   message; NULL: "the schema's columns"          */
+    int label_optional;        /* 1 (scoring): a file may lack the label column:
+                                  with a header, by its absence there; without
+                                  one, when the first line has one field fewer
+                                  than the schema's columns.  Such a file is
+                                  read unlabeled (ctr_schema.unlabeled)          */
+    int header_optional;       /* 1 (scoring), with header: a first line that
+                                  does not name every column the schema reads
+                                  is data, and lines hold the training file's
+                                  fields (file_fields) or else the schema's
+                                  columns, in order                            */
+    const char *const *file_fields; /* with header: the training file's header
+                                  fields in order (NULL: not known)            */
+    int32_t num_file_fields;
 } ctr_text_schema;
 
 /* The Criteo schema of ctr_source_tsv: label, I1..I13 int log1p, C1..C26
@@ -217,6 +232,15 @@ int ctr_source_binary(const char *path, int32_t rank, int32_t world, ctr_source 
 int ctr_file_is_binary(const char *path);
 
 const ctr_schema *ctr_source_schema(const ctr_source *s);
+/* The line in the file (from 1) of each sample of the last batch a text
+ * source returned; NULL for other sources. */
+const int64_t *ctr_source_lines(const ctr_source *s);
+/* 1 when a text source read a header line (its schema's header, unless
+ * header_optional found data there); 0 otherwise. */
+int ctr_source_text_header(const ctr_source *s);
+/* A text source's header fields in order (*names valid while s lives):
+ * their count, 0 without a header line. */
+int32_t ctr_source_text_fields(const ctr_source *s, const char *const **names);
 
 /* The next up-to-max_samples local samples into *out (valid until the next
  * call or destroy).  Returns the number of samples (0: this rank's share is

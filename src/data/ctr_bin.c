@@ -30,6 +30,7 @@
 #include <xxhash.h>
 
 #include "data/ctr_bin_block.h"
+#include "data/ctr_visits.h"
 #include "data/data_io.h"
 
 typedef struct bin_impl {
@@ -44,72 +45,9 @@ typedef struct bin_impl {
     int64_t pos[3];              /* ids, keys, weights of the samples before cur in it */
     /* shuffled (ctr_source_shuffle): the epoch's order of the share's blocks */
     int shuffled;
-    uint64_t seed;
     int32_t rank;
-    int64_t b0, nb;              /* the share's first block, its blocks     */
-    int64_t *order;              /* [nb] visiting order (block - b0)        */
-    int64_t *lstart;             /* [nb + 1] ordinal of each visit's first sample */
-    int64_t lpos, j;             /* ordinal of the next sample, its visit   */
+    ctr_visits v;
 } bin_impl;
-
-/* Samples of block b that lie in the share: [*lo, *hi). */
-static void block_part(const bin_impl *m, int64_t b, int64_t *lo, int64_t *hi)
-{
-    *lo = b * m->K > m->begin ? b * m->K : m->begin;
-    *hi = (b + 1) * m->K < m->end ? (b + 1) * m->K : m->end;
-}
-
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-/* The order of `epoch` (Fisher-Yates; (seed, rank, epoch) alone decide
- * it), and the ordinals where each visit starts. */
-static void shuffle_epoch(bin_impl *m, int64_t epoch)
-{
-    uint64_t x = m->seed ^ ((uint64_t)m->rank * 0xD1B54A32D192ED03ULL) ^ ((uint64_t)epoch * 0x8CB92BA72F3D8DD7ULL);
-    for (int64_t i = 0; i < m->nb; i++)
-        m->order[i] = i;
-    for (int64_t i = m->nb - 1; i > 0; i--) {
-        int64_t k = (int64_t)(splitmix(&x) % (uint64_t)(i + 1));
-        int64_t t = m->order[i];
-        m->order[i] = m->order[k];
-        m->order[k] = t;
-    }
-    m->lstart[0] = 0;
-    for (int64_t i = 0; i < m->nb; i++) {
-        int64_t lo, hi;
-        block_part(m, m->b0 + m->order[i], &lo, &hi);
-        m->lstart[i + 1] = m->lstart[i] + (hi - lo);
-    }
-}
-
-/* Ordinal lpos to its visit and the file sample it reads. */
-static void shuffle_place(bin_impl *m, int64_t lpos)
-{
-    int64_t lo = 0, hi = m->nb; /* the last visit with lstart <= lpos */
-    while (hi - lo > 1) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (m->lstart[mid] <= lpos)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    m->lpos = lpos;
-    m->j = lo;
-}
-
-/* The file sample of ordinal m->lpos (m->j its visit). */
-static int64_t shuffle_sample(const bin_impl *m)
-{
-    int64_t lo, hi;
-    block_part(m, m->b0 + m->order[m->j], &lo, &hi);
-    return lo + (m->lpos - m->lstart[m->j]);
-}
 
 static int64_t block_offset(const bin_impl *m, int64_t b)
 {
@@ -138,10 +76,8 @@ static int64_t bin_read(ctr_source *s, bin_impl *m, int64_t n, char *err, size_t
     int64_t nids = 0;
     for (int64_t b = 0; b < n; b++, m->cur++) {
         if (m->shuffled) { /* the epoch's order: the next visit when this one is done */
-            while (m->j + 1 < m->nb && m->lpos >= m->lstart[m->j + 1])
-                m->j++;
-            m->cur = shuffle_sample(m);
-            m->lpos++;
+            m->cur = ctr_visits_item(&m->v);
+            m->v.lpos++;
         }
         if (bin_enter(s, m, err, errlen))
             return EMBER_EINVAL;
@@ -162,21 +98,21 @@ static int64_t bin_read(ctr_source *s, bin_impl *m, int64_t n, char *err, size_t
 static int64_t bin_next(ctr_source *s, int32_t max, char *err, size_t errlen)
 {
     bin_impl *m = s->impl;
-    int64_t left = m->shuffled ? (m->end - m->begin) - m->lpos : m->end - m->cur;
+    int64_t left = m->shuffled ? (m->end - m->begin) - m->v.lpos : m->end - m->cur;
     int64_t n = left < max ? left : max;
     if (n <= 0)
         return 0;
     if (ctr_buf_reserve(s, (int32_t)n, 1))
         return ctr_fail(err, errlen, "%s: out of memory for %lld samples", m->path, (long long)n);
-    const int64_t cur = m->cur, pos[3] = {m->pos[0], m->pos[1], m->pos[2]}, lpos = m->lpos, j = m->j;
+    const int64_t cur = m->cur, pos[3] = {m->pos[0], m->pos[1], m->pos[2]}, lpos = m->v.lpos, j = m->v.j;
     const cb_block blk = m->blk;
-    s->batch_first = m->shuffled ? m->begin + m->lpos : m->cur; /* shuffled: the ordinal */
+    s->batch_first = m->shuffled ? m->begin + m->v.lpos : m->cur; /* shuffled: the ordinal */
     if (bin_read(s, m, n, err, errlen) < 0) { /* nothing half-done: back to after the last good batch */
         m->cur = cur;
         m->blk = blk;
         memcpy(m->pos, pos, sizeof pos);
-        m->lpos = lpos;
-        m->j = j;
+        m->v.lpos = lpos;
+        m->v.j = j;
         return EMBER_EINVAL;
     }
     return n;
@@ -187,10 +123,8 @@ static void bin_rewind(ctr_source *s)
     bin_impl *m = s->impl;
     m->cur = m->begin;
     m->blk.index = -1;
-    if (m->shuffled) { /* the new epoch's order (ctr.c counted it first) */
-        shuffle_epoch(m, s->epochs);
-        shuffle_place(m, 0);
-    }
+    if (m->shuffled) /* the new epoch's order (ctr.c counted it first) */
+        ctr_visits_start(&m->v, s->epochs, 0);
 }
 
 static void bin_destroy(ctr_source *s)
@@ -201,15 +135,14 @@ static void bin_destroy(ctr_source *s)
     if (m->map)
         munmap((void *)m->map, (size_t)m->size);
     free(m->path);
-    free(m->order);
-    free(m->lstart);
+    ctr_visits_free(&m->v);
     free(m);
 }
 
 static void bin_tell(const ctr_source *s, ctr_position *out)
 {
     const bin_impl *m = s->impl;
-    out->next = m->shuffled ? m->begin + m->lpos : m->cur; /* shuffled: the ordinal in the epoch's order */
+    out->next = m->shuffled ? m->begin + m->v.lpos : m->cur; /* shuffled: the ordinal in the epoch's order */
     out->begin = m->begin;
     out->end = m->end;
 }
@@ -223,29 +156,17 @@ static int bin_seek_to(ctr_source *s, int64_t next, char *err, size_t errlen)
                         m->path, (long long)next, (long long)m->begin, (long long)m->end);
     m->cur = next;
     m->blk.index = -1;
-    if (m->shuffled) { /* that epoch's order (ctr.c set it first), from that ordinal */
-        shuffle_epoch(m, s->epochs);
-        shuffle_place(m, next - m->begin);
-    }
+    if (m->shuffled) /* that epoch's order (ctr.c set it first), from that ordinal */
+        ctr_visits_start(&m->v, s->epochs, next - m->begin);
     return 0;
 }
 
 static int bin_shuffle(ctr_source *s, uint64_t seed, char *err, size_t errlen)
 {
     bin_impl *m = s->impl;
-    int64_t b0 = m->begin / m->K, b1 = m->end > m->begin ? (m->end - 1) / m->K + 1 : b0;
-    m->b0 = b0;
-    m->nb = b1 - b0;
-    free(m->order);
-    free(m->lstart);
-    m->order = malloc(sizeof(int64_t) * (size_t)(m->nb + 1));
-    m->lstart = malloc(sizeof(int64_t) * (size_t)(m->nb + 2));
-    if (!m->order || !m->lstart)
-        return ctr_fail(err, errlen, "%s: out of memory for the order of %lld blocks", m->path, (long long)m->nb);
-    m->seed = seed;
-    m->shuffled = 1;
-    shuffle_epoch(m, s->epochs);
-    shuffle_place(m, 0); /* the current epoch from its start */
+    if (ctr_visits_init(&m->v, seed, m->rank, m->begin, m->end, m->K, s->epochs))
+        return ctr_fail(err, errlen, "%s: out of memory for the order of its blocks", m->path);
+    m->shuffled = 1; /* the current epoch from its start */
     m->cur = m->begin;
     m->blk.index = -1;
     return 0;

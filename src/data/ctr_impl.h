@@ -58,6 +58,7 @@ struct ctr_source {
     int64_t *stage_ids;    /* [cap_stage]                                */
     float *stage_w;        /* [cap_stage] with weights                   */
     int64_t cap_stage;
+    int64_t *line_no;      /* [cap] text sources: each sample's file line */
 };
 
 /* 1 when some feature of the schema carries weights. */

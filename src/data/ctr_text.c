@@ -6,9 +6,11 @@
  * Rank share, design choice: open counts the file's data lines once and
  * rank r of W reads lines [r*N/W, (r+1)*N/W): bad lines count as lines, so
  * every line belongs to exactly one rank and the shares do not depend on
- * the contents.  The pass remembers where every 65536th line starts, so a
+ * the contents.  The pass remembers where every 4096th line starts, so a
  * rank seeks near its first line (a compressed stream is read again from
- * its start, text_stream_seek).
+ * its start, text_stream_seek).  Shuffled (plain text only), a share is
+ * read in blocks of 4096 lines in the order of ctr_visits.h, each block
+ * from its remembered start: the binary format's order, line for sample.
  *
  * Parsing, design choice: a batch's lines are first copied out of the
  * stream in order, then parsed by `threads` OpenMP threads, each a
@@ -39,11 +41,13 @@
 #include <string.h>
 
 #include "data/ctr_impl.h"
+#include "data/ctr_visits.h"
 #include "data/key_count.h"
 #include "data/text_parse.h"
 #include "data/text_stream.h"
 
-#define TEXT_MARK_SHIFT 16 /* a line start remembered every 2^16 lines */
+#define TEXT_MARK_SHIFT 12 /* a line start remembered every 4096 lines: a shuffled block's start */
+#define TEXT_BLOCK (INT64_C(1) << TEXT_MARK_SHIFT)
 
 typedef struct text_impl {
     char *path;
@@ -84,6 +88,10 @@ typedef struct text_impl {
     double max_bad_fraction; /* of the lines read; >= 1: no limit           */
     int64_t max_bad_lines;  /* -1: no limit                                 */
     char first_hint[256];   /* what to do about the first bad line          */
+    int32_t rank;
+    int shuffled;           /* ctr_source_shuffle: blocks of 4096 lines     */
+    ctr_visits v;           /* in the epoch's order                         */
+    int64_t counted_epoch;  /* shuffled: the epoch whose lines are counted  */
     text_ids *fkeys;        /* [S] a round's keys of each feature (counting) */
 } text_impl;
 
@@ -313,10 +321,11 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
     for (int32_t i = 0; i < max; i++) {
         const int32_t me = t->p_tid[i];
         int64_t line = line0 + i, fileline = t->first_line + line;
-        int fresh = line >= t->seen;
+        int fresh = t->shuffled ? s->epochs == t->counted_epoch : line >= t->seen;
         if (fresh) {
             s->stats.lines++;
-            t->seen = line + 1;
+            if (!t->shuffled)
+                t->seen = line + 1;
         }
         if (t->p_bad[i]) {
             const char *msg = t->p_msg_line[me] == i ? t->p_msg[me] : NULL;
@@ -364,6 +373,7 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
         if (t->p_bad[i])
             continue;
         const int32_t o = t->p_out[i];
+        s->line_no[o] = t->first_line + line0 + i;
         s->label[o] = t->p_label[i];
         memcpy(s->dense + (int64_t)o * D, t->p_dense + (int64_t)i * D, (size_t)D * sizeof(float));
         memcpy(s->stage_len + (int64_t)o * S, t->p_lens + (int64_t)i * S, (size_t)S * sizeof(int32_t));
@@ -385,25 +395,38 @@ static int next_round(ctr_source *s, text_impl *t, int32_t max, int32_t *np, int
     return t->distinct ? count_keys(t, max, err, errlen) : 0;
 }
 
+static int goto_line(text_impl *t, int64_t next, char *err, size_t errlen);
+
 static int64_t text_next(ctr_source *s, int32_t max, char *err, size_t errlen)
 {
     text_impl *t = s->impl;
     if (t->rewind_err[0]) /* the file could not be read again from this rank's start */
         return ctr_fail(err, errlen, "%s", t->rewind_err);
-    if (t->end - t->line < max)
-        max = (int32_t)(t->end - t->line);
+    int64_t left = t->shuffled ? (t->end - t->begin) - t->v.lpos : t->end - t->line;
+    if (left < max)
+        max = (int32_t)left;
     if (max <= 0)
         return 0;
     if (reserve(s, t, max))
         return ctr_fail(err, errlen, "%s: out of memory for %d samples", t->path, (int)max);
     int32_t n = 0;
     int64_t k = 0, first = -1;
-    while (n < max && t->line < t->end) { /* skipped bad lines: read on */
+    while (n < max && left > 0) { /* skipped bad lines: read on */
         int32_t want = max - n;
-        if (t->end - t->line < want)
-            want = (int32_t)(t->end - t->line);
+        if (t->shuffled) { /* consecutive lines of one block at a time, from the ordinal's line */
+            int64_t item = ctr_visits_item(&t->v), in_block = ctr_visits_left_in_block(&t->v);
+            if (item != t->line && goto_line(t, item, err, errlen))
+                return EMBER_EINVAL;
+            if (in_block < want)
+                want = (int32_t)in_block;
+        }
+        if (left < want)
+            want = (int32_t)left;
         if (next_round(s, t, want, &n, &k, &first, err, errlen))
             return EMBER_EINVAL;
+        left -= want;
+        if (t->shuffled)
+            t->v.lpos += want;
     }
     if (n > 0 && ctr_buf_transpose(s, n, k))
         return ctr_fail(err, errlen, "%s: out of memory for %lld ids", t->path, (long long)k);
@@ -459,6 +482,7 @@ static void text_destroy(ctr_source *s)
     free(t->p_out);
     free(t->p_idoff);
     free(t->marks);
+    ctr_visits_free(&t->v);
     free(t->path);
     free(t);
 }
@@ -466,19 +490,16 @@ static void text_destroy(ctr_source *s)
 static void text_tell(const ctr_source *s, ctr_position *out)
 {
     const text_impl *t = s->impl;
-    out->next = t->line;
+    out->next = t->shuffled ? t->begin + t->v.lpos : t->line; /* shuffled: the ordinal in the epoch's order */
     out->begin = t->begin;
     out->end = t->end;
 }
 
 /* To data line `next` of the share, reading the lines before it unparsed. */
-static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
+/* The stream at data line `next` (from its block's mark, skipping the
+ * lines before it); t->line set only once there. */
+static int goto_line(text_impl *t, int64_t next, char *err, size_t errlen)
 {
-    text_impl *t = s->impl;
-    if (next < t->begin || next > t->end)
-        return ctr_fail(err, errlen, "%s: position: line %lld is outside this rank's lines %lld to %lld", t->path,
-                        (long long)(t->first_line + next), (long long)(t->first_line + t->begin),
-                        (long long)(t->first_line + t->end - 1));
     int64_t mk = next >> TEXT_MARK_SHIFT;
     if (mk >= t->nmarks)
         mk = t->nmarks - 1;
@@ -494,14 +515,47 @@ static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
                             (long long)(t->first_line + next));
         line++;
     }
-    t->line = line; /* only once there: a failure leaves the position */
+    t->line = line;
+    return 0;
+}
+
+static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
+{
+    text_impl *t = s->impl;
+    if (next < t->begin || next > t->end)
+        return ctr_fail(err, errlen, "%s: position: line %lld is outside this rank's lines %lld to %lld", t->path,
+                        (long long)(t->first_line + next), (long long)(t->first_line + t->begin),
+                        (long long)(t->first_line + t->end - 1));
+    if (t->shuffled) { /* that epoch's order (ctr.c set it first) from that ordinal: read there next */
+        ctr_visits_start(&t->v, s->epochs, next - t->begin);
+        t->rewind_err[0] = '\0';
+        return 0;
+    }
+    if (goto_line(t, next, err, errlen))
+        return EMBER_EINVAL;
     if (t->seen < next)
         t->seen = next; /* lines skipped here are not counted as read */
     t->rewind_err[0] = '\0';
     return 0;
 }
 
-static const ctr_source_ops TEXT_OPS = {text_next, text_rewind, text_destroy, text_tell, text_seek, NULL};
+/* Plain text only: a compressed stream seeks by reading again from its
+ * start, which every block of every epoch would pay. */
+static int text_shuffle(ctr_source *s, uint64_t seed, char *err, size_t errlen)
+{
+    text_impl *t = s->impl;
+    if (text_stream_kind(t->ts) != TEXT_PLAIN)
+        return ctr_fail(err, errlen, "%s: a %s file cannot be shuffled (each block would read the stream again "
+                        "from its start): decompress it, or ember convert it to the binary format", t->path,
+                        text_stream_kind(t->ts) == TEXT_GZIP ? "gzip" : "zstd");
+    if (ctr_visits_init(&t->v, seed, t->rank, t->begin, t->end, TEXT_BLOCK, s->epochs))
+        return ctr_fail(err, errlen, "%s: out of memory for the order of its blocks", t->path);
+    t->shuffled = 1; /* the current epoch from its start */
+    t->counted_epoch = s->epochs;
+    return 0;
+}
+
+static const ctr_source_ops TEXT_OPS = {text_next, text_rewind, text_destroy, text_tell, text_seek, text_shuffle};
 
 /* Counts the data lines from data_offset on, remembering every 2^16th. */
 static int count_lines(text_impl *t, char *err, size_t errlen)
@@ -612,6 +666,83 @@ out:
     return rc;
 }
 
+/* The training file's header fields as one header line (CSV-quoted where
+ * a name needs it); NULL out of memory. */
+static char *fields_line(const ctr_text_schema *sc, size_t *len)
+{
+    size_t cap = 1;
+    for (int32_t k = 0; k < sc->num_file_fields; k++)
+        cap += 2 * strlen(sc->file_fields[k]) + 3;
+    char *line = malloc(cap), *o = line;
+    for (int32_t k = 0; line && k < sc->num_file_fields; k++) {
+        const char *f = sc->file_fields[k];
+        int quote = sc->delimiter == ',' && strpbrk(f, ",\"\r") != NULL;
+        if (k)
+            *o++ = sc->delimiter;
+        if (quote)
+            *o++ = '"';
+        for (; *f; f++) {
+            if (quote && *f == '"')
+                *o++ = '"';
+            *o++ = *f;
+        }
+        if (quote)
+            *o++ = '"';
+    }
+    if (line)
+        *len = (size_t)(o - line);
+    return line;
+}
+
+/* A first line that is not the header the schema expects, in a file to
+ * score: the file has none.  Its lines hold the training file's fields in
+ * order (the schema's columns when those are not known). */
+static int no_header(text_impl *t, const ctr_text_schema *schema, int64_t start, char *err, size_t errlen)
+{
+    ctr_text_schema sc = *schema;
+    sc.header = sc.num_file_fields > 0;
+    text_plan_free(&t->plan);
+    if (text_plan_init(&t->plan, &sc, t->path, err, errlen))
+        return EMBER_EINVAL;
+    if (sc.header) { /* bound as by the training file's header */
+        size_t len = 0;
+        char *line = fields_line(&sc, &len);
+        int rc = line ? text_plan_header(&t->plan, line, len, t->path, err, errlen)
+                      : ctr_fail(err, errlen, "%s: out of memory", t->path);
+        free(line);
+        if (rc)
+            return EMBER_EINVAL;
+        snprintf(t->plan.expect, sizeof t->plan.expect, "the training file's fields");
+    }
+    err[0] = '\0';
+    return text_stream_seek(t->ts, start, 0, err, errlen) ? EMBER_EINVAL : 0;
+}
+
+/* Without a header, whether the file's first line lacks the label field
+ * (one field fewer than the schema's columns): the plan then reads every
+ * line without it.  The stream is put back at the first data line. */
+static int first_line_unlabeled(text_impl *t, char *err, size_t errlen)
+{
+    const char *line;
+    size_t len;
+    int over;
+    int rc = text_stream_line(t->ts, (size_t)t->plan.max_line, &line, &len, &over, err, errlen);
+    if (rc < 0)
+        return EMBER_EINVAL;
+    if (rc == 1 && !over) {
+        if (len > 0 && line[len - 1] == '\r')
+            len--;
+        char msg[200], *scratch = malloc(len + 1);
+        if (!scratch)
+            return ctr_fail(err, errlen, "%s: out of memory", t->path);
+        int n = text_split(&t->plan, line, len, scratch, NULL, NULL, 0, msg, sizeof msg);
+        free(scratch);
+        if (n == t->plan.nfields - 1 && text_plan_drop_label(&t->plan))
+            return ctr_fail(err, errlen, "%s: out of memory", t->path);
+    }
+    return text_stream_seek(t->ts, t->data_offset, t->first_line - 1, err, errlen) ? EMBER_EINVAL : 0;
+}
+
 int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_policy policy, int32_t rank,
                     int32_t world, ctr_source **out, char *err, size_t errlen)
 {
@@ -629,6 +760,7 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
         return ctr_fail(err, errlen, "%s: out of memory", path);
     }
     t->policy = policy;
+    t->rank = rank;
     t->threads = 1;
     t->max_bad_fraction = 1;
     t->max_bad_lines = -1;
@@ -659,9 +791,14 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
         free(t);
         return ctr_fail(err, errlen, "%s: out of memory", path);
     }
+    if (!(s->line_no = malloc(sizeof(int64_t) * ((size_t)s->cap + 1)))) { /* grown with the batch */
+        ctr_fail(err, errlen, "%s: out of memory", path);
+        goto fail;
+    }
     if (text_stream_open(path, &t->ts, err, errlen))
         goto fail;
     t->first_line = 1;
+    const int64_t start = text_stream_tell(t->ts);
     if (t->plan.header) {
         const char *line;
         size_t len;
@@ -677,11 +814,17 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
             ctr_fail(err, errlen, "%s:1: header longer than %d bytes", path, (int)t->plan.max_line);
             goto fail;
         }
-        if (text_plan_header(&t->plan, line, len, path, err, errlen))
-            goto fail;
-        t->first_line = 2;
+        if (text_plan_header(&t->plan, line, len, path, err, errlen)) {
+            if (!schema->header_optional || no_header(t, schema, start, err, errlen))
+                goto fail;
+        } else {
+            t->first_line = 2;
+        }
     }
     t->data_offset = text_stream_tell(t->ts);
+    if (t->first_line == 1 && t->plan.label_optional && first_line_unlabeled(t, err, errlen))
+        goto fail;
+    s->schema.unlabeled = t->plan.unlabeled;
     if (count_lines(t, err, errlen) || compute_stats(t, err, errlen))
         goto fail;
     t->begin = ctr_share_begin(t->lines, rank, world);
@@ -695,6 +838,21 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
 fail:
     ctr_source_destroy(s);
     return EMBER_EINVAL;
+}
+
+int32_t ctr_source_text_fields(const ctr_source *s, const char *const **names)
+{
+    *names = NULL;
+    if (!s || s->ops != &TEXT_OPS || ((const text_impl *)s->impl)->first_line != 2)
+        return 0;
+    const text_plan *p = &((const text_impl *)s->impl)->plan;
+    *names = (const char *const *)p->header_names;
+    return p->header_names ? p->nfields : 0;
+}
+
+int ctr_source_text_header(const ctr_source *s)
+{
+    return s && s->ops == &TEXT_OPS && ((const text_impl *)s->impl)->first_line == 2;
 }
 
 void ctr_source_set_threads(ctr_source *s, int32_t threads)

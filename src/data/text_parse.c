@@ -50,6 +50,7 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
                     CTR_TEXT_MAX_LINE_LIMIT);
     const int32_t C = sc->num_columns;
     p->delimiter = sc->delimiter;
+    p->label_optional = sc->label_optional;
     p->quoting = sc->delimiter == ',';
     p->header = sc->header;
     p->max_line = sc->max_line;
@@ -143,8 +144,31 @@ int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, cha
     return 0;
 }
 
+int text_plan_drop_label(text_plan *p)
+{
+    const int32_t L = p->label_col;
+    if (L < 0 || p->col_field[L] < 0)
+        return 0;
+    for (int32_t c = 0; c < p->num_columns; c++)
+        if (p->col_field[c] > p->col_field[L])
+            p->col_field[c]--;
+    p->col_field[L] = -1;
+    p->nfields--;
+    for (int32_t k = 0; k < p->nfields; k++)
+        p->field_col[k] = -1;
+    for (int32_t c = 0; c < p->num_columns; c++)
+        if (p->col_field[c] >= 0)
+            p->field_col[p->col_field[c]] = c;
+    p->unlabeled = 1;
+    snprintf(p->expect, sizeof p->expect, "the schema's columns without the label");
+    return 0;
+}
+
 void text_plan_free(text_plan *p)
 {
+    if (p->header_names)
+        free(p->header_names[0]);
+    free(p->header_names);
     free(p->cols);
     free(p->field_col);
     free(p->col_field);
@@ -265,11 +289,34 @@ int text_plan_header(text_plan *p, const char *line, size_t len, const char *who
                 p->col_field[c] = k;
                 break;
             }
+        if (p->col_field[c] < 0 && c == p->label_col && p->label_optional) {
+            p->unlabeled = 1; /* a file to score, without labels */
+            continue;
+        }
         if (p->col_field[c] < 0) {
             ctr_fail(err, errlen, "%s:1: the header has no column named \"%s\" (the schema's column %d)", who, nm,
                  (int)c);
             goto out;
         }
+    }
+    size_t bytes = 0; /* the names, kept for ctr_source_text_fields */
+    for (int k = 0; k < n; k++)
+        bytes += fl[k] + 1;
+    p->header_names = malloc(((size_t)n + 1) * sizeof *p->header_names);
+    char *blob = malloc(bytes + 1);
+    if (!p->header_names || !blob) {
+        free(blob);
+        free(p->header_names);
+        p->header_names = NULL;
+        ctr_fail(err, errlen, "%s: out of memory", who);
+        goto out;
+    }
+    p->header_names[0] = blob; /* what text_plan_free frees */
+    for (int k = 0; k < n; k++) {
+        memcpy(blob, fs[k], fl[k]);
+        blob[fl[k]] = '\0';
+        p->header_names[k] = blob;
+        blob += fl[k] + 1;
     }
     snprintf(p->expect, sizeof p->expect, "the header's columns");
     rc = 0;
@@ -336,7 +383,7 @@ static int parse_int(const char *s, size_t n, int64_t *out)
 /* Design choice: an integer exported through a float column (pandas
  * writes an int column with missing values as 84.0) reads as the integer:
  * the digits before the point are parsed as an integer, never through a
- * double, so the value is exact; beyond 2^53 the float it was printed from
+ * double, so the value is exact; from 2^53 on the float it was printed from
  * may already have been rounded, and the field is refused.  Exponents
  * ("1e2") stay refused: a float prints one only beyond 1e16 or below 1e-4,
  * where it is not an exact integer either. */
@@ -353,7 +400,7 @@ int text_parse_int(const char *s, size_t n, int64_t *out)
     int64_t v;
     if (parse_int(s, (size_t)(dot - s), &v))
         return EMBER_EINPUT;
-    if (v > (INT64_C(1) << 53) || v < -(INT64_C(1) << 53))
+    if (v >= (INT64_C(1) << 53) || v <= -(INT64_C(1) << 53)) /* 2^53 may be 2^53 + 1 rounded */
         return EMBER_ELIMIT;
     *out = v;
     return 0;
@@ -362,7 +409,7 @@ int text_parse_int(const char *s, size_t n, int64_t *out)
 /* The message of an int text that text_parse_int refused (rc). */
 static const char *not_int(int rc)
 {
-    return rc == EMBER_ELIMIT ? " (a point and zeros beyond 2^53: the float it came from is not exact)" : "";
+    return rc == EMBER_ELIMIT ? " (a point and zeros at 2^53 or beyond: the float it came from may be rounded)" : "";
 }
 
 static void set_why(text_why *why, text_bad_kind kind, int32_t col)
@@ -608,6 +655,8 @@ int text_parse_fields(const text_plan *p, const char *const *fs, const size_t *f
     const int64_t ids_before = ids->n;
     char at[64];
     set_why(o->why, TEXT_BAD_OTHER, -1);
+    if (p->unlabeled)
+        *o->label = 0.0f;
     int rc = EMBER_EINVAL;
     for (int32_t c = 0; c < p->num_columns; c++) {
         const ctr_column *k = &p->cols[c];

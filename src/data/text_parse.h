@@ -29,6 +29,9 @@ typedef struct text_plan {
     int32_t *col_out;           /* [num_columns] dense index or feature     */
     int32_t D, S, label_col;
     int any_weighted;
+    int label_optional;         /* the schema's                              */
+    int unlabeled;              /* the file has no label field: labels read 0 */
+    char **header_names;        /* text_plan_header's fields, [nfields]      */
     char expect[160];
 } text_plan;
 
@@ -37,6 +40,10 @@ typedef struct text_plan {
 int text_plan_init(text_plan *p, const ctr_text_schema *sc, const char *who, char *err, size_t errlen);
 int text_plan_header(text_plan *p, const char *line, size_t len, const char *who, char *err, size_t errlen);
 void text_plan_free(text_plan *p);
+/* Lines without the label's field (their first has one field fewer): its
+ * field is gone, every later field moves down by one, labels read 0.  0,
+ * or EMBER_ENOMEM. */
+int text_plan_drop_label(text_plan *p);
 
 /* Growable keys (and weights) of parsed lines. */
 typedef struct text_ids {
@@ -108,8 +115,9 @@ void text_bad_hint(const text_plan *p, const text_why *w, char *out, size_t len)
 /* An int column's or int id's text (docs/data.md, "Values"): a decimal
  * integer with an optional sign in int64, or one followed by a point and
  * zeros ("84.0", a float column's export of an integer) with a magnitude
- * of at most 2^53.  0, EMBER_EINPUT (not an integer), or EMBER_ELIMIT (a
- * point and zeros beyond 2^53: the float it came from may be rounded). */
+ * below 2^53.  0, EMBER_EINPUT (not an integer), or EMBER_ELIMIT (a point
+ * and zeros at 2^53 or beyond: the float it came from may be rounded,
+ * 2^53 + 1 prints as 2^53). */
 int text_parse_int(const char *s, size_t n, int64_t *out);
 
 /* The key of a value (docs/data.md): XXH64 with the feature as seed. */

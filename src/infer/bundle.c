@@ -7,7 +7,10 @@
  * cache once read.  A bundle loads at any world size: every rank reads
  * every table file and ember_table_write keeps each rank's part; a table
  * the predictor holds encoded (rows_encoding) gets the bundle's rows as
- * they are, any other is decoded to fp32.  The writer is bundle_write.c.
+ * they are, any other is decoded to fp32.  A dynamic table's keys file is
+ * checked to ascend (no key twice); every rank keeps the keys it owns, their
+ * rows copied the same way, so an int8 table is never fp32 in memory.  The
+ * writer is bundle_write.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,9 +24,11 @@
 #include <xxhash.h>
 
 #include "ckpt/ckpt_impl.h"
+#include "dyn/dyn.h"
 #include "infer/bundle.h"
 #include "infer/description.h"
 #include "quant/quant.h"
+#include "step/dynamic_load.h"
 #include "step/rows.h"
 
 struct ember_bundle {
@@ -35,8 +40,10 @@ struct ember_bundle {
         const uint8_t *map;
         int64_t bytes;
     } files[DESCRIPTION_MAX + 1]; /* tables, then dense.params */
+    struct bundle_file keys[DESCRIPTION_MAX]; /* dynamic tables: their keys */
+    int dynamic[DESCRIPTION_MAX];
     ember_encoding enc[DESCRIPTION_MAX];
-    int64_t row_bytes[DESCRIPTION_MAX], rows[DESCRIPTION_MAX];
+    int64_t row_bytes[DESCRIPTION_MAX], rows[DESCRIPTION_MAX]; /* a dynamic table: rows = keys */
     int32_t dim[DESCRIPTION_MAX];
 };
 
@@ -155,9 +162,11 @@ static int read_manifest(ember_bundle *b, const char *path, char *err, size_t le
     } else if (!j) {
         st = EMBER_EFORMAT;
         snprintf(err, len, "%s: line %d: %s", path, je.line, je.text);
-    } else if (!format || strcmp(format, "ember-bundle") || version != BUNDLE_VERSION) {
+    } else if (!format || strcmp(format, "ember-bundle") || version < BUNDLE_VERSION_FIXED ||
+               version > BUNDLE_VERSION) {
         st = EMBER_EFORMAT;
-        snprintf(err, len, "%s: not a version %d bundle manifest (format, version)", path, BUNDLE_VERSION);
+        snprintf(err, len, "%s: not a version %d or %d bundle manifest (format, version)", path,
+                 BUNDLE_VERSION_FIXED, BUNDLE_VERSION);
     }
     free(text);
     if (st == EMBER_OK)
@@ -165,6 +174,71 @@ static int read_manifest(ember_bundle *b, const char *path, char *err, size_t le
     else
         json_decref(j);
     return st;
+}
+
+/* A dynamic table's keys file: 8 bytes a key (little-endian int64), one
+ * per row, strictly ascending (so no key twice).  Checked after its
+ * checksum, which a bundle put together by hand could still satisfy. */
+static int check_keys(const ember_bundle *b, int32_t t, const char *file, char *err, size_t len)
+{
+    const struct bundle_file *k = &b->keys[t];
+    if (k->bytes != 8 * b->rows[t]) {
+        snprintf(err, len, "%s/%s: %lld bytes for %lld keys of 8", b->dir, file, (long long)k->bytes,
+                 (long long)b->rows[t]);
+        return EMBER_EFORMAT;
+    }
+    for (int64_t i = 1; i < b->rows[t]; i++)
+        if ((int64_t)ckpt_get_u64(k->map + 8 * i) <= (int64_t)ckpt_get_u64(k->map + 8 * (i - 1))) {
+            snprintf(err, len, "%s/%s: key %lld (number %lld) does not follow %lld: keys must ascend", b->dir, file,
+                     (long long)ckpt_get_u64(k->map + 8 * i), (long long)i,
+                     (long long)ckpt_get_u64(k->map + 8 * (i - 1)));
+            return EMBER_EFORMAT;
+        }
+    forget_pages(k);
+    return EMBER_OK;
+}
+
+/* Table entry t of the manifest: its encoding, dim, rows and kind, its
+ * file (and a dynamic table's keys file) mapped and verified. */
+static int read_entry(ember_bundle *b, int32_t t, json_t *e, json_int_t version, const char *path, char *err,
+                      size_t len)
+{
+    int enc = ember_encoding_parse(json_string_value(json_object_get(e, "encoding")));
+    json_t *dim = json_object_get(e, "dim"), *rows = json_object_get(e, "rows"), *kind = json_object_get(e, "kind");
+    const char *k = kind ? json_string_value(kind) : "fixed"; /* version 2 entries have no kind */
+    int dynamic = k && !strcmp(k, "dynamic");
+    if (!k || (!dynamic && strcmp(k, "fixed"))) {
+        snprintf(err, len, "%s: tables[%d]: kind %s (expected \"fixed\" or \"dynamic\")", path, (int)t,
+                 k ? k : "that is not a string");
+        return EMBER_EFORMAT;
+    }
+    if (dynamic && version < BUNDLE_VERSION) {
+        snprintf(err, len, "%s: tables[%d]: a dynamic table in a version %d manifest (they came with version %d)",
+                 path, (int)t, (int)version, BUNDLE_VERSION);
+        return EMBER_EFORMAT;
+    }
+    if (enc < 0 || !json_is_integer(dim) || !json_is_integer(rows) || json_integer_value(dim) < 1 ||
+        json_integer_value(dim) > 1024 || json_integer_value(rows) < !dynamic ||
+        json_integer_value(rows) > ((json_int_t)1 << 40)) {
+        snprintf(err, len, "%s: tables[%d]: encoding, dim or rows missing, unknown or out of range", path, (int)t);
+        return EMBER_EFORMAT;
+    }
+    b->dynamic[t] = dynamic;
+    b->enc[t] = (ember_encoding)enc;
+    b->dim[t] = (int32_t)json_integer_value(dim);
+    b->rows[t] = (int64_t)json_integer_value(rows);
+    b->row_bytes[t] = ember_quant_row_bytes(b->enc[t], b->dim[t]);
+    int st = map_file(b, &b->files[t], e, err, len);
+    if (st != EMBER_OK || !dynamic)
+        return st;
+    json_t *keys = json_object_get(e, "keys");
+    if (!json_is_object(keys)) {
+        snprintf(err, len, "%s: tables[%d]: a dynamic table without its keys file", path, (int)t);
+        return EMBER_EFORMAT;
+    }
+    if ((st = map_file(b, &b->keys[t], keys, err, len)) != EMBER_OK)
+        return st;
+    return check_keys(b, t, json_string_value(json_object_get(keys, "file")), err, len);
 }
 
 int bundle_open(const char *dir, ember_bundle **out, char *err, size_t len)
@@ -188,22 +262,9 @@ int bundle_open(const char *dir, ember_bundle **out, char *err, size_t len)
         snprintf(err, len, "out of memory");
     }
     b->num_tables = tables ? (int32_t)json_array_size(tables) : 0;
-    for (int32_t t = 0; t < b->num_tables && st == EMBER_OK; t++) {
-        json_t *e = json_array_get(tables, (size_t)t);
-        int enc = ember_encoding_parse(json_string_value(json_object_get(e, "encoding")));
-        json_t *dim = json_object_get(e, "dim"), *rows = json_object_get(e, "rows");
-        if (enc < 0 || !json_is_integer(dim) || !json_is_integer(rows) || json_integer_value(dim) < 1 ||
-            json_integer_value(dim) > 1024 || json_integer_value(rows) < 1) {
-            st = EMBER_EFORMAT;
-            snprintf(err, len, "%s: tables[%d]: encoding, dim or rows missing, unknown or out of range", path, (int)t);
-            break;
-        }
-        b->enc[t] = (ember_encoding)enc;
-        b->dim[t] = (int32_t)json_integer_value(dim);
-        b->rows[t] = (int64_t)json_integer_value(rows);
-        b->row_bytes[t] = ember_quant_row_bytes(b->enc[t], b->dim[t]);
-        st = map_file(b, &b->files[t], e, err, len);
-    }
+    json_int_t version = b->manifest ? json_integer_value(json_object_get(b->manifest, "version")) : 0;
+    for (int32_t t = 0; t < b->num_tables && st == EMBER_OK; t++)
+        st = read_entry(b, t, json_array_get(tables, (size_t)t), version, path, err, len);
     if (st == EMBER_OK)
         st = map_file(b, &b->files[b->num_tables], json_object_get(b->manifest, "dense"), err, len);
     if (st != EMBER_OK) {
@@ -218,9 +279,12 @@ void bundle_close(ember_bundle *b)
 {
     if (!b)
         return;
-    for (int32_t i = 0; i <= b->num_tables; i++)
+    for (int32_t i = 0; i <= b->num_tables; i++) {
         if (b->files[i].map)
             munmap((void *)b->files[i].map, (size_t)b->files[i].bytes);
+        if (i < b->num_tables && b->keys[i].map)
+            munmap((void *)b->keys[i].map, (size_t)b->keys[i].bytes);
+    }
     free(b->model_json);
     json_decref(b->manifest);
     free(b);
@@ -243,14 +307,20 @@ int bundle_check(const ember_bundle *b, const ember_collection_config *cc, char 
         return EMBER_EFORMAT;
     }
     for (int32_t t = 0; t < cc->num_tables; t++)
-        if (b->dim[t] != cc->tables[t].dim || b->rows[t] != cc->tables[t].rows) {
+        if (b->dynamic[t] != (cc->tables[t].kind == EMBER_TABLE_DYNAMIC)) {
+            snprintf(err, len, "%s: table '%s': the manifest's entry is a %s table, the model's is %s", b->dir,
+                     cc->tables[t].name, b->dynamic[t] ? "dynamic" : "fixed",
+                     b->dynamic[t] ? "fixed" : "dynamic");
+            return EMBER_EFORMAT;
+        } else if (b->dynamic[t] ? b->dim[t] != cc->tables[t].dim
+                                 : b->dim[t] != cc->tables[t].dim || b->rows[t] != cc->tables[t].rows) {
             snprintf(err, len, "%s: table '%s': the manifest's entry has %lld rows of dim %d, the model %lld of %d",
                      b->dir, cc->tables[t].name, (long long)b->rows[t], (int)b->dim[t], (long long)cc->tables[t].rows,
                      (int)cc->tables[t].dim);
             return EMBER_EFORMAT;
-        } else if (b->files[t].bytes != cc->tables[t].rows * b->row_bytes[t]) {
+        } else if (b->files[t].bytes != b->rows[t] * b->row_bytes[t]) {
             snprintf(err, len, "%s: table '%s': %lld bytes for %lld rows of %lld", b->dir, cc->tables[t].name,
-                     (long long)b->files[t].bytes, (long long)cc->tables[t].rows, (long long)b->row_bytes[t]);
+                     (long long)b->files[t].bytes, (long long)b->rows[t], (long long)b->row_bytes[t]);
             return EMBER_EFORMAT;
         }
     return EMBER_OK;
@@ -258,12 +328,53 @@ int bundle_check(const ember_bundle *b, const ember_collection_config *cc, char 
 
 int bundle_encoding(const ember_bundle *b, int32_t t) { return (int)b->enc[t]; }
 
+int64_t bundle_dynamic_capacity(const ember_bundle *b, int32_t t, int32_t world)
+{
+    if (!b->dynamic[t])
+        return 0;
+    int64_t *owned = calloc((size_t)world, sizeof *owned), most = 1;
+    if (!owned)
+        return -1;
+    for (int64_t i = 0; i < b->rows[t]; i++)
+        owned[ember_dyn_owner((int64_t)ckpt_get_u64(b->keys[t].map + 8 * i), world)]++;
+    for (int32_t r = 0; r < world; r++)
+        most = owned[r] > most ? owned[r] : most;
+    free(owned);
+    forget_pages(&b->keys[t]);
+    return most;
+}
+
+/* Dynamic table t from its keys and rows files: each rank keeps the keys it
+ * owns (step/dynamic_load.h), rows copied encoded or decoded. */
+static int load_dynamic(const ember_bundle *b, ember_collection *coll, int32_t t)
+{
+    enum { CHUNK = 1024 };
+    int64_t keys[CHUNK], rb = b->row_bytes[t];
+    const uint8_t *km = b->keys[t].map, *rows = b->files[t].map;
+    int st = ember_dyn_load_begin(coll, t);
+    for (int64_t i0 = 0; i0 < b->rows[t] && st == EMBER_OK; i0 += CHUNK) {
+        int64_t n = b->rows[t] - i0 < CHUNK ? b->rows[t] - i0 : CHUNK;
+        for (int64_t i = 0; i < n; i++)
+            keys[i] = (int64_t)ckpt_get_u64(km + 8 * (i0 + i));
+        st = ember_dyn_load_rows(coll, t, keys, n, rows + i0 * rb, (int)b->enc[t], rb);
+        forget_range(km + 8 * i0, 8 * n);
+        forget_range(rows + i0 * rb, n * rb);
+    }
+    if (st == EMBER_OK)
+        ember_dyn_load_end(coll, t);
+    return st;
+}
+
 int bundle_load_tables(const ember_bundle *b, ember_collection *coll, const ember_collection_config *cc,
                        float *scratch)
 {
     int st = EMBER_OK;
     for (int32_t t = 0; t < cc->num_tables && st == EMBER_OK; t++) {
         int32_t dim = cc->tables[t].dim;
+        if (b->dynamic[t]) {
+            st = load_dynamic(b, coll, t);
+            continue;
+        }
         if (cc->tables[t].rows_encoding != EMBER_ROWS_FP32) { /* held as the bundle holds them: copied */
             const struct bundle_file *f = &b->files[t];
             int64_t rb = b->row_bytes[t], step = (16 << 20) / rb + 1; /* ~16 MiB of the file at a time */

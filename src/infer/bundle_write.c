@@ -7,7 +7,9 @@
  * row, and read through the predictor's views (predictor.h): its model
  * description, its loaded tables, its dense parameters.  Each table is
  * encoded as asked (--quantize, or its --per-table entry) into a temporary
- * folder of this process, each file fsynced, then the manifest sealed by
+ * folder of this process (a dynamic table as the keys that hold a row,
+ * ascending, and their rows in that order), each file fsynced, then the
+ * manifest sealed by
  * its own checksum; the folder is published by a rename that never
  * replaces an existing one (core/safe_file.h: never through a link).  Any
  * failure leaves nothing behind.
@@ -55,36 +57,56 @@ static int write_file(const safe_dir *dir, const char *name, const void *data, i
     return EMBER_OK;
 }
 
-/* Encodes table t of the collection into one buffer. */
+/* Encodes table t of the collection into one buffer: a fixed table's rows
+ * in order; a dynamic table's keys that hold a row (ascending, also into
+ * *keys_out as little-endian int64) and their rows in the same order. */
 static int encode_table(const ember_collection *coll, int32_t t, const ember_table_config *tc, ember_encoding e,
-                        uint8_t **out, int64_t *bytes, char *err, size_t len)
+                        uint8_t **out, int64_t *rows_out, uint8_t **keys_out, char *err, size_t len)
 {
+    int dynamic = tc->kind == EMBER_TABLE_DYNAMIC;
     int64_t rb = ember_quant_row_bytes(e, tc->dim), rows = tc->rows;
-    uint8_t *buf = malloc((size_t)(rows * rb + 1));
+    int64_t *keys = NULL;
+    if (dynamic && ember_dynamic_keys(coll, t, 0, NULL, &rows) == EMBER_OK) /* a world of one: every key */
+        keys = malloc(sizeof *keys * (size_t)(rows + 1));
+    uint8_t *buf = malloc((size_t)(rows * rb + 1)), *kbuf = dynamic ? malloc((size_t)(8 * rows + 1)) : NULL;
     float *chunk = malloc(sizeof(float) * (size_t)BUNDLE_CHUNK_ROWS * (size_t)tc->dim);
-    int st = buf && chunk ? EMBER_OK : EMBER_ENOMEM;
+    int st = buf && chunk && (!dynamic || (keys && kbuf)) ? EMBER_OK : EMBER_ENOMEM;
     if (st != EMBER_OK)
         snprintf(err, len, "table '%s': out of memory for %lld rows", tc->name, (long long)rows);
+    if (st == EMBER_OK && dynamic && (st = ember_dynamic_keys(coll, t, rows, keys, &rows)) != EMBER_OK)
+        snprintf(err, len, "table '%s': %s", tc->name, ember_errmsg(coll));
     for (int64_t r0 = 0; r0 < rows && st == EMBER_OK; r0 += BUNDLE_CHUNK_ROWS) {
         int64_t n = rows - r0 < BUNDLE_CHUNK_ROWS ? rows - r0 : BUNDLE_CHUNK_ROWS;
-        if ((st = ember_table_read(coll, t, r0, n, chunk)) != EMBER_OK) {
+        if ((st = dynamic ? ember_dynamic_read(coll, t, keys + r0, n, chunk, NULL, NULL)
+                          : ember_table_read(coll, t, r0, n, chunk)) != EMBER_OK) {
             snprintf(err, len, "table '%s': %s", tc->name, ember_errmsg(coll));
             break;
         }
-        for (int64_t i = 0; i < n && st == EMBER_OK; i++)
+        for (int64_t i = 0; i < n && st == EMBER_OK; i++) {
+            if (dynamic)
+                ckpt_put_u64(kbuf + 8 * (r0 + i), (uint64_t)keys[r0 + i]);
             if (ember_quant_row(e, tc->dim, chunk + i * tc->dim, buf + (r0 + i) * rb) != 0) {
                 st = EMBER_EINPUT;
-                snprintf(err, len, "table '%s' row %lld: a value that %s cannot hold (not finite, or beyond "
-                         "fp16's 65504)", tc->name, (long long)(r0 + i), ember_encoding_name(e));
+                if (dynamic)
+                    snprintf(err, len, "table '%s' key %lld: a value that %s cannot hold (not finite, or beyond "
+                             "fp16's 65504)", tc->name, (long long)keys[r0 + i], ember_encoding_name(e));
+                else
+                    snprintf(err, len, "table '%s' row %lld: a value that %s cannot hold (not finite, or beyond "
+                             "fp16's 65504)", tc->name, (long long)(r0 + i), ember_encoding_name(e));
             }
+        }
     }
     free(chunk);
+    free(keys);
     if (st != EMBER_OK) {
         free(buf);
+        free(kbuf);
         return st;
     }
     *out = buf;
-    *bytes = rows * rb;
+    *rows_out = rows;
+    if (keys_out)
+        *keys_out = kbuf;
     return EMBER_OK;
 }
 
@@ -134,17 +156,11 @@ static int open_destination(const char *out_arg, char *out, size_t outlen, safe_
     return EMBER_OK;
 }
 
-/* What was asked can be bundled: no dynamic table, and every --per-table
- * entry names a table of the model. */
+/* What was asked can be bundled: every --per-table entry names a table of
+ * the model. */
 static int check_request(const model_description *m, const char *const *per_table, int32_t num_per_table,
                          char *err, size_t len)
 {
-    for (int32_t t = 0; t < m->num_tables; t++)
-        if (m->tables[t].kind == EMBER_TABLE_DYNAMIC) {
-            snprintf(err, len, "table '%s' is dynamic: bundles hold fixed tables only so far (export its (key, row) "
-                     "records with `ember export CHECKPOINT --table %s`)", m->tables[t].name, m->tables[t].name);
-            return EMBER_EINVAL;
-        }
     for (int32_t i = 0; i < num_per_table; i++) {
         const char *eq = strchr(per_table[i], '=');
         int found = 0;
@@ -160,10 +176,13 @@ static int check_request(const model_description *m, const char *const *per_tabl
     return EMBER_OK;
 }
 
-/* Every table of the predictor encoded into dir/table-NNNN.rows, its entry
- * appended to tables. */
+/* Every table of the predictor encoded into dir/table-NNNN.rows (and a
+ * dynamic table's keys into dir/table-NNNN.keys), its entry appended to
+ * tables: "kind" only when the bundle has a dynamic table (version 3), so
+ * that a bundle of fixed tables is the version 2 bundle it always was. */
 static int write_tables(const safe_dir *dir, const ember_predictor *p, const char *quantize,
-                        const char *const *per_table, int32_t num_per_table, json_t *tables, char *err, size_t len)
+                        const char *const *per_table, int32_t num_per_table, int with_kind, json_t *tables,
+                        char *err, size_t len)
 {
     const ember_collection_config *cc = ember_predictor_config(p);
     int st = EMBER_OK;
@@ -172,20 +191,31 @@ static int write_tables(const safe_dir *dir, const ember_predictor *p, const cha
         int e = encoding_of(tc->name, quantize, per_table, num_per_table, err, len);
         if (e < 0)
             return EMBER_EINVAL;
-        uint8_t *buf = NULL;
-        int64_t bytes = 0;
-        if ((st = encode_table(predictor_collection(p), t, tc, (ember_encoding)e, &buf, &bytes, err, len)) !=
+        uint8_t *buf = NULL, *keys = NULL;
+        int64_t rows = 0, rb = ember_quant_row_bytes((ember_encoding)e, tc->dim);
+        if ((st = encode_table(predictor_collection(p), t, tc, (ember_encoding)e, &buf, &rows, &keys, err, len)) !=
             EMBER_OK)
             return st;
+        int dynamic = tc->kind == EMBER_TABLE_DYNAMIC;
         char file[128];
         snprintf(file, sizeof file, "table-%04d.rows", (int)t);
-        json_t *entry = json_pack("{s:s, s:s, s:I, s:i, s:I}", "name", tc->name, "encoding",
-                                  ember_encoding_name((ember_encoding)e), "rows", (json_int_t)tc->rows, "dim",
-                                  (int)tc->dim, "row_bytes",
-                                  (json_int_t)ember_quant_row_bytes((ember_encoding)e, tc->dim));
-        st = write_file(dir, file, buf, bytes, entry, err, len);
+        json_t *entry = json_pack("{s:s}", "name", tc->name);
+        if (with_kind)
+            json_object_set_new(entry, "kind", json_string(dynamic ? "dynamic" : "fixed"));
+        json_object_set_new(entry, "encoding", json_string(ember_encoding_name((ember_encoding)e)));
+        json_object_set_new(entry, "rows", json_integer(rows));
+        json_object_set_new(entry, "dim", json_integer(tc->dim));
+        json_object_set_new(entry, "row_bytes", json_integer(rb));
+        st = write_file(dir, file, buf, rows * rb, entry, err, len);
+        if (st == EMBER_OK && dynamic) {
+            json_t *k = json_object();
+            snprintf(file, sizeof file, "table-%04d.keys", (int)t);
+            st = write_file(dir, file, keys, 8 * rows, k, err, len);
+            json_object_set_new(entry, "keys", k);
+        }
         json_array_append_new(tables, entry);
         free(buf);
+        free(keys);
     }
     return st;
 }
@@ -194,8 +224,8 @@ static int write_tables(const safe_dir *dir, const ember_predictor *p, const cha
  * quantization keeps it: the forward reads the decoded rows through the
  * same rule, as the dense model learned), the tables' and the dense
  * model's entries, and last its own checksum of every byte before. */
-static int write_manifest(const safe_dir *dir, const model_description *m, json_t *tables, json_t *dense, char *err,
-                          size_t len)
+static int write_manifest(const safe_dir *dir, const model_description *m, int version, json_t *tables,
+                          json_t *dense, char *err, size_t len)
 {
     char *model_json = description_to_json(m);
     json_t *model = model_json ? json_loads(model_json, 0, NULL) : NULL;
@@ -204,7 +234,7 @@ static int write_manifest(const safe_dir *dir, const model_description *m, json_
         snprintf(err, len, "out of memory describing the model");
         return EMBER_ENOMEM;
     }
-    json_t *man = json_pack("{s:s, s:i, s:o, s:O, s:O}", "format", "ember-bundle", "version", BUNDLE_VERSION,
+    json_t *man = json_pack("{s:s, s:i, s:o, s:O, s:O}", "format", "ember-bundle", "version", version,
                             "model", model, "tables", tables, "dense", dense);
     char *text = man ? ckpt_json_sealed(man) : NULL;
     int st = text ? ckpt_write_atomic(dir, "manifest.json", text, (int64_t)strlen(text), err, len) : EMBER_ENOMEM;
@@ -232,14 +262,19 @@ int ember_bundle_write(const char *checkpoint, const char *out_arg, const char *
     st = check_request(predictor_description(p), per_table, num_per_table, err, sizeof err);
     if (st == EMBER_OK && (st = safe_mkdir(&parent, tmp, &tmpd, err, sizeof err)) == EMBER_OK)
         created = 1;
+    const model_description *m = predictor_description(p);
+    int dynamic = 0;
+    for (int32_t t = 0; t < m->num_tables; t++)
+        dynamic |= m->tables[t].kind == EMBER_TABLE_DYNAMIC;
+    int version = dynamic ? BUNDLE_VERSION : BUNDLE_VERSION_FIXED;
     if (st == EMBER_OK)
-        st = write_tables(&tmpd, p, quantize, per_table, num_per_table, tables, err, sizeof err);
+        st = write_tables(&tmpd, p, quantize, per_table, num_per_table, dynamic, tables, err, sizeof err);
     int64_t nparams = 0;
     const float *params = predictor_dense_params(p, &nparams);
     if (st == EMBER_OK)
         st = write_file(&tmpd, "dense.params", params, nparams * (int64_t)sizeof(float), dense, err, sizeof err);
     if (st == EMBER_OK)
-        st = write_manifest(&tmpd, predictor_description(p), tables, dense, err, sizeof err);
+        st = write_manifest(&tmpd, m, version, tables, dense, err, sizeof err);
     safe_dir_close(&tmpd);
     if (st == EMBER_OK)
         st = publish(&parent, tmp, name, err, sizeof err);

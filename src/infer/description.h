@@ -37,8 +37,11 @@ typedef enum description_source {
 
 typedef struct description_input {
     description_source source;
-    ctr_text_schema schema; /* TEXT, CRITEO_TSV: columns point at cols           */
+    ctr_text_schema schema; /* TEXT, CRITEO_TSV: columns point at cols,
+                               file_fields at fields                            */
     ctr_column *cols;       /* owned                                            */
+    char **fields;          /* owned: the training file's header fields (one
+                               block at fields[0]), or NULL                     */
 } description_input;
 
 typedef struct model_description {
@@ -84,6 +87,12 @@ void description_free(model_description *m);
 /* The collection config of m (pointing into m): world and threads are the
  * caller's to set. */
 ember_collection_config description_collection(const model_description *m);
+
+/* model_read.c: the description of the model at path (a checkpoint: its
+ * root's newest or one step-* folder; or a bundle), without its tables.
+ * EMBER_OK, or the opening's status (EMBER_EFORMAT for a description that
+ * is missing or cannot be read) with err; description_free m after. */
+int description_read(const char *path, model_description *m, char *err, size_t len);
 
 /* Serialises m; a malloc'd NUL-terminated string, NULL when out of memory. */
 char *description_to_json(const model_description *m);

@@ -47,6 +47,33 @@ static const char *const encoding_names[] = {"string", "int", "hex"};
 static int is_sparse(ctr_col_type t) { return t == CTR_COL_CATEGORICAL || t == CTR_COL_MULTI_HOT; }
 static int is_dense(ctr_col_type t) { return t == CTR_COL_INT || t == CTR_COL_FLOAT; }
 
+/* A copy of the training file's n header fields, in->schema pointing at
+ * it: 0, or EMBER_ENOMEM (nothing kept). */
+static int keep_fields(description_input *in, const char *const *names, int32_t n)
+{
+    size_t bytes = 1;
+    for (int32_t k = 0; k < n; k++)
+        bytes += strlen(names[k]) + 1;
+    char *blob = malloc(bytes);
+    in->fields = malloc(sizeof(char *) * ((size_t)n + 1));
+    if (!blob || !in->fields) {
+        free(blob);
+        free(in->fields);
+        in->fields = NULL;
+        return EMBER_ENOMEM;
+    }
+    in->fields[0] = blob;
+    for (int32_t k = 0; k < n; k++) {
+        size_t l = strlen(names[k]);
+        memcpy(blob, names[k], l + 1);
+        in->fields[k] = blob;
+        blob += l + 1;
+    }
+    in->schema.file_fields = (const char *const *)in->fields;
+    in->schema.num_file_fields = n;
+    return 0;
+}
+
 int description_input_set(description_input *in, description_source source, const ctr_text_schema *sc, char *err,
                           size_t errlen)
 {
@@ -74,12 +101,22 @@ int description_input_set(description_input *in, description_source source, cons
     in->schema = *sc;
     in->schema.columns = in->cols;
     in->schema.expect = NULL;
+    in->schema.label_optional = in->schema.header_optional = 0;
+    in->schema.file_fields = NULL;
+    in->schema.num_file_fields = 0;
+    if (sc->header && sc->num_file_fields > 0 && keep_fields(in, sc->file_fields, sc->num_file_fields) != 0) {
+        snprintf(err, errlen, "model: out of memory for the training file's %d fields", (int)sc->num_file_fields);
+        return EMBER_ENOMEM;
+    }
     return EMBER_OK;
 }
 
 void description_input_free(description_input *in)
 {
     free(in->cols);
+    if (in->fields)
+        free(in->fields[0]);
+    free(in->fields);
     memset(in, 0, sizeof *in);
 }
 
@@ -126,6 +163,12 @@ json_t *description_input_json(const description_input *in)
     json_object_set_new(o, "max_line", json_integer(sc->max_line));
     json_object_set_new(o, "hash", json_string(HASH_RULE));
     json_object_set_new(o, "columns", cols);
+    if (sc->num_file_fields > 0) { /* a headerless file to score holds these, in order */
+        json_t *f = json_array();
+        for (int32_t k = 0; k < sc->num_file_fields; k++)
+            json_array_append_new(f, json_string(sc->file_fields[k]));
+        json_object_set_new(o, "file_fields", f);
+    }
     return o;
 }
 
@@ -273,9 +316,46 @@ static void check_input(rd *r, const description_input *in, const ctr_schema *in
     }
 }
 
+/* "file_fields": the training file's header, each a name of 1 to 255
+ * bytes; with header only; every column the schema reads among them. */
+static void read_fields(rd *r, json_t *o, description_input *in)
+{
+    json_t *f = json_object_get(o, "file_fields");
+    if (!f)
+        return;
+    size_t n = json_array_size(f);
+    if (!json_is_array(f) || n < 1 || n > 4 * CTR_MAX_COLUMNS || !in->schema.header) {
+        fail(r, "input_schema", "file_fields", !in->schema.header ? "given without a header"
+                                                                  : "must be an array of 1 to 32768 names");
+        return;
+    }
+    const char **names = malloc(sizeof(char *) * n);
+    for (size_t k = 0; names && k < n && !r->failed; k++) {
+        json_t *v = json_array_get(f, k);
+        size_t l = json_is_string(v) ? json_string_length(v) : 0;
+        names[k] = json_string_value(v);
+        if (!names[k] || l < 1 || l > 255 || strlen(names[k]) != l)
+            fail(r, "input_schema", "file_fields", "each field is a name of 1 to 255 bytes");
+    }
+    for (int32_t c = 0; names && !r->failed && c < in->schema.num_columns; c++) {
+        const ctr_column *k = &in->schema.columns[c];
+        size_t i = 0;
+        while (k->type != CTR_COL_IGNORE && i < n && strcmp(names[i], k->name))
+            i++;
+        if (k->type != CTR_COL_IGNORE && i == n)
+            fail(r, "input_schema", "file_fields", "a column the schema reads is not among them");
+    }
+    if (!names)
+        fail(r, "input_schema", "file_fields", "out of memory");
+    else if (!r->failed && keep_fields(in, names, (int32_t)n) != 0)
+        fail(r, "input_schema", "file_fields", "out of memory");
+    free(names);
+}
+
 int description_input_read(json_t *o, const ctr_schema *input, description_input *in, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"version", "source", "format", "header", "max_line", "hash", "columns", NULL};
+    static const char *const keys[] = {"version", "source", "format", "header", "max_line", "hash", "columns",
+                                       "file_fields", NULL};
     rd r = {err, errlen, 0};
     memset(in, 0, sizeof *in);
     if (!json_is_object(o)) {
@@ -316,9 +396,11 @@ int description_input_read(json_t *o, const ctr_schema *input, description_input
     for (int32_t c = 0; c < n && !r.failed; c++)
         read_column(&r, json_array_get(cols, (size_t)c), c, &in->cols[c]);
     in->schema = (ctr_text_schema){fmt == 1 ? '\t' : ',', json_is_true(h), (int32_t)json_integer_value(ml), n,
-                                   in->cols, NULL};
+                                   in->cols, NULL, 0, 0, NULL, 0};
     if (!r.failed)
         check_input(&r, in, input);
+    if (!r.failed)
+        read_fields(&r, o, in);
     text_plan p; /* and what a config's schema must be: one label, a feature, names once */
     char why[400];
     if (!r.failed && text_plan_init(&p, &in->schema, "model.json: input_schema", why, sizeof why) != 0)

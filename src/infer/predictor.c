@@ -10,7 +10,10 @@
  * trainer's own, bit for bit.  A bundle's fp16/int8/int4 tables are held
  * as encoded rows (rows_encoding) and pooled by the fused kernel, which
  * sums exactly as pooling their decoded rows would; a table that cannot
- * be (COLUMN placement, simulated quantization) is decoded to fp32.  Every
+ * be (COLUMN placement, simulated quantization) is decoded to fp32.  A
+ * dynamic table only looks keys up (model_predict scores as evaluation:
+ * an unknown key reads zeros); from a bundle each rank holds exactly the
+ * keys it owns (place_tables, bundle.h).  Every
  * step that can fail on one rank alone (opening the checkpoint, reading
  * the description) is agreed before the collective ones, so no rank waits
  * on a rank that gave up.
@@ -39,6 +42,7 @@ struct ember_predictor {
     ember_handle_msg head;  /* first: ember_errmsg's, over err             */
     model_description desc; /* what the checkpoint or bundle says the model is */
     ember_collection_config cc;
+    ember_table_config tables[DESCRIPTION_MAX]; /* cc's: desc's, as this world holds them */
     ember_world *own_world; /* a world of one made here, or NULL */
     ember_collection *coll;
     dlrm *dense;
@@ -131,6 +135,46 @@ static int open_bundle(ember_predictor *p, const char *path, ember_bundle **b)
     return bundle_check(*b, &cc, p->err, sizeof p->err);
 }
 
+/* Local: p->cc, the collection this world builds from the description,
+ * its tables a copy (the description stays as saved).  TABLE owners wrap
+ * into a smaller world (scores do not change); a bundle's quantized rows
+ * stay quantized in memory where the table allows it, the others are
+ * decoded to fp32 (the same scores).  Dynamic tables admit no key in a
+ * predictor: from a checkpoint, each rank gets room for every key saved
+ * (keys go to ranks by hash, unevenly); from a bundle, room for exactly
+ * the keys it owns, with no sketch, no victims and no optimizer state to
+ * keep (a dynamic table is never stacked, so its optimizer decides nothing
+ * else). */
+static int place_tables(ember_predictor *p, const ember_checkpoint *ck, const ember_bundle *b, int32_t W)
+{
+    p->cc = description_collection(&p->desc);
+    memcpy(p->tables, p->desc.tables, sizeof(ember_table_config) * (size_t)p->desc.num_tables);
+    p->cc.tables = p->tables;
+    for (int32_t t = 0; t < p->desc.num_tables; t++) {
+        ember_table_config *tb = &p->tables[t];
+        if (ck && tb->kind == EMBER_TABLE_DYNAMIC && tb->capacity > 0)
+            tb->capacity *= ember_checkpoint_world(ck);
+        if (b && tb->kind == EMBER_TABLE_DYNAMIC) {
+            int64_t cap = bundle_dynamic_capacity(b, t, W);
+            if (cap < 0) {
+                snprintf(p->err, sizeof p->err, "table '%s': out of memory counting its keys", tb->name);
+                return EMBER_ENOMEM;
+            }
+            tb->capacity = cap;
+            tb->capacity_bytes = tb->sketch_bytes = 0;
+            tb->admit_after = 1;
+            tb->evict = EMBER_EVICT_NONE;
+            tb->ttl_steps = 0;
+            tb->optimizer.kind = EMBER_OPT_SGD;
+        }
+        if (tb->placement == EMBER_PLACE_TABLE)
+            tb->owner %= W;
+        if (b && !ember_encoding_refusal(tb))
+            tb->rows_encoding = (ember_row_encoding)bundle_encoding(b, t);
+    }
+    return EMBER_OK;
+}
+
 int ember_predictor_open(const char *path, const ember_predictor_options *o, ember_predictor **out)
 {
     *out = NULL;
@@ -163,23 +207,17 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
                          st != EMBER_OK ? p->err : "predictor: another rank could not open the model");
     }
     /* collective: the collection, its tables, the scoring path */
-    p->cc = description_collection(&p->desc);
+    int32_t W = ember_world_size(w);
+    st = place_tables(p, ck, b, W);
+    if (any_failed(w, st != EMBER_OK)) {
+        ember_checkpoint_close(ck);
+        bundle_close(b);
+        free(scratch);
+        return open_fail(p, st != EMBER_OK ? st : EMBER_ECOMM, "%s",
+                         st != EMBER_OK ? p->err : "predictor: another rank could not size the tables");
+    }
     p->cc.world = w;
     p->cc.threads = threads;
-    int32_t W = ember_world_size(w);
-    for (int32_t t = 0; t < p->desc.num_tables; t++) {
-        ember_table_config *tb = &p->desc.tables[t];
-        /* keys go to ranks by hash, unevenly: each rank gets room for every key
-         * saved (predictions admit none) */
-        if (ck && tb->kind == EMBER_TABLE_DYNAMIC && tb->capacity > 0)
-            tb->capacity *= ember_checkpoint_world(ck);
-        if (tb->placement == EMBER_PLACE_TABLE) /* a smaller world: the owner wraps (scores do not change) */
-            tb->owner %= W;
-        /* a bundle's quantized rows stay quantized in memory where the table
-         * allows it; the others are decoded to fp32 (the same scores) */
-        if (b && !ember_encoding_refusal(tb))
-            tb->rows_encoding = (ember_row_encoding)bundle_encoding(b, t);
-    }
     st = ember_collection_create(&p->cc, &p->coll);
     char msg[sizeof p->err];
     snprintf(msg, sizeof msg, "%s", st == EMBER_OK ? "" : ember_errmsg(NULL));
@@ -195,8 +233,9 @@ int ember_predictor_open(const char *path, const ember_predictor_options *o, emb
     ember_checkpoint_close(ck);
     bundle_close(b);
     free(scratch);
-    if (st != EMBER_OK)
-        return open_fail(p, st, "%s", msg);
+    if (any_failed(w, st != EMBER_OK)) /* a dynamic table loads without messages: agreed here */
+        return open_fail(p, st != EMBER_OK ? st : EMBER_ECOMM, "%s",
+                         st != EMBER_OK ? msg : "predictor: another rank could not load the tables");
     /* the threads are the handles': the process's settings stay the caller's */
     model_config tc = {.micro_batch = p->desc.chunk, .accumulate = 1,
                        .dense_optim = dense_optim_config_default(DENSE_SGD), .threads = threads, .blas_threads = 1};

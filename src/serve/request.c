@@ -80,7 +80,9 @@ int serve_shape_of(const ember_predictor *p, int32_t max_samples, serve_shape_st
     }
     int st = rows_plan(m, store);
     *out = (serve_shape){m->dense.num_dense, m->num_features, store->rows, store->names, max_samples,
-                         store->has_plan ? &store->plan : NULL, store->no_plan};
+                         store->has_plan ? &store->plan : NULL, store->no_plan,
+                         store->has_plan ? m->in.schema.file_fields : NULL,
+                         store->has_plan ? m->in.schema.num_file_fields : 0};
     return st;
 }
 

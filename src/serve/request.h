@@ -47,6 +47,9 @@ typedef struct serve_shape {
                                    file's order (positional); NULL: raw rows are
                                    refused, with no_plan saying why              */
     const char *no_plan;
+    const char *const *file_fields; /* the training file's header fields (a CSV
+                                   body without a header holds them), or NULL */
+    int32_t num_file_fields;
 } serve_shape;
 
 /* One request's samples, in ember_batch's layout; malloc'd arrays. */

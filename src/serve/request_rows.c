@@ -330,6 +330,30 @@ static int is_header(const text_plan *p, const char *const *fs, const size_t *fl
     return 1;
 }
 
+/* A line of k fields without a header, as the training file's fields
+ * (all, or all but the label's): each column's field in field_of.  0 when
+ * k is neither. */
+static int by_file_fields(const serve_shape *s, int k, int32_t *field_of)
+{
+    const text_plan *p = s->plan;
+    const int32_t N = s->num_file_fields;
+    int32_t li = -1;
+    for (int32_t i = 0; p->label_col >= 0 && i < N && li < 0; i++)
+        if (!strcmp(s->file_fields[i], p->cols[p->label_col].name))
+            li = i;
+    const int drop = k == N - 1 && li >= 0;
+    if (N == 0 || (k != N && !drop))
+        return 0;
+    for (int32_t c = 0; c < p->num_columns; c++) {
+        int32_t i = 0;
+        while (i < N && strcmp(s->file_fields[i], p->cols[c].name))
+            i++;
+        field_of[c] = i == N || p->cols[c].type == CTR_COL_IGNORE || (drop && i == li) ? -1
+                      : drop && i > li ? i - 1 : i;
+    }
+    return 1;
+}
+
 int serve_decode_text(const serve_shape *s, const char *body, size_t n, char delimiter, serve_batch *out, char *err,
                       size_t errlen)
 {
@@ -382,12 +406,13 @@ int serve_decode_text(const serve_shape *s, const char *body, size_t n, char del
         if (header < 0) { /* the first line: a header, or the first row */
             header = is_header(p, fs, fl, k, field_of);
             nfields = k;
-            if (!header) {
+            if (!header && !by_file_fields(s, k, field_of)) {
                 int with_label = k == C;
-                if (k != C && !(p->label_col >= 0 && k == C - 1)) {
-                    rc = fail_rows(&g, out, err, errlen, "%s: %d fields; a row without a header has the model's %d "
-                                   "columns (or %d without the label), in its order (GET /model)", what, k, (int)C,
-                                   (int)C - 1);
+                if (s->num_file_fields > 0 || (k != C && !(p->label_col >= 0 && k == C - 1))) {
+                    int32_t want = s->num_file_fields > 0 ? s->num_file_fields : C;
+                    rc = fail_rows(&g, out, err, errlen, "%s: %d fields; a row without a header has the %s's %d "
+                                   "fields (or %d without the label), in order (GET /model)", what, k,
+                                   s->num_file_fields > 0 ? "training file" : "model's schema", (int)want, (int)want - 1);
                     goto done;
                 }
                 for (int32_t c = 0, i = 0; c < C; c++)

@@ -170,10 +170,13 @@ static int resolve_table(ember_collection *c, ember_ptable *pt, int64_t nsend, u
     }
     dt->n = nrecv;
     char err[256] = "";
-    st = ember_dyn_resolve(&dt->d, keys, nrecv, step, c->training, c->threads, dt->slots, err, sizeof err);
+    /* a table of encoded rows is read-only: it holds the keys it was loaded
+     * with, and looks keys up as evaluation does in any forward */
+    int admits = c->training && !pt->store->encoding;
+    st = ember_dyn_resolve(&dt->d, keys, nrecv, step, admits, c->threads, dt->slots, err, sizeof err);
     if (st != EMBER_OK)
         st = ember_fail(c, st, "dynamic table '%s' %s", t->cfg.name, err);
-    else if (c->training)
+    else if (admits)
         st = apply_resets(c, pt);
     return ember_dist_agree(c, st, NULL);
 }

@@ -105,7 +105,7 @@ static int open_sources(ember_trainer *s, char *err, size_t errlen)
             return EMBER_EINVAL;
         break;
     }
-    if (data_shuffle_train(t, t->train_file, s->train_src, err, errlen) || probe_eval(s, err, errlen))
+    if (data_shuffle_train(t, s->train_src, err, errlen) || probe_eval(s, err, errlen))
         return EMBER_EINVAL;
     s->schema = *ctr_source_schema(s->train_src);
     if (data_input_schema(s->cf, t, t->train_file, s->train_src, &s->input_kind, &s->input_cols, &s->input_schema, err,

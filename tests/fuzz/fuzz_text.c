@@ -6,7 +6,9 @@
  * when they begin with the magic).  The options byte picks the bad-line
  * policy (bit 0), a header or not (bit 1: the schema's columns by name,
  * else in order), CSV or TSV (bit 2), the batch size (bits 3-5: 1..8) and
- * the parsing threads (bits 6-7: 1..3).  The schema has every column
+ * the parsing threads (bits 6-7: 1..3; 3 also reads as a file to score,
+ * its label and header optional, shuffled when it is plain text: one
+ * block of 4096 lines, so the order is still the file's).  The schema has every column
  * kind: a float label, int log1p, float clip, float standardize (its
  * statistics computed at open), a string categorical, a weighted int
  * multi-hot with 64-bit keys, a hex categorical.  Required: open and every
@@ -207,8 +209,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t opt = data[0];
     ctr_bad_policy policy = (opt & 1) ? CTR_BAD_FAIL : CTR_BAD_SKIP;
     int32_t max = 1 + ((opt >> 3) & 7), threads = 1 + (opt >> 6) % 3;
+    const int scoring = (opt >> 6) == 3;
     ctr_text_schema sc;
     make_schema((opt >> 1) & 1, (opt >> 2) & 1, &sc);
+    sc.label_optional = sc.header_optional = scoring;
     fuzz_file_set(&file, data + 1, size - 1);
     ctr_source *s = NULL, *one = NULL;
     char err[512] = "";
@@ -217,6 +221,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     ctr_source_set_threads(s, threads);
+    int shuffled = scoring && ctr_source_shuffle(s, opt, err, sizeof err) == 0;
+    FUZZ_REQUIRE(!scoring || shuffled || compressed(data + 1, size - 1), "shuffle of plain text: %s", err);
     uint64_t d1, d2, d3;
     int64_t n1 = read_pass(s, max, &d1);
     ctr_stats st;
@@ -229,6 +235,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_REQUIRE(n2 == n1 && d2 == d1, "second pass: %lld samples (first %lld)", (long long)n2, (long long)n1);
     const char *other = toggle_bom(data + 1, size - 1);
     FUZZ_REQUIRE(ctr_source_text(other, &sc, policy, 0, 1, &one, err, sizeof err) == 0, "reopen: %s", err);
+    FUZZ_REQUIRE(!shuffled || ctr_source_shuffle(one, opt, err, sizeof err) == 0, "shuffle: %s", err);
     int64_t n3 = read_pass(one, 8, &d3);
     FUZZ_REQUIRE(n3 == n1 && (n1 < 0 || d3 == d1),
                  "one thread, batches of 8%s: %lld samples, %d threads: %lld",

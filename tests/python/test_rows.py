@@ -100,12 +100,13 @@ def test_rows_score_as_predict_scored_the_file(model):
         same(p.score(typed), ref, "typed dicts")
         text = (d / "eval.csv").read_text()
         same(p.score(text), ref, "the CSV text")
-        # without a header: the model's columns in order (its input schema's), the label optional
+        # without a header: the training file's fields in order (the model keeps its header), the
+        # label's optional
         out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows([[r[c] for c in COLUMNS[:-1]] for r in rows])
+        csv.writer(out, lineterminator="\n").writerows([[r[c] for c in COLUMNS] for r in rows])
         same(p.score(out.getvalue().encode()), ref, "CSV bytes without a header")
         out = io.StringIO()
-        csv.writer(out, lineterminator="\r\n").writerows([[r[c] for c in COLUMNS[1:-1]] for r in rows])
+        csv.writer(out, lineterminator="\r\n").writerows([[r[c] for c in COLUMNS[1:]] for r in rows])
         same(p.score(out.getvalue()), ref, "CSV without a header or the label, CRLF")
         # another batch composition: the dense model's matrix products may round the last bits
         # differently (docs/inference.md), never more than that
@@ -137,3 +138,56 @@ def test_bad_rows_are_named(model):
                 ",".join(['0', 'u1', '1', v, '2', 'g1', '3', '']) for v in ["1.5", "abc"]) + "\n")
         with pytest.raises(TypeError, match="each row must be a dict"):
             p.score([["0", "u1"]])
+
+
+def test_predict_reads_files_without_labels_or_header(model):
+    """`ember predict` of the same rows without the label column, without a header, or both, scores
+    them alike (no AUC without labels); --format csv --id COLUMN names each score by that column's
+    field of its line (an unlisted header field included), in file order."""
+    d, rows, ref = model
+    variants = {"nolabel.csv": (COLUMNS[1:], True), "noheader.csv": (COLUMNS, False),
+                "neither.csv": (COLUMNS[1:], False), "nonote.csv": (COLUMNS[1:-1], True)}
+    for name, (cols, header) in variants.items():
+        with open(d / name, "w", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            if header:
+                w.writerow(cols)
+            w.writerows([[r[c] for c in cols] for r in rows])
+        r = subprocess.run([CLI, "predict", "ck", name, "--out", name + ".f32", "--json"], cwd=d, capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        same(np.fromfile(d / (name + ".f32"), dtype=np.float32), ref, name)
+        labeled = "y" in cols
+        assert ('"labeled":true' in r.stdout) == labeled and (('"auc":null' in r.stdout) != labeled), r.stdout
+    for name, column in (("eval.csv", "note"), ("neither.csv", "note"), ("noheader.csv", "y"), ("nonote.csv", "k")):
+        r = subprocess.run([CLI, "predict", "ck", name, "--out", "ids.csv", "--format", "csv", "--id", column],
+                           cwd=d, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        got = list(csv.reader(open(d / "ids.csv", newline="")))
+        assert got[0][:2] == [column, "score"] and len(got) == len(rows) + 1, got[:2]
+        assert [g[0] for g in got[1:]] == [row[column] for row in rows], name
+        same(np.array([float(g[1]) for g in got[1:]], dtype=np.float32), ref, name + " as CSV")
+    r = subprocess.run([CLI, "predict", "ck", "neither.csv", "--out", "x.csv", "--format", "csv", "--id", "y"],
+                       cwd=d, capture_output=True, text=True)
+    assert r.returncode == 1 and "--id y: no such column in the file (it has no header" in r.stderr, r.stderr
+    assert not (d / "x.csv").exists()
+    # a file of another layout (the schema's columns without the training file's "note", no
+    # header): its lines do not parse, and predict stops on the first instead of scoring none
+    with open(d / "other.csv", "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows([[r[c] for c in COLUMNS[:-1]] for r in rows])
+    r = subprocess.run([CLI, "predict", "ck", "other.csv"], cwd=d, capture_output=True, text=True)
+    assert r.returncode == 1 and "bad lines in the first" in r.stderr and "other.csv:1: field" in r.stderr, r.stderr
+
+
+def test_convert_with_the_model_scores_as_the_text(model):
+    """`ember convert --model` reads the text with the model's schema and the statistics of its
+    training file: the binary file scores bit for bit as the CSV (a --config without statistics
+    would scale by the eval file's own)."""
+    d, rows, ref = model
+    for args in (["convert", "--model", "ck", "eval.csv", "eval.bin"], ["predict", "ck", "eval.bin", "--out", "b.f32"]):
+        r = subprocess.run([CLI, *args], cwd=d, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+    same(np.fromfile(d / "b.f32", dtype=np.float32), ref, "the --model conversion")
+    r = subprocess.run([CLI, "convert", "--model", "ck", "--config", "m.cfg", "eval.csv", "x.bin"], cwd=d,
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "name one" in r.stderr and not (d / "x.bin").exists(), r.stderr
