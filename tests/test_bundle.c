@@ -39,23 +39,9 @@
 #include "ember-data.h"
 #include "ember-train.h"
 #include "infer/bundle.h"
+#include "util.h"
 
 static char root[256];
-
-static unsigned char *slurp(const char *path, long *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)*n + 1);
-    if (fread(p, 1, (size_t)*n, f) != (size_t)*n)
-        *n = -1;
-    fclose(f);
-    return p;
-}
 
 static void spill(const char *path, const unsigned char *p, long n)
 {
@@ -81,7 +67,7 @@ static void sweep(const char *dir, const char *file)
     char path[600], err[1024];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     long n = 0;
-    unsigned char *orig = slurp(path, &n), *copy = malloc((size_t)n + 2);
+    unsigned char *orig = test_read_file(path, &n), *copy = malloc((size_t)n + 2);
     CHECK(orig && n > 0);
     int refused = 0, named = 0;
     for (long i = 0; i < n; i++) {
@@ -169,7 +155,7 @@ static void keys_swapped(json_t *m)
     char path[600];
     snprintf(path, sizeof path, "%s/%s", swap_dir, json_string_value(json_object_get(k, "file")));
     long n = 0;
-    unsigned char *p = slurp(path, &n), tmp[8];
+    unsigned char *p = test_read_file(path, &n), tmp[8];
     CHECK(p && n >= 16);
     memcpy(tmp, p, 8), memcpy(p, p + 8, 8), memcpy(p + 8, tmp, 8);
     spill(path, p, n);
@@ -192,16 +178,7 @@ static void dynamic_bundle(void)
                "train = { steps = 6; micro_batch = 8; eval_samples = 16; metrics = \"\"; plot = \"\"; };\n"
                "model = { bottom = [4]; top = [4]; };\n");
     fclose(f);
-    ember_train_overrides o;
-    ember_train_overrides_init(&o);
-    o.checkpoint_dir = ck;
-    o.threads = 1;
-    ember_trainer *t = NULL;
-    int st = ember_trainer_open(cfg, &o, NULL, NULL, NULL, &t);
-    if (st == EMBER_OK)
-        st = ember_trainer_run(t);
-    CHECK_MSG(st == EMBER_OK, "train: %s", ember_errmsg(t));
-    ember_trainer_close(t);
+    test_train_config(cfg, ck);
     CHECK_MSG(ember_bundle_write(ck, b, "int8", NULL, 0) == EMBER_OK, "%s", ember_errmsg(NULL));
     CHECK(predictor_opens(b));
     snprintf(path, sizeof path, "%s/manifest.json", b);
@@ -247,16 +224,7 @@ int main(void)
                "train = { steps = 3; micro_batch = 64; eval_samples = 64; };\n"
                "model = { bottom = [8, 4]; top = [8]; emb_dim = 4; };\n");
     fclose(f);
-    ember_train_overrides o;
-    ember_train_overrides_init(&o);
-    o.checkpoint_dir = ck;
-    o.threads = 1;
-    ember_trainer *t = NULL;
-    int st = ember_trainer_open(cfg, &o, NULL, NULL, NULL, &t);
-    if (st == EMBER_OK)
-        st = ember_trainer_run(t);
-    CHECK_MSG(st == EMBER_OK, "train: %s", ember_errmsg(t));
-    ember_trainer_close(t);
+    test_train_config(cfg, ck);
     CHECK_MSG(ember_bundle_write(ck, b8, "int8", NULL, 0) == EMBER_OK, "%s", ember_errmsg(NULL));
     CHECK_MSG(ember_bundle_write(ck, b32, "fp32", NULL, 0) == EMBER_OK, "%s", ember_errmsg(NULL));
     CHECK(predictor_opens(b8) && predictor_opens(b32));
@@ -288,7 +256,7 @@ int main(void)
     char path[600];
     snprintf(path, sizeof path, "%s/manifest.json", work);
     long n = 0;
-    unsigned char *text = slurp(path, &n);
+    unsigned char *text = test_read_file(path, &n);
     char *at = strstr((char *)text, "\"combiner\": 0");
     CHECK(at != NULL);
     if (at) {

@@ -50,16 +50,7 @@ static void train(const char *name, int seed, int steps)
                "train = { steps = %d; micro_batch = 64; eval_samples = 64; };\n"
                "model = { bottom = [8, 4]; top = [8]; emb_dim = 4; seed = %d; };\n", seed, steps, seed);
     fclose(f);
-    ember_train_overrides o;
-    ember_train_overrides_init(&o);
-    o.checkpoint_dir = ck;
-    o.threads = 1;
-    ember_trainer *t = NULL;
-    int st = ember_trainer_open(cfg, &o, NULL, NULL, NULL, &t);
-    if (st == EMBER_OK)
-        st = ember_trainer_run(t);
-    CHECK_MSG(st == EMBER_OK, "train %s: %s", name, ember_errmsg(t));
-    ember_trainer_close(t);
+    test_train_config(cfg, ck);
     CHECK_MSG(ember_bundle_write(ck, out, "fp32", NULL, 0) == EMBER_OK, "%s", ember_errmsg(NULL));
 }
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "ember-train.h"
 #include "ember.h"
 #include "ref/ref.h"
 
@@ -530,6 +531,24 @@ static inline void test_write_file(const char *path, const unsigned char *p, lon
         abort();
     }
     fclose(f);
+}
+
+/* Trains the config file cfg into the checkpoint root ck on one thread
+ * in a world of one: EMBER_OK, or the status (a failed check names the
+ * trainer's message). */
+static inline int test_train_config(const char *cfg, const char *ck)
+{
+    ember_train_overrides o;
+    ember_train_overrides_init(&o);
+    o.checkpoint_dir = ck;
+    o.threads = 1;
+    ember_trainer *t = NULL;
+    int st = ember_trainer_open(cfg, &o, NULL, NULL, NULL, &t);
+    if (st == EMBER_OK)
+        st = ember_trainer_run(t);
+    CHECK_MSG(st == EMBER_OK, "train %s: %s", cfg, ember_errmsg(t));
+    ember_trainer_close(t);
+    return st;
 }
 
 #endif
