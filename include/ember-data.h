@@ -124,6 +124,8 @@ EMBER_API ember_file_kind ember_data_file_kind(const char *path);
  */
 #define EMBER_DISTINCT_KEYS_CAP (INT64_C(1) << 22)
 #define EMBER_CRITEO_ROWS 100000 /* buckets of a categorical without criteo_rows */
+/* Start from ember_convert_config_default(): a zeroed config is not the
+ * default, its max_bad_fraction 0 stops at the first bad line. */
 typedef struct ember_convert_config {
     const char *config;         /* NULL: Criteo TSV                            */
     const int64_t *criteo_rows; /* [26]; NULL: EMBER_CRITEO_ROWS each (no

@@ -1122,7 +1122,8 @@ EMBER_API int ember_predictor_score(ember_predictor *p, int32_t batch_size, cons
  * does not fit the model, "synthetic" for a model not trained on it),
  * EMBER_EIO, EMBER_ENOMEM, ember_predictor_score's; and EMBER_EIO after
  * scoring when the scores could not be written: *out is then filled
- * (scored 1), its out NULL.
+ * (scored 1), its out NULL.  Start from ember_predict_config_default(): a
+ * zeroed config stops at a text file's first bad line.
  */
 typedef struct ember_predict_config {
     const char *out;      /* the scores' file; NULL: none                    */
