@@ -551,7 +551,7 @@ static int id_key(const ctr_column *k, int32_t f, const char *s, size_t n, int64
 }
 
 /* A sparse column's bag into ids; -1 with msg. */
-static int parse_bag(const ctr_column *k, int32_t f, const char *at, const char *s, size_t n, int any_w, text_ids *ids,
+static int parse_bag(const ctr_column *k, int32_t f, const char *s, size_t n, int any_w, text_ids *ids,
                      int32_t *len, text_why *why, char *msg, size_t msglen)
 {
     char what[120];
@@ -564,7 +564,7 @@ static int parse_bag(const ctr_column *k, int32_t f, const char *at, const char 
         if (id_key(k, f, s, n, &ids->keys[ids->n], what, sizeof what)) {
             if (k->encoding == CTR_ENC_INT)
                 set_why(why, TEXT_BAD_NOT_INT, -1);
-            return ctr_fail(msg, msglen, "%s: %s", at, what);
+            return ctr_fail(msg, msglen, "%s", what);
         }
         if (any_w)
             ids->w[ids->n] = 1.0f;
@@ -580,9 +580,9 @@ static int parse_bag(const ctr_column *k, int32_t f, const char *at, const char 
         size_t il = (size_t)(ie - q);
         item++;
         if (item > CTR_MAX_BAG_IDS)
-            return ctr_fail(msg, msglen, "%s: more than %d ids", at, CTR_MAX_BAG_IDS);
+            return ctr_fail(msg, msglen, "more than %d ids", CTR_MAX_BAG_IDS);
         if (il == 0)
-            return ctr_fail(msg, msglen, "%s: item %d is empty", at, (int)item);
+            return ctr_fail(msg, msglen, "item %d is empty", (int)item);
         size_t idl = il;
         double wt = 1.0;
         if (k->weighted) {
@@ -597,9 +597,9 @@ static int parse_bag(const ctr_column *k, int32_t f, const char *at, const char 
                 size_t wl = (size_t)(ie - colon - 1);
                 int rc = parse_float(colon + 1, wl, &wt);
                 if (rc)
-                    return ctr_fail(msg, msglen, "%s: item %d \"%.*s\": \"%.*s\" is not a weight%s", at, (int)item, SHOW(il), q, SHOW(wl), colon + 1, rc == EMBER_ELIMIT ? " (out of range)" : "");
+                    return ctr_fail(msg, msglen, "item %d \"%.*s\": \"%.*s\" is not a weight%s", (int)item, SHOW(il), q, SHOW(wl), colon + 1, rc == EMBER_ELIMIT ? " (out of range)" : "");
                 if (idl == 0)
-                    return ctr_fail(msg, msglen, "%s: item %d \"%.*s\" has no id before its weight", at, (int)item, SHOW(il), q);
+                    return ctr_fail(msg, msglen, "item %d \"%.*s\" has no id before its weight", (int)item, SHOW(il), q);
             }
         }
         if (text_ids_reserve(ids, ids->n + 1, any_w))
@@ -607,13 +607,13 @@ static int parse_bag(const ctr_column *k, int32_t f, const char *at, const char 
         if (id_key(k, f, q, idl, &ids->keys[ids->n], what, sizeof what)) {
             if (k->encoding == CTR_ENC_INT)
                 set_why(why, TEXT_BAD_NOT_INT, -1);
-            return ctr_fail(msg, msglen, "%s: item %d: %s", at, (int)item, what);
+            return ctr_fail(msg, msglen, "item %d: %s", (int)item, what);
         }
         if (any_w) {
             ids->w[ids->n] = (float)wt;
             if (!isfinite(ids->w[ids->n]))
-                return ctr_fail(msg, msglen, "%s: item %d \"%.*s\": the weight is out of range for a float",
-                            at, (int)item, SHOW(il), q);
+                return ctr_fail(msg, msglen, "item %d \"%.*s\": the weight is out of range for a float",
+                            (int)item, SHOW(il), q);
         }
         ids->n++;
         if (!sep)
@@ -725,10 +725,14 @@ int text_parse_fields(const text_plan *p, const char *const *fs, const size_t *f
         case CTR_COL_CATEGORICAL:
         case CTR_COL_MULTI_HOT: {
             int32_t f = p->col_out[c];
-            if (parse_bag(k, f, where(p, c, row, at, sizeof at), s, sl, p->any_weighted, ids, &o->lens[f], o->why, msg,
-                          msglen)) {
+            char bag[200]; /* the message without its place, named only on failure */
+            if (parse_bag(k, f, s, sl, p->any_weighted, ids, &o->lens[f], o->why, bag, sizeof bag)) {
                 if (o->why && o->why->kind == TEXT_BAD_NOT_INT)
                     o->why->col = c;
+                if (!strcmp(bag, "out of memory"))
+                    ctr_fail(msg, msglen, "out of memory");
+                else
+                    ctr_fail(msg, msglen, "%s: %s", where(p, c, row, at, sizeof at), bag);
                 goto out;
             }
             break;

@@ -81,9 +81,9 @@ static int stage_grow(const text_plan *p, staged *g)
 }
 
 /* One row's fields (fs, fl by column: the plan is positional) staged;
- * what = "row 3" or "line 4" for the message. */
+ * `what` k ("row", 3: "row 3"; "line", 4) names it in a message. */
 static int stage_row(const text_plan *p, staged *g, const char *const *fs, const size_t *fl, const char *what,
-                     serve_batch *out, char *err, size_t errlen)
+                     int64_t k, serve_batch *out, char *err, size_t errlen)
 {
     if (stage_grow(p, g))
         return no_memory(g, out, err, errlen);
@@ -93,7 +93,7 @@ static int stage_row(const text_plan *p, staged *g, const char *const *fs, const
     if (text_parse_fields(p, fs, fl, 1, &o, &g->ids, msg, sizeof msg)) {
         if (!strcmp(msg, "out of memory"))
             return no_memory(g, out, err, errlen);
-        return fail_rows(g, out, err, errlen, "%s, %s", what, msg);
+        return fail_rows(g, out, err, errlen, "%s %lld, %s", what, (long long)k, msg);
     }
     g->n++;
     return 0;
@@ -111,7 +111,7 @@ static int stage_finish(const serve_shape *s, staged *g, serve_batch *out, char 
     out->lengths = malloc((size_t)n * (size_t)S * sizeof(int32_t) + 1);
     out->ids = malloc((size_t)g->ids.n * sizeof(int64_t) + 1);
     out->weights = p->any_weighted ? malloc((size_t)g->ids.n * sizeof(float) + 1) : NULL;
-    int64_t *first = malloc(((size_t)n + 1) * sizeof *first); /* sample i's first key */
+    int64_t *first = malloc(((size_t)S + 1) * sizeof *first);
     if (!out->dense || !out->lengths || !out->ids || (p->any_weighted && !out->weights) || !first) {
         free(first);
         return no_memory(g, out, err, errlen);
@@ -122,23 +122,21 @@ static int stage_finish(const serve_shape *s, staged *g, serve_batch *out, char 
     for (int32_t c = 0; c < p->num_columns; c++)
         if (p->cols[c].type == CTR_COL_CATEGORICAL || p->cols[c].type == CTR_COL_MULTI_HOT)
             rows[p->col_out[c]] = p->cols[c].rows;
-    first[0] = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int64_t k = 0;
+    /* feature f's ids start after every earlier feature's: first[f] */
+    for (int32_t f = 0; f <= S; f++)
+        first[f] = 0;
+    for (int32_t i = 0; i < n; i++)
         for (int32_t f = 0; f < S; f++)
-            k += g->lens[(int64_t)i * S + f];
-        first[i + 1] = first[i] + k;
-    }
-    int64_t to = 0;
+            first[f + 1] += g->lens[(int64_t)i * S + f];
     for (int32_t f = 0; f < S; f++)
-        for (int32_t i = 0; i < n; i++) {
-            int64_t at = first[i];
-            for (int32_t e = 0; e < f; e++)
-                at += g->lens[(int64_t)i * S + e];
+        first[f + 1] += first[f];
+    int64_t at = 0; /* the staged keys, sample by sample, feature by feature */
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t f = 0; f < S; f++) {
             const int32_t len = g->lens[(int64_t)i * S + f];
             out->lengths[(int64_t)f * n + i] = len;
-            for (int32_t j = 0; j < len; j++, at++, to++) {
-                int64_t id = text_id(g->ids.keys[at], rows[f]);
+            for (int32_t j = 0; j < len; j++, at++) {
+                int64_t id = text_id(g->ids.keys[at], rows[f]), to = first[f]++;
                 if (s->rows[f] > 0 && (id < 0 || id >= s->rows[f])) {
                     free(first);
                     return fail_rows(g, out, err, errlen, "row %d, feature \"%s\": id %lld outside the table's "
@@ -267,10 +265,8 @@ int serve_decode_rows(const serve_shape *s, json_t *rows, serve_batch *out, char
     size_t r;
     json_t *row;
     json_array_foreach(rows, r, row) {
-        char what[32];
-        snprintf(what, sizeof what, "row %zu", r);
         if (!json_is_object(row)) {
-            rc = fail_rows(&g, out, err, errlen, "%s: expected an object with a value per column", what);
+            rc = fail_rows(&g, out, err, errlen, "row %zu: expected an object with a value per column", r);
             goto done;
         }
         g.tlen = 0;
@@ -290,7 +286,7 @@ int serve_decode_rows(const serve_shape *s, json_t *rows, serve_batch *out, char
                 goto done;
             }
             if (vr) {
-                rc = fail_rows(&g, out, err, errlen, "%s, column \"%s\": the value %s", what, k->name, why);
+                rc = fail_rows(&g, out, err, errlen, "row %zu, column \"%s\": the value %s", r, k->name, why);
                 goto done;
             }
             fs[c] = "";  /* present; pointed into the text below */
@@ -299,7 +295,7 @@ int serve_decode_rows(const serve_shape *s, json_t *rows, serve_batch *out, char
         for (int32_t c = 0; c < C; c++)
             if (fs[c])
                 fs[c] = g.text ? g.text + off[c] : "";
-        if ((rc = stage_row(p, &g, fs, fl, what, out, err, errlen)))
+        if ((rc = stage_row(p, &g, fs, fl, "row", (int64_t)r, out, err, errlen)))
             goto done;
     }
     rc = stage_finish(s, &g, out, err, errlen);
@@ -390,17 +386,15 @@ int serve_decode_text(const serve_shape *s, const char *body, size_t n, char del
             text += 3, len -= 3;
         if (len == 0 && !nl)
             break; /* the end of the last line */
-        char what[48];
-        snprintf(what, sizeof what, "line %lld", (long long)line);
         if (len > (size_t)p->max_line || memchr(text, '\0', len)) {
-            rc = fail_rows(&g, out, err, errlen, "%s: %s", what, len > (size_t)p->max_line
+            rc = fail_rows(&g, out, err, errlen, "line %lld: %s", (long long)line, len > (size_t)p->max_line
                            ? "longer than the model's max_line" : "holds a NUL byte");
             goto done;
         }
         char msg[300];
         int k = text_split(p, text, len, scratch, fs, fl, cap, msg, sizeof msg);
         if (k < 0 || k > cap) {
-            rc = fail_rows(&g, out, err, errlen, "%s: %s", what, k < 0 ? msg : "too many fields");
+            rc = fail_rows(&g, out, err, errlen, "line %lld: %s", (long long)line, k < 0 ? msg : "too many fields");
             goto done;
         }
         if (header < 0) { /* the first line: a header, or the first row */
@@ -410,8 +404,8 @@ int serve_decode_text(const serve_shape *s, const char *body, size_t n, char del
                 int with_label = k == C;
                 if (s->num_file_fields > 0 || (k != C && !(p->label_col >= 0 && k == C - 1))) {
                     int32_t want = s->num_file_fields > 0 ? s->num_file_fields : C;
-                    rc = fail_rows(&g, out, err, errlen, "%s: %d fields; a row without a header has the %s's %d "
-                                   "fields (or %d without the label), in order (GET /model)", what, k,
+                    rc = fail_rows(&g, out, err, errlen, "line %lld: %d fields; a row without a header has the %s's "
+                                   "%d fields (or %d without the label), in order (GET /model)", (long long)line, k,
                                    s->num_file_fields > 0 ? "training file" : "model's schema", (int)want, (int)want - 1);
                     goto done;
                 }
@@ -422,7 +416,8 @@ int serve_decode_text(const serve_shape *s, const char *body, size_t n, char del
                 continue;
         }
         if (k != nfields) {
-            rc = fail_rows(&g, out, err, errlen, "%s: %d fields, expected %d like line 1", what, k, nfields);
+            rc = fail_rows(&g, out, err, errlen, "line %lld: %d fields, expected %d like line 1", (long long)line, k,
+                           nfields);
             goto done;
         }
         if (g.n >= s->max_samples) {
@@ -433,7 +428,7 @@ int serve_decode_text(const serve_shape *s, const char *body, size_t n, char del
             col[c] = field_of[c] >= 0 ? fs[field_of[c]] : NULL;
             cl[c] = field_of[c] >= 0 ? fl[field_of[c]] : 0;
         }
-        if ((rc = stage_row(p, &g, col, cl, what, out, err, errlen)))
+        if ((rc = stage_row(p, &g, col, cl, "line", line, out, err, errlen)))
             goto done;
     }
     rc = stage_finish(s, &g, out, err, errlen);
