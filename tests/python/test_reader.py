@@ -1,6 +1,7 @@
 """ember.Reader: the samples of a text file read by its schema equal those
 of its binary conversion (`ember convert`), sample for sample; the built-in
 task's first batches are the trainer's; bad input names file and line."""
+import gzip
 import os
 import shutil
 import subprocess
@@ -78,8 +79,14 @@ def test_errors_name_the_file_and_line(tmp_path):
         r.next(16)
     with pytest.raises(ember.Error, match="no-such-file.csv"):
         ember.Reader(str(cfg), path=str(tmp_path / "no-such-file.csv"))
-    with pytest.raises(ember.Error, match="data.shuffle needs the binary format"):
-        ember.Reader(os.path.join(DATA, "movies.cfg"))
+    # shuffled text reads in blocks of 4,096 lines; a gzip file cannot be, and says why
+    with open(os.path.join(DATA, "movies.csv"), "rb") as f:
+        (tmp_path / "movies.csv.gz").write_bytes(gzip.compress(f.read()))
+    gz = tmp_path / "gz.cfg"
+    gz.write_text(open(os.path.join(DATA, "movies.cfg")).read().replace('"movies.csv"', '"movies.csv.gz"')
+                  .replace('"movies_eval.csv"', '"%s"' % os.path.join(DATA, "movies_eval.csv")))
+    with pytest.raises(ember.Error, match="movies.csv.gz: a gzip file cannot be shuffled"):
+        ember.Reader(str(gz))
     # a CSV without a config is not read as Criteo TSV (every line a bad one): refused, with the way out
     with pytest.raises(ember.Error, match=r"movies.csv: not a Criteo TSV .*a CSV\?.*data.schema"):
         ember.Reader(path=os.path.join(DATA, "movies.csv"))
