@@ -1313,6 +1313,10 @@ static void test_shuffle_text(test_rng *r, const char *tsv, const char *bin, int
                 CHECK_MSG(got == rest && rest == n - part && !memcmp(a + part, b, sizeof(int64_t) * (size_t)rest),
                           "W %d rank %d: the text resumed at %lld of epoch 3 reads otherwise", W, rank,
                           (long long)part);
+                ctr_stats cs;
+                ctr_source_stats(again, &cs); /* a resumed run counts the lines it reads */
+                CHECK_MSG(cs.lines == rest && cs.samples == rest, "W %d rank %d: resumed, %lld lines counted of %lld",
+                          W, rank, (long long)cs.lines, (long long)rest);
                 ctr_source_destroy(again);
             }
             ctr_source_destroy(sb);

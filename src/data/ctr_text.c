@@ -449,6 +449,10 @@ static void text_rewind(ctr_source *s)
 {
     text_impl *t = s->impl;
     t->rewind_err[0] = '\0';
+    if (t->shuffled) { /* the new epoch's order (ctr.c counted it first); its lines were counted before */
+        ctr_visits_start(&t->v, s->epochs, 0);
+        return;
+    }
     if (text_seek(s, t->begin, t->rewind_err, sizeof t->rewind_err) && !t->rewind_err[0])
         snprintf(t->rewind_err, sizeof t->rewind_err, "%s: rewind failed", t->path);
 }
@@ -528,6 +532,7 @@ static int text_seek(ctr_source *s, int64_t next, char *err, size_t errlen)
                         (long long)(t->first_line + t->end - 1));
     if (t->shuffled) { /* that epoch's order (ctr.c set it first) from that ordinal: read there next */
         ctr_visits_start(&t->v, s->epochs, next - t->begin);
+        t->counted_epoch = s->epochs; /* a resumed run counts the lines it reads from here */
         t->rewind_err[0] = '\0';
         return 0;
     }
@@ -664,6 +669,36 @@ out:
     free(scratch);
     text_ids_free(&ids);
     return rc;
+}
+
+/* Whether a first line names at least half the columns a line must give
+ * (the label's and ignored ones aside; 1 when out of memory, which is
+ * then the header's own message). */
+static int names_half(const text_plan *p, const char *line, size_t len)
+{
+    enum { CAP = 4 * CTR_MAX_COLUMNS };
+    const char **fs = malloc(CAP * sizeof *fs);
+    size_t *fl = malloc(CAP * sizeof *fl);
+    char *scratch = malloc(len + 1), msg[200];
+    int n = fs && fl && scratch ? text_split(p, line, len && line[len - 1] == '\r' ? len - 1 : len, scratch, fs, fl,
+                                             CAP, msg, sizeof msg)
+                                : -2;
+    int32_t need = 0, named = 0;
+    for (int32_t c = 0; n >= 0 && c < p->num_columns; c++) {
+        if (p->cols[c].type == CTR_COL_IGNORE || p->cols[c].type == CTR_COL_LABEL)
+            continue;
+        need++;
+        size_t nl = strlen(p->cols[c].name);
+        for (int i = 0; i < n && i < CAP; i++)
+            if (fl[i] == nl && !memcmp(fs[i], p->cols[c].name, nl)) {
+                named++;
+                break;
+            }
+    }
+    free(fs);
+    free(fl);
+    free(scratch);
+    return n == -2 || (need > 0 && 2 * named >= need);
 }
 
 /* The training file's header fields as one header line (CSV-quoted where
@@ -815,7 +850,8 @@ int ctr_source_text(const char *path, const ctr_text_schema *schema, ctr_bad_pol
             goto fail;
         }
         if (text_plan_header(&t->plan, line, len, path, err, errlen)) {
-            if (!schema->header_optional || no_header(t, schema, start, err, errlen))
+            /* a line naming half the columns or more is a header with a column missing (err names it) */
+            if (!schema->header_optional || names_half(&t->plan, line, len) || no_header(t, schema, start, err, errlen))
                 goto fail;
         } else {
             t->first_line = 2;

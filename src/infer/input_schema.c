@@ -47,6 +47,21 @@ static const char *const encoding_names[] = {"string", "int", "hex"};
 static int is_sparse(ctr_col_type t) { return t == CTR_COL_CATEGORICAL || t == CTR_COL_MULTI_HOT; }
 static int is_dense(ctr_col_type t) { return t == CTR_COL_INT || t == CTR_COL_FLOAT; }
 
+/* Whether JSON holds every header field as the reader takes it back
+ * (UTF-8, at most 255 bytes; an empty name, a pandas index column's, is
+ * one): else none is recorded, rather than a list whose positions shift. */
+static int fields_fit(const ctr_text_schema *sc)
+{
+    for (int32_t k = 0; k < sc->num_file_fields; k++) {
+        json_t *nm = json_string(sc->file_fields[k]);
+        int ok = nm != NULL && strlen(sc->file_fields[k]) <= 255;
+        json_decref(nm);
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
 /* A copy of the training file's n header fields, in->schema pointing at
  * it: 0, or EMBER_ENOMEM (nothing kept). */
 static int keep_fields(description_input *in, const char *const *names, int32_t n)
@@ -104,7 +119,8 @@ int description_input_set(description_input *in, description_source source, cons
     in->schema.label_optional = in->schema.header_optional = 0;
     in->schema.file_fields = NULL;
     in->schema.num_file_fields = 0;
-    if (sc->header && sc->num_file_fields > 0 && keep_fields(in, sc->file_fields, sc->num_file_fields) != 0) {
+    if (sc->header && sc->num_file_fields > 0 && fields_fit(sc) && keep_fields(in, sc->file_fields,
+                                                                                 sc->num_file_fields) != 0) {
         snprintf(err, errlen, "model: out of memory for the training file's %d fields", (int)sc->num_file_fields);
         return EMBER_ENOMEM;
     }
@@ -334,8 +350,8 @@ static void read_fields(rd *r, json_t *o, description_input *in)
         json_t *v = json_array_get(f, k);
         size_t l = json_is_string(v) ? json_string_length(v) : 0;
         names[k] = json_string_value(v);
-        if (!names[k] || l < 1 || l > 255 || strlen(names[k]) != l)
-            fail(r, "input_schema", "file_fields", "each field is a name of 1 to 255 bytes");
+        if (!names[k] || l > 255 || strlen(names[k]) != l)
+            fail(r, "input_schema", "file_fields", "each field is a name of at most 255 bytes");
     }
     for (int32_t c = 0; names && !r->failed && c < in->schema.num_columns; c++) {
         const ctr_column *k = &in->schema.columns[c];

@@ -308,9 +308,20 @@ done:
 
 /* ------------------------------------------------------- CSV, TSV bodies */
 
-/* Whether fields (n) name every column a row needs: a header. */
-static int is_header(const text_plan *p, const char *const *fs, const size_t *fl, int n, int32_t *field_of)
+/* Whether a first line of n fields is a header: every field a name the
+ * model knows, and every column a row needs among them. */
+static int is_header(const serve_shape *s, const char *const *fs, const size_t *fl, int n, int32_t *field_of)
 {
+    const text_plan *p = s->plan;
+    for (int i = 0; i < n; i++) { /* every field a name (a column's, or the training file's): a data row is not */
+        int known = 0;
+        for (int32_t c = 0; c < p->num_columns && !known; c++)
+            known = fl[i] == strlen(p->cols[c].name) && !memcmp(fs[i], p->cols[c].name, fl[i]);
+        for (int32_t k = 0; k < s->num_file_fields && !known; k++)
+            known = fl[i] == strlen(s->file_fields[k]) && !memcmp(fs[i], s->file_fields[k], fl[i]);
+        if (!known)
+            return 0;
+    }
     for (int32_t c = 0; c < p->num_columns; c++) {
         field_of[c] = -1;
         const ctr_column *k = &p->cols[c];
@@ -384,8 +395,8 @@ int serve_decode_text(const serve_shape *s, const char *body, size_t n, char del
             len--;
         if (line == 1 && len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3))
             text += 3, len -= 3;
-        if (len == 0 && !nl)
-            break; /* the end of the last line */
+        if (len == 0)
+            continue; /* a blank line, or the end of the last one: no row */
         if (len > (size_t)p->max_line || memchr(text, '\0', len)) {
             rc = fail_rows(&g, out, err, errlen, "line %lld: %s", (long long)line, len > (size_t)p->max_line
                            ? "longer than the model's max_line" : "holds a NUL byte");
@@ -398,7 +409,7 @@ int serve_decode_text(const serve_shape *s, const char *body, size_t n, char del
             goto done;
         }
         if (header < 0) { /* the first line: a header, or the first row */
-            header = is_header(p, fs, fl, k, field_of);
+            header = is_header(s, fs, fl, k, field_of);
             nfields = k;
             if (!header && !by_file_fields(s, k, field_of)) {
                 int with_label = k == C;
