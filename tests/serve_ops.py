@@ -248,11 +248,12 @@ class Load:
 
 
 def attribute(results, refs):
-    """Each answer's model: the name of the reference every score matches, else None."""
+    """Each answer's model: the name of the reference every score matches; "either" for a slice on
+    which the models happen to agree (a few samples do); else None."""
     out = []
     for t0, t1, st, got, a, b in results:
         which = [n for n, ref in refs.items() if got is not None and matches(got, ref[a:b])]
-        out.append((t0, t1, st, which[0] if len(which) == 1 else None, a, b))
+        out.append((t0, t1, st, which[0] if len(which) == 1 else "either" if which else None, a, b))
     return out
 
 
@@ -327,7 +328,7 @@ def reload_under_load(names, samples, refA, refB):
                                                                      sum(r[3] == "B" for r in results)), flush=True)
     for what, when, want in phases:
         got = [r for r in results if when(r[0], r[1])]
-        bad = [r for r in got if r[3] != want]
+        bad = [r for r in got if r[3] not in (want, "either")]
         check(len(got) >= 10 and not bad, "%s: %d answers, %d not %s's (first: %s)" % (what, len(got), len(bad),
                                                                                      want, bad[:1]))
     log = stderr_of(srv)
