@@ -310,16 +310,7 @@ int main(int argc, char **argv)
                "train = { steps = 8; micro_batch = 64; eval_samples = 256; metrics = \"\"; plot = \"\"; };\n"
                "model = { bottom = [8]; top = [8]; };\n");
     fclose(f);
-    ember_train_overrides ov;
-    ember_train_overrides_init(&ov);
-    ov.checkpoint_dir = ck;
-    ov.threads = 1;
-    ember_trainer *tr = NULL;
-    int st = ember_trainer_open(cfg, &ov, NULL, NULL, NULL, &tr);
-    if (st == EMBER_OK)
-        st = ember_trainer_run(tr);
-    CHECK_MSG(st == EMBER_OK, "train: %s", ember_errmsg(tr));
-    ember_trainer_close(tr);
+    test_train_config(cfg, ck);
     ember_predictor *ckp = NULL;
     CHECK_MSG(ember_predictor_open(ck, NULL, &ckp) == EMBER_OK, "%s", ember_errmsg(NULL));
     if (!ckp)

@@ -74,6 +74,17 @@ static json_t *last_reload_json(const ember_reload_status *r)
     return j ? j : json_null();
 }
 
+/* The model serving now, pinned (release it), with the reloads as of it,
+ * its description and its load time in ISO 8601. */
+static ember_scorer_model *pin_current(serve_http *h, ember_reload_status *r, ember_model_info *mi, char *loaded,
+                                       size_t len)
+{
+    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer, r);
+    ember_scorer_model_info(m, mi);
+    iso_time(mi->loaded_at, loaded, len);
+    return m;
+}
+
 char *serve_ops_health(serve_http *h, unsigned *code)
 {
     if (atomic_load(&h->draining)) {
@@ -82,10 +93,8 @@ char *serve_ops_health(serve_http *h, unsigned *code)
     }
     ember_reload_status r;
     ember_model_info mi;
-    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer, &r); /* and the reloads as of it */
-    ember_scorer_model_info(m, &mi);
     char loaded[48];
-    iso_time(mi.loaded_at, loaded, sizeof loaded);
+    ember_scorer_model *m = pin_current(h, &r, &mi, loaded, sizeof loaded);
     json_t *j = json_pack("{s:s,s:o,s:o,s:I,s:s,s:i,s:i,s:i,s:i,s:{s:I,s:I},s:o}", "status", "ok", "model",
                           jstr(mi.path), "resolved", jstr(mi.resolved), "version", (json_int_t)mi.version, "loaded_at", loaded, "tables",
                           (int)mi.num_tables, "features", (int)mi.num_features, "dense", (int)mi.num_dense,
@@ -166,10 +175,8 @@ char *serve_ops_admin_reload(serve_http *h, const char *body, size_t len, unsign
     free(path);
     ember_reload_status r;
     ember_model_info mi;
-    ember_scorer_model *m = ember_scorer_model_acquire(h->scorer, &r); /* and the reloads as of it */
-    ember_scorer_model_info(m, &mi);
     char loaded[48];
-    iso_time(mi.loaded_at, loaded, sizeof loaded);
+    ember_scorer_model *m = pin_current(h, &r, &mi, loaded, sizeof loaded);
     json_t *j;
     if (st == EMBER_OK) {
         *code = 200;
