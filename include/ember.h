@@ -275,6 +275,20 @@ typedef enum ember_row_encoding {
     EMBER_ROWS_INT4 = 3  /* fp16 scale, fp16 bias, two elements per byte     */
 } ember_row_encoding;
 
+/* The precision a table's rows train in (ember_table_config.precision;
+ * docs/precision.md). */
+typedef enum ember_row_precision {
+    EMBER_PRECISION_FP32 = 0,
+    EMBER_PRECISION_FP16 = 1, /* IEEE half: |x| <= 65504, 11 significant bits */
+    EMBER_PRECISION_BF16 = 2  /* bfloat16: fp32's range, 8 significant bits   */
+} ember_row_precision;
+
+/* How an update is rounded into a half-precision row. */
+typedef enum ember_rounding {
+    EMBER_ROUND_STOCHASTIC = 0, /* up with probability = the fraction dropped */
+    EMBER_ROUND_NEAREST = 1     /* to nearest, ties to even                  */
+} ember_rounding;
+
 typedef struct ember_table_config {
     const char *name; /* required, unique; keys the initializer (see below)     */
     int64_t rows;     /* >= 1                                                   */
@@ -379,6 +393,19 @@ typedef struct ember_table_config {
      * or REPLICATED placement, no simulated quantization; anything else is
      * refused at create. */
     ember_row_encoding rows_encoding;
+    /* Training precision of the rows (docs/precision.md): FP32 (default),
+     * FP16 or BF16.  The forward reads the half rows and pools in fp32; the
+     * backward computes each update in fp32 and writes the row back rounded
+     * by `rounding`.  Stochastic rounding takes its random bits from
+     * (seed, step, table name, row, column) only, so tables stay
+     * bit-identical for any thread count.  Optimizer state stays fp32.
+     * Row reads return the rows' values as fp32; row writes and loads round
+     * to nearest (an fp16 table refuses values beyond 65504, named).
+     * Memory tier, fixed tables, ROW, TABLE or REPLICATED placement, no hot
+     * rows, no simulated quantization, rows_encoding FP32; anything else is
+     * refused at create. */
+    ember_row_precision precision;
+    ember_rounding rounding;
 } ember_table_config;
 
 /* rows 0, dim 0 (caller sets), uniform(0.05), SGD lr 0.01, no limits, error. */

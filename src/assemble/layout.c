@@ -15,8 +15,8 @@
  * allocates its share of every physical table (collection/shard.h).  SSD tables
  * stack only with the same cache policy and folder; the physical table's
  * cache is the sum of its tables' cache budgets.  Tables stack only with
- * the same simulated quantization (the store applies it to every read) and
- * the same row encoding.
+ * the same simulated quantization (the store applies it to every read), the
+ * same row encoding and the same training precision and rounding.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +24,7 @@
 
 #include "assemble/assemble.h"
 #include "collection/shard.h"
+#include "quant/quant.h"
 #include "tier/ssd.h"
 #include "tier/store_quant.h"
 
@@ -36,6 +37,7 @@ static int same_group(const ember_table_config *a, const ember_table_config *b)
            (a->placement != EMBER_PLACE_TABLE || a->owner == b->owner) && a->storage == b->storage &&
            (a->storage != EMBER_STORAGE_SSD || (a->cache_policy == b->cache_policy && !strcmp(a->path, b->path))) &&
            a->quant_buckets == b->quant_buckets && a->rows_encoding == b->rows_encoding &&
+           a->precision == b->precision && a->rounding == b->rounding &&
            (!a->quant_buckets || (a->quant_low == b->quant_low && a->quant_high == b->quant_high));
 }
 
@@ -45,9 +47,12 @@ static int create_store_tier(ember_collection *c, int32_t p)
 {
     ember_ptable *pt = &c->ptables[p];
     const ember_table_config *first = &c->tables[pt->tables[0]].cfg;
-    if (first->rows_encoding != EMBER_ROWS_FP32) {
-        int st = ember_store_quant_create(pt->local_rows, pt->local_dim, pt->state_floats, (int)first->rows_encoding,
-                                          c->threads, &pt->store);
+    if (first->rows_encoding != EMBER_ROWS_FP32 || first->precision != EMBER_PRECISION_FP32) {
+        int train = first->precision != EMBER_PRECISION_FP32;
+        int enc = !train ? (int)first->rows_encoding
+                  : first->precision == EMBER_PRECISION_FP16 ? EMBER_ENC_FP16 : EMBER_ENC_BF16;
+        int st = ember_store_quant_create(pt->local_rows, pt->local_dim, pt->state_floats, enc, train, c->threads,
+                                          &pt->store);
         if (st != EMBER_OK)
             return ember_fail_create(st, "physical table %d (first table '%s'): cannot allocate %lld encoded rows x %d",
                                      p, first->name, (long long)pt->local_rows, pt->local_dim);

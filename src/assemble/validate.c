@@ -13,6 +13,31 @@
 
 static int check_finite_pos(float x) { return x == x && x > 0 && x < 1e30f; }
 
+/* A table's training precision and rounding (docs/precision.md): half rows
+ * go where the backward's rounding is built so far. */
+static int check_precision(const ember_table_config *tc)
+{
+    const char *nm = tc->name;
+    if (tc->precision < EMBER_PRECISION_FP32 || tc->precision > EMBER_PRECISION_BF16)
+        return ember_fail_create(EMBER_EINVAL, "table '%s': unknown precision %d", nm, tc->precision);
+    if (tc->rounding < EMBER_ROUND_STOCHASTIC || tc->rounding > EMBER_ROUND_NEAREST)
+        return ember_fail_create(EMBER_EINVAL, "table '%s': unknown rounding %d", nm, tc->rounding);
+    if (tc->precision == EMBER_PRECISION_FP32)
+        return EMBER_OK;
+    const char *why = tc->rows_encoding != EMBER_ROWS_FP32    ? "encoded rows (rows_encoding)"
+                      : tc->storage == EMBER_STORAGE_SSD      ? "the SSD tier"
+                      : tc->kind != EMBER_TABLE_FIXED         ? "a dynamic table"
+                      : tc->placement == EMBER_PLACE_COLUMN   ? "COLUMN placement"
+                      : tc->hot_rows > 0                      ? "hot rows"
+                      : tc->quant_buckets != 0                ? "simulated quantization"
+                                                              : NULL;
+    if (why)
+        return ember_fail_create(EMBER_EINVAL, "table '%s': %s rows do not go with %s yet; half-precision rows "
+                                 "train in memory, in fixed tables placed ROW, TABLE or REPLICATED", nm,
+                                 tc->precision == EMBER_PRECISION_FP16 ? "fp16" : "bf16", why);
+    return EMBER_OK;
+}
+
 /* Table t's name, kind, size, init, quantization and row encoding. */
 static int check_table_shape(const ember_collection_config *cfg, int32_t t, int32_t W)
 {
@@ -60,7 +85,7 @@ static int check_table_shape(const ember_collection_config *cfg, int32_t t, int3
                                      "for inference in memory, placed ROW, TABLE or REPLICATED", nm,
                                      ember_encoding_name((ember_encoding)tc->rows_encoding), why);
     }
-    return EMBER_OK;
+    return check_precision(tc);
 }
 
 /* Table t's optimizer, limits, placement and tier. */

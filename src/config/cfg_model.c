@@ -28,11 +28,32 @@ static int read_widths(cfg_reader *r, const config_setting_t *s, const char *key
     return 0;
 }
 
+/* model.emb_precision and model.emb_rounding: every table's default (the
+ * built-in tables' and a `tables` entry's without its own). */
+int cfg_read_emb_precision(cfg_reader *r, const config_setting_t *g)
+{
+    const config_setting_t *m;
+    int e;
+    if (!g)
+        return 0;
+    if ((m = config_setting_get_member(g, "emb_precision"))) {
+        if (cfg_get_enum(r, m, "model.emb_precision", CFG_PRECISIONS, &e))
+            return EMBER_EINVAL;
+        r->cf->train.emb_precision = (ember_row_precision)e;
+    }
+    if ((m = config_setting_get_member(g, "emb_rounding"))) {
+        if (cfg_get_enum(r, m, "model.emb_rounding", CFG_ROUNDINGS, &e))
+            return EMBER_EINVAL;
+        r->cf->train.emb_rounding = (ember_rounding)e;
+    }
+    return 0;
+}
+
 /* model: the dense half, and the built-in tables' optimizer and init. */
 int cfg_read_model(cfg_reader *r, const config_setting_t *g)
 {
     static const char *const KEYS[] = {"emb_dim", "bottom", "top", "interaction", "dcn", "activation", "seed",
-                                       "emb_optimizer", "emb_init_value", NULL};
+                                       "emb_optimizer", "emb_init_value", "emb_precision", "emb_rounding", NULL};
     static const char *const DCN_KEYS[] = {"layers", "rank", NULL};
     cfg_train *t = &r->cf->train;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
@@ -92,6 +113,8 @@ int cfg_read_model(cfg_reader *r, const config_setting_t *g)
     }
     if ((m = config_setting_get_member(g, "emb_optimizer")) &&
         cfg_read_optimizer(r, m, "model.emb_optimizer", &t->emb_optimizer))
+        return EMBER_EINVAL;
+    if (cfg_read_emb_precision(r, g))
         return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "emb_init_value"))) {
         double d;

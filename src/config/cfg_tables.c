@@ -151,7 +151,7 @@ static int read_shape(table_entry *n, ember_table_config *t)
     return 0;
 }
 
-/* init, init_value, optimizer, limits. */
+/* init, init_value, optimizer, limits, precision, rounding. */
 static int read_training(table_entry *n, ember_table_config *t)
 {
     const config_setting_t *m;
@@ -171,6 +171,17 @@ static int read_training(table_entry *n, ember_table_config *t)
         return EMBER_EINVAL;
     if ((m = member(n, "limits")) && read_limits(n->r, m, n->key, t))
         return EMBER_EINVAL;
+    int k;
+    if ((m = member(n, "precision"))) {
+        if (cfg_get_enum(n->r, m, n->key, CFG_PRECISIONS, &k))
+            return EMBER_EINVAL;
+        t->precision = (ember_row_precision)k;
+    }
+    if ((m = member(n, "rounding"))) {
+        if (cfg_get_enum(n->r, m, n->key, CFG_ROUNDINGS, &k))
+            return EMBER_EINVAL;
+        t->rounding = (ember_rounding)k;
+    }
     return 0;
 }
 
@@ -293,13 +304,16 @@ static int read_table_entry(cfg_reader *r, const config_setting_t *e, const char
                                        "optimizer", "limits", "placement", "owner", "exchange",
                                        "dist", "alpha", "storage", "cache_bytes", "cache_policy",
                                        "path", "keys", "kind", "capacity", "capacity_bytes", "admit_after", "evict",
-                                       "ttl_steps", "sketch_bytes", "quantization", "hot_rows", NULL};
+                                       "ttl_steps", "sketch_bytes", "quantization", "hot_rows", "precision",
+                                       "rounding", NULL};
     if (config_setting_type(e) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, e, where, "must be a group { name = ...; rows = ...; dim = ...; }");
     if (cfg_check_keys(r, e, where, KEYS))
         return EMBER_EINVAL;
     *t = ember_table_config_default();
     t->optimizer = r->cf->train.emb_optimizer; /* one default for every table: model.emb_optimizer's */
+    t->precision = r->cf->train.emb_precision; /* and model.emb_precision's, emb_rounding's */
+    t->rounding = r->cf->train.emb_rounding;
     x->placement_pin = -1;
     x->owner_pin = -1;
     x->exchange_pin = -1;

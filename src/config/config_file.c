@@ -256,6 +256,8 @@ static int read_top(cfg_reader *r, config_t *c)
     const config_setting_t *eo = config_lookup(c, "model.emb_optimizer");
     if (eo && cfg_read_optimizer(r, eo, "model.emb_optimizer", &cf->train.emb_optimizer))
         return EMBER_EINVAL;
+    if (cfg_read_emb_precision(r, config_lookup(c, "model")))
+        return EMBER_EINVAL;
     /* a file for `ember train` may leave the tables to the tool */
     const config_setting_t *tg = config_lookup(c, "train"), *mg = config_lookup(c, "model");
     cf->train.present = tg || mg;

@@ -93,6 +93,8 @@ typedef struct cfg_train {
     dlrm_config model;           /* with tables: num_sparse, emb_dim follow them */
     ember_optimizer emb_optimizer; /* the built-in tables (no `tables`)        */
     float emb_init_value;
+    ember_row_precision emb_precision; /* every table's default (model.emb_precision) */
+    ember_rounding emb_rounding;
     int32_t micro_batch, accumulate;
     ember_schedule schedule;     /* the embedding forward's schedule: blocking
                                     (default), overlap or stale              */

@@ -14,7 +14,9 @@
 #include <string.h>
 
 #include "core/parallel.h"
+#include "core/rng.h"
 #include "optim/grad.h"
+#include "quant/round.h"
 
 #define PREFETCH_ROWS 4 /* runs ahead: table row and state            */
 #define PREFETCH_D 16   /* occurrences ahead: the upstream gradient row */
@@ -79,6 +81,11 @@ typedef struct apply_args {
     float *values, *state;
     int32_t sf, dim;
     const ember_optim_step *o;
+    /* half rows (store.h's qrows of encoding enc), rounded by rd */
+    uint8_t *qrows;
+    int enc;
+    const ember_grad_rounding *rd;
+    const uint32_t *slot_row; /* staged store: a slot's local row */
 } apply_args;
 
 #define DEFINE_APPLY(NAME, DIM)                                                                   \
@@ -108,6 +115,50 @@ typedef struct apply_args {
         }                                                                                         \
     }
 
+/* The same with half rows: each row decoded to fp32, updated, written back
+ * rounded (quant/round.h). */
+#define DEFINE_APPLY_HALF(NAME, DIM)                                                              \
+    static void NAME(const apply_args *a, int64_t u0, int64_t u1)                                 \
+    {                                                                                             \
+        const ember_route *r = a->r;                                                              \
+        const uint64_t *starts = a->starts, *keys = r->keys;                                      \
+        uint16_t *rows = (uint16_t *)a->qrows;                                                    \
+        float *state = a->state;                                                                  \
+        const int32_t sf = a->sf, dim = a->dim;                                                   \
+        const ember_grad_rounding *rd = a->rd;                                                    \
+        (void)dim;                                                                                \
+        int64_t jend = (int64_t)starts[u1];                                                       \
+        for (int64_t u = u0; u < u1; u++) {                                                       \
+            if (u + PREFETCH_ROWS < u1) {                                                         \
+                uint32_t pr = (uint32_t)(keys[starts[u + PREFETCH_ROWS]] >> 32);                  \
+                const char *pv = (const char *)(rows + (int64_t)pr * (DIM));                      \
+                for (int32_t b = 0; b < (DIM) * 2; b += 64)                                       \
+                    __builtin_prefetch(pv + b, 1, 3);                                             \
+                __builtin_prefetch(pv + (DIM) * 2 - 1, 1, 3);                                     \
+                const char *ps = (const char *)(state + (int64_t)pr * sf);                        \
+                for (int32_t b = 0; b < sf * 4; b += 64)                                          \
+                    __builtin_prefetch(ps + b, 1, 3);                                             \
+            }                                                                                     \
+            float g[1024], w[1024]; /* dim <= 1024 (ember.h) */                                   \
+            row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], jend, (DIM), a->dp, a->ds, g); \
+            uint32_t row = (uint32_t)(keys[starts[u]] >> 32);                                     \
+            uint16_t *hr = rows + (int64_t)row * (DIM);                                           \
+            ember_half_decode_row(a->enc, (DIM), hr, w);                                          \
+            ember_optim_row(a->o, (DIM), w, sf ? state + (int64_t)row * sf : NULL, g);            \
+            uint64_t h = rd->stochastic                                                           \
+                             ? ember_grad_round_bits(rd, a->slot_row ? a->slot_row[row] : row)    \
+                             : 0;                                                                 \
+            ember_half_encode_row(a->enc, rd->stochastic, h, rd->col0, (DIM), w, hr);             \
+        }                                                                                         \
+    }
+
+DEFINE_APPLY_HALF(apply_half_16, 16)
+DEFINE_APPLY_HALF(apply_half_32, 32)
+DEFINE_APPLY_HALF(apply_half_64, 64)
+DEFINE_APPLY_HALF(apply_half_128, 128)
+DEFINE_APPLY_HALF(apply_half_256, 256)
+DEFINE_APPLY_HALF(apply_half_any, dim)
+
 DEFINE_APPLY(apply_16, 16)
 DEFINE_APPLY(apply_32, 32)
 DEFINE_APPLY(apply_64, 64)
@@ -117,8 +168,17 @@ DEFINE_APPLY(apply_any, dim)
 
 typedef void (*apply_fn)(const apply_args *, int64_t, int64_t);
 
-static apply_fn pick_apply(int32_t dim)
+static apply_fn pick_apply(int32_t dim, int half)
 {
+    if (half)
+        switch (dim) {
+        case 16: return apply_half_16;
+        case 32: return apply_half_32;
+        case 64: return apply_half_64;
+        case 128: return apply_half_128;
+        case 256: return apply_half_256;
+        default: return apply_half_any;
+        }
     switch (dim) {
     case 16: return apply_16;
     case 32: return apply_32;
@@ -208,13 +268,31 @@ int64_t ember_grad_first_nonfinite(const ember_route *r, const ember_grad_runs *
     return check_gradients(r, dim, u->starts, u->nu, dp, ds, u->threads);
 }
 
+uint64_t ember_grad_round_bits(const ember_grad_rounding *rd, uint32_t local)
+{
+    int64_t phys = (int64_t)local * rd->row_stride + rd->row_base;
+    int32_t lo = 0, hi = rd->num_tables - 1; /* the last table with offset <= phys */
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        if (rd->tables[rd->ids[mid]].offset <= phys)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const ember_ltable *lt = &rd->tables[rd->ids[lo]];
+    return ember_rng_bits(lt->rng_key, (uint64_t)(phys - lt->offset), (uint64_t)rd->step, 3);
+}
+
 void ember_grad_apply_runs(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
-                           const float *dp, const float *ds, const ember_optim_step *o)
+                           const float *dp, const float *ds, const ember_optim_step *o,
+                           const ember_grad_rounding *rd)
 {
     const uint64_t *starts = u->starts;
     int64_t n = u->n, nu = u->nu;
-    apply_args a = {r, starts, dp, ds, s->values, s->state, s->state_floats, dim, o};
-    apply_fn fn = pick_apply(dim);
+    int half = s->encoding == EMBER_ENC_FP16 || s->encoding == EMBER_ENC_BF16;
+    apply_args a = {r, starts, dp, ds, s->values, s->state, s->state_floats, dim, o,
+                    s->qrows, s->encoding, rd, s->staged ? s->slot_row : NULL};
+    apply_fn fn = pick_apply(dim, half);
 #pragma omp parallel num_threads(u->threads)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();

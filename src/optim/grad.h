@@ -19,6 +19,7 @@
 
 #include "optim/optim.h"
 #include "prep/route.h"
+#include "table/layout.h"
 #include "table/store.h"
 
 /* One occurrence's share of a row's gradient: g[k] += scale * d[k], each
@@ -58,11 +59,33 @@ ember_grad_runs ember_grad_runs_of(ember_route *r, int64_t rows, int64_t *sort_h
 int64_t ember_grad_first_nonfinite(const ember_route *r, const ember_grad_runs *u, int32_t dim, const float *dp,
                                    const float *ds);
 
+/* How the backward writes a half-precision row back (docs/precision.md):
+ * to nearest, or stochastically with the random bits of
+ *     h = ember_rng_bits(key of the row's logical table, logical row, step, 3)
+ * (core/rng.h) drawn per column by quant/round.h's rule.  A local row's
+ * logical coordinates: physical row = local * row_stride + row_base, whose
+ * logical table is the last one with offset <= it; column col0 + k. */
+typedef struct ember_grad_rounding {
+    int stochastic;
+    int64_t step;
+    int64_t row_stride, row_base;
+    int32_t col0;
+    const ember_ltable *tables; /* the collection's logical tables          */
+    const int32_t *ids;         /* [num_tables] this physical table's, by
+                                   ascending offset                          */
+    int32_t num_tables;
+} ember_grad_rounding;
+
+/* The 64 random bits of local row `local` for this step. */
+uint64_t ember_grad_round_bits(const ember_grad_rounding *rd, uint32_t local);
+
 /* The fused update of every run: each row's summed gradient, then the
  * optimizer step o on the store's row (values and state: direct addressing,
- * a staged store's slots). */
+ * a staged store's slots).  A store of half rows (encoding fp16 or bf16,
+ * state fp32) reads each row to fp32, updates it and writes it back by rd. */
 void ember_grad_apply_runs(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
-                           const float *dp, const float *ds, const ember_optim_step *o);
+                           const float *dp, const float *ds, const ember_optim_step *o,
+                           const ember_grad_rounding *rd);
 
 /* Row-wise Adagrad on a COLUMN slice, whose row mean of g^2 runs over every
  * rank's slice, in three parts around the caller's all-gather:

@@ -18,6 +18,7 @@
 
 #include "core/parallel.h"
 #include "quant/qpool.h"
+#include "quant/round.h"
 
 #define PREFETCH 16
 
@@ -45,8 +46,21 @@ static inline float half_at(const uint8_t *p)
     return ember_half_to_float(h);
 }
 
+static inline float bf16_at(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return ember_bf16_to_float(h);
+}
+
 #ifdef __AVX512F__
 #include <immintrin.h>
+
+/* 16 bfloat16s as floats: each one's bits shifted into the top half. */
+static inline __m512 bf16_load(const uint8_t *p)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
 
 /* acc[k0..k0+16) += w * fmaf(scale, codes, bias), codes as 16 bytes. */
 static inline void fma16_codes(__m128i codes, __m512 scale, __m512 bias, __m512 w, float *acc)
@@ -64,6 +78,11 @@ static inline int32_t add_row_avx512(ember_encoding e, int32_t dim, const uint8_
     if (e == EMBER_ENC_FP16) {
         for (; k < end; k += 16) {
             __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * k)));
+            _mm512_storeu_ps(acc + k, _mm512_fmadd_ps(vw, v, _mm512_loadu_ps(acc + k)));
+        }
+    } else if (e == EMBER_ENC_BF16) {
+        for (; k < end; k += 16) {
+            __m512 v = bf16_load(row + 2 * k);
             _mm512_storeu_ps(acc + k, _mm512_fmadd_ps(vw, v, _mm512_loadu_ps(acc + k)));
         }
     } else if (e == EMBER_ENC_INT8 || e == EMBER_ENC_INT4) {
@@ -106,6 +125,12 @@ static inline void add_row_tail(ember_encoding e, int32_t dim, int32_t k0, const
             acc[k] = __builtin_fmaf(w, v[k], acc[k]);
         break;
     }
+    case EMBER_ENC_BF16: {
+#pragma omp simd
+        for (int32_t k = k0; k < dim; k++)
+            acc[k] = __builtin_fmaf(w, bf16_at(row + 2 * k), acc[k]);
+        break;
+    }
     case EMBER_ENC_INT8: {
         const float scale = half_at(row), bias = half_at(row + 2);
         const uint8_t *q = row + 4;
@@ -145,6 +170,7 @@ static inline void add_row(ember_encoding e, int32_t dim, const uint8_t *row, fl
  * multiply-adds, in the same order, as add_row. */
 #define LOAD_FP32(row, v, scale, bias) _mm512_loadu_ps((const float *)(row) + 16 * (v))
 #define LOAD_FP16(row, v, scale, bias) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((row) + 32 * (v))))
+#define LOAD_BF16(row, v, scale, bias) bf16_load((row) + 32 * (v))
 #define LOAD_INT8(row, v, scale, bias)                                                                      \
     _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)((row) + 4 + 16 * (v))))), bias)
 #define LOAD_INT4(row, v, scale, bias) _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(nibbles((row) + 4 + 8 * (v)))), bias)
@@ -202,20 +228,22 @@ DEFINE_DIMS(fp32, LOAD_FP32, 0)
 DEFINE_DIMS(fp16, LOAD_FP16, 0)
 DEFINE_DIMS(int8, LOAD_INT8, 1)
 DEFINE_DIMS(int4, LOAD_INT4, 1)
+DEFINE_DIMS(bf16, LOAD_BF16, 0)
 
 typedef void (*bags_fn)(const ember_qpool_args *, int64_t, int64_t);
 
 /* The kernel for this encoding and dim, or NULL (the generic loop). */
 static bags_fn pick(ember_encoding e, int32_t dim)
 {
-    static const bags_fn table[4][5] = {
+    static const bags_fn table[5][5] = {
         {bags_fp32_16, bags_fp32_32, bags_fp32_64, bags_fp32_128, bags_fp32_256},
         {bags_fp16_16, bags_fp16_32, bags_fp16_64, bags_fp16_128, bags_fp16_256},
         {bags_int8_16, bags_int8_32, bags_int8_64, bags_int8_128, bags_int8_256},
         {bags_int4_16, bags_int4_32, bags_int4_64, bags_int4_128, bags_int4_256},
+        {bags_bf16_16, bags_bf16_32, bags_bf16_64, bags_bf16_128, bags_bf16_256},
     };
     int d = dim == 16 ? 0 : dim == 32 ? 1 : dim == 64 ? 2 : dim == 128 ? 3 : dim == 256 ? 4 : -1;
-    return d >= 0 && (unsigned)e < 4 ? table[e][d] : NULL;
+    return d >= 0 && (unsigned)e < 5 ? table[e][d] : NULL;
 }
 #endif
 

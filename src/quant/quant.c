@@ -10,14 +10,15 @@
 
 #include "ember.h"
 #include "quant/quant.h"
+#include "quant/round.h"
 
 #ifdef __F16C__
 #include <immintrin.h>
 #endif
 
-static const char *const names[] = {"fp32", "fp16", "int8", "int4"};
+static const char *const names[] = {"fp32", "fp16", "int8", "int4", "bf16"};
 
-const char *ember_encoding_name(ember_encoding e) { return (unsigned)e < 4 ? names[e] : NULL; }
+const char *ember_encoding_name(ember_encoding e) { return (unsigned)e < 5 ? names[e] : NULL; }
 
 int ember_encoding_parse(const char *s)
 {
@@ -31,7 +32,8 @@ int64_t ember_quant_row_bytes(ember_encoding e, int32_t dim)
 {
     switch (e) {
     case EMBER_ENC_FP32: return 4 * (int64_t)dim;
-    case EMBER_ENC_FP16: return 2 * (int64_t)dim;
+    case EMBER_ENC_FP16:
+    case EMBER_ENC_BF16: return 2 * (int64_t)dim;
     case EMBER_ENC_INT8: return 4 + (int64_t)dim;
     case EMBER_ENC_INT4: return 4 + ((int64_t)dim + 1) / 2;
     }
@@ -116,7 +118,8 @@ int ember_quant_row(ember_encoding e, int32_t dim, const float *x, uint8_t *out)
 {
     float lo = x[0], hi = x[0];
     for (int32_t i = 0; i < dim; i++) {
-        if (!isfinite(x[i]) || (e != EMBER_ENC_FP32 && fabsf(x[i]) > 65504.0f))
+        if (!isfinite(x[i]) || (e == EMBER_ENC_BF16 ? (ember_bf16_from_float(x[i]) & 0x7fff) == 0x7f80
+                                                    : e != EMBER_ENC_FP32 && fabsf(x[i]) > 65504.0f))
             return EMBER_EINVAL;
         lo = x[i] < lo ? x[i] : lo;
         hi = x[i] > hi ? x[i] : hi;
@@ -125,9 +128,11 @@ int ember_quant_row(ember_encoding e, int32_t dim, const float *x, uint8_t *out)
         memcpy(out, x, 4 * (size_t)dim);
         return 0;
     }
-    if (e == EMBER_ENC_FP16) {
-        for (int32_t i = 0; i < dim; i++)
-            put_half(out + 2 * i, x[i]);
+    if (e == EMBER_ENC_FP16 || e == EMBER_ENC_BF16) {
+        for (int32_t i = 0; i < dim; i++) {
+            uint16_t h = e == EMBER_ENC_FP16 ? ember_half_from_float(x[i]) : ember_bf16_from_float(x[i]);
+            memcpy(out + 2 * i, &h, 2);
+        }
         return 0;
     }
     float top = e == EMBER_ENC_INT8 ? 255.0f : 15.0f;
@@ -156,6 +161,21 @@ int ember_quant_row(ember_encoding e, int32_t dim, const float *x, uint8_t *out)
     return 0;
 }
 
+const char *ember_quant_refusal(ember_encoding e)
+{
+    switch (e) {
+    case EMBER_ENC_FP32: return "a value that is not finite cannot be stored";
+    case EMBER_ENC_FP16: return "a value that is not finite or is outside fp16's range (|x| > 65504) cannot be "
+                                "stored as fp16";
+    case EMBER_ENC_INT8: return "a value that is not finite or is outside fp16's range (|x| > 65504) cannot be "
+                                "stored as int8";
+    case EMBER_ENC_INT4: return "a value that is not finite or is outside fp16's range (|x| > 65504) cannot be "
+                                "stored as int4";
+    case EMBER_ENC_BF16: return "a value that is not finite or rounds to infinity cannot be stored as bf16";
+    }
+    return "unknown encoding";
+}
+
 void ember_dequant_row(ember_encoding e, int32_t dim, const uint8_t *row, float *out)
 {
     if (e == EMBER_ENC_FP32) {
@@ -165,6 +185,14 @@ void ember_dequant_row(ember_encoding e, int32_t dim, const uint8_t *row, float 
     if (e == EMBER_ENC_FP16) {
         for (int32_t i = 0; i < dim; i++)
             out[i] = get_half(row + 2 * i);
+        return;
+    }
+    if (e == EMBER_ENC_BF16) {
+        for (int32_t i = 0; i < dim; i++) {
+            uint16_t h;
+            memcpy(&h, row + 2 * i, 2);
+            out[i] = ember_bf16_to_float(h);
+        }
         return;
     }
     float scale = get_half(row), bias = get_half(row + 2);

@@ -36,7 +36,17 @@ typedef struct grad_target {
     int64_t rows;
     int64_t row_stride, row_base;
     int32_t full_dim, real_cols;
+    int32_t ptable;
 } grad_target;
+
+/* A half-precision table's rounding for step `step` (optim/grad.h). */
+static ember_grad_rounding rounding_of(const ember_collection *c, const grad_target *gt, int64_t step)
+{
+    const ember_ptable *pt = &c->ptables[gt->ptable];
+    const ember_table_config *first = &c->tables[pt->tables[0]].cfg;
+    return (ember_grad_rounding){first->rounding == EMBER_ROUND_STOCHASTIC, step, gt->row_stride, gt->row_base,
+                                 pt->col0, c->tables, pt->tables, pt->num_tables};
+}
 
 /* The message of a non-finite gradient in run `bad`: table, row, feature,
  * sample. */
@@ -103,7 +113,8 @@ static int apply_target(ember_collection *c, const grad_target *gt, const float 
     ember_optim_step o = ember_optim_prepare(gt->opt, step, c->lr_scale);
     if (gt->full_dim)
         return apply_rowwise_column(c, gt, &u, dp, ds, &o);
-    ember_grad_apply_runs(r, &u, gt->store, gt->dim, dp, ds, &o);
+    ember_grad_rounding rd = rounding_of(c, gt, step);
+    ember_grad_apply_runs(r, &u, gt->store, gt->dim, dp, ds, &o, &rd);
     return EMBER_OK;
 }
 
@@ -112,7 +123,7 @@ static int local_apply(ember_collection *c, int32_t p, const float *dp, const fl
                        int check_only)
 {
     ember_ptable *pt = &c->ptables[p];
-    grad_target gt = {&pt->route, pt->store, &pt->opt, pt->dim, pt->rows, 1, 0, 0, 0};
+    grad_target gt = {&pt->route, pt->store, &pt->opt, pt->dim, pt->rows, 1, 0, 0, 0, p};
     return apply_target(c, &gt, dp, ds, step, check_only);
 }
 
@@ -136,7 +147,8 @@ static int owner_apply(ember_collection *c, int32_t p, int64_t step, int check_o
                             pt->placement == EMBER_PLACE_ROW ? W : 1,
                             pt->placement == EMBER_PLACE_ROW ? rank : 0,
                             column_rowwise ? pt->dim : 0,
-                            real};
+                            real,
+                            p};
     if (!check_only)
         ember_store_mark_dirty(pt->store);
     return apply_target(c, &gt, x->grad_in, NULL, step, check_only);

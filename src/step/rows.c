@@ -127,9 +127,8 @@ static int check_encodable(ember_collection *c, const ember_ltable *lt, const em
     free(row);
     if (bad < 0)
         return EMBER_OK;
-    return ember_fail(c, EMBER_EINPUT, "table '%s' row %lld: a value that is not finite or is outside fp16's range "
-                      "(|x| > 65504) cannot be stored as %s; nothing was written", lt->cfg.name,
-                      (long long)(first + bad), ember_encoding_name((ember_encoding)s->encoding));
+    return ember_fail(c, EMBER_EINPUT, "table '%s' row %lld: %s; nothing was written", lt->cfg.name,
+                      (long long)(first + bad), ember_quant_refusal((ember_encoding)s->encoding));
 }
 
 int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count, float *buf, int to_table,

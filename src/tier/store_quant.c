@@ -9,9 +9,13 @@
  * sees fp32: acquire decodes into a scratch row, release with dirty encodes
  * it back.  A one-row acquire uses the calling OpenMP thread's own scratch
  * row (the initializer acquires rows from many threads at once); a larger
- * one uses a shared buffer (one at a time, as store.h allows).  There is no
- * optimizer state: acquire hands out a zero row for it, and what is written
- * there is dropped.
+ * one uses a shared buffer (one at a time, as store.h allows).  An
+ * inference table has no optimizer state: acquire hands out a zero row for
+ * it, and what is written there is dropped.  A table that trains with half
+ * rows (ember_table_config.precision: fp16 or bf16 rows) keeps its state in
+ * fp32 beside them, addressed directly (store.h's state), and acquire hands
+ * out the state rows themselves; release encodes the values to nearest
+ * (the backward rounds its own updates, optim/grad.c).
  */
 #include <omp.h>
 #include <stdio.h>
@@ -61,7 +65,9 @@ static int quant_acquire(ember_store *st, const uint32_t *rows, int64_t n, float
         float *v = buf + i * row_floats(s);
         ember_dequant_row(s->encoding, s->dim, s->qrows + (int64_t)rows[i] * s->qrow_bytes, v);
         values[i] = v;
-        if (state) {
+        if (state && s->state) {
+            state[i] = s->state_floats ? s->state + (int64_t)rows[i] * s->state_floats : NULL;
+        } else if (state) {
             memset(v + s->dim, 0, sizeof(float) * (size_t)s->state_floats);
             state[i] = s->state_floats ? v + s->dim : NULL;
         }
@@ -80,8 +86,7 @@ static int quant_release(ember_store *st, const uint32_t *rows, int64_t n, int d
     for (int64_t i = 0; i < n; i++)
         if (ember_quant_row(s->encoding, s->dim, buf + i * row_floats(s),
                             s->qrows + (int64_t)rows[i] * s->qrow_bytes) != 0) {
-            snprintf(s->errmsg, sizeof s->errmsg, "local row %u: a value that is not finite or is outside "
-                     "fp16's range (|x| > 65504) cannot be stored as %s", rows[i], ember_encoding_name(s->encoding));
+            snprintf(s->errmsg, sizeof s->errmsg, "local row %u: %s", rows[i], ember_quant_refusal(s->encoding));
             return EMBER_EINPUT;
         }
     return EMBER_OK;
@@ -91,6 +96,7 @@ static void quant_destroy(ember_store *st)
 {
     quant_store *q = (quant_store *)st;
     ember_huge_free(q->s.qrows, q->s.value_bytes);
+    ember_huge_free(q->s.state, q->s.state_bytes);
     free(q->one);
     free(q->many);
     free(q);
@@ -98,8 +104,8 @@ static void quant_destroy(ember_store *st)
 
 static const ember_store_ops QUANT_OPS = {quant_acquire, quant_release, quant_destroy, NULL, NULL, NULL, NULL, NULL};
 
-int ember_store_quant_create(int64_t rows, int32_t dim, int32_t state_floats, int encoding, int32_t threads,
-                             ember_store **out)
+int ember_store_quant_create(int64_t rows, int32_t dim, int32_t state_floats, int encoding, int train,
+                             int32_t threads, ember_store **out)
 {
     *out = NULL;
     quant_store *q = calloc(1, sizeof *q);
@@ -116,7 +122,11 @@ int ember_store_quant_create(int64_t rows, int32_t dim, int32_t state_floats, in
     q->threads = threads > omp_get_max_threads() ? threads : omp_get_max_threads();
     q->one = malloc(sizeof(float) * (size_t)(q->threads * row_floats(s)));
     s->qrows = ember_huge_alloc(s->value_bytes);
-    if (!q->one || (!s->qrows && s->value_bytes > 0)) {
+    if (train) {
+        s->state_bytes = rows * state_floats * (int64_t)sizeof(float);
+        s->state = ember_huge_alloc(s->state_bytes); /* zeroed: a fresh mapping */
+    }
+    if (!q->one || (!s->qrows && s->value_bytes > 0) || (train && !s->state && s->state_bytes > 0)) {
         quant_destroy(s);
         return EMBER_ENOMEM;
     }

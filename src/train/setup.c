@@ -193,6 +193,8 @@ static int build_tables(ember_trainer *s, char *err, size_t errlen)
         tb->init = EMBER_INIT_UNIFORM;
         tb->init_value = s->t.emb_init_value;
         tb->optimizer = s->t.emb_optimizer;
+        tb->precision = s->t.emb_precision;
+        tb->rounding = s->t.emb_rounding;
         s->features[f].name = fn;
         s->features[f].table = f;
         s->features[f].combiner = EMBER_COMBINER_SUM;

@@ -1,0 +1,209 @@
+/*
+ * round.h: fp32 to half precision (IEEE fp16, bfloat16) for tables that
+ * train with half rows (ember_table_config.precision; docs/precision.md):
+ * round to nearest even, and stochastic rounding with the random bits
+ * handed in, so that the caller decides where they come from.
+ *
+ * Stochastic rounding of a finite x: t = x rounded toward zero to the
+ * format, u = the next value of the format away from zero (t's bits + 1;
+ * past the largest finite value that is infinity), frac = (|x| - |t|) /
+ * (|u| - |t|) in [0, 1), the spacing at t taken as a power of two even
+ * where u is infinity.  With r uniform in 0..65535 the result is u when
+ * r < frac * 65536, else t: probability frac up to 2^-16, so the expected
+ * value is x (within 2^-16 of the spacing).  Every quantity is exact in
+ * fp32, so the rule has one answer.  Infinities stay; NaN rounds to nearest
+ * (a quiet NaN).  For bfloat16, frac * 65536 is the low 16 bits of x, and
+ * the rule is the usual (bits + r') >> 16 with r' = 65535 - r.
+ *
+ * The random bits of column k of a row come from 64 bits h of that row and
+ * step (the caller's counter-based generator, core/rng.h):
+ *     r_k = (fmix32(lo32(h) + k * 0x9e3779b9) ^ hi32(h)) >> 16
+ * with murmur3's 32-bit finaliser: cheap, vectorisable, and a bijection of
+ * its input, so no two columns of a row share bits by construction.
+ *
+ * Everything is scalar-defined here; vector kernels must give the same bits
+ * (tests/test_precision.c checks them against src/ref's restatement).
+ */
+#ifndef EMBER_QUANT_ROUND_H
+#define EMBER_QUANT_ROUND_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "quant/quant.h"
+
+static inline uint32_t ember_f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+static inline float ember_f32_of(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static inline float ember_bf16_to_float(uint16_t h) { return ember_f32_of((uint32_t)h << 16); }
+
+/* Nearest even; NaN stays a (quiet) NaN; overflow rounds to infinity. */
+static inline uint16_t ember_bf16_from_float(float x)
+{
+    uint32_t u = ember_f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)(u >> 16 | 0x40);
+    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
+}
+
+static inline uint32_t ember_fmix32(uint32_t h)
+{
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return h;
+}
+
+/* r_k of the rule above: 16 random bits of column k. */
+static inline uint32_t ember_round_bits(uint64_t h, uint32_t k)
+{
+    return (ember_fmix32((uint32_t)h + k * 0x9e3779b9u) ^ (uint32_t)(h >> 32)) >> 16;
+}
+
+static inline uint16_t ember_bf16_round_sr(float x, uint32_t r)
+{
+    uint32_t u = ember_f32_bits(x);
+    if ((u & 0x7f800000u) == 0x7f800000u) /* inf, NaN */
+        return ember_bf16_from_float(x);
+    return (uint16_t)((u + (65535u - r)) >> 16);
+}
+
+/* fp16, rounded toward zero (the t of the rule). */
+static inline uint16_t ember_half_toward_zero(float x)
+{
+    uint32_t u = ember_f32_bits(x), sign = (u >> 16) & 0x8000, e = (u >> 23) & 0xff, m = u & 0x7fffff;
+    int32_t he = (int32_t)e - 127 + 15;
+    if (he >= 31)
+        return (uint16_t)(sign | 0x7bff); /* the largest finite half */
+    if (he <= 0) {
+        if (he < -10)
+            return (uint16_t)sign;
+        return (uint16_t)(sign | (m | 0x800000) >> (14 - he));
+    }
+    return (uint16_t)(sign | (uint32_t)he << 10 | m >> 13);
+}
+
+static inline uint16_t ember_half_round_sr(float x, uint32_t r)
+{
+    uint32_t u = ember_f32_bits(x);
+    if ((u & 0x7f800000u) == 0x7f800000u)
+        return ember_half_from_float(x);
+    uint16_t t = ember_half_toward_zero(x);
+    uint32_t e = (uint32_t)(t >> 10) & 0x1f;
+    /* 65536 / spacing at t = 2^(16 - (max(e, 1) - 25)), as float bits */
+    float scale = ember_f32_of((uint32_t)(127 + 41 - (e ? e : 1)) << 23);
+    float diff = ember_f32_of(u & 0x7fffffffu) - ember_half_to_float_soft((uint16_t)(t & 0x7fff));
+    return (uint16_t)(t + ((float)r < diff * scale));
+}
+
+/* ------------------------------------------------------------ whole rows
+ * A row of dim halves of encoding enc (EMBER_ENC_FP16 or EMBER_ENC_BF16)
+ * to fp32 and back: to nearest, or stochastically with the row's 64 bits h
+ * (column k of the row draws ember_round_bits(h, col0 + k): col0 is the
+ * first column a COLUMN slice holds, else 0).  With AVX-512, 16 columns at a
+ * time and the same bits as the scalar rule. */
+#ifdef __AVX512F__
+#include <immintrin.h>
+
+static inline __m512i ember_round_bits16(uint64_t h, uint32_t k)
+{
+    __m512i x = _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)h),
+                                 _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32((int)k),
+                                                                     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+                                                                                       10, 11, 12, 13, 14, 15)),
+                                                    _mm512_set1_epi32((int)0x9e3779b9u)));
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32((int)0x85ebca6bu));
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 13));
+    x = _mm512_mullo_epi32(x, _mm512_set1_epi32((int)0xc2b2ae35u));
+    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+    return _mm512_srli_epi32(_mm512_xor_si512(x, _mm512_set1_epi32((int)(uint32_t)(h >> 32))), 16);
+}
+
+/* 16 floats to 16 bfloat16s in 32-bit lanes, to nearest or with r. */
+static inline __m512i ember_bf16_round16(__m512 x, const __m512i *r)
+{
+    __m512i u = _mm512_castps_si512(x), one = _mm512_set1_epi32(1);
+    __m512i rn = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(_mm512_srli_epi32(u, 16), one))),
+        16);
+    __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
+    rn = _mm512_mask_mov_epi32(rn, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+    if (!r)
+        return rn;
+    __m512i sr = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_sub_epi32(_mm512_set1_epi32(65535), *r)), 16);
+    __mmask16 special = _mm512_cmpge_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_mov_epi32(sr, special, rn);
+}
+
+/* 16 floats to 16 fp16s in 32-bit lanes, to nearest or with r. */
+static inline __m512i ember_half_round16(__m512 x, const __m512i *r)
+{
+    __m512i rn = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    if (!r)
+        return rn;
+    __m256i t16 = _mm512_cvtps_ph(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m512i t = _mm512_cvtepu16_epi32(t16), absm = _mm512_set1_epi32(0x7fffffff);
+    __m512 diff = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), absm)),
+                                _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(_mm512_cvtph_ps(t16)), absm)));
+    __m512i e = _mm512_max_epu32(_mm512_and_si512(_mm512_srli_epi32(t, 10), _mm512_set1_epi32(0x1f)),
+                                 _mm512_set1_epi32(1));
+    __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(168), e), 23));
+    __mmask16 up = _mm512_cmp_ps_mask(_mm512_cvtepi32_ps(*r), _mm512_mul_ps(diff, scale), _CMP_LT_OQ);
+    __m512i sr = _mm512_mask_add_epi32(t, up, t, _mm512_set1_epi32(1));
+    __mmask16 special = _mm512_cmpge_epu32_mask(_mm512_and_si512(_mm512_castps_si512(x), absm),
+                                                _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_mov_epi32(sr, special, rn);
+}
+#endif
+
+static inline void ember_half_decode_row(int enc, int32_t dim, const uint16_t *in, float *out)
+{
+    int32_t k = 0;
+#ifdef __AVX512F__
+    for (; k + 16 <= dim; k += 16) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)(in + k));
+        _mm512_storeu_ps(out + k, enc == EMBER_ENC_FP16
+                                      ? _mm512_cvtph_ps(h)
+                                      : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+    }
+#endif
+    for (; k < dim; k++)
+        out[k] = enc == EMBER_ENC_FP16 ? ember_half_to_float(in[k]) : ember_bf16_to_float(in[k]);
+}
+
+static inline void ember_half_encode_row(int enc, int stochastic, uint64_t h, int32_t col0, int32_t dim,
+                                         const float *in, uint16_t *out)
+{
+    int32_t k = 0;
+#ifdef __AVX512F__
+    for (; k + 16 <= dim; k += 16) {
+        __m512i r = stochastic ? ember_round_bits16(h, (uint32_t)(col0 + k)) : _mm512_setzero_si512();
+        __m512 x = _mm512_loadu_ps(in + k);
+        __m512i y = enc == EMBER_ENC_FP16 ? ember_half_round16(x, stochastic ? &r : NULL)
+                                          : ember_bf16_round16(x, stochastic ? &r : NULL);
+        _mm256_storeu_si256((__m256i *)(out + k), _mm512_cvtepi32_epi16(y));
+    }
+#endif
+    for (; k < dim; k++) {
+        uint32_t r = stochastic ? ember_round_bits(h, (uint32_t)(col0 + k)) : 0;
+        out[k] = enc == EMBER_ENC_FP16 ? (stochastic ? ember_half_round_sr(in[k], r) : ember_half_from_float(in[k]))
+                                       : (stochastic ? ember_bf16_round_sr(in[k], r) : ember_bf16_from_float(in[k]));
+    }
+}
+
+#endif
