@@ -39,19 +39,48 @@
  * bounds = drop with out-of-range ids, debug_checks, TABLE owners on
  * different ranks, tables with 1..3 rows (fewer than ranks), dims 1..64
  * (not divisible by W, and below W: column-wise padding).
+ * A third of the tables that may (all but COLUMN) train with fp16 or bf16
+ * rows, nearest or stochastic: their tables must be bit-identical too.
  * Fixed cases: bytes sent > 0 on every rank for W > 1 with a ROW table whose
  * rows the rank must fetch from another rank (0 for W = 1), and a global
  * batch of 0 samples.
  */
 #include "mpi_util.h"
+#include "quant/round.h"
 
 #define TRIALS 56
 #define STEPS 3
+
+/* Half-precision rows (docs/precision.md) on a third of the tables that
+ * may hold them (every placement but COLUMN), nearest or stochastic: the
+ * rounding's bits come from logical coordinates, so the world gives the
+ * bits of one process.  Drawn from the config's seed, not r, so the other
+ * draws stay as they were. */
+static void half_rows(test_config *tc)
+{
+    test_rng h = {tc->cfg.seed ^ 0x5bd1e995u};
+    for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
+        ember_table_config *tb = &tc->tables[t];
+        if (tb->placement != EMBER_PLACE_COLUMN && !tb->quant_buckets && test_range(&h, 0, 3) == 0) {
+            tb->precision = test_range(&h, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16;
+            tb->rounding = test_range(&h, 0, 3) ? EMBER_ROUND_STOCHASTIC : EMBER_ROUND_NEAREST;
+        }
+    }
+}
+
+/* x as a table of that precision holds it (nearest). */
+static float held(ember_row_precision p, float x)
+{
+    return p == EMBER_PRECISION_FP16   ? ember_half_to_float(ember_half_from_float(x))
+           : p == EMBER_PRECISION_BF16 ? ember_bf16_to_float(ember_bf16_from_float(x))
+                                       : x;
+}
 
 static void random_trial(test_rng *r, int trial, ember_world *world)
 {
     int32_t W = ember_world_size(world), rank = ember_world_rank(world);
     test_config *tc = mpi_random_config(r, trial, world);
+    half_rows(tc);
     test_config *rc = mpi_ref_config(tc);
     const ember_collection_config *cfg = &tc->cfg;
     char desc[400];
@@ -105,6 +134,8 @@ static void random_trial(test_rng *r, int trial, ember_world *world)
             int64_t count = test_range(r, 1, rows - first + 1);
             float *x = malloc((size_t)(count * cfg->tables[t].dim) * sizeof(float));
             test_fill(r, x, count * cfg->tables[t].dim, -0.5f, 0.5f);
+            for (int64_t i = 0; i < count * cfg->tables[t].dim; i++) /* read back exactly */
+                x[i] = held(cfg->tables[t].precision, x[i]);
             int a = ember_table_write(dc, t, first, count, x);
             int b = ember_table_write(refc, t, first, count, x);
             MCHECK(a == EMBER_OK && b == EMBER_OK, "%s: table_write %s rows [%lld, +%lld): %s",

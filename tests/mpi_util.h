@@ -589,9 +589,9 @@ static inline void mpi_describe(char *buf, size_t n, int trial, const test_confi
                      tc->cfg.bounds == EMBER_BOUNDS_DROP ? "drop" : "error", tc->cfg.debug_checks);
     for (int32_t t = 0; t < tc->cfg.num_tables && k > 0 && (size_t)k < n; t++) {
         const ember_table_config *tb = &tc->tables[t];
-        k += snprintf(buf + k, n - (size_t)k, " [%s %lldx%d opt %d %s owner %d quant %d]", tb->name,
-                      (long long)tb->rows, tb->dim, (int)tb->optimizer.kind,
-                      mpi_placement_name(tb), tb->owner, tb->quant_buckets);
+        k += snprintf(buf + k, n - (size_t)k, " [%s %lldx%d opt %d %s owner %d quant %d precision %d/%d]",
+                      tb->name, (long long)tb->rows, tb->dim, (int)tb->optimizer.kind, mpi_placement_name(tb),
+                      tb->owner, tb->quant_buckets, (int)tb->precision, (int)tb->rounding);
     }
     for (int32_t f = 0; f < tc->cfg.num_features && k > 0 && (size_t)k < n; f++)
         k += snprintf(buf + k, n - (size_t)k, "%s f%d:t%d/c%d", f ? "" : " features",

@@ -55,6 +55,8 @@ _EVICT = {"lru": 0, "lfu": 1, "ttl": 2, "none": 3}
 _STORAGE = {"auto": 0, "memory": 1, "ssd": 2}
 _LIMIT_POLICY = {"error": 0, "drop": 1, "minibatch": 2}
 _EXCHANGE = {"rows": 0, "pooled": 1}
+_PRECISION = {"fp32": 0, "fp16": 1, "bf16": 2}
+_ROUNDING = {"stochastic": 0, "nearest": 1}
 POOLINGS = {"sum": 0, "mean": 1, "sqrtn": 2, "none": 3}
 
 
@@ -97,6 +99,8 @@ class TableConfig:
     max_unique_ids_per_partition: int = 0
     limit_policy: str = "error"    # error, drop, minibatch
     exchange: str = "rows"         # rows, pooled
+    precision: str = "fp32"        # the rows' training precision: fp32, fp16, bf16
+    rounding: str = "stochastic"   # half rows: stochastic, nearest
 
     def _tuple(self) -> tuple:
         o = self.optimizer
@@ -113,7 +117,9 @@ class TableConfig:
                 _int(n, "max_ids_per_partition", self.max_ids_per_partition, 64),
                 _int(n, "max_unique_ids_per_partition", self.max_unique_ids_per_partition, 64),
                 _choice(self.name, "limit_policy", self.limit_policy, _LIMIT_POLICY),
-                _choice(self.name, "exchange", self.exchange, _EXCHANGE))
+                _choice(self.name, "exchange", self.exchange, _EXCHANGE),
+                _choice(self.name, "precision", self.precision, _PRECISION),
+                _choice(self.name, "rounding", self.rounding, _ROUNDING))
 
 
 @dataclass(frozen=True)

@@ -95,10 +95,12 @@ class EmbeddingBagCollection(torch.nn.Module):
 
     # ---------------------------------------------------------- state
     def _save_to_state_dict(self, destination, prefix, keep_vars):
+        # in the table's dtype: a half-precision table's rows are halves exactly
+        dtypes = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
         for t in self.collection.tables:
             if t.kind == "fixed":
                 destination[f"{prefix}embedding_bags.{t.name}.weight"] = torch.from_numpy(
-                    self.collection.read_table(t.name))
+                    self.collection.read_table(t.name)).to(dtypes[t.precision])
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):

@@ -40,6 +40,8 @@ typedef struct ckpt_table_info {
     ember_evict_policy evict;
     int64_t sketch_width;   /* counters per sketch row (0: no sketch)         */
     int sketch_lines;       /* the sketch is in lines (else not read)         */
+    ember_row_precision precision; /* the rows' training precision: the saved
+                                      values are exactly its values, as fp32 */
 } ckpt_table_info;
 
 /* For a public call on ck: a failure's message (this thread's, where the
@@ -78,6 +80,7 @@ const char *ckpt_placement_name(ember_placement p);
 const char *ckpt_optimizer_name(ember_optimizer_kind k);
 const char *ckpt_init_name(ember_init_kind k);
 const char *ckpt_evict_name(ember_evict_policy e);
+const char *ckpt_precision_name(ember_row_precision p);
 
 /* A dynamic table's keys section in saving rank r's file (docs/
  * checkpoint-format.md): its counters, and per slot the key and metadata

@@ -95,6 +95,12 @@ const char *ckpt_evict_name(ember_evict_policy e)
     return (unsigned)e < 4 ? names[e] : "?";
 }
 
+const char *ckpt_precision_name(ember_row_precision p)
+{
+    static const char *const names[] = {"fp32", "fp16", "bf16"};
+    return (unsigned)p < 3 ? names[p] : "?";
+}
+
 int ckpt_blob_name_ok(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
@@ -150,6 +156,7 @@ static json_t *table_json(const ckpt_table_info *t)
     json_object_set_new(o, "world", json_integer(t->world));
     json_object_set_new(o, "offset", json_integer(t->offset));
     json_object_set_new(o, "local_dim", json_integer(t->local_dim));
+    json_object_set_new(o, "precision", json_string(ckpt_precision_name(t->precision)));
     if (t->kind == EMBER_TABLE_DYNAMIC) {
         json_object_set_new(o, "kind", json_string("dynamic"));
         json_object_set_new(o, "capacity", json_integer(t->capacity));

@@ -106,6 +106,7 @@ static const char *placement_i(int i) { return ckpt_placement_name((ember_placem
 static const char *optimizer_i(int i) { return ckpt_optimizer_name((ember_optimizer_kind)i); }
 static const char *init_i(int i) { return ckpt_init_name((ember_init_kind)i); }
 static const char *evict_i(int i) { return ckpt_evict_name((ember_evict_policy)i); }
+static const char *precision_i(int i) { return ckpt_precision_name((ember_row_precision)i); }
 
 #define TRY(x)                                                                                               \
     do {                                                                                                     \
@@ -159,6 +160,11 @@ static int decode_table(dec *d, json_t *o, int32_t world, ckpt_table_info *t)
     int64_t ld = t->placement == EMBER_PLACE_COLUMN ? (t->dim + world - 1) / world : t->dim;
     TRY(get_int(d, o, "local_dim", ld, ld, &x));
     t->local_dim = (int32_t)x;
+    t->precision = EMBER_PRECISION_FP32; /* absent in checkpoints of builds without half rows */
+    if (json_object_get(o, "precision")) {
+        TRY(get_enum(d, o, "precision", precision_i, 3, &e));
+        t->precision = (ember_row_precision)e;
+    }
     t->kind = EMBER_TABLE_FIXED;
     const char *kind = json_string_value(json_object_get(o, "kind"));
     if (!kind || strcmp(kind, "fixed") == 0)
