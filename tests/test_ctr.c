@@ -8,7 +8,9 @@
  * TSV: fresh random lines (empty fields, signs, upper and lower case hex)
  * against a naive reference parser (strtok-free splitting, strtoll,
  * strtoul, XXH64); each class of bad line counted with its line number and
- * message under skip, and failing under fail; rank shares tile the file.
+ * message under skip, and failing under fail; rank shares tile the file;
+ * integers at int64's limits and with a point and zeros ("-000.00", the
+ * line fuzz_tsv found).
  * Binary: ctr_convert_tsv then the reader equals the TSV reader sample for
  * sample; its rank shares tile the file; every flipped byte and every
  * truncation is an error, never a crash.  Version 2 (64-bit keys): a random
@@ -890,6 +892,10 @@ static void test_tsv_integer_limits(void)
         {"9223372036854775807", 1}, {"-9223372036854775807", 1}, {"-9223372036854775808", 1}, {"+0", 1},
         {"9223372036854775808", 0}, {"-9223372036854775809", 0}, {"20000000000000000000", 0}, {"99999999999999999999", 0},
         {"18446744073709551616", 0}, {"-", 0}, {"1-", 0},
+        /* a point and zeros (docs/ctr-format.md, docs/data.md's int rule): the integer, below 2^53 */
+        {"-000.00", 1}, {"84.0", 1}, {"-3.000", 1}, {"+7.0", 1}, {"9007199254740991.0", 1},
+        {"-9007199254740991.00", 1}, {"9007199254740992.0", 0}, {"-9007199254740992.0", 0}, {"84.5", 0},
+        {"84.", 0}, {".0", 0}, {"-.0", 0}, {"1e2", 0}, {"84.0.0", 0}, {"84.0 ", 0},
     };
     char path[512], err[512], line[1024];
     snprintf(path, sizeof path, "%s/ints.tsv", tmpdir);
@@ -916,6 +922,56 @@ static void test_tsv_integer_limits(void)
             CHECK_MSG(n == -1 && strstr(err, "ints.tsv:1: field 1 (I1):") && strstr(err, "is not an integer"),
                       "I1 = %s: %lld samples, message \"%s\"", cases[i].value, (long long)n, err);
         }
+        ctr_source_destroy(s);
+    }
+}
+
+/* The line fuzz_tsv found (tests/fuzz/corpus/fuzz_tsv/regress-int-point-zeros):
+ * I1 = "-000.00" is an integer with a point and zeros, read as 0, so the line
+ * is a sample, as docs/ctr-format.md now says; the fuzz target's reference
+ * parser had refused it.  With anything but zeros after the point the line
+ * is bad, and the message names the file, the line and the field. */
+static void test_tsv_int_point_zeros(void)
+{
+    static const char line[] = "1\t-000.00\t1\t2\t3\t4\t5\t7\t\t\t\t\t\t\t"
+                               "\t\t\t\t\t\t\t\t\t\ta1b2\t\tffffffff\t\t\t\t\t\t\t\t\t\t\t\t\t";
+    char path[512], err[512], text[1024], want[600];
+    snprintf(path, sizeof path, "%s/point.tsv", tmpdir);
+    snprintf(text, sizeof text, "%s\n", line);
+    write_file(path, text);
+    samples ref, got;
+    samples_init(&ref, 13, 26);
+    samples_init(&got, 13, 26);
+    reference_parse(line, &ref); /* strtoll: "-000.00" is 0 */
+    ctr_source *s = NULL;
+    CHECK_MSG(ctr_source_tsv(path, TSV_ROWS, CTR_BAD_FAIL, 0, 1, &s, err, sizeof err) == 0, "%s", err);
+    if (s) {
+        CHECK(read_all(s, 4, &got) == 0);
+        CHECK_MSG(got.n == 1 && samples_equal(&got, 0, &ref, 0, 1, "I1 = -000.00"), "%lld samples",
+                  (long long)got.n);
+        CHECK(got.n == 1 && got.label[0] == 1.0f && got.dense[0] == 0.0f && got.dense[1] == (float)log1p(1.0));
+        ctr_stats st;
+        ctr_source_stats(s, &st);
+        CHECK(st.lines == 1 && st.bad_lines == 0 && st.samples == 1);
+        ctr_source_destroy(s);
+    }
+    samples_free(&ref);
+    samples_free(&got);
+
+    /* the same line, I1 = "-000.01" and then "84.": line 2 and 3 are bad, named */
+    static const char *const bad[] = {"-000.01", "84."};
+    for (int i = 0; i < 2; i++) {
+        snprintf(text, sizeof text, "%s\n1\t%s%s\n", line, bad[i], line + strlen("1\t-000.00"));
+        write_file(path, text);
+        CHECK_MSG(ctr_source_tsv(path, TSV_ROWS, CTR_BAD_FAIL, 0, 1, &s, err, sizeof err) == 0, "%s", err);
+        if (!s)
+            continue;
+        ctr_batch b;
+        err[0] = '\0';
+        CHECK(ctr_source_next(s, 1, &b, err, sizeof err) == 1);
+        CHECK(ctr_source_next(s, 1, &b, err, sizeof err) == -1);
+        snprintf(want, sizeof want, "%s:2: field 1 (I1): \"%s\" is not an integer", path, bad[i]);
+        CHECK_MSG(!strcmp(err, want), "got \"%s\", want \"%s\"", err, want);
         ctr_source_destroy(s);
     }
 }
@@ -1463,6 +1519,7 @@ int main(int argc, char **argv)
     test_binary(seed);
     test_binary_messages();
     test_tsv_integer_limits();
+    test_tsv_int_point_zeros();
     test_positions(seed);
     test_binary_keys(seed);
     test_binary_keys_errors(seed);

@@ -1,6 +1,6 @@
 /*
  * fuzz_tsv.c: libFuzzer target for the Criteo TSV reader (ctr_source_tsv,
- * src/data/ctr_tsv.c).
+ * src/data/ctr_text.c and text_parse.c, the built-in Criteo schema).
  *
  * Input: one options byte, then the file's bytes.  The options byte picks
  * the bad-line policy (bit 0: skip or fail), the batch size (bits 1-3: 1..8
@@ -129,6 +129,8 @@ static int ref_hex(const char *s, size_t n, uint32_t *v)
     return 0;
 }
 
+/* An integer field: [+-]?[0-9]+ in int64, or [+-]?[0-9]+\.0+ (a point and
+ * zeros, "84.0") whose integer lies strictly inside (-2^53, 2^53). */
 static int ref_int(const char *s, size_t n, long long *v)
 {
     if (n == 0)
@@ -137,6 +139,18 @@ static int ref_int(const char *s, size_t n, long long *v)
     FUZZ_REQUIRE(buf != NULL, "out of memory");
     memcpy(buf, s, n);
     buf[n] = '\0';
+    char *dot = strchr(buf, '.');
+    int point = dot != NULL;
+    if (point) {
+        int zeros = dot[1] != '\0';
+        for (const char *z = dot + 1; *z; z++)
+            zeros = zeros && *z == '0';
+        *dot = '\0'; /* the integer before the point */
+        if (!zeros) {
+            free(buf);
+            return -1;
+        }
+    }
     size_t i = buf[0] == '-' || buf[0] == '+';
     int ok = buf[i] != '\0';
     for (; buf[i]; i++)
@@ -146,6 +160,8 @@ static int ref_int(const char *s, size_t n, long long *v)
         *v = strtoll(buf, NULL, 10); /* any number of leading zeros */
         ok = !errno; /* the reader takes every int64, INT64_MIN..INT64_MAX */
     }
+    if (ok && point)
+        ok = *v < (1LL << 53) && *v > -(1LL << 53); /* from 2^53 on, the float it was printed from may be rounded */
     free(buf);
     return ok ? 0 : -1;
 }
