@@ -31,21 +31,6 @@
  */
 #include "util.h"
 
-/* Occurrences of every row of every table in the batch (valid ids). */
-static void count_rows(const ember_collection_config *cfg, const ember_batch *b, int64_t **count)
-{
-    for (int32_t t = 0; t < cfg->num_tables; t++)
-        count[t] = calloc((size_t)cfg->tables[t].rows, sizeof *count[t]);
-    int64_t k = 0;
-    for (int32_t f = 0; f < b->num_features; f++) {
-        int32_t t = cfg->features[f].table;
-        for (int32_t s = 0; s < b->batch_size; s++)
-            for (int32_t p = 0; p < b->lengths[(int64_t)f * b->batch_size + s]; p++, k++)
-                if (b->ids[k] >= 0 && b->ids[k] < cfg->tables[t].rows)
-                    count[t][b->ids[k]]++;
-    }
-}
-
 /* Values and state of every row against the reference, with the row's
  * tolerance (see above); rows the batch did not touch must keep their
  * values and state bit for bit.  Frees before[] (values, state per table). */
@@ -157,7 +142,7 @@ static void random_case(test_rng *r, int trial, int32_t B, int32_t max_len)
         char when[260];
         snprintf(when, sizeof when, "%s step %d", what, step);
         int64_t *count[TEST_MAX_TABLES];
-        count_rows(&tc->cfg, &tb.b, count);
+        test_count_rows(&tc->cfg, &tb.b, count);
         check_rows(c, &m, count, before, when);
 
         ember_stats stats;

@@ -202,18 +202,6 @@ static void check_table(const ember_collection *c, const ref_model *m, int32_t t
     free(gs);
 }
 
-/* Occurrences of every row of table t in the batch (valid ids). */
-static int64_t *count_rows(const ember_collection_config *cfg, const ember_batch *b, int32_t t)
-{
-    int64_t *count = calloc((size_t)cfg->tables[t].rows, sizeof *count), k = 0;
-    for (int32_t f = 0; f < b->num_features; f++)
-        for (int32_t s = 0; s < b->batch_size; s++)
-            for (int32_t p = 0; p < b->lengths[(int64_t)f * b->batch_size + s]; p++, k++)
-                if (cfg->features[f].table == t && b->ids[k] >= 0 && b->ids[k] < cfg->tables[t].rows)
-                    count[b->ids[k]]++;
-    return count;
-}
-
 /* Initial rows: the initializer's values rounded to nearest. */
 static void check_init(const ember_collection *c, const test_config *tc)
 {
@@ -285,10 +273,12 @@ static void training_case(test_rng *r, int trial, check_count *cc)
         rc = rc == EMBER_OK ? ember_backward(c, dp, ds) : rc;
         CHECK_MSG(rc == EMBER_OK, "%s: backward: %s", when, ember_errmsg(c));
         ref_backward(&m, &tb.b, NULL, dp, ds);
-        for (int32_t t = 0; t < tc->cfg.num_tables && rc == EMBER_OK; t++) {
-            int64_t *count = count_rows(&tc->cfg, &tb.b, t);
-            check_table(c, &m, t, count, before[t], step, cc, when);
-            free(count);
+        int64_t *count[TEST_MAX_TABLES];
+        test_count_rows(&tc->cfg, &tb.b, count);
+        for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
+            if (rc == EMBER_OK)
+                check_table(c, &m, t, count[t], before[t], step, cc, when);
+            free(count[t]);
         }
         for (int32_t t = 0; t < tc->cfg.num_tables; t++)
             free(before[t][0]), free(before[t][1]);

@@ -358,6 +358,22 @@ static inline int64_t test_sequence_size(const ember_collection_config *cfg, con
     return n;
 }
 
+/* Occurrences of every row of every table in the batch (valid ids):
+ * count[t] is calloc'd, rows of table t long; the caller frees each. */
+static inline void test_count_rows(const ember_collection_config *cfg, const ember_batch *b, int64_t **count)
+{
+    for (int32_t t = 0; t < cfg->num_tables; t++)
+        count[t] = calloc((size_t)cfg->tables[t].rows, sizeof *count[t]);
+    int64_t k = 0;
+    for (int32_t f = 0; f < b->num_features; f++) {
+        int32_t t = cfg->features[f].table;
+        for (int32_t s = 0; s < b->batch_size; s++)
+            for (int32_t p = 0; p < b->lengths[(int64_t)f * b->batch_size + s]; p++, k++)
+                if (b->ids[k] >= 0 && b->ids[k] < cfg->tables[t].rows)
+                    count[t][b->ids[k]]++;
+    }
+}
+
 /* ---------------------------------------------------------------- tables */
 
 /* All rows (or optimizer state) of table t, malloc'd; NULL on error. */

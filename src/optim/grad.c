@@ -88,105 +88,71 @@ typedef struct apply_args {
     const uint32_t *slot_row; /* staged store: a slot's local row */
 } apply_args;
 
-#define DEFINE_APPLY(NAME, DIM)                                                                   \
+/* HALF = 0: fp32 rows, updated in place.  HALF = 1: half rows (store.h's
+ * qrows of encoding enc), each decoded to fp32, updated, written back
+ * rounded by rd (quant/round.h). */
+#define DEFINE_APPLY(NAME, DIM, HALF)                                                             \
     static void NAME(const apply_args *a, int64_t u0, int64_t u1)                                 \
     {                                                                                             \
         const ember_route *r = a->r;                                                              \
         const uint64_t *starts = a->starts, *keys = r->keys;                                      \
-        float *values = a->values, *state = a->state;                                             \
         const int32_t sf = a->sf, dim = a->dim;                                                   \
         (void)dim;                                                                                \
-        int64_t jend = (int64_t)starts[u1];                                                       \
-        for (int64_t u = u0; u < u1; u++) {                                                       \
-            if (u + PREFETCH_ROWS < u1) {                                                         \
-                uint32_t pr = (uint32_t)(keys[starts[u + PREFETCH_ROWS]] >> 32);                  \
-                const char *pv = (const char *)(values + (int64_t)pr * (DIM));                    \
-                for (int32_t b = 0; b < (DIM) * 4; b += 64)                                       \
-                    __builtin_prefetch(pv + b, 1, 3);                                             \
-                const char *ps = (const char *)(state + (int64_t)pr * sf);                        \
-                for (int32_t b = 0; b < sf * 4; b += 64)                                          \
-                    __builtin_prefetch(ps + b, 1, 3);                                             \
-            }                                                                                     \
-            float g[1024]; /* dim <= 1024 (ember.h) */                                            \
-            row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], jend, (DIM), a->dp, a->ds, g); \
-            uint32_t row = (uint32_t)(keys[starts[u]] >> 32);                                     \
-            ember_optim_row(a->o, (DIM), values + (int64_t)row * (DIM),                           \
-                            sf ? state + (int64_t)row * sf : NULL, g);                            \
-        }                                                                                         \
-    }
-
-/* The same with half rows: each row decoded to fp32, updated, written back
- * rounded (quant/round.h). */
-#define DEFINE_APPLY_HALF(NAME, DIM)                                                              \
-    static void NAME(const apply_args *a, int64_t u0, int64_t u1)                                 \
-    {                                                                                             \
-        const ember_route *r = a->r;                                                              \
-        const uint64_t *starts = a->starts, *keys = r->keys;                                      \
-        uint16_t *rows = (uint16_t *)a->qrows;                                                    \
+        const char *base = HALF ? (const char *)a->qrows : (const char *)a->values;               \
+        const int64_t row_bytes = (int64_t)(DIM) * (HALF ? 2 : 4);                                \
         float *state = a->state;                                                                  \
-        const int32_t sf = a->sf, dim = a->dim;                                                   \
-        const ember_grad_rounding *rd = a->rd;                                                    \
-        (void)dim;                                                                                \
         int64_t jend = (int64_t)starts[u1];                                                       \
         for (int64_t u = u0; u < u1; u++) {                                                       \
             if (u + PREFETCH_ROWS < u1) {                                                         \
                 uint32_t pr = (uint32_t)(keys[starts[u + PREFETCH_ROWS]] >> 32);                  \
-                const char *pv = (const char *)(rows + (int64_t)pr * (DIM));                      \
-                for (int32_t b = 0; b < (DIM) * 2; b += 64)                                       \
+                const char *pv = base + (int64_t)pr * row_bytes;                                  \
+                for (int64_t b = 0; b < row_bytes; b += 64)                                       \
                     __builtin_prefetch(pv + b, 1, 3);                                             \
-                __builtin_prefetch(pv + (DIM) * 2 - 1, 1, 3);                                     \
+                if (HALF) /* half rows are not line-aligned */                                    \
+                    __builtin_prefetch(pv + row_bytes - 1, 1, 3);                                 \
                 const char *ps = (const char *)(state + (int64_t)pr * sf);                        \
                 for (int32_t b = 0; b < sf * 4; b += 64)                                          \
                     __builtin_prefetch(ps + b, 1, 3);                                             \
             }                                                                                     \
-            float g[1024], w[1024]; /* dim <= 1024 (ember.h) */                                   \
+            float g[1024], hw[HALF ? 1024 : 1]; /* dim <= 1024 (ember.h) */                       \
             row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], jend, (DIM), a->dp, a->ds, g); \
             uint32_t row = (uint32_t)(keys[starts[u]] >> 32);                                     \
-            uint16_t *hr = rows + (int64_t)row * (DIM);                                           \
-            ember_half_decode_row(a->enc, (DIM), hr, w);                                          \
-            ember_optim_row(a->o, (DIM), w, sf ? state + (int64_t)row * sf : NULL, g);            \
-            uint64_t h = rd->stochastic                                                           \
-                             ? ember_grad_round_bits(rd, a->slot_row ? a->slot_row[row] : row)    \
+            float *st = sf ? state + (int64_t)row * sf : NULL;                                    \
+            if (!HALF) {                                                                          \
+                ember_optim_row(a->o, (DIM), a->values + (int64_t)row * (DIM), st, g);            \
+                continue;                                                                         \
+            }                                                                                     \
+            uint16_t *hr = (uint16_t *)a->qrows + (int64_t)row * (DIM);                           \
+            ember_half_decode_row(a->enc, (DIM), hr, hw);                                         \
+            ember_optim_row(a->o, (DIM), hw, st, g);                                              \
+            uint64_t h = a->rd->stochastic                                                        \
+                             ? ember_grad_round_bits(a->rd, a->slot_row ? a->slot_row[row] : row) \
                              : 0;                                                                 \
-            ember_half_encode_row(a->enc, rd->stochastic, h, rd->col0, (DIM), w, hr);             \
+            ember_half_encode_row(a->enc, a->rd->stochastic, h, a->rd->col0, (DIM), hw, hr);      \
         }                                                                                         \
     }
 
-DEFINE_APPLY_HALF(apply_half_16, 16)
-DEFINE_APPLY_HALF(apply_half_32, 32)
-DEFINE_APPLY_HALF(apply_half_64, 64)
-DEFINE_APPLY_HALF(apply_half_128, 128)
-DEFINE_APPLY_HALF(apply_half_256, 256)
-DEFINE_APPLY_HALF(apply_half_any, dim)
+#define DEFINE_APPLY_DIMS(P, HALF)                                                                \
+    DEFINE_APPLY(P##16, 16, HALF)                                                                 \
+    DEFINE_APPLY(P##32, 32, HALF)                                                                 \
+    DEFINE_APPLY(P##64, 64, HALF)                                                                 \
+    DEFINE_APPLY(P##128, 128, HALF)                                                               \
+    DEFINE_APPLY(P##256, 256, HALF)                                                               \
+    DEFINE_APPLY(P##any, dim, HALF)
 
-DEFINE_APPLY(apply_16, 16)
-DEFINE_APPLY(apply_32, 32)
-DEFINE_APPLY(apply_64, 64)
-DEFINE_APPLY(apply_128, 128)
-DEFINE_APPLY(apply_256, 256)
-DEFINE_APPLY(apply_any, dim)
+DEFINE_APPLY_DIMS(apply_, 0)
+DEFINE_APPLY_DIMS(apply_half_, 1)
 
 typedef void (*apply_fn)(const apply_args *, int64_t, int64_t);
 
 static apply_fn pick_apply(int32_t dim, int half)
 {
-    if (half)
-        switch (dim) {
-        case 16: return apply_half_16;
-        case 32: return apply_half_32;
-        case 64: return apply_half_64;
-        case 128: return apply_half_128;
-        case 256: return apply_half_256;
-        default: return apply_half_any;
-        }
-    switch (dim) {
-    case 16: return apply_16;
-    case 32: return apply_32;
-    case 64: return apply_64;
-    case 128: return apply_128;
-    case 256: return apply_256;
-    default: return apply_any;
-    }
+    static const apply_fn fns[2][6] = {
+        {apply_16, apply_32, apply_64, apply_128, apply_256, apply_any},
+        {apply_half_16, apply_half_32, apply_half_64, apply_half_128, apply_half_256, apply_half_any},
+    };
+    int d = dim == 16 ? 0 : dim == 32 ? 1 : dim == 64 ? 2 : dim == 128 ? 3 : dim == 256 ? 4 : 5;
+    return fns[half][d];
 }
 
 /* Starts of the runs of equal rows in the sorted keys; returns the number of
