@@ -65,6 +65,9 @@ typedef struct ember_train_overrides {
                                     for the caller's own output              */
     const char *schedule;        /* "blocking", "overlap" or "stale"         */
     const char *lr_decay;        /* "none", "linear" or "cosine"             */
+    const char *precision;       /* every table's rows: "fp32", "fp16" or
+                                    "bf16" (docs/precision.md)               */
+    const char *rounding;        /* every table's: "stochastic" or "nearest" */
     int64_t steps;               /* also replaces the config's train.epochs */
     int64_t seed;                /* tables, dense model, synthetic data      */
     int64_t eval_every, eval_samples, lr_warmup, checkpoint_every;

@@ -1010,6 +1010,8 @@ EMBER_API const char *ember_evict_name(ember_evict_policy e);       /* lru lfu t
 EMBER_API const char *ember_storage_name(ember_storage s);          /* auto memory ssd              */
 EMBER_API const char *ember_cache_policy_name(ember_cache_policy p);/* default lru lfu lookahead    */
 EMBER_API const char *ember_schedule_name(ember_schedule s);        /* blocking overlap stale       */
+EMBER_API const char *ember_precision_name(ember_row_precision p);  /* fp32 fp16 bf16               */
+EMBER_API const char *ember_rounding_name(ember_rounding r);        /* stochastic nearest           */
 
 /* A size as config files write it (docs/config.md): a number, optionally
  * a unit K, M, G, T or P (powers of 1024, "iB" or "B" after it allowed),
@@ -1268,9 +1270,9 @@ EMBER_API int32_t ember_checkpoint_world(const ember_checkpoint *ck);   /* ranks
 EMBER_API const char *ember_checkpoint_path(const ember_checkpoint *ck); /* the step-* folder  */
 /* The tables ck holds, in the order they were saved, and table t's
  * configuration as saved: name (valid until close), kind, rows, dim, init,
- * optimizer, placement and owner; for a dynamic table its capacity per
+ * optimizer, placement, owner and row precision; for a dynamic table its capacity per
  * saving rank, admission, eviction and sketch size.  What a checkpoint does
- * not record (limits, exchange, storage, simulated quantization) is
+ * not record (limits, exchange, storage, rounding, simulated quantization) is
  * ember_table_config_default()'s.  A collection made of these configs (and
  * its own features) loads ck: nothing needs declaring again.  EMBER_EINVAL
  * when t is out of range or out is NULL. */

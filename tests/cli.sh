@@ -745,6 +745,27 @@ check_lr_schedule() { # the learning-rate schedule from the command line and the
 }
 CHECKS+=(lr_schedule)
 
+check_train_precision() { # --precision/--rounding set every table's, a config's own setting too; the header,
+    # the start event and ember inspect say so; a bad value is named
+    printf 'tables = ( { name = "a"; rows = 500; dim = 8; precision = "fp16"; },\n  { name = "b"; rows = 300; dim = 8; } );\nfeatures = ( { name = "fa"; table = "a"; }, { name = "fb"; table = "b"; } );\ntrain = { steps = 4; micro_batch = 64; eval_samples = 64; metrics = ""; plot = ""; };\n' >"$TMP/prec.cfg"
+    expect_status 0 "$EMBER" train --config "$TMP/prec.cfg" --checkpoint-dir "$TMP/prec_a" || return 1
+    grep -q "rows: fp16 in 1, fp32 in 1 tables; rounding stochastic in 1" "$TMP/out" || { head -5 "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" inspect "$TMP/prec_a" || return 1
+    grep -q "  a: 500 x 8 fp16," "$TMP/out" && grep -q "  b: 300 x 8 fp32," "$TMP/out" || { cat "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" train --config "$TMP/prec.cfg" --precision bf16 --rounding nearest --json \
+        --checkpoint-dir "$TMP/prec_b" || return 1
+    head -1 "$TMP/out" | grep -q '"row_precision":{"bf16":2,"rounding":{"nearest":2}}' || { head -1 "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" inspect --json "$TMP/prec_b" || return 1
+    [ "$(grep -o '"precision": *"bf16"' "$TMP/out" | wc -l)" = 2 ] || { cat "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" train --config "$TMP/prec.cfg" --precision fp32 --json || return 1
+    head -1 "$TMP/out" | grep -q '"row_precision":{"fp32":2}' || { head -1 "$TMP/out"; return 1; }
+    expect_status 2 "$EMBER" train --precision fp8 || return 1
+    grep -q "bad value for --precision: 'fp8' (not fp32, fp16 or bf16)" "$TMP/err" || return 1
+    expect_status 2 "$EMBER" train --rounding up || return 1
+    grep -q "bad value for --rounding: 'up' (not stochastic or nearest)" "$TMP/err" || return 1
+}
+CHECKS+=(train_precision)
+
 check_early_stop() { # patience runs out (min_delta 1: no AUC can improve by that), keep_best keeps the best
     # evaluation's checkpoint, and a run resumed before the stop stops at the same step with the same AUC
     printf 'train = { steps = 20; micro_batch = 64; eval_every = 2; eval_samples = 256; metrics = ""; plot = "";\n  early_stop = { patience = 1; min_delta = 1.0; }; keep_best = true; };\n' >"$TMP/es.cfg"

@@ -26,13 +26,21 @@
  *     bits;
  *   - initial rows are the initializer's values rounded to nearest; a write
  *     of a value the format cannot hold is refused, named, and writes
- *     nothing; configs half rows do not support yet are refused, named.
+ *     nothing; configs half rows do not support yet are refused, named;
+ *   - export: a model trained with fp16 and bf16 rows, checkpointed; its
+ *     checkpoint records each table's precision (and a collection made from
+ *     the checkpoint's table configs loads it exactly); an fp16 bundle holds
+ *     the fp16 table's halves bit for bit and the bf16 table's values
+ *     rounded to the nearest fp16.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundle_util.h"
+#include "ckpt_util.h"
+#include "ember-train.h"
 #include "quant/round.h"
 #include "ref/ref.h"
 #include "util.h"
@@ -391,6 +399,89 @@ static void writes_and_refusals(void)
     test_config_free(tc);
 }
 
+/* --------------------------------------------------------------- export */
+
+static void export_bundle(void)
+{
+    char dir[256], cfg[300], ck[300], b[300];
+    ckpt_tmpdir(dir, "precision");
+    snprintf(cfg, sizeof cfg, "%s/half.cfg", dir);
+    snprintf(ck, sizeof ck, "%s/ck", dir);
+    snprintf(b, sizeof b, "%s/bundle", dir);
+    FILE *f = fopen(cfg, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fprintf(f, "seed = 9;\n"
+               "tables = (\n"
+               "  { name = \"h\"; rows = 300; dim = 8; precision = \"fp16\"; },\n"
+               "  { name = \"g\"; rows = 120; dim = 8; precision = \"bf16\"; rounding = \"nearest\"; optimizer = "
+               "\"adagrad\"; },\n"
+               "  { name = \"s\"; rows = 50; dim = 8; } );\n"
+               "features = (\n"
+               "  { name = \"fh\"; table = \"h\"; pooling = 2; },\n"
+               "  { name = \"fg\"; table = \"g\"; pooling = 2; combiner = \"mean\"; },\n"
+               "  { name = \"fs\"; table = \"s\"; pooling = 1; } );\n"
+               "data = { dist = \"zipf\"; alpha = 1.1; seed = 1; };\n"
+               "train = { steps = 8; micro_batch = 64; eval_samples = 64; metrics = \"\"; plot = \"\"; };\n"
+               "model = { bottom = [8]; top = [8]; };\n");
+    fclose(f);
+    ember_train_overrides o;
+    ember_train_overrides_init(&o);
+    o.checkpoint_dir = ck;
+    o.threads = 1;
+    ember_trainer *t = NULL;
+    int st = ember_trainer_open(cfg, &o, NULL, NULL, NULL, &t);
+    if (st == EMBER_OK)
+        st = ember_trainer_run(t);
+    CHECK_MSG(st == EMBER_OK, "train: %s", t ? ember_errmsg(t) : ember_errmsg(NULL));
+    ember_trainer_close(t);
+    st = st == EMBER_OK ? ember_bundle_write(ck, b, "fp16", NULL, 0) : st;
+    CHECK_MSG(st == EMBER_OK, "export: %s", ember_errmsg(NULL));
+    ember_checkpoint *k = NULL;
+    if (st != EMBER_OK || ember_checkpoint_open(ck, &k) != EMBER_OK) {
+        CHECK(0);
+        ckpt_rm_tree(dir);
+        return;
+    }
+    static const ember_row_precision want[3] = {EMBER_PRECISION_FP16, EMBER_PRECISION_BF16, EMBER_PRECISION_FP32};
+    ember_table_config tcs[3];
+    ember_feature_config fcs[3];
+    for (int32_t i = 0; i < 3; i++) {
+        CHECK(ember_checkpoint_table(k, i, &tcs[i]) == EMBER_OK);
+        CHECK_MSG(tcs[i].precision == want[i], "table %s: checkpoint says %s", tcs[i].name,
+                  ember_precision_name(tcs[i].precision));
+        fcs[i] = (ember_feature_config){tcs[i].name, i, EMBER_COMBINER_SUM};
+    }
+    ember_collection_config cc = ember_collection_config_default();
+    cc.tables = tcs, cc.num_tables = 3, cc.features = fcs, cc.num_features = 3;
+    ember_collection *c = NULL;
+    CHECK_MSG(ember_collection_create(&cc, &c) == EMBER_OK && ember_load(c, k) == EMBER_OK, "load: %s",
+              ember_errmsg(c));
+    bundle_table bt[3];
+    read_bundle(b, bt, 3);
+    for (int32_t i = 0; i < 2 && c; i++) {
+        int64_t n = tcs[i].rows * tcs[i].dim, mismatch = 0;
+        float *v = malloc(sizeof(float) * (size_t)n);
+        CHECK(ember_table_read(c, i, 0, tcs[i].rows, v) == EMBER_OK);
+        CHECK(bt[i].enc == EMBER_ENC_FP16 && bt[i].rows == tcs[i].rows && bt[i].row_bytes == 2 * tcs[i].dim);
+        const uint16_t *h = (const uint16_t *)bt[i].data;
+        for (int64_t e = 0; e < n; e++) {
+            uint16_t bits = ref_half_round(v[e]); /* nearest: an fp16 value is itself */
+            if (i == 0 && (double)ref_half_value(bits) != (double)v[e])
+                mismatch++; /* the fp16 table's value is not an fp16 */
+            mismatch += h[e] != bits;
+        }
+        CHECK_MSG(mismatch == 0, "table %s: %lld of %lld bundle halves differ from the table's", tcs[i].name,
+                  (long long)mismatch, (long long)n);
+        free(v);
+    }
+    free_bundle(bt, 3);
+    ember_collection_destroy(c);
+    ember_checkpoint_close(k);
+    ckpt_rm_tree(dir);
+}
+
 int main(int argc, char **argv)
 {
     test_rng r = {test_seed(argc, argv)};
@@ -405,5 +496,6 @@ int main(int argc, char **argv)
               (long long)cc.either);
     determinism(&r);
     writes_and_refusals();
+    export_bundle();
     return check_report("test_precision");
 }

@@ -138,9 +138,9 @@ static void print_table(const ember_table_config *tc, const ember_table_summary 
         snprintf(where, sizeof where, "table on rank %d", (int)tc->owner);
     else
         snprintf(where, sizeof where, "%s", ember_placement_name(tc->placement));
-    printf("  %s: %lld x %d, %s (step %lld), %s, init %s %g\n", tc->name, (long long)st->rows, (int)tc->dim,
-           ember_optimizer_name(tc->optimizer.kind), (long long)opt_steps, where, ember_init_name(tc->init),
-           (double)tc->init_value);
+    printf("  %s: %lld x %d %s, %s (step %lld), %s, init %s %g\n", tc->name, (long long)st->rows, (int)tc->dim,
+           ember_precision_name(tc->precision), ember_optimizer_name(tc->optimizer.kind), (long long)opt_steps, where,
+           ember_init_name(tc->init), (double)tc->init_value);
     if (tc->kind == EMBER_TABLE_DYNAMIC) {
         printf("    dynamic: %lld of %lld rows hold keys (%.1f%%; fullest rank %lld of %lld); admit after %d, "
                "evict %s\n", (long long)st->resident, (long long)st->rows,
@@ -169,6 +169,7 @@ static json_t *table_json(const ember_table_config *tc, const ember_table_summar
                           "optimizer", ember_optimizer_name(tc->optimizer.kind), "optimizer_steps",
                           (json_int_t)opt_steps, "placement", ember_placement_name(tc->placement), "owner",
                           (int)tc->owner, "state_floats", (int)st->state_floats);
+    json_object_set_new(o, "precision", json_string(ember_precision_name(tc->precision)));
     json_object_set_new(o, "init", json_pack("{ssso}", "kind", ember_init_name(tc->init), "value",
                                              num((double)tc->init_value)));
     json_object_set_new(o, "norm", num(st->norm));

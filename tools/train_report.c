@@ -194,6 +194,26 @@ static void show_passes(const json_t *j)
     }
 }
 
+/* "  rows: fp16 in 24 tables, fp32 in 2; rounding stochastic in 24" when
+ * some table's rows are half precision; nothing when all are fp32. */
+static void show_precision(const json_t *p)
+{
+    const json_t *rd = json_object_get(p, "rounding");
+    if (!rd)
+        return;
+    char line[256] = "";
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)p, k, v)
+        if (json_is_integer(v))
+            snprintf(line + strlen(line), sizeof line - strlen(line), "%s%s in %lld", *line ? ", " : "", k,
+                     (long long)json_integer_value(v));
+    snprintf(line + strlen(line), sizeof line - strlen(line), " tables; rounding");
+    json_object_foreach((json_t *)rd, k, v)
+        snprintf(line + strlen(line), sizeof line - strlen(line), " %s in %lld", k, (long long)json_integer_value(v));
+    printf("  rows: %s (docs/precision.md)\n", line);
+}
+
 static void show_start(train_report *r, const json_t *j)
 {
     snprintf(r->name, sizeof r->name, "%s", str(j, "name"));
@@ -220,6 +240,7 @@ static void show_start(train_report *r, const json_t *j)
            integer(j, "tables"), integer(j, "embedding_rows"), integer(j, "emb_dim"), integer(j, "dense_features"),
            bottom, str(j, "interaction"), top, integer(j, "dense_params"),
            !strcmp(str(j, "dense_optimizer"), "adam") ? "Adam" : "SGD", num(j, "dense_lr"));
+    show_precision(json_object_get(j, "row_precision"));
     if (json_object_get(j, "placement"))
         printf("  placement: %s\n", str(j, "placement"));
     if (strcmp(schedule, "blocking"))

@@ -15,6 +15,13 @@ const char *ember_optimizer_name(ember_optimizer_kind k) { return ckpt_optimizer
 const char *ember_init_name(ember_init_kind k) { return ckpt_init_name(k); }
 const char *ember_evict_name(ember_evict_policy e) { return ckpt_evict_name(e); }
 const char *ember_schedule_name(ember_schedule s) { return config_schedule_name(s); }
+const char *ember_precision_name(ember_row_precision p) { return ckpt_precision_name(p); }
+
+const char *ember_rounding_name(ember_rounding r)
+{
+    static const char *const names[] = {"stochastic", "nearest"};
+    return (unsigned)r < 2 ? names[r] : "?";
+}
 
 const char *ember_exchange_name(ember_exchange x)
 {

@@ -19,6 +19,13 @@
  * refuses such a config; the predictor keeps such a table's rows fp32. */
 const char *ember_encoding_refusal(const ember_table_config *tc);
 
+/* Bytes of one element of a table's trained rows: 2 for fp16 and bf16
+ * rows (ember_table_config.precision), else 4.  Optimizer state stays fp32. */
+static inline int32_t ember_row_elem_bytes(const ember_table_config *tc)
+{
+    return tc->precision == EMBER_PRECISION_FP32 ? 4 : 2;
+}
+
 /* dynamic_config.c: capacity (rows per rank) and sketch width of a dynamic
  * table config: from capacity, or the most rows capacity_bytes holds.  0 if
  * none fits. */

@@ -29,7 +29,7 @@ int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W)
         rows = (rows + W - 1) / W;
     if (W > 1 && t->placement == EMBER_PLACE_COLUMN)
         dim = (dim + W - 1) / W;
-    return rows * (dim + ember_state_floats(t->optimizer.kind, dim)) * (int64_t)sizeof(float);
+    return rows * (dim * (int64_t)ember_row_elem_bytes(t) + ember_state_floats(t->optimizer.kind, dim) * (int64_t)sizeof(float));
 }
 
 /* DRAM a table keeps on a rank whatever its tier: a dynamic table's key

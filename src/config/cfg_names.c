@@ -27,13 +27,15 @@ const char *const CFG_INTERACTIONS[] = {"dot", "cat", "dcn", NULL};
 const char *const CFG_ACTIVATIONS[] = {"relu", "gelu", "silu", "tanh", "none", NULL};
 const char *const CFG_LR_DECAYS[] = {"none", "linear", "cosine", "step", NULL}; /* lr_decay order */
 
-int config_schedule_parse(const char *s)
+int config_name_parse(const char *const *names, const char *s)
 {
-    for (int i = 0; s && CFG_SCHEDULES[i]; i++)
-        if (!strcmp(s, CFG_SCHEDULES[i]))
+    for (int i = 0; s && names[i]; i++)
+        if (!strcmp(s, names[i]))
             return i;
     return -1;
 }
+
+int config_schedule_parse(const char *s) { return config_name_parse(CFG_SCHEDULES, s); }
 
 const char *config_schedule_name(ember_schedule s)
 {

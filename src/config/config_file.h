@@ -95,6 +95,9 @@ typedef struct cfg_train {
     float emb_init_value;
     ember_row_precision emb_precision; /* every table's default (model.emb_precision) */
     ember_rounding emb_rounding;
+    int precision_all, rounding_all; /* 1: emb_precision, emb_rounding apply to
+                                    every table, its own setting too
+                                    (--precision, --rounding)                */
     int32_t micro_batch, accumulate;
     ember_schedule schedule;     /* the embedding forward's schedule: blocking
                                     (default), overlap or stale              */
@@ -192,6 +195,8 @@ int config_file_weighted(const config_file *cf);
  * or without "iB"/"B").  0 on success. */
 int config_parse_bytes(const char *s, int64_t *out);
 
+/* The index of s in a NULL-ended list of names (cfg_read.h's CFG_*), or -1. */
+int config_name_parse(const char *const *names, const char *s);
 /* "blocking", "overlap", "stale" -> ember_schedule, or -1; and back. */
 int config_schedule_parse(const char *s);
 const char *config_schedule_name(ember_schedule s);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/cfg_read.h"
 #include "config/train_settings.h"
 
 typedef struct int_override {
@@ -42,7 +43,7 @@ static const int_override INTS[] = {
 static const struct { const char *name; size_t off; } STRS[] = {
     STR("train-file", train_file), STR("eval-file", eval_file), STR("checkpoint-dir", checkpoint_dir),
     STR("metrics", metrics),       STR("plot", plot),           STR("schedule", schedule),
-    STR("lr-decay", lr_decay),
+    STR("lr-decay", lr_decay),     STR("precision", precision),  STR("rounding", rounding),
 };
 
 static int64_t get_int(const ember_train_overrides *o, const int_override *x)
@@ -142,6 +143,10 @@ static int set_string(ember_train_overrides *o, const char *n, size_t off, const
         return bad(b, n, 1, "not blocking, overlap or stale");
     if (!strcmp(n, "lr-decay") && !decay_ok(value))
         return bad(b, n, 1, "not none, linear or cosine");
+    if (!strcmp(n, "precision") && config_name_parse(CFG_PRECISIONS, value) < 0)
+        return bad(b, n, 1, "not fp32, fp16 or bf16");
+    if (!strcmp(n, "rounding") && config_name_parse(CFG_ROUNDINGS, value) < 0)
+        return bad(b, n, 1, "not stochastic or nearest");
     *(const char **)((char *)o + off) = value;
     return EMBER_OK;
 }
@@ -215,6 +220,14 @@ int train_overrides_check(const ember_train_overrides *o, char *err, size_t errl
     }
     if (o->lr_decay && !decay_ok(o->lr_decay)) {
         snprintf(err, errlen, "override lr-decay: \"%.100s\" is not none, linear or cosine", o->lr_decay);
+        return EMBER_EINVAL;
+    }
+    if (o->precision && config_name_parse(CFG_PRECISIONS, o->precision) < 0) {
+        snprintf(err, errlen, "override precision: \"%.100s\" is not fp32, fp16 or bf16", o->precision);
+        return EMBER_EINVAL;
+    }
+    if (o->rounding && config_name_parse(CFG_ROUNDINGS, o->rounding) < 0) {
+        snprintf(err, errlen, "override rounding: \"%.100s\" is not stochastic or nearest", o->rounding);
         return EMBER_EINVAL;
     }
     return 0;

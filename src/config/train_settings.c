@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/cfg_read.h"
 #include "config/train_settings.h"
 
 /* The overrides of the schedule, the learning rates and the batch. */
@@ -33,6 +34,14 @@ static void apply_step_overrides(cfg_train *t, const ember_train_overrides *o)
         t->schedule = (ember_schedule)config_schedule_parse(o->schedule);
     if (o->lr_warmup >= 0)
         t->lr.warmup = o->lr_warmup;
+    if (o->precision) {
+        t->emb_precision = (ember_row_precision)config_name_parse(CFG_PRECISIONS, o->precision);
+        t->precision_all = 1;
+    }
+    if (o->rounding) {
+        t->emb_rounding = (ember_rounding)config_name_parse(CFG_ROUNDINGS, o->rounding);
+        t->rounding_all = 1;
+    }
     if (o->lr_decay)
         t->lr.decay = !strcmp(o->lr_decay, "linear")   ? LR_DECAY_LINEAR
                       : !strcmp(o->lr_decay, "cosine") ? LR_DECAY_COSINE

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/config.h"
 #include "dyn/dyn.h"
 #include "plan/plan.h"
 #include "table/layout.h"
@@ -498,7 +499,7 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
                 out[r].ssd_bytes += lr * ember_ssd_stride(ld, sf);
                 continue;
             }
-            out[r].row_bytes += lr * ld * 4;
+            out[r].row_bytes += lr * ld * ember_row_elem_bytes(tb);
             out[r].state_bytes += lr * sf * 4;
         }
     }
@@ -513,10 +514,11 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
             most = (R + W - 1) / W;
         else if (tb->placement == EMBER_PLACE_COLUMN || tb->placement == EMBER_PLACE_REPLICATED)
             copies = W;
-        tables[t].row_bytes = R * ld * 4 * copies;
+        int32_t eb = ember_row_elem_bytes(tb);
+        tables[t].row_bytes = R * ld * eb * copies;
         tables[t].state_bytes = R * sf * 4 * copies;
         tables[t].index_bytes = index * W;
-        tables[t].max_rank_bytes = most * (ld + sf) * 4;
+        tables[t].max_rank_bytes = most * (ld * eb + sf * 4);
         if (tb->storage == EMBER_STORAGE_SSD) {
             tables[t].ssd_bytes = R * ember_ssd_stride(ld, sf) * copies;
             tables[t].max_rank_bytes = ember_ssd_cache_dram(tb->cache_bytes, most, ld, sf, cache_policy(cfg, tb));

@@ -22,6 +22,28 @@
 #include "train/run.h"
 #include "train/run_json.h"
 
+/* How many tables train in each row precision, and how the half ones
+ * round: {"fp32": 2, "fp16": 24, "rounding": {"stochastic": 24}} (only the
+ * precisions and roundings some table has). */
+static json_t *row_precision(const ember_collection_config *cc)
+{
+    json_t *o = json_object(), *rd = json_object();
+    for (int32_t t = 0; t < cc->num_tables; t++) {
+        const ember_table_config *tb = &cc->tables[t];
+        const char *p = ember_precision_name(tb->precision);
+        json_object_set_new(o, p, json_integer(json_integer_value(json_object_get(o, p)) + 1));
+        if (tb->precision != EMBER_PRECISION_FP32) {
+            const char *r = ember_rounding_name(tb->rounding);
+            json_object_set_new(rd, r, json_integer(json_integer_value(json_object_get(rd, r)) + 1));
+        }
+    }
+    if (json_object_size(rd))
+        json_object_set_new(o, "rounding", rd);
+    else
+        json_decref(rd);
+    return o;
+}
+
 /* Rank 0, with a callback: anything else has no use for the event. */
 static int wanted(const ember_trainer *s) { return s->rank == 0 && s->on_event; }
 
@@ -108,6 +130,7 @@ void train_event_start(ember_trainer *s)
     }
     json_object_set_new(j, "activation", json_string(dense_activation_name(m->activation)));
     json_object_set_new(j, "tables", json_integer(s->cc.num_tables));
+    json_object_set_new(j, "row_precision", row_precision(&s->cc));
     json_object_set_new(j, "bottom", widths(m->num_bottom, m->bottom));
     json_object_set_new(j, "top", widths(m->num_top, m->top));
     json_object_set_new(j, "blas_core", json_string(dense_blas_core()));

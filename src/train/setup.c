@@ -153,6 +153,30 @@ static int check_feature(const ember_trainer *s, int32_t f, char *err, size_t er
     return 0;
 }
 
+/* --precision and --rounding: every table's, its own setting too (the
+ * file's tables copied first: the config stays as read). */
+static int force_precision(ember_trainer *s, char *err, size_t errlen)
+{
+    if (!s->t.precision_all && !s->t.rounding_all)
+        return 0;
+    int32_t n = s->cc.num_tables;
+    if (s->cc.tables != s->tables) {
+        if (n > CTR_MAX_FEATURES) {
+            snprintf(err, errlen, "--precision/--rounding: %d tables, at most %d here", (int)n, CTR_MAX_FEATURES);
+            return EMBER_EINVAL;
+        }
+        memcpy(s->tables, s->cc.tables, sizeof *s->tables * (size_t)n);
+        s->cc.tables = s->tables;
+    }
+    for (int32_t t = 0; t < n; t++) {
+        if (s->t.precision_all)
+            s->tables[t].precision = s->t.emb_precision;
+        if (s->t.rounding_all)
+            s->tables[t].rounding = s->t.emb_rounding;
+    }
+    return 0;
+}
+
 /* The collection config: the file's tables, or one table per feature. */
 static int build_tables(ember_trainer *s, char *err, size_t errlen)
 {
@@ -168,7 +192,7 @@ static int build_tables(ember_trainer *s, char *err, size_t errlen)
             if (check_feature(s, f, err, errlen))
                 return EMBER_EINVAL;
         s->cc = cf->coll;
-        return 0;
+        return force_precision(s, err, errlen);
     }
     s->cc = ember_collection_config_default();
     for (int32_t f = 0; f < sc->num_sparse; f++)
@@ -213,7 +237,7 @@ static int build_tables(ember_trainer *s, char *err, size_t errlen)
         s->cc.lookahead = cf->coll.lookahead;
         s->cc.io_threads = cf->coll.io_threads;
     }
-    return 0;
+    return force_precision(s, err, errlen);
 }
 
 int train_setup_open(ember_trainer *s)
