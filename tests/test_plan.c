@@ -275,7 +275,9 @@ static void exact_bytes(const workload *w, const gbatch *g, int32_t W, double *s
                         continue;
                     M[s * W + d] += h * segs[d] + x * ents[d] + (rows_mode ? 4 * uq[d] : 0) +
                                     4.0 * dim * segs[d];
-                    M[d * W + s] += rows_mode ? 4.0 * dim * uq[d] : 4.0 * dim * segs[d];
+                    /* rows go back as the owner holds them: 2 bytes per element in half precision */
+                    double row = (tb->precision == EMBER_PRECISION_FP32 ? 4.0 : 2.0) * dim;
+                    M[d * W + s] += rows_mode ? row * uq[d] : 4.0 * dim * segs[d];
                 }
                 free(uq);
             } else {
@@ -403,6 +405,18 @@ static void test_model_exact(void)
     w.cfg.dedup = 1;
     w.cfg.stack_tables = 0;
     check_model_case(&w, "rowwise", 3);
+    free(w.stats);
+    /* D: half-precision rows (fp16, bf16) beside fp32: ROWS sends them as held */
+    wl_init(&w, 1024);
+    wl_table(&w, "h", 60000, 32, 1, EMBER_OPT_ROWWISE_ADAGRAD);
+    wl_table(&w, "g", 4000, 32, 0, EMBER_OPT_ADAGRAD);
+    wl_table(&w, "f", 4000, 16, 1, EMBER_OPT_SGD);
+    w.tables[0].precision = EMBER_PRECISION_FP16;
+    w.tables[1].precision = EMBER_PRECISION_BF16;
+    wl_feature(&w, "fh", 0, 8, EMBER_COMBINER_SUM);
+    wl_feature(&w, "fg", 1, 3, EMBER_COMBINER_MEAN);
+    wl_feature(&w, "ff", 2, 2, EMBER_COMBINER_SUM);
+    check_model_case(&w, "half", 3);
     free(w.stats);
     printf("model vs exact count: largest error %.2f%% (%s)\n", 100 * worst_err, worst_case);
 }

@@ -38,8 +38,9 @@ typedef struct ember_xchg {
     int64_t keys_cap, keys_tmp_cap, nkeys;
     int64_t *pos;            /* [W * 6] packing cursors                     */
     void *views;             /* [W] message views while packing             */
-    float *rows_in;          /* rows / partials / slices received (ROWS: then
-                                the round's hot rows, copied here)          */
+    float *rows_in;          /* rows / partials / slices received (ROWS:
+                                encoded rows as the owners hold them, or fp32
+                                rows then the round's hot rows copied here) */
     int64_t *hot_list;       /* the round's hot rows by slot (exchange/hot.h)   */
     int64_t hot_used, hot_list_cap;
     int32_t *hot_of;         /* [route entries] hot index of the entry's row,

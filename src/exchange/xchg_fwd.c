@@ -45,6 +45,16 @@ static int all_dest(const ember_ptable *pt)
     return pt->placement == EMBER_PLACE_COLUMN || pt->placement == EMBER_PLACE_REPLICATED;
 }
 
+/* Bytes of one row the ROWS exchange sends: an encoded row (fp16, bf16,
+ * int8, int4) as the owner holds it, so that the requester pools it with
+ * the kernel a local table uses (same sums); an fp32 row, and any row of a
+ * table with hot rows (their fp32 copies follow the received rows), as
+ * dim floats. */
+static int64_t wire_row_bytes(const ember_ptable *pt)
+{
+    return pt->store->encoding && !pt->hot ? pt->store->qrow_bytes : (int64_t)pt->dim * 4;
+}
+
 
 ember_xchg *ember_xchg_get(ember_collection *c, int32_t p)
 {
@@ -350,49 +360,49 @@ static void unpack_round(ember_collection *c, ember_xchg *x, int32_t m, const in
     memset(rr->row + rr->n, 0, sizeof(uint32_t) * EMBER_ROUTE_PAD);
 }
 
-/* dst[i] = table row rows[i], for the rows one source asked for.  The reads
- * are random, so rows are prefetched GATHER_AHEAD ahead (the bounds test is
- * on the index, which GCC keeps: check `objdump -d | grep prefetch`). */
+/* dst[i] = table row rows[i] (rb bytes each), for the rows one source
+ * asked for.  The reads are random, so rows are prefetched GATHER_AHEAD
+ * ahead (the bounds test is on the index, which GCC keeps: check
+ * `objdump -d | grep prefetch`). */
 #define GATHER_AHEAD 16
-static void gather_rows(float *dst, const float *values, const uint32_t *rows, int64_t n, int32_t ld,
-                        int threads)
+static void gather_rows(char *dst, const char *base, const uint32_t *rows, int64_t n, int64_t rb, int threads)
 {
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && n > 4096)
     for (int64_t i = 0; i < n; i++) {
         if (i + GATHER_AHEAD < n) {
-            const char *pf = (const char *)(values + (int64_t)rows[i + GATHER_AHEAD] * ld);
-            for (int32_t b = 0; b < ld * 4; b += 64)
+            const char *pf = base + (int64_t)rows[i + GATHER_AHEAD] * rb;
+            for (int64_t b = 0; b < rb; b += 64)
                 __builtin_prefetch(pf + b, 0, 0);
         }
-        const float *src = values + (int64_t)rows[i] * ld;
-        float *out = dst + i * ld;
-        for (int32_t k = 0; k < ld; k++)
-            out[k] = src[k];
+        memcpy(dst + i * rb, base + (int64_t)rows[i] * rb, (size_t)rb);
     }
 }
 
-/* Step 4, lookup: what each source gets back in round m (floats in rows_out
- * at scnt/sdsp, in bytes).  ROWS: its distinct rows; POOLED and COLUMN:
- * one pooled row (or slice) per segment. */
+/* Step 4, lookup: what each source gets back in round m (rows_out at
+ * scnt/sdsp, in bytes).  ROWS: its distinct rows (wire_row_bytes each);
+ * POOLED and COLUMN: one pooled row (or slice) of floats per segment. */
 static void lookup_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, int32_t m, const int64_t *recv)
 {
     int32_t W = c->world->size, ld = pt->local_dim;
     ember_route *rr = &x->rr;
     int64_t at = 0;
     if (pt->exchange == EMBER_EXCHANGE_ROWS && !all_dest(pt)) {
+        const ember_store *st = pt->store;
+        int64_t rb = wire_row_bytes(pt);
         for (int32_t s = 0; s < W; s++) {
             const int64_t *n = recv + s * XC_N;
             msg_view v = view_of(c, x->rbuf + x->rdsp[s], n);
-            x->sdsp[s] = at * 4;
-            if (pt->store->encoding) /* encoded rows go out decoded (never COLUMN: ld is the dim) */
+            char *out = (char *)x->rows_out + at;
+            x->sdsp[s] = at;
+            if (st->encoding && rb != st->qrow_bytes) /* hot rows' table: decoded (never COLUMN: ld is the dim) */
                 for (int64_t i = 0; i < n[XC_UNIQ]; i++)
-                    ember_dequant_row((ember_encoding)pt->store->encoding, ld,
-                                      pt->store->qrows + (int64_t)v.uniq[i] * pt->store->qrow_bytes,
-                                      x->rows_out + at + i * ld);
+                    ember_dequant_row((ember_encoding)st->encoding, ld, st->qrows + (int64_t)v.uniq[i] * st->qrow_bytes,
+                                      (float *)out + i * ld);
             else
-                gather_rows(x->rows_out + at, pt->store->values, v.uniq, n[XC_UNIQ], ld, c->threads);
-            at += n[XC_UNIQ] * ld;
-            x->scnt[s] = at * 4 - x->sdsp[s];
+                gather_rows(out, st->encoding ? (const char *)st->qrows : (const char *)st->values, v.uniq,
+                            n[XC_UNIQ], rb, c->threads);
+            at += n[XC_UNIQ] * rb;
+            x->scnt[s] = at - x->sdsp[s];
         }
         return;
     }
@@ -453,9 +463,13 @@ static void assemble_round(ember_collection *c, ember_ptable *pt, ember_xchg *x,
         ember_route view = *r;
         view.row = x->remap;
         ember_store rows = *pt->store;
-        rows.values = x->rows_in;
         rows.dim = dim;
-        rows.encoding = 0; /* the rows came decoded */
+        if (wire_row_bytes(pt) == (int64_t)dim * 4) { /* fp32 rows */
+            rows.values = x->rows_in;
+            rows.encoding = 0;
+        } else { /* encoded rows, as the owners hold them */
+            rows.qrows = (uint8_t *)x->rows_in;
+        }
         ember_pool(&view, &rows, g0, g1, pooled, sequence, c->threads);
     } else { /* POOLED: partial sums added in rank order */
         for (int64_t g = g0; g < g1; g++)
@@ -478,13 +492,13 @@ static void vector_counts(const ember_ptable *pt, ember_xchg *x, const int64_t *
     int64_t at = 0;
     for (int32_t d = 0; d < W; d++) {
         const int64_t *n = sent + d * XC_N;
-        int64_t floats = pt->placement == EMBER_PLACE_COLUMN ? n[XC_SEGS] * pt->local_dim
-                         : pt->placement == EMBER_PLACE_REPLICATED ? 0
-                         : pt->exchange == EMBER_EXCHANGE_ROWS ? n[XC_UNIQ] * pt->dim
-                                                               : n[XC_SEGS] * pt->dim;
-        x->rcnt[d] = floats * 4;
+        int64_t bytes = pt->placement == EMBER_PLACE_COLUMN      ? n[XC_SEGS] * pt->local_dim * 4
+                        : pt->placement == EMBER_PLACE_REPLICATED ? 0
+                        : pt->exchange == EMBER_EXCHANGE_ROWS     ? n[XC_UNIQ] * wire_row_bytes(pt)
+                                                                  : n[XC_SEGS] * pt->dim * 4;
+        x->rcnt[d] = bytes;
         x->rdsp[d] = at;
-        at += floats * 4;
+        at += bytes;
     }
 }
 
@@ -507,22 +521,22 @@ static int reserve_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, i
         ents_in += recv[d * XC_N + XC_ENTS];
         uniq_in += recv[d * XC_N + XC_UNIQ];
         const int64_t *n = sent + d * XC_N;
-        back += pt->placement == EMBER_PLACE_COLUMN       ? n[XC_SEGS] * ld
+        back += pt->placement == EMBER_PLACE_COLUMN       ? n[XC_SEGS] * ld * 4
                 : pt->placement == EMBER_PLACE_REPLICATED ? 0
-                : pt->exchange == EMBER_EXCHANGE_ROWS     ? n[XC_UNIQ] * pt->dim
-                                                          : n[XC_SEGS] * pt->dim;
+                : pt->exchange == EMBER_EXCHANGE_ROWS     ? n[XC_UNIQ] * wire_row_bytes(pt)
+                                                          : n[XC_SEGS] * pt->dim * 4;
     }
-    back += x->hot_used * pt->dim; /* the round's hot rows, copied after the received ones */
-    int64_t out_floats = pt->placement == EMBER_PLACE_REPLICATED                  ? 0
-                         : pt->exchange == EMBER_EXCHANGE_ROWS && !all_dest(pt) ? uniq_in * ld
-                                                                                : segs_in * ld;
+    back += x->hot_used * pt->dim * 4; /* the round's hot rows, copied after the received ones */
+    int64_t out_bytes = pt->placement == EMBER_PLACE_REPLICATED                  ? 0
+                        : pt->exchange == EMBER_EXCHANGE_ROWS && !all_dest(pt) ? uniq_in * wire_row_bytes(pt)
+                                                                               : segs_in * ld * 4;
     int64_t list_end = x->seg_list_at[(int64_t)m * W] + (all_dest(pt) ? 0 : segs_out);
     if (ember_reserve((void **)&x->sbuf, &x->sbuf_cap, sbytes + 1, 1) ||
         ember_reserve((void **)&x->rbuf, &x->rbuf_cap, rbytes + 1, 1) ||
         ember_reserve((void **)&x->seg_list, &x->seg_list_cap, list_end + 1, sizeof(int64_t)) ||
         ember_route_reserve(&x->rr, x->rr.n + ents_in, x->rr.nseg + segs_in, 0) ||
-        ember_reserve((void **)&x->rows_out, &x->rows_out_cap, out_floats + 1, sizeof(float)) ||
-        ember_reserve((void **)&x->rows_in, &x->rows_in_cap, back + 1, sizeof(float)))
+        ember_reserve((void **)&x->rows_out, &x->rows_out_cap, out_bytes / 4 + 1, sizeof(float)) ||
+        ember_reserve((void **)&x->rows_in, &x->rows_in_cap, back / 4 + 1, sizeof(float)))
         return ember_fail(c, EMBER_ENOMEM, "out of memory for the exchange of table '%s' (%lld bytes in)",
                           c->tables[pt->tables[0]].cfg.name, (long long)rbytes);
     return EMBER_OK;

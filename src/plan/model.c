@@ -385,7 +385,7 @@ static void owner_cost(const model_ctx *m, const ember_table_config *tb, const t
     const int64_t B = m->B, K = hr->K;
     /* sums over all owners, for "all but me" */
     double req_all = 0, seg_all = 0, uq_lo_all = 0, uq_hi_all = 0;
-    double vec = 4.0 * tb->dim;
+    double vec = 4.0 * tb->dim, row = (double)ember_row_elem_bytes(tb) * tb->dim; /* a row as stored and sent */
     for (int32_t d = 0; d < W; d++) {
         req_all += (m->h + vec) * m->segps[d] + m->x * m->entps[d];
         seg_all += m->segps[d];
@@ -405,9 +405,9 @@ static void owner_cost(const model_ctx *m, const ember_table_config *tb, const t
         /* requester: headers, entries, (distinct rows), gradients */
         double s_req = br * (req_all - req_me) + (rows_mode ? 4.0 * (uq_all_mine - my_uq) : 0);
         /* owner: rows or partial sums back to every other requester */
-        double s_own = rows_mode ? vec * (uq_from_all - my_uq) : vec * m->segps[r] * others;
+        double s_own = rows_mode ? row * (uq_from_all - my_uq) : vec * m->segps[r] * others;
         double r_own = req_me * others + (rows_mode ? 4.0 * (uq_from_all - my_uq) : 0);
-        double r_req = rows_mode ? vec * (uq_all_mine - my_uq) : vec * br * (seg_all - m->segps[r]);
+        double r_req = rows_mode ? row * (uq_all_mine - my_uq) : vec * br * (seg_all - m->segps[r]);
         double served = (double)B * m->entps[r];
         double reads = (rows_mode ? uq_from_all : served) + m->upd[r];
         /* hot rows' sums: rank r to r+1 (r < W-1), then the totals on from
@@ -419,7 +419,7 @@ static void owner_cost(const model_ctx *m, const ember_table_config *tb, const t
         served += br * sh->n_ids * hr->mass; /* hot ids: served by the rank's own copies */
         reads += (hi ? hr->hi : hr->lo) + hr->upd;
         o->ids_served += served;
-        o->lookup_bytes += in_memory * reads * lines(vec);
+        o->lookup_bytes += in_memory * reads * lines(row);
         tc->a2a_bytes += s_req + s_own + ring_s;
         tc->ids_served += served;
     }
