@@ -83,6 +83,8 @@ static void bench_usage(FILE *f)
             "                          (row placement, rows exchange, a training optimizer,\n"
             "                          blocking schedule), chosen from the warm-up's counts\n"
             "                          (ember_refresh_hot_rows) before the timed steps\n"
+            "  --precision P           every table's rows: fp32 (default), fp16 or bf16\n"
+            "  --rounding R            half rows' rounding: stochastic (default) or nearest\n"
             "  --dense-ms X            a stand-in for the dense model between forward and\n"
             "                          backward: arithmetic that takes X ms alone, calling\n"
             "                          ember_forward_progress every 50 us of it (0)\n"
@@ -130,6 +132,8 @@ static const char *storage_name(int k) { return ember_storage_name((ember_storag
 static const char *policy_name(int k) { return ember_cache_policy_name((ember_cache_policy)k); }
 static const char *evict_name(int k) { return ember_evict_name((ember_evict_policy)k); }
 static const char *schedule_name(int k) { return ember_schedule_name((ember_schedule)k); }
+static const char *precision_name(int k) { return ember_precision_name((ember_row_precision)k); }
+static const char *rounding_name(int k) { return ember_rounding_name((ember_rounding)k); }
 
 /* The value k in [lo, n) whose name is s, or -1. */
 static int name_index(const char *s, const char *(*name_of)(int), int lo, int n)
@@ -164,6 +168,12 @@ static int parse_enum_flag(bench_opts *o, const char *name, const char *val, int
     } else if (!strcmp(name, "--schedule")) {
         if ((k = name_index(val, schedule_name, 0, 3)) >= 0)
             c->schedule = (ember_schedule)k;
+    } else if (!strcmp(name, "--precision")) {
+        if ((k = name_index(val, precision_name, 0, 3)) >= 0)
+            c->precision = (ember_row_precision)k;
+    } else if (!strcmp(name, "--rounding")) {
+        if ((k = name_index(val, rounding_name, 0, 2)) >= 0)
+            c->rounding = (ember_rounding)k;
     } else if (!strcmp(name, "--table-kind")) {
         k = !strcmp(val, "fixed") || !strcmp(val, "dynamic") ? 0 : -1;
         c->dynamic = !strcmp(val, "dynamic");

@@ -42,6 +42,8 @@ static ember_table_config table_of(const bench_run *r, int32_t t, const char *na
     tc.owner = c->placement == EMBER_PLACE_TABLE ? t % r->R : 0;
     tc.exchange = c->exchange;
     tc.hot_rows = c->hot_rows;
+    tc.precision = c->precision;
+    tc.rounding = c->rounding;
     tc.storage = c->storage;
     tc.cache_bytes = c->cache_bytes;
     tc.cache_policy = c->policy;

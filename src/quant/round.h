@@ -118,56 +118,72 @@ static inline uint16_t ember_half_round_sr(float x, uint32_t r)
 #ifdef __AVX512F__
 #include <immintrin.h>
 
-static inline __m512i ember_round_bits16(uint64_t h, uint32_t k)
+/* The rule's bits for 16 columns, before the last shift: x holds lo32(h) +
+ * k * 0x9e3779b9 for the 16 columns k (the caller steps it by 16 columns
+ * with one add), hi holds hi32(h); r_k is the result's lane >> 16.  The
+ * finaliser's last step (x ^= x >> 16) leaves the top 16 bits as they are,
+ * so it is left out. */
+static inline __m512i ember_round_mix16(__m512i x, __m512i hi)
 {
-    __m512i x = _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)h),
-                                 _mm512_mullo_epi32(_mm512_add_epi32(_mm512_set1_epi32((int)k),
-                                                                     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
-                                                                                       10, 11, 12, 13, 14, 15)),
-                                                    _mm512_set1_epi32((int)0x9e3779b9u)));
     x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
     x = _mm512_mullo_epi32(x, _mm512_set1_epi32((int)0x85ebca6bu));
     x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 13));
     x = _mm512_mullo_epi32(x, _mm512_set1_epi32((int)0xc2b2ae35u));
-    x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
-    return _mm512_srli_epi32(_mm512_xor_si512(x, _mm512_set1_epi32((int)(uint32_t)(h >> 32))), 16);
+    return _mm512_xor_si512(x, hi);
 }
 
-/* 16 floats to 16 bfloat16s in 32-bit lanes, to nearest or with r. */
-static inline __m512i ember_bf16_round16(__m512 x, const __m512i *r)
+/* 16 floats to 16 bfloat16s, to nearest (m = NULL) or stochastically with
+ * the bits m of ember_round_mix16. */
+static inline __m256i ember_bf16_round16(__m512 x, const __m512i *m)
 {
-    __m512i u = _mm512_castps_si512(x), one = _mm512_set1_epi32(1);
-    __m512i rn = _mm512_srli_epi32(
-        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(_mm512_srli_epi32(u, 16), one))),
-        16);
+    __m512i u = _mm512_castps_si512(x);
     __m512i mag = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
-    rn = _mm512_mask_mov_epi32(rn, nan, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
-    if (!r)
-        return rn;
-    __m512i sr = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_sub_epi32(_mm512_set1_epi32(65535), *r)), 16);
+    __m512i bias = m ? _mm512_xor_si512(_mm512_srli_epi32(*m, 16), _mm512_set1_epi32(0xffff)) /* 65535 - r */
+                     : _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
+                                        _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1)));
+    __m512i y = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
     __mmask16 special = _mm512_cmpge_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
-    return _mm512_mask_mov_epi32(sr, special, rn);
+    if (special) { /* infinities stay; NaN: quiet, to nearest */
+        __m512i keep = _mm512_srli_epi32(u, 16);
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
+        y = _mm512_mask_mov_epi32(y, special, _mm512_mask_or_epi32(keep, nan, keep, _mm512_set1_epi32(0x40)));
+    }
+    return _mm512_cvtepi32_epi16(y);
 }
 
-/* 16 floats to 16 fp16s in 32-bit lanes, to nearest or with r. */
-static inline __m512i ember_half_round16(__m512 x, const __m512i *r)
+/* 16 floats to 16 fp16s, to nearest or stochastically with the bits m.
+ * Where every lane is zero or an fp16 normal no larger than 65504, the
+ * rule is an add: t's 13 dropped bits L round up exactly when r >> 3 < L,
+ * that is when L + (8191 - (r >> 3)) carries into t's last bit, and the
+ * carry is t + 1 in fp16's bits too; the conversion toward zero then gives
+ * the answer (a zero stays a zero).  Other lanes (fp16 subnormals, beyond
+ * 65504, infinities, NaN) take the rule's general form. */
+static inline __m256i ember_half_round16(__m512 x, const __m512i *m)
 {
-    __m512i rn = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    if (!r)
-        return rn;
+    if (!m)
+        return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512i u = _mm512_castps_si512(x), absm = _mm512_set1_epi32(0x7fffffff);
+    __m512i mag = _mm512_and_si512(u, absm);
+    __mmask16 easy = _mm512_cmp_epu32_mask(_mm512_sub_epi32(mag, _mm512_set1_epi32(0x38800000)),
+                                           _mm512_set1_epi32(0x477fe000 - 0x38800000), _MM_CMPINT_LE) |
+                     _mm512_cmpeq_epi32_mask(mag, _mm512_setzero_si512());
+    if (easy == 0xffff) {
+        __m512i add = _mm512_xor_si512(_mm512_srli_epi32(*m, 19), _mm512_set1_epi32(0x1fff));
+        return _mm512_cvtps_ph(_mm512_castsi512_ps(_mm512_add_epi32(u, add)), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    }
+    __m512i r = _mm512_srli_epi32(*m, 16);
     __m256i t16 = _mm512_cvtps_ph(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __m512i t = _mm512_cvtepu16_epi32(t16), absm = _mm512_set1_epi32(0x7fffffff);
-    __m512 diff = _mm512_sub_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), absm)),
+    __m512i t = _mm512_cvtepu16_epi32(t16);
+    __m512 diff = _mm512_sub_ps(_mm512_castsi512_ps(mag),
                                 _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(_mm512_cvtph_ps(t16)), absm)));
     __m512i e = _mm512_max_epu32(_mm512_and_si512(_mm512_srli_epi32(t, 10), _mm512_set1_epi32(0x1f)),
                                  _mm512_set1_epi32(1));
     __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(168), e), 23));
-    __mmask16 up = _mm512_cmp_ps_mask(_mm512_cvtepi32_ps(*r), _mm512_mul_ps(diff, scale), _CMP_LT_OQ);
+    __mmask16 up = _mm512_cmp_ps_mask(_mm512_cvtepi32_ps(r), _mm512_mul_ps(diff, scale), _CMP_LT_OQ);
     __m512i sr = _mm512_mask_add_epi32(t, up, t, _mm512_set1_epi32(1));
-    __mmask16 special = _mm512_cmpge_epu32_mask(_mm512_and_si512(_mm512_castps_si512(x), absm),
-                                                _mm512_set1_epi32(0x7f800000));
-    return _mm512_mask_mov_epi32(sr, special, rn);
+    __mmask16 special = _mm512_cmpge_epu32_mask(mag, _mm512_set1_epi32(0x7f800000));
+    __m512i rn = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(sr, special, rn));
 }
 #endif
 
@@ -191,12 +207,16 @@ static inline void ember_half_encode_row(int enc, int stochastic, uint64_t h, in
 {
     int32_t k = 0;
 #ifdef __AVX512F__
-    for (; k + 16 <= dim; k += 16) {
-        __m512i r = stochastic ? ember_round_bits16(h, (uint32_t)(col0 + k)) : _mm512_setzero_si512();
-        __m512 x = _mm512_loadu_ps(in + k);
-        __m512i y = enc == EMBER_ENC_FP16 ? ember_half_round16(x, stochastic ? &r : NULL)
-                                          : ember_bf16_round16(x, stochastic ? &r : NULL);
-        _mm256_storeu_si256((__m256i *)(out + k), _mm512_cvtepi32_epi16(y));
+    __m512i x = _mm512_add_epi32(
+        _mm512_set1_epi32((int)((uint32_t)h + (uint32_t)col0 * 0x9e3779b9u)),
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32((int)0x9e3779b9u)));
+    const __m512i step = _mm512_set1_epi32((int)(16u * 0x9e3779b9u)), hi = _mm512_set1_epi32((int)(uint32_t)(h >> 32));
+    for (; k + 16 <= dim; k += 16, x = _mm512_add_epi32(x, step)) {
+        __m512i m = stochastic ? ember_round_mix16(x, hi) : _mm512_setzero_si512();
+        __m512 v = _mm512_loadu_ps(in + k);
+        _mm256_storeu_si256((__m256i *)(out + k), enc == EMBER_ENC_FP16 ? ember_half_round16(v, stochastic ? &m : NULL)
+                                                                          : ember_bf16_round16(v, stochastic ? &m : NULL));
     }
 #endif
     for (; k < dim; k++) {
