@@ -20,16 +20,18 @@ typedef struct limit_shape {
     double alpha;
     unsigned long long seed;
     const char *workload;
+    ember_row_precision precision; /* every table's rows (--precision)      */
 } limit_shape;
 
 /* Parses --tables --rows --dim --batch --pooling --dist --batches --threads
- * --alpha --seed --workload; any other flag goes to extra(key, value, arg),
+ * --alpha --seed --workload --precision (fp32, fp16, bf16); any other flag goes to extra(key, value, arg),
  * which returns 0 if it knows it.  Returns 0, or 2 after a message naming
  * the program. */
 static inline int limit_parse(const char *prog, int argc, char **argv, limit_shape *sh,
                               int (*extra)(const char *, const char *, void *), void *arg)
 {
-    *sh = (limit_shape){8, 64, 4096, 20, 20, 1, 1000000, 1, 1.05, 0, ""};
+    *sh = (limit_shape){8, 64, 4096, 20, 20, 1, 1000000, 1, 1.05, 0, "", EMBER_PRECISION_FP32};
+    int bad_precision = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--tables")) sh->T = atoi(v);
@@ -43,6 +45,11 @@ static inline int limit_parse(const char *prog, int argc, char **argv, limit_sha
         else if (!strcmp(k, "--alpha")) sh->alpha = atof(v);
         else if (!strcmp(k, "--seed")) sh->seed = strtoull(v, NULL, 10);
         else if (!strcmp(k, "--workload")) sh->workload = v;
+        else if (!strcmp(k, "--precision")) {
+            sh->precision = !strcmp(v, "fp16") ? EMBER_PRECISION_FP16 : !strcmp(v, "bf16") ? EMBER_PRECISION_BF16
+                                                                                            : EMBER_PRECISION_FP32;
+            bad_precision |= sh->precision == EMBER_PRECISION_FP32 && strcmp(v, "fp32");
+        }
         else if (!extra || extra(k, v, arg)) {
             fprintf(stderr, "%s: unknown option %s\n", prog, k);
             return 2;
@@ -50,10 +57,10 @@ static inline int limit_parse(const char *prog, int argc, char **argv, limit_sha
     }
     const int32_t D = sh->D;
     if (sh->T < 1 || sh->R < 1 || (D != 16 && D != 32 && D != 64 && D != 128 && D != 256) || sh->B < 1 ||
-        sh->P < 1 || sh->N < 4 || sh->threads < 1 || !(sh->alpha > 0) || strlen(sh->workload) > 64 ||
+        sh->P < 1 || sh->N < 4 || sh->threads < 1 || !(sh->alpha > 0) || bad_precision || strlen(sh->workload) > 64 ||
         strpbrk(sh->workload, "\"\\")) {
         fprintf(stderr, "%s: bad arguments (dim 16, 32, 64, 128 or 256; batches >= 4; threads >= 1; "
-                        "alpha > 0; workload: at most 64 characters, no quote or backslash)\n", prog);
+                        "alpha > 0; precision fp32, fp16 or bf16; workload: at most 64 characters, no quote or backslash)\n", prog);
         return 2;
     }
     return 0;
@@ -73,6 +80,7 @@ static inline int limit_open(const char *prog, const limit_shape *sh, ember_opti
         snprintf(names[t], 32, "t%d", t);
         snprintf(names[T + t], 32, "f%d", t);
         tc[t].name = names[t], tc[t].rows = sh->R, tc[t].dim = sh->D, tc[t].optimizer = opt;
+        tc[t].precision = sh->precision;
         fc[t] = (ember_feature_config){names[T + t], t, EMBER_COMBINER_SUM};
     }
     ember_collection_config cfg = ember_collection_config_default();

@@ -12,7 +12,9 @@ one JSON line per measurement on stdout;
 with comma lists every (optimizer, threads) combination runs in a fresh child process (per-measurement
 peak_rss_mb).  All tables live in one SplitTableBatchedEmbeddingBagsCodegen module,
 embedding_specs = [(rows, dim, EmbeddingLocation.HOST, ComputeDevice.CPU)] * tables, PoolingMode.SUM,
-fp32 weights, int64 indices and offsets (offsets: tables*batch+1, table-major).
+fp32 weights (--precision fp16: SparseType.FP16 weights, stochastic_rounding=True, FBGEMM's way of training
+half rows: the update in fp32, written back stochastically rounded), int64 indices and offsets (offsets:
+tables*batch+1, table-major).
 
   optimizer none            -> forward only under torch.no_grad() (module built with EXACT_SGD, no state)
   optimizer sgd             -> OptimType.EXACT_SGD
@@ -214,8 +216,10 @@ def run_one(a):
         impl="fbgemm", workload=workload_name(a), threads=a.threads, optimizer=a.optimizer,
         grad=("none" if a.optimizer == "none" else "fused"),
         tables=a.tables, rows=a.rows, dim=a.dim, batch=a.batch, pooling=a.pooling, dist=a.dist,
-        alpha=(a.alpha if a.dist == "zipf" else None),
+        alpha=(a.alpha if a.dist == "zipf" else None), precision=a.precision,
     )
+    if a.precision == "fp16":
+        base.update(rounding="stochastic")
     if a.optimizer in UNSUPPORTED:
         base.update(skipped=UNSUPPORTED[a.optimizer])
         print(json.dumps(base), flush=True)
@@ -231,6 +235,7 @@ def run_one(a):
     from fbgemm_gpu.split_table_batched_embeddings_ops_common import (
         EmbeddingLocation, PoolingMode, BoundsCheckMode)
     from fbgemm_gpu.split_embedding_configs import EmbOptimType as OptimType
+    from fbgemm_gpu.split_embedding_configs import SparseType
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -250,7 +255,8 @@ def run_one(a):
     emb = SplitTableBatchedEmbeddingBagsCodegen(
         [(a.rows, a.dim, EmbeddingLocation.HOST, ComputeDevice.CPU) for _ in range(a.tables)],
         optimizer=optim, learning_rate=a.lr, eps=a.eps, pooling_mode=PoolingMode.SUM,
-        bounds_check_mode=bounds)
+        bounds_check_mode=bounds, weights_precision=SparseType.FP16 if a.precision == "fp16" else SparseType.FP32,
+        stochastic_rounding=True)
     init = a.init if a.init > 0 else 1.0 / math.sqrt(a.dim)
     with torch.no_grad():
         for w in emb.split_embedding_weights():     # views into weights_host
@@ -375,6 +381,8 @@ def main():
                    help="do not load libc10.so RTLD_GLOBAL first (out-of-the-box behaviour: fbgemm_gpu's "
                         "fbgemm.so falls back to scalar reference kernels on this install)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32",
+                   help="weights precision (fp16: SparseType.FP16, stochastic rounding)")
     p.add_argument("--max-gb", type=float, default=20.0, help="skip a measurement whose estimated memory exceeds this")
     a = p.parse_args()
     shape = dict(tables=8, rows=1_000_000, dim=64, batch=4096, pooling=20, dist="zipf")

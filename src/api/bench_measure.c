@@ -15,6 +15,19 @@
 #include "api/bench.h"
 #include "comm/agree.h"
 
+/* The instruction set ember's kernels were compiled for (the build's
+ * -march): what a peer's "isa" is compared with. */
+static const char *kernel_isa(void)
+{
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    return "avx512";
+#elif defined(__AVX2__)
+    return "avx2";
+#else
+    return "baseline";
+#endif
+}
+
 ember_bench_config ember_bench_config_default(void)
 {
     ember_bench_config c;
@@ -82,6 +95,7 @@ json_t *bench_line_base(const ember_bench_config *c, int32_t ranks)
         json_object_set_new(j, "cache_bytes", json_integer(c->cache_bytes ? c->cache_bytes : 256 << 20));
     }
     json_object_set_new(j, "ember_version", json_string(ember_version()));
+    json_object_set_new(j, "isa", json_string(kernel_isa()));
     return j;
 }
 
