@@ -27,13 +27,12 @@ static int check_precision(const ember_table_config *tc)
     const char *why = tc->rows_encoding != EMBER_ROWS_FP32    ? "encoded rows (rows_encoding)"
                       : tc->storage == EMBER_STORAGE_SSD      ? "the SSD tier"
                       : tc->kind != EMBER_TABLE_FIXED         ? "a dynamic table"
-                      : tc->placement == EMBER_PLACE_COLUMN   ? "COLUMN placement"
                       : tc->hot_rows > 0                      ? "hot rows"
                       : tc->quant_buckets != 0                ? "simulated quantization"
                                                               : NULL;
     if (why)
         return ember_fail_create(EMBER_EINVAL, "table '%s': %s rows do not go with %s yet; half-precision rows "
-                                 "train in memory, in fixed tables placed ROW, TABLE or REPLICATED", nm,
+                                 "train in memory, in fixed tables", nm,
                                  tc->precision == EMBER_PRECISION_FP16 ? "fp16" : "bf16", why);
     return EMBER_OK;
 }

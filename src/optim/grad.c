@@ -287,39 +287,59 @@ void ember_grad_column_order(const ember_route *r, const ember_grad_runs *u, con
         qsort(ord, (size_t)u->nu, sizeof(uint64_t), cmp_u64);
 }
 
+/* 1 when s holds half-precision training rows (qrows, fp32 state). */
+static int half_store(const ember_store *s)
+{
+    return s->encoding == EMBER_ENC_FP16 || s->encoding == EMBER_ENC_BF16;
+}
+
 void ember_grad_column_sums(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
                             int32_t real_cols, const uint64_t *ord, const float *dp, const float *ds,
                             const ember_optim_step *o, float *g_all, float *mine, int threads)
 {
     const uint64_t *starts = u->starts;
-    float *values = s->values;
+    const float *values = s->values;
     int64_t nu = u->nu;
+    int half = half_store(s);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t k = 0; k < nu; k++) {
         int64_t run = (int64_t)(uint32_t)ord[k];
-        float *g = g_all + run * dim;
+        float *g = g_all + run * dim, w[1024];
         uint32_t row = (uint32_t)(r->keys[starts[run]] >> 32);
         row_gradient(r, (int64_t)starts[run], (int64_t)starts[run + 1], (int64_t)starts[run + 1], dim, dp, ds, g);
-        ember_optim_decay(o, real_cols, values + (int64_t)row * dim, g);
+        if (half) /* weight decay reads the row */
+            ember_half_decode_row(s->encoding, dim, (const uint16_t *)s->qrows + (int64_t)row * dim, w);
+        ember_optim_decay(o, real_cols, half ? w : values + (int64_t)row * dim, g);
         mine[k] = ember_optim_sumsq(g, real_cols);
     }
 }
 
 void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
                              int32_t real_cols, int32_t full_dim, const uint64_t *ord, const float *sq, int32_t W,
-                             const float *g_all, const ember_optim_step *o, int threads)
+                             const float *g_all, const ember_optim_step *o, const ember_grad_rounding *rd,
+                             int threads)
 {
     const uint64_t *starts = u->starts;
     float *values = s->values, *state = s->state;
     int64_t nu = u->nu;
+    int half = half_store(s);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t k = 0; k < nu; k++) {
         int64_t run = (int64_t)(uint32_t)ord[k];
-        float total = 0.0f;
+        float total = 0.0f, w[1024];
         for (int32_t q = 0; q < W; q++)
             total += sq[(int64_t)q * nu + k];
         uint32_t row = (uint32_t)(r->keys[starts[run]] >> 32);
-        ember_optim_rowwise(o, real_cols, values + (int64_t)row * dim, state + row, g_all + run * dim,
-                            total / (float)full_dim);
+        if (!half) {
+            ember_optim_rowwise(o, real_cols, values + (int64_t)row * dim, state + row, g_all + run * dim,
+                                total / (float)full_dim);
+            continue;
+        }
+        /* the slice's columns round with their own column numbers (col0 on) */
+        uint16_t *hr = (uint16_t *)s->qrows + (int64_t)row * dim;
+        ember_half_decode_row(s->encoding, dim, hr, w);
+        ember_optim_rowwise(o, real_cols, w, state + row, g_all + run * dim, total / (float)full_dim);
+        uint64_t h = rd->stochastic ? ember_grad_round_bits(rd, s->staged ? s->slot_row[row] : row) : 0;
+        ember_half_encode_row(s->encoding, rd->stochastic, h, rd->col0, dim, w, hr);
     }
 }

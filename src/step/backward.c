@@ -70,7 +70,8 @@ static int nonfinite_gradient(ember_collection *c, const grad_target *gt, const 
  * in rank order, then every rank applies the same multiplier to its slice.
  * Every rank holds the same touched rows (COLUMN ids are all-gathered). */
 static int apply_rowwise_column(ember_collection *c, const grad_target *gt, const ember_grad_runs *u,
-                                const float *dp, const float *ds, const ember_optim_step *o)
+                                const float *dp, const float *ds, const ember_optim_step *o,
+                                const ember_grad_rounding *rd)
 {
     int64_t nu = u->nu;
     int32_t dim = gt->dim, W = c->world->size;
@@ -87,7 +88,7 @@ static int apply_rowwise_column(ember_collection *c, const grad_target *gt, cons
             st = ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
         } else {
             ember_grad_column_apply(gt->route, u, gt->store, dim, gt->real_cols, gt->full_dim, ord, sq, W, g_all, o,
-                                    c->threads);
+                                    rd, c->threads);
         }
     }
     free(g_all);
@@ -111,9 +112,9 @@ static int apply_target(ember_collection *c, const grad_target *gt, const float 
     }
     c->stats.last_unique_rows += u.nu;
     ember_optim_step o = ember_optim_prepare(gt->opt, step, c->lr_scale);
-    if (gt->full_dim)
-        return apply_rowwise_column(c, gt, &u, dp, ds, &o);
     ember_grad_rounding rd = rounding_of(c, gt, step);
+    if (gt->full_dim)
+        return apply_rowwise_column(c, gt, &u, dp, ds, &o, &rd);
     ember_grad_apply_runs(r, &u, gt->store, gt->dim, dp, ds, &o, &rd);
     return EMBER_OK;
 }
