@@ -395,18 +395,16 @@ static void writes_and_refusals(void)
                   (double)back[k]);
     ember_collection_destroy(c);
 
-    static const char *const what[] = {"SSD tier", "dynamic table", "hot rows", "simulated quantization",
-                                       "encoded rows"};
-    for (int i = 0; i < 5; i++) {
+    static const char *const what[] = {"SSD tier", "dynamic table", "simulated quantization", "encoded rows"};
+    for (int i = 0; i < 4; i++) {
         test_config *bad = test_config_copy(tc);
         ember_table_config *tb = &bad->tables[0];
         tb->precision = EMBER_PRECISION_BF16;
         switch (i) {
         case 0: tb->storage = EMBER_STORAGE_SSD; break;
         case 1: tb->kind = EMBER_TABLE_DYNAMIC, tb->rows = 0, tb->capacity = 16; break;
-        case 2: tb->hot_rows = 2; break;
-        case 3: tb->quant_buckets = 16, tb->quant_low = -1, tb->quant_high = 1; break;
-        case 4: tb->rows_encoding = EMBER_ROWS_FP16; break;
+        case 2: tb->quant_buckets = 16, tb->quant_low = -1, tb->quant_high = 1; break;
+        case 3: tb->rows_encoding = EMBER_ROWS_FP16; break;
         }
         c = NULL;
         CHECK_MSG(ember_collection_create(&bad->cfg, &c) == EMBER_EINVAL && strstr(ember_errmsg(NULL), tb->name),

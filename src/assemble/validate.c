@@ -27,7 +27,6 @@ static int check_precision(const ember_table_config *tc)
     const char *why = tc->rows_encoding != EMBER_ROWS_FP32    ? "encoded rows (rows_encoding)"
                       : tc->storage == EMBER_STORAGE_SSD      ? "the SSD tier"
                       : tc->kind != EMBER_TABLE_FIXED         ? "a dynamic table"
-                      : tc->hot_rows > 0                      ? "hot rows"
                       : tc->quant_buckets != 0                ? "simulated quantization"
                                                               : NULL;
     if (why)

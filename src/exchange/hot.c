@@ -32,6 +32,15 @@
 #include "exchange/hot.h"
 #include "exchange/xchg.h"
 #include "optim/grad.h"
+#include "quant/round.h"
+
+/* 1 when the table's rows are half precision: the copies then hold the
+ * halves' values (exact in fp32), and every update is rounded as the
+ * owner's row is, with the same bits, on every rank. */
+static int half_rows(const ember_ptable *pt)
+{
+    return pt->store->encoding == EMBER_ENC_FP16 || pt->store->encoding == EMBER_ENC_BF16;
+}
 
 int ember_hot_create(ember_collection *c)
 {
@@ -136,7 +145,11 @@ int ember_hot_reload(ember_collection *c, int32_t p)
             if (o != me)
                 continue;
             uint32_t l = ember_shard_local(pt, W, h->rows[i]);
-            memcpy(out + mine * per, pt->store->values + (int64_t)l * dim, sizeof(float) * (size_t)dim);
+            if (half_rows(pt))
+                ember_half_decode_row(pt->store->encoding, dim, (const uint16_t *)pt->store->qrows + (int64_t)l * dim,
+                                      out + mine * per);
+            else
+                memcpy(out + mine * per, pt->store->values + (int64_t)l * dim, sizeof(float) * (size_t)dim);
             if (sf)
                 memcpy(out + mine * per + dim, pt->store->state + (int64_t)l * sf, sizeof(float) * (size_t)sf);
             mine++;
@@ -166,10 +179,20 @@ void ember_hot_write(const ember_ptable *pt, int64_t phys0, int64_t count, const
 {
     ember_hot *h = pt->hot;
     int32_t width = state ? pt->store->state_floats : pt->dim;
-    for (int64_t i = 0; h && width && i < h->n; i++)
-        if (h->rows[i] >= phys0 && h->rows[i] < phys0 + count)
-            memcpy((state ? h->state : h->values) + i * width, buf + (h->rows[i] - phys0) * width,
-                   sizeof(float) * (size_t)width);
+    int half = !state && half_rows(pt);
+    for (int64_t i = 0; h && width && i < h->n; i++) {
+        if (h->rows[i] < phys0 || h->rows[i] >= phys0 + count)
+            continue;
+        float *to = (state ? h->state : h->values) + i * width;
+        const float *from = buf + (h->rows[i] - phys0) * width;
+        if (!half) {
+            memcpy(to, from, sizeof(float) * (size_t)width);
+            continue;
+        }
+        uint16_t q[1024]; /* rounded to nearest, as the owner's write */
+        ember_half_encode_row(pt->store->encoding, 0, 0, pt->col0, width, from, q);
+        ember_half_decode_row(pt->store->encoding, width, q, to);
+    }
 }
 
 /* This rank's occurrences of hot rows in its route, by hot row then entry
@@ -271,15 +294,28 @@ void ember_hot_apply(ember_collection *c, int32_t p, int64_t step)
         return;
     int32_t W = c->world->size, me = c->world->rank, dim = pt->dim, sf = pt->store->state_floats;
     ember_optim_step o = ember_optim_prepare(&pt->opt, step, c->lr_scale);
+    int half = half_rows(pt);
+    const ember_table_config *first = &c->tables[pt->tables[0]].cfg;
+    ember_grad_rounding rd = {first->rounding == EMBER_ROUND_STOCHASTIC, step, 1, 0, pt->col0, c->tables,
+                              pt->tables, pt->num_tables};
     for (int64_t i = 0; i < h->n; i++) {
         if (h->touched[i] == 0)
             continue;
         float *w = h->values + i * dim, *s = sf ? h->state + i * sf : NULL;
         ember_optim_row(&o, dim, w, s, h->g + i * dim);
+        uint16_t q[1024];
+        if (half) { /* rounded as the backward rounds the row, then held as the halves' values */
+            uint64_t bits = rd.stochastic ? ember_grad_round_bits_phys(&rd, (int64_t)h->rows[i]) : 0;
+            ember_half_encode_row(pt->store->encoding, rd.stochastic, bits, rd.col0, dim, w, q);
+            ember_half_decode_row(pt->store->encoding, dim, q, w);
+        }
         if (ember_shard_owner(pt, W, h->rows[i]) != me)
             continue;
         uint32_t l = ember_shard_local(pt, W, h->rows[i]);
-        memcpy(pt->store->values + (int64_t)l * dim, w, sizeof(float) * (size_t)dim);
+        if (half)
+            memcpy((uint16_t *)pt->store->qrows + (int64_t)l * dim, q, sizeof q[0] * (size_t)dim);
+        else
+            memcpy(pt->store->values + (int64_t)l * dim, w, sizeof(float) * (size_t)dim);
         if (sf)
             memcpy(pt->store->state + (int64_t)l * sf, s, sizeof(float) * (size_t)sf);
         c->stats.last_unique_rows++;

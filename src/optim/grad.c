@@ -236,7 +236,11 @@ int64_t ember_grad_first_nonfinite(const ember_route *r, const ember_grad_runs *
 
 uint64_t ember_grad_round_bits(const ember_grad_rounding *rd, uint32_t local)
 {
-    int64_t phys = (int64_t)local * rd->row_stride + rd->row_base;
+    return ember_grad_round_bits_phys(rd, (int64_t)local * rd->row_stride + rd->row_base);
+}
+
+uint64_t ember_grad_round_bits_phys(const ember_grad_rounding *rd, int64_t phys)
+{
     int32_t lo = 0, hi = rd->num_tables - 1; /* the last table with offset <= phys */
     while (lo < hi) {
         int32_t mid = lo + (hi - lo + 1) / 2;

@@ -78,6 +78,8 @@ typedef struct ember_grad_rounding {
 
 /* The 64 random bits of local row `local` for this step. */
 uint64_t ember_grad_round_bits(const ember_grad_rounding *rd, uint32_t local);
+/* The same for physical row phys of the physical table (hot rows' copies). */
+uint64_t ember_grad_round_bits_phys(const ember_grad_rounding *rd, int64_t phys);
 
 /* The fused update of every run: each row's summed gradient, then the
  * optimizer step o on the store's row (values and state: direct addressing,
