@@ -401,8 +401,9 @@ typedef struct ember_table_config {
      * bit-identical for any thread count.  Optimizer state stays fp32.
      * Row reads return the rows' values as fp32; row writes and loads round
      * to nearest (an fp16 table refuses values beyond 65504, named).
-     * Memory tier, fixed tables (any placement, hot rows too), no simulated
-     * quantization, rows_encoding FP32; anything else is refused at create. */
+     * Memory tier (fixed or dynamic tables, any placement, hot rows too), no
+     * simulated quantization, rows_encoding FP32; anything else is refused
+     * at create. */
     ember_row_precision precision;
     ember_rounding rounding;
 } ember_table_config;

@@ -14,7 +14,11 @@
  *   - announcements reach the owners' stores (rows read ahead), change
  *     nothing (a twin in memory), and skip keys without a row;
  *   - world-size invariance: with room for every key and admission on first
- *     use, rows by key after training equal those of a world of one;
+ *     use, rows by key after training equal those of a world of one, with
+ *     fp32 rows and with fp16 and bf16 rows rounded stochastically (the
+ *     bits follow the key, not its slot or rank);
+ *   - half of the trials in memory train fp16 or bf16 rows rounded to
+ *     nearest (the FIXED twin rounds alike);
  *   - the key exchange's bytes (8 per id to another rank's key, 4 back) count
  *     in ember_stats' last_bytes_sent and last_bytes_received.
  */
@@ -140,6 +144,10 @@ static void trial(test_rng *r, int ix, ember_world *world)
     int64_t capacity = test_range(r, 3, 60);
     test_config *tc = stream_config(r, evict, admit, capacity);
     tc->tables[0].exchange = ix % 2 ? EMBER_EXCHANGE_POOLED : EMBER_EXCHANGE_ROWS;
+    if (ix % 4 == 1 || ix % 4 == 2) { /* half rows to nearest: the twin's rows round alike */
+        tc->tables[0].precision = ix % 4 == 1 ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16;
+        tc->tables[0].rounding = EMBER_ROUND_NEAREST;
+    }
     tc->cfg.world = world;
     tc->cfg.threads = 1 + ix % 2;
     int32_t ahead = 0; /* batches announced ahead (lookahead) */
@@ -357,11 +365,14 @@ static void lookahead_owners(test_rng *r, ember_world *world)
 }
 
 /* Room for every key, admission on first use: rows by key as in a world of one. */
-static void world_size_invariance(test_rng *r, ember_world *world)
+static void world_size_invariance(test_rng *r, ember_world *world, ember_row_precision precision)
 {
     int32_t rank = mpi_rank_;
     test_config *tc = stream_config(r, EMBER_EVICT_NONE, 1, 400);
     tc->tables[0].exchange = EMBER_EXCHANGE_ROWS;
+    tc->tables[0].precision = precision; /* half rows: stochastic rounding's bits follow the key */
+    tc->tables[0].rounding = EMBER_ROUND_STOCHASTIC;
+    mpi_context("world-size invariance, %s rows", ember_precision_name(precision));
     stream s;
     stream_init(r, &s, 300);
     test_config *one = test_config_copy(tc);
@@ -514,7 +525,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < TRIALS; i++)
         trial(&r, i, world);
     lookahead_owners(&r, world);
-    world_size_invariance(&r, world);
+    world_size_invariance(&r, world, EMBER_PRECISION_FP32);
+    world_size_invariance(&r, world, EMBER_PRECISION_FP16);
+    world_size_invariance(&r, world, EMBER_PRECISION_BF16);
     key_bytes(&r, world);
     MPI_Barrier(MPI_COMM_WORLD);
     if (mpi_rank_ == 0) {

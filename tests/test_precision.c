@@ -395,16 +395,15 @@ static void writes_and_refusals(void)
                   (double)back[k]);
     ember_collection_destroy(c);
 
-    static const char *const what[] = {"SSD tier", "dynamic table", "simulated quantization", "encoded rows"};
-    for (int i = 0; i < 4; i++) {
+    static const char *const what[] = {"SSD tier", "simulated quantization", "encoded rows"};
+    for (int i = 0; i < 3; i++) {
         test_config *bad = test_config_copy(tc);
         ember_table_config *tb = &bad->tables[0];
         tb->precision = EMBER_PRECISION_BF16;
         switch (i) {
         case 0: tb->storage = EMBER_STORAGE_SSD; break;
-        case 1: tb->kind = EMBER_TABLE_DYNAMIC, tb->rows = 0, tb->capacity = 16; break;
-        case 2: tb->quant_buckets = 16, tb->quant_low = -1, tb->quant_high = 1; break;
-        case 3: tb->rows_encoding = EMBER_ROWS_FP16; break;
+        case 1: tb->quant_buckets = 16, tb->quant_low = -1, tb->quant_high = 1; break;
+        case 2: tb->rows_encoding = EMBER_ROWS_FP16; break;
         }
         c = NULL;
         CHECK_MSG(ember_collection_create(&bad->cfg, &c) == EMBER_EINVAL && strstr(ember_errmsg(NULL), tb->name),

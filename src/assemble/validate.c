@@ -26,7 +26,6 @@ static int check_precision(const ember_table_config *tc)
         return EMBER_OK;
     const char *why = tc->rows_encoding != EMBER_ROWS_FP32    ? "encoded rows (rows_encoding)"
                       : tc->storage == EMBER_STORAGE_SSD      ? "the SSD tier"
-                      : tc->kind != EMBER_TABLE_FIXED         ? "a dynamic table"
                       : tc->quant_buckets != 0                ? "simulated quantization"
                                                               : NULL;
     if (why)

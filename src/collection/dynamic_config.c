@@ -51,7 +51,8 @@ int64_t ember_dyn_table_bytes(const ember_table_config *t, int64_t capacity)
     int encoded = t->rows_encoding > EMBER_ROWS_FP32 && t->rows_encoding <= EMBER_ROWS_INT4;
     int64_t row = encoded /* encoded rows hold no optimizer state */
                       ? ember_quant_row_bytes((ember_encoding)t->rows_encoding, t->dim)
-                      : (int64_t)sizeof(float) * (t->dim + ember_state_floats(t->optimizer.kind, t->dim));
+                      : (int64_t)ember_row_elem_bytes(t) * t->dim +
+                            (int64_t)sizeof(float) * ember_state_floats(t->optimizer.kind, t->dim);
     return capacity * row + ember_dyn_index_bytes(capacity, t->evict) + sketch_bytes_for(t, capacity);
 }
 

@@ -19,7 +19,8 @@ int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W)
     if (t->kind == EMBER_TABLE_DYNAMIC) { /* capacity rows on every rank; encoded rows have no state */
         int64_t row = t->rows_encoding != EMBER_ROWS_FP32
                           ? ember_quant_row_bytes((ember_encoding)t->rows_encoding, dim)
-                          : (dim + ember_state_floats(t->optimizer.kind, dim)) * (int64_t)sizeof(float);
+                          : dim * (int64_t)ember_row_elem_bytes(t) +
+                                ember_state_floats(t->optimizer.kind, dim) * (int64_t)sizeof(float);
         return ember_dyn_capacity(t) * row;
     }
     if (t->rows_encoding != EMBER_ROWS_FP32) /* encoded rows, no state (never COLUMN) */

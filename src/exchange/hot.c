@@ -297,7 +297,7 @@ void ember_hot_apply(ember_collection *c, int32_t p, int64_t step)
     int half = half_rows(pt);
     const ember_table_config *first = &c->tables[pt->tables[0]].cfg;
     ember_grad_rounding rd = {first->rounding == EMBER_ROUND_STOCHASTIC, step, 1, 0, pt->col0, c->tables,
-                              pt->tables, pt->num_tables};
+                              pt->tables, pt->num_tables, NULL}; /* hot rows: fixed tables only */
     for (int64_t i = 0; i < h->n; i++) {
         if (h->touched[i] == 0)
             continue;

@@ -236,6 +236,8 @@ int64_t ember_grad_first_nonfinite(const ember_route *r, const ember_grad_runs *
 
 uint64_t ember_grad_round_bits(const ember_grad_rounding *rd, uint32_t local)
 {
+    if (rd->slot_key) /* a dynamic table: one logical table, rows by key */
+        return ember_rng_bits(rd->tables[rd->ids[0]].rng_key, rd->slot_key[local], (uint64_t)rd->step, 3);
     return ember_grad_round_bits_phys(rd, (int64_t)local * rd->row_stride + rd->row_base);
 }
 

@@ -64,7 +64,9 @@ int64_t ember_grad_first_nonfinite(const ember_route *r, const ember_grad_runs *
  *     h = ember_rng_bits(key of the row's logical table, logical row, step, 3)
  * (core/rng.h) drawn per column by quant/round.h's rule.  A local row's
  * logical coordinates: physical row = local * row_stride + row_base, whose
- * logical table is the last one with offset <= it; column col0 + k. */
+ * logical table is the last one with offset <= it; column col0 + k.  A
+ * dynamic table's row is its key instead (slot_key: the key each local slot
+ * holds), so that the bits follow the key whatever slot or rank holds it. */
 typedef struct ember_grad_rounding {
     int stochastic;
     int64_t step;
@@ -74,6 +76,7 @@ typedef struct ember_grad_rounding {
     const int32_t *ids;         /* [num_tables] this physical table's, by
                                    ascending offset                          */
     int32_t num_tables;
+    const uint64_t *slot_key;   /* dynamic table: [local slot] key; else NULL */
 } ember_grad_rounding;
 
 /* The 64 random bits of local row `local` for this step. */

@@ -45,7 +45,8 @@ static ember_grad_rounding rounding_of(const ember_collection *c, const grad_tar
     const ember_ptable *pt = &c->ptables[gt->ptable];
     const ember_table_config *first = &c->tables[pt->tables[0]].cfg;
     return (ember_grad_rounding){first->rounding == EMBER_ROUND_STOCHASTIC, step, gt->row_stride, gt->row_base,
-                                 pt->col0, c->tables, pt->tables, pt->num_tables};
+                                 pt->col0, c->tables, pt->tables, pt->num_tables,
+                                 pt->dyn ? pt->dyn->d.slot_key : NULL};
 }
 
 /* The message of a non-finite gradient in run `bad`: table, row, feature,

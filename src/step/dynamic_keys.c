@@ -170,9 +170,10 @@ static int resolve_table(ember_collection *c, ember_ptable *pt, int64_t nsend, u
     }
     dt->n = nrecv;
     char err[256] = "";
-    /* a table of encoded rows is read-only: it holds the keys it was loaded
-     * with, and looks keys up as evaluation does in any forward */
-    int admits = c->training && !pt->store->encoding;
+    /* a table of encoded inference rows is read-only: it holds the keys it
+     * was loaded with, and looks keys up as evaluation does in any forward;
+     * half-precision training rows admit as fp32 ones do */
+    int admits = c->training && (!pt->store->encoding || t->cfg.precision != EMBER_PRECISION_FP32);
     st = ember_dyn_resolve(&dt->d, keys, nrecv, step, admits, c->threads, dt->slots, err, sizeof err);
     if (st != EMBER_OK)
         st = ember_fail(c, st, "dynamic table '%s' %s", t->cfg.name, err);
