@@ -244,6 +244,10 @@ int main(int argc, char **argv)
     const int64_t R = sh.R;
     int rowwise = !strcmp(optname, "rowwise_adagrad");
     int di = D == 16 ? 0 : D == 32 ? 1 : D == 64 ? 2 : D == 128 ? 3 : 4;
+    if (sh.precision != EMBER_PRECISION_FP32) { /* its plain loops update fp32 rows */
+        fprintf(stderr, "backward_limit: fp32 rows only (bench_forward_limit --precision measures half rows)\n");
+        return 2;
+    }
     if ((!rowwise && strcmp(optname, "sgd")) || (double)T * B * P >= 4294967296.0 ||
         (double)T * B * D >= 4294967296.0 || (double)T * R >= 4294967296.0) {
         fprintf(stderr, "backward_limit: bad arguments (optimizer sgd or rowwise_adagrad; tables*batch*pooling, "
