@@ -40,7 +40,6 @@
 
 #include "bundle_util.h"
 #include "ckpt_util.h"
-#include "ember-train.h"
 #include "quant/round.h"
 #include "ref/ref.h"
 #include "util.h"
@@ -441,16 +440,7 @@ static void export_bundle(void)
                "train = { steps = 8; micro_batch = 64; eval_samples = 64; metrics = \"\"; plot = \"\"; };\n"
                "model = { bottom = [8]; top = [8]; };\n");
     fclose(f);
-    ember_train_overrides o;
-    ember_train_overrides_init(&o);
-    o.checkpoint_dir = ck;
-    o.threads = 1;
-    ember_trainer *t = NULL;
-    int st = ember_trainer_open(cfg, &o, NULL, NULL, NULL, &t);
-    if (st == EMBER_OK)
-        st = ember_trainer_run(t);
-    CHECK_MSG(st == EMBER_OK, "train: %s", t ? ember_errmsg(t) : ember_errmsg(NULL));
-    ember_trainer_close(t);
+    int st = test_train_config(cfg, ck);
     st = st == EMBER_OK ? ember_bundle_write(ck, b, "fp16", NULL, 0) : st;
     CHECK_MSG(st == EMBER_OK, "export: %s", ember_errmsg(NULL));
     ember_checkpoint *k = NULL;
