@@ -165,8 +165,9 @@ static inline __m256i ember_half_round16(__m512 x, const __m512i *m)
     __m512i u = _mm512_castps_si512(x), absm = _mm512_set1_epi32(0x7fffffff);
     __m512i mag = _mm512_and_si512(u, absm);
     __mmask16 easy = _mm512_cmp_epu32_mask(_mm512_sub_epi32(mag, _mm512_set1_epi32(0x38800000)),
-                                           _mm512_set1_epi32(0x477fe000 - 0x38800000), _MM_CMPINT_LE) |
-                     _mm512_cmpeq_epi32_mask(mag, _mm512_setzero_si512());
+                                           _mm512_set1_epi32(0x477fe000 - 0x38800000), _MM_CMPINT_LE);
+    if (easy != 0xffff) /* zeros are easy too; rare enough to look for them only here */
+        easy |= _mm512_cmpeq_epi32_mask(mag, _mm512_setzero_si512());
     if (easy == 0xffff) {
         __m512i add = _mm512_xor_si512(_mm512_srli_epi32(*m, 19), _mm512_set1_epi32(0x1fff));
         return _mm512_cvtps_ph(_mm512_castsi512_ps(_mm512_add_epi32(u, add)), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
