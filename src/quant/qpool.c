@@ -28,7 +28,8 @@ static inline __attribute__((always_inline)) void prefetch_row(const uint8_t *p,
 {
     for (int64_t c = 0; c < bytes; c += 64)
         __builtin_prefetch(p + c, 0, 0);
-    __builtin_prefetch(p + bytes - 1, 0, 0);
+    if (bytes % 64) /* a store's row of whole lines starts on a line (elsewhere a missed line costs only time) */
+        __builtin_prefetch(p + bytes - 1, 0, 0);
 }
 
 static inline float *out_of(const ember_qpool_args *a, int64_t b, int32_t dim)
@@ -188,11 +189,11 @@ static inline __m512 half_splat(const uint8_t *p)
     return _mm512_set1_ps(ember_half_to_float(h));
 }
 
-#define DEFINE_BAGS(NAME, DIM, LOAD, QUANT)                                                                  \
+#define DEFINE_BAGS(NAME, DIM, LOAD, QUANT, RB)                                                              \
     static void NAME(const ember_qpool_args *a, int64_t b0, int64_t b1)                                    \
     {                                                                                                        \
         enum { V = (DIM) / 16 };                                                                             \
-        const int64_t rb = a->row_bytes, n = a->offsets[a->bags];                                           \
+        const int64_t rb = (RB), n = a->offsets[a->bags];                                                   \
         for (int64_t b = b0; b < b1; b++) {                                                                  \
             __m512 acc[V];                                                                                   \
             for (int v = 0; v < V; v++)                                                                      \
@@ -217,18 +218,26 @@ static inline __m512 half_splat(const uint8_t *p)
         }                                                                                                    \
     }
 
-#define DEFINE_DIMS(ENC, LOAD, QUANT)                                                                        \
-    DEFINE_BAGS(bags_##ENC##_16, 16, LOAD, QUANT)                                                            \
-    DEFINE_BAGS(bags_##ENC##_32, 32, LOAD, QUANT)                                                            \
-    DEFINE_BAGS(bags_##ENC##_64, 64, LOAD, QUANT)                                                            \
-    DEFINE_BAGS(bags_##ENC##_128, 128, LOAD, QUANT)                                                          \
-    DEFINE_BAGS(bags_##ENC##_256, 256, LOAD, QUANT)
+/* A row's bytes at a compile-time dim (quant.c's ember_quant_row_bytes),
+ * so that the prefetch of a row unrolls. */
+#define RB_FP32(D) (4 * (D))
+#define RB_FP16(D) (2 * (D))
+#define RB_BF16(D) (2 * (D))
+#define RB_INT8(D) (4 + (D))
+#define RB_INT4(D) (4 + (D) / 2)
 
-DEFINE_DIMS(fp32, LOAD_FP32, 0)
-DEFINE_DIMS(fp16, LOAD_FP16, 0)
-DEFINE_DIMS(int8, LOAD_INT8, 1)
-DEFINE_DIMS(int4, LOAD_INT4, 1)
-DEFINE_DIMS(bf16, LOAD_BF16, 0)
+#define DEFINE_DIMS(ENC, LOAD, QUANT, RB)                                                                    \
+    DEFINE_BAGS(bags_##ENC##_16, 16, LOAD, QUANT, RB(16))                                                    \
+    DEFINE_BAGS(bags_##ENC##_32, 32, LOAD, QUANT, RB(32))                                                    \
+    DEFINE_BAGS(bags_##ENC##_64, 64, LOAD, QUANT, RB(64))                                                    \
+    DEFINE_BAGS(bags_##ENC##_128, 128, LOAD, QUANT, RB(128))                                                 \
+    DEFINE_BAGS(bags_##ENC##_256, 256, LOAD, QUANT, RB(256))
+
+DEFINE_DIMS(fp32, LOAD_FP32, 0, RB_FP32)
+DEFINE_DIMS(fp16, LOAD_FP16, 0, RB_FP16)
+DEFINE_DIMS(int8, LOAD_INT8, 1, RB_INT8)
+DEFINE_DIMS(int4, LOAD_INT4, 1, RB_INT4)
+DEFINE_DIMS(bf16, LOAD_BF16, 0, RB_BF16)
 
 typedef void (*bags_fn)(const ember_qpool_args *, int64_t, int64_t);
 
