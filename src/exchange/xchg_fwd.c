@@ -45,14 +45,17 @@ static int all_dest(const ember_ptable *pt)
     return pt->placement == EMBER_PLACE_COLUMN || pt->placement == EMBER_PLACE_REPLICATED;
 }
 
-/* Bytes of one row the ROWS exchange sends: an encoded row (fp16, bf16,
- * int8, int4) as the owner holds it, so that the requester pools it with
- * the kernel a local table uses (same sums); an fp32 row, and any row of a
- * table with hot rows (their fp32 copies follow the received rows), as
- * dim floats. */
+/* 1 when the ROWS exchange sends this table's rows encoded (fp16, bf16,
+ * int8, int4), as the owner holds them, so that the requester pools them
+ * with the kernel a local table uses (same sums); 0: dim floats (fp32 rows,
+ * and the rows of a table with hot rows, whose fp32 copies follow the
+ * received rows). */
+static int wire_encoded(const ember_ptable *pt) { return pt->store->encoding && !pt->hot; }
+
+/* Bytes of one row the ROWS exchange sends. */
 static int64_t wire_row_bytes(const ember_ptable *pt)
 {
-    return pt->store->encoding && !pt->hot ? pt->store->qrow_bytes : (int64_t)pt->dim * 4;
+    return wire_encoded(pt) ? pt->store->qrow_bytes : (int64_t)pt->dim * 4;
 }
 
 
@@ -394,7 +397,7 @@ static void lookup_round(ember_collection *c, ember_ptable *pt, ember_xchg *x, i
             msg_view v = view_of(c, x->rbuf + x->rdsp[s], n);
             char *out = (char *)x->rows_out + at;
             x->sdsp[s] = at;
-            if (st->encoding && rb != st->qrow_bytes) /* hot rows' table: decoded (never COLUMN: ld is the dim) */
+            if (st->encoding && !wire_encoded(pt)) /* hot rows' table: decoded (never COLUMN: ld is the dim) */
                 for (int64_t i = 0; i < n[XC_UNIQ]; i++)
                     ember_dequant_row((ember_encoding)st->encoding, ld, st->qrows + (int64_t)v.uniq[i] * st->qrow_bytes,
                                       (float *)out + i * ld);
@@ -464,11 +467,11 @@ static void assemble_round(ember_collection *c, ember_ptable *pt, ember_xchg *x,
         view.row = x->remap;
         ember_store rows = *pt->store;
         rows.dim = dim;
-        if (wire_row_bytes(pt) == (int64_t)dim * 4) { /* fp32 rows */
+        if (wire_encoded(pt)) { /* encoded rows, as the owners hold them */
+            rows.qrows = (uint8_t *)x->rows_in;
+        } else { /* fp32 rows */
             rows.values = x->rows_in;
             rows.encoding = 0;
-        } else { /* encoded rows, as the owners hold them */
-            rows.qrows = (uint8_t *)x->rows_in;
         }
         ember_pool(&view, &rows, g0, g1, pooled, sequence, c->threads);
     } else { /* POOLED: partial sums added in rank order */
