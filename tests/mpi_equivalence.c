@@ -55,7 +55,8 @@
  * thirds of the COLUMN ones, whose row-wise Adagrad takes a path of its
  * own), nearest or stochastic: the rounding's bits come from logical
  * coordinates (a COLUMN slice's columns keep their numbers), so the world
- * gives the bits of one process.  Drawn from the config's seed, not r, so the other
+ * gives the bits of one process (COLUMN's row-wise sums aside: see
+ * mpi_util.h, mpi_close_half).  Drawn from the config's seed, not r, so the other
  * draws stay as they were. */
 static void half_rows(test_config *tc)
 {
