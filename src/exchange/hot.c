@@ -37,10 +37,7 @@
 /* 1 when the table's rows are half precision: the copies then hold the
  * halves' values (exact in fp32), and every update is rounded as the
  * owner's row is, with the same bits, on every rank. */
-static int half_rows(const ember_ptable *pt)
-{
-    return pt->store->encoding == EMBER_ENC_FP16 || pt->store->encoding == EMBER_ENC_BF16;
-}
+static int half_rows(const ember_ptable *pt) { return ember_enc_half(pt->store->encoding); }
 
 int ember_hot_create(ember_collection *c)
 {

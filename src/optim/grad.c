@@ -261,7 +261,7 @@ void ember_grad_apply_runs(const ember_route *r, const ember_grad_runs *u, ember
 {
     const uint64_t *starts = u->starts;
     int64_t n = u->n, nu = u->nu;
-    int half = s->encoding == EMBER_ENC_FP16 || s->encoding == EMBER_ENC_BF16;
+    int half = ember_enc_half(s->encoding);
     apply_args a = {r, starts, dp, ds, s->values, s->state, s->state_floats, dim, o,
                     s->qrows, s->encoding, rd, s->staged ? s->slot_row : NULL};
     apply_fn fn = pick_apply(dim, half);
@@ -293,12 +293,6 @@ void ember_grad_column_order(const ember_route *r, const ember_grad_runs *u, con
         qsort(ord, (size_t)u->nu, sizeof(uint64_t), cmp_u64);
 }
 
-/* 1 when s holds half-precision training rows (qrows, fp32 state). */
-static int half_store(const ember_store *s)
-{
-    return s->encoding == EMBER_ENC_FP16 || s->encoding == EMBER_ENC_BF16;
-}
-
 void ember_grad_column_sums(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
                             int32_t real_cols, const uint64_t *ord, const float *dp, const float *ds,
                             const ember_optim_step *o, float *g_all, float *mine, int threads)
@@ -306,7 +300,7 @@ void ember_grad_column_sums(const ember_route *r, const ember_grad_runs *u, embe
     const uint64_t *starts = u->starts;
     const float *values = s->values;
     int64_t nu = u->nu;
-    int half = half_store(s);
+    int half = ember_enc_half(s->encoding);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t k = 0; k < nu; k++) {
         int64_t run = (int64_t)(uint32_t)ord[k];
@@ -328,7 +322,7 @@ void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, emb
     const uint64_t *starts = u->starts;
     float *values = s->values, *state = s->state;
     int64_t nu = u->nu;
-    int half = half_store(s);
+    int half = ember_enc_half(s->encoding);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t k = 0; k < nu; k++) {
         int64_t run = (int64_t)(uint32_t)ord[k];

@@ -46,6 +46,10 @@ static inline float ember_f32_of(uint32_t u)
     return x;
 }
 
+/* 1 for the encodings of half-precision training rows (fp16, bf16): a
+ * store's qrows of such rows train, with fp32 state beside them. */
+static inline int ember_enc_half(int enc) { return enc == EMBER_ENC_FP16 || enc == EMBER_ENC_BF16; }
+
 static inline float ember_bf16_to_float(uint16_t h) { return ember_f32_of((uint32_t)h << 16); }
 
 /* Nearest even; NaN stays a (quiet) NaN; overflow rounds to infinity. */
