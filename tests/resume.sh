@@ -330,7 +330,7 @@ check_inspect() {
     expect_status 0 "$EMBER" inspect "$D" || return 1
     grep -q "checkpoint $D/step-000000000004: step 4, saved by 1 rank, ember" "$TMP/out" || return 1
     grep -q "files (checksums verified):" "$TMP/out" || return 1
-    grep -Eq "^  emb_C1: 20000 x 16, adagrad \(step 4\), row, init uniform 0.05" "$TMP/out" || return 1
+    grep -Eq "^  emb_C1: 20000 x 16 fp32, adagrad \(step 4\), row, init uniform 0.05" "$TMP/out" || return 1
     grep -q "rows never touched" "$TMP/out" || return 1
     grep -q "train.state .*trainer step 4, 512 samples" "$TMP/out" || return 1
     expect_status 0 "$EMBER" inspect "$D" --step 2 --json || return 1
@@ -341,7 +341,7 @@ assert c["step"] == 2 and c["world"] == 1, c
 t = {x["name"]: x for x in c["tables"]}
 assert len(t) == 8, t.keys()
 big = t["emb_C1"]                       # 20,000 Zipf rows: most never seen in 256 samples
-assert big["rows"] == 20000 and big["dim"] == 16 and big["optimizer"] == "adagrad", big
+assert big["rows"] == 20000 and big["dim"] == 16 and big["optimizer"] == "adagrad" and big["precision"] == "fp32", big
 assert 15000 < big["untouched_rows"] < 20000, big
 assert big["state_norm"] > 0 and big["max_abs"] <= 0.2501, big  # init 0.05, 2 Adagrad steps of at most lr 0.1
 for x in c["tables"]:
