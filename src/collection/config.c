@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "collection/config.h"
+#include "quant/quant.h"
 
 ember_optimizer ember_optimizer_default(ember_optimizer_kind kind)
 {
@@ -31,6 +32,18 @@ ember_collection_config ember_collection_config_default(void)
     c.stack_tables = 1;
     c.bounds = EMBER_BOUNDS_ERROR;
     return c;
+}
+
+int64_t ember_row_bytes(const ember_table_config *tc, int32_t dim)
+{
+    if (tc->rows_encoding > EMBER_ROWS_FP32 && tc->rows_encoding <= EMBER_ROWS_INT4)
+        return ember_quant_row_bytes((ember_encoding)tc->rows_encoding, dim);
+    return (int64_t)dim * (tc->precision == EMBER_PRECISION_FP32 ? 4 : 2);
+}
+
+int32_t ember_row_state_floats(const ember_table_config *tc, int32_t dim)
+{
+    return tc->rows_encoding != EMBER_ROWS_FP32 ? 0 : ember_state_floats(tc->optimizer.kind, dim);
 }
 
 int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim)

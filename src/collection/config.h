@@ -19,12 +19,13 @@
  * refuses such a config; the predictor keeps such a table's rows fp32. */
 const char *ember_encoding_refusal(const ember_table_config *tc);
 
-/* Bytes of one element of a table's trained rows: 2 for fp16 and bf16
- * rows (ember_table_config.precision), else 4.  Optimizer state stays fp32. */
-static inline int32_t ember_row_elem_bytes(const ember_table_config *tc)
-{
-    return tc->precision == EMBER_PRECISION_FP32 ? 4 : 2;
-}
+/* Bytes of one row of `dim` columns as table tc holds it: encoded rows
+ * (rows_encoding) as quant.h encodes them, half-precision training rows
+ * (precision fp16, bf16) 2 per element, else 4; and the fp32 state floats
+ * beside it (none for encoded rows).  The planner, the tier rule and a
+ * dynamic table's capacity all count rows this way. */
+int64_t ember_row_bytes(const ember_table_config *tc, int32_t dim);
+int32_t ember_row_state_floats(const ember_table_config *tc, int32_t dim);
 
 /* dynamic_config.c: capacity (rows per rank) and sketch width of a dynamic
  * table config: from capacity, or the most rows capacity_bytes holds.  0 if

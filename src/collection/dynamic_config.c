@@ -10,7 +10,6 @@
 
 #include "collection/config.h"
 #include "dyn/dyn.h"
-#include "quant/quant.h"
 
 #define SKETCH_MIN_BYTES 64
 #define SKETCH_MAX_BYTES ((int64_t)16 << 30)
@@ -48,11 +47,7 @@ static int64_t sketch_bytes_for(const ember_table_config *t, int64_t capacity)
 
 int64_t ember_dyn_table_bytes(const ember_table_config *t, int64_t capacity)
 {
-    int encoded = t->rows_encoding > EMBER_ROWS_FP32 && t->rows_encoding <= EMBER_ROWS_INT4;
-    int64_t row = encoded /* encoded rows hold no optimizer state */
-                      ? ember_quant_row_bytes((ember_encoding)t->rows_encoding, t->dim)
-                      : (int64_t)ember_row_elem_bytes(t) * t->dim +
-                            (int64_t)sizeof(float) * ember_state_floats(t->optimizer.kind, t->dim);
+    int64_t row = ember_row_bytes(t, t->dim) + (int64_t)sizeof(float) * ember_row_state_floats(t, t->dim);
     return capacity * row + ember_dyn_index_bytes(capacity, t->evict) + sketch_bytes_for(t, capacity);
 }
 

@@ -9,28 +9,17 @@
  * the budget.
  */
 #include "collection/config.h"
-#include "quant/quant.h"
 #include "tier/ssd_size.h"
 
 int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W)
 {
-    int64_t rows = t->rows;
+    int64_t rows = t->kind == EMBER_TABLE_DYNAMIC ? ember_dyn_capacity(t) : t->rows; /* dynamic: on every rank */
     int32_t dim = t->dim;
-    if (t->kind == EMBER_TABLE_DYNAMIC) { /* capacity rows on every rank; encoded rows have no state */
-        int64_t row = t->rows_encoding != EMBER_ROWS_FP32
-                          ? ember_quant_row_bytes((ember_encoding)t->rows_encoding, dim)
-                          : dim * (int64_t)ember_row_elem_bytes(t) +
-                                ember_state_floats(t->optimizer.kind, dim) * (int64_t)sizeof(float);
-        return ember_dyn_capacity(t) * row;
-    }
-    if (t->rows_encoding != EMBER_ROWS_FP32) /* encoded rows, no state (never COLUMN) */
-        return (W > 1 && t->placement == EMBER_PLACE_ROW ? (rows + W - 1) / W : rows) *
-               ember_quant_row_bytes((ember_encoding)t->rows_encoding, dim);
-    if (W > 1 && t->placement == EMBER_PLACE_ROW)
+    if (t->kind != EMBER_TABLE_DYNAMIC && W > 1 && t->placement == EMBER_PLACE_ROW)
         rows = (rows + W - 1) / W;
-    if (W > 1 && t->placement == EMBER_PLACE_COLUMN)
+    if (t->kind != EMBER_TABLE_DYNAMIC && W > 1 && t->placement == EMBER_PLACE_COLUMN) /* never encoded rows */
         dim = (dim + W - 1) / W;
-    return rows * (dim * (int64_t)ember_row_elem_bytes(t) + ember_state_floats(t->optimizer.kind, dim) * (int64_t)sizeof(float));
+    return rows * (ember_row_bytes(t, dim) + ember_row_state_floats(t, dim) * (int64_t)sizeof(float));
 }
 
 /* DRAM a table keeps on a rank whatever its tier: a dynamic table's key

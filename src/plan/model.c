@@ -385,7 +385,7 @@ static void owner_cost(const model_ctx *m, const ember_table_config *tb, const t
     const int64_t B = m->B, K = hr->K;
     /* sums over all owners, for "all but me" */
     double req_all = 0, seg_all = 0, uq_lo_all = 0, uq_hi_all = 0;
-    double vec = 4.0 * tb->dim, row = (double)ember_row_elem_bytes(tb) * tb->dim; /* a row as stored and sent */
+    double vec = 4.0 * tb->dim, row = (double)ember_row_bytes(tb, tb->dim); /* a row as stored and sent */
     for (int32_t d = 0; d < W; d++) {
         req_all += (m->h + vec) * m->segps[d] + m->x * m->entps[d];
         seg_all += m->segps[d];
@@ -486,7 +486,7 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
         const ember_table_config *tb = &cfg->tables[first[g]];
         int64_t R = group_rows[g];
         int32_t ld = tb->placement == EMBER_PLACE_COLUMN ? (tb->dim + W - 1) / W : tb->dim;
-        int32_t sf = ember_state_floats(tb->optimizer.kind, ld);
+        int32_t sf = ember_row_state_floats(tb, ld);
         for (int32_t r = 0; r < W; r++) {
             int64_t lr;
             switch (tb->placement) {
@@ -499,7 +499,7 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
                 out[r].ssd_bytes += lr * ember_ssd_stride(ld, sf);
                 continue;
             }
-            out[r].row_bytes += lr * ld * ember_row_elem_bytes(tb);
+            out[r].row_bytes += lr * ember_row_bytes(tb, ld);
             out[r].state_bytes += lr * sf * 4;
         }
     }
@@ -508,17 +508,17 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
     for (int32_t t = 0; t < cfg->num_tables; t++) {
         const ember_table_config *tb = &cfg->tables[t];
         int32_t ld = tb->placement == EMBER_PLACE_COLUMN ? (tb->dim + W - 1) / W : tb->dim;
-        int32_t sf = ember_state_floats(tb->optimizer.kind, ld);
+        int32_t sf = ember_row_state_floats(tb, ld);
         int64_t R = table_rows(tb, W), copies = 1, most = R, index = plan_dynamic_index_bytes(tb);
         if (tb->placement == EMBER_PLACE_ROW)
             most = (R + W - 1) / W;
         else if (tb->placement == EMBER_PLACE_COLUMN || tb->placement == EMBER_PLACE_REPLICATED)
             copies = W;
-        int32_t eb = ember_row_elem_bytes(tb);
-        tables[t].row_bytes = R * ld * eb * copies;
+        int64_t rb = ember_row_bytes(tb, ld);
+        tables[t].row_bytes = R * rb * copies;
         tables[t].state_bytes = R * sf * 4 * copies;
         tables[t].index_bytes = index * W;
-        tables[t].max_rank_bytes = most * (ld * eb + sf * 4);
+        tables[t].max_rank_bytes = most * (rb + sf * 4);
         if (tb->storage == EMBER_STORAGE_SSD) {
             tables[t].ssd_bytes = R * ember_ssd_stride(ld, sf) * copies;
             tables[t].max_rank_bytes = ember_ssd_cache_dram(tb->cache_bytes, most, ld, sf, cache_policy(cfg, tb));
