@@ -289,7 +289,7 @@ CHECKS+=(bench_preset)
 check_bench_usage_errors() {
     local bad
     for bad in "--dim 0" "--dim=2000" "--optimizer foo" "--optimizer sgd,foo" "--threads 0" \
-        "--iters 0" "--rows 0" "--tables x" "--dist normal" "--alpha 0"; do
+        "--iters 0" "--rows 0" "--tables x" "--dist normal" "--alpha 0" "--precision fp8" "--rounding up"; do
         expect_status 2 "$EMBER" bench $bad || return 1
         grep -q -- "${bad%%[ =]*}" "$TMP/err" || { echo "stderr does not name the flag"; return 1; }
         [ ! -s "$TMP/out" ] || { echo "stdout not empty: $bad"; return 1; }
