@@ -21,6 +21,7 @@
 #include "exchange/xchg.h"
 #include "lookup/lookup.h"
 #include "quant/quant.h"
+#include "quant/round.h"
 
 typedef struct seg_header {
     uint32_t count; /* entries of the segment in this message */
@@ -48,9 +49,12 @@ static int all_dest(const ember_ptable *pt)
 /* 1 when the ROWS exchange sends this table's rows encoded (fp16, bf16,
  * int8, int4), as the owner holds them, so that the requester pools them
  * with the kernel a local table uses (same sums); 0: dim floats (fp32 rows,
- * and the rows of a table with hot rows, whose fp32 copies follow the
- * received rows). */
-static int wire_encoded(const ember_ptable *pt) { return pt->store->encoding && !pt->hot; }
+ * and the int8/int4 rows of a table with hot rows, whose fp32 copies follow
+ * the received rows; half rows' copies hold halves, so they go encoded). */
+static int wire_encoded(const ember_ptable *pt)
+{
+    return pt->store->encoding && (!pt->hot || ember_enc_half(pt->store->encoding));
+}
 
 /* Bytes of one row the ROWS exchange sends. */
 static int64_t wire_row_bytes(const ember_ptable *pt)
@@ -625,9 +629,14 @@ static void copy_hot_rows(const ember_ptable *pt, ember_xchg *x, const int64_t *
     int64_t base = 0;
     for (int32_t d = 0; d < W; d++)
         base += sent[d * XC_N + XC_UNIQ];
+    int64_t rb = wire_row_bytes(pt);
     for (int64_t s = 0; s < x->hot_used; s++) {
         int64_t i = x->hot_list[s];
-        memcpy(x->rows_in + (base + s) * pt->dim, h->values + i * pt->dim, sizeof(float) * (size_t)pt->dim);
+        char *to = (char *)x->rows_in + (base + s) * rb;
+        if (wire_encoded(pt)) /* a half row's copy holds halves: each rounds to itself */
+            ember_half_encode_row(pt->store->encoding, 0, 0, 0, pt->dim, h->values + i * pt->dim, (uint16_t *)to);
+        else
+            memcpy(to, h->values + i * pt->dim, sizeof(float) * (size_t)pt->dim);
         h->slot[i] = -1;
     }
     x->hot_used = 0;
