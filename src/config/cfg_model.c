@@ -29,7 +29,8 @@ static int read_widths(cfg_reader *r, const config_setting_t *s, const char *key
 }
 
 /* model.emb_precision and model.emb_rounding: every table's default (the
- * built-in tables' and a `tables` entry's without its own). */
+ * built-in tables' and a `tables` entry's without its own), read before the
+ * tables (config_file.c), so not again with the rest of `model`. */
 int cfg_read_emb_precision(cfg_reader *r, const config_setting_t *g)
 {
     const config_setting_t *m;
@@ -113,8 +114,6 @@ int cfg_read_model(cfg_reader *r, const config_setting_t *g)
     }
     if ((m = config_setting_get_member(g, "emb_optimizer")) &&
         cfg_read_optimizer(r, m, "model.emb_optimizer", &t->emb_optimizer))
-        return EMBER_EINVAL;
-    if (cfg_read_emb_precision(r, g))
         return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "emb_init_value"))) {
         double d;

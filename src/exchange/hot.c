@@ -302,7 +302,7 @@ void ember_hot_apply(ember_collection *c, int32_t p, int64_t step)
         ember_optim_row(&o, dim, w, s, h->g + i * dim);
         uint16_t q[1024];
         if (half) { /* rounded as the backward rounds the row, then held as the halves' values */
-            uint64_t bits = rd.stochastic ? ember_grad_round_bits_phys(&rd, (int64_t)h->rows[i]) : 0;
+            uint64_t bits = ember_grad_round_bits_phys(&rd, (int64_t)h->rows[i]);
             ember_half_encode_row(pt->store->encoding, rd.stochastic, bits, rd.col0, dim, w, q);
             ember_half_decode_row(pt->store->encoding, dim, q, w);
         }

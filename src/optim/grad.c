@@ -108,7 +108,7 @@ typedef struct apply_args {
                 const char *pv = base + (int64_t)pr * row_bytes;                                  \
                 for (int64_t b = 0; b < row_bytes; b += 64)                                       \
                     __builtin_prefetch(pv + b, 1, 3);                                             \
-                if (HALF) /* half rows are not line-aligned */                                    \
+                if (HALF && row_bytes % 64) /* such half rows are not line-aligned */             \
                     __builtin_prefetch(pv + row_bytes - 1, 1, 3);                                 \
                 const char *ps = (const char *)(state + (int64_t)pr * sf);                        \
                 for (int32_t b = 0; b < sf * 4; b += 64)                                          \
@@ -125,9 +125,7 @@ typedef struct apply_args {
             uint16_t *hr = (uint16_t *)a->qrows + (int64_t)row * (DIM);                           \
             ember_half_decode_row(a->enc, (DIM), hr, hw);                                         \
             ember_optim_row(a->o, (DIM), hw, st, g);                                              \
-            uint64_t h = a->rd->stochastic                                                        \
-                             ? ember_grad_round_bits(a->rd, a->slot_row ? a->slot_row[row] : row) \
-                             : 0;                                                                 \
+            uint64_t h = ember_grad_round_bits(a->rd, a->slot_row ? a->slot_row[row] : row);      \
             ember_half_encode_row(a->enc, a->rd->stochastic, h, a->rd->col0, (DIM), hw, hr);      \
         }                                                                                         \
     }
@@ -236,6 +234,8 @@ int64_t ember_grad_first_nonfinite(const ember_route *r, const ember_grad_runs *
 
 uint64_t ember_grad_round_bits(const ember_grad_rounding *rd, uint32_t local)
 {
+    if (!rd->stochastic)
+        return 0;
     if (rd->slot_key) /* a dynamic table: one logical table, rows by key */
         return ember_rng_bits(rd->tables[rd->ids[0]].rng_key, rd->slot_key[local], (uint64_t)rd->step, 3);
     return ember_grad_round_bits_phys(rd, (int64_t)local * rd->row_stride + rd->row_base);
@@ -243,6 +243,8 @@ uint64_t ember_grad_round_bits(const ember_grad_rounding *rd, uint32_t local)
 
 uint64_t ember_grad_round_bits_phys(const ember_grad_rounding *rd, int64_t phys)
 {
+    if (!rd->stochastic)
+        return 0;
     int32_t lo = 0, hi = rd->num_tables - 1; /* the last table with offset <= phys */
     while (lo < hi) {
         int32_t mid = lo + (hi - lo + 1) / 2;
@@ -339,7 +341,7 @@ void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, emb
         uint16_t *hr = (uint16_t *)s->qrows + (int64_t)row * dim;
         ember_half_decode_row(s->encoding, dim, hr, w);
         ember_optim_rowwise(o, real_cols, w, state + row, g_all + run * dim, total / (float)full_dim);
-        uint64_t h = rd->stochastic ? ember_grad_round_bits(rd, s->staged ? s->slot_row[row] : row) : 0;
+        uint64_t h = ember_grad_round_bits(rd, s->staged ? s->slot_row[row] : row);
         ember_half_encode_row(s->encoding, rd->stochastic, h, rd->col0, dim, w, hr);
     }
 }

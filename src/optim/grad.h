@@ -79,7 +79,8 @@ typedef struct ember_grad_rounding {
     const uint64_t *slot_key;   /* dynamic table: [local slot] key; else NULL */
 } ember_grad_rounding;
 
-/* The 64 random bits of local row `local` for this step. */
+/* The 64 random bits of local row `local` for this step (0 when rounding
+ * to nearest, which draws none). */
 uint64_t ember_grad_round_bits(const ember_grad_rounding *rd, uint32_t local);
 /* The same for physical row phys of the physical table (hot rows' copies). */
 uint64_t ember_grad_round_bits_phys(const ember_grad_rounding *rd, int64_t phys);
