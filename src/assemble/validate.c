@@ -30,8 +30,8 @@ static int check_precision(const ember_table_config *tc)
                                                               : NULL;
     if (why)
         return ember_fail_create(EMBER_EINVAL, "table '%s': %s rows do not go with %s yet; half-precision rows "
-                                 "train in memory, in fixed tables", nm,
-                                 tc->precision == EMBER_PRECISION_FP16 ? "fp16" : "bf16", why);
+                                 "train on the memory tier, without simulated quantization (docs/precision.md)", nm,
+                                 ember_precision_name(tc->precision), why);
     return EMBER_OK;
 }
 
