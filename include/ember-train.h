@@ -68,6 +68,9 @@ typedef struct ember_train_overrides {
     const char *precision;       /* every table's rows: "fp32", "fp16" or
                                     "bf16" (docs/precision.md)               */
     const char *rounding;        /* every table's: "stochastic" or "nearest" */
+    const char *state_precision; /* the optimizer state of every table whose
+                                    optimizer keeps it per element (Adagrad,
+                                    Adam): "fp32", "fp16" or "bf16"          */
     int64_t steps;               /* also replaces the config's train.epochs */
     int64_t seed;                /* tables, dense model, synthetic data      */
     int64_t eval_every, eval_samples, lr_warmup, checkpoint_every;

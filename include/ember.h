@@ -398,7 +398,7 @@ typedef struct ember_table_config {
      * backward computes each update in fp32 and writes the row back rounded
      * by `rounding`.  Stochastic rounding takes its random bits from
      * (seed, step, table name, row, column) only, so tables stay
-     * bit-identical for any thread count.  Optimizer state stays fp32.
+     * bit-identical for any thread count.  Optimizer state: state_precision.
      * Row reads return the rows' values as fp32; row writes and loads round
      * to nearest (an fp16 table refuses values beyond 65504, named).
      * Memory tier (fixed or dynamic tables, any placement, hot rows too), no
@@ -406,6 +406,17 @@ typedef struct ember_table_config {
      * at create. */
     ember_row_precision precision;
     ember_rounding rounding;
+    /* Precision of the optimizer state (docs/precision.md, "Optimizer
+     * state"): FP32 (default), or FP16/BF16 for ADAGRAD and ADAM, whose
+     * state is per element (row-wise Adagrad keeps its one float per row in
+     * fp32; SGD has none: both refuse anything but FP32).  The backward
+     * reads the state to fp32, steps it with the row in fp32, and stores it
+     * rounded by `rounding`; stochastic rounding draws bits apart from the
+     * row's (state vector j, Adagrad's sum or Adam's m then v, from stream
+     * 4 + j).  State reads return the halves' values as fp32; writes and
+     * loads round to nearest.  With rows of any precision; memory tier, not
+     * encoded inference rows. */
+    ember_row_precision state_precision;
 } ember_table_config;
 
 /* rows 0, dim 0 (caller sets), uniform(0.05), SGD lr 0.01, no limits, error. */
@@ -1270,7 +1281,7 @@ EMBER_API int32_t ember_checkpoint_world(const ember_checkpoint *ck);   /* ranks
 EMBER_API const char *ember_checkpoint_path(const ember_checkpoint *ck); /* the step-* folder  */
 /* The tables ck holds, in the order they were saved, and table t's
  * configuration as saved: name (valid until close), kind, rows, dim, init,
- * optimizer, placement, owner and row precision; for a dynamic table its capacity per
+ * optimizer, placement, owner and row and state precision; for a dynamic table its capacity per
  * saving rank, admission, eviction and sketch size.  What a checkpoint does
  * not record (limits, exchange, storage, rounding, simulated quantization) is
  * ember_table_config_default()'s.  A collection made of these configs (and

@@ -766,6 +766,37 @@ check_train_precision() { # --precision/--rounding set every table's, a config's
 }
 CHECKS+=(train_precision)
 
+check_train_state_precision() { # half optimizer state: a table's own setting, model.emb_state_precision for the
+    # Adagrad and Adam tables that say nothing, --state-precision over all of them (row-wise Adagrad stays fp32);
+    # the header, the start event and ember inspect say so; a resumed run ends bit for bit where one run does
+    printf 'model = { emb_state_precision = "fp16"; };\ntables = ( { name = "a"; rows = 500; dim = 8; state_precision = "bf16"; optimizer = "adagrad"; },\n  { name = "b"; rows = 300; dim = 8; optimizer = "rowwise_adagrad"; },\n  { name = "c"; rows = 200; dim = 8; optimizer = "adam"; } );\nfeatures = ( { name = "fa"; table = "a"; }, { name = "fb"; table = "b"; }, { name = "fc"; table = "c"; } );\ntrain = { steps = 6; micro_batch = 64; eval_samples = 64; metrics = ""; plot = ""; };\n' >"$TMP/sprec.cfg"
+    expect_status 0 "$EMBER" train --config "$TMP/sprec.cfg" --checkpoint-dir "$TMP/sprec_a" || return 1
+    grep -q "rows: fp32 in 3 tables; state bf16 in 1, fp16 in 1; rounding stochastic in 2" "$TMP/out" ||
+        { head -5 "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" inspect "$TMP/sprec_a" || return 1
+    grep -q "state: 8 bf16 per row" "$TMP/out" && grep -q "state: 1 floats per row" "$TMP/out" &&
+        grep -q "state: 16 fp16 per row" "$TMP/out" || { cat "$TMP/out"; return 1; }
+    local want
+    want=$(grep digest "$TMP/out")
+    expect_status 0 "$EMBER" train --config "$TMP/sprec.cfg" --checkpoint-dir "$TMP/sprec_r" --steps 3 || return 1
+    expect_status 0 "$EMBER" train --config "$TMP/sprec.cfg" --checkpoint-dir "$TMP/sprec_r" --resume || return 1
+    expect_status 0 "$EMBER" inspect "$TMP/sprec_r" || return 1
+    [ "$(grep digest "$TMP/out")" = "$want" ] || { echo "resumed digests: $(grep digest "$TMP/out"), want $want"; return 1; }
+    expect_status 0 "$EMBER" train --config "$TMP/sprec.cfg" --state-precision bf16 --json --checkpoint-dir "$TMP/sprec_b" ||
+        return 1
+    head -1 "$TMP/out" | grep -q '"row_precision":{"fp32":3,"state":{"bf16":2},"rounding":{"stochastic":2}}' ||
+        { head -1 "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" inspect --json "$TMP/sprec_b" || return 1
+    [ "$(grep -o '"state_precision": *"bf16"' "$TMP/out" | wc -l)" = 2 ] || { cat "$TMP/out"; return 1; }
+    expect_status 2 "$EMBER" train --state-precision fp64 || return 1
+    grep -q "bad value for --state-precision: 'fp64' (not fp32, fp16 or bf16)" "$TMP/err" || return 1
+    sed 's/optimizer = "rowwise_adagrad"; }/optimizer = "rowwise_adagrad"; state_precision = "fp16"; }/' "$TMP/sprec.cfg" \
+        >"$TMP/sprec_bad.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/sprec_bad.cfg" || return 1
+    grep -q "table 'b': fp16 optimizer state does not go with row-wise Adagrad" "$TMP/err" || { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(train_state_precision)
+
 check_early_stop() { # patience runs out (min_delta 1: no AUC can improve by that), keep_best keeps the best
     # evaluation's checkpoint, and a run resumed before the stop stops at the same step with the same AUC
     printf 'train = { steps = 20; micro_batch = 64; eval_every = 2; eval_samples = 256; metrics = ""; plot = "";\n  early_stop = { patience = 1; min_delta = 1.0; }; keep_best = true; };\n' >"$TMP/es.cfg"

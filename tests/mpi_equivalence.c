@@ -56,8 +56,9 @@
  * own), nearest or stochastic: the rounding's bits come from logical
  * coordinates (a COLUMN slice's columns keep their numbers), so the world
  * gives the bits of one process (COLUMN's row-wise sums aside: see
- * mpi_util.h, mpi_close_half).  Drawn from the config's seed, not r, so the other
- * draws stay as they were. */
+ * mpi_util.h, mpi_close_half).  Half optimizer state on half the Adagrad
+ * and Adam tables, with rows of any precision.  Drawn from the config's
+ * seed, not r, so the other draws stay as they were. */
 static void half_rows(test_config *tc)
 {
     test_rng h = {tc->cfg.seed ^ 0x5bd1e995u};
@@ -68,6 +69,8 @@ static void half_rows(test_config *tc)
             tb->precision = test_range(&h, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16;
             tb->rounding = test_range(&h, 0, 3) ? EMBER_ROUND_STOCHASTIC : EMBER_ROUND_NEAREST;
         }
+        if (!tb->quant_buckets && ember_state_floats(tb->optimizer.kind, 2) >= 2 && test_range(&h, 0, 2))
+            tb->state_precision = test_range(&h, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16; /* any rows */
     }
 }
 

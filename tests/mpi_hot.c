@@ -4,7 +4,8 @@
  *
  * Every rank draws the same random config of row-wise tables with the rows
  * exchange (1 to 4 tables, some stacked, random dims, optimizers and row
- * precisions: fp32, or fp16/bf16 rounded stochastically or to nearest; some
+ * precisions: fp32, or fp16/bf16 rounded stochastically or to nearest, and
+ * state precisions for Adagrad and Adam; some
  * with hot_rows and some without, weights, dedup, bounds = drop now and
  * then) and STEPS global batches (repeated ids often, so hot rows are hit
  * by several ranks), and takes its slice of each.  Two collections train
@@ -51,6 +52,8 @@ static test_config *hot_config(test_rng *r, ember_world *world)
         /* half rows (docs/precision.md) on half the tables: copies rounded as their owner's row */
         tb->precision = test_range(r, 0, 2) ? EMBER_PRECISION_FP32 : (ember_row_precision)test_range(r, 1, 3);
         tb->rounding = (ember_rounding)test_range(r, 0, 2);
+        if (ember_state_floats(tb->optimizer.kind, 2) >= 2) /* half state: copies' state rounded alike */
+            tb->state_precision = (ember_row_precision)test_range(r, 0, 3);
     }
     if (test_range(r, 0, 2)) /* stacked: hot and plain tables in one physical table */
         for (int32_t t = 1; t < nt; t++) {
@@ -58,6 +61,7 @@ static test_config *hot_config(test_rng *r, ember_world *world)
             tc->tables[t].optimizer = tc->tables[0].optimizer;
             tc->tables[t].precision = tc->tables[0].precision;
             tc->tables[t].rounding = tc->tables[0].rounding;
+            tc->tables[t].state_precision = tc->tables[0].state_precision;
         }
     for (int32_t f = 0; f < nf; f++) {
         tc->features[f].table = (int32_t)test_range(r, 0, nt);

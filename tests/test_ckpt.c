@@ -5,6 +5,7 @@
  * Random configs (several tables, all four optimizers, stacking on and off,
  * every placement, random training so the state is not trivial):
  *   - save -> open -> load into a fresh collection made with another seed,
+ *     (some tables with half rows and state, docs/precision.md)
  *     stacking and placements: every row and state float bit-identical to
  *     the saved collection, the step count restored, the blobs equal, and
  *     one more identical step on both gives identical tables;
@@ -33,6 +34,15 @@ static test_config *random_config(test_rng *r, int trial)
         tc->tables[t].exchange = (ember_exchange)test_range(r, 0, 2);
     }
     tc->tables[0].optimizer = test_optimizer_random(r, (ember_optimizer_kind)(trial % 4));
+    for (int32_t t = 0; t < tc->cfg.num_tables; t++) { /* half rows and state (docs/precision.md) on some */
+        ember_table_config *tb = &tc->tables[t];
+        if (test_range(r, 0, 3) || tb->storage == EMBER_STORAGE_SSD)
+            continue;
+        tb->quant_buckets = 0;
+        tb->precision = (ember_row_precision)test_range(r, 0, 3);
+        if (ember_state_floats(tb->optimizer.kind, 2) >= 2)
+            tb->state_precision = (ember_row_precision)test_range(r, 1, 3);
+    }
     tc->features[0].table = 0; /* table 0 (every optimizer in turn) is trained */
     tc->cfg.bounds = EMBER_BOUNDS_DROP;
     return tc;
@@ -95,9 +105,16 @@ static void test_roundtrip(test_rng *r, int trial)
     CHECK(ckpt_seed(ck) == tc->cfg.seed && ckpt_num_tables(ck) == tc->cfg.num_tables);
     CHECK_MSG(ckpt_snap_matches(&a, ck, &tc->cfg), "trial %d: checkpoint rows", trial);
 
-    /* another seed, stacking and placement, another learning rate */
+    /* another seed, stacking and placement, another learning rate; the same
+     * seed where a table rounds stochastically (its bits come from the seed) */
     test_config *tc2 = test_config_copy(tc);
-    tc2->cfg.seed ^= 0x5555;
+    int stochastic = 0;
+    for (int32_t t = 0; t < tc->cfg.num_tables; t++)
+        stochastic |= tc->tables[t].rounding == EMBER_ROUND_STOCHASTIC &&
+                      (tc->tables[t].precision != EMBER_PRECISION_FP32 ||
+                       tc->tables[t].state_precision != EMBER_PRECISION_FP32);
+    if (!stochastic)
+        tc2->cfg.seed ^= 0x5555;
     tc2->cfg.stack_tables = !tc->cfg.stack_tables;
     for (int32_t t = 0; t < tc2->cfg.num_tables; t++)
         tc2->tables[t].placement = (ember_placement)test_range(r, 0, 4);
@@ -299,6 +316,8 @@ static void test_mismatch(test_rng *r)
             tb->optimizer.kind = (ember_optimizer_kind)((tb->optimizer.kind + 1) % 4);
         else
             snprintf(tc2->table_names[t], 32, "renamed%d", t);
+        if (ember_state_floats(tb->optimizer.kind, 2) < 2) /* no state per element: no half state */
+            tb->state_precision = EMBER_PRECISION_FP32;
         ember_collection *c2 = make(tc2);
         CHECK(c2 && ckpt_test_step(r, c2, &tc2->cfg, 16) == EMBER_OK);
         if (c2)

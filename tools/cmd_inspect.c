@@ -157,8 +157,9 @@ static void print_table(const ember_table_config *tc, const ember_table_summary 
                (long long)st->rows, 100.0 * (double)st->untouched_rows / (double)st->rows);
     }
     if (st->state_floats > 0)
-        printf("    state: %d floats per row, L2 norm %.6g, max |s| %.6g\n", (int)st->state_floats, st->state_norm,
-               st->state_max_abs);
+        printf("    state: %d %s per row, L2 norm %.6g, max |s| %.6g\n", (int)st->state_floats,
+               tc->state_precision == EMBER_PRECISION_FP32 ? "floats" : ember_precision_name(tc->state_precision),
+               st->state_norm, st->state_max_abs);
     printf("    digest %016llx\n", (unsigned long long)st->digest);
 }
 
@@ -170,6 +171,7 @@ static json_t *table_json(const ember_table_config *tc, const ember_table_summar
                           (json_int_t)opt_steps, "placement", ember_placement_name(tc->placement), "owner",
                           (int)tc->owner, "state_floats", (int)st->state_floats);
     json_object_set_new(o, "precision", json_string(ember_precision_name(tc->precision)));
+    json_object_set_new(o, "state_precision", json_string(ember_precision_name(tc->state_precision)));
     json_object_set_new(o, "init", json_pack("{ssso}", "kind", ember_init_name(tc->init), "value",
                                              num((double)tc->init_value)));
     json_object_set_new(o, "norm", num(st->norm));

@@ -194,11 +194,12 @@ static void show_passes(const json_t *j)
     }
 }
 
-/* "  rows: fp16 in 24 tables, fp32 in 2; rounding stochastic in 24" when
- * some table's rows are half precision; nothing when all are fp32. */
+/* "  rows: fp16 in 24 tables, fp32 in 2; state bf16 in 24; rounding
+ * stochastic in 24" when some table's rows or optimizer state are half
+ * precision; nothing when all are fp32. */
 static void show_precision(const json_t *p)
 {
-    const json_t *rd = json_object_get(p, "rounding");
+    const json_t *rd = json_object_get(p, "rounding"), *state = json_object_get(p, "state");
     if (!rd)
         return;
     char line[256] = "";
@@ -208,7 +209,14 @@ static void show_precision(const json_t *p)
         if (json_is_integer(v))
             snprintf(line + strlen(line), sizeof line - strlen(line), "%s%s in %lld", *line ? ", " : "", k,
                      (long long)json_integer_value(v));
-    snprintf(line + strlen(line), sizeof line - strlen(line), " tables; rounding");
+    snprintf(line + strlen(line), sizeof line - strlen(line), " tables;%s", state ? " state" : "");
+    int first = 1;
+    json_object_foreach((json_t *)state, k, v) {
+        snprintf(line + strlen(line), sizeof line - strlen(line), "%s %s in %lld", first ? "" : ",", k,
+                 (long long)json_integer_value(v));
+        first = 0;
+    }
+    snprintf(line + strlen(line), sizeof line - strlen(line), "%s rounding", state ? ";" : "");
     json_object_foreach((json_t *)rd, k, v)
         snprintf(line + strlen(line), sizeof line - strlen(line), " %s in %lld", k, (long long)json_integer_value(v));
     printf("  rows: %s (docs/precision.md)\n", line);

@@ -100,7 +100,8 @@ class TableConfig:
     limit_policy: str = "error"    # error, drop, minibatch
     exchange: str = "rows"         # rows, pooled
     precision: str = "fp32"        # the rows' training precision: fp32, fp16, bf16
-    rounding: str = "stochastic"   # half rows: stochastic, nearest
+    rounding: str = "stochastic"   # half rows and state: stochastic, nearest
+    state_precision: str = "fp32"  # Adagrad's and Adam's state: fp32, fp16, bf16
 
     def _tuple(self) -> tuple:
         o = self.optimizer
@@ -119,7 +120,8 @@ class TableConfig:
                 _choice(self.name, "limit_policy", self.limit_policy, _LIMIT_POLICY),
                 _choice(self.name, "exchange", self.exchange, _EXCHANGE),
                 _choice(self.name, "precision", self.precision, _PRECISION),
-                _choice(self.name, "rounding", self.rounding, _ROUNDING))
+                _choice(self.name, "rounding", self.rounding, _ROUNDING),
+                _choice(self.name, "state_precision", self.state_precision, _PRECISION))
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@
  * stack only with the same cache policy and folder; the physical table's
  * cache is the sum of its tables' cache budgets.  Tables stack only with
  * the same simulated quantization (the store applies it to every read), the
- * same row encoding and the same training precision and rounding.
+ * same row encoding and the same training precisions (rows, state) and rounding.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,8 +37,14 @@ static int same_group(const ember_table_config *a, const ember_table_config *b)
            (a->placement != EMBER_PLACE_TABLE || a->owner == b->owner) && a->storage == b->storage &&
            (a->storage != EMBER_STORAGE_SSD || (a->cache_policy == b->cache_policy && !strcmp(a->path, b->path))) &&
            a->quant_buckets == b->quant_buckets && a->rows_encoding == b->rows_encoding &&
-           a->precision == b->precision && a->rounding == b->rounding &&
+           a->precision == b->precision && a->rounding == b->rounding && a->state_precision == b->state_precision &&
            (!a->quant_buckets || (a->quant_low == b->quant_low && a->quant_high == b->quant_high));
+}
+
+/* quant.h's encoding of a half precision; 0 for fp32. */
+static int half_encoding(ember_row_precision p)
+{
+    return p == EMBER_PRECISION_FP16 ? EMBER_ENC_FP16 : p == EMBER_PRECISION_BF16 ? EMBER_ENC_BF16 : 0;
 }
 
 /* The store of physical table p: memory, or the SSD tier (a rank that holds
@@ -47,12 +53,12 @@ static int create_store_tier(ember_collection *c, int32_t p)
 {
     ember_ptable *pt = &c->ptables[p];
     const ember_table_config *first = &c->tables[pt->tables[0]].cfg;
-    if (first->rows_encoding != EMBER_ROWS_FP32 || first->precision != EMBER_PRECISION_FP32) {
-        int train = first->precision != EMBER_PRECISION_FP32;
-        int enc = !train ? (int)first->rows_encoding
-                  : first->precision == EMBER_PRECISION_FP16 ? EMBER_ENC_FP16 : EMBER_ENC_BF16;
-        int st = ember_store_quant_create(pt->local_rows, pt->local_dim, pt->state_floats, enc, train, c->threads,
-                                          &pt->store);
+    if (first->rows_encoding != EMBER_ROWS_FP32 || first->precision != EMBER_PRECISION_FP32 ||
+        first->state_precision != EMBER_PRECISION_FP32) {
+        int train = first->rows_encoding == EMBER_ROWS_FP32;
+        int enc = !train ? (int)first->rows_encoding : half_encoding(first->precision);
+        int st = ember_store_quant_create(pt->local_rows, pt->local_dim, pt->state_floats, enc, train,
+                                          half_encoding(first->state_precision), c->threads, &pt->store);
         if (st != EMBER_OK)
             return ember_fail_create(st, "physical table %d (first table '%s'): cannot allocate %lld encoded rows x %d",
                                      p, first->name, (long long)pt->local_rows, pt->local_dim);

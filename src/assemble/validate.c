@@ -13,8 +13,8 @@
 
 static int check_finite_pos(float x) { return x == x && x > 0 && x < 1e30f; }
 
-/* A table's training precision and rounding (docs/precision.md): half rows
- * go where the backward's rounding is built so far. */
+/* A table's training precisions and rounding (docs/precision.md): half rows
+ * and half state go where the backward's rounding is built so far. */
 static int check_precision(const ember_table_config *tc)
 {
     const char *nm = tc->name;
@@ -22,6 +22,20 @@ static int check_precision(const ember_table_config *tc)
         return ember_fail_create(EMBER_EINVAL, "table '%s': unknown precision %d", nm, tc->precision);
     if (tc->rounding < EMBER_ROUND_STOCHASTIC || tc->rounding > EMBER_ROUND_NEAREST)
         return ember_fail_create(EMBER_EINVAL, "table '%s': unknown rounding %d", nm, tc->rounding);
+    if (tc->state_precision < EMBER_PRECISION_FP32 || tc->state_precision > EMBER_PRECISION_BF16)
+        return ember_fail_create(EMBER_EINVAL, "table '%s': unknown state_precision %d", nm, tc->state_precision);
+    if (tc->state_precision != EMBER_PRECISION_FP32) {
+        const char *why = tc->optimizer.kind == EMBER_OPT_ROWWISE_ADAGRAD ? "row-wise Adagrad, whose one float per "
+                                                                            "row stays fp32"
+                          : tc->optimizer.kind == EMBER_OPT_SGD            ? "SGD, which keeps no state"
+                          : tc->rows_encoding != EMBER_ROWS_FP32           ? "encoded rows (rows_encoding)"
+                          : tc->storage == EMBER_STORAGE_SSD               ? "the SSD tier"
+                                                                           : NULL;
+        if (why)
+            return ember_fail_create(EMBER_EINVAL, "table '%s': %s optimizer state does not go with %s; half state "
+                                     "is for Adagrad and Adam on the memory tier (docs/precision.md)", nm,
+                                     ember_precision_name(tc->state_precision), why);
+    }
     if (tc->precision == EMBER_PRECISION_FP32)
         return EMBER_OK;
     const char *why = tc->rows_encoding != EMBER_ROWS_FP32    ? "encoded rows (rows_encoding)"

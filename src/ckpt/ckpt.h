@@ -42,6 +42,7 @@ typedef struct ckpt_table_info {
     int sketch_lines;       /* the sketch is in lines (else not read)         */
     ember_row_precision precision; /* the rows' training precision: the saved
                                       values are exactly its values, as fp32 */
+    ember_row_precision state_precision; /* the optimizer state's, likewise  */
 } ckpt_table_info;
 
 /* For a public call on ck: a failure's message (this thread's, where the

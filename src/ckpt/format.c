@@ -157,6 +157,8 @@ static json_t *table_json(const ckpt_table_info *t)
     json_object_set_new(o, "offset", json_integer(t->offset));
     json_object_set_new(o, "local_dim", json_integer(t->local_dim));
     json_object_set_new(o, "precision", json_string(ckpt_precision_name(t->precision)));
+    if (t->state_precision != EMBER_PRECISION_FP32) /* readers that predate it see what they know */
+        json_object_set_new(o, "state_precision", json_string(ckpt_precision_name(t->state_precision)));
     if (t->kind == EMBER_TABLE_DYNAMIC) {
         json_object_set_new(o, "kind", json_string("dynamic"));
         json_object_set_new(o, "capacity", json_integer(t->capacity));

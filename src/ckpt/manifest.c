@@ -165,6 +165,11 @@ static int decode_table(dec *d, json_t *o, int32_t world, ckpt_table_info *t)
         TRY(get_enum(d, o, "precision", precision_i, 3, &e));
         t->precision = (ember_row_precision)e;
     }
+    t->state_precision = EMBER_PRECISION_FP32; /* absent before half state */
+    if (json_object_get(o, "state_precision")) {
+        TRY(get_enum(d, o, "state_precision", precision_i, 3, &e));
+        t->state_precision = (ember_row_precision)e;
+    }
     t->kind = EMBER_TABLE_FIXED;
     const char *kind = json_string_value(json_object_get(o, "kind"));
     if (!kind || strcmp(kind, "fixed") == 0)

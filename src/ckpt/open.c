@@ -351,6 +351,7 @@ int ember_checkpoint_table(const ember_checkpoint *ck, int32_t t, ember_table_co
     out->placement = in->placement;
     out->owner = in->placement == EMBER_PLACE_TABLE ? in->owner : 0;
     out->precision = in->precision;
+    out->state_precision = in->state_precision;
     if (in->kind == EMBER_TABLE_DYNAMIC) {
         out->rows = 0;
         out->capacity = in->capacity;

@@ -89,7 +89,8 @@ static int describe(ember_collection *c, const ember_save_options *opt, ember_ch
                                           lt->cfg.init, lt->cfg.init_value, lt->rng_key,
                                           ember_state_floats(lt->cfg.optimizer.kind, lt->cfg.dim),
                                           pt->placement, pt->owner, W, lt->offset, pt->local_dim,
-                                          EMBER_TABLE_FIXED, 0, 0, 0, EMBER_EVICT_LRU, 0, 1, lt->cfg.precision};
+                                          EMBER_TABLE_FIXED, 0, 0, 0, EMBER_EVICT_LRU, 0, 1, lt->cfg.precision,
+                                          lt->cfg.state_precision};
         if (pt->dyn) {
             ckpt_table_info *ti = &ck->tables[t];
             ti->kind = EMBER_TABLE_DYNAMIC;

@@ -46,6 +46,11 @@ int32_t ember_row_state_floats(const ember_table_config *tc, int32_t dim)
     return tc->rows_encoding != EMBER_ROWS_FP32 ? 0 : ember_state_floats(tc->optimizer.kind, dim);
 }
 
+int64_t ember_row_state_bytes(const ember_table_config *tc, int32_t dim)
+{
+    return (int64_t)ember_row_state_floats(tc, dim) * (tc->state_precision == EMBER_PRECISION_FP32 ? 4 : 2);
+}
+
 int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim)
 {
     switch (kind) {

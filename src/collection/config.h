@@ -21,11 +21,13 @@ const char *ember_encoding_refusal(const ember_table_config *tc);
 
 /* Bytes of one row of `dim` columns as table tc holds it: encoded rows
  * (rows_encoding) as quant.h encodes them, half-precision training rows
- * (precision fp16, bf16) 2 per element, else 4; and the fp32 state floats
- * beside it (none for encoded rows).  The planner, the tier rule and a
- * dynamic table's capacity all count rows this way. */
+ * (precision fp16, bf16) 2 per element, else 4; and the optimizer state
+ * beside it (none for encoded rows): its elements, and its bytes (2 per
+ * element for half state, state_precision, else 4).  The planner, the tier
+ * rule and a dynamic table's capacity all count rows this way. */
 int64_t ember_row_bytes(const ember_table_config *tc, int32_t dim);
 int32_t ember_row_state_floats(const ember_table_config *tc, int32_t dim);
+int64_t ember_row_state_bytes(const ember_table_config *tc, int32_t dim);
 
 /* dynamic_config.c: capacity (rows per rank) and sketch width of a dynamic
  * table config: from capacity, or the most rows capacity_bytes holds.  0 if

@@ -47,7 +47,7 @@ static int64_t sketch_bytes_for(const ember_table_config *t, int64_t capacity)
 
 int64_t ember_dyn_table_bytes(const ember_table_config *t, int64_t capacity)
 {
-    int64_t row = ember_row_bytes(t, t->dim) + (int64_t)sizeof(float) * ember_row_state_floats(t, t->dim);
+    int64_t row = ember_row_bytes(t, t->dim) + ember_row_state_bytes(t, t->dim);
     return capacity * row + ember_dyn_index_bytes(capacity, t->evict) + sketch_bytes_for(t, capacity);
 }
 

@@ -19,7 +19,7 @@ int64_t ember_tier_rank_bytes(const ember_table_config *t, int32_t W)
         rows = (rows + W - 1) / W;
     if (t->kind != EMBER_TABLE_DYNAMIC && W > 1 && t->placement == EMBER_PLACE_COLUMN) /* never encoded rows */
         dim = (dim + W - 1) / W;
-    return rows * (ember_row_bytes(t, dim) + ember_row_state_floats(t, dim) * (int64_t)sizeof(float));
+    return rows * (ember_row_bytes(t, dim) + ember_row_state_bytes(t, dim));
 }
 
 /* DRAM a table keeps on a rank whatever its tier: a dynamic table's key

@@ -28,7 +28,7 @@ static int read_widths(cfg_reader *r, const config_setting_t *s, const char *key
     return 0;
 }
 
-/* model.emb_precision and model.emb_rounding: every table's default (the
+/* model.emb_precision, emb_rounding and emb_state_precision: every table's default (the
  * built-in tables' and a `tables` entry's without its own), read before the
  * tables (config_file.c), so not again with the rest of `model`. */
 int cfg_read_emb_precision(cfg_reader *r, const config_setting_t *g)
@@ -42,6 +42,11 @@ int cfg_read_emb_precision(cfg_reader *r, const config_setting_t *g)
             return EMBER_EINVAL;
         r->cf->train.emb_precision = (ember_row_precision)e;
     }
+    if ((m = config_setting_get_member(g, "emb_state_precision"))) {
+        if (cfg_get_enum(r, m, "model.emb_state_precision", CFG_PRECISIONS, &e))
+            return EMBER_EINVAL;
+        r->cf->train.emb_state_precision = (ember_row_precision)e;
+    }
     if ((m = config_setting_get_member(g, "emb_rounding"))) {
         if (cfg_get_enum(r, m, "model.emb_rounding", CFG_ROUNDINGS, &e))
             return EMBER_EINVAL;
@@ -54,7 +59,8 @@ int cfg_read_emb_precision(cfg_reader *r, const config_setting_t *g)
 int cfg_read_model(cfg_reader *r, const config_setting_t *g)
 {
     static const char *const KEYS[] = {"emb_dim", "bottom", "top", "interaction", "dcn", "activation", "seed",
-                                       "emb_optimizer", "emb_init_value", "emb_precision", "emb_rounding", NULL};
+                                       "emb_optimizer", "emb_init_value", "emb_precision", "emb_rounding",
+                                       "emb_state_precision", NULL};
     static const char *const DCN_KEYS[] = {"layers", "rank", NULL};
     cfg_train *t = &r->cf->train;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)

@@ -151,7 +151,9 @@ static int read_shape(table_entry *n, ember_table_config *t)
     return 0;
 }
 
-/* init, init_value, optimizer, limits, precision, rounding. */
+/* init, init_value, optimizer, limits, precision, rounding, state
+ * precision (model.emb_state_precision's where the optimizer keeps state per
+ * element and the table says nothing). */
 static int read_training(table_entry *n, ember_table_config *t)
 {
     const config_setting_t *m;
@@ -181,6 +183,13 @@ static int read_training(table_entry *n, ember_table_config *t)
         if (cfg_get_enum(n->r, m, n->key, CFG_ROUNDINGS, &k))
             return EMBER_EINVAL;
         t->rounding = (ember_rounding)k;
+    }
+    if ((m = member(n, "state_precision"))) {
+        if (cfg_get_enum(n->r, m, n->key, CFG_PRECISIONS, &k))
+            return EMBER_EINVAL;
+        t->state_precision = (ember_row_precision)k;
+    } else if (config_element_state(t->optimizer.kind)) {
+        t->state_precision = n->r->cf->train.emb_state_precision;
     }
     return 0;
 }
@@ -305,7 +314,7 @@ static int read_table_entry(cfg_reader *r, const config_setting_t *e, const char
                                        "dist", "alpha", "storage", "cache_bytes", "cache_policy",
                                        "path", "keys", "kind", "capacity", "capacity_bytes", "admit_after", "evict",
                                        "ttl_steps", "sketch_bytes", "quantization", "hot_rows", "precision",
-                                       "rounding", NULL};
+                                       "rounding", "state_precision", NULL};
     if (config_setting_type(e) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, e, where, "must be a group { name = ...; rows = ...; dim = ...; }");
     if (cfg_check_keys(r, e, where, KEYS))

@@ -27,6 +27,11 @@
 #include "ember.h"
 #include "model/lr_schedule.h"
 
+/* 1 for the optimizers whose state is per element (Adagrad, Adam), which
+ * model.emb_state_precision and --state-precision set; row-wise Adagrad's
+ * one float per row stays fp32 and SGD keeps none. */
+static inline int config_element_state(ember_optimizer_kind k) { return ember_state_floats(k, 2) >= 2; }
+
 /* Per table, what the collection config cannot hold. */
 typedef struct cfg_table_extra {
     int placement_pin;  /* ember_placement, or -1: the planner chooses      */
@@ -95,9 +100,13 @@ typedef struct cfg_train {
     float emb_init_value;
     ember_row_precision emb_precision; /* every table's default (model.emb_precision) */
     ember_rounding emb_rounding;
-    int precision_all, rounding_all; /* 1: emb_precision, emb_rounding apply to
-                                    every table, its own setting too
-                                    (--precision, --rounding)                */
+    ember_row_precision emb_state_precision; /* model.emb_state_precision: the
+                                    default of every table whose optimizer
+                                    keeps state per element (Adagrad, Adam) */
+    int precision_all, rounding_all, state_precision_all; /* 1: emb_precision,
+                                    emb_rounding, emb_state_precision apply
+                                    to every table, its own setting too
+                                    (--precision, --rounding, --state-precision) */
     int32_t micro_batch, accumulate;
     ember_schedule schedule;     /* the embedding forward's schedule: blocking
                                     (default), overlap or stale              */

@@ -38,6 +38,10 @@ static void apply_step_overrides(cfg_train *t, const ember_train_overrides *o)
         t->emb_precision = (ember_row_precision)config_name_parse(CFG_PRECISIONS, o->precision);
         t->precision_all = 1;
     }
+    if (o->state_precision) {
+        t->emb_state_precision = (ember_row_precision)config_name_parse(CFG_PRECISIONS, o->state_precision);
+        t->state_precision_all = 1;
+    }
     if (o->rounding) {
         t->emb_rounding = (ember_rounding)config_name_parse(CFG_ROUNDINGS, o->rounding);
         t->rounding_all = 1;

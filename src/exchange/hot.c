@@ -39,6 +39,13 @@
  * owner's row is, with the same bits, on every rank. */
 static int half_rows(const ember_ptable *pt) { return ember_enc_half(pt->store->encoding); }
 
+/* The same for half optimizer state (store.h's qstate): the copies hold
+ * its values, rounded as the owner rounds its state. */
+static uint16_t *half_state_of(const ember_ptable *pt, uint32_t local)
+{
+    return pt->store->qstate + (int64_t)local * pt->store->state_floats;
+}
+
 int ember_hot_create(ember_collection *c)
 {
     for (int32_t p = 0; p < c->num_ptables; p++) {
@@ -147,7 +154,9 @@ int ember_hot_reload(ember_collection *c, int32_t p)
                                       out + mine * per);
             else
                 memcpy(out + mine * per, pt->store->values + (int64_t)l * dim, sizeof(float) * (size_t)dim);
-            if (sf)
+            if (sf && pt->store->qstate)
+                ember_half_decode_row(pt->store->state_enc, sf, half_state_of(pt, l), out + mine * per + dim);
+            else if (sf)
                 memcpy(out + mine * per + dim, pt->store->state + (int64_t)l * sf, sizeof(float) * (size_t)sf);
             mine++;
         }
@@ -176,19 +185,19 @@ void ember_hot_write(const ember_ptable *pt, int64_t phys0, int64_t count, const
 {
     ember_hot *h = pt->hot;
     int32_t width = state ? pt->store->state_floats : pt->dim;
-    int half = !state && half_rows(pt);
+    int enc = state ? pt->store->state_enc : half_rows(pt) ? pt->store->encoding : 0;
     for (int64_t i = 0; h && width && i < h->n; i++) {
         if (h->rows[i] < phys0 || h->rows[i] >= phys0 + count)
             continue;
         float *to = (state ? h->state : h->values) + i * width;
         const float *from = buf + (h->rows[i] - phys0) * width;
-        if (!half) {
+        if (!enc) {
             memcpy(to, from, sizeof(float) * (size_t)width);
             continue;
         }
-        uint16_t q[1024]; /* rounded to nearest, as the owner's write */
-        ember_half_encode_row(pt->store->encoding, 0, 0, pt->col0, width, from, q);
-        ember_half_decode_row(pt->store->encoding, width, q, to);
+        uint16_t q[2048]; /* rounded to nearest, as the owner's write */
+        ember_half_encode_row(enc, 0, 0, 0, width, from, q);
+        ember_half_decode_row(enc, width, q, to);
     }
 }
 
@@ -300,11 +309,15 @@ void ember_hot_apply(ember_collection *c, int32_t p, int64_t step)
             continue;
         float *w = h->values + i * dim, *s = sf ? h->state + i * sf : NULL;
         ember_optim_row(&o, dim, w, s, h->g + i * dim);
-        uint16_t q[1024];
+        uint16_t q[1024], qs[2048];
         if (half) { /* rounded as the backward rounds the row, then held as the halves' values */
-            uint64_t bits = ember_grad_round_bits_phys(&rd, (int64_t)h->rows[i]);
+            uint64_t bits = ember_grad_round_bits_phys(&rd, (int64_t)h->rows[i], EMBER_ROUND_ROW);
             ember_half_encode_row(pt->store->encoding, rd.stochastic, bits, rd.col0, dim, w, q);
             ember_half_decode_row(pt->store->encoding, dim, q, w);
+        }
+        if (sf && pt->store->qstate) { /* the state likewise */
+            ember_grad_round_state(&rd, pt->store->state_enc, (int64_t)h->rows[i], 0, dim, sf, s, qs);
+            ember_half_decode_row(pt->store->state_enc, sf, qs, s);
         }
         if (ember_shard_owner(pt, W, h->rows[i]) != me)
             continue;
@@ -313,7 +326,9 @@ void ember_hot_apply(ember_collection *c, int32_t p, int64_t step)
             memcpy((uint16_t *)pt->store->qrows + (int64_t)l * dim, q, sizeof q[0] * (size_t)dim);
         else
             memcpy(pt->store->values + (int64_t)l * dim, w, sizeof(float) * (size_t)dim);
-        if (sf)
+        if (sf && pt->store->qstate)
+            memcpy(half_state_of(pt, l), qs, sizeof qs[0] * (size_t)sf);
+        else if (sf)
             memcpy(pt->store->state + (int64_t)l * sf, s, sizeof(float) * (size_t)sf);
         c->stats.last_unique_rows++;
     }

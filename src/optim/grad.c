@@ -81,16 +81,32 @@ typedef struct apply_args {
     float *values, *state;
     int32_t sf, dim;
     const ember_optim_step *o;
-    /* half rows (store.h's qrows of encoding enc), rounded by rd */
+    /* half rows (store.h's qrows of encoding enc) and half state (qstate
+     * of senc), rounded by rd */
     uint8_t *qrows;
     int enc;
+    uint16_t *qstate;
+    int senc;
     const ember_grad_rounding *rd;
     const uint32_t *slot_row; /* staged store: a slot's local row */
 } apply_args;
 
+/* A row's state for the update: fp32 state in place, or half state
+ * decoded into buf (dim <= 1024: at most 2048 elements, ember.h). */
+static inline float *state_in(const apply_args *a, uint32_t row, float *buf)
+{
+    if (!a->sf)
+        return NULL;
+    if (!a->qstate)
+        return a->state + (int64_t)row * a->sf;
+    ember_half_decode_row(a->senc, a->sf, a->qstate + (int64_t)row * a->sf, buf);
+    return buf;
+}
+
 /* HALF = 0: fp32 rows, updated in place.  HALF = 1: half rows (store.h's
  * qrows of encoding enc), each decoded to fp32, updated, written back
- * rounded by rd (quant/round.h). */
+ * rounded by rd (quant/round.h).  Half state (qstate) is read and written
+ * back the same way, whatever the rows. */
 #define DEFINE_APPLY(NAME, DIM, HALF)                                                             \
     static void NAME(const apply_args *a, int64_t u0, int64_t u1)                                 \
     {                                                                                             \
@@ -100,7 +116,8 @@ typedef struct apply_args {
         (void)dim;                                                                                \
         const char *base = HALF ? (const char *)a->qrows : (const char *)a->values;               \
         const int64_t row_bytes = (int64_t)(DIM) * (HALF ? 2 : 4);                                \
-        float *state = a->state;                                                                  \
+        const char *sbase = a->qstate ? (const char *)a->qstate : (const char *)a->state;         \
+        const int64_t state_bytes = (int64_t)sf * (a->qstate ? 2 : 4);                            \
         int64_t jend = (int64_t)starts[u1];                                                       \
         for (int64_t u = u0; u < u1; u++) {                                                       \
             if (u + PREFETCH_ROWS < u1) {                                                         \
@@ -110,23 +127,27 @@ typedef struct apply_args {
                     __builtin_prefetch(pv + b, 1, 3);                                             \
                 if (HALF && row_bytes % 64) /* such half rows are not line-aligned */             \
                     __builtin_prefetch(pv + row_bytes - 1, 1, 3);                                 \
-                const char *ps = (const char *)(state + (int64_t)pr * sf);                        \
-                for (int32_t b = 0; b < sf * 4; b += 64)                                          \
+                const char *ps = sbase + (int64_t)pr * state_bytes;                               \
+                for (int64_t b = 0; b < state_bytes; b += 64)                                     \
                     __builtin_prefetch(ps + b, 1, 3);                                             \
             }                                                                                     \
-            float g[1024], hw[HALF ? 1024 : 1]; /* dim <= 1024 (ember.h) */                       \
+            float g[1024], hw[HALF ? 1024 : 1], sbuf[2048]; /* dim <= 1024 (ember.h) */           \
             row_gradient(r, (int64_t)starts[u], (int64_t)starts[u + 1], jend, (DIM), a->dp, a->ds, g); \
             uint32_t row = (uint32_t)(keys[starts[u]] >> 32);                                     \
-            float *st = sf ? state + (int64_t)row * sf : NULL;                                    \
-            if (!HALF) {                                                                          \
-                ember_optim_row(a->o, (DIM), a->values + (int64_t)row * (DIM), st, g);            \
-                continue;                                                                         \
-            }                                                                                     \
-            uint16_t *hr = (uint16_t *)a->qrows + (int64_t)row * (DIM);                           \
-            ember_half_decode_row(a->enc, (DIM), hr, hw);                                         \
-            ember_optim_row(a->o, (DIM), hw, st, g);                                              \
-            uint64_t h = ember_grad_round_bits(a->rd, a->slot_row ? a->slot_row[row] : row);      \
-            ember_half_encode_row(a->enc, a->rd->stochastic, h, a->rd->col0, (DIM), hw, hr);      \
+            uint32_t local = a->slot_row ? a->slot_row[row] : row;                                \
+            float *st = state_in(a, row, sbuf);                                                   \
+            uint16_t *hr = HALF ? (uint16_t *)a->qrows + (int64_t)row * (DIM) : NULL;             \
+            float *w = HALF ? hw : a->values + (int64_t)row * (DIM);                              \
+            if (HALF)                                                                             \
+                ember_half_decode_row(a->enc, (DIM), hr, hw);                                     \
+            ember_optim_row(a->o, (DIM), w, st, g);                                               \
+            if (HALF)                                                                             \
+                ember_half_encode_row(a->enc, a->rd->stochastic,                                  \
+                                      ember_grad_round_bits(a->rd, local, EMBER_ROUND_ROW),       \
+                                      a->rd->col0, (DIM), hw, hr);                                \
+            if (a->qstate)                                                                        \
+                ember_grad_round_state(a->rd, a->senc, -1, local, (DIM), sf, st,                  \
+                                       a->qstate + (int64_t)row * sf);                            \
         }                                                                                         \
     }
 
@@ -232,16 +253,17 @@ int64_t ember_grad_first_nonfinite(const ember_route *r, const ember_grad_runs *
     return check_gradients(r, dim, u->starts, u->nu, dp, ds, u->threads);
 }
 
-uint64_t ember_grad_round_bits(const ember_grad_rounding *rd, uint32_t local)
+uint64_t ember_grad_round_bits(const ember_grad_rounding *rd, uint32_t local, int stream)
 {
     if (!rd->stochastic)
         return 0;
     if (rd->slot_key) /* a dynamic table: one logical table, rows by key */
-        return ember_rng_bits(rd->tables[rd->ids[0]].rng_key, rd->slot_key[local], (uint64_t)rd->step, 3);
-    return ember_grad_round_bits_phys(rd, (int64_t)local * rd->row_stride + rd->row_base);
+        return ember_rng_bits(rd->tables[rd->ids[0]].rng_key, rd->slot_key[local], (uint64_t)rd->step,
+                              (uint64_t)stream);
+    return ember_grad_round_bits_phys(rd, (int64_t)local * rd->row_stride + rd->row_base, stream);
 }
 
-uint64_t ember_grad_round_bits_phys(const ember_grad_rounding *rd, int64_t phys)
+uint64_t ember_grad_round_bits_phys(const ember_grad_rounding *rd, int64_t phys, int stream)
 {
     if (!rd->stochastic)
         return 0;
@@ -254,7 +276,17 @@ uint64_t ember_grad_round_bits_phys(const ember_grad_rounding *rd, int64_t phys)
             hi = mid - 1;
     }
     const ember_ltable *lt = &rd->tables[rd->ids[lo]];
-    return ember_rng_bits(lt->rng_key, (uint64_t)(phys - lt->offset), (uint64_t)rd->step, 3);
+    return ember_rng_bits(lt->rng_key, (uint64_t)(phys - lt->offset), (uint64_t)rd->step, (uint64_t)stream);
+}
+
+void ember_grad_round_state(const ember_grad_rounding *rd, int enc, int64_t phys, uint32_t local, int32_t dim,
+                            int32_t sf, const float *st, uint16_t *out)
+{
+    uint64_t h[2] = {0, 0}; /* Adagrad: 1 vector, Adam: 2 */
+    for (int32_t j = 0; rd->stochastic && j < 2 && (int64_t)j * dim < sf; j++)
+        h[j] = phys >= 0 ? ember_grad_round_bits_phys(rd, phys, EMBER_ROUND_STATE + j)
+                         : ember_grad_round_bits(rd, local, EMBER_ROUND_STATE + j);
+    ember_half_encode_state(enc, rd->stochastic, h, rd->col0, dim, sf, st, out);
 }
 
 void ember_grad_apply_runs(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
@@ -264,8 +296,8 @@ void ember_grad_apply_runs(const ember_route *r, const ember_grad_runs *u, ember
     const uint64_t *starts = u->starts;
     int64_t n = u->n, nu = u->nu;
     int half = ember_enc_half(s->encoding);
-    apply_args a = {r, starts, dp, ds, s->values, s->state, s->state_floats, dim, o,
-                    s->qrows, s->encoding, rd, s->staged ? s->slot_row : NULL};
+    apply_args a = {r,         starts,      dp, ds, s->values, s->state, s->state_floats, dim, o,
+                    s->qrows,  s->encoding, s->qstate, s->state_enc, rd, s->staged ? s->slot_row : NULL};
     apply_fn fn = pick_apply(dim, half);
 #pragma omp parallel num_threads(u->threads)
     {
@@ -341,7 +373,7 @@ void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, emb
         uint16_t *hr = (uint16_t *)s->qrows + (int64_t)row * dim;
         ember_half_decode_row(s->encoding, dim, hr, w);
         ember_optim_rowwise(o, real_cols, w, state + row, g_all + run * dim, total / (float)full_dim);
-        uint64_t h = ember_grad_round_bits(rd, s->staged ? s->slot_row[row] : row);
+        uint64_t h = ember_grad_round_bits(rd, s->staged ? s->slot_row[row] : row, EMBER_ROUND_ROW);
         ember_half_encode_row(s->encoding, rd->stochastic, h, rd->col0, dim, w, hr);
     }
 }

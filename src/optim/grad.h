@@ -79,16 +79,26 @@ typedef struct ember_grad_rounding {
     const uint64_t *slot_key;   /* dynamic table: [local slot] key; else NULL */
 } ember_grad_rounding;
 
-/* The 64 random bits of local row `local` for this step (0 when rounding
- * to nearest, which draws none). */
-uint64_t ember_grad_round_bits(const ember_grad_rounding *rd, uint32_t local);
+/* The generator's streams: a row's values, and its state vector j at
+ * EMBER_ROUND_STATE + j (docs/precision.md, "Optimizer state"). */
+enum { EMBER_ROUND_ROW = 3, EMBER_ROUND_STATE = 4 };
+
+/* The 64 random bits of local row `local` for this step from `stream` (0
+ * when rounding to nearest, which draws none). */
+uint64_t ember_grad_round_bits(const ember_grad_rounding *rd, uint32_t local, int stream);
 /* The same for physical row phys of the physical table (hot rows' copies). */
-uint64_t ember_grad_round_bits_phys(const ember_grad_rounding *rd, int64_t phys);
+uint64_t ember_grad_round_bits_phys(const ember_grad_rounding *rd, int64_t phys, int stream);
+/* A row's state st[sf] (vectors of dim columns, sf / dim of them) into
+ * halves of encoding enc at out, rounded by rd with the bits of physical
+ * row phys, or (phys < 0) of local row `local`. */
+void ember_grad_round_state(const ember_grad_rounding *rd, int enc, int64_t phys, uint32_t local, int32_t dim,
+                            int32_t sf, const float *st, uint16_t *out);
 
 /* The fused update of every run: each row's summed gradient, then the
  * optimizer step o on the store's row (values and state: direct addressing,
- * a staged store's slots).  A store of half rows (encoding fp16 or bf16,
- * state fp32) reads each row to fp32, updates it and writes it back by rd. */
+ * a staged store's slots).  A store of half rows (encoding fp16 or bf16)
+ * or half state (state_enc) reads each to fp32, updates it and writes it
+ * back by rd. */
 void ember_grad_apply_runs(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
                            const float *dp, const float *ds, const ember_optim_step *o,
                            const ember_grad_rounding *rd);

@@ -33,7 +33,7 @@ int64_t plan_dynamic_index_bytes(const ember_table_config *tb)
 {
     if (tb->kind != EMBER_TABLE_DYNAMIC)
         return 0;
-    int64_t rows = plan_dynamic_capacity(tb) * (tb->dim + ember_state_floats(tb->optimizer.kind, tb->dim)) * 4;
+    int64_t rows = plan_dynamic_capacity(tb) * (ember_row_bytes(tb, tb->dim) + ember_row_state_bytes(tb, tb->dim));
     int64_t all = ember_dynamic_bytes(tb);
     return all > rows ? all - rows : 0;
 }

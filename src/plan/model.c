@@ -206,7 +206,7 @@ static int64_t share_bytes(const ember_table_config *tb, int32_t W)
 {
     int32_t ld = tb->placement == EMBER_PLACE_COLUMN ? (tb->dim + W - 1) / W : tb->dim;
     int64_t lr = tb->placement == EMBER_PLACE_ROW ? (table_rows(tb, W) + W - 1) / W : tb->rows;
-    return lr * (ld + ember_state_floats(tb->optimizer.kind, ld)) * 4;
+    return lr * (ember_row_bytes(tb, ld) + ember_row_state_bytes(tb, ld));
 }
 
 /* A dynamic table's key exchange before routing: every key occurrence of
@@ -500,7 +500,7 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
                 continue;
             }
             out[r].row_bytes += lr * ember_row_bytes(tb, ld);
-            out[r].state_bytes += lr * sf * 4;
+            out[r].state_bytes += lr * ember_row_state_bytes(tb, ld);
         }
     }
     if (!tables)
@@ -516,9 +516,9 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
             copies = W;
         int64_t rb = ember_row_bytes(tb, ld);
         tables[t].row_bytes = R * rb * copies;
-        tables[t].state_bytes = R * sf * 4 * copies;
+        tables[t].state_bytes = R * ember_row_state_bytes(tb, ld) * copies;
         tables[t].index_bytes = index * W;
-        tables[t].max_rank_bytes = most * (rb + sf * 4);
+        tables[t].max_rank_bytes = most * (rb + ember_row_state_bytes(tb, ld));
         if (tb->storage == EMBER_STORAGE_SSD) {
             tables[t].ssd_bytes = R * ember_ssd_stride(ld, sf) * copies;
             tables[t].max_rank_bytes = ember_ssd_cache_dram(tb->cache_bytes, most, ld, sf, cache_policy(cfg, tb));

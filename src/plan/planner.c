@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "collection/config.h"
 #include "plan/plan.h"
 
 /* Replication costs no forward message: among spread placements within
@@ -172,7 +173,7 @@ static const char *table_desc(const ember_table_config *tb, char *buf, size_t n)
 
 static int64_t table_bytes(const ember_table_config *tb)
 {
-    return tb->rows * (int64_t)(tb->dim + ember_state_floats(tb->optimizer.kind, tb->dim)) * 4;
+    return tb->rows * (ember_row_bytes(tb, tb->dim) + ember_row_state_bytes(tb, tb->dim));
 }
 
 /* Options of table t: spread choice, table-wise loads.  by_memory: choose

@@ -231,4 +231,15 @@ static inline void ember_half_encode_row(int enc, int stochastic, uint64_t h, in
     }
 }
 
+/* A row's optimizer state in half precision: sf = n x dim elements, n
+ * vectors of dim columns (Adagrad's sum; Adam's m then v), vector j encoded
+ * as a row with its own bits h[j] (h may be NULL when rounding to nearest). */
+static inline void ember_half_encode_state(int enc, int stochastic, const uint64_t *h, int32_t col0, int32_t dim,
+                                           int32_t sf, const float *in, uint16_t *out)
+{
+    for (int32_t j = 0; (int64_t)j * dim < sf; j++)
+        ember_half_encode_row(enc, stochastic, stochastic ? h[j] : 0, col0, dim, in + (int64_t)j * dim,
+                              out + (int64_t)j * dim);
+}
+
 #endif

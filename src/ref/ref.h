@@ -162,12 +162,15 @@ void ref_dense_optim_step(const dense_optim_config *c, int64_t t, int64_t n, flo
  * nearest (stochastic 0) or stochastically with the 16 random bits r; a NaN
  * gives the format's quiet NaN 0x7e40 / 0x7fc0 (any NaN is right).
  * ref_round_bits: column k's r from the row's 64 bits h, which
- * ref_round_row_bits derives from (table key, logical row, step). */
+ * ref_round_row_bits derives from (table key, logical row, step), and
+ * ref_round_state_bits for the row's state vector j (Adagrad's sum; Adam's
+ * m, then v). */
 double ref_bf16_value(uint16_t h);
 double ref_round_value(int precision, uint16_t h);
 uint16_t ref_round_half(int precision, int stochastic, float x, uint32_t r);
 uint32_t ref_round_bits(uint64_t h, uint32_t k);
 uint64_t ref_round_row_bits(uint64_t table_key, int64_t row, int64_t step);
+uint64_t ref_round_state_bits(uint64_t table_key, int64_t row, int64_t step, int32_t j);
 
 /* Row-wise encodings (src/quant/quant.h): enc 0 fp32, 1 fp16, 2 int8, 3
  * int4; the rules of docs/inference.md with half precision done in double. */

@@ -72,3 +72,8 @@ uint64_t ref_round_row_bits(uint64_t table_key, int64_t row, int64_t step)
 {
     return ember_rng_bits(table_key, (uint64_t)row, (uint64_t)step, 3);
 }
+
+uint64_t ref_round_state_bits(uint64_t table_key, int64_t row, int64_t step, int32_t j)
+{
+    return ember_rng_bits(table_key, (uint64_t)row, (uint64_t)step, 4 + (uint64_t)j);
+}

@@ -86,6 +86,12 @@ struct ember_store {
     int encoding;
     uint8_t *qrows;
     int64_t qrow_bytes;
+    /* Optimizer state in half precision (ember_table_config.state_precision;
+     * tier/store_quant.c): state_enc fp16 or bf16, row r's state_floats
+     * halves at qstate + r * state_floats; state is then NULL and
+     * state_bytes counts qstate.  0: fp32 state (state, or none). */
+    int state_enc;
+    uint16_t *qstate;
     char errmsg[400];         /* detail of the last failed call             */
 };
 

@@ -22,21 +22,31 @@
 #include "train/run.h"
 #include "train/run_json.h"
 
-/* How many tables train in each row precision, and how the half ones
- * round: {"fp32": 2, "fp16": 24, "rounding": {"stochastic": 24}} (only the
- * precisions and roundings some table has). */
+/* o[key] += 1 */
+static void count(json_t *o, const char *key)
+{
+    json_object_set_new(o, key, json_integer(json_integer_value(json_object_get(o, key)) + 1));
+}
+
+/* How many tables train in each row precision, how many keep half
+ * optimizer state, and how the tables with half rows or state round:
+ * {"fp32": 2, "fp16": 24, "state": {"bf16": 24}, "rounding": {"stochastic":
+ * 24}} (only the precisions and roundings some table has). */
 static json_t *row_precision(const ember_collection_config *cc)
 {
-    json_t *o = json_object(), *rd = json_object();
+    json_t *o = json_object(), *rd = json_object(), *state = json_object();
     for (int32_t t = 0; t < cc->num_tables; t++) {
         const ember_table_config *tb = &cc->tables[t];
-        const char *p = ember_precision_name(tb->precision);
-        json_object_set_new(o, p, json_integer(json_integer_value(json_object_get(o, p)) + 1));
-        if (tb->precision != EMBER_PRECISION_FP32) {
-            const char *r = ember_rounding_name(tb->rounding);
-            json_object_set_new(rd, r, json_integer(json_integer_value(json_object_get(rd, r)) + 1));
-        }
+        count(o, ember_precision_name(tb->precision));
+        if (tb->state_precision != EMBER_PRECISION_FP32)
+            count(state, ember_precision_name(tb->state_precision));
+        if (tb->precision != EMBER_PRECISION_FP32 || tb->state_precision != EMBER_PRECISION_FP32)
+            count(rd, ember_rounding_name(tb->rounding));
     }
+    if (json_object_size(state))
+        json_object_set_new(o, "state", state);
+    else
+        json_decref(state);
     if (json_object_size(rd))
         json_object_set_new(o, "rounding", rd);
     else

@@ -91,7 +91,7 @@ struct ember_trainer {
     ember_train_event_fn on_event;
     void *event_ctx;
     double progress_at;          /* training seconds of the last "progress"  */
-    char *owned[9];              /* copies of the overrides' strings        */
+    char *owned[10];              /* copies of the overrides' strings        */
 
     cfg_train t;                 /* settings after the overrides            */
     const char *name;            /* the config's name, or "synthetic"       */

@@ -153,16 +153,18 @@ static int check_feature(const ember_trainer *s, int32_t f, char *err, size_t er
     return 0;
 }
 
-/* --precision and --rounding: every table's, its own setting too (the
- * file's tables copied first: the config stays as read). */
+/* --precision, --rounding, --state-precision: every table's (the last:
+ * every table with per-element state), its own setting too (the file's
+ * tables copied first: the config stays as read). */
 static int force_precision(ember_trainer *s, char *err, size_t errlen)
 {
-    if (!s->t.precision_all && !s->t.rounding_all)
+    if (!s->t.precision_all && !s->t.rounding_all && !s->t.state_precision_all)
         return 0;
     int32_t n = s->cc.num_tables;
     if (s->cc.tables != s->tables) {
         if (n > CTR_MAX_FEATURES) {
-            snprintf(err, errlen, "--precision/--rounding: %d tables, at most %d here", (int)n, CTR_MAX_FEATURES);
+            snprintf(err, errlen, "--precision/--rounding/--state-precision: %d tables, at most %d here", (int)n,
+                     CTR_MAX_FEATURES);
             return EMBER_EINVAL;
         }
         memcpy(s->tables, s->cc.tables, sizeof *s->tables * (size_t)n);
@@ -173,6 +175,8 @@ static int force_precision(ember_trainer *s, char *err, size_t errlen)
             s->tables[t].precision = s->t.emb_precision;
         if (s->t.rounding_all)
             s->tables[t].rounding = s->t.emb_rounding;
+        if (s->t.state_precision_all && config_element_state(s->tables[t].optimizer.kind))
+            s->tables[t].state_precision = s->t.emb_state_precision;
     }
     return 0;
 }
@@ -219,6 +223,8 @@ static int build_tables(ember_trainer *s, char *err, size_t errlen)
         tb->optimizer = s->t.emb_optimizer;
         tb->precision = s->t.emb_precision;
         tb->rounding = s->t.emb_rounding;
+        if (config_element_state(tb->optimizer.kind))
+            tb->state_precision = s->t.emb_state_precision;
         s->features[f].name = fn;
         s->features[f].table = f;
         s->features[f].combiner = EMBER_COMBINER_SUM;

@@ -1,4 +1,5 @@
-"""Half-precision training rows from Python: TableConfig(precision=...),
+"""Half-precision training rows and optimizer state from Python:
+TableConfig(precision=..., state_precision=...),
 rows read as their halves exactly, state_dict in the table's dtype, a
 checkpoint that resumes bit for bit, and an unknown precision named."""
 import numpy as np
@@ -60,3 +61,38 @@ def test_unknown_precision_and_rounding_are_named():
     with pytest.raises(ValueError, match="rounding 'up'"):
         ember.Collection([ember.TableConfig("a", rows=4, dim=2, precision="fp16", rounding="up")],
                          [ember.FeatureConfig("x", "a")])
+
+
+@pytest.mark.parametrize("state_precision,dtype", [("fp16", np.float16), ("bf16", None)])
+def test_half_optimizer_state(tmp_path, state_precision, dtype):
+    """Adam's state in half precision beside fp32 rows: read as its halves
+    exactly, and a checkpoint resumes bit for bit."""
+    rng = np.random.default_rng(5)
+    t = [ember.TableConfig("a", rows=200, dim=16, optimizer=ember.Adam(lr=0.01), state_precision=state_precision),
+         ember.TableConfig("b", rows=50, dim=8, precision="fp32")]
+    f = [ember.FeatureConfig("x", table="a"), ember.FeatureConfig("y", table="b", pooling="mean")]
+    a = ember.torch.EmbeddingBagCollection(t, f, seed=3)
+    for _ in range(3):
+        a(batch(rng)).sum().backward()
+    state = a.collection.read_state("a")
+    assert np.any(state != 0)
+    if dtype is not None:
+        np.testing.assert_array_equal(state.astype(dtype).astype(np.float32), state)
+    else:
+        assert not np.any(state.view(np.uint32) & 0xFFFF)
+    a.save(str(tmp_path / "ck"), step=3)
+    c = ember.torch.EmbeddingBagCollection(t, f, seed=3)
+    c.load(str(tmp_path / "ck"))
+    np.testing.assert_array_equal(a.collection.read_state("a"), c.collection.read_state("a"))
+    r1, r2 = np.random.default_rng(12), np.random.default_rng(12)
+    for _ in range(2):
+        a(batch(r1)).sum().backward()
+        c(batch(r2)).sum().backward()
+    np.testing.assert_array_equal(a.collection.read_table("a"), c.collection.read_table("a"))
+    np.testing.assert_array_equal(a.collection.read_state("a"), c.collection.read_state("a"))
+
+
+def test_half_state_refused_for_rowwise_adagrad():
+    with pytest.raises(Exception, match="row-wise Adagrad"):
+        ember.Collection([ember.TableConfig("a", rows=4, dim=2, optimizer=ember.RowWiseAdagrad(lr=0.1),
+                                            state_precision="fp16")], [ember.FeatureConfig("x", "a")])
