@@ -3,6 +3,10 @@
 # "Half-precision rows: accuracy"; docs/precision.md).  Trains three tasks, seed by seed (default
 # seeds 1 2 3), in five settings of every table's rows, alternating the settings within a seed:
 #   fp32;  fp16 + nearest;  fp16 + stochastic;  bf16 + nearest;  bf16 + stochastic
+# STATE=1 measures half optimizer state instead ("Half-precision optimizer state: accuracy"): the
+# tasks builtin, builtin-adam (the built-in task with Adam for the tables, lr 0.01) and criteo-tsv,
+# in the settings fp32; state bf16; state fp16 (`--state-precision`, stochastic rounding); and
+# fp16 rows with bf16 state (out: bench/out/state_precision_auc.jsonl; about 8 minutes).
 # (`ember train --precision P --rounding R`, which sets every table, whatever its config says).
 # The tasks:
 #   builtin     the built-in synthetic task as `ember train` runs it without a config: eight tables
@@ -34,6 +38,13 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$out")"
 : >"$out"
 settings="fp32 fp16-nearest fp16-stochastic bf16-nearest bf16-stochastic"
+tasks="builtin criteo-tsv movies"
+if [ "${STATE:-0}" = 1 ]; then
+    settings="fp32 state-bf16 state-fp16 fp16+state-bf16"
+    tasks="builtin builtin-adam criteo-tsv"
+    out="${2:-$repo/bench/out/state_precision_auc.jsonl}"
+    : >"$out"
+fi
 
 # The Criteo-format files and the config of bench/quant_accuracy.sh's criteo-tsv task.
 python3 "$repo/bench/criteo_like.py" "$work/train.tsv" 400000 7 1
@@ -52,14 +63,24 @@ criteo_rows=(200000 100000 50000 20000 10000 5000 2000 1000 500 200 100 200000 5
     for ((i = 0; i < 26; i++)); do echo "  { name = \"f$i\"; table = \"emb_$i\"; },"; done | sed '$ s/,$//'
     echo ");"
 } >"$work/criteo-tsv.cfg"
+echo 'model = { emb_optimizer = { kind = "adam"; lr = 0.01; }; };' >"$work/adam.cfg"
 
 # Trains TASK at SEED in SETTING: the summary, tagged, to $out.
 run() { # task seed setting
     local task="$1" seed="$2" setting="$3" precision="${3%%-*}" rounding=""
+    case "$setting" in # state-P: fp32 rows, state P; R+state-P: rows R, state P (stochastic)
+        state-*) precision=fp32 ;;
+        *+state-*) precision="${setting%%+*}" ;;
+    esac
     local -a args=(--seed "$seed" --threads 1 --precision "$precision" --json --plot none --metrics none)
-    [ "$setting" != fp32 ] && rounding="${setting#*-}" && args+=(--rounding "$rounding")
+    case "$setting" in
+        fp32) ;;
+        *state-*) rounding=stochastic && args+=(--state-precision "${setting##*state-}") ;;
+        *) rounding="${setting#*-}" && args+=(--rounding "$rounding") ;;
+    esac
     case "$task" in
         criteo-tsv) args+=(--config "$work/criteo-tsv.cfg") ;;
+        builtin-adam) args+=(--config "$work/adam.cfg") ;;
         movies) args+=(--config "$repo/examples/data/movies.cfg" --checkpoint-dir "$work/ckpt") ;;
     esac
     rm -rf "$work/ckpt"
@@ -77,7 +98,7 @@ print(json.dumps({**tag, **summary}))
 PY
 }
 for seed in $seeds; do
-    for task in builtin criteo-tsv movies; do
+    for task in $tasks; do
         for setting in $settings; do # alternating, so a slow spell hits all
             run "$task" "$seed" "$setting"
         done
@@ -89,13 +110,18 @@ import json, sys
 from statistics import mean
 rows = [json.loads(l) for l in open(sys.argv[1])]
 settings = sys.argv[2].split()
-tasks = [t for t in ("builtin", "criteo-tsv", "movies") if any(r["task"] == t for r in rows)]
+tasks = [t for t in ("builtin", "builtin-adam", "criteo-tsv", "movies") if any(r["task"] == t for r in rows)]
 by = {(r["task"], r["setting"], r["seed"]): r for r in rows}
 seeds = sorted({r["seed"] for r in rows})
 
+def label(setting):  # fp16-stochastic: fp16 + stochastic; fp16+state-bf16: fp16 rows + state bf16
+    if "state-" not in setting:
+        return setting.replace("-", " + ")
+    return setting.replace("+", " rows + ").replace("state-", "state ")
+
 def table(title, metric, tasks):
     print(f"{title}: means over seeds {' '.join(map(str, seeds))}")
-    print(f"| task | rows | AUC | log loss | AUC − fp32 | largest \\|AUC − fp32\\| of a seed | seeds below fp32 | log loss − fp32 |")
+    print(f"| task | setting | AUC | log loss | AUC − fp32 | largest \\|AUC − fp32\\| of a seed | seeds below fp32 | log loss − fp32 |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for task in tasks:
         base = [by[(task, "fp32", s)] for s in seeds]
@@ -107,7 +133,7 @@ def table(title, metric, tasks):
                 continue
             da = [metric(r)[0] - metric(b)[0] for r, b in zip(runs, base)]
             dl = [metric(r)[1] - metric(b)[1] for r, b in zip(runs, base)]
-            print(f"| {task} | {setting.replace('-', ' + ')} | {auc:.5f} | {ll:.5f} | {mean(da):+.5f} | "
+            print(f"| {task} | {label(setting)} | {auc:.5f} | {ll:.5f} | {mean(da):+.5f} | "
                   f"{max(abs(d) for d in da):.5f} | {sum(d < 0 for d in da)}/{len(da)} | {mean(dl):+.5f} |")
     print()
 
@@ -125,7 +151,7 @@ if stopped:
             f"{st} {[by[(task, st, s)]['best_step'] for s in seeds]}" for st in settings))
     print()
     print(f"The best evaluation's AUC (the checkpoint keep_best keeps): means over seeds {' '.join(map(str, seeds))}")
-    print("| task | rows | best AUC | AUC − fp32 | largest \\|AUC − fp32\\| of a seed | seeds below fp32 |")
+    print("| task | setting | best AUC | AUC − fp32 | largest \\|AUC − fp32\\| of a seed | seeds below fp32 |")
     print("|---|---|---:|---:|---:|---:|")
     for task in stopped:
         base = [by[(task, "fp32", s)]["best_metric"] for s in seeds]
@@ -135,6 +161,6 @@ if stopped:
                 print(f"| {task} | fp32 | {mean(best):.5f} | | | |")
                 continue
             da = [x - b for x, b in zip(best, base)]
-            print(f"| {task} | {setting.replace('-', ' + ')} | {mean(best):.5f} | {mean(da):+.5f} | "
+            print(f"| {task} | {label(setting)} | {mean(best):.5f} | {mean(da):+.5f} | "
                   f"{max(abs(d) for d in da):.5f} | {sum(d < 0 for d in da)}/{len(da)} |")
 PY

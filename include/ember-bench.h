@@ -93,6 +93,7 @@ typedef struct ember_bench_config {
     ember_evict_policy evict;      /* TTL frees rows unused for 8 steps      */
     ember_row_precision precision; /* every table's rows (default FP32)      */
     ember_rounding rounding;       /* and their rounding (default STOCHASTIC) */
+    ember_row_precision state_precision; /* Adagrad's and Adam's state (FP32) */
     ember_world *world;            /* NULL: a world of one                   */
 } ember_bench_config;
 /* `ember bench`'s defaults: the quick shape (8 x 100000 x 64, batch 1024,

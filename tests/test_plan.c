@@ -1246,10 +1246,11 @@ static void test_ssd_cache_memory(void)
     rmdir(path);
 }
 
-/* Half-precision rows (fp16, bf16) count 2 bytes per element in the plan,
- * encoded inference rows (rows_encoding int8) their encoded bytes and no
- * state, as a real collection holds them, beside an fp32 table and its fp32
- * state; ROW placement splits them per rank as it splits fp32 rows. */
+/* Half-precision rows (fp16, bf16) and state count 2 bytes per element in
+ * the plan, encoded inference rows (rows_encoding int8) their encoded bytes
+ * and no state, as a real collection holds them, beside an fp32 table and
+ * its fp32 state; ROW placement splits them per rank as it splits fp32
+ * rows. */
 static void test_half_rows_memory(void)
 {
     workload w;
@@ -1258,20 +1259,24 @@ static void test_half_rows_memory(void)
     wl_table(&w, "b16", 777, 16, 0, EMBER_OPT_ADAGRAD);
     wl_table(&w, "f32", 1000, 8, 0, EMBER_OPT_SGD);
     wl_table(&w, "q8", 500, 32, 0, EMBER_OPT_ADAGRAD);
+    wl_table(&w, "s16", 400, 8, 0, EMBER_OPT_ADAM);
     w.tables[0].precision = EMBER_PRECISION_FP16;
     w.tables[1].precision = EMBER_PRECISION_BF16;
+    w.tables[1].state_precision = EMBER_PRECISION_FP16;
     w.tables[3].rows_encoding = EMBER_ROWS_INT8;
-    for (int32_t t = 0; t < 4; t++)
+    w.tables[4].state_precision = EMBER_PRECISION_BF16; /* fp32 rows, half state */
+    for (int32_t t = 0; t < 5; t++)
         wl_feature(&w, w.tables[t].name, t, 2, EMBER_COMBINER_SUM);
     ember_collection *coll = NULL;
     CHECK_MSG(ember_collection_create(&w.cfg, &coll) == EMBER_OK, "%s", ember_errmsg(NULL));
     ember_memory mem = {0};
     ember_collection_memory(coll, &mem);
     ember_collection_destroy(coll);
-    int64_t rows = (3001 * 24 + 777 * 16) * 2 + 1000 * 8 * 4 + 500 * (4 + 32), state = (3001 + 777 * 16) * 4;
+    int64_t rows = (3001 * 24 + 777 * 16) * 2 + 1000 * 8 * 4 + 500 * (4 + 32) + 400 * 8 * 4;
+    int64_t state = 3001 * 4 + 777 * 16 * 2 + 400 * 16 * 2;
     plan_workload pw = wl_plan(&w);
     plan_rank_cost pc[4];
-    plan_table_cost tc[4];
+    plan_table_cost tc[5];
     CHECK(plan_predict(&pw, 1, pc, tc) == EMBER_OK);
     CHECK_MSG(pc[0].row_bytes == rows && mem.row_bytes == rows && pc[0].state_bytes == state &&
                   mem.state_bytes == state,
@@ -1281,10 +1286,12 @@ static void test_half_rows_memory(void)
     CHECK(tc[0].row_bytes == 3001 * 24 * 2 && tc[0].max_rank_bytes == 3001 * (24 * 2 + 4));
     wl_place(&w, EMBER_PLACE_ROW, EMBER_EXCHANGE_ROWS, 0);
     CHECK(plan_predict(&pw, 4, pc, tc) == EMBER_OK);
-    CHECK_MSG(pc[0].row_bytes == 751 * 24 * 2 + 195 * 16 * 2 + 250 * 8 * 4 + 125 * 36 && tc[0].max_rank_bytes == 751 * (24 * 2 + 4),
+    CHECK_MSG(pc[0].row_bytes == 751 * 24 * 2 + 195 * 16 * 2 + 250 * 8 * 4 + 125 * 36 + 100 * 8 * 4 &&
+                  tc[0].max_rank_bytes == 751 * (24 * 2 + 4) && tc[4].max_rank_bytes == 100 * (8 * 4 + 16 * 2),
               "ROW over 4 ranks: rank 0 rows %lld, table h16 fullest rank %lld", (long long)pc[0].row_bytes,
               (long long)tc[0].max_rank_bytes);
-    CHECK(ember_tier_rank_bytes(&w.tables[0], 4) == 751 * (24 * 2 + 4) && ember_tier_rank_bytes(&w.tables[3], 4) == 125 * 36);
+    CHECK(ember_tier_rank_bytes(&w.tables[0], 4) == 751 * (24 * 2 + 4) && ember_tier_rank_bytes(&w.tables[3], 4) == 125 * 36 &&
+          ember_tier_rank_bytes(&w.tables[4], 4) == 100 * (8 * 4 + 16 * 2));
     free(w.stats);
 }
 

@@ -84,7 +84,8 @@ static void bench_usage(FILE *f)
             "                          blocking schedule), chosen from the warm-up's counts\n"
             "                          (ember_refresh_hot_rows) before the timed steps\n"
             "  --precision P           every table's rows: fp32 (default), fp16 or bf16\n"
-            "  --rounding R            half rows' rounding: stochastic (default) or nearest\n"
+            "  --rounding R            half rows' and state's rounding: stochastic (default) or nearest\n"
+            "  --state-precision P     Adagrad's and Adam's state: fp32 (default), fp16 or bf16\n"
             "  --dense-ms X            a stand-in for the dense model between forward and\n"
             "                          backward: arithmetic that takes X ms alone, calling\n"
             "                          ember_forward_progress every 50 us of it (0)\n"
@@ -171,6 +172,9 @@ static int parse_enum_flag(bench_opts *o, const char *name, const char *val, int
     } else if (!strcmp(name, "--precision")) {
         if ((k = name_index(val, precision_name, 0, 3)) >= 0)
             c->precision = (ember_row_precision)k;
+    } else if (!strcmp(name, "--state-precision")) {
+        if ((k = name_index(val, precision_name, 0, 3)) >= 0)
+            c->state_precision = (ember_row_precision)k;
     } else if (!strcmp(name, "--rounding")) {
         if ((k = name_index(val, rounding_name, 0, 2)) >= 0)
             c->rounding = (ember_rounding)k;

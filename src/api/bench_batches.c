@@ -44,6 +44,8 @@ static ember_table_config table_of(const bench_run *r, int32_t t, const char *na
     tc.hot_rows = c->hot_rows;
     tc.precision = c->precision;
     tc.rounding = c->rounding;
+    if (ember_state_floats(tc.optimizer.kind, 2) >= 2) /* Adagrad, Adam */
+        tc.state_precision = c->state_precision;
     tc.storage = c->storage;
     tc.cache_bytes = c->cache_bytes;
     tc.cache_policy = c->policy;

@@ -85,7 +85,9 @@ json_t *bench_line_base(const ember_bench_config *c, int32_t ranks)
     json_object_set_new(j, "dense_ms", json_real(c->dense_ms));
     json_object_set_new(j, "hot_rows", json_integer(c->hot_rows));
     json_object_set_new(j, "precision", json_string(ember_precision_name(c->precision)));
-    if (c->precision != EMBER_PRECISION_FP32)
+    if (c->state_precision != EMBER_PRECISION_FP32 && ember_state_floats(c->optimizer, 2) >= 2)
+        json_object_set_new(j, "state_precision", json_string(ember_precision_name(c->state_precision)));
+    if (c->precision != EMBER_PRECISION_FP32 || json_object_get(j, "state_precision"))
         json_object_set_new(j, "rounding", json_string(ember_rounding_name(c->rounding)));
     if (c->storage == EMBER_STORAGE_SSD) {
         json_object_set_new(j, "policy", json_string(ember_cache_policy_name(c->policy)));
@@ -140,8 +142,9 @@ static int over_budget(bench_run *r)
     const ember_bench_config *c = r->c;
     const ember_synth_config *sh = &c->shape;
     double elem = c->precision == EMBER_PRECISION_FP32 ? 4.0 : 2.0;
+    double selem = c->state_precision == EMBER_PRECISION_FP32 || ember_state_floats(c->optimizer, 2) < 2 ? 4.0 : 2.0;
     double est = (double)sh->tables * (double)sh->rows *
-                 (c->dim * elem + (r->train ? 4.0 * ember_state_floats(c->optimizer, c->dim) : 0.0)) *
+                 (c->dim * elem + (r->train ? selem * ember_state_floats(c->optimizer, c->dim) : 0.0)) *
                  rank_share(c, r->R);
     if (est <= c->max_gb * 1e9)
         return 0;
