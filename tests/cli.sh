@@ -269,6 +269,11 @@ check_bench_pairs() {
     expect_status 0 "$EMBER" bench --optimizer sgd,adam --threads 1,2 --iters 2 --warmup 1 \
         --tables 2 --rows 10000 --batch 256 --pooling 4 || return 1
     bench_lines_ok "$TMP/out" "sgd:1 sgd:2 adam:1 adam:2" || return 1
+    # half optimizer state: the line says so (only where the optimizer keeps state per element)
+    expect_status 0 "$EMBER" bench --optimizer sgd,adam --state-precision bf16 --iters 1 --warmup 0 --tables 2 \
+        --rows 1000 --batch 64 --pooling 2 || return 1
+    grep -c '"state_precision":"bf16"' "$TMP/out" | grep -qx 1 || { cat "$TMP/out"; return 1; }
+    grep '"optimizer":"adam"' "$TMP/out" | grep -q '"state_precision":"bf16"' || { cat "$TMP/out"; return 1; }
 }
 CHECKS+=(bench_pairs)
 
@@ -289,7 +294,8 @@ CHECKS+=(bench_preset)
 check_bench_usage_errors() {
     local bad
     for bad in "--dim 0" "--dim=2000" "--optimizer foo" "--optimizer sgd,foo" "--threads 0" \
-        "--iters 0" "--rows 0" "--tables x" "--dist normal" "--alpha 0" "--precision fp8" "--rounding up"; do
+        "--iters 0" "--rows 0" "--tables x" "--dist normal" "--alpha 0" "--precision fp8" "--rounding up" \
+        "--state-precision fp64"; do
         expect_status 2 "$EMBER" bench $bad || return 1
         grep -q -- "${bad%%[ =]*}" "$TMP/err" || { echo "stderr does not name the flag"; return 1; }
         [ ! -s "$TMP/out" ] || { echo "stdout not empty: $bad"; return 1; }
