@@ -1,7 +1,9 @@
 /*
- * store_quant.c: the memory tier for encoded rows (ember_table_config.
- * rows_encoding; docs/inference.md, "Quantized tables"): fp16, int8 or int4
- * rows (quant/quant.h's layout) in one huge-page mapping, nothing else.
+ * store_quant.c: the memory tier for encoded rows or state: fp16, int8 or
+ * int4 inference rows (ember_table_config.rows_encoding; docs/inference.md,
+ * "Quantized tables"; quant/quant.h's layout), half-precision training rows
+ * and half optimizer state (precision, state_precision; docs/precision.md),
+ * each in one huge-page mapping.
  *
  * The forward reads the encoded rows directly (lookup/pool.c hands them to the
  * fused dequantize-and-pool kernel).  Everything that goes through

@@ -1,6 +1,6 @@
 /*
- * store_quant.h: the store of encoded rows (store_quant.c; docs/inference.md,
- * "Quantized tables").
+ * store_quant.h: the store of encoded rows or half state (store_quant.c;
+ * docs/inference.md, "Quantized tables"; docs/precision.md).
  */
 #ifndef EMBER_TIER_STORE_QUANT_H
 #define EMBER_TIER_STORE_QUANT_H
