@@ -415,7 +415,8 @@ typedef struct ember_table_config {
      * row's (state vector j, Adagrad's sum or Adam's m then v, from stream
      * 4 + j).  State reads return the halves' values as fp32; writes and
      * loads round to nearest.  With rows of any precision; memory tier, not
-     * encoded inference rows. */
+     * encoded inference rows.  Take BF16: typical gradients' squares fall
+     * below fp16's range, and training with FP16 state can diverge. */
     ember_row_precision state_precision;
 } ember_table_config;
 

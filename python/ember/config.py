@@ -101,7 +101,7 @@ class TableConfig:
     exchange: str = "rows"         # rows, pooled
     precision: str = "fp32"        # the rows' training precision: fp32, fp16, bf16
     rounding: str = "stochastic"   # half rows and state: stochastic, nearest
-    state_precision: str = "fp32"  # Adagrad's and Adam's state: fp32, fp16, bf16
+    state_precision: str = "fp32"  # Adagrad's and Adam's state: fp32, bf16 (fp16 underflows)
 
     def _tuple(self) -> tuple:
         o = self.optimizer
