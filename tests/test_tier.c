@@ -538,8 +538,9 @@ static void cache_bytes_rule(void)
 /* A row's record holds its values and state as the table does (docs/tiers.md,
  * "The store file"): dim 128 fp16 rows with row-wise Adagrad's one float take
  * 256 + 4 bytes, one 512-byte sector under O_DIRECT (fp32 rows: 516, two);
- * dim 64 Adam with bf16 rows and state, 128 + 256.  The store file and the
- * planner count the same. */
+ * dim 64 Adam with bf16 rows and state, 128 + 256.  The store file holds
+ * rows x stride bytes (the record itself when the filesystem refuses
+ * O_DIRECT). */
 static void record_stride(void)
 {
     CHECK(ember_ssd_record_bytes(128, 1, 1, 0) == 260 && ember_ssd_stride(ember_ssd_record_bytes(128, 1, 1, 0)) == 512);
