@@ -335,8 +335,11 @@ typedef struct ember_table_config {
     int64_t cache_bytes;       /* SSD: DRAM for the cached rows, their state
                                   and the cache's bookkeeping, per rank; it
                                   holds min(rows, (cache_bytes - 8 x
-                                  ceil(rows / 64)) / (4 (dim + state) + 38,
-                                  + 16 LFU, + 24 LOOKAHEAD)) rows, rows = the
+                                  ceil(rows / 64)) / (record + 38, + 16 LFU,
+                                  + 24 LOOKAHEAD)) rows, record = a row's
+                                  values and state as held: 4 bytes an
+                                  element, 2 for half rows (precision) or
+                                  half state (state_precision); rows = the
                                   table's rows on the rank (docs/tiers.md,
                                   "The cache"); 0 = the collection's
                                   ssd_cache_bytes                             */
@@ -401,9 +404,10 @@ typedef struct ember_table_config {
      * bit-identical for any thread count.  Optimizer state: state_precision.
      * Row reads return the rows' values as fp32; row writes and loads round
      * to nearest (an fp16 table refuses values beyond 65504, named).
-     * Memory tier (fixed or dynamic tables, any placement, hot rows too), no
-     * simulated quantization, rows_encoding FP32; anything else is refused
-     * at create. */
+     * Either tier (fixed or dynamic tables, any placement, hot rows too in
+     * memory; the SSD tier caches and stores the halves as they are, 2
+     * bytes an element), no simulated quantization, rows_encoding FP32;
+     * anything else is refused at create. */
     ember_row_precision precision;
     ember_rounding rounding;
     /* Precision of the optimizer state (docs/precision.md, "Optimizer
@@ -414,9 +418,10 @@ typedef struct ember_table_config {
      * rounded by `rounding`; stochastic rounding draws bits apart from the
      * row's (state vector j, Adagrad's sum or Adam's m then v, from stream
      * 4 + j).  State reads return the halves' values as fp32; writes and
-     * loads round to nearest.  With rows of any precision; memory tier, not
-     * encoded inference rows.  Take BF16: typical gradients' squares fall
-     * below fp16's range, and training with FP16 state can diverge. */
+     * loads round to nearest.  With rows of any precision, on either tier
+     * (the SSD tier caches and stores the halves); not with encoded
+     * inference rows.  Take BF16: typical gradients' squares fall below
+     * fp16's range, and training with FP16 state can diverge. */
     ember_row_precision state_precision;
 } ember_table_config;
 

@@ -156,8 +156,11 @@ static void trial(test_rng *r, int ix, ember_world *world)
         d->storage = EMBER_STORAGE_SSD;
         d->path = dir;
         d->cache_policy = ix % 8 == 7 ? EMBER_CACHE_LOOKAHEAD : EMBER_CACHE_LRU;
-        d->cache_bytes = ember_ssd_cache_bytes_for(200, d->capacity, d->dim,
-                                                   ember_state_floats(d->optimizer.kind, d->dim), d->cache_policy);
+        if (ix % 8 == 3) { /* half rows there too, in the cache's slots and the store file */
+            d->precision = EMBER_PRECISION_FP16;
+            d->rounding = EMBER_ROUND_NEAREST;
+        }
+        d->cache_bytes = ember_ssd_cache_bytes_for(200, d->capacity, test_ssd_record_bytes(d), d->cache_policy);
         tc->cfg.io_threads = 2;
         tc->cfg.lookahead = (int32_t)test_range(r, 1, 4);
         ahead = d->cache_policy == EMBER_CACHE_LOOKAHEAD ? tc->cfg.lookahead : 0;
@@ -323,8 +326,8 @@ static void lookahead_owners(test_rng *r, ember_world *world)
         x->storage = EMBER_STORAGE_SSD;
         x->path = dir;
         x->cache_policy = EMBER_CACHE_LOOKAHEAD;
-        x->cache_bytes = ember_ssd_cache_bytes_for(rows, t ? x->rows : x->capacity, x->dim,
-                                                   ember_state_floats(x->optimizer.kind, x->dim), EMBER_CACHE_LOOKAHEAD);
+        x->cache_bytes = ember_ssd_cache_bytes_for(rows, t ? x->rows : x->capacity, test_ssd_record_bytes(x),
+                                                   EMBER_CACHE_LOOKAHEAD);
     }
     mpi_context("lookahead owners (cache of %lld rows of the dynamic table)", (long long)(step_keys + 2));
     ember_collection *A = mpi_create(&tc->cfg, "lookahead"), *M = mpi_create(&mem->cfg, "memory twin");

@@ -10,7 +10,8 @@
  * random policy (LRU, LFU, lookahead with ember_prefetch of the next step's
  * local slice) and a random cache from a few rows to the whole table; a
  * cache too small for one step is refused with EMBER_ELIMIT on every rank and
- * the trial runs again with a larger one.  memcmp, no tolerance: the tier
+ * the trial runs again with a larger one.  Some tables train with half rows
+ * and some Adagrad and Adam ones with half state (docs/precision.md).  memcmp, no tolerance: the tier
  * never changes the arithmetic, whatever the placement.
  */
 #include <sys/stat.h>
@@ -35,6 +36,13 @@ static test_config *random_config(test_rng *r, int trial, ember_world *world)
         tb->placement = trial % 5 < 4 ? (ember_placement)(trial % 5) : (ember_placement)test_range(r, 0, 4);
         tb->exchange = (ember_exchange)test_range(r, 0, 2);
         tb->owner = (int32_t)test_range(r, 0, W);
+        if (!tb->quant_buckets && test_range(r, 0, 3) == 0) {
+            tb->precision = test_range(r, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16;
+            tb->rounding = test_range(r, 0, 3) ? EMBER_ROUND_STOCHASTIC : EMBER_ROUND_NEAREST;
+        }
+        if (!tb->quant_buckets && (tb->optimizer.kind == EMBER_OPT_ADAGRAD || tb->optimizer.kind == EMBER_OPT_ADAM) &&
+            test_range(r, 0, 2))
+            tb->state_precision = test_range(r, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16;
     }
     tc->cfg.num_shards = 0; /* the world size */
     tc->cfg.threads = 1 + trial % 2;
@@ -102,8 +110,8 @@ static void trial(test_rng *r, int ix, ember_world *world)
         for (int32_t t = 0; t < cc->cfg.num_tables; t++) {
             ember_table_config *t_ = &cc->tables[t];
             t_->storage = EMBER_STORAGE_SSD;
-            t_->cache_bytes = ember_ssd_cache_bytes_for(cached, t_->rows, t_->dim, /* the whole table's bitmap: */
-                                                        ember_state_floats(t_->optimizer.kind, t_->dim), pol); /* >= a rank's */
+            t_->cache_bytes = ember_ssd_cache_bytes_for(cached, t_->rows, /* the whole table's bitmap: >= a rank's */
+                                                        test_ssd_record_bytes(t_), pol);
         }
         ember_collection *ssd = mpi_create(&cc->cfg, "ssd");
         int src = ssd ? run(ssd, tc, lb, g, start, gb, got, pol == EMBER_CACHE_LOOKAHEAD) : EMBER_EINVAL;

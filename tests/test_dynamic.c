@@ -379,15 +379,13 @@ static void test_streams(test_rng *r)
                     tc->cfg.lookahead = (int32_t)test_range(r, 1, 4);
                 }
                 d->cache_bytes = /* 121 rows: a batch's distinct rows fit (20 x 3 x 2); fewer than the table's */
-                    ember_ssd_cache_bytes_for(121, d->capacity, d->dim, ember_state_floats(d->optimizer.kind, d->dim),
-                                              d->cache_policy);
+                    ember_ssd_cache_bytes_for(121, d->capacity, test_ssd_record_bytes(d), d->cache_policy);
                 if (d->cache_policy == EMBER_CACHE_LOOKAHEAD) { /* the fixed table too: rows and keys announced */
                     ember_table_config *f = &tc->tables[1];
                     f->storage = EMBER_STORAGE_SSD;
                     f->path = dirs[t];
                     f->cache_policy = EMBER_CACHE_LOOKAHEAD;
-                    f->cache_bytes = ember_ssd_cache_bytes_for(40, f->rows, f->dim,
-                                                               ember_state_floats(f->optimizer.kind, f->dim),
+                    f->cache_bytes = ember_ssd_cache_bytes_for(40, f->rows, test_ssd_record_bytes(f),
                                                                EMBER_CACHE_LOOKAHEAD);
                 }
             }
@@ -801,7 +799,7 @@ static void test_lookahead(void)
     d->path = dir;
     d->cache_policy = EMBER_CACHE_LOOKAHEAD;
     d->cache_bytes =
-        ember_ssd_cache_bytes_for(24, d->capacity, 4, ember_state_floats(d->optimizer.kind, 4), EMBER_CACHE_LOOKAHEAD);
+        ember_ssd_cache_bytes_for(24, d->capacity, test_ssd_record_bytes(d), EMBER_CACHE_LOOKAHEAD);
     tc->cfg.lookahead = 2;
     tc->cfg.io_threads = 2;
     CHECK_MSG(ember_collection_create(&tc->cfg, &c) == EMBER_OK, "%s", ember_errmsg(NULL));
@@ -858,7 +856,7 @@ static void test_lookahead_no_rows(void)
     d->path = dir;
     d->cache_policy = EMBER_CACHE_LOOKAHEAD;
     d->cache_bytes =
-        ember_ssd_cache_bytes_for(20, d->capacity, 4, ember_state_floats(d->optimizer.kind, 4), EMBER_CACHE_LOOKAHEAD);
+        ember_ssd_cache_bytes_for(20, d->capacity, test_ssd_record_bytes(d), EMBER_CACHE_LOOKAHEAD);
     tc->cfg.lookahead = 2;
     tc->cfg.io_threads = 2;
     CHECK_MSG(ember_collection_create(&tc->cfg, &c) == EMBER_OK, "%s", ember_errmsg(NULL));

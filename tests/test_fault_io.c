@@ -180,7 +180,10 @@ static void newest_is(const char *ck, int64_t want_step, const char *what)
 
 /* ------------------------------------------------------------- the run */
 
-static void one_mode(test_rng *r, int buffered)
+/* buffered: through the page cache, else O_DIRECT; half: fp16 rows on the
+ * row-wise Adagrad table, bf16 rows and state on the Adam one (smaller
+ * records, the same failures). */
+static void one_mode(test_rng *r, int buffered, int half)
 {
     test_config *tc = test_config_new(2, 2);
     for (int32_t t = 0; t < 2; t++) {
@@ -189,23 +192,28 @@ static void one_mode(test_rng *r, int buffered)
         tc->tables[t].optimizer = test_optimizer_random(r, t ? EMBER_OPT_ADAM : EMBER_OPT_ROWWISE_ADAGRAD);
         tc->features[t].table = t;
     }
+    if (half) {
+        tc->tables[0].precision = EMBER_PRECISION_FP16;
+        tc->tables[1].precision = EMBER_PRECISION_BF16;
+        tc->tables[1].state_precision = EMBER_PRECISION_BF16;
+    }
     tc->cfg.seed = test_next(r);
     tc->cfg.threads = 2;
     steps st;
     make_steps(r, tc, &st);
     char dir[PATH_MAX + 16], ck[PATH_MAX + 16];
-    snprintf(dir, sizeof dir, "%s/store%d", root, buffered);
-    snprintf(ck, sizeof ck, "%s/ck%d", root, buffered);
+    snprintf(dir, sizeof dir, "%s/store%d%d", root, buffered, half);
+    snprintf(ck, sizeof ck, "%s/ck%d%d", root, buffered, half);
     mkdir(dir, 0700);
     test_config *cc = test_config_copy(tc);
     cc->cfg.ssd_dir = dir;
     cc->cfg.ssd_policy = EMBER_CACHE_LRU;
     cc->cfg.io_threads = 4; /* concurrent pwrites into the shim */
     cc->cfg.ssd_buffered = buffered;
-    for (int32_t t = 0; t < 2; t++) { /* 500 of 2000 rows (docs/tiers.md: 4 (dim + sf) + 34 bytes a
-                                         row under LRU): dirty rows are evicted every step */
+    for (int32_t t = 0; t < 2; t++) { /* about 500 of 2000 rows (docs/tiers.md: a record + 38 bytes a row
+                                         under LRU): dirty rows are evicted every step */
         cc->tables[t].storage = EMBER_STORAGE_SSD;
-        cc->tables[t].cache_bytes = 500 * (4 * (8 + ember_state_floats(cc->tables[t].optimizer.kind, 8)) + 34);
+        cc->tables[t].cache_bytes = 500 * (test_ssd_record_bytes(&cc->tables[t]) + 34);
     }
     ember_collection *mem = NULL, *ssd = NULL;
     CHECK(ember_collection_create(&tc->cfg, &mem) == EMBER_OK);
@@ -474,8 +482,9 @@ int main(int argc, char **argv)
     char log[PATH_MAX + 16];
     snprintf(log, sizeof log, "%s/fault.log", root); /* the shim's line per injected failure */
     setenv("EMBER_FAULT_LOG", log, 1);
-    one_mode(&r, 0);
-    one_mode(&r, 1);
+    one_mode(&r, 0, 0);
+    one_mode(&r, 1, 0);
+    one_mode(&r, 0, 1);
     output_late_failures();
     rm_tree(root);
     return check_report("test_fault_io");

@@ -1196,7 +1196,8 @@ static void test_dynamic_memory(void)
  * applies (tier.h, docs/tiers.md "The cache"), so plan_predict's row bytes
  * of a world of one equal a real collection's rows, state and cache
  * bookkeeping: caches that hold part of a table (by policy), one that holds
- * the whole table with bytes to spare, and a dynamic table's. */
+ * the whole table with bytes to spare, a dynamic table's, and caches of
+ * half rows and half state (2 bytes an element of a cached row). */
 static void test_ssd_cache_memory(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -1208,14 +1209,16 @@ static void test_ssd_cache_memory(void)
     }
     static const int64_t caches[] = {5000, 20001, 40000, 1 << 20};
     const double pooling[1] = {1};
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 7; i++) {
         workload w;
-        if (i < 4) {
+        if (i < 4 || i > 4) {
             wl_init(&w, 64);
-            wl_table(&w, "t", 1000, 8, 1, EMBER_OPT_ADAGRAD);
+            wl_table(&w, "t", 1000, 8, 1, i == 6 ? EMBER_OPT_ROWWISE_ADAGRAD : EMBER_OPT_ADAGRAD);
             wl_feature(&w, "f", 0, 2, EMBER_COMBINER_SUM);
-            w.tables[0].cache_bytes = caches[i];
+            w.tables[0].cache_bytes = caches[i % 4];
             w.tables[0].cache_policy = (ember_cache_policy)(1 + i % 3);
+            w.tables[0].precision = i == 5 ? EMBER_PRECISION_FP16 : i == 6 ? EMBER_PRECISION_BF16 : EMBER_PRECISION_FP32;
+            w.tables[0].state_precision = i == 5 ? EMBER_PRECISION_BF16 : EMBER_PRECISION_FP32;
         } else {
             wl_dynamic(&w, 64, 4000, 1.1, 1, pooling, 1, 500);
             w.tables[0].cache_bytes = 9000;

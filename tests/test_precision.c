@@ -451,16 +451,13 @@ static void writes_and_refusals(void)
     tc->tables[0].optimizer = ember_optimizer_default(EMBER_OPT_SGD);
     tc->tables[0].state_precision = EMBER_PRECISION_FP32;
 
-    static const char *const state_what[] = {"row-wise Adagrad", "SGD", "SSD tier"};
-    for (int i = 0; i < 3; i++) {
+    static const char *const state_what[] = {"row-wise Adagrad", "SGD"}; /* the SSD tier takes it (test_tier.c) */
+    for (int i = 0; i < 2; i++) {
         test_config *bad = test_config_copy(tc);
         ember_table_config *tb = &bad->tables[0];
         tb->state_precision = EMBER_PRECISION_FP16;
-        tb->optimizer = ember_optimizer_default(i == 0 ? EMBER_OPT_ROWWISE_ADAGRAD : i == 1 ? EMBER_OPT_SGD
-                                                                                            : EMBER_OPT_ADAGRAD);
+        tb->optimizer = ember_optimizer_default(i == 0 ? EMBER_OPT_ROWWISE_ADAGRAD : EMBER_OPT_SGD);
         tb->precision = EMBER_PRECISION_FP32;
-        if (i == 2)
-            tb->storage = EMBER_STORAGE_SSD;
         c = NULL;
         CHECK_MSG(ember_collection_create(&bad->cfg, &c) == EMBER_EINVAL && strstr(ember_errmsg(NULL), tb->name) &&
                       strstr(ember_errmsg(NULL), "state"),
@@ -469,16 +466,15 @@ static void writes_and_refusals(void)
         test_config_free(bad);
     }
 
-    static const char *const what[] = {"SSD tier", "simulated quantization", "encoded rows"};
-    for (int i = 0; i < 3; i++) {
+    static const char *const what[] = {"simulated quantization", "encoded rows"}; /* SSD: test_tier.c */
+    for (int i = 0; i < 2; i++) {
         test_config *bad = test_config_copy(tc);
         ember_table_config *tb = &bad->tables[0];
         tb->precision = EMBER_PRECISION_BF16;
-        switch (i) {
-        case 0: tb->storage = EMBER_STORAGE_SSD; break;
-        case 1: tb->quant_buckets = 16, tb->quant_low = -1, tb->quant_high = 1; break;
-        case 2: tb->rows_encoding = EMBER_ROWS_FP16; break;
-        }
+        if (i == 0)
+            tb->quant_buckets = 16, tb->quant_low = -1, tb->quant_high = 1;
+        else
+            tb->rows_encoding = EMBER_ROWS_FP16;
         c = NULL;
         CHECK_MSG(ember_collection_create(&bad->cfg, &c) == EMBER_EINVAL && strstr(ember_errmsg(NULL), tb->name),
                   "bf16 with %s: %s", what[i], ember_errmsg(NULL));

@@ -3,7 +3,7 @@
  *
  * Random configs (every optimizer, combiners, weights, dedup, stacking,
  * bounds = drop, debug checks, limits that drop ids or split the batch into
- * mini-batches) run the same steps on a memory collection and on SSD
+ * mini-batches, half rows and half optimizer state rounded either way) run the same steps on a memory collection and on SSD
  * collections with a random policy (LRU, LFU, lookahead with announced
  * batches), 1 or 2 threads, and a random cache from a few rows to the whole
  * table (a cache too small for one step's rows gets EMBER_ELIMIT, checked,
@@ -13,7 +13,9 @@
  * load into the other, injected I/O failures (write-back at eviction, at
  * save, reads) fail with EMBER_EIO naming table and file and change
  * nothing, and bad folders, locked files, too-small filesystems and caches
- * that hold no row are refused with their names.
+ * that hold no row are refused with their names.  The cache's and the store
+ * file's sizes follow the rule of docs/tiers.md, half rows and state at 2
+ * bytes an element.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include "collection/collection.h"
+#include "tier/ssd_impl.h"
 #include "tier/tier.h"
 #include "util.h"
 
@@ -121,14 +124,33 @@ static test_config *ssd_config(test_rng *r, const test_config *tc, const char *d
         t_->storage = EMBER_STORAGE_SSD;
         int64_t k = rows_cached < t_->rows ? rows_cached : t_->rows;
         t_->cache_bytes =
-            ember_ssd_cache_bytes_for(k, t_->rows, t_->dim, ember_state_floats(t_->optimizer.kind, t_->dim), pol);
+            ember_ssd_cache_bytes_for(k, t_->rows, test_ssd_record_bytes(t_), pol);
     }
     return cc;
+}
+
+/* Half rows (fp16 or bf16, rounded stochastically or to nearest) on about
+ * a third of the tables, half state on about half the Adagrad and Adam
+ * ones, with rows of any precision (docs/precision.md). */
+static void half_precisions(test_rng *r, test_config *tc)
+{
+    for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
+        ember_table_config *tb = &tc->tables[t];
+        if (tb->quant_buckets)
+            continue;
+        if (test_range(r, 0, 3) == 0) {
+            tb->precision = test_range(r, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16;
+            tb->rounding = test_range(r, 0, 3) ? EMBER_ROUND_STOCHASTIC : EMBER_ROUND_NEAREST;
+        }
+        if ((tb->optimizer.kind == EMBER_OPT_ADAGRAD || tb->optimizer.kind == EMBER_OPT_ADAM) && test_range(r, 0, 2))
+            tb->state_precision = test_range(r, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16;
+    }
 }
 
 static void one_config(test_rng *r, int ix)
 {
     test_config *tc = test_config_random(r, 4, 6, 300, 3000);
+    half_precisions(r, tc);
     tc->cfg.debug_checks = (int)test_range(r, 0, 2);
     for (int32_t t = 0; t < tc->cfg.num_tables; t++)
         if (test_range(r, 0, 3) == 0) { /* limits: dropped ids and mini-batches on the SSD tier too */
@@ -197,8 +219,10 @@ static void one_config(test_rng *r, int ix)
     test_config_free(tc);
 }
 
-/* A small fixed config for the checkpoint and fault tests. */
-static test_config *fixed_config(test_rng *r)
+/* A small fixed config for the checkpoint and fault tests; half: fp16
+ * rows on the row-wise Adagrad table, bf16 rows and fp16 state on the Adam
+ * one. */
+static test_config *fixed_config(test_rng *r, int half)
 {
     test_config *tc = test_config_new(2, 2);
     for (int32_t t = 0; t < 2; t++) {
@@ -207,14 +231,19 @@ static test_config *fixed_config(test_rng *r)
         tc->tables[t].optimizer = test_optimizer_random(r, t ? EMBER_OPT_ADAM : EMBER_OPT_ROWWISE_ADAGRAD);
         tc->features[t].table = t;
     }
+    if (half) {
+        tc->tables[0].precision = EMBER_PRECISION_FP16;
+        tc->tables[1].precision = EMBER_PRECISION_BF16;
+        tc->tables[1].state_precision = EMBER_PRECISION_FP16;
+    }
     tc->cfg.seed = test_next(r);
     tc->cfg.threads = 1;
     return tc;
 }
 
-static void checkpoints(test_rng *r)
+static void checkpoints(test_rng *r, int half)
 {
-    test_config *tc = fixed_config(r);
+    test_config *tc = fixed_config(r, half);
     steps st;
     make_steps(r, tc, &st, 1);
     char dir[300], ck1[300], ck2[300];
@@ -271,9 +300,9 @@ static void checkpoints(test_rng *r)
 /* Injected I/O failures: the failing call names table and file; a retry
  * without the fault gives exactly the memory tier's results, and the last
  * checkpoint stays loadable. */
-static void faults(test_rng *r)
+static void faults(test_rng *r, int half)
 {
-    test_config *tc = fixed_config(r);
+    test_config *tc = fixed_config(r, half);
     steps st;
     make_steps(r, tc, &st, 1);
     char dir[300], ck[300];
@@ -352,7 +381,7 @@ static void faults(test_rng *r)
 /* Debug checks name the table's row, not the cache slot that holds it. */
 static void nan_names_row(test_rng *r)
 {
-    test_config *tc = fixed_config(r);
+    test_config *tc = fixed_config(r, 0);
     tc->cfg.debug_checks = 1;
     char dir[300];
     snprintf(dir, sizeof dir, "%s/nan", root);
@@ -382,7 +411,7 @@ static void nan_names_row(test_rng *r)
 
 static void bad_setups(test_rng *r)
 {
-    test_config *tc = fixed_config(r);
+    test_config *tc = fixed_config(r, 0);
     char dir[300];
     snprintf(dir, sizeof dir, "%s/b", root);
     mkdir(dir, 0700);
@@ -433,15 +462,15 @@ static void bad_setups(test_rng *r)
 }
 
 /* The cache's byte rule (docs/tiers.md, "The cache"), written out here
- * from the doc: a cached row costs 4 (dim + state) + 38 bytes, + 16 for LFU
- * and + 24 for lookahead, and the bitmap of the rank's rows costs 8 bytes
+ * from the doc: a cached row costs 4 (dim + state) + 38 bytes (2 bytes an
+ * element of half rows or half state), + 16 for LFU and + 24 for lookahead, and the bitmap of the rank's rows costs 8 bytes
  * per 64 rows (rounded up), all out of cache_bytes.  For k = 1..4 and 7
  * rows: the smallest cache_bytes that hold k rows, one byte less (k - 1),
  * and the largest that holds k (k + 1 rows' bytes less one); the DRAM the
  * collection reports (rows, state, cache bookkeeping) is what the rule
  * charges, never more than cache_bytes.  Tables of 10, 64, 65 and 1000
  * rows (bitmaps of 8, 8, 16 and 128 bytes), dims 1 and 4, SGD and Adagrad
- * (state dim). */
+ * (state dim), fp32, and fp16 rows with bf16 state. */
 static void cache_bytes_rule(void)
 {
     char dir[300];
@@ -454,10 +483,10 @@ static void cache_bytes_rule(void)
     for (int ri = 0; ri < 4; ri++)
         for (int pi = 0; pi < 3; pi++)
             for (int32_t dim = 1; dim <= 4; dim += 3)
-                for (int opt = 0; opt < 2; opt++) {
+                for (int opt = 0; opt < 4; opt++) {
                     int64_t rows = rows_of[ri];
-                    int32_t sf = opt ? dim : 0;
-                    int64_t per = 4 * (dim + sf) + 38 + extra[pi], bitmap = 8 * ((rows + 63) / 64);
+                    int32_t sf = opt % 2 ? dim : 0, half = opt >= 2, eb = half ? 2 : 4;
+                    int64_t per = eb * (dim + sf) + 38 + extra[pi], bitmap = 8 * ((rows + 63) / 64);
                     for (int64_t k = 1; k <= 7; k += k < 4 ? 1 : 3) {
                         int64_t exact = k * per + bitmap;
                         int64_t tries[3][2] = {{exact, k}, {exact - 1, k - 1}, {exact + per - 1, k}};
@@ -466,7 +495,11 @@ static void cache_bytes_rule(void)
                             ember_table_config *t = &tc->tables[0];
                             t->rows = rows;
                             t->dim = dim;
-                            t->optimizer = ember_optimizer_default(opt ? EMBER_OPT_ADAGRAD : EMBER_OPT_SGD);
+                            t->optimizer = ember_optimizer_default(opt % 2 ? EMBER_OPT_ADAGRAD : EMBER_OPT_SGD);
+                            if (half) {
+                                t->precision = EMBER_PRECISION_FP16;
+                                t->state_precision = sf ? EMBER_PRECISION_BF16 : EMBER_PRECISION_FP32;
+                            }
                             t->storage = EMBER_STORAGE_SSD;
                             t->cache_policy = pols[pi];
                             t->cache_bytes = tries[j][0];
@@ -485,9 +518,10 @@ static void cache_bytes_rule(void)
                                                : st == EMBER_OK && ts.cache_rows == want &&
                                                      dram == want * per + bitmap && dram <= t->cache_bytes;
                             CHECK_MSG(ok,
-                                      "rows %lld dim %d %s policy %d: cache_bytes %lld (%lld rows of %lld bytes + "
+                                      "rows %lld dim %d %s%s policy %d: cache_bytes %lld (%lld rows of %lld bytes + "
                                       "%lld of bitmap%s) holds %lld rows, %lld bytes of DRAM (status %d); want %lld",
-                                      (long long)rows, dim, opt ? "adagrad" : "sgd", (int)pols[pi],
+                                      (long long)rows, dim, opt % 2 ? "adagrad" : "sgd", half ? " half" : "",
+                                      (int)pols[pi],
                                       (long long)t->cache_bytes, (long long)k, (long long)per, (long long)bitmap,
                                       j == 1 ? ", less one" : j == 2 ? ", plus a row less one" : "",
                                       (long long)ts.cache_rows, (long long)dram, st, (long long)want);
@@ -498,6 +532,60 @@ static void cache_bytes_rule(void)
                     }
                 }
     printf("cache bytes rule: %d caches\n", cases);
+    rmdir(dir);
+}
+
+/* A row's record holds its values and state as the table does (docs/tiers.md,
+ * "The store file"): dim 128 fp16 rows with row-wise Adagrad's one float take
+ * 256 + 4 bytes, one 512-byte sector under O_DIRECT (fp32 rows: 516, two);
+ * dim 64 Adam with bf16 rows and state, 128 + 256.  The store file holds
+ * rows x stride bytes (the record itself when the filesystem refuses
+ * O_DIRECT). */
+static void record_stride(void)
+{
+    CHECK(ember_ssd_record_bytes(128, 1, 1, 0) == 260 && ember_ssd_stride(ember_ssd_record_bytes(128, 1, 1, 0)) == 512);
+    CHECK(ember_ssd_record_bytes(128, 1, 0, 0) == 516 && ember_ssd_stride(ember_ssd_record_bytes(128, 1, 0, 0)) == 1024);
+    CHECK(ember_ssd_record_bytes(64, 128, 1, 1) == 384 && ember_ssd_stride(384) == 512);
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/stride", root);
+    mkdir(dir, 0700);
+    static const struct {
+        ember_row_precision rows, state;
+        ember_optimizer_kind opt;
+        int32_t dim;
+        int64_t rec, direct;
+    } cases[] = {
+        {EMBER_PRECISION_FP16, EMBER_PRECISION_FP32, EMBER_OPT_ROWWISE_ADAGRAD, 128, 260, 512},
+        {EMBER_PRECISION_FP32, EMBER_PRECISION_FP32, EMBER_OPT_ROWWISE_ADAGRAD, 128, 516, 1024},
+        {EMBER_PRECISION_BF16, EMBER_PRECISION_BF16, EMBER_OPT_ADAM, 64, 384, 512},
+        {EMBER_PRECISION_FP32, EMBER_PRECISION_FP16, EMBER_OPT_ADAGRAD, 100, 600, 1024},
+    };
+    for (int i = 0; i < 4; i++) {
+        test_config *tc = test_config_new(1, 1);
+        ember_table_config *t = &tc->tables[0];
+        t->rows = 1000;
+        t->dim = cases[i].dim;
+        t->optimizer = ember_optimizer_default(cases[i].opt);
+        t->precision = cases[i].rows;
+        t->state_precision = cases[i].state;
+        t->storage = EMBER_STORAGE_SSD;
+        t->cache_bytes = 1 << 20;
+        t->path = dir;
+        tc->cfg.io_threads = 1;
+        ember_collection *c = NULL;
+        CHECK_MSG(ember_collection_create(&tc->cfg, &c) == EMBER_OK, "%s", ember_errmsg(NULL));
+        if (c) {
+            const ssd_store *s = (const ssd_store *)c->ptables[0].store;
+            ember_memory mem;
+            ember_collection_memory(c, &mem);
+            int64_t want = s->direct ? cases[i].direct : cases[i].rec;
+            CHECK_MSG(s->rec_bytes == cases[i].rec && mem.disk_bytes == 1000 * want,
+                      "case %d: record %lld bytes, store file %lld bytes (want %lld x 1000, O_DIRECT %d)", i,
+                      (long long)s->rec_bytes, (long long)mem.disk_bytes, (long long)want, s->direct);
+        }
+        ember_collection_destroy(c);
+        test_config_free(tc);
+    }
     rmdir(dir);
 }
 
@@ -513,11 +601,14 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < 24; i++)
         one_config(&r, i);
-    checkpoints(&r);
-    faults(&r);
+    for (int half = 0; half < 2; half++) {
+        checkpoints(&r, half);
+        faults(&r, half);
+    }
     nan_names_row(&r);
     bad_setups(&r);
     cache_bytes_rule();
+    record_stride();
     rmdir(root);
     return check_report("test_tier");
 }

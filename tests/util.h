@@ -23,6 +23,7 @@
 #include "ember-train.h"
 #include "ember.h"
 #include "ref/ref.h"
+#include "tier/ssd_size.h"
 
 /* ------------------------------------------------------------- seed, rng */
 
@@ -498,6 +499,14 @@ static inline int test_check_close_mag_(const float *a, const float *b, const fl
 }
 #define TEST_CHECK_CLOSE_MAG(a, b, mag, n, rtol, mtol, what) \
     test_check_close_mag_((a), (b), (mag), (int64_t)(n), (rtol), (mtol), (what), __FILE__, __LINE__)
+
+/* Bytes of one row's record on the SSD tier (tier/ssd_size.h): its values and
+ * state as table t holds them (halves for half rows or state). */
+static inline int64_t test_ssd_record_bytes(const ember_table_config *t)
+{
+    return ember_ssd_record_bytes(t->dim, ember_state_floats(t->optimizer.kind, t->dim),
+                                  t->precision != EMBER_PRECISION_FP32, t->state_precision != EMBER_PRECISION_FP32);
+}
 
 /* 1 when every table and state of a and b is bitwise equal (same cfg). */
 static inline int test_tables_identical(const ember_collection *a, const ember_collection *b,

@@ -48,13 +48,16 @@ static int half_encoding(ember_row_precision p)
 }
 
 /* The store of physical table p: memory, or the SSD tier (a rank that holds
- * none of its rows keeps an empty memory store). */
+ * none of its rows keeps an empty memory store).  In memory, encoded rows,
+ * half rows and half state take the store of encoded rows; the SSD tier
+ * holds half rows and state in its slots and file itself. */
 static int create_store_tier(ember_collection *c, int32_t p)
 {
     ember_ptable *pt = &c->ptables[p];
     const ember_table_config *first = &c->tables[pt->tables[0]].cfg;
-    if (first->rows_encoding != EMBER_ROWS_FP32 || first->precision != EMBER_PRECISION_FP32 ||
-        first->state_precision != EMBER_PRECISION_FP32) {
+    int ssd = pt->storage == EMBER_STORAGE_SSD && pt->local_rows > 0 && first->rows_encoding == EMBER_ROWS_FP32;
+    if (!ssd && (first->rows_encoding != EMBER_ROWS_FP32 || first->precision != EMBER_PRECISION_FP32 ||
+                 first->state_precision != EMBER_PRECISION_FP32)) {
         int train = first->rows_encoding == EMBER_ROWS_FP32;
         int enc = !train ? (int)first->rows_encoding : half_encoding(first->precision);
         int st = ember_store_quant_create(pt->local_rows, pt->local_dim, pt->state_floats, enc, train,
@@ -64,7 +67,7 @@ static int create_store_tier(ember_collection *c, int32_t p)
                                      p, first->name, (long long)pt->local_rows, pt->local_dim);
         return EMBER_OK;
     }
-    if (pt->storage != EMBER_STORAGE_SSD || pt->local_rows == 0) {
+    if (!ssd) {
         int st = ember_store_memory_create(pt->local_rows, pt->local_dim, pt->state_floats, &pt->store);
         if (st != EMBER_OK)
             return ember_fail_create(st, "physical table %d (first table '%s'): cannot allocate %lld rows x %d",
@@ -80,7 +83,8 @@ static int create_store_tier(ember_collection *c, int32_t p)
     pt->init_ctx.ptable = p;
     ember_ssd_params sp = {first->path, first->name, label, c->world->rank, pt->local_rows, pt->local_dim,
                            pt->state_floats, pt->cache_bytes, pt->policy, c->cfg.lookahead, c->cfg.io_threads,
-                           c->cfg.ssd_buffered, ember_init_local_row, &pt->init_ctx};
+                           c->cfg.ssd_buffered, ember_init_local_row, &pt->init_ctx,
+                           half_encoding(first->precision), half_encoding(first->state_precision)};
     int st = ember_store_ssd_create(&sp, &pt->store, err, sizeof err);
     return st == EMBER_OK ? EMBER_OK : ember_fail_create(st, "%s", err);
 }

@@ -29,22 +29,20 @@ static int check_precision(const ember_table_config *tc)
                                                                             "row stays fp32"
                           : tc->optimizer.kind == EMBER_OPT_SGD            ? "SGD, which keeps no state"
                           : tc->rows_encoding != EMBER_ROWS_FP32           ? "encoded rows (rows_encoding)"
-                          : tc->storage == EMBER_STORAGE_SSD               ? "the SSD tier"
                                                                            : NULL;
         if (why)
             return ember_fail_create(EMBER_EINVAL, "table '%s': %s optimizer state does not go with %s; half state "
-                                     "is for Adagrad and Adam on the memory tier (docs/precision.md)", nm,
+                                     "is for Adagrad and Adam (docs/precision.md)", nm,
                                      ember_precision_name(tc->state_precision), why);
     }
     if (tc->precision == EMBER_PRECISION_FP32)
         return EMBER_OK;
     const char *why = tc->rows_encoding != EMBER_ROWS_FP32    ? "encoded rows (rows_encoding)"
-                      : tc->storage == EMBER_STORAGE_SSD      ? "the SSD tier"
                       : tc->quant_buckets != 0                ? "simulated quantization"
                                                               : NULL;
     if (why)
         return ember_fail_create(EMBER_EINVAL, "table '%s': %s rows do not go with %s yet; half-precision rows "
-                                 "train on the memory tier, without simulated quantization (docs/precision.md)", nm,
+                                 "train on either tier, without simulated quantization (docs/precision.md)", nm,
                                  ember_precision_name(tc->precision), why);
     return EMBER_OK;
 }

@@ -486,7 +486,7 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
         const ember_table_config *tb = &cfg->tables[first[g]];
         int64_t R = group_rows[g];
         int32_t ld = tb->placement == EMBER_PLACE_COLUMN ? (tb->dim + W - 1) / W : tb->dim;
-        int32_t sf = ember_row_state_floats(tb, ld);
+        int64_t rec = ember_row_bytes(tb, ld) + ember_row_state_bytes(tb, ld); /* as the store file holds it */
         for (int32_t r = 0; r < W; r++) {
             int64_t lr;
             switch (tb->placement) {
@@ -495,8 +495,8 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
             default: lr = R;
             }
             if (tb->storage == EMBER_STORAGE_SSD && lr > 0) { /* DRAM: the cache */
-                out[r].row_bytes += ember_ssd_cache_dram(group_cache[g], lr, ld, sf, cache_policy(cfg, tb));
-                out[r].ssd_bytes += lr * ember_ssd_stride(ld, sf);
+                out[r].row_bytes += ember_ssd_cache_dram(group_cache[g], lr, rec, cache_policy(cfg, tb));
+                out[r].ssd_bytes += lr * ember_ssd_stride(rec);
                 continue;
             }
             out[r].row_bytes += lr * ember_row_bytes(tb, ld);
@@ -508,7 +508,6 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
     for (int32_t t = 0; t < cfg->num_tables; t++) {
         const ember_table_config *tb = &cfg->tables[t];
         int32_t ld = tb->placement == EMBER_PLACE_COLUMN ? (tb->dim + W - 1) / W : tb->dim;
-        int32_t sf = ember_row_state_floats(tb, ld);
         int64_t R = table_rows(tb, W), copies = 1, most = R, index = plan_dynamic_index_bytes(tb);
         if (tb->placement == EMBER_PLACE_ROW)
             most = (R + W - 1) / W;
@@ -520,8 +519,9 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
         tables[t].index_bytes = index * W;
         tables[t].max_rank_bytes = most * (rb + ember_row_state_bytes(tb, ld));
         if (tb->storage == EMBER_STORAGE_SSD) {
-            tables[t].ssd_bytes = R * ember_ssd_stride(ld, sf) * copies;
-            tables[t].max_rank_bytes = ember_ssd_cache_dram(tb->cache_bytes, most, ld, sf, cache_policy(cfg, tb));
+            int64_t rec = rb + ember_row_state_bytes(tb, ld);
+            tables[t].ssd_bytes = R * ember_ssd_stride(rec) * copies;
+            tables[t].max_rank_bytes = ember_ssd_cache_dram(tb->cache_bytes, most, rec, cache_policy(cfg, tb));
         }
         tables[t].max_rank_bytes += index;
     }

@@ -42,8 +42,8 @@ int plan_tiers(const plan_workload *w, const plan_options *o, ember_table_config
         int64_t local = tb->kind == EMBER_TABLE_DYNAMIC ? ember_dyn_capacity(tb)
                         : tb->placement == EMBER_PLACE_ROW ? (tb->rows + W - 1) / W
                                                              : tb->rows;
-        double rows_cached = (double)ember_ssd_cache_rows(tb->cache_bytes, local, ld,
-                                                          ember_state_floats(tb->optimizer.kind, ld), tb->cache_policy);
+        int64_t rec = ember_row_bytes(tb, ld) + ember_row_state_bytes(tb, ld); /* a record as held */
+        double rows_cached = (double)ember_ssd_cache_rows(tb->cache_bytes, local, rec, tb->cache_policy);
         if (tb->placement == EMBER_PLACE_ROW)
             rows_cached *= W;
         double ids = 0;

@@ -39,11 +39,12 @@ int ember_dyn_load_begin(ember_collection *c, int32_t t)
     return EMBER_OK;
 }
 
-/* Row `slot` of the store takes the encoded row: its bytes, or decoded. */
+/* Row `slot` of the store takes the encoded row: its bytes (a memory store
+ * of that encoding), or decoded (an SSD store's slots are not rows). */
 static int put_row(ember_collection *c, const ember_ptable *pt, uint32_t slot, const uint8_t *row, int encoding)
 {
     ember_store *s = pt->store;
-    if (s->encoding) {
+    if (s->encoding && !s->staged) {
         memcpy(s->qrows + (int64_t)slot * s->qrow_bytes, row, (size_t)s->qrow_bytes);
         return EMBER_OK;
     }

@@ -10,7 +10,10 @@
  * The store file holds a record of values then state per row, at
  * row * stride (the record, padded to 512 bytes under O_DIRECT); rows never
  * written are not read but computed by the initializer (a bitmap says
- * which), so a new store needs no reads at all.
+ * which), so a new store needs no reads at all.  Records and slots hold a
+ * row as the table does: half rows (precision fp16, bf16) and half state
+ * (state_precision) take 2 bytes an element, so a step moves them between
+ * the file and the slots as they are, and the kernels update them in place.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,6 +30,7 @@
 
 #include "core/huge.h"
 #include "core/safe_file.h"
+#include "quant/quant.h"
 #include "tier/ssd_impl.h"
 #include "tier/ssd_size.h"
 
@@ -54,12 +58,23 @@ int ssd_io_fail(ssd_store *s, const ember_io_req *r, int64_t n_failed)
                 n_failed == 1 ? "" : "s");
 }
 
+void ssd_init_record(ssd_store *s, uint32_t row, void *values, void *state)
+{
+    if (s->venc) { /* as the memory tier's initializer writes a half row */
+        float v[1024]; /* dim <= 1024 (ember.h) */
+        s->init(s->init_ctx, row, v);
+        memset(values, 0, (size_t)s->vrow); /* a row no half holds stays zeros, as there */
+        ember_quant_row((ember_encoding)s->venc, s->dim, v, values);
+    } else {
+        s->init(s->init_ctx, row, values);
+    }
+    if (s->sf)
+        memset(state, 0, (size_t)s->srow); /* +0 in every format */
+}
+
 static void init_hook(void *ctx, ember_io_req *r)
 {
-    ssd_store *s = ctx;
-    s->init(s->init_ctx, r->row, r->iov[0].iov_base);
-    if (s->sf)
-        memset(r->iov[1].iov_base, 0, sizeof(float) * (size_t)s->sf);
+    ssd_init_record(ctx, r->row, r->iov[0].iov_base, r->iov[1].iov_base);
 }
 
 /* A request that moves slot x's record (values, state) at row's place. */
@@ -67,10 +82,10 @@ void ssd_slot_req(ssd_store *s, ember_io_req *q, int32_t x, uint32_t row, int op
 {
     q->offset = (int64_t)row * s->stride;
     q->bounce = s->direct;
-    q->iov[0].iov_base = s->base.values + (int64_t)x * s->dim;
-    q->iov[0].iov_len = sizeof(float) * (size_t)s->dim;
-    q->iov[1].iov_base = s->sf ? s->base.state + (int64_t)x * s->sf : NULL;
-    q->iov[1].iov_len = sizeof(float) * (size_t)s->sf;
+    q->iov[0].iov_base = s->vslot + (int64_t)x * s->vrow;
+    q->iov[0].iov_len = (size_t)s->vrow;
+    q->iov[1].iov_base = s->sf ? s->sslot + (int64_t)x * s->srow : NULL;
+    q->iov[1].iov_len = (size_t)s->srow;
     q->op = op;
     q->row = row;
     q->err = 0;
@@ -92,12 +107,12 @@ static void ssd_destroy(ember_store *bs)
         close(s->fd);
     if (s->dir_fd >= 0)
         close(s->dir_fd);
-    ember_huge_free(s->base.values, s->base.value_bytes);
-    ember_huge_free(s->base.state, s->base.state_bytes);
+    ember_huge_free(s->vslot, s->base.value_bytes);
+    ember_huge_free(s->sslot, s->base.state_bytes);
     void *arrays[] = {s->written, s->slot_row, s->flags, s->map, s->free_slots, s->pinned, s->prev,
                       s->next, s->where, s->freq, s->last, s->heap, s->heap_pos, s->mask,
                       s->job.slot, s->job.new_row, s->job.old_row, s->job.old_dirty, s->job.wreq,
-                      s->job.req, s->miss, s->miss_row, s->bulk, s->bulk_slot, s->bulk_req};
+                      s->job.req, s->miss, s->miss_row, s->bulk, s->dec, s->bulk_slot, s->bulk_req};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
         free(arrays[i]);
     for (int e = 0; e < SSD_WINDOW; e++)
@@ -277,8 +292,12 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->rows = p->rows;
     s->dim = p->dim;
     s->sf = p->state_floats;
-    s->rec_bytes = (int64_t)sizeof(float) * (p->dim + p->state_floats);
-    s->stride = p->buffered ? s->rec_bytes : ember_ssd_stride(p->dim, p->state_floats);
+    s->venc = p->row_enc;
+    s->senc = p->state_enc;
+    s->vrow = (int64_t)p->dim * (s->venc ? 2 : 4);
+    s->srow = (int64_t)p->state_floats * (s->senc ? 2 : 4);
+    s->rec_bytes = ember_ssd_record_bytes(p->dim, p->state_floats, s->venc != 0, s->senc != 0);
+    s->stride = p->buffered ? s->rec_bytes : ember_ssd_stride(s->rec_bytes);
     s->init = p->init;
     s->init_ctx = p->init_ctx;
     s->policy = p->policy;
@@ -291,8 +310,8 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
                       "over 200 bytes cannot be one", s->label);
         goto done;
     }
-    int64_t per = ember_ssd_slot_bytes(p->dim, p->state_floats, p->policy);
-    s->cap = ember_ssd_cache_rows(p->cache_bytes, p->rows, p->dim, p->state_floats, p->policy);
+    int64_t per = ember_ssd_slot_bytes(s->rec_bytes, p->policy);
+    s->cap = ember_ssd_cache_rows(p->cache_bytes, p->rows, s->rec_bytes, p->policy);
     if (s->cap < 1 && p->rows > 0) {
         st = ssd_fail(s, EMBER_EINVAL,
                       "%s: cache_bytes %lld holds no row (one cached row takes %lld bytes, after %lld bytes of "
@@ -308,13 +327,26 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->base.rows = p->rows;
     s->base.dim = p->dim;
     s->base.state_floats = p->state_floats;
-    s->base.value_bytes = s->cap * p->dim * (int64_t)sizeof(float);
-    s->base.state_bytes = s->cap * p->state_floats * (int64_t)sizeof(float);
+    s->base.value_bytes = s->cap * s->vrow;
+    s->base.state_bytes = s->cap * s->srow;
     s->base.disk_bytes = p->rows * s->stride;
     s->map_size = s->cap > 1 ? 2 * s->cap : 2;
     size_t cap = (size_t)(s->cap > 0 ? s->cap : 1);
-    s->base.values = ember_huge_alloc(s->base.value_bytes);
-    s->base.state = s->base.state_bytes ? ember_huge_alloc(s->base.state_bytes) : NULL;
+    s->vslot = ember_huge_alloc(s->base.value_bytes);
+    s->sslot = s->base.state_bytes ? ember_huge_alloc(s->base.state_bytes) : NULL;
+    if (s->venc) { /* the kernels read and update half slots as half rows */
+        s->base.encoding = s->venc;
+        s->base.qrows = (uint8_t *)s->vslot;
+        s->base.qrow_bytes = s->vrow;
+    } else {
+        s->base.values = (float *)s->vslot;
+    }
+    if (s->senc) {
+        s->base.state_enc = s->senc;
+        s->base.qstate = (uint16_t *)s->sslot;
+    } else {
+        s->base.state = (float *)s->sslot;
+    }
     s->written = calloc((size_t)(p->rows > 0 ? ember_ssd_bitmap_bytes(p->rows) / 8 : 1), sizeof(uint64_t));
     s->slot_row = malloc(cap * sizeof(uint32_t));
     s->flags = calloc(cap, 1);
@@ -324,7 +356,7 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->prev = malloc(cap * sizeof(int32_t));
     s->next = malloc(cap * sizeof(int32_t));
     s->where = malloc(cap);
-    int ok = (s->base.values || !s->base.value_bytes) && (s->base.state || !s->base.state_bytes) && s->written &&
+    int ok = (s->vslot || !s->base.value_bytes) && (s->sslot || !s->base.state_bytes) && s->written &&
              s->slot_row && s->flags && s->map && s->free_slots && s->pinned && s->prev && s->next && s->where;
     if (p->policy == EMBER_CACHE_LFU || p->policy == EMBER_CACHE_LOOKAHEAD) {
         s->freq = calloc(cap, sizeof(uint32_t));

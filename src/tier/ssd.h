@@ -1,6 +1,7 @@
 /*
  * ssd.h: the SSD tier's store (ssd.c; docs/tiers.md): rows and optimizer
- * state in a store file, a DRAM cache of slots in front of it.  Its
+ * state in a store file, a DRAM cache of slots in front of it, each as the
+ * table holds it (fp32, or halves: ssd_half.c).  Its
  * constructor, counters and test hook; the store itself is an ember_store
  * (table/store.h), its sizes ssd_size.h, its insides ssd_impl.h.
  */
@@ -30,6 +31,9 @@ typedef struct ember_ssd_params {
                                  where the filesystem allows it          */
     ember_row_init_fn init;   /* values of a row never written (thread-safe)  */
     void *init_ctx;
+    int row_enc, state_enc;   /* quant.h's EMBER_ENC_FP16 or _BF16: rows or
+                                 state held as halves (store.h's qrows,
+                                 qstate); 0: fp32                             */
 } ember_ssd_params;
 
 /* Creates the store file <dir>/<name>.rank<rank>.ember-store (locked,

@@ -4,8 +4,9 @@
  * by ssd.c (file, step staging, background reads, row access) and
  * ssd_cache.c (row -> slot map, policy lists and heap, lookahead window).
  *
- * A cached row lives in a slot: values at base.values + slot * dim, state at
- * base.state + slot * sf, its row in slot_row[slot].  Every resident slot
+ * A cached row lives in a slot: values at vslot + slot * vrow bytes (store.h's
+ * values, or qrows for half rows), state at sslot + slot * srow (state, or
+ * qstate for half state), its row in slot_row[slot].  Every resident slot
  * that is not pinned by the current step and not being loaded sits in
  * exactly one policy structure:
  *   LRU        list 0, least recent at the head
@@ -51,7 +52,11 @@ typedef struct ssd_store {
     char label[160];
     int64_t rows;
     int32_t dim, sf;
-    int64_t rec_bytes;            /* one row's record: values, state        */
+    int venc, senc;               /* rows, state as halves (quant.h's enc)  */
+    int64_t vrow, srow;           /* bytes of a row's values, state as held */
+    char *vslot, *sslot;          /* the slots' values and state (base's
+                                     values or qrows, state or qstate)      */
+    int64_t rec_bytes;            /* one row's record: vrow + srow          */
     int64_t stride;               /* its place in the file: rec_bytes, or
                                      rounded up to 512 under O_DIRECT        */
     int direct;                   /* the file is open with O_DIRECT         */
@@ -94,8 +99,11 @@ typedef struct ssd_store {
     int64_t *miss;                /* stage scratch                          */
     uint32_t *miss_row;
     int64_t miss_cap, miss_row_cap;
-    float *bulk;                  /* row access scratch: records            */
-    int64_t bulk_cap;
+    char *bulk;                   /* row access scratch: records            */
+    int64_t bulk_cap;             /* bytes                                  */
+    float *dec;                   /* half rows or state: the rows handed
+                                     out, decoded (dim + sf floats each)    */
+    int64_t dec_cap;
     int64_t *bulk_slot;           /* [n] slot, or -1: in bulk               */
     int64_t bulk_slot_cap;
     ember_io_req *bulk_req;
@@ -149,10 +157,26 @@ int ssd_announce(ember_store *s, const uint32_t *rows, int64_t n, int64_t seq);
 /* Waits for the background load batch (lookahead) and applies it. */
 int ssd_bg_finish(ssd_store *s);
 
+/* ssd.c: the values and state of a row never written, in its record's
+ * layout (as held: rounded to nearest for halves). */
+void ssd_init_record(ssd_store *s, uint32_t row, void *values, void *state);
+
+/* ssd_half.c: row access to a store with half rows or state, in fp32 (the
+ * scratch `dec`): acquire decodes every row (a cached one from its slot,
+ * another from its record in bulk), release encodes them to nearest. */
+int ssd_half_acquire(ssd_store *s, const uint32_t *rows, int64_t n, float **values, float **state);
+int ssd_half_release(ssd_store *s, const uint32_t *rows, int64_t n);
+
 /* ssd_rows.c: row access and flush (table/store.h). */
 int ssd_acquire(ember_store *s, const uint32_t *rows, int64_t n, float **values, float **state);
 int ssd_release(ember_store *s, const uint32_t *rows, int64_t n, int dirty);
 int ssd_flush(ember_store *s);
+/* Shared with ssd_half.c: room for n records in bulk (and slots,
+ * requests); adds row's record at rec to the requests (runs merge); runs
+ * the requests (0 .. nq), counts them, and names the first that failed. */
+int ssd_bulk_reserve(ssd_store *s, int64_t n);
+void ssd_add_record(ssd_store *s, int64_t *nq, uint32_t row, char *rec, int op);
+int ssd_bulk_run(ssd_store *s, int64_t nq);
 
 static inline int ssd_is_written(const ssd_store *s, uint32_t row)
 {

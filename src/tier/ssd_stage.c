@@ -216,7 +216,7 @@ static int too_small(ssd_store *s, int64_t from)
         extra += (i == 0 || s->miss_row[i] != s->miss_row[i - 1]) && ssd_map_find(s, s->miss_row[i]) < 0;
     int64_t need = s->npinned + s->job.n + extra;
     job_undo(s);
-    int64_t per = ember_ssd_slot_bytes(s->dim, s->sf, s->policy), bitmap = ember_ssd_bitmap_bytes(s->rows);
+    int64_t per = ember_ssd_slot_bytes(s->rec_bytes, s->policy), bitmap = ember_ssd_bitmap_bytes(s->rows);
     return ssd_fail(s, EMBER_ELIMIT,
                 "%s: one step needs %lld distinct rows cached at once (%lld bytes of cache) but the "
                 "SSD tier's cache holds %lld rows (%lld bytes); raise cache_bytes or use smaller batches",
