@@ -15,15 +15,18 @@
  * Throughput: one accumulator's adds form a chain that waits on itself, so
  * several advance together: forward the up to 8 pairs (i, j..j+7) that share
  * v_i's element k; backward in lanes up to 16 elements k of dv_i that share
- * g_(i,j); backward along k up to 8 rows i that share v_j.  The count is a
- * constant in each copy of the inner loop (dispatch by switch or by runs of
- * 16, 8, 4, 2, 1), so the accumulators live in registers.
+ * g_(i,j); backward along k up to 12 rows i that share v_j (all 9 of the
+ * built-in task: with groups of 4 and 5 the adds waited on each other, 42
+ * against 31 ns a sample).  The count is a constant in each copy of the
+ * inner loop (dispatch by switch or by runs of 16, 8, 4, 2, 1), so the
+ * accumulators live in registers.
  */
 #include "dense/interact_dot.h"
 
 #include "dense/lanes.h"
 
 #define L DENSE_LANES
+#define ROWS 12 /* rows i at most in one group of the backward along k */
 
 /* The index in [0, P) of pair (a, b), a < b < n: rows of pairs in order. */
 static inline int64_t pair_index(int32_t n, int32_t a, int32_t b)
@@ -125,9 +128,9 @@ static inline __attribute__((always_inline)) void dv_rows(int32_t m, int32_t n, 
                                                           int32_t k0, const float *vs, const float *dzs,
                                                           float *dvs)
 {
-    const float *g = dzs + d, *gi[8];
-    dense_lanes acc[8];
-#pragma GCC unroll 8
+    const float *g = dzs + d, *gi[ROWS];
+    dense_lanes acc[ROWS];
+#pragma GCC unroll 12
     for (int32_t q = 0; q < m; q++) {
         acc[q] = i0 + q == 0 ? dense_lanes_load(dzs + k0) : (dense_lanes){0};
         gi[q] = g + row_at(n, i0 + q);
@@ -135,16 +138,16 @@ static inline __attribute__((always_inline)) void dv_rows(int32_t m, int32_t n, 
     for (int32_t j = 0; j < i0; j++) {
         const dense_lanes vj = dense_lanes_load(vs + (int64_t)j * d + k0);
         const float *gj = g + row_at(n, j) + i0;
-#pragma GCC unroll 8
+#pragma GCC unroll 12
         for (int32_t q = 0; q < m; q++)
             acc[q] = acc[q] + gj[q] * vj;
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 12
     for (int32_t t = 0; t < m; t++) {
         const int32_t j = i0 + t;
         const dense_lanes vj = dense_lanes_load(vs + (int64_t)j * d + k0);
         const float *gj = g + row_at(n, j) + i0;
-#pragma GCC unroll 8
+#pragma GCC unroll 12
         for (int32_t q = 0; q < m; q++)
             if (q < t)
                 acc[q] = acc[q] + gi[q][j] * vj;
@@ -153,22 +156,26 @@ static inline __attribute__((always_inline)) void dv_rows(int32_t m, int32_t n, 
     }
     for (int32_t j = i0 + m; j < n; j++) {
         const dense_lanes vj = dense_lanes_load(vs + (int64_t)j * d + k0);
-#pragma GCC unroll 8
+#pragma GCC unroll 12
         for (int32_t q = 0; q < m; q++)
             acc[q] = acc[q] + gi[q][j] * vj;
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 12
     for (int32_t q = 0; q < m; q++)
         dense_lanes_store(dvs + (int64_t)(i0 + q) * d + k0, acc[q]);
 }
 
 void dense_dot_rows_backward(int32_t n, int32_t d, const float *vs, const float *dzs, float *dvs)
 {
-    const int32_t groups = (n + 7) / 8;
+    const int32_t groups = (n + ROWS - 1) / ROWS;
     for (int32_t gi = 0, i0 = 0; gi < groups; gi++) {
-        const int32_t m = (n - i0) / (groups - gi); /* groups of nearly equal size, at most 8 */
+        const int32_t m = (n - i0) / (groups - gi); /* groups of nearly equal size, at most ROWS */
         for (int32_t k0 = 0; k0 < d; k0 += L)
             switch (m) {
+            case 12: dv_rows(12, n, d, i0, k0, vs, dzs, dvs); break;
+            case 11: dv_rows(11, n, d, i0, k0, vs, dzs, dvs); break;
+            case 10: dv_rows(10, n, d, i0, k0, vs, dzs, dvs); break;
+            case 9: dv_rows(9, n, d, i0, k0, vs, dzs, dvs); break;
             case 8: dv_rows(8, n, d, i0, k0, vs, dzs, dvs); break;
             case 7: dv_rows(7, n, d, i0, k0, vs, dzs, dvs); break;
             case 6: dv_rows(6, n, d, i0, k0, vs, dzs, dvs); break;
