@@ -16,6 +16,12 @@
 
 #define DENSE_LANES 16
 
+/* Built without AVX-512, GCC warns that a 64-byte vector passed or returned
+ * by value would cross calls differently than with it; only static inline
+ * functions here and in lanes.c, interact_dot.c take or return one, so no
+ * such call crosses between files. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 /* DENSE_LANES floats in one vector (GCC's vector extension: one AVX-512
  * register, or two or four narrower ones); arithmetic on it is lane by
  * lane, as if each lane were a float of its own. */
