@@ -14,10 +14,10 @@
  * poorly; 16 samples fill every lane.  The backward's sums run along k, so
  * when d is a multiple of 16 a sample's own elements fill the lanes and it
  * needs no moving (dense_dot_rows_backward); other d go through lanes as the
- * forward does.  Measured in docs/PERFORMANCE.md ("lanes").  Each sum keeps
- * its order and its rounding (interact_dot.h), so a sample's bits depend
- * neither on its neighbours nor on the thread count (dlrm.c hands each
- * thread whole chunks of samples).
+ * forward does (measured: docs/PERFORMANCE.md, "The dot interaction with
+ * samples in the lanes").  Each sum keeps its order and its rounding
+ * (interact_dot.h), so a sample's bits depend neither on its neighbours nor
+ * on the thread count (dlrm.c hands each thread whole chunks of samples).
  */
 #include <stdlib.h>
 #include <string.h>
