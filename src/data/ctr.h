@@ -316,5 +316,8 @@ int ctr_convert_source(ctr_source *src, const char *bin_path, ctr_stats *stats, 
  * ends, so it needs a limit): the file holds the source's next ones. */
 int ctr_convert_source_n(ctr_source *src, const char *bin_path, int64_t max_samples, ctr_stats *stats,
                          char *err, size_t errlen);
+/* The same in blocks of block_samples (>= 1) samples, not 4096 (tests). */
+int ctr_convert_source_blocks(ctr_source *src, const char *bin_path, int64_t max_samples, int32_t block_samples,
+                              ctr_stats *stats, char *err, size_t errlen);
 
 #endif
