@@ -1,0 +1,111 @@
+/*
+ * arrange.c: which way a rank without a spare core uses its threads
+ * (arrange.h): all T on the step, the batch read between steps by the same
+ * team ("team"), or T - 1 on the step and a reader thread that reads the
+ * next batch while the step runs ("reader"), as a run of T - 1 threads on
+ * a machine with a spare core does.
+ *
+ * Neither way wins everywhere.  The team way splits the data's work too,
+ * but pays it between steps; the reader way hides it, but the step has a
+ * thread fewer.  Which is faster depends on how the data's cost compares
+ * with the step's and on how well each splits over threads (a file's
+ * blocks decode quickly and the team wins; the synthetic task's teacher
+ * costs about a step per batch and the two come out close), and on what
+ * else the machine runs: OpenMP's team spins at its barriers, so when
+ * another process takes a core, a step on every core waits for the thread
+ * that lost it.  So the trainer measures: after ARRANGE_WARM steps, and
+ * every ARRANGE_EVERY steps after, a trial of ARRANGE_WINDOWS windows of
+ * ARRANGE_WINDOW steps alternates the ways, times each step (its batch and
+ * its step, the first ARRANGE_SKIP of a window left out while a switch
+ * settles), and keeps the way whose median step was shorter until the
+ * next trial.  Every step still trains: with one BLAS thread the results
+ * are the same bits for any thread count, and the reader hands over the
+ * batches in the loop's order, so only the time changes.
+ */
+#include <omp.h>
+#include <stdlib.h>
+
+#include "train/arrange.h"
+
+void train_arrange_init(train_arrange *a, ctr_model *model, train_prefetch *pf, int32_t threads, int on)
+{
+    *a = (train_arrange){0};
+    a->model = model;
+    a->pf = pf;
+    a->threads = threads;
+    a->on = on && threads >= 2;
+    a->trial_at = -1;
+    a->next_trial = ARRANGE_WARM;
+}
+
+/* The step's threads and the reader for way r (1: reader). */
+static void set_way(train_arrange *a, int r)
+{
+    if (r == a->reader)
+        return;
+    if (r) {
+        model_set_threads(a->model, a->threads - 1);
+        omp_set_num_threads(a->threads - 1);
+        if (train_prefetch_set_reader(a->pf, 1, 1) != 0) { /* no thread: the team way, for good */
+            a->on = 0;
+            r = 0;
+        }
+    } else {
+        train_prefetch_set_reader(a->pf, 0, 0);
+    }
+    if (!r) {
+        model_set_threads(a->model, a->threads);
+        omp_set_num_threads(a->threads);
+    }
+    a->reader = r;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double u = *(const double *)x, v = *(const double *)y;
+    return (u > v) - (u < v);
+}
+
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n == 0 ? 0 : n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+void train_arrange_before(train_arrange *a, int64_t j)
+{
+    if (!a->on)
+        return;
+    if (a->trial_at < 0 && j >= a->next_trial) {
+        a->trial_at = j;
+        a->nt[0] = a->nt[1] = 0;
+    }
+    if (a->trial_at < 0)
+        return;
+    int64_t w = (j - a->trial_at) / ARRANGE_WINDOW;
+    if (w < ARRANGE_WINDOWS) {
+        set_way(a, (int)(w % 2));
+        return;
+    }
+    double team = median(a->t[0], a->nt[0]), reader = median(a->t[1], a->nt[1]);
+    a->choice = reader < team;
+    a->trial_at = -1;
+    a->next_trial = j + ARRANGE_EVERY;
+    set_way(a, a->choice);
+}
+
+void train_arrange_after(train_arrange *a, int64_t j, double seconds)
+{
+    a->reader_steps += a->reader;
+    if (a->trial_at < 0 || (j - a->trial_at) % ARRANGE_WINDOW < ARRANGE_SKIP)
+        return;
+    int r = a->reader, cap = (int)(sizeof a->t[0] / sizeof a->t[0][0]);
+    if (a->nt[r] < cap)
+        a->t[r][a->nt[r]++] = seconds;
+}
+
+void train_arrange_end(train_arrange *a)
+{
+    if (a->model)
+        set_way(a, 0);
+}
