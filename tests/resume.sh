@@ -78,6 +78,13 @@ check_threads_switching() {
     python3 -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); assert s["reader_thread_steps"] >= 32, s["reader_thread_steps"]' "$TMP/out" ||
         return 1
     compare_ckpt "$TMP/sw1.ck" "$TMP/swn.ck" same-state || return 1
+    for way in team thread; do # each way throughout: no trials
+        expect_status 0 "$EMBER" train "${QUICK[@]}" --threads "$cores" --reader $way --steps 30 \
+            --checkpoint-dir "$TMP/sw-$way.ck" || return 1
+        python3 -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); assert s["reader_thread_steps"] == (30 if sys.argv[2] == "thread" else 0), s["reader_thread_steps"]' "$TMP/out" $way ||
+            return 1
+    done
+    compare_ckpt "$TMP/sw-team.ck" "$TMP/sw-thread.ck" same-state || return 1
     expect_status 0 "$EMBER" gen --task 10000 "$TMP/sw.bin" || return 1 # three blocks, an epoch of 79 steps
     printf 'train = { };\ndata = { shuffle = true; };\n' >"$TMP/sw.cfg"
     expect_status 0 "$EMBER" train "${QUICK[@]}" --config "$TMP/sw.cfg" --train-file "$TMP/sw.bin" --steps 90 --checkpoint-dir "$TMP/swf1.ck" ||

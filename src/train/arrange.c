@@ -27,15 +27,19 @@
 
 #include "train/arrange.h"
 
+static void set_way(train_arrange *a, int r);
+
 void train_arrange_init(train_arrange *a, ctr_model *model, train_prefetch *pf, int32_t threads, int on)
 {
     *a = (train_arrange){0};
     a->model = model;
     a->pf = pf;
     a->threads = threads;
-    a->on = on && threads >= 2;
+    a->on = threads >= 2 ? on : 0;
     a->trial_at = -1;
     a->next_trial = ARRANGE_WARM;
+    if (a->on == 2)
+        set_way(a, 1);
 }
 
 /* The step's threads and the reader for way r (1: reader). */
@@ -74,7 +78,7 @@ static double median(double *t, int n)
 
 void train_arrange_before(train_arrange *a, int64_t j)
 {
-    if (!a->on)
+    if (a->on != 1)
         return;
     if (a->trial_at < 0 && j >= a->next_trial) {
         a->trial_at = j;

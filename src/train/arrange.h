@@ -21,7 +21,7 @@ typedef struct train_arrange {
     ctr_model *model;
     train_prefetch *pf;
     int32_t threads;        /* the run's                                     */
-    int on;                 /* 1: trials run (else the step keeps every thread) */
+    int on;                 /* 1: trials run; 2: the reader way always; 0: none */
     int reader;             /* now: 1 a reader thread and threads - 1 on the step */
     int choice;             /* the last trial's verdict                      */
     int64_t trial_at;       /* run step where the trial began, -1: none      */
@@ -31,7 +31,8 @@ typedef struct train_arrange {
     int64_t reader_steps;   /* steps run with the reader thread               */
 } train_arrange;
 
-/* Trials on (on = 1) or never.  The step starts with every thread. */
+/* on: 0 every thread on the step, 1 trials, 2 a reader thread beside a
+ * team one thread smaller from the first step on. */
 void train_arrange_init(train_arrange *a, ctr_model *model, train_prefetch *pf, int32_t threads, int on);
 /* Before the run's step j (0 for its first): the way for that step. */
 void train_arrange_before(train_arrange *a, int64_t j);

@@ -335,7 +335,8 @@ static int loop_start(ember_trainer *s, loop_state *L)
      * reader, whichever trials find faster (src/train/arrange.c); results
      * do not change with one BLAS thread */
     const int32_t blas = s->blas_threads > 0 ? s->blas_threads : s->threads;
-    train_arrange_init(&L->arr, s->model, L->pf, s->threads, !threaded && peek == 0 && t->pipe_stages <= 1 && blas == 1);
+    const int may = !threaded && peek == 0 && t->pipe_stages <= 1 && blas == 1 && t->reader != CFG_READER_TEAM;
+    train_arrange_init(&L->arr, s->model, L->pf, s->threads, may ? (t->reader == CFG_READER_THREAD ? 2 : 1) : 0);
     return 0;
 }
 
