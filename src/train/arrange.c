@@ -18,7 +18,9 @@
  * ARRANGE_WINDOW steps alternates the ways, times each step (its batch and
  * its step, the first ARRANGE_SKIP of a window left out while a switch
  * settles), and keeps the way whose median step was shorter until the
- * next trial.  Every step still trains: with one BLAS thread the results
+ * next trial, which comes sooner when the median step of a window of the
+ * kept way drifts ARRANGE_DRIFT times away from the trial's (another
+ * process took a core, or gave it back).  Every step still trains: with one BLAS thread the results
  * are the same bits for any thread count, and the reader hands over the
  * batches in the loop's order, so only the time changes.
  */
@@ -83,6 +85,7 @@ void train_arrange_before(train_arrange *a, int64_t j)
     if (a->trial_at < 0 && j >= a->next_trial) {
         a->trial_at = j;
         a->nt[0] = a->nt[1] = 0;
+        a->trials++;
     }
     if (a->trial_at < 0)
         return;
@@ -93,6 +96,8 @@ void train_arrange_before(train_arrange *a, int64_t j)
     }
     double team = median(a->t[0], a->nt[0]), reader = median(a->t[1], a->nt[1]);
     a->choice = reader < team;
+    a->base = a->choice ? reader : team;
+    a->nwin = 0;
     a->trial_at = -1;
     a->next_trial = j + ARRANGE_EVERY;
     set_way(a, a->choice);
@@ -101,7 +106,21 @@ void train_arrange_before(train_arrange *a, int64_t j)
 void train_arrange_after(train_arrange *a, int64_t j, double seconds)
 {
     a->reader_steps += a->reader;
-    if (a->trial_at < 0 || (j - a->trial_at) % ARRANGE_WINDOW < ARRANGE_SKIP)
+    if (a->on != 1)
+        return;
+    if (a->trial_at < 0) { /* between trials: a drift of the step's time calls the next one now */
+        if (a->base <= 0)
+            return;
+        a->win[a->nwin++] = seconds;
+        if (a->nwin == ARRANGE_WINDOW) {
+            double m = median(a->win, a->nwin);
+            a->nwin = 0;
+            if (m > ARRANGE_DRIFT * a->base || m * ARRANGE_DRIFT < a->base)
+                a->next_trial = j + 1;
+        }
+        return;
+    }
+    if ((j - a->trial_at) % ARRANGE_WINDOW < ARRANGE_SKIP)
         return;
     int r = a->reader, cap = (int)(sizeof a->t[0] / sizeof a->t[0][0]);
     if (a->nt[r] < cap)

@@ -12,10 +12,13 @@
 #include "train/prefetch.h"
 
 #define ARRANGE_WARM 8      /* steps before the first trial                 */
-#define ARRANGE_WINDOW 16   /* steps per window of a trial                  */
-#define ARRANGE_SKIP 2      /* first steps of a window not timed (settling) */
+#define ARRANGE_WINDOW 8    /* steps per window of a trial                  */
+#define ARRANGE_SKIP 1      /* first step of a window not timed (settling)  */
 #define ARRANGE_WINDOWS 4   /* windows per trial: step team, reader, again  */
-#define ARRANGE_EVERY 1000  /* steps from one trial to the next             */
+#define ARRANGE_EVERY 1000  /* steps from one trial to the next ...          */
+#define ARRANGE_DRIFT 1.5   /* ... or sooner, when a window's median step is
+                               this many times the trial's, or as many times
+                               shorter (the machine's load changed)        */
 
 typedef struct train_arrange {
     ctr_model *model;
@@ -28,6 +31,10 @@ typedef struct train_arrange {
     int64_t next_trial;     /* run step where the next one begins            */
     double t[2][ARRANGE_WINDOWS / 2 * ARRANGE_WINDOW]; /* timed steps per way */
     int nt[2];
+    double base;            /* the kept way's median step in the last trial  */
+    double win[ARRANGE_WINDOW]; /* its steps since, a window at a time       */
+    int nwin;
+    int64_t trials;         /* trials begun                                  */
     int64_t reader_steps;   /* steps run with the reader thread               */
 } train_arrange;
 

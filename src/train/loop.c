@@ -348,6 +348,7 @@ static int loop_finish(ember_trainer *s, loop_state *L, int failed)
     train_loop_stats *ls = &s->ls;
     train_arrange_end(&L->arr);
     ls->reader_steps = L->arr.reader_steps;
+    ls->reader_trials = L->arr.trials;
     if (!failed && s->eval_src && !ls->have_eval) {
         failed = train_evaluate(s, &ls->eval);
         if (!failed) {

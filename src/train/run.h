@@ -77,6 +77,7 @@ typedef struct train_loop_stats {
     int64_t run_samples, run_steps; /* this run's                            */
     double seconds, eval_seconds, data_seconds, ckpt_seconds;
     int64_t reader_steps;        /* steps a thread of the step read instead (arrange.c) */
+    int64_t reader_trials;       /* trials of the two ways (arrange.c)      */
     int have_eval;
     train_eval_result eval;      /* the run's last evaluation               */
     train_best best;

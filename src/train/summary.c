@@ -146,6 +146,7 @@ static json_t *summary_json(const ember_trainer *s, const summary_data *d, const
     /* rank 0's steps whose batch a thread taken from the step read ahead
      * (no spare core: src/train/arrange.c) */
     json_object_set_new(j, "reader_thread_steps", json_integer(s->ls.reader_steps));
+    json_object_set_new(j, "reader_trials", json_integer(s->ls.reader_trials));
     json_object_set_new(j, "stop_metric", json_string(s->t.stop_metric_logloss ? "logloss" : "auc"));
     if (d->tier[0] > 0) {
         json_object_set_new(j, "ssd_stores", json_integer(d->tier[0]));
