@@ -17,8 +17,9 @@
  * every ARRANGE_EVERY steps after, a trial of ARRANGE_WINDOWS windows of
  * ARRANGE_WINDOW steps alternates the ways, times each step (its batch and
  * its step, the first ARRANGE_SKIP of a window left out while a switch
- * settles), and keeps the way whose median step was shorter until the
- * next trial, which comes sooner when the median step of a window of the
+ * settles), and keeps the reader way unless the team way's median step
+ * was shorter by more than 1 - ARRANGE_TEAM_GAIN (a step that spins on
+ * every core is the one a busy machine hurts most), until the next trial, which comes sooner when the median step of a window of the
  * kept way drifts ARRANGE_DRIFT times away from the trial's (another
  * process took a core, or gave it back).  Every step still trains: with one BLAS thread the results
  * are the same bits for any thread count, and the reader hands over the
@@ -95,7 +96,7 @@ void train_arrange_before(train_arrange *a, int64_t j)
         return;
     }
     double team = median(a->t[0], a->nt[0]), reader = median(a->t[1], a->nt[1]);
-    a->choice = reader < team;
+    a->choice = !(team <= ARRANGE_TEAM_GAIN * reader);
     a->base = a->choice ? reader : team;
     a->nwin = 0;
     a->trial_at = -1;

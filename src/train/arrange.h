@@ -16,6 +16,8 @@
 #define ARRANGE_SKIP 1      /* first step of a window not timed (settling)  */
 #define ARRANGE_WINDOWS 4   /* windows per trial: step team, reader, again  */
 #define ARRANGE_EVERY 1000  /* steps from one trial to the next ...          */
+#define ARRANGE_TEAM_GAIN 0.95 /* the team way is kept when its median step is
+                               at most this share of the reader way's      */
 #define ARRANGE_DRIFT 1.5   /* ... or sooner, when a window's median step is
                                this many times the trial's, or as many times
                                shorter (the machine's load changed)        */
