@@ -160,10 +160,12 @@ static void *reader(void *arg)
 static int reader_start(train_prefetch *p)
 {
     p->stop = 0;
-    if (pthread_create(&p->thread, NULL, reader, p) != 0)
-        return EMBER_EINVAL;
-    p->started = 1;
     p->threaded = 1;
+    if (pthread_create(&p->thread, NULL, reader, p) != 0) {
+        p->threaded = 0;
+        return EMBER_EINVAL;
+    }
+    p->started = 1;
     return 0;
 }
 
