@@ -13,20 +13,24 @@
  * costs about a step per batch and the two come out close), and on what
  * else the machine runs: OpenMP's team spins at its barriers, so when
  * another process takes a core, a step on every core waits for the thread
- * that lost it.  So the trainer measures: after ARRANGE_WARM steps, and
- * every ARRANGE_EVERY steps after, a trial of ARRANGE_WINDOWS windows of
- * ARRANGE_WINDOW steps alternates the ways, times each step (its batch and
- * its step, the first ARRANGE_SKIP of a window left out while a switch
- * settles), and keeps the reader way unless the team way's median step
- * was shorter by more than 1 - ARRANGE_TEAM_GAIN (a step that spins on
- * every core is the one a busy machine hurts most), until the next trial, which comes sooner when the median step of a window of the
- * kept way drifts ARRANGE_DRIFT times away from the trial's (another
- * process took a core, or gave it back).  Every step still trains: with one BLAS thread the results
- * are the same bits for any thread count, and the reader hands over the
+ * that lost it.
+ *
+ * So the trainer measures.  After ARRANGE_WARM steps, and every
+ * ARRANGE_EVERY steps after, a trial of ARRANGE_WINDOWS windows of
+ * ARRANGE_WINDOW steps alternates the ways and times each step (its batch
+ * and its step; the first ARRANGE_SKIP of a window left out while a switch
+ * settles).  The reader way is kept unless the team way's mean step was
+ * shorter by more than 1 - ARRANGE_TEAM_GAIN: the step spinning on every
+ * core is the one a busy machine hurts most.  Means, not medians: another
+ * process on a core leaves most of the team's steps as fast as ever and
+ * makes a few many times slower, and the few are the cost.  The next trial
+ * comes sooner when a window of the kept way's steps drifts ARRANGE_DRIFT
+ * times away from the trial's mean (another process took a core, or gave
+ * it back).  Every step still trains: with one BLAS thread the results are
+ * the same bits for any thread count, and the reader hands over the
  * batches in the loop's order, so only the time changes.
  */
 #include <omp.h>
-#include <stdlib.h>
 
 #include "train/arrange.h"
 
@@ -67,16 +71,12 @@ static void set_way(train_arrange *a, int r)
     a->reader = r;
 }
 
-static int cmp_double(const void *x, const void *y)
+static double mean(const double *t, int n)
 {
-    double u = *(const double *)x, v = *(const double *)y;
-    return (u > v) - (u < v);
-}
-
-static double median(double *t, int n)
-{
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return n == 0 ? 0 : n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += t[i];
+    return n > 0 ? sum / n : 0;
 }
 
 void train_arrange_before(train_arrange *a, int64_t j)
@@ -95,7 +95,7 @@ void train_arrange_before(train_arrange *a, int64_t j)
         set_way(a, (int)(w % 2));
         return;
     }
-    double team = median(a->t[0], a->nt[0]), reader = median(a->t[1], a->nt[1]);
+    double team = mean(a->t[0], a->nt[0]), reader = mean(a->t[1], a->nt[1]);
     a->choice = !(team <= ARRANGE_TEAM_GAIN * reader);
     a->base = a->choice ? reader : team;
     a->nwin = 0;
@@ -114,7 +114,7 @@ void train_arrange_after(train_arrange *a, int64_t j, double seconds)
             return;
         a->win[a->nwin++] = seconds;
         if (a->nwin == ARRANGE_WINDOW) {
-            double m = median(a->win, a->nwin);
+            double m = mean(a->win, a->nwin);
             a->nwin = 0;
             if (m > ARRANGE_DRIFT * a->base || m * ARRANGE_DRIFT < a->base)
                 a->next_trial = j + 1;

@@ -16,9 +16,9 @@
 #define ARRANGE_SKIP 1      /* first step of a window not timed (settling)  */
 #define ARRANGE_WINDOWS 4   /* windows per trial: step team, reader, again  */
 #define ARRANGE_EVERY 1000  /* steps from one trial to the next ...          */
-#define ARRANGE_TEAM_GAIN 0.95 /* the team way is kept when its median step is
+#define ARRANGE_TEAM_GAIN 0.95 /* the team way is kept when its mean step is
                                at most this share of the reader way's      */
-#define ARRANGE_DRIFT 1.5   /* ... or sooner, when a window's median step is
+#define ARRANGE_DRIFT 1.5   /* ... or sooner, when a window's mean step is
                                this many times the trial's, or as many times
                                shorter (the machine's load changed)        */
 
@@ -33,7 +33,7 @@ typedef struct train_arrange {
     int64_t next_trial;     /* run step where the next one begins            */
     double t[2][ARRANGE_WINDOWS / 2 * ARRANGE_WINDOW]; /* timed steps per way */
     int nt[2];
-    double base;            /* the kept way's median step in the last trial  */
+    double base;            /* the kept way's mean step in the last trial    */
     double win[ARRANGE_WINDOW]; /* its steps since, a window at a time       */
     int nwin;
     int64_t trials;         /* trials begun                                  */
