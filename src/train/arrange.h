@@ -12,11 +12,11 @@
 #include "train/prefetch.h"
 
 #define ARRANGE_WARM 8      /* steps before the first trial                 */
-#define ARRANGE_WINDOW 8    /* steps per window of a trial                  */
-#define ARRANGE_SKIP 1      /* first step of a window not timed (settling)  */
+#define ARRANGE_WINDOW 16   /* steps per window of a trial                  */
+#define ARRANGE_SKIP 3      /* first steps of a window not timed (settling) */
 #define ARRANGE_WINDOWS 4   /* windows per trial: step team, reader, again  */
 #define ARRANGE_EVERY 1000  /* steps from one trial to the next ...          */
-#define ARRANGE_TEAM_GAIN 0.95 /* the team way is kept when its mean step is
+#define ARRANGE_TEAM_GAIN 0.9 /* the team way is kept when its mean step is
                                at most this share of the reader way's      */
 #define ARRANGE_DRIFT 1.5   /* ... or sooner, when a window's mean step is
                                this many times the trial's, or as many times
