@@ -78,6 +78,8 @@ typedef struct ember_train_overrides {
     int32_t keep;                /* checkpoints kept (0: all)                */
     int resume;                  /* 1: continue from the newest checkpoint
                                     under checkpoint_dir                     */
+    const char *reader;          /* with no spare core: "auto", "team" or
+                                    "thread" (train.reader, docs/training.md) */
 } ember_train_overrides;
 
 /* Every field unset. */

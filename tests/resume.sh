@@ -63,6 +63,40 @@ check_threads_identical() {
 }
 CHECKS+=(threads_identical)
 
+# With as many threads as cores there is no spare core for the reader
+# thread: trials alternate the step's team reading the batches with a
+# reader thread and a thread fewer on the step (src/train/arrange.c), from
+# step 9 on, 32 steps of each.  The state stays the one of --threads 1 bit
+# for bit, on the synthetic task and on a shuffled file read over several
+# epochs, straight and resumed halfway (the trials start over there).
+check_threads_switching() {
+    local cores
+    cores=$(nproc)
+    [ "$cores" -ge 2 ] || { echo "skipped: one core"; return 0; }
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --steps 90 --checkpoint-dir "$TMP/sw1.ck" || return 1
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --threads "$cores" --steps 90 --checkpoint-dir "$TMP/swn.ck" || return 1
+    python3 -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); assert s["reader_thread_steps"] >= 32, s["reader_thread_steps"]' "$TMP/out" ||
+        return 1
+    compare_ckpt "$TMP/sw1.ck" "$TMP/swn.ck" same-state || return 1
+    for way in team thread; do # each way throughout: no trials
+        expect_status 0 "$EMBER" train "${QUICK[@]}" --threads "$cores" --reader $way --steps 30 \
+            --checkpoint-dir "$TMP/sw-$way.ck" || return 1
+        python3 -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); assert s["reader_thread_steps"] == (30 if sys.argv[2] == "thread" else 0), s["reader_thread_steps"]' "$TMP/out" $way ||
+            return 1
+    done
+    compare_ckpt "$TMP/sw-team.ck" "$TMP/sw-thread.ck" same-state || return 1
+    expect_status 0 "$EMBER" gen --task 10000 "$TMP/sw.bin" || return 1 # three blocks, an epoch of 79 steps
+    printf 'train = { };\ndata = { shuffle = true; };\n' >"$TMP/sw.cfg"
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --config "$TMP/sw.cfg" --train-file "$TMP/sw.bin" --steps 90 --checkpoint-dir "$TMP/swf1.ck" ||
+        return 1
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --config "$TMP/sw.cfg" --train-file "$TMP/sw.bin" --threads "$cores" --steps 45 \
+        --checkpoint-dir "$TMP/swfn.ck" || return 1
+    expect_status 0 "$EMBER" train "${QUICK[@]}" --config "$TMP/sw.cfg" --train-file "$TMP/sw.bin" --threads "$cores" --steps 90 \
+        --checkpoint-dir "$TMP/swfn.ck" --resume || return 1
+    compare_ckpt "$TMP/swf1.ck" "$TMP/swfn.ck" same-state
+}
+CHECKS+=(threads_switching)
+
 # The SSD tier (a cache of about a quarter of the rows, so rows are evicted,
 # written back and read again) trains bit-identically to the memory tier,
 # alone and under mpirun -np 2, with every cache policy.

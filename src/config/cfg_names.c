@@ -18,6 +18,7 @@ const char *const CFG_STORAGES[] = {"auto", "memory", "ssd", NULL};
 const char *const CFG_CACHE_POLICIES[] = {"default", "lru", "lfu", "lookahead", NULL};
 const char *const CFG_KINDS[] = {"fixed", "dynamic", NULL};
 const char *const CFG_SCHEDULES[] = {"blocking", "overlap", "stale", NULL}; /* ember_schedule order */
+const char *const CFG_READERS[] = {"auto", "team", "thread", NULL}; /* cfg_reader_way order */
 const char *const CFG_EVICTS[] = {"lru", "lfu", "ttl", "none", NULL};
 const char *const CFG_PRECISIONS[] = {"fp32", "fp16", "bf16", NULL};  /* ember_row_precision order */
 const char *const CFG_ROUNDINGS[] = {"stochastic", "nearest", NULL}; /* ember_rounding order */

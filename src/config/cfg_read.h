@@ -68,6 +68,7 @@ int cfg_check_keys(cfg_reader *r, const config_setting_t *g, const char *where, 
 extern const char *const CFG_PLACEMENTS[], *const CFG_EXCHANGES[], *const CFG_OPTIMIZERS[], *const CFG_INITS[];
 extern const char *const CFG_COMBINERS[], *const CFG_POLICIES[], *const CFG_DISTS[], *const CFG_STORAGES[];
 extern const char *const CFG_CACHE_POLICIES[], *const CFG_KINDS[], *const CFG_SCHEDULES[], *const CFG_EVICTS[];
+extern const char *const CFG_READERS[];
 extern const char *const CFG_PRECISIONS[], *const CFG_ROUNDINGS[];
 extern const char *const CFG_SOURCES[], *const CFG_BAD_LINES[], *const CFG_INTERACTIONS[], *const CFG_ACTIVATIONS[];
 extern const char *const CFG_LR_DECAYS[];

@@ -167,6 +167,12 @@ static int read_step_shape(cfg_reader *r, const config_setting_t *g, cfg_train *
             return EMBER_EINVAL;
         t->schedule = (ember_schedule)kind;
     }
+    if ((m = config_setting_get_member(g, "reader"))) {
+        int kind;
+        if (cfg_get_enum(r, m, "train.reader", CFG_READERS, &kind))
+            return EMBER_EINVAL;
+        t->reader = kind;
+    }
     if ((int64_t)t->micro_batch * t->accumulate > (1 << 24))
         return cfg_fail_at(r, g, "train", "micro_batch x accumulate = %lld samples per rank and step is too "
                            "many (at most 16777216)", (long long)t->micro_batch * t->accumulate);
@@ -303,7 +309,7 @@ static int read_outputs(cfg_reader *r, const config_setting_t *g, cfg_train *t)
 /* train: the loop, part by part in the order its messages come. */
 int cfg_read_train(cfg_reader *r, const config_setting_t *g)
 {
-    static const char *const KEYS[] = {"micro_batch", "accumulate", "optimizer_shards", "schedule", "hot_refresh_every",
+    static const char *const KEYS[] = {"micro_batch", "accumulate", "optimizer_shards", "schedule", "reader", "hot_refresh_every",
                                        "lr_schedule", "early_stop", "keep_best", "epochs",
                                        "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",

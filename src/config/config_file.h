@@ -83,6 +83,11 @@ typedef enum cfg_source {
  * working folder, beside the metrics and the plot, one per config. */
 #define TRAIN_DEFAULT_CHECKPOINT_DIR "ember-checkpoints"
 
+/* train.reader (CFG_READERS): with no spare core, the batches are read by
+ * the step's team, by a reader thread beside a team one thread smaller, or
+ * by whichever trials find faster (src/train/arrange.c). */
+enum { CFG_READER_AUTO = 0, CFG_READER_TEAM, CFG_READER_THREAD };
+
 typedef struct cfg_train {
     int present;                 /* the file has a train or a model group      */
     cfg_source source;
@@ -112,6 +117,8 @@ typedef struct cfg_train {
                                     (default), overlap or stale              */
     int32_t optimizer_shards;    /* dense optimizer state over groups of this
                                     many ranks; 0: replicated (default)      */
+    int32_t reader;              /* train.reader without a spare core:
+                                    CFG_READER_AUTO (trials), _TEAM, _THREAD */
     int64_t steps, eval_every, eval_samples, log_every; /* 0: automatic      */
     int eval_samples_set;        /* the file gave eval_samples              */
     ctr_text_schema schema;      /* data.schema; num_columns 0: none          */

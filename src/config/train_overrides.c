@@ -45,6 +45,7 @@ static const struct { const char *name; size_t off; } STRS[] = {
     STR("metrics", metrics),       STR("plot", plot),           STR("schedule", schedule),
     STR("lr-decay", lr_decay),     STR("precision", precision),  STR("rounding", rounding),
     STR("state-precision", state_precision),
+    STR("reader", reader),
 };
 
 static int64_t get_int(const ember_train_overrides *o, const int_override *x)
@@ -148,6 +149,8 @@ static int set_string(ember_train_overrides *o, const char *n, size_t off, const
         return bad(b, n, 1, "not fp32, fp16 or bf16");
     if (!strcmp(n, "rounding") && config_name_parse(CFG_ROUNDINGS, value) < 0)
         return bad(b, n, 1, "not stochastic or nearest");
+    if (!strcmp(n, "reader") && config_name_parse(CFG_READERS, value) < 0)
+        return bad(b, n, 1, "not auto, team or thread");
     *(const char **)((char *)o + off) = value;
     return EMBER_OK;
 }
@@ -229,6 +232,10 @@ int train_overrides_check(const ember_train_overrides *o, char *err, size_t errl
     }
     if (o->state_precision && config_name_parse(CFG_PRECISIONS, o->state_precision) < 0) {
         snprintf(err, errlen, "override state-precision: \"%.100s\" is not fp32, fp16 or bf16", o->state_precision);
+        return EMBER_EINVAL;
+    }
+    if (o->reader && config_name_parse(CFG_READERS, o->reader) < 0) {
+        snprintf(err, errlen, "override reader: \"%.100s\" is not auto, team or thread", o->reader);
         return EMBER_EINVAL;
     }
     if (o->rounding && config_name_parse(CFG_ROUNDINGS, o->rounding) < 0) {

@@ -32,6 +32,8 @@ static void apply_step_overrides(cfg_train *t, const ember_train_overrides *o)
         t->optimizer_shards = o->optimizer_shards;
     if (o->schedule)
         t->schedule = (ember_schedule)config_schedule_parse(o->schedule);
+    if (o->reader)
+        t->reader = config_name_parse(CFG_READERS, o->reader);
     if (o->lr_warmup >= 0)
         t->lr.warmup = o->lr_warmup;
     if (o->precision) {

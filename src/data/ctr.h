@@ -225,7 +225,9 @@ int64_t ctr_source_distinct_keys(const ctr_source *s, int32_t f);
  * key mask, labels, bag lengths, ids < rows) when this rank first reads
  * from it.  A feature with rows 0 in the header (version 2) yields whole
  * 64-bit keys.  A read that fails leaves the position after the last good
- * batch (ctr_source_tell). */
+ * batch (ctr_source_tell).  Blocks are checked and batches decoded by the
+ * calling thread's OpenMP team (omp_get_max_threads); the batches do not
+ * depend on its size. */
 int ctr_source_binary(const char *path, int32_t rank, int32_t world, ctr_source **out, char *err, size_t errlen);
 /* 1 when path begins with the binary format's magic ("EMBERCTR"), else 0
  * (also when it cannot be read: opening it then says why). */
@@ -316,5 +318,8 @@ int ctr_convert_source(ctr_source *src, const char *bin_path, ctr_stats *stats, 
  * ends, so it needs a limit): the file holds the source's next ones. */
 int ctr_convert_source_n(ctr_source *src, const char *bin_path, int64_t max_samples, ctr_stats *stats,
                          char *err, size_t errlen);
+/* The same in blocks of block_samples (>= 1) samples, not 4096 (tests). */
+int ctr_convert_source_blocks(ctr_source *src, const char *bin_path, int64_t max_samples, int32_t block_samples,
+                              ctr_stats *stats, char *err, size_t errlen);
 
 #endif

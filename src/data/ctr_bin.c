@@ -30,6 +30,7 @@
 #include <xxhash.h>
 
 #include "data/ctr_bin_block.h"
+#include "data/ctr_bin_decode.h"
 #include "data/ctr_visits.h"
 #include "data/data_io.h"
 
@@ -47,6 +48,7 @@ typedef struct bin_impl {
     int shuffled;
     int32_t rank;
     ctr_visits v;
+    cb_decoder dec;              /* the batch's runs, decoded in parallel  */
 } bin_impl;
 
 static int64_t block_offset(const bin_impl *m, int64_t b)
@@ -69,29 +71,33 @@ static int bin_enter(ctr_source *s, bin_impl *m, char *err, size_t errlen)
     return 0;
 }
 
-/* The samples into the staging buffers; -1 with err, the position moved. */
+/* The batch's n samples as runs of consecutive samples of one block each
+ * (entering and checking the blocks in order), then decoded by the calling
+ * thread's team (ctr_bin_decode.c); -1 with err, the position moved.  A
+ * run in the block read last continues where it stopped (m->pos). */
 static int64_t bin_read(ctr_source *s, bin_impl *m, int64_t n, char *err, size_t errlen)
 {
-    const int64_t D = m->lay.D, S = m->lay.S;
-    int64_t nids = 0;
-    for (int64_t b = 0; b < n; b++, m->cur++) {
-        if (m->shuffled) { /* the epoch's order: the next visit when this one is done */
-            m->cur = ctr_visits_item(&m->v);
-            m->v.lpos++;
-        }
+    cb_decoder *d = &m->dec;
+    d->nruns = 0;
+    for (int64_t b = 0; b < n;) {
+        int64_t c = m->shuffled ? ctr_visits_item(&m->v) : m->cur, len;
+        const int same = c / m->K == m->blk.index;
+        m->cur = c;
         if (bin_enter(s, m, err, errlen))
             return EMBER_EINVAL;
-        int64_t i = m->cur - m->blk.first;
-        int32_t *len = s->stage_len + b * S;
-        int64_t l = cb_sample_lengths(&m->lay, &m->blk, i, len);
-        if (ctr_buf_reserve_ids(s, nids + l, 1))
+        if (cb_decoder_add_run(d))
             return ctr_fail(err, errlen, "%s: out of memory", m->path);
-        cb_sample_read(&m->lay, &m->blk, i, len, m->pos, &s->label[b], &s->dense[b * D], s->stage_ids + nids,
-                       s->stage_w ? s->stage_w + nids : NULL);
-        nids += l;
+        len = m->shuffled ? ctr_visits_left_in_block(&m->v) : m->blk.first + m->blk.n - c;
+        len = len < n - b ? len : n - b;
+        cb_run *r = &d->runs[d->nruns++];
+        *r = (cb_run){m->blk, c - m->blk.first, len, {m->pos[0], m->pos[1], m->pos[2]}, same && d->nruns > 1};
+        m->cur = c + len;
+        if (m->shuffled)
+            m->v.lpos += len;
+        b += len;
     }
-    if (ctr_buf_transpose(s, (int32_t)n, nids))
-        return ctr_fail(err, errlen, "%s: out of memory for %lld ids", m->path, (long long)nids);
+    if (cb_decode_runs(d, &m->lay, s, n, m->pos))
+        return ctr_fail(err, errlen, "%s: out of memory for a batch of %lld samples", m->path, (long long)n);
     return n;
 }
 
@@ -102,7 +108,7 @@ static int64_t bin_next(ctr_source *s, int32_t max, char *err, size_t errlen)
     int64_t n = left < max ? left : max;
     if (n <= 0)
         return 0;
-    if (ctr_buf_reserve(s, (int32_t)n, 1))
+    if (ctr_buf_reserve(s, (int32_t)n, 0))
         return ctr_fail(err, errlen, "%s: out of memory for %lld samples", m->path, (long long)n);
     const int64_t cur = m->cur, pos[3] = {m->pos[0], m->pos[1], m->pos[2]}, lpos = m->v.lpos, j = m->v.j;
     const cb_block blk = m->blk;
@@ -136,6 +142,7 @@ static void bin_destroy(ctr_source *s)
         munmap((void *)m->map, (size_t)m->size);
     free(m->path);
     ctr_visits_free(&m->v);
+    cb_decoder_free(&m->dec);
     free(m);
 }
 

@@ -8,10 +8,14 @@
  * fit in the block's ids or keys, and the lengths must use them all), then
  * the row ids against their features' rows, so a message can name the
  * sample and the feature whose bag or id is wrong.  Keys (version 2) take
- * any 64-bit value.
+ * any 64-bit value.  The contents are first judged by the calling thread's
+ * OpenMP team in chunks of samples (contents_ok), and only a block found
+ * wrong goes through the serial passes, which name what is wrong.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <xxhash.h>
@@ -153,6 +157,76 @@ static int check_ids(const cb_layout *l, const ctr_schema *sc, const char *path,
     return 0;
 }
 
+/* Passes 1 and 2 as one verdict, by the calling thread's OpenMP team over
+ * chunks of samples: 1 when both would pass.  Each chunk sums its bags per
+ * column first, so the second sweep knows where its ids start; a bag runs
+ * past the block's ids exactly when the lengths sum past them, as lengths
+ * only add.  On 0 the serial passes run again, for the message. */
+#define CB_CHECK_CHUNK 512
+static int contents_ok(const cb_layout *l, const ctr_schema *sc, const cb_block *blk, uint64_t m, uint64_t q,
+                       uint64_t w)
+{
+    const int64_t S = l->S, nc = (blk->n + CB_CHECK_CHUNK - 1) / CB_CHECK_CHUNK;
+    int64_t (*at)[3] = malloc((size_t)(nc > 0 ? nc : 1) * sizeof *at);
+    if (!at)
+        return 0;
+    int ok = 1;
+    const int par = nc > 1 && omp_get_max_threads() > 1;
+#pragma omp parallel for schedule(static) reduction(&& : ok) if (par)
+    for (int64_t c = 0; c < nc; c++) { /* labels, and each chunk's ids, keys and weights */
+        int64_t u[3] = {0, 0, 0};
+        for (int64_t i = c * CB_CHECK_CHUNK; i < blk->n && i < (c + 1) * CB_CHECK_CHUNK; i++) {
+            if (l->float_label) {
+                uint32_t bits = get_u32(blk->lab + 4 * i);
+                float y;
+                memcpy(&y, &bits, 4);
+                ok = ok && y >= 0.0f && y <= 1.0f;
+            } else {
+                ok = ok && blk->lab[i] <= 1;
+            }
+            for (int64_t f = 0; f < S; f++) {
+                int64_t len = get_u16(blk->len + 2 * (i * S + f));
+                u[l->keyed[f]] += len;
+                u[2] += l->weighted[f] ? len : 0;
+            }
+        }
+        memcpy(at[c], u, sizeof u);
+    }
+    int64_t sum[3] = {0, 0, 0};
+    for (int64_t c = 0; c < nc; c++)
+        for (int k = 0; k < 3; k++) {
+            int64_t v = at[c][k];
+            at[c][k] = sum[k];
+            sum[k] += v;
+        }
+    ok = ok && (uint64_t)sum[0] == m && (uint64_t)sum[1] == q && (uint64_t)sum[2] == w;
+    if (ok) {
+#pragma omp parallel for schedule(static) reduction(&& : ok) if (par)
+        for (int64_t c = 0; c < nc; c++) { /* row ids below their rows, weights finite */
+            int64_t id = at[c][0], kw = at[c][2];
+            for (int64_t i = c * CB_CHECK_CHUNK; i < blk->n && i < (c + 1) * CB_CHECK_CHUNK; i++)
+                for (int64_t f = 0; f < S; f++) {
+                    int64_t len = get_u16(blk->len + 2 * (i * S + f));
+                    for (int64_t j = 0; l->weighted[f] && j < len; j++, kw++) {
+                        uint32_t bits = get_u32(blk->w + 4 * kw);
+                        float x;
+                        memcpy(&x, &bits, 4);
+                        ok = ok && isfinite(x);
+                    }
+                    if (l->keyed[f])
+                        continue;
+                    int bad = 0; /* no early exit: a loop the compiler can unroll */
+                    for (int64_t j = id; j < id + len; j++)
+                        bad |= (int64_t)get_u32(blk->ids + 4 * j) >= sc->rows[f];
+                    ok = ok && !bad;
+                    id += len;
+                }
+        }
+    }
+    free(at);
+    return ok;
+}
+
 int cb_block_check(const cb_layout *l, const ctr_schema *sc, const char *path, const unsigned char *map,
                    int64_t off, int64_t stop, int64_t b, int64_t first, int64_t want_n, cb_block *out, char *err,
                    size_t errlen)
@@ -186,8 +260,10 @@ int cb_block_check(const cb_layout *l, const ctr_schema *sc, const char *path, c
     blk.w = blk.keys + 8 * q;
     const int v3 = l->version >= CB_VERSION_WEIGHTS;
     uint64_t kmask = l->version >= CB_VERSION_KEYS ? get_u64(p + (v3 ? 32 : 24)) : 0, wmask = v3 ? get_u64(p + 40) : 0;
-    if (check_mask(l, sc, path, where, kmask, wmask, err, errlen) ||
-        check_bags(l, sc, path, where, map, &blk, m, q, w, err, errlen) || check_ids(l, sc, path, map, &blk, err, errlen))
+    if (check_mask(l, sc, path, where, kmask, wmask, err, errlen))
+        return EMBER_EINVAL;
+    if (!contents_ok(l, sc, &blk, m, q, w) && (check_bags(l, sc, path, where, map, &blk, m, q, w, err, errlen) ||
+                                               check_ids(l, sc, path, map, &blk, err, errlen)))
         return EMBER_EINVAL;
     *out = blk;
     return 0;

@@ -35,6 +35,7 @@ typedef struct cb_writer {
     size_t cap;
     int64_t *offs, nblocks, cap_offs;
     int64_t pos, N;           /* bytes and samples written so far   */
+    int64_t K;                /* samples per block                  */
 } cb_writer;
 
 /* Writes n bytes, or fails naming the file. */
@@ -187,7 +188,7 @@ static int cb_write_header(cb_writer *w, const ctr_schema *sc, char *err, size_t
     put_u32(head + 16, (uint32_t)w->lay.D);
     put_u32(head + 20, (uint32_t)S);
     put_u64(head + 24, (uint64_t)w->N);
-    put_u32(head + 32, CB_BLOCK_SAMPLES);
+    put_u32(head + 32, (uint32_t)w->K);
     put_u32(head + 36, 0);
     put_u64(head + 40, (uint64_t)w->nblocks);
     put_u64(head + 48, (uint64_t)w->pos);
@@ -233,7 +234,7 @@ static int write_all(cb_writer *w, ctr_source *src, const ctr_schema *sc, int64_
     w->pos = H;
     for (int64_t done = 0; done < limit;) {
         ctr_batch b;
-        int64_t want = limit - done < CB_BLOCK_SAMPLES ? limit - done : CB_BLOCK_SAMPLES;
+        int64_t want = limit - done < w->K ? limit - done : w->K;
         int64_t n = ctr_source_next(src, (int32_t)want, &b, err, errlen);
         if (n < 0)
             return EMBER_EINVAL;
@@ -254,16 +255,24 @@ int ctr_convert_source(ctr_source *src, const char *bin_path, ctr_stats *stats, 
 int ctr_convert_source_n(ctr_source *src, const char *bin_path, int64_t max_samples, ctr_stats *stats,
                          char *err, size_t errlen)
 {
+    return ctr_convert_source_blocks(src, bin_path, max_samples, CB_BLOCK_SAMPLES, stats, err, errlen);
+}
+
+int ctr_convert_source_blocks(ctr_source *src, const char *bin_path, int64_t max_samples, int32_t block_samples,
+                              ctr_stats *stats, char *err, size_t errlen)
+{
     cb_writer w;
     memset(&w, 0, sizeof w);
+    w.K = block_samples;
     w.out = (safe_out)SAFE_OUT_INIT;
     w.tmp = bin_path;
     uint32_t version;
     int rc = EMBER_EINVAL;
     if (stats)
         memset(stats, 0, sizeof *stats);
-    if (!src || !bin_path || max_samples < 0)
-        return ctr_fail(err, errlen, "ctr_convert_source: source and path must not be NULL, the limit >= 0");
+    if (!src || !bin_path || max_samples < 0 || block_samples < 1)
+        return ctr_fail(err, errlen, "ctr_convert_source: source and path must not be NULL, the limit >= 0, "
+                        "block_samples >= 1");
     const ctr_schema *sc = ctr_source_schema(src);
     if (check_rows(sc, bin_path, &version, err, errlen))
         goto done;

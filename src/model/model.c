@@ -131,6 +131,15 @@ static int apply_threads(ctr_model *m, char *err, size_t errlen)
     return EMBER_OK;
 }
 
+void model_set_threads(ctr_model *m, int32_t threads)
+{
+    int32_t t, blas;
+    dlrm_get_threads(m->dense, &t, &blas);
+    ember_collection_set_threads(m->coll, threads);
+    dlrm_set_threads(m->dense, threads, blas);
+    dense_sync_set_threads(m->sync, threads);
+}
+
 /* A whole pipelined step on zeros: the models a step keeps in flight are
  * made here, not mid-run. */
 static int pipeline_warm_up(ctr_model *m, char *err, size_t errlen)

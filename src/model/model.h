@@ -76,6 +76,9 @@ typedef struct model_times {
 int model_create(const model_config *cfg, ember_collection *coll, dlrm *dense, ctr_model **out, char *err,
                  size_t errlen);
 void model_destroy(ctr_model *m);
+/* The OpenMP threads of the step's handles from now on (>= 1; the BLAS
+ * threads stay): with one BLAS thread the results do not change. */
+void model_set_threads(ctr_model *m, int32_t threads);
 
 /* One optimizer step on this rank's local samples (batch_size = k * b, or
  * fewer at the end of a file: the last micro-batch is then short).  global

@@ -181,4 +181,19 @@ void ref_dequant_row(int enc, int32_t dim, const uint8_t *row, float *out);
 /* Simulated quantization: the value x reads as (quant.h's rule). */
 float ref_fake_quant(float x, float low, float high, int32_t buckets);
 
+/* An ember binary CTR file (docs/ctr-format.md) read whole, sample by
+ * sample, from the format's description alone (no checks: for files the
+ * library wrote).  Sample i: label[i], dense[i*D ..], and for each feature
+ * f its bag: len[i*S + f] ids from ids[first[i*S + f]], with weights (1
+ * where the feature has none) in w at the same places. */
+typedef struct ref_ctr_file {
+    int64_t N, D, S;
+    float *label, *dense, *w;
+    int32_t *len;
+    int64_t *first, *ids;
+} ref_ctr_file;
+
+int ref_ctr_file_read(const char *path, ref_ctr_file *out); /* 0, or -1 */
+void ref_ctr_file_free(ref_ctr_file *f);
+
 #endif

@@ -62,7 +62,7 @@ static int copy_overrides(ember_trainer *s, const ember_train_overrides *o, embe
         ember_train_overrides_init(out);
     const char **strs[] = {&out->train_file, &out->eval_file, &out->checkpoint_dir, &out->metrics,
                            &out->plot,       &out->schedule,  &out->lr_decay,  &out->precision, &out->rounding,
-                           &out->state_precision};
+                           &out->state_precision, &out->reader};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (*strs[i] && !(*strs[i] = s->owned[i] = strdup(*strs[i])))
             return EMBER_ENOMEM;

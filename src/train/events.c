@@ -19,6 +19,7 @@
 #include "model/dense_sync.h"
 #include "model/pipeline.h"
 #include "config/train_settings.h"
+#include "config/cfg_read.h"
 #include "train/run.h"
 #include "train/run_json.h"
 
@@ -118,6 +119,7 @@ void train_event_start(ember_trainer *s)
     json_object_set_new(j, "dense_optimizer_bytes_per_rank",
                         json_integer(dense_sync_state_bytes(model_dense_sync(s->model))));
     json_object_set_new(j, "schedule", json_string(config_schedule_name(t->schedule)));
+    json_object_set_new(j, "reader", json_string(CFG_READERS[t->reader]));
     if (t->pipe_stages > 1) {
         json_t *p = json_object();
         json_object_set_new(p, "stages", json_integer(t->pipe_stages));

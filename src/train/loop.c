@@ -35,6 +35,7 @@
 
 #include "comm/collect.h"
 #include "comm/comm.h"
+#include "train/arrange.h"
 #include "train/run.h"
 
 #define LOOKAHEAD_MAX 64 /* batches announced ahead at most (ember_prefetch_depth) */
@@ -42,6 +43,7 @@
 /* What the loop keeps from step to step. */
 typedef struct loop_state {
     train_prefetch *pf;          /* the reader of the training data         */
+    train_arrange arr;           /* no spare core: step team or reader thread */
     int32_t kb;                  /* samples per step and rank: k * b         */
     int32_t ahead;               /* the SSD tier's lookahead: batches announced */
     int hot;                     /* some table has hot rows                  */
@@ -314,18 +316,27 @@ static int loop_start(ember_trainer *s, loop_state *L)
     if (rs->resumed && t->patience > 0 && ls->best.have && ls->best.bad >= t->patience && rs->step < t->steps)
         ls->stopped_at = rs->step; /* it had stopped there: it stays stopped */
     ls->samples = L->logged_samples = rs->samples;
-    /* a reader thread needs a core of its own: see src/train/prefetch.c */
-    int threaded = omp_get_num_procs() > s->local_ranks * s->threads;
+    /* a reader thread needs a core of its own (src/train/prefetch.c); its
+     * OpenMP regions get this rank's share of the spare cores */
+    const int32_t procs = omp_get_num_procs(), spare = (procs - s->local_ranks * s->threads) / s->local_ranks;
+    int threaded = procs > s->local_ranks * s->threads;
     L->ahead = ember_prefetch_depth(s->coll);
     for (int32_t i = 0; i < s->cc.num_tables; i++)
         L->hot |= s->cc.tables[i].hot_rows > 0;
     /* a pipelined schedule looks one batch ahead too */
     const int32_t peek = L->ahead > 0 ? L->ahead : t->schedule != EMBER_SCHEDULE_BLOCKING;
-    int failed = train_prefetch_start(s->train_src, L->kb, s->threads, threaded, peek, &L->pf) != 0;
+    int failed = train_prefetch_start(s->train_src, L->kb, spare < 1 ? 1 : spare < s->threads ? spare : s->threads,
+                                      threaded, peek, &L->pf) != 0;
     if (run_agree(s, failed, EMBER_ENOMEM, "cannot start the reader thread")) {
         train_prefetch_stop(L->pf);
         return 1;
     }
+    /* no spare core: the step's team reads, or a thread of it becomes the
+     * reader, whichever trials find faster (src/train/arrange.c); results
+     * do not change with one BLAS thread */
+    const int32_t blas = s->blas_threads > 0 ? s->blas_threads : s->threads;
+    const int may = !threaded && peek == 0 && t->pipe_stages <= 1 && blas == 1 && t->reader != CFG_READER_TEAM;
+    train_arrange_init(&L->arr, s->model, L->pf, s->threads, may ? (t->reader == CFG_READER_THREAD ? 2 : 1) : 0);
     return 0;
 }
 
@@ -335,6 +346,9 @@ static int loop_start(ember_trainer *s, loop_state *L)
 static int loop_finish(ember_trainer *s, loop_state *L, int failed)
 {
     train_loop_stats *ls = &s->ls;
+    train_arrange_end(&L->arr);
+    ls->reader_steps = L->arr.reader_steps;
+    ls->reader_trials = L->arr.trials;
     if (!failed && s->eval_src && !ls->have_eval) {
         failed = train_evaluate(s, &ls->eval);
         if (!failed) {
@@ -358,6 +372,8 @@ int train_loop(ember_trainer *s)
     for (int64_t step = s->rs.step + 1; step <= s->t.steps && !s->ls.stopped_at && !failed; step++) {
         step_io io;
         io.err[0] = '\0';
+        train_arrange_before(&L.arr, step - s->rs.step - 1);
+        double t0 = ember_now();
         read_batch(s, &L, &io);
         announce_lookahead(s, &L, step);
         begin_next_batch(s, &L, step);
@@ -366,6 +382,7 @@ int train_loop(ember_trainer *s)
             failed = 1;
             break;
         }
+        train_arrange_after(&L.arr, step - s->rs.step - 1, ember_now() - t0);
         count_and_log(s, &L, step, &io);
         failed = evaluate_and_judge(s, &L, step) || save_if_due(s, L.pf, step);
     }

@@ -11,8 +11,9 @@
  * ctr_source_next in the loop, so results do not change, only the time:
  * what the loop still waits for is reported as the data time.  At the end
  * of this rank's share the reader rewinds (another epoch).  The reader
- * makes no MPI calls, and its own OpenMP regions use the run's thread
- * count.  Slots grow to the largest batch seen, then allocate nothing.
+ * makes no MPI calls, and its own OpenMP regions (the synthetic task's
+ * samples, a binary file's decoding) use a team of reader_threads: the
+ * spare cores, not the step's.  Slots grow to the largest batch seen, then allocate nothing.
  * Without a spare core (ranks x threads >= cores on the node) the thread
  * would only take turns with the step and with MPI's polling, so the batch
  * is then read in the loop's own thread, through the same calls.
@@ -22,6 +23,11 @@
  * ahead, one being read), train_prefetch_peek waits for the batch j ahead,
  * and the reader fills slot after slot in ring order.  Without a spare core
  * the same ring is filled in the loop's thread, on demand.
+ *
+ * The reader can also be started and stopped mid-run
+ * (train_prefetch_set_reader; src/train/arrange.c decides): it starts at
+ * the slot the loop would read next and, stopped, leaves the slot after
+ * the last it filled to the loop, so the batches keep their order.
  *
  * Checkpoints need the data position of the batches the steps consumed, not
  * of those read ahead: the reader records the source's position after each
@@ -53,7 +59,7 @@ typedef struct slot {
 struct train_prefetch {
     int threaded;                 /* 0: next reads in the caller's thread */
     ctr_source *src;
-    int32_t max, threads;
+    int32_t max, reader_threads;  /* samples per batch; the reader's OpenMP team */
     pthread_t thread;
     int started, stop;
     pthread_mutex_t mu;
@@ -62,7 +68,8 @@ struct train_prefetch {
     int nslots;
     int take;                     /* the slot the loop takes next        */
     int held;                     /* the slot the loop holds, or -1      */
-    int fill;                     /* the slot read next (not threaded)   */
+    int fill;                     /* the slot read next (not threaded; the
+                                     reader starts there and leaves it)   */
     ctr_position pos;             /* after the last batch the loop took  */
 };
 
@@ -127,8 +134,9 @@ static int64_t read_slot(train_prefetch *p, slot *sl)
 static void *reader(void *arg)
 {
     train_prefetch *p = arg;
-    omp_set_num_threads(p->threads); /* this thread's own setting */
-    for (int k = 0, failed = 0; !failed; k = (k + 1) % p->nslots) {
+    omp_set_num_threads(p->reader_threads); /* this thread's own setting */
+    int k = p->fill;
+    for (int failed = 0; !failed; k = (k + 1) % p->nslots) {
         slot *sl = &p->s[k];
         pthread_mutex_lock(&p->mu);
         while (sl->ready && !p->stop)
@@ -144,10 +152,49 @@ static void *reader(void *arg)
         pthread_cond_broadcast(&p->filled);
         pthread_mutex_unlock(&p->mu);
     }
+    p->fill = k; /* where the loop's own reads go on (joined before it looks) */
     return NULL;
 }
 
-int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t threads, int threaded, int32_t ahead,
+/* Starts the reader at slot p->fill; 0, or EMBER_EINVAL. */
+static int reader_start(train_prefetch *p)
+{
+    p->stop = 0;
+    p->threaded = 1;
+    if (pthread_create(&p->thread, NULL, reader, p) != 0) {
+        p->threaded = 0;
+        return EMBER_EINVAL;
+    }
+    p->started = 1;
+    return 0;
+}
+
+/* Ends the reader after the slot it is reading; the loop reads on from the
+ * slot after it. */
+static void reader_stop(train_prefetch *p)
+{
+    if (!p->started)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->freed);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    p->started = 0;
+    p->threaded = 0;
+}
+
+int train_prefetch_set_reader(train_prefetch *p, int on, int32_t reader_threads)
+{
+    if (!on) {
+        reader_stop(p);
+        return 0;
+    }
+    p->reader_threads = reader_threads > 0 ? reader_threads : 1;
+    return p->started ? 0 : reader_start(p);
+}
+
+int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t reader_threads, int threaded, int32_t ahead,
                          train_prefetch **out)
 {
     *out = NULL;
@@ -159,24 +206,18 @@ int train_prefetch_start(ctr_source *src, int32_t max_samples, int32_t threads, 
         free(p);
         return EMBER_EINVAL;
     }
-    p->threaded = threaded;
     p->src = src;
     p->max = max_samples;
-    p->threads = threads > 0 ? threads : 1;
+    p->reader_threads = reader_threads > 0 ? reader_threads : 1;
     p->held = -1;
     ctr_source_tell(src, &p->pos);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->filled, NULL);
     pthread_cond_init(&p->freed, NULL);
-    if (!threaded) {
-        *out = p;
-        return 0;
-    }
-    if (pthread_create(&p->thread, NULL, reader, p) != 0) {
+    if (threaded && reader_start(p)) {
         train_prefetch_stop(p);
         return EMBER_EINVAL;
     }
-    p->started = 1;
     *out = p;
     return 0;
 }
@@ -239,13 +280,7 @@ void train_prefetch_stop(train_prefetch *p)
 {
     if (!p)
         return;
-    if (p->started) {
-        pthread_mutex_lock(&p->mu);
-        p->stop = 1;
-        pthread_cond_broadcast(&p->freed);
-        pthread_mutex_unlock(&p->mu);
-        pthread_join(p->thread, NULL);
-    }
+    reader_stop(p);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->filled);
     pthread_cond_destroy(&p->freed);

@@ -10,6 +10,7 @@
  *   plan_start.c    the config's "auto" tables placed as `ember plan` would
  *   loop.c          the steps, with evaluations and checkpoints between
  *   prefetch.c      the reader thread: the next batches read while a step runs
+ *   arrange.c       no spare core: the step's team reads, or a reader thread
  *   evaluate.c      evaluation on held-out samples, scored on rank 0
  *   checkpoint.c    checkpoints of the run's state, and resume
  *   fingerprint.c   the settings a checkpoint must match to resume
@@ -75,6 +76,8 @@ typedef struct train_loop_stats {
     int64_t steps, samples;      /* in all, a resumed run's earlier ones too */
     int64_t run_samples, run_steps; /* this run's                            */
     double seconds, eval_seconds, data_seconds, ckpt_seconds;
+    int64_t reader_steps;        /* steps a thread of the step read instead (arrange.c) */
+    int64_t reader_trials;       /* trials of the two ways (arrange.c)      */
     int have_eval;
     train_eval_result eval;      /* the run's last evaluation               */
     train_best best;
@@ -91,7 +94,7 @@ struct ember_trainer {
     ember_train_event_fn on_event;
     void *event_ctx;
     double progress_at;          /* training seconds of the last "progress"  */
-    char *owned[10];              /* copies of the overrides' strings        */
+    char *owned[11];              /* copies of the overrides' strings        */
 
     cfg_train t;                 /* settings after the overrides            */
     const char *name;            /* the config's name, or "synthetic"       */

@@ -143,6 +143,10 @@ static json_t *summary_json(const ember_trainer *s, const summary_data *d, const
             json_object_set_new(j, "first_bad", run_json_string(cs->first_bad));
     }
     json_object_set_new(j, "train_seconds", run_json_num(train_s));
+    /* rank 0's steps whose batch a thread taken from the step read ahead
+     * (no spare core: src/train/arrange.c) */
+    json_object_set_new(j, "reader_thread_steps", json_integer(s->ls.reader_steps));
+    json_object_set_new(j, "reader_trials", json_integer(s->ls.reader_trials));
     json_object_set_new(j, "stop_metric", json_string(s->t.stop_metric_logloss ? "logloss" : "auc"));
     if (d->tier[0] > 0) {
         json_object_set_new(j, "ssd_stores", json_integer(d->tier[0]));
