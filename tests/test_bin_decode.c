@@ -10,7 +10,8 @@
  * be the reference's bit for bit: the same samples in the same order, so
  * the batch does not depend on the thread count.  A corrupt block must
  * fail with the same message at every thread count.  The synthetic task's
- * batches are also compared across 1 and 2 threads.
+ * batches are also compared across 1 and 2 threads, and every file's
+ * batches through the trainer's prefetch (weights included).
  *
  *   test_bin_decode [SEED]
  */
@@ -25,6 +26,7 @@
 #include "check.h"
 #include "data/ctr.h"
 #include "data/ctr_visits.h"
+#include "train/prefetch.h"
 #include "util.h"
 
 static char tmpdir[256];
@@ -111,6 +113,38 @@ static void check_reads(const char *path, const ref_ctr_file *f, int64_t K, int 
     ctr_source_destroy(s);
 }
 
+/* One epoch of path through the trainer's prefetch (a reader thread or
+ * not): the reference's batches, a weighted file's weights included. */
+static void check_prefetch(const char *path, const ref_ctr_file *f, int threaded)
+{
+    char err[512], what[600];
+    snprintf(what, sizeof what, "%s through the prefetch (%s)", path, threaded ? "reader thread" : "caller's thread");
+    ctr_source *s = NULL;
+    CHECK_MSG(ctr_source_binary(path, 0, 1, &s, err, sizeof err) == 0, "%s", err);
+    train_prefetch *p = NULL;
+    CHECK(s && train_prefetch_start(s, 97, 1, threaded, 2, &p) == 0);
+    int weighted = 0;
+    for (int32_t t = 0; s && t < ctr_source_schema(s)->num_sparse; t++)
+        weighted |= ctr_source_schema(s)->weighted[t];
+    int64_t *items = malloc((size_t)(f->N + 1) * sizeof *items);
+    for (int64_t i = 0; i < f->N; i++)
+        items[i] = i;
+    int ok = p != NULL;
+    for (int64_t at = 0; ok && at < f->N;) {
+        ctr_batch b;
+        int64_t n = train_prefetch_next(p, &b, err, sizeof err);
+        CHECK_MSG(n > 0, "%s: %s", what, err);
+        if (n <= 0)
+            break;
+        ok = batch_matches(f, items + at, n, &b, what) && (!weighted || b.sparse.weights != NULL);
+        at += n;
+    }
+    CHECK_MSG(ok, "%s: batches differ from the file's (or lost their weights)", what);
+    train_prefetch_stop(p);
+    free(items);
+    ctr_source_destroy(s);
+}
+
 /* Every block size, thread count, share and order on the samples of `open`. */
 static void check_file(const char *name, int (*open)(test_rng *, const char *, ctr_source **), int64_t N, test_rng *r)
 {
@@ -132,6 +166,8 @@ static void check_file(const char *name, int (*open)(test_rng *, const char *, c
                 for (int32_t rank = 0; rank < world; rank++)
                     for (int shuffle = 0; shuffle <= 1; shuffle++)
                         check_reads(path, &f, KS[k], threads, rank, world, shuffle, r);
+        for (int threaded = 0; threaded <= 1; threaded++)
+            check_prefetch(path, &f, threaded);
         ref_ctr_file_free(&f);
     }
     test_next(r);

@@ -51,6 +51,7 @@ typedef struct slot {
     float *label, *dense;
     int32_t *lengths;
     int64_t *ids;
+    float *weights;               /* a weighted source's: one per id      */
     int64_t cap, cap_ids;
     ctr_position pos;             /* the source's position after this batch */
     char err[512];
@@ -95,7 +96,7 @@ static int copy_batch(slot *sl, const ctr_batch *b)
     }
     if (ids > sl->cap_ids) {
         int64_t c = ids + ids / 4;
-        if (grow((void **)&sl->ids, c, sizeof(int64_t)))
+        if (grow((void **)&sl->ids, c, sizeof(int64_t)) || grow((void **)&sl->weights, c, sizeof(float)))
             return EMBER_ENOMEM;
         sl->cap_ids = c;
     }
@@ -108,7 +109,9 @@ static int copy_batch(slot *sl, const ctr_batch *b)
     sl->b.dense = sl->dense;
     sl->b.sparse.lengths = sl->lengths;
     sl->b.sparse.ids = sl->ids;
-    sl->b.sparse.weights = NULL;
+    if (b->sparse.weights && ids > 0) /* weighted features keep their weights */
+        memcpy(sl->weights, b->sparse.weights, (size_t)ids * sizeof(float));
+    sl->b.sparse.weights = b->sparse.weights ? sl->weights : NULL;
     return 0;
 }
 
@@ -289,6 +292,7 @@ void train_prefetch_stop(train_prefetch *p)
         free(p->s[k].dense);
         free(p->s[k].lengths);
         free(p->s[k].ids);
+        free(p->s[k].weights);
     }
     free(p->s);
     free(p);
