@@ -17,19 +17,20 @@
 #include <immintrin.h>
 #endif
 
-typedef int32_t lane_index __attribute__((vector_size(DENSE_LANES * sizeof(int32_t))));
+/* The interleavings of a and b's first halves and of their second halves
+ * (__builtin_shufflevector: GCC 12 and clang alike). */
+#define INTERLEAVE_LO(a, b) __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)
+#define INTERLEAVE_HI(a, b) __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
 
 static inline void transpose16(dense_lanes r[DENSE_LANES])
 {
-    static const lane_index LO = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
-    static const lane_index HI = {8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 #pragma GCC unroll 4
     for (int round = 0; round < 4; round++) {
         dense_lanes o[DENSE_LANES];
 #pragma GCC unroll 8
         for (int i = 0; i < DENSE_LANES / 2; i++) {
-            o[2 * i] = __builtin_shuffle(r[i], r[i + DENSE_LANES / 2], LO);
-            o[2 * i + 1] = __builtin_shuffle(r[i], r[i + DENSE_LANES / 2], HI);
+            o[2 * i] = INTERLEAVE_LO(r[i], r[i + DENSE_LANES / 2]);
+            o[2 * i + 1] = INTERLEAVE_HI(r[i], r[i + DENSE_LANES / 2]);
         }
 #pragma GCC unroll 16
         for (int i = 0; i < DENSE_LANES; i++)
