@@ -68,9 +68,6 @@ typedef struct ember_train_overrides {
     const char *precision;       /* every table's rows: "fp32", "fp16" or
                                     "bf16" (docs/precision.md)               */
     const char *rounding;        /* every table's: "stochastic" or "nearest" */
-    const char *state_precision; /* the optimizer state of every table whose
-                                    optimizer keeps it per element (Adagrad,
-                                    Adam): "fp32", "fp16" or "bf16"          */
     int64_t steps;               /* also replaces the config's train.epochs */
     int64_t seed;                /* tables, dense model, synthetic data      */
     int64_t eval_every, eval_samples, lr_warmup, checkpoint_every;
@@ -80,6 +77,9 @@ typedef struct ember_train_overrides {
                                     under checkpoint_dir                     */
     const char *reader;          /* with no spare core: "auto", "team" or
                                     "thread" (train.reader, docs/training.md) */
+    const char *state_precision; /* the optimizer state of every table whose
+                                    optimizer keeps it per element (Adagrad,
+                                    Adam): "fp32", "fp16" or "bf16"          */
 } ember_train_overrides;
 
 /* Every field unset. */

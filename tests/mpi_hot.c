@@ -7,7 +7,8 @@
  * precisions: fp32, or fp16/bf16 rounded stochastically or to nearest, and
  * state precisions for Adagrad and Adam; some
  * with hot_rows and some without, weights, dedup, bounds = drop now and
- * then) and STEPS global batches (repeated ids often, so hot rows are hit
+ * then; every fourth trial a 2-row table, all hot, with bf16 state, so
+ * that ranks holding none of its rows round copies too) and STEPS global batches (repeated ids often, so hot rows are hit
  * by several ranks), and takes its slice of each.  Two collections train
  * on them side by side: PLAIN (no hot rows) and HOT (the same config with
  * hot_rows), both with upstream gradients d = g + 0.5 * (own outputs), and
@@ -99,6 +100,18 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
 {
     int32_t W = ember_world_size(world), rank = ember_world_rank(world);
     test_config *tc = hot_config(r, world);
+    if (trial % 4 == 3) { /* a table of 2 rows, both hot, half state: ranks that hold none of its
+                             rows round their copies' state as the owners do */
+        ember_table_config *tb = &tc->tables[0];
+        tb->rows = 2;
+        tb->hot_rows = 2;
+        tb->optimizer = test_optimizer_random(r, trial % 8 == 3 ? EMBER_OPT_ADAGRAD : EMBER_OPT_ADAM);
+        tb->state_precision = EMBER_PRECISION_BF16;
+        tb->rounding = EMBER_ROUND_STOCHASTIC;
+        for (int32_t t = 1; t < tc->cfg.num_tables; t++) /* unstacked from it: its own optimizer */
+            tc->tables[t].dim = tb->dim + 1;
+        tc->features[0].table = 0;
+    }
     const ember_collection_config *cfg = &tc->cfg;
     ember_schedule sched = (ember_schedule)(trial % 3);
     int pipelined = sched != EMBER_SCHEDULE_BLOCKING;

@@ -32,7 +32,7 @@ static void train_usage(FILE *f)
             "  --seed S             seed of the tables, the dense model and the synthetic data\n"
             "  --threads T          threads per rank (default 1, or the config's threads)\n"
             "  --reader R           with no core to spare for the reader thread (threads x ranks\n"
-            "                       on the machine = cores): auto (default: trials pick the\n"
+            "                       on the machine >= cores): auto (default: trials pick the\n"
             "                       faster), team (the step's threads read the batches) or\n"
             "                       thread (a reader thread and a step thread fewer); same results\n"
             "  --blas-threads T     OpenBLAS threads per rank for the dense GEMMs (default 1:\n"

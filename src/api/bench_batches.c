@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/config.h"
 #include "api/batch_slice.h"
 #include "api/bench.h"
 #include "comm/comm.h"
@@ -44,7 +45,7 @@ static ember_table_config table_of(const bench_run *r, int32_t t, const char *na
     tc.hot_rows = c->hot_rows;
     tc.precision = c->precision;
     tc.rounding = c->rounding;
-    if (ember_state_floats(tc.optimizer.kind, 2) >= 2) /* Adagrad, Adam */
+    if (ember_element_state(tc.optimizer.kind)) /* Adagrad, Adam */
         tc.state_precision = c->state_precision;
     tc.storage = c->storage;
     tc.cache_bytes = c->cache_bytes;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/config.h"
 #include "api/bench.h"
 #include "comm/agree.h"
 
@@ -85,7 +86,7 @@ json_t *bench_line_base(const ember_bench_config *c, int32_t ranks)
     json_object_set_new(j, "dense_ms", json_real(c->dense_ms));
     json_object_set_new(j, "hot_rows", json_integer(c->hot_rows));
     json_object_set_new(j, "precision", json_string(ember_precision_name(c->precision)));
-    if (c->state_precision != EMBER_PRECISION_FP32 && ember_state_floats(c->optimizer, 2) >= 2)
+    if (c->state_precision != EMBER_PRECISION_FP32 && ember_element_state(c->optimizer))
         json_object_set_new(j, "state_precision", json_string(ember_precision_name(c->state_precision)));
     if (c->precision != EMBER_PRECISION_FP32 || json_object_get(j, "state_precision"))
         json_object_set_new(j, "rounding", json_string(ember_rounding_name(c->rounding)));
@@ -142,7 +143,7 @@ static int over_budget(bench_run *r)
     const ember_bench_config *c = r->c;
     const ember_synth_config *sh = &c->shape;
     double elem = c->precision == EMBER_PRECISION_FP32 ? 4.0 : 2.0;
-    double selem = c->state_precision == EMBER_PRECISION_FP32 || ember_state_floats(c->optimizer, 2) < 2 ? 4.0 : 2.0;
+    double selem = c->state_precision == EMBER_PRECISION_FP32 || !ember_element_state(c->optimizer) ? 4.0 : 2.0;
     double est = (double)sh->tables * (double)sh->rows *
                  (c->dim * elem + (r->train ? selem * ember_state_floats(c->optimizer, c->dim) : 0.0)) *
                  rank_share(c, r->R);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "assemble/assemble.h"
+#include "collection/config.h"
 #include "collection/shard.h"
 #include "quant/quant.h"
 #include "tier/ssd.h"
@@ -41,12 +42,6 @@ static int same_group(const ember_table_config *a, const ember_table_config *b)
            (!a->quant_buckets || (a->quant_low == b->quant_low && a->quant_high == b->quant_high));
 }
 
-/* quant.h's encoding of a half precision; 0 for fp32. */
-static int half_encoding(ember_row_precision p)
-{
-    return p == EMBER_PRECISION_FP16 ? EMBER_ENC_FP16 : p == EMBER_PRECISION_BF16 ? EMBER_ENC_BF16 : 0;
-}
-
 /* The store of physical table p: memory, or the SSD tier (a rank that holds
  * none of its rows keeps an empty memory store).  In memory, encoded rows,
  * half rows and half state take the store of encoded rows; the SSD tier
@@ -59,9 +54,9 @@ static int create_store_tier(ember_collection *c, int32_t p)
     if (!ssd && (first->rows_encoding != EMBER_ROWS_FP32 || first->precision != EMBER_PRECISION_FP32 ||
                  first->state_precision != EMBER_PRECISION_FP32)) {
         int train = first->rows_encoding == EMBER_ROWS_FP32;
-        int enc = !train ? (int)first->rows_encoding : half_encoding(first->precision);
+        int enc = !train ? (int)first->rows_encoding : ember_precision_encoding(first->precision);
         int st = ember_store_quant_create(pt->local_rows, pt->local_dim, pt->state_floats, enc, train,
-                                          half_encoding(first->state_precision), c->threads, &pt->store);
+                                          ember_precision_encoding(first->state_precision), c->threads, &pt->store);
         if (st != EMBER_OK)
             return ember_fail_create(st, "physical table %d (first table '%s'): cannot allocate %lld encoded rows x %d",
                                      p, first->name, (long long)pt->local_rows, pt->local_dim);
@@ -84,7 +79,7 @@ static int create_store_tier(ember_collection *c, int32_t p)
     ember_ssd_params sp = {first->path, first->name, label, c->world->rank, pt->local_rows, pt->local_dim,
                            pt->state_floats, pt->cache_bytes, pt->policy, c->cfg.lookahead, c->cfg.io_threads,
                            c->cfg.ssd_buffered, ember_init_local_row, &pt->init_ctx,
-                           half_encoding(first->precision), half_encoding(first->state_precision)};
+                           ember_precision_encoding(first->precision), ember_precision_encoding(first->state_precision)};
     int st = ember_store_ssd_create(&sp, &pt->store, err, sizeof err);
     return st == EMBER_OK ? EMBER_OK : ember_fail_create(st, "%s", err);
 }

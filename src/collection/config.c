@@ -46,6 +46,13 @@ int32_t ember_row_state_floats(const ember_table_config *tc, int32_t dim)
     return tc->rows_encoding != EMBER_ROWS_FP32 ? 0 : ember_state_floats(tc->optimizer.kind, dim);
 }
 
+int ember_element_state(ember_optimizer_kind kind) { return ember_state_floats(kind, 2) >= 2; }
+
+int ember_precision_encoding(ember_row_precision p)
+{
+    return p == EMBER_PRECISION_FP16 ? EMBER_ENC_FP16 : p == EMBER_PRECISION_BF16 ? EMBER_ENC_BF16 : 0;
+}
+
 int64_t ember_row_state_bytes(const ember_table_config *tc, int32_t dim)
 {
     return (int64_t)ember_row_state_floats(tc, dim) * (tc->state_precision == EMBER_PRECISION_FP32 ? 4 : 2);

@@ -26,6 +26,12 @@ const char *ember_encoding_refusal(const ember_table_config *tc);
  * element for half state, state_precision, else 4).  The planner, the tier
  * rule and a dynamic table's capacity all count rows this way. */
 int64_t ember_row_bytes(const ember_table_config *tc, int32_t dim);
+/* 1 for the optimizers whose state is per element (Adagrad, Adam): the
+ * ones whose state may be half precision (state_precision); row-wise
+ * Adagrad's one float per row stays fp32 and SGD keeps none. */
+int ember_element_state(ember_optimizer_kind kind);
+/* quant.h's encoding of a half precision (EMBER_ENC_FP16, _BF16); 0 for fp32. */
+int ember_precision_encoding(ember_row_precision p);
 int32_t ember_row_state_floats(const ember_table_config *tc, int32_t dim);
 int64_t ember_row_state_bytes(const ember_table_config *tc, int32_t dim);
 

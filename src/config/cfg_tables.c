@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/config.h"
 #include "config/cfg_read.h"
 
 int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key,
@@ -188,7 +189,7 @@ static int read_training(table_entry *n, ember_table_config *t)
         if (cfg_get_enum(n->r, m, n->key, CFG_PRECISIONS, &k))
             return EMBER_EINVAL;
         t->state_precision = (ember_row_precision)k;
-    } else if (config_element_state(t->optimizer.kind)) {
+    } else if (ember_element_state(t->optimizer.kind)) {
         t->state_precision = n->r->cf->train.emb_state_precision;
     }
     return 0;

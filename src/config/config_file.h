@@ -27,11 +27,6 @@
 #include "ember.h"
 #include "model/lr_schedule.h"
 
-/* 1 for the optimizers whose state is per element (Adagrad, Adam), which
- * model.emb_state_precision and --state-precision set; row-wise Adagrad's
- * one float per row stays fp32 and SGD keeps none. */
-static inline int config_element_state(ember_optimizer_kind k) { return ember_state_floats(k, 2) >= 2; }
-
 /* Per table, what the collection config cannot hold. */
 typedef struct cfg_table_extra {
     int placement_pin;  /* ember_placement, or -1: the planner chooses      */

@@ -40,7 +40,9 @@ int64_t dense_interact_width(dense_interaction kind, int32_t F, int32_t d)
 }
 
 #define SCRATCH 8192 /* floats of per-call scratch kept on the stack (32 KiB): the
-                        usual shapes allocate nothing per step             */
+                        built-in task's shape allocates nothing per call;
+                        wide ones (26 features of dim 128: ~240 KiB) take
+                        the heap once per call                             */
 
 /* n floats: stack (SCRATCH of them) when they fit, else the heap (NULL when
  * out of memory); scratch_free gives heap memory back. */

@@ -39,8 +39,9 @@
  * owner's row is, with the same bits, on every rank. */
 static int half_rows(const ember_ptable *pt) { return ember_enc_half(pt->store->encoding); }
 
-/* The same for half optimizer state (store.h's qstate): the copies hold
- * its values, rounded as the owner rounds its state. */
+/* The same for half optimizer state (store.h's state_enc; its qstate is
+ * NULL on a rank that holds no rows): the copies hold its values, rounded
+ * as the owner rounds its state. */
 static uint16_t *half_state_of(const ember_ptable *pt, uint32_t local)
 {
     return pt->store->qstate + (int64_t)local * pt->store->state_floats;
@@ -154,7 +155,7 @@ int ember_hot_reload(ember_collection *c, int32_t p)
                                       out + mine * per);
             else
                 memcpy(out + mine * per, pt->store->values + (int64_t)l * dim, sizeof(float) * (size_t)dim);
-            if (sf && pt->store->qstate)
+            if (sf && pt->store->state_enc)
                 ember_half_decode_row(pt->store->state_enc, sf, half_state_of(pt, l), out + mine * per + dim);
             else if (sf)
                 memcpy(out + mine * per + dim, pt->store->state + (int64_t)l * sf, sizeof(float) * (size_t)sf);
@@ -315,7 +316,7 @@ void ember_hot_apply(ember_collection *c, int32_t p, int64_t step)
             ember_half_encode_row(pt->store->encoding, rd.stochastic, bits, rd.col0, dim, w, q);
             ember_half_decode_row(pt->store->encoding, dim, q, w);
         }
-        if (sf && pt->store->qstate) { /* the state likewise */
+        if (sf && pt->store->state_enc) { /* the state likewise (on every rank, one holding no rows too) */
             ember_grad_round_state(&rd, pt->store->state_enc, (int64_t)h->rows[i], 0, dim, sf, s, qs);
             ember_half_decode_row(pt->store->state_enc, sf, qs, s);
         }
@@ -326,7 +327,7 @@ void ember_hot_apply(ember_collection *c, int32_t p, int64_t step)
             memcpy((uint16_t *)pt->store->qrows + (int64_t)l * dim, q, sizeof q[0] * (size_t)dim);
         else
             memcpy(pt->store->values + (int64_t)l * dim, w, sizeof(float) * (size_t)dim);
-        if (sf && pt->store->qstate)
+        if (sf && pt->store->state_enc)
             memcpy(half_state_of(pt, l), qs, sizeof qs[0] * (size_t)sf);
         else if (sf)
             memcpy(pt->store->state + (int64_t)l * sf, s, sizeof(float) * (size_t)sf);

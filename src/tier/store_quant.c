@@ -11,8 +11,9 @@
  * sees fp32: acquire decodes into a scratch row, release with dirty encodes
  * it back.  A one-row acquire uses the calling OpenMP thread's own scratch
  * row (the initializer acquires rows from many threads at once); a larger
- * one uses a shared buffer (one at a time, as store.h allows).  An
- * inference table has no optimizer state: acquire hands out a zero row for
+ * one uses a shared buffer (one at a time, as store.h allows).  A release
+ * checks every row before it encodes any, so a row the encoding refuses
+ * changes nothing.  An inference table has no optimizer state: acquire hands out a zero row for
  * it, and what is written there is dropped.  A table that trains with half
  * rows (ember_table_config.precision: fp16 or bf16 rows) keeps its state
  * beside them, and acquire hands out fp32 state rows themselves; release
@@ -110,15 +111,19 @@ static int quant_release(ember_store *st, const uint32_t *rows, int64_t n, int d
         return EMBER_OK;
     char *decoded_state;
     const float *buf = scratch_of(q, n, omp_get_thread_num(), &decoded_state);
+    uint8_t check[4096]; /* an encoded row (dim <= 1024: fp16 2 KiB, int8 1 KiB + 4) */
+    for (int64_t i = 0; !s->values && i < n; i++) /* first every row: a refusal changes nothing */
+        if (ember_quant_row(s->encoding, s->dim, buf + i * row_floats(s), check) != 0) {
+            snprintf(s->errmsg, sizeof s->errmsg, "local row %u: %s", rows[i], ember_quant_refusal(s->encoding));
+            return EMBER_EINPUT;
+        }
     for (int64_t i = 0; i < n; i++) {
         const float *v = buf + i * row_floats(s);
         if (*decoded_state) /* to nearest, as every write */
             ember_half_encode_row(s->state_enc, 0, 0, 0, s->state_floats, v + s->dim,
                                   s->qstate + (int64_t)rows[i] * s->state_floats);
-        if (!s->values && ember_quant_row(s->encoding, s->dim, v, s->qrows + (int64_t)rows[i] * s->qrow_bytes) != 0) {
-            snprintf(s->errmsg, sizeof s->errmsg, "local row %u: %s", rows[i], ember_quant_refusal(s->encoding));
-            return EMBER_EINPUT;
-        }
+        if (!s->values)
+            ember_quant_row(s->encoding, s->dim, v, s->qrows + (int64_t)rows[i] * s->qrow_bytes);
     }
     return EMBER_OK;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "collection/config.h"
 #include "comm/collect.h"
 #include "comm/comm.h"
 #include "config/data_open.h"
@@ -175,7 +176,7 @@ static int force_precision(ember_trainer *s, char *err, size_t errlen)
             s->tables[t].precision = s->t.emb_precision;
         if (s->t.rounding_all)
             s->tables[t].rounding = s->t.emb_rounding;
-        if (s->t.state_precision_all && config_element_state(s->tables[t].optimizer.kind))
+        if (s->t.state_precision_all && ember_element_state(s->tables[t].optimizer.kind))
             s->tables[t].state_precision = s->t.emb_state_precision;
     }
     return 0;
@@ -223,7 +224,7 @@ static int build_tables(ember_trainer *s, char *err, size_t errlen)
         tb->optimizer = s->t.emb_optimizer;
         tb->precision = s->t.emb_precision;
         tb->rounding = s->t.emb_rounding;
-        if (config_element_state(tb->optimizer.kind))
+        if (ember_element_state(tb->optimizer.kind))
             tb->state_precision = s->t.emb_state_precision;
         s->features[f].name = fn;
         s->features[f].table = f;
