@@ -5,11 +5,11 @@
  * Every rank draws the same random config of row-wise tables with the rows
  * exchange (1 to 4 tables, some stacked, random dims, optimizers and row
  * precisions: fp32, or fp16/bf16 rounded stochastically or to nearest, and
- * state precisions for Adagrad and Adam; some
- * with hot_rows and some without, weights, dedup, bounds = drop now and
- * then; every fourth trial a 2-row table, all hot, with bf16 state, so
- * that ranks holding none of its rows round copies too) and STEPS global batches (repeated ids often, so hot rows are hit
- * by several ranks), and takes its slice of each.  Two collections train
+ * state precisions for Adagrad and Adam; some with hot_rows and some
+ * without, weights, dedup, bounds = drop now and then; every fourth trial
+ * a 2-row table, all hot, with bf16 state, so that ranks holding none of
+ * its rows round copies too) and STEPS global batches (repeated ids often,
+ * so hot rows are hit by several ranks), and takes its slice of each.  Two collections train
  * on them side by side: PLAIN (no hot rows) and HOT (the same config with
  * hot_rows), both with upstream gradients d = g + 0.5 * (own outputs), and
  * both under one schedule per trial: blocking ember_forward, or the split
