@@ -1,11 +1,11 @@
 /*
  * interact.c: the dot interaction alone (src/dense/interact.c), forward and
- * backward, on one thread, against the documented sums written as the plain
- * loop (one sample, one pair, one k at a time) in the same run.
+ * backward, on one thread, against the documented sums as the plain loop
+ * (src/ref/ref_dot_order.c: one sample, one pair, one k at a time) in the
+ * same run.
  *
  * A batch of 2048 samples goes through in chunks of 256, as dlrm.c hands
- * them to a thread.  Before timing, both give the same bits (the bench
- * compiles with -ffp-contract=off, as the library's file does: each product
+ * them to a thread.  Before timing, both give the same bits (each product
  * rounded, then added).  JSON lines, one per shape: median ns per sample
  * over the repetitions, forward and backward, kernel and plain loop.
  *
@@ -20,49 +20,9 @@
 
 #include "bench_util.h"
 #include "dense/layers.h"
+#include "ref/ref.h"
 
 enum { BATCH = 2048, CHUNK = 256, MAX_REPS = 10000 };
-
-/* The documented sums, sample by sample. */
-static void plain_forward(int32_t B, int32_t F, int32_t d, const float *v, float *z)
-{
-    const int32_t n = F + 1;
-    const int64_t vw = (int64_t)n * d, zw = dense_interact_width(DENSE_INTERACT_DOT, F, d);
-    for (int32_t s = 0; s < B; s++) {
-        const float *vs = v + s * vw;
-        float *zs = z + s * zw;
-        memcpy(zs, vs, (size_t)d * sizeof *zs);
-        int64_t p = d;
-        for (int32_t i = 0; i < n; i++)
-            for (int32_t j = i + 1; j < n; j++) {
-                float sum = 0.0f;
-                for (int32_t k = 0; k < d; k++)
-                    sum = sum + vs[i * d + k] * vs[j * d + k];
-                zs[p++] = sum;
-            }
-    }
-}
-
-static void plain_backward(int32_t B, int32_t F, int32_t d, const float *v, const float *dz, float *dv)
-{
-    const int32_t n = F + 1;
-    const int64_t vw = (int64_t)n * d, zw = dense_interact_width(DENSE_INTERACT_DOT, F, d);
-    for (int32_t s = 0; s < B; s++) {
-        const float *vs = v + s * vw, *dzs = dz + s * zw;
-        float *dvs = dv + s * vw;
-        for (int32_t i = 0; i < n; i++)
-            for (int32_t k = 0; k < d; k++) {
-                float acc = i == 0 ? dzs[k] : 0.0f;
-                for (int32_t j = 0; j < n; j++) {
-                    if (j == i)
-                        continue;
-                    const int32_t a = j < i ? j : i, b = j < i ? i : j;
-                    acc = acc + dzs[d + (int64_t)a * (2 * n - a - 1) / 2 + (b - a - 1)] * vs[j * d + k];
-                }
-                dvs[i * d + k] = acc;
-            }
-    }
-}
 
 typedef void (*pass_fn)(int32_t B, int32_t F, int32_t d, const float *in, const float *dz, float *out);
 
@@ -78,11 +38,11 @@ static void kernel_bwd(int32_t B, int32_t F, int32_t d, const float *v, const fl
 static void plain_fwd(int32_t B, int32_t F, int32_t d, const float *v, const float *dz, float *z)
 {
     (void)dz;
-    plain_forward(B, F, d, v, z);
+    ref_dot_order_forward(B, F, d, v, z);
 }
 static void plain_bwd(int32_t B, int32_t F, int32_t d, const float *v, const float *dz, float *dv)
 {
-    plain_backward(B, F, d, v, dz, dv);
+    ref_dot_order_backward(B, F, d, v, dz, dv);
 }
 
 /* Median ns per sample of fn over the batch in chunks. */

@@ -213,43 +213,23 @@ static double relu_loss(void *p)
     return project(l->c, l->y, (int64_t)l->B * l->in);
 }
 
-/* DOT's documented sums, in float, bit for bit: each pair's dot over k in
- * order, every product rounded before it is added (volatile: no fused
- * multiply-add); dv_i = (dz's bottom part for i = 0, else 0) + g_(i,j) v_j
- * over j != i ascending.  1 when z and dv are exactly these. */
+/* DOT's documented sums in float, bit for bit (ref_dot_order.c: each
+ * pair's dot over k in order, every product rounded before it is added;
+ * dv_i over j != i ascending).  1 when z and dv are exactly these. */
 static int interact_order_exact(int32_t B, int32_t F, int32_t d, const float *v, const float *z, const float *dz,
                                 const float *dv)
 {
-    const int32_t n = F + 1;
-    const int64_t vw = (int64_t)n * d, zw = d + (int64_t)n * F / 2;
-    for (int32_t s = 0; s < B; s++) {
-        const float *vs = v + s * vw, *zs = z + s * zw, *dzs = dz + s * zw, *dvs = dv + s * vw;
-        int64_t p = d;
-        for (int32_t i = 0; i < n; i++)
-            for (int32_t j = i + 1; j < n; j++, p++) {
-                float sum = 0.0f;
-                for (int32_t k = 0; k < d; k++) {
-                    volatile float prod = vs[i * d + k] * vs[j * d + k];
-                    sum = sum + prod;
-                }
-                if (memcmp(&sum, &zs[p], sizeof sum))
-                    return 0;
-            }
-        for (int32_t i = 0; i < n; i++)
-            for (int32_t k = 0; k < d; k++) {
-                float acc = i == 0 ? dzs[k] : 0.0f;
-                for (int32_t j = 0; j < n; j++) {
-                    if (j == i)
-                        continue;
-                    int32_t a = j < i ? j : i, b = j < i ? i : j;
-                    volatile float prod = dzs[d + (int64_t)a * (2 * n - a - 1) / 2 + (b - a - 1)] * vs[j * d + k];
-                    acc = acc + prod;
-                }
-                if (memcmp(&acc, &dvs[i * d + k], sizeof acc))
-                    return 0;
-            }
+    const int64_t vw = (int64_t)(F + 1) * d, zw = d + (int64_t)(F + 1) * F / 2;
+    float *wz = malloc(sizeof(float) * (size_t)(B * zw + 1)), *wdv = malloc(sizeof(float) * (size_t)(B * vw + 1));
+    int same = wz && wdv;
+    if (same) {
+        ref_dot_order_forward(B, F, d, v, wz);
+        ref_dot_order_backward(B, F, d, v, dz, wdv);
+        same = !memcmp(wz, z, sizeof(float) * (size_t)(B * zw)) && !memcmp(wdv, dv, sizeof(float) * (size_t)(B * vw));
     }
-    return 1;
+    free(wz);
+    free(wdv);
+    return same;
 }
 
 static double interact_loss(void *p)

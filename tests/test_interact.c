@@ -1,11 +1,11 @@
 /*
  * test_interact.c: the dot interaction's kernels (src/dense/interact.c,
- * interact_dot.c, lanes.c) against the documented sums written here as
- * plain scalar loops, bit for bit (memcmp), forward and backward.
+ * interact_dot.c, lanes.c) against the documented sums as plain scalar loops
+ * (src/ref/ref_dot_order.c), bit for bit (memcmp), forward and backward.
  *
  * The documented sums (docs/training.md, interact_dot.h): each dot over k in
- * order from 0, each product rounded before it is added (the products go
- * through a volatile, so this file's build cannot fuse them); dv_i =
+ * order from 0, each product rounded before it is added (the reference's
+ * products go through a volatile, so no build can fuse them); dv_i =
  * (dz's bottom part for i = 0, else 0) + g_(i,j) v_j over j != i ascending.
  *
  * Shapes: batches 1, 15, 16, 17 (a block of 16 samples in the lanes, short
@@ -25,50 +25,6 @@
 #include "dense/lanes.h"
 #include "dense/layers.h"
 #include "util.h"
-
-/* The documented sums for B samples. */
-static void plain_forward(int32_t B, int32_t F, int32_t d, const float *v, float *z)
-{
-    const int32_t n = F + 1;
-    const int64_t vw = (int64_t)n * d, zw = d + (int64_t)n * F / 2;
-    for (int32_t s = 0; s < B; s++) {
-        const float *vs = v + s * vw;
-        float *zs = z + s * zw;
-        for (int32_t k = 0; k < d; k++)
-            zs[k] = vs[k];
-        int64_t p = d;
-        for (int32_t i = 0; i < n; i++)
-            for (int32_t j = i + 1; j < n; j++) {
-                float sum = 0.0f;
-                for (int32_t k = 0; k < d; k++) {
-                    volatile float prod = vs[i * d + k] * vs[j * d + k];
-                    sum = sum + prod;
-                }
-                zs[p++] = sum;
-            }
-    }
-}
-
-static void plain_backward(int32_t B, int32_t F, int32_t d, const float *v, const float *dz, float *dv)
-{
-    const int32_t n = F + 1;
-    const int64_t vw = (int64_t)n * d, zw = d + (int64_t)n * F / 2;
-    for (int32_t s = 0; s < B; s++) {
-        const float *vs = v + s * vw, *dzs = dz + s * zw;
-        for (int32_t i = 0; i < n; i++)
-            for (int32_t k = 0; k < d; k++) {
-                float acc = i == 0 ? dzs[k] : 0.0f;
-                for (int32_t j = 0; j < n; j++) {
-                    if (j == i)
-                        continue;
-                    int32_t a = j < i ? j : i, b = j < i ? i : j;
-                    volatile float prod = dzs[d + (int64_t)a * (2 * n - a - 1) / 2 + (b - a - 1)] * vs[j * d + k];
-                    acc = acc + prod;
-                }
-                dv[s * vw + i * d + k] = acc;
-            }
-    }
-}
 
 /* Mostly uniform in [-1, 1), with exact zeros of both signs, subnormals and
  * large values mixed in. */
@@ -121,11 +77,11 @@ static void check_shape(test_rng *r, int32_t B, int32_t F, int32_t d)
     snprintf(what, sizeof what, "B %d F %d d %d", B, F, d);
 
     dense_interact_forward(DENSE_INTERACT_DOT, B, F, d, v, z);
-    plain_forward(B, F, d, v, zr);
+    ref_dot_order_forward(B, F, d, v, zr);
     CHECK_MSG(!memcmp(z, zr, sizeof(float) * (size_t)(B * zw)), "forward %s: bits differ", what);
     CHECK_MSG(guard_intact(z, B * zw, zw), "forward %s: wrote past the batch", what);
     dense_interact_backward(DENSE_INTERACT_DOT, B, F, d, v, dz, dv);
-    plain_backward(B, F, d, v, dz, dvr);
+    ref_dot_order_backward(B, F, d, v, dz, dvr);
     CHECK_MSG(!memcmp(dv, dvr, sizeof(float) * (size_t)(B * vw)), "backward %s: bits differ", what);
     CHECK_MSG(guard_intact(dv, B * vw, vw), "backward %s: wrote past the batch", what);
 
@@ -154,7 +110,7 @@ static void check_kernels(test_rng *r, int32_t m, int32_t F, int32_t d)
     float *vt = malloc(sizeof(float) * (size_t)(vw * L)), *dzt = malloc(sizeof(float) * (size_t)(zw * L));
     float *zt = malloc(sizeof(float) * (size_t)((P + 1) * L)), *dvt = malloc(sizeof(float) * (size_t)(vw * L));
     fill_mixed(r, v, m * vw), fill_mixed(r, dz, m * zw);
-    plain_forward(m, F, d, v, zr), plain_backward(m, F, d, v, dz, dvr);
+    ref_dot_order_forward(m, F, d, v, zr), ref_dot_order_backward(m, F, d, v, dz, dvr);
     char what[64];
     snprintf(what, sizeof what, "m %d F %d d %d", m, F, d);
 

@@ -121,6 +121,10 @@ void ref_dense_interact(dense_interaction kind, int32_t B, int32_t F, int32_t d,
 void ref_dense_interact_backward(dense_interaction kind, int32_t B, int32_t F, int32_t d,
                                  const double *bottom, const double *pooled, const double *dz,
                                  double *d_bottom, double *d_pooled);
+/* DOT's documented float sums, in their order (ref_dot_order.c): z [B][d +
+ * (F+1)F/2] from v [B][(F+1) d], and dv [B][(F+1) d] from v and dz. */
+void ref_dot_order_forward(int32_t B, int32_t F, int32_t d, const float *v, float *z);
+void ref_dot_order_backward(int32_t B, int32_t F, int32_t d, const float *v, const float *dz, float *dv);
 /* The activations of dense.h: y = f(x); dx = f'(x) dy (x the input). */
 void ref_dense_act(dense_activation kind, int64_t n, const double *x, double *y);
 void ref_dense_act_backward(dense_activation kind, int64_t n, const double *x, const double *dy, double *dx);
