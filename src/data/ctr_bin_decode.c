@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/reserve.h"
 #include "data/ctr_bin_decode.h"
 #include "data/data_io.h"
 
@@ -38,15 +39,7 @@ typedef struct chunk {
 
 int cb_decoder_add_run(cb_decoder *d)
 {
-    if (d->nruns < d->cap_runs)
-        return 0;
-    int64_t c = d->cap_runs ? 2 * d->cap_runs : 16;
-    cb_run *p = realloc(d->runs, (size_t)c * sizeof *p);
-    if (!p)
-        return EMBER_ENOMEM;
-    d->runs = p;
-    d->cap_runs = c;
-    return 0;
+    return ember_reserve((void **)&d->runs, &d->cap_runs, d->nruns + 1, sizeof *d->runs);
 }
 
 void cb_decoder_free(cb_decoder *d)
@@ -63,16 +56,9 @@ static int64_t make_chunks(cb_decoder *d, int64_t S)
     int64_t nc = 0;
     for (int64_t r = 0; r < d->nruns; r++)
         nc += (d->runs[r].n + CB_CHUNK - 1) / CB_CHUNK;
-    if (nc > d->cap_chunks) {
-        chunk *c = realloc(d->chunks, (size_t)nc * sizeof *c);
-        if (c)
-            d->chunks = c;
-        int64_t *s = c ? realloc(d->sums, (size_t)(nc * 2 * S) * sizeof *s) : NULL;
-        if (!s)
-            return -1;
-        d->sums = s;
-        d->cap_chunks = nc;
-    }
+    if (ember_reserve(&d->chunks, &d->cap_chunks, nc, sizeof(chunk)) ||
+        ember_reserve((void **)&d->sums, &d->cap_sums, nc * 2 * S, sizeof *d->sums))
+        return -1;
     chunk *c = d->chunks;
     for (int64_t r = 0, k = 0, row = 0; r < d->nruns; r++)
         for (int64_t a = 0; a < d->runs[r].n; a += CB_CHUNK, k++) {

@@ -28,8 +28,8 @@ typedef struct cb_decoder {
     cb_run *runs;
     int64_t nruns, cap_runs;
     void *chunks;   /* [cap_chunks] chunk descriptors                     */
-    int64_t *sums;  /* [cap_chunks][S]: ids per feature, then destinations */
-    int64_t cap_chunks;
+    int64_t *sums;  /* [chunks][2 S]: ids per feature, then destinations   */
+    int64_t cap_chunks, cap_sums;
 } cb_decoder;
 
 /* Room for one more run at d->runs[d->nruns]: 0, or EMBER_ENOMEM. */
