@@ -435,8 +435,9 @@ static void bad_setups(test_rng *r)
     CHECK(ember_collection_create(&cc->cfg, &c) == EMBER_EINVAL);
     CHECK_MSG(strstr(ember_errmsg(NULL), "holds no row"), "%s", ember_errmsg(NULL));
     cc->tables[0].rows = 4000000000LL;
-    cc->tables[0].cache_bytes = (1 << 20) + ember_ssd_bitmap_bytes(cc->tables[0].rows); /* 500 MB of it bitmap */
     cc->tables[0].dim = 1024;
+    cc->tables[0].cache_bytes = (1 << 20) + ember_ssd_index_bytes(cc->tables[0].rows,
+                                                                  test_ssd_record_bytes(&cc->tables[0])); /* 16 GB of it index */
     cc->cfg.stack_tables = 0;
     CHECK(ember_collection_create(&cc->cfg, &c) == EMBER_EIO);
     CHECK_MSG(strstr(ember_errmsg(NULL), "bytes free; the table needs"), "%s", ember_errmsg(NULL));
@@ -469,7 +470,7 @@ static void bad_setups(test_rng *r)
  * and the largest that holds k (k + 1 rows' bytes less one); the DRAM the
  * collection reports (rows, state, cache bookkeeping) is what the rule
  * charges, never more than cache_bytes.  Tables of 10, 64, 65 and 1000
- * rows (bitmaps of 8, 8, 16 and 128 bytes), dims 1 and 4, SGD and Adagrad
+ * rows (an index of 4 bytes a row and 12 a segment of the file), dims 1 and 4, SGD and Adagrad
  * (state dim), fp32, and fp16 rows with bf16 state. */
 static void cache_bytes_rule(void)
 {
@@ -486,7 +487,9 @@ static void cache_bytes_rule(void)
                 for (int opt = 0; opt < 4; opt++) {
                     int64_t rows = rows_of[ri];
                     int32_t sf = opt % 2 ? dim : 0, half = opt >= 2, eb = half ? 2 : 4;
-                    int64_t per = eb * (dim + sf) + 38 + extra[pi], bitmap = 8 * ((rows + 63) / 64);
+                    ember_ssd_layout lay;
+                    CHECK(ember_ssd_layout_of(rows, eb * (dim + sf), &lay) == 0);
+                    int64_t per = eb * (dim + sf) + 38 + extra[pi], bitmap = 4 * rows + 12 * lay.max_segs;
                     for (int64_t k = 1; k <= 7; k += k < 4 ? 1 : 3) {
                         int64_t exact = k * per + bitmap;
                         int64_t tries[3][2] = {{exact, k}, {exact - 1, k - 1}, {exact + per - 1, k}};
@@ -519,7 +522,7 @@ static void cache_bytes_rule(void)
                                                      dram == want * per + bitmap && dram <= t->cache_bytes;
                             CHECK_MSG(ok,
                                       "rows %lld dim %d %s%s policy %d: cache_bytes %lld (%lld rows of %lld bytes + "
-                                      "%lld of bitmap%s) holds %lld rows, %lld bytes of DRAM (status %d); want %lld",
+                                      "%lld of index%s) holds %lld rows, %lld bytes of DRAM (status %d); want %lld",
                                       (long long)rows, dim, opt % 2 ? "adagrad" : "sgd", half ? " half" : "",
                                       (int)pols[pi],
                                       (long long)t->cache_bytes, (long long)k, (long long)per, (long long)bitmap,
@@ -537,15 +540,27 @@ static void cache_bytes_rule(void)
 
 /* A row's record holds its values and state as the table does (docs/tiers.md,
  * "The store file"): dim 128 fp16 rows with row-wise Adagrad's one float take
- * 256 + 4 bytes, one 512-byte sector under O_DIRECT (fp32 rows: 516, two);
- * dim 64 Adam with bf16 rows and state, 128 + 256.  The store file holds
- * rows x stride bytes (the record itself when the filesystem refuses
- * O_DIRECT). */
+ * 256 + 4 bytes (fp32 rows: 516); dim 64 Adam with bf16 rows and state,
+ * 128 + 256.  Records are packed in segments of about 1 MiB (whole 4 KiB
+ * blocks, records then a footer of their rows), and the file has room for
+ * the rows and half as many again, whatever the filesystem. */
 static void record_stride(void)
 {
-    CHECK(ember_ssd_record_bytes(128, 1, 1, 0) == 260 && ember_ssd_stride(ember_ssd_record_bytes(128, 1, 1, 0)) == 512);
-    CHECK(ember_ssd_record_bytes(128, 1, 0, 0) == 516 && ember_ssd_stride(ember_ssd_record_bytes(128, 1, 0, 0)) == 1024);
-    CHECK(ember_ssd_record_bytes(64, 128, 1, 1) == 384 && ember_ssd_stride(384) == 512);
+    CHECK(ember_ssd_record_bytes(128, 1, 1, 0) == 260 && ember_ssd_record_bytes(128, 1, 0, 0) == 516);
+    CHECK(ember_ssd_record_bytes(64, 128, 1, 1) == 384);
+    static const int64_t sizes[][2] = {{1000, 260}, {52000000, 516}, {10, 4100}, {1 << 20, 260}, {3, 8}};
+    for (int i = 0; i < 5; i++) {
+        ember_ssd_layout l;
+        int64_t rows = sizes[i][0], rec = sizes[i][1];
+        CHECK(ember_ssd_layout_of(rows, rec, &l) == 0);
+        CHECK_MSG(l.seg_bytes % 4096 == 0 && l.data_bytes % 4096 == 0 && l.data_bytes >= l.seg_recs * rec &&
+                      l.seg_bytes - l.data_bytes >= 4 * l.seg_recs && l.seg_recs >= 8 &&
+                      (l.seg_recs * rec <= (1 << 20) || l.seg_recs == 8) &&
+                      2 * (l.max_segs - 5) * l.seg_recs >= 3 * rows &&
+                      ember_ssd_file_bytes(rows, rec) == 4096 + l.max_segs * l.seg_bytes,
+                  "layout of %lld rows x %lld bytes: %lld records a segment of %lld bytes, %lld segments", (long long)rows,
+                  (long long)rec, (long long)l.seg_recs, (long long)l.seg_bytes, (long long)l.max_segs);
+    }
     char dir[300];
     snprintf(dir, sizeof dir, "%s/stride", root);
     mkdir(dir, 0700);
@@ -553,12 +568,12 @@ static void record_stride(void)
         ember_row_precision rows, state;
         ember_optimizer_kind opt;
         int32_t dim;
-        int64_t rec, direct;
+        int64_t rec;
     } cases[] = {
-        {EMBER_PRECISION_FP16, EMBER_PRECISION_FP32, EMBER_OPT_ROWWISE_ADAGRAD, 128, 260, 512},
-        {EMBER_PRECISION_FP32, EMBER_PRECISION_FP32, EMBER_OPT_ROWWISE_ADAGRAD, 128, 516, 1024},
-        {EMBER_PRECISION_BF16, EMBER_PRECISION_BF16, EMBER_OPT_ADAM, 64, 384, 512},
-        {EMBER_PRECISION_FP32, EMBER_PRECISION_FP16, EMBER_OPT_ADAGRAD, 100, 600, 1024},
+        {EMBER_PRECISION_FP16, EMBER_PRECISION_FP32, EMBER_OPT_ROWWISE_ADAGRAD, 128, 260},
+        {EMBER_PRECISION_FP32, EMBER_PRECISION_FP32, EMBER_OPT_ROWWISE_ADAGRAD, 128, 516},
+        {EMBER_PRECISION_BF16, EMBER_PRECISION_BF16, EMBER_OPT_ADAM, 64, 384},
+        {EMBER_PRECISION_FP32, EMBER_PRECISION_FP16, EMBER_OPT_ADAGRAD, 100, 600},
     };
     for (int i = 0; i < 4; i++) {
         test_config *tc = test_config_new(1, 1);
@@ -578,9 +593,9 @@ static void record_stride(void)
             const ssd_store *s = (const ssd_store *)c->ptables[0].store;
             ember_memory mem;
             ember_collection_memory(c, &mem);
-            int64_t want = s->direct ? cases[i].direct : cases[i].rec;
-            CHECK_MSG(s->rec_bytes == cases[i].rec && mem.disk_bytes == 1000 * want,
-                      "case %d: record %lld bytes, store file %lld bytes (want %lld x 1000, O_DIRECT %d)", i,
+            int64_t want = ember_ssd_file_bytes(1000, cases[i].rec);
+            CHECK_MSG(s->rec_bytes == cases[i].rec && mem.disk_bytes == want,
+                      "case %d: record %lld bytes, store file %lld bytes (want %lld, O_DIRECT %d)", i,
                       (long long)s->rec_bytes, (long long)mem.disk_bytes, (long long)want, s->direct);
         }
         ember_collection_destroy(c);

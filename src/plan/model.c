@@ -496,7 +496,7 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
             }
             if (tb->storage == EMBER_STORAGE_SSD && lr > 0) { /* DRAM: the cache */
                 out[r].row_bytes += ember_ssd_cache_dram(group_cache[g], lr, rec, cache_policy(cfg, tb));
-                out[r].ssd_bytes += lr * ember_ssd_stride(rec);
+                out[r].ssd_bytes += ember_ssd_file_bytes(lr, rec);
                 continue;
             }
             out[r].row_bytes += lr * ember_row_bytes(tb, ld);
@@ -520,7 +520,7 @@ static void memory_cost(const ember_collection_config *cfg, int32_t W, const int
         tables[t].max_rank_bytes = most * (rb + ember_row_state_bytes(tb, ld));
         if (tb->storage == EMBER_STORAGE_SSD) {
             int64_t rec = rb + ember_row_state_bytes(tb, ld);
-            tables[t].ssd_bytes = R * ember_ssd_stride(rec) * copies;
+            tables[t].ssd_bytes = ember_ssd_file_bytes(R, rec) * copies;
             tables[t].max_rank_bytes = ember_ssd_cache_dram(tb->cache_bytes, most, rec, cache_policy(cfg, tb));
         }
         tables[t].max_rank_bytes += index;

@@ -1,10 +1,11 @@
 /*
- * io_pool.c: I/O threads for the SSD tier (io_pool.h).
+ * io_pool.c: read threads for the SSD tier (io_pool.h).
  *
  * One batch at a time: its requests are claimed one by one with an atomic
  * counter by the pool threads and by whoever waits for the batch, so a
  * waiting caller never idles while requests remain.  Requests never share
- * bytes of memory or of the file, so their order does not matter.
+ * bytes of memory, so their order does not matter.  Writes are not the
+ * pool's: the store's log has its own writer (ssd_log.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,8 +25,7 @@ struct ember_io_pool {
     /* the current batch */
     int fd;
     ember_io_req *reqs;
-    int64_t n, first;
-    int first_failed;   /* a request of the first part failed  */
+    int64_t n;
     int64_t next;       /* next request to claim (atomic)      */
     int64_t done;       /* finished requests (under mu)        */
     int active;         /* a batch was started, not yet waited */
@@ -34,39 +34,36 @@ struct ember_io_pool {
     /* failure injection (test_tier; reads too.  The system calls themselves are failed by
      * tests/fault/fault_shim.c, preloaded: test_fault_io, fault_io) */
     int64_t fail_in;    /* requests until failure; 0 = off (atomic) */
-    int fail_err, fail_writes_only;
+    int fail_err;
     ember_io_init_fn init;
     void *init_ctx;
-    int64_t stride;     /* O_DIRECT record bytes                  */
-    char *bounce;       /* (nthreads + 1) x stride, 4096-aligned  */
+    int64_t bounce_bytes; /* O_DIRECT: per thread                 */
+    char *bounce;       /* (nthreads + 1) x bounce_bytes, 4096-aligned */
 };
 
-/* One aligned record through the thread's bounce buffer (O_DIRECT). */
-static int bounced(int fd, ember_io_req *r, char *buf, int64_t stride, int write)
+/* O_DIRECT: the aligned blocks around the request's bytes are read into
+ * the thread's bounce buffer, and the request's part copied out (records
+ * are packed in the store file, so they start anywhere in a block). */
+static int bounced(int fd, ember_io_req *r, char *buf, int64_t cap)
 {
-    if (write) {
-        memcpy(buf, r->iov[0].iov_base, r->iov[0].iov_len);
-        if (r->iov[1].iov_len)
-            memcpy(buf + r->iov[0].iov_len, r->iov[1].iov_base, r->iov[1].iov_len);
-        memset(buf + r->iov[0].iov_len + r->iov[1].iov_len, 0,
-               (size_t)stride - r->iov[0].iov_len - r->iov[1].iov_len);
-    }
-    for (int64_t done = 0; done < stride;) {
-        ssize_t k = write ? pwrite(fd, buf + done, (size_t)(stride - done), r->offset + done)
-                          : pread(fd, buf + done, (size_t)(stride - done), r->offset + done);
+    int64_t len = (int64_t)(r->iov[0].iov_len + r->iov[1].iov_len);
+    int64_t from = r->offset & ~(int64_t)511, span = (r->offset + len - from + 511) & ~(int64_t)511;
+    if (span > cap)
+        return EINVAL;
+    for (int64_t done = 0; done < span;) {
+        ssize_t k = pread(fd, buf + done, (size_t)(span - done), from + done);
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0)
             return errno ? errno : EIO;
         if (k == 0)
-            return write ? ENOSPC : EIO;
+            return EIO; /* short file: the store file shrank */
         done += k;
     }
-    if (!write) {
-        memcpy(r->iov[0].iov_base, buf, r->iov[0].iov_len);
-        if (r->iov[1].iov_len)
-            memcpy(r->iov[1].iov_base, buf + r->iov[0].iov_len, r->iov[1].iov_len);
-    }
+    const char *at = buf + (r->offset - from);
+    memcpy(r->iov[0].iov_base, at, r->iov[0].iov_len);
+    if (r->iov[1].iov_len)
+        memcpy(r->iov[1].iov_base, at + r->iov[0].iov_len, r->iov[1].iov_len);
     return 0;
 }
 
@@ -78,28 +75,27 @@ static int do_io(ember_io_pool *p, int fd, ember_io_req *r, int who)
         p->init(p->init_ctx, r);
         return 0;
     }
-    int write = r->op == EMBER_IO_WRITE;
-    if (__atomic_load_n(&p->fail_in, __ATOMIC_RELAXED) > 0 && (write || !p->fail_writes_only)) {
-        int64_t left = __atomic_sub_fetch(&p->fail_in, 1, __ATOMIC_RELAXED);
-        if (left <= 0) {
-            __atomic_store_n(&p->fail_in, 1, __ATOMIC_RELAXED); /* every later one fails too */
-            return p->fail_err;
-        }
+    if (r->op == EMBER_IO_DONE)
+        return 0;
+    if (__atomic_load_n(&p->fail_in, __ATOMIC_RELAXED) > 0 &&
+        __atomic_sub_fetch(&p->fail_in, 1, __ATOMIC_RELAXED) <= 0) {
+        __atomic_store_n(&p->fail_in, 1, __ATOMIC_RELAXED); /* every later one fails too */
+        return p->fail_err;
     }
     if (r->bounce)
-        return bounced(fd, r, p->bounce + (int64_t)who * p->stride, p->stride, write);
+        return bounced(fd, r, p->bounce + (int64_t)who * p->bounce_bytes, p->bounce_bytes);
     struct iovec iov[2] = {r->iov[0], r->iov[1]};
     int cnt = iov[1].iov_len ? 2 : 1, first = 0;
     int64_t off = r->offset;
     while (first < cnt) {
-        ssize_t k = write ? pwritev(fd, iov + first, cnt - first, off) : preadv(fd, iov + first, cnt - first, off);
+        ssize_t k = preadv(fd, iov + first, cnt - first, off);
         if (k < 0) {
             if (errno == EINTR)
                 continue;
             return errno ? errno : EIO;
         }
         if (k == 0)
-            return write ? ENOSPC : EIO; /* short file: the store file shrank */
+            return EIO; /* short file: the store file shrank */
         off += k;
         while (first < cnt && (size_t)k >= iov[first].iov_len)
             k -= (ssize_t)iov[first++].iov_len;
@@ -111,37 +107,20 @@ static int do_io(ember_io_pool *p, int fd, ember_io_req *r, int who)
     return 0;
 }
 
-/* Claims and runs requests of the current batch until none are left.  A
- * claim in the second part first waits until the first part is done. */
-static void work_batch(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t first, int64_t n, int who)
+/* Claims and runs requests of the current batch until none are left. */
+static void work_batch(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t n, int who)
 {
     for (;;) {
         int64_t i = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
         if (i >= n)
             break;
-        if (i >= first && first > 0) {
-            pthread_mutex_lock(&p->mu);
-            while (p->done < first)
-                pthread_cond_wait(&p->done_cv, &p->mu);
-            int skip = p->first_failed;
-            pthread_mutex_unlock(&p->mu);
-            if (skip) {
-                reqs[i].err = ECANCELED;
-                goto finished;
-            }
-        }
         reqs[i].err = do_io(p, fd, &reqs[i], who);
-    finished:
         pthread_mutex_lock(&p->mu);
-        if (reqs[i].err && i < first)
-            p->first_failed = 1;
-        p->done++;
-        if (p->done == p->n || p->done == first)
+        if (++p->done == p->n)
             pthread_cond_broadcast(&p->done_cv);
         pthread_mutex_unlock(&p->mu);
     }
 }
-
 typedef struct worker_arg {
     ember_io_pool *p;
     int who;
@@ -164,10 +143,10 @@ static void *worker(void *arg)
             continue; /* that batch is over already */
         int fd = p->fd;
         ember_io_req *reqs = p->reqs;
-        int64_t n = p->n, first = p->first;
+        int64_t n = p->n;
         p->in_batch++;
         pthread_mutex_unlock(&p->mu);
-        work_batch(p, fd, reqs, first, n, who);
+        work_batch(p, fd, reqs, n, who);
         pthread_mutex_lock(&p->mu);
         if (--p->in_batch == 0)
             pthread_cond_broadcast(&p->done_cv);
@@ -205,26 +184,24 @@ ember_io_pool *ember_io_pool_create(int threads, ember_io_init_fn init, void *in
     return p;
 }
 
-int ember_io_pool_set_stride(ember_io_pool *p, int64_t stride)
+int ember_io_pool_set_bounce(ember_io_pool *p, int64_t bytes)
 {
     void *b = NULL;
-    if (posix_memalign(&b, 4096, (size_t)(stride * (p->nthreads + 1))) != 0)
+    if (posix_memalign(&b, 4096, (size_t)(bytes * (p->nthreads + 1))) != 0)
         return EMBER_ENOMEM;
     free(p->bounce);
     p->bounce = b;
-    p->stride = stride;
+    p->bounce_bytes = bytes;
     return 0;
 }
 
-void ember_io_start(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t first, int64_t n)
+void ember_io_start(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t n)
 {
     ember_io_wait(p);
     pthread_mutex_lock(&p->mu);
     p->fd = fd;
     p->reqs = reqs;
     p->n = n;
-    p->first = first;
-    p->first_failed = 0;
     p->done = 0;
     __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
     p->active = 1;
@@ -237,7 +214,7 @@ int64_t ember_io_wait(ember_io_pool *p)
 {
     if (!p->active)
         return -1;
-    work_batch(p, p->fd, p->reqs, p->first, p->n, p->nthreads);
+    work_batch(p, p->fd, p->reqs, p->n, p->nthreads);
     pthread_mutex_lock(&p->mu);
     /* also until every worker has left the batch: a late one must not claim
      * requests of the next batch with this batch's pointers */
@@ -251,18 +228,17 @@ int64_t ember_io_wait(ember_io_pool *p)
     return -1;
 }
 
-int64_t ember_io_run(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t first, int64_t n)
+int64_t ember_io_run(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t n)
 {
     if (n <= 0)
         return -1;
-    ember_io_start(p, fd, reqs, first, n);
+    ember_io_start(p, fd, reqs, n);
     return ember_io_wait(p);
 }
 
-void ember_io_inject_failure(ember_io_pool *p, int64_t k, int err, int writes_only)
+void ember_io_inject_failure(ember_io_pool *p, int64_t k, int err)
 {
     p->fail_err = err;
-    p->fail_writes_only = writes_only;
     __atomic_store_n(&p->fail_in, k, __ATOMIC_RELAXED);
 }
 

@@ -5,15 +5,17 @@
  * reserved, O_DIRECT where the filesystem allows it; the cache's arrays),
  * destroys it (the file is working space and goes with it), and holds the
  * helpers its other files share: ssd_stage.c (the step), ssd_rows.c (row
- * access, flush), ssd_cache.c (map and policies).
+ * access, flush), ssd_cache.c (map and policies); ssd_log.c keeps the
+ * file's records.
  *
- * The store file holds a record of values then state per row, at
- * row * stride (the record, padded to 512 bytes under O_DIRECT); rows never
- * written are not read but computed by the initializer (a bitmap says
- * which), so a new store needs no reads at all.  Records and slots hold a
- * row as the table does: half rows (precision fp16, bf16) and half state
- * (state_precision) take 2 bytes an element, so a step moves them between
- * the file and the slots as they are, and the kernels update them in place.
+ * The store file is a log of records, values then state per row
+ * (ssd_log.h): a dirty row leaving the cache is appended, never written in
+ * place.  Rows never written are not read but computed by the initializer
+ * (the log's index says which), so a new store needs no reads and no
+ * zero-filled file.  Records and slots hold a row as the table does: half
+ * rows (precision fp16, bf16) and half state (state_precision) take 2 bytes
+ * an element, so a step moves them between the file and the slots as they
+ * are, and the kernels update them in place.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -52,10 +54,27 @@ int ssd_fail(ssd_store *s, int status, const char *fmt, ...)
 
 int ssd_io_fail(ssd_store *s, const ember_io_req *r, int64_t n_failed)
 {
-    return ssd_fail(s, EMBER_EIO, "%s: %s of row %lld of the store file %s failed: %s (%lld request%s failed)",
-                s->label, r->op == EMBER_IO_WRITE ? "write-back" : "read",
-                (long long)(r->offset / s->stride), s->path, strerror(r->err), (long long)n_failed,
+    return ssd_fail(s, EMBER_EIO, "%s: read of row %lld of the store file %s failed: %s (%lld request%s failed)",
+                s->label, (long long)r->row, s->path, strerror(r->err), (long long)n_failed,
                 n_failed == 1 ? "" : "s");
+}
+
+int ssd_write_fail(ssd_store *s, int err)
+{
+    if (err == ENOMEM)
+        return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for a segment of the store file %s", s->label, s->path);
+    return ssd_fail(s, EMBER_EIO, "%s: write-back of rows to the store file %s failed: %s (nothing was lost: the "
+                    "rows stay in memory until a retry succeeds)", s->label, s->path, strerror(err));
+}
+
+int ssd_save_record(ssd_store *s, uint32_t row, const void *values, const void *state)
+{
+    int e = ssd_log_append(&s->log, row, values, s->vrow, state, s->sf ? s->srow : 0);
+    if (e)
+        return ssd_write_fail(s, e);
+    s->st.writes++;
+    s->st.bytes_written += s->rec_bytes;
+    return EMBER_OK;
 }
 
 void ssd_init_record(ssd_store *s, uint32_t row, void *values, void *state)
@@ -77,10 +96,9 @@ static void init_hook(void *ctx, ember_io_req *r)
     ssd_init_record(ctx, r->row, r->iov[0].iov_base, r->iov[1].iov_base);
 }
 
-/* A request that moves slot x's record (values, state) at row's place. */
 void ssd_slot_req(ssd_store *s, ember_io_req *q, int32_t x, uint32_t row, int op)
 {
-    q->offset = (int64_t)row * s->stride;
+    q->offset = op == EMBER_IO_READ ? ssd_log_offset(&s->log, row) : 0;
     q->bounce = s->direct;
     q->iov[0].iov_base = s->vslot + (int64_t)x * s->vrow;
     q->iov[0].iov_len = (size_t)s->vrow;
@@ -97,6 +115,7 @@ static void ssd_destroy(ember_store *bs)
 {
     ssd_store *s = (ssd_store *)bs;
     ember_io_pool_destroy(s->io); /* waits for a background job */
+    ssd_log_free(&s->log);
     if (s->fd >= 0 && s->own) { /* working space: a checkpoint is what keeps a table */
         struct stat a, b;
         if (fstat(s->fd, &a) == 0 && fstatat(s->dir_fd, s->name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -109,9 +128,9 @@ static void ssd_destroy(ember_store *bs)
         close(s->dir_fd);
     ember_huge_free(s->vslot, s->base.value_bytes);
     ember_huge_free(s->sslot, s->base.state_bytes);
-    void *arrays[] = {s->written, s->slot_row, s->flags, s->map, s->free_slots, s->pinned, s->prev,
+    void *arrays[] = {s->slot_row, s->flags, s->map, s->free_slots, s->pinned, s->prev,
                       s->next, s->where, s->freq, s->last, s->heap, s->heap_pos, s->mask,
-                      s->job.slot, s->job.new_row, s->job.old_row, s->job.old_dirty, s->job.wreq,
+                      s->job.slot, s->job.new_row, s->job.old_row, s->job.old_dirty, s->job.saved,
                       s->job.req, s->miss, s->miss_row, s->bulk, s->dec, s->bulk_slot, s->bulk_req};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
         free(arrays[i]);
@@ -123,41 +142,20 @@ static void ssd_destroy(ember_store *bs)
 static const ember_store_ops SSD_OPS = {ssd_acquire, ssd_release, ssd_destroy, ssd_begin,
                                         ssd_stage, ssd_mark_dirty, ssd_flush, ssd_announce};
 
-/* Writes bytes of zeros with large aligned direct writes (the last chunk
- * rounded up to 4 KiB: the marker block begins there). */
-static int zero_fill(ssd_store *s, int64_t bytes)
+/* The first 4 KiB of every store file: this text, so that a file found at
+ * a store's name is replaced only if an earlier ember store left it there
+ * (with its owner and mode: this user's, 0600).  Stores of earlier versions
+ * (records in place) had their mark in the last 4 KiB. */
+static const char STORE_MARK[] = "ember store file, version 2\n";
+static const char STORE_MARK_V1[] = "ember store file, version 1\n";
+#define MARK_BLOCK SSD_LOG_MARK_BYTES
+
+/* The mark at offset at of fd: 1 when it is there. */
+static int has_mark(int fd, int64_t at, const char *mark, size_t len)
 {
-    const int64_t chunk = 8 << 20;
-    void *z = NULL;
-    if (posix_memalign(&z, 4096, (size_t)chunk) != 0)
-        return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory", s->label);
-    memset(z, 0, (size_t)chunk);
-    int st = EMBER_OK;
-    for (int64_t at = 0; at < bytes && st == EMBER_OK;) {
-        int64_t n = bytes - at < chunk ? (bytes - at + 4095) / 4096 * 4096 : chunk;
-        ssize_t k = pwrite(s->fd, z, (size_t)n, at);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            st = ssd_fail(s, EMBER_EIO, "%s: cannot write the store file %s (%lld of %lld bytes): %s", s->label,
-                      s->path, (long long)at, (long long)bytes, k < 0 ? strerror(errno) : "no space");
-        at += k > 0 ? k : 0;
-    }
-    free(z);
-    /* the zeros reach the disk now, not while steps wait for their reads (a
-     * disk with a write cache would flush them later, behind our reads) */
-    if (st == EMBER_OK && fdatasync(s->fd) != 0)
-        st = ssd_fail(s, EMBER_EIO, "%s: cannot sync %s: %s", s->label, s->path, strerror(errno));
-    return st;
+    char got[64] = "";
+    return at >= 0 && pread(fd, got, len, at) == (ssize_t)len && memcmp(got, mark, len) == 0;
 }
-
-/* The last 4 KiB of every store file: this text, so that a file found at a
- * store's name is replaced only if an earlier ember store left it there
- * (with its owner and mode: this user's, 0600). */
-static const char STORE_MARK[] = "ember store file, version 1\n";
-#define MARK_BLOCK 4096
-
-static int64_t mark_offset(const ssd_store *s) { return (s->rows * s->stride + MARK_BLOCK - 1) / MARK_BLOCK * MARK_BLOCK; }
 
 /* A regular file at the store's name: ours to take only when it is locked by
  * nobody, has one name and ends with the marker (a store that a killed
@@ -177,10 +175,9 @@ static int take_leftover(ssd_store *s, char *why, size_t len)
         return ssd_fail(s, EMBER_EIO, "%s: the store file %s is in use by another collection or process (%s)",
                         s->label, s->path, e == EWOULDBLOCK ? "locked" : strerror(e));
     }
-    char mark[sizeof STORE_MARK] = "";
     if (sb.st_size < MARK_BLOCK || sb.st_size % MARK_BLOCK ||
-        pread(s->fd, mark, sizeof mark - 1, sb.st_size - MARK_BLOCK) != (ssize_t)sizeof mark - 1 ||
-        memcmp(mark, STORE_MARK, sizeof mark - 1) != 0)
+        !(has_mark(s->fd, 0, STORE_MARK, sizeof STORE_MARK - 1) ||
+          has_mark(s->fd, sb.st_size - MARK_BLOCK, STORE_MARK_V1, sizeof STORE_MARK_V1 - 1)))
         return snprintf(why, len, "it is not an ember store file"), EMBER_EIO;
     /* a store is made 0600 by its own user: a file someone else owns, or
      * that others may write, was planted, whatever its bytes say */
@@ -239,36 +236,30 @@ static int open_file(ssd_store *s, const char *dir, int buffered)
     /* O_DIRECT where the filesystem takes it (tmpfs may not) */
     int fl = fcntl(s->fd, F_GETFL);
     s->direct = !buffered && fl >= 0 && fcntl(s->fd, F_SETFL, fl | O_DIRECT) == 0;
-    if (!s->direct)
-        s->stride = s->rec_bytes; /* buffered: records unpadded */
-    int64_t bytes = s->rows * s->stride, mark_at = mark_offset(s);
+    int64_t bytes = ember_ssd_file_bytes(s->rows, s->rec_bytes);
     s->base.disk_bytes = bytes;
     if (ftruncate(s->fd, 0) != 0)
         return ssd_fail(s, EMBER_EIO, "%s: cannot truncate %s: %s", s->label, s->path, strerror(errno));
     struct statvfs fs;
-    if (fstatvfs(s->fd, &fs) == 0 && (int64_t)fs.f_bavail * (int64_t)fs.f_frsize < mark_at + MARK_BLOCK)
+    if (fstatvfs(s->fd, &fs) == 0 && (int64_t)fs.f_bavail * (int64_t)fs.f_frsize < bytes)
         return ssd_fail(s, EMBER_EIO, "%s: the filesystem of %s has %lld bytes free; the table needs %lld",
-                    s->label, s->path, (long long)fs.f_bavail * (long long)fs.f_frsize,
-                    (long long)(mark_at + MARK_BLOCK));
+                    s->label, s->path, (long long)fs.f_bavail * (long long)fs.f_frsize, (long long)bytes);
     void *mark = NULL;
     if (posix_memalign(&mark, 4096, MARK_BLOCK) != 0)
         return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory", s->label);
     memset(mark, 0, MARK_BLOCK);
     memcpy(mark, STORE_MARK, sizeof STORE_MARK - 1);
-    ssize_t k = pwrite(s->fd, mark, MARK_BLOCK, mark_at);
+    ssize_t k = pwrite(s->fd, mark, MARK_BLOCK, 0);
     int e = errno;
     free(mark);
     if (k != MARK_BLOCK)
         return ssd_fail(s, EMBER_EIO, "%s: cannot write the store file %s: %s", s->label, s->path,
                         k < 0 ? strerror(e) : "no space");
-    /* reserve the space now, so that a write-back cannot meet a full disk
-     * later (filesystems without fallocate get a sparse file).  Under
-     * O_DIRECT the file is written with zeros instead: a direct write into
-     * an unwritten extent costs the filesystem a metadata update each time
-     * (measured on ext4: about 10k instead of 30k random writes/s) */
-    if (s->direct && bytes > 0)
-        return zero_fill(s, bytes);
-    if (bytes > 0 && fallocate(s->fd, 0, 0, mark_at) != 0) {
+    /* reserve the space now, so that a segment write cannot meet a full disk
+     * later (filesystems without fallocate get a sparse file).  Nothing is
+     * written: the log's segments are written whole, sequentially, so
+     * unwritten extents cost the filesystem one update per segment */
+    if (bytes > MARK_BLOCK && fallocate(s->fd, 0, MARK_BLOCK, bytes - MARK_BLOCK) != 0) {
         e = errno;
         if (e != EOPNOTSUPP && e != ENOSYS)
             return ssd_fail(s, EMBER_EIO, "%s: cannot reserve %lld bytes for %s: %s", s->label, (long long)bytes,
@@ -297,7 +288,6 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->vrow = (int64_t)p->dim * (s->venc ? 2 : 4);
     s->srow = (int64_t)p->state_floats * (s->senc ? 2 : 4);
     s->rec_bytes = ember_ssd_record_bytes(p->dim, p->state_floats, s->venc != 0, s->senc != 0);
-    s->stride = p->buffered ? s->rec_bytes : ember_ssd_stride(s->rec_bytes);
     s->init = p->init;
     s->init_ctx = p->init_ctx;
     s->policy = p->policy;
@@ -315,9 +305,9 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     if (s->cap < 1 && p->rows > 0) {
         st = ssd_fail(s, EMBER_EINVAL,
                       "%s: cache_bytes %lld holds no row (one cached row takes %lld bytes, after %lld bytes of "
-                      "bitmap for the %lld rows of this rank)",
+                      "index for the %lld rows of this rank)",
                       s->label, (long long)p->cache_bytes, (long long)per,
-                      (long long)ember_ssd_bitmap_bytes(p->rows), (long long)p->rows);
+                      (long long)ember_ssd_index_bytes(p->rows, s->rec_bytes), (long long)p->rows);
         goto done;
     }
     if (s->cap >= (int64_t)INT32_MAX) {
@@ -329,7 +319,7 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->base.state_floats = p->state_floats;
     s->base.value_bytes = s->cap * s->vrow;
     s->base.state_bytes = s->cap * s->srow;
-    s->base.disk_bytes = p->rows * s->stride;
+    s->base.disk_bytes = ember_ssd_file_bytes(p->rows, s->rec_bytes);
     s->map_size = s->cap > 1 ? 2 * s->cap : 2;
     size_t cap = (size_t)(s->cap > 0 ? s->cap : 1);
     s->vslot = ember_huge_alloc(s->base.value_bytes);
@@ -347,7 +337,6 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     } else {
         s->base.state = (float *)s->sslot;
     }
-    s->written = calloc((size_t)(p->rows > 0 ? ember_ssd_bitmap_bytes(p->rows) / 8 : 1), sizeof(uint64_t));
     s->slot_row = malloc(cap * sizeof(uint32_t));
     s->flags = calloc(cap, 1);
     s->map = malloc((size_t)s->map_size * sizeof(uint64_t));
@@ -356,7 +345,7 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->prev = malloc(cap * sizeof(int32_t));
     s->next = malloc(cap * sizeof(int32_t));
     s->where = malloc(cap);
-    int ok = (s->vslot || !s->base.value_bytes) && (s->sslot || !s->base.state_bytes) && s->written &&
+    int ok = (s->vslot || !s->base.value_bytes) && (s->sslot || !s->base.state_bytes) &&
              s->slot_row && s->flags && s->map && s->free_slots && s->pinned && s->prev && s->next && s->where;
     if (p->policy == EMBER_CACHE_LFU || p->policy == EMBER_CACHE_LOOKAHEAD) {
         s->freq = calloc(cap, sizeof(uint32_t));
@@ -372,7 +361,7 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
         goto done;
     }
     s->base.slot_row = s->slot_row;
-    s->base.meta_bytes = s->cap * (per - s->rec_bytes) + ember_ssd_bitmap_bytes(p->rows);
+    s->base.meta_bytes = s->cap * (per - s->rec_bytes) + ember_ssd_index_bytes(p->rows, s->rec_bytes);
     memset(s->map, 0xff, (size_t)s->map_size * sizeof(uint64_t));
     memset(s->where, -1, cap);
     if (s->heap_pos)
@@ -384,8 +373,16 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->st.cache_rows = s->cap;
     if ((st = open_file(s, p->dir, p->buffered)) != EMBER_OK)
         goto done;
+    int e = ssd_log_init(&s->log, s->fd, s->direct, p->rows, s->rec_bytes);
+    if (e) {
+        st = ssd_fail(s, e == ENOMEM ? EMBER_ENOMEM : EMBER_EINVAL, "%s: %s", s->label,
+                      e == ENOMEM ? "out of memory for the store's index"
+                      : e == EFBIG ? "too many rows for one store file (records are numbered in 32 bits)"
+                                   : "cannot start the store's writer thread");
+        goto done;
+    }
     s->io = ember_io_pool_create(p->io_threads, init_hook, s);
-    if (!s->io || (s->direct && ember_io_pool_set_stride(s->io, s->stride) != 0))
+    if (!s->io || (s->direct && ember_io_pool_set_bounce(s->io, SSD_RUN_BYTES + 1024) != 0))
         st = ssd_fail(s, EMBER_ENOMEM, "%s: cannot start %d I/O threads", s->label, (int)p->io_threads);
 done:
     if (st != EMBER_OK) {
@@ -412,5 +409,12 @@ void ember_store_tier_stats(const ember_store *bs, ember_tier_stats *out)
 void ember_store_ssd_inject_failure(ember_store *bs, int64_t k, int err, int writes_only)
 {
     ssd_store *s = (ssd_store *)bs;
-    ember_io_inject_failure(s->io, k, err, writes_only);
+    ember_io_inject_failure(s->io, writes_only ? 0 : k, err);
+    ssd_log_inject_failure(&s->log, k, err);
+}
+
+void ember_store_ssd_wait_writes(ember_store *bs)
+{
+    if (bs && bs->staged)
+        ssd_log_wait(&((ssd_store *)bs)->log);
 }

@@ -45,8 +45,13 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
 /* Counters of a store (zeros for the memory tier). */
 void ember_store_tier_stats(const ember_store *s, ember_tier_stats *out);
 
-/* Test hook (tests/test_tier.c): the k-th I/O request from now and all
- * later ones fail with errno err; k = 0 turns it off. */
+/* Test hook (tests/test_tier.c): the k-th read and the k-th segment write
+ * from now and all later ones fail with errno err (writes_only: reads do
+ * not); k = 0 turns it off. */
 void ember_store_ssd_inject_failure(ember_store *s, int64_t k, int err, int writes_only);
+/* Test hook (tests/test_fault_io.c): waits until the store's writer has
+ * written (or failed) every segment queued to it; a store of the memory
+ * tier: nothing to wait for. */
+void ember_store_ssd_wait_writes(ember_store *s);
 
 #endif

@@ -76,17 +76,13 @@ int ssd_half_acquire(ssd_store *s, const uint32_t *rows, int64_t n, float **valu
             decode(s, slot_values(s, x), slot_state(s, x), d);
             continue;
         }
-        char *rec = s->bulk + i * s->stride;
-        if (!ssd_is_written(s, rows[i]))
-            ssd_init_record(s, rows[i], rec, rec + s->vrow);
-        else
-            ssd_add_record(s, &nq, rows[i], rec, EMBER_IO_READ);
+        ssd_fetch_record(s, &nq, rows[i], s->bulk + i * s->rec_bytes);
     }
     if ((st = ssd_bulk_run(s, nq)) != EMBER_OK)
         return st;
     for (int64_t i = 0; i < n; i++)
         if (s->bulk_slot[i] < 0) {
-            const char *rec = s->bulk + i * s->stride;
+            const char *rec = s->bulk + i * s->rec_bytes;
             decode(s, rec, rec + s->vrow, s->dec + i * per);
         }
     return EMBER_OK;
@@ -94,18 +90,20 @@ int ssd_half_acquire(ssd_store *s, const uint32_t *rows, int64_t n, float **valu
 
 int ssd_half_release(ssd_store *s, const uint32_t *rows, int64_t n)
 {
-    int64_t per = (int64_t)s->dim + s->sf, nq = 0;
+    int64_t per = (int64_t)s->dim + s->sf;
     for (int64_t i = 0; i < n; i++) {
-        char *rec = s->bulk + i * s->stride;
+        char *rec = s->bulk + i * s->rec_bytes;
         if (encode(s, s->dec + i * per, rec, rec + s->vrow) != 0)
             return ssd_fail(s, EMBER_EINPUT, "%s: local row %u: %s; nothing was written", s->label, rows[i],
                             ember_quant_refusal((ember_encoding)s->venc));
     }
     for (int64_t i = 0; i < n; i++) {
-        char *rec = s->bulk + i * s->stride;
+        char *rec = s->bulk + i * s->rec_bytes;
         int64_t x = s->bulk_slot[i];
         if (x < 0) {
-            ssd_add_record(s, &nq, rows[i], rec, EMBER_IO_WRITE);
+            int st = ssd_save_record(s, rows[i], rec, rec + s->vrow);
+            if (st != EMBER_OK)
+                return st;
             continue;
         }
         memcpy(slot_values(s, x), rec, (size_t)s->vrow);
@@ -113,5 +111,5 @@ int ssd_half_release(ssd_store *s, const uint32_t *rows, int64_t n)
             memcpy(slot_state(s, x), rec + s->vrow, (size_t)s->srow);
         s->flags[x] |= F_DIRTY;
     }
-    return ssd_bulk_run(s, nq);
+    return EMBER_OK;
 }

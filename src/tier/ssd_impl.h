@@ -24,21 +24,23 @@
 #include "ember.h"
 #include "table/store.h"
 #include "tier/io_pool.h"
+#include "tier/ssd_log.h"
 #include "tier/ssd.h"
 
 #define SSD_NONE UINT32_MAX
 #define SSD_WINDOW 64          /* announced batches tracked (lookahead <= 63) */
 #define SSD_LISTS (1 + SSD_WINDOW)
+#define SSD_RUN_BYTES (64 << 10) /* most bytes one merged row-access read moves */
 
 enum { F_PINNED = 1, F_DIRTY = 2, F_LOADING = 4, F_PREFETCHED = 8 /* read ahead, not yet used */ };
 
-typedef struct ssd_job {          /* one batch of slot loads (and write-backs) */
+typedef struct ssd_job {          /* one batch of slot loads                   */
     int64_t n;                    /* claimed slots                             */
     uint32_t *slot, *new_row, *old_row; /* old_row SSD_NONE: a free slot      */
     uint8_t *old_dirty;
-    int32_t *wreq;                /* request of the slot's write-back, or -1   */
-    ember_io_req *req;            /* write-backs first, then loads             */
-    int64_t nreq, nwrites, caps[6]; /* of the arrays above, in order */
+    uint8_t *saved;               /* the dirty victim's record went to the log */
+    ember_io_req *req;            /* [n] the loads, in claim order             */
+    int64_t nreq, caps[6];        /* of the arrays above, in order */
     int background;
 } ssd_job;
 
@@ -57,10 +59,8 @@ typedef struct ssd_store {
     char *vslot, *sslot;          /* the slots' values and state (base's
                                      values or qrows, state or qstate)      */
     int64_t rec_bytes;            /* one row's record: vrow + srow          */
-    int64_t stride;               /* its place in the file: rec_bytes, or
-                                     rounded up to 512 under O_DIRECT        */
     int direct;                   /* the file is open with O_DIRECT         */
-    uint64_t *written;            /* [rows/64] the file holds the row's record */
+    ssd_log log;                  /* the file's records and their index     */
     ember_row_init_fn init;
     void *init_ctx;
     ember_io_pool *io;
@@ -146,8 +146,14 @@ double ssd_now(void);
 int ssd_fail(ssd_store *s, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* EMBER_EIO naming the table, the row, the file and the system's reason. */
 int ssd_io_fail(ssd_store *s, const ember_io_req *r, int64_t n_failed);
-/* A request that moves slot x's record (values, state) at row's place. */
+/* A request that loads slot x with row: op READ (its record's place in the
+ * file), INIT (never written) or DONE (copied already). */
 void ssd_slot_req(ssd_store *s, ember_io_req *q, int32_t x, uint32_t row, int op);
+/* Appends row's record (values, state as held) to the log; counts it.
+ * EMBER_OK, or EMBER_EIO / EMBER_ENOMEM naming the file. */
+int ssd_save_record(ssd_store *s, uint32_t row, const void *values, const void *state);
+/* A failed segment write (ssd_log.h) as EMBER_EIO naming the table and file. */
+int ssd_write_fail(ssd_store *s, int err);
 
 /* ssd_stage.c: the store's step operations (table/store.h). */
 void ssd_begin(ember_store *s, int64_t step);
@@ -172,19 +178,12 @@ int ssd_acquire(ember_store *s, const uint32_t *rows, int64_t n, float **values,
 int ssd_release(ember_store *s, const uint32_t *rows, int64_t n, int dirty);
 int ssd_flush(ember_store *s);
 /* Shared with ssd_half.c: room for n records in bulk (and slots,
- * requests); adds row's record at rec to the requests (runs merge); runs
- * the requests (0 .. nq), counts them, and names the first that failed. */
+ * requests); fills rec with row's record (the initializer's, a copy from a
+ * log buffer, or a read request added: runs of records next to each other
+ * in the file merge); runs the read requests (0 .. nq), counts them, and
+ * names the first that failed. */
 int ssd_bulk_reserve(ssd_store *s, int64_t n);
-void ssd_add_record(ssd_store *s, int64_t *nq, uint32_t row, char *rec, int op);
+void ssd_fetch_record(ssd_store *s, int64_t *nq, uint32_t row, char *rec);
 int ssd_bulk_run(ssd_store *s, int64_t nq);
-
-static inline int ssd_is_written(const ssd_store *s, uint32_t row)
-{
-    return (int)((s->written[row >> 6] >> (row & 63)) & 1);
-}
-static inline void ssd_set_written(ssd_store *s, uint32_t row)
-{
-    s->written[row >> 6] |= 1ull << (row & 63);
-}
 
 #endif

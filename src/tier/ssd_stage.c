@@ -1,16 +1,19 @@
 /*
  * ssd_stage.c: the SSD tier on the step (docs/tiers.md): stage (look every
- * row up, pin the hits, claim a slot for each distinct miss, write dirty
- * victims back, then read or initialise the missing rows) and lookahead's
- * announce (record the batch's rows, read the next step's missing rows in
- * the background into slots of rows no announced batch uses).
+ * row up, pin the hits, claim a slot for each distinct miss, append dirty
+ * victims to the store's log, then read or initialise the missing rows) and
+ * lookahead's announce (record the batch's rows, read the next step's
+ * missing rows in the background into slots of rows no announced batch
+ * uses).
  *
  * Failure leaves the table as it was: a claim changes the map at once (so a
- * batch's repeated rows share a slot), but victims are written back before
- * their slots are read into (two-part I/O batches), and when a write-back
- * fails every claim of the batch is undone: victims return to the map with
- * their dirty data still in their slots.  When a read fails, only that
- * row's slot is freed; the row is still in the file.
+ * batch's repeated rows share a slot), but a victim's record is copied to
+ * the log (memory: ssd_log.h) before its slot is read into, and when that
+ * copy cannot be made every claim of the batch is undone: victims return
+ * to the map with their data still in their slots (clean when their record
+ * did reach the log).  When a read fails, only that row's slot is freed;
+ * the row is still in the file.  A segment write that failed in the
+ * background is retried, and reported, by the next stage before any claim.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,7 +28,7 @@
 
 /* ----------------------------------------------------------- load jobs */
 
-/* Room for n claims (and their 2n requests: write-backs and loads). */
+/* Room for n claims and their loads. */
 static int job_reserve(ssd_store *s, int64_t n)
 {
     ssd_job *j = &s->job;
@@ -33,8 +36,8 @@ static int job_reserve(ssd_store *s, int64_t n)
            ember_reserve((void **)&j->new_row, &j->caps[1], n, sizeof *j->new_row) ||
            ember_reserve((void **)&j->old_row, &j->caps[2], n, sizeof *j->old_row) ||
            ember_reserve((void **)&j->old_dirty, &j->caps[3], n, sizeof *j->old_dirty) ||
-           ember_reserve((void **)&j->wreq, &j->caps[4], n, sizeof *j->wreq) ||
-           ember_reserve((void **)&j->req, &j->caps[5], 2 * n, sizeof *j->req);
+           ember_reserve((void **)&j->saved, &j->caps[4], n, sizeof *j->saved) ||
+           ember_reserve((void **)&j->req, &j->caps[5], n, sizeof *j->req);
 }
 
 /* Claims a slot for row: the map points at it at once (LOADING), its
@@ -49,7 +52,7 @@ static int claim(ssd_store *s, uint32_t row, int64_t keep_through)
     int64_t k = j->n++;
     j->slot[k] = (uint32_t)x;
     j->new_row[k] = row;
-    j->wreq[k] = -1;
+    j->saved[k] = 0;
     j->old_row[k] = victim;
     j->old_dirty[k] = victim != SSD_NONE && (s->flags[x] & F_DIRTY);
     if (victim != SSD_NONE)
@@ -60,7 +63,7 @@ static int claim(ssd_store *s, uint32_t row, int64_t keep_through)
 }
 
 /* Undoes every claim of the job: victims back in the map and their policy
- * structures, fresh slots free.  written: which write-backs succeeded. */
+ * structures, fresh slots free. */
 static void job_undo(ssd_store *s)
 {
     ssd_job *j = &s->job;
@@ -73,65 +76,64 @@ static void job_undo(ssd_store *s)
         }
         ssd_map_insert(s, j->old_row[k], (uint32_t)x);
         s->slot_row[x] = j->old_row[k];
-        int wrote = j->wreq[k] >= 0 && j->req[j->wreq[k]].err == 0 && j->nreq > 0;
-        if (wrote) {
-            ssd_set_written(s, j->old_row[k]);
-            s->st.writes++;
-            s->st.bytes_written += s->rec_bytes;
-        }
-        s->flags[x] = j->old_dirty[k] && !wrote ? F_DIRTY : 0;
+        s->flags[x] = j->old_dirty[k] && !j->saved[k] ? F_DIRTY : 0;
         if (s->mask)
             s->mask[x] = ssd_window_mask(s, j->old_row[k]);
         ssd_policy_place(s, x);
     }
-    j->n = j->nreq = j->nwrites = 0;
+    j->n = j->nreq = 0;
 }
 
-/* The I/O of the claims: write-backs of dirty victims, then loads. */
-static void job_requests(ssd_store *s)
+/* The claims' dirty victims to the log, then a load request per claim (a
+ * record still in a log buffer is copied at once).  EMBER_OK, or the
+ * failure of an append, with every claim undone. */
+static int job_requests(ssd_store *s)
 {
     ssd_job *j = &s->job;
-    j->nreq = 0;
     for (int64_t k = 0; k < j->n; k++) {
-        j->wreq[k] = -1;
-        if (j->old_dirty[k]) {
-            j->wreq[k] = (int32_t)j->nreq;
-            ssd_slot_req(s, &j->req[j->nreq++], (int32_t)j->slot[k], j->old_row[k], EMBER_IO_WRITE);
+        if (!j->old_dirty[k])
+            continue;
+        int32_t x = (int32_t)j->slot[k];
+        int st = ssd_save_record(s, j->old_row[k], s->vslot + (int64_t)x * s->vrow,
+                                 s->sf ? s->sslot + (int64_t)x * s->srow : NULL);
+        if (st != EMBER_OK) {
+            job_undo(s);
+            return st;
         }
+        j->saved[k] = 1;
     }
-    j->nwrites = j->nreq;
     for (int64_t k = 0; k < j->n; k++) {
         uint32_t r = j->new_row[k];
-        ssd_slot_req(s, &j->req[j->nreq++], (int32_t)j->slot[k], r, ssd_is_written(s, r) ? EMBER_IO_READ : EMBER_IO_INIT);
+        int32_t x = (int32_t)j->slot[k];
+        const char *rec = ssd_log_buffered(&s->log, r);
+        int op = !ssd_log_written(&s->log, r) ? EMBER_IO_INIT : rec ? EMBER_IO_DONE : EMBER_IO_READ;
+        ssd_slot_req(s, &j->req[k], x, r, op);
+        if (rec) {
+            memcpy(s->vslot + (int64_t)x * s->vrow, rec, (size_t)s->vrow);
+            if (s->sf)
+                memcpy(s->sslot + (int64_t)x * s->srow, rec + s->vrow, (size_t)s->srow);
+        }
     }
+    j->nreq = j->n;
+    return EMBER_OK;
 }
 
-/* Applies the outcome of the job's I/O (failed: index of a failed request
- * or -1).  pin: the step's loads (pinned, demand) or lookahead's. */
-static int job_finish(ssd_store *s, int64_t failed, int pin)
+/* Applies the outcome of the job's loads.  pin: the step's loads (pinned,
+ * demand) or lookahead's. */
+static int job_finish(ssd_store *s, int pin)
 {
     ssd_job *j = &s->job;
     int64_t nbad = 0;
     for (int64_t i = 0; i < j->nreq; i++)
-        nbad += j->req[i].err != 0 && j->req[i].err != ECANCELED;
-    if (failed >= 0 && failed < j->nwrites) {
-        ember_io_req bad = j->req[failed];
-        job_undo(s);
-        return ssd_io_fail(s, &bad, nbad);
-    }
+        nbad += j->req[i].err != 0;
     int st = EMBER_OK;
     for (int64_t k = 0; k < j->n; k++) {
         int32_t x = (int32_t)j->slot[k];
         if (j->old_row[k] != SSD_NONE) {
             s->st.evictions++;
             s->resident--;
-            if (j->old_dirty[k]) {
-                ssd_set_written(s, j->old_row[k]);
-                s->st.writes++;
-                s->st.bytes_written += s->rec_bytes;
-            }
         }
-        ember_io_req *q = &j->req[j->nwrites + k];
+        ember_io_req *q = &j->req[k];
         if (q->err) {
             if (st == EMBER_OK)
                 st = ssd_io_fail(s, q, nbad);
@@ -144,7 +146,7 @@ static int job_finish(ssd_store *s, int64_t failed, int pin)
         s->resident++;
         if (q->op == EMBER_IO_INIT)
             s->st.init_loads++;
-        else
+        else if (q->op == EMBER_IO_READ)
             s->st.bytes_read += s->rec_bytes;
         if (s->freq)
             s->freq[x] = 0;
@@ -159,7 +161,7 @@ static int job_finish(ssd_store *s, int64_t failed, int pin)
             ssd_policy_place(s, x);
         }
     }
-    j->n = j->nreq = j->nwrites = 0;
+    j->n = j->nreq = 0;
     return st;
 }
 
@@ -169,10 +171,10 @@ int ssd_bg_finish(ssd_store *s)
     if (!s->job.background)
         return EMBER_OK;
     double t0 = ssd_now();
-    int64_t failed = ember_io_wait(s->io);
+    ember_io_wait(s->io);
     s->st.wait_seconds += ssd_now() - t0;
     s->job.background = 0;
-    return job_finish(s, failed, 0);
+    return job_finish(s, 0);
 }
 
 /* ---------------------------------------------------------- step staging */
@@ -216,12 +218,12 @@ static int too_small(ssd_store *s, int64_t from)
         extra += (i == 0 || s->miss_row[i] != s->miss_row[i - 1]) && ssd_map_find(s, s->miss_row[i]) < 0;
     int64_t need = s->npinned + s->job.n + extra;
     job_undo(s);
-    int64_t per = ember_ssd_slot_bytes(s->rec_bytes, s->policy), bitmap = ember_ssd_bitmap_bytes(s->rows);
+    int64_t per = ember_ssd_slot_bytes(s->rec_bytes, s->policy), index = ember_ssd_index_bytes(s->rows, s->rec_bytes);
     return ssd_fail(s, EMBER_ELIMIT,
                 "%s: one step needs %lld distinct rows cached at once (%lld bytes of cache) but the "
                 "SSD tier's cache holds %lld rows (%lld bytes); raise cache_bytes or use smaller batches",
-                s->label, (long long)need, (long long)(need * per + bitmap), (long long)s->cap,
-                (long long)(s->cap * per + bitmap));
+                s->label, (long long)need, (long long)(need * per + index), (long long)s->cap,
+                (long long)(s->cap * per + index));
 }
 
 int ssd_stage(ember_store *bs, const uint32_t *rows, uint32_t *slots, int64_t n)
@@ -230,6 +232,9 @@ int ssd_stage(ember_store *bs, const uint32_t *rows, uint32_t *slots, int64_t n)
     int st = ssd_bg_finish(s);
     if (st != EMBER_OK)
         return st;
+    int e = ssd_log_check(&s->log); /* a segment write that failed: retried first */
+    if (e)
+        return ssd_write_fail(s, e);
     if (ember_reserve((void **)&s->miss, &s->miss_cap, n + 1, sizeof(int64_t)) ||
         ember_reserve((void **)&s->miss_row, &s->miss_row_cap, n + 1, sizeof(uint32_t)))
         return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for staging %lld rows", s->label, (long long)n);
@@ -269,11 +274,12 @@ int ssd_stage(ember_store *bs, const uint32_t *rows, uint32_t *slots, int64_t n)
         }
         slots[s->miss[k]] = (uint32_t)x;
     }
-    job_requests(s);
     double t0 = ssd_now();
-    int64_t failed = ember_io_run(s->io, s->fd, s->job.req, s->job.nwrites, s->job.nreq);
+    if ((st = job_requests(s)) != EMBER_OK)
+        return st;
+    ember_io_run(s->io, s->fd, s->job.req, s->job.nreq);
     s->st.io_seconds += ssd_now() - t0;
-    return job_finish(s, failed, 1);
+    return job_finish(s, 1);
 }
 
 /* ------------------------------------------------------------ lookahead */
@@ -341,8 +347,9 @@ int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_t seq)
     }
     if (s->job.n == 0)
         return EMBER_OK;
-    job_requests(s);
+    if ((st = job_requests(s)) != EMBER_OK)
+        return st;
     s->job.background = 1;
-    ember_io_start(s->io, s->fd, s->job.req, s->job.nwrites, s->job.nreq);
+    ember_io_start(s->io, s->fd, s->job.req, s->job.nreq);
     return EMBER_OK;
 }
