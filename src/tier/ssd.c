@@ -375,10 +375,12 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
         goto done;
     int e = ssd_log_init(&s->log, s->fd, s->direct, p->rows, s->rec_bytes);
     if (e) {
-        st = ssd_fail(s, e == ENOMEM ? EMBER_ENOMEM : EMBER_EINVAL, "%s: %s", s->label,
-                      e == ENOMEM ? "out of memory for the store's index"
-                      : e == EFBIG ? "too many rows for one store file (records are numbered in 32 bits)"
-                                   : "cannot start the store's writer thread");
+        if (e == EFBIG)
+            st = ssd_fail(s, EMBER_EINVAL, "%s: %lld rows of %lld bytes are too many for one store file (records "
+                          "are numbered in 32 bits)", s->label, (long long)p->rows, (long long)s->rec_bytes);
+        else
+            st = ssd_fail(s, e == ENOMEM ? EMBER_ENOMEM : EMBER_EINVAL, "%s: %s", s->label,
+                          e == ENOMEM ? "out of memory for the store's index" : "cannot start the store's writer thread");
         goto done;
     }
     s->io = ember_io_pool_create(p->io_threads, init_hook, s);
