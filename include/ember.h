@@ -827,13 +827,19 @@ typedef struct ember_tier_stats {
     int64_t prefetch_loads;  /* loaded in the background (lookahead)         */
     int64_t init_loads;      /* loads that were never-written rows (no read) */
     int64_t evictions;
-    int64_t writes;          /* rows written back (eviction, flush, release) */
-    int64_t bytes_read, bytes_written;
+    int64_t writes;          /* rows written back (eviction, flush, release):
+                                appended to the store's log               */
+    int64_t bytes_read, bytes_written; /* of rows read, written back     */
     int64_t ignored_hints;   /* announced batches past the lookahead window  */
     double wait_seconds;     /* steps waiting for background reads           */
     double io_seconds;       /* steps doing synchronous reads and writes     */
     int64_t prefetch_used;   /* prefetched rows a step then used             */
     int64_t prefetch_wasted; /* prefetched rows evicted before any use       */
+    int64_t reads;           /* read requests to the store file              */
+    int64_t segment_writes;  /* segments the log wrote (sequential writes)   */
+    int64_t file_bytes_written; /* their bytes: rows written back, rows moved
+                                by compaction, segment footers           */
+    int64_t moved_rows;      /* rows compaction moved (written again)        */
 } ember_tier_stats;
 
 /* Counters of the SSD store holding table t on this rank (a stacked table

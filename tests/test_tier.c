@@ -219,6 +219,118 @@ static void one_config(test_rng *r, int ix)
     test_config_free(tc);
 }
 
+/* The store's log over many steps: a cache of a tenth of each table, so
+ * dirty rows leave every step and the file fills, and compaction moves
+ * live records (ssd_log.h).  After every step the outputs equal the memory
+ * tier's; at the end the tables do (every row read back through the log),
+ * compaction moved rows, at most two per row written back (write
+ * amplification <= 3), and the file never grew past its reserved size. */
+/* One run of log_compaction with a cache of 16 x `size` rows of each table:
+ * EMBER_ELIMIT when a step's rows do not fit, else EMBER_OK. */
+static int log_run(test_rng *r, const test_config *tc, steps *st, ember_cache_policy pol, int size, int half)
+{
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/log%d", root, half);
+    mkdir(dir, 0700);
+    test_config *cc = ssd_config(r, tc, dir, pol, 0);
+    for (int32_t t = 0; t < cc->cfg.num_tables; t++) {
+        ember_table_config *t_ = &cc->tables[t];
+        int64_t k = 16 * size;
+        t_->cache_bytes = ember_ssd_cache_bytes_for(k, t_->rows, test_ssd_record_bytes(t_), pol);
+    }
+    ember_collection *mem = NULL, *ssd = NULL;
+    CHECK(ember_collection_create(&tc->cfg, &mem) == EMBER_OK);
+    CHECK_MSG(ember_collection_create(&cc->cfg, &ssd) == EMBER_OK, "create: %s", ember_errmsg(NULL));
+    float **o1 = alloc_outs(tc, st), **o2 = alloc_outs(tc, st);
+    int64_t W = test_pooled_width(&tc->cfg), steps_run = 0, most = 0;
+    int rc = mem && ssd ? EMBER_OK : EMBER_ENOMEM;
+    for (int32_t t = 0; t < tc->cfg.num_tables && rc == EMBER_OK; t++) { /* every row written once: the
+        records of rows the steps never use again stay live, so segments die only in part */
+        int64_t n = tc->tables[t].rows * tc->tables[t].dim;
+        float *x = malloc((size_t)n * sizeof(float));
+        for (int64_t i = 0; i < n; i++)
+            x[i] = test_float(r, -0.1f, 0.1f);
+        CHECK(ember_table_write(mem, t, 0, tc->tables[t].rows, x) == EMBER_OK);
+        CHECK_MSG(ember_table_write(ssd, t, 0, tc->tables[t].rows, x) == EMBER_OK, "write: %s", ember_errmsg(ssd));
+        free(x);
+    }
+    for (int round = 0; round < 12 && rc == EMBER_OK; round++)
+        for (int s = 0; s < STEPS && rc == EMBER_OK; s++) {
+            /* a random range of rows rewritten: whole rows leave earlier segments, the rest stay live */
+            int32_t t = (int32_t)test_range(r, 0, tc->cfg.num_tables);
+            int64_t rows = tc->tables[t].rows, count = test_range(r, rows / 8, rows / 3);
+            int64_t first = test_range(r, 0, rows - count + 1), n = count * tc->tables[t].dim;
+            float *x = malloc((size_t)n * sizeof(float));
+            for (int64_t i = 0; i < n; i++)
+                x[i] = test_float(r, -0.1f, 0.1f);
+            CHECK(ember_table_write(mem, t, first, count, x) == EMBER_OK);
+            CHECK_MSG(ember_table_write(ssd, t, first, count, x) == EMBER_OK, "write: %s", ember_errmsg(ssd));
+            free(x);
+            CHECK(ember_forward(mem, &st->tb[s].b, o1[s], o1[s] + st->tb[s].b.batch_size * W) == EMBER_OK);
+            CHECK(ember_backward(mem, st->dp[s], st->ds[s]) == EMBER_OK);
+            rc = ember_forward(ssd, &st->tb[s].b, o2[s], o2[s] + st->tb[s].b.batch_size * W);
+            if (rc != EMBER_OK)
+                break;
+            CHECK(ember_backward(ssd, st->dp[s], st->ds[s]) == EMBER_OK);
+            CHECK_MSG(memcmp(o1[s], o2[s], out_bytes(tc, st, s)) == 0, "log round %d step %d: outputs differ",
+                      round, s);
+            for (int32_t p = 0; p < ssd->num_ptables; p++) {
+                const ssd_store *store = (const ssd_store *)ssd->ptables[p].store;
+                struct stat sb;
+                CHECK(fstat(store->fd, &sb) == 0 && sb.st_size <= store->base.disk_bytes);
+            }
+            steps_run++;
+        }
+    if (rc == EMBER_OK) {
+        CHECK_MSG(test_tables_identical(mem, ssd, &tc->cfg), "log: tables differ after %lld steps",
+                  (long long)steps_run);
+        for (int32_t t = 0; t < cc->cfg.num_tables; t++) {
+            ember_tier_stats ts;
+            CHECK(ember_table_tier_stats(ssd, t, &ts) == EMBER_OK);
+            CHECK_MSG(ts.moved_rows <= 2 * ts.writes, "table %d: compaction moved %lld rows for %lld written back",
+                      t, (long long)ts.moved_rows, (long long)ts.writes);
+            most = ts.moved_rows > most ? ts.moved_rows : most;
+        }
+        CHECK_MSG(most > 0, "log: compaction never ran in %lld steps", (long long)steps_run);
+        printf("log (half %d, policy %d, cache %d rows): %lld steps, up to %lld rows moved by compaction\n", half,
+               (int)pol, 16 * size, (long long)steps_run, (long long)most);
+    } else {
+        CHECK_MSG(rc == EMBER_ELIMIT, "log: %s", ember_errmsg(ssd));
+    }
+    ember_collection_destroy(mem);
+    ember_collection_destroy(ssd);
+    rmdir(dir);
+    free_outs(o1);
+    free_outs(o2);
+    test_config_free(cc);
+    return rc;
+}
+
+/* The store's log over many steps: a small cache (16 rows, more when one
+ * step's rows need it) of tables of 2000 to 3000 rows, all written once
+ * first and a random range of one of them again before each step, so dirty
+ * rows leave every step, the
+ * file fills and compaction moves live records (ssd_log.h).  After every
+ * step the outputs equal the memory tier's; at the end the tables do (every
+ * row read back through the log), compaction moved rows, at most two per
+ * row written back (write amplification <= 3), and the file never grew
+ * past its reserved size. */
+static void log_compaction(test_rng *r, int half)
+{
+    test_config *tc = test_config_random(r, 2, 3, 2000, 3000);
+    if (half)
+        half_precisions(r, tc);
+    steps st;
+    make_steps(r, tc, &st, 0);
+    ember_cache_policy pol = (ember_cache_policy)test_range(r, 1, 4);
+    int size = 1;
+    while (size < 256 && log_run(r, tc, &st, pol, size, half) == EMBER_ELIMIT)
+        size *= 2;
+    CHECK_MSG(size < 256, "log: no cache up to 2048 rows held one step");
+    free_steps(&st);
+    test_config_free(tc);
+}
+
 /* A small fixed config for the checkpoint and fault tests; half: fp16
  * rows on the row-wise Adagrad table, bf16 rows and fp16 state on the Adam
  * one. */
@@ -619,6 +731,7 @@ int main(int argc, char **argv)
     for (int half = 0; half < 2; half++) {
         checkpoints(&r, half);
         faults(&r, half);
+        log_compaction(&r, half);
     }
     nan_names_row(&r);
     bad_setups(&r);

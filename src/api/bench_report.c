@@ -177,6 +177,12 @@ static void ssd_fields(const bench_run *r, const ember_memory *mem)
                         rounded((double)(b->prefetch_wasted - a->prefetch_wasted) / it, 0.1));
     json_object_set_new(j, "read_bytes_per_iter", rounded((double)(b->bytes_read - a->bytes_read) / it, 1));
     json_object_set_new(j, "written_bytes_per_iter", rounded((double)(b->bytes_written - a->bytes_written) / it, 1));
+    json_object_set_new(j, "reads_per_iter", rounded((double)(b->reads - a->reads) / it, 0.1));
+    json_object_set_new(j, "segment_writes_per_iter",
+                        rounded((double)(b->segment_writes - a->segment_writes) / it, 0.01));
+    json_object_set_new(j, "file_written_bytes_per_iter",
+                        rounded((double)(b->file_bytes_written - a->file_bytes_written) / it, 1));
+    json_object_set_new(j, "moved_rows_per_iter", rounded((double)(b->moved_rows - a->moved_rows) / it, 0.1));
     json_object_set_new(j, "io_wait_ms_per_iter", rounded((b->wait_seconds - a->wait_seconds) * 1e3 / it, 1e-3));
     json_object_set_new(j, "io_sync_ms_per_iter", rounded((b->io_seconds - a->io_seconds) * 1e3 / it, 1e-3));
     json_object_set_new(j, "disk_bytes", json_integer(mem->disk_bytes));

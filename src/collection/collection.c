@@ -107,6 +107,10 @@ int32_t ember_collection_tier_stats(const ember_collection *c, ember_tier_stats 
         out->prefetch_loads += s.prefetch_loads;
         out->prefetch_used += s.prefetch_used;
         out->prefetch_wasted += s.prefetch_wasted;
+        out->reads += s.reads;
+        out->segment_writes += s.segment_writes;
+        out->file_bytes_written += s.file_bytes_written;
+        out->moved_rows += s.moved_rows;
         out->init_loads += s.init_loads;
         out->evictions += s.evictions;
         out->writes += s.writes;

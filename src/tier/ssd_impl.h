@@ -1,8 +1,9 @@
 /*
  * ssd_impl.h: the private shape of the SSD tier's store: the store file, the
  * slot cache in front of it, and the eviction policies' bookkeeping.  Shared
- * by ssd.c (file, step staging, background reads, row access) and
- * ssd_cache.c (row -> slot map, policy lists and heap, lookahead window).
+ * by ssd.c (create, destroy), ssd_stage.c (the step), ssd_rows.c (row
+ * access, flush), ssd_half.c, ssd_cache.c (row -> slot map, policy lists and
+ * heap) and ssd_window.c (lookahead's window).
  *
  * A cached row lives in a slot: values at vslot + slot * vrow bytes (store.h's
  * values, or qrows for half rows), state at sslot + slot * srow (state, or
@@ -32,7 +33,8 @@
 #define SSD_LISTS (1 + SSD_WINDOW)
 #define SSD_RUN_BYTES (64 << 10) /* most bytes one merged row-access read moves */
 
-enum { F_PINNED = 1, F_DIRTY = 2, F_LOADING = 4, F_PREFETCHED = 8 /* read ahead, not yet used */ };
+enum { F_PINNED = 1, F_DIRTY = 2, F_LOADING = 4, F_PREFETCHED = 8 /* read ahead, not yet used */,
+       F_MISSED = 16 /* pinned by this step after a demand load */ };
 
 typedef struct ssd_job {          /* one batch of slot loads                   */
     int64_t n;                    /* claimed slots                             */
@@ -94,6 +96,9 @@ typedef struct ssd_store {
     int64_t step_now;             /* the step of the last begin             */
     uint32_t *wrows[SSD_WINDOW];  /* sorted distinct rows of each           */
     int64_t wn[SSD_WINDOW], wcap[SSD_WINDOW];
+    uint32_t *wh_row;             /* row -> batches that use it (ssd_window.c) */
+    uint64_t *wh_mask;
+    int64_t wh_size, wh_n;
 
     ssd_job job;                  /* the step's or the background's loads   */
     int64_t *miss;                /* stage scratch                          */
@@ -136,9 +141,11 @@ int ssd_policy_cold(const ssd_store *s, int32_t slot); /* no announced use   */
  * announced batch after step keep_through.  -1 when none is left. */
 int32_t ssd_take_slot(ssd_store *s, int64_t keep_through, uint32_t *victim_row);
 void ssd_release_slot(ssd_store *s, int32_t slot);  /* back to the free list */
-/* Lookahead: which window batches use row (bits s % 64). */
+/* ssd_window.c, lookahead: which window batches use row (bits s % 64);
+ * batch e's rows (wrows[e]) join the window (0, or -1 out of memory); the
+ * announced batches of steps before `step` leave it. */
 uint64_t ssd_window_mask(const ssd_store *s, uint32_t row);
-/* Forgets the announced batches of steps before `step`. */
+int ssd_window_add(ssd_store *s, int e);
 void ssd_window_to(ssd_store *s, int64_t step);
 
 /* ssd.c: helpers shared by the store's files. */

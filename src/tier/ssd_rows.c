@@ -82,8 +82,10 @@ int ssd_bulk_run(ssd_store *s, int64_t nq)
     s->st.io_seconds += ssd_now() - t0;
     for (int64_t k = 0; k < nq; k++) {
         nbad += s->bulk_req[k].err != 0;
-        if (!s->bulk_req[k].err)
+        if (!s->bulk_req[k].err) {
             s->st.bytes_read += (int64_t)s->bulk_req[k].iov[0].iov_len;
+            s->st.reads++;
+        }
     }
     return failed >= 0 ? ssd_io_fail(s, &s->bulk_req[failed], nbad) : EMBER_OK;
 }

@@ -146,8 +146,10 @@ static int job_finish(ssd_store *s, int pin)
         s->resident++;
         if (q->op == EMBER_IO_INIT)
             s->st.init_loads++;
-        else if (q->op == EMBER_IO_READ)
+        else if (q->op == EMBER_IO_READ) {
             s->st.bytes_read += s->rec_bytes;
+            s->st.reads++;
+        }
         if (s->freq)
             s->freq[x] = 0;
         if (s->mask)
@@ -155,6 +157,7 @@ static int job_finish(ssd_store *s, int pin)
         if (pin) {
             s->st.demand_loads++;
             ssd_pin(s, x);
+            s->flags[x] |= F_MISSED;
         } else {
             s->st.prefetch_loads++;
             s->flags[x] = F_PREFETCHED;
@@ -185,11 +188,18 @@ void ssd_begin(ember_store *bs, int64_t step)
     s->step_now = step;
     if (s->policy == EMBER_CACHE_LOOKAHEAD)
         ssd_window_to(s, step);
-    for (int64_t i = 0; i < s->npinned; i++) {
-        int32_t x = s->pinned[i];
-        s->flags[x] &= (uint8_t)~F_PINNED;
-        ssd_policy_place(s, x);
-    }
+    /* LRU: the step's misses first, so that its hits are the more recent
+     * (a hit was used before this step too: it leaves after the new rows) */
+    for (int pass = s->policy == EMBER_CACHE_LRU ? 0 : 1; pass < 2; pass++)
+        for (int64_t i = 0; i < s->npinned; i++) {
+            int32_t x = s->pinned[i];
+            if (pass == 0 && !(s->flags[x] & F_MISSED))
+                continue;
+            if (pass == 1 && !(s->flags[x] & F_PINNED))
+                continue; /* placed in pass 0 */
+            s->flags[x] &= (uint8_t)~(F_PINNED | F_MISSED);
+            ssd_policy_place(s, x);
+        }
     s->npinned = 0;
     s->step++;
 }
@@ -318,6 +328,10 @@ int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_t seq)
         if (u == 0 || s->wrows[e][i] != s->wrows[e][u - 1])
             s->wrows[e][u++] = s->wrows[e][i];
     s->wn[e] = u;
+    if (ssd_window_add(s, e) != 0) {
+        s->wn[e] = 0;
+        return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for an announced batch", s->label);
+    }
     s->wlen++;
     int64_t next_n = s->wn[(s->step_now + 1) % SSD_WINDOW];
     if (job_reserve(s, next_n > u ? next_n : u))
