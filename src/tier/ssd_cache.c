@@ -57,10 +57,7 @@ void ssd_map_erase(ssd_store *s, uint32_t row)
         return;
     uint64_t hole = i;
     for (uint64_t j = next_entry(s, i); s->map[j] != EMPTY; j = next_entry(s, j)) {
-        uint64_t h = home(s, (uint32_t)(s->map[j] >> 32));
-        /* j's entry may move to the hole iff its home is not in (hole, j] */
-        int between = hole <= j ? (h > hole && h <= j) : (h > hole || h <= j);
-        if (!between) {
+        if (ssd_may_shift(hole, j, home(s, (uint32_t)(s->map[j] >> 32)))) {
             s->map[hole] = s->map[j];
             hole = j;
         }

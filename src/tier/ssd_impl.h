@@ -131,6 +131,14 @@ static inline __attribute__((always_inline)) void ssd_map_prefetch(const ssd_sto
     __builtin_prefetch(&s->map[ssd_map_home(s, row)], 0, 1);
 }
 
+/* Backward-shift deletion in a linear-probing table (the map, lookahead's
+ * window): the entry at j, whose home is h, may move into the hole iff h is
+ * not in (hole, j], cyclically. */
+static inline int ssd_may_shift(uint64_t hole, uint64_t j, uint64_t h)
+{
+    return !(hole <= j ? (h > hole && h <= j) : (h > hole || h <= j));
+}
+
 /* ssd_cache.c: policy bookkeeping */
 void ssd_policy_remove(ssd_store *s, int32_t slot); /* no-op when not listed */
 void ssd_policy_place(ssd_store *s, int32_t slot);  /* after use or load     */

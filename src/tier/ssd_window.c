@@ -94,9 +94,7 @@ static void clear_bit(ssd_store *s, uint32_t row, int e)
         return;
     uint64_t hole = i;
     for (uint64_t j = next_entry(s->wh_size, i); s->wh_row[j] != SSD_NONE; j = next_entry(s->wh_size, j)) {
-        uint64_t h = home(s->wh_size, s->wh_row[j]);
-        int between = hole <= j ? (h > hole && h <= j) : (h > hole || h <= j);
-        if (!between) {
+        if (ssd_may_shift(hole, j, home(s->wh_size, s->wh_row[j]))) {
             s->wh_row[hole] = s->wh_row[j];
             s->wh_mask[hole] = s->wh_mask[j];
             hole = j;
