@@ -4,6 +4,7 @@
 # 25 % of the table's rows + state under LRU, LFU and lookahead (with
 # Belady's offline optimum on the same ids), W3 (10M x 128, uniform,
 # Adagrad) with 10 %, and each workload's memory tier in the same session.
+# 60 warm-up steps: the cache is full and its rows dirty before the 20 timed.
 # Store files go to DIR (default .; a local disk, not tmpfs); JSON lines to
 # OUT (default bench/out/tiers.jsonl).  About 30 minutes on the project
 # machine; the device's own limits: bench/disk_limits.sh.
@@ -14,7 +15,7 @@ out="${2:-$repo/bench/out/tiers.jsonl}"
 ember="${EMBER:-$repo/build/ember}"
 mkdir -p "$(dirname "$out")"
 : >"$out"
-common=(--threads 1 --iters 20 --warmup 20)
+common=(--threads 1 --iters 20 --warmup 60)
 w1=(--preset W1 --optimizer rowwise_adagrad "${common[@]}")
 w3=(--preset W3 --optimizer adagrad "${common[@]}")
 table_w1=$((1000000 * (64 + 1) * 4))      # one table's rows + row-wise Adagrad state

@@ -9,8 +9,9 @@ bookkeeping too), hit rate and Belady's offline
 optimum on the same ids, step time and its ratio to the memory tier's step
 time measured in the same run, loads and write-backs per step, the I/O
 operations per second while the step did I/O (reads + writes over the time
-spent in synchronous I/O and waiting for background reads), and that rate as
-a share of the disk's random 512-byte read limit with 32 threads."""
+spent in synchronous I/O and waiting for background reads; a segment of the
+store's log is one write), and that rate as a share of the disk's random
+512-byte read limit with 32 threads."""
 import json
 import sys
 
@@ -42,10 +43,12 @@ for base, j in rows:
     rec = (j["dim"] + (j["dim"] if j["optimizer"] == "adagrad" else 1 if j["optimizer"] == "rowwise_adagrad" else 0)) * 4
     table_rows = j["tables"] * j["rows"]
     loads = j["demand_loads_per_iter"] + j["prefetch_loads_per_iter"]
-    reads = j["read_bytes_per_iter"] / rec
+    reads = j.get("reads_per_iter", j["read_bytes_per_iter"] / rec)
     writes = j["written_bytes_per_iter"] / rec
+    # the store's log writes whole segments (older builds: one write per row)
+    write_ops = j.get("segment_writes_per_iter", writes)
     io_s = (j["io_sync_ms_per_iter"] + j["io_wait_ms_per_iter"]) / 1e3
-    ops = (reads + writes) / io_s if io_s > 0 else 0
+    ops = (reads + write_ops) / io_s if io_s > 0 else 0
     mem = memory.get(base)
     share = "%.0f %%" % (100 * ops / limit) if limit and ops else "-"
     pct = j["workload"].split("-")[-1]
