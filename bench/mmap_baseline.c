@@ -48,7 +48,7 @@
  * (getrusage), the bytes /proc/self/io says the process read and dirtied
  * (read_bytes, write_bytes: pages dirtied, written back later by the
  * kernel), and with --dev, the device's sectors read and written per step
- * from /sys/block/DEV/stat (every process's, the kernel's write-back too).
+ * from /sys/class/block/DEV/stat (every process's, the kernel's write-back too).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -426,7 +426,7 @@ static void proc_io(long long *rd, long long *wr)
         fclose(f);
 }
 
-/* Sectors read and written of /sys/block/DEV/stat (fields 3 and 7). */
+/* Sectors read and written of /sys/class/block/DEV/stat (fields 3 and 7). */
 static void dev_io(const char *dev, long long *rd, long long *wr)
 {
     char path[256];
@@ -434,7 +434,7 @@ static void dev_io(const char *dev, long long *rd, long long *wr)
     *rd = *wr = -1;
     if (!dev)
         return;
-    snprintf(path, sizeof path, "/sys/block/%s/stat", dev);
+    snprintf(path, sizeof path, "/sys/class/block/%s/stat", dev);
     FILE *f = fopen(path, "r");
     if (f && fscanf(f, "%llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6]) == 7)
         *rd = (long long)v[2] * 512, *wr = (long long)v[6] * 512;
