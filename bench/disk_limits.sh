@@ -10,7 +10,11 @@
 # (what ember's I/O pool does) and from one io_uring queue of depth 32;
 # random 512-byte direct writes from 8 and 32 threads (write-backs), the
 # same into space that was only reserved with fallocate; sequential
-# 1 MiB reads and writes.
+# 1 MiB reads and writes.  For bench/io_floor.py (the floor of the I/O an
+# SSD-tier step issues): random 1 KiB reads and writes (a dim-128 Adagrad
+# record) and 4 KiB writes (a page of the mmap baseline), 32 threads;
+# sequential 4 MiB direct writes (segment appends).  CASES="name ..." runs
+# only those cases (default: all).
 set -euo pipefail
 dir="${1:-.}"
 secs="${2:-10}"
@@ -22,8 +26,10 @@ file="$dir/ember-disk-limits.dat"
 trap 'rm -f "$file"' EXIT
 fio --name=prep --filename="$file" --size=4G --rw=write --bs=1M --direct=1 --ioengine=psync \
     --output-format=terse >/dev/null
+want() { [ -z "${CASES:-}" ] || [[ " $CASES " == *" $1 "* ]]; }
 run() { # name, fio options...
     local name="$1"; shift
+    want "$name" || return 0
     fio --name="$name" --filename="$file" --size=4G --runtime="$secs" --time_based --group_reporting \
         --output-format=json "$@" | python3 -c '
 import json, sys
@@ -45,12 +51,18 @@ run randread_512_direct_psync8 --rw=randread --bs=512 --direct=1 --ioengine=psyn
 run randread_512_direct_psync32 --rw=randread --bs=512 --direct=1 --ioengine=psync --numjobs=32
 run randwrite_512_direct_psync8 --rw=randwrite --bs=512 --direct=1 --ioengine=psync --numjobs=8
 run randwrite_512_direct_psync32 --rw=randwrite --bs=512 --direct=1 --ioengine=psync --numjobs=32
+run randread_1k_direct_psync32 --rw=randread --bs=1k --direct=1 --ioengine=psync --numjobs=32
+run randwrite_1k_direct_psync32 --rw=randwrite --bs=1k --direct=1 --ioengine=psync --numjobs=32
+run randwrite_4k_direct_psync32 --rw=randwrite --bs=4k --direct=1 --ioengine=psync --numjobs=32
 # the same into space only reserved (fallocate: unwritten extents), why store files are zero-filled
-rm -f "$file"
-run randwrite_512_direct_psync32_reserved --rw=randwrite --bs=512 --direct=1 --ioengine=psync --numjobs=32 \
-    --fallocate=native
-rm -f "$file"
-fio --name=prep --filename="$file" --size=4G --rw=write --bs=1M --direct=1 --ioengine=psync \
-    --output-format=terse >/dev/null
+if want randwrite_512_direct_psync32_reserved; then
+    rm -f "$file"
+    run randwrite_512_direct_psync32_reserved --rw=randwrite --bs=512 --direct=1 --ioengine=psync --numjobs=32 \
+        --fallocate=native
+    rm -f "$file"
+    fio --name=prep --filename="$file" --size=4G --rw=write --bs=1M --direct=1 --ioengine=psync \
+        --output-format=terse >/dev/null
+fi
 run seqread_1m_direct --rw=read --bs=1M --direct=1 --ioengine=io_uring --iodepth=16
 run seqwrite_1m_direct --rw=write --bs=1M --direct=1 --ioengine=io_uring --iodepth=16
+run seqwrite_4m_direct --rw=write --bs=4M --direct=1 --ioengine=io_uring --iodepth=16

@@ -95,6 +95,12 @@ typedef struct ember_bench_config {
     ember_rounding rounding;       /* and their rounding (default STOCHASTIC) */
     ember_row_precision state_precision; /* Adagrad's and Adam's state (FP32) */
     ember_world *world;            /* NULL: a world of one                   */
+    int written;                   /* SSD tier, fixed tables: 1 writes every
+                                      row's initial values to its store before
+                                      the clock starts (ember_table_write), as
+                                      a table loaded from a checkpoint is, so
+                                      that every load reads (0: rows never
+                                      written are computed, not read)        */
 } ember_bench_config;
 /* `ember bench`'s defaults: the quick shape (8 x 100000 x 64, batch 1024,
  * pooling 20, Zipf 1.05), SGD, the rest as noted above. */

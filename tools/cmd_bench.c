@@ -76,6 +76,9 @@ static void bench_usage(FILE *f)
             "  --io-threads N          I/O threads per SSD table (the library's default)\n"
             "  --belady 1              also Belady's offline hit rate for the same cache and ids\n"
             "                          (one process; the timed iterations, after the warm-up)\n"
+            "  --written 1             every row written to the store files before the clock\n"
+            "                          starts, as after loading a checkpoint: every load reads\n"
+            "                          (default: rows never written are computed, not read)\n"
             "  --schedule S            blocking (ember_forward), overlap or stale: the next\n"
             "                          batch begun before this one's backward and ended after\n"
             "                          it (ember_forward_begin / _end; docs/distributed.md)\n"
@@ -208,6 +211,9 @@ static int parse_number_flag(bench_opts *o, const char *name, const char *val, i
     } else if (!strcmp(name, "--buffered") || !strcmp(name, "--belady")) {
         *bad = synth_parse_int64(val, 0, 1, &v);
         *(name[2] == 'b' && name[3] == 'u' ? &c->buffered : &c->belady) = (int)v;
+    } else if (!strcmp(name, "--written")) {
+        *bad = synth_parse_int64(val, 0, 1, &v);
+        c->written = (int)v;
     } else {
         static const struct {
             const char *name;

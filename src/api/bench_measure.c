@@ -96,6 +96,7 @@ json_t *bench_line_base(const ember_bench_config *c, int32_t ranks)
         json_object_set_new(j, "lookahead", json_integer(c->lookahead));
         json_object_set_new(j, "io_threads", json_integer(c->io_threads ? c->io_threads : 32));
         json_object_set_new(j, "cache_bytes", json_integer(c->cache_bytes ? c->cache_bytes : 256 << 20));
+        json_object_set_new(j, "written", json_boolean(c->written && !c->dynamic));
     }
     json_object_set_new(j, "ember_version", json_string(ember_version()));
     json_object_set_new(j, "isa", json_string(kernel_isa()));
