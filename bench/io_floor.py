@@ -18,17 +18,18 @@ What is read from an ember line (the first field present wins):
               fp32 or fp16/bf16) x dim + the optimizer state (sgd 0,
               rowwise_adagrad one 4-byte float, adagrad dim, adam 2 x dim,
               2 bytes each under a half state_precision)
-  I/O size    the record padded to 512 bytes ("io": "direct", the default),
+  I/O size    under O_DIRECT (the default) the 512-byte blocks around a
+              record: the record padded to 512, one block more when the store
+              is a log (records packed, so one may start anywhere in a block);
               the record itself when buffered
   reads       "reads_per_iter"; else "read_bytes_per_iter" / record
-  appends     "seg_write_bytes_per_iter", "write_bytes_per_iter",
-              "write_bytes" / "iters" (bytes); else "seg_writes_per_iter" (or
-              "seg_writes" / "iters") x "segment_bytes" (or "seg_bytes",
-              default 4 MiB).  Any of them present: the writes are segment
-              appends, at the sequential-write bandwidth of fio's
-              seqwrite_4m_direct (else seqwrite_1m_direct)
-  random      otherwise: "writes_per_iter"; else "written_bytes_per_iter" /
-              record, at the random-write IOPS of the I/O size
+  appends     "file_written_bytes_per_iter" (a store that is a log: every
+              byte its segments wrote, compaction's included), at the
+              sequential-write bandwidth of fio's seqwrite_4m_direct (else
+              seqwrite_1m_direct)
+  random      otherwise (builds that wrote rows in place): "writes_per_iter";
+              else "written_bytes_per_iter" / record, at the random-write IOPS
+              of the I/O size
 For a bench_mmap_baseline line: reads = "majflt_per_iter" 4 KiB pages,
 random writes = "io_write_bytes_per_iter" / 4096 pages (dirtied pages the
 kernel writes back), both at the 4 KiB cases.
@@ -80,15 +81,6 @@ def record_bytes(l):
     return ev * dim + state
 
 
-def per_iter(l, name):
-    """Field `name`_per_iter, or `name` (a total) / iters, or None."""
-    if name + "_per_iter" in l:
-        return float(l[name + "_per_iter"])
-    if name in l and l.get("iters"):
-        return float(l[name]) / l["iters"]
-    return None
-
-
 def floor_of(l, disk):
     out = {k: l.get(k) for k in ("workload", "kind", "round", "threads", "written", "policy", "cache_bytes")
            if k in l}
@@ -99,17 +91,13 @@ def floor_of(l, disk):
         appended = None
     else:
         rec = record_bytes(l)
-        size = rec if l.get("io") == "buffered" else (rec + 511) // 512 * 512
+        log = "file_written_bytes_per_iter" in l  # a store that is a log: packed records, segment writes
+        if l.get("io") == "buffered":
+            size = rec
+        else:  # under O_DIRECT: the 512-byte blocks around the record (a packed one may start anywhere)
+            size = (rec + 511) // 512 * 512 + (512 if log else 0)
         reads = l["reads_per_iter"] if "reads_per_iter" in l else l["read_bytes_per_iter"] / rec
-        appended = None
-        for name in ("seg_write_bytes", "write_bytes"):
-            appended = per_iter(l, name)
-            if appended is not None:
-                break
-        if appended is None:
-            n = per_iter(l, "seg_writes")
-            if n is not None:
-                appended = n * float(l.get("segment_bytes", l.get("seg_bytes", 4 << 20)))
+        appended = l["file_written_bytes_per_iter"] if log else None
         writes = None
         if appended is None:
             writes = l["writes_per_iter"] if "writes_per_iter" in l else l["written_bytes_per_iter"] / rec
