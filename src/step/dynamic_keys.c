@@ -37,7 +37,7 @@
 #include "table/init.h"
 
 #define RESET_CHUNK 256 /* rows acquired from the store at once */
-#define RESET_BLOCK 32  /* rows reset together on a direct store (one init block) */
+#define RESET_BLOCK 64  /* rows reset together on a direct store (one init block) */
 #define RESET_AHEAD 8   /* rows whose lines are requested ahead of the reset */
 #define RESET_MIN_PARALLEL 2048 /* resets below which one thread does them all */
 
@@ -65,13 +65,14 @@ static int direct_store(const ember_store *s)
 
 /* Resets rows [i0, i0 + m) of the pending resolve's list, whose values and
  * state are v[i] and st[i]: the old contents copied to undo_rows, then the
- * new key's initial values (in one block) and zero state. */
+ * new key's initial values (in one block) and zero state.  v and st hold
+ * `ahead` >= m rows: those past m (the next block's) are only prefetched. */
 static void reset_block(const ember_ltable *t, const ember_store *s, ember_dyn_table *dt, int64_t i0, int64_t m,
-                        float *const *v, float *const *st)
+                        int64_t ahead, float *const *v, float *const *st)
 {
     int64_t per = (int64_t)s->dim + s->state_floats;
     for (int64_t i = 0; i < m; i++) {
-        if (i + RESET_AHEAD < m) /* the old values are copied, then overwritten */
+        if (i + RESET_AHEAD < ahead) /* the old values are copied, then overwritten */
             prefetch_row(v[i + RESET_AHEAD], st[i + RESET_AHEAD], s->dim, s->state_floats);
         float *u = dt->undo_rows + (i0 + i) * per;
         memcpy(u, v[i], sizeof(float) * (size_t)s->dim);
@@ -106,13 +107,16 @@ static int apply_resets(const ember_collection *c, ember_ptable *pt, int threads
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (int64_t k = 0; k < blocks; k++) {
             int64_t i0 = k * RESET_BLOCK, m = n - i0 < RESET_BLOCK ? n - i0 : RESET_BLOCK;
-            float *v[RESET_BLOCK], *st[RESET_BLOCK];
-            for (int64_t i = 0; i < m; i++) {
+            int64_t ahead = n - i0 < RESET_BLOCK + RESET_AHEAD ? n - i0 : RESET_BLOCK + RESET_AHEAD;
+            float *v[RESET_BLOCK + RESET_AHEAD], *st[RESET_BLOCK + RESET_AHEAD];
+            for (int64_t i = 0; i < ahead; i++) {
                 uint32_t r = dt->d.reset_slot[i0 + i];
                 v[i] = s->values + (int64_t)r * s->dim;
                 st[i] = s->state_floats ? s->state + (int64_t)r * s->state_floats : NULL;
             }
-            reset_block(t, s, dt, i0, m, v, st);
+            for (int64_t i = 0; i < RESET_AHEAD && i < m; i++) /* this block's first rows */
+                prefetch_row(v[i], st[i], s->dim, s->state_floats);
+            reset_block(t, s, dt, i0, m, ahead, v, st);
         }
         dt->undo_done = n;
         return EMBER_OK;
@@ -126,7 +130,7 @@ static int apply_resets(const ember_collection *c, ember_ptable *pt, int threads
         int rc = s->ops->acquire(s, rows, m, v, st);
         if (rc != EMBER_OK)
             return ember_fail_into(err, rc, "table '%s': %s", t->cfg.name, s->errmsg);
-        reset_block(t, s, dt, i0, m, v, st);
+        reset_block(t, s, dt, i0, m, m, v, st);
         if ((rc = s->ops->release(s, rows, m, 1)) != EMBER_OK)
             return ember_fail_into(err, rc, "table '%s': %s", t->cfg.name, s->errmsg);
         dt->undo_done = i0 + m;
