@@ -164,9 +164,28 @@ static void undo_resets(ember_ptable *pt)
     dt->undo_done = 0;
 }
 
+/* A world of one: the table's keys in batch order into dt->keys, their
+ * positions into dt->pos (room reserved by gather_keys).  Touches only the
+ * table's buffers: tables fill side by side. */
+static void fill_local(const ember_collection *c, ember_ptable *pt, const ember_batch *b)
+{
+    ember_dyn_table *dt = pt->dyn;
+    int32_t B = b->batch_size;
+    int64_t j = 0;
+    for (int32_t i = 0; i < pt->num_features; i++) {
+        const int64_t *bo = c->shape.bag_off + (int64_t)pt->features[i] * (B + 1);
+        for (int64_t k = bo[0]; k < bo[B]; k++, j++) {
+            dt->keys[j] = (uint64_t)b->ids[k];
+            dt->pos[j] = k;
+        }
+    }
+}
+
 /* Keys of physical table pt's features in batch order into dt->keys,
  * bucketed by owner (order kept): dt->pos[j] = the batch position of the
- * j-th key sent; counts in dt->cnt[0..W).  Sets dt->n to the key count. */
+ * j-th key sent; counts in dt->cnt[0..W).  Sets dt->n to the key count.
+ * In a world of one only the room is made: fill_local copies the keys with
+ * the resolve. */
 static int gather_keys(ember_collection *c, ember_ptable *pt, const ember_batch *b)
 {
     ember_dyn_table *dt = pt->dyn;
@@ -183,15 +202,7 @@ static int gather_keys(ember_collection *c, ember_ptable *pt, const ember_batch 
     int64_t *cnt = dt->cnt;
     memset(cnt, 0, sizeof(int64_t) * 4 * (size_t)W);
     dt->n = n;
-    if (W == 1) { /* one owner: the keys in batch order */
-        int64_t j = 0;
-        for (int32_t i = 0; i < pt->num_features; i++) {
-            const int64_t *bo = c->shape.bag_off + (int64_t)pt->features[i] * (B + 1);
-            for (int64_t k = bo[0]; k < bo[B]; k++, j++) {
-                dt->keys[j] = (uint64_t)b->ids[k];
-                dt->pos[j] = k;
-            }
-        }
+    if (W == 1) { /* one owner: the keys in batch order (fill_local) */
         cnt[0] = n;
         return EMBER_OK;
     }
@@ -268,6 +279,31 @@ static int resolve_local(const ember_collection *c, ember_ptable *pt, uint32_t s
     return admits ? apply_resets(c, pt, threads, dt->err) : EMBER_OK;
 }
 
+/* The requester's ids of a table: slot * W + owner, or EMBER_ID_UNSEEN.
+ * Writes only the table's own batch positions. */
+static void translate(ember_collection *c, const ember_dyn_table *dt, const uint32_t *slots)
+{
+    int32_t W = c->world->size;
+    int64_t j = 0;
+    for (int32_t r = 0; r < W; r++)
+        for (int64_t e = j + dt->cnt[r]; j < e; j++)
+            c->dyn_ids[dt->pos[j]] = slots[j] == EMBER_DYN_NONE ? EMBER_ID_UNSEEN : (int64_t)slots[j] * W + r;
+}
+
+/* Step 2 for one table (no communication): in a world of one its keys are
+ * copied and its ids translated here too, so that tables side by side do
+ * that in parallel as well. */
+static int own_table(ember_collection *c, ember_ptable *pt, const ember_batch *b, uint32_t step, int threads)
+{
+    int local = c->world->size == 1;
+    if (local)
+        fill_local(c, pt, b);
+    int st = resolve_local(c, pt, step, threads);
+    if (st == EMBER_OK && local)
+        translate(c, pt->dyn, pt->dyn->slots);
+    return st;
+}
+
 /* Whether the tables resolve side by side, one thread each, rather than
  * one after the other on every thread: with at least as many dynamic
  * tables as threads, none of them on a staged store (whose acquire is not
@@ -309,11 +345,11 @@ int ember_dyn_forward_begin(ember_collection *c, const ember_batch *b, ember_bat
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
         for (int32_t p = 0; p < np; p++)
             if (c->ptables[p].dyn)
-                c->ptables[p].dyn->status = resolve_local(c, &c->ptables[p], step, 1);
+                c->ptables[p].dyn->status = own_table(c, &c->ptables[p], b, step, 1);
     } else {
         for (int32_t p = 0; p < np && st == EMBER_OK; p++)
             if (c->ptables[p].dyn)
-                st = c->ptables[p].dyn->status = resolve_local(c, &c->ptables[p], step, c->threads);
+                st = c->ptables[p].dyn->status = own_table(c, &c->ptables[p], b, step, c->threads);
     }
     st = EMBER_OK; /* the first table that failed, in table order */
     for (int32_t p = 0; p < np && st == EMBER_OK; p++) {
@@ -323,23 +359,16 @@ int ember_dyn_forward_begin(ember_collection *c, const ember_batch *b, ember_bat
     }
     if ((st = ember_dist_agree(c, st, NULL)) != EMBER_OK)
         return st; /* ember_dyn_forward_end rolls every resolved table back */
-    /* 3: slots back to the requesters; keys become row ids */
-    for (int32_t p = 0; p < np; p++) {
-        ember_ptable *pt = &c->ptables[p];
-        ember_dyn_table *dt = pt->dyn;
+    /* 3: slots back to the requesters; keys become row ids (a world of
+     * one translated them in step 2) */
+    for (int32_t p = 0; p < np && W > 1; p++) {
+        ember_dyn_table *dt = c->ptables[p].dyn;
         if (!dt)
             continue;
-        const uint32_t *slots = dt->slots;
-        if (W > 1) {
-            int64_t *cnt = dt->cnt, *rcnt = cnt + 2 * W;
-            if ((st = ember_dist_exchange(c, dt->slots, rcnt, c->dyn_slots, cnt, sizeof(uint32_t))) != EMBER_OK)
-                return st;
-            slots = c->dyn_slots;
-        }
-        int64_t j = 0;
-        for (int32_t r = 0; r < W; r++)
-            for (int64_t e = j + dt->cnt[r]; j < e; j++)
-                c->dyn_ids[dt->pos[j]] = slots[j] == EMBER_DYN_NONE ? EMBER_ID_UNSEEN : (int64_t)slots[j] * W + r;
+        int64_t *cnt = dt->cnt, *rcnt = cnt + 2 * W;
+        if ((st = ember_dist_exchange(c, dt->slots, rcnt, c->dyn_slots, cnt, sizeof(uint32_t))) != EMBER_OK)
+            return st;
+        translate(c, dt, c->dyn_slots);
     }
     out->ids = c->dyn_ids;
     return EMBER_OK;
