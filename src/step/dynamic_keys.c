@@ -330,7 +330,11 @@ int ember_dyn_forward_begin(ember_collection *c, const ember_batch *b, ember_bat
         ember_reserve((void **)&c->dyn_slots, &c->dyn_slots_cap, b->num_ids + 1, sizeof *c->dyn_slots))
         return ember_dist_agree(c, ember_fail(c, EMBER_ENOMEM, "out of memory for %lld keys", (long long)b->num_ids),
                                 NULL);
-    memcpy(c->dyn_ids, b->ids, sizeof(int64_t) * (size_t)b->num_ids);
+    for (int32_t f = 0; f < b->num_features; f++) { /* fixed tables' ids as they are; translate writes the rest */
+        const int64_t *bo = c->shape.bag_off + (int64_t)f * (b->batch_size + 1);
+        if (!c->ptables[c->features[f].ptable].dyn)
+            memcpy(c->dyn_ids + bo[0], b->ids + bo[0], sizeof(int64_t) * (size_t)(bo[b->batch_size] - bo[0]));
+    }
     int st = EMBER_OK;
     /* 1: every table's keys to their owners (collective, table by table) */
     for (int32_t p = 0; p < np; p++)
