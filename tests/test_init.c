@@ -15,8 +15,14 @@
  *     within 5 standard errors, std within 0.5 %, the 1-sigma fraction within
  *     0.5 % of 0.6827: all several times the sampling noise);
  *   - optimizer state starts at zero; table read/write round-trips and
- *     rejects bad tables and ranges with EMBER_EINVAL.
+ *     rejects bad tables and ranges with EMBER_EINVAL;
+ *   - the blocked rows of ember_init_rows (a dynamic table's admitted keys)
+ *     equal the naive per-value formula bit for bit, for random 64-bit rows,
+ *     dims 1..300 and random scales (tiny, subnormal, huge, negative); and
+ *     the float form it uses for (2u - 1) x scale equals the double one for
+ *     every one of the 2^24 values of u.
  */
+#include "table/init.h"
 #include "util.h"
 
 static test_config *base_config(uint64_t seed)
@@ -206,6 +212,77 @@ static void read_write(void)
     test_config_free(tc);
 }
 
+/* A random float scale: ordinary, tiny, subnormal, huge or negative. */
+static float random_scale(test_rng *r)
+{
+    switch (test_range(r, 0, 5)) {
+    case 0:
+        return test_float(r, 0.0f, 1.0f);
+    case 1:
+        return test_float(r, -2.0f, 2.0f) * 1e-30f;
+    case 2:
+        return test_float(r, 0.0f, 1.0f) * 1e-40f; /* subnormal */
+    case 3:
+        return test_float(r, 0.0f, 3.0f) * 1e38f;
+    default: {
+        uint32_t bits = (uint32_t)test_next(r) & 0x7f7fffffu; /* any finite float */
+        float v;
+        memcpy(&v, &bits, sizeof v);
+        return v;
+    }
+    }
+}
+
+static void init_rows_blocked(uint64_t seed)
+{
+    test_rng r = {seed ^ 0x51ed2701u};
+    static const int32_t dims[] = {1, 3, 15, 16, 17, 63, 64, 65, 100, 128, 129, 300};
+    static const ember_init_kind kinds[] = {EMBER_INIT_UNIFORM, EMBER_INIT_NORMAL, EMBER_INIT_ZEROS,
+                                            EMBER_INIT_CONSTANT};
+    for (int trial = 0; trial < 96; trial++) {
+        ember_table_config tc = ember_table_config_default();
+        tc.dim = dims[trial % 12];
+        tc.init = trial < 72 ? EMBER_INIT_UNIFORM : kinds[trial % 4];
+        tc.init_value = random_scale(&r);
+        uint64_t key = test_next(&r);
+        int64_t n = test_range(&r, 1, 70);
+        uint64_t *rows = malloc(sizeof *rows * (size_t)n);
+        float *got = malloc(sizeof(float) * (size_t)(n * tc.dim)), **out = malloc(sizeof *out * (size_t)n);
+        for (int64_t i = 0; i < n; i++) {
+            rows[i] = trial % 3 ? test_next(&r) : (uint64_t)test_range(&r, 0, 1000); /* keys, or row numbers */
+            out[i] = got + i * tc.dim;
+        }
+        ember_init_rows(tc.init, tc.init_value, tc.dim, key, rows, n, out);
+        int64_t bad = 0;
+        float row[300];
+        for (int64_t i = 0; i < n; i++) {
+            /* normal: ember's per-row path (against_ref checks it within 2 ulps of the formula) */
+            ember_init_row_values(tc.init, tc.init_value, tc.dim, key, (int64_t)rows[i], row);
+            for (int32_t c = 0; c < tc.dim; c++) {
+                float want = tc.init == EMBER_INIT_NORMAL ? row[c] : ref_init_value(&tc, key, (int64_t)rows[i], c);
+                bad += memcmp(&want, &got[i * tc.dim + c], sizeof want) != 0;
+            }
+        }
+        CHECK_MSG(bad == 0, "trial %d (dim %d, kind %d, scale %a): %lld blocked values differ from the formula", trial,
+                  tc.dim, tc.init, (double)tc.init_value, (long long)bad);
+        free(rows);
+        free(got);
+        free(out);
+    }
+    /* the float form against the double one, every u, a few scales */
+    for (int k = 0; k < 4; k++) {
+        float scale = k == 0 ? 0.05f : random_scale(&r);
+        int64_t bad = 0;
+        for (uint32_t m = 0; m < 1u << 24; m++) {
+            float u = (float)m * 0x1.0p-24f;
+            float want = (float)((2.0 * u - 1.0) * (double)scale);
+            float have = (float)((int32_t)(2 * m) - (1 << 24)) * 0x1.0p-24f * scale;
+            bad += memcmp(&want, &have, sizeof want) != 0;
+        }
+        CHECK_MSG(bad == 0, "scale %a: %lld values of u where the float form differs", (double)scale, (long long)bad);
+    }
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = test_seed(argc, argv);
@@ -213,5 +290,6 @@ int main(int argc, char **argv)
     against_ref(seed * 0x9e3779b97f4a7c15ULL + 1);
     distributions(seed);
     read_write();
+    init_rows_blocked(seed);
     return check_report("test_init");
 }

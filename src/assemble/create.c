@@ -120,10 +120,9 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     c->comm_scratch = calloc((size_t)2 * c->world->size, sizeof(int64_t));
     c->prefetch.cnt = calloc((size_t)6 * c->world->size, sizeof(int64_t));
     c->exchange_scratch = calloc((size_t)4 * c->world->size, sizeof(int64_t));
-    c->dyn_cnt = calloc((size_t)4 * c->world->size, sizeof(int64_t));
     c->training = 1;
     c->lr_scale = 1.0f;
-    if (!c->comm_scratch || !c->prefetch.cnt || !c->exchange_scratch || !c->dyn_cnt || !c->tables || !c->features ||
+    if (!c->comm_scratch || !c->prefetch.cnt || !c->exchange_scratch || !c->tables || !c->features ||
         !c->shape.seq_off || !c->sort_hist || !c->limits.counts) {
         st = ember_fail_create(EMBER_ENOMEM, "out of memory");
         goto fail;

@@ -38,12 +38,12 @@ void ember_dyn_tables_destroy(ember_collection *c)
         ember_dyn_free(&dt->d);
         free(dt->slots);
         free(dt->undo_rows);
+        free(dt->keys);
+        free(dt->pos);
+        free(dt->recv);
+        free(dt->cnt);
         free(dt);
     }
     free(c->dyn_ids);
-    free(c->dyn_keys);
-    free(c->dyn_pos);
     free(c->dyn_slots);
-    free(c->dyn_recv);
-    free(c->dyn_cnt);
 }

@@ -33,6 +33,13 @@ typedef struct ember_dyn_table {
     int64_t n, cap;
     float *undo_rows;            /* rows + state overwritten by resets       */
     int64_t undo_cap, undo_done;
+    uint64_t *keys;              /* this table's keys sent, bucketed by owner */
+    int64_t *pos;                /* their batch positions                    */
+    uint64_t *recv;              /* keys received by this owner (W > 1)      */
+    int64_t *cnt;                /* [4 * world size] counts                  */
+    int64_t keys_cap, pos_cap, recv_cap, cnt_cap;
+    int status;                  /* the resolve's, and its message:          */
+    char err[EMBER_ERRMSG_SIZE]; /* tables may resolve side by side          */
 } ember_dyn_table;
 
 typedef struct ember_prefetch_scratch { /* ember_prefetch's grow-only buffers */
@@ -141,12 +148,8 @@ struct ember_collection {
     int32_t num_dynamic;         /* physical tables with a key index        */
     int training;                /* 1 (default): forwards admit and evict   */
     int64_t *dyn_ids;            /* the batch's ids, keys replaced by rows  */
-    uint64_t *dyn_keys;          /* one table's keys, bucketed by owner     */
-    int64_t *dyn_pos;            /* their batch positions                   */
     uint32_t *dyn_slots;         /* slots received back                     */
-    uint64_t *dyn_recv;          /* keys received by this owner             */
-    int64_t *dyn_cnt;            /* [4 * world size] counts                 */
-    int64_t dyn_ids_cap, dyn_keys_cap, dyn_pos_cap, dyn_slots_cap, dyn_recv_cap;
+    int64_t dyn_ids_cap, dyn_slots_cap;
 };
 
 /* Records a failure on coll (printf-style) and returns status. */

@@ -82,6 +82,17 @@ int ember_dyn_init(ember_dyn *d, const ember_dyn_params *p)
         ember_dyn_free(d);
         return EMBER_ENOMEM;
     }
+    /* zeros written now place the pages (as the rows' are at creation): a
+     * step never faults one in, and the age queue, which fills over the
+     * first 2 x capacity used rows, never pays for its growth in a step */
+    memset(d->slot_key, 0, sizeof *d->slot_key * (size_t)cap);
+    memset(d->meta, 0, sizeof *d->meta * (size_t)cap);
+    memset(d->gen, 0, sizeof *d->gen * (size_t)cap);
+    memset(d->pin, 0, sizeof *d->pin * (size_t)cap);
+    if (d->age)
+        memset(d->age, 0, sizeof *d->age * (size_t)d->age_cap);
+    if (d->heap_mem)
+        memset(d->heap_mem, 0, (size_t)heap_bytes(d));
     for (int64_t s = 0; s < cap; s++)
         d->free_bits[s >> 6] |= (uint64_t)1 << (s & 63);
     d->free_count = cap;

@@ -4,7 +4,9 @@
  * ember_collection_create), so they never depend on sharding, thread count,
  * stacking or creation order.
  * assemble/init.c writes them into a new collection's stores; the SSD tier
- * and a dynamic table's reset rows compute them when a row is first needed.
+ * and a dynamic table's reset rows compute them when a row is first needed
+ * (the latter in blocks of rows, ember_init_rows: a step admits up to
+ * hundreds of thousands of keys).
  */
 #include <math.h>
 #include <omp.h>
@@ -62,6 +64,44 @@ void ember_init_row(const ember_table_config *tc, uint64_t key, int64_t row, int
             break;
         }
     }
+}
+
+/* Uniform rows in blocks: the column half of the mix (col x the column
+ * constant) is computed once per block of columns for all n rows, and
+ * (2u - 1) x scale is computed in float.  That is exact: u has 24 bits, so
+ * 2u - 1 = (2m - 2^24) 2^-24 is a float, and its product with the float
+ * scale has at most 48 significant bits, exact in double; the double path
+ * then rounds it to float once, as a float multiply does.  So these are
+ * init_uniform's values bit for bit (tests/test_init.c checks every u). */
+#define UNIFORM_BLOCK 64 /* columns whose constants are computed at once */
+static void uniform_rows(uint64_t key, const uint64_t *rows, int64_t n, int32_t dim, float scale, float *const *out)
+{
+    uint64_t colmul[UNIFORM_BLOCK];
+    for (int32_t c0 = 0; c0 < dim; c0 += UNIFORM_BLOCK) {
+        int32_t w = dim - c0 < UNIFORM_BLOCK ? dim - c0 : UNIFORM_BLOCK;
+        for (int32_t j = 0; j < w; j++)
+            colmul[j] = (uint64_t)(c0 + j) * 0xabc98388fb8fac03ULL; /* ember_rng_col, stream 0 */
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t zr = ember_rng_row(key, rows[i]);
+            float *o = out[i] + c0;
+            for (int32_t j = 0; j < w; j++) {
+                uint64_t z = ember_mix64(zr ^ colmul[j]);
+                int32_t v = (int32_t)(z >> 39 & ~(uint64_t)1) - (1 << 24); /* 2 (z >> 40) - 2^24 */
+                o[j] = (float)v * 0x1.0p-24f * scale;
+            }
+        }
+    }
+}
+
+void ember_init_rows(int init_kind, float init_value, int32_t dim, uint64_t rng_key, const uint64_t *rows, int64_t n,
+                     float *const *out)
+{
+    if (init_kind == EMBER_INIT_UNIFORM) {
+        uniform_rows(rng_key, rows, n, dim, init_value, out);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        ember_init_row_values(init_kind, init_value, dim, rng_key, (int64_t)rows[i], out[i]);
 }
 
 void ember_init_row_values(int init_kind, float init_value, int32_t dim, uint64_t rng_key, int64_t row, float *out)

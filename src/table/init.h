@@ -22,4 +22,10 @@ void ember_init_row(const ember_table_config *tc, uint64_t key, int64_t row, int
  * rows never touched. */
 void ember_init_row_values(int init_kind, float init_value, int32_t dim, uint64_t rng_key, int64_t row, float *out);
 
+/* The same for n rows at once: out[i] gets row rows[i]'s dim values, bit
+ * for bit what ember_init_row_values writes, the uniform kind computed in
+ * vectorised blocks (a dynamic table's admitted keys, on the step). */
+void ember_init_rows(int init_kind, float init_value, int32_t dim, uint64_t rng_key, const uint64_t *rows, int64_t n,
+                     float *const *out);
+
 #endif
