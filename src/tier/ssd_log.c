@@ -341,8 +341,11 @@ void ssd_log_wait(ssd_log *l)
 int ssd_log_sync(ssd_log *l)
 {
     int e = 0;
-    if (l->open >= 0 && l->buf[l->open].fill > 0)
-        e = write_buf(l, &l->buf[l->open]); /* stays open: later appends fill it on */
+    if (l->open >= 0 && l->buf[l->open].fill > 0) { /* stays open: later appends fill it on */
+        e = write_buf(l, &l->buf[l->open]);
+        if (e) /* once more, as a failed queued buffer is (ssd_log_check) */
+            e = write_buf(l, &l->buf[l->open]);
+    }
     ssd_log_wait(l);
     int e2 = ssd_log_check(l);
     return e ? e : e2;

@@ -96,8 +96,9 @@ int ssd_log_append(ssd_log *l, uint32_t row, const void *values, int64_t vbytes,
 /* Retries buffers whose write failed (on this thread).  0, or the errno of
  * the first that failed again. */
 int ssd_log_check(ssd_log *l);
-/* Writes everything appended so far (the open buffer too) and waits.  0, or
- * the errno of a failed write (its buffer is kept for a retry). */
+/* Writes everything appended so far (the open buffer too) and waits; a
+ * write that fails is tried once more.  0, or the errno of a failed write
+ * (its buffer is kept for a later retry). */
 int ssd_log_sync(ssd_log *l);
 
 /* Waits until the writer has no queued buffer left. */
