@@ -162,7 +162,7 @@ check_writeback() {
     rm -rf "$D"
     # the default policy (lookahead: the background batches write back too)
     S="$TMP/store-la"
-    ssd_cfg la "$S" 40K lookahead || return 1
+    ssd_cfg la "$S" 38K lookahead || return 1
     err="ember train: step [0-9]+: table 'emb_C1' \(stacked with 7 more\): write-back of rows to the store file $S/emb_C1.rank0.ember-store failed"
     faulted wb-la-eio la "$S" "$err: Input/output error \(nothing was lost: the rows stay in memory until a retry succeeds\)" \
         EMBER_FAULT_PATH=.ember-store EMBER_FAULT_ERRNO=EIO "${arm[@]}" || return 1

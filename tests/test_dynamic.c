@@ -328,7 +328,7 @@ static int tally_announce(ahead_tally *a, const ember_collection *c, const dyn_s
     }
     if (a->lost)
         return ok;
-    int64_t room = (ss->cap - ss->used) + ss->nfree + ss->heap_n, missing = 0;
+    int64_t room = (ss->cap - ss->used) + ss->nfree + ss->ncold, missing = 0;
     for (int64_t i = 0; i < a->n[j]; i++) {
         int64_t x = ssd_map_find(ss, a->rows[j][i]);
         room -= x >= 0 && ssd_policy_cold(ss, (int32_t)x);

@@ -27,7 +27,7 @@ struct ember_io_pool {
     ember_io_req *reqs;
     int64_t n;
     int64_t next;       /* next request to claim (atomic)      */
-    int64_t done;       /* finished requests (under mu)        */
+    int64_t done;       /* finished requests (atomic)          */
     int active;         /* a batch was started, not yet waited */
     int in_batch;       /* workers inside the current batch    */
     uint64_t gen;       /* batch generation, wakes the workers */
@@ -115,10 +115,13 @@ static void work_batch(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t n, 
         if (i >= n)
             break;
         reqs[i].err = do_io(p, fd, &reqs[i], who);
-        pthread_mutex_lock(&p->mu);
-        if (++p->done == p->n)
+        /* the lock only for the last one: the waiter checks `done` under
+         * it, so the broadcast cannot fall between its check and its wait */
+        if (__atomic_add_fetch(&p->done, 1, __ATOMIC_ACQ_REL) == n) {
+            pthread_mutex_lock(&p->mu);
             pthread_cond_broadcast(&p->done_cv);
-        pthread_mutex_unlock(&p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 typedef struct worker_arg {
@@ -202,7 +205,7 @@ void ember_io_start(ember_io_pool *p, int fd, ember_io_req *reqs, int64_t n)
     p->fd = fd;
     p->reqs = reqs;
     p->n = n;
-    p->done = 0;
+    __atomic_store_n(&p->done, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
     p->active = 1;
     p->gen++;
@@ -218,7 +221,7 @@ int64_t ember_io_wait(ember_io_pool *p)
     pthread_mutex_lock(&p->mu);
     /* also until every worker has left the batch: a late one must not claim
      * requests of the next batch with this batch's pointers */
-    while (p->done < p->n || p->in_batch > 0)
+    while (__atomic_load_n(&p->done, __ATOMIC_ACQUIRE) < p->n || p->in_batch > 0)
         pthread_cond_wait(&p->done_cv, &p->mu);
     p->active = 0;
     pthread_mutex_unlock(&p->mu);

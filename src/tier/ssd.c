@@ -129,9 +129,9 @@ static void ssd_destroy(ember_store *bs)
     ember_huge_free(s->vslot, s->base.value_bytes);
     ember_huge_free(s->sslot, s->base.state_bytes);
     void *arrays[] = {s->slot_row, s->flags, s->map, s->free_slots, s->pinned, s->prev,
-                      s->next, s->where, s->freq, s->last, s->heap, s->heap_pos, s->mask,
+                      s->next, s->where, s->freq, s->last, s->chead, s->ctail, s->cbits, s->mask,
                       s->job.slot, s->job.new_row, s->job.old_row, s->job.old_dirty, s->job.saved,
-                      s->job.req, s->miss, s->miss_row, s->bulk, s->dec, s->bulk_slot, s->bulk_req, s->wh_row, s->wh_mask};
+                      s->job.req, s->miss, s->miss_row, s->bulk, s->dec, s->bulk_slot, s->bulk_req, s->wh_row, s->wh_mask, s->look};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
         free(arrays[i]);
     for (int e = 0; e < SSD_WINDOW; e++)
@@ -360,9 +360,7 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     if (p->policy == EMBER_CACHE_LFU || p->policy == EMBER_CACHE_LOOKAHEAD) {
         s->freq = calloc(cap, sizeof(uint32_t));
         s->last = calloc(cap, sizeof(uint32_t));
-        s->heap = malloc(cap * sizeof(int32_t));
-        s->heap_pos = malloc(cap * sizeof(int32_t));
-        ok = ok && s->freq && s->last && s->heap && s->heap_pos;
+        ok = ok && s->freq && s->last && ssd_cold_reserve(s) == 0;
     }
     if (p->policy == EMBER_CACHE_LOOKAHEAD)
         ok = ok && (s->mask = calloc(cap, sizeof(uint64_t)));
@@ -374,8 +372,6 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
     s->base.meta_bytes = s->cap * (per - s->rec_bytes) + ember_ssd_index_bytes(p->rows, s->rec_bytes);
     memset(s->map, 0xff, (size_t)s->map_size * sizeof(uint64_t));
     memset(s->where, -1, cap);
-    if (s->heap_pos)
-        memset(s->heap_pos, -1, cap * sizeof(int32_t));
     for (size_t x = 0; x < cap; x++)
         s->slot_row[x] = SSD_NONE;
     for (int l = 0; l < SSD_LISTS; l++)

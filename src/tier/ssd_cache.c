@@ -67,85 +67,140 @@ void ssd_map_erase(ssd_store *s, uint32_t row)
 
 /* ---------------------------------------------------------------- lists */
 
+/* Links x after `after` (-1: at the front) in the list (head, tail). */
+static void link_after(ssd_store *s, int32_t *head, int32_t *tail, int32_t after, int32_t x)
+{
+    int32_t nx = after >= 0 ? s->next[after] : *head;
+    s->prev[x] = after;
+    s->next[x] = nx;
+    if (after >= 0)
+        s->next[after] = x;
+    else
+        *head = x;
+    if (nx >= 0)
+        s->prev[nx] = x;
+    else
+        *tail = x;
+}
+
+static void unlink_from(ssd_store *s, int32_t *head, int32_t *tail, int32_t x)
+{
+    if (s->prev[x] >= 0)
+        s->next[s->prev[x]] = s->next[x];
+    else
+        *head = s->next[x];
+    if (s->next[x] >= 0)
+        s->prev[s->next[x]] = s->prev[x];
+    else
+        *tail = s->prev[x];
+    s->where[x] = -1;
+}
+
 static void list_push_back(ssd_store *s, int l, int32_t x)
 {
-    s->prev[x] = s->tail[l];
-    s->next[x] = -1;
-    if (s->tail[l] >= 0)
-        s->next[s->tail[l]] = x;
-    else
-        s->head[l] = x;
-    s->tail[l] = x;
+    link_after(s, &s->head[l], &s->tail[l], s->tail[l], x);
     s->where[x] = (int8_t)l;
 }
 
 static void list_unlink(ssd_store *s, int32_t x)
 {
     int l = s->where[x];
-    if (s->prev[x] >= 0)
-        s->next[s->prev[x]] = s->next[x];
-    else
-        s->head[l] = s->next[x];
-    if (s->next[x] >= 0)
-        s->prev[s->next[x]] = s->prev[x];
-    else
-        s->tail[l] = s->prev[x];
-    s->where[x] = -1;
+    unlink_from(s, &s->head[l], &s->tail[l], x);
 }
 
-/* ----------------------------------------------------------- LFU heap */
+/* ---------------------------------------------------------- cold levels */
 
-static inline int heap_less(const ssd_store *s, int32_t a, int32_t b)
+/* LFU's order, (uses, last step used), without a heap: one list per use
+ * count ("level"), each in order of last use, and a bitmap of the levels
+ * that hold a row.  A row almost always joins when the step that used it
+ * ends, so its last use is the newest and it goes to the tail in O(1); a row
+ * that joins otherwise (an announced batch left the window unused, a claim
+ * undone) walks back from the tail to its place.  The victim is the head of
+ * the lowest level: O(1) but for a scan of the bitmap from the lowest level
+ * that was ever emptied. */
+static inline int64_t level_of(const ssd_store *s, int32_t x)
 {
-    return s->freq[a] != s->freq[b] ? s->freq[a] < s->freq[b] : s->last[a] < s->last[b];
+    return s->freq[x] < SSD_LEVELS ? (int64_t)s->freq[x] : SSD_LEVELS - 1;
 }
 
-static void heap_set(ssd_store *s, int64_t i, int32_t x)
+static void cold_push(ssd_store *s, int32_t x)
 {
-    s->heap[i] = x;
-    s->heap_pos[x] = (int32_t)i;
+    int64_t b = level_of(s, x);
+    int32_t t = s->ctail[b];
+    while (t >= 0 && s->last[t] > s->last[x])
+        t = s->prev[t];
+    link_after(s, &s->chead[b], &s->ctail[b], t, x);
+    s->where[x] = SSD_COLD;
+    s->ncold++;
+    s->cbits[b >> 6] |= 1ull << (b & 63);
+    if (b < s->cmin)
+        s->cmin = b;
 }
 
-static void heap_up(ssd_store *s, int64_t i)
+static void cold_unlink(ssd_store *s, int32_t x)
 {
-    int32_t x = s->heap[i];
-    while (i > 0) {
-        int64_t p = (i - 1) / 2;
-        if (!heap_less(s, x, s->heap[p]))
-            break;
-        heap_set(s, i, s->heap[p]);
-        i = p;
+    int64_t b = level_of(s, x);
+    unlink_from(s, &s->chead[b], &s->ctail[b], x);
+    s->ncold--;
+    if (s->chead[b] < 0)
+        s->cbits[b >> 6] &= ~(1ull << (b & 63));
+}
+
+/* The least used cold row, least recently used among equals, unlinked; -1
+ * when there is none. */
+static int32_t cold_pop(ssd_store *s)
+{
+    int64_t nw = (s->clevels + 63) >> 6;
+    for (int64_t w = s->cmin >> 6; w < nw; w++) {
+        uint64_t bits = s->cbits[w];
+        if (w == s->cmin >> 6)
+            bits &= ~0ull << (s->cmin & 63);
+        if (!bits)
+            continue;
+        int64_t b = (w << 6) + __builtin_ctzll(bits);
+        s->cmin = b;
+        int32_t x = s->chead[b];
+        cold_unlink(s, x);
+        return x;
     }
-    heap_set(s, i, x);
+    s->cmin = s->clevels;
+    return -1;
 }
 
-static void heap_down(ssd_store *s, int64_t i)
+int ssd_cold_reserve(ssd_store *s)
 {
-    int32_t x = s->heap[i];
-    for (;;) {
-        int64_t c = 2 * i + 1;
-        if (c >= s->heap_n)
-            break;
-        if (c + 1 < s->heap_n && heap_less(s, s->heap[c + 1], s->heap[c]))
-            c++;
-        if (!heap_less(s, s->heap[c], x))
-            break;
-        heap_set(s, i, s->heap[c]);
-        i = c;
-    }
-    heap_set(s, i, x);
-}
-
-static void heap_remove(ssd_store *s, int32_t x)
-{
-    int64_t i = s->heap_pos[x];
-    s->heap_pos[x] = -1;
-    int32_t y = s->heap[--s->heap_n];
-    if (y == x)
-        return;
-    heap_set(s, i, y);
-    heap_up(s, i);
-    heap_down(s, s->heap_pos[y]);
+    if (!s->freq)
+        return 0;
+    /* a use count is at most the steps begun + 1; a level more for the
+     * step that is staging */
+    int64_t need = (int64_t)s->step + 2;
+    if (need > SSD_LEVELS)
+        need = SSD_LEVELS;
+    if (need <= s->clevels)
+        return 0;
+    int64_t n = s->clevels ? s->clevels : 64;
+    while (n < need)
+        n *= 2;
+    if (n > SSD_LEVELS)
+        n = SSD_LEVELS;
+    int32_t *h = realloc(s->chead, (size_t)n * sizeof *h);
+    if (!h)
+        return -1;
+    s->chead = h;
+    int32_t *t = realloc(s->ctail, (size_t)n * sizeof *t);
+    if (!t)
+        return -1;
+    s->ctail = t;
+    uint64_t *bits = realloc(s->cbits, (size_t)((n + 63) >> 6) * sizeof *bits);
+    if (!bits)
+        return -1;
+    s->cbits = bits;
+    for (int64_t b = s->clevels; b < n; b++)
+        h[b] = t[b] = -1;
+    for (int64_t w = (s->clevels + 63) >> 6; w < (n + 63) >> 6; w++)
+        bits[w] = 0;
+    s->clevels = n;
+    return 0;
 }
 
 /* -------------------------------------------------------------- policy */
@@ -162,8 +217,8 @@ static int next_use_list(const ssd_store *s, uint64_t mask)
 
 void ssd_policy_remove(ssd_store *s, int32_t x)
 {
-    if (s->heap_pos && s->heap_pos[x] >= 0)
-        heap_remove(s, x);
+    if (s->where[x] == SSD_COLD)
+        cold_unlink(s, x);
     else if (s->where[x] >= 0)
         list_unlink(s, x);
 }
@@ -173,8 +228,7 @@ void ssd_policy_place(ssd_store *s, int32_t x)
     ssd_policy_remove(s, x);
     int l = s->policy == EMBER_CACHE_LOOKAHEAD ? next_use_list(s, s->mask[x]) : 0;
     if (s->policy == EMBER_CACHE_LFU || (s->policy == EMBER_CACHE_LOOKAHEAD && l == 0)) {
-        heap_set(s, s->heap_n, x); /* LFU; lookahead's rows no announced batch uses */
-        heap_up(s, s->heap_n++);
+        cold_push(s, x); /* LFU; lookahead's rows no announced batch uses */
     } else {
         list_push_back(s, l, x);
     }
@@ -182,7 +236,7 @@ void ssd_policy_place(ssd_store *s, int32_t x)
 
 int ssd_policy_cold(const ssd_store *s, int32_t x)
 {
-    return s->policy == EMBER_CACHE_LOOKAHEAD ? s->heap_pos[x] >= 0 : s->where[x] == 0;
+    return s->policy == EMBER_CACHE_LOOKAHEAD ? s->where[x] == SSD_COLD : s->where[x] == 0;
 }
 
 void ssd_pin(ssd_store *s, int32_t x)
@@ -218,9 +272,8 @@ int32_t ssd_take_slot(ssd_store *s, int64_t keep_through, uint32_t *victim_row)
     int32_t x = -1;
     if (s->policy == EMBER_CACHE_LRU) {
         x = pop_list(s, 0);
-    } else if (s->heap_n > 0) { /* LFU; lookahead's cold rows, least used first */
-        x = s->heap[0];
-        heap_remove(s, x);
+    } else { /* LFU; lookahead's cold rows, least used first */
+        x = cold_pop(s);
     }
     /* lookahead: then the row whose next use is farthest (Belady) */
     for (int32_t k = s->wlen - 1;

@@ -11,11 +11,13 @@
  * that is not pinned by the current step and not being loaded sits in
  * exactly one policy structure:
  *   LRU        list 0, least recent at the head
- *   LFU        a binary heap on (steps used, last step used)
- *   LOOKAHEAD  the LFU heap ("cold": no announced batch uses it, least used
- *              first), or list 1 + (s % 64) for the announced batch s that
- *              uses it next
- * so a victim is found in O(1) (lists) or O(log slots) (heap).
+ *   LFU        the cold levels: a list per use count (steps used since it
+ *              was loaded; counts from 65,535 on share the last level),
+ *              each in order of last use
+ *   LOOKAHEAD  the cold levels ("cold": no announced batch uses it, least
+ *              used first, as LFU), or list 1 + (s % 64) for the announced
+ *              batch s that uses it next
+ * so a victim is found, and a slot placed or removed, in O(1).
  */
 #ifndef EMBER_TIER_SSD_IMPL_H
 #define EMBER_TIER_SSD_IMPL_H
@@ -31,6 +33,9 @@
 #define SSD_NONE UINT32_MAX
 #define SSD_WINDOW 64          /* announced batches tracked (lookahead <= 63) */
 #define SSD_LISTS (1 + SSD_WINDOW)
+#define SSD_COLD SSD_LISTS     /* where[] of a slot in the cold levels      */
+#define SSD_LEVELS (1 << 16)   /* cold levels at most (use counts 0 .. 65535+) */
+#define SSD_AHEAD 16           /* rows ahead that a lookup loop asks the map for */
 #define SSD_RUN_BYTES (64 << 10) /* most bytes one merged row-access read moves */
 
 enum { F_PINNED = 1, F_DIRTY = 2, F_LOADING = 4, F_PREFETCHED = 8 /* read ahead, not yet used */,
@@ -83,11 +88,14 @@ typedef struct ssd_store {
     /* policy */
     ember_cache_policy policy;
     int32_t *prev, *next;         /* [cap] list links                       */
-    int8_t *where;                /* [cap] list index, or -1                */
+    int8_t *where;                /* [cap] list index, SSD_COLD, or -1      */
     int32_t head[SSD_LISTS], tail[SSD_LISTS];
-    uint32_t *freq, *last;        /* LFU: [cap]                             */
-    int32_t *heap, *heap_pos;     /* LFU: [cap]                             */
-    int64_t heap_n;
+    uint32_t *freq, *last;        /* LFU: [cap] steps used, last step used  */
+    int32_t *chead, *ctail;       /* LFU: [clevels] the cold levels' lists  */
+    uint64_t *cbits;              /* LFU: levels that hold a row            */
+    int64_t clevels, cmin;        /* levels allocated (grown with the steps,
+                                     8 bytes each); no row below cmin      */
+    int64_t ncold;                /* rows in the cold levels                */
     uint64_t *mask;               /* LOOKAHEAD: [cap] bit s % 64: batch s uses it */
 
     /* lookahead window: announced batches seq_cur .. seq_cur + wlen - 1 */
@@ -100,6 +108,9 @@ typedef struct ssd_store {
     uint64_t *wh_mask;
     int64_t wh_size, wh_n;
 
+    uint32_t *look;               /* slots of a window batch's rows (SSD_NONE:
+                                     not cached): announce, window_pop    */
+    int64_t look_cap;             /* >= every announced batch's rows        */
     ssd_job job;                  /* the step's or the background's loads   */
     int64_t *miss;                /* stage scratch                          */
     uint32_t *miss_row;
@@ -131,6 +142,33 @@ static inline __attribute__((always_inline)) void ssd_map_prefetch(const ssd_sto
     __builtin_prefetch(&s->map[ssd_map_home(s, row)], 0, 1);
 }
 
+/* Asks for a slot's bookkeeping (flags, policy links and counts) ahead of
+ * its use: the slots of a step are spread over the cache, so each array is
+ * a cache miss unless it is on its way. */
+static inline __attribute__((always_inline)) void ssd_slot_prefetch(const ssd_store *s, uint32_t x)
+{
+    __builtin_prefetch(&s->flags[x], 1, 1);
+    __builtin_prefetch(&s->where[x], 1, 1);
+    __builtin_prefetch(&s->prev[x], 1, 1);
+    __builtin_prefetch(&s->next[x], 1, 1);
+    if (s->freq) {
+        __builtin_prefetch(&s->freq[x], 1, 1);
+        __builtin_prefetch(&s->last[x], 1, 1);
+    }
+    if (s->mask)
+        __builtin_prefetch(&s->mask[x], 1, 1);
+}
+/* A slot's list neighbours, once its links are in the cache. */
+static inline __attribute__((always_inline)) void ssd_links_prefetch(const ssd_store *s, uint32_t x)
+{
+    if (s->where[x] < 0)
+        return;
+    if (s->prev[x] >= 0)
+        __builtin_prefetch(&s->next[s->prev[x]], 1, 1);
+    if (s->next[x] >= 0)
+        __builtin_prefetch(&s->prev[s->next[x]], 1, 1);
+}
+
 /* Backward-shift deletion in a linear-probing table (the map, lookahead's
  * window): the entry at j, whose home is h, may move into the hole iff h is
  * not in (hole, j], cyclically. */
@@ -144,6 +182,9 @@ void ssd_policy_remove(ssd_store *s, int32_t slot); /* no-op when not listed */
 void ssd_policy_place(ssd_store *s, int32_t slot);  /* after use or load     */
 void ssd_pin(ssd_store *s, int32_t slot);           /* counts an access      */
 int ssd_policy_cold(const ssd_store *s, int32_t slot); /* no announced use   */
+/* LFU: levels for every use count the coming step can reach.  0, or -1 out
+ * of memory (nothing changed). */
+int ssd_cold_reserve(ssd_store *s);
 /* A slot for a new row: fresh or freed first; then a victim (removed from
  * its policy structure): a cold row, else (lookahead) one of the farthest
  * announced batch after step keep_through.  -1 when none is left. */

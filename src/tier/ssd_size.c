@@ -46,12 +46,13 @@ int64_t ember_ssd_index_bytes(int64_t rows, int64_t rec_bytes)
 int64_t ember_ssd_slot_bytes(int64_t rec_bytes, ember_cache_policy policy)
 {
     /* the record (values + state, as held); slot_row, flags, where,
-     * pinned, free_slots, prev/next; map at load 1/2: 16; LFU: freq, last,
-     * heap, heap_pos; lookahead: mask.  Every array of ember_store_ssd_create sized by the
+     * pinned, free_slots, prev/next; map at load 1/2: 16; LFU: freq, last
+     * (the cold levels' heads grow with the steps, 8 bytes a use count,
+     * 512 KiB at most); lookahead: mask.  Every array of ember_store_ssd_create sized by the
      * slots, so the cache's DRAM is what cache_bytes grants. */
     int64_t meta = 4 + 1 + 1 + 4 + 4 + 8 + 16;
     if (policy == EMBER_CACHE_LFU || policy == EMBER_CACHE_LOOKAHEAD)
-        meta += 16;
+        meta += 8;
     if (policy == EMBER_CACHE_LOOKAHEAD)
         meta += 8;
     return rec_bytes + meta;

@@ -192,6 +192,8 @@ void ssd_begin(ember_store *bs, int64_t step)
      * (a hit was used before this step too: it leaves after the new rows) */
     for (int pass = s->policy == EMBER_CACHE_LRU ? 0 : 1; pass < 2; pass++)
         for (int64_t i = 0; i < s->npinned; i++) {
+            if (i + 8 < s->npinned)
+                ssd_slot_prefetch(s, (uint32_t)s->pinned[i + 8]);
             int32_t x = s->pinned[i];
             if (pass == 0 && !(s->flags[x] & F_MISSED))
                 continue;
@@ -246,27 +248,31 @@ int ssd_stage(ember_store *bs, const uint32_t *rows, uint32_t *slots, int64_t n)
     if (e)
         return ssd_write_fail(s, e);
     if (ember_reserve((void **)&s->miss, &s->miss_cap, n + 1, sizeof(int64_t)) ||
-        ember_reserve((void **)&s->miss_row, &s->miss_row_cap, n + 1, sizeof(uint32_t)))
+        ember_reserve((void **)&s->miss_row, &s->miss_row_cap, n + 1, sizeof(uint32_t)) || ssd_cold_reserve(s))
         return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for staging %lld rows", s->label, (long long)n);
-    /* pass 1: hits are pinned where they are */
+    /* pass 1: each row's slot (misses and dropped rows: SSD_NONE for now),
+     * then the hits are pinned where they are, their bookkeeping asked for
+     * ahead */
     int64_t nm = 0;
     for (int64_t i = 0; i < n; i++) {
-        if (i + 8 < n && rows[i + 8] != EMBER_ROW_DROPPED)
-            ssd_map_prefetch(s, rows[i + 8]);
+        if (i + SSD_AHEAD < n && rows[i + SSD_AHEAD] != EMBER_ROW_DROPPED)
+            ssd_map_prefetch(s, rows[i + SSD_AHEAD]);
         uint32_t r = rows[i];
-        if (r == EMBER_ROW_DROPPED) {
-            slots[i] = r;
-            continue;
-        }
-        int64_t x = ssd_map_find(s, r);
-        if (x < 0) {
+        int64_t x = r == EMBER_ROW_DROPPED ? -1 : ssd_map_find(s, r);
+        slots[i] = x < 0 ? SSD_NONE : (uint32_t)x;
+        if (x < 0 && r != EMBER_ROW_DROPPED) {
             s->miss[nm] = i;
             s->miss_row[nm++] = r;
-            continue;
         }
-        if (!(s->flags[x] & F_PINNED))
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (i + 2 * SSD_AHEAD < n && slots[i + 2 * SSD_AHEAD] != SSD_NONE)
+            ssd_slot_prefetch(s, slots[i + 2 * SSD_AHEAD]);
+        if (i + SSD_AHEAD < n && slots[i + SSD_AHEAD] != SSD_NONE)
+            ssd_links_prefetch(s, slots[i + SSD_AHEAD]);
+        uint32_t x = slots[i];
+        if (x != SSD_NONE && !(s->flags[x] & F_PINNED))
             ssd_pin(s, (int32_t)x);
-        slots[i] = (uint32_t)x;
     }
     if (nm == 0)
         return EMBER_OK;
@@ -312,7 +318,8 @@ int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_t seq)
         return EMBER_OK;
     }
     int e = (int)((s->seq_cur + s->wlen) % SSD_WINDOW);
-    if (ember_reserve((void **)&s->wrows[e], &s->wcap[e], n + 1, sizeof(uint32_t)))
+    if (ember_reserve((void **)&s->wrows[e], &s->wcap[e], n + 1, sizeof(uint32_t)) ||
+        ember_reserve((void **)&s->look, &s->look_cap, n + 1, sizeof(uint32_t)))
         return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for an announced batch", s->label);
     int64_t m = 0;
     for (int64_t i = 0; i < n; i++)
@@ -338,10 +345,22 @@ int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_t seq)
         return ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for %lld loads", s->label, (long long)u);
     /* first every resident row of the batch leaves the cold list, so that
      * none of them can be the victim of another row of the same batch (its
-     * write-back and its reload would race) */
+     * write-back and its reload would race); the slots first, then their
+     * bookkeeping, each asked for ahead */
+    const uint32_t *wr = s->wrows[e];
     for (int64_t i = 0; i < u; i++) {
-        int64_t x = ssd_map_find(s, s->wrows[e][i]);
-        if (x < 0)
+        if (i + SSD_AHEAD < u)
+            ssd_map_prefetch(s, wr[i + SSD_AHEAD]);
+        int64_t x = ssd_map_find(s, wr[i]);
+        s->look[i] = x < 0 ? SSD_NONE : (uint32_t)x;
+    }
+    for (int64_t i = 0; i < u; i++) {
+        if (i + 2 * SSD_AHEAD < u && s->look[i + 2 * SSD_AHEAD] != SSD_NONE)
+            ssd_slot_prefetch(s, s->look[i + 2 * SSD_AHEAD]);
+        if (i + SSD_AHEAD < u && s->look[i + SSD_AHEAD] != SSD_NONE)
+            ssd_links_prefetch(s, s->look[i + SSD_AHEAD]);
+        uint32_t x = s->look[i];
+        if (x == SSD_NONE)
             continue;
         uint64_t had = s->mask[x];
         s->mask[x] |= 1ull << e;
@@ -355,9 +374,12 @@ int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_t seq)
     int64_t next = s->step_now + 1;
     if (next >= s->seq_cur && next < s->seq_cur + s->wlen) {
         int ne = (int)(next % SSD_WINDOW);
-        for (int64_t i = 0; i < s->wn[ne]; i++)
+        for (int64_t i = 0; i < s->wn[ne]; i++) {
+            if (i + SSD_AHEAD < s->wn[ne])
+                ssd_map_prefetch(s, s->wrows[ne][i + SSD_AHEAD]);
             if (ssd_map_find(s, s->wrows[ne][i]) < 0 && claim(s, s->wrows[ne][i], INT64_MAX) < 0)
                 break;
+        }
     }
     if (s->job.n == 0)
         return EMBER_OK;

@@ -66,6 +66,11 @@ int ssd_window_add(ssd_store *s, int e)
     if (grow(s, s->wn[e]) != 0)
         return -1;
     for (int64_t k = 0; k < s->wn[e]; k++) {
+        if (k + SSD_AHEAD < s->wn[e]) {
+            uint64_t h = home(s->wh_size, s->wrows[e][k + SSD_AHEAD]);
+            __builtin_prefetch(&s->wh_row[h], 1, 1);
+            __builtin_prefetch(&s->wh_mask[h], 1, 1);
+        }
         uint32_t row = s->wrows[e][k];
         uint64_t i = find(s, row);
         if (s->wh_row[i] == SSD_NONE) {
@@ -111,10 +116,28 @@ static void window_pop(ssd_store *s)
     int e = (int)(s->seq_cur % SSD_WINDOW);
     s->seq_cur++;
     s->wlen--;
-    for (int64_t i = 0; i < s->wn[e]; i++) {
-        clear_bit(s, s->wrows[e][i], e);
-        int64_t x = ssd_map_find(s, s->wrows[e][i]);
-        if (x < 0)
+    const uint32_t *rows = s->wrows[e];
+    int64_t n = s->wn[e];
+    /* two passes, each asking ahead for what the next rows need: the
+     * hash's and the map's entries, then the slots' bookkeeping */
+    for (int64_t i = 0; i < n; i++) {
+        if (i + SSD_AHEAD < n) {
+            uint64_t h = home(s->wh_size, rows[i + SSD_AHEAD]);
+            __builtin_prefetch(&s->wh_row[h], 1, 1);
+            __builtin_prefetch(&s->wh_mask[h], 1, 1);
+            ssd_map_prefetch(s, rows[i + SSD_AHEAD]);
+        }
+        clear_bit(s, rows[i], e);
+        int64_t x = ssd_map_find(s, rows[i]);
+        s->look[i] = x < 0 ? SSD_NONE : (uint32_t)x;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (i + 2 * SSD_AHEAD < n && s->look[i + 2 * SSD_AHEAD] != SSD_NONE)
+            ssd_slot_prefetch(s, s->look[i + 2 * SSD_AHEAD]);
+        if (i + SSD_AHEAD < n && s->look[i + SSD_AHEAD] != SSD_NONE)
+            ssd_links_prefetch(s, s->look[i + SSD_AHEAD]);
+        uint32_t x = s->look[i];
+        if (x == SSD_NONE)
             continue;
         s->mask[x] &= ~(1ull << e);
         if (!(s->flags[x] & (F_PINNED | F_LOADING)))
