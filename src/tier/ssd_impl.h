@@ -169,6 +169,17 @@ static inline __attribute__((always_inline)) void ssd_links_prefetch(const ssd_s
         __builtin_prefetch(&s->prev[s->next[x]], 1, 1);
 }
 
+/* In a loop over slots xs[0..n) (SSD_NONE: none) at i: the bookkeeping of
+ * the slot 2 * SSD_AHEAD on, the list neighbours of the one SSD_AHEAD on. */
+static inline __attribute__((always_inline)) void ssd_slots_ahead(const ssd_store *s, const uint32_t *xs,
+                                                                  int64_t i, int64_t n)
+{
+    if (i + 2 * SSD_AHEAD < n && xs[i + 2 * SSD_AHEAD] != SSD_NONE)
+        ssd_slot_prefetch(s, xs[i + 2 * SSD_AHEAD]);
+    if (i + SSD_AHEAD < n && xs[i + SSD_AHEAD] != SSD_NONE)
+        ssd_links_prefetch(s, xs[i + SSD_AHEAD]);
+}
+
 /* Backward-shift deletion in a linear-probing table (the map, lookahead's
  * window): the entry at j, whose home is h, may move into the hole iff h is
  * not in (hole, j], cyclically. */

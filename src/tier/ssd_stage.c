@@ -266,10 +266,7 @@ int ssd_stage(ember_store *bs, const uint32_t *rows, uint32_t *slots, int64_t n)
         }
     }
     for (int64_t i = 0; i < n; i++) {
-        if (i + 2 * SSD_AHEAD < n && slots[i + 2 * SSD_AHEAD] != SSD_NONE)
-            ssd_slot_prefetch(s, slots[i + 2 * SSD_AHEAD]);
-        if (i + SSD_AHEAD < n && slots[i + SSD_AHEAD] != SSD_NONE)
-            ssd_links_prefetch(s, slots[i + SSD_AHEAD]);
+        ssd_slots_ahead(s, slots, i, n);
         uint32_t x = slots[i];
         if (x != SSD_NONE && !(s->flags[x] & F_PINNED))
             ssd_pin(s, (int32_t)x);
@@ -355,10 +352,7 @@ int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_t seq)
         s->look[i] = x < 0 ? SSD_NONE : (uint32_t)x;
     }
     for (int64_t i = 0; i < u; i++) {
-        if (i + 2 * SSD_AHEAD < u && s->look[i + 2 * SSD_AHEAD] != SSD_NONE)
-            ssd_slot_prefetch(s, s->look[i + 2 * SSD_AHEAD]);
-        if (i + SSD_AHEAD < u && s->look[i + SSD_AHEAD] != SSD_NONE)
-            ssd_links_prefetch(s, s->look[i + SSD_AHEAD]);
+        ssd_slots_ahead(s, s->look, i, u);
         uint32_t x = s->look[i];
         if (x == SSD_NONE)
             continue;

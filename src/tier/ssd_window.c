@@ -132,10 +132,7 @@ static void window_pop(ssd_store *s)
         s->look[i] = x < 0 ? SSD_NONE : (uint32_t)x;
     }
     for (int64_t i = 0; i < n; i++) {
-        if (i + 2 * SSD_AHEAD < n && s->look[i + 2 * SSD_AHEAD] != SSD_NONE)
-            ssd_slot_prefetch(s, s->look[i + 2 * SSD_AHEAD]);
-        if (i + SSD_AHEAD < n && s->look[i + SSD_AHEAD] != SSD_NONE)
-            ssd_links_prefetch(s, s->look[i + SSD_AHEAD]);
+        ssd_slots_ahead(s, s->look, i, n);
         uint32_t x = s->look[i];
         if (x == SSD_NONE)
             continue;
