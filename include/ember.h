@@ -104,7 +104,8 @@ typedef enum ember_optimizer_kind {
     EMBER_OPT_SGD = 0,
     EMBER_OPT_ADAGRAD = 1,
     EMBER_OPT_ROWWISE_ADAGRAD = 2,
-    EMBER_OPT_ADAM = 3
+    EMBER_OPT_ADAM = 3,
+    EMBER_OPT_MOMENTUM = 4 /* SGD with momentum (heavy ball, or Nesterov)      */
 } ember_optimizer_kind;
 
 /*
@@ -124,6 +125,11 @@ typedef enum ember_optimizer_kind {
  *                      one), not a per-row count: rows that were not touched
  *                      keep m and v unchanged (as torch.optim.SparseAdam and
  *                      TF LazyAdam).
+ *   MOMENTUM (lazy):   b = momentum*b + g           (b: dim floats per row, init 0)
+ *                      w -= lr * (nesterov ? g + momentum*b : b)
+ *                      torch.optim.SGD's rule (dampening 0) on the rows of
+ *                      the batch: a row the batch does not touch keeps b and
+ *                      does not move (torch moves every row by its b).
  */
 typedef struct ember_optimizer {
     ember_optimizer_kind kind;
@@ -131,6 +137,8 @@ typedef struct ember_optimizer {
     float eps;          /* default 1e-8 (Adam, Adagrad variants)               */
     float weight_decay; /* default 0                                           */
     float beta1, beta2; /* Adam only; default 0.9, 0.999                       */
+    float momentum;     /* MOMENTUM only: in [0, 1); default 0.9               */
+    int32_t nesterov;   /* MOMENTUM only: 1 Nesterov's form; default 0         */
 } ember_optimizer;
 
 typedef enum ember_limit_policy {
@@ -944,7 +952,7 @@ EMBER_API int ember_table_write(ember_collection *coll, int32_t table, int64_t f
                       const float *in);
 /* Copies the optimizer state of rows [first, first+count): floats per row are
  * ember_state_floats(kind, dim) (0 SGD, dim ADAGRAD, 1 ROWWISE, 2*dim ADAM:
- * m then v). */
+ * m then v, dim MOMENTUM: b). */
 EMBER_API int ember_table_read_state(const ember_collection *coll, int32_t table, int64_t first,
                            int64_t count, float *out);
 EMBER_API int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim);
@@ -1027,7 +1035,7 @@ EMBER_API void ember_batch_reader_destroy(ember_batch_reader *r);
  * reading a name back compares it with these. */
 EMBER_API const char *ember_placement_name(ember_placement p);      /* row column table replicated  */
 EMBER_API const char *ember_exchange_name(ember_exchange x);        /* rows pooled                  */
-EMBER_API const char *ember_optimizer_name(ember_optimizer_kind k); /* sgd adagrad rowwise_adagrad adam */
+EMBER_API const char *ember_optimizer_name(ember_optimizer_kind k); /* sgd adagrad rowwise_adagrad adam momentum */
 EMBER_API const char *ember_init_name(ember_init_kind k);           /* uniform normal zeros constant */
 EMBER_API const char *ember_evict_name(ember_evict_policy e);       /* lru lfu ttl none             */
 EMBER_API const char *ember_storage_name(ember_storage s);          /* auto memory ssd              */

@@ -252,6 +252,48 @@ static void test_adam(void)
     ember_collection_destroy(c);
 }
 
+static void test_momentum(void)
+{
+    /* lr 0.1, momentum 0.9: b = 0.9 b + g; heavy ball w -= 0.1 b, Nesterov
+     * w -= 0.1 (g + 0.9 b).  Step 1 (batch A): g(row0) = [1, 7], g(row1) = [2, 2]
+     *   heavy ball: b = g; w0 = [0.9, 1.3], w1 = [-1.2, 0.3]
+     *   Nesterov:   b = g; w0 = [1 - 0.19, 2 - 1.33] = [0.81, 0.67],
+     *               w1 = [-1 - 0.38, 0.5 - 0.38] = [-1.38, 0.12]
+     * step 2 (batch C: bag {0} alone, g(row0) = [-1, 5]; row 1 untouched keeps
+     * b and w, lazily):  b0 = 0.9 [1, 7] + [-1, 5] = [-0.1, 11.3]
+     *   heavy ball: w0 = [0.9 + 0.01, 1.3 - 1.13] = [0.91, 0.17]
+     *   Nesterov:   w0 = [0.81 + 0.109, 0.67 - 1.517] = [0.919, -0.847]
+     *               (g + 0.9 b = [-1.09, 15.17]) */
+    static const int32_t len_c[2] = {0, 1};
+    static const int64_t ids_c[1] = {0};
+    static const float d_c[4] = {7, 7, -1, 5};
+    static const float s1[6] = {1, 7, 2, 2, 0, 0}, s2[6] = {-0.1f, 11.3f, 2, 2, 0, 0};
+    static const float hb1[6] = {0.9f, 1.3f, -1.2f, 0.3f, 7, -7}, hb2[6] = {0.91f, 0.17f, -1.2f, 0.3f, 7, -7};
+    static const float nv1[6] = {0.81f, 0.67f, -1.38f, 0.12f, 7, -7}, nv2[6] = {0.919f, -0.847f, -1.38f, 0.12f, 7, -7};
+    for (int nesterov = 0; nesterov < 2; nesterov++) {
+        ember_optimizer o = ember_optimizer_default(EMBER_OPT_MOMENTUM);
+        o.lr = 0.1f;
+        o.momentum = 0.9f;
+        o.nesterov = nesterov;
+        const float *w1 = nesterov ? nv1 : hb1, *w2 = nesterov ? nv2 : hb2;
+        ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
+        if (!c)
+            return;
+        step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, nesterov ? "nesterov step 1" : "momentum step 1");
+        expect(c, w1, s1, 2, nesterov ? "nesterov step 1" : "momentum step 1");
+        step(c, 2, len_c, ids_c, NULL, 1, d_c, NULL, 0, 0, nesterov ? "nesterov step 2" : "momentum step 2");
+        expect(c, w2, s2, 2, nesterov ? "nesterov step 2 (row 1 lazy)" : "momentum step 2 (row 1 lazy)");
+        ember_collection_destroy(c);
+
+        float w[6], s[6] = {0};
+        memcpy(w, W_INIT, sizeof w);
+        ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 2);
+        ref_optimizer_apply(&o, 2, 2, w, s, (float[]){-1, 5});
+        CHECK_CLOSE(w, w2, 4, 1e-6, 1e-6, nesterov ? "ref nesterov step 2" : "ref momentum step 2");
+        CHECK_CLOSE(s, s2, 4, 1e-6, 1e-6, "ref momentum state step 2");
+    }
+}
+
 static void test_combiner_scales(void)
 {
     ember_optimizer o = ember_optimizer_default(EMBER_OPT_SGD);
@@ -369,6 +411,7 @@ int main(void)
     test_adagrad();
     test_rowwise();
     test_adam();
+    test_momentum();
     test_combiner_scales();
     return check_report("test_optim");
 }

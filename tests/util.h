@@ -151,6 +151,10 @@ static inline ember_optimizer test_optimizer_random(test_rng *r, ember_optimizer
         o.beta1 = test_float(r, 0.5f, 0.95f);
         o.beta2 = test_float(r, 0.9f, 0.9999f);
     }
+    if (kind == EMBER_OPT_MOMENTUM) {
+        o.momentum = test_float(r, 0.0f, 0.95f);
+        o.nesterov = (int32_t)test_range(r, 0, 2);
+    }
     return o;
 }
 
@@ -184,7 +188,7 @@ static inline test_config *test_config_random(test_rng *r, int max_tables, int m
         if (test_range(r, 0, 8) == 0)
             tb->init = EMBER_INIT_CONSTANT;
         tb->init_value = test_float(r, 0.01f, 1.0f);
-        tb->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 4));
+        tb->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 5));
         test_quant_random(r, tb);
     }
     for (int32_t f = 0; f < nf; f++) {

@@ -46,7 +46,19 @@ class Adam:
     _kind = 3
 
 
-Optimizer = Union[SGD, Adagrad, RowWiseAdagrad, Adam]
+@dataclass(frozen=True)
+class Momentum:
+    """b = momentum * b + g; w -= lr * b (nesterov: lr * (g + momentum * b)),
+    torch.optim.SGD's rule on the batch's rows: rows the batch does not touch
+    keep b and do not move."""
+    lr: float = 0.01
+    momentum: float = 0.9
+    nesterov: bool = False
+    weight_decay: float = 0.0
+    _kind = 4
+
+
+Optimizer = Union[SGD, Adagrad, RowWiseAdagrad, Adam, Momentum]
 
 _INITS = {"uniform": 0, "normal": 1, "zeros": 2, "constant": 3}
 _PLACEMENTS = {"row": 0, "column": 1, "table": 2, "replicated": 3}
@@ -121,7 +133,8 @@ class TableConfig:
                 _choice(self.name, "exchange", self.exchange, _EXCHANGE),
                 _choice(self.name, "precision", self.precision, _PRECISION),
                 _choice(self.name, "rounding", self.rounding, _ROUNDING),
-                _choice(self.name, "state_precision", self.state_precision, _PRECISION))
+                _choice(self.name, "state_precision", self.state_precision, _PRECISION),
+                float(getattr(o, "momentum", 0.9)), int(bool(getattr(o, "nesterov", False))))
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ static void collection_free_parts(py_collection *self)
 /* (name, rows, dim, init, init_value, optimizer kind, lr, eps, weight_decay,
  *  beta1, beta2, placement, owner, kind, capacity, admit_after, evict,
  *  ttl_steps, storage, cache_bytes, path, max_ids, max_unique,
- *  limit_policy, exchange, precision, rounding, state_precision): the order of
+ *  limit_policy, exchange, precision, rounding, state_precision, momentum,
+ *  nesterov): the order of
  *  TableConfig._tuple (ember/config.py).
  * Strings point into the tuple's str objects: ember_collection_create copies
  * what it keeps, so they need to live only through the call. */
@@ -51,12 +52,12 @@ static int parse_table(PyObject *tuple, ember_table_config *t)
     const char *name, *path;
     int init, opt, placement, kind, evict, storage, limit_policy, exchange, precision, rounding, state_precision;
     *t = ember_table_config_default();
-    if (!PyArg_ParseTuple(tuple, "sLiififffffiiiLiiiiLzLLiiiii;a table tuple", &name, &t->rows, &t->dim, &init,
+    if (!PyArg_ParseTuple(tuple, "sLiififffffiiiLiiiiLzLLiiiiifi;a table tuple", &name, &t->rows, &t->dim, &init,
                           &t->init_value, &opt, &t->optimizer.lr, &t->optimizer.eps, &t->optimizer.weight_decay,
                           &t->optimizer.beta1, &t->optimizer.beta2, &placement, &t->owner, &kind, &t->capacity,
                           &t->admit_after, &evict, &t->ttl_steps, &storage, &t->cache_bytes, &path,
                           &t->max_ids_per_partition, &t->max_unique_ids_per_partition, &limit_policy, &exchange,
-                          &precision, &rounding, &state_precision))
+                          &precision, &rounding, &state_precision, &t->optimizer.momentum, &t->optimizer.nesterov))
         return -1;
     t->init = (ember_init_kind)init;
     t->optimizer.kind = (ember_optimizer_kind)opt;

@@ -103,11 +103,11 @@ static int check_table_training(const ember_collection_config *cfg, int32_t t, i
     const ember_table_config *tc = &cfg->tables[t];
     const char *nm = tc->name;
     const ember_optimizer *o = &tc->optimizer;
-    if (o->kind < EMBER_OPT_SGD || o->kind > EMBER_OPT_ADAM)
+    if (o->kind < EMBER_OPT_SGD || o->kind > EMBER_OPT_MOMENTUM)
         return ember_fail_create(EMBER_EINVAL, "table '%s': unknown optimizer %d", nm, o->kind);
     if (!check_finite_pos(o->lr))
         return ember_fail_create(EMBER_EINVAL, "table '%s': optimizer.lr %g must be > 0", nm, o->lr);
-    if (o->kind != EMBER_OPT_SGD && !check_finite_pos(o->eps))
+    if (o->kind != EMBER_OPT_SGD && o->kind != EMBER_OPT_MOMENTUM && !check_finite_pos(o->eps))
         return ember_fail_create(EMBER_EINVAL, "table '%s': optimizer.eps %g must be > 0", nm, o->eps);
     if (!(o->weight_decay >= 0 && o->weight_decay < 1e30f))
         return ember_fail_create(EMBER_EINVAL, "table '%s': optimizer.weight_decay %g must be >= 0",
@@ -116,6 +116,10 @@ static int check_table_training(const ember_collection_config *cfg, int32_t t, i
         !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
         return ember_fail_create(EMBER_EINVAL, "table '%s': Adam betas (%g, %g) must be in [0, 1)",
                                  nm, o->beta1, o->beta2);
+    if (o->kind == EMBER_OPT_MOMENTUM && !(o->momentum >= 0 && o->momentum < 1))
+        return ember_fail_create(EMBER_EINVAL, "table '%s': momentum %g must be in [0, 1)", nm, o->momentum);
+    if (o->kind == EMBER_OPT_MOMENTUM && o->nesterov != 0 && o->nesterov != 1)
+        return ember_fail_create(EMBER_EINVAL, "table '%s': nesterov %d must be 0 or 1", nm, (int)o->nesterov);
     if (tc->max_ids_per_partition < 0 || tc->max_unique_ids_per_partition < 0)
         return ember_fail_create(EMBER_EINVAL, "table '%s': limits must be >= 0 (0 = unlimited)", nm);
     if (tc->limit_policy < EMBER_LIMIT_ERROR || tc->limit_policy > EMBER_LIMIT_MINIBATCH)

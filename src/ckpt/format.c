@@ -83,11 +83,11 @@ void ckpt_file_name_of(char out[64], int32_t rank, int32_t world)
 }
 
 static const char *const placement_names[] = {"row", "column", "table", "replicated"};
-static const char *const optimizer_names[] = {"sgd", "adagrad", "rowwise_adagrad", "adam"};
+static const char *const optimizer_names[] = {"sgd", "adagrad", "rowwise_adagrad", "adam", "momentum"};
 static const char *const init_names[] = {"uniform", "normal", "zeros", "constant"};
 
 const char *ckpt_placement_name(ember_placement p) { return (unsigned)p < 4 ? placement_names[p] : "?"; }
-const char *ckpt_optimizer_name(ember_optimizer_kind k) { return (unsigned)k < 4 ? optimizer_names[k] : "?"; }
+const char *ckpt_optimizer_name(ember_optimizer_kind k) { return (unsigned)k < 5 ? optimizer_names[k] : "?"; }
 const char *ckpt_init_name(ember_init_kind k) { return (unsigned)k < 4 ? init_names[k] : "?"; }
 const char *ckpt_evict_name(ember_evict_policy e)
 {
@@ -142,6 +142,10 @@ static json_t *table_json(const ckpt_table_info *t)
     json_object_set_new(opt, "weight_decay", json_real(t->opt.weight_decay));
     json_object_set_new(opt, "beta1", json_real(t->opt.beta1));
     json_object_set_new(opt, "beta2", json_real(t->opt.beta2));
+    if (t->opt.kind == EMBER_OPT_MOMENTUM) {
+        json_object_set_new(opt, "momentum", json_real(t->opt.momentum));
+        json_object_set_new(opt, "nesterov", json_boolean(t->opt.nesterov));
+    }
     json_object_set_new(init, "kind", json_string(ckpt_init_name(t->init)));
     json_object_set_new(init, "value", json_real(t->init_value));
     json_object_set_new(o, "name", json_string(t->name));

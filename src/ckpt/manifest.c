@@ -133,13 +133,22 @@ static int decode_table(dec *d, json_t *o, int32_t world, ckpt_table_info *t)
         return bad(d, "init", "expected an object");
     size_t n = strlen(d->ctx);
     snprintf(d->ctx + n, sizeof d->ctx - n, "optimizer.");
-    TRY(get_enum(d, opt, "kind", optimizer_i, 4, &e));
+    TRY(get_enum(d, opt, "kind", optimizer_i, 5, &e));
     t->opt.kind = (ember_optimizer_kind)e;
     TRY(get_float(d, opt, "lr", &t->opt.lr));
     TRY(get_float(d, opt, "eps", &t->opt.eps));
     TRY(get_float(d, opt, "weight_decay", &t->opt.weight_decay));
     TRY(get_float(d, opt, "beta1", &t->opt.beta1));
     TRY(get_float(d, opt, "beta2", &t->opt.beta2));
+    t->opt.momentum = 0.9f; /* the keys of the kind that has them */
+    t->opt.nesterov = 0;
+    if (t->opt.kind == EMBER_OPT_MOMENTUM) {
+        TRY(get_float(d, opt, "momentum", &t->opt.momentum));
+        json_t *nv = json_object_get(opt, "nesterov");
+        if (!json_is_boolean(nv))
+            return bad(d, "nesterov", "expected true or false");
+        t->opt.nesterov = json_is_true(nv);
+    }
     snprintf(d->ctx + n, sizeof d->ctx - n, "init.");
     TRY(get_enum(d, init, "kind", init_i, 4, &e));
     t->init = (ember_init_kind)e;

@@ -9,7 +9,7 @@
 
 ember_optimizer ember_optimizer_default(ember_optimizer_kind kind)
 {
-    ember_optimizer o = {kind, 0.01f, 1e-8f, 0.0f, 0.9f, 0.999f};
+    ember_optimizer o = {kind, 0.01f, 1e-8f, 0.0f, 0.9f, 0.999f, 0.9f, 0};
     return o;
 }
 
@@ -64,6 +64,7 @@ int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim)
     case EMBER_OPT_ADAGRAD: return dim;
     case EMBER_OPT_ROWWISE_ADAGRAD: return 1;
     case EMBER_OPT_ADAM: return 2 * dim;
+    case EMBER_OPT_MOMENTUM: return dim;
     default: return 0;
     }
 }

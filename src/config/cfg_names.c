@@ -9,7 +9,7 @@
 
 const char *const CFG_PLACEMENTS[] = {"row", "column", "table", "replicated", NULL};
 const char *const CFG_EXCHANGES[] = {"rows", "pooled", NULL};
-const char *const CFG_OPTIMIZERS[] = {"sgd", "adagrad", "rowwise_adagrad", "adam", NULL};
+const char *const CFG_OPTIMIZERS[] = {"sgd", "adagrad", "rowwise_adagrad", "adam", "momentum", NULL};
 const char *const CFG_INITS[] = {"uniform", "normal", "zeros", "constant", NULL};
 const char *const CFG_COMBINERS[] = {"sum", "mean", "sqrtn", "none", NULL};
 const char *const CFG_POLICIES[] = {"error", "drop", "minibatch", NULL};

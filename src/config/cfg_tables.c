@@ -24,20 +24,20 @@ int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key
     }
     if (config_setting_type(s) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, s, key, "must be a kind (\"adagrad\") or a group { kind = ...; lr = ...; }");
-    static const char *const KEYS[] = {"kind", "lr", "eps", "weight_decay", "beta1", "beta2", NULL};
+    static const char *const KEYS[] = {"kind", "lr", "eps", "weight_decay", "beta1", "beta2", "momentum", "nesterov", NULL};
     if (cfg_check_keys(r, s, key, KEYS))
         return EMBER_EINVAL;
     const config_setting_t *k = config_setting_get_member(s, "kind");
     char sub[160];
     snprintf(sub, sizeof sub, "%.120s.kind", key);
     if (!k)
-        return cfg_fail_at(r, s, sub, "missing (one of: sgd, adagrad, rowwise_adagrad, adam)");
+        return cfg_fail_at(r, s, sub, "missing (one of: sgd, adagrad, rowwise_adagrad, adam, momentum)");
     if (cfg_get_enum(r, k, sub, CFG_OPTIMIZERS, &kind))
         return EMBER_EINVAL;
     *o = ember_optimizer_default((ember_optimizer_kind)kind);
     struct { const char *name; float *dst; double lo, hi; } f[] = {
         {"lr", &o->lr, 0, 1e6}, {"eps", &o->eps, 0, 1}, {"weight_decay", &o->weight_decay, 0, 1e6},
-        {"beta1", &o->beta1, 0, 1}, {"beta2", &o->beta2, 0, 1},
+        {"beta1", &o->beta1, 0, 1}, {"beta2", &o->beta2, 0, 1}, {"momentum", &o->momentum, 0, 1},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         const config_setting_t *m = config_setting_get_member(s, f[i].name);
@@ -48,6 +48,14 @@ int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key
                 return EMBER_EINVAL;
             *f[i].dst = (float)v;
         }
+    }
+    const config_setting_t *nv = config_setting_get_member(s, "nesterov");
+    snprintf(sub, sizeof sub, "%.120s.nesterov", key);
+    if (nv) {
+        int b;
+        if (cfg_get_bool(r, nv, sub, &b))
+            return EMBER_EINVAL;
+        o->nesterov = b;
     }
     return 0;
 }

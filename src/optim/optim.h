@@ -20,12 +20,14 @@ typedef struct ember_optim_step {
     ember_optimizer_kind kind;
     float lr, eps, wd, beta1, beta2;
     float adam_step; /* lr * sqrt(1 - beta2^t) / (1 - beta1^t) */
+    float momentum;
+    int nesterov;
 } ember_optim_step;
 
 static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int64_t t, float lr_scale)
 {
     float lr = o->lr * lr_scale; /* a scale of 1 keeps lr's bits */
-    ember_optim_step s = {o->kind, lr, o->eps, o->weight_decay, o->beta1, o->beta2, 0.0f};
+    ember_optim_step s = {o->kind, lr, o->eps, o->weight_decay, o->beta1, o->beta2, 0.0f, o->momentum, o->nesterov};
     if (o->kind == EMBER_OPT_ADAM) {
         double bc1 = 1.0 - pow((double)o->beta1, (double)t);
         double bc2 = 1.0 - pow((double)o->beta2, (double)t);
@@ -110,6 +112,25 @@ static inline void ember_optim_row(const ember_optim_step *o, int32_t dim, float
             m[k] = mk;
             v[k] = vk;
             w[k] -= o->adam_step * mk / (sqrtf(vk) + o->eps);
+        }
+        break;
+    }
+    case EMBER_OPT_MOMENTUM: {
+        float mu = o->momentum;
+        if (o->nesterov) {
+#pragma omp simd
+            for (int32_t k = 0; k < dim; k++) {
+                float b = mu * state[k] + g[k];
+                state[k] = b;
+                w[k] -= o->lr * (g[k] + mu * b);
+            }
+        } else {
+#pragma omp simd
+            for (int32_t k = 0; k < dim; k++) {
+                float b = mu * state[k] + g[k];
+                state[k] = b;
+                w[k] -= o->lr * b;
+            }
         }
         break;
     }

@@ -4,7 +4,8 @@
  * Weight decay is folded into g first (L2, as torch), then one of SGD,
  * Adagrad, row-wise Adagrad (FBGEMM: one accumulator per row, mean of g^2)
  * or lazy Adam with the collection's global step t in the bias correction
- * (torch SparseAdam).  Float math except Adam's bias factor, which is taken
+ * (torch SparseAdam), or SGD with momentum (torch.optim.SGD, dampening 0,
+ * on the batch's rows only).  Float math except Adam's bias factor, which is taken
  * in double as torch does on the host.
  */
 #include <math.h>
@@ -54,6 +55,13 @@ void ref_optimizer_apply(const ember_optimizer *o, int64_t t, int32_t dim, float
         }
         break;
     }
+    case EMBER_OPT_MOMENTUM:
+        for (int32_t k = 0; k < dim; k++) {
+            state[k] = o->momentum * state[k] + g[k];
+            float d = o->nesterov ? g[k] + o->momentum * state[k] : state[k];
+            w[k] -= o->lr * d;
+        }
+        break;
     }
     free(g);
 }

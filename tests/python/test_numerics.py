@@ -6,7 +6,8 @@ is printed on failure); tolerances are stated per check.
 
 Documented differences, checked as such: weight decay touches only the rows
 in the batch (torch's dense optimizers decay every row); Adam is lazy with
-the collection's step count (torch.optim.SparseAdam's semantics).
+the collection's step count (torch.optim.SparseAdam's semantics); momentum
+moves only the batch's rows.
 """
 import os
 
@@ -156,6 +157,51 @@ def test_adam_is_sparse_adam():
         topt.step()
         np.testing.assert_allclose(coll.read_table("t"), bag.weight.detach().numpy(), rtol=1e-5, atol=1e-6,
                                    err_msg=f"seed {SEED}")
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_momentum_is_torch_sgd_momentum(nesterov):
+    """ember's momentum equals torch.optim.SGD(momentum, nesterov, weight_decay)
+    when every row is in every batch (then lazy and dense updates agree); a
+    row left out of a batch keeps its weights and its velocity (torch would
+    move it by its velocity)."""
+    rng = np.random.default_rng([SEED, 5, int(nesterov)])
+    rows, dim = 12, 5
+    opt = ember.Momentum(lr=0.05, momentum=0.8, nesterov=nesterov, weight_decay=0.01)
+    coll = ember.Collection([ember.TableConfig("t", rows=rows, dim=dim, optimizer=opt)],
+                            [ember.FeatureConfig("f", table="t")], seed=5)
+    bag = torch.nn.EmbeddingBag(rows, dim, mode="sum")
+    with torch.no_grad():
+        bag.weight.copy_(torch.from_numpy(coll.read_table("t")))
+    topt = torch.optim.SGD(bag.parameters(), lr=0.05, momentum=0.8, nesterov=nesterov, weight_decay=0.01)
+
+    def run(ids_of_bags):
+        lengths = np.array([len(b) for b in ids_of_bags], dtype=np.int32)
+        ids = np.concatenate(ids_of_bags).astype(np.int64)
+        batch = ember.JaggedBatch(["f"], lengths, ids)
+        out = coll.forward(batch)
+        grad = rng.standard_normal(out.shape).astype(np.float32)
+        coll.backward(grad)
+        return ids, lengths, grad
+
+    for _ in range(4):  # every row in every batch, in random bags
+        perm = rng.permutation(rows)
+        extra = rng.integers(0, rows, size=7)
+        cuts = np.sort(rng.integers(0, rows + 7, size=3))
+        ids, lengths, grad = run(np.split(np.concatenate([perm, extra]), cuts))
+        offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64))
+        topt.zero_grad()
+        (bag(torch.from_numpy(ids), offsets) * torch.from_numpy(grad)).sum().backward()
+        topt.step()
+        np.testing.assert_allclose(coll.read_table("t"), bag.weight.detach().numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=f"seed {SEED}")
+    np.testing.assert_allclose(coll.read_state("t"), topt.state[bag.weight]["momentum_buffer"].numpy(),
+                               rtol=1e-5, atol=1e-6, err_msg=f"seed {SEED}")
+    before_w, before_b = coll.read_table("t"), coll.read_state("t")
+    run([np.array([0, 1, 1], dtype=np.int64)])  # rows 2.. untouched
+    np.testing.assert_array_equal(coll.read_table("t")[2:], before_w[2:])
+    np.testing.assert_array_equal(coll.read_state("t")[2:], before_b[2:])
+    assert not np.array_equal(coll.read_table("t")[:2], before_w[:2])
 
 
 def test_rowwise_adagrad_matches_numpy():
