@@ -108,11 +108,19 @@ typedef enum ember_optimizer_kind {
     EMBER_OPT_MOMENTUM = 4 /* SGD with momentum (heavy ball, or Nesterov)      */
 } ember_optimizer_kind;
 
+typedef enum ember_decay_mode {
+    EMBER_DECAY_L2 = 0,       /* g += weight_decay * w (torch's weight_decay)     */
+    EMBER_DECAY_DECOUPLED = 1 /* w *= 1 - lr * weight_decay (AdamW's)            */
+} ember_decay_mode;
+
 /*
  * Optimizers, applied once per backward to every row touched by the batch,
  * with g = the row's summed gradient (see ember_backward) and w the row:
  *
  *   every kind first:  g += weight_decay * w                  (L2, as torch)
+ *                      or, weight_decay_mode DECOUPLED:
+ *                      w *= 1 - lr * weight_decay          (g left as it is;
+ *                      with ADAM: torch.optim.AdamW, on the batch's rows)
  *   SGD:               w -= lr * g
  *   ADAGRAD:           s += g*g                 (s: dim floats per row, init 0)
  *                      w -= lr * g / (sqrt(s) + eps)
@@ -139,6 +147,7 @@ typedef struct ember_optimizer {
     float beta1, beta2; /* Adam only; default 0.9, 0.999                       */
     float momentum;     /* MOMENTUM only: in [0, 1); default 0.9               */
     int32_t nesterov;   /* MOMENTUM only: 1 Nesterov's form; default 0         */
+    ember_decay_mode weight_decay_mode; /* default L2                          */
 } ember_optimizer;
 
 typedef enum ember_limit_policy {

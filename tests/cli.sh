@@ -803,6 +803,30 @@ check_train_state_precision() { # half optimizer state: a table's own setting, m
 }
 CHECKS+=(train_state_precision)
 
+check_train_optimizers() { # momentum (Nesterov), adamw and decoupled decay by name in a config: the manifest
+    # keeps them, a resumed run ends bit for bit where one run does, bad settings name the table or key
+    printf 'tables = ( { name = "a"; rows = 500; dim = 8; optimizer = { kind = "adamw"; lr = 0.01; weight_decay = 0.01; }; },\n  { name = "b"; rows = 300; dim = 8; optimizer = { kind = "momentum"; momentum = 0.5; nesterov = true; }; },\n  { name = "c"; rows = 200; dim = 8; optimizer = { kind = "adagrad"; weight_decay = 0.001; weight_decay_mode = "decoupled"; }; } );\nfeatures = ( { name = "fa"; table = "a"; }, { name = "fb"; table = "b"; }, { name = "fc"; table = "c"; } );\ntrain = { steps = 6; micro_batch = 64; eval_samples = 64; metrics = ""; plot = ""; };\n' >"$TMP/opts.cfg"
+    expect_status 0 "$EMBER" train --config "$TMP/opts.cfg" --checkpoint-dir "$TMP/opts_a" || return 1
+    local m="$TMP/opts_a/step-000000000006/manifest.json"
+    [ "$(grep -o '"weight_decay_mode": *"decoupled"' "$m" | wc -l)" = 2 ] && grep -q '"nesterov": *true' "$m" &&
+        grep -q '"momentum": *0.5' "$m" || { cat "$m"; return 1; }
+    expect_status 0 "$EMBER" inspect "$TMP/opts_a" || return 1
+    local want
+    want=$(grep digest "$TMP/out")
+    expect_status 0 "$EMBER" train --config "$TMP/opts.cfg" --checkpoint-dir "$TMP/opts_r" --steps 3 || return 1
+    expect_status 0 "$EMBER" train --config "$TMP/opts.cfg" --checkpoint-dir "$TMP/opts_r" --resume || return 1
+    expect_status 0 "$EMBER" inspect "$TMP/opts_r" || return 1
+    [ "$(grep digest "$TMP/out")" = "$want" ] || { echo "resumed digests: $(grep digest "$TMP/out"), want $want"; return 1; }
+    sed 's/momentum = 0.5;/momentum = 1.0;/' "$TMP/opts.cfg" >"$TMP/opts_bad.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/opts_bad.cfg" || return 1
+    grep -q "table 'b': momentum 1 must be in \[0, 1)" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    sed 's/weight_decay_mode = "decoupled"/weight_decay_mode = "l1"/' "$TMP/opts.cfg" >"$TMP/opts_bad.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/opts_bad.cfg" || return 1
+    grep -q 'tables\[2\].optimizer.weight_decay_mode: unknown value "l1" (one of: l2, decoupled)' "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(train_optimizers)
+
 check_early_stop() { # patience runs out (min_delta 1: no AUC can improve by that), keep_best keeps the best
     # evaluation's checkpoint, and a run resumed before the stop stops at the same step with the same AUC
     printf 'train = { steps = 20; micro_batch = 64; eval_every = 2; eval_samples = 256; metrics = ""; plot = "";\n  early_stop = { patience = 1; min_delta = 1.0; }; keep_best = true; };\n' >"$TMP/es.cfg"

@@ -250,6 +250,25 @@ static void test_adam(void)
     step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "adam wd step 1");
     expect(c, w1, s4, 4, "adam wd step 1");
     ember_collection_destroy(c);
+
+    /* decoupled (AdamW), lr 0.1, weight decay 0.5: w *= 1 - 0.05 first, g
+     * untouched, so m, v are step 1's s1 and the step is still 0.1 sign(g):
+     * row0 [0.95 - 0.1, 1.9 - 0.1] = [0.85, 1.8], row1 [-0.95 - 0.1, 0.475 - 0.1]
+     * = [-1.05, 0.375] */
+    o.weight_decay = 0.5f;
+    o.weight_decay_mode = EMBER_DECAY_DECOUPLED;
+    c = make(o, EMBER_COMBINER_SUM, 0);
+    if (!c)
+        return;
+    static const float w5[6] = {0.85f, 1.8f, -1.05f, 0.375f, 7, -7};
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "adamw step 1");
+    expect(c, w5, s1, 4, "adamw step 1");
+    ember_collection_destroy(c);
+    memcpy(w, W_INIT, sizeof w);
+    memset(s, 0, sizeof s);
+    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 4);
+    CHECK_CLOSE(w, w5, 4, 1e-6, 1e-6, "ref adamw step 1");
+    CHECK_CLOSE(s, s1, 8, 1e-6, 1e-6, "ref adamw state step 1");
 }
 
 static void test_momentum(void)

@@ -151,6 +151,8 @@ static inline ember_optimizer test_optimizer_random(test_rng *r, ember_optimizer
         o.beta1 = test_float(r, 0.5f, 0.95f);
         o.beta2 = test_float(r, 0.9f, 0.9999f);
     }
+    if (o.weight_decay != 0.0f && test_range(r, 0, 3) == 0)
+        o.weight_decay_mode = EMBER_DECAY_DECOUPLED;
     if (kind == EMBER_OPT_MOMENTUM) {
         o.momentum = test_float(r, 0.0f, 0.95f);
         o.nesterov = (int32_t)test_range(r, 0, 2);

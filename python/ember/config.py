@@ -47,6 +47,18 @@ class Adam:
 
 
 @dataclass(frozen=True)
+class AdamW:
+    """Lazy Adam with decoupled weight decay (torch.optim.AdamW on the
+    batch's rows): w *= 1 - lr * weight_decay, then Adam's step on g."""
+    lr: float = 0.001
+    betas: tuple = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.01
+    _kind = 3
+    _decay_mode = 1
+
+
+@dataclass(frozen=True)
 class Momentum:
     """b = momentum * b + g; w -= lr * b (nesterov: lr * (g + momentum * b)),
     torch.optim.SGD's rule on the batch's rows: rows the batch does not touch
@@ -58,7 +70,7 @@ class Momentum:
     _kind = 4
 
 
-Optimizer = Union[SGD, Adagrad, RowWiseAdagrad, Adam, Momentum]
+Optimizer = Union[SGD, Adagrad, RowWiseAdagrad, Adam, AdamW, Momentum]
 
 _INITS = {"uniform": 0, "normal": 1, "zeros": 2, "constant": 3}
 _PLACEMENTS = {"row": 0, "column": 1, "table": 2, "replicated": 3}
@@ -134,7 +146,8 @@ class TableConfig:
                 _choice(self.name, "precision", self.precision, _PRECISION),
                 _choice(self.name, "rounding", self.rounding, _ROUNDING),
                 _choice(self.name, "state_precision", self.state_precision, _PRECISION),
-                float(getattr(o, "momentum", 0.9)), int(bool(getattr(o, "nesterov", False))))
+                float(getattr(o, "momentum", 0.9)), int(bool(getattr(o, "nesterov", False))),
+                int(getattr(o, "_decay_mode", 0)))
 
 
 @dataclass(frozen=True)

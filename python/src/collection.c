@@ -43,24 +43,26 @@ static void collection_free_parts(py_collection *self)
  *  beta1, beta2, placement, owner, kind, capacity, admit_after, evict,
  *  ttl_steps, storage, cache_bytes, path, max_ids, max_unique,
  *  limit_policy, exchange, precision, rounding, state_precision, momentum,
- *  nesterov): the order of
+ *  nesterov, weight_decay_mode): the order of
  *  TableConfig._tuple (ember/config.py).
  * Strings point into the tuple's str objects: ember_collection_create copies
  * what it keeps, so they need to live only through the call. */
 static int parse_table(PyObject *tuple, ember_table_config *t)
 {
     const char *name, *path;
-    int init, opt, placement, kind, evict, storage, limit_policy, exchange, precision, rounding, state_precision;
+    int init, opt, placement, kind, evict, storage, limit_policy, exchange, precision, rounding, state_precision,
+        decay_mode;
     *t = ember_table_config_default();
-    if (!PyArg_ParseTuple(tuple, "sLiififffffiiiLiiiiLzLLiiiiifi;a table tuple", &name, &t->rows, &t->dim, &init,
+    if (!PyArg_ParseTuple(tuple, "sLiififffffiiiLiiiiLzLLiiiiifii;a table tuple", &name, &t->rows, &t->dim, &init,
                           &t->init_value, &opt, &t->optimizer.lr, &t->optimizer.eps, &t->optimizer.weight_decay,
                           &t->optimizer.beta1, &t->optimizer.beta2, &placement, &t->owner, &kind, &t->capacity,
                           &t->admit_after, &evict, &t->ttl_steps, &storage, &t->cache_bytes, &path,
                           &t->max_ids_per_partition, &t->max_unique_ids_per_partition, &limit_policy, &exchange,
-                          &precision, &rounding, &state_precision, &t->optimizer.momentum, &t->optimizer.nesterov))
+                          &precision, &rounding, &state_precision, &t->optimizer.momentum, &t->optimizer.nesterov, &decay_mode))
         return -1;
     t->init = (ember_init_kind)init;
     t->optimizer.kind = (ember_optimizer_kind)opt;
+    t->optimizer.weight_decay_mode = (ember_decay_mode)decay_mode;
     t->placement = (ember_placement)placement;
     t->kind = (ember_table_kind)kind;
     t->evict = (ember_evict_policy)evict;

@@ -116,6 +116,11 @@ static int check_table_training(const ember_collection_config *cfg, int32_t t, i
         !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
         return ember_fail_create(EMBER_EINVAL, "table '%s': Adam betas (%g, %g) must be in [0, 1)",
                                  nm, o->beta1, o->beta2);
+    if (o->weight_decay_mode != EMBER_DECAY_L2 && o->weight_decay_mode != EMBER_DECAY_DECOUPLED)
+        return ember_fail_create(EMBER_EINVAL, "table '%s': unknown weight_decay_mode %d", nm, (int)o->weight_decay_mode);
+    if (o->weight_decay_mode == EMBER_DECAY_DECOUPLED && !(o->lr * o->weight_decay < 1.0f))
+        return ember_fail_create(EMBER_EINVAL, "table '%s': decoupled weight decay needs lr * weight_decay < 1 "
+                                 "(lr %g, weight_decay %g)", nm, o->lr, o->weight_decay);
     if (o->kind == EMBER_OPT_MOMENTUM && !(o->momentum >= 0 && o->momentum < 1))
         return ember_fail_create(EMBER_EINVAL, "table '%s': momentum %g must be in [0, 1)", nm, o->momentum);
     if (o->kind == EMBER_OPT_MOMENTUM && o->nesterov != 0 && o->nesterov != 1)

@@ -140,6 +140,13 @@ static int decode_table(dec *d, json_t *o, int32_t world, ckpt_table_info *t)
     TRY(get_float(d, opt, "weight_decay", &t->opt.weight_decay));
     TRY(get_float(d, opt, "beta1", &t->opt.beta1));
     TRY(get_float(d, opt, "beta2", &t->opt.beta2));
+    t->opt.weight_decay_mode = EMBER_DECAY_L2; /* written when decoupled */
+    json_t *mode = json_object_get(opt, "weight_decay_mode");
+    if (mode) {
+        if (!json_is_string(mode) || strcmp(json_string_value(mode), "decoupled") != 0)
+            return bad(d, "weight_decay_mode", "expected \"decoupled\"");
+        t->opt.weight_decay_mode = EMBER_DECAY_DECOUPLED;
+    }
     t->opt.momentum = 0.9f; /* the keys of the kind that has them */
     t->opt.nesterov = 0;
     if (t->opt.kind == EMBER_OPT_MOMENTUM) {

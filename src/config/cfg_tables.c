@@ -12,6 +12,18 @@
 #include "collection/config.h"
 #include "config/cfg_read.h"
 
+#define CFG_ADAMW (EMBER_OPT_MOMENTUM + 1) /* CFG_OPTIMIZERS' "adamw" */
+
+/* The defaults of a kind named in CFG_OPTIMIZERS ("adamw": Adam with
+ * decoupled weight decay). */
+static ember_optimizer optimizer_named(int kind)
+{
+    ember_optimizer o = ember_optimizer_default(kind == CFG_ADAMW ? EMBER_OPT_ADAM : (ember_optimizer_kind)kind);
+    if (kind == CFG_ADAMW)
+        o.weight_decay_mode = EMBER_DECAY_DECOUPLED;
+    return o;
+}
+
 int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key,
                           ember_optimizer *o)
 {
@@ -19,22 +31,23 @@ int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key
     if (config_setting_type(s) == CONFIG_TYPE_STRING) {
         if (cfg_get_enum(r, s, key, CFG_OPTIMIZERS, &kind))
             return EMBER_EINVAL;
-        *o = ember_optimizer_default((ember_optimizer_kind)kind);
+        *o = optimizer_named(kind);
         return 0;
     }
     if (config_setting_type(s) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, s, key, "must be a kind (\"adagrad\") or a group { kind = ...; lr = ...; }");
-    static const char *const KEYS[] = {"kind", "lr", "eps", "weight_decay", "beta1", "beta2", "momentum", "nesterov", NULL};
+    static const char *const KEYS[] = {"kind", "lr", "eps", "weight_decay", "weight_decay_mode", "beta1", "beta2",
+                                       "momentum", "nesterov", NULL};
     if (cfg_check_keys(r, s, key, KEYS))
         return EMBER_EINVAL;
     const config_setting_t *k = config_setting_get_member(s, "kind");
     char sub[160];
     snprintf(sub, sizeof sub, "%.120s.kind", key);
     if (!k)
-        return cfg_fail_at(r, s, sub, "missing (one of: sgd, adagrad, rowwise_adagrad, adam, momentum)");
+        return cfg_fail_at(r, s, sub, "missing (one of: sgd, adagrad, rowwise_adagrad, adam, momentum, adamw)");
     if (cfg_get_enum(r, k, sub, CFG_OPTIMIZERS, &kind))
         return EMBER_EINVAL;
-    *o = ember_optimizer_default((ember_optimizer_kind)kind);
+    *o = optimizer_named(kind);
     struct { const char *name; float *dst; double lo, hi; } f[] = {
         {"lr", &o->lr, 0, 1e6}, {"eps", &o->eps, 0, 1}, {"weight_decay", &o->weight_decay, 0, 1e6},
         {"beta1", &o->beta1, 0, 1}, {"beta2", &o->beta2, 0, 1}, {"momentum", &o->momentum, 0, 1},
@@ -48,6 +61,15 @@ int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key
                 return EMBER_EINVAL;
             *f[i].dst = (float)v;
         }
+    }
+    static const char *const MODES[] = {"l2", "decoupled", NULL};
+    const config_setting_t *md = config_setting_get_member(s, "weight_decay_mode");
+    snprintf(sub, sizeof sub, "%.120s.weight_decay_mode", key);
+    int mode;
+    if (md) {
+        if (cfg_get_enum(r, md, sub, MODES, &mode))
+            return EMBER_EINVAL;
+        o->weight_decay_mode = (ember_decay_mode)mode;
     }
     const config_setting_t *nv = config_setting_get_member(s, "nesterov");
     snprintf(sub, sizeof sub, "%.120s.nesterov", key);

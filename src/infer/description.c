@@ -7,7 +7,7 @@
  *    "stack_tables": bool, "bounds": .., "num_shards": ..,
  *    "tables":   [{"name", "kind", "rows", "dim", "init", "init_value",
  *                  "optimizer": {kind, lr, eps, weight_decay, beta1, beta2,
- *                                momentum, nesterov},
+ *                                momentum, nesterov, weight_decay_mode},
  *                  "placement", "owner", "exchange",
  *                  "limits": [max_ids, max_unique, policy],
  *                  "quantization": [buckets, low, high],
@@ -131,10 +131,10 @@ static json_t *table_json(const ember_table_config *t)
     const ember_optimizer *o = &t->optimizer;
     int64_t limits[3] = {t->max_ids_per_partition, t->max_unique_ids_per_partition, t->limit_policy};
     int64_t dyn[5] = {t->capacity, t->admit_after, t->evict, t->ttl_steps, t->sketch_bytes};
-    json_t *opt = json_pack("{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:b}", "kind", (json_int_t)o->kind, "lr",
+    json_t *opt = json_pack("{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:I}", "kind", (json_int_t)o->kind, "lr",
                             (double)o->lr, "eps", (double)o->eps, "weight_decay", (double)o->weight_decay, "beta1",
                             (double)o->beta1, "beta2", (double)o->beta2, "momentum", (double)o->momentum,
-                            "nesterov", (int)o->nesterov);
+                            "nesterov", (int)o->nesterov, "weight_decay_mode", (json_int_t)o->weight_decay_mode);
     json_t *q = json_pack("[I, f, f]", (json_int_t)t->quant_buckets, (double)t->quant_low, (double)t->quant_high);
     return json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:o, s:I, s:I, s:I, s:o, s:o, s:o}", "name", t->name, "kind",
                      (json_int_t)t->kind, "rows", (json_int_t)t->rows, "dim", (json_int_t)t->dim, "init",
@@ -288,6 +288,9 @@ static void read_table(reader *r, json_t *o, int32_t t, model_description *m)
             tb->optimizer.momentum = get_float(r, op, ow, "momentum");
             tb->optimizer.nesterov = json_is_true(json_object_get(op, "nesterov"));
         }
+        if (json_object_get(op, "weight_decay_mode"))
+            tb->optimizer.weight_decay_mode =
+                (ember_decay_mode)get_int(r, op, ow, "weight_decay_mode", 0, EMBER_DECAY_DECOUPLED);
     }
     tb->placement = (ember_placement)get_int(r, o, where, "placement", 0, EMBER_PLACE_REPLICATED);
     tb->owner = (int32_t)get_int(r, o, where, "owner", 0, INT32_MAX);

@@ -365,6 +365,7 @@ void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, emb
             total += sq[(int64_t)q * nu + k];
         uint32_t row = (uint32_t)(r->keys[starts[run]] >> 32);
         if (!half) {
+            ember_optim_shrink(o, real_cols, values + (int64_t)row * dim);
             ember_optim_rowwise(o, real_cols, values + (int64_t)row * dim, state + row, g_all + run * dim,
                                 total / (float)full_dim);
             continue;
@@ -372,6 +373,7 @@ void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, emb
         /* the slice's columns round with their own column numbers (col0 on) */
         uint16_t *hr = (uint16_t *)s->qrows + (int64_t)row * dim;
         ember_half_decode_row(s->encoding, dim, hr, w);
+        ember_optim_shrink(o, real_cols, w);
         ember_optim_rowwise(o, real_cols, w, state + row, g_all + run * dim, total / (float)full_dim);
         uint64_t h = ember_grad_round_bits(rd, s->staged ? s->slot_row[row] : row, EMBER_ROUND_ROW);
         ember_half_encode_row(s->encoding, rd->stochastic, h, rd->col0, dim, w, hr);

@@ -22,12 +22,16 @@ typedef struct ember_optim_step {
     float adam_step; /* lr * sqrt(1 - beta2^t) / (1 - beta1^t) */
     float momentum;
     int nesterov;
+    float shrink; /* DECOUPLED weight decay: 1 - lr * weight_decay; else 1 */
 } ember_optim_step;
 
 static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int64_t t, float lr_scale)
 {
     float lr = o->lr * lr_scale; /* a scale of 1 keeps lr's bits */
-    ember_optim_step s = {o->kind, lr, o->eps, o->weight_decay, o->beta1, o->beta2, 0.0f, o->momentum, o->nesterov};
+    int decoupled = o->weight_decay_mode == EMBER_DECAY_DECOUPLED;
+    ember_optim_step s = {o->kind,     lr,         o->eps,     decoupled ? 0.0f : o->weight_decay, o->beta1,
+                          o->beta2,    0.0f,       o->momentum, o->nesterov,
+                          decoupled ? 1.0f - lr * o->weight_decay : 1.0f};
     if (o->kind == EMBER_OPT_ADAM) {
         double bc1 = 1.0 - pow((double)o->beta1, (double)t);
         double bc2 = 1.0 - pow((double)o->beta2, (double)t);
@@ -57,7 +61,8 @@ static inline float ember_optim_sumsq(const float *g, int32_t n)
     return lane[0];
 }
 
-/* L2 weight decay, the first step of every kind: g += wd * w. */
+/* L2 weight decay, the first step of every kind: g += wd * w (wd is 0
+ * under decoupled decay, which ember_optim_shrink applies). */
 static inline void ember_optim_decay(const ember_optim_step *o, int32_t n, const float *restrict w,
                                      float *restrict g)
 {
@@ -65,6 +70,16 @@ static inline void ember_optim_decay(const ember_optim_step *o, int32_t n, const
 #pragma omp simd
         for (int32_t k = 0; k < n; k++)
             g[k] += o->wd * w[k];
+    }
+}
+
+/* Decoupled weight decay, before the update: w *= 1 - lr * wd. */
+static inline void ember_optim_shrink(const ember_optim_step *o, int32_t n, float *restrict w)
+{
+    if (o->shrink != 1.0f) {
+#pragma omp simd
+        for (int32_t k = 0; k < n; k++)
+            w[k] *= o->shrink;
     }
 }
 
@@ -85,6 +100,7 @@ static inline void ember_optim_row(const ember_optim_step *o, int32_t dim, float
                                    float *restrict state, float *restrict g)
 {
     ember_optim_decay(o, dim, w, g);
+    ember_optim_shrink(o, dim, w);
     switch (o->kind) {
     case EMBER_OPT_SGD:
 #pragma omp simd

@@ -1,7 +1,8 @@
 /*
  * ref_optim.c: the optimizer formulas of ember.h for one row, literally.
  *
- * Weight decay is folded into g first (L2, as torch), then one of SGD,
+ * Weight decay is folded into g first (L2, as torch), or shrinks w first
+ * (decoupled, as torch's AdamW), then one of SGD,
  * Adagrad, row-wise Adagrad (FBGEMM: one accumulator per row, mean of g^2)
  * or lazy Adam with the collection's global step t in the bias correction
  * (torch SparseAdam), or SGD with momentum (torch.optim.SGD, dampening 0,
@@ -19,8 +20,12 @@ void ref_optimizer_apply(const ember_optimizer *o, int64_t t, int32_t dim, float
 {
     float *g = malloc((size_t)dim * sizeof *g);
     EMBER_ASSERT(g != NULL);
-    for (int32_t k = 0; k < dim; k++)
-        g[k] = g_in[k] + o->weight_decay * w[k];
+    int decoupled = o->weight_decay_mode == EMBER_DECAY_DECOUPLED;
+    for (int32_t k = 0; k < dim; k++) {
+        g[k] = decoupled ? g_in[k] : g_in[k] + o->weight_decay * w[k];
+        if (decoupled)
+            w[k] *= 1.0f - o->lr * o->weight_decay;
+    }
 
     switch (o->kind) {
     case EMBER_OPT_SGD:

@@ -204,6 +204,35 @@ def test_momentum_is_torch_sgd_momentum(nesterov):
     assert not np.array_equal(coll.read_table("t")[:2], before_w[:2])
 
 
+def test_adamw_is_torch_adamw():
+    """ember's AdamW equals torch.optim.AdamW when every row is in every batch
+    (lazy and dense agree then): decay w *= 1 - lr * wd, then Adam on g.
+    eps is tiny: ember's Adam adds eps to sqrt(v) as SparseAdam does, torch's
+    AdamW to sqrt(v / (1 - beta2^t)), a difference of order eps."""
+    rng = np.random.default_rng([SEED, 6])
+    rows, dim = 10, 6
+    opt = ember.AdamW(lr=0.05, betas=(0.8, 0.95), eps=1e-10, weight_decay=0.3)
+    coll = ember.Collection([ember.TableConfig("t", rows=rows, dim=dim, optimizer=opt)],
+                            [ember.FeatureConfig("f", table="t")], seed=6)
+    bag = torch.nn.EmbeddingBag(rows, dim, mode="sum")
+    with torch.no_grad():
+        bag.weight.copy_(torch.from_numpy(coll.read_table("t")))
+    topt = torch.optim.AdamW(bag.parameters(), lr=0.05, betas=(0.8, 0.95), eps=1e-10, weight_decay=0.3)
+    for _ in range(4):
+        ids = np.concatenate([rng.permutation(rows), rng.integers(0, rows, size=5)]).astype(np.int64)
+        lengths = np.array([4, 3, len(ids) - 7], dtype=np.int32)
+        batch = ember.JaggedBatch(["f"], lengths, ids)
+        out = coll.forward(batch)
+        grad = rng.standard_normal(out.shape).astype(np.float32)
+        coll.backward(grad)
+        offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64))
+        topt.zero_grad()
+        (bag(torch.from_numpy(ids), offsets) * torch.from_numpy(grad)).sum().backward()
+        topt.step()
+        np.testing.assert_allclose(coll.read_table("t"), bag.weight.detach().numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=f"seed {SEED}")
+
+
 def test_rowwise_adagrad_matches_numpy():
     rng = np.random.default_rng([SEED, 5])
     t = ember.TableConfig("t", rows=20, dim=4, optimizer=ember.RowWiseAdagrad(lr=0.1, eps=1e-8))
