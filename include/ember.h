@@ -105,7 +105,8 @@ typedef enum ember_optimizer_kind {
     EMBER_OPT_ADAGRAD = 1,
     EMBER_OPT_ROWWISE_ADAGRAD = 2,
     EMBER_OPT_ADAM = 3,
-    EMBER_OPT_MOMENTUM = 4 /* SGD with momentum (heavy ball, or Nesterov)      */
+    EMBER_OPT_MOMENTUM = 4, /* SGD with momentum (heavy ball, or Nesterov)     */
+    EMBER_OPT_FTRL = 5      /* FTRL-Proximal, per coordinate                   */
 } ember_optimizer_kind;
 
 typedef enum ember_decay_mode {
@@ -138,6 +139,15 @@ typedef enum ember_decay_mode {
  *                      torch.optim.SGD's rule (dampening 0) on the rows of
  *                      the batch: a row the batch does not touch keeps b and
  *                      does not move (torch moves every row by its b).
+ *   FTRL (lazy):       n' = n + g*g               (z, n: 2*dim floats per row,
+ *                      s = (n'^-p - n^-p) / lr     z then n, init 0;
+ *                      z += g - s * w              p = lr_power <= 0)
+ *                      n = n'
+ *                      w = |z| <= l1 ? 0
+ *                        : -(z - sign(z)*l1) / ((beta + n^-p) / lr + l2)
+ *                      McMahan et al.'s FTRL-Proximal (lr = alpha): a weight
+ *                      whose |z| stays <= l1 is exactly 0.  For p = -0.5,
+ *                      n'^-p - n^-p is computed as g*g / (sqrt(n') + sqrt(n)).
  */
 typedef struct ember_optimizer {
     ember_optimizer_kind kind;
@@ -148,6 +158,8 @@ typedef struct ember_optimizer {
     float momentum;     /* MOMENTUM only: in [0, 1); default 0.9               */
     int32_t nesterov;   /* MOMENTUM only: 1 Nesterov's form; default 0         */
     ember_decay_mode weight_decay_mode; /* default L2                          */
+    float beta, l1, l2; /* FTRL only: default 1, 0, 0 (each >= 0)              */
+    float lr_power;     /* FTRL only: <= 0; default -0.5                       */
 } ember_optimizer;
 
 typedef enum ember_limit_policy {
@@ -961,7 +973,7 @@ EMBER_API int ember_table_write(ember_collection *coll, int32_t table, int64_t f
                       const float *in);
 /* Copies the optimizer state of rows [first, first+count): floats per row are
  * ember_state_floats(kind, dim) (0 SGD, dim ADAGRAD, 1 ROWWISE, 2*dim ADAM:
- * m then v, dim MOMENTUM: b). */
+ * m then v, dim MOMENTUM: b, 2*dim FTRL: z then n). */
 EMBER_API int ember_table_read_state(const ember_collection *coll, int32_t table, int64_t first,
                            int64_t count, float *out);
 EMBER_API int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim);
@@ -1044,7 +1056,7 @@ EMBER_API void ember_batch_reader_destroy(ember_batch_reader *r);
  * reading a name back compares it with these. */
 EMBER_API const char *ember_placement_name(ember_placement p);      /* row column table replicated  */
 EMBER_API const char *ember_exchange_name(ember_exchange x);        /* rows pooled                  */
-EMBER_API const char *ember_optimizer_name(ember_optimizer_kind k); /* sgd adagrad rowwise_adagrad adam momentum */
+EMBER_API const char *ember_optimizer_name(ember_optimizer_kind k); /* sgd adagrad rowwise_adagrad adam momentum ftrl */
 EMBER_API const char *ember_init_name(ember_init_kind k);           /* uniform normal zeros constant */
 EMBER_API const char *ember_evict_name(ember_evict_policy e);       /* lru lfu ttl none             */
 EMBER_API const char *ember_storage_name(ember_storage s);          /* auto memory ssd              */
@@ -1355,6 +1367,8 @@ EMBER_API const char *ember_checkpoint_blob_name(const ember_checkpoint *ck, int
  *                   initializer of ember_collection_create); -1 for a
  *                   dynamic table (its slots hold keys, not row numbers)
  *   state_norm, state_max_abs   the same over the optimizer state
+ *   zero_values, zero_rows      values exactly 0 (either sign), and rows
+ *                   whose every value is: the sparsity FTRL's l1 gives
  *   digest          XXH64 over each row's values then its state, in row
  *                   order: independent of the file layout, world and
  *                   placement, so two checkpoints of the same model state
@@ -1376,6 +1390,7 @@ typedef struct ember_table_summary {
     int64_t most_on_a_rank;     /* the fullest rank's                        */
     int64_t admitted, evicted, expired, evicted_count_sum, not_admitted;
     int64_t sketch_width;       /* counters per sketch row (0: no sketch)    */
+    int64_t zero_values, zero_rows;
 } ember_table_summary;
 EMBER_API int ember_checkpoint_table_summary(const ember_checkpoint *ck, int32_t t, ember_table_summary *out);
 

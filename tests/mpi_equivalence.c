@@ -29,9 +29,9 @@
  *             of one; dropped_bounds is this rank's (or the global) count.
  * Configs cycle through seven placement modes (ROW/ROWS, ROW/POOLED,
  * TABLE/ROWS, TABLE/POOLED, COLUMN, REPLICATED, mixed placements with random
- * exchanges and owners) x the four optimizers of table 0 x the dims 1, 2,
+ * exchanges and owners) x the six optimizers of table 0 x the dims 1, 2,
  * 3, 4, 5, 8, 17, 64 of table 0 (56 trials cover every mode with every
- * optimizer twice and with every dim), with
+ * optimizer at least once and with every dim), with
  * random combiners (feature 0 cycles through all four), weights, dedup,
  * stacking (half the configs share dim and optimizer so tables stack),
  * global batches of 0..40 samples (0..300, bags up to 24 ids, every 8th),

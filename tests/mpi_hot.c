@@ -46,7 +46,8 @@ static test_config *hot_config(test_rng *r, ember_world *world)
         ember_table_config *tb = &tc->tables[t];
         tb->rows = test_range(r, 1, 6) == 1 ? test_range(r, 1, 4) : test_range(r, 4, 200);
         tb->dim = dims[test_range(r, 0, 5)];
-        tb->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 5));
+        tb->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 6));
+        test_init_for_optimizer(tb);
         tb->placement = EMBER_PLACE_ROW;
         tb->exchange = EMBER_EXCHANGE_ROWS;
         tb->hot_rows = test_range(r, 0, 3) ? test_range(r, 1, tb->rows + 1) : 0;

@@ -114,7 +114,11 @@ static void grad_magnitude(const ember_collection_config *cfg, const ember_batch
  * through the optimizer: a step moves w by at most lr (SGD) or lr / eps
  * (Adagrad, Adam; twice that for row-wise Adagrad, whose denominator holds
  * the row's other columns) per unit of g, and the state (g^2, Adam's m and
- * v) by at most (2 G + 1) per unit. */
+ * v) by at most (2 G + 1) per unit.  Momentum moves w by at most lr (1 +
+ * momentum) per unit.  FTRL (from zeros, util.h) moves z by 1 + |w| s per
+ * unit, s bounding how far sigma moves per unit of g (2q max(1, G)^(2q-1) /
+ * lr for n^q, q = -lr_power in [1/2, 1]); w moves by lr / beta per unit of
+ * z. */
 static void compare_with_ref(const ember_collection *c, const ref_model *m, const ref_model *mag,
                              int64_t *const *count, const char *what)
 {
@@ -123,7 +127,10 @@ static void compare_with_ref(const ember_collection *c, const ref_model *m, cons
             const ember_table_config *tc = &m->cfg.tables[t];
             const ember_optimizer *o = &tc->optimizer;
             int64_t per = st ? ember_state_floats(o->kind, tc->dim) : tc->dim;
-            double slope = o->kind == EMBER_OPT_SGD ? o->lr : (o->kind == EMBER_OPT_ROWWISE_ADAGRAD ? 2.0 : 1.0) * o->lr / o->eps;
+            double slope = o->kind == EMBER_OPT_SGD        ? o->lr
+                           : o->kind == EMBER_OPT_MOMENTUM ? o->lr * (1.0 + o->momentum)
+                           : o->kind == EMBER_OPT_FTRL     ? o->lr / o->beta
+                                                            : (o->kind == EMBER_OPT_ROWWISE_ADAGRAD ? 2.0 : 1.0) * o->lr / o->eps;
             float *got = test_read_table(c, &m->cfg, t, st);
             const float *want = st ? m->tables[t].state : m->tables[t].w;
             int64_t bad = -1;
@@ -135,6 +142,10 @@ static void compare_with_ref(const ember_collection *c, const ref_model *m, cons
                     for (int32_t k = 0; k < tc->dim; k++)
                         g = fmax(g, mag->tables[t].w[row * tc->dim + k]);
                 double dg = (double)count[t][row] * 0x1p-24 * g;
+                if (o->kind == EMBER_OPT_FTRL) { /* z's error, carried into w too */
+                    double q = -o->lr_power, s = 2.0 * q * pow(fmax(1.0, g), 2.0 * q - 1.0) / o->lr;
+                    dg *= 1.0 + fabs((double)m->tables[t].w[row * tc->dim + col]) * s;
+                }
                 tol = 1e-4 * fmax(fabs((double)want[i]), 1e-2) + (st ? (2.0 * g + 1.0) : slope) * dg;
                 if (!(fabs((double)got[i] - want[i]) <= tol))
                     bad = i;

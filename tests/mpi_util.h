@@ -538,7 +538,7 @@ static inline int mpi_snap_same(const ember_collection *c, const ember_collectio
 
 /* ------------------------------------------------------ random configs
  * A random config of trial `trial` (mpi_equivalence.c's header lists what
- * it covers): seven placement modes by trial, the four optimizers of table
+ * it covers): seven placement modes by trial, the six optimizers of table
  * 0, its dims, random combiners, weights, dedup, stacking, bounds, debug
  * checks and thread counts. */
 enum { MPI_MODE_ROW_ROWS, MPI_MODE_ROW_POOLED, MPI_MODE_TABLE_ROWS, MPI_MODE_TABLE_POOLED, MPI_MODE_COLUMN,
@@ -580,9 +580,10 @@ static inline test_config *mpi_random_config(test_rng *r, int trial, ember_world
         if (test_range(r, 0, 8) == 0)
             tb->init = EMBER_INIT_CONSTANT;
         tb->init_value = test_float(r, 0.01f, 1.0f);
-        ember_optimizer_kind kind = t == 0 ? (ember_optimizer_kind)(trial / MPI_NUM_MODES % 4)
-                                           : (ember_optimizer_kind)test_range(r, 0, 4);
+        ember_optimizer_kind kind = t == 0 ? (ember_optimizer_kind)(trial / MPI_NUM_MODES % 6)
+                                           : (ember_optimizer_kind)test_range(r, 0, 6);
         tb->optimizer = test_optimizer_random(r, kind);
+        test_init_for_optimizer(tb);
         test_quant_random(r, tb);
         mpi_place(r, tb, mode, t, trial, W);
     }

@@ -313,6 +313,54 @@ static void test_momentum(void)
     }
 }
 
+static void test_ftrl(void)
+{
+    /* lr (alpha) 0.5, beta 1, l1 0.5, l2 0.1, lr_power -0.5; z = n = 0.
+     * step 1 (batch A): row0 g = [1, 7]: n = [1, 49], sigma = sqrt(n) / 0.5 = [2, 14],
+     *   z = g - sigma w = [1 - 2*1, 7 - 14*2] = [-1, -21];
+     *   w = -(z - sign(z) 0.5) / ((1 + sqrt n) / 0.5 + 0.1) = [0.5 / 4.1, 20.5 / 16.1]
+     *     = [0.12195122, 1.27329193]
+     *   row1 g = [2, 2]: n = [4, 4], sigma = [4, 4], z = [2 + 4, 2 - 2] = [6, 0];
+     *   w = [-5.5 / 6.1, 0 (|z| <= l1)] = [-0.90163934, 0]
+     * step 2 (batch C: bag {0}, g(row0) = [-1, 5]): n = [2, 74],
+     *   sigma = [(sqrt2 - 1) / 0.5, (sqrt74 - 7) / 0.5] = [0.82842712, 3.20465053],
+     *   z = [-1 - 1 - 0.82842712*0.12195122, -21 + 5 - 3.20465053*1.27329193]
+     *     = [-2.10102770, -20.08045565];
+     *   w = [1.60102770 / ((1 + sqrt2)/0.5 + 0.1), 19.58045565 / ((1 + sqrt74)/0.5 + 0.1)]
+     *     = [1.60102770 / 4.92842712, 19.58045565 / 19.30465053] = [0.32485571, 1.01428698];
+     *   row 1 keeps w = [-0.90163934, 0], exactly 0 in its second column. */
+    ember_optimizer o = ember_optimizer_default(EMBER_OPT_FTRL);
+    o.lr = 0.5f;
+    o.beta = 1.0f;
+    o.l1 = 0.5f;
+    o.l2 = 0.1f;
+    ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
+    if (!c)
+        return;
+    static const int32_t len_c[2] = {0, 1};
+    static const int64_t ids_c[1] = {0};
+    static const float d_c[4] = {7, 7, -1, 5};
+    static const float w1[6] = {0.12195122f, 1.27329193f, -0.90163934f, 0, 7, -7};
+    static const float s1[12] = {-1, -21, 1, 49, 6, 0, 4, 4, 0, 0, 0, 0};
+    static const float w2[6] = {0.32485571f, 1.01428698f, -0.90163934f, 0, 7, -7};
+    static const float s2[12] = {-2.10102770f, -20.08045565f, 2, 74, 6, 0, 4, 4, 0, 0, 0, 0};
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "ftrl step 1");
+    expect(c, w1, s1, 4, "ftrl step 1");
+    step(c, 2, len_c, ids_c, NULL, 1, d_c, NULL, 0, 0, "ftrl step 2");
+    expect(c, w2, s2, 4, "ftrl step 2");
+    float wz[6];
+    CHECK(ember_table_read(c, 0, 0, 3, wz) == EMBER_OK);
+    CHECK_MSG(wz[3] == 0.0f, "ftrl: a weight with |z| <= l1 is %g, not exactly 0", (double)wz[3]);
+    ember_collection_destroy(c);
+
+    float w[6], s[12] = {0};
+    memcpy(w, W_INIT, sizeof w);
+    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 4);
+    ref_optimizer_apply(&o, 2, 2, w, s, (float[]){-1, 5});
+    CHECK_CLOSE(w, w2, 4, 1e-6, 1e-6, "ref ftrl step 2");
+    CHECK_CLOSE(s, s2, 8, 1e-6, 1e-6, "ref ftrl state step 2");
+}
+
 static void test_combiner_scales(void)
 {
     ember_optimizer o = ember_optimizer_default(EMBER_OPT_SGD);
@@ -431,6 +479,7 @@ int main(void)
     test_rowwise();
     test_adam();
     test_momentum();
+    test_ftrl();
     test_combiner_scales();
     return check_report("test_optim");
 }

@@ -214,6 +214,13 @@ static void check_table(const ember_collection *c, const ref_model *m, int32_t t
     int64_t sf = ember_state_floats(tb->optimizer.kind, tb->dim);
     float *got = test_read_table(c, cfg, t, 0), *gs = test_read_table(c, cfg, t, 1);
     CHECK(got && gs);
+    /* FTRL's weights are computed afresh from z, many of them 0 or near it
+     * (l1), where the absolute part of the tolerance spans several halves:
+     * they are checked like the others, but not counted (the counts say how
+     * much of the rest is checked exactly) */
+    check_count uncounted[2] = {{0, 0}, {0, 0}};
+    if (tb->optimizer.kind == EMBER_OPT_FTRL)
+        cc = uncounted;
     for (int64_t row = 0; got && gs && row < tb->rows; row++) {
         const float *g = got + row * tb->dim, *want = m->tables[t].w + row * tb->dim;
         if (!count[row]) {
@@ -247,7 +254,13 @@ static void check_table(const ember_collection *c, const ref_model *m, int32_t t
                 tol = rtol * fabs(ws) + 5e-6;
             else if (tb->optimizer.kind == EMBER_OPT_ADAM && k < tb->dim)
                 tol = rtol * fabs(ws) + (1.0 - tb->optimizer.beta1) * d;
-            else
+            else if (tb->optimizer.kind == EMBER_OPT_MOMENTUM) /* b = momentum b + g */
+                tol = rtol * fabs(ws) + d;
+            else if (tb->optimizer.kind == EMBER_OPT_FTRL && k < tb->dim) { /* z += g - sigma w: sigma moves by
+                up to 2q / lr per unit of g (|g| <= 1, n^q, q in [1/2, 1]) */
+                double q = -tb->optimizer.lr_power;
+                tol = rtol * fabs(ws) + (1.0 + fabs((double)want[k]) * 2.0 * q / tb->optimizer.lr) * d;
+            } else
                 tol = 2.0 * rtol * fabs(ws) + 2.0 * sqrt(fabs(ws)) * d;
             uint32_t rr = st ? ref_round_bits(ref_round_state_bits(key, row, step, (int32_t)(k / tb->dim)),
                                               (uint32_t)(k % tb->dim))
@@ -565,12 +578,13 @@ int main(int argc, char **argv)
     check_count cc[2] = {{0, 0}, {0, 0}}; /* rows, state */
     for (int trial = 0; trial < 24; trial++)
         training_case(&r, trial, cc);
-    /* most elements are checked exactly; the either-side window is narrow
-     * (narrower for rows, whose tolerance is their own) */
+    /* most elements are checked exactly: at least two in three (the
+     * either-side window is narrow; Adagrad's and momentum's rows, which move
+     * the most, have the most elements near a rounding) */
     for (int i = 0; i < 2; i++) {
         printf("half %s elements checked exactly: %lld, either side of a rounding: %lld\n", i ? "state" : "row",
                (long long)cc[i].exact, (long long)cc[i].either);
-        CHECK_MSG(cc[i].exact >= (i ? 2 : 4) * cc[i].either && cc[i].exact > 1000,
+        CHECK_MSG(cc[i].exact >= 2 * cc[i].either && cc[i].exact > 1000,
                   "%s: only %lld elements checked exactly, %lld either side", i ? "state" : "rows",
                   (long long)cc[i].exact, (long long)cc[i].either);
     }

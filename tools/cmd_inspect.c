@@ -156,6 +156,10 @@ static void print_table(const ember_table_config *tc, const ember_table_summary 
                "(%.1f%%)\n", st->norm, st->mean_row_norm, st->max_abs, (long long)st->untouched_rows,
                (long long)st->rows, 100.0 * (double)st->untouched_rows / (double)st->rows);
     }
+    if (st->zero_values > 0)
+        printf("    zeros: %lld of %lld values (%.1f%%); %lld rows entirely\n", (long long)st->zero_values,
+               (long long)(st->rows * tc->dim), 100.0 * (double)st->zero_values / (double)(st->rows * tc->dim),
+               (long long)st->zero_rows);
     if (st->state_floats > 0)
         printf("    state: %d %s per row, L2 norm %.6g, max |s| %.6g\n", (int)st->state_floats,
                tc->state_precision == EMBER_PRECISION_FP32 ? "floats" : ember_precision_name(tc->state_precision),
@@ -178,6 +182,8 @@ static json_t *table_json(const ember_table_config *tc, const ember_table_summar
     json_object_set_new(o, "mean_row_norm", num(st->mean_row_norm));
     json_object_set_new(o, "max_abs", num(st->max_abs));
     json_object_set_new(o, "untouched_rows", st->untouched_rows >= 0 ? json_integer(st->untouched_rows) : json_null());
+    json_object_set_new(o, "zero_values", json_integer(st->zero_values));
+    json_object_set_new(o, "zero_rows", json_integer(st->zero_rows));
     json_object_set_new(o, "state_norm", num(st->state_norm));
     json_object_set_new(o, "state_max_abs", num(st->state_max_abs));
     json_object_set_new(o, "digest", hex(st->digest));

@@ -70,7 +70,22 @@ class Momentum:
     _kind = 4
 
 
-Optimizer = Union[SGD, Adagrad, RowWiseAdagrad, Adam, AdamW, Momentum]
+@dataclass(frozen=True)
+class FTRL:
+    """FTRL-Proximal (McMahan et al.), per coordinate, lr = alpha:
+    n' = n + g*g; z += g - (n'^-p - n^-p) / lr * w; n = n';
+    w = 0 if |z| <= l1 else -(z - sign(z) l1) / ((beta + n^-p) / lr + l2),
+    p = lr_power.  State z then n."""
+    lr: float = 0.05
+    beta: float = 1.0
+    l1: float = 0.0
+    l2: float = 0.0
+    lr_power: float = -0.5
+    weight_decay: float = 0.0
+    _kind = 5
+
+
+Optimizer = Union[SGD, Adagrad, RowWiseAdagrad, Adam, AdamW, Momentum, FTRL]
 
 _INITS = {"uniform": 0, "normal": 1, "zeros": 2, "constant": 3}
 _PLACEMENTS = {"row": 0, "column": 1, "table": 2, "replicated": 3}
@@ -147,7 +162,8 @@ class TableConfig:
                 _choice(self.name, "rounding", self.rounding, _ROUNDING),
                 _choice(self.name, "state_precision", self.state_precision, _PRECISION),
                 float(getattr(o, "momentum", 0.9)), int(bool(getattr(o, "nesterov", False))),
-                int(getattr(o, "_decay_mode", 0)))
+                int(getattr(o, "_decay_mode", 0)), float(getattr(o, "beta", 1.0)), float(getattr(o, "l1", 0.0)),
+                float(getattr(o, "l2", 0.0)), float(getattr(o, "lr_power", -0.5)))
 
 
 @dataclass(frozen=True)

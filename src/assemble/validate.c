@@ -103,11 +103,12 @@ static int check_table_training(const ember_collection_config *cfg, int32_t t, i
     const ember_table_config *tc = &cfg->tables[t];
     const char *nm = tc->name;
     const ember_optimizer *o = &tc->optimizer;
-    if (o->kind < EMBER_OPT_SGD || o->kind > EMBER_OPT_MOMENTUM)
+    if (o->kind < EMBER_OPT_SGD || o->kind > EMBER_OPT_FTRL)
         return ember_fail_create(EMBER_EINVAL, "table '%s': unknown optimizer %d", nm, o->kind);
     if (!check_finite_pos(o->lr))
         return ember_fail_create(EMBER_EINVAL, "table '%s': optimizer.lr %g must be > 0", nm, o->lr);
-    if (o->kind != EMBER_OPT_SGD && o->kind != EMBER_OPT_MOMENTUM && !check_finite_pos(o->eps))
+    if (o->kind != EMBER_OPT_SGD && o->kind != EMBER_OPT_MOMENTUM && o->kind != EMBER_OPT_FTRL &&
+        !check_finite_pos(o->eps))
         return ember_fail_create(EMBER_EINVAL, "table '%s': optimizer.eps %g must be > 0", nm, o->eps);
     if (!(o->weight_decay >= 0 && o->weight_decay < 1e30f))
         return ember_fail_create(EMBER_EINVAL, "table '%s': optimizer.weight_decay %g must be >= 0",
@@ -121,6 +122,15 @@ static int check_table_training(const ember_collection_config *cfg, int32_t t, i
     if (o->weight_decay_mode == EMBER_DECAY_DECOUPLED && !(o->lr * o->weight_decay < 1.0f))
         return ember_fail_create(EMBER_EINVAL, "table '%s': decoupled weight decay needs lr * weight_decay < 1 "
                                  "(lr %g, weight_decay %g)", nm, o->lr, o->weight_decay);
+    if (o->kind == EMBER_OPT_FTRL &&
+        !(o->beta >= 0 && o->beta < 1e30f && o->l1 >= 0 && o->l1 < 1e30f && o->l2 >= 0 && o->l2 < 1e30f))
+        return ember_fail_create(EMBER_EINVAL, "table '%s': FTRL beta %g, l1 %g, l2 %g must be >= 0", nm, o->beta,
+                                 o->l1, o->l2);
+    if (o->kind == EMBER_OPT_FTRL && !(o->lr_power <= 0 && o->lr_power >= -10))
+        return ember_fail_create(EMBER_EINVAL, "table '%s': FTRL lr_power %g must be in [-10, 0]", nm, o->lr_power);
+    if (o->kind == EMBER_OPT_FTRL && o->beta == 0 && o->l2 == 0)
+        return ember_fail_create(EMBER_EINVAL, "table '%s': FTRL needs beta > 0 or l2 > 0 (a row's first step "
+                                 "would divide by zero)", nm);
     if (o->kind == EMBER_OPT_MOMENTUM && !(o->momentum >= 0 && o->momentum < 1))
         return ember_fail_create(EMBER_EINVAL, "table '%s': momentum %g must be in [0, 1)", nm, o->momentum);
     if (o->kind == EMBER_OPT_MOMENTUM && o->nesterov != 0 && o->nesterov != 1)

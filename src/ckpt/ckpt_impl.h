@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "ckpt/ckpt.h"
+#include "collection/config.h"
 #include "core/assert.h"
 #include "core/safe_file.h"
 #include "core/status.h"
@@ -115,11 +116,9 @@ static inline int32_t ckpt_state_width(const ckpt_table_info *t, int32_t r)
 {
     if (t->state_floats == 0 || t->placement != EMBER_PLACE_COLUMN)
         return t->state_floats;
-    switch (t->opt.kind) {
-    case EMBER_OPT_ROWWISE_ADAGRAD: return r == 0 ? 1 : 0; /* copies are equal */
-    case EMBER_OPT_ADAM: return 2 * ckpt_slice_width(t, r);  /* m slice, v slice */
-    default: return ckpt_slice_width(t, r);
-    }
+    if (t->opt.kind == EMBER_OPT_ROWWISE_ADAGRAD)
+        return r == 0 ? 1 : 0; /* copies are equal */
+    return ember_state_vectors(t->opt.kind) * ckpt_slice_width(t, r); /* each vector's slice (Adam: m, v) */
 }
 
 static inline int64_t ckpt_align(int64_t x) { return (x + CKPT_ALIGN - 1) & ~(int64_t)(CKPT_ALIGN - 1); }

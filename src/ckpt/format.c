@@ -83,11 +83,11 @@ void ckpt_file_name_of(char out[64], int32_t rank, int32_t world)
 }
 
 static const char *const placement_names[] = {"row", "column", "table", "replicated"};
-static const char *const optimizer_names[] = {"sgd", "adagrad", "rowwise_adagrad", "adam", "momentum"};
+static const char *const optimizer_names[] = {"sgd", "adagrad", "rowwise_adagrad", "adam", "momentum", "ftrl"};
 static const char *const init_names[] = {"uniform", "normal", "zeros", "constant"};
 
 const char *ckpt_placement_name(ember_placement p) { return (unsigned)p < 4 ? placement_names[p] : "?"; }
-const char *ckpt_optimizer_name(ember_optimizer_kind k) { return (unsigned)k < 5 ? optimizer_names[k] : "?"; }
+const char *ckpt_optimizer_name(ember_optimizer_kind k) { return (unsigned)k < 6 ? optimizer_names[k] : "?"; }
 const char *ckpt_init_name(ember_init_kind k) { return (unsigned)k < 4 ? init_names[k] : "?"; }
 const char *ckpt_evict_name(ember_evict_policy e)
 {
@@ -144,6 +144,12 @@ static json_t *table_json(const ckpt_table_info *t)
     json_object_set_new(opt, "beta2", json_real(t->opt.beta2));
     if (t->opt.weight_decay_mode == EMBER_DECAY_DECOUPLED)
         json_object_set_new(opt, "weight_decay_mode", json_string("decoupled"));
+    if (t->opt.kind == EMBER_OPT_FTRL) {
+        json_object_set_new(opt, "beta", json_real(t->opt.beta));
+        json_object_set_new(opt, "l1", json_real(t->opt.l1));
+        json_object_set_new(opt, "l2", json_real(t->opt.l2));
+        json_object_set_new(opt, "lr_power", json_real(t->opt.lr_power));
+    }
     if (t->opt.kind == EMBER_OPT_MOMENTUM) {
         json_object_set_new(opt, "momentum", json_real(t->opt.momentum));
         json_object_set_new(opt, "nesterov", json_boolean(t->opt.nesterov));

@@ -60,12 +60,16 @@ static void scan_rows(const ckpt_table_info *ti, int64_t first, int64_t n, const
     for (int64_t r = 0; r < n; r++) {
         const float *x = v + r * D, *y = s + r * S;
         double row = 0;
+        int64_t zeros = 0;
         for (int64_t j = 0; j < D; j++) {
             double a = fabs((double)x[j]);
+            zeros += a == 0;
             row += a * a;
             if (a > st->max_abs || isnan(a))
                 st->max_abs = a;
         }
+        st->zero_values += zeros;
+        st->zero_rows += zeros == D;
         st->norm += row; /* the sum of squares until the end */
         st->mean_row_norm += sqrt(row);
         for (int64_t j = 0; j < S; j++) {

@@ -214,12 +214,9 @@ static int store_rows(const ember_ptable *pt, int32_t dim, scratch *b, int64_t n
             memcpy(sv, s, sizeof(float) * (size_t)sf);
         else if (pt->opt.kind == EMBER_OPT_ROWWISE_ADAGRAD)
             sv[0] = s[0];
-        else if (pt->opt.kind == EMBER_OPT_ADAM) {
-            memcpy(sv, s + c0, sizeof(float) * (size_t)w);
-            memcpy(sv + c, s + dim + c0, sizeof(float) * (size_t)w);
-        } else {
-            memcpy(sv, s + c0, sizeof(float) * (size_t)w);
-        }
+        else /* each vector's columns (Adam: m, v) */
+            for (int j = 0; j < ember_state_vectors(pt->opt.kind); j++)
+                memcpy(sv + (int64_t)j * c, s + (int64_t)j * dim + c0, sizeof(float) * (size_t)w);
     }
     return pt->store->ops->release(pt->store, b->ids, n, 1);
 }

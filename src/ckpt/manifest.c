@@ -133,7 +133,7 @@ static int decode_table(dec *d, json_t *o, int32_t world, ckpt_table_info *t)
         return bad(d, "init", "expected an object");
     size_t n = strlen(d->ctx);
     snprintf(d->ctx + n, sizeof d->ctx - n, "optimizer.");
-    TRY(get_enum(d, opt, "kind", optimizer_i, 5, &e));
+    TRY(get_enum(d, opt, "kind", optimizer_i, 6, &e));
     t->opt.kind = (ember_optimizer_kind)e;
     TRY(get_float(d, opt, "lr", &t->opt.lr));
     TRY(get_float(d, opt, "eps", &t->opt.eps));
@@ -146,6 +146,15 @@ static int decode_table(dec *d, json_t *o, int32_t world, ckpt_table_info *t)
         if (!json_is_string(mode) || strcmp(json_string_value(mode), "decoupled") != 0)
             return bad(d, "weight_decay_mode", "expected \"decoupled\"");
         t->opt.weight_decay_mode = EMBER_DECAY_DECOUPLED;
+    }
+    t->opt.beta = 1.0f;
+    t->opt.l1 = t->opt.l2 = 0.0f;
+    t->opt.lr_power = -0.5f;
+    if (t->opt.kind == EMBER_OPT_FTRL) {
+        TRY(get_float(d, opt, "beta", &t->opt.beta));
+        TRY(get_float(d, opt, "l1", &t->opt.l1));
+        TRY(get_float(d, opt, "l2", &t->opt.l2));
+        TRY(get_float(d, opt, "lr_power", &t->opt.lr_power));
     }
     t->opt.momentum = 0.9f; /* the keys of the kind that has them */
     t->opt.nesterov = 0;

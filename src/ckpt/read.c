@@ -30,17 +30,14 @@ static void column_row(const ember_checkpoint *ck, int32_t t, int64_t r, float *
         if (!s || ti->state_floats == 0)
             continue;
         const uint8_t *sp = ck->ts[(size_t)t * (size_t)W + (size_t)k];
-        switch (ti->opt.kind) {
-        case EMBER_OPT_ROWWISE_ADAGRAD:
+        if (ti->opt.kind == EMBER_OPT_ROWWISE_ADAGRAD) {
             if (k == 0)
                 memcpy(s, sp + r * 4, 4);
-            break;
-        case EMBER_OPT_ADAM:
-            memcpy(s + (int64_t)k * c, sp + r * 2 * w * 4, (size_t)w * 4);
-            memcpy(s + dim + (int64_t)k * c, sp + (r * 2 + 1) * w * 4, (size_t)w * 4);
-            break;
-        default: memcpy(s + (int64_t)k * c, sp + r * w * 4, (size_t)w * 4); break;
+            continue;
         }
+        int nv = ember_state_vectors(ti->opt.kind); /* each vector's slice, one after the other */
+        for (int j = 0; j < nv; j++)
+            memcpy(s + (int64_t)j * dim + (int64_t)k * c, sp + (r * nv + j) * w * 4, (size_t)w * 4);
     }
 }
 

@@ -153,9 +153,9 @@ static void put_rows(writer *w, ember_collection *c, const ckpt_table_info *info
             float *o = stage + i * width;
             if (!state) {
                 memcpy(o, vp[i], sizeof(float) * (size_t)width);
-            } else if (pt->placement == EMBER_PLACE_COLUMN && info->opt.kind == EMBER_OPT_ADAM) {
-                memcpy(o, sp[i], sizeof(float) * (size_t)slice);              /* m slice */
-                memcpy(o + slice, sp[i] + c0, sizeof(float) * (size_t)slice); /* v slice */
+            } else if (pt->placement == EMBER_PLACE_COLUMN && ember_state_vectors(info->opt.kind) == 2) {
+                memcpy(o, sp[i], sizeof(float) * (size_t)slice);              /* m (z) slice */
+                memcpy(o + slice, sp[i] + c0, sizeof(float) * (size_t)slice); /* v (n) slice */
             } else {
                 memcpy(o, sp[i], sizeof(float) * (size_t)width);
             }

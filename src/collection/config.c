@@ -9,7 +9,7 @@
 
 ember_optimizer ember_optimizer_default(ember_optimizer_kind kind)
 {
-    ember_optimizer o = {kind, 0.01f, 1e-8f, 0.0f, 0.9f, 0.999f, 0.9f, 0, EMBER_DECAY_L2};
+    ember_optimizer o = {kind, 0.01f, 1e-8f, 0.0f, 0.9f, 0.999f, 0.9f, 0, EMBER_DECAY_L2, 1.0f, 0.0f, 0.0f, -0.5f};
     return o;
 }
 
@@ -48,6 +48,8 @@ int32_t ember_row_state_floats(const ember_table_config *tc, int32_t dim)
 
 int ember_element_state(ember_optimizer_kind kind) { return ember_state_floats(kind, 2) >= 2; }
 
+int ember_state_vectors(ember_optimizer_kind kind) { return ember_state_floats(kind, 2) / 2; }
+
 int ember_precision_encoding(ember_row_precision p)
 {
     return p == EMBER_PRECISION_FP16 ? EMBER_ENC_FP16 : p == EMBER_PRECISION_BF16 ? EMBER_ENC_BF16 : 0;
@@ -65,6 +67,7 @@ int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim)
     case EMBER_OPT_ROWWISE_ADAGRAD: return 1;
     case EMBER_OPT_ADAM: return 2 * dim;
     case EMBER_OPT_MOMENTUM: return dim;
+    case EMBER_OPT_FTRL: return 2 * dim;
     default: return 0;
     }
 }

@@ -30,6 +30,10 @@ int64_t ember_row_bytes(const ember_table_config *tc, int32_t dim);
  * ones whose state may be half precision (state_precision); row-wise
  * Adagrad's one float per row stays fp32 and SGD keeps none. */
 int ember_element_state(ember_optimizer_kind kind);
+/* Vectors of dim floats in a row's per-element state, one after the other
+ * (Adagrad, momentum 1; Adam, FTRL 2; 0 for SGD and row-wise Adagrad).  A
+ * COLUMN slice holds each vector's columns. */
+int ember_state_vectors(ember_optimizer_kind kind);
 /* quant.h's encoding of a half precision (EMBER_ENC_FP16, _BF16); 0 for fp32. */
 int ember_precision_encoding(ember_row_precision p);
 int32_t ember_row_state_floats(const ember_table_config *tc, int32_t dim);

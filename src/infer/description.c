@@ -7,7 +7,8 @@
  *    "stack_tables": bool, "bounds": .., "num_shards": ..,
  *    "tables":   [{"name", "kind", "rows", "dim", "init", "init_value",
  *                  "optimizer": {kind, lr, eps, weight_decay, beta1, beta2,
- *                                momentum, nesterov, weight_decay_mode},
+ *                                momentum, nesterov, weight_decay_mode;
+ *                                FTRL: beta, l1, l2, lr_power},
  *                  "placement", "owner", "exchange",
  *                  "limits": [max_ids, max_unique, policy],
  *                  "quantization": [buckets, low, high],
@@ -135,6 +136,12 @@ static json_t *table_json(const ember_table_config *t)
                             (double)o->lr, "eps", (double)o->eps, "weight_decay", (double)o->weight_decay, "beta1",
                             (double)o->beta1, "beta2", (double)o->beta2, "momentum", (double)o->momentum,
                             "nesterov", (int)o->nesterov, "weight_decay_mode", (json_int_t)o->weight_decay_mode);
+    if (o->kind == EMBER_OPT_FTRL) {
+        json_object_set_new(opt, "beta", json_real(o->beta));
+        json_object_set_new(opt, "l1", json_real(o->l1));
+        json_object_set_new(opt, "l2", json_real(o->l2));
+        json_object_set_new(opt, "lr_power", json_real(o->lr_power));
+    }
     json_t *q = json_pack("[I, f, f]", (json_int_t)t->quant_buckets, (double)t->quant_low, (double)t->quant_high);
     return json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:o, s:I, s:I, s:I, s:o, s:o, s:o}", "name", t->name, "kind",
                      (json_int_t)t->kind, "rows", (json_int_t)t->rows, "dim", (json_int_t)t->dim, "init",
@@ -278,7 +285,7 @@ static void read_table(reader *r, json_t *o, int32_t t, model_description *m)
     if (op) {
         char ow[48];
         snprintf(ow, sizeof ow, "%s.optimizer", where);
-        tb->optimizer.kind = (ember_optimizer_kind)get_int(r, op, ow, "kind", 0, EMBER_OPT_MOMENTUM);
+        tb->optimizer.kind = (ember_optimizer_kind)get_int(r, op, ow, "kind", 0, EMBER_OPT_FTRL);
         tb->optimizer.lr = get_float(r, op, ow, "lr");
         tb->optimizer.eps = get_float(r, op, ow, "eps");
         tb->optimizer.weight_decay = get_float(r, op, ow, "weight_decay");
@@ -287,6 +294,12 @@ static void read_table(reader *r, json_t *o, int32_t t, model_description *m)
         if (json_object_get(op, "momentum")) { /* absent before momentum */
             tb->optimizer.momentum = get_float(r, op, ow, "momentum");
             tb->optimizer.nesterov = json_is_true(json_object_get(op, "nesterov"));
+        }
+        if (json_object_get(op, "lr_power")) { /* FTRL's */
+            tb->optimizer.beta = get_float(r, op, ow, "beta");
+            tb->optimizer.l1 = get_float(r, op, ow, "l1");
+            tb->optimizer.l2 = get_float(r, op, ow, "l2");
+            tb->optimizer.lr_power = get_float(r, op, ow, "lr_power");
         }
         if (json_object_get(op, "weight_decay_mode"))
             tb->optimizer.weight_decay_mode =

@@ -23,6 +23,7 @@ typedef struct ember_optim_step {
     float momentum;
     int nesterov;
     float shrink; /* DECOUPLED weight decay: 1 - lr * weight_decay; else 1 */
+    float beta, l1, l2, lr_power; /* FTRL */
 } ember_optim_step;
 
 static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int64_t t, float lr_scale)
@@ -31,7 +32,8 @@ static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int
     int decoupled = o->weight_decay_mode == EMBER_DECAY_DECOUPLED;
     ember_optim_step s = {o->kind,     lr,         o->eps,     decoupled ? 0.0f : o->weight_decay, o->beta1,
                           o->beta2,    0.0f,       o->momentum, o->nesterov,
-                          decoupled ? 1.0f - lr * o->weight_decay : 1.0f};
+                          decoupled ? 1.0f - lr * o->weight_decay : 1.0f,
+                          o->beta,     o->l1,      o->l2,       o->lr_power};
     if (o->kind == EMBER_OPT_ADAM) {
         double bc1 = 1.0 - pow((double)o->beta1, (double)t);
         double bc2 = 1.0 - pow((double)o->beta2, (double)t);
@@ -83,6 +85,20 @@ static inline void ember_optim_shrink(const ember_optim_step *o, int32_t n, floa
     }
 }
 
+/* FTRL's n^-p: the square root for the usual p = -0.5, else powf. */
+static inline float ember_ftrl_pow(float n, float p) { return p == -0.5f ? sqrtf(n) : powf(n, -p); }
+
+/* FTRL's sigma * lr = n1^-p - n^-p, n1 = n + g2.  For p = -0.5 as
+ * g2 / (sqrt(n1) + sqrt(n)): the difference of two close roots would lose
+ * most of its digits once n is large against g2 (src/ref uses the same
+ * form). */
+static inline float ember_ftrl_step(float n, float n1, float q1, float g2, float p)
+{
+    if (p != -0.5f)
+        return q1 - powf(n, -p);
+    return g2 > 0.0f ? g2 / (q1 + sqrtf(n)) : 0.0f;
+}
+
 /* Row-wise Adagrad given the row's mean of g^2 (over the whole row, which
  * for a COLUMN slice comes from every rank). */
 static inline void ember_optim_rowwise(const ember_optim_step *o, int32_t n, float *restrict w,
@@ -128,6 +144,19 @@ static inline void ember_optim_row(const ember_optim_step *o, int32_t dim, float
             m[k] = mk;
             v[k] = vk;
             w[k] -= o->adam_step * mk / (sqrtf(vk) + o->eps);
+        }
+        break;
+    }
+    case EMBER_OPT_FTRL: {
+        float *z = state, *nn = state + dim;
+        for (int32_t k = 0; k < dim; k++) {
+            float g2 = g[k] * g[k], n1 = nn[k] + g2, q1 = ember_ftrl_pow(n1, o->lr_power);
+            float sigma = ember_ftrl_step(nn[k], n1, q1, g2, o->lr_power) / o->lr;
+            float zk = z[k] + g[k] - sigma * w[k];
+            z[k] = zk;
+            nn[k] = n1;
+            w[k] = fabsf(zk) <= o->l1 ? 0.0f
+                                      : -(zk - copysignf(o->l1, zk)) / ((o->beta + q1) / o->lr + o->l2);
         }
         break;
     }

@@ -6,7 +6,8 @@
  * Adagrad, row-wise Adagrad (FBGEMM: one accumulator per row, mean of g^2)
  * or lazy Adam with the collection's global step t in the bias correction
  * (torch SparseAdam), or SGD with momentum (torch.optim.SGD, dampening 0,
- * on the batch's rows only).  Float math except Adam's bias factor, which is taken
+ * on the batch's rows only), or FTRL-Proximal (McMahan et al., per
+ * coordinate).  Float math except Adam's bias factor, which is taken
  * in double as torch does on the host.
  */
 #include <math.h>
@@ -57,6 +58,25 @@ void ref_optimizer_apply(const ember_optimizer *o, int64_t t, int32_t dim, float
             m[k] = o->beta1 * m[k] + (1.0f - o->beta1) * g[k];
             v[k] = o->beta2 * v[k] + (1.0f - o->beta2) * g[k] * g[k];
             w[k] -= step * m[k] / (sqrtf(v[k]) + o->eps);
+        }
+        break;
+    }
+    case EMBER_OPT_FTRL: {
+        float *z = state, *n = state + dim;
+        for (int32_t k = 0; k < dim; k++) {
+            float g2 = g[k] * g[k], n_new = n[k] + g2;
+            float root_new = o->lr_power == -0.5f ? sqrtf(n_new) : powf(n_new, -o->lr_power);
+            /* n_new^-p - n^-p; for p = -0.5 in the form that keeps its digits */
+            float diff = o->lr_power != -0.5f ? root_new - powf(n[k], -o->lr_power)
+                         : g2 > 0.0f        ? g2 / (root_new + sqrtf(n[k]))
+                                             : 0.0f;
+            float sigma = diff / o->lr;
+            z[k] = z[k] + g[k] - sigma * w[k];
+            n[k] = n_new;
+            if (fabsf(z[k]) <= o->l1)
+                w[k] = 0.0f;
+            else
+                w[k] = -(z[k] - (z[k] < 0 ? -o->l1 : o->l1)) / ((o->beta + root_new) / o->lr + o->l2);
         }
         break;
     }

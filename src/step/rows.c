@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collection/config.h"
 #include "collection/shard.h"
 #include "exchange/exchange.h"
 #include "exchange/hot.h"
@@ -59,7 +60,7 @@ static int pieces_of(const ember_ptable *pt, int32_t r, int state, int write, pi
     if (w == 0)
         return 0;
     out[0] = (piece){0, r * c, w};
-    if (state && kind == EMBER_OPT_ADAM) {
+    if (state && ember_state_vectors(kind) == 2) { /* Adam's v, FTRL's n */
         out[1] = (piece){c, dim + r * c, w};
         return 2;
     }

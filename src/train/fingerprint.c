@@ -119,6 +119,9 @@ void train_fingerprint(const ember_trainer *s, char *buf, size_t n)
             flt(e->weight_decay, f[2]), flt(e->beta1, f[3]), flt(e->beta2, f[4]));
         if (e->weight_decay_mode == EMBER_DECAY_DECOUPLED) /* only when on, as below */
             add(buf, n, "table.%s weight decay decoupled\n", s->cc.tables[i].name);
+        if (e->kind == EMBER_OPT_FTRL)
+            add(buf, n, "table.%s ftrl beta %s, l1 %s, l2 %s, lr_power %s\n", s->cc.tables[i].name,
+                flt(e->beta, f[0]), flt(e->l1, f[1]), flt(e->l2, f[2]), flt(e->lr_power, f[3]));
         if (e->kind == EMBER_OPT_MOMENTUM) /* only for the kind: older fingerprints stay equal */
             add(buf, n, "table.%s momentum %s%s\n", s->cc.tables[i].name, flt(e->momentum, f[0]),
                 e->nesterov ? " nesterov" : "");

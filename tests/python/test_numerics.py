@@ -233,6 +233,42 @@ def test_adamw_is_torch_adamw():
                                    err_msg=f"seed {SEED}")
 
 
+def test_ftrl_matches_numpy():
+    """FTRL-Proximal against a numpy transcription of McMahan et al.'s
+    per-coordinate update, lazily on the rows of each batch (sum pooling, so
+    a row's gradient is the sum of its bags' upstream rows); l1 large enough
+    that some weights are exactly zero, and stay so."""
+    rng = np.random.default_rng([SEED, 7])
+    rows, dim, lr, beta, l1, l2 = 30, 4, 0.3, 1.0, 0.4, 0.05
+    opt = ember.FTRL(lr=lr, beta=beta, l1=l1, l2=l2)
+    coll = ember.Collection([ember.TableConfig("t", rows=rows, dim=dim, optimizer=opt, init="zeros")],
+                            [ember.FeatureConfig("f", table="t")], seed=8)
+    w = np.zeros((rows, dim), np.float32)
+    z = np.zeros((rows, dim), np.float32)
+    n = np.zeros((rows, dim), np.float32)
+    for _ in range(6):
+        batch = random_batch(rng, ["f"], {"f": rows}, 11, max_len=4)
+        out = coll.forward(batch)
+        grad = rng.standard_normal(out.shape).astype(np.float32)
+        coll.backward(grad)
+        g = np.zeros((rows, dim), np.float32)
+        touched = np.zeros(rows, bool)
+        bag_of = np.repeat(np.arange(11), np.asarray(batch.lengths))
+        for i, r in zip(bag_of, np.asarray(batch.values)):
+            g[r] += grad[i]
+            touched[r] = True
+        n1 = n + g * g
+        sigma = (np.sqrt(n1) - np.sqrt(n)) / lr
+        z = np.where(touched[:, None], z + g - sigma * w, z)
+        n = np.where(touched[:, None], n1, n)
+        new_w = np.where(np.abs(z) <= l1, 0.0, -(z - np.sign(z) * l1) / ((beta + np.sqrt(n)) / lr + l2))
+        w = np.where(touched[:, None], new_w, w).astype(np.float32)
+        np.testing.assert_allclose(coll.read_table("t"), w, rtol=1e-5, atol=1e-6, err_msg=f"seed {SEED}")
+        assert np.array_equal(coll.read_table("t") == 0, w == 0), f"seed {SEED}: exact zeros differ"
+    assert (w == 0).any() and (w != 0).any(), f"seed {SEED}: l1 made no weight zero, or every one"
+    np.testing.assert_allclose(coll.read_state("t"), np.concatenate([z, n], axis=1), rtol=1e-5, atol=1e-6)
+
+
 def test_rowwise_adagrad_matches_numpy():
     rng = np.random.default_rng([SEED, 5])
     t = ember.TableConfig("t", rows=20, dim=4, optimizer=ember.RowWiseAdagrad(lr=0.1, eps=1e-8))
