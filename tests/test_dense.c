@@ -970,16 +970,20 @@ static void test_init(test_rng *r)
 
 static void test_optim(test_rng *r)
 {
-    for (int rep = 0; rep < 8; rep++) {
-        dense_optim_kind kind = rep % 2 ? DENSE_ADAM : DENSE_SGD;
+    for (int rep = 0; rep < 16; rep++) {
+        dense_optim_kind kind = (dense_optim_kind)(rep % DENSE_OPTIM_KINDS);
         dense_optim_config c = dense_optim_config_default(kind);
         c.lr = test_float(r, 0.001f, 0.2f);
-        c.weight_decay = rep % 4 < 2 ? 0.0f : test_float(r, 0.0f, 0.1f);
-        if (kind == DENSE_ADAM) {
+        c.weight_decay = rep % 8 < 4 ? 0.0f : test_float(r, 0.0f, 0.1f);
+        if (kind == DENSE_MOMENTUM) {
+            c.momentum = test_float(r, 0.0f, 0.95f);
+            c.nesterov = rep % 8 >= 4;
+        }
+        if (kind == DENSE_ADAM || kind == DENSE_ADAMW) {
             c.beta1 = test_float(r, 0.5f, 0.95f), c.beta2 = test_float(r, 0.9f, 0.9999f);
             c.eps = rep < 4 ? 1e-8f : test_float(r, 1e-6f, 1e-2f);
         }
-        int64_t n = rep < 6 ? test_range(r, 1, 200) : 40000 + test_range(r, 0, 100); /* parallel path */
+        int64_t n = rep < 12 ? test_range(r, 1, 200) : 40000 + test_range(r, 0, 100); /* parallel path */
         dense_optim *o[2] = {NULL, NULL};
         CHECK(dense_optim_create(&c, n, &o[0]) == 0 && dense_optim_create(&c, n, &o[1]) == 0);
         float *p[2] = {falloc(n), falloc(n)}, *want = falloc(n), *g = falloc(n);
@@ -998,15 +1002,19 @@ static void test_optim(test_rng *r)
             ref_dense_optim_step(&c, t, n, want, m, v, g);
             bits &= memcmp(p[0], p[1], (size_t)n * 4) == 0;
             char what[100];
-            snprintf(what, sizeof what, "%s step %lld n %lld", kind ? "Adam" : "SGD", (long long)t,
-                     (long long)n);
+            snprintf(what, sizeof what, "%s step %lld n %lld", dense_optim_name(kind), (long long)t, (long long)n);
             CHECK_CLOSE(p[0], want, n, 1e-6, 1e-7, what);
         }
         CHECK_MSG(bits, "optimizer: 1 and 2 threads differ");
         int64_t floats = -1, step = -1;
         float *state = dense_optim_state(o[0], &floats, &step);
-        CHECK(step == 5 && floats == (kind == DENSE_ADAM ? 2 : 0));
-        if (kind == DENSE_ADAM) {
+        CHECK(step == 5 && floats == dense_optim_state_floats(kind));
+        if (kind == DENSE_MOMENTUM) {
+            CHECK(state != NULL);
+            if (state)
+                CHECK_CLOSE(state, m, n, 1e-6, 1e-7, "momentum b");
+        }
+        if (kind == DENSE_ADAM || kind == DENSE_ADAMW) {
             CHECK(state != NULL);
             if (state) {
                 CHECK_CLOSE(state, m, n, 1e-6, 1e-7, "Adam m");

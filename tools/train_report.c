@@ -43,6 +43,13 @@ struct train_report {
     int64_t step0, samples0;    /* resumed from: rates count from there    */
 };
 
+/* The dense optimizer's name as the header prints it. */
+static const char *dense_label(const char *name)
+{
+    return !strcmp(name, "adam") ? "Adam" : !strcmp(name, "adamw") ? "AdamW" : !strcmp(name, "momentum") ? "momentum"
+                                                                                                       : "SGD";
+}
+
 static int push(train_point **p, int64_t *n, int64_t *cap, train_point x)
 {
     if (*n == *cap) {
@@ -247,7 +254,7 @@ static void show_start(train_report *r, const json_t *j)
     printf("  model: %lld tables, %lld rows x %lld; dense %lld%s | %s | %s1 (%lld parameters), %s lr %g\n",
            integer(j, "tables"), integer(j, "embedding_rows"), integer(j, "emb_dim"), integer(j, "dense_features"),
            bottom, str(j, "interaction"), top, integer(j, "dense_params"),
-           !strcmp(str(j, "dense_optimizer"), "adam") ? "Adam" : "SGD", num(j, "dense_lr"));
+           dense_label(str(j, "dense_optimizer")), num(j, "dense_lr"));
     show_precision(json_object_get(j, "row_precision"));
     if (json_object_get(j, "placement"))
         printf("  placement: %s\n", str(j, "placement"));

@@ -243,18 +243,19 @@ static int read_early_stop(cfg_reader *r, const config_setting_t *m, cfg_train *
 }
 
 /* train.optimizer: the dense optimizer, a kind or a group as a table's
- * optimizer (sgd or adam). */
+ * optimizer (sgd, adam, momentum or adamw). */
 static int read_dense_optimizer(cfg_reader *r, const config_setting_t *m, cfg_train *t)
 {
-    static const char *const DENSE_OPT[] = {"sgd", "adam", NULL};
+    static const char *const DENSE_OPT[] = {"sgd", "adam", "momentum", "adamw", NULL};
     const config_setting_t *k = m;
     int kind;
     if (config_setting_type(m) == CONFIG_TYPE_GROUP) {
-        static const char *const OKEYS[] = {"kind", "lr", "eps", "weight_decay", "beta1", "beta2", NULL};
+        static const char *const OKEYS[] = {"kind", "lr", "eps", "weight_decay", "beta1", "beta2", "momentum",
+                                            "nesterov", NULL};
         if (cfg_check_keys(r, m, "train.optimizer", OKEYS))
             return EMBER_EINVAL;
         if (!(k = config_setting_get_member(m, "kind")))
-            return cfg_fail_at(r, m, "train.optimizer.kind", "missing (one of: sgd, adam)");
+            return cfg_fail_at(r, m, "train.optimizer.kind", "missing (one of: sgd, adam, momentum, adamw)");
     }
     if (cfg_get_enum(r, k, k == m ? "train.optimizer" : "train.optimizer.kind", DENSE_OPT, &kind))
         return EMBER_EINVAL;
@@ -265,6 +266,7 @@ static int read_dense_optimizer(cfg_reader *r, const config_setting_t *m, cfg_tr
         {"lr", &t->dense_optim.lr, 0, 1e6}, {"eps", &t->dense_optim.eps, 0, 1},
         {"weight_decay", &t->dense_optim.weight_decay, 0, 1e6},
         {"beta1", &t->dense_optim.beta1, 0, 1}, {"beta2", &t->dense_optim.beta2, 0, 1},
+        {"momentum", &t->dense_optim.momentum, 0, 0.999999},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         const config_setting_t *x = config_setting_get_member(m, f[i].name);
@@ -277,6 +279,9 @@ static int read_dense_optimizer(cfg_reader *r, const config_setting_t *m, cfg_tr
             *f[i].dst = (float)d;
         }
     }
+    const config_setting_t *nv = config_setting_get_member(m, "nesterov");
+    if (nv && cfg_get_bool(r, nv, "train.optimizer.nesterov", &t->dense_optim.nesterov))
+        return EMBER_EINVAL;
     return 0;
 }
 

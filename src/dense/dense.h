@@ -190,17 +190,26 @@ const char *dense_blas_core(void);
 
 /* ------------------------------------------------------------- optimizers */
 
-typedef enum dense_optim_kind { DENSE_SGD = 0, DENSE_ADAM = 1 } dense_optim_kind;
+typedef enum dense_optim_kind { DENSE_SGD = 0, DENSE_ADAM = 1, DENSE_MOMENTUM = 2, DENSE_ADAMW = 3 } dense_optim_kind;
+#define DENSE_OPTIM_KINDS 4
 
 typedef struct dense_optim_config {
     dense_optim_kind kind;
     float lr;
-    float beta1, beta2, eps; /* Adam                                       */
-    float weight_decay;      /* L2 added to the gradient: g + wd * p       */
+    float beta1, beta2, eps; /* Adam, AdamW                                */
+    float weight_decay;      /* L2 added to the gradient: g + wd * p; AdamW:
+                                decoupled, p *= 1 - lr * wd               */
+    float momentum;          /* MOMENTUM: in [0, 1)                        */
+    int nesterov;            /* MOMENTUM: 1 Nesterov's form                */
 } dense_optim_config;
 
-/* SGD: lr 0.01; Adam: lr 0.001, beta1 0.9, beta2 0.999, eps 1e-8; wd 0. */
+/* SGD: lr 0.01; Adam: lr 0.001, beta1 0.9, beta2 0.999, eps 1e-8; wd 0;
+ * momentum: lr 0.01, momentum 0.9; AdamW: Adam's, wd 0.01. */
 dense_optim_config dense_optim_config_default(dense_optim_kind kind);
+/* "sgd", "adam", "momentum", "adamw"; "?" out of range. */
+const char *dense_optim_name(dense_optim_kind kind);
+/* Floats of state per parameter: 0 SGD, 1 momentum, 2 Adam and AdamW. */
+int dense_optim_state_floats(dense_optim_kind kind);
 
 typedef struct dense_optim dense_optim;
 /* 0, EMBER_EINVAL when n < 0 or the kind is unknown, EMBER_ENOMEM when out
@@ -213,6 +222,10 @@ void dense_optim_destroy(dense_optim *o);
  *   SGD:  p -= lr * g
  *   Adam: m = beta1*m + (1-beta1)*g;  v = beta2*v + (1-beta2)*g*g
  *         p -= lr * sqrt(1-beta2^t) / (1-beta1^t) * m / (sqrt(v) + eps)
+ *   momentum: b = momentum*b + g;  p -= lr * (nesterov ? g + momentum*b : b)
+ *         (torch.optim.SGD, dampening 0)
+ *   AdamW: g = grads[i] (no L2), p *= 1 - lr * weight_decay, then Adam's
+ *         update
  * (the form of ember.h's sparse Adam; the factor is taken in double), with
  * t = number of steps so far + 1.  Elementwise, so any thread count gives
  * the same bits. */
@@ -222,8 +235,8 @@ void dense_optim_set_lr_scale(dense_optim *o, float scale);
 /* Threads of the step's OpenMP loop (>= 1; 0, the default:
  * omp_get_max_threads() at each step).  The same bits for any count. */
 void dense_optim_set_threads(dense_optim *o, int32_t threads);
-/* The state for checkpoints: floats per parameter (0 SGD, 2 Adam: m[n] then
- * v[n]) and the step; NULL for SGD.  Valid until destroy; writable. */
+/* The state for checkpoints: floats per parameter (0 SGD, 1 momentum: b[n],
+ * 2 Adam and AdamW: m[n] then v[n]) and the step; NULL for SGD.  Valid until destroy; writable. */
 float *dense_optim_state(dense_optim *o, int64_t *floats, int64_t *step);
 /* Sets the number of steps taken (checkpoint restore). */
 void dense_optim_set_step(dense_optim *o, int64_t step);

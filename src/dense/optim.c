@@ -1,5 +1,6 @@
 /*
- * optim.c: SGD and Adam on the dense model's flat parameter vector.
+ * optim.c: SGD, momentum, Adam and AdamW on the dense model's flat
+ * parameter vector.
  *
  * Purely elementwise (formulas in dense.h), so a static OpenMP split over
  * elements gives the same bits for any thread count.  Adam's bias
@@ -18,21 +19,34 @@ struct dense_optim {
     int64_t n, step;
     float lr_scale; /* dense_optim_set_lr_scale (1: as configured) */
     int32_t threads; /* dense_optim_set_threads (0: omp_get_max_threads()) */
-    float *state; /* Adam: m [n] then v [n]; NULL for SGD */
+    float *state; /* Adam, AdamW: m [n] then v [n]; momentum: b [n]; NULL for SGD */
 };
 
 dense_optim_config dense_optim_config_default(dense_optim_kind kind)
 {
-    dense_optim_config c = {kind, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f};
-    if (kind == DENSE_ADAM)
+    dense_optim_config c = {kind, 0.01f, 0.9f, 0.999f, 1e-8f, 0.0f, 0.9f, 0};
+    if (kind == DENSE_ADAM || kind == DENSE_ADAMW)
         c.lr = 0.001f;
+    if (kind == DENSE_ADAMW)
+        c.weight_decay = 0.01f;
     return c;
+}
+
+const char *dense_optim_name(dense_optim_kind kind)
+{
+    static const char *const names[DENSE_OPTIM_KINDS] = {"sgd", "adam", "momentum", "adamw"};
+    return (unsigned)kind < DENSE_OPTIM_KINDS ? names[kind] : "?";
+}
+
+int dense_optim_state_floats(dense_optim_kind kind)
+{
+    return kind == DENSE_ADAM || kind == DENSE_ADAMW ? 2 : kind == DENSE_MOMENTUM ? 1 : 0;
 }
 
 int dense_optim_create(const dense_optim_config *cfg, int64_t n, dense_optim **out)
 {
     *out = NULL;
-    if (n < 0 || (cfg->kind != DENSE_SGD && cfg->kind != DENSE_ADAM))
+    if (n < 0 || (unsigned)cfg->kind >= DENSE_OPTIM_KINDS)
         return EMBER_EINVAL;
     dense_optim *o = calloc(1, sizeof *o);
     if (!o)
@@ -40,8 +54,8 @@ int dense_optim_create(const dense_optim_config *cfg, int64_t n, dense_optim **o
     o->cfg = *cfg;
     o->n = n;
     o->lr_scale = 1.0f;
-    if (cfg->kind == DENSE_ADAM) {
-        o->state = calloc((size_t)(2 * n + 1), sizeof *o->state);
+    if (dense_optim_state_floats(cfg->kind) > 0) {
+        o->state = calloc((size_t)(dense_optim_state_floats(cfg->kind) * n + 1), sizeof *o->state);
         if (!o->state) {
             free(o);
             return EMBER_ENOMEM;
@@ -75,6 +89,20 @@ void dense_optim_step(dense_optim *o, float *params, const float *grads)
             params[i] -= lr * (grads[i] + wd * params[i]);
         return;
     }
+    if (o->cfg.kind == DENSE_MOMENTUM) {
+        const float mu = o->cfg.momentum;
+        const int nesterov = o->cfg.nesterov;
+        float *b = o->state;
+#pragma omp parallel for simd schedule(static) num_threads(threads) if (n > (1 << 15))
+        for (int64_t i = 0; i < n; i++) {
+            float g = grads[i] + wd * params[i];
+            b[i] = mu * b[i] + g;
+            params[i] -= lr * (nesterov ? g + mu * b[i] : b[i]);
+        }
+        return;
+    }
+    const int decoupled = o->cfg.kind == DENSE_ADAMW;
+    const float l2 = decoupled ? 0.0f : wd, shrink = decoupled ? 1.0f - lr * wd : 1.0f;
     const float b1 = o->cfg.beta1, b2 = o->cfg.beta2, eps = o->cfg.eps;
     double t = (double)o->step;
     double corr = sqrt(1.0 - pow((double)b2, t)) / (1.0 - pow((double)b1, t));
@@ -82,7 +110,8 @@ void dense_optim_step(dense_optim *o, float *params, const float *grads)
     float *m = o->state, *v = o->state + n;
 #pragma omp parallel for simd schedule(static) num_threads(threads) if (n > (1 << 15))
     for (int64_t i = 0; i < n; i++) {
-        float g = grads[i] + wd * params[i];
+        float g = grads[i] + l2 * params[i];
+        params[i] *= shrink;
         m[i] = b1 * m[i] + (1.0f - b1) * g;
         v[i] = b2 * v[i] + (1.0f - b2) * g * g;
         params[i] -= step * m[i] / (sqrtf(v[i]) + eps);
@@ -92,7 +121,7 @@ void dense_optim_step(dense_optim *o, float *params, const float *grads)
 float *dense_optim_state(dense_optim *o, int64_t *floats, int64_t *step)
 {
     if (floats)
-        *floats = o->cfg.kind == DENSE_ADAM ? 2 : 0;
+        *floats = dense_optim_state_floats(o->cfg.kind);
     if (step)
         *step = o->step;
     return o->state;

@@ -139,9 +139,9 @@ int dense_sync_create(ember_world *w, int64_t n, int32_t group, const dense_opti
         goto oom;
     if (dense_optim_create(oc, s->cnt, &s->opt) != 0) {
         dense_sync_destroy(s);
-        return fail(err, errlen, oc->kind != DENSE_SGD && oc->kind != DENSE_ADAM ? EMBER_EINVAL : EMBER_ENOMEM,
-                    "dense optimizer: %s", oc->kind != DENSE_SGD && oc->kind != DENSE_ADAM ? "unknown kind"
-                                                                                          : "out of memory");
+        int unknown = (unsigned)oc->kind >= DENSE_OPTIM_KINDS;
+        return fail(err, errlen, unknown ? EMBER_EINVAL : EMBER_ENOMEM, "dense optimizer: %s",
+                    unknown ? "unknown kind" : "out of memory");
     }
     *out = s;
     return EMBER_OK;

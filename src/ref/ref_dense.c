@@ -508,10 +508,15 @@ void ref_dense_optim_step(const dense_optim_config *c, int64_t t, int64_t n, flo
 {
     double corr = sqrt(1.0 - pow((double)c->beta2, (double)t)) / (1.0 - pow((double)c->beta1, (double)t));
     for (int64_t i = 0; i < n; i++) {
-        float g = grads[i] + c->weight_decay * params[i];
+        float g = grads[i] + (c->kind == DENSE_ADAMW ? 0.0f : c->weight_decay) * params[i];
         if (c->kind == DENSE_SGD) {
             params[i] -= c->lr * g;
+        } else if (c->kind == DENSE_MOMENTUM) { /* m holds the velocity */
+            m[i] = c->momentum * m[i] + g;
+            params[i] -= c->lr * (c->nesterov ? g + c->momentum * m[i] : m[i]);
         } else {
+            if (c->kind == DENSE_ADAMW)
+                params[i] *= 1.0f - c->lr * c->weight_decay;
             m[i] = c->beta1 * m[i] + (1.0f - c->beta1) * g;
             v[i] = c->beta2 * v[i] + (1.0f - c->beta2) * g * g;
             params[i] -= (float)(c->lr * corr) * m[i] / (sqrtf(v[i]) + c->eps);

@@ -146,7 +146,7 @@ void train_event_start(ember_trainer *s)
     json_object_set_new(j, "bottom", widths(m->num_bottom, m->bottom));
     json_object_set_new(j, "top", widths(m->num_top, m->top));
     json_object_set_new(j, "blas_core", json_string(dense_blas_core()));
-    json_object_set_new(j, "dense_optimizer", json_string(t->dense_optim.kind == DENSE_ADAM ? "adam" : "sgd"));
+    json_object_set_new(j, "dense_optimizer", json_string(dense_optim_name(t->dense_optim.kind)));
     json_object_set_new(j, "dense_lr", json_real(t->dense_optim.lr));
     if (s->plan_note[0])
         json_object_set_new(j, "placement", run_json_string(s->plan_note));

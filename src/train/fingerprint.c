@@ -110,8 +110,10 @@ void train_fingerprint(const ember_trainer *s, char *buf, size_t n)
     const dense_optim_config *o = &t->dense_optim;
     char f[5][32];
     add(buf, n, "dense_optimizer %s lr %s, beta1 %s, beta2 %s, eps %s, weight_decay %s\n",
-        o->kind == DENSE_ADAM ? "adam" : "sgd", flt(o->lr, f[0]), flt(o->beta1, f[1]), flt(o->beta2, f[2]),
+        dense_optim_name(o->kind), flt(o->lr, f[0]), flt(o->beta1, f[1]), flt(o->beta2, f[2]),
         flt(o->eps, f[3]), flt(o->weight_decay, f[4]));
+    if (o->kind == DENSE_MOMENTUM) /* only for the kind: older fingerprints stay equal */
+        add(buf, n, "dense_optimizer momentum %s%s\n", flt(o->momentum, f[0]), o->nesterov ? " nesterov" : "");
     for (int32_t i = 0; i < s->cc.num_tables; i++) { /* ember_load checks rows, dim and kind only */
         const ember_optimizer *e = &s->cc.tables[i].optimizer;
         add(buf, n, "table.%s optimizer %s lr %s, eps %s, weight_decay %s, beta1 %s, beta2 %s\n",

@@ -270,7 +270,7 @@ int train_setup_open(ember_trainer *s)
     /* every rank of the node holds the model; a sharded optimizer state holds its share (rounded up) */
     int32_t shards = s->t.optimizer_shards > 0 ? s->t.optimizer_shards : 1;
     int64_t need = dlrm_memory_bytes(&s->t.model, s->t.micro_batch,
-                                     s->t.dense_optim.kind == DENSE_ADAM ? (2 + shards - 1) / shards : 0) *
+                                     (dense_optim_state_floats(s->t.dense_optim.kind) + shards - 1) / shards) *
                    s->local_ranks;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
