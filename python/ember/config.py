@@ -14,6 +14,7 @@ class SGD:
     """w -= lr * (g + weight_decay * w)"""
     lr: float = 0.01
     weight_decay: float = 0.0
+    weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
     _kind = 0
 
 
@@ -23,6 +24,7 @@ class Adagrad:
     lr: float = 0.01
     eps: float = 1e-8
     weight_decay: float = 0.0
+    weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
     _kind = 1
 
 
@@ -32,6 +34,7 @@ class RowWiseAdagrad:
     lr: float = 0.01
     eps: float = 1e-8
     weight_decay: float = 0.0
+    weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
     _kind = 2
 
 
@@ -43,6 +46,7 @@ class Adam:
     betas: tuple = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.0
+    weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
     _kind = 3
 
 
@@ -54,8 +58,8 @@ class AdamW:
     betas: tuple = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.01
+    weight_decay_mode: str = "decoupled"
     _kind = 3
-    _decay_mode = 1
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class Momentum:
     momentum: float = 0.9
     nesterov: bool = False
     weight_decay: float = 0.0
+    weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
     _kind = 4
 
 
@@ -82,6 +87,7 @@ class FTRL:
     l2: float = 0.0
     lr_power: float = -0.5
     weight_decay: float = 0.0
+    weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
     _kind = 5
 
 
@@ -96,6 +102,7 @@ _LIMIT_POLICY = {"error": 0, "drop": 1, "minibatch": 2}
 _EXCHANGE = {"rows": 0, "pooled": 1}
 _PRECISION = {"fp32": 0, "fp16": 1, "bf16": 2}
 _ROUNDING = {"stochastic": 0, "nearest": 1}
+_DECAY_MODES = {"l2": 0, "decoupled": 1}
 POOLINGS = {"sum": 0, "mean": 1, "sqrtn": 2, "none": 3}
 
 
@@ -162,7 +169,8 @@ class TableConfig:
                 _choice(self.name, "rounding", self.rounding, _ROUNDING),
                 _choice(self.name, "state_precision", self.state_precision, _PRECISION),
                 float(getattr(o, "momentum", 0.9)), int(bool(getattr(o, "nesterov", False))),
-                int(getattr(o, "_decay_mode", 0)), float(getattr(o, "beta", 1.0)), float(getattr(o, "l1", 0.0)),
+                _choice(n, "weight_decay_mode", getattr(o, "weight_decay_mode", "l2"), _DECAY_MODES),
+                float(getattr(o, "beta", 1.0)), float(getattr(o, "l1", 0.0)),
                 float(getattr(o, "l2", 0.0)), float(getattr(o, "lr_power", -0.5)))
 
 

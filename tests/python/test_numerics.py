@@ -269,6 +269,35 @@ def test_ftrl_matches_numpy():
     np.testing.assert_allclose(coll.read_state("t"), np.concatenate([z, n], axis=1), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("mode", ["l2", "decoupled"])
+def test_rowwise_adagrad_weight_decay_modes_match_fbgemm_formula(mode):
+    """Row-wise Adagrad's two weight-decay modes against FBGEMM's TBE formula
+    (weight_decay_mode L2 / DECOUPLE) written out in numpy: the mean of
+    (g + wd w)^2 (L2) or of g^2 (decoupled) joins s, m = lr / (sqrt(s) + eps),
+    then w = (1 - m wd) w - m g (L2) or (1 - lr wd) w - m g (decoupled)."""
+    rng = np.random.default_rng([SEED, 8, mode == "l2"])
+    rows, dim, lr, wd, eps = 25, 8, 0.1, 0.05, 1e-8
+    opt = ember.RowWiseAdagrad(lr=lr, eps=eps, weight_decay=wd, weight_decay_mode=mode)
+    coll = ember.Collection([ember.TableConfig("t", rows=rows, dim=dim, optimizer=opt)],
+                            [ember.FeatureConfig("f", table="t")], seed=9)
+    w = coll.read_table("t").astype(np.float64)
+    s = np.zeros(rows)
+    for _ in range(4):
+        batch = random_batch(rng, ["f"], {"f": rows}, 7, max_len=4)
+        out = coll.forward(batch)
+        grad = rng.standard_normal(out.shape).astype(np.float32)
+        coll.backward(grad)
+        g = np.zeros((rows, dim))
+        for i, r in zip(np.repeat(np.arange(7), np.asarray(batch.lengths)), np.asarray(batch.values)):
+            g[r] += grad[i]
+        for r in set(np.asarray(batch.values).tolist()):
+            gg = g[r] + wd * w[r] if mode == "l2" else g[r]
+            s[r] += (gg * gg).mean()
+            m = lr / (np.sqrt(s[r]) + eps)
+            w[r] = (1 - m * wd if mode == "l2" else 1 - lr * wd) * w[r] - m * g[r]
+        np.testing.assert_allclose(coll.read_table("t"), w, rtol=1e-5, atol=1e-6, err_msg=f"seed {SEED}")
+
+
 def test_rowwise_adagrad_matches_numpy():
     rng = np.random.default_rng([SEED, 5])
     t = ember.TableConfig("t", rows=20, dim=4, optimizer=ember.RowWiseAdagrad(lr=0.1, eps=1e-8))
