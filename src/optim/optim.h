@@ -99,6 +99,37 @@ static inline float ember_ftrl_step(float n, float n1, float q1, float g2, float
     return g2 > 0.0f ? g2 / (q1 + sqrtf(n)) : 0.0f;
 }
 
+/* FTRL-Proximal on a row (z, nn its state vectors).  The usual p = -0.5
+ * has its own loop, free of calls, that vectorises; the same operations
+ * in the same order as the general one. */
+static inline void ember_optim_ftrl(const ember_optim_step *o, int32_t dim, float *restrict w, float *restrict z,
+                                    float *restrict nn, const float *restrict g)
+{
+    const float lr = o->lr, l1 = o->l1, l2 = o->l2, beta = o->beta;
+    if (o->lr_power == -0.5f) {
+#pragma omp simd
+        for (int32_t k = 0; k < dim; k++) {
+            float g2 = g[k] * g[k], n1 = nn[k] + g2, q1 = sqrtf(n1);
+            float step = g2 / (q1 + sqrtf(nn[k])); /* 0 / 0 when g2 = n = 0: not taken */
+            float sigma = (g2 > 0.0f ? step : 0.0f) / lr;
+            float zk = z[k] + g[k] - sigma * w[k];
+            z[k] = zk;
+            nn[k] = n1;
+            float wk = -(zk - copysignf(l1, zk)) / ((beta + q1) / lr + l2);
+            w[k] = fabsf(zk) <= l1 ? 0.0f : wk;
+        }
+        return;
+    }
+    for (int32_t k = 0; k < dim; k++) {
+        float g2 = g[k] * g[k], n1 = nn[k] + g2, q1 = ember_ftrl_pow(n1, o->lr_power);
+        float sigma = ember_ftrl_step(nn[k], n1, q1, g2, o->lr_power) / lr;
+        float zk = z[k] + g[k] - sigma * w[k];
+        z[k] = zk;
+        nn[k] = n1;
+        w[k] = fabsf(zk) <= l1 ? 0.0f : -(zk - copysignf(l1, zk)) / ((beta + q1) / lr + l2);
+    }
+}
+
 /* Row-wise Adagrad given the row's mean of g^2 (over the whole row, which
  * for a COLUMN slice comes from every rank). */
 static inline void ember_optim_rowwise(const ember_optim_step *o, int32_t n, float *restrict w,
@@ -147,19 +178,9 @@ static inline void ember_optim_row(const ember_optim_step *o, int32_t dim, float
         }
         break;
     }
-    case EMBER_OPT_FTRL: {
-        float *z = state, *nn = state + dim;
-        for (int32_t k = 0; k < dim; k++) {
-            float g2 = g[k] * g[k], n1 = nn[k] + g2, q1 = ember_ftrl_pow(n1, o->lr_power);
-            float sigma = ember_ftrl_step(nn[k], n1, q1, g2, o->lr_power) / o->lr;
-            float zk = z[k] + g[k] - sigma * w[k];
-            z[k] = zk;
-            nn[k] = n1;
-            w[k] = fabsf(zk) <= o->l1 ? 0.0f
-                                      : -(zk - copysignf(o->l1, zk)) / ((o->beta + q1) / o->lr + o->l2);
-        }
+    case EMBER_OPT_FTRL:
+        ember_optim_ftrl(o, dim, w, state, state + dim, g);
         break;
-    }
     case EMBER_OPT_MOMENTUM: {
         float mu = o->momentum;
         if (o->nesterov) {
