@@ -159,6 +159,15 @@ def test_adam_is_sparse_adam():
                                    err_msg=f"seed {SEED}")
 
 
+def torch_bag_step(bag, topt, ids, lengths, grad):
+    """One step of torch's optimizer on an nn.EmbeddingBag (sum) for the bags
+    (ids, lengths) with upstream gradient grad."""
+    offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64))
+    topt.zero_grad()
+    (bag(torch.from_numpy(ids), offsets) * torch.from_numpy(grad)).sum().backward()
+    topt.step()
+
+
 @pytest.mark.parametrize("nesterov", [False, True])
 def test_momentum_is_torch_sgd_momentum(nesterov):
     """ember's momentum equals torch.optim.SGD(momentum, nesterov, weight_decay)
@@ -188,11 +197,7 @@ def test_momentum_is_torch_sgd_momentum(nesterov):
         perm = rng.permutation(rows)
         extra = rng.integers(0, rows, size=7)
         cuts = np.sort(rng.integers(0, rows + 7, size=3))
-        ids, lengths, grad = run(np.split(np.concatenate([perm, extra]), cuts))
-        offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64))
-        topt.zero_grad()
-        (bag(torch.from_numpy(ids), offsets) * torch.from_numpy(grad)).sum().backward()
-        topt.step()
+        torch_bag_step(bag, topt, *run(np.split(np.concatenate([perm, extra]), cuts)))
         np.testing.assert_allclose(coll.read_table("t"), bag.weight.detach().numpy(), rtol=1e-5, atol=1e-6,
                                    err_msg=f"seed {SEED}")
     np.testing.assert_allclose(coll.read_state("t"), topt.state[bag.weight]["momentum_buffer"].numpy(),
@@ -225,10 +230,7 @@ def test_adamw_is_torch_adamw():
         out = coll.forward(batch)
         grad = rng.standard_normal(out.shape).astype(np.float32)
         coll.backward(grad)
-        offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64))
-        topt.zero_grad()
-        (bag(torch.from_numpy(ids), offsets) * torch.from_numpy(grad)).sum().backward()
-        topt.step()
+        torch_bag_step(bag, topt, ids, lengths, grad)
         np.testing.assert_allclose(coll.read_table("t"), bag.weight.detach().numpy(), rtol=1e-5, atol=1e-6,
                                    err_msg=f"seed {SEED}")
 
