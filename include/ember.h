@@ -118,7 +118,11 @@ typedef enum ember_decay_mode {
  * Optimizers, applied once per backward to every row touched by the batch,
  * with g = the row's summed gradient (see ember_backward) and w the row:
  *
- *   every kind first:  g += weight_decay * w                  (L2, as torch)
+ *   every kind first, when on: gradient clipping of the row's summed g
+ *                      g[k] = clamp(g[k], -clip_value, clip_value)
+ *                      then, if |g| (L2 over the row) > clip_norm,
+ *                      g *= clip_norm / |g|     (counted: ember_stats)
+ *   then:              g += weight_decay * w                  (L2, as torch)
  *                      or, weight_decay_mode DECOUPLED:
  *                      w *= 1 - lr * weight_decay          (g left as it is;
  *                      with ADAM: torch.optim.AdamW, on the batch's rows)
@@ -160,6 +164,9 @@ typedef struct ember_optimizer {
     ember_decay_mode weight_decay_mode; /* default L2                          */
     float beta, l1, l2; /* FTRL only: default 1, 0, 0 (each >= 0)              */
     float lr_power;     /* FTRL only: <= 0; default -0.5                       */
+    float clip_value;   /* > 0: each element of g clipped to +-clip_value; 0 off */
+    float clip_norm;    /* > 0: g scaled down to this L2 norm when above; 0 off
+                           (not under COLUMN placement, whose rows are split) */
 } ember_optimizer;
 
 typedef enum ember_limit_policy {
@@ -832,6 +839,10 @@ typedef struct ember_stats {
                                  few bytes of error agreement excluded)        */
     int64_t last_bytes_received;
     double last_comm_seconds; /* wall time inside exchanges, same span       */
+    int64_t clipped_values;   /* gradient elements clip_value clipped, and   */
+    int64_t clipped_rows;     /* row gradients clip_norm scaled, in every
+                                 backward so far, on this rank (each rank
+                                 counts the rows it updates)                 */
 } ember_stats;
 EMBER_API void ember_collection_stats(const ember_collection *coll, ember_stats *out);
 

@@ -555,12 +555,12 @@ static inline void mpi_place(test_rng *r, ember_table_config *t, int mode, int32
                                               EMBER_PLACE_TABLE,  EMBER_PLACE_TABLE,
                                               EMBER_PLACE_COLUMN, EMBER_PLACE_REPLICATED};
     if (mode == MPI_MODE_MIXED) {
-        t->placement = (ember_placement)test_range(r, 0, 4);
+        test_place(t, (ember_placement)test_range(r, 0, 4));
         t->exchange = (ember_exchange)test_range(r, 0, 2);
         t->owner = (int32_t)test_range(r, 0, W);
         return;
     }
-    t->placement = by_mode[mode];
+    test_place(t, by_mode[mode]);
     t->exchange = mode == MPI_MODE_ROW_POOLED || mode == MPI_MODE_TABLE_POOLED ? EMBER_EXCHANGE_POOLED
                                                                         : EMBER_EXCHANGE_ROWS;
     t->owner = (index + trial) % W; /* tables on different ranks */
@@ -595,6 +595,8 @@ static inline test_config *mpi_random_config(test_rng *r, int trial, ember_world
             tc->tables[t].quant_low = tc->tables[0].quant_low;
             tc->tables[t].quant_high = tc->tables[0].quant_high;
         }
+    for (int32_t t = 0; t < nt; t++) /* the copies above: FTRL from zeros, no clip_norm under COLUMN */
+        test_fit_table(&tc->tables[t]);
     for (int32_t f = 0; f < nf; f++) {
         tc->features[f].table = (int32_t)test_range(r, 0, nt);
         tc->features[f].combiner = (ember_combiner)test_range(r, 0, 4);

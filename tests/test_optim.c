@@ -361,6 +361,46 @@ static void test_ftrl(void)
     CHECK_CLOSE(s, s2, 8, 1e-6, 1e-6, "ref ftrl state step 2");
 }
 
+static void test_clipping(void)
+{
+    /* SGD, lr 0.1.  Batch A: g(row0) = [1, 7], g(row1) = [2, 2].
+     * clip_value 3: row0 g = [1, 3] (one element clipped), row1 [2, 2] ->
+     *   w = [0.9, 1.7 | -1.2, 0.3]; counts: 1 value, 0 rows.
+     * clip_norm 2: row0 |g| = sqrt(50) -> g * 2/sqrt(50) = [0.28284271, 1.97989899],
+     *   row1 |g| = sqrt(8) -> [1.41421356, 1.41421356]; both rows scaled ->
+     *   w = [0.97171573, 1.80201010 | -1.14142136, 0.35857864]; counts: 0, 2.
+     * Both (value first, then norm): row0 [1, 3] has norm sqrt(10) > 2 ->
+     *   [0.63245553, 1.89736660]; row1 as above -> w = [0.93675445, 1.81026334 |
+     *   -1.14142136, 0.35857864]; counts 1, 2. */
+    static const float want[3][6] = {{0.9f, 1.7f, -1.2f, 0.3f, 7, -7},
+                                     {0.97171573f, 1.80201010f, -1.14142136f, 0.35857864f, 7, -7},
+                                     {0.93675445f, 1.81026334f, -1.14142136f, 0.35857864f, 7, -7}};
+    static const int64_t counts[3][2] = {{1, 0}, {0, 2}, {1, 2}};
+    for (int i = 0; i < 3; i++) {
+        ember_optimizer o = ember_optimizer_default(EMBER_OPT_SGD);
+        o.lr = 0.1f;
+        o.clip_value = i != 1 ? 3.0f : 0.0f;
+        o.clip_norm = i != 0 ? 2.0f : 0.0f;
+        ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
+        if (!c)
+            return;
+        char what[64];
+        snprintf(what, sizeof what, "clip case %d", i);
+        step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, what);
+        expect(c, want[i], NULL, 0, what);
+        ember_stats st;
+        ember_collection_stats(c, &st);
+        CHECK_MSG(st.clipped_values == counts[i][0] && st.clipped_rows == counts[i][1],
+                  "%s: %lld values and %lld rows clipped, want %lld and %lld", what, (long long)st.clipped_values,
+                  (long long)st.clipped_rows, (long long)counts[i][0], (long long)counts[i][1]);
+        ember_collection_destroy(c);
+        float w[6];
+        memcpy(w, W_INIT, sizeof w);
+        ref_expect(o, 1, w, NULL, (float[]){1, 7}, (float[]){2, 2}, 0);
+        CHECK_CLOSE(w, want[i], 4, 1e-6, 1e-6, "ref clipping");
+    }
+}
+
 static void test_combiner_scales(void)
 {
     ember_optimizer o = ember_optimizer_default(EMBER_OPT_SGD);
@@ -480,6 +520,7 @@ int main(void)
     test_adam();
     test_momentum();
     test_ftrl();
+    test_clipping();
     test_combiner_scales();
     return check_report("test_optim");
 }

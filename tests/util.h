@@ -153,6 +153,10 @@ static inline ember_optimizer test_optimizer_random(test_rng *r, ember_optimizer
     }
     if (o.weight_decay != 0.0f && test_range(r, 0, 3) == 0)
         o.weight_decay_mode = EMBER_DECAY_DECOUPLED;
+    if (test_range(r, 0, 4) == 0) /* gradient clipping, now and then, tight enough to act */
+        o.clip_value = test_float(r, 0.05f, 1.0f);
+    if (test_range(r, 0, 4) == 0)
+        o.clip_norm = test_float(r, 0.1f, 2.0f);
     if (kind == EMBER_OPT_FTRL) {
         o.beta = test_float(r, 0.1f, 2.0f);
         o.l1 = test_range(r, 0, 2) ? test_float(r, 0.0f, 0.05f) : 0.0f;
@@ -168,6 +172,15 @@ static inline ember_optimizer test_optimizer_random(test_rng *r, ember_optimizer
     return o;
 }
 
+/* Sets tb's placement; clip_norm off under COLUMN, which refuses it (a
+ * row's columns live on several ranks). */
+static inline void test_place(ember_table_config *tb, ember_placement p)
+{
+    tb->placement = p;
+    if (p == EMBER_PLACE_COLUMN)
+        tb->optimizer.clip_norm = 0.0f;
+}
+
 /* What a table with optimizer o starts from: FTRL's from zeros, as it is
  * used (its first step subtracts sigma * w, which for a random start would
  * turn the summation order's rounding in g into a large change of z). */
@@ -175,6 +188,14 @@ static inline void test_init_for_optimizer(ember_table_config *tb)
 {
     if (tb->optimizer.kind == EMBER_OPT_FTRL)
         tb->init = EMBER_INIT_ZEROS;
+}
+
+/* After a table's optimizer or placement changed (copied from another
+ * table to stack them): its start and its clipping fit them again. */
+static inline void test_fit_table(ember_table_config *tb)
+{
+    test_init_for_optimizer(tb);
+    test_place(tb, tb->placement);
 }
 
 /* One table in four gets simulated quantization (a range narrower than

@@ -15,6 +15,8 @@ class SGD:
     lr: float = 0.01
     weight_decay: float = 0.0
     weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
+    clip_value: float = 0.0        # > 0: each gradient element clipped to +-clip_value
+    clip_norm: float = 0.0         # > 0: each row's gradient scaled down to this L2 norm
     _kind = 0
 
 
@@ -25,6 +27,8 @@ class Adagrad:
     eps: float = 1e-8
     weight_decay: float = 0.0
     weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
+    clip_value: float = 0.0        # > 0: each gradient element clipped to +-clip_value
+    clip_norm: float = 0.0         # > 0: each row's gradient scaled down to this L2 norm
     _kind = 1
 
 
@@ -35,6 +39,8 @@ class RowWiseAdagrad:
     eps: float = 1e-8
     weight_decay: float = 0.0
     weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
+    clip_value: float = 0.0        # > 0: each gradient element clipped to +-clip_value
+    clip_norm: float = 0.0         # > 0: each row's gradient scaled down to this L2 norm
     _kind = 2
 
 
@@ -47,6 +53,8 @@ class Adam:
     eps: float = 1e-8
     weight_decay: float = 0.0
     weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
+    clip_value: float = 0.0        # > 0: each gradient element clipped to +-clip_value
+    clip_norm: float = 0.0         # > 0: each row's gradient scaled down to this L2 norm
     _kind = 3
 
 
@@ -59,6 +67,8 @@ class AdamW:
     eps: float = 1e-8
     weight_decay: float = 0.01
     weight_decay_mode: str = "decoupled"
+    clip_value: float = 0.0
+    clip_norm: float = 0.0
     _kind = 3
 
 
@@ -72,6 +82,8 @@ class Momentum:
     nesterov: bool = False
     weight_decay: float = 0.0
     weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
+    clip_value: float = 0.0        # > 0: each gradient element clipped to +-clip_value
+    clip_norm: float = 0.0         # > 0: each row's gradient scaled down to this L2 norm
     _kind = 4
 
 
@@ -88,6 +100,8 @@ class FTRL:
     lr_power: float = -0.5
     weight_decay: float = 0.0
     weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
+    clip_value: float = 0.0        # > 0: each gradient element clipped to +-clip_value
+    clip_norm: float = 0.0         # > 0: each row's gradient scaled down to this L2 norm
     _kind = 5
 
 
@@ -171,7 +185,8 @@ class TableConfig:
                 float(getattr(o, "momentum", 0.9)), int(bool(getattr(o, "nesterov", False))),
                 _choice(n, "weight_decay_mode", getattr(o, "weight_decay_mode", "l2"), _DECAY_MODES),
                 float(getattr(o, "beta", 1.0)), float(getattr(o, "l1", 0.0)),
-                float(getattr(o, "l2", 0.0)), float(getattr(o, "lr_power", -0.5)))
+                float(getattr(o, "l2", 0.0)), float(getattr(o, "lr_power", -0.5)),
+                float(o.clip_value), float(o.clip_norm))
 
 
 @dataclass(frozen=True)

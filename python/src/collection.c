@@ -43,7 +43,8 @@ static void collection_free_parts(py_collection *self)
  *  beta1, beta2, placement, owner, kind, capacity, admit_after, evict,
  *  ttl_steps, storage, cache_bytes, path, max_ids, max_unique,
  *  limit_policy, exchange, precision, rounding, state_precision, momentum,
- *  nesterov, weight_decay_mode, beta, l1, l2, lr_power): the order of
+ *  nesterov, weight_decay_mode, beta, l1, l2, lr_power, clip_value,
+ *  clip_norm): the order of
  *  TableConfig._tuple (ember/config.py).
  * Strings point into the tuple's str objects: ember_collection_create copies
  * what it keeps, so they need to live only through the call. */
@@ -53,13 +54,14 @@ static int parse_table(PyObject *tuple, ember_table_config *t)
     int init, opt, placement, kind, evict, storage, limit_policy, exchange, precision, rounding, state_precision,
         decay_mode;
     *t = ember_table_config_default();
-    if (!PyArg_ParseTuple(tuple, "sLiififffffiiiLiiiiLzLLiiiiifiiffff;a table tuple", &name, &t->rows, &t->dim, &init,
+    if (!PyArg_ParseTuple(tuple, "sLiififffffiiiLiiiiLzLLiiiiifiiffffff;a table tuple", &name, &t->rows, &t->dim, &init,
                           &t->init_value, &opt, &t->optimizer.lr, &t->optimizer.eps, &t->optimizer.weight_decay,
                           &t->optimizer.beta1, &t->optimizer.beta2, &placement, &t->owner, &kind, &t->capacity,
                           &t->admit_after, &evict, &t->ttl_steps, &storage, &t->cache_bytes, &path,
                           &t->max_ids_per_partition, &t->max_unique_ids_per_partition, &limit_policy, &exchange,
                           &precision, &rounding, &state_precision, &t->optimizer.momentum, &t->optimizer.nesterov, &decay_mode, &t->optimizer.beta,
-                          &t->optimizer.l1, &t->optimizer.l2, &t->optimizer.lr_power))
+                          &t->optimizer.l1, &t->optimizer.l2, &t->optimizer.lr_power, &t->optimizer.clip_value,
+                          &t->optimizer.clip_norm))
         return -1;
     t->init = (ember_init_kind)init;
     t->optimizer.kind = (ember_optimizer_kind)opt;
@@ -464,7 +466,7 @@ static PyObject *collection_stats(PyObject *obj, PyObject *args)
     ember_memory m;
     ember_collection_stats(self->coll, &s);
     ember_collection_memory(self->coll, &m);
-    return Py_BuildValue("{sLsLsLsLsLsLsLsLsdsLsLsLsisLsLsL}", "steps", (long long)s.steps, "dropped_bounds",
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsdsLsLsLsisLsLsLsLsL}", "steps", (long long)s.steps, "dropped_bounds",
                          (long long)s.dropped_bounds, "dropped_limit", (long long)s.dropped_limit, "minibatches",
                          (long long)s.minibatches, "last_ids", (long long)s.last_ids, "last_unique_rows",
                          (long long)s.last_unique_rows, "last_bytes_sent", (long long)s.last_bytes_sent,
@@ -473,7 +475,8 @@ static PyObject *collection_stats(PyObject *obj, PyObject *args)
                          (long long)m.state_bytes, "workspace_bytes", (long long)m.workspace_bytes,
                          "physical_tables", (int)m.physical_tables, "cache_meta_bytes",
                          (long long)m.cache_meta_bytes, "disk_bytes", (long long)m.disk_bytes, "index_bytes",
-                         (long long)m.index_bytes);
+                         (long long)m.index_bytes, "clipped_values", (long long)s.clipped_values, "clipped_rows",
+                         (long long)s.clipped_rows);
 }
 
 static PyObject *collection_close(PyObject *obj, PyObject *args)

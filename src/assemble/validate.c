@@ -122,6 +122,12 @@ static int check_table_training(const ember_collection_config *cfg, int32_t t, i
     if (o->weight_decay_mode == EMBER_DECAY_DECOUPLED && !(o->lr * o->weight_decay < 1.0f))
         return ember_fail_create(EMBER_EINVAL, "table '%s': decoupled weight decay needs lr * weight_decay < 1 "
                                  "(lr %g, weight_decay %g)", nm, o->lr, o->weight_decay);
+    if (!(o->clip_value >= 0 && o->clip_value < 1e30f && o->clip_norm >= 0 && o->clip_norm < 1e30f))
+        return ember_fail_create(EMBER_EINVAL, "table '%s': clip_value %g and clip_norm %g must be >= 0 (0: off)", nm,
+                                 o->clip_value, o->clip_norm);
+    if (o->clip_norm > 0 && tc->placement == EMBER_PLACE_COLUMN)
+        return ember_fail_create(EMBER_EINVAL, "table '%s': clip_norm does not go with COLUMN placement (a row's "
+                                 "columns are split over the ranks); use clip_value or another placement", nm);
     if (o->kind == EMBER_OPT_FTRL &&
         !(o->beta >= 0 && o->beta < 1e30f && o->l1 >= 0 && o->l1 < 1e30f && o->l2 >= 0 && o->l2 < 1e30f))
         return ember_fail_create(EMBER_EINVAL, "table '%s': FTRL beta %g, l1 %g, l2 %g must be >= 0", nm, o->beta,

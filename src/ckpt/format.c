@@ -142,6 +142,10 @@ static json_t *table_json(const ckpt_table_info *t)
     json_object_set_new(opt, "weight_decay", json_real(t->opt.weight_decay));
     json_object_set_new(opt, "beta1", json_real(t->opt.beta1));
     json_object_set_new(opt, "beta2", json_real(t->opt.beta2));
+    if (t->opt.clip_value > 0)
+        json_object_set_new(opt, "clip_value", json_real(t->opt.clip_value));
+    if (t->opt.clip_norm > 0)
+        json_object_set_new(opt, "clip_norm", json_real(t->opt.clip_norm));
     if (t->opt.weight_decay_mode == EMBER_DECAY_DECOUPLED)
         json_object_set_new(opt, "weight_decay_mode", json_string("decoupled"));
     if (t->opt.kind == EMBER_OPT_FTRL) {

@@ -140,6 +140,11 @@ static int decode_table(dec *d, json_t *o, int32_t world, ckpt_table_info *t)
     TRY(get_float(d, opt, "weight_decay", &t->opt.weight_decay));
     TRY(get_float(d, opt, "beta1", &t->opt.beta1));
     TRY(get_float(d, opt, "beta2", &t->opt.beta2));
+    t->opt.clip_value = t->opt.clip_norm = 0.0f; /* written when on */
+    if (json_object_get(opt, "clip_value"))
+        TRY(get_float(d, opt, "clip_value", &t->opt.clip_value));
+    if (json_object_get(opt, "clip_norm"))
+        TRY(get_float(d, opt, "clip_norm", &t->opt.clip_norm));
     t->opt.weight_decay_mode = EMBER_DECAY_L2; /* written when decoupled */
     json_t *mode = json_object_get(opt, "weight_decay_mode");
     if (mode) {

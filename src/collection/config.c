@@ -9,7 +9,7 @@
 
 ember_optimizer ember_optimizer_default(ember_optimizer_kind kind)
 {
-    ember_optimizer o = {kind, 0.01f, 1e-8f, 0.0f, 0.9f, 0.999f, 0.9f, 0, EMBER_DECAY_L2, 1.0f, 0.0f, 0.0f, -0.5f};
+    ember_optimizer o = {kind, 0.01f, 1e-8f, 0.0f, 0.9f, 0.999f, 0.9f, 0, EMBER_DECAY_L2, 1.0f, 0.0f, 0.0f, -0.5f, 0.0f, 0.0f};
     return o;
 }
 

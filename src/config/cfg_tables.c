@@ -37,7 +37,8 @@ int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key
     if (config_setting_type(s) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, s, key, "must be a kind (\"adagrad\") or a group { kind = ...; lr = ...; }");
     static const char *const KEYS[] = {"kind", "lr", "eps", "weight_decay", "weight_decay_mode", "beta1", "beta2",
-                                       "momentum", "nesterov", "beta", "l1", "l2", "lr_power", NULL};
+                                       "momentum", "nesterov", "beta", "l1", "l2", "lr_power", "clip_value",
+                                       "clip_norm", NULL};
     if (cfg_check_keys(r, s, key, KEYS))
         return EMBER_EINVAL;
     const config_setting_t *k = config_setting_get_member(s, "kind");
@@ -52,6 +53,7 @@ int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key
         {"lr", &o->lr, 0, 1e6}, {"eps", &o->eps, 0, 1}, {"weight_decay", &o->weight_decay, 0, 1e6},
         {"beta1", &o->beta1, 0, 1}, {"beta2", &o->beta2, 0, 1}, {"momentum", &o->momentum, 0, 1},
         {"beta", &o->beta, 0, 1e6}, {"l1", &o->l1, 0, 1e6}, {"l2", &o->l2, 0, 1e6}, {"lr_power", &o->lr_power, -10, 0},
+        {"clip_value", &o->clip_value, 0, 1e30}, {"clip_norm", &o->clip_norm, 0, 1e30},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         const config_setting_t *m = config_setting_get_member(s, f[i].name);

@@ -309,6 +309,8 @@ void ember_hot_apply(ember_collection *c, int32_t p, int64_t step)
         if (h->touched[i] == 0)
             continue;
         float *w = h->values + i * dim, *s = sf ? h->state + i * sf : NULL;
+        int64_t clips[2] = {0, 0}; /* counted by the owner, as the row */
+        ember_optim_clip(&o, dim, h->g + i * dim, clips);
         ember_optim_row(&o, dim, w, s, h->g + i * dim);
         uint16_t q[1024], qs[2048];
         if (half) { /* rounded as the backward rounds the row, then held as the halves' values */
@@ -332,6 +334,8 @@ void ember_hot_apply(ember_collection *c, int32_t p, int64_t step)
         else if (sf)
             memcpy(pt->store->state + (int64_t)l * sf, s, sizeof(float) * (size_t)sf);
         c->stats.last_unique_rows++;
+        c->stats.clipped_values += clips[0];
+        c->stats.clipped_rows += clips[1];
     }
 }
 

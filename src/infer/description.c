@@ -8,7 +8,8 @@
  *    "tables":   [{"name", "kind", "rows", "dim", "init", "init_value",
  *                  "optimizer": {kind, lr, eps, weight_decay, beta1, beta2,
  *                                momentum, nesterov, weight_decay_mode;
- *                                FTRL: beta, l1, l2, lr_power},
+ *                                FTRL: beta, l1, l2, lr_power; clipping on:
+ *                                clip_value, clip_norm},
  *                  "placement", "owner", "exchange",
  *                  "limits": [max_ids, max_unique, policy],
  *                  "quantization": [buckets, low, high],
@@ -136,6 +137,10 @@ static json_t *table_json(const ember_table_config *t)
                             (double)o->lr, "eps", (double)o->eps, "weight_decay", (double)o->weight_decay, "beta1",
                             (double)o->beta1, "beta2", (double)o->beta2, "momentum", (double)o->momentum,
                             "nesterov", (int)o->nesterov, "weight_decay_mode", (json_int_t)o->weight_decay_mode);
+    if (o->clip_value > 0 || o->clip_norm > 0) {
+        json_object_set_new(opt, "clip_value", json_real(o->clip_value));
+        json_object_set_new(opt, "clip_norm", json_real(o->clip_norm));
+    }
     if (o->kind == EMBER_OPT_FTRL) {
         json_object_set_new(opt, "beta", json_real(o->beta));
         json_object_set_new(opt, "l1", json_real(o->l1));
@@ -294,6 +299,10 @@ static void read_table(reader *r, json_t *o, int32_t t, model_description *m)
         if (json_object_get(op, "momentum")) { /* absent before momentum */
             tb->optimizer.momentum = get_float(r, op, ow, "momentum");
             tb->optimizer.nesterov = json_is_true(json_object_get(op, "nesterov"));
+        }
+        if (json_object_get(op, "clip_norm")) { /* when clipping is on */
+            tb->optimizer.clip_value = get_float(r, op, ow, "clip_value");
+            tb->optimizer.clip_norm = get_float(r, op, ow, "clip_norm");
         }
         if (json_object_get(op, "lr_power")) { /* FTRL's */
             tb->optimizer.beta = get_float(r, op, ow, "beta");

@@ -118,7 +118,7 @@ static inline float *state_in(const apply_args *a, uint32_t row, float *buf)
         const int64_t row_bytes = (int64_t)(DIM) * (HALF ? 2 : 4);                                \
         const char *sbase = a->qstate ? (const char *)a->qstate : (const char *)a->state;         \
         const int64_t state_bytes = (int64_t)sf * (a->qstate ? 2 : 4);                            \
-        int64_t jend = (int64_t)starts[u1];                                                       \
+        int64_t jend = (int64_t)starts[u1], clips[2] = {0, 0};                                    \
         for (int64_t u = u0; u < u1; u++) {                                                       \
             if (u + PREFETCH_ROWS < u1) {                                                         \
                 uint32_t pr = (uint32_t)(keys[starts[u + PREFETCH_ROWS]] >> 32);                  \
@@ -140,6 +140,7 @@ static inline float *state_in(const apply_args *a, uint32_t row, float *buf)
             float *w = HALF ? hw : a->values + (int64_t)row * (DIM);                              \
             if (HALF)                                                                             \
                 ember_half_decode_row(a->enc, (DIM), hr, hw);                                     \
+            ember_optim_clip(a->o, (DIM), g, clips);                                              \
             ember_optim_row(a->o, (DIM), w, st, g);                                               \
             if (HALF)                                                                             \
                 ember_half_encode_row(a->enc, a->rd->stochastic,                                  \
@@ -149,6 +150,7 @@ static inline float *state_in(const apply_args *a, uint32_t row, float *buf)
                 ember_grad_round_state(a->rd, a->senc, -1, local, (DIM), sf, st,                  \
                                        a->qstate + (int64_t)row * sf);                            \
         }                                                                                         \
+        ember_optim_count_clips(a->o, clips);                                                     \
     }
 
 #define DEFINE_APPLY_DIMS(P, HALF)                                                                \
@@ -341,6 +343,9 @@ void ember_grad_column_sums(const ember_route *r, const ember_grad_runs *u, embe
         float *g = g_all + run * dim, w[1024];
         uint32_t row = (uint32_t)(r->keys[starts[run]] >> 32);
         row_gradient(r, (int64_t)starts[run], (int64_t)starts[run + 1], (int64_t)starts[run + 1], dim, dp, ds, g);
+        int64_t clips[2] = {0, 0}; /* clip_value only: clip_norm does not go with COLUMN */
+        ember_optim_clip(o, real_cols, g, clips);
+        ember_optim_count_clips(o, clips);
         if (half) /* weight decay reads the row */
             ember_half_decode_row(s->encoding, dim, (const uint16_t *)s->qrows + (int64_t)row * dim, w);
         ember_optim_decay(o, real_cols, half ? w : values + (int64_t)row * dim, g);

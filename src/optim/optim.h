@@ -24,6 +24,8 @@ typedef struct ember_optim_step {
     int nesterov;
     float shrink; /* DECOUPLED weight decay: 1 - lr * weight_decay; else 1 */
     float beta, l1, l2, lr_power; /* FTRL */
+    float clip_value, clip_norm;  /* 0: off */
+    int64_t *clipped;             /* [2] values, rows clipped: added to (atomic) */
 } ember_optim_step;
 
 static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int64_t t, float lr_scale)
@@ -33,7 +35,8 @@ static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int
     ember_optim_step s = {o->kind,     lr,         o->eps,     decoupled ? 0.0f : o->weight_decay, o->beta1,
                           o->beta2,    0.0f,       o->momentum, o->nesterov,
                           decoupled ? 1.0f - lr * o->weight_decay : 1.0f,
-                          o->beta,     o->l1,      o->l2,       o->lr_power};
+                          o->beta,     o->l1,      o->l2,       o->lr_power,
+                          o->clip_value, o->clip_norm, NULL};
     if (o->kind == EMBER_OPT_ADAM) {
         double bc1 = 1.0 - pow((double)o->beta1, (double)t);
         double bc2 = 1.0 - pow((double)o->beta2, (double)t);
@@ -61,6 +64,43 @@ static inline float ember_optim_sumsq(const float *g, int32_t n)
         for (int32_t j = 0; j < w; j++)
             lane[j] += lane[j + w];
     return lane[0];
+}
+
+/* Gradient clipping of a row's summed g[0..n), before anything else:
+ * elements to +-clip_value, then the row to L2 norm clip_norm (its sum of
+ * squares in ember_optim_sumsq's fixed order).  Adds to counts[0] the
+ * elements clipped and to counts[1] 1 when the row was scaled. */
+static inline void ember_optim_clip(const ember_optim_step *o, int32_t n, float *restrict g, int64_t counts[2])
+{
+    if (o->clip_value > 0.0f) {
+        const float c = o->clip_value;
+        int64_t k0 = 0;
+#pragma omp simd reduction(+ : k0)
+        for (int32_t k = 0; k < n; k++) {
+            k0 += g[k] > c || g[k] < -c;
+            g[k] = g[k] > c ? c : g[k] < -c ? -c : g[k];
+        }
+        counts[0] += k0;
+    }
+    if (o->clip_norm > 0.0f) {
+        float norm = sqrtf(ember_optim_sumsq(g, n));
+        if (norm > o->clip_norm) {
+            float scale = o->clip_norm / norm;
+#pragma omp simd
+            for (int32_t k = 0; k < n; k++)
+                g[k] *= scale;
+            counts[1]++;
+        }
+    }
+}
+
+/* Adds a kernel's clip counts to the step's (atomic: threads share them). */
+static inline void ember_optim_count_clips(const ember_optim_step *o, const int64_t counts[2])
+{
+    if (o->clipped && (counts[0] || counts[1])) {
+        __atomic_fetch_add(&o->clipped[0], counts[0], __ATOMIC_RELAXED);
+        __atomic_fetch_add(&o->clipped[1], counts[1], __ATOMIC_RELAXED);
+    }
 }
 
 /* L2 weight decay, the first step of every kind: g += wd * w (wd is 0

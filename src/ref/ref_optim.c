@@ -21,6 +21,24 @@ void ref_optimizer_apply(const ember_optimizer *o, int64_t t, int32_t dim, float
 {
     float *g = malloc((size_t)dim * sizeof *g);
     EMBER_ASSERT(g != NULL);
+    float *gc = malloc((size_t)dim * sizeof *gc); /* the clipped gradient */
+    EMBER_ASSERT(gc != NULL);
+    for (int32_t k = 0; k < dim; k++) {
+        gc[k] = g_in[k];
+        if (o->clip_value > 0 && gc[k] > o->clip_value)
+            gc[k] = o->clip_value;
+        if (o->clip_value > 0 && gc[k] < -o->clip_value)
+            gc[k] = -o->clip_value;
+    }
+    if (o->clip_norm > 0) {
+        double sq = 0;
+        for (int32_t k = 0; k < dim; k++)
+            sq += (double)gc[k] * gc[k];
+        if (sqrt(sq) > o->clip_norm)
+            for (int32_t k = 0; k < dim; k++)
+                gc[k] = (float)(gc[k] * (o->clip_norm / sqrt(sq)));
+    }
+    g_in = gc;
     int decoupled = o->weight_decay_mode == EMBER_DECAY_DECOUPLED;
     for (int32_t k = 0; k < dim; k++) {
         g[k] = decoupled ? g_in[k] : g_in[k] + o->weight_decay * w[k];
@@ -89,4 +107,5 @@ void ref_optimizer_apply(const ember_optimizer *o, int64_t t, int32_t dim, float
         break;
     }
     free(g);
+    free(gc);
 }

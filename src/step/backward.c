@@ -113,11 +113,17 @@ static int apply_target(ember_collection *c, const grad_target *gt, const float 
     }
     c->stats.last_unique_rows += u.nu;
     ember_optim_step o = ember_optim_prepare(gt->opt, step, c->lr_scale);
+    int64_t clips[2] = {0, 0};
+    o.clipped = clips;
     ember_grad_rounding rd = rounding_of(c, gt, step);
+    int st = EMBER_OK;
     if (gt->full_dim)
-        return apply_rowwise_column(c, gt, &u, dp, ds, &o, &rd);
-    ember_grad_apply_runs(r, &u, gt->store, gt->dim, dp, ds, &o, &rd);
-    return EMBER_OK;
+        st = apply_rowwise_column(c, gt, &u, dp, ds, &o, &rd);
+    else
+        ember_grad_apply_runs(r, &u, gt->store, gt->dim, dp, ds, &o, &rd);
+    c->stats.clipped_values += clips[0];
+    c->stats.clipped_rows += clips[1];
+    return st;
 }
 
 /* The backward of physical table p in a world of one: its own route. */

@@ -119,6 +119,9 @@ void train_fingerprint(const ember_trainer *s, char *buf, size_t n)
         add(buf, n, "table.%s optimizer %s lr %s, eps %s, weight_decay %s, beta1 %s, beta2 %s\n",
             s->cc.tables[i].name, ckpt_optimizer_name(e->kind), flt(e->lr, f[0]), flt(e->eps, f[1]),
             flt(e->weight_decay, f[2]), flt(e->beta1, f[3]), flt(e->beta2, f[4]));
+        if (e->clip_value > 0 || e->clip_norm > 0) /* only when on */
+            add(buf, n, "table.%s clip value %s, norm %s\n", s->cc.tables[i].name, flt(e->clip_value, f[0]),
+                flt(e->clip_norm, f[1]));
         if (e->weight_decay_mode == EMBER_DECAY_DECOUPLED) /* only when on, as below */
             add(buf, n, "table.%s weight decay decoupled\n", s->cc.tables[i].name);
         if (e->kind == EMBER_OPT_FTRL)

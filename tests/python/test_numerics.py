@@ -235,6 +235,36 @@ def test_adamw_is_torch_adamw():
                                    err_msg=f"seed {SEED}")
 
 
+def test_clip_value_is_torch_clip_grad_value():
+    """SGD with clip_value equals torch's clip_grad_value_ then SGD (clipping
+    elements is the same on the dense gradient, whose untouched rows are 0);
+    ember's statistics count the clipped elements."""
+    rng = np.random.default_rng([SEED, 9])
+    rows, dim, clip = 15, 6, 0.4
+    coll = ember.Collection([ember.TableConfig("t", rows=rows, dim=dim, optimizer=ember.SGD(lr=0.3, clip_value=clip))],
+                            [ember.FeatureConfig("f", table="t")], seed=10)
+    bag = torch.nn.EmbeddingBag(rows, dim, mode="sum")
+    with torch.no_grad():
+        bag.weight.copy_(torch.from_numpy(coll.read_table("t")))
+    topt = torch.optim.SGD(bag.parameters(), lr=0.3)
+    clipped = 0
+    for _ in range(3):
+        batch = random_batch(rng, ["f"], {"f": rows}, 9, max_len=4)
+        out = coll.forward(batch)
+        grad = rng.standard_normal(out.shape).astype(np.float32)
+        coll.backward(grad)
+        ids, lengths = np.asarray(batch.values), np.asarray(batch.lengths)
+        offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64))
+        topt.zero_grad()
+        (bag(torch.from_numpy(ids), offsets) * torch.from_numpy(grad)).sum().backward()
+        clipped += int((bag.weight.grad.abs() > clip).sum())
+        torch.nn.utils.clip_grad_value_(bag.parameters(), clip)
+        topt.step()
+        np.testing.assert_allclose(coll.read_table("t"), bag.weight.detach().numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=f"seed {SEED}")
+    assert coll.stats()["clipped_values"] == clipped > 0, (coll.stats()["clipped_values"], clipped)
+
+
 def test_ftrl_matches_numpy():
     """FTRL-Proximal against a numpy transcription of McMahan et al.'s
     per-coordinate update, lazily on the rows of each batch (sum pooling, so
