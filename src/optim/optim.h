@@ -125,23 +125,12 @@ static inline void ember_optim_shrink(const ember_optim_step *o, int32_t n, floa
     }
 }
 
-/* FTRL's n^-p: the square root for the usual p = -0.5, else powf. */
-static inline float ember_ftrl_pow(float n, float p) { return p == -0.5f ? sqrtf(n) : powf(n, -p); }
-
-/* FTRL's sigma * lr = n1^-p - n^-p, n1 = n + g2.  For p = -0.5 as
- * g2 / (sqrt(n1) + sqrt(n)): the difference of two close roots would lose
- * most of its digits once n is large against g2 (src/ref uses the same
- * form). */
-static inline float ember_ftrl_step(float n, float n1, float q1, float g2, float p)
-{
-    if (p != -0.5f)
-        return q1 - powf(n, -p);
-    return g2 > 0.0f ? g2 / (q1 + sqrtf(n)) : 0.0f;
-}
-
-/* FTRL-Proximal on a row (z, nn its state vectors).  The usual p = -0.5
- * has its own loop, free of calls, that vectorises; the same operations
- * in the same order as the general one. */
+/* FTRL-Proximal on a row (z, nn its state vectors); sigma * lr is
+ * n1^-p - n^-p, n1 = n + g^2.  The usual p = -0.5 has its own loop, free
+ * of calls, that vectorises, and takes that difference as
+ * g^2 / (sqrt(n1) + sqrt(n)): the difference of two close roots would lose
+ * most of its digits once n is large against g^2 (src/ref uses the same
+ * forms). */
 static inline void ember_optim_ftrl(const ember_optim_step *o, int32_t dim, float *restrict w, float *restrict z,
                                     float *restrict nn, const float *restrict g)
 {
@@ -161,8 +150,8 @@ static inline void ember_optim_ftrl(const ember_optim_step *o, int32_t dim, floa
         return;
     }
     for (int32_t k = 0; k < dim; k++) {
-        float g2 = g[k] * g[k], n1 = nn[k] + g2, q1 = ember_ftrl_pow(n1, o->lr_power);
-        float sigma = ember_ftrl_step(nn[k], n1, q1, g2, o->lr_power) / lr;
+        float n1 = nn[k] + g[k] * g[k], q1 = powf(n1, -o->lr_power);
+        float sigma = (q1 - powf(nn[k], -o->lr_power)) / lr;
         float zk = z[k] + g[k] - sigma * w[k];
         z[k] = zk;
         nn[k] = n1;
