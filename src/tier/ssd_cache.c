@@ -38,6 +38,16 @@ int64_t ssd_map_find(const ssd_store *s, uint32_t row)
     }
 }
 
+void ssd_map_find_all(const ssd_store *s, const uint32_t *rows, int64_t n, uint32_t *slots)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (i + SSD_AHEAD < n)
+            ssd_map_prefetch(s, rows[i + SSD_AHEAD]);
+        int64_t x = ssd_map_find(s, rows[i]);
+        slots[i] = x < 0 ? SSD_NONE : (uint32_t)x;
+    }
+}
+
 void ssd_map_insert(ssd_store *s, uint32_t row, uint32_t slot)
 {
     uint64_t i = home(s, row);

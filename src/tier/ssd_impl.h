@@ -130,6 +130,8 @@ typedef struct ssd_store {
 
 /* ssd_cache.c: the row -> slot map (find: the slot, or -1 when row has none) */
 int64_t ssd_map_find(const ssd_store *s, uint32_t row);
+/* slots[i]: rows[i]'s slot, or SSD_NONE; the map's entries asked for ahead. */
+void ssd_map_find_all(const ssd_store *s, const uint32_t *rows, int64_t n, uint32_t *slots);
 void ssd_map_insert(ssd_store *s, uint32_t row, uint32_t slot);
 void ssd_map_erase(ssd_store *s, uint32_t row);
 /* A row's home entry: its Fibonacci hash scaled onto [0, map_size). */

@@ -344,13 +344,7 @@ int ssd_announce(ember_store *bs, const uint32_t *rows, int64_t n, int64_t seq)
      * none of them can be the victim of another row of the same batch (its
      * write-back and its reload would race); the slots first, then their
      * bookkeeping, each asked for ahead */
-    const uint32_t *wr = s->wrows[e];
-    for (int64_t i = 0; i < u; i++) {
-        if (i + SSD_AHEAD < u)
-            ssd_map_prefetch(s, wr[i + SSD_AHEAD]);
-        int64_t x = ssd_map_find(s, wr[i]);
-        s->look[i] = x < 0 ? SSD_NONE : (uint32_t)x;
-    }
+    ssd_map_find_all(s, s->wrows[e], u, s->look);
     for (int64_t i = 0; i < u; i++) {
         ssd_slots_ahead(s, s->look, i, u);
         uint32_t x = s->look[i];

@@ -19,6 +19,14 @@ static inline uint64_t home(int64_t size, uint32_t row)
 
 static inline uint64_t next_entry(int64_t size, uint64_t i) { return i + 1 == (uint64_t)size ? 0 : i + 1; }
 
+/* Asks for the entry (row and mask) where row's search starts. */
+static inline void prefetch_home(const ssd_store *s, uint32_t row)
+{
+    uint64_t h = home(s->wh_size, row);
+    __builtin_prefetch(&s->wh_row[h], 1, 1);
+    __builtin_prefetch(&s->wh_mask[h], 1, 1);
+}
+
 /* The entry of row, or of the empty place where it would go. */
 static uint64_t find(const ssd_store *s, uint32_t row)
 {
@@ -66,11 +74,8 @@ int ssd_window_add(ssd_store *s, int e)
     if (grow(s, s->wn[e]) != 0)
         return -1;
     for (int64_t k = 0; k < s->wn[e]; k++) {
-        if (k + SSD_AHEAD < s->wn[e]) {
-            uint64_t h = home(s->wh_size, s->wrows[e][k + SSD_AHEAD]);
-            __builtin_prefetch(&s->wh_row[h], 1, 1);
-            __builtin_prefetch(&s->wh_mask[h], 1, 1);
-        }
+        if (k + SSD_AHEAD < s->wn[e])
+            prefetch_home(s, s->wrows[e][k + SSD_AHEAD]);
         uint32_t row = s->wrows[e][k];
         uint64_t i = find(s, row);
         if (s->wh_row[i] == SSD_NONE) {
@@ -118,19 +123,14 @@ static void window_pop(ssd_store *s)
     s->wlen--;
     const uint32_t *rows = s->wrows[e];
     int64_t n = s->wn[e];
-    /* two passes, each asking ahead for what the next rows need: the
-     * hash's and the map's entries, then the slots' bookkeeping */
+    /* passes that each ask ahead for what the next rows need: the
+     * hash's entries, the map's, then the slots' bookkeeping */
     for (int64_t i = 0; i < n; i++) {
-        if (i + SSD_AHEAD < n) {
-            uint64_t h = home(s->wh_size, rows[i + SSD_AHEAD]);
-            __builtin_prefetch(&s->wh_row[h], 1, 1);
-            __builtin_prefetch(&s->wh_mask[h], 1, 1);
-            ssd_map_prefetch(s, rows[i + SSD_AHEAD]);
-        }
+        if (i + SSD_AHEAD < n)
+            prefetch_home(s, rows[i + SSD_AHEAD]);
         clear_bit(s, rows[i], e);
-        int64_t x = ssd_map_find(s, rows[i]);
-        s->look[i] = x < 0 ? SSD_NONE : (uint32_t)x;
     }
+    ssd_map_find_all(s, rows, n, s->look);
     for (int64_t i = 0; i < n; i++) {
         ssd_slots_ahead(s, s->look, i, n);
         uint32_t x = s->look[i];
