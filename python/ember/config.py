@@ -9,71 +9,69 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Shared:
+    """What every optimizer takes, by keyword: weight_decay_mode "l2" (g +=
+    weight_decay * w) or "decoupled" (w *= 1 - lr * weight_decay), and
+    gradient clipping before the update: clip_value > 0 clips each element
+    of a row's gradient to +-clip_value, clip_norm > 0 scales the row's
+    gradient down to that L2 norm (0: off)."""
+    weight_decay_mode: str = "l2"
+    clip_value: float = 0.0
+    clip_norm: float = 0.0
+
+
 @dataclass(frozen=True)
-class SGD:
+class SGD(_Shared):
     """w -= lr * (g + weight_decay * w)"""
     lr: float = 0.01
     weight_decay: float = 0.0
-    weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
-    clip_value: float = 0.0        # > 0: each gradient element clipped to +-clip_value
-    clip_norm: float = 0.0         # > 0: each row's gradient scaled down to this L2 norm
     _kind = 0
 
 
 @dataclass(frozen=True)
-class Adagrad:
+class Adagrad(_Shared):
     """s += g*g; w -= lr * g / (sqrt(s) + eps), per element (torch.optim.Adagrad)."""
     lr: float = 0.01
     eps: float = 1e-8
     weight_decay: float = 0.0
-    weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
-    clip_value: float = 0.0        # > 0: each gradient element clipped to +-clip_value
-    clip_norm: float = 0.0         # > 0: each row's gradient scaled down to this L2 norm
     _kind = 1
 
 
 @dataclass(frozen=True)
-class RowWiseAdagrad:
+class RowWiseAdagrad(_Shared):
     """s += mean(g*g) over the row; one accumulator per row (FBGEMM's)."""
     lr: float = 0.01
     eps: float = 1e-8
     weight_decay: float = 0.0
-    weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
-    clip_value: float = 0.0        # > 0: each gradient element clipped to +-clip_value
-    clip_norm: float = 0.0         # > 0: each row's gradient scaled down to this L2 norm
     _kind = 2
 
 
 @dataclass(frozen=True)
-class Adam:
+class Adam(_Shared):
     """Lazy Adam (torch.optim.SparseAdam): untouched rows keep m and v; the
     bias correction uses the collection's step count."""
     lr: float = 0.001
     betas: tuple = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.0
-    weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
-    clip_value: float = 0.0        # > 0: each gradient element clipped to +-clip_value
-    clip_norm: float = 0.0         # > 0: each row's gradient scaled down to this L2 norm
     _kind = 3
 
 
 @dataclass(frozen=True)
-class AdamW:
+class AdamW(_Shared):
     """Lazy Adam with decoupled weight decay (torch.optim.AdamW on the
     batch's rows): w *= 1 - lr * weight_decay, then Adam's step on g."""
     lr: float = 0.001
     betas: tuple = (0.9, 0.999)
     eps: float = 1e-8
     weight_decay: float = 0.01
-    weight_decay_mode: str = "decoupled"
-    clip_value: float = 0.0
-    clip_norm: float = 0.0
+    weight_decay_mode: str = field(default="decoupled", kw_only=True)
     _kind = 3
 
 
 @dataclass(frozen=True)
-class Momentum:
+class Momentum(_Shared):
     """b = momentum * b + g; w -= lr * b (nesterov: lr * (g + momentum * b)),
     torch.optim.SGD's rule on the batch's rows: rows the batch does not touch
     keep b and do not move."""
@@ -81,14 +79,11 @@ class Momentum:
     momentum: float = 0.9
     nesterov: bool = False
     weight_decay: float = 0.0
-    weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
-    clip_value: float = 0.0        # > 0: each gradient element clipped to +-clip_value
-    clip_norm: float = 0.0         # > 0: each row's gradient scaled down to this L2 norm
     _kind = 4
 
 
 @dataclass(frozen=True)
-class FTRL:
+class FTRL(_Shared):
     """FTRL-Proximal (McMahan et al.), per coordinate, lr = alpha:
     n' = n + g*g; z += g - (n'^-p - n^-p) / lr * w; n = n';
     w = 0 if |z| <= l1 else -(z - sign(z) l1) / ((beta + n^-p) / lr + l2),
@@ -99,9 +94,6 @@ class FTRL:
     l2: float = 0.0
     lr_power: float = -0.5
     weight_decay: float = 0.0
-    weight_decay_mode: str = "l2"  # or "decoupled": w *= 1 - lr * weight_decay
-    clip_value: float = 0.0        # > 0: each gradient element clipped to +-clip_value
-    clip_norm: float = 0.0         # > 0: each row's gradient scaled down to this L2 norm
     _kind = 5
 
 
