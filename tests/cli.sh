@@ -772,6 +772,17 @@ check_train_precision() { # --precision/--rounding set every table's, a config's
 }
 CHECKS+=(train_precision)
 
+# $1: a config of 6 steps; $2: a folder.  The config run 3 steps into $2, then resumed, must end with
+# the digests of `ember inspect` of the whole run, which $TMP/out holds on entry.
+resumes_exactly() {
+    local want
+    want=$(grep digest "$TMP/out")
+    expect_status 0 "$EMBER" train --config "$1" --checkpoint-dir "$2" --steps 3 || return 1
+    expect_status 0 "$EMBER" train --config "$1" --checkpoint-dir "$2" --resume || return 1
+    expect_status 0 "$EMBER" inspect "$2" || return 1
+    [ "$(grep digest "$TMP/out")" = "$want" ] || { echo "resumed digests: $(grep digest "$TMP/out"), want $want"; return 1; }
+}
+
 check_train_state_precision() { # half optimizer state: a table's own setting, model.emb_state_precision for the
     # Adagrad and Adam tables that say nothing, --state-precision over all of them (row-wise Adagrad stays fp32);
     # the header, the start event and ember inspect say so; a resumed run ends bit for bit where one run does
@@ -782,12 +793,7 @@ check_train_state_precision() { # half optimizer state: a table's own setting, m
     expect_status 0 "$EMBER" inspect "$TMP/sprec_a" || return 1
     grep -q "state: 8 bf16 per row" "$TMP/out" && grep -q "state: 1 floats per row" "$TMP/out" &&
         grep -q "state: 16 fp16 per row" "$TMP/out" || { cat "$TMP/out"; return 1; }
-    local want
-    want=$(grep digest "$TMP/out")
-    expect_status 0 "$EMBER" train --config "$TMP/sprec.cfg" --checkpoint-dir "$TMP/sprec_r" --steps 3 || return 1
-    expect_status 0 "$EMBER" train --config "$TMP/sprec.cfg" --checkpoint-dir "$TMP/sprec_r" --resume || return 1
-    expect_status 0 "$EMBER" inspect "$TMP/sprec_r" || return 1
-    [ "$(grep digest "$TMP/out")" = "$want" ] || { echo "resumed digests: $(grep digest "$TMP/out"), want $want"; return 1; }
+    resumes_exactly "$TMP/sprec.cfg" "$TMP/sprec_r" || return 1
     expect_status 0 "$EMBER" train --config "$TMP/sprec.cfg" --state-precision bf16 --json --checkpoint-dir "$TMP/sprec_b" ||
         return 1
     head -1 "$TMP/out" | grep -q '"row_precision":{"fp32":3,"state":{"bf16":2},"rounding":{"stochastic":2}}' ||
@@ -821,12 +827,7 @@ check_optimizers_with() { # $1: the dense optimizer
     expect_status 0 "$EMBER" inspect "$A" || return 1
     grep -A3 "^  d: 100 x 8 fp32, ftrl" "$TMP/out" | grep -Eq "^    zeros: [0-9]+ of 800 values \([0-9.]+%\); [0-9]+ rows entirely$" ||
         { cat "$TMP/out"; return 1; }
-    local want
-    want=$(grep digest "$TMP/out")
-    expect_status 0 "$EMBER" train --config "$TMP/opts.cfg" --checkpoint-dir "$R" --steps 3 || return 1
-    expect_status 0 "$EMBER" train --config "$TMP/opts.cfg" --checkpoint-dir "$R" --resume || return 1
-    expect_status 0 "$EMBER" inspect "$R" || return 1
-    [ "$(grep digest "$TMP/out")" = "$want" ] || { echo "resumed digests: $(grep digest "$TMP/out"), want $want"; return 1; }
+    resumes_exactly "$TMP/opts.cfg" "$R" || return 1
     sed 's/momentum = 0.5;/momentum = 1.0;/' "$TMP/opts.cfg" >"$TMP/opts_bad.cfg"
     expect_status 1 "$EMBER" train --config "$TMP/opts_bad.cfg" || return 1
     grep -q "table 'b': momentum 1 must be in \[0, 1)" "$TMP/err" || { cat "$TMP/err"; return 1; }
