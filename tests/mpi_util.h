@@ -364,16 +364,19 @@ static inline int mpi_close_table(float got, float want, double atol)
 }
 
 /* The values of a COLUMN table of half-precision rows: the step's fp32
- * update may differ by the ulps above, and that can carry the rounded value
- * to the neighbouring half (by either rounding), so a value may differ by
- * one spacing of its format at the larger magnitude: fp16 2^-10 of it
- * (2^-24 below its normals), bf16 2^-7.  A wrong slice, bit or lost
- * gradient moves values by far more. */
+ * update may differ by mpi_close_table's tolerance for values (1e-6 of the
+ * value plus 1e-6 absolute: where the update cancels the old value to near
+ * zero, the absolute term is what is left), and rounding can then carry the
+ * value to the neighbouring half (by either rounding), so a value may
+ * differ by that plus one spacing of its format at the larger magnitude:
+ * fp16 2^-10 of it (2^-24 below its normals), bf16 2^-7.  A wrong slice,
+ * bit or lost gradient moves values by >= 1e-3. */
 static inline int mpi_close_half(float got, float want, ember_row_precision p)
 {
     double d = fabs((double)got - (double)want);
     double m = fmax(fabs((double)got), fabs((double)want));
-    return p == EMBER_PRECISION_FP16 ? d <= 0x1p-10 * m + 0x1p-24 : d <= 0x1p-7 * m;
+    double spacing = p == EMBER_PRECISION_FP16 ? 0x1p-10 * m + 0x1p-24 : 0x1p-7 * m;
+    return d <= spacing + 1e-6 * m + 1e-6;
 }
 
 /* Compares the local outputs (got_p: B_local x width, got_s: local
