@@ -106,7 +106,10 @@ typedef enum ember_optimizer_kind {
     EMBER_OPT_ROWWISE_ADAGRAD = 2,
     EMBER_OPT_ADAM = 3,
     EMBER_OPT_MOMENTUM = 4, /* SGD with momentum (heavy ball, or Nesterov)     */
-    EMBER_OPT_FTRL = 5      /* FTRL-Proximal, per coordinate                   */
+    EMBER_OPT_FTRL = 5,     /* FTRL-Proximal, per coordinate                   */
+    EMBER_OPT_ROWWISE_ADAM = 6, /* FBGEMM's partial row-wise Adam: v per row    */
+    EMBER_OPT_LAMB = 7,     /* Adam with a trust ratio per row (FBGEMM LAMB)   */
+    EMBER_OPT_LARS = 8      /* SGD with momentum and a trust ratio per row     */
 } ember_optimizer_kind;
 
 typedef enum ember_decay_mode {
@@ -152,14 +155,34 @@ typedef enum ember_decay_mode {
  *                      McMahan et al.'s FTRL-Proximal (lr = alpha): a weight
  *                      whose |z| stays <= l1 is exactly 0.  For p = -0.5,
  *                      n'^-p - n^-p is computed as g*g / (sqrt(n') + sqrt(n)).
+ *   ROWWISE_ADAM:      m = beta1*m + (1-beta1)*g     (m: dim floats, then v:
+ *   (lazy)             v = beta2*v + (1-beta2)*mean_k(g[k]^2)   1 per row)
+ *                      w -= lr * m / (1-beta1^t) / (sqrt(v / (1-beta2^t)) + eps)
+ *                      FBGEMM's PARTIAL_ROWWISE_ADAM (t as for ADAM; eps
+ *                      added as FBGEMM adds it, outside the root).
+ *   LAMB (lazy):       m, v as ADAM (2*dim floats per row, m then v)
+ *                      r = m / (1-beta1^t) / (sqrt(v / (1-beta2^t)) + eps)
+ *                      DECOUPLED: r += weight_decay * w   (FBGEMM's LAMB)
+ *                      ratio = |w| / |r|  (L2 norms over the row; 1 when
+ *                      either is 0: FBGEMM divides regardless)
+ *                      w -= lr * ratio * r
+ *   LARS (lazy):       (weight decay handled here, not as above: L2 is
+ *                      FBGEMM's LARS_SGD, DECOUPLED shrinks w first, wd = 0)
+ *                      q = eta * |w| / (|g| + wd * |w|)  (1 when |w| or the
+ *                      denominator is 0)
+ *                      b = momentum*b + lr * q * (g + wd*w)   (b: dim floats)
+ *                      w -= b
+ * The norms are sums of squares in a fixed order: deterministic like the
+ * rest.  ROWWISE_ADAM, LAMB and LARS need a row's whole columns and do not
+ * go with COLUMN placement (as clip_norm); ROWWISE_ADAM keeps fp32 state.
  */
 typedef struct ember_optimizer {
     ember_optimizer_kind kind;
     float lr;           /* default 0.01                                        */
     float eps;          /* default 1e-8 (Adam, Adagrad variants)               */
     float weight_decay; /* default 0                                           */
-    float beta1, beta2; /* Adam only; default 0.9, 0.999                       */
-    float momentum;     /* MOMENTUM only: in [0, 1); default 0.9               */
+    float beta1, beta2; /* Adam kinds and LAMB; default 0.9, 0.999             */
+    float momentum;     /* MOMENTUM and LARS: in [0, 1); default 0.9           */
     int32_t nesterov;   /* MOMENTUM only: 1 Nesterov's form; default 0         */
     ember_decay_mode weight_decay_mode; /* default L2                          */
     float beta, l1, l2; /* FTRL only: default 1, 0, 0 (each >= 0)              */
@@ -167,6 +190,7 @@ typedef struct ember_optimizer {
     float clip_value;   /* > 0: each element of g clipped to +-clip_value; 0 off */
     float clip_norm;    /* > 0: g scaled down to this L2 norm when above; 0 off
                            (not under COLUMN placement, whose rows are split) */
+    float eta;          /* LARS only: trust coefficient > 0; default 0.001     */
 } ember_optimizer;
 
 typedef enum ember_limit_policy {
@@ -984,7 +1008,8 @@ EMBER_API int ember_table_write(ember_collection *coll, int32_t table, int64_t f
                       const float *in);
 /* Copies the optimizer state of rows [first, first+count): floats per row are
  * ember_state_floats(kind, dim) (0 SGD, dim ADAGRAD, 1 ROWWISE, 2*dim ADAM:
- * m then v, dim MOMENTUM: b, 2*dim FTRL: z then n). */
+ * m then v, dim MOMENTUM: b, 2*dim FTRL: z then n, dim + 1 ROWWISE_ADAM: m
+ * then v, 2*dim LAMB: m then v, dim LARS: b). */
 EMBER_API int ember_table_read_state(const ember_collection *coll, int32_t table, int64_t first,
                            int64_t count, float *out);
 EMBER_API int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim);
@@ -1067,7 +1092,8 @@ EMBER_API void ember_batch_reader_destroy(ember_batch_reader *r);
  * reading a name back compares it with these. */
 EMBER_API const char *ember_placement_name(ember_placement p);      /* row column table replicated  */
 EMBER_API const char *ember_exchange_name(ember_exchange x);        /* rows pooled                  */
-EMBER_API const char *ember_optimizer_name(ember_optimizer_kind k); /* sgd adagrad rowwise_adagrad adam momentum ftrl */
+EMBER_API const char *ember_optimizer_name(ember_optimizer_kind k); /* sgd adagrad rowwise_adagrad adam momentum ftrl
+                                                                       rowwise_adam lamb lars */
 EMBER_API const char *ember_init_name(ember_init_kind k);           /* uniform normal zeros constant */
 EMBER_API const char *ember_evict_name(ember_evict_policy e);       /* lru lfu ttl none             */
 EMBER_API const char *ember_storage_name(ember_storage s);          /* auto memory ssd              */

@@ -367,7 +367,7 @@ static inline test_config *stream_config(test_rng *r, ember_evict_policy evict, 
     d->rows = 0;
     d->capacity = capacity;
     d->dim = (int32_t)test_dims[test_range(r, 0, 4)];
-    d->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 6));
+    d->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, TEST_NUM_OPT));
     test_init_for_optimizer(d);
     d->admit_after = admit;
     d->evict = evict;

@@ -51,7 +51,7 @@ static test_config *config(uint64_t seed, test_rng *prng, int exact)
     tc->cfg.stack_tables = (int)test_range(prng, 0, 2);
     for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
         ember_table_config *tb = &tc->tables[t];
-        test_place(tb, (ember_placement)test_range(prng, 0, 4));
+        test_place(tb, test_placement_for(tb, (ember_placement)test_range(prng, 0, 4))); /* kinds as drawn */
         if (exact && tb->placement == EMBER_PLACE_COLUMN)
             tb->placement = EMBER_PLACE_ROW;
         tb->exchange = exact ? EMBER_EXCHANGE_ROWS : (ember_exchange)test_range(prng, 0, 2);

@@ -375,7 +375,7 @@ static void world_size_invariance(test_rng *r, ember_world *world, ember_row_pre
     tc->tables[0].exchange = EMBER_EXCHANGE_ROWS;
     tc->tables[0].precision = precision; /* half rows: stochastic rounding's bits follow the key */
     tc->tables[0].rounding = EMBER_ROUND_STOCHASTIC;
-    if (ember_state_floats(tc->tables[0].optimizer.kind, 2) >= 2) /* the state's too */
+    if (test_element_state(tc->tables[0].optimizer.kind)) /* the state's too */
         tc->tables[0].state_precision = precision;
     mpi_context("world-size invariance, %s rows", ember_precision_name(precision));
     stream s;

@@ -69,7 +69,7 @@ static void half_rows(test_config *tc)
             tb->precision = test_range(&h, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16;
             tb->rounding = test_range(&h, 0, 3) ? EMBER_ROUND_STOCHASTIC : EMBER_ROUND_NEAREST;
         }
-        if (!tb->quant_buckets && ember_state_floats(tb->optimizer.kind, 2) >= 2 && test_range(&h, 0, 2))
+        if (!tb->quant_buckets && test_element_state(tb->optimizer.kind) && test_range(&h, 0, 2))
             tb->state_precision = test_range(&h, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16; /* any rows */
     }
 }

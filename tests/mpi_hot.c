@@ -46,7 +46,7 @@ static test_config *hot_config(test_rng *r, ember_world *world)
         ember_table_config *tb = &tc->tables[t];
         tb->rows = test_range(r, 1, 6) == 1 ? test_range(r, 1, 4) : test_range(r, 4, 200);
         tb->dim = dims[test_range(r, 0, 5)];
-        tb->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 6));
+        tb->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, TEST_NUM_OPT));
         test_init_for_optimizer(tb);
         tb->placement = EMBER_PLACE_ROW;
         tb->exchange = EMBER_EXCHANGE_ROWS;
@@ -54,7 +54,7 @@ static test_config *hot_config(test_rng *r, ember_world *world)
         /* half rows (docs/precision.md) on half the tables: copies rounded as their owner's row */
         tb->precision = test_range(r, 0, 2) ? EMBER_PRECISION_FP32 : (ember_row_precision)test_range(r, 1, 3);
         tb->rounding = (ember_rounding)test_range(r, 0, 2);
-        if (ember_state_floats(tb->optimizer.kind, 2) >= 2) /* half state: copies' state rounded alike */
+        if (test_element_state(tb->optimizer.kind)) /* half state: copies' state rounded alike */
             tb->state_precision = (ember_row_precision)test_range(r, 0, 3);
     }
     if (test_range(r, 0, 2)) /* stacked: hot and plain tables in one physical table */

@@ -260,7 +260,7 @@ static test_config *random_config(test_rng *r, int mode, ember_world *world, int
         tc->tables[t].rows = test_range(r, 0, 4) == 0 ? test_range(r, 1, 4) : test_range(r, 4, 150);
         tc->tables[t].dim = small_dims[test_range(r, 0, 5)];
         tc->tables[t].init_value = test_float(r, 0.05f, 1.0f);
-        tc->tables[t].optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 6));
+        tc->tables[t].optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, TEST_NUM_OPT));
         test_init_for_optimizer(&tc->tables[t]);
     }
     if (test_range(r, 0, 2))

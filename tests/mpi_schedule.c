@@ -130,7 +130,7 @@ static void compare_with_ref(const ember_collection *c, const ref_model *m, cons
             double slope = o->kind == EMBER_OPT_SGD        ? o->lr
                            : o->kind == EMBER_OPT_MOMENTUM ? o->lr * (1.0 + o->momentum)
                            : o->kind == EMBER_OPT_FTRL     ? o->lr / o->beta
-                                                            : (o->kind == EMBER_OPT_ROWWISE_ADAGRAD ? 2.0 : 1.0) * o->lr / o->eps;
+                                                            : (o->kind == EMBER_OPT_ROWWISE_ADAGRAD || o->kind == EMBER_OPT_ROWWISE_ADAM ? 2.0 : 1.0) * o->lr / o->eps;
             float *got = test_read_table(c, &m->cfg, t, st);
             const float *want = st ? m->tables[t].state : m->tables[t].w;
             int64_t bad = -1;

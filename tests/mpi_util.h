@@ -583,8 +583,8 @@ static inline test_config *mpi_random_config(test_rng *r, int trial, ember_world
         if (test_range(r, 0, 8) == 0)
             tb->init = EMBER_INIT_CONSTANT;
         tb->init_value = test_float(r, 0.01f, 1.0f);
-        ember_optimizer_kind kind = t == 0 ? (ember_optimizer_kind)(trial / MPI_NUM_MODES % 6)
-                                           : (ember_optimizer_kind)test_range(r, 0, 6);
+        ember_optimizer_kind kind = t == 0 ? (ember_optimizer_kind)(trial / MPI_NUM_MODES % TEST_NUM_OPT)
+                                           : (ember_optimizer_kind)test_range(r, 0, TEST_NUM_OPT);
         tb->optimizer = test_optimizer_random(r, kind);
         test_init_for_optimizer(tb);
         test_quant_random(r, tb);

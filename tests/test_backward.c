@@ -80,7 +80,7 @@ static void random_case(test_rng *r, int trial, int32_t B, int32_t max_len)
         min_rows = 20000;
     test_config *tc = test_config_random(r, 4, 6, min_rows, min_rows + 3000);
     tc->tables[0].dim = test_dims[trial % 6];
-    tc->tables[0].optimizer = test_optimizer_random(r, (ember_optimizer_kind)(trial / 6 % 4));
+    tc->tables[0].optimizer = test_optimizer_random(r, (ember_optimizer_kind)(trial / 6 % TEST_NUM_OPT));
     int64_t dims = 0;
     for (int32_t f = 0; f < tc->cfg.num_features; f++)
         dims += tc->tables[tc->features[f].table].dim;

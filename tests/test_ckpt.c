@@ -33,7 +33,8 @@ static test_config *random_config(test_rng *r, int trial)
         test_place(&tc->tables[t], (ember_placement)test_range(r, 0, 4));
         tc->tables[t].exchange = (ember_exchange)test_range(r, 0, 2);
     }
-    tc->tables[0].optimizer = test_optimizer_random(r, (ember_optimizer_kind)(trial % 4));
+    tc->tables[0].optimizer = test_optimizer_random(r, (ember_optimizer_kind)(trial % TEST_NUM_OPT));
+    tc->tables[0].placement = test_placement_for(&tc->tables[0], tc->tables[0].placement);
     for (int32_t t = 0; t < tc->cfg.num_tables; t++) /* loads here change placements, COLUMN among them,
         which refuses clip_norm: clip values only (test_backward has both) */
         tc->tables[t].optimizer.clip_norm = 0.0f;
@@ -43,7 +44,7 @@ static test_config *random_config(test_rng *r, int trial)
             continue;
         tb->quant_buckets = 0;
         tb->precision = (ember_row_precision)test_range(r, 0, 3);
-        if (ember_state_floats(tb->optimizer.kind, 2) >= 2)
+        if (test_element_state(tb->optimizer.kind))
             tb->state_precision = (ember_row_precision)test_range(r, 1, 3);
     }
     tc->features[0].table = 0; /* table 0 (every optimizer in turn) is trained */
@@ -120,7 +121,7 @@ static void test_roundtrip(test_rng *r, int trial)
         tc2->cfg.seed ^= 0x5555;
     tc2->cfg.stack_tables = !tc->cfg.stack_tables;
     for (int32_t t = 0; t < tc2->cfg.num_tables; t++)
-        test_place(&tc2->tables[t], (ember_placement)test_range(r, 0, 4));
+        test_place(&tc2->tables[t], test_placement_for(&tc2->tables[t], (ember_placement)test_range(r, 0, 4)));
     ember_collection *c2 = make(tc2);
     CHECK(c2 != NULL);
     if (c2) {
@@ -319,7 +320,7 @@ static void test_mismatch(test_rng *r)
             tb->optimizer.kind = (ember_optimizer_kind)((tb->optimizer.kind + 1) % 4);
         else
             snprintf(tc2->table_names[t], 32, "renamed%d", t);
-        if (ember_state_floats(tb->optimizer.kind, 2) < 2) /* no state per element: no half state */
+        if (!test_element_state(tb->optimizer.kind)) /* no state per element: no half state */
             tb->state_precision = EMBER_PRECISION_FP32;
         ember_collection *c2 = make(tc2);
         CHECK(c2 && ckpt_test_step(r, c2, &tc2->cfg, 16) == EMBER_OK);

@@ -49,7 +49,7 @@ static test_config *make_config(test_rng *r, const setup *u)
         d->admit_after = t == 1 ? 2 : 1;
         d->init = t == 2 ? EMBER_INIT_NORMAL : EMBER_INIT_UNIFORM;
         d->init_value = test_float(r, 0.01f, 0.5f);
-        d->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 6));
+        d->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, TEST_NUM_OPT));
         test_init_for_optimizer(d);
         tc->features[t].combiner = t % 2 ? EMBER_COMBINER_MEAN : EMBER_COMBINER_SUM;
     }

@@ -361,6 +361,165 @@ static void test_ftrl(void)
     CHECK_CLOSE(s, s2, 8, 1e-6, 1e-6, "ref ftrl state step 2");
 }
 
+/* Batch C: bag {0} alone, d = [-1, 5] for sample 1, so g(row0) = [-1, 5]
+ * and row 1 is untouched (lazy: keeps its values and state). */
+static const int32_t LEN_C[2] = {0, 1};
+static const int64_t IDS_C[1] = {0};
+static const float D_C[4] = {7, 7, -1, 5};
+
+static void test_rowwise_adam(void)
+{
+    /* lr 0.1, betas (0.9, 0.999), eps 1e-8; state per row [m0, m1, v].
+     * step 1 (batch A, t = 1): m = 0.1 g, v = 0.001 mean(g^2), so
+     *   m / (1 - 0.9) = g and v / (1 - 0.999) = mean(g^2):
+     *   row0 mean = (1 + 49) / 2 = 25 -> w0 = [1, 2] - 0.1 [1, 7] / 5 = [0.98, 1.86]
+     *   row1 mean = 4               -> w1 = [-1, 0.5] - 0.1 [2, 2] / 2 = [-1.1, 0.4]
+     *   state: row0 [0.1, 0.7, 0.025], row1 [0.2, 0.2, 0.004]
+     * step 2 (batch C, t = 2, g(row0) = [-1, 5]): m0 = [0.09 - 0.1, 0.63 + 0.5]
+     *   = [-0.01, 1.13], v0 = 0.999 * 0.025 + 0.001 * 13 = 0.037975;
+     *   w0 -= 0.1 m0 / 0.19 / (sqrt(0.037975 / 0.001999) + 1e-8)
+     *   = [0.98120755, 1.7235472]; row 1 as it was. */
+    ember_optimizer o = ember_optimizer_default(EMBER_OPT_ROWWISE_ADAM);
+    o.lr = 0.1f;
+    ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
+    if (!c)
+        return;
+    static const float w1[6] = {0.98f, 1.86f, -1.1f, 0.4f, 7, -7};
+    static const float s1[9] = {0.1f, 0.7f, 0.025f, 0.2f, 0.2f, 0.004f, 0, 0, 0};
+    static const float w2[6] = {0.98120755f, 1.7235472f, -1.1f, 0.4f, 7, -7};
+    static const float s2[9] = {-0.01f, 1.13f, 0.037975f, 0.2f, 0.2f, 0.004f, 0, 0, 0};
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "rowwise adam step 1");
+    expect(c, w1, s1, 3, "rowwise adam step 1");
+    step(c, 2, LEN_C, IDS_C, NULL, 1, D_C, NULL, 0, 0, "rowwise adam step 2");
+    expect(c, w2, s2, 3, "rowwise adam step 2 (row 1 lazy)");
+    ember_collection_destroy(c);
+
+    float w[6], s[9] = {0};
+    memcpy(w, W_INIT, sizeof w);
+    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 3);
+    ref_optimizer_apply(&o, 2, 2, w, s, (float[]){-1, 5});
+    CHECK_CLOSE(w, w2, 4, 1e-6, 1e-6, "ref rowwise adam step 2");
+    CHECK_CLOSE(s, s2, 6, 1e-6, 1e-6, "ref rowwise adam state step 2");
+}
+
+/* Row 1 set to zeros: LAMB's and LARS's trust ratio is then 1 (|w| = 0). */
+static ember_collection *make_row1_zero(ember_optimizer o, float *w_init)
+{
+    ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
+    memcpy(w_init, W_INIT, sizeof W_INIT);
+    w_init[2] = w_init[3] = 0.0f;
+    if (c)
+        CHECK(ember_table_write(c, 0, 1, 1, w_init + 2) == EMBER_OK);
+    return c;
+}
+
+static void test_lamb(void)
+{
+    /* lr 0.1, betas (0.9, 0.999), eps 1e-8, weight decay 0.5 decoupled (into
+     * r, FBGEMM's form); row 1 starts at zeros.  Step 1 (t = 1): the
+     * bias-corrected m and v are g and g^2, so r = g / (|g| + eps) + 0.5 w:
+     *   row0 r = [1, 1] + [0.5, 1] = [1.5, 2], |w| = sqrt 5, |r| = 2.5,
+     *   w0 -= 0.1 * (sqrt5 / 2.5) r = [0.86583592, 1.8211146]
+     *   row1 |w| = 0: ratio 1, w1 = -0.1 [1, 1] = [-0.1, -0.1]
+     *   state: row0 m = [0.1, 0.7], v = [0.001, 0.049]; row1 m = [0.2, 0.2],
+     *   v = [0.004, 0.004]
+     * step 2 (batch C, t = 2): m0 = [-0.01, 1.13], v0 = [0.001999, 0.073951],
+     *   r and the ratio again from them: w0 = [0.82602704, 1.6234367]. */
+    ember_optimizer o = ember_optimizer_default(EMBER_OPT_LAMB);
+    o.lr = 0.1f;
+    o.weight_decay = 0.5f;
+    o.weight_decay_mode = EMBER_DECAY_DECOUPLED;
+    float w[6];
+    ember_collection *c = make_row1_zero(o, w);
+    if (!c)
+        return;
+    static const float w1[6] = {0.86583592f, 1.8211146f, -0.1f, -0.1f, 7, -7};
+    static const float s1[12] = {0.1f, 0.7f, 0.001f, 0.049f, 0.2f, 0.2f, 0.004f, 0.004f, 0, 0, 0, 0};
+    static const float w2[6] = {0.82602704f, 1.6234367f, -0.1f, -0.1f, 7, -7};
+    static const float s2[12] = {-0.01f, 1.13f, 0.001999f, 0.073951f, 0.2f, 0.2f, 0.004f, 0.004f, 0, 0, 0, 0};
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "lamb step 1");
+    expect(c, w1, s1, 4, "lamb step 1");
+    step(c, 2, LEN_C, IDS_C, NULL, 1, D_C, NULL, 0, 0, "lamb step 2");
+    expect(c, w2, s2, 4, "lamb step 2 (row 1 lazy)");
+    ember_collection_destroy(c);
+
+    float s[12] = {0};
+    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 4);
+    CHECK_CLOSE(w, w1, 4, 1e-6, 1e-6, "ref lamb step 1");
+    ref_optimizer_apply(&o, 2, 2, w, s, (float[]){-1, 5});
+    CHECK_CLOSE(w, w2, 4, 1e-6, 1e-6, "ref lamb step 2");
+    CHECK_CLOSE(s, s2, 8, 1e-6, 1e-6, "ref lamb state step 2");
+}
+
+static void test_lars(void)
+{
+    /* lr 0.1, eta 0.5, momentum 0.9, weight decay 0.1 (L2: FBGEMM's LARS_SGD);
+     * row 1 starts at zeros.  Step 1: row0 |w| = sqrt5, |g| = sqrt50,
+     *   q = 0.5 sqrt5 / (sqrt50 + 0.1 sqrt5) = 0.15325...,
+     *   b = 0.1 q ([1, 7] + 0.1 [1, 2]) = [0.016859387, 0.11035235],
+     *   w0 = [0.98314061, 1.8896477]
+     *   row1 |w| = 0: q = 1, b = 0.1 [2, 2], w1 = [-0.2, -0.2]
+     * step 2 (batch C, g(row0) = [-1, 5]): q from the new w0,
+     *   b0 = 0.9 b0 + 0.1 q (g + 0.1 w0) = [-0.0029051676, 0.20335478],
+     *   w0 = [0.98604578, 1.6862929]. */
+    ember_optimizer o = ember_optimizer_default(EMBER_OPT_LARS);
+    o.lr = 0.1f;
+    o.eta = 0.5f;
+    o.weight_decay = 0.1f;
+    float w[6];
+    ember_collection *c = make_row1_zero(o, w);
+    if (!c)
+        return;
+    static const float w1[6] = {0.98314061f, 1.8896477f, -0.2f, -0.2f, 7, -7};
+    static const float s1[6] = {0.016859387f, 0.11035235f, 0.2f, 0.2f, 0, 0};
+    static const float w2[6] = {0.98604578f, 1.6862929f, -0.2f, -0.2f, 7, -7};
+    static const float s2[6] = {-0.0029051676f, 0.20335478f, 0.2f, 0.2f, 0, 0};
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "lars step 1");
+    expect(c, w1, s1, 2, "lars step 1");
+    step(c, 2, LEN_C, IDS_C, NULL, 1, D_C, NULL, 0, 0, "lars step 2");
+    expect(c, w2, s2, 2, "lars step 2 (row 1 lazy)");
+    ember_collection_destroy(c);
+
+    float s[6] = {0};
+    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 2);
+    CHECK_CLOSE(w, w1, 4, 1e-6, 1e-6, "ref lars step 1");
+    ref_optimizer_apply(&o, 2, 2, w, s, (float[]){-1, 5});
+    CHECK_CLOSE(w, w2, 4, 1e-6, 1e-6, "ref lars step 2");
+    CHECK_CLOSE(s, s2, 4, 1e-6, 1e-6, "ref lars state step 2");
+}
+
+/* What needs a row's whole columns is refused under COLUMN placement, and
+ * row-wise Adam's half state, each with a message that names it. */
+static void test_refusals(void)
+{
+    static const struct { ember_optimizer_kind kind; float clip_norm; const char *name; } cases[] = {
+        {EMBER_OPT_ROWWISE_ADAM, 0, "row-wise Adam"}, {EMBER_OPT_LAMB, 0, "LAMB"},
+        {EMBER_OPT_LARS, 0, "LARS"}, {EMBER_OPT_ADAGRAD, 1.0f, "clip_norm"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int half_state = 0; half_state < 2; half_state++) {
+            if (half_state && cases[i].kind != EMBER_OPT_ROWWISE_ADAM)
+                continue;
+            test_config *tc = test_config_new(1, 1);
+            tc->tables[0].rows = 3;
+            tc->tables[0].dim = 2;
+            tc->tables[0].optimizer = ember_optimizer_default(cases[i].kind);
+            tc->tables[0].optimizer.clip_norm = cases[i].clip_norm;
+            if (half_state)
+                tc->tables[0].state_precision = EMBER_PRECISION_BF16;
+            else
+                tc->tables[0].placement = EMBER_PLACE_COLUMN;
+            ember_collection *c = NULL;
+            int rc = ember_collection_create(&tc->cfg, &c);
+            const char *msg = ember_errmsg(NULL);
+            CHECK_MSG(rc == EMBER_EINVAL && c == NULL, "%s %s: created (rc %d)", cases[i].name,
+                      half_state ? "with bf16 state" : "under COLUMN", rc);
+            CHECK_MSG(strstr(msg, cases[i].name) && strstr(msg, half_state ? "bf16" : "COLUMN"),
+                      "%s: the message does not name it: %s", cases[i].name, msg);
+            ember_collection_destroy(c);
+            test_config_free(tc);
+        }
+}
+
 static void test_clipping(void)
 {
     /* SGD, lr 0.1.  Batch A: g(row0) = [1, 7], g(row1) = [2, 2].
@@ -520,6 +679,10 @@ int main(void)
     test_adam();
     test_momentum();
     test_ftrl();
+    test_rowwise_adam();
+    test_lamb();
+    test_lars();
+    test_refusals();
     test_clipping();
     test_combiner_scales();
     return check_report("test_optim");

@@ -165,7 +165,7 @@ static void make_half(test_rng *r, test_config *tc)
         tb->rounding = test_range(r, 0, 3) ? EMBER_ROUND_STOCHASTIC : EMBER_ROUND_NEAREST;
         if (test_range(r, 0, 6) == 0)
             tb->precision = EMBER_PRECISION_FP32; /* mixed with fp32 tables */
-        if (ember_state_floats(tb->optimizer.kind, 2) >= 2) /* Adagrad, Adam: state per element */
+        if (test_element_state(tb->optimizer.kind)) /* Adagrad, Adam: state per element */
             tb->state_precision = (ember_row_precision)test_range(r, 0, 3);
     }
 }
@@ -306,8 +306,8 @@ static void training_case(test_rng *r, int trial, check_count *cc)
     test_config *tc = test_config_random(r, 4, 6, 50, 3000);
     make_half(r, tc);
     tc->tables[0].precision = trial % 2 ? EMBER_PRECISION_BF16 : EMBER_PRECISION_FP16;
-    tc->tables[0].optimizer = test_optimizer_random(r, (ember_optimizer_kind)(trial / 2 % 4));
-    tc->tables[0].state_precision = ember_state_floats(tc->tables[0].optimizer.kind, 2) >= 2
+    tc->tables[0].optimizer = test_optimizer_random(r, (ember_optimizer_kind)(trial / 2 % TEST_NUM_OPT));
+    tc->tables[0].state_precision = test_element_state(tc->tables[0].optimizer.kind)
                                         ? (ember_row_precision)(trial / 8 % 3)
                                         : EMBER_PRECISION_FP32;
     int32_t B = (int32_t)test_range(r, 1, 300);

@@ -62,7 +62,7 @@ static void one_config(test_rng *r, int cfg_ix)
     for (int32_t t = 0; t < 4; t++) {
         tc->tables[t].rows = test_range(r, 500, 4000);
         tc->tables[t].dim = test_pick_dim(r);
-        tc->tables[t].optimizer = test_optimizer_random(r, (ember_optimizer_kind)t);
+        tc->tables[t].optimizer = test_optimizer_random(r, (ember_optimizer_kind)((t + 4 * cfg_ix) % TEST_NUM_OPT));
     }
     tc->tables[cfg_ix % 4].dim = 300;
     for (int32_t f = 0; f < tc->cfg.num_features; f++)

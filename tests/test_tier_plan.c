@@ -33,7 +33,7 @@ static void rules(test_rng *r, int trial)
         ember_table_config *tb = &tc->tables[t];
         tb->rows = test_range(r, 1, 1000000);
         tb->dim = (int32_t)test_range(r, 1, 129);
-        tb->optimizer.kind = (ember_optimizer_kind)test_range(r, 0, 6);
+        tb->optimizer.kind = (ember_optimizer_kind)test_range(r, 0, TEST_NUM_OPT);
         test_place(tb, (ember_placement)test_range(r, 0, 4));
         if (test_range(r, 0, 6) == 0)
             tb->storage = (ember_storage)test_range(r, 1, 3);

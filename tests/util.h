@@ -147,7 +147,7 @@ static inline ember_optimizer test_optimizer_random(test_rng *r, ember_optimizer
     o.lr = test_float(r, 0.005f, 0.2f);
     o.eps = test_float(r, 1e-2f, 1e-1f);
     o.weight_decay = test_range(r, 0, 3) == 0 ? 0.0f : test_float(r, 0.0f, 0.1f);
-    if (kind == EMBER_OPT_ADAM) {
+    if (kind == EMBER_OPT_ADAM || kind == EMBER_OPT_ROWWISE_ADAM || kind == EMBER_OPT_LAMB) {
         o.beta1 = test_float(r, 0.5f, 0.95f);
         o.beta2 = test_float(r, 0.9f, 0.9999f);
     }
@@ -169,16 +169,50 @@ static inline ember_optimizer test_optimizer_random(test_rng *r, ember_optimizer
         o.momentum = test_float(r, 0.0f, 0.95f);
         o.nesterov = (int32_t)test_range(r, 0, 2);
     }
+    if (kind == EMBER_OPT_LARS) { /* eta large enough that a step moves a row */
+        o.momentum = test_float(r, 0.0f, 0.95f);
+        o.eta = test_float(r, 0.01f, 0.5f);
+    }
     return o;
 }
 
-/* Sets tb's placement; clip_norm off under COLUMN, which refuses it (a
- * row's columns live on several ranks). */
+/* Optimizer kinds a random config draws from: test_range(r, 0, TEST_NUM_OPT). */
+#define TEST_NUM_OPT (EMBER_OPT_LARS + 1)
+
+/* 1 when the kind's state is only per-element vectors (and so may be half
+ * precision): not SGD's none, nor a row-wise kind's float per row. */
+static inline int test_element_state(ember_optimizer_kind kind)
+{
+    int32_t two = ember_state_floats(kind, 2);
+    return two >= 2 && two % 2 == 0;
+}
+
+/* Sets tb's placement; under COLUMN, which refuses what needs a row's
+ * whole columns (they live on several ranks), clip_norm off and row-wise
+ * Adam, LAMB and LARS replaced by their nearest kinds (row-wise Adagrad,
+ * Adam, momentum), the other fields as drawn. */
 static inline void test_place(ember_table_config *tb, ember_placement p)
 {
     tb->placement = p;
-    if (p == EMBER_PLACE_COLUMN)
-        tb->optimizer.clip_norm = 0.0f;
+    if (p != EMBER_PLACE_COLUMN)
+        return;
+    ember_optimizer *o = &tb->optimizer;
+    o->clip_norm = 0.0f;
+    o->kind = o->kind == EMBER_OPT_ROWWISE_ADAM ? EMBER_OPT_ROWWISE_ADAGRAD
+              : o->kind == EMBER_OPT_LAMB       ? EMBER_OPT_ADAM
+              : o->kind == EMBER_OPT_LARS       ? EMBER_OPT_MOMENTUM
+                                                : o->kind;
+    o->eta = ember_optimizer_default(o->kind).eta; /* LARS's own, as checkpoints keep it */
+}
+
+/* Placement p for table tb, or ROW where p is COLUMN and tb's optimizer
+ * needs a row's whole columns (row-wise Adam, LAMB, LARS): for tests that
+ * move a trained table to another placement and must keep its kind. */
+static inline ember_placement test_placement_for(const ember_table_config *tb, ember_placement p)
+{
+    ember_optimizer_kind k = tb->optimizer.kind;
+    int whole = k == EMBER_OPT_ROWWISE_ADAM || k == EMBER_OPT_LAMB || k == EMBER_OPT_LARS;
+    return p == EMBER_PLACE_COLUMN && whole ? EMBER_PLACE_ROW : p;
 }
 
 /* What a table with optimizer o starts from: FTRL's from zeros, as it is
@@ -228,7 +262,7 @@ static inline test_config *test_config_random(test_rng *r, int max_tables, int m
         if (test_range(r, 0, 8) == 0)
             tb->init = EMBER_INIT_CONSTANT;
         tb->init_value = test_float(r, 0.01f, 1.0f);
-        tb->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, 6));
+        tb->optimizer = test_optimizer_random(r, (ember_optimizer_kind)test_range(r, 0, TEST_NUM_OPT));
         test_init_for_optimizer(tb);
         test_quant_random(r, tb);
     }

@@ -50,7 +50,8 @@ static void bench_usage(FILE *f)
             "  --tables N --rows N --dim N --batch N --pooling N   override the shape\n"
             "  --dist zipf|uniform     id law (zipf: bounded Zipf(alpha), hot rows scattered)\n"
             "  --alpha A               Zipf exponent (1.05)\n"
-            "  --optimizer LIST        comma list of none,sgd,adagrad,rowwise_adagrad,adam,momentum,ftrl\n"
+            "  --optimizer LIST        comma list of none,sgd,adagrad,rowwise_adagrad,adam,momentum,ftrl,\n"
+            "                          rowwise_adam,lamb,lars\n"
             "                          (none,adagrad)\n"
             "  --threads LIST          comma list of thread counts (1)\n"
             "  --iters N --warmup N    timed and untimed iterations (10, 3)\n"
@@ -101,7 +102,7 @@ static void bench_usage(FILE *f)
 /* "none": forward only (1), an optimizer's name (0, *kind), else -1. */
 static int parse_optimizer(const char *s, ember_optimizer_kind *kind)
 {
-    for (int k = EMBER_OPT_SGD; k <= EMBER_OPT_FTRL; k++)
+    for (int k = EMBER_OPT_SGD; k <= EMBER_OPT_LARS; k++)
         if (!strcmp(s, ember_optimizer_name((ember_optimizer_kind)k))) {
             *kind = (ember_optimizer_kind)k;
             return 0;
@@ -276,7 +277,8 @@ static int check_lists(FILE *err, bench_opts *o)
     for (int i = 0; i < o->num_opt; i++) {
         ember_optimizer_kind k;
         if (parse_optimizer(o->opt[i], &k) < 0) {
-            fprintf(err, "ember bench: bad value '%s' for --optimizer (none, sgd, adagrad, rowwise_adagrad, adam, momentum, ftrl)\n",
+            fprintf(err, "ember bench: bad value '%s' for --optimizer (none, sgd, adagrad, rowwise_adagrad, adam, momentum, ftrl, "
+                            "rowwise_adam, lamb, lars)\n",
                     o->opt[i]);
             return 2;
         }

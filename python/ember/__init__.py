@@ -28,11 +28,12 @@ from ._ember import Error, version
 from .batch import JaggedBatch
 from .collection import Collection
 from .data import Reader, Samples, synthetic_batches
-from .config import FTRL, SGD, Adagrad, Adam, AdamW, FeatureConfig, Momentum, RowWiseAdagrad, TableConfig
+from .config import (FTRL, LAMB, LARS, SGD, Adagrad, Adam, AdamW, FeatureConfig, Momentum, RowWiseAdagrad,
+                     RowWiseAdam, TableConfig)
 from .predict import Predictor, predict
 from .train import train
 from .world import World, world
 
 __version__ = version()
 __all__ = ["Error", "JaggedBatch", "Collection", "TableConfig", "FeatureConfig", "SGD", "Adagrad",
-           "RowWiseAdagrad", "Adam", "AdamW", "Momentum", "FTRL", "Predictor", "predict", "train", "Reader", "Samples", "synthetic_batches", "World", "world", "version"]
+           "RowWiseAdagrad", "Adam", "AdamW", "Momentum", "FTRL", "RowWiseAdam", "LAMB", "LARS", "Predictor", "predict", "train", "Reader", "Samples", "synthetic_batches", "World", "world", "version"]

@@ -97,7 +97,42 @@ class FTRL(_Shared):
     _kind = 5
 
 
-Optimizer = Union[SGD, Adagrad, RowWiseAdagrad, Adam, AdamW, Momentum, FTRL]
+@dataclass(frozen=True)
+class RowWiseAdam(_Shared):
+    """FBGEMM's partial row-wise Adam: m per element, v one per row
+    (v = beta2 v + (1 - beta2) mean(g*g)); w -= lr * m / (1 - beta1^t) /
+    (sqrt(v / (1 - beta2^t)) + eps).  Lazy: untouched rows keep m and v."""
+    lr: float = 0.001
+    betas: tuple = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    _kind = 6
+
+
+@dataclass(frozen=True)
+class LAMB(_Shared):
+    """FBGEMM's LAMB: Adam's direction r (plus weight_decay * w under
+    weight_decay_mode "decoupled"), then w -= lr * |w| / |r| * r, the
+    norms over the row.  Lazy, state m then v."""
+    lr: float = 0.001
+    betas: tuple = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    _kind = 7
+
+
+@dataclass(frozen=True)
+class LARS(_Shared):
+    """FBGEMM's LARS-SGD: q = eta |w| / (|g| + weight_decay |w|) per row;
+    b = momentum b + lr q (g + weight_decay w); w -= b.  Lazy, state b."""
+    lr: float = 0.01
+    eta: float = 0.001
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+    _kind = 8
+
+
+Optimizer = Union[SGD, Adagrad, RowWiseAdagrad, Adam, AdamW, Momentum, FTRL, RowWiseAdam, LAMB, LARS]
 
 _INITS = {"uniform": 0, "normal": 1, "zeros": 2, "constant": 3}
 _PLACEMENTS = {"row": 0, "column": 1, "table": 2, "replicated": 3}
@@ -153,7 +188,7 @@ class TableConfig:
     exchange: str = "rows"         # rows, pooled
     precision: str = "fp32"        # the rows' training precision: fp32, fp16, bf16
     rounding: str = "stochastic"   # half rows and state: stochastic, nearest
-    state_precision: str = "fp32"  # Adagrad's and Adam's state: fp32, bf16 (fp16 underflows)
+    state_precision: str = "fp32"  # per-element state (not row-wise kinds'): fp32, bf16 (fp16 underflows)
 
     def _tuple(self) -> tuple:
         o = self.optimizer
@@ -178,7 +213,7 @@ class TableConfig:
                 _choice(n, "weight_decay_mode", getattr(o, "weight_decay_mode", "l2"), _DECAY_MODES),
                 float(getattr(o, "beta", 1.0)), float(getattr(o, "l1", 0.0)),
                 float(getattr(o, "l2", 0.0)), float(getattr(o, "lr_power", -0.5)),
-                float(o.clip_value), float(o.clip_norm))
+                float(o.clip_value), float(o.clip_norm), float(getattr(o, "eta", 0.001)))
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ static void collection_free_parts(py_collection *self)
  *  ttl_steps, storage, cache_bytes, path, max_ids, max_unique,
  *  limit_policy, exchange, precision, rounding, state_precision, momentum,
  *  nesterov, weight_decay_mode, beta, l1, l2, lr_power, clip_value,
- *  clip_norm): the order of
+ *  clip_norm, eta): the order of
  *  TableConfig._tuple (ember/config.py).
  * Strings point into the tuple's str objects: ember_collection_create copies
  * what it keeps, so they need to live only through the call. */
@@ -54,14 +54,14 @@ static int parse_table(PyObject *tuple, ember_table_config *t)
     int init, opt, placement, kind, evict, storage, limit_policy, exchange, precision, rounding, state_precision,
         decay_mode;
     *t = ember_table_config_default();
-    if (!PyArg_ParseTuple(tuple, "sLiififffffiiiLiiiiLzLLiiiiifiiffffff;a table tuple", &name, &t->rows, &t->dim, &init,
+    if (!PyArg_ParseTuple(tuple, "sLiififffffiiiLiiiiLzLLiiiiifiifffffff;a table tuple", &name, &t->rows, &t->dim, &init,
                           &t->init_value, &opt, &t->optimizer.lr, &t->optimizer.eps, &t->optimizer.weight_decay,
                           &t->optimizer.beta1, &t->optimizer.beta2, &placement, &t->owner, &kind, &t->capacity,
                           &t->admit_after, &evict, &t->ttl_steps, &storage, &t->cache_bytes, &path,
                           &t->max_ids_per_partition, &t->max_unique_ids_per_partition, &limit_policy, &exchange,
                           &precision, &rounding, &state_precision, &t->optimizer.momentum, &t->optimizer.nesterov, &decay_mode, &t->optimizer.beta,
                           &t->optimizer.l1, &t->optimizer.l2, &t->optimizer.lr_power, &t->optimizer.clip_value,
-                          &t->optimizer.clip_norm))
+                          &t->optimizer.clip_norm, &t->optimizer.eta))
         return -1;
     t->init = (ember_init_kind)init;
     t->optimizer.kind = (ember_optimizer_kind)opt;

@@ -27,12 +27,14 @@ static int check_precision(const ember_table_config *tc)
     if (tc->state_precision != EMBER_PRECISION_FP32) {
         const char *why = tc->optimizer.kind == EMBER_OPT_ROWWISE_ADAGRAD ? "row-wise Adagrad, whose one float per "
                                                                             "row stays fp32"
+                          : tc->optimizer.kind == EMBER_OPT_ROWWISE_ADAM  ? "row-wise Adam, whose float per row "
+                                                                            "stays fp32"
                           : tc->optimizer.kind == EMBER_OPT_SGD            ? "SGD, which keeps no state"
                           : tc->rows_encoding != EMBER_ROWS_FP32           ? "encoded rows (rows_encoding)"
                                                                            : NULL;
         if (why)
             return ember_fail_create(EMBER_EINVAL, "table '%s': %s optimizer state does not go with %s; half state "
-                                     "is for Adagrad and Adam (docs/precision.md)", nm,
+                                     "is for the optimizers whose state is per element (docs/precision.md)", nm,
                                      ember_precision_name(tc->state_precision), why);
     }
     if (tc->precision == EMBER_PRECISION_FP32)
@@ -103,11 +105,12 @@ static int check_table_training(const ember_collection_config *cfg, int32_t t, i
     const ember_table_config *tc = &cfg->tables[t];
     const char *nm = tc->name;
     const ember_optimizer *o = &tc->optimizer;
-    if (o->kind < EMBER_OPT_SGD || o->kind > EMBER_OPT_FTRL)
+    if (o->kind < EMBER_OPT_SGD || o->kind > EMBER_OPT_LAST)
         return ember_fail_create(EMBER_EINVAL, "table '%s': unknown optimizer %d", nm, o->kind);
     if (!check_finite_pos(o->lr))
         return ember_fail_create(EMBER_EINVAL, "table '%s': optimizer.lr %g must be > 0", nm, o->lr);
     if (o->kind != EMBER_OPT_SGD && o->kind != EMBER_OPT_MOMENTUM && o->kind != EMBER_OPT_FTRL &&
+        o->kind != EMBER_OPT_LARS &&
         !check_finite_pos(o->eps))
         return ember_fail_create(EMBER_EINVAL, "table '%s': optimizer.eps %g must be > 0", nm, o->eps);
     if (!(o->weight_decay >= 0 && o->weight_decay < 1e30f))
@@ -125,9 +128,19 @@ static int check_table_training(const ember_collection_config *cfg, int32_t t, i
     if (!(o->clip_value >= 0 && o->clip_value < 1e30f && o->clip_norm >= 0 && o->clip_norm < 1e30f))
         return ember_fail_create(EMBER_EINVAL, "table '%s': clip_value %g and clip_norm %g must be >= 0 (0: off)", nm,
                                  o->clip_value, o->clip_norm);
-    if (o->clip_norm > 0 && tc->placement == EMBER_PLACE_COLUMN)
-        return ember_fail_create(EMBER_EINVAL, "table '%s': clip_norm does not go with COLUMN placement (a row's "
-                                 "columns are split over the ranks); use clip_value or another placement", nm);
+    const char *whole = ember_whole_row_need(o);
+    if (whole && tc->placement == EMBER_PLACE_COLUMN)
+        return ember_fail_create(EMBER_EINVAL, "table '%s': %s does not go with COLUMN placement (it needs a row's "
+                                 "whole columns, which are split over the ranks); use another placement%s", nm,
+                                 whole, strcmp(whole, "clip_norm") ? "" : " or clip_value");
+    if ((o->kind == EMBER_OPT_ROWWISE_ADAM || o->kind == EMBER_OPT_LAMB) &&
+        !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
+        return ember_fail_create(EMBER_EINVAL, "table '%s': %s betas (%g, %g) must be in [0, 1)", nm,
+                                 o->kind == EMBER_OPT_LAMB ? "LAMB" : "row-wise Adam", o->beta1, o->beta2);
+    if (o->kind == EMBER_OPT_LARS && !(o->momentum >= 0 && o->momentum < 1))
+        return ember_fail_create(EMBER_EINVAL, "table '%s': LARS momentum %g must be in [0, 1)", nm, o->momentum);
+    if (o->kind == EMBER_OPT_LARS && !check_finite_pos(o->eta))
+        return ember_fail_create(EMBER_EINVAL, "table '%s': LARS eta %g must be > 0", nm, o->eta);
     if (o->kind == EMBER_OPT_FTRL &&
         !(o->beta >= 0 && o->beta < 1e30f && o->l1 >= 0 && o->l1 < 1e30f && o->l2 >= 0 && o->l2 < 1e30f))
         return ember_fail_create(EMBER_EINVAL, "table '%s': FTRL beta %g, l1 %g, l2 %g must be >= 0", nm, o->beta,

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "ckpt/ckpt_impl.h"
+#include "collection/config.h"
 #include "data/data_error.h"
 
 void ckpt_put_u32(uint8_t *p, uint32_t v)
@@ -83,11 +84,12 @@ void ckpt_file_name_of(char out[64], int32_t rank, int32_t world)
 }
 
 static const char *const placement_names[] = {"row", "column", "table", "replicated"};
-static const char *const optimizer_names[] = {"sgd", "adagrad", "rowwise_adagrad", "adam", "momentum", "ftrl"};
+static const char *const optimizer_names[] = {"sgd", "adagrad", "rowwise_adagrad", "adam", "momentum", "ftrl",
+                                               "rowwise_adam", "lamb", "lars"};
 static const char *const init_names[] = {"uniform", "normal", "zeros", "constant"};
 
 const char *ckpt_placement_name(ember_placement p) { return (unsigned)p < 4 ? placement_names[p] : "?"; }
-const char *ckpt_optimizer_name(ember_optimizer_kind k) { return (unsigned)k < 6 ? optimizer_names[k] : "?"; }
+const char *ckpt_optimizer_name(ember_optimizer_kind k) { return (unsigned)k <= EMBER_OPT_LAST ? optimizer_names[k] : "?"; }
 const char *ckpt_init_name(ember_init_kind k) { return (unsigned)k < 4 ? init_names[k] : "?"; }
 const char *ckpt_evict_name(ember_evict_policy e)
 {
@@ -157,6 +159,10 @@ static json_t *table_json(const ckpt_table_info *t)
     if (t->opt.kind == EMBER_OPT_MOMENTUM) {
         json_object_set_new(opt, "momentum", json_real(t->opt.momentum));
         json_object_set_new(opt, "nesterov", json_boolean(t->opt.nesterov));
+    }
+    if (t->opt.kind == EMBER_OPT_LARS) {
+        json_object_set_new(opt, "momentum", json_real(t->opt.momentum));
+        json_object_set_new(opt, "eta", json_real(t->opt.eta));
     }
     json_object_set_new(init, "kind", json_string(ckpt_init_name(t->init)));
     json_object_set_new(init, "value", json_real(t->init_value));

@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <xxhash.h>
 
+#include "collection/config.h"
 #include "ckpt/ckpt_impl.h"
 #include "data/data_error.h"
 
@@ -133,7 +134,7 @@ static int decode_table(dec *d, json_t *o, int32_t world, ckpt_table_info *t)
         return bad(d, "init", "expected an object");
     size_t n = strlen(d->ctx);
     snprintf(d->ctx + n, sizeof d->ctx - n, "optimizer.");
-    TRY(get_enum(d, opt, "kind", optimizer_i, 6, &e));
+    TRY(get_enum(d, opt, "kind", optimizer_i, EMBER_OPT_LAST + 1, &e));
     t->opt.kind = (ember_optimizer_kind)e;
     TRY(get_float(d, opt, "lr", &t->opt.lr));
     TRY(get_float(d, opt, "eps", &t->opt.eps));
@@ -169,6 +170,11 @@ static int decode_table(dec *d, json_t *o, int32_t world, ckpt_table_info *t)
         if (!json_is_boolean(nv))
             return bad(d, "nesterov", "expected true or false");
         t->opt.nesterov = json_is_true(nv);
+    }
+    t->opt.eta = 0.001f;
+    if (t->opt.kind == EMBER_OPT_LARS) {
+        TRY(get_float(d, opt, "momentum", &t->opt.momentum));
+        TRY(get_float(d, opt, "eta", &t->opt.eta));
     }
     snprintf(d->ctx + n, sizeof d->ctx - n, "init.");
     TRY(get_enum(d, init, "kind", init_i, 4, &e));

@@ -9,7 +9,8 @@
 
 ember_optimizer ember_optimizer_default(ember_optimizer_kind kind)
 {
-    ember_optimizer o = {kind, 0.01f, 1e-8f, 0.0f, 0.9f, 0.999f, 0.9f, 0, EMBER_DECAY_L2, 1.0f, 0.0f, 0.0f, -0.5f, 0.0f, 0.0f};
+    ember_optimizer o = {kind, 0.01f, 1e-8f, 0.0f, 0.9f, 0.999f, 0.9f, 0, EMBER_DECAY_L2, 1.0f, 0.0f, 0.0f, -0.5f, 0.0f, 0.0f,
+                         0.001f};
     return o;
 }
 
@@ -46,9 +47,25 @@ int32_t ember_row_state_floats(const ember_table_config *tc, int32_t dim)
     return tc->rows_encoding != EMBER_ROWS_FP32 ? 0 : ember_state_floats(tc->optimizer.kind, dim);
 }
 
-int ember_element_state(ember_optimizer_kind kind) { return ember_state_floats(kind, 2) >= 2; }
+int ember_element_state(ember_optimizer_kind kind)
+{
+    int32_t two = ember_state_floats(kind, 2); /* a vector per element is 2 floats at dim 2, a row float 1 */
+    return two >= 2 && two % 2 == 0;
+}
 
-int ember_state_vectors(ember_optimizer_kind kind) { return ember_state_floats(kind, 2) / 2; }
+int ember_state_vectors(ember_optimizer_kind kind)
+{
+    return ember_element_state(kind) ? ember_state_floats(kind, 2) / 2 : 0;
+}
+
+const char *ember_whole_row_need(const ember_optimizer *o)
+{
+    return o->kind == EMBER_OPT_ROWWISE_ADAM ? "row-wise Adam"
+           : o->kind == EMBER_OPT_LAMB       ? "LAMB"
+           : o->kind == EMBER_OPT_LARS       ? "LARS"
+           : o->clip_norm > 0                ? "clip_norm"
+                                             : NULL;
+}
 
 int ember_precision_encoding(ember_row_precision p)
 {
@@ -68,6 +85,9 @@ int32_t ember_state_floats(ember_optimizer_kind kind, int32_t dim)
     case EMBER_OPT_ADAM: return 2 * dim;
     case EMBER_OPT_MOMENTUM: return dim;
     case EMBER_OPT_FTRL: return 2 * dim;
+    case EMBER_OPT_ROWWISE_ADAM: return dim + 1;
+    case EMBER_OPT_LAMB: return 2 * dim;
+    case EMBER_OPT_LARS: return dim;
     default: return 0;
     }
 }

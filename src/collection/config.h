@@ -26,14 +26,22 @@ const char *ember_encoding_refusal(const ember_table_config *tc);
  * element for half state, state_precision, else 4).  The planner, the tier
  * rule and a dynamic table's capacity all count rows this way. */
 int64_t ember_row_bytes(const ember_table_config *tc, int32_t dim);
-/* 1 for the optimizers whose state is per element (Adagrad, Adam): the
- * ones whose state may be half precision (state_precision); row-wise
- * Adagrad's one float per row stays fp32 and SGD keeps none. */
+/* 1 for the optimizers whose state is only per element (Adagrad, Adam,
+ * momentum, FTRL, LAMB, LARS): the ones whose state may be half precision
+ * (state_precision); a row float (row-wise Adagrad's, row-wise Adam's v)
+ * stays fp32 and SGD keeps none. */
 int ember_element_state(ember_optimizer_kind kind);
 /* Vectors of dim floats in a row's per-element state, one after the other
- * (Adagrad, momentum 1; Adam, FTRL 2; 0 for SGD and row-wise Adagrad).  A
+ * (Adagrad, momentum, LARS 1; Adam, FTRL, LAMB 2; 0 for the rest).  A
  * COLUMN slice holds each vector's columns. */
 int ember_state_vectors(ember_optimizer_kind kind);
+/* The last optimizer kind (include/ember.h). */
+#define EMBER_OPT_LAST EMBER_OPT_LARS
+/* What in optimizer o needs a row's whole columns at once (a norm or a
+ * mean over the row: "LAMB", "clip_norm", ...), so that it does not go
+ * with COLUMN placement; NULL when nothing does.  Row-wise Adagrad's mean
+ * is exchanged over the ranks and is not named. */
+const char *ember_whole_row_need(const ember_optimizer *o);
 /* quant.h's encoding of a half precision (EMBER_ENC_FP16, _BF16); 0 for fp32. */
 int ember_precision_encoding(ember_row_precision p);
 int32_t ember_row_state_floats(const ember_table_config *tc, int32_t dim);

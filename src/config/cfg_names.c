@@ -5,12 +5,13 @@
  */
 #include <string.h>
 
+#include "collection/config.h"
 #include "config/cfg_read.h"
 
 const char *const CFG_PLACEMENTS[] = {"row", "column", "table", "replicated", NULL};
 const char *const CFG_EXCHANGES[] = {"rows", "pooled", NULL};
 /* by ember_optimizer_kind, then "adamw" (Adam with decoupled weight decay) */
-const char *const CFG_OPTIMIZERS[] = {"sgd", "adagrad", "rowwise_adagrad", "adam", "momentum", "ftrl", "adamw", NULL};
+const char *const CFG_OPTIMIZERS[] = {"sgd", "adagrad", "rowwise_adagrad", "adam", "momentum", "ftrl", "rowwise_adam", "lamb", "lars", "adamw", NULL};
 const char *const CFG_INITS[] = {"uniform", "normal", "zeros", "constant", NULL};
 const char *const CFG_COMBINERS[] = {"sum", "mean", "sqrtn", "none", NULL};
 const char *const CFG_POLICIES[] = {"error", "drop", "minibatch", NULL};
@@ -50,7 +51,7 @@ const char *config_exchange_name(int x) { return x >= 0 && x < 2 ? CFG_EXCHANGES
 
 const char *config_optimizer_name(ember_optimizer_kind k)
 {
-    return (unsigned)k <= EMBER_OPT_FTRL ? CFG_OPTIMIZERS[k] : "?";
+    return (unsigned)k <= EMBER_OPT_LAST ? CFG_OPTIMIZERS[k] : "?";
 }
 
 const char *config_source_name(cfg_source s)

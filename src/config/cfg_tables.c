@@ -12,7 +12,7 @@
 #include "collection/config.h"
 #include "config/cfg_read.h"
 
-#define CFG_ADAMW (EMBER_OPT_FTRL + 1) /* CFG_OPTIMIZERS' "adamw" */
+#define CFG_ADAMW (EMBER_OPT_LAST + 1) /* CFG_OPTIMIZERS' "adamw" */
 
 /* The defaults of a kind named in CFG_OPTIMIZERS ("adamw": Adam with
  * decoupled weight decay). */
@@ -38,14 +38,15 @@ int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key
         return cfg_fail_at(r, s, key, "must be a kind (\"adagrad\") or a group { kind = ...; lr = ...; }");
     static const char *const KEYS[] = {"kind", "lr", "eps", "weight_decay", "weight_decay_mode", "beta1", "beta2",
                                        "momentum", "nesterov", "beta", "l1", "l2", "lr_power", "clip_value",
-                                       "clip_norm", NULL};
+                                       "clip_norm", "eta", NULL};
     if (cfg_check_keys(r, s, key, KEYS))
         return EMBER_EINVAL;
     const config_setting_t *k = config_setting_get_member(s, "kind");
     char sub[160];
     snprintf(sub, sizeof sub, "%.120s.kind", key);
     if (!k)
-        return cfg_fail_at(r, s, sub, "missing (one of: sgd, adagrad, rowwise_adagrad, adam, momentum, ftrl, adamw)");
+        return cfg_fail_at(r, s, sub, "missing (one of: sgd, adagrad, rowwise_adagrad, adam, momentum, ftrl, rowwise_adam, lamb, "
+                           "lars, adamw)");
     if (cfg_get_enum(r, k, sub, CFG_OPTIMIZERS, &kind))
         return EMBER_EINVAL;
     *o = optimizer_named(kind);
@@ -53,7 +54,7 @@ int cfg_read_optimizer(cfg_reader *r, const config_setting_t *s, const char *key
         {"lr", &o->lr, 0, 1e6}, {"eps", &o->eps, 0, 1}, {"weight_decay", &o->weight_decay, 0, 1e6},
         {"beta1", &o->beta1, 0, 1}, {"beta2", &o->beta2, 0, 1}, {"momentum", &o->momentum, 0, 1},
         {"beta", &o->beta, 0, 1e6}, {"l1", &o->l1, 0, 1e6}, {"l2", &o->l2, 0, 1e6}, {"lr_power", &o->lr_power, -10, 0},
-        {"clip_value", &o->clip_value, 0, 1e30}, {"clip_norm", &o->clip_norm, 0, 1e30},
+        {"clip_value", &o->clip_value, 0, 1e30}, {"clip_norm", &o->clip_norm, 0, 1e30}, {"eta", &o->eta, 0, 1e6},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         const config_setting_t *m = config_setting_get_member(s, f[i].name);

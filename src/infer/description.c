@@ -8,7 +8,7 @@
  *    "tables":   [{"name", "kind", "rows", "dim", "init", "init_value",
  *                  "optimizer": {kind, lr, eps, weight_decay, beta1, beta2,
  *                                momentum, nesterov, weight_decay_mode;
- *                                FTRL: beta, l1, l2, lr_power; clipping on:
+ *                                FTRL: beta, l1, l2, lr_power; LARS: eta; clipping on:
  *                                clip_value, clip_norm},
  *                  "placement", "owner", "exchange",
  *                  "limits": [max_ids, max_unique, policy],
@@ -147,6 +147,8 @@ static json_t *table_json(const ember_table_config *t)
         json_object_set_new(opt, "l2", json_real(o->l2));
         json_object_set_new(opt, "lr_power", json_real(o->lr_power));
     }
+    if (o->kind == EMBER_OPT_LARS)
+        json_object_set_new(opt, "eta", json_real(o->eta));
     json_t *q = json_pack("[I, f, f]", (json_int_t)t->quant_buckets, (double)t->quant_low, (double)t->quant_high);
     return json_pack("{s:s, s:I, s:I, s:I, s:I, s:f, s:o, s:I, s:I, s:I, s:o, s:o, s:o}", "name", t->name, "kind",
                      (json_int_t)t->kind, "rows", (json_int_t)t->rows, "dim", (json_int_t)t->dim, "init",
@@ -290,7 +292,7 @@ static void read_table(reader *r, json_t *o, int32_t t, model_description *m)
     if (op) {
         char ow[48];
         snprintf(ow, sizeof ow, "%s.optimizer", where);
-        tb->optimizer.kind = (ember_optimizer_kind)get_int(r, op, ow, "kind", 0, EMBER_OPT_FTRL);
+        tb->optimizer.kind = (ember_optimizer_kind)get_int(r, op, ow, "kind", 0, EMBER_OPT_LAST);
         tb->optimizer.lr = get_float(r, op, ow, "lr");
         tb->optimizer.eps = get_float(r, op, ow, "eps");
         tb->optimizer.weight_decay = get_float(r, op, ow, "weight_decay");
@@ -310,6 +312,8 @@ static void read_table(reader *r, json_t *o, int32_t t, model_description *m)
             tb->optimizer.l2 = get_float(r, op, ow, "l2");
             tb->optimizer.lr_power = get_float(r, op, ow, "lr_power");
         }
+        if (json_object_get(op, "eta")) /* LARS's */
+            tb->optimizer.eta = get_float(r, op, ow, "eta");
         if (json_object_get(op, "weight_decay_mode"))
             tb->optimizer.weight_decay_mode =
                 (ember_decay_mode)get_int(r, op, ow, "weight_decay_mode", 0, EMBER_DECAY_DECOUPLED);

@@ -26,6 +26,9 @@ typedef struct ember_optim_step {
     float beta, l1, l2, lr_power; /* FTRL */
     float clip_value, clip_norm;  /* 0: off */
     int64_t *clipped;             /* [2] values, rows clipped: added to (atomic) */
+    float bc1_inv, bc2_inv;       /* 1 / (1 - beta^t): row-wise Adam, LAMB */
+    float eta;                    /* LARS */
+    float inner_wd;               /* weight decay inside LAMB's r (decoupled) or LARS's step (L2) */
 } ember_optim_step;
 
 static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int64_t t, float lr_scale)
@@ -36,11 +39,22 @@ static inline ember_optim_step ember_optim_prepare(const ember_optimizer *o, int
                           o->beta2,    0.0f,       o->momentum, o->nesterov,
                           decoupled ? 1.0f - lr * o->weight_decay : 1.0f,
                           o->beta,     o->l1,      o->l2,       o->lr_power,
-                          o->clip_value, o->clip_norm, NULL};
-    if (o->kind == EMBER_OPT_ADAM) {
-        double bc1 = 1.0 - pow((double)o->beta1, (double)t);
-        double bc2 = 1.0 - pow((double)o->beta2, (double)t);
+                          o->clip_value, o->clip_norm, NULL,
+                          1.0f,        1.0f,       o->eta,      0.0f};
+    double bc1 = 1.0 - pow((double)o->beta1, (double)t);
+    double bc2 = 1.0 - pow((double)o->beta2, (double)t);
+    if (o->kind == EMBER_OPT_ADAM)
         s.adam_step = (float)((double)lr * sqrt(bc2) / bc1);
+    if (o->kind == EMBER_OPT_ROWWISE_ADAM || o->kind == EMBER_OPT_LAMB) {
+        s.bc1_inv = (float)(1.0 / bc1);
+        s.bc2_inv = (float)(1.0 / bc2);
+    }
+    /* LAMB's decoupled decay goes into r, LARS's L2 decay into its step
+     * (both FBGEMM's forms): not the generic g += wd w, w *= 1 - lr wd */
+    if ((o->kind == EMBER_OPT_LAMB && decoupled) || (o->kind == EMBER_OPT_LARS && !decoupled)) {
+        s.wd = 0.0f;
+        s.shrink = 1.0f;
+        s.inner_wd = o->weight_decay;
     }
     return s;
 }
@@ -172,6 +186,67 @@ static inline void ember_optim_rowwise(const ember_optim_step *o, int32_t n, flo
         w[k] -= mult * g[k];
 }
 
+/* Row-wise Adam (FBGEMM's partial row-wise Adam) given the row's mean of
+ * g^2: m has n floats, v one. */
+static inline void ember_optim_rowwise_adam(const ember_optim_step *o, int32_t n, float *restrict w,
+                                            float *restrict m, float *restrict v, const float *restrict g,
+                                            float mean_sq)
+{
+    const float b1 = o->beta1, b2 = o->beta2;
+    float vv = b2 * v[0] + (1.0f - b2) * mean_sq;
+    v[0] = vv;
+    float mult = o->lr * o->bc1_inv / (sqrtf(vv * o->bc2_inv) + o->eps);
+#pragma omp simd
+    for (int32_t k = 0; k < n; k++) {
+        float mk = b1 * m[k] + (1.0f - b1) * g[k];
+        m[k] = mk;
+        w[k] -= mult * mk;
+    }
+}
+
+/* Trust ratio |a| / |b| of a row (1 when either norm is 0), the norms in
+ * ember_optim_sumsq's fixed order. */
+static inline float ember_optim_trust(float a_sq, float b_sq)
+{
+    return a_sq > 0.0f && b_sq > 0.0f ? sqrtf(a_sq) / sqrtf(b_sq) : 1.0f;
+}
+
+/* LAMB on a row (m, v its state vectors): Adam's direction r, written over
+ * g, then the step lr * |w| / |r| along it. */
+static inline void ember_optim_lamb(const ember_optim_step *o, int32_t dim, float *restrict w, float *restrict m,
+                                    float *restrict v, float *restrict g)
+{
+    const float b1 = o->beta1, b2 = o->beta2, c1 = o->bc1_inv, c2 = o->bc2_inv, eps = o->eps, wd = o->inner_wd;
+#pragma omp simd
+    for (int32_t k = 0; k < dim; k++) {
+        float mk = b1 * m[k] + (1.0f - b1) * g[k];
+        float vk = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
+        m[k] = mk;
+        v[k] = vk;
+        g[k] = mk * c1 / (sqrtf(vk * c2) + eps) + wd * w[k];
+    }
+    float step = o->lr * ember_optim_trust(ember_optim_sumsq(w, dim), ember_optim_sumsq(g, dim));
+#pragma omp simd
+    for (int32_t k = 0; k < dim; k++)
+        w[k] -= step * g[k];
+}
+
+/* LARS-SGD on a row (b its momentum): the local rate eta |w| / (|g| +
+ * wd |w|), as FBGEMM's LARS_SGD (1 when |w| or the denominator is 0). */
+static inline void ember_optim_lars(const ember_optim_step *o, int32_t dim, float *restrict w, float *restrict b,
+                                    const float *restrict g)
+{
+    const float wd = o->inner_wd, mu = o->momentum;
+    float wn = sqrtf(ember_optim_sumsq(w, dim)), den = sqrtf(ember_optim_sumsq(g, dim)) + wd * wn;
+    float step = o->lr * (wn > 0.0f && den > 0.0f ? o->eta * wn / den : 1.0f);
+#pragma omp simd
+    for (int32_t k = 0; k < dim; k++) {
+        float bk = mu * b[k] + step * (g[k] + wd * w[k]);
+        b[k] = bk;
+        w[k] -= bk;
+    }
+}
+
 static inline void ember_optim_row(const ember_optim_step *o, int32_t dim, float *restrict w,
                                    float *restrict state, float *restrict g)
 {
@@ -209,6 +284,15 @@ static inline void ember_optim_row(const ember_optim_step *o, int32_t dim, float
     }
     case EMBER_OPT_FTRL:
         ember_optim_ftrl(o, dim, w, state, state + dim, g);
+        break;
+    case EMBER_OPT_ROWWISE_ADAM:
+        ember_optim_rowwise_adam(o, dim, w, state, state + dim, g, ember_optim_sumsq(g, dim) / (float)dim);
+        break;
+    case EMBER_OPT_LAMB:
+        ember_optim_lamb(o, dim, w, state, state + dim, g);
+        break;
+    case EMBER_OPT_LARS:
+        ember_optim_lars(o, dim, w, state, g);
         break;
     case EMBER_OPT_MOMENTUM: {
         float mu = o->momentum;

@@ -7,8 +7,9 @@
  * or lazy Adam with the collection's global step t in the bias correction
  * (torch SparseAdam), or SGD with momentum (torch.optim.SGD, dampening 0,
  * on the batch's rows only), or FTRL-Proximal (McMahan et al., per
- * coordinate).  Float math except Adam's bias factor, which is taken
- * in double as torch does on the host.
+ * coordinate), or FBGEMM's partial row-wise Adam, LAMB and LARS-SGD (their
+ * norms over the row summed in double, naively).  Float math except the
+ * bias factors, which are taken in double as torch does on the host.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -40,10 +41,13 @@ void ref_optimizer_apply(const ember_optimizer *o, int64_t t, int32_t dim, float
     }
     g_in = gc;
     int decoupled = o->weight_decay_mode == EMBER_DECAY_DECOUPLED;
+    /* LAMB's decoupled decay and LARS's L2 decay are their own (below) */
+    int inner = (o->kind == EMBER_OPT_LAMB && decoupled) || (o->kind == EMBER_OPT_LARS && !decoupled);
+    float wd = inner ? 0.0f : o->weight_decay, inner_wd = inner ? o->weight_decay : 0.0f;
     for (int32_t k = 0; k < dim; k++) {
-        g[k] = decoupled ? g_in[k] : g_in[k] + o->weight_decay * w[k];
+        g[k] = decoupled ? g_in[k] : g_in[k] + wd * w[k];
         if (decoupled)
-            w[k] *= 1.0f - o->lr * o->weight_decay;
+            w[k] *= 1.0f - o->lr * wd;
     }
 
     switch (o->kind) {
@@ -105,6 +109,51 @@ void ref_optimizer_apply(const ember_optimizer *o, int64_t t, int32_t dim, float
             w[k] -= o->lr * d;
         }
         break;
+    case EMBER_OPT_ROWWISE_ADAM: {
+        float *m = state, *v = state + dim, sum = 0.0f;
+        float bc1 = (float)(1.0 - pow((double)o->beta1, (double)t));
+        float bc2 = (float)(1.0 - pow((double)o->beta2, (double)t));
+        for (int32_t k = 0; k < dim; k++)
+            sum += g[k] * g[k];
+        v[0] = o->beta2 * v[0] + (1.0f - o->beta2) * (sum / (float)dim);
+        float denom = sqrtf(v[0] / bc2) + o->eps;
+        for (int32_t k = 0; k < dim; k++) {
+            m[k] = o->beta1 * m[k] + (1.0f - o->beta1) * g[k];
+            w[k] -= o->lr * (m[k] / bc1) / denom;
+        }
+        break;
+    }
+    case EMBER_OPT_LAMB: {
+        float *m = state, *v = state + dim;
+        float bc1 = (float)(1.0 - pow((double)o->beta1, (double)t));
+        float bc2 = (float)(1.0 - pow((double)o->beta2, (double)t));
+        double wsq = 0, rsq = 0;
+        for (int32_t k = 0; k < dim; k++) {
+            m[k] = o->beta1 * m[k] + (1.0f - o->beta1) * g[k];
+            v[k] = o->beta2 * v[k] + (1.0f - o->beta2) * g[k] * g[k];
+            g[k] = (m[k] / bc1) / (sqrtf(v[k] / bc2) + o->eps) + inner_wd * w[k]; /* r */
+            wsq += (double)w[k] * w[k];
+            rsq += (double)g[k] * g[k];
+        }
+        double ratio = wsq > 0 && rsq > 0 ? sqrt(wsq) / sqrt(rsq) : 1.0;
+        for (int32_t k = 0; k < dim; k++)
+            w[k] -= (float)(o->lr * ratio) * g[k];
+        break;
+    }
+    case EMBER_OPT_LARS: {
+        double wsq = 0, gsq = 0;
+        for (int32_t k = 0; k < dim; k++) {
+            wsq += (double)w[k] * w[k];
+            gsq += (double)g[k] * g[k];
+        }
+        double den = sqrt(gsq) + inner_wd * sqrt(wsq);
+        float rate = (float)(o->lr * (wsq > 0 && den > 0 ? o->eta * sqrt(wsq) / den : 1.0));
+        for (int32_t k = 0; k < dim; k++) {
+            state[k] = o->momentum * state[k] + rate * (g[k] + inner_wd * w[k]);
+            w[k] -= state[k];
+        }
+        break;
+    }
     }
     free(g);
     free(gc);

@@ -130,6 +130,9 @@ void train_fingerprint(const ember_trainer *s, char *buf, size_t n)
         if (e->kind == EMBER_OPT_MOMENTUM) /* only for the kind: older fingerprints stay equal */
             add(buf, n, "table.%s momentum %s%s\n", s->cc.tables[i].name, flt(e->momentum, f[0]),
                 e->nesterov ? " nesterov" : "");
+        if (e->kind == EMBER_OPT_LARS)
+            add(buf, n, "table.%s lars momentum %s, eta %s\n", s->cc.tables[i].name, flt(e->momentum, f[0]),
+                flt(e->eta, f[1]));
         const ember_table_config *q = &s->cc.tables[i];
         if (q->quant_buckets) /* only when on: older checkpoints' fingerprints stay equal */
             add(buf, n, "table.%s.quantization %d buckets over [%s, %s]\n", q->name, (int)q->quant_buckets,
