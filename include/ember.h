@@ -172,9 +172,10 @@ typedef enum ember_decay_mode {
  *                      denominator is 0)
  *                      b = momentum*b + lr * q * (g + wd*w)   (b: dim floats)
  *                      w -= b
- * The norms are sums of squares in a fixed order: deterministic like the
- * rest.  ROWWISE_ADAM, LAMB and LARS need a row's whole columns and do not
- * go with COLUMN placement (as clip_norm); ROWWISE_ADAM keeps fp32 state.
+ * The norms and means over a row are sums of squares in a fixed order:
+ * deterministic like the rest.  Under COLUMN placement a row's sums add the
+ * ranks' slices in rank order (docs/optimizers.md).  ROWWISE_ADAM, like
+ * ROWWISE_ADAGRAD, keeps fp32 state.
  */
 typedef struct ember_optimizer {
     ember_optimizer_kind kind;
@@ -188,8 +189,7 @@ typedef struct ember_optimizer {
     float beta, l1, l2; /* FTRL only: default 1, 0, 0 (each >= 0)              */
     float lr_power;     /* FTRL only: <= 0; default -0.5                       */
     float clip_value;   /* > 0: each element of g clipped to +-clip_value; 0 off */
-    float clip_norm;    /* > 0: g scaled down to this L2 norm when above; 0 off
-                           (not under COLUMN placement, whose rows are split) */
+    float clip_norm;    /* > 0: g scaled down to this L2 norm when above; 0 off */
     float eta;          /* LARS only: trust coefficient > 0; default 0.001     */
 } ember_optimizer;
 

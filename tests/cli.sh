@@ -809,7 +809,8 @@ check_train_state_precision() { # half optimizer state: a table's own setting, m
 }
 CHECKS+=(train_state_precision)
 
-check_train_optimizers() { # momentum (Nesterov), adamw, decoupled decay and ftrl by name in a config, and
+check_train_optimizers() { # momentum (Nesterov), adamw, decoupled decay, ftrl, rowwise_adam, lamb and lars by
+    # name in a config (row-wise Adam refusing half state), and
     # the dense optimizers momentum and adamw: the manifest keeps them, ember inspect counts FTRL's exact
     # zeros, a resumed run ends bit for bit where one run does, bad settings name the table or key
     local dense
@@ -817,13 +818,14 @@ check_train_optimizers() { # momentum (Nesterov), adamw, decoupled decay and ftr
 }
 check_optimizers_with() { # $1: the dense optimizer
     local dense=$1 A="$TMP/opts_a_$1" R="$TMP/opts_r_$1"
-    printf 'tables = ( { name = "a"; rows = 500; dim = 8; optimizer = { kind = "adamw"; lr = 0.01; weight_decay = 0.01; }; },\n  { name = "b"; rows = 300; dim = 8; optimizer = { kind = "momentum"; momentum = 0.5; nesterov = true; }; },\n  { name = "c"; rows = 200; dim = 8; optimizer = { kind = "adagrad"; weight_decay = 0.001; weight_decay_mode = "decoupled"; }; },\n  { name = "d"; rows = 100; dim = 8; init = "zeros"; optimizer = { kind = "ftrl"; lr = 0.05; l1 = 0.5; l2 = 0.01; }; } );\nfeatures = ( { name = "fa"; table = "a"; }, { name = "fb"; table = "b"; }, { name = "fc"; table = "c"; }, { name = "fd"; table = "d"; } );\ntrain = { steps = 6; micro_batch = 64; eval_samples = 64; metrics = ""; plot = ""; optimizer = { kind = "%s"; lr = 0.002; }; };\n' "$dense" >"$TMP/opts.cfg"
+    printf 'tables = ( { name = "a"; rows = 500; dim = 8; optimizer = { kind = "adamw"; lr = 0.01; weight_decay = 0.01; }; },\n  { name = "b"; rows = 300; dim = 8; optimizer = { kind = "momentum"; momentum = 0.5; nesterov = true; }; },\n  { name = "c"; rows = 200; dim = 8; optimizer = { kind = "adagrad"; weight_decay = 0.001; weight_decay_mode = "decoupled"; }; },\n  { name = "d"; rows = 100; dim = 8; init = "zeros"; optimizer = { kind = "ftrl"; lr = 0.05; l1 = 0.5; l2 = 0.01; }; },\n  { name = "e"; rows = 150; dim = 8; optimizer = { kind = "rowwise_adam"; lr = 0.01; }; },\n  { name = "f"; rows = 150; dim = 8; optimizer = { kind = "lamb"; lr = 0.01; weight_decay = 0.01; weight_decay_mode = "decoupled"; }; },\n  { name = "g"; rows = 150; dim = 8; optimizer = { kind = "lars"; lr = 0.5; eta = 0.02; momentum = 0.8; weight_decay = 0.001; }; } );\nfeatures = ( { name = "fa"; table = "a"; }, { name = "fb"; table = "b"; }, { name = "fc"; table = "c"; }, { name = "fd"; table = "d"; },\n  { name = "fe"; table = "e"; }, { name = "ff"; table = "f"; }, { name = "fg"; table = "g"; } );\ntrain = { steps = 6; micro_batch = 64; eval_samples = 64; metrics = ""; plot = ""; optimizer = { kind = "%s"; lr = 0.002; }; };\n' "$dense" >"$TMP/opts.cfg"
     expect_status 0 "$EMBER" train --config "$TMP/opts.cfg" --checkpoint-dir "$A" || return 1
     local label=$([ "$dense" = adamw ] && echo AdamW || echo momentum)
     grep -q "parameters), $label lr 0.002$" "$TMP/out" || { head -3 "$TMP/out"; return 1; }
     local m="$A/step-000000000006/manifest.json"
-    [ "$(grep -o '"weight_decay_mode": *"decoupled"' "$m" | wc -l)" = 2 ] && grep -q '"nesterov": *true' "$m" &&
-        grep -q '"momentum": *0.5' "$m" && grep -q '"l1": *0.5' "$m" || { cat "$m"; return 1; }
+    [ "$(grep -o '"weight_decay_mode": *"decoupled"' "$m" | wc -l)" = 3 ] && grep -q '"nesterov": *true' "$m" &&
+        grep -q '"momentum": *0.5' "$m" && grep -q '"l1": *0.5' "$m" && grep -q '"kind": *"rowwise_adam"' "$m" &&
+        grep -q '"kind": *"lamb"' "$m" && grep -q '"eta": *0.0199999' "$m" || { cat "$m"; return 1; }
     expect_status 0 "$EMBER" inspect "$A" || return 1
     grep -A3 "^  d: 100 x 8 fp32, ftrl" "$TMP/out" | grep -Eq "^    zeros: [0-9]+ of 800 values \([0-9.]+%\); [0-9]+ rows entirely$" ||
         { cat "$TMP/out"; return 1; }
@@ -835,6 +837,12 @@ check_optimizers_with() { # $1: the dense optimizer
     expect_status 1 "$EMBER" train --config "$TMP/opts_bad.cfg" || return 1
     grep -q 'tables\[2\].optimizer.weight_decay_mode: unknown value "l1" (one of: l2, decoupled)' "$TMP/err" ||
         { cat "$TMP/err"; return 1; }
+    sed 's/eta = 0.02;/eta = 0.0;/' "$TMP/opts.cfg" >"$TMP/opts_bad.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/opts_bad.cfg" || return 1
+    grep -q "table 'g': LARS eta 0 must be > 0" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    sed 's/name = "e"; rows = 150;/name = "e"; rows = 150; state_precision = "bf16";/' "$TMP/opts.cfg" >"$TMP/opts_bad.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/opts_bad.cfg" || return 1
+    grep -q "table 'e': bf16 optimizer state does not go with row-wise Adam" "$TMP/err" || { cat "$TMP/err"; return 1; }
 }
 CHECKS+=(train_optimizers)
 

@@ -133,7 +133,7 @@ static void random_trial(test_rng *r, int trial, ember_world *world)
         mpi_grads g;
         mpi_grads_make(r, cfg, &gb.b, o.dup_heavy ? 0.0f : -1.0f, &g);
 
-        /* a collective write of random rows into both, now and then */
+        /* a collective write of random rows and state into both, now and then */
         if (step == 1 && trial % 3 == 0) {
             int32_t t = (int32_t)test_range(r, 0, cfg->num_tables);
             int64_t rows = cfg->tables[t].rows, first = test_range(r, 0, rows);
@@ -155,6 +155,20 @@ static void random_trial(test_rng *r, int trial, ember_world *world)
                    cfg->tables[t].name, (long long)first, (long long)count,
                    a == EMBER_OK ? "values differ" : ember_errmsg(dc));
             free(x), free(y);
+            /* and their state (values >= 0 fit every kind's; a COLUMN table's row
+             * floats must reach every rank's copy), read back exactly too */
+            int32_t sf = ember_state_floats(cfg->tables[t].optimizer.kind, cfg->tables[t].dim);
+            if (sf > 0) {
+                float *s = malloc((size_t)(count * sf) * sizeof(float));
+                test_fill(r, s, count * sf, 0.0f, 0.5f);
+                for (int64_t i = 0; i < count * sf; i++)
+                    s[i] = held(cfg->tables[t].state_precision, s[i]);
+                a = ember_table_write_state(dc, t, first, count, s);
+                b = ember_table_write_state(refc, t, first, count, s);
+                MCHECK(a == EMBER_OK && b == EMBER_OK, "%s: table_write_state %s rows [%lld, +%lld): %s", what,
+                       cfg->tables[t].name, (long long)first, (long long)count, ember_errmsg(dc));
+                free(s);
+            }
             mpi_compare_tables(dc, refc, cfg, 0, "after ember_table_write");
         }
 

@@ -64,7 +64,7 @@ static test_config *config(int mode, int32_t k, ember_world *world, int debug)
                                               EMBER_PLACE_TABLE,  EMBER_PLACE_TABLE,
                                               EMBER_PLACE_COLUMN, EMBER_PLACE_REPLICATED};
     for (int t = 0; t < 2; t++) {
-        test_place(&tc->tables[t], by_mode[mode]);
+        tc->tables[t].placement = by_mode[mode];
         tc->tables[t].exchange = mode == MODE_ROW_POOLED || mode == MODE_TABLE_POOLED
                                      ? EMBER_EXCHANGE_POOLED
                                      : EMBER_EXCHANGE_ROWS;

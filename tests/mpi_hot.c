@@ -64,7 +64,7 @@ static test_config *hot_config(test_rng *r, ember_world *world)
             tc->tables[t].precision = tc->tables[0].precision;
             tc->tables[t].rounding = tc->tables[0].rounding;
             tc->tables[t].state_precision = tc->tables[0].state_precision;
-            test_fit_table(&tc->tables[t]);
+            test_init_for_optimizer(&tc->tables[t]);
         }
     for (int32_t f = 0; f < nf; f++) {
         tc->features[f].table = (int32_t)test_range(r, 0, nt);
@@ -261,7 +261,7 @@ static void fixed_cases(ember_world *world)
     tc->tables[0].dim = tc->tables[1].dim = 4;
     tc->tables[0].hot_rows = 2;
     tc->cfg.world = world;
-    test_place(&tc->tables[0], EMBER_PLACE_COLUMN);
+    tc->tables[0].placement = EMBER_PLACE_COLUMN;
     refused(tc, "a column-wise table", "row placement");
     tc->tables[0].placement = EMBER_PLACE_ROW;
     tc->tables[0].exchange = EMBER_EXCHANGE_POOLED;

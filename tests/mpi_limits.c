@@ -63,7 +63,7 @@ static void place_all(test_config *tc, int mode, int32_t owner)
                                               EMBER_PLACE_TABLE,  EMBER_PLACE_TABLE,
                                               EMBER_PLACE_COLUMN, EMBER_PLACE_REPLICATED};
     for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
-        test_place(&tc->tables[t], by_mode[mode]);
+        tc->tables[t].placement = by_mode[mode];
         tc->tables[t].exchange = mode == MODE_ROW_POOLED || mode == MODE_TABLE_POOLED
                                      ? EMBER_EXCHANGE_POOLED
                                      : EMBER_EXCHANGE_ROWS;
@@ -267,7 +267,7 @@ static test_config *random_config(test_rng *r, int mode, ember_world *world, int
         for (int32_t t = 1; t < nt; t++) {
             tc->tables[t].dim = tc->tables[0].dim;
             tc->tables[t].optimizer = tc->tables[0].optimizer;
-            test_fit_table(&tc->tables[t]);
+            test_init_for_optimizer(&tc->tables[t]);
         }
     for (int32_t f = 0; f < nf; f++) {
         tc->features[f].table = (int32_t)test_range(r, 0, nt);

@@ -33,7 +33,7 @@ static test_config *random_config(test_rng *r, int trial, ember_world *world)
     test_config *tc = test_config_random(r, 3, 4, 20, 600);
     for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
         ember_table_config *tb = &tc->tables[t];
-        test_place(tb, trial % 5 < 4 ? (ember_placement)(trial % 5) : (ember_placement)test_range(r, 0, 4));
+        tb->placement = trial % 5 < 4 ? (ember_placement)(trial % 5) : (ember_placement)test_range(r, 0, 4);
         tb->exchange = (ember_exchange)test_range(r, 0, 2);
         tb->owner = (int32_t)test_range(r, 0, W);
         if (!tb->quant_buckets && test_range(r, 0, 3) == 0) {

@@ -58,7 +58,7 @@ static void trial_run(test_rng *r, int trial, ember_world *world)
     dlrm_config mc;
     test_config *dist = ttrain_config(r, F, d, nd, &mc);
     for (int32_t t = 0; t < F; t++) {
-        test_place(&dist->tables[t], (ember_placement)((trial + t) % 4));
+        dist->tables[t].placement = (ember_placement)((trial + t) % 4);
         dist->tables[t].owner = (int32_t)test_range(r, 0, W);
     }
     dist->cfg.world = world;

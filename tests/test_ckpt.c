@@ -30,14 +30,10 @@ static test_config *random_config(test_rng *r, int trial)
 {
     test_config *tc = test_config_random(r, 6, 8, 1, 400);
     for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
-        test_place(&tc->tables[t], (ember_placement)test_range(r, 0, 4));
+        tc->tables[t].placement = (ember_placement)test_range(r, 0, 4);
         tc->tables[t].exchange = (ember_exchange)test_range(r, 0, 2);
     }
     tc->tables[0].optimizer = test_optimizer_random(r, (ember_optimizer_kind)(trial % TEST_NUM_OPT));
-    tc->tables[0].placement = test_placement_for(&tc->tables[0], tc->tables[0].placement);
-    for (int32_t t = 0; t < tc->cfg.num_tables; t++) /* loads here change placements, COLUMN among them,
-        which refuses clip_norm: clip values only (test_backward has both) */
-        tc->tables[t].optimizer.clip_norm = 0.0f;
     for (int32_t t = 0; t < tc->cfg.num_tables; t++) { /* half rows and state (docs/precision.md) on some */
         ember_table_config *tb = &tc->tables[t];
         if (test_range(r, 0, 3) || tb->storage == EMBER_STORAGE_SSD)
@@ -121,7 +117,7 @@ static void test_roundtrip(test_rng *r, int trial)
         tc2->cfg.seed ^= 0x5555;
     tc2->cfg.stack_tables = !tc->cfg.stack_tables;
     for (int32_t t = 0; t < tc2->cfg.num_tables; t++)
-        test_place(&tc2->tables[t], test_placement_for(&tc2->tables[t], (ember_placement)test_range(r, 0, 4)));
+        tc2->tables[t].placement = (ember_placement)test_range(r, 0, 4);
     ember_collection *c2 = make(tc2);
     CHECK(c2 != NULL);
     if (c2) {

@@ -943,7 +943,7 @@ static void test_bad_config(void)
     d->admit_after = 70000;
     expect_create_error(tc, "admit_after 70000");
     d->admit_after = 0;
-    test_place(d, EMBER_PLACE_COLUMN);
+    d->placement = EMBER_PLACE_COLUMN;
     expect_create_error(tc, "placement row");
     d->placement = EMBER_PLACE_ROW;
     d->capacity = 0;

@@ -26,7 +26,7 @@ static void one_trial(test_rng *r, int trial)
     test_config *tc = test_config_random(r, 4, 6, 1, 3000);
     for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
         ember_table_config *tb = &tc->tables[t];
-        test_place(tb, (ember_placement)test_range(r, 0, 4));
+        tb->placement = (ember_placement)test_range(r, 0, 4);
         tb->exchange = (ember_exchange)test_range(r, 0, 2);
         if (test_range(r, 0, 3) == 0) {
             tb->max_ids_per_partition = test_range(r, 40, 400);

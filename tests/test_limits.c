@@ -174,7 +174,7 @@ static test_config *random_config(test_rng *r, int max_tables, int max_features,
         for (int32_t t = 1; t < tc->cfg.num_tables; t++) {
             tc->tables[t].dim = tc->tables[0].dim;
             tc->tables[t].optimizer = tc->tables[0].optimizer;
-            test_fit_table(&tc->tables[t]);
+            test_init_for_optimizer(&tc->tables[t]);
         }
     }
     for (int32_t t = 0; t < tc->cfg.num_tables; t++)

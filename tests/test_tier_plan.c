@@ -34,7 +34,7 @@ static void rules(test_rng *r, int trial)
         tb->rows = test_range(r, 1, 1000000);
         tb->dim = (int32_t)test_range(r, 1, 129);
         tb->optimizer.kind = (ember_optimizer_kind)test_range(r, 0, TEST_NUM_OPT);
-        test_place(tb, (ember_placement)test_range(r, 0, 4));
+        tb->placement = (ember_placement)test_range(r, 0, 4);
         if (test_range(r, 0, 6) == 0)
             tb->storage = (ember_storage)test_range(r, 1, 3);
         if (test_range(r, 0, 5) == 0)

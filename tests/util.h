@@ -187,34 +187,6 @@ static inline int test_element_state(ember_optimizer_kind kind)
     return two >= 2 && two % 2 == 0;
 }
 
-/* Sets tb's placement; under COLUMN, which refuses what needs a row's
- * whole columns (they live on several ranks), clip_norm off and row-wise
- * Adam, LAMB and LARS replaced by their nearest kinds (row-wise Adagrad,
- * Adam, momentum), the other fields as drawn. */
-static inline void test_place(ember_table_config *tb, ember_placement p)
-{
-    tb->placement = p;
-    if (p != EMBER_PLACE_COLUMN)
-        return;
-    ember_optimizer *o = &tb->optimizer;
-    o->clip_norm = 0.0f;
-    o->kind = o->kind == EMBER_OPT_ROWWISE_ADAM ? EMBER_OPT_ROWWISE_ADAGRAD
-              : o->kind == EMBER_OPT_LAMB       ? EMBER_OPT_ADAM
-              : o->kind == EMBER_OPT_LARS       ? EMBER_OPT_MOMENTUM
-                                                : o->kind;
-    o->eta = ember_optimizer_default(o->kind).eta; /* LARS's own, as checkpoints keep it */
-}
-
-/* Placement p for table tb, or ROW where p is COLUMN and tb's optimizer
- * needs a row's whole columns (row-wise Adam, LAMB, LARS): for tests that
- * move a trained table to another placement and must keep its kind. */
-static inline ember_placement test_placement_for(const ember_table_config *tb, ember_placement p)
-{
-    ember_optimizer_kind k = tb->optimizer.kind;
-    int whole = k == EMBER_OPT_ROWWISE_ADAM || k == EMBER_OPT_LAMB || k == EMBER_OPT_LARS;
-    return p == EMBER_PLACE_COLUMN && whole ? EMBER_PLACE_ROW : p;
-}
-
 /* What a table with optimizer o starts from: FTRL's from zeros, as it is
  * used (its first step subtracts sigma * w, which for a random start would
  * turn the summation order's rounding in g into a large change of z). */
@@ -222,14 +194,6 @@ static inline void test_init_for_optimizer(ember_table_config *tb)
 {
     if (tb->optimizer.kind == EMBER_OPT_FTRL)
         tb->init = EMBER_INIT_ZEROS;
-}
-
-/* After a table's optimizer or placement changed (copied from another
- * table to stack them): its start and its clipping fit them again. */
-static inline void test_fit_table(ember_table_config *tb)
-{
-    test_init_for_optimizer(tb);
-    test_place(tb, tb->placement);
 }
 
 /* One table in four gets simulated quantization (a range narrower than

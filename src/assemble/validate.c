@@ -128,11 +128,6 @@ static int check_table_training(const ember_collection_config *cfg, int32_t t, i
     if (!(o->clip_value >= 0 && o->clip_value < 1e30f && o->clip_norm >= 0 && o->clip_norm < 1e30f))
         return ember_fail_create(EMBER_EINVAL, "table '%s': clip_value %g and clip_norm %g must be >= 0 (0: off)", nm,
                                  o->clip_value, o->clip_norm);
-    const char *whole = ember_whole_row_need(o);
-    if (whole && tc->placement == EMBER_PLACE_COLUMN)
-        return ember_fail_create(EMBER_EINVAL, "table '%s': %s does not go with COLUMN placement (it needs a row's "
-                                 "whole columns, which are split over the ranks); use another placement%s", nm,
-                                 whole, strcmp(whole, "clip_norm") ? "" : " or clip_value");
     if ((o->kind == EMBER_OPT_ROWWISE_ADAM || o->kind == EMBER_OPT_LAMB) &&
         !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
         return ember_fail_create(EMBER_EINVAL, "table '%s': %s betas (%g, %g) must be in [0, 1)", nm,

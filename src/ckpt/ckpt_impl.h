@@ -116,9 +116,10 @@ static inline int32_t ckpt_state_width(const ckpt_table_info *t, int32_t r)
 {
     if (t->state_floats == 0 || t->placement != EMBER_PLACE_COLUMN)
         return t->state_floats;
-    if (t->opt.kind == EMBER_OPT_ROWWISE_ADAGRAD)
-        return r == 0 ? 1 : 0; /* copies are equal */
-    return ember_state_vectors(t->opt.kind) * ckpt_slice_width(t, r); /* each vector's slice (Adam: m, v) */
+    /* each vector's slice (Adam: m, v), then on rank 0 the row floats (row-wise
+     * kinds: the copies are equal) */
+    return ember_state_vectors(t->opt.kind) * ckpt_slice_width(t, r) +
+           (r == 0 ? ember_state_row_floats(t->opt.kind) : 0);
 }
 
 static inline int64_t ckpt_align(int64_t x) { return (x + CKPT_ALIGN - 1) & ~(int64_t)(CKPT_ALIGN - 1); }

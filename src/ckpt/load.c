@@ -210,13 +210,14 @@ static int store_rows(const ember_ptable *pt, int32_t dim, scratch *b, int64_t n
         memcpy(b->vp[i], v + c0, sizeof(float) * (size_t)w);
         if (sf == 0)
             continue;
-        if (!column)
+        if (!column) {
             memcpy(sv, s, sizeof(float) * (size_t)sf);
-        else if (pt->opt.kind == EMBER_OPT_ROWWISE_ADAGRAD)
-            sv[0] = s[0];
-        else /* each vector's columns (Adam: m, v) */
-            for (int j = 0; j < ember_state_vectors(pt->opt.kind); j++)
-                memcpy(sv + (int64_t)j * c, s + (int64_t)j * dim + c0, sizeof(float) * (size_t)w);
+            continue;
+        }
+        int nv = ember_state_vectors(pt->opt.kind); /* each vector's columns (Adam: m, v), the row floats */
+        for (int j = 0; j < nv; j++)
+            memcpy(sv + (int64_t)j * c, s + (int64_t)j * dim + c0, sizeof(float) * (size_t)w);
+        memcpy(sv + (int64_t)nv * c, s + (int64_t)nv * dim, sizeof(float) * (size_t)ember_state_row_floats(pt->opt.kind));
     }
     return pt->store->ops->release(pt->store, b->ids, n, 1);
 }

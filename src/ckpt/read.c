@@ -7,8 +7,8 @@
  *               that the same file holds): whole row;
  *   TABLE:      file owner, held row r;  REPLICATED: file 0, held row r;
  *   COLUMN:     every file k, held row r: columns [k*c, k*c + w_k); the
- *               state likewise (Adam: the m slice then the v slice), except
- *               row-wise Adagrad's one float, from file 0.
+ *               state likewise (Adam: the m slice then the v slice), then
+ *               the floats of the whole row (row-wise kinds), in file 0.
  * Every size was checked at open (manifest.c), so these reads stay inside
  * the mappings; memcpy keeps them free of alignment assumptions.
  */
@@ -29,15 +29,13 @@ static void column_row(const ember_checkpoint *ck, int32_t t, int64_t r, float *
         memcpy(v + (int64_t)k * c, vp + r * w * 4, (size_t)w * 4);
         if (!s || ti->state_floats == 0)
             continue;
-        const uint8_t *sp = ck->ts[(size_t)t * (size_t)W + (size_t)k];
-        if (ti->opt.kind == EMBER_OPT_ROWWISE_ADAGRAD) {
-            if (k == 0)
-                memcpy(s, sp + r * 4, 4);
-            continue;
-        }
-        int nv = ember_state_vectors(ti->opt.kind); /* each vector's slice, one after the other */
+        /* each vector's slice, one after the other, then (file 0) the row floats */
+        const uint8_t *sp = ck->ts[(size_t)t * (size_t)W + (size_t)k] + r * ckpt_state_width(ti, k) * 4;
+        int nv = ember_state_vectors(ti->opt.kind);
         for (int j = 0; j < nv; j++)
-            memcpy(s + (int64_t)j * dim + (int64_t)k * c, sp + (r * nv + j) * w * 4, (size_t)w * 4);
+            memcpy(s + (int64_t)j * dim + (int64_t)k * c, sp + j * w * 4, (size_t)w * 4);
+        if (k == 0)
+            memcpy(s + (int64_t)nv * dim, sp + nv * w * 4, (size_t)ember_state_row_floats(ti->opt.kind) * 4);
     }
 }
 

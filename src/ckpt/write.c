@@ -153,9 +153,11 @@ static void put_rows(writer *w, ember_collection *c, const ckpt_table_info *info
             float *o = stage + i * width;
             if (!state) {
                 memcpy(o, vp[i], sizeof(float) * (size_t)width);
-            } else if (pt->placement == EMBER_PLACE_COLUMN && ember_state_vectors(info->opt.kind) == 2) {
-                memcpy(o, sp[i], sizeof(float) * (size_t)slice);              /* m (z) slice */
-                memcpy(o + slice, sp[i] + c0, sizeof(float) * (size_t)slice); /* v (n) slice */
+            } else if (pt->placement == EMBER_PLACE_COLUMN) { /* each vector's slice, the row floats */
+                int32_t nv = ember_state_vectors(info->opt.kind);
+                for (int32_t j = 0; j < nv; j++)
+                    memcpy(o + j * slice, sp[i] + j * c0, sizeof(float) * (size_t)slice);
+                memcpy(o + nv * slice, sp[i] + nv * c0, sizeof(float) * (size_t)(width - nv * slice));
             } else {
                 memcpy(o, sp[i], sizeof(float) * (size_t)width);
             }

@@ -47,24 +47,19 @@ int32_t ember_row_state_floats(const ember_table_config *tc, int32_t dim)
     return tc->rows_encoding != EMBER_ROWS_FP32 ? 0 : ember_state_floats(tc->optimizer.kind, dim);
 }
 
-int ember_element_state(ember_optimizer_kind kind)
+int ember_state_row_floats(ember_optimizer_kind kind)
 {
-    int32_t two = ember_state_floats(kind, 2); /* a vector per element is 2 floats at dim 2, a row float 1 */
-    return two >= 2 && two % 2 == 0;
+    return kind == EMBER_OPT_ROWWISE_ADAGRAD || kind == EMBER_OPT_ROWWISE_ADAM;
 }
 
 int ember_state_vectors(ember_optimizer_kind kind)
 {
-    return ember_element_state(kind) ? ember_state_floats(kind, 2) / 2 : 0;
+    return (ember_state_floats(kind, 2) - ember_state_row_floats(kind)) / 2;
 }
 
-const char *ember_whole_row_need(const ember_optimizer *o)
+int ember_element_state(ember_optimizer_kind kind)
 {
-    return o->kind == EMBER_OPT_ROWWISE_ADAM ? "row-wise Adam"
-           : o->kind == EMBER_OPT_LAMB       ? "LAMB"
-           : o->kind == EMBER_OPT_LARS       ? "LARS"
-           : o->clip_norm > 0                ? "clip_norm"
-                                             : NULL;
+    return ember_state_vectors(kind) > 0 && ember_state_row_floats(kind) == 0;
 }
 
 int ember_precision_encoding(ember_row_precision p)

@@ -31,17 +31,16 @@ int64_t ember_row_bytes(const ember_table_config *tc, int32_t dim);
  * (state_precision); a row float (row-wise Adagrad's, row-wise Adam's v)
  * stays fp32 and SGD keeps none. */
 int ember_element_state(ember_optimizer_kind kind);
-/* Vectors of dim floats in a row's per-element state, one after the other
- * (Adagrad, momentum, LARS 1; Adam, FTRL, LAMB 2; 0 for the rest).  A
- * COLUMN slice holds each vector's columns. */
+/* A row's state is ember_state_vectors(kind) vectors of dim floats, one
+ * after the other (Adagrad, momentum, LARS, row-wise Adam's m: 1; Adam,
+ * FTRL, LAMB: 2), then ember_state_row_floats(kind) floats for the whole
+ * row (row-wise Adagrad's s, row-wise Adam's v: 1).  A COLUMN slice holds
+ * each vector's columns and a copy of the row floats (equal on every rank;
+ * rank 0's is the one saved). */
 int ember_state_vectors(ember_optimizer_kind kind);
+int ember_state_row_floats(ember_optimizer_kind kind);
 /* The last optimizer kind (include/ember.h). */
 #define EMBER_OPT_LAST EMBER_OPT_LARS
-/* What in optimizer o needs a row's whole columns at once (a norm or a
- * mean over the row: "LAMB", "clip_norm", ...), so that it does not go
- * with COLUMN placement; NULL when nothing does.  Row-wise Adagrad's mean
- * is exchanged over the ranks and is not named. */
-const char *ember_whole_row_need(const ember_optimizer *o);
 /* quant.h's encoding of a half precision (EMBER_ENC_FP16, _BF16); 0 for fp32. */
 int ember_precision_encoding(ember_row_precision p);
 int32_t ember_row_state_floats(const ember_table_config *tc, int32_t dim);

@@ -310,77 +310,9 @@ void ember_grad_apply_runs(const ember_route *r, const ember_grad_runs *u, ember
     }
 }
 
-/* ------------------------------------------------ row-wise Adagrad, COLUMN */
-
-static int cmp_u64(const void *a, const void *b)
+void ember_grad_run_gradient(const ember_route *r, const ember_grad_runs *u, int64_t run, int32_t dim,
+                             const float *dp, const float *ds, float *g)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-void ember_grad_column_order(const ember_route *r, const ember_grad_runs *u, const ember_store *s, uint64_t *ord)
-{
-    /* runs in row order: an SSD store's runs come in slot order, which
-     * differs between ranks; (row << 32 | run) sorted gives every rank the
-     * same order */
-    for (int64_t k = 0; k < u->nu; k++)
-        ord[k] = (uint64_t)ember_store_row_of(s, (uint32_t)(r->keys[u->starts[k]] >> 32)) << 32 | (uint64_t)k;
-    if (s->staged)
-        qsort(ord, (size_t)u->nu, sizeof(uint64_t), cmp_u64);
-}
-
-void ember_grad_column_sums(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
-                            int32_t real_cols, const uint64_t *ord, const float *dp, const float *ds,
-                            const ember_optim_step *o, float *g_all, float *mine, int threads)
-{
-    const uint64_t *starts = u->starts;
-    const float *values = s->values;
-    int64_t nu = u->nu;
-    int half = ember_enc_half(s->encoding);
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t k = 0; k < nu; k++) {
-        int64_t run = (int64_t)(uint32_t)ord[k];
-        float *g = g_all + run * dim, w[1024];
-        uint32_t row = (uint32_t)(r->keys[starts[run]] >> 32);
-        row_gradient(r, (int64_t)starts[run], (int64_t)starts[run + 1], (int64_t)starts[run + 1], dim, dp, ds, g);
-        int64_t clips[2] = {0, 0}; /* clip_value only: clip_norm does not go with COLUMN */
-        ember_optim_clip(o, real_cols, g, clips);
-        ember_optim_count_clips(o, clips);
-        if (half) /* weight decay reads the row */
-            ember_half_decode_row(s->encoding, dim, (const uint16_t *)s->qrows + (int64_t)row * dim, w);
-        ember_optim_decay(o, real_cols, half ? w : values + (int64_t)row * dim, g);
-        mine[k] = ember_optim_sumsq(g, real_cols);
-    }
-}
-
-void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
-                             int32_t real_cols, int32_t full_dim, const uint64_t *ord, const float *sq, int32_t W,
-                             const float *g_all, const ember_optim_step *o, const ember_grad_rounding *rd,
-                             int threads)
-{
-    const uint64_t *starts = u->starts;
-    float *values = s->values, *state = s->state;
-    int64_t nu = u->nu;
-    int half = ember_enc_half(s->encoding);
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int64_t k = 0; k < nu; k++) {
-        int64_t run = (int64_t)(uint32_t)ord[k];
-        float total = 0.0f, w[1024];
-        for (int32_t q = 0; q < W; q++)
-            total += sq[(int64_t)q * nu + k];
-        uint32_t row = (uint32_t)(r->keys[starts[run]] >> 32);
-        if (!half) {
-            ember_optim_shrink(o, real_cols, values + (int64_t)row * dim);
-            ember_optim_rowwise(o, real_cols, values + (int64_t)row * dim, state + row, g_all + run * dim,
-                                total / (float)full_dim);
-            continue;
-        }
-        /* the slice's columns round with their own column numbers (col0 on) */
-        uint16_t *hr = (uint16_t *)s->qrows + (int64_t)row * dim;
-        ember_half_decode_row(s->encoding, dim, hr, w);
-        ember_optim_shrink(o, real_cols, w);
-        ember_optim_rowwise(o, real_cols, w, state + row, g_all + run * dim, total / (float)full_dim);
-        uint64_t h = ember_grad_round_bits(rd, s->staged ? s->slot_row[row] : row, EMBER_ROUND_ROW);
-        ember_half_encode_row(s->encoding, rd->stochastic, h, rd->col0, dim, w, hr);
-    }
+    int64_t j0 = (int64_t)u->starts[run], j1 = (int64_t)u->starts[run + 1];
+    row_gradient(r, j0, j1, j1, dim, dp, ds, g);
 }

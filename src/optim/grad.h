@@ -103,19 +103,37 @@ void ember_grad_apply_runs(const ember_route *r, const ember_grad_runs *u, ember
                            const float *dp, const float *ds, const ember_optim_step *o,
                            const ember_grad_rounding *rd);
 
-/* Row-wise Adagrad on a COLUMN slice, whose row mean of g^2 runs over every
- * rank's slice, in three parts around the caller's all-gather:
+/* The summed gradient of run `run` into g[dim] (the fused kernel's sum). */
+void ember_grad_run_gradient(const ember_route *r, const ember_grad_runs *u, int64_t run, int32_t dim,
+                             const float *dp, const float *ds, float *g);
+
+/* grad_column.c: the update of a COLUMN slice when it needs sums over the
+ * row's whole columns, whose other columns live on the other ranks
+ * (clip_norm; the row-wise kinds, LAMB and LARS: ember_optim_row_sums), in
+ * parts around the caller's all-gathers of the per-run sums (a run's floats
+ * together, the runs in `ord` order, the ranks' blocks in rank order):
  *   order      ord[k] = (row << 32 | run), sorted by row when the store is
  *              staged (slots differ between ranks; rows do not)
- *   sums       per run in that order: the summed gradient (into g_all, dim
- *              floats a run), weight decay on the real columns, and their
- *              sum of squares into mine[k]
- *   apply      per run: the total of the ranks' sums (sq[q * nu + k], q in
- *              rank order) over full_dim, then the row-wise step */
+ *   gradients  per run: the summed gradient into g_all (dim floats a run),
+ *              clip_value applied; with clip_norm its sum of squares into
+ *              mine[k] (1 float a run)
+ *   clip       (clip_norm) g scaled to clip_norm where the ranks' total is above
+ *   sums       (a kind with row sums) weight decay and the kind's first half
+ *              (LAMB: m, v and its direction over g), its sums into mine
+ *              (ember_optim_row_sums floats a run)
+ *   apply      the step of any kind, with the ranks' totals (sq: W blocks,
+ *              rank q's at q * nu * nsum; nsum 0: none)
+ * The gathered sums are added in rank order, so every rank computes the
+ * same row floats and the result does not depend on the thread count. */
 void ember_grad_column_order(const ember_route *r, const ember_grad_runs *u, const ember_store *s, uint64_t *ord);
+void ember_grad_column_gradients(const ember_route *r, const ember_grad_runs *u, int32_t dim, int32_t real_cols,
+                                 const uint64_t *ord, const float *dp, const float *ds, const ember_optim_step *o,
+                                 float *g_all, float *mine, int threads);
+void ember_grad_column_clip(const ember_grad_runs *u, int32_t dim, int32_t real_cols, const uint64_t *ord,
+                            const float *sq, int32_t W, float *g_all, const ember_optim_step *o, int threads);
 void ember_grad_column_sums(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
-                            int32_t real_cols, const uint64_t *ord, const float *dp, const float *ds,
-                            const ember_optim_step *o, float *g_all, float *mine, int threads);
+                            int32_t real_cols, const uint64_t *ord, const ember_optim_step *o,
+                            const ember_grad_rounding *rd, float *g_all, float *mine, int threads);
 void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
                              int32_t real_cols, int32_t full_dim, const uint64_t *ord, const float *sq, int32_t W,
                              const float *g_all, const ember_optim_step *o, const ember_grad_rounding *rd,

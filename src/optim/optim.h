@@ -204,47 +204,63 @@ static inline void ember_optim_rowwise_adam(const ember_optim_step *o, int32_t n
     }
 }
 
-/* Trust ratio |a| / |b| of a row (1 when either norm is 0), the norms in
- * ember_optim_sumsq's fixed order. */
+/* Trust ratio |a| / |b| of a row from the sums of squares (1 when either
+ * norm is 0). */
 static inline float ember_optim_trust(float a_sq, float b_sq)
 {
     return a_sq > 0.0f && b_sq > 0.0f ? sqrtf(a_sq) / sqrtf(b_sq) : 1.0f;
 }
 
-/* LAMB on a row (m, v its state vectors): Adam's direction r, written over
- * g, then the step lr * |w| / |r| along it. */
-static inline void ember_optim_lamb(const ember_optim_step *o, int32_t dim, float *restrict w, float *restrict m,
-                                    float *restrict v, float *restrict g)
+/* LAMB, first half: m and v updated, Adam's direction r written over g. */
+static inline void ember_optim_lamb_direction(const ember_optim_step *o, int32_t n, const float *restrict w,
+                                              float *restrict m, float *restrict v, float *restrict g)
 {
     const float b1 = o->beta1, b2 = o->beta2, c1 = o->bc1_inv, c2 = o->bc2_inv, eps = o->eps, wd = o->inner_wd;
 #pragma omp simd
-    for (int32_t k = 0; k < dim; k++) {
+    for (int32_t k = 0; k < n; k++) {
         float mk = b1 * m[k] + (1.0f - b1) * g[k];
         float vk = b2 * v[k] + (1.0f - b2) * g[k] * g[k];
         m[k] = mk;
         v[k] = vk;
         g[k] = mk * c1 / (sqrtf(vk * c2) + eps) + wd * w[k];
     }
-    float step = o->lr * ember_optim_trust(ember_optim_sumsq(w, dim), ember_optim_sumsq(g, dim));
-#pragma omp simd
-    for (int32_t k = 0; k < dim; k++)
-        w[k] -= step * g[k];
 }
 
-/* LARS-SGD on a row (b its momentum): the local rate eta |w| / (|g| +
- * wd |w|), as FBGEMM's LARS_SGD (1 when |w| or the denominator is 0). */
-static inline void ember_optim_lars(const ember_optim_step *o, int32_t dim, float *restrict w, float *restrict b,
-                                    const float *restrict g)
+/* LAMB, second half, given the row's sums of w^2 and r^2: w -= lr |w| / |r| r. */
+static inline void ember_optim_lamb_step(const ember_optim_step *o, int32_t n, float *restrict w,
+                                         const float *restrict r, float w_sq, float r_sq)
+{
+    float step = o->lr * ember_optim_trust(w_sq, r_sq);
+#pragma omp simd
+    for (int32_t k = 0; k < n; k++)
+        w[k] -= step * r[k];
+}
+
+/* LARS-SGD given the row's sums of w^2 and g^2: the local rate
+ * eta |w| / (|g| + wd |w|), as FBGEMM's LARS_SGD (1 when |w| or the
+ * denominator is 0), then b = momentum b + lr rate (g + wd w); w -= b. */
+static inline void ember_optim_lars_step(const ember_optim_step *o, int32_t n, float *restrict w,
+                                         float *restrict b, const float *restrict g, float w_sq, float g_sq)
 {
     const float wd = o->inner_wd, mu = o->momentum;
-    float wn = sqrtf(ember_optim_sumsq(w, dim)), den = sqrtf(ember_optim_sumsq(g, dim)) + wd * wn;
+    float wn = sqrtf(w_sq), den = sqrtf(g_sq) + wd * wn;
     float step = o->lr * (wn > 0.0f && den > 0.0f ? o->eta * wn / den : 1.0f);
 #pragma omp simd
-    for (int32_t k = 0; k < dim; k++) {
+    for (int32_t k = 0; k < n; k++) {
         float bk = mu * b[k] + step * (g[k] + wd * w[k]);
         b[k] = bk;
         w[k] -= bk;
     }
+}
+
+/* Floats per row that a kind's update sums over the row's columns (which a
+ * COLUMN slice adds up over the ranks): row-wise kinds the sum of g^2, LAMB
+ * of w^2 and r^2, LARS of w^2 and g^2; 0 for the element-wise kinds. */
+static inline int ember_optim_row_sums(ember_optimizer_kind kind)
+{
+    return kind == EMBER_OPT_ROWWISE_ADAGRAD || kind == EMBER_OPT_ROWWISE_ADAM ? 1
+           : kind == EMBER_OPT_LAMB || kind == EMBER_OPT_LARS                 ? 2
+                                                                              : 0;
 }
 
 static inline void ember_optim_row(const ember_optim_step *o, int32_t dim, float *restrict w,
@@ -289,10 +305,11 @@ static inline void ember_optim_row(const ember_optim_step *o, int32_t dim, float
         ember_optim_rowwise_adam(o, dim, w, state, state + dim, g, ember_optim_sumsq(g, dim) / (float)dim);
         break;
     case EMBER_OPT_LAMB:
-        ember_optim_lamb(o, dim, w, state, state + dim, g);
+        ember_optim_lamb_direction(o, dim, w, state, state + dim, g);
+        ember_optim_lamb_step(o, dim, w, g, ember_optim_sumsq(w, dim), ember_optim_sumsq(g, dim));
         break;
     case EMBER_OPT_LARS:
-        ember_optim_lars(o, dim, w, state, g);
+        ember_optim_lars_step(o, dim, w, state, g, ember_optim_sumsq(w, dim), ember_optim_sumsq(g, dim));
         break;
     case EMBER_OPT_MOMENTUM: {
         float mu = o->momentum;

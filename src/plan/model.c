@@ -32,6 +32,7 @@
 
 #include "collection/config.h"
 #include "dyn/dyn.h"
+#include "optim/optim.h"
 #include "plan/plan.h"
 #include "table/layout.h"
 #include "tier/tier.h"
@@ -271,7 +272,7 @@ static void spread_cost(const model_ctx *m, const ember_table_config *tb, const 
 {
     const int32_t W = m->W;
     const int64_t B = m->B;
-    const double rowwise = tb->optimizer.kind == EMBER_OPT_ROWWISE_ADAGRAD;
+    const double row_sums = ember_optim_row_sums(tb->optimizer.kind) + (tb->optimizer.clip_norm > 0); /* floats a row */
     int col = tb->placement == EMBER_PLACE_COLUMN;
     int32_t c = col ? (tb->dim + W - 1) / W : tb->dim;
     double ids_ps = m->h * sh->segs_all + m->x * sh->ents_all; /* all-gathered */
@@ -286,9 +287,9 @@ static void spread_cost(const model_ctx *m, const ember_table_config *tb, const 
              * gradient slices to every other rank (and the mirror) */
             a2a_s = grad_ps * others + grad_ps * (W - 1) * br;
             a2a_r = grad_ps * (W - 1) * br + grad_ps * others;
-            if (rowwise && W > 1) {
-                ag_s += (W - 1) * 4.0 * U;
-                ag_r += (W - 1) * 4.0 * U;
+            if (row_sums > 0 && W > 1) { /* the row sums a slice's update needs */
+                ag_s += (W - 1) * 4.0 * row_sums * U;
+                ag_r += (W - 1) * 4.0 * row_sums * U;
             }
             served = (double)B * sh->ents_all;
         } else {

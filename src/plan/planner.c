@@ -209,8 +209,6 @@ static int table_options(const plan_workload *w, int32_t t, const plan_pin *pin,
             continue;
         if (pin->exchange >= 0 && p != EMBER_PLACE_ROW)
             x = (ember_exchange)pin->exchange; /* kept, though unused */
-        if (p == EMBER_PLACE_COLUMN && ember_whole_row_need(&tb->optimizer)) /* a norm over the row's columns */
-            continue;
         if (p == EMBER_PLACE_REPLICATED && pin->placement < 0 &&
             table_bytes(tb) > o->replicate_threshold)
             continue;

@@ -9,7 +9,7 @@
  *      fused optimizer (optim/grad.h)
  *
  * What the kernel leaves to this file: which route and store, the
- * statistics, row-wise Adagrad's all-gather on a COLUMN slice, and the
+ * statistics, the all-gathers of row sums on a COLUMN slice, and the
  * messages that name a table, row, feature and sample.  With debug checks,
  * every table's gradients are checked before any table changes.
  */
@@ -25,9 +25,9 @@
 
 /* What a backward aggregates into: a route over the rows of a store (this
  * rank's own route, or the entries an owner received).  Error messages name
- * physical row local * row_stride + row_base.  full_dim > 0 marks row-wise
- * Adagrad on a COLUMN slice (real_cols real columns of full_dim), whose
- * row mean needs the other ranks' slices. */
+ * physical row local * row_stride + row_base.  full_dim > 0 marks an
+ * update on a COLUMN slice (real_cols real columns of full_dim) that needs
+ * sums over the row, from the other ranks' slices too. */
 typedef struct grad_target {
     ember_route *route;
     ember_store *store;
@@ -65,32 +65,47 @@ static int nonfinite_gradient(ember_collection *c, const grad_target *gt, const 
                       c->tables[fe->table].cfg.name, (long long)(phys - fe->offset), fe->name, r->seg_sample[seg]);
 }
 
-/* Row-wise Adagrad on a COLUMN slice: the mean of g^2 runs over the whole
- * row, whose columns live on every rank.  Each rank sums its real columns
- * per touched row (after weight decay), the sums are all-gathered and added
- * in rank order, then every rank applies the same multiplier to its slice.
- * Every rank holds the same touched rows (COLUMN ids are all-gathered). */
-static int apply_rowwise_column(ember_collection *c, const grad_target *gt, const ember_grad_runs *u,
-                                const float *dp, const float *ds, const ember_optim_step *o,
-                                const ember_grad_rounding *rd)
+/* All-gathers n floats of every rank's sums (mine) into all, in rank order. */
+static int gather_sums(ember_collection *c, const float *mine, int64_t n, float *all)
+{
+    if (ember_comm_allgather(c->world, mine, (int64_t)sizeof(float) * n, all) == EMBER_OK)
+        return EMBER_OK;
+    c->panicked = 1;
+    return ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
+}
+
+/* A COLUMN slice whose update needs sums over the whole row (clip_norm, the
+ * row-wise kinds, LAMB, LARS: optim/grad.h), whose columns live on every
+ * rank: each rank sums its real columns per touched row, the sums are
+ * all-gathered and added in rank order, then every rank applies the same
+ * row factors to its slice.  Every rank holds the same touched rows (COLUMN
+ * ids are all-gathered), so every rank makes the same gathers. */
+static int apply_column_sums(ember_collection *c, const grad_target *gt, const ember_grad_runs *u,
+                             const float *dp, const float *ds, const ember_optim_step *o,
+                             const ember_grad_rounding *rd)
 {
     int64_t nu = u->nu;
     int32_t dim = gt->dim, W = c->world->size;
+    int nsum = ember_optim_row_sums(o->kind), per = nsum > 1 ? nsum : 1;
     float *g_all = malloc(sizeof(float) * ((size_t)nu * (size_t)dim + 1));
-    float *sq = malloc(sizeof(float) * ((size_t)nu * (size_t)(W + 1) + 1));
+    float *sq = malloc(sizeof(float) * ((size_t)nu * (size_t)per * (size_t)(W + 1) + 1));
     uint64_t *ord = malloc(sizeof(uint64_t) * ((size_t)nu + 1));
     int st = g_all && sq && ord ? EMBER_OK : ember_fail(c, EMBER_ENOMEM, "out of memory for %lld rows", (long long)nu);
     if ((st = ember_dist_agree(c, st, NULL)) == EMBER_OK) {
-        float *mine = sq + nu * W;
+        float *mine = sq + nu * per * W;
+        int clip = o->clip_norm > 0.0f;
         ember_grad_column_order(gt->route, u, gt->store, ord);
-        ember_grad_column_sums(gt->route, u, gt->store, dim, gt->real_cols, ord, dp, ds, o, g_all, mine, c->threads);
-        if (ember_comm_allgather(c->world, mine, (int64_t)sizeof(float) * nu, sq) != EMBER_OK) {
-            c->panicked = 1;
-            st = ember_fail(c, EMBER_ECOMM, "%s", c->world->errmsg);
-        } else {
+        ember_grad_column_gradients(gt->route, u, dim, gt->real_cols, ord, dp, ds, o, g_all, clip ? mine : NULL,
+                                    c->threads);
+        if (clip && (st = gather_sums(c, mine, nu, sq)) == EMBER_OK)
+            ember_grad_column_clip(u, dim, gt->real_cols, ord, sq, W, g_all, o, c->threads);
+        if (st == EMBER_OK && nsum) {
+            ember_grad_column_sums(gt->route, u, gt->store, dim, gt->real_cols, ord, o, rd, g_all, mine, c->threads);
+            st = gather_sums(c, mine, nu * nsum, sq);
+        }
+        if (st == EMBER_OK)
             ember_grad_column_apply(gt->route, u, gt->store, dim, gt->real_cols, gt->full_dim, ord, sq, W, g_all, o,
                                     rd, c->threads);
-        }
     }
     free(g_all);
     free(sq);
@@ -105,7 +120,7 @@ static int apply_target(ember_collection *c, const grad_target *gt, const float 
 {
     ember_route *r = gt->route;
     ember_grad_runs u = ember_grad_runs_of(r, gt->rows, c->sort_hist, c->threads);
-    if (u.n == 0 && !gt->full_dim) /* COLUMN row-wise: its all-gather still runs */
+    if (u.n == 0 && !gt->full_dim) /* COLUMN sums: their all-gathers still run */
         return EMBER_OK;
     if (check_only) {
         int64_t bad = ember_grad_first_nonfinite(r, &u, gt->dim, dp, ds);
@@ -118,7 +133,7 @@ static int apply_target(ember_collection *c, const grad_target *gt, const float 
     ember_grad_rounding rd = rounding_of(c, gt, step);
     int st = EMBER_OK;
     if (gt->full_dim)
-        st = apply_rowwise_column(c, gt, &u, dp, ds, &o, &rd);
+        st = apply_column_sums(c, gt, &u, dp, ds, &o, &rd);
     else
         ember_grad_apply_runs(r, &u, gt->store, gt->dim, dp, ds, &o, &rd);
     c->stats.clipped_values += clips[0];
@@ -144,7 +159,8 @@ static int owner_apply(ember_collection *c, int32_t p, int64_t step, int check_o
     ember_ptable *pt = &c->ptables[p];
     ember_xchg *x = pt->xchg;
     int32_t W = c->world->size, rank = c->world->rank;
-    int column_rowwise = pt->placement == EMBER_PLACE_COLUMN && pt->opt.kind == EMBER_OPT_ROWWISE_ADAGRAD;
+    int column_sums = pt->placement == EMBER_PLACE_COLUMN &&
+                      (ember_optim_row_sums(pt->opt.kind) || pt->opt.clip_norm > 0.0f);
     int32_t real = pt->dim - pt->col0;
     real = real < 0 ? 0 : real > pt->local_dim ? pt->local_dim : real;
     grad_target gt = {&x->rr,
@@ -154,7 +170,7 @@ static int owner_apply(ember_collection *c, int32_t p, int64_t step, int check_o
                             pt->local_rows,
                             pt->placement == EMBER_PLACE_ROW ? W : 1,
                             pt->placement == EMBER_PLACE_ROW ? rank : 0,
-                            column_rowwise ? pt->dim : 0,
+                            column_sums ? pt->dim : 0,
                             real,
                             p};
     if (!check_only)

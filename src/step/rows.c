@@ -3,7 +3,8 @@
  *
  * A row of the caller's buffer is assembled from *pieces*: contiguous runs of
  * floats that one rank holds (a whole row under ROW and TABLE placement, a
- * column slice under COLUMN, for Adam one slice of m and one of v).  A read
+ * column slice under COLUMN, for Adam one slice of m and one of v, for
+ * row-wise kinds the row's float).  A read
  * packs each rank's pieces in row order, all-gathers them (every rank knows
  * every rank's piece sizes, so no sizes travel), and unpacks them in rank
  * order.  A write stores, on each rank, the pieces it holds; it needs no
@@ -34,7 +35,7 @@ static int32_t slice_width(const ember_ptable *pt, int32_t r)
 
 /* Pieces of one row that rank r provides (read) or stores (write), given
  * that r holds the row; returns how many. */
-static int pieces_of(const ember_ptable *pt, int32_t r, int state, int write, piece out[2])
+static int pieces_of(const ember_ptable *pt, int32_t r, int state, int write, piece out[3])
 {
     int32_t dim = pt->dim, c = pt->local_dim;
     ember_optimizer_kind kind = pt->opt.kind;
@@ -49,22 +50,17 @@ static int pieces_of(const ember_ptable *pt, int32_t r, int state, int write, pi
         out[0] = (piece){0, 0, width};
         return 1;
     }
-    /* COLUMN */
-    int32_t w = slice_width(pt, r);
-    if (state && kind == EMBER_OPT_ROWWISE_ADAGRAD) {
-        if (r != 0)
-            return 0;
-        out[0] = (piece){0, 0, 1};
-        return 1;
-    }
-    if (w == 0)
-        return 0;
-    out[0] = (piece){0, r * c, w};
-    if (state && ember_state_vectors(kind) == 2) { /* Adam's v, FTRL's n */
-        out[1] = (piece){c, dim + r * c, w};
-        return 2;
-    }
-    return 1;
+    /* COLUMN: each state vector's slice (Adam: m, v), then the floats of
+     * the whole row (row-wise kinds), equal on every rank: rank 0's read,
+     * every copy written */
+    int32_t w = slice_width(pt, r), nv = state ? ember_state_vectors(kind) : 1;
+    int32_t nr = state ? ember_state_row_floats(kind) : 0;
+    int np = 0;
+    for (int32_t j = 0; j < nv && w > 0; j++)
+        out[np++] = (piece){j * c, j * dim + r * c, w};
+    if (nr && (write || r == 0))
+        out[np++] = (piece){nv * c, nv * dim, nr};
+    return np;
 }
 
 /* Rows x in [0, m) with x % W == r. */
@@ -87,7 +83,7 @@ static int copy_local(ember_collection *c, const ember_ptable *pt, int64_t phys0
 {
     int32_t W = c->world->size, rank = c->world->rank;
     ember_store *s = pt->store;
-    piece pc[2];
+    piece pc[3];
     int np = pieces_of(pt, rank, state, to_table, pc);
     if (np == 0)
         return EMBER_OK;
@@ -162,7 +158,7 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
         return ember_fail(c, EMBER_ENOMEM, "out of memory");
     int64_t *zero = cnt + W, *dsp = cnt + 2 * (int64_t)W, total = 0;
     for (int32_t r = 0; r < W; r++) {
-        piece pc[2];
+        piece pc[3];
         int np = pieces_of(pt, r, state, 0, pc);
         int64_t per_row = 0;
         for (int k = 0; k < np; k++)
@@ -179,7 +175,7 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
     /* agree before exchanging, so an allocation failure on one rank fails all */
     st = ember_dist_agree(c, st, NULL);
     if (st == EMBER_OK) {
-        piece pc[2];
+        piece pc[3];
         int np = pieces_of(pt, rank, state, 0, pc), lst = EMBER_OK;
         float *o = mine;
         for (int64_t i = 0; i < count && np; i++) {
@@ -215,7 +211,7 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
     }
     if (st == EMBER_OK) {
         for (int32_t r = 0; r < W; r++) {
-            piece pc[2];
+            piece pc[3];
             int np = pieces_of(pt, r, state, 0, pc);
             const float *in = recv + dsp[r] / (int64_t)sizeof(float);
             for (int64_t i = 0; i < count && np; i++) {
