@@ -89,7 +89,7 @@ static void bench_usage(FILE *f)
             "                          (ember_refresh_hot_rows) before the timed steps\n"
             "  --precision P           every table's rows: fp32 (default), fp16 or bf16\n"
             "  --rounding R            half rows' and state's rounding: stochastic (default) or nearest\n"
-            "  --state-precision P     Adagrad's and Adam's state: fp32 (default), fp16 or bf16\n"
+            "  --state-precision P     per-element optimizer state: fp32 (default), fp16 or bf16\n"
             "  --dense-ms X            a stand-in for the dense model between forward and\n"
             "                          backward: arithmetic that takes X ms alone, calling\n"
             "                          ember_forward_progress every 50 us of it (0)\n"
