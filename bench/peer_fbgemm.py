@@ -21,6 +21,9 @@ tables*batch+1, table-major).
   optimizer adagrad         -> OptimType.EXACT_ADAGRAD          (element-wise state, same size as the table)
   optimizer rowwise_adagrad -> OptimType.EXACT_ROWWISE_ADAGRAD  (one float of state per row)
   optimizer momentum, ftrl  -> not available (TBE has neither; a "skipped" line as for adam)
+  optimizer rowwise_adam, lamb, lars
+                            -> not available: PARTIAL_ROWWISE_ADAM, LAMB and LARS_SGD are CUDA-only
+                               (a "skipped" line)
   optimizer adam            -> not available: FBGEMM's CPU TBE only accepts EXACT_SGD, EXACT_ADAGRAD,
                                EXACT_ROWWISE_ADAGRAD, EMAINPLACE_ROWWISE_ADAGRAD, ROWWISE_RMSPROP_AR;
                                a JSON line with "skipped" is printed.
@@ -69,11 +72,14 @@ PRESETS = {
     "W3": dict(tables=1, rows=10_000_000, dim=128, batch=8192, pooling=10, dist="uniform"),
     "quick": dict(tables=8, rows=100_000, dim=64, batch=1024, pooling=20, dist="zipf"),
 }
-OPTIMIZERS = ("none", "sgd", "adagrad", "rowwise_adagrad", "adam", "momentum", "ftrl")
+OPTIMIZERS = ("none", "sgd", "adagrad", "rowwise_adagrad", "adam", "momentum", "ftrl", "rowwise_adam", "lamb", "lars")
 _CPU_KINDS = "(CPU accepts EXACT_SGD, EXACT_ADAGRAD, EXACT_ROWWISE_ADAGRAD, EMAINPLACE_ROWWISE_ADAGRAD, ROWWISE_RMSPROP_AR)"
 UNSUPPORTED = {"adam": "FBGEMM CPU TBE has no Adam " + _CPU_KINDS,
                "momentum": "FBGEMM TBE has no SGD with momentum " + _CPU_KINDS,
-               "ftrl": "FBGEMM TBE has no FTRL " + _CPU_KINDS}
+               "ftrl": "FBGEMM TBE has no FTRL " + _CPU_KINDS,
+               "rowwise_adam": "FBGEMM's PARTIAL_ROWWISE_ADAM is CUDA-only " + _CPU_KINDS,
+               "lamb": "FBGEMM's LAMB is CUDA-only " + _CPU_KINDS,
+               "lars": "FBGEMM's LARS_SGD is CUDA-only " + _CPU_KINDS}
 SCATTER = 2654435761
 
 

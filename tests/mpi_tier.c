@@ -40,7 +40,7 @@ static test_config *random_config(test_rng *r, int trial, ember_world *world)
             tb->precision = test_range(r, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16;
             tb->rounding = test_range(r, 0, 3) ? EMBER_ROUND_STOCHASTIC : EMBER_ROUND_NEAREST;
         }
-        if (!tb->quant_buckets && (tb->optimizer.kind == EMBER_OPT_ADAGRAD || tb->optimizer.kind == EMBER_OPT_ADAM) &&
+        if (!tb->quant_buckets && test_element_state(tb->optimizer.kind) &&
             test_range(r, 0, 2))
             tb->state_precision = test_range(r, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16;
     }

@@ -130,8 +130,8 @@ static test_config *ssd_config(test_rng *r, const test_config *tc, const char *d
 }
 
 /* Half rows (fp16 or bf16, rounded stochastically or to nearest) on about
- * a third of the tables, half state on about half the Adagrad and Adam
- * ones, with rows of any precision (docs/precision.md). */
+ * a third of the tables, half state on about half the ones whose state is
+ * per element, with rows of any precision (docs/precision.md). */
 static void half_precisions(test_rng *r, test_config *tc)
 {
     for (int32_t t = 0; t < tc->cfg.num_tables; t++) {
@@ -142,7 +142,7 @@ static void half_precisions(test_rng *r, test_config *tc)
             tb->precision = test_range(r, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16;
             tb->rounding = test_range(r, 0, 3) ? EMBER_ROUND_STOCHASTIC : EMBER_ROUND_NEAREST;
         }
-        if ((tb->optimizer.kind == EMBER_OPT_ADAGRAD || tb->optimizer.kind == EMBER_OPT_ADAM) && test_range(r, 0, 2))
+        if (test_element_state(tb->optimizer.kind) && test_range(r, 0, 2))
             tb->state_precision = test_range(r, 0, 2) ? EMBER_PRECISION_FP16 : EMBER_PRECISION_BF16;
     }
 }

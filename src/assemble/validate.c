@@ -116,10 +116,13 @@ static int check_table_training(const ember_collection_config *cfg, int32_t t, i
     if (!(o->weight_decay >= 0 && o->weight_decay < 1e30f))
         return ember_fail_create(EMBER_EINVAL, "table '%s': optimizer.weight_decay %g must be >= 0",
                                  nm, o->weight_decay);
-    if (o->kind == EMBER_OPT_ADAM &&
-        !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
-        return ember_fail_create(EMBER_EINVAL, "table '%s': Adam betas (%g, %g) must be in [0, 1)",
-                                 nm, o->beta1, o->beta2);
+    const char *betas = o->kind == EMBER_OPT_ADAM           ? "Adam"
+                        : o->kind == EMBER_OPT_ROWWISE_ADAM ? "row-wise Adam"
+                        : o->kind == EMBER_OPT_LAMB         ? "LAMB"
+                                                            : NULL; /* the kinds with moments */
+    if (betas && !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
+        return ember_fail_create(EMBER_EINVAL, "table '%s': %s betas (%g, %g) must be in [0, 1)", nm, betas,
+                                 o->beta1, o->beta2);
     if (o->weight_decay_mode != EMBER_DECAY_L2 && o->weight_decay_mode != EMBER_DECAY_DECOUPLED)
         return ember_fail_create(EMBER_EINVAL, "table '%s': unknown weight_decay_mode %d", nm, (int)o->weight_decay_mode);
     if (o->weight_decay_mode == EMBER_DECAY_DECOUPLED && !(o->lr * o->weight_decay < 1.0f))
@@ -128,12 +131,6 @@ static int check_table_training(const ember_collection_config *cfg, int32_t t, i
     if (!(o->clip_value >= 0 && o->clip_value < 1e30f && o->clip_norm >= 0 && o->clip_norm < 1e30f))
         return ember_fail_create(EMBER_EINVAL, "table '%s': clip_value %g and clip_norm %g must be >= 0 (0: off)", nm,
                                  o->clip_value, o->clip_norm);
-    if ((o->kind == EMBER_OPT_ROWWISE_ADAM || o->kind == EMBER_OPT_LAMB) &&
-        !(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1))
-        return ember_fail_create(EMBER_EINVAL, "table '%s': %s betas (%g, %g) must be in [0, 1)", nm,
-                                 o->kind == EMBER_OPT_LAMB ? "LAMB" : "row-wise Adam", o->beta1, o->beta2);
-    if (o->kind == EMBER_OPT_LARS && !(o->momentum >= 0 && o->momentum < 1))
-        return ember_fail_create(EMBER_EINVAL, "table '%s': LARS momentum %g must be in [0, 1)", nm, o->momentum);
     if (o->kind == EMBER_OPT_LARS && !check_finite_pos(o->eta))
         return ember_fail_create(EMBER_EINVAL, "table '%s': LARS eta %g must be > 0", nm, o->eta);
     if (o->kind == EMBER_OPT_FTRL &&
@@ -145,7 +142,7 @@ static int check_table_training(const ember_collection_config *cfg, int32_t t, i
     if (o->kind == EMBER_OPT_FTRL && o->beta == 0 && o->l2 == 0)
         return ember_fail_create(EMBER_EINVAL, "table '%s': FTRL needs beta > 0 or l2 > 0 (a row's first step "
                                  "would divide by zero)", nm);
-    if (o->kind == EMBER_OPT_MOMENTUM && !(o->momentum >= 0 && o->momentum < 1))
+    if ((o->kind == EMBER_OPT_MOMENTUM || o->kind == EMBER_OPT_LARS) && !(o->momentum >= 0 && o->momentum < 1))
         return ember_fail_create(EMBER_EINVAL, "table '%s': momentum %g must be in [0, 1)", nm, o->momentum);
     if (o->kind == EMBER_OPT_MOMENTUM && o->nesterov != 0 && o->nesterov != 1)
         return ember_fail_create(EMBER_EINVAL, "table '%s': nesterov %d must be 0 or 1", nm, (int)o->nesterov);
