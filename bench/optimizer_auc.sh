@@ -103,5 +103,5 @@ for task in ("builtin", "criteo"):
         teacher = [r["teacher_auc"] for r in runs if r.get("teacher_auc") is not None]
         print(f"| {opt} | {lr:g} | {statistics.mean(aucs):.5f} | {max(aucs) - min(aucs):.5f} | "
               f"{statistics.mean(r['logloss'] for r in runs):.5f} | "
-              f"{statistics.mean(teacher) if teacher else float('nan'):.5f} |")
+              f"{f'{statistics.mean(teacher):.5f}' if teacher else '—'} |")
 EOF
