@@ -846,6 +846,18 @@ check_optimizers_with() { # $1: the dense optimizer
 }
 CHECKS+=(train_optimizers)
 
+check_train_diverged() { # a loss that is not finite stops the run at that step (status 1), before that step's
+    # checkpoint: the newest is the step's before it
+    printf 'model = { emb_optimizer = { kind = "sgd"; lr = 1e6; }; };\ntrain = { steps = 40; metrics = ""; plot = ""; eval_samples = 256;\n  optimizer = { kind = "sgd"; lr = 1e6; }; };\n' >"$TMP/div.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/div.cfg" --checkpoint-dir "$TMP/div_ck" --checkpoint-every 1 || return 1
+    local at
+    at=$(grep -o "^ember train: step [0-9]*: the training loss is nan: the model diverged" "$TMP/err" | grep -o "step [0-9]*" |
+        grep -o "[0-9]*") || { cat "$TMP/err"; return 1; }
+    [ "$at" -gt 1 ] && [ "$(ls "$TMP/div_ck" | tail -1)" = "$(printf 'step-%012d' $((at - 1)))" ] ||
+        { echo "diverged at $at, saved: $(ls "$TMP/div_ck" | tr '\n' ' ')"; return 1; }
+}
+CHECKS+=(train_diverged)
+
 check_early_stop() { # patience runs out (min_delta 1: no AUC can improve by that), keep_best keeps the best
     # evaluation's checkpoint, and a run resumed before the stop stops at the same step with the same AUC
     printf 'train = { steps = 20; micro_batch = 64; eval_every = 2; eval_samples = 256; metrics = ""; plot = "";\n  early_stop = { patience = 1; min_delta = 1.0; }; keep_best = true; };\n' >"$TMP/es.cfg"

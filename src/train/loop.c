@@ -233,13 +233,19 @@ static void apply_lr_schedule(ember_trainer *s, int64_t step)
 
 /* The model's step, then every rank's failure so far agreed: 1 on every
  * rank when any failed.  A rank whose read failed takes part with no
- * samples. */
+ * samples.  A loss that is not finite fails the step too: the model has
+ * diverged, and training on would only write it over the checkpoints. */
 static int take_step(ember_trainer *s, int64_t step, step_io *io)
 {
     io->loss = 0;
     if (io->global > 0) {
         char serr[512] = "";
         int st = model_step(s->model, &io->batch, io->global, &io->loss, serr, sizeof serr);
+        if (st == EMBER_OK && !isfinite(io->loss)) {
+            snprintf(serr, sizeof serr, "the training loss is %s: the model diverged (a learning rate too high for "
+                     "its optimizer, most likely); stopped before its checkpoint", isnan(io->loss) ? "nan" : "infinite");
+            st = EMBER_ENUMERIC;
+        }
         if (st != EMBER_OK && !io->failed) {
             snprintf(io->err, sizeof io->err, "%s", serr);
             io->failed = 1;
