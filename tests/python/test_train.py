@@ -56,6 +56,14 @@ def test_train_errors():
         ember.train(steps=5, eval_samples=1024, on_event=fails, metrics="none", plot="none")
 
 
+def test_train_stops_when_the_loss_diverges(tmp_path):
+    cfg = tmp_path / "div.cfg"
+    cfg.write_text('model = { emb_optimizer = { kind = "sgd"; lr = 1e6; }; };\n'
+                   'train = { optimizer = { kind = "sgd"; lr = 1e6; }; };\n')
+    with pytest.raises(ember.Error, match=r"step \d+: the training loss is nan: the model diverged"):
+        ember.train(str(cfg), steps=40, eval_samples=256, metrics="none", plot="none")
+
+
 def auc(scores, labels):
     return load_example().auc(scores, labels)
 
