@@ -361,6 +361,42 @@ static void test_ftrl(void)
     CHECK_CLOSE(s, s2, 8, 1e-6, 1e-6, "ref ftrl state step 2");
 }
 
+/* FTRL on a row whose n is infinite (half state past its range, fp16's
+ * 65504): no step from sigma (inf - inf is not taken), z += g, and the
+ * weight 0 for every lr_power, not nan. */
+static void test_ftrl_infinite_n(void)
+{
+    static const float lr_powers[2] = {-0.5f, -0.75f};
+    for (int i = 0; i < 2; i++) {
+        ember_optimizer o = ember_optimizer_default(EMBER_OPT_FTRL);
+        o.lr = 0.5f;
+        o.lr_power = lr_powers[i];
+        ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
+        if (!c)
+            return;
+        float st[12] = {0}, w[6], s[12];
+        for (int k = 0; k < 12; k++)
+            st[k] = k % 4 >= 2 ? INFINITY : 0.0f; /* rows' n: infinite; z: 0 */
+        CHECK(ember_table_write_state(c, 0, 0, 3, st) == EMBER_OK);
+        step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "ftrl, infinite n");
+        CHECK(ember_table_read(c, 0, 0, 3, w) == EMBER_OK && ember_table_read_state(c, 0, 0, 3, s) == EMBER_OK);
+        for (int k = 0; k < 4; k++)
+            CHECK_MSG(w[k] == 0.0f, "ftrl lr_power %g, infinite n: w[%d] = %g, not 0", (double)o.lr_power, k,
+                      (double)w[k]);
+        const float z_want[4] = {1, 7, 2, 2}; /* z = g */
+        for (int k = 0; k < 4; k++)
+            CHECK_MSG(s[(k / 2) * 4 + k % 2] == z_want[k], "ftrl lr_power %g, infinite n: z[%d] = %g, want %g",
+                      (double)o.lr_power, k, (double)s[(k / 2) * 4 + k % 2], (double)z_want[k]);
+        ember_collection_destroy(c);
+
+        float rw[2] = {1, 2}, rs[4] = {0, 0, INFINITY, INFINITY};
+        ref_optimizer_apply(&o, 1, 2, rw, rs, (float[]){1, 7});
+        CHECK_MSG(rw[0] == 0.0f && rw[1] == 0.0f && rs[0] == 1.0f && rs[1] == 7.0f,
+                  "ref ftrl lr_power %g, infinite n: w %g %g z %g %g", (double)o.lr_power, (double)rw[0],
+                  (double)rw[1], (double)rs[0], (double)rs[1]);
+    }
+}
+
 /* Batch C: bag {0} alone, d = [-1, 5] for sample 1, so g(row0) = [-1, 5]
  * and row 1 is untouched (lazy: keeps its values and state). */
 static const int32_t LEN_C[2] = {0, 1};
@@ -664,6 +700,7 @@ int main(void)
     test_adam();
     test_momentum();
     test_ftrl();
+    test_ftrl_infinite_n();
     test_rowwise_adam();
     test_lamb();
     test_lars();

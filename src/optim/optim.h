@@ -165,7 +165,8 @@ static inline void ember_optim_ftrl(const ember_optim_step *o, int32_t dim, floa
     }
     for (int32_t k = 0; k < dim; k++) {
         float n1 = nn[k] + g[k] * g[k], q1 = powf(n1, -o->lr_power);
-        float sigma = (q1 - powf(nn[k], -o->lr_power)) / lr;
+        /* n1 = n (g = 0, or n past a half state's range: inf): no step, as above */
+        float sigma = n1 > nn[k] ? (q1 - powf(nn[k], -o->lr_power)) / lr : 0.0f;
         float zk = z[k] + g[k] - sigma * w[k];
         z[k] = zk;
         nn[k] = n1;

@@ -89,9 +89,9 @@ void ref_optimizer_apply(const ember_optimizer *o, int64_t t, int32_t dim, float
             float g2 = g[k] * g[k], n_new = n[k] + g2;
             float root_new = o->lr_power == -0.5f ? sqrtf(n_new) : powf(n_new, -o->lr_power);
             /* n_new^-p - n^-p; for p = -0.5 in the form that keeps its digits */
-            float diff = o->lr_power != -0.5f ? root_new - powf(n[k], -o->lr_power)
-                         : g2 > 0.0f        ? g2 / (root_new + sqrtf(n[k]))
-                                             : 0.0f;
+            float diff = o->lr_power == -0.5f ? (g2 > 0.0f ? g2 / (root_new + sqrtf(n[k])) : 0.0f)
+                         : n_new > n[k]        ? root_new - powf(n[k], -o->lr_power)
+                                               : 0.0f; /* g = 0, or n infinite (a half state's overflow) */
             float sigma = diff / o->lr;
             z[k] = z[k] + g[k] - sigma * w[k];
             n[k] = n_new;
