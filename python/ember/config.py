@@ -59,12 +59,9 @@ class Adam(_Shared):
 
 
 @dataclass(frozen=True)
-class AdamW(_Shared):
+class AdamW(Adam):
     """Lazy Adam with decoupled weight decay (torch.optim.AdamW on the
     batch's rows): w *= 1 - lr * weight_decay, then Adam's step on g."""
-    lr: float = 0.001
-    betas: tuple = (0.9, 0.999)
-    eps: float = 1e-8
     weight_decay: float = 0.01
     weight_decay_mode: str = field(default="decoupled", kw_only=True)
     _kind = 3
@@ -98,26 +95,18 @@ class FTRL(_Shared):
 
 
 @dataclass(frozen=True)
-class RowWiseAdam(_Shared):
-    """FBGEMM's partial row-wise Adam: m per element, v one per row
-    (v = beta2 v + (1 - beta2) mean(g*g)); w -= lr * m / (1 - beta1^t) /
-    (sqrt(v / (1 - beta2^t)) + eps).  Lazy: untouched rows keep m and v."""
-    lr: float = 0.001
-    betas: tuple = (0.9, 0.999)
-    eps: float = 1e-8
-    weight_decay: float = 0.0
+class RowWiseAdam(Adam):
+    """FBGEMM's partial row-wise Adam, Adam's settings: m per element, v one
+    per row (v = beta2 v + (1 - beta2) mean(g*g)); w -= lr * m / (1 - beta1^t)
+    / (sqrt(v / (1 - beta2^t)) + eps).  Lazy: untouched rows keep m and v."""
     _kind = 6
 
 
 @dataclass(frozen=True)
-class LAMB(_Shared):
-    """FBGEMM's LAMB: Adam's direction r (plus weight_decay * w under
-    weight_decay_mode "decoupled"), then w -= lr * |w| / |r| * r, the
-    norms over the row.  Lazy, state m then v."""
-    lr: float = 0.001
-    betas: tuple = (0.9, 0.999)
-    eps: float = 1e-8
-    weight_decay: float = 0.0
+class LAMB(Adam):
+    """FBGEMM's LAMB, Adam's settings: Adam's direction r (plus weight_decay
+    * w under weight_decay_mode "decoupled"), then w -= lr * |w| / |r| * r,
+    the norms over the row.  Lazy, state m then v."""
     _kind = 7
 
 

@@ -56,6 +56,20 @@ def reference_pool(tables, batch, feature_tables, poolings):
     return torch.cat(outs, dim=1)
 
 
+def sum_pooled_step(rng, coll, rows, batch_size, max_len):
+    """A step of one sum-pooled feature "f" over table rows [0, rows) with a
+    random upstream gradient; returns each row's summed gradient (float64,
+    rows x dim) and the rows the batch touched, ascending."""
+    batch = random_batch(rng, ["f"], {"f": rows}, batch_size, max_len=max_len)
+    out = coll.forward(batch)
+    grad = rng.standard_normal(out.shape).astype(np.float32)
+    coll.backward(grad)
+    g = np.zeros((rows, out.shape[1]))
+    ids = np.asarray(batch.values)
+    np.add.at(g, ids, grad[np.repeat(np.arange(batch_size), np.asarray(batch.lengths))].astype(np.float64))
+    return g, np.unique(ids)
+
+
 def make(optimizer, poolings, rows=(50, 30), dim=(8, 4), threads=1, seed=7):
     tables = [ember.TableConfig(f"t{i}", rows=rows[i], dim=dim[i], optimizer=optimizer) for i in range(2)]
     # f0 and f2 share table t0: their gradients add up on its rows
@@ -315,14 +329,8 @@ def test_rowwise_adagrad_weight_decay_modes_match_fbgemm_formula(mode):
     w = coll.read_table("t").astype(np.float64)
     s = np.zeros(rows)
     for _ in range(4):
-        batch = random_batch(rng, ["f"], {"f": rows}, 7, max_len=4)
-        out = coll.forward(batch)
-        grad = rng.standard_normal(out.shape).astype(np.float32)
-        coll.backward(grad)
-        g = np.zeros((rows, dim))
-        for i, r in zip(np.repeat(np.arange(7), np.asarray(batch.lengths)), np.asarray(batch.values)):
-            g[r] += grad[i]
-        for r in set(np.asarray(batch.values).tolist()):
+        g, touched = sum_pooled_step(rng, coll, rows, 7, 4)
+        for r in touched:
             gg = g[r] + wd * w[r] if mode == "l2" else g[r]
             s[r] += (gg * gg).mean()
             m = lr / (np.sqrt(s[r]) + eps)
@@ -371,14 +379,8 @@ def test_fbgemm_only_optimizers_match_fbgemm_formula(kind):
     widths = {"rowwise_adam": (dim, 1), "lamb": (dim, dim), "lars": (dim,)}[kind]
     st = [[np.zeros(n) for n in widths] for _ in range(rows)]
     for t in range(1, 6):
-        batch = random_batch(rng, ["f"], {"f": rows}, 7, max_len=4)
-        out = coll.forward(batch)
-        grad = rng.standard_normal(out.shape).astype(np.float32)
-        coll.backward(grad)
-        g = np.zeros((rows, dim))
-        for i, r in zip(np.repeat(np.arange(7), np.asarray(batch.lengths)), np.asarray(batch.values)):
-            g[r] += grad[i]
-        for r in set(np.asarray(batch.values).tolist()):
+        g, touched = sum_pooled_step(rng, coll, rows, 7, 4)
+        for r in touched:
             _fbgemm_step(kind, w[r], st[r], g[r], t, lr, wd)
         np.testing.assert_allclose(coll.read_table("t"), w, rtol=1e-5, atol=1e-6, err_msg=f"seed {SEED} step {t}")
     state = np.array([np.concatenate(s) for s in st])
@@ -392,15 +394,7 @@ def test_rowwise_adagrad_matches_numpy():
     w = coll.read_table("t").astype(np.float64)
     s = np.zeros(20)
     for _ in range(3):
-        batch = random_batch(rng, ["f"], {"f": 20}, 11, max_len=3)
-        out = coll.forward(batch)
-        grad = rng.standard_normal(out.shape).astype(np.float32)
-        coll.backward(grad)
-        g = np.zeros_like(w)
-        lengths = np.asarray(batch.lengths)
-        sample = np.repeat(np.arange(11), lengths)
-        np.add.at(g, np.asarray(batch.values), grad[sample].astype(np.float64))
-        rows = np.unique(np.asarray(batch.values))
+        g, rows = sum_pooled_step(rng, coll, 20, 11, 3)
         s[rows] += (g[rows] ** 2).mean(axis=1)
         w[rows] -= 0.1 * g[rows] / (np.sqrt(s[rows])[:, None] + 1e-8)
         np.testing.assert_allclose(coll.read_table("t"), w, rtol=1e-5, atol=1e-6)
