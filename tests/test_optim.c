@@ -18,6 +18,11 @@ static const float W_INIT[6] = {1, 2, -1, 0.5f, 7, -7};
 static const int32_t LEN_A[2] = {1, 2};
 static const int64_t IDS_A[3] = {0, 0, 1};
 static const float D_A[4] = {-1, 5, 2, 2};
+/* Batch C: bag {0} alone, d = [-1, 5] for sample 1, so g(row0) = [-1, 5]
+ * and row 1 is untouched (lazy: keeps its values and state). */
+static const int32_t LEN_C[2] = {0, 1};
+static const int64_t IDS_C[1] = {0};
+static const float D_C[4] = {7, 7, -1, 5};
 
 static ember_collection *make(ember_optimizer o, ember_combiner comb, int dedup)
 {
@@ -73,6 +78,37 @@ static void ref_expect(ember_optimizer o, int64_t t, float *w, float *s, const f
 {
     ref_optimizer_apply(&o, t, 2, w, s, g0);
     ref_optimizer_apply(&o, t, 2, w + 2, s + sf, g1);
+}
+
+/* Optimizer o from rows w0 over batch A then batch C (row 1 lazy), its
+ * values and state (sf floats a row) checked after each against w1, s1 and
+ * w2, s2; then the ref from w0 over the same gradients against the same. */
+static void two_steps(ember_optimizer o, const float w0[6], const float w1[6], const float *s1, const float w2[6],
+                      const float *s2, int sf, const char *what)
+{
+    char m[160];
+    ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
+    if (!c)
+        return;
+    CHECK(ember_table_write(c, 0, 0, 3, w0) == EMBER_OK);
+    snprintf(m, sizeof m, "%s step 1", what);
+    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, m);
+    expect(c, w1, s1, sf, m);
+    snprintf(m, sizeof m, "%s step 2 (row 1 lazy)", what);
+    step(c, 2, LEN_C, IDS_C, NULL, 1, D_C, NULL, 0, 0, m);
+    expect(c, w2, s2, sf, m);
+    ember_collection_destroy(c);
+
+    float w[6], s[12] = {0};
+    memcpy(w, w0, sizeof w);
+    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, sf);
+    snprintf(m, sizeof m, "ref %s step 1", what);
+    CHECK_CLOSE(w, w1, 4, 1e-6, 1e-6, m);
+    CHECK_CLOSE(s, s1, 2 * sf, 1e-6, 1e-6, m);
+    ref_optimizer_apply(&o, 2, 2, w, s, (float[]){-1, 5});
+    snprintf(m, sizeof m, "ref %s step 2", what);
+    CHECK_CLOSE(w, w2, 4, 1e-6, 1e-6, m);
+    CHECK_CLOSE(s, s2, 2 * sf, 1e-6, 1e-6, m);
 }
 
 static void test_sgd(void)
@@ -210,9 +246,8 @@ static void test_adam(void)
     ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
     if (!c)
         return;
-    static const int32_t len_b[2] = {1, 0}, len_c[2] = {0, 1};
-    static const int64_t ids_b[1] = {1}, ids_c[1] = {0};
-    static const float d_c[4] = {7, 7, -1, 5};
+    static const int32_t len_b[2] = {1, 0};
+    static const int64_t ids_b[1] = {1};
     static const float w1[6] = {0.9f, 1.9f, -1.1f, 0.4f, 7, -7};
     static const float s1[12] = {0.1f, 0.7f, 0.001f, 0.049f, 0.2f, 0.2f,
                                  0.004f, 0.004f, 0, 0, 0, 0};
@@ -226,7 +261,7 @@ static void test_adam(void)
     expect(c, w1, s1, 4, "adam step 1");
     step(c, 2, len_b, ids_b, NULL, 1, D_A, NULL, 0, 0, "adam step 2");
     expect(c, w2, s2, 4, "adam step 2");
-    step(c, 2, len_c, ids_c, NULL, 1, d_c, NULL, 0, 0, "adam step 3");
+    step(c, 2, LEN_C, IDS_C, NULL, 1, D_C, NULL, 0, 0, "adam step 3");
     expect(c, w3, s3, 4, "adam step 3 (global t)");
     ember_collection_destroy(c);
 
@@ -283,9 +318,6 @@ static void test_momentum(void)
      *   heavy ball: w0 = [0.9 + 0.01, 1.3 - 1.13] = [0.91, 0.17]
      *   Nesterov:   w0 = [0.81 + 0.109, 0.67 - 1.517] = [0.919, -0.847]
      *               (g + 0.9 b = [-1.09, 15.17]) */
-    static const int32_t len_c[2] = {0, 1};
-    static const int64_t ids_c[1] = {0};
-    static const float d_c[4] = {7, 7, -1, 5};
     static const float s1[6] = {1, 7, 2, 2, 0, 0}, s2[6] = {-0.1f, 11.3f, 2, 2, 0, 0};
     static const float hb1[6] = {0.9f, 1.3f, -1.2f, 0.3f, 7, -7}, hb2[6] = {0.91f, 0.17f, -1.2f, 0.3f, 7, -7};
     static const float nv1[6] = {0.81f, 0.67f, -1.38f, 0.12f, 7, -7}, nv2[6] = {0.919f, -0.847f, -1.38f, 0.12f, 7, -7};
@@ -294,22 +326,7 @@ static void test_momentum(void)
         o.lr = 0.1f;
         o.momentum = 0.9f;
         o.nesterov = nesterov;
-        const float *w1 = nesterov ? nv1 : hb1, *w2 = nesterov ? nv2 : hb2;
-        ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
-        if (!c)
-            return;
-        step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, nesterov ? "nesterov step 1" : "momentum step 1");
-        expect(c, w1, s1, 2, nesterov ? "nesterov step 1" : "momentum step 1");
-        step(c, 2, len_c, ids_c, NULL, 1, d_c, NULL, 0, 0, nesterov ? "nesterov step 2" : "momentum step 2");
-        expect(c, w2, s2, 2, nesterov ? "nesterov step 2 (row 1 lazy)" : "momentum step 2 (row 1 lazy)");
-        ember_collection_destroy(c);
-
-        float w[6], s[6] = {0};
-        memcpy(w, W_INIT, sizeof w);
-        ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 2);
-        ref_optimizer_apply(&o, 2, 2, w, s, (float[]){-1, 5});
-        CHECK_CLOSE(w, w2, 4, 1e-6, 1e-6, nesterov ? "ref nesterov step 2" : "ref momentum step 2");
-        CHECK_CLOSE(s, s2, 4, 1e-6, 1e-6, "ref momentum state step 2");
+        two_steps(o, W_INIT, nesterov ? nv1 : hb1, s1, nesterov ? nv2 : hb2, s2, 2, nesterov ? "nesterov" : "momentum");
     }
 }
 
@@ -337,16 +354,13 @@ static void test_ftrl(void)
     ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
     if (!c)
         return;
-    static const int32_t len_c[2] = {0, 1};
-    static const int64_t ids_c[1] = {0};
-    static const float d_c[4] = {7, 7, -1, 5};
     static const float w1[6] = {0.12195122f, 1.27329193f, -0.90163934f, 0, 7, -7};
     static const float s1[12] = {-1, -21, 1, 49, 6, 0, 4, 4, 0, 0, 0, 0};
     static const float w2[6] = {0.32485571f, 1.01428698f, -0.90163934f, 0, 7, -7};
     static const float s2[12] = {-2.10102770f, -20.08045565f, 2, 74, 6, 0, 4, 4, 0, 0, 0, 0};
     step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "ftrl step 1");
     expect(c, w1, s1, 4, "ftrl step 1");
-    step(c, 2, len_c, ids_c, NULL, 1, d_c, NULL, 0, 0, "ftrl step 2");
+    step(c, 2, LEN_C, IDS_C, NULL, 1, D_C, NULL, 0, 0, "ftrl step 2");
     expect(c, w2, s2, 4, "ftrl step 2");
     float wz[6];
     CHECK(ember_table_read(c, 0, 0, 3, wz) == EMBER_OK);
@@ -397,12 +411,6 @@ static void test_ftrl_infinite_n(void)
     }
 }
 
-/* Batch C: bag {0} alone, d = [-1, 5] for sample 1, so g(row0) = [-1, 5]
- * and row 1 is untouched (lazy: keeps its values and state). */
-static const int32_t LEN_C[2] = {0, 1};
-static const int64_t IDS_C[1] = {0};
-static const float D_C[4] = {7, 7, -1, 5};
-
 static void test_rowwise_adam(void)
 {
     /* lr 0.1, betas (0.9, 0.999), eps 1e-8; state per row [m0, m1, v].
@@ -417,37 +425,15 @@ static void test_rowwise_adam(void)
      *   = [0.98120755, 1.7235472]; row 1 as it was. */
     ember_optimizer o = ember_optimizer_default(EMBER_OPT_ROWWISE_ADAM);
     o.lr = 0.1f;
-    ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
-    if (!c)
-        return;
     static const float w1[6] = {0.98f, 1.86f, -1.1f, 0.4f, 7, -7};
     static const float s1[9] = {0.1f, 0.7f, 0.025f, 0.2f, 0.2f, 0.004f, 0, 0, 0};
     static const float w2[6] = {0.98120755f, 1.7235472f, -1.1f, 0.4f, 7, -7};
     static const float s2[9] = {-0.01f, 1.13f, 0.037975f, 0.2f, 0.2f, 0.004f, 0, 0, 0};
-    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "rowwise adam step 1");
-    expect(c, w1, s1, 3, "rowwise adam step 1");
-    step(c, 2, LEN_C, IDS_C, NULL, 1, D_C, NULL, 0, 0, "rowwise adam step 2");
-    expect(c, w2, s2, 3, "rowwise adam step 2 (row 1 lazy)");
-    ember_collection_destroy(c);
-
-    float w[6], s[9] = {0};
-    memcpy(w, W_INIT, sizeof w);
-    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 3);
-    ref_optimizer_apply(&o, 2, 2, w, s, (float[]){-1, 5});
-    CHECK_CLOSE(w, w2, 4, 1e-6, 1e-6, "ref rowwise adam step 2");
-    CHECK_CLOSE(s, s2, 6, 1e-6, 1e-6, "ref rowwise adam state step 2");
+    two_steps(o, W_INIT, w1, s1, w2, s2, 3, "rowwise adam");
 }
 
-/* Row 1 set to zeros: LAMB's and LARS's trust ratio is then 1 (|w| = 0). */
-static ember_collection *make_row1_zero(ember_optimizer o, float *w_init)
-{
-    ember_collection *c = make(o, EMBER_COMBINER_SUM, 0);
-    memcpy(w_init, W_INIT, sizeof W_INIT);
-    w_init[2] = w_init[3] = 0.0f;
-    if (c)
-        CHECK(ember_table_write(c, 0, 1, 1, w_init + 2) == EMBER_OK);
-    return c;
-}
+/* W_INIT with row 1 at zeros: LAMB's and LARS's trust ratio is then 1 (|w| = 0). */
+static const float W_ROW1_ZERO[6] = {1, 2, 0, 0, 7, -7};
 
 static void test_lamb(void)
 {
@@ -465,26 +451,11 @@ static void test_lamb(void)
     o.lr = 0.1f;
     o.weight_decay = 0.5f;
     o.weight_decay_mode = EMBER_DECAY_DECOUPLED;
-    float w[6];
-    ember_collection *c = make_row1_zero(o, w);
-    if (!c)
-        return;
     static const float w1[6] = {0.86583592f, 1.8211146f, -0.1f, -0.1f, 7, -7};
     static const float s1[12] = {0.1f, 0.7f, 0.001f, 0.049f, 0.2f, 0.2f, 0.004f, 0.004f, 0, 0, 0, 0};
     static const float w2[6] = {0.82602704f, 1.6234367f, -0.1f, -0.1f, 7, -7};
     static const float s2[12] = {-0.01f, 1.13f, 0.001999f, 0.073951f, 0.2f, 0.2f, 0.004f, 0.004f, 0, 0, 0, 0};
-    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "lamb step 1");
-    expect(c, w1, s1, 4, "lamb step 1");
-    step(c, 2, LEN_C, IDS_C, NULL, 1, D_C, NULL, 0, 0, "lamb step 2");
-    expect(c, w2, s2, 4, "lamb step 2 (row 1 lazy)");
-    ember_collection_destroy(c);
-
-    float s[12] = {0};
-    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 4);
-    CHECK_CLOSE(w, w1, 4, 1e-6, 1e-6, "ref lamb step 1");
-    ref_optimizer_apply(&o, 2, 2, w, s, (float[]){-1, 5});
-    CHECK_CLOSE(w, w2, 4, 1e-6, 1e-6, "ref lamb step 2");
-    CHECK_CLOSE(s, s2, 8, 1e-6, 1e-6, "ref lamb state step 2");
+    two_steps(o, W_ROW1_ZERO, w1, s1, w2, s2, 4, "lamb");
 }
 
 static void test_lars(void)
@@ -502,26 +473,11 @@ static void test_lars(void)
     o.lr = 0.1f;
     o.eta = 0.5f;
     o.weight_decay = 0.1f;
-    float w[6];
-    ember_collection *c = make_row1_zero(o, w);
-    if (!c)
-        return;
     static const float w1[6] = {0.98314061f, 1.8896477f, -0.2f, -0.2f, 7, -7};
     static const float s1[6] = {0.016859387f, 0.11035235f, 0.2f, 0.2f, 0, 0};
     static const float w2[6] = {0.98604578f, 1.6862929f, -0.2f, -0.2f, 7, -7};
     static const float s2[6] = {-0.0029051676f, 0.20335478f, 0.2f, 0.2f, 0, 0};
-    step(c, 2, LEN_A, IDS_A, NULL, 3, D_A, NULL, 0, 0, "lars step 1");
-    expect(c, w1, s1, 2, "lars step 1");
-    step(c, 2, LEN_C, IDS_C, NULL, 1, D_C, NULL, 0, 0, "lars step 2");
-    expect(c, w2, s2, 2, "lars step 2 (row 1 lazy)");
-    ember_collection_destroy(c);
-
-    float s[6] = {0};
-    ref_expect(o, 1, w, s, (float[]){1, 7}, (float[]){2, 2}, 2);
-    CHECK_CLOSE(w, w1, 4, 1e-6, 1e-6, "ref lars step 1");
-    ref_optimizer_apply(&o, 2, 2, w, s, (float[]){-1, 5});
-    CHECK_CLOSE(w, w2, 4, 1e-6, 1e-6, "ref lars step 2");
-    CHECK_CLOSE(s, s2, 4, 1e-6, 1e-6, "ref lars state step 2");
+    two_steps(o, W_ROW1_ZERO, w1, s1, w2, s2, 2, "lars");
 }
 
 /* Row-wise Adam's half state is refused, with a message that names it. */
