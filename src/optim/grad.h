@@ -136,7 +136,7 @@ void ember_grad_column_sums(const ember_route *r, const ember_grad_runs *u, embe
                             const ember_grad_rounding *rd, float *g_all, float *mine, int threads);
 void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
                              int32_t real_cols, int32_t full_dim, const uint64_t *ord, const float *sq, int32_t W,
-                             const float *g_all, const ember_optim_step *o, const ember_grad_rounding *rd,
+                             float *g_all, const ember_optim_step *o, const ember_grad_rounding *rd,
                              int threads);
 
 #endif

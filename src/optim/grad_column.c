@@ -12,7 +12,6 @@
  * (grad.c), with the slice's own column numbers.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "optim/grad.h"
 #include "quant/round.h"
@@ -160,7 +159,7 @@ void ember_grad_column_sums(const ember_route *r, const ember_grad_runs *u, embe
 
 void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, ember_store *s, int32_t dim,
                              int32_t real_cols, int32_t full_dim, const uint64_t *ord, const float *sq, int32_t W,
-                             const float *g_all, const ember_optim_step *o, const ember_grad_rounding *rd,
+                             float *g_all, const ember_optim_step *o, const ember_grad_rounding *rd,
                              int threads)
 {
     int64_t nu = u->nu;
@@ -169,8 +168,7 @@ void ember_grad_column_apply(const ember_route *r, const ember_grad_runs *u, emb
     for (int64_t k = 0; k < nu; k++) {
         int64_t run = (int64_t)(uint32_t)ord[k];
         uint32_t row = run_row(r, u, run);
-        float g[1024], wbuf[1024], sbuf[2048];
-        memcpy(g, g_all + run * dim, sizeof(float) * (size_t)dim);
+        float *g = g_all + run * dim, wbuf[1024], sbuf[2048]; /* the kinds may use g as scratch */
         float *w = values_of(s, row, dim, wbuf), *st = state_of(s, row, sbuf);
         float t0 = nsum > 0 ? total_of(sq, nu, W, nsum, k, 0) : 0.0f;
         float t1 = nsum > 1 ? total_of(sq, nu, W, nsum, k, 1) : 0.0f;
