@@ -231,7 +231,7 @@ static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const 
                                pc.cuts[j]);
                 }
                 static const char *const cut_names[] = {"even", "random", "balanced"};
-                mpi_context("%s: %s, recompute %d, %s cuts, S %d, k %d, b %d, n %d", what,
+                mpi_context("%s: interaction %d, %s, recompute %d, %s cuts, S %d, k %d, b %d, n %d", what, (int)c->interaction,
                             pipe_schedule_name((pipe_schedule)sched), rec, cut_names[cut], S, d->k, d->b, d->n);
                 pipelined(c, d, ref, stages, &pc);
             }

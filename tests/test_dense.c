@@ -779,15 +779,19 @@ static void test_fast_model(test_rng *r)
 /* Activations grow to the largest batch; a model warmed on a large batch
  * gives the same bits as a fresh one; two runs give the same bits. */
 /* The chain in pieces (pipeline stages): the model cut at random block
- * boundaries, run piece by piece with the carries handed on, gives the
- * whole model's logits, grads and d_pooled bit for bit; the pieces'
- * parameter ranges tile the vector. */
+ * boundaries (inside DCN's cross stack too), each piece a part model that
+ * holds its own blocks' parameters only, run piece by piece with the
+ * carries handed on, gives the whole model's logits, grads and d_pooled
+ * bit for bit, and the parts start from the whole model's parameters; the
+ * blocks' parameter ranges tile the vector. */
 static void test_blocks(test_rng *r)
 {
     for (int rep = 0; rep < 24; rep++) {
         dlrm_config c = random_config(r, 40, 16, 6);
         int32_t B = (int32_t)test_range(r, 1, 700);
-        dlrm *whole = make_model(&c), *parts = make_model(&c);
+        if (rep % 3 == 0)
+            set_interaction(r, &c, DENSE_INTERACT_DCN);
+        dlrm *whole = make_model(&c), *part[8] = {0};
         const int32_t nb = dlrm_num_blocks(whole);
         int64_t next = 0, off, len;
         for (int32_t b = 0; b < nb; b++) {
@@ -802,6 +806,22 @@ static void test_blocks(test_rng *r)
             if (test_range(r, 0, 3) == 0)
                 cuts[ncut++] = b;
         cuts[ncut] = nb;
+        for (int32_t i = 0; i < ncut; i++) {
+            uint8_t held[256] = {0};
+            int64_t want = 0;
+            for (int32_t b = cuts[i]; b < cuts[i + 1]; b++)
+                held[b] = 1, dlrm_block_params(whole, b, &off, &len), want += len;
+            char err[200];
+            CHECK_MSG(dlrm_create_part(&c, held, &part[i], err, sizeof err) == 0, "%s", err);
+            CHECK(dlrm_num_params(part[i]) == want && dlrm_full_params(part[i]) == dlrm_num_params(whole));
+            for (int32_t b = 0; b < nb; b++) {
+                dlrm_block_params(whole, b, &off, &len);
+                const int64_t at = dlrm_block_local(part[i], b);
+                CHECK(held[b] == (at >= 0) && dlrm_holds(part[i], b) == held[b]);
+                CHECK_MSG(at < 0 || !memcmp(dlrm_params(part[i]) + at, dlrm_params(whole) + off, (size_t)len * 4),
+                          "part %d: block %d does not start from the whole model's parameters", i, b);
+            }
+        }
         batch bt = random_batch(r, &c, B);
         const int64_t np = (int64_t)B * c.num_sparse * c.emb_dim;
         float *logit_w = falloc(B), *logit_p = falloc(B), *dp_w = falloc(np), *dp_p = falloc(np);
@@ -810,12 +830,13 @@ static void test_blocks(test_rng *r)
         dlrm_backward(whole, bt.dlogit, dp_w);
         for (int32_t i = 0; i < ncut; i++) {
             const int32_t b0 = cuts[i], b1 = cuts[i + 1];
+            dlrm *parts = part[i];
             if (b1 < nb)
                 carry[i + 1] = falloc((int64_t)B * dlrm_block_out_width(parts, b1 - 1));
             CHECK(dlrm_block_in_width(parts, b0) == (b0 ? dlrm_block_out_width(parts, b0 - 1) : c.num_dense));
-            /* one model for every piece: its activations are the last forward's, so
-             * each piece runs forward and then at once backward, as a stage would
-             * with one micro-batch in flight, here in forward order first */
+            CHECK(ncut == 1 || dlrm_forward_blocks(parts, B, 0, nb, bt.dense, bt.pooled, logit_p) == EMBER_EINVAL);
+            /* each piece runs forward, here in forward order first, then at once
+             * backward, as a stage would with one micro-batch in flight */
             CHECK(dlrm_forward_blocks(parts, B, b0, b1, i ? carry[i] : bt.dense, bt.pooled,
                                       b1 < nb ? carry[i + 1] : logit_p) == 0);
         }
@@ -823,6 +844,7 @@ static void test_blocks(test_rng *r)
         /* backward piece by piece, last first, each after its own forward again */
         for (int32_t i = ncut - 1; i >= 0; i--) {
             const int32_t b0 = cuts[i], b1 = cuts[i + 1];
+            dlrm *parts = part[i];
             float *tmp = falloc((int64_t)B * dlrm_block_out_width(parts, b1 - 1));
             CHECK(dlrm_forward_blocks(parts, B, b0, b1, i ? carry[i] : bt.dense, bt.pooled, tmp) == 0);
             free(tmp);
@@ -830,15 +852,21 @@ static void test_blocks(test_rng *r)
                 dcarry[i] = falloc((int64_t)B * dlrm_block_in_width(parts, b0));
             dlrm_backward_blocks(parts, b0, b1, b1 < nb ? dcarry[i + 1] : bt.dlogit, b0 > 0 ? dcarry[i] : NULL, dp_p);
         }
-        CHECK_MSG(!memcmp(dlrm_grads(whole), dlrm_grads(parts), (size_t)dlrm_num_params(whole) * sizeof(float)),
-                  "blocks: grads differ (%d pieces)", ncut);
+        for (int32_t i = 0; i < ncut; i++)
+            for (int32_t b = cuts[i]; b < cuts[i + 1]; b++) {
+                dlrm_block_params(whole, b, &off, &len);
+                CHECK_MSG(!memcmp(dlrm_grads(whole) + off, dlrm_grads(part[i]) + dlrm_block_local(part[i], b),
+                                  (size_t)len * sizeof(float)),
+                          "blocks: block %d's grads differ (%d pieces, interaction %d)", b, ncut, (int)c.interaction);
+            }
         CHECK_MSG(!memcmp(dp_w, dp_p, (size_t)np * sizeof(float)), "blocks: d_pooled differs (%d pieces)", ncut);
         for (int32_t i = 0; i <= ncut; i++)
             free(carry[i]), free(dcarry[i]);
         free(logit_w), free(logit_p), free(dp_w), free(dp_p);
         batch_free(&bt);
         dlrm_destroy(whole);
-        dlrm_destroy(parts);
+        for (int32_t i = 0; i < ncut; i++)
+            dlrm_destroy(part[i]);
     }
 }
 

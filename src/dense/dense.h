@@ -73,14 +73,21 @@ typedef struct dlrm dlrm;
  * Cross layer l's matrices (DCN) take layer numbers 1000 + 2l (W, or V)
  * and 1001 + 2l (U), each Glorot over its own (in, out); they sit after
  * the bottom layers and before the top ones in the parameter vector.
+ * A part model (dlrm_create_part) gives its elements the same values.
  * Limits: 1 <= num_bottom <= 64, 0 <= num_top <= 64, num_dense, num_sparse
  * >= 1, widths in [1, 65536], num_sparse <= 4096; DCN: 1 <= num_cross <=
  * 16, 0 <= cross_rank <= 65536. */
 int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen);
+/* A part of the model, for a pipeline stage: the parameters (and gradients)
+ * of the blocks with held[b] != 0 only (held [dlrm_num_blocks]; NULL: all,
+ * as dlrm_create), one vector of them in block order, each element
+ * initialised as in the whole model.  Only chains of held blocks run. */
+int dlrm_create_part(const dlrm_config *cfg, const uint8_t *held, dlrm **out, char *err, size_t errlen);
 void dlrm_destroy(dlrm *m);
 
 const dlrm_config *dlrm_get_config(const dlrm *m); /* the config it was made with */
-int64_t dlrm_num_params(const dlrm *m);
+int64_t dlrm_num_params(const dlrm *m); /* parameters held (all, unless a part)        */
+int64_t dlrm_full_params(const dlrm *m); /* the whole model's                          */
 float *dlrm_params(dlrm *m);          /* [num_params]                                  */
 float *dlrm_grads(dlrm *m);           /* [num_params], same layout                     */
 void dlrm_zero_grads(dlrm *m);
@@ -103,17 +110,22 @@ int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, fl
  * (overwritten, not accumulated).  d_pooled may be NULL. */
 void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled);
 /* The model as a chain of blocks, for pipeline stages (docs/pipeline.md):
- * blocks 0 .. nb-1 are the bottom layers, block nb the interaction (with
- * DCN's cross layers), blocks nb+1 .. the top layers, the last the logit
- * layer; dlrm_num_blocks = nb + 1 + num_top + 1.  A block's input and
- * output are [B][width] carries (block 0's input the dense features, the
- * last block's output the logit); dlrm_block_params gives the range of
- * the parameter (and gradient) vector a block owns (the interaction's is
- * empty but for DCN). */
+ * blocks 0 .. nb-1 are the bottom layers, block nb the interaction, then
+ * DCN's cross layers one block each (nb+1 .. nb+C), then the top layers,
+ * the last the logit layer; dlrm_num_blocks = nb + 1 + C + num_top + 1.  A
+ * block's input and output are [B][width] carries (block 0's input the
+ * dense features, the last block's output the logit); between two cross
+ * layers the carry is [x_l | x0], B rows of x_l then B rows of x0 (2 w
+ * wide), on the way back their gradients.  dlrm_block_params gives the
+ * range of the whole model's parameter vector a block owns (the
+ * interaction's is empty); dlrm_block_local where it sits in this model's
+ * vector (-1: not held). */
 int32_t dlrm_num_blocks(const dlrm *m);
 int32_t dlrm_block_in_width(const dlrm *m, int32_t b);
 int32_t dlrm_block_out_width(const dlrm *m, int32_t b);
 void dlrm_block_params(const dlrm *m, int32_t b, int64_t *off, int64_t *len);
+int64_t dlrm_block_local(const dlrm *m, int32_t b);
+int dlrm_holds(const dlrm *m, int32_t b);
 /* Another model over src's very parameters and gradients (not copied: the
  * two see each other's updates, and both backward passes add into the
  * same gradients) with activations of its own: one per micro-batch a
@@ -138,11 +150,12 @@ int dlrm_forward_blocks(dlrm *m, int32_t B, int32_t b0, int32_t b1, const float 
  * interaction is among them; grads of these blocks +=. */
 void dlrm_backward_blocks(dlrm *m, int32_t b0, int32_t b1, const float *dout, float *din, float *d_pooled);
 
-/* Bytes a model of cfg holds for micro-batches of `batch` samples:
- * parameters, gradients, state_floats optimizer floats per parameter (Adam:
- * 2), the activations and each chunk's gradients; -1 for an invalid config.  For a check before
+/* Bytes a model of cfg holding the blocks held (NULL: all) keeps for
+ * micro-batches of `batch` samples: parameters, gradients, state_floats
+ * optimizer floats per parameter (Adam: 2), the activations and each
+ * chunk's gradients; -1 for an invalid config.  For a check before
  * creating one. */
-int64_t dlrm_memory_bytes(const dlrm_config *cfg, int32_t batch, int32_t state_floats);
+int64_t dlrm_memory_bytes(const dlrm_config *cfg, const uint8_t *held, int32_t batch, int32_t state_floats);
 /* fn(arg) after every layer's forward and backward (NULL: none): the
  * trainer drives the next batch's exchanges from there. */
 void dlrm_set_progress(dlrm *m, void (*fn)(void *), void *arg);

@@ -45,6 +45,7 @@
 #include "ember.h"
 
 #define DLRM_LAYERS (2 * DENSE_MAX_LAYERS + 1)
+#define DLRM_BLOCKS (DLRM_LAYERS + 1 + DENSE_MAX_CROSS)
 #define DLRM_MAX_WIDTH 65536
 #define DLRM_CHUNK 256 /* samples per chunk: fixed, so results do not depend on threads */
 #define DLRM_SLOTS 16  /* chunks whose grads are held at once (cgrad's rows) */
@@ -55,9 +56,15 @@ struct dlrm {
     int32_t in[DLRM_LAYERS], out[DLRM_LAYERS];
     int64_t w_off[DLRM_LAYERS], b_off[DLRM_LAYERS];
     int32_t vw, width, maxw; /* (F+1) d; interaction width; widest layer end */
-    int64_t num_params, max_layer; /* all parameters; the largest layer's */
+    int64_t num_params, max_layer; /* parameters held; the largest held layer's */
+    int64_t full_params;     /* the whole model's parameters                  */
     int32_t ncross, crank;   /* DCN cross layers and their rank (0: none)    */
     int64_t c_off[DENSE_MAX_CROSS]; /* each cross layer's parameters          */
+    int32_t nblocks;         /* nl + 1 + ncross                              */
+    uint8_t held[DLRM_BLOCKS];     /* the blocks whose parameters are here    */
+    int64_t canon[DLRM_BLOCKS];    /* a block's offset in the whole model's
+                                      vector; w_off, b_off and c_off are in
+                                      the held vector (the same when whole)   */
     float *params, *grads;
     int shares;              /* 1: params and grads are another model's     */
     int32_t threads;         /* dlrm_set_threads; 0: omp_get_max_threads()  */
@@ -157,6 +164,8 @@ static void init_params(dlrm *m)
 {
     uint64_t key = ember_rng_table_key(m->cfg.seed, DENSE_RNG_NAME);
     for (int32_t L = 0; L < m->nl; L++) {
+        if (!m->held[L < m->nb ? L : L + 1 + m->ncross])
+            continue;
         int64_t n = (int64_t)m->out[L] * m->in[L];
         float limit = sqrtf(6.0f / (float)(m->in[L] + m->out[L]));
         float *W = m->params + m->w_off[L];
@@ -166,6 +175,8 @@ static void init_params(dlrm *m)
     }
     /* cross layer l: W (or V) as layer 1000 + 2l, U as 1001 + 2l, b = 0 */
     for (int32_t l = 0; l < m->ncross; l++) {
+        if (!m->held[m->nb + 1 + l])
+            continue;
         const int32_t w = m->vw, r = m->crank;
         float *P = m->params + m->c_off[l];
         const int32_t rows[2] = {r > 0 ? r : w, w}, cols[2] = {w, r > 0 ? r : w};
@@ -177,6 +188,36 @@ static void init_params(dlrm *m)
             P += n;
         }
         memset(P, 0, (size_t)w * sizeof(float));
+    }
+}
+
+/* The blocks (dense.h): bottom layers 0 .. nb-1, the interaction nb, DCN's
+ * cross layers nb+1 .. nb+ncross, then the top layers and the logit.  A
+ * layer block's layer, or -1; a cross block's cross layer, or -1. */
+static int32_t block_layer(const dlrm *m, int32_t b)
+{
+    return b < m->nb ? b : b > m->nb + m->ncross ? b - 1 - m->ncross : -1;
+}
+
+static int32_t block_cross(const dlrm *m, int32_t b)
+{
+    return b > m->nb && b <= m->nb + m->ncross ? b - m->nb - 1 : -1;
+}
+
+/* Block b's range of the parameter vector, from the offsets as they are
+ * (the whole model's before hold()). */
+static void block_range(const dlrm *m, int32_t b, int64_t *off, int64_t *len)
+{
+    const int32_t L = block_layer(m, b), l = block_cross(m, b);
+    if (L >= 0) {
+        *off = m->w_off[L];
+        *len = m->b_off[L] + m->out[L] - m->w_off[L];
+    } else if (l >= 0) {
+        *off = m->c_off[l];
+        *len = dense_cross_params(m->vw, m->crank);
+    } else { /* the interaction: nothing, where the top layers begin */
+        *off = m->ncross ? m->c_off[0] : m->b_off[m->nb - 1] + m->out[m->nb - 1];
+        *len = 0;
     }
 }
 
@@ -214,6 +255,41 @@ static void layout(dlrm *m, const dlrm_config *cfg)
     m->maxw = m->vw;
     for (int32_t L = 0; L < m->nl; L++)
         m->maxw = m->out[L] > m->maxw ? m->out[L] : m->maxw;
+    m->nblocks = m->nl + 1 + m->ncross;
+    m->full_params = m->num_params;
+    for (int32_t b = 0; b < m->nblocks; b++) {
+        int64_t len;
+        block_range(m, b, &m->canon[b], &len);
+        m->held[b] = 1;
+    }
+}
+
+/* Keeps the parameters of the blocks held[b] != 0 only (NULL: all): the
+ * offsets move to a vector of those blocks, in block order. */
+static void hold(dlrm *m, const uint8_t *held)
+{
+    if (!held)
+        return;
+    int64_t at = 0;
+    m->max_layer = 0;
+    for (int32_t b = 0; b < m->nblocks; b++) {
+        int64_t off = m->canon[b], len;
+        block_range(m, b, &off, &len);
+        m->held[b] = held[b] != 0;
+        const int64_t shift = at - off;
+        const int32_t l = b - m->nb - 1, L = b < m->nb ? b : b - 1 - m->ncross;
+        if (b == m->nb || !m->held[b])
+            continue; /* the interaction holds nothing; offsets of blocks not held are never read */
+        if (l >= 0 && l < m->ncross) {
+            m->c_off[l] += shift;
+        } else {
+            m->w_off[L] += shift;
+            m->b_off[L] += shift;
+        }
+        at += len;
+        m->max_layer = len > m->max_layer ? len : m->max_layer;
+    }
+    m->num_params = at;
 }
 
 /* Floats of activations per sample (reserve()'s slab). */
@@ -229,18 +305,24 @@ static int64_t activation_floats(const dlrm *m)
     return per;
 }
 
-int64_t dlrm_memory_bytes(const dlrm_config *cfg, int32_t batch, int32_t state_floats)
+int64_t dlrm_memory_bytes(const dlrm_config *cfg, const uint8_t *held, int32_t batch, int32_t state_floats)
 {
     if (validate(cfg, NULL, 0))
         return -1;
     dlrm m;
     memset(&m, 0, sizeof m);
     layout(&m, cfg);
+    hold(&m, held);
     return 4 * (m.num_params * (2 + (int64_t)state_floats) + m.max_layer * num_slots(batch) +
                 (int64_t)batch * activation_floats(&m));
 }
 
 int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen)
+{
+    return dlrm_create_part(cfg, NULL, out, err, errlen);
+}
+
+int dlrm_create_part(const dlrm_config *cfg, const uint8_t *held, dlrm **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (validate(cfg, err, errlen))
@@ -249,8 +331,9 @@ int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen)
     if (!m)
         return fail(err, errlen, "dense model: out of memory%.0d", 0);
     layout(m, cfg);
-    m->params = malloc((size_t)m->num_params * sizeof(float));
-    m->grads = calloc((size_t)m->num_params, sizeof(float));
+    hold(m, held);
+    m->params = malloc((size_t)(m->num_params > 0 ? m->num_params : 1) * sizeof(float));
+    m->grads = calloc((size_t)(m->num_params > 0 ? m->num_params : 1), sizeof(float));
     if (!m->params || !m->grads) {
         dlrm_destroy(m);
         return fail(err, errlen, "dense model: out of memory%.0d", 0);
@@ -267,6 +350,7 @@ int dlrm_create_shared(dlrm *src, dlrm **out)
     if (!m)
         return EMBER_ENOMEM;
     layout(m, &src->cfg);
+    hold(m, src->held);
     m->params = src->params;
     m->grads = src->grads;
     m->shares = 1;
@@ -292,13 +376,11 @@ void dlrm_get_threads(const dlrm *m, int32_t *threads, int32_t *blas_threads)
 
 int64_t dlrm_block_kept_floats(const dlrm *m, int32_t b)
 {
-    if (b == m->nb) { /* v, then z (DOT) or each cross layer's output, u and h */
-        int64_t n = m->vw;
-        if (m->cfg.interaction == DENSE_INTERACT_DOT)
-            n += m->width;
-        return n + m->ncross * (2 * (int64_t)m->vw + m->crank);
-    }
-    const int32_t L = b < m->nb ? b : b - 1;
+    if (b == m->nb) /* v, then z (DOT) */
+        return m->vw + (m->cfg.interaction == DENSE_INTERACT_DOT ? m->width : 0);
+    if (block_cross(m, b) >= 0) /* the cross layer's output, u and h */
+        return 2 * (int64_t)m->vw + m->crank;
+    const int32_t L = block_layer(m, b);
     int64_t n = (b == 0 ? m->cfg.num_dense : 0) + (L < m->nl - 1 ? m->out[L] : 0);
     return n + (L < m->nl - 1 && dense_act_keeps_pre(m->cfg.activation) ? m->out[L] : 0);
 }
@@ -417,40 +499,59 @@ static void layer_forward(dlrm *m, int32_t L, int32_t B, const float *x, float *
     progress(m);
 }
 
-int32_t dlrm_num_blocks(const dlrm *m) { return m->nl + 1; }
+int32_t dlrm_num_blocks(const dlrm *m) { return m->nblocks; }
 
 int32_t dlrm_block_in_width(const dlrm *m, int32_t b)
 {
-    return b == 0 ? m->cfg.num_dense : b <= m->nb ? m->out[b - 1] : b == m->nb + 1 ? m->width : m->out[b - 2];
+    const int32_t L = block_layer(m, b), l = block_cross(m, b);
+    return L >= 0 ? m->in[L] : l >= 0 ? (l ? 2 * m->vw : m->vw) : m->cfg.emb_dim;
 }
 
 int32_t dlrm_block_out_width(const dlrm *m, int32_t b)
 {
-    return b < m->nb ? m->out[b] : b == m->nb ? m->width : m->out[b - 1];
+    const int32_t L = block_layer(m, b), l = block_cross(m, b);
+    return L >= 0 ? m->out[L] : l >= 0 ? (l < m->ncross - 1 ? 2 * m->vw : m->vw) : m->ncross ? m->vw : m->width;
 }
 
 void dlrm_block_params(const dlrm *m, int32_t b, int64_t *off, int64_t *len)
 {
-    if (b == m->nb) { /* the cross layers (none for DOT and CAT) */
-        *off = m->ncross ? m->c_off[0] : m->b_off[m->nb - 1] + m->out[m->nb - 1];
-        *len = m->ncross * dense_cross_params(m->vw, m->crank);
-        return;
-    }
-    const int32_t L = b < m->nb ? b : b - 1;
-    *off = m->w_off[L];
-    *len = m->b_off[L] + m->out[L] - m->w_off[L];
+    int64_t local;
+    block_range(m, b, &local, len);
+    *off = m->canon[b];
 }
+
+int dlrm_holds(const dlrm *m, int32_t b) { return b >= 0 && b < m->nblocks && m->held[b]; }
+
+int64_t dlrm_block_local(const dlrm *m, int32_t b)
+{
+    int64_t off, len;
+    if (!dlrm_holds(m, b))
+        return -1;
+    block_range(m, b, &off, &len);
+    return off;
+}
+
+int64_t dlrm_full_params(const dlrm *m) { return m->full_params; }
 
 /* Where block b reads its input and keeps its output (the logit layer's
- * output is the caller's). */
+ * output is the caller's).  A cross block's carry [x_l | x0] is two views:
+ * this one (x_l) and v (x0). */
 static float *block_in(dlrm *m, int32_t b)
 {
-    return b == 0 ? m->x0 : b <= m->nb ? m->act[b - 1] : b == m->nb + 1 ? m->z : m->act[b - 2];
+    const int32_t L = block_layer(m, b), l = block_cross(m, b);
+    if (l >= 0)
+        return l ? m->xc[l - 1] : m->v;
+    return b == m->nb ? m->act[m->nb - 1] : L == 0 ? m->x0 : L == m->nb ? m->z : m->act[L - 1];
 }
 
-static float *block_out(dlrm *m, int32_t b) { return b < m->nb ? m->act[b] : b == m->nb ? m->z : m->act[b - 1]; }
+static float *block_out(dlrm *m, int32_t b)
+{
+    const int32_t L = block_layer(m, b), l = block_cross(m, b);
+    return L >= 0 ? m->act[L] : l >= 0 ? m->xc[l] : m->ncross ? m->v : m->z;
+}
 
-/* The interaction block: v = [bottom output, pooled], then z. */
+/* The interaction block: v = [bottom output, pooled], then z (DOT); CAT's z
+ * is v, DCN's cross layers are blocks of their own. */
 static void interaction_forward(dlrm *m, int32_t B, const float *pooled)
 {
     const int32_t nb = m->nb, d = m->cfg.emb_dim, pw = m->vw - d, nc = num_chunks(B);
@@ -461,42 +562,68 @@ static void interaction_forward(dlrm *m, int32_t B, const float *pooled)
             memcpy(m->v + (int64_t)s * m->vw, m->act[nb - 1] + (int64_t)s * d, (size_t)d * sizeof(float));
             memcpy(m->v + (int64_t)s * m->vw + d, pooled + (int64_t)s * pw, (size_t)pw * sizeof(float));
         }
-        if (m->ncross) /* DCN: x_0 = v, x_(l+1) = cross_l(x_l) */
-            for (int32_t l = 0; l < m->ncross; l++) {
-                const int64_t r0 = (int64_t)lo * m->vw;
-                dense_cross_forward(n, m->vw, m->crank, m->params + m->c_off[l], m->v + r0,
-                                    (l ? m->xc[l - 1] : m->v) + r0, m->ch[l] + (int64_t)lo * m->crank,
-                                    m->cu[l] + r0, m->xc[l] + r0);
-            }
-        else
+        if (!m->ncross)
             dense_interact_forward(m->cfg.interaction, n, m->cfg.num_sparse, d, m->v + (int64_t)lo * m->vw,
                                    m->z + (int64_t)lo * m->width);
     }
+}
+
+/* Cross layer l: x_(l+1) = cross_l(x_l) with x_0 = v. */
+static void cross_forward(dlrm *m, int32_t B, int32_t l)
+{
+    const int32_t nc = num_chunks(B);
+#pragma omp parallel for schedule(static) num_threads(team(m, nc))
+    for (int32_t c = 0; c < nc; c++) {
+        const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
+        const int64_t r0 = (int64_t)lo * m->vw;
+        dense_cross_forward(n, m->vw, m->crank, m->params + m->c_off[l], m->v + r0, (l ? m->xc[l - 1] : m->v) + r0,
+                            m->ch[l] + (int64_t)lo * m->crank, m->cu[l] + r0, m->xc[l] + r0);
+    }
+    progress(m);
 }
 
 /* Blocks b0 .. b1-1 forward on B > 0 rows (activations reserved). */
 static void forward_blocks(dlrm *m, int32_t B, int32_t b0, int32_t b1, const float *in, const float *pooled,
                            float *out)
 {
-    const int32_t nblocks = m->nl + 1;
+    const int32_t nblocks = m->nblocks, lin = block_cross(m, b0), lout = block_cross(m, b1 - 1);
     float *x = block_in(m, b0);
-    if (x != in)
+    const size_t n0 = (size_t)B * (size_t)m->vw;
+    if (lin > 0) { /* the carry [x_l | x0]: x0 is v */
+        memcpy(x, in, n0 * sizeof(float));
+        memcpy(m->v, in + n0, n0 * sizeof(float));
+    } else if (x != in) {
         memcpy(x, in, (size_t)B * (size_t)dlrm_block_in_width(m, b0) * sizeof(float));
-    for (int32_t b = b0; b < b1; b++) {
-        if (b == m->nb) {
-            interaction_forward(m, B, pooled);
-            continue;
-        }
-        const int32_t L = b < m->nb ? b : b - 1;
-        layer_forward(m, L, B, block_in(m, b), b == nblocks - 1 ? out : block_out(m, b));
     }
-    if (b1 < nblocks)
-        memcpy(out, block_out(m, b1 - 1), (size_t)B * (size_t)dlrm_block_out_width(m, b1 - 1) * sizeof(float));
+    for (int32_t b = b0; b < b1; b++) {
+        const int32_t L = block_layer(m, b);
+        if (b == m->nb)
+            interaction_forward(m, B, pooled);
+        else if (L < 0)
+            cross_forward(m, B, block_cross(m, b));
+        else
+            layer_forward(m, L, B, block_in(m, b), b == nblocks - 1 ? out : block_out(m, b));
+    }
+    if (b1 == nblocks)
+        return;
+    const size_t n = (size_t)B * (size_t)(lout >= 0 ? m->vw : dlrm_block_out_width(m, b1 - 1));
+    memcpy(out, block_out(m, b1 - 1), n * sizeof(float));
+    if (lout >= 0 && lout < m->ncross - 1) /* the carry's x0 */
+        memcpy(out + n, m->v, n * sizeof(float));
+}
+
+/* Every block of [b0, b1) held here. */
+static int holds_range(const dlrm *m, int32_t b0, int32_t b1)
+{
+    for (int32_t b = b0; b < b1; b++)
+        if (!m->held[b])
+            return 0;
+    return 1;
 }
 
 int dlrm_forward_blocks(dlrm *m, int32_t B, int32_t b0, int32_t b1, const float *in, const float *pooled, float *out)
 {
-    if (B < 0 || b0 < 0 || b1 > m->nl + 1 || b0 >= b1 || reserve(m, B))
+    if (B < 0 || b0 < 0 || b1 > m->nblocks || b0 >= b1 || !holds_range(m, b0, b1) || reserve(m, B))
         return EMBER_EINVAL;
     m->B = B;
     if (B == 0)
@@ -509,7 +636,7 @@ int dlrm_forward_blocks(dlrm *m, int32_t B, int32_t b0, int32_t b1, const float 
 
 int dlrm_forward(dlrm *m, int32_t B, const float *dense, const float *pooled, float *logit)
 {
-    return dlrm_forward_blocks(m, B, 0, m->nl + 1, dense, pooled, logit);
+    return dlrm_forward_blocks(m, B, 0, m->nblocks, dense, pooled, logit);
 }
 
 /* grads[i] += the rows of cgrad of chunks c0 .. c1-1, in chunk order,
@@ -602,32 +729,31 @@ static void cross_chunk(dlrm *m, const void *ctx, int32_t lo, int32_t n, float *
                          k->dx + r0);
 }
 
-/* DCN's cross layers backward, from dz (the top's input gradient) down to
- * dv = dL/dv, v being both x_0 and every layer's x0: each layer's x0 share
- * is added into dv as it comes (last layer first), then layer 0's dx. */
-static void cross_backward(dlrm *m)
+/* Cross block l's backward from dy, x_(l+1)'s gradient: its grads, its x0
+ * share added into dv (the last layer zeroes dv first), dx_l into the other
+ * of g0 and g1.  Cross layer 0 then adds its dx into dv, which becomes v's
+ * gradient (v is both x_0 and every layer's x0).  Returns where the input's
+ * gradient is: dx_l, or dv for layer 0. */
+static float *cross_block_backward(dlrm *m, int32_t l, const float *dy)
 {
     const int32_t B = m->B, nc = num_chunks(B), w = m->vw;
-    const float *g = m->dz;
-    for (int32_t l = m->ncross - 1; l >= 0; l--) {
-        const cross_ctx k = {l, g, g == m->g0 ? m->g1 : m->g0};
-        grads_by_chunks(m, m->c_off[l], dense_cross_params(w, m->crank), cross_chunk, &k);
-        progress(m);
-        g = k.dx;
-    }
+    const cross_ctx k = {l, dy, dy == m->g0 ? m->g1 : m->g0};
+    grads_by_chunks(m, m->c_off[l], dense_cross_params(w, m->crank), cross_chunk, &k);
+    progress(m);
+    if (l > 0)
+        return k.dx;
 #pragma omp parallel for schedule(static) num_threads(team(m, nc))
     for (int32_t c = 0; c < nc; c++)
         for (int64_t i = (int64_t)CHUNK_LO(c) * w; i < (int64_t)(CHUNK_LO(c) + CHUNK_N(c, B)) * w; i++)
-            m->dv[i] = m->dv[i] + g[i];
+            m->dv[i] = m->dv[i] + k.dx[i];
+    return m->dv;
 }
 
-/* The interaction block backward from dz: dv, split into the bottom
- * output's gradient (g0) and d_pooled. */
+/* The interaction block backward from its output's gradient (dz; DCN's in
+ * dv): dv, split into the bottom output's gradient (g0) and d_pooled. */
 static void interaction_backward(dlrm *m, float *d_pooled)
 {
     const int32_t B = m->B, d = m->cfg.emb_dim, pw = m->vw - d, nc = num_chunks(B);
-    if (m->ncross)
-        cross_backward(m);
 #pragma omp parallel for schedule(static) num_threads(team(m, nc))
     for (int32_t c = 0; c < nc; c++) {
         const int32_t lo = CHUNK_LO(c), n = CHUNK_N(c, B);
@@ -646,35 +772,46 @@ static void interaction_backward(dlrm *m, float *d_pooled)
 /* Blocks b1-1 .. b0 backward on the last forward's B > 0 rows. */
 static void backward_blocks(dlrm *m, int32_t b0, int32_t b1, const float *dout, float *din, float *d_pooled)
 {
-    const int32_t B = m->B, nb = m->nb, nl = m->nl, nblocks = nl + 1;
+    const int32_t B = m->B, nb = m->nb, lout = block_cross(m, b1 - 1), lin = block_cross(m, b0);
+    const size_t nv = (size_t)B * (size_t)m->vw;
     /* dy: the gradient of block b's output; the logit layer leaves it alone,
-     * any other block's is a buffer of ours (activations change it in place) */
+     * any other block's is a buffer of ours (activations change it in place):
+     * the interaction's dz (DCN: dv), the last cross layer's dz, else g0, and
+     * a cross carry's x0 part goes to dv */
     float *dy = (float *)dout;
-    if (b1 < nblocks) {
-        dy = b1 - 1 == nb ? m->dz : m->g0;
-        memcpy(dy, dout, (size_t)B * (size_t)dlrm_block_out_width(m, b1 - 1) * sizeof(float));
+    if (b1 < m->nblocks) {
+        dy = b1 - 1 == nb ? (m->ncross ? m->dv : m->dz) : lout >= 0 && lout == m->ncross - 1 ? m->dz : m->g0;
+        const int two = lout >= 0 && lout < m->ncross - 1;
+        memcpy(dy, dout, (two ? nv : (size_t)B * (size_t)dlrm_block_out_width(m, b1 - 1)) * sizeof(float));
+        if (two)
+            memcpy(m->dv, dout + nv, nv * sizeof(float));
     }
     for (int32_t b = b1 - 1; b >= b0; b--) {
         const int want_dx = b > b0 || (din && b0 > 0);
+        const int32_t L = block_layer(m, b), l = block_cross(m, b);
         if (b == nb) {
             interaction_backward(m, d_pooled);
             dy = m->g0;
-            continue;
+        } else if (l >= 0) {
+            dy = cross_block_backward(m, l, dy);
+        } else {
+            float *dx = !want_dx ? NULL : L == nb ? m->dz : dy == m->g0 ? m->g1 : m->g0;
+            layer_backward(m, L, L < m->nl - 1, block_in(m, b), dy, dx);
+            dy = dx;
         }
-        const int32_t L = b < nb ? b : b - 1;
-        float *dx = !want_dx ? NULL : L == nb ? m->dz : dy == m->g0 ? m->g1 : m->g0;
-        layer_backward(m, L, L < nl - 1, block_in(m, b), dy, dx);
-        dy = dx;
     }
-    if (din && b0 > 0)
-        memcpy(din, dy, (size_t)B * (size_t)dlrm_block_in_width(m, b0) * sizeof(float));
+    if (!din || b0 == 0)
+        return;
+    memcpy(din, dy, (lin > 0 ? nv : (size_t)B * (size_t)dlrm_block_in_width(m, b0)) * sizeof(float));
+    if (lin > 0) /* the carry's x0 part: the x0 shares of the layers above */
+        memcpy(din + nv, m->dv, nv * sizeof(float));
 }
 
 void dlrm_backward_blocks(dlrm *m, int32_t b0, int32_t b1, const float *dout, float *din, float *d_pooled)
 {
     if (m->B == 0)
         return;
-    EMBER_ASSERT(m->cap >= m->B && b0 >= 0 && b0 < b1 && b1 <= m->nl + 1);
+    EMBER_ASSERT(m->cap >= m->B && b0 >= 0 && b0 < b1 && b1 <= m->nblocks && holds_range(m, b0, b1));
     int32_t blas = blas_enter(m);
     backward_blocks(m, b0, b1, dout, din, d_pooled);
     blas_leave(m, blas);
@@ -682,5 +819,5 @@ void dlrm_backward_blocks(dlrm *m, int32_t b0, int32_t b1, const float *dout, fl
 
 void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled)
 {
-    dlrm_backward_blocks(m, 0, m->nl + 1, dlogit, NULL, d_pooled);
+    dlrm_backward_blocks(m, 0, m->nblocks, dlogit, NULL, d_pooled);
 }

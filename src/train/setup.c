@@ -269,7 +269,7 @@ int train_setup_open(ember_trainer *s)
      * a model that cannot fit would otherwise grow until the kernel kills the process */
     /* every rank of the node holds the model; a sharded optimizer state holds its share (rounded up) */
     int32_t shards = s->t.optimizer_shards > 0 ? s->t.optimizer_shards : 1;
-    int64_t need = dlrm_memory_bytes(&s->t.model, s->t.micro_batch,
+    int64_t need = dlrm_memory_bytes(&s->t.model, NULL, s->t.micro_batch,
                                      (dense_optim_state_floats(s->t.dense_optim.kind) + shards - 1) / shards) *
                    s->local_ranks;
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
