@@ -7,7 +7,7 @@
  *
  * The model: 13 dense features, 26 features of dim 16, bottom 512-512-16,
  * DCN with 3 cross layers of rank 64 over the 432-wide concat, top six
- * layers of 512 and the logit (11 blocks, most of like cost).  For each schedule (fill-drain, 1f1b,
+ * layers of 512 and the logit (14 blocks: the cross layers are blocks of their own).  For each schedule (fill-drain, 1f1b,
  * interleaved with 2 pieces per rank), with and without recomputation,
  * and each k (micro-batches per step; default S, 2S, 4S, 8S), the S ranks
  * run N timed steps (after 2 untimed) with cuts from the balance rule, and
@@ -16,7 +16,8 @@
  * time) and peak activation bytes, the measured bubble (1 - the mean busy
  * share) beside the formula's (S - 1) / (k + S - 1) (interleaved:
  * ((S - 1) / v) / (k + (S - 1) / v)), and the bytes the replicated model
- * keeps (one micro-batch's).  The replicated model's time is this program
+ * keeps (one micro-batch's), and the parameters each rank holds (its
+ * pieces' only) beside the whole model's.  The replicated model's time is this program
  * under `mpirun -np 1`: its 1f1b rows run forward and backward micro-batch
  * by micro-batch, as the trainer does (timed beside the other ranks here,
  * it would share the machine with their waiting).  Every rank runs one
@@ -106,14 +107,14 @@ int main(int argc, char **argv)
                 const int32_t P = S * pc.virtual_stages;
                 dlrm *m = NULL;
                 pipeline *p = NULL;
-                if (dlrm_create(&cfg, &m, err, sizeof err) || P > dlrm_num_blocks(m) ||
-                    (sched == PIPE_INTERLEAVED && k % S)) {
-                    dlrm_destroy(m);
+                if (P > dlrm_config_blocks(&cfg) || (sched == PIPE_INTERLEAVED && k % S))
                     continue;
-                }
-                dlrm_set_threads(m, 1, 1);
                 pc.num_cuts = P - 1;
-                if (pipe_balance(m, b, P, w, pc.cuts, NULL, err, sizeof err) ||
+                const pipe_balance_config bc = {0, b, P, 1, 1, 0, 1};
+                uint8_t held[DENSE_MAX_BLOCKS];
+                if (pipe_balance(&cfg, &bc, w, pc.cuts, NULL, err, sizeof err) ||
+                    pipe_held(&pc, S, rank, dlrm_config_blocks(&cfg), held, err, sizeof err) ||
+                    dlrm_create_part(&cfg, held, &m, err, sizeof err) || (dlrm_set_threads(m, 1, 1), 0) ||
                     pipe_create(&pc, m, w, &p, err, sizeof err)) {
                     fprintf(stderr, "rank %d: %s\n", rank, err);
                     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -137,9 +138,11 @@ int main(int argc, char **argv)
                 pipe_get_stats(p, &after);
                 double busy = (after.busy_s - before.busy_s) / (after.step_s - before.step_s);
                 double busy_all[64] = {0};
-                int64_t bytes_all[64] = {0}, bytes = after.peak_activation_bytes;
+                int64_t bytes_all[64] = {0}, bytes = after.peak_activation_bytes, params_all[64] = {0};
+                int64_t params = dlrm_num_params(m);
                 MPI_Gather(&busy, 1, MPI_DOUBLE, busy_all, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
                 MPI_Gather(&bytes, 1, MPI_INT64_T, bytes_all, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+                MPI_Gather(&params, 1, MPI_INT64_T, params_all, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
                 if (rank == 0) {
                     const double v = pc.virtual_stages, ramp = (S - 1) / v;
                     double mean = 0;
@@ -155,7 +158,11 @@ int main(int argc, char **argv)
                            ramp / (k + ramp));
                     for (int32_t r = 0; r < S; r++)
                         printf("%s%lld", r ? "," : "", (long long)bytes_all[r]);
-                    printf("],\"replicated_activation_bytes\":%lld,\"cuts\":[", (long long)rep_bytes);
+                    printf("],\"params_held\":[");
+                    for (int32_t r = 0; r < S; r++)
+                        printf("%s%lld", r ? "," : "", (long long)params_all[r]);
+                    printf("],\"params_whole\":%lld", (long long)dlrm_full_params(m));
+                    printf(",\"replicated_activation_bytes\":%lld,\"cuts\":[", (long long)rep_bytes);
                     for (int32_t j = 0; j < P - 1; j++)
                         printf("%s%d", j ? "," : "", pc.cuts[j]);
                     printf("]}\n");

@@ -1444,6 +1444,24 @@ typedef struct ember_blob_summary {
 EMBER_API int ember_checkpoint_blob_summary(const ember_checkpoint *ck, int32_t rank, const char *name,
                                   ember_blob_summary *out);
 
+/* The dense model of a checkpoint `ember train` saved, whole or in the
+ * pieces its pipeline stages saved, read as the one vector of the whole
+ * model: its parameters, the optimizer's state floats per parameter, the
+ * ranks that saved pieces (0: saved whole), the parameters' L2 norm, and
+ * XXH64 digests over the parameters and over the state (vector after
+ * vector), so two checkpoints of the same model state have the same
+ * digests whatever stages and cuts saved them.  EMBER_EFORMAT when ck has
+ * no dense model (not saved by `ember train`) or a malformed one,
+ * EMBER_ENOMEM; detail in ember_errmsg(ck). */
+typedef struct ember_dense_summary {
+    int64_t params;
+    int32_t state_floats;
+    int32_t pieces;
+    double norm;
+    uint64_t params_digest, state_digest;
+} ember_dense_summary;
+EMBER_API int ember_checkpoint_dense_summary(const ember_checkpoint *ck, ember_dense_summary *out);
+
 /* 1 when dir holds an inference bundle (ember_bundle_write), else 0. */
 EMBER_API int ember_bundle_is(const char *dir);
 /* Verifies every file of the bundle in dir (sizes and XXH3-64 against its

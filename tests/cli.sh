@@ -1140,15 +1140,17 @@ CHECKS+=(mpi_optimizer_shards)
 check_mpi_pipeline() { # a DCN model in pipeline stages: every schedule, with and without recomputation, is
     # the unpipelined run bit for bit (the checkpoints' table, dense and optimizer digests: 2 stages on
     # 2 ranks against 1 rank, 2 stages x 2 replicas on 4 ranks against 2), also from a file whose steps
-    # end short; a pipelined resume is the uninterrupted run; a resume may not change the stages
+    # end short, with a cut between the cross layers and with the memory balance; each stage saves its
+    # own pieces, and a checkpoint resumes into other stages, none, or a pipeline from none, as the
+    # uninterrupted run
     have_mpirun || return 0
     local tables='tables = ( { name = "t0"; rows = 5000; dim = 16; optimizer = "adagrad"; placement = "row"; exchange = "rows"; },
   { name = "t1"; rows = 300; dim = 16; optimizer = "adagrad"; placement = "row"; exchange = "rows"; } );
 features = ( { name = "f0"; table = "t0"; pooling = 2; }, { name = "f1"; table = "t1"; pooling = 3; } );
 model = { interaction = "dcn"; dcn = { layers = 2; rank = 8; }; activation = "silu"; bottom = [16, 16]; top = [32, 16, 8]; };'
     local train='steps = 12; micro_batch = 128; accumulate = 4; eval_every = 0; eval_samples = 2048; metrics = ""; plot = "";'
-    digests() { # the newest checkpoint under $1: every table's digest, dense.params', dense.optim's
-        "$EMBER" inspect "$1" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join([t["digest"] for t in d["tables"]] + [b["digest"] for b in d["blobs"] if b["name"] in ("dense.params", "dense.optim")]))'
+    digests() { # the newest checkpoint under $1: every table's digest, the dense model's and its state's
+        "$EMBER" inspect "$1" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join([t["digest"] for t in d["tables"]] + [d["dense"]["params_digest"], d["dense"]["state_digest"]]))'
     }
     printf '%s\ntrain = { %s };\n' "$tables" "$train" >"$TMP/pl.cfg"
     local want1 want2 got sch rec
@@ -1166,21 +1168,43 @@ model = { interaction = "dcn"; dcn = { layers = 2; rank = 8; }; activation = "si
             [ "$got" = "$want1" ] || { echo "$sch recompute $rec, 2 stages: $got, unpipelined $want1"; return 1; }
         done
     done
-    head -1 "$TMP/out" | grep -q '"pipeline":{"stages":2,"schedule":"interleaved","virtual":2,"recompute":true}' ||
+    head -1 "$TMP/out" | grep -q '"pipeline":{"stages":2,"schedule":"interleaved","virtual":2,"recompute":true' ||
         { head -1 "$TMP/out"; return 1; }
+    # the stages hold their own pieces: two ranks saved pieces, none a whole model
+    "$EMBER" inspect "$TMP/plp" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(not (d["dense"]["pieces"] == 2 and not [b for b in d["blobs"] if b["name"] == "dense.params"]))' ||
+        { echo "want the dense model in 2 pieces"; return 1; }
+    # a cut between the two cross layers (blocks: bottom 0-1, interaction 2, cross 3-4, top 5-7, logit 8),
+    # and the cuts of the memory balance
+    for extra in 'cuts = [4];' 'balance = "memory";'; do
+        printf '%s
+train = { %s pipeline = { stages = 2; %s }; };
+' "$tables" "$train" "$extra" >"$TMP/pp.cfg"
+        rm -rf "$TMP/plp"
+        expect_status 0 mpi2 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plp" || return 1
+        got=$(digests "$TMP/plp")
+        [ "$got" = "$want1" ] || { echo "2 stages, $extra: $got, unpipelined $want1"; return 1; }
+    done
     printf '%s\ntrain = { %s pipeline = { stages = 2; }; };\n' "$tables" "$train" >"$TMP/pp.cfg"
     rm -rf "$TMP/plp"
     expect_status 0 mpi4 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plp" || return 1
     got=$(digests "$TMP/plp")
     [ "$got" = "$want2" ] || { echo "2 stages x 2 replicas: $got, 2 ranks unpipelined $want2"; return 1; }
-    # resumed: the uninterrupted pipelined run; and not with other stages
-    rm -rf "$TMP/plp"
-    expect_status 0 mpi2 train --config "$TMP/pp.cfg" --steps 6 --json --checkpoint-dir "$TMP/plp" || return 1
-    expect_status 1 mpi2 train --config "$TMP/pl.cfg" --json --checkpoint-dir "$TMP/plp" --resume || return 1
-    grep -q "pipeline_stages" "$TMP/err" || { cat "$TMP/err"; return 1; }
-    expect_status 0 mpi2 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plp" --resume || return 1
-    got=$(digests "$TMP/plp")
-    [ "$got" = "$want1" ] || { echo "resumed pipeline: $got, want $want1"; return 1; }
+    # resumed: the uninterrupted run, in the same stages, in none, from none, and in 4 stages on 4 ranks
+    # (one replica group each time, so the same global batch as the 1-rank run)
+    printf '%s
+train = { %s pipeline = { stages = 4; }; };
+' "$tables" "$train" >"$TMP/pp4.cfg"
+    local first then
+    for pair in "mpi2 pp mpi2 pp" "mpi2 pp ember pl" "ember pl mpi2 pp" "mpi2 pp mpi4 pp4"; do
+        read -r first fcfg then tcfg <<<"$pair"
+        [ "$first" = ember ] && first=$EMBER
+        [ "$then" = ember ] && then=$EMBER
+        rm -rf "$TMP/plp"
+        expect_status 0 $first train --config "$TMP/$fcfg.cfg" --steps 6 --json --checkpoint-dir "$TMP/plp" || return 1
+        expect_status 0 $then train --config "$TMP/$tcfg.cfg" --json --checkpoint-dir "$TMP/plp" --resume || return 1
+        got=$(digests "$TMP/plp")
+        [ "$got" = "$want1" ] || { echo "resumed ($pair): $got, want $want1"; return 1; }
+    done
     # a file of 1001 samples in steps of 100: steps end short, and on 4 ranks the groups' shares differ
     expect_status 0 "$EMBER" gen --task 1001 "$TMP/pl.bin" --config "$TMP/pl.cfg" || return 1
     local ftrain='steps = 12; micro_batch = 50; accumulate = 2; eval_every = 0; metrics = ""; plot = "";'

@@ -11,7 +11,11 @@
  * pipeline (and, on an even number W >= 4 of ranks, also as two pipelines
  * of W / 2 stages over ember_world_split): each step's loss on the last
  * piece's rank, d_pooled on the interaction's, and after the steps every
- * parameter a rank owns must equal the reference's bits.  Models draw
+ * parameter a rank owns must equal the reference's bits.  Each rank's
+ * model is a part (dlrm_create_part) holding its pieces' blocks only, and
+ * after the steps a forward-only pass (pipe_forward) must give every rank
+ * the reference model's logits.  The balance rule's cuts, by time and by
+ * memory, are checked against every split (brute force).  Models draw
  * every interaction (DCN too) and activation, with enough top layers for
  * 2 S pieces.
  * A pipeline has at most PIPE_MAX_PIECES pieces, so the interleaved
@@ -64,6 +68,7 @@ static dlrm_config random_model(test_rng *r, int32_t S)
 typedef struct ref_run {
     double loss[STEPS];
     float *d_pooled[STEPS], *params;
+    float *logit; /* the final model's logits on step 0's samples */
 } ref_run;
 
 static void reference(const dlrm_config *c, const data *d, ref_run *out)
@@ -91,6 +96,12 @@ static void reference(const dlrm_config *c, const data *d, ref_run *out)
         }
         dense_optim_step(o, dlrm_params(m), dlrm_grads(m));
     }
+    out->logit = malloc((size_t)d->n * sizeof(float) + 4);
+    for (int32_t j = 0; j < d->k; j++) {
+        const int64_t r0 = (int64_t)j * d->b;
+        const int32_t bj = d->n - r0 < d->b ? (int32_t)(d->n - r0) : d->b;
+        dlrm_forward(m, bj, d->dense[0] + r0 * c->num_dense, d->pooled[0] + r0 * pw, out->logit + r0);
+    }
     out->params = malloc((size_t)n * sizeof(float));
     memcpy(out->params, dlrm_params(m), (size_t)n * sizeof(float));
     free(logit), free(dlogit);
@@ -105,7 +116,10 @@ static void pipelined(const dlrm_config *c, const data *d, const ref_run *ref, e
     dlrm *m = NULL;
     pipeline *p = NULL;
     char err[256] = "";
-    MCHECK(dlrm_create(c, &m, err, sizeof err) == 0, "%s", err);
+    uint8_t held[DENSE_MAX_BLOCKS];
+    MCHECK(pipe_held(pc, ember_world_size(stages), ember_world_rank(stages), dlrm_config_blocks(c), held, err,
+                     sizeof err) == 0, "%s", err);
+    MCHECK(dlrm_create_part(c, held, &m, err, sizeof err) == 0, "%s", err);
     int ok = pipe_create(pc, m, stages, &p, err, sizeof err) == 0;
     MCHECK(ok, "pipe_create: %s", err);
     if (!mpi_all(ok)) {
@@ -133,27 +147,29 @@ static void pipelined(const dlrm_config *c, const data *d, const ref_run *ref, e
             int64_t at = mpi_first_diff(d_pooled, ref->d_pooled[s], (int64_t)d->n * pw);
             MCHECK(at < 0, "step %d: d_pooled differs at %lld", s, (long long)at);
         }
-        /* the trainer sums grads over all ranks: outside this rank's pieces they must stay exactly 0 */
-        for (int32_t blk = 0; blk < dlrm_num_blocks(m); blk++) {
-            int64_t off, len, nonzero = -1;
-            dlrm_block_params(m, blk, &off, &len);
-            for (int64_t i = 0; !pipe_runs(p, blk) && i < len && nonzero < 0; i++)
-                if (dlrm_grads(m)[off + i] != 0.0f || signbit(dlrm_grads(m)[off + i]))
-                    nonzero = i;
-            MCHECK(nonzero < 0, "step %d: block %d (not this rank's) has gradient %lld nonzero", s, blk,
-                   (long long)nonzero);
-        }
         dense_optim_step(o, dlrm_params(m), dlrm_grads(m));
     }
+    int64_t held_params = 0;
     for (int32_t blk = 0; blk < nblocks; blk++) {
         int64_t off, len;
         dlrm_block_params(m, blk, &off, &len);
+        MCHECK(dlrm_holds(m, blk) == pipe_runs(p, blk), "block %d: held %d, runs %d", blk, dlrm_holds(m, blk),
+               pipe_runs(p, blk));
         if (!pipe_runs(p, blk) || !len)
             continue;
-        int64_t at = mpi_first_diff(dlrm_params(m) + off, ref->params + off, len);
+        held_params += len;
+        int64_t at = mpi_first_diff(dlrm_params(m) + dlrm_block_local(m, blk), ref->params + off, len);
         MCHECK(at < 0, "block %d (owner %d): parameter %lld differs after %d steps", blk, pipe_owner(p, blk),
                (long long)at, STEPS);
     }
+    MCHECK(held_params == n, "the part holds %lld parameters, its pieces %lld", (long long)n,
+           (long long)held_params);
+    float *logit = malloc((size_t)d->n * sizeof(float) + 4);
+    MCHECK(pipe_forward(p, d->n, d->b, d->dense[0], d->pooled[0], logit, err, sizeof err) == EMBER_OK,
+           "pipe_forward: %s", err);
+    int64_t at = mpi_first_diff(logit, ref->logit, d->n);
+    MCHECK(at < 0, "pipe_forward: logit %lld differs from the unpipelined model's", (long long)at);
+    free(logit);
     pipe_stats ps;
     pipe_get_stats(p, &ps);
     MCHECK(ps.busy_s >= 0 && ps.busy_s <= ps.step_s + 1e-6 && ps.peak_in_flight >= 1, "stats: busy %g of %g s",
@@ -206,16 +222,29 @@ static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const 
                         prev = pc.cuts[j] = prev + 1 + (int32_t)test_range(r, 0, (uint64_t)room);
                     }
                 }
-                if (cut == 2) { /* the balance rule: optimal for its measured costs, the same everywhere */
-                    double cost[2 * DENSE_MAX_LAYERS + 2];
+                if (cut == 2) { /* the balance rule: optimal for its costs, the same everywhere; by time
+                                   or (every other configuration) by memory */
+                    double cost[DENSE_MAX_BLOCKS];
                     char err2[256] = "";
-                    dlrm *m = NULL;
-                    MCHECK(dlrm_create(c, &m, err2, sizeof err2) == 0, "%s", err2);
-                    int ok = pipe_balance(m, d->b, P, stages, pc.cuts, cost, err2, sizeof err2) == 0;
+                    const int by_memory = (sched + rec) % 2;
+                    pipe_balance_config bc = {by_memory, d->b, P, 1, 1, (int32_t)test_range(r, 0, 3),
+                                              (int32_t)test_range(r, 1, 5)};
+                    int ok = pipe_balance(c, &bc, stages, pc.cuts, cost, err2, sizeof err2) == 0;
                     MCHECK(ok, "pipe_balance: %s", err2);
-                    dlrm_destroy(m);
                     if (!mpi_all(ok))
                         continue;
+                    dlrm *shape = NULL;
+                    uint8_t none[DENSE_MAX_BLOCKS] = {0};
+                    MCHECK(dlrm_create_part(c, none, &shape, err2, sizeof err2) == 0, "%s", err2);
+                    for (int32_t blk = 0; by_memory && shape && blk < nblocks; blk++) {
+                        int64_t off, len;
+                        dlrm_block_params(shape, blk, &off, &len);
+                        const double want = 4.0 * ((double)len * (2 + bc.state_floats) +
+                                                   (double)dlrm_block_kept_floats(shape, blk) * d->b * bc.in_flight);
+                        MCHECK(cost[blk] == want, "memory balance: block %d costs %g bytes, want %g", blk, cost[blk],
+                               want);
+                    }
+                    dlrm_destroy(shape);
                     pc.num_cuts = P - 1;
                     double worst = 0, piece = 0;
                     for (int32_t blk = 0, j = 0; blk < nblocks; blk++) {
@@ -281,7 +310,7 @@ int main(int argc, char **argv)
         }
         for (int s = 0; s < STEPS; s++)
             free(d.dense[s]), free(d.pooled[s]), free(d.labels[s]), free(ref.d_pooled[s]);
-        free(ref.params);
+        free(ref.params), free(ref.logit);
     }
     ember_world_destroy(w);
     return mpi_test_finish("mpi_pipeline");

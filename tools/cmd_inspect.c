@@ -254,6 +254,28 @@ static void report_head(const ember_checkpoint *ck, const ember_checkpoint_summa
     json_object_set_new(out, "files", files);
 }
 
+/* The dense model `ember train` saved, whole or in pipeline pieces, as one
+ * vector (nothing for a checkpoint of another program). */
+static void report_dense(const ember_checkpoint *ck, int json, json_t *out)
+{
+    ember_dense_summary d;
+    if (ember_checkpoint_dense_summary(ck, &d) != EMBER_OK)
+        return;
+    if (json) {
+        json_object_set_new(out, "dense", json_pack("{sIsisisfsoso}", "params", (json_int_t)d.params,
+                                                    "state_floats", d.state_floats, "pieces", d.pieces, "norm",
+                                                    d.norm, "params_digest", hex(d.params_digest), "state_digest",
+                                                    hex(d.state_digest)));
+        return;
+    }
+    char how[48] = "whole";
+    if (d.pieces)
+        snprintf(how, sizeof how, "in pieces from %d rank%s", (int)d.pieces, d.pieces > 1 ? "s" : "");
+    printf("dense model (%s): %lld parameters, L2 norm %.6g, digest %016llx; optimizer state %d float%s a "
+           "parameter, digest %016llx\n", how, (long long)d.params, d.norm, (unsigned long long)d.params_digest,
+           (int)d.state_floats, d.state_floats == 1 ? "" : "s", (unsigned long long)d.state_digest);
+}
+
 /* A checkpoint: 0, or 1 after the message. */
 static int inspect_checkpoint(const tool_ctx *ctx, const char *path, int json)
 {
@@ -268,6 +290,7 @@ static int inspect_checkpoint(const tool_ctx *ctx, const char *path, int json)
     report_head(ck, &cs, json, out);
     int status = report_tables(ctx, ck, cs.optimizer_steps, json, out);
     if (status == 0) {
+        report_dense(ck, json, out);
         report_blobs(ck, &cs, json, out);
         if (json) {
             char *s = json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/ckpt_dense.h"
 #include "data/data_error.h"
 #include "infer/bundle.h"
 
@@ -74,6 +75,55 @@ int ember_checkpoint_blob_summary(const ember_checkpoint *ck, int32_t rank, cons
         memcpy(out->content, s, strlen(s) + 1);
     free(s);
     json_decref(k);
+    return EMBER_OK;
+}
+
+int ember_checkpoint_dense_summary(const ember_checkpoint *ck, ember_dense_summary *out)
+{
+    if (!ck || !out)
+        return ckpt_fail(ck, EMBER_EINVAL, "ember_checkpoint_dense_summary: %s is NULL", !ck ? "the checkpoint" : "out");
+    memset(out, 0, sizeof *out);
+    int64_t bytes = 0, v[8];
+    const void *st = ember_checkpoint_blob(ck, -1, "train.state", &bytes);
+    if (!st || bytes != (int64_t)sizeof v)
+        return ckpt_fail(ck, EMBER_EFORMAT, "checkpoint %s: no dense model (blob \"train.state\": not saved by "
+                         "ember train?)", ember_checkpoint_path(ck));
+    memcpy(v, st, sizeof v);
+    const int64_t full = v[4];
+    if (full < 0 || v[6] < 0 || (full > 0 && v[6] % full) || (full == 0 && v[6]) || (full > 0 && v[6] / full > 64))
+        return ckpt_fail(ck, EMBER_EFORMAT, "checkpoint %s: blob \"train.state\": %lld parameters with %lld "
+                         "optimizer floats", ember_checkpoint_path(ck), (long long)full, (long long)v[6]);
+    const int32_t floats = full > 0 ? (int32_t)(v[6] / full) : 0;
+    float *params = malloc((size_t)(full + 1) * sizeof *params);
+    float *state = malloc((size_t)(floats * full + 1) * sizeof *state);
+    if (!params || !state) {
+        free(params), free(state);
+        return ckpt_fail(ck, EMBER_ENOMEM, "checkpoint %s: out of memory for the dense model (%lld parameters)",
+                         ember_checkpoint_path(ck), (long long)full);
+    }
+    char err[512];
+    const int64_t range[2] = {0, full};
+    if (ckpt_dense_read(ck, full, floats, range, 1, params, state, err, sizeof err)) {
+        free(params), free(state);
+        return ckpt_fail(ck, EMBER_EFORMAT, "%s", err);
+    }
+    double ss = 0;
+    for (int64_t i = 0; i < full; i++)
+        ss += (double)params[i] * params[i];
+    int64_t pfull;
+    int32_t pfloats;
+    out->pieces = 0;
+    if (ckpt_dense_pieces(ck, &pfull, &pfloats))
+        for (int32_t r = 0; r < ember_checkpoint_world(ck); r++) {
+            int64_t b = 0;
+            out->pieces += ember_checkpoint_blob(ck, r, CKPT_DENSE_RANGES, &b) && b > 0;
+        }
+    out->params = full;
+    out->state_floats = floats;
+    out->norm = sqrt(ss);
+    out->params_digest = XXH64(params, (size_t)full * sizeof *params, 0);
+    out->state_digest = XXH64(state, (size_t)(floats * full) * sizeof *state, 0);
+    free(params), free(state);
     return EMBER_OK;
 }
 

@@ -90,11 +90,12 @@ static int read_lr_schedule(cfg_reader *r, const config_setting_t *g, lr_schedul
     return 0;
 }
 
-/* train.pipeline = { stages; schedule; virtual; recompute; cuts; }
+/* train.pipeline = { stages; schedule; virtual; recompute; cuts; balance; }
  * (docs/pipeline.md). */
 static int read_pipeline(cfg_reader *r, const config_setting_t *m, cfg_train *t)
 {
-    static const char *const PIPE_KEYS[] = {"stages", "schedule", "virtual", "recompute", "cuts", NULL};
+    static const char *const PIPE_KEYS[] = {"stages", "schedule", "virtual", "recompute", "cuts", "balance", NULL};
+    static const char *const PIPE_BALANCE[] = {"time", "memory", NULL}; /* pipe_balance_memory */
     static const char *const PIPE_SCHEDULES[] = {"fill-drain", "1f1b", "interleaved", NULL}; /* pipe_schedule */
     if (config_setting_type(m) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, m, "train.pipeline", "must be a group { stages = 2; schedule = \"1f1b\"; }");
@@ -136,11 +137,19 @@ static int read_pipeline(cfg_reader *r, const config_setting_t *m, cfg_train *t)
         }
         t->pipe_num_cuts = n;
     }
+    if ((x = config_setting_get_member(m, "balance"))) {
+        if (cfg_get_enum(r, x, "train.pipeline.balance", PIPE_BALANCE, &e))
+            return EMBER_EINVAL;
+        if (t->pipe_num_cuts)
+            return cfg_fail_at(r, x, "train.pipeline.balance", "picks the cuts: give it or cuts, not both");
+        t->pipe_balance_memory = e;
+    }
     return 0;
 }
 
 /* A step's samples per rank (micro_batch, accumulate), the dense
- * optimizer's sharding and the embedding forward's schedule. */
+ * optimizer's sharding, the dense model's memory budget and the embedding
+ * forward's schedule. */
 static int read_step_shape(cfg_reader *r, const config_setting_t *g, cfg_train *t)
 {
     const config_setting_t *m;
@@ -160,6 +169,11 @@ static int read_step_shape(cfg_reader *r, const config_setting_t *g, cfg_train *
             return EMBER_EINVAL;
         t->optimizer_shards = (int32_t)v;
         t->optimizer_shards_line = (int)config_setting_source_line(m);
+    }
+    if ((m = config_setting_get_member(g, "dense_memory_mb"))) {
+        if (cfg_get_int64(r, m, "train.dense_memory_mb", 0, (int64_t)1 << 40, &v))
+            return EMBER_EINVAL;
+        t->dense_memory_mb = v;
     }
     if ((m = config_setting_get_member(g, "schedule"))) {
         int kind;
@@ -314,7 +328,8 @@ static int read_outputs(cfg_reader *r, const config_setting_t *g, cfg_train *t)
 /* train: the loop, part by part in the order its messages come. */
 int cfg_read_train(cfg_reader *r, const config_setting_t *g)
 {
-    static const char *const KEYS[] = {"micro_batch", "accumulate", "optimizer_shards", "schedule", "reader", "hot_refresh_every",
+    static const char *const KEYS[] = {"micro_batch", "accumulate", "optimizer_shards", "dense_memory_mb", "schedule",
+                                       "reader", "hot_refresh_every",
                                        "lr_schedule", "early_stop", "keep_best", "epochs",
                                        "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",

@@ -149,6 +149,9 @@ typedef struct cfg_train {
     int pipe_recompute;
     int32_t pipe_num_cuts;       /* 0: the balance rule                        */
     int32_t pipe_cuts[64];
+    int32_t pipe_balance_memory; /* the rule balances: 0 time, 1 memory      */
+    int64_t dense_memory_mb;     /* per rank: dense parameters, gradients and
+                                    optimizer state at most; 0 no limit      */
     char error[512];             /* a file without train/model groups: why
                                     `ember train` cannot use it ("" if it can) */
     /* lines of the settings checked only when a run's settings are made

@@ -137,9 +137,15 @@ static int apply_checkpoint_overrides(cfg_train *t, const char *config_path, con
 static int check_optimizer_shards(const cfg_train *t, const char *config_path, const ember_train_overrides *o,
                                   int32_t world, char *err, size_t errlen)
 {
-    const int32_t g = t->optimizer_shards;
-    if (g <= 0 || world % g == 0)
-        return 0;
+    const int32_t g = t->optimizer_shards, S = t->pipe_stages > 1 ? t->pipe_stages : 1;
+    if (g <= 0 || (world % S == 0 && (world / S) % g == 0) || world % S)
+        return 0; /* stages that do not divide the world are the pipeline's to name */
+    if (S > 1) {
+        snprintf(err, errlen, "%s: groups of %d ranks do not divide the %d replicas of each of the %d pipeline "
+                 "stages (a world of %d; 0: replicated state)", o->optimizer_shards >= 0 ? "--optimizer-shards"
+                 : "train.optimizer_shards", (int)g, (int)(world / S), (int)S, (int)world);
+        return EMBER_EINVAL;
+    }
     if (o->optimizer_shards >= 0) {
         snprintf(err, errlen, "--optimizer-shards %d: groups of %d ranks do not divide the world of %d rank%s "
                  "(0: replicated state)", (int)g, (int)g, (int)world, world == 1 ? "" : "s");

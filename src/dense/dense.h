@@ -27,6 +27,7 @@
 
 #define DENSE_MAX_LAYERS 64 /* per tower                                            */
 #define DENSE_MAX_CROSS 16  /* DCN cross layers                                     */
+#define DENSE_MAX_BLOCKS (2 * DENSE_MAX_LAYERS + 2 + DENSE_MAX_CROSS) /* dlrm_num_blocks at most */
 /* Stands in for a table name's hash in the init key ("dlrm" in ASCII). */
 #define DENSE_RNG_NAME 0x646c726dULL
 
@@ -121,6 +122,7 @@ void dlrm_backward(dlrm *m, const float *dlogit, float *d_pooled);
  * interaction's is empty); dlrm_block_local where it sits in this model's
  * vector (-1: not held). */
 int32_t dlrm_num_blocks(const dlrm *m);
+int32_t dlrm_config_blocks(const dlrm_config *cfg); /* the same, before a model is made */
 int32_t dlrm_block_in_width(const dlrm *m, int32_t b);
 int32_t dlrm_block_out_width(const dlrm *m, int32_t b);
 void dlrm_block_params(const dlrm *m, int32_t b, int64_t *off, int64_t *len);

@@ -45,7 +45,7 @@
 #include "ember.h"
 
 #define DLRM_LAYERS (2 * DENSE_MAX_LAYERS + 1)
-#define DLRM_BLOCKS (DLRM_LAYERS + 1 + DENSE_MAX_CROSS)
+#define DLRM_BLOCKS DENSE_MAX_BLOCKS
 #define DLRM_MAX_WIDTH 65536
 #define DLRM_CHUNK 256 /* samples per chunk: fixed, so results do not depend on threads */
 #define DLRM_SLOTS 16  /* chunks whose grads are held at once (cgrad's rows) */
@@ -292,18 +292,60 @@ static void hold(dlrm *m, const uint8_t *held)
     m->num_params = at;
 }
 
-/* Floats of activations per sample (reserve()'s slab). */
-static int64_t activation_floats(const dlrm *m)
+/* Whether block b exists and is held. */
+static int held_block(const dlrm *m, int32_t b) { return b >= 0 && b < m->nblocks && m->held[b]; }
+
+/* The activation views of B samples carved from slab (NULL: none, only
+ * counted), for the held blocks only: a view is there when a held block
+ * writes or reads it.  Returns the floats carved. */
+static int64_t carve_views(dlrm *m, float *slab, int32_t B)
 {
-    int64_t per = m->cfg.num_dense + 2 * (int64_t)m->vw + 2 * (int64_t)m->maxw;
-    for (int32_t L = 0; L < m->nl - 1; L++)
-        per += m->out[L] * (dense_act_keeps_pre(m->cfg.activation) ? 2 : 1);
-    if (m->cfg.interaction == DENSE_INTERACT_DOT)
-        per += 2 * (int64_t)m->width;
-    if (m->ncross) /* xc, cu, ch per layer; cdu, cdh; dz */
-        per += m->ncross * (2 * (int64_t)m->vw + m->crank) + 2 * (int64_t)m->vw + m->crank;
-    return per;
+    const int dot = m->cfg.interaction == DENSE_INTERACT_DOT, keep = dense_act_keeps_pre(m->cfg.activation);
+    const int32_t nb = m->nb, top0 = nb + 1 + m->ncross; /* the first top layer's block */
+    int any_cross = 0;
+    for (int32_t l = 0; l < m->ncross; l++)
+        any_cross |= held_block(m, nb + 1 + l);
+    int64_t at = 0;
+#define CARVE(view, need, floats) \
+    ((view) = (need) && slab ? slab + at : NULL, at += (need) ? (int64_t)B * (floats) : 0)
+    CARVE(m->x0, held_block(m, 0), m->cfg.num_dense);
+    for (int32_t L = 0; L < m->nl - 1; L++) { /* layer L's block and the block after it */
+        const int32_t bl = L < nb ? L : L + 1 + m->ncross;
+        CARVE(m->act[L], held_block(m, bl) || held_block(m, bl + 1), m->out[L]);
+        CARVE(m->pre[L], keep && held_block(m, bl), m->out[L]);
+    }
+    /* v: the interaction's, every cross layer's x0, and CAT's z (the top's input) */
+    const int vneed = held_block(m, nb) || any_cross ||
+                      (m->cfg.interaction == DENSE_INTERACT_CAT && held_block(m, top0));
+    CARVE(m->v, vneed, m->vw);
+    CARVE(m->dv, vneed, m->vw);
+    if (dot) {
+        CARVE(m->z, held_block(m, nb) || held_block(m, top0), m->width);
+        CARVE(m->dz, held_block(m, nb) || held_block(m, top0), m->width);
+    } else if (m->ncross) {
+        for (int32_t l = 0; l < m->ncross; l++) { /* x_(l+1) is read by the next cross layer or the top */
+            const int32_t bl = nb + 1 + l;
+            CARVE(m->xc[l], held_block(m, bl) || held_block(m, bl + 1), m->vw);
+            CARVE(m->cu[l], held_block(m, bl), m->vw);
+            CARVE(m->ch[l], held_block(m, bl), m->crank);
+        }
+        CARVE(m->cdu, any_cross, m->vw);
+        CARVE(m->cdh, any_cross, m->crank);
+        CARVE(m->dz, any_cross || held_block(m, top0), m->vw);
+        m->z = m->xc[m->ncross - 1];
+    } else {
+        m->z = m->v;
+        m->dz = m->dv;
+    }
+    CARVE(m->g0, 1, m->maxw);
+    CARVE(m->g1, 1, m->maxw);
+#undef CARVE
+    return at;
 }
+
+/* Floats of activations per sample (reserve()'s slab); m's views are
+ * cleared. */
+static int64_t activation_floats(dlrm *m) { return carve_views(m, NULL, 1); }
 
 int64_t dlrm_memory_bytes(const dlrm_config *cfg, const uint8_t *held, int32_t batch, int32_t state_floats)
 {
@@ -411,13 +453,13 @@ static int reserve(dlrm *m, int32_t B)
 {
     if (B <= m->cap)
         return 0;
-    int dot = m->cfg.interaction == DENSE_INTERACT_DOT, keep = dense_act_keeps_pre(m->cfg.activation);
     int64_t per = activation_floats(m);
-    float *slab = malloc((size_t)(per * B) * sizeof(float));
-    float *cgrad = malloc((size_t)(num_slots(B) * m->max_layer) * sizeof(float));
+    float *slab = malloc((size_t)(per * B + 1) * sizeof(float));
+    float *cgrad = malloc((size_t)(num_slots(B) * m->max_layer + 1) * sizeof(float));
     if (!slab || !cgrad) {
         free(slab);
         free(cgrad);
+        carve_views(m, m->slab, m->cap); /* the old views back */
         return EMBER_ENOMEM;
     }
     free(m->cgrad);
@@ -425,37 +467,8 @@ static int reserve(dlrm *m, int32_t B)
     free(m->slab);
     m->slab = slab;
     m->cap = B;
-    float *p = slab;
-#define CARVE(view, floats) (view = p, p += (int64_t)B * (floats))
-    CARVE(m->x0, m->cfg.num_dense);
-    for (int32_t L = 0; L < m->nl - 1; L++) {
-        CARVE(m->act[L], m->out[L]);
-        if (keep)
-            CARVE(m->pre[L], m->out[L]);
-    }
-    CARVE(m->v, m->vw);
-    CARVE(m->dv, m->vw);
-    if (dot) {
-        CARVE(m->z, m->width);
-        CARVE(m->dz, m->width);
-    } else if (m->ncross) {
-        for (int32_t l = 0; l < m->ncross; l++) {
-            CARVE(m->xc[l], m->vw);
-            CARVE(m->cu[l], m->vw);
-            CARVE(m->ch[l], m->crank);
-        }
-        CARVE(m->cdu, m->vw);
-        CARVE(m->cdh, m->crank);
-        CARVE(m->dz, m->vw);
-        m->z = m->xc[m->ncross - 1];
-    } else {
-        m->z = m->v;
-        m->dz = m->dv;
-    }
-    CARVE(m->g0, m->maxw);
-    CARVE(m->g1, m->maxw);
-#undef CARVE
-    EMBER_ASSERT(p == slab + per * B);
+    const int64_t carved = carve_views(m, slab, B);
+    EMBER_ASSERT(carved == per * B);
     return 0;
 }
 
@@ -500,6 +513,11 @@ static void layer_forward(dlrm *m, int32_t L, int32_t B, const float *x, float *
 }
 
 int32_t dlrm_num_blocks(const dlrm *m) { return m->nblocks; }
+
+int32_t dlrm_config_blocks(const dlrm_config *cfg)
+{
+    return cfg->num_bottom + 1 + (cfg->interaction == DENSE_INTERACT_DCN ? cfg->num_cross : 0) + cfg->num_top + 1;
+}
 
 int32_t dlrm_block_in_width(const dlrm *m, int32_t b)
 {

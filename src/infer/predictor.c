@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt/ckpt_dense.h"
 #include "collection/config.h"
 #include "comm/comm.h"
 #include "data/data_error.h"
@@ -76,10 +77,9 @@ static int open_fail(ember_predictor *p, int st, const char *fmt, ...)
     return st;
 }
 
-/* Local: the model description and the dense parameters, from either
- * source (where names it in messages). */
-static int describe(ember_predictor *p, const char *json, int64_t n, const float *params, int64_t bytes,
-                    const char *where)
+/* Local: the model description and its dense model, parameters not yet
+ * set (where names the source in messages). */
+static int describe_model(ember_predictor *p, const char *json, int64_t n, const char *where)
 {
     if (description_from_json(json, (size_t)n, &p->desc, p->err, sizeof p->err) != 0)
         return EMBER_EFORMAT;
@@ -88,6 +88,16 @@ static int describe(ember_predictor *p, const char *json, int64_t n, const float
         snprintf(p->err, sizeof p->err, "%s: the dense model: %s", where, derr);
         return EMBER_EFORMAT;
     }
+    return EMBER_OK;
+}
+
+/* Local: the model description and the dense parameters of a bundle. */
+static int describe(ember_predictor *p, const char *json, int64_t n, const float *params, int64_t bytes,
+                    const char *where)
+{
+    int st = describe_model(p, json, n, where);
+    if (st != EMBER_OK)
+        return st;
     int64_t want = dlrm_num_params(p->dense) * (int64_t)sizeof(float);
     if (!params || bytes != want) {
         snprintf(p->err, sizeof p->err, "%s: dense.params: %lld bytes, the model needs %lld", where,
@@ -107,7 +117,7 @@ static int open_checkpoint(ember_predictor *p, const char *path, ember_checkpoin
         snprintf(p->err, sizeof p->err, "%s", ember_errmsg(NULL));
         return st;
     }
-    int64_t n = 0, bytes = 0;
+    int64_t n = 0;
     const char *json = ember_checkpoint_blob(*ck, -1, DESCRIPTION_BLOB, &n);
     if (!json) {
         snprintf(p->err, sizeof p->err, "%s: no model description (blob %s): written by `ember train` before "
@@ -115,8 +125,11 @@ static int open_checkpoint(ember_predictor *p, const char *path, ember_checkpoin
                  "ember_load", ember_checkpoint_path(*ck), DESCRIPTION_BLOB);
         return EMBER_EFORMAT;
     }
-    const float *params = ember_checkpoint_blob(*ck, -1, "dense.params", &bytes);
-    return describe(p, json, n, params, bytes, ember_checkpoint_path(*ck));
+    if ((st = describe_model(p, json, n, ember_checkpoint_path(*ck))) != EMBER_OK)
+        return st;
+    /* whole, or assembled from the pieces pipeline stages saved */
+    const int64_t full = dlrm_num_params(p->dense), range[2] = {0, full};
+    return ckpt_dense_read(*ck, full, 0, range, 1, dlrm_params(p->dense), NULL, p->err, sizeof p->err);
 }
 
 /* Local part of opening a bundle: *b (files verified), the description,

@@ -161,14 +161,8 @@ static int pipeline_warm_up(ctr_model *m, char *err, size_t errlen)
     return st;
 }
 
-/* The dense model cut into the replica group's stages (in rank order), the
- * cuts given or balanced, then warmed up. */
-static int create_pipeline(ctr_model *m, char *err, size_t errlen)
+static pipe_config pipe_config_of(const model_config *cfg)
 {
-    const model_config *cfg = &m->cfg;
-    if (m->size % cfg->pipe_stages)
-        return model_fail(err, errlen, EMBER_EINVAL, "trainer: train.pipeline.stages %d does not divide the world "
-                          "of %d", cfg->pipe_stages, m->size);
     pipe_config pc;
     memset(&pc, 0, sizeof pc);
     pc.schedule = (pipe_schedule)cfg->pipe_schedule;
@@ -176,20 +170,80 @@ static int create_pipeline(ctr_model *m, char *err, size_t errlen)
     pc.recompute = cfg->pipe_recompute;
     pc.num_cuts = cfg->pipe_num_cuts;
     memcpy(pc.cuts, cfg->pipe_cuts, sizeof pc.cuts);
+    return pc;
+}
+
+/* The balance rule's cuts into cfg (none given), the same on every rank of
+ * world: rank 0 measures. */
+static int balance(model_config *cfg, const dlrm_config *mc, ember_world *world, char *err, size_t errlen)
+{
     const int32_t P = cfg->pipe_stages * (cfg->pipe_virtual > 0 ? cfg->pipe_virtual : 1);
-    int st = ember_world_split(m->world, m->rank / cfg->pipe_stages, m->rank, &m->stage_world);
-    if (st != EMBER_OK)
-        return model_fail(err, errlen, st, "trainer: %s", m->world->errmsg);
-    if (!pc.num_cuts && P > 1 && P <= dlrm_num_blocks(m->dense)) {
-        if (pipe_balance(m->dense, cfg->micro_batch, P, m->stage_world, pc.cuts, NULL, err, errlen))
-            return EMBER_EINVAL;
-        pc.num_cuts = P - 1;
+    if (cfg->pipe_num_cuts || P <= 1 || P > dlrm_config_blocks(mc))
+        return EMBER_OK; /* pipe_pieces says what is wrong with too many pieces */
+    const int32_t shards = cfg->optim_group > 0 ? cfg->optim_group : 1, S = cfg->pipe_stages;
+    pipe_balance_config bc = {cfg->pipe_balance_memory, cfg->micro_batch, P, cfg->threads,
+                              cfg->threads > 0 ? (cfg->blas_threads > 0 ? cfg->blas_threads : cfg->threads) : 0,
+                              (dense_optim_state_floats(cfg->dense_optim.kind) + shards - 1) / shards,
+                              cfg->accumulate < S ? cfg->accumulate : S};
+    if (pipe_balance(mc, &bc, world, cfg->pipe_cuts, NULL, err, errlen))
+        return EMBER_EINVAL;
+    cfg->pipe_num_cuts = P - 1;
+    return EMBER_OK;
+}
+
+int model_plan_dense(model_config *cfg, const dlrm_config *mc, ember_world *world, uint8_t *held, char *err,
+                     size_t errlen)
+{
+    const int32_t n = dlrm_config_blocks(mc), S = cfg->pipe_stages, size = ember_world_size(world);
+    if (S <= 1) {
+        memset(held, 1, (size_t)n);
+        return EMBER_OK;
     }
+    if (size % S)
+        return model_fail(err, errlen, EMBER_EINVAL, "trainer: train.pipeline.stages %d does not divide the world "
+                          "of %d", S, size);
+    int st = balance(cfg, mc, world, err, errlen);
+    if (st != EMBER_OK)
+        return st;
+    pipe_config pc = pipe_config_of(cfg);
+    char perr[300];
+    if (pipe_held(&pc, S, ember_world_rank(world) % S, n, held, perr, sizeof perr))
+        return model_fail(err, errlen, EMBER_EINVAL, "train.pipeline: %s", perr);
+    return EMBER_OK;
+}
+
+/* The dense model cut into the replica group's stages (ranks g S .. g S +
+ * S - 1), the cuts given or balanced, then warmed up; the stage's replicas
+ * (the ranks r with the same r mod S, holding the same pieces) sum its
+ * gradients. */
+static int create_pipeline(ctr_model *m, char *err, size_t errlen)
+{
+    model_config *cfg = &m->cfg;
+    int st = balance(cfg, dlrm_get_config(m->dense), m->world, err, errlen);
+    if (st != EMBER_OK)
+        return st;
+    pipe_config pc = pipe_config_of(cfg);
     char perr[400] = "";
     if (pipe_create(&pc, m->dense, m->stage_world, &m->pipe, perr, sizeof perr))
         return model_fail(err, errlen, EMBER_EINVAL, "train.pipeline: %s", perr);
     m->embeds = pipe_runs(m->pipe, dlrm_get_config(m->dense)->num_bottom);
     return pipeline_warm_up(m, err, errlen);
+}
+
+/* The stage world (this rank's replica group, in rank order) and the
+ * replica world (this rank's stage over the groups). */
+static int split_worlds(ctr_model *m, char *err, size_t errlen)
+{
+    const int32_t S = m->cfg.pipe_stages;
+    if (m->size % S)
+        return model_fail(err, errlen, EMBER_EINVAL, "trainer: train.pipeline.stages %d does not divide the world "
+                          "of %d", S, m->size);
+    int st = ember_world_split(m->world, m->rank / S, m->rank, &m->stage_world);
+    if (st == EMBER_OK)
+        st = ember_world_split(m->world, m->rank % S, m->rank, &m->replica_world);
+    if (st != EMBER_OK)
+        return model_fail(err, errlen, st, "trainer: %s", m->world->errmsg);
+    return EMBER_OK;
 }
 
 /* The dense model's activations sized for a whole micro-batch now. */
@@ -233,12 +287,12 @@ int model_create(const model_config *cfg, ember_collection *coll, dlrm *dense, c
     m->nparams = dlrm_num_params(dense);
     m->ready_rows = -1;
     m->embeds = 1;
-    if ((st = alloc_buffers(m, err, errlen)) == EMBER_OK &&
-        (st = dense_sync_create(m->world, m->nparams, cfg->optim_group, &cfg->dense_optim, &m->sync, err,
-                                errlen)) == EMBER_OK &&
-        (st = apply_threads(m, err, errlen)) == EMBER_OK &&
-        (cfg->pipe_stages <= 1 || (st = create_pipeline(m, err, errlen)) == EMBER_OK))
-        st = dense_warm_up(m, err, errlen);
+    const int piped = cfg->pipe_stages > 1;
+    if ((st = alloc_buffers(m, err, errlen)) == EMBER_OK && (!piped || (st = split_worlds(m, err, errlen)) == 0) &&
+        (st = dense_sync_create(piped ? m->replica_world : m->world, m->nparams, cfg->optim_group,
+                                &cfg->dense_optim, &m->sync, err, errlen)) == EMBER_OK &&
+        (st = apply_threads(m, err, errlen)) == EMBER_OK)
+        st = piped ? create_pipeline(m, err, errlen) : dense_warm_up(m, err, errlen);
     if (st != EMBER_OK) {
         model_destroy(m);
         return st;
@@ -254,6 +308,7 @@ void model_destroy(ctr_model *m)
     dense_sync_destroy(m->sync);
     pipe_destroy(m->pipe);
     ember_world_destroy(m->stage_world);
+    ember_world_destroy(m->replica_world);
     free(m->agree);
     free(m->pooled);
     free(m->pooled_next);
@@ -292,3 +347,10 @@ int model_set_lr_scale(ctr_model *m, float scale)
 }
 
 dense_sync *model_dense_sync(ctr_model *m) { return m->sync; }
+
+int32_t model_stage(const ctr_model *m)
+{
+    return m->pipe ? m->rank % m->cfg.pipe_stages : 0;
+}
+
+ember_world *model_replica_world(ctr_model *m) { return m->replica_world ? m->replica_world : m->world; }

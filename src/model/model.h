@@ -61,6 +61,8 @@ typedef struct model_config {
      * must then be full (k b samples). */
     int32_t pipe_stages, pipe_schedule, pipe_virtual, pipe_recompute;
     int32_t pipe_num_cuts, pipe_cuts[64]; /* 0 cuts: the balance rule        */
+    int32_t pipe_balance_memory;          /* the rule balances: 0 time, 1
+                                             memory (pipeline.h)            */
 } model_config;
 
 /* Time per phase, seconds, summed since create (this rank). */
@@ -68,7 +70,20 @@ typedef struct model_times {
     double emb_forward, exchange, dense, emb_backward, reduce;
 } model_times;
 
+/* The dense blocks this rank holds (held [dlrm_config_blocks(mc)]): all
+ * without pipeline stages; with them, its stage's pieces (pipe_held) for
+ * the cuts given or, when there are none, the balance rule's, which it
+ * runs (rank 0 of world measures, so every replica group gets the same
+ * cuts) and writes into cfg.  Make the dense model with dlrm_create_part
+ * from held, then give model_create this very cfg and world.  Collective
+ * over world when it balances.  0 or an ember status with err. */
+int model_plan_dense(model_config *cfg, const dlrm_config *mc, ember_world *world, uint8_t *held, char *err,
+                     size_t errlen);
+
 /* coll and dense stay owned by the caller and must outlive the model.
+ * With pipeline stages dense may be a part (model_plan_dense): each stage
+ * then holds its pieces' parameters and optimizer state only, summed and
+ * stepped over the stage's replicas (model_replica_world).
  * Checks that every feature is pooled with dim = the dense model's emb_dim.
  * The thread counts go to the handles (ember_collection_set_threads,
  * dlrm_set_threads): nothing process-wide changes.  Collective with
@@ -119,5 +134,10 @@ int model_set_lr_scale(ctr_model *m, float scale);
 /* The dense update the model owns (its optimizer state and step for
  * checkpoints: dense_sync.h).  Valid until destroy. */
 struct dense_sync *model_dense_sync(ctr_model *m);
+/* This rank's pipeline stage (0 without stages) and the world its dense
+ * update runs over: the ranks of its stage, one per replica group (the
+ * whole world without stages).  Rank 0 of it saves the stage's pieces. */
+int32_t model_stage(const ctr_model *m);
+ember_world *model_replica_world(ctr_model *m);
 
 #endif

@@ -36,6 +36,7 @@ struct ctr_model {
                                  step's batch (of that many samples), from
                                  the last step's ember_forward_end; -1: none */
     ember_world *stage_world; /* pipeline: this rank's replica group        */
+    ember_world *replica_world; /* pipeline: the ranks of this rank's stage   */
     pipeline *pipe;           /* NULL: the model runs whole here            */
     int embeds;               /* 1: this rank runs the embedding step        */
 

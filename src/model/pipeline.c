@@ -72,6 +72,45 @@ const char *pipe_schedule_name(pipe_schedule schedule)
     return (unsigned)schedule <= PIPE_INTERLEAVED ? NAMES[schedule] : NULL;
 }
 
+int pipe_pieces(const pipe_config *cfg, int32_t S, int32_t nblocks, int32_t *start, char *err, size_t errlen)
+{
+    const int32_t v = cfg->virtual_stages < 1 ? 1 : cfg->virtual_stages, P = S * v;
+    if (P > PIPE_MAX_PIECES || P > nblocks)
+        return fail(err, errlen, "pipeline: %d pieces (stages x virtual stages) for a model of %d blocks", (int)P,
+                    (int)nblocks);
+    start[0] = 0;
+    start[P] = nblocks;
+    if (!cfg->num_cuts) {
+        for (int32_t j = 1; j < P; j++)
+            start[j] = (int32_t)((int64_t)j * nblocks / P);
+        return 0;
+    }
+    if (cfg->num_cuts != P - 1)
+        return fail(err, errlen, "pipeline: %d cuts for %d pieces", (int)cfg->num_cuts, (int)P);
+    for (int32_t j = 1; j < P; j++) {
+        start[j] = cfg->cuts[j - 1];
+        if (start[j] <= start[j - 1] || start[j] >= nblocks)
+            return fail(err, errlen, "pipeline: cut %d at block %d is not after the previous one and inside the "
+                        "model", (int)j, (int)cfg->cuts[j - 1]);
+    }
+    return 0;
+}
+
+int pipe_held(const pipe_config *cfg, int32_t S, int32_t s, int32_t nblocks, uint8_t *held, char *err,
+              size_t errlen)
+{
+    int32_t start[PIPE_MAX_PIECES + 1];
+    if (pipe_pieces(cfg, S, nblocks, start, err, errlen))
+        return EMBER_EINVAL;
+    const int32_t P = S * (cfg->virtual_stages < 1 ? 1 : cfg->virtual_stages);
+    for (int32_t j = 0; j < P; j++)
+        for (int32_t b = start[j]; b < start[j + 1]; b++)
+            held[b] = j % S == s;
+    return 0;
+}
+
+static int32_t piece_of(const pipeline *p, int32_t block);
+
 int pipe_create(const pipe_config *cfg, dlrm *model, ember_world *stages, pipeline **out, char *err, size_t errlen)
 {
     *out = NULL;
@@ -96,25 +135,15 @@ int pipe_create(const pipe_config *cfg, dlrm *model, ember_world *stages, pipeli
     p->P = P;
     p->nblocks = nblocks;
     p->interaction = dlrm_get_config(model)->num_bottom;
-    p->start[0] = 0;
-    p->start[P] = nblocks;
-    if (cfg->num_cuts) {
-        if (cfg->num_cuts != P - 1) {
-            pipe_destroy(p);
-            return fail(err, errlen, "pipeline: %d cuts for %d pieces", (int)cfg->num_cuts, (int)P);
-        }
-        for (int32_t j = 1; j < P; j++) {
-            p->start[j] = cfg->cuts[j - 1];
-            if (p->start[j] <= p->start[j - 1] || p->start[j] >= nblocks) {
-                pipe_destroy(p);
-                return fail(err, errlen, "pipeline: cut %d at block %d is not after the previous one and "
-                            "inside the model", (int)j, (int)cfg->cuts[j - 1]);
-            }
-        }
-    } else {
-        for (int32_t j = 1; j < P; j++)
-            p->start[j] = (int32_t)((int64_t)j * nblocks / P);
+    if (pipe_pieces(cfg, S, nblocks, p->start, err, errlen)) {
+        pipe_destroy(p);
+        return EMBER_EINVAL;
     }
+    for (int32_t b = 0; b < nblocks; b++)
+        if (piece_of(p, b) % S == p->rank && !dlrm_holds(model, b)) {
+            pipe_destroy(p);
+            return fail(err, errlen, "pipeline: this rank runs block %d, its model does not hold it", (int)b);
+        }
     p->pool = calloc(1, sizeof *p->pool);
     p->busy = calloc(1, sizeof *p->busy);
     if (!p->pool || !p->busy) {
@@ -490,6 +519,60 @@ int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float
     return st;
 }
 
+int pipe_forward(pipeline *p, int32_t n, int32_t b, const float *dense, const float *pooled, float *logit, char *err,
+                 size_t errlen)
+{
+    const dlrm_config *c = dlrm_get_config(p->model);
+    const int64_t nd = c->num_dense, pw = (int64_t)c->num_sparse * c->emb_dim;
+    if (n < 0 || b < 1)
+        return fail(err, errlen, "pipeline: %d samples in micro-batches of %d", (int)n, (int)b);
+    const int32_t k = (int32_t)(((int64_t)n + b - 1) / b), S = p->S, last = (p->P - 1) % S;
+    int64_t widest = 1;
+    for (int32_t blk = 0; blk < p->nblocks; blk++)
+        widest = dlrm_block_out_width(p->model, blk) > widest ? dlrm_block_out_width(p->model, blk) : widest;
+    /* a micro-batch's carries in and out, and the sends in flight (two buffers
+     * of each: a send's buffer is not reused until it completed) */
+    float *buf[3] = {alloc_floats(b * widest), alloc_floats(b * widest), alloc_floats(b * widest)};
+    void *req[2] = {NULL, NULL};
+    int st = buf[0] && buf[1] && buf[2] ? EMBER_OK : EMBER_ENOMEM, flip = 0;
+    for (int32_t m = 0; m < k && st == EMBER_OK; m++) {
+        const int32_t rows = n - m * b < b ? n - m * b : b;
+        for (int32_t j = p->rank; j < p->P && st == EMBER_OK; j += S) {
+            const int32_t b0 = p->start[j], b1 = p->start[j + 1], tag = 2 * (m * p->P + j);
+            const int64_t in_n = (int64_t)rows * dlrm_block_in_width(p->model, b0);
+            const int64_t out_n = (int64_t)rows * dlrm_block_out_width(p->model, b1 - 1);
+            const float *in = dense + (int64_t)m * b * nd;
+            if (j > 0 && (st = ember_comm_recv(p->w, buf[2], in_n * 4, (j - 1) % S, tag)) != EMBER_OK)
+                break;
+            if (j > 0)
+                in = buf[2];
+            if (req[flip] && (st = ember_comm_wait_send(p->w, req[flip])) != EMBER_OK)
+                break;
+            req[flip] = NULL;
+            float *out = j == p->P - 1 ? logit + (int64_t)m * b : buf[flip];
+            const int has_int = b0 <= p->interaction && p->interaction < b1;
+            if (dlrm_forward_blocks(p->pool[0], rows, b0, b1, in, has_int ? pooled + (int64_t)m * b * pw : NULL,
+                                    out)) {
+                st = EMBER_ENOMEM;
+                break;
+            }
+            if (j < p->P - 1 &&
+                (st = ember_comm_isend(p->w, out, out_n * 4, (j + 1) % S, tag + 2, &req[flip])) == EMBER_OK)
+                flip ^= 1;
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (req[i] && ember_comm_wait_send(p->w, req[i]) != EMBER_OK && st == EMBER_OK)
+            st = EMBER_ECOMM;
+    if (st == EMBER_OK && S > 1 && n > 0) /* the logits to every stage */
+        st = ember_comm_bcast(p->w, logit, (int64_t)n * 4, last);
+    free(buf[0]), free(buf[1]), free(buf[2]);
+    if (st == EMBER_OK)
+        return EMBER_OK;
+    fail(err, errlen, "pipeline: %s", st == EMBER_ENOMEM ? "out of memory" : p->w->errmsg);
+    return st == EMBER_ENOMEM ? EMBER_ENOMEM : EMBER_ECOMM;
+}
+
 /* Seconds of block blk's forward and backward on m (inputs of b rows):
  * the median of 7. */
 static double time_block(dlrm *m, int32_t blk, int32_t b, const float *in, const float *pooled, float *out,
@@ -511,38 +594,77 @@ static double time_block(dlrm *m, int32_t blk, int32_t b, const float *in, const
     return t[3];
 }
 
-int pipe_balance(const dlrm *model, int32_t b, int32_t P, ember_world *w, int32_t *cuts, double *cost, char *err,
-                 size_t errlen)
+/* cost[blk] for every block: its forward and backward seconds, timed on a
+ * part model that holds that block alone (so no rank ever holds more than
+ * the largest block for it), after a warm-up pass.  0, or -1 when out of
+ * memory. */
+static int time_blocks(const dlrm_config *cfg, const pipe_balance_config *bc, int32_t n, double *cost)
 {
-    const int32_t n = dlrm_num_blocks(model);
+    const int32_t b = bc->micro_batch;
+    dlrm *shape = NULL;
+    uint8_t *held = calloc((size_t)n, 1);
+    if (!held || dlrm_create_part(cfg, held, &shape, NULL, 0)) {
+        free(held);
+        return -1;
+    }
+    int64_t widest = cfg->num_dense, pw = (int64_t)cfg->num_sparse * cfg->emb_dim;
+    for (int32_t blk = 0; blk < n; blk++)
+        widest = dlrm_block_out_width(shape, blk) > widest ? dlrm_block_out_width(shape, blk) : widest;
+    float *in = calloc((size_t)(b * widest), sizeof *in), *out = calloc((size_t)(b * widest), sizeof *out);
+    float *dout = calloc((size_t)(b * widest), sizeof *dout), *din = calloc((size_t)(b * widest), sizeof *din);
+    float *pooled = calloc((size_t)(b * pw), sizeof *pooled), *dpool = calloc((size_t)(b * pw), sizeof *dpool);
+    int ok = in && out && dout && din && pooled && dpool;
+    for (int64_t i = 0; ok && i < b * widest; i++) /* small values, no NaN or denormals on the way */
+        in[i] = dout[i] = 0.01f * (float)((i * 7) % 13 - 6);
+    for (int32_t blk = 0; ok && blk < n; blk++) {
+        dlrm *m = NULL;
+        memset(held, 0, (size_t)n);
+        held[blk] = 1;
+        ok = dlrm_create_part(cfg, held, &m, NULL, 0) == 0;
+        if (ok) { /* timed with the model's thread counts; the first pass warms up */
+            dlrm_set_threads(m, bc->threads, bc->blas_threads);
+            time_block(m, blk, b, in, pooled, out, dout, din, dpool);
+            cost[blk] = time_block(m, blk, b, in, pooled, out, dout, din, dpool);
+        }
+        dlrm_destroy(m);
+    }
+    dlrm_destroy(shape);
+    free(held), free(in), free(out), free(dout), free(din), free(pooled), free(dpool);
+    return ok ? 0 : -1;
+}
+
+int64_t pipe_block_bytes(const dlrm *m, int32_t blk, int32_t micro_batch, int32_t state_floats, int32_t in_flight)
+{
+    int64_t off, len;
+    dlrm_block_params(m, blk, &off, &len);
+    return 4 * (len * (2 + (int64_t)state_floats) +
+                dlrm_block_kept_floats(m, blk) * (int64_t)micro_batch * (in_flight > 0 ? in_flight : 1));
+}
+
+/* cost[blk]: the bytes a stage holds for block blk (pipe_block_bytes). */
+static int size_blocks(const dlrm_config *cfg, const pipe_balance_config *bc, int32_t n, double *cost)
+{
+    dlrm *shape = NULL;
+    uint8_t *held = calloc((size_t)n, 1);
+    int ok = held && dlrm_create_part(cfg, held, &shape, NULL, 0) == 0;
+    for (int32_t blk = 0; ok && blk < n; blk++)
+        cost[blk] = (double)pipe_block_bytes(shape, blk, bc->micro_batch, bc->state_floats, bc->in_flight);
+    dlrm_destroy(shape);
+    free(held);
+    return ok ? 0 : -1;
+}
+
+int pipe_balance(const dlrm_config *cfg, const pipe_balance_config *bc, ember_world *w, int32_t *cuts, double *cost,
+                 char *err, size_t errlen)
+{
+    const int32_t n = dlrm_config_blocks(cfg), P = bc->pieces, b = bc->micro_batch;
     if (P < 1 || P > n || P > PIPE_MAX_PIECES || b < 1)
         return fail(err, errlen, "pipeline: %d pieces of a model of %d blocks", (int)P, (int)n);
     double *c = calloc((size_t)n, sizeof *c), *best = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *best);
     int32_t *from = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *from);
     int ok = c && best && from;
-    if (ok && w->rank == 0) {
-        const dlrm_config *cfg = dlrm_get_config(model);
-        dlrm *m = NULL;
-        int64_t widest = cfg->num_dense, pw = (int64_t)cfg->num_sparse * cfg->emb_dim;
-        for (int32_t blk = 0; blk < n; blk++)
-            widest = dlrm_block_out_width(model, blk) > widest ? dlrm_block_out_width(model, blk) : widest;
-        float *in = calloc((size_t)(b * widest), sizeof *in), *out = calloc((size_t)(b * widest), sizeof *out);
-        float *dout = calloc((size_t)(b * widest), sizeof *dout), *din = calloc((size_t)(b * widest), sizeof *din);
-        float *pooled = calloc((size_t)(b * pw), sizeof *pooled), *dpool = calloc((size_t)(b * pw), sizeof *dpool);
-        ok = in && out && dout && din && pooled && dpool && dlrm_create(cfg, &m, NULL, 0) == 0;
-        if (ok) { /* timed with the model's thread counts */
-            int32_t threads, blas;
-            dlrm_get_threads(model, &threads, &blas);
-            dlrm_set_threads(m, threads, blas);
-        }
-        for (int64_t i = 0; ok && i < b * widest; i++) /* small values, no NaN or denormals on the way */
-            in[i] = dout[i] = 0.01f * (float)((i * 7) % 13 - 6);
-        for (int32_t pass = 0; ok && pass < 2; pass++) /* the first pass warms up: its times are replaced */
-            for (int32_t blk = 0; blk < n; blk++)
-                c[blk] = time_block(m, blk, b, in, pooled, out, dout, din, dpool);
-        dlrm_destroy(m);
-        free(in), free(out), free(dout), free(din), free(pooled), free(dpool);
-    }
+    if (ok && w->rank == 0)
+        ok = (bc->by_memory ? size_blocks(cfg, bc, n, c) : time_blocks(cfg, bc, n, c)) == 0;
     int64_t okv = ok;
     if (ember_comm_bcast(w, &okv, sizeof okv, 0) != EMBER_OK || !okv || !ok) {
         free(c), free(best), free(from);

@@ -6,8 +6,8 @@
  * P = S * v consecutive pieces; piece j runs on rank j mod S of the stage
  * world (S ranks), so v > 1 (the interleaved schedule) gives each rank v
  * pieces.  Activations go forward and their gradients back point to point.
- * Every rank holds the whole model's parameters but computes, and adds
- * gradients to, only its own pieces' (dlrm_block_params).
+ * A rank's model need hold only its own pieces' parameters (dlrm_create_part
+ * with pipe_held's blocks); it computes, and adds gradients to, only those.
  *
  * Schedules (per rank, F m / B m the forward / backward of micro-batch m):
  *   fill-drain  every forward, then every backward
@@ -65,8 +65,16 @@ typedef struct pipe_stats {
 
 typedef struct pipeline pipeline;
 
-/* model: this rank's full model (same config and parameters on every rank;
- * stays the caller's and must outlive the pipe).  stages: the S ranks, in
+/* The pieces' first blocks: start[j] for piece j < P, start[P] = nblocks;
+ * cfg's cuts, or split as evenly as they go.  0, or -1 with err. */
+int pipe_pieces(const pipe_config *cfg, int32_t S, int32_t nblocks, int32_t *start, char *err, size_t errlen);
+/* held[b] = 1 for the blocks of stage s's pieces, 0 for the others. */
+int pipe_held(const pipe_config *cfg, int32_t S, int32_t s, int32_t nblocks, uint8_t *held, char *err,
+              size_t errlen);
+
+/* model: this rank's model, holding at least its pieces' blocks (the same
+ * config and parameters on every rank that holds a block; stays the
+ * caller's and must outlive the pipe).  stages: the S ranks, in
  * stage order (the caller's).  Collective over stages.  0, or -1 with err. */
 int pipe_create(const pipe_config *cfg, dlrm *model, ember_world *stages, pipeline **out, char *err, size_t errlen);
 void pipe_destroy(pipeline *p);
@@ -88,17 +96,38 @@ int pipe_runs(const pipeline *p, int32_t block);
 int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float *pooled, const float *labels,
               float scale, double *loss_sum, float *d_pooled, char *err, size_t errlen);
 
+/* Forward only (evaluation, prediction) of n samples in micro-batches of b,
+ * each piece's micro-batches in order, nothing kept: inputs as pipe_step's;
+ * logit [n] on every rank of the stage world (sent from the last piece's),
+ * the same bits as dlrm_forward.  Collective over the stage world.  0, or
+ * an ember status with err. */
+int pipe_forward(pipeline *p, int32_t n, int32_t b, const float *dense, const float *pooled, float *logit, char *err,
+                 size_t errlen);
+
 void pipe_get_stats(const pipeline *p, pipe_stats *out);
 void pipe_reset_stats(pipeline *p);
 
-/* The balance rule: rank 0 of w times every block's forward and backward
- * on b samples (after a warm-up pass, the median of 7, on a model of
- * model's config, so model is untouched), then picks the P - 1 cuts that make the slowest of P
- * consecutive pieces as fast as it can be (the linear-partition dynamic
- * programme), and sends them to every rank: cuts[P - 1], and each block's
- * seconds in cost[num_blocks] when cost is not NULL.  Collective over w.
- * 0, or -1 with err. */
-int pipe_balance(const dlrm *model, int32_t b, int32_t P, ember_world *w, int32_t *cuts, double *cost, char *err,
-                 size_t errlen);
+/* The balance rule: rank 0 of w measures every block, then picks the P - 1
+ * cuts that make the costliest of P consecutive pieces as cheap as it can
+ * be (the linear-partition dynamic programme), and sends them to every
+ * rank: cuts[P - 1], and each block's cost in cost[num_blocks] when cost
+ * is not NULL.  The cost is the block's time (its forward and backward on
+ * micro_batch samples, the median of 7 after a warm-up, on a part model
+ * holding that block alone, with the given thread counts) or its bytes
+ * (pipe_block_bytes).  Collective over w.  0, or -1 with err. */
+typedef struct pipe_balance_config {
+    int by_memory;                /* 0: time, 1: memory                      */
+    int32_t micro_batch, pieces;  /* b, P                                    */
+    int32_t threads, blas_threads; /* time: the model's (dlrm_set_threads)   */
+    int32_t state_floats;         /* memory: optimizer floats per parameter  */
+    int32_t in_flight;            /* memory: micro-batches whose activations a
+                                     piece keeps at once                      */
+} pipe_balance_config;
+int pipe_balance(const dlrm_config *cfg, const pipe_balance_config *bc, ember_world *w, int32_t *cuts, double *cost,
+                 char *err, size_t errlen);
+/* Bytes a stage holds for block blk of m's config: its parameters, their
+ * gradients and state_floats optimizer floats each, and the activations
+ * it keeps for in_flight micro-batches of micro_batch samples. */
+int64_t pipe_block_bytes(const dlrm *m, int32_t blk, int32_t micro_batch, int32_t state_floats, int32_t in_flight);
 
 #endif

@@ -10,7 +10,8 @@
  *                      the result (data source, seeds, model, batch, dense
  *                      optimizer) and, marked soft, the world and threads
  *   train.state        int64[8]: magic, version, step, samples so far, dense
- *                      parameters, dense optimizer step, its state floats, 0
+ *                      parameters, dense optimizer step, its state floats,
+ *                      pipeline stages (0 before they were recorded)
  *   dense.params       the dense model's parameters (dlrm_params)
  *   model.json         the model description (src/infer/description.h): what the
  *                      predictor builds its collection and dense model from
@@ -20,7 +21,11 @@
  *                      step consumed (train_prefetch_position: the reader
  *                      thread's read-ahead does not count)
  *
- * The dense model and optimizer are replicated, so rank 0 saves them once.
+ * The dense model and optimizer are replicated, so rank 0 saves them once;
+ * with pipeline stages each stage holds its own blocks, so the first rank
+ * of each stage saves its pieces as rank blobs instead (dense.ranges,
+ * dense.params, dense.optim: src/ckpt/ckpt_dense.h, which also reads both
+ * forms back, into any cut).
  * The synthetic source has no other state (a sample is a function of the
  * seed and its global index) and neither has evaluation (its source starts
  * from the beginning each time).
@@ -43,6 +48,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/ckpt_dense.h"
 #include "infer/description.h"
 #include "comm/collect.h"
 #include "comm/comm.h"
@@ -55,6 +61,24 @@
 #define BLOB_VERSION 1
 
 /* ------------------------------------------------------------------ save */
+
+/* The ranges of the whole parameter vector m holds, (off, len) pairs,
+ * neighbours merged: its blocks' (dlrm_block_params).  Returns how many. */
+static int32_t held_ranges(const dlrm *m, int64_t *ranges)
+{
+    int32_t n = 0;
+    for (int32_t b = 0; b < dlrm_num_blocks(m); b++) {
+        int64_t off, len;
+        dlrm_block_params(m, b, &off, &len);
+        if (!dlrm_holds(m, b) || !len)
+            continue;
+        if (n && ranges[2 * n - 2] + ranges[2 * n - 1] == off)
+            ranges[2 * n - 1] += len;
+        else
+            ranges[2 * n] = off, ranges[2 * n + 1] = len, n++;
+    }
+    return n;
+}
 
 int train_ckpt_prepare(ember_trainer *s)
 {
@@ -113,15 +137,17 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
     char fp[16384];
     train_fingerprint(s, fp, sizeof fp);
     dense_sync *ds = model_dense_sync(s->model);
-    int64_t nparams = dlrm_num_params(s->dense), floats = dense_sync_state_floats(ds), ostep = dense_sync_steps(ds);
-    /* the optimizer state whole: its own buffer when replicated, else
-     * gathered to rank 0 (shared blobs are written from rank 0's alone, so
-     * the other ranks only name one) */
+    const int piped = s->t.pipe_stages > 1;
+    int64_t nparams = dlrm_num_params(s->dense), full = dlrm_full_params(s->dense);
+    int64_t floats = dense_sync_state_floats(ds), ostep = dense_sync_steps(ds);
+    /* the optimizer state of this rank's blocks: its own buffer when
+     * replicated, else gathered to the first rank of the stage's replicas
+     * (the one that saves; the others only name a blob) */
+    const int saver = ember_world_rank(model_replica_world(s->model)) == 0;
     static const float not_read;
     const float *whole = dense_sync_state_whole(ds);
-    float *gathered = floats > 0 && !whole && s->rank == 0 ? malloc(sizeof(float) * (size_t)(floats * nparams))
-                                                              : NULL;
-    int ost = floats > 0 && !whole && s->rank == 0 && !gathered ? EMBER_ENOMEM : EMBER_OK;
+    float *gathered = floats > 0 && !whole && saver ? malloc(sizeof(float) * (size_t)(floats * nparams)) : NULL;
+    int ost = floats > 0 && !whole && saver && !gathered ? EMBER_ENOMEM : EMBER_OK;
     if (run_agree_status(s, ost, "out of memory for the dense optimizer state"))
         return 1; /* agreed before the gather, so no rank waits in it */
     char oerr[256] = "";
@@ -130,7 +156,15 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
         return 1;
     }
     const float *ostate = whole ? whole : gathered ? gathered : &not_read;
-    int64_t state[8] = {STATE_MAGIC, BLOB_VERSION, step, samples, nparams, ostep, floats * nparams, 0};
+    int64_t state[8] = {STATE_MAGIC, BLOB_VERSION, step, samples, full, ostep, floats * full, piped ? s->t.pipe_stages : 1};
+    /* with pipeline stages: this rank's pieces, when it saves them */
+    int64_t ranges[2 * DENSE_MAX_BLOCKS], rbytes = 0;
+    const int32_t nr = held_ranges(s->dense, ranges);
+    int64_t *rblob = piped && saver ? ckpt_dense_ranges_blob(full, (int32_t)floats, ranges, nr, &rbytes) : NULL;
+    if (run_agree_status(s, piped && saver && !rblob ? EMBER_ENOMEM : EMBER_OK, "out of memory")) {
+        free(gathered);
+        return 1;
+    }
     int64_t position[6] = {POS_MAGIC, BLOB_VERSION, pos->next, pos->epochs, pos->begin, pos->end};
     /* the model description, for predictions (docs/inference.md); a model it
      * cannot describe (over 1024 tables, names of 64 bytes or more, names
@@ -155,21 +189,28 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
     free(model);
     int64_t best_blob[6] = {BEST_MAGIC, BLOB_VERSION, best->have, 0, best->step, best->bad};
     memcpy(&best_blob[3], &best->metric, sizeof(double));
-    ember_blob blobs[6] = {
-        {"train.fingerprint", fp, (int64_t)strlen(fp)},
-        {"train.state", state, (int64_t)sizeof state},
-        {"dense.params", dlrm_params(s->dense), nparams * (int64_t)sizeof(float)},
-        {"train.best", best_blob, (int64_t)sizeof best_blob},
-        {DESCRIPTION_BLOB, mjson, mjson ? (int64_t)strlen(mjson) : 0},
-        {"dense.optim", ostate, floats * nparams * (int64_t)sizeof(float)},
+    ember_blob blobs[6];
+    int32_t nblobs = 0;
+    blobs[nblobs++] = (ember_blob){"train.fingerprint", fp, (int64_t)strlen(fp)};
+    blobs[nblobs++] = (ember_blob){"train.state", state, (int64_t)sizeof state};
+    if (!piped)
+        blobs[nblobs++] = (ember_blob){"dense.params", dlrm_params(s->dense), nparams * (int64_t)sizeof(float)};
+    blobs[nblobs++] = (ember_blob){"train.best", best_blob, (int64_t)sizeof best_blob};
+    if (mjson) /* without a description if none could be made */
+        blobs[nblobs++] = (ember_blob){DESCRIPTION_BLOB, mjson, (int64_t)strlen(mjson)};
+    if (!piped && floats > 0)
+        blobs[nblobs++] = (ember_blob){"dense.optim", ostate, floats * nparams * (int64_t)sizeof(float)};
+    ember_blob rank_blobs[4] = { /* the last three only with pipeline stages, empty but on the savers */
+        {"data.position", position, (int64_t)sizeof position},
+        {CKPT_DENSE_RANGES, rblob, rbytes},
+        {"dense.params", dlrm_params(s->dense), saver ? nparams * (int64_t)sizeof(float) : 0},
+        {"dense.optim", ostate, saver ? floats * nparams * (int64_t)sizeof(float) : 0},
     };
-    ember_blob rank_blob = {"data.position", position, (int64_t)sizeof position};
-    if (!mjson) /* dense.optim takes its place */
-        blobs[4] = blobs[5];
-    ember_save_options o = {step, keep, blobs, (ostate && floats > 0 ? 6 : 5) - !mjson, &rank_blob, 1};
-    int st = ember_save(s->coll, root, &o); /* without a description if none could be made */
+    ember_save_options o = {step, keep, blobs, nblobs, rank_blobs, piped ? 4 : 1};
+    int st = ember_save(s->coll, root, &o);
     free(mjson);
     free(gathered);
+    free(rblob);
     char msg[1024];
     snprintf(msg, sizeof msg, "checkpoint at step %lld: %s", (long long)step,
              st == EMBER_OK ? "" : ember_errmsg(s->coll));
@@ -229,24 +270,32 @@ static int restore_dense(ember_trainer *s, const ember_checkpoint *ck, train_res
     if (!state)
         return EMBER_EINVAL;
     dense_sync *ds = model_dense_sync(s->model);
-    int64_t nparams = dlrm_num_params(s->dense), floats = dense_sync_state_floats(ds);
+    int64_t nparams = dlrm_num_params(s->dense), full = dlrm_full_params(s->dense);
+    int64_t floats = dense_sync_state_floats(ds);
     if (state[0] != STATE_MAGIC || state[1] != BLOB_VERSION || state[2] < 0 || state[3] < 0 ||
-        state[4] != nparams || state[6] != floats * nparams) {
+        state[4] != full || state[6] != floats * full) {
         snprintf(err, errlen, "checkpoint %s: blob \"train.state\": bad magic or version, or %lld dense parameters "
                  "(%lld optimizer floats) where this run has %lld (%lld)", ember_checkpoint_path(ck),
-                 (long long)state[4], (long long)state[6], (long long)nparams, (long long)(floats * nparams));
+                 (long long)state[4], (long long)state[6], (long long)full, (long long)(floats * full));
         return EMBER_EINVAL;
     }
-    const float *params = blob(ck, -1, "dense.params", nparams * (int64_t)sizeof(float), err, errlen);
-    if (!params)
+    /* this rank's blocks, from the whole model or the pieces, whatever the cut that saved them */
+    int64_t ranges[2 * DENSE_MAX_BLOCKS];
+    const int32_t nr = held_ranges(s->dense, ranges);
+    float *om = floats > 0 ? malloc((size_t)(floats * nparams) * sizeof(float)) : NULL;
+    if (floats > 0 && !om) {
+        snprintf(err, errlen, "out of memory");
         return EMBER_EINVAL;
-    const float *om = NULL;
-    if (floats > 0 && !(om = blob(ck, -1, "dense.optim", floats * nparams * (int64_t)sizeof(float), err, errlen)))
+    }
+    if (ckpt_dense_read(ck, full, (int32_t)floats, ranges, nr, dlrm_params(s->dense), om, err, errlen)) {
+        free(om);
         return EMBER_EINVAL;
-    memcpy(dlrm_params(s->dense), params, (size_t)nparams * sizeof(float));
+    }
     dense_sync_set_state(ds, om, state[5]); /* this rank's shard of it, when sharded */
+    free(om);
     rs->step = state[2];
     rs->samples = state[3];
+    rs->saved_stages = state[7] > 0 ? (int32_t)state[7] : (s->t.pipe_stages > 1 ? s->t.pipe_stages : 1);
     return 0;
 }
 
@@ -254,7 +303,9 @@ static int restore_dense(ember_trainer *s, const ember_checkpoint *ck, train_res
  * another world: rank 0's, moved to this rank's share (docs/training.md). */
 static int restore_position(ember_trainer *s, const ember_checkpoint *ck, char *err, size_t errlen)
 {
-    int32_t W = ember_checkpoint_world(ck), from = W == s->size ? s->rank : 0;
+    /* the same shares: the same world in the same stages (replica groups read the data) */
+    const int32_t S = s->t.pipe_stages > 1 ? s->t.pipe_stages : 1;
+    int32_t W = ember_checkpoint_world(ck), same = W == s->size && s->rs.saved_stages == S, from = same ? s->rank : 0;
     const int64_t *p = blob(ck, from, "data.position", 6 * (int64_t)sizeof(int64_t), err, errlen);
     if (!p)
         return EMBER_EINVAL;
@@ -266,7 +317,7 @@ static int restore_position(ember_trainer *s, const ember_checkpoint *ck, char *
     ctr_position saved = {p[2], p[3], p[4], p[5]}, here, to;
     ctr_source_tell(s->train_src, &here);
     to = saved;
-    if (W != s->size && s->t.source != CFG_SOURCE_SYNTHETIC) {
+    if (!same && s->t.source != CFG_SOURCE_SYNTHETIC) {
         /* the same fraction of this rank's share as rank 0 had done of its own */
         int64_t done = saved.next - saved.begin, len = saved.end - saved.begin, mylen = here.end - here.begin;
         to.next = here.begin + (len > 0 && done > 0

@@ -12,6 +12,9 @@
  * rank makes the same number of calls; a rank whose share ran out passes an
  * empty batch.  Scores, labels and the teacher's probabilities are gathered
  * to rank 0, which computes the exact AUC (metrics.c) over all of them.
+ * With pipeline stages W counts the replica groups: the stages of a group
+ * read the same samples and predict them together (model_predict), and
+ * the first stage's rank alone hands the scores on.
  */
 #include <math.h>
 #include <stdio.h>
@@ -47,10 +50,11 @@ static int vec_push(vec *x, const float *src, int64_t n)
 static int predict_all(ember_trainer *s, vec *prob, vec *label, vec *teacher, int *has_teacher,
                        char *err, size_t errlen)
 {
-    const int64_t E = s->t.eval_samples, W = s->size;
+    const int32_t S = s->t.pipe_stages > 1 ? s->t.pipe_stages : 1;
+    const int64_t E = s->t.eval_samples, W = s->size / S, g = s->rank / S; /* replica groups; this rank's */
     const int32_t m = s->t.micro_batch * s->t.accumulate;
-    const int synthetic = s->t.source == CFG_SOURCE_SYNTHETIC;
-    int64_t left = synthetic ? E : E * (s->rank + 1) / W - E * s->rank / W; /* global, or this rank's */
+    const int synthetic = s->t.source == CFG_SOURCE_SYNTHETIC, scores = s->rank % S == 0;
+    int64_t left = synthetic ? E : E * (g + 1) / W - E * g / W; /* global, or this group's */
     float *p = malloc((size_t)m * sizeof *p + 4);
     int st = 0, failed = !p;
     if (!p)
@@ -65,7 +69,7 @@ static int predict_all(ember_trainer *s, vec *prob, vec *label, vec *teacher, in
         int64_t n = 0;
         if (!failed && want > 0 && (n = ctr_source_next(s->eval_src, (int32_t)want, &b, err, errlen)) < 0)
             failed = 1;
-        int64_t agree[2] = {n > 0 ? n : 0, failed};
+        int64_t agree[2] = {n > 0 && scores ? n : 0, failed}; /* a group's samples once */
         if (ember_comm_reduce_i64(s->world, agree, 2, EMBER_REDUCE_SUM) != EMBER_OK) {
             snprintf(err, errlen, "evaluation: %s", s->world->errmsg);
             st = EMBER_EINVAL; /* fatal: agreed by the caller */
@@ -83,7 +87,8 @@ static int predict_all(ember_trainer *s, vec *prob, vec *label, vec *teacher, in
         if (model_predict(s->model, &b, p, err, errlen) != EMBER_OK) /* collective */
             failed = 1;
         const float *tp = ctr_source_teacher_prob(s->eval_src);
-        if (!failed && (vec_push(prob, p, n) || vec_push(label, b.label, n) || (tp && vec_push(teacher, tp, n)))) {
+        if (!failed && scores &&
+            (vec_push(prob, p, n) || vec_push(label, b.label, n) || (tp && vec_push(teacher, tp, n)))) {
             snprintf(err, errlen, "evaluation: out of memory");
             failed = 1; /* agreed at the top of the next round */
         }

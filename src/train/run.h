@@ -54,6 +54,7 @@ typedef struct train_resume {
     train_best best;             /* as saved (zero in an older checkpoint)  */
     int64_t step, samples;       /* where the run continues                 */
     int32_t saved_world;
+    int32_t saved_stages;        /* pipeline stages that saved it (1: none)  */
     char path[4096];             /* the step folder                         */
     char note[1024];             /* soft differences (world, threads), or "" */
 } train_resume;

@@ -56,8 +56,9 @@ static int check_eval_shape(const cfg_train *t, const ctr_schema *tr, const ctr_
     return 0;
 }
 
-/* The training data's share: a rank's own, or with pipeline stages its
- * replica group's (every stage of a group reads the same samples). */
+/* The training and evaluation data's share: a rank's own, or with
+ * pipeline stages its replica group's (every stage of a group reads the
+ * same samples). */
 static void train_share(const ember_trainer *s, int32_t *r, int32_t *w)
 {
     const int32_t S = s->t.pipe_stages > 1 ? s->t.pipe_stages : 1;
@@ -86,7 +87,7 @@ static int probe_eval(ember_trainer *s, char *err, size_t errlen)
 static int open_sources(ember_trainer *s, char *err, size_t errlen)
 {
     const cfg_train *t = &s->t;
-    int32_t r = s->rank, w = s->size, tr, tw;
+    int32_t tr, tw;
     if (t->pipe_stages > 1 && s->size % t->pipe_stages) {
         snprintf(err, errlen, "train.pipeline.stages %d does not divide the world of %d", (int)t->pipe_stages,
                  (int)s->size);
@@ -96,13 +97,13 @@ static int open_sources(ember_trainer *s, char *err, size_t errlen)
     switch (t->source) {
     case CFG_SOURCE_SYNTHETIC:
         if (ctr_source_synth(&t->synth, 0, tr, tw, &s->train_src, err, errlen) ||
-            ctr_source_synth(&t->synth, 1, r, w, &s->eval_src, err, errlen))
+            ctr_source_synth(&t->synth, 1, tr, tw, &s->eval_src, err, errlen))
             return EMBER_EINVAL;
         break;
     default:
         if (data_open_file(s->cf, t, t->train_file, DATA_FILE_TRAIN, NULL, tr, tw, &s->train_src, err, errlen) ||
             (t->eval_file &&
-             data_open_file(s->cf, t, t->eval_file, DATA_FILE_EVAL, s->train_src, r, w, &s->eval_src, err, errlen)))
+             data_open_file(s->cf, t, t->eval_file, DATA_FILE_EVAL, s->train_src, tr, tw, &s->eval_src, err, errlen)))
             return EMBER_EINVAL;
         break;
     }
@@ -180,6 +181,42 @@ static int force_precision(ember_trainer *s, char *err, size_t errlen)
             s->tables[t].state_precision = s->t.emb_state_precision;
     }
     return 0;
+}
+
+/* The dense model against the machine and the budget, before anything is
+ * allocated (a model that cannot fit would otherwise grow until the kernel
+ * kills the process): every rank of the node holds its blocks (held), a
+ * sharded optimizer state its share (rounded up).  train.dense_memory_mb
+ * caps a rank's parameters, gradients and optimizer state.  Agreed. */
+static int check_dense_memory(ember_trainer *s, const uint8_t *held, char *err, size_t errlen)
+{
+    const cfg_train *t = &s->t;
+    const int32_t shards = t->optimizer_shards > 0 ? t->optimizer_shards : 1;
+    const int32_t state = (dense_optim_state_floats(t->dense_optim.kind) + shards - 1) / shards;
+    const int64_t need = dlrm_memory_bytes(&t->model, held, t->micro_batch, state);
+    const int64_t params = dlrm_memory_bytes(&t->model, held, 0, state); /* no batch: parameters, grads, state */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+    int failed = need > 0 && ram > 0 && (double)need * s->local_ranks > ram;
+    if (failed)
+        snprintf(err, errlen, "the dense model needs %.1f GiB of this machine (parameters, gradients, optimizer "
+                 "state and the activations of a micro-batch of %d, times its %d ranks), more than its %.1f GiB of "
+                 "memory: make its layers narrower or the micro-batch smaller, or cut it into pipeline stages",
+                 (double)need * s->local_ranks / 1073741824.0, (int)t->micro_batch, (int)s->local_ranks,
+                 ram / 1073741824.0);
+    int64_t worst = params; /* the same on every rank, so that each names the busiest */
+    if (ember_comm_reduce_i64(s->world, &worst, 1, EMBER_REDUCE_MAX) != EMBER_OK)
+        worst = params;
+    if (!failed && t->dense_memory_mb > 0 && worst > t->dense_memory_mb * 1048576) {
+        failed = 1;
+        snprintf(err, errlen, "train.dense_memory_mb: the dense model's parameters, gradients and optimizer state "
+                 "take %.1f MiB on %s rank, more than the %lld MiB allowed%s", (double)worst / 1048576.0,
+                 t->pipe_stages > 1 ? "its busiest" : "every", (long long)t->dense_memory_mb,
+                 t->pipe_stages > 1 ? ": more pipeline stages hold less each (train.pipeline.stages)"
+                                    : ": cut it into pipeline stages (train.pipeline.stages) or shard its optimizer "
+                                      "state (train.optimizer_shards)");
+    }
+    return run_agree(s, failed, EMBER_ENOMEM, err);
 }
 
 /* The collection config: the file's tables, or one table per feature. */
@@ -265,30 +302,6 @@ int train_setup_open(ember_trainer *s)
     s->cc.world = s->world;
     s->cc.threads = s->threads;
     s->cc.schedule = s->t.schedule;
-    /* the dense model is checked against the machine's memory before anything is allocated:
-     * a model that cannot fit would otherwise grow until the kernel kills the process */
-    /* every rank of the node holds the model; a sharded optimizer state holds its share (rounded up) */
-    int32_t shards = s->t.optimizer_shards > 0 ? s->t.optimizer_shards : 1;
-    int64_t need = dlrm_memory_bytes(&s->t.model, NULL, s->t.micro_batch,
-                                     (dense_optim_state_floats(s->t.dense_optim.kind) + shards - 1) / shards) *
-                   s->local_ranks;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
-    failed = need > 0 && ram > 0 && (double)need > ram;
-    if (failed)
-        snprintf(err, sizeof err, "the dense model needs %.1f GiB of this machine (parameters, gradients, optimizer "
-                 "state and the activations of a micro-batch of %d, times its %d ranks), more than its %.1f GiB of "
-                 "memory: make its layers narrower or the micro-batch smaller", (double)need / 1073741824.0,
-                 (int)s->t.micro_batch, (int)s->local_ranks, ram / 1073741824.0);
-    if (run_agree(s, failed, EMBER_ENOMEM, err))
-        return 1;
-    int st = ember_collection_create(&s->cc, &s->coll);
-    snprintf(err, sizeof err, "%s", st == EMBER_OK ? "" : ember_errmsg(NULL));
-    if (run_agree(s, st != EMBER_OK, st, err))
-        return 1;
-    failed = dlrm_create(&s->t.model, &s->dense, err, sizeof err) != 0;
-    if (run_agree(s, failed, EMBER_EFORMAT, err))
-        return 1;
     failed = s->t.pipe_stages > 1 && s->t.schedule != EMBER_SCHEDULE_BLOCKING;
     if (failed)
         snprintf(err, sizeof err, "train.pipeline needs the blocking schedule (train.schedule = \"%s\")",
@@ -296,9 +309,25 @@ int train_setup_open(ember_trainer *s)
     if (run_agree(s, failed, EMBER_EFORMAT, err))
         return 1;
     model_config tc = {s->t.micro_batch, s->t.accumulate, s->t.dense_optim, s->threads, s->blas_threads,
-                         s->t.optimizer_shards, s->t.pipe_stages, s->t.pipe_schedule, s->t.pipe_virtual,
-                         s->t.pipe_recompute, s->t.pipe_num_cuts, {0}};
+                       s->t.optimizer_shards, s->t.pipe_stages, s->t.pipe_schedule, s->t.pipe_virtual,
+                       s->t.pipe_recompute, s->t.pipe_num_cuts, {0}, s->t.pipe_balance_memory};
     memcpy(tc.pipe_cuts, s->t.pipe_cuts, sizeof tc.pipe_cuts);
+    /* the blocks this rank holds (its pipeline stage's; the balance rule measures here) */
+    uint8_t held[DENSE_MAX_BLOCKS];
+    int st = model_plan_dense(&tc, &s->t.model, s->world, held, err, sizeof err);
+    if (run_agree(s, st != EMBER_OK, st, err))
+        return 1;
+    memcpy(s->t.pipe_cuts, tc.pipe_cuts, sizeof tc.pipe_cuts); /* the balanced cuts, for the start event */
+    s->t.pipe_num_cuts = tc.pipe_num_cuts;
+    if (check_dense_memory(s, held, err, sizeof err))
+        return 1;
+    st = ember_collection_create(&s->cc, &s->coll);
+    snprintf(err, sizeof err, "%s", st == EMBER_OK ? "" : ember_errmsg(NULL));
+    if (run_agree(s, st != EMBER_OK, st, err))
+        return 1;
+    failed = dlrm_create_part(&s->t.model, held, &s->dense, err, sizeof err) != 0;
+    if (run_agree(s, failed, EMBER_EFORMAT, err))
+        return 1;
     st = model_create(&tc, s->coll, s->dense, &s->model, err, sizeof err);
     return run_agree(s, st != EMBER_OK, st, err);
 }
