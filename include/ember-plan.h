@@ -159,7 +159,22 @@ typedef struct ember_plan_rank {
                                     lookups                                    */
 } ember_plan_rank;
 EMBER_API int ember_plan_rank_info(const ember_plan *p, int32_t r, ember_plan_rank *out);
-/* The three return EMBER_EINVAL for an index out of range. */
+/* The dense model on pipeline stage s (rank r runs stage r mod stages; s =
+ * 0 without a pipeline), bytes per rank, for the config's train settings:
+ * its pieces' parameters, their gradients, the dense optimizer's state (the
+ * busiest rank's share when train.optimizer_shards shards it), and the
+ * activations the schedule keeps for backwards at most over a step of full
+ * micro-batches (unpipelined: one micro-batch's); what the trainer's start
+ * event reports as dense_bytes_per_rank.  The cuts are the config's, or the
+ * balance rule's: by memory as the trainer computes them, by time measured
+ * on this machine (the trainer measures again, on its own). */
+typedef struct ember_plan_dense {
+    int32_t stages;              /* train.pipeline.stages (1: none)            */
+    int32_t num_cuts, cuts[64];  /* the first block of each piece after the first */
+    int64_t params, grads, state, activations;
+} ember_plan_dense;
+EMBER_API int ember_plan_dense_info(const ember_plan *p, int32_t s, ember_plan_dense *out);
+/* The four return EMBER_EINVAL for an index out of range. */
 
 /* ------------------------------------------------------------------ limits */
 

@@ -1230,6 +1230,44 @@ train = { %s pipeline = { stages = 4; }; };
 }
 CHECKS+=(mpi_pipeline)
 
+check_mpi_dense_cap() { # a dense model whose parameters, gradients and Adam state (29 MB) exceed the
+    # per-rank budget train.dense_memory_mb = 20: refused unpipelined, naming the key, before anything
+    # is allocated; trained in 2 and in 4 stages, each rank under the budget, with the checkpoint digests
+    # and losses of the unbudgeted run on one rank
+    have_mpirun || return 0
+    local tables='tables = ( { name = "t0"; rows = 2000; dim = 16; optimizer = "adagrad"; },
+  { name = "t1"; rows = 300; dim = 16; optimizer = "adagrad"; } );
+features = ( { name = "f0"; table = "t0"; pooling = 2; }, { name = "f1"; table = "t1"; pooling = 3; } );
+model = { interaction = "dcn"; dcn = { layers = 2; rank = 8; }; bottom = [16, 16]; top = [768, 768, 768, 768]; };'
+    local train='steps = 4; log_every = 1; micro_batch = 64; accumulate = 4; eval_every = 0; eval_samples = 1024; metrics = ""; plot = ""; optimizer = { kind = "adam"; };'
+    local cap='dense_memory_mb = 20;'
+    printf '%s\ntrain = { %s };\n' "$tables" "$train" >"$TMP/cap.cfg"
+    printf '%s\ntrain = { %s %s };\n' "$tables" "$train" "$cap" >"$TMP/cap1.cfg"
+    printf '%s\ntrain = { %s %s pipeline = { stages = 2; balance = "memory"; }; };\n' "$tables" "$train" "$cap" >"$TMP/cap2.cfg"
+    printf '%s\ntrain = { %s %s pipeline = { stages = 4; }; };\n' "$tables" "$train" "$cap" >"$TMP/cap4.cfg"
+    state() { # digests of the checkpoint under $1, then the losses of the run's JSON lines
+        "$EMBER" inspect "$1" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join([t["digest"] for t in d["tables"]] + [d["dense"]["params_digest"], d["dense"]["state_digest"]]))'
+        grep '"event":"train"' "$TMP/out" | sed 's/.*"loss":\([^,]*\).*/\1/' | tr '\n' ' '
+    }
+    rm -rf "$TMP/cap"*/
+    expect_status 0 "$EMBER" train --config "$TMP/cap.cfg" --json --checkpoint-dir "$TMP/capw" || return 1
+    local want got
+    want=$(state "$TMP/capw")
+    expect_status 1 "$EMBER" train --config "$TMP/cap1.cfg" --checkpoint-dir "$TMP/capx" || return 1
+    grep -q "train.dense_memory_mb: the dense model's parameters, gradients and optimizer state take 2[0-9.]* MiB on every rank, more than the 20 MiB allowed: cut it into pipeline stages" \
+        "$TMP/err" || { cat "$TMP/err"; return 1; }
+    [ ! -e "$TMP/capx" ] || { echo "a refused run left a checkpoint folder"; return 1; }
+    local n
+    for n in 2 4; do
+        expect_status 0 "mpi$n" train --config "$TMP/cap$n.cfg" --json --checkpoint-dir "$TMP/cap$n" || return 1
+        got=$(state "$TMP/cap$n")
+        [ "$got" = "$want" ] || { echo "$n stages under the budget: $got; unbudgeted: $want"; return 1; }
+        head -1 "$TMP/out" | python3 -c 'import json,sys; m=json.loads(sys.stdin.readline())["dense_bytes_per_rank"]; print(m); sys.exit(not all(p + g + s <= 20 << 20 for p, g, s in zip(m["params"], m["grads"], m["state"])))' ||
+            { echo "$n stages: a rank holds more than the budget"; return 1; }
+    done
+}
+CHECKS+=(mpi_dense_cap)
+
 check_mpi_schedules() { # the split forward's schedules under two ranks: overlap is the blocking run bit
     # for bit (AUC and log loss to 8 digits, with evaluations and checkpoints between steps); stale
     # differs, and a stale run resumed from its checkpoint is the uninterrupted stale run exactly

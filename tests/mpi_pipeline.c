@@ -172,6 +172,12 @@ static void pipelined(const dlrm_config *c, const data *d, const ref_run *ref, e
     free(logit);
     pipe_stats ps;
     pipe_get_stats(p, &ps);
+    if (d->n == d->k * d->b) { /* full micro-batches: the plan's figure is the measured one */
+        const int64_t want = pipe_plan_kept_bytes(pc, c, ember_world_size(stages), ember_world_rank(stages), d->k,
+                                                  d->b);
+        MCHECK(ps.peak_activation_bytes == want, "kept activations: %lld bytes, planned %lld",
+               (long long)ps.peak_activation_bytes, (long long)want);
+    }
     MCHECK(ps.busy_s >= 0 && ps.busy_s <= ps.step_s + 1e-6 && ps.peak_in_flight >= 1, "stats: busy %g of %g s",
            ps.busy_s, ps.step_s);
     free(d_pooled);

@@ -235,6 +235,26 @@ static json_t *rank_json(const plan_view *v, int32_t r)
     return j;
 }
 
+/* The dense model per pipeline stage, bytes per rank; NULL when the
+ * config has none. */
+static json_t *dense_json(const ember_plan *p)
+{
+    ember_plan_dense d;
+    if (ember_plan_dense_info(p, 0, &d) != EMBER_OK)
+        return NULL;
+    json_t *j = json_object(), *cuts = json_array(), *stages = json_array();
+    json_object_set_new(j, "stages", json_integer(d.stages));
+    for (int32_t i = 0; i < d.num_cuts; i++)
+        json_array_append_new(cuts, json_integer(d.cuts[i]));
+    json_object_set_new(j, "cuts", cuts);
+    for (int32_t s = 0; s < d.stages && ember_plan_dense_info(p, s, &d) == EMBER_OK; s++)
+        json_array_append_new(stages, json_pack("{sIsIsIsI}", "params", (json_int_t)d.params, "grads",
+                                                (json_int_t)d.grads, "state", (json_int_t)d.state, "activations",
+                                                (json_int_t)d.activations));
+    json_object_set_new(j, "per_stage", stages);
+    return j;
+}
+
 /* The plan as one JSON object.  0, or -1 when it could not be formatted. */
 static int print_json(const plan_view *v)
 {
@@ -269,6 +289,9 @@ static int print_json(const plan_view *v)
     json_object_set_new(imb, "cost", json_real(s->imbalance_cost));
     json_object_set_new(root, "totals", tot);
     json_object_set_new(root, "imbalance", imb);
+    json_t *dense = dense_json(v->plan);
+    if (dense)
+        json_object_set_new(root, "dense", dense);
     char *out = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     json_decref(root);
     if (!out)
@@ -319,7 +342,7 @@ int cmd_plan(const tool_ctx *ctx, int argc, char **argv)
         return 1;
     }
     ember_plan_summary sum;
-    plan_view v = {NULL, NULL, NULL, o.all_ranks};
+    plan_view v = {NULL, NULL, NULL, o.all_ranks, p};
     int status = 1;
     if (view_of(p, &sum, &v))
         fprintf(ctx->err, "ember plan: out of memory\n");

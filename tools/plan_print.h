@@ -15,6 +15,7 @@ typedef struct plan_view {
     const ember_plan_table *tables; /* [sum->tables] */
     const ember_plan_rank *ranks;   /* [sum->world]  */
     int all_ranks;                  /* list every rank (else 16 of a world over 64) */
+    const ember_plan *plan;         /* the rest (ember_plan_dense_info)             */
 } plan_view;
 
 /* The header, the tables, the ranks, the totals, the SSD tier's tables and

@@ -239,6 +239,33 @@ static void print_dynamic(const plan_view *v)
             warn(&v->tables[t], v->sum->horizon);
 }
 
+/* The dense model per pipeline stage, when the config has one. */
+static void print_dense(const plan_view *v)
+{
+    ember_plan_dense d;
+    if (ember_plan_dense_info(v->plan, 0, &d) != EMBER_OK)
+        return;
+    if (d.stages > 1) {
+        printf("\ndense model in %d pipeline stages (rank r runs stage r mod %d), cuts at blocks", (int)d.stages,
+               (int)d.stages);
+        for (int32_t i = 0; i < d.num_cuts; i++)
+            printf("%s%d", i ? ", " : " ", (int)d.cuts[i]);
+        printf("; per rank:\n");
+    } else {
+        printf("\ndense model, per rank:\n");
+    }
+    for (int32_t s = 0; s < d.stages && ember_plan_dense_info(v->plan, s, &d) == EMBER_OK; s++) {
+        char b[4][32], who[32] = "";
+        if (d.stages > 1)
+            snprintf(who, sizeof who, "stage %d: ", (int)s);
+        printf("  %sparameters %s, gradients %s, optimizer state %s, kept activations %s\n", who,
+               ember_format_bytes((double)d.params, b[0], sizeof b[0]),
+               ember_format_bytes((double)d.grads, b[1], sizeof b[1]),
+               ember_format_bytes((double)d.state, b[2], sizeof b[2]),
+               ember_format_bytes((double)d.activations, b[3], sizeof b[3]));
+    }
+}
+
 void plan_print_text(const plan_view *v)
 {
     const ember_plan_summary *s = v->sum;
@@ -269,4 +296,5 @@ void plan_print_text(const plan_view *v)
     printf("; plan cost (busiest + mean rank) %s\n", ember_format_bytes(s->cost, b2, sizeof b2));
     print_tiers(v);
     print_dynamic(v);
+    print_dense(v);
 }

@@ -22,6 +22,7 @@
 #include "core/status.h"
 #include "data/data_error.h"
 #include "ember-plan.h"
+#include "model/model.h"
 #include "plan/plan.h"
 
 struct ember_plan {
@@ -36,6 +37,7 @@ struct ember_plan {
     plan_summary sum;           /* over ranks                               */
     ember_plan_summary summary;
     char source[600];
+    ember_plan_dense dense[64];  /* per pipeline stage                      */
 };
 
 ember_plan_config ember_plan_config_default(void)
@@ -159,6 +161,30 @@ static void fill_summary(ember_plan *p, const plan_options *po, int64_t B, int64
     };
 }
 
+/* The dense model's bytes per stage (model_plan_memory), for a world of W:
+ * the train settings as the trainer reads them (none, stages 0, for a
+ * model the trainer would refuse). */
+static int plan_dense(ember_plan *p, int32_t W, char *err, size_t n)
+{
+    const cfg_train *t = &p->cf->train;
+    const int32_t S = t->pipe_stages > 1 ? t->pipe_stages : 1;
+    model_config mc = {t->micro_batch, t->accumulate, t->dense_optim, 1, 1, t->optimizer_shards, t->pipe_stages,
+                       t->pipe_schedule, t->pipe_virtual, t->pipe_recompute, t->pipe_num_cuts, {0},
+                       t->pipe_balance_memory};
+    memcpy(mc.pipe_cuts, t->pipe_cuts, sizeof mc.pipe_cuts);
+    if (dlrm_memory_bytes(&t->model, NULL, 1, 0) < 0)
+        return EMBER_OK; /* no dense model to speak of: no stages */
+    for (int32_t s = 0; s < S; s++) {
+        model_memory m;
+        int st = model_plan_memory(&mc, &t->model, s, W / S > 0 ? W / S : 1, &m, err, n);
+        if (st != EMBER_OK)
+            return st;
+        p->dense[s] = (ember_plan_dense){S, mc.pipe_num_cuts, {0}, m.params, m.grads, m.state, m.activations};
+        memcpy(p->dense[s].cuts, mc.pipe_cuts, sizeof p->dense[s].cuts);
+    }
+    return EMBER_OK;
+}
+
 /* Everything after the config is read.  EMBER_OK, or a status with err. */
 static int plan_config(ember_plan *p, const ember_plan_config *c, char *err, size_t n)
 {
@@ -185,7 +211,7 @@ static int plan_config(ember_plan *p, const ember_plan_config *c, char *err, siz
         goto done;
     plan_workload w = {&cf->coll, B, pooling, weighted, st};
     int64_t horizon = c->horizon ? c->horizon : cf->train.steps > 0 ? cf->train.steps : 1;
-    if ((rc = make(p, &w, &po, horizon, err, n)) == EMBER_OK)
+    if ((rc = make(p, &w, &po, horizon, err, n)) == EMBER_OK && (rc = plan_dense(p, po.world, err, n)) == EMBER_OK)
         fill_summary(p, &po, B, horizon);
 done:
     free(st);
@@ -275,6 +301,15 @@ int ember_plan_table_info(const ember_plan *p, int32_t t, ember_plan_table *out)
         .keys = {d->capacity, d->index_bytes, d->busiest, d->keys_step, d->keys_horizon, d->fill_steps,
                  d->miss_step, d->over_step, d->over_horizon},
     };
+    return EMBER_OK;
+}
+
+int ember_plan_dense_info(const ember_plan *p, int32_t s, ember_plan_dense *out)
+{
+    if (!p || !out || s < 0 || s >= p->dense[0].stages)
+        return ember_handle_fail(p ? &p->head : NULL, EMBER_EINVAL, "ember_plan_dense_info: no stage %d, or a NULL "
+                                 "argument", (int)s);
+    *out = p->dense[s];
     return EMBER_OK;
 }
 

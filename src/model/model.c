@@ -156,8 +156,12 @@ static int pipeline_warm_up(ctr_model *m, char *err, size_t errlen)
                          perr, sizeof perr) != EMBER_OK)
         st = model_fail(err, errlen, EMBER_ENOMEM, "train.pipeline: %s", zd ? perr : "out of memory");
     free(zd);
-    if (st == EMBER_OK)
+    if (st == EMBER_OK) { /* a whole step's activations: what every step keeps at most */
+        pipe_stats ps;
+        pipe_get_stats(m->pipe, &ps);
+        m->kept_bytes = ps.peak_activation_bytes;
         pipe_reset_stats(m->pipe);
+    }
     return st;
 }
 
@@ -210,6 +214,44 @@ int model_plan_dense(model_config *cfg, const dlrm_config *mc, ember_world *worl
     if (pipe_held(&pc, S, ember_world_rank(world) % S, n, held, perr, sizeof perr))
         return model_fail(err, errlen, EMBER_EINVAL, "train.pipeline: %s", perr);
     return EMBER_OK;
+}
+
+int model_plan_memory(model_config *cfg, const dlrm_config *mc, int32_t s, int32_t replicas, model_memory *out,
+                      char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    const int32_t n = dlrm_config_blocks(mc), S = cfg->pipe_stages > 1 ? cfg->pipe_stages : 1;
+    uint8_t held[DENSE_MAX_BLOCKS];
+    memset(held, 1, sizeof held);
+    pipe_config pc = pipe_config_of(cfg);
+    if (S > 1) {
+        int st = balance(cfg, mc, NULL, err, errlen);
+        if (st != EMBER_OK)
+            return st;
+        pc = pipe_config_of(cfg);
+        char perr[300];
+        if (pipe_held(&pc, S, s, n, held, perr, sizeof perr))
+            return model_fail(err, errlen, EMBER_EINVAL, "train.pipeline: %s", perr);
+    }
+    dlrm *shape = NULL;
+    uint8_t none[DENSE_MAX_BLOCKS] = {0};
+    if (dlrm_create_part(mc, none, &shape, err, errlen))
+        return EMBER_EINVAL;
+    int64_t params = 0, kept = 0;
+    for (int32_t b = 0; b < n; b++) {
+        int64_t off, len;
+        dlrm_block_params(shape, b, &off, &len);
+        params += held[b] ? len : 0;
+        kept += dlrm_block_kept_floats(shape, b);
+    }
+    dlrm_destroy(shape);
+    /* sharded state: the busiest rank's share, its shard rounded up */
+    const int32_t g = cfg->optim_group > 0 && replicas % cfg->optim_group == 0 ? cfg->optim_group : 1;
+    out->params = out->grads = 4 * params;
+    out->state = 4 * (int64_t)dense_optim_state_floats(cfg->dense_optim.kind) * ((params + g - 1) / g);
+    out->activations = S > 1 ? pipe_plan_kept_bytes(&pc, mc, S, s, cfg->accumulate, cfg->micro_batch)
+                             : 4 * kept * cfg->micro_batch;
+    return out->activations < 0 ? model_fail(err, errlen, EMBER_ENOMEM, "out of memory") : EMBER_OK;
 }
 
 /* The dense model cut into the replica group's stages (ranks g S .. g S +
@@ -336,6 +378,16 @@ int model_pipeline_stats(const ctr_model *m, double *busy_share, int64_t *peak_a
     *busy_share = ps.step_s > 0 ? ps.busy_s / ps.step_s : 0;
     *peak_activation_bytes = ps.peak_activation_bytes;
     return m->pipe != NULL;
+}
+
+void model_get_memory(const ctr_model *m, model_memory *out)
+{
+    out->params = out->grads = dlrm_num_params(m->dense) * (int64_t)sizeof(float);
+    out->state = dense_sync_state_bytes(m->sync);
+    out->activations = m->kept_bytes;
+    if (!m->pipe) /* one micro-batch's at a time */
+        for (int32_t b = 0; b < dlrm_num_blocks(m->dense); b++)
+            out->activations += dlrm_block_kept_floats(m->dense, b) * m->cfg.micro_batch * (int64_t)sizeof(float);
 }
 
 int model_set_lr_scale(ctr_model *m, float scale)

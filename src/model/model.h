@@ -127,6 +127,26 @@ void model_get_times(const ctr_model *m, model_times *out);
  * zero) without. */
 int model_pipeline_stats(const ctr_model *m, double *busy_share, int64_t *peak_activation_bytes);
 
+/* Bytes this rank's dense model holds: its parameters (a pipeline stage's
+ * pieces' only), their gradients, the optimizer state (its share when
+ * sharded), and the activations it keeps for backwards at most (a stage's,
+ * measured on create's warm-up step; unpipelined, one micro-batch's). */
+typedef struct model_memory {
+    int64_t params, grads, state, activations;
+} model_memory;
+void model_get_memory(const ctr_model *m, model_memory *out);
+
+/* What stage s of cfg's pipeline (s = 0 without one) will hold, before
+ * anything is made, as model_get_memory will say: its pieces' parameters,
+ * gradients and optimizer state (the busiest rank's share when sharded
+ * over groups of cfg->optim_group of the stage's `replicas`), and the
+ * activations its schedule keeps at most over a step of full micro-batches
+ * (pipe_plan_kept_bytes).  The cuts are cfg's, or the balance rule's,
+ * measured in this process alone and written into cfg.  0, or an ember
+ * status with err. */
+int model_plan_memory(model_config *cfg, const dlrm_config *mc, int32_t s, int32_t replicas, model_memory *out,
+                      char *err, size_t errlen);
+
 /* Every learning rate of the model, dense and embedding, times scale from
  * the next step on (ember_set_lr_scale, dense_sync_set_lr_scale). */
 int model_set_lr_scale(ctr_model *m, float scale);

@@ -39,6 +39,7 @@ struct ctr_model {
     ember_world *replica_world; /* pipeline: the ranks of this rank's stage   */
     pipeline *pipe;           /* NULL: the model runs whole here            */
     int embeds;               /* 1: this rank runs the embedding step        */
+    int64_t kept_bytes;       /* pipeline: activations a step keeps at most  */
 
     model_times times;
 };

@@ -519,6 +519,43 @@ int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float
     return st;
 }
 
+int64_t pipe_plan_kept_bytes(const pipe_config *cfg, const dlrm_config *mc, int32_t S, int32_t s, int32_t k,
+                             int32_t b)
+{
+    pipeline p;
+    memset(&p, 0, sizeof p);
+    uint8_t none[DENSE_MAX_BLOCKS] = {0};
+    if (dlrm_create_part(mc, none, &p.model, NULL, 0)) /* the shape only */
+        return -1;
+    p.cfg = *cfg;
+    p.cfg.virtual_stages = cfg->virtual_stages < 1 ? 1 : cfg->virtual_stages;
+    p.S = S, p.rank = s, p.P = S * p.cfg.virtual_stages, p.nblocks = dlrm_num_blocks(p.model);
+    if (pipe_pieces(cfg, S, p.nblocks, p.start, NULL, 0)) {
+        dlrm_destroy(p.model);
+        return -1;
+    }
+    const int32_t kp = p.cfg.schedule == PIPE_INTERLEAVED ? (k + S - 1) / S * S : k; /* padded: empty */
+    pipe_op *ops = malloc((size_t)(2 * kp * p.P + 1) * sizeof *ops);
+    int64_t held = 0, peak = 0;
+    const int32_t nops = ops ? build_ops(&p, kp, ops) : 0;
+    for (int32_t i = 0; i < nops; i++) { /* run_forward's and run_backward's accounts */
+        const int32_t j = ops[i].piece, rows = ops[i].m < k ? b : 0;
+        const int64_t in = j > 0 ? (int64_t)rows * dlrm_block_in_width(p.model, p.start[j]) * 4 : 0;
+        const int64_t kept = kept_bytes(&p, j, rows);
+        if (p.cfg.recompute) {
+            held += ops[i].bwd ? -in : in;
+            if (!ops[i].bwd && held + kept > peak)
+                peak = held + kept;
+        } else {
+            held += ops[i].bwd ? -kept : kept;
+            peak = held > peak ? held : peak;
+        }
+    }
+    free(ops);
+    dlrm_destroy(p.model);
+    return nops || !kp ? peak : -1;
+}
+
 int pipe_forward(pipeline *p, int32_t n, int32_t b, const float *dense, const float *pooled, float *logit, char *err,
                  size_t errlen)
 {
@@ -663,14 +700,14 @@ int pipe_balance(const dlrm_config *cfg, const pipe_balance_config *bc, ember_wo
     double *c = calloc((size_t)n, sizeof *c), *best = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *best);
     int32_t *from = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *from);
     int ok = c && best && from;
-    if (ok && w->rank == 0)
+    if (ok && (!w || w->rank == 0))
         ok = (bc->by_memory ? size_blocks(cfg, bc, n, c) : time_blocks(cfg, bc, n, c)) == 0;
     int64_t okv = ok;
-    if (ember_comm_bcast(w, &okv, sizeof okv, 0) != EMBER_OK || !okv || !ok) {
+    if ((w && ember_comm_bcast(w, &okv, sizeof okv, 0) != EMBER_OK) || !okv || !ok) {
         free(c), free(best), free(from);
         return fail(err, errlen, "pipeline: timing the blocks failed (out of memory or communication)");
     }
-    if (ember_comm_bcast(w, c, (int64_t)n * (int64_t)sizeof *c, 0) != EMBER_OK) {
+    if (w && ember_comm_bcast(w, c, (int64_t)n * (int64_t)sizeof *c, 0) != EMBER_OK) {
         free(c), free(best), free(from);
         return fail(err, errlen, "pipeline: sending the block times failed");
     }

@@ -104,6 +104,14 @@ int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float
 int pipe_forward(pipeline *p, int32_t n, int32_t b, const float *dense, const float *pooled, float *logit, char *err,
                  size_t errlen);
 
+/* The activation bytes stage s of S keeps at most over a step of k full
+ * micro-batches of b samples (the interleaved schedule's padding ones
+ * empty): pipe_stats.peak_activation_bytes before the step runs, its
+ * operations accounted as pipe_step does.  -1 for bad cuts or out of
+ * memory. */
+int64_t pipe_plan_kept_bytes(const pipe_config *cfg, const dlrm_config *mc, int32_t S, int32_t s, int32_t k,
+                             int32_t b);
+
 void pipe_get_stats(const pipeline *p, pipe_stats *out);
 void pipe_reset_stats(pipeline *p);
 
@@ -114,7 +122,8 @@ void pipe_reset_stats(pipeline *p);
  * is not NULL.  The cost is the block's time (its forward and backward on
  * micro_batch samples, the median of 7 after a warm-up, on a part model
  * holding that block alone, with the given thread counts) or its bytes
- * (pipe_block_bytes).  Collective over w.  0, or -1 with err. */
+ * (pipe_block_bytes).  Collective over w (NULL: this process alone).  0,
+ * or -1 with err. */
 typedef struct pipe_balance_config {
     int by_memory;                /* 0: time, 1: memory                      */
     int32_t micro_batch, pieces;  /* b, P                                    */

@@ -114,7 +114,7 @@ void train_event_start(ember_trainer *s)
     json_object_set_new(j, "sparse_features", json_integer(m->num_sparse));
     json_object_set_new(j, "emb_dim", json_integer(m->emb_dim));
     json_object_set_new(j, "embedding_rows", json_integer(rows));
-    json_object_set_new(j, "dense_params", json_integer(dlrm_num_params(s->dense)));
+    json_object_set_new(j, "dense_params", json_integer(dlrm_full_params(s->dense)));
     json_object_set_new(j, "optimizer_shards", json_integer(t->optimizer_shards));
     json_object_set_new(j, "dense_optimizer_bytes_per_rank",
                         json_integer(dense_sync_state_bytes(model_dense_sync(s->model))));
@@ -126,6 +126,8 @@ void train_event_start(ember_trainer *s)
         json_object_set_new(p, "schedule", json_string(pipe_schedule_name((pipe_schedule)t->pipe_schedule)));
         json_object_set_new(p, "virtual", json_integer(t->pipe_virtual));
         json_object_set_new(p, "recompute", json_boolean(t->pipe_recompute));
+        json_object_set_new(p, "balance", json_string(t->pipe_balance_memory ? "memory" : "time"));
+        json_object_set_new(p, "cuts", widths(t->pipe_num_cuts, t->pipe_cuts));
         json_object_set_new(j, "pipeline", p);
     }
     json_t *lr = json_object();
@@ -151,6 +153,17 @@ void train_event_start(ember_trainer *s)
     if (s->plan_note[0])
         json_object_set_new(j, "placement", run_json_string(s->plan_note));
     json_object_set_new(j, "evaluation", json_boolean(s->eval_src != NULL));
+    if (s->dense_memory) { /* bytes per rank: a pipeline stage holds its own pieces */
+        static const char *const KEYS[] = {"params", "grads", "state", "activations"};
+        json_t *mem = json_object();
+        for (int k = 0; k < 4; k++) {
+            json_t *a = json_array();
+            for (int32_t r = 0; r < s->size; r++)
+                json_array_append_new(a, json_integer(s->dense_memory[4 * r + k]));
+            json_object_set_new(mem, KEYS[k], a);
+        }
+        json_object_set_new(j, "dense_bytes_per_rank", mem);
+    }
     train_event_emit(s, j);
 }
 

@@ -115,6 +115,8 @@ struct ember_trainer {
     ember_collection *coll;
     dlrm *dense;                 /* the dense half of the model             */
     ctr_model *model;            /* coll and dense joined: step and predict */
+    int64_t *dense_memory;       /* rank 0: every rank's model_memory (4
+                                    int64 each, rank order); NULL elsewhere */
     int ckpt_dir_made;           /* checkpoint_prepare created the folder    */
     int epochs_default;          /* a file and no steps or epochs given: the
                                     steps are TRAIN_DEFAULT_EPOCHS passes    */

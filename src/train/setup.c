@@ -329,7 +329,14 @@ int train_setup_open(ember_trainer *s)
     if (run_agree(s, failed, EMBER_EFORMAT, err))
         return 1;
     st = model_create(&tc, s->coll, s->dense, &s->model, err, sizeof err);
-    return run_agree(s, st != EMBER_OK, st, err);
+    if (run_agree(s, st != EMBER_OK, st, err))
+        return 1;
+    /* every rank's dense memory, for the start event */
+    model_memory mm;
+    model_get_memory(s->model, &mm);
+    int64_t mine[4] = {mm.params, mm.grads, mm.state, mm.activations}, n = 0;
+    st = ember_comm_gather_i64(s->world, mine, 4, &s->dense_memory, &n);
+    return run_agree(s, st != EMBER_OK, st, "out of memory");
 }
 
 void train_setup_close(ember_trainer *s)
@@ -341,6 +348,8 @@ void train_setup_close(ember_trainer *s)
     ctr_source_destroy(s->eval_src);
     config_file_free(s->cf);
     free(s->input_cols);
+    free(s->dense_memory);
+    s->dense_memory = NULL;
     s->input_cols = NULL;
     s->model = NULL;
     s->dense = NULL;
