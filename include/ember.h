@@ -1433,8 +1433,9 @@ EMBER_API int ember_checkpoint_table_summary(const ember_checkpoint *ck, int32_t
 
 /* A blob of ck (rank < 0: saved once; else the saving rank's): its bytes
  * (0 when absent) and the XXH64 of them, and, for the blobs `ember train`
- * saves (train.state, dense.params, dense.optim, data.position), what they
- * hold as a JSON object and as a line of text (both "" for any other). */
+ * saves (train.state, dense.params, dense.optim, dense.ranges,
+ * data.position), what they hold as a JSON object and as a line of text
+ * (both "" for any other). */
 typedef struct ember_blob_summary {
     int64_t bytes;
     uint64_t digest;

@@ -1170,9 +1170,17 @@ model = { interaction = "dcn"; dcn = { layers = 2; rank = 8; }; activation = "si
     done
     head -1 "$TMP/out" | grep -q '"pipeline":{"stages":2,"schedule":"interleaved","virtual":2,"recompute":true' ||
         { head -1 "$TMP/out"; return 1; }
-    # the stages hold their own pieces: two ranks saved pieces, none a whole model
+    # the stages hold their own pieces: two ranks saved pieces, none a whole model; the predictor and
+    # the exporter assemble them: the very scores of the unpipelined model, and the same bundle
     "$EMBER" inspect "$TMP/plp" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(not (d["dense"]["pieces"] == 2 and not [b for b in d["blobs"] if b["name"] == "dense.params"]))' ||
         { echo "want the dense model in 2 pieces"; return 1; }
+    expect_status 0 "$EMBER" predict "$TMP/pl1" synthetic --samples 3000 --out "$TMP/s1.f32" || return 1
+    expect_status 0 "$EMBER" predict "$TMP/plp" synthetic --samples 3000 --out "$TMP/sp.f32" || return 1
+    cmp -s "$TMP/s1.f32" "$TMP/sp.f32" || { echo "scores of the pipelined checkpoint differ"; return 1; }
+    rm -rf "$TMP/plb1" "$TMP/plbp"
+    expect_status 0 "$EMBER" export "$TMP/pl1" "$TMP/plb1" --quantize fp32 || return 1
+    expect_status 0 "$EMBER" export "$TMP/plp" "$TMP/plbp" --quantize fp32 || return 1
+    cmp -s "$TMP/plb1/dense.params" "$TMP/plbp/dense.params" || { echo "exported dense models differ"; return 1; }
     # a cut between the two cross layers (blocks: bottom 0-1, interaction 2, cross 3-4, top 5-7, logit 8),
     # and the cuts of the memory balance
     for extra in 'cuts = [4];' 'balance = "memory";'; do

@@ -43,6 +43,19 @@ static json_t *known_blob(const char *name, const void *p, int64_t bytes, char *
         }
         j = json_pack("{sIso}", "floats", (json_int_t)(bytes / 4), "norm", num(sqrt(ss)));
         snprintf(text, n, "%lld floats, L2 norm %.6g", (long long)(bytes / 4), sqrt(ss));
+    } else if (!strcmp(name, CKPT_DENSE_RANGES) && bytes >= 40 && bytes % 8 == 0) {
+        int64_t v[5];
+        memcpy(v, p, sizeof v);
+        int64_t held = 0;
+        for (int64_t i = 0; i < v[4] && 40 + 16 * (i + 1) <= bytes; i++) {
+            int64_t len;
+            memcpy(&len, (const char *)p + 40 + 16 * i + 8, sizeof len);
+            held += len;
+        }
+        j = json_pack("{sIsIsIsI}", "ranges", (json_int_t)v[4], "params", (json_int_t)held, "whole_params",
+                      (json_int_t)v[2], "state_floats", (json_int_t)v[3]);
+        snprintf(text, n, "%lld range%s: %lld of the model's %lld dense parameters", (long long)v[4],
+                 v[4] == 1 ? "" : "s", (long long)held, (long long)v[2]);
     } else if (!strcmp(name, "data.position") && bytes == 48) {
         int64_t v[6];
         memcpy(v, p, sizeof v);

@@ -9,9 +9,16 @@
  * activation after the nt hidden layers, none after the final 1-wide logit
  * layer).  Parameters, one flat vector, layer after layer: W_L [out][in]
  * then b_L [out], DCN's cross layers (cross.c's layout) between the bottom
- * and the top layers; grads the same.  Activations live in one slab carved
- * into named views for the largest batch seen, so a warm model allocates
- * nothing per step:
+ * and the top layers; grads the same.
+ *
+ * Blocks and parts.  The chain of blocks (dense.h) runs over those layers:
+ * the bottom layers, the interaction, each cross layer, the top layers.  A
+ * part model (a pipeline stage's) holds some blocks only: hold() moves the
+ * offsets of its blocks into a vector of theirs alone (canon[] keeps where
+ * each block sits in the whole model's), and the activation views are
+ * carved only where a held block writes or reads them (carve_views).
+ * Activations live in one slab carved into named views for the largest
+ * batch seen, so a warm model allocates nothing per step:
  *   x0  [B][num_dense]       copy of the dense input (layer 0's x)
  *   act [B][out_L]           activated output of every layer but the logit
  *   pre [B][out_L]           its pre-activation (GELU and SiLU only)

@@ -11,7 +11,10 @@
  * every rank ends the step with the same parameter bits, and the sum does
  * not depend on timing.  It moves 2 (R-1)/R of the vector per rank, as a
  * ring all-reduce does, through the collection's communicator
- * (src/comm/comm.h), outside the embedding's byte counters.
+ * (src/comm/comm.h), outside the embedding's byte counters.  With pipeline
+ * stages each rank holds its stage's pieces (model_plan_dense decides which,
+ * before the dense model is made), and the sum runs over the stage's
+ * replicas (replica_world) instead: the same bits, a vector 1/S as long.
  *
  * Memory.  Every buffer is sized at create (k*b rows of pooled outputs and
  * their gradients, one micro-batch of logits, dense_sync's chunks), and the

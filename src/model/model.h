@@ -6,7 +6,7 @@
  *
  * A ctr_model joins an ember_collection (the embedding tables, sharded over
  * the collection's world) and a dlrm (the dense model, replicated on every
- * rank).  One optimizer step over a global batch of G = R * k * b samples
+ * rank, or with pipeline stages a part of it per stage).  One optimizer step over a global batch of G = R * k * b samples
  * (R ranks, k micro-batches of b samples each per rank, gradient accumulation):
  *
  *   ember_forward(this rank's k*b samples)            -> pooled [k*b][F*d]
