@@ -1197,6 +1197,16 @@ train = { %s pipeline = { stages = 2; %s }; };
     expect_status 0 mpi4 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plp" || return 1
     got=$(digests "$TMP/plp")
     [ "$got" = "$want2" ] || { echo "2 stages x 2 replicas: $got, 2 ranks unpipelined $want2"; return 1; }
+    # each stage's optimizer state sharded over its 2 replicas: the same bits, half the state per rank
+    rm -rf "$TMP/plp"
+    expect_status 0 mpi4 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plp" --optimizer-shards 2 || return 1
+    got=$(digests "$TMP/plp")
+    [ "$got" = "$want2" ] || { echo "2 stages x 2 replicas, sharded state: $got, want $want2"; return 1; }
+    head -1 "$TMP/out" | python3 -c 'import json,sys; m=json.loads(sys.stdin.readline())["dense_bytes_per_rank"]; sys.exit(not all(2 * s <= 2 * p + 8 for p, s in zip(m["params"], m["state"])))' ||
+        { head -1 "$TMP/out"; echo "sharded: want at most half of Adam's 2 floats a parameter"; return 1; }
+    expect_status 2 mpi4 train --config "$TMP/pp.cfg" --optimizer-shards 4 || return 1
+    grep -q "optimizer-shards 4: groups of 4 ranks do not divide the 2 replicas of each of the 2 pipeline stages (a world of 4; 0: replicated state)" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
     # resumed: the uninterrupted run, in the same stages, in none, from none, and in 4 stages on 4 ranks
     # (one replica group each time, so the same global batch as the 1-rank run)
     printf '%s

@@ -21,10 +21,16 @@
  *       next step and compares with next.bin when the saving and the
  *       loading configs are both exact.
  * tests/ckpt_reshard.sh runs save with N and load with M for N, M in 1..4.
+ *
+ * The default mode also checks the dense model's reader (src/ckpt/
+ * ckpt_dense.h, dense_pieces below): a random vector and its state, saved
+ * whole and as random pieces dealt to random ranks, read back over random
+ * ranges on every rank; a missing piece and a model of another size fail.
  */
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt/ckpt_dense.h"
 #include "mpi_util.h"
 #include "ckpt_util.h"
 
@@ -303,6 +309,107 @@ done:
     test_config_free(tb);
 }
 
+/* Up to 6 random increasing disjoint ranges of [0, full) (empty ones too)
+ * into ranges; returns how many and their floats in *sum. */
+static int32_t random_ranges(test_rng *r, int64_t full, int64_t *ranges, int64_t *sum)
+{
+    int32_t n = 0;
+    int64_t at = 0;
+    *sum = 0;
+    while (n < 6 && at < full) {
+        const int64_t off = at + (int64_t)test_range(r, 0, (uint64_t)(full - at) / 3 + 1);
+        const int64_t len = (int64_t)test_range(r, 0, (uint64_t)(full - off) + 1);
+        ranges[2 * n] = off, ranges[2 * n + 1] = len, n++;
+        *sum += len;
+        at = off + len;
+        if (test_range(r, 0, 4) == 0)
+            break;
+    }
+    return n;
+}
+
+/* The dense model saved in pieces (rank blobs dense.ranges, dense.params,
+ * dense.optim: a random cut of the vector dealt to random ranks, some with
+ * none) or whole (the shared blobs), then read by every rank over random
+ * ranges: the vector's own values and state.  drop: the piece of the first
+ * rank holding one is left out, so a whole read must fail. */
+static void dense_pieces(test_rng *master, const char *dir, int t, int whole, int drop)
+{
+    const int64_t full = (int64_t)test_range(master, 1, 3000);
+    const int32_t floats = (int32_t)test_range(master, 0, 3), W = mpi_size_;
+    mpi_context("dense pieces %d (whole %d, drop %d, %lld parameters, %d state floats)", t, whole, drop,
+                (long long)full, floats);
+    float *v = malloc((size_t)(full * (1 + floats)) * sizeof *v); /* params, then each state vector */
+    test_fill(master, v, full * (1 + floats), -1, 1);
+    /* the pieces: consecutive ranges of random length, each to a random rank */
+    int64_t *mine = malloc((size_t)(2 * full + 2) * sizeof *mine), held = 0, first_owner = -1;
+    int32_t nm = 0;
+    for (int64_t at = 0; at < full;) {
+        const int64_t len = 1 + (int64_t)test_range(master, 0, (uint64_t)(full - at));
+        const int32_t owner = (int32_t)test_range(master, 0, (uint64_t)W);
+        if (first_owner < 0)
+            first_owner = owner;
+        if (owner == mpi_rank_ && !(drop && owner == first_owner))
+            mine[2 * nm] = at, mine[2 * nm + 1] = len, nm++, held += len;
+        at += len;
+    }
+    float *pp = malloc((size_t)(held * (1 + floats) + 1) * sizeof *pp);
+    for (int64_t k = 0, at = 0; k <= floats; k++)
+        for (int32_t i = 0; i < nm; i++, at += mine[2 * i - 1])
+            memcpy(pp + at, v + k * full + mine[2 * i], (size_t)mine[2 * i + 1] * sizeof *pp);
+    int64_t rbytes = 0;
+    int64_t *rb = nm ? ckpt_dense_ranges_blob(full, floats, mine, nm, &rbytes) : NULL;
+    test_rng cr = {test_next(master)};
+    test_config *tc = test_config_random(&cr, 2, 2, 1, 50);
+    tc->cfg.world = world_;
+    for (int32_t i = 0; i < tc->cfg.num_tables; i++) /* any placement the world has */
+        if (tc->tables[i].placement == EMBER_PLACE_TABLE)
+            tc->tables[i].owner %= W;
+    ember_collection *c = mpi_create(&tc->cfg, "pieces");
+    char root[600];
+    snprintf(root, sizeof root, "%s/dense%d", dir, t);
+    ember_blob shared[2] = {{"dense.params", v, full * 4}, {"dense.optim", v + full, floats * full * 4}};
+    ember_blob own[3] = {{CKPT_DENSE_RANGES, rb, rbytes}, {"dense.params", pp, held * 4},
+                         {"dense.optim", pp + held, floats * held * 4}};
+    ember_save_options so = {1, 1, shared, whole ? (floats ? 2 : 1) : 0, own, whole ? 0 : 3};
+    ember_checkpoint *ck = NULL;
+    int st = c ? ember_save(c, root, &so) : EMBER_EINVAL;
+    MCHECK(st == EMBER_OK, "save: %s", c ? ember_errmsg(c) : "no collection");
+    st = st == EMBER_OK ? ember_checkpoint_open(root, &ck) : st;
+    MCHECK(st == EMBER_OK, "open: %s", ember_errmsg(NULL));
+    char err[400];
+    int64_t ranges[12], want;
+    for (int rep = 0; ck && rep < 4; rep++) {
+        int32_t n = rep == 0 ? 1 : random_ranges(master, full, ranges, &want);
+        if (rep == 0)
+            ranges[0] = 0, ranges[1] = full, want = full; /* a whole model, as the predictor reads it */
+        float *got = malloc((size_t)(want * (1 + floats) + 1) * sizeof *got);
+        st = ckpt_dense_read(ck, full, floats, ranges, n, got, got + want, err, sizeof err);
+        if (drop && first_owner >= 0 && rep == 0) {
+            MCHECK(st == EMBER_EFORMAT && strstr(err, "of the ") && strstr(err, " parameters asked for are in its pieces"),
+                   "a missing piece: status %d, '%s'", st, err);
+        } else if (!drop) {
+            MCHECK(st == 0, "read %d ranges: %s", n, err);
+            for (int64_t k = 0, at = 0; st == 0 && k <= floats; k++)
+                for (int32_t i = 0; i < n; at += ranges[2 * i + 1], i++)
+                    MCHECK(!memcmp(got + at, v + k * full + ranges[2 * i], (size_t)ranges[2 * i + 1] * 4),
+                           "vector %lld, range [%lld, +%lld): not the saved values", (long long)k,
+                           (long long)ranges[2 * i], (long long)ranges[2 * i + 1]);
+        }
+        free(got);
+    }
+    if (ck) { /* a model of another size */
+        const int64_t one[2] = {0, 1};
+        float x[4];
+        st = ckpt_dense_read(ck, full + 1, floats, one, 1, x, x + 1, err, sizeof err);
+        MCHECK(st == EMBER_EFORMAT && strstr(err, "the dense model"), "another size: status %d, '%s'", st, err);
+    }
+    ember_checkpoint_close(ck);
+    ember_collection_destroy(c);
+    test_config_free(tc);
+    free(v), free(mine), free(pp), free(rb);
+}
+
 int main(int argc, char **argv)
 {
     int mode = argc > 3 ? (strcmp(argv[1], "save") == 0 ? 1 : strcmp(argv[1], "load") == 0 ? 2 : -1) : 0;
@@ -327,6 +434,8 @@ int main(int argc, char **argv)
     test_rng master = {seed};
     for (int t = 0; t < 8; t++)
         trial(&master, t, dir);
+    for (int t = 0; t < 6; t++)
+        dense_pieces(&master, dir, t, t % 3 == 2, t % 3 == 1);
     MPI_Barrier(MPI_COMM_WORLD);
     if (mpi_rank_ == 0)
         ckpt_rm_tree(dir);

@@ -138,22 +138,21 @@ static int check_optimizer_shards(const cfg_train *t, const char *config_path, c
                                   int32_t world, char *err, size_t errlen)
 {
     const int32_t g = t->optimizer_shards, S = t->pipe_stages > 1 ? t->pipe_stages : 1;
-    if (g <= 0 || (world % S == 0 && (world / S) % g == 0) || world % S)
+    if (g <= 0 || world % S || (world / S) % g == 0)
         return 0; /* stages that do not divide the world are the pipeline's to name */
-    if (S > 1) {
-        snprintf(err, errlen, "%s: groups of %d ranks do not divide the %d replicas of each of the %d pipeline "
-                 "stages (a world of %d; 0: replicated state)", o->optimizer_shards >= 0 ? "--optimizer-shards"
-                 : "train.optimizer_shards", (int)g, (int)(world / S), (int)S, (int)world);
-        return EMBER_EINVAL;
-    }
+    char what[160]; /* what g must divide */
+    if (S > 1)
+        snprintf(what, sizeof what, "the %d replicas of each of the %d pipeline stages (a world of %d; 0: replicated "
+                 "state)", (int)(world / S), (int)S, (int)world);
+    else
+        snprintf(what, sizeof what, "the world of %d rank%s (0: replicated state)", (int)world, world == 1 ? "" : "s");
     if (o->optimizer_shards >= 0) {
-        snprintf(err, errlen, "--optimizer-shards %d: groups of %d ranks do not divide the world of %d rank%s "
-                 "(0: replicated state)", (int)g, (int)g, (int)world, world == 1 ? "" : "s");
+        snprintf(err, errlen, "--optimizer-shards %d: groups of %d ranks do not divide %s",
+                 (int)g, (int)g, what);
         return EMBER_EINVAL;
     }
-    snprintf(err, errlen, "%s:%d: train.optimizer_shards: groups of %d ranks do not divide the world of %d rank%s "
-             "(0: replicated state)", config_path ? config_path : "the config", t->optimizer_shards_line, (int)g,
-             (int)world, world == 1 ? "" : "s");
+    snprintf(err, errlen, "%s:%d: train.optimizer_shards: groups of %d ranks do not divide %s",
+             config_path ? config_path : "the config", t->optimizer_shards_line, (int)g, what);
     return EMBER_EFORMAT;
 }
 
