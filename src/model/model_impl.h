@@ -51,6 +51,12 @@ int model_fail(char *err, size_t errlen, int status, const char *fmt, ...) __att
  * EMBER_ENOMEM (the buffers that did grow stay). */
 int model_grow_rows(ctr_model *m, int64_t rows);
 
+/* The pipeline settings of cfg (model_plan.c). */
+pipe_config model_pipe_config(const model_config *cfg);
+/* The balance rule's cuts into cfg when it has none, the same on every rank
+ * of world (NULL: this process alone): rank 0 measures.  0 or a status. */
+int model_balance(model_config *cfg, const dlrm_config *mc, ember_world *world, char *err, size_t errlen);
+
 /* The batch fits the model (features, dense inputs, a size >= 0). */
 int model_check_batch(const ctr_model *m, const ctr_batch *batch, char *err, size_t errlen);
 

@@ -1,0 +1,153 @@
+/*
+ * pipeline_balance.c: the balance rule (pipeline.h, pipe_balance;
+ * docs/pipeline.md, "Cuts"): each block's cost, by time or by bytes, on
+ * rank 0, then the linear-partition dynamic programme over them, and the
+ * cuts sent to every rank.
+ *
+ * Times are taken on part models that hold one block each (dlrm_create_part),
+ * made and freed one after another, so measuring never needs the whole
+ * model in one process: the rule runs before a pipeline stage makes its own
+ * part, for models no rank could hold whole.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "model/pipeline.h"
+
+/* Seconds of block blk's forward and backward on m (inputs of b rows):
+ * the median of 7. */
+static double time_block(dlrm *m, int32_t blk, int32_t b, const float *in, const float *pooled, float *out,
+                         float *dout, float *din, float *dpool)
+{
+    double t[7];
+    for (int rep = 0; rep < 7; rep++) {
+        double t0 = ember_now();
+        dlrm_forward_blocks(m, b, blk, blk + 1, in, pooled, out);
+        dlrm_backward_blocks(m, blk, blk + 1, dout, blk > 0 ? din : NULL, dpool);
+        t[rep] = ember_now() - t0;
+    }
+    for (int i = 1; i < 7; i++) /* insertion sort: the median */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    return t[3];
+}
+
+/* cost[blk] for every block: its forward and backward seconds, timed on a
+ * part model that holds that block alone (so no rank ever holds more than
+ * the largest block for it), after a warm-up pass.  0, or -1 when out of
+ * memory. */
+static int time_blocks(const dlrm_config *cfg, const pipe_balance_config *bc, int32_t n, double *cost)
+{
+    const int32_t b = bc->micro_batch;
+    dlrm *shape = NULL;
+    uint8_t *held = calloc((size_t)n, 1);
+    if (!held || dlrm_create_part(cfg, held, &shape, NULL, 0)) {
+        free(held);
+        return -1;
+    }
+    int64_t widest = cfg->num_dense, pw = (int64_t)cfg->num_sparse * cfg->emb_dim;
+    for (int32_t blk = 0; blk < n; blk++)
+        widest = dlrm_block_out_width(shape, blk) > widest ? dlrm_block_out_width(shape, blk) : widest;
+    float *in = calloc((size_t)(b * widest), sizeof *in), *out = calloc((size_t)(b * widest), sizeof *out);
+    float *dout = calloc((size_t)(b * widest), sizeof *dout), *din = calloc((size_t)(b * widest), sizeof *din);
+    float *pooled = calloc((size_t)(b * pw), sizeof *pooled), *dpool = calloc((size_t)(b * pw), sizeof *dpool);
+    int ok = in && out && dout && din && pooled && dpool;
+    for (int64_t i = 0; ok && i < b * widest; i++) /* small values, no NaN or denormals on the way */
+        in[i] = dout[i] = 0.01f * (float)((i * 7) % 13 - 6);
+    for (int32_t blk = 0; ok && blk < n; blk++) {
+        dlrm *m = NULL;
+        memset(held, 0, (size_t)n);
+        held[blk] = 1;
+        ok = dlrm_create_part(cfg, held, &m, NULL, 0) == 0;
+        if (ok) { /* timed with the model's thread counts; the first pass warms up */
+            dlrm_set_threads(m, bc->threads, bc->blas_threads);
+            time_block(m, blk, b, in, pooled, out, dout, din, dpool);
+            cost[blk] = time_block(m, blk, b, in, pooled, out, dout, din, dpool);
+        }
+        dlrm_destroy(m);
+    }
+    dlrm_destroy(shape);
+    free(held), free(in), free(out), free(dout), free(din), free(pooled), free(dpool);
+    return ok ? 0 : -1;
+}
+
+int64_t pipe_block_bytes(const dlrm *m, int32_t blk, int32_t micro_batch, int32_t state_floats, int32_t in_flight)
+{
+    int64_t off, len;
+    dlrm_block_params(m, blk, &off, &len);
+    return 4 * (len * (2 + (int64_t)state_floats) +
+                dlrm_block_kept_floats(m, blk) * (int64_t)micro_batch * (in_flight > 0 ? in_flight : 1));
+}
+
+/* cost[blk]: the bytes a stage holds for block blk (pipe_block_bytes). */
+static int size_blocks(const dlrm_config *cfg, const pipe_balance_config *bc, int32_t n, double *cost)
+{
+    dlrm *shape = NULL;
+    uint8_t *held = calloc((size_t)n, 1);
+    int ok = held && dlrm_create_part(cfg, held, &shape, NULL, 0) == 0;
+    for (int32_t blk = 0; ok && blk < n; blk++)
+        cost[blk] = (double)pipe_block_bytes(shape, blk, bc->micro_batch, bc->state_floats, bc->in_flight);
+    dlrm_destroy(shape);
+    free(held);
+    return ok ? 0 : -1;
+}
+
+int pipe_balance(const dlrm_config *cfg, const pipe_balance_config *bc, ember_world *w, int32_t *cuts, double *cost,
+                 char *err, size_t errlen)
+{
+    const int32_t n = dlrm_config_blocks(cfg), P = bc->pieces, b = bc->micro_batch;
+    if (P < 1 || P > n || P > PIPE_MAX_PIECES || b < 1) {
+        snprintf(err, errlen, "pipeline: %d pieces of a model of %d blocks", (int)P, (int)n);
+        return EMBER_EINVAL;
+    }
+    double *c = calloc((size_t)n, sizeof *c), *best = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *best);
+    int32_t *from = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *from);
+    int ok = c && best && from;
+    if (ok && (!w || w->rank == 0))
+        ok = (bc->by_memory ? size_blocks(cfg, bc, n, c) : time_blocks(cfg, bc, n, c)) == 0;
+    int64_t okv = ok;
+    if ((w && ember_comm_bcast(w, &okv, sizeof okv, 0) != EMBER_OK) || !okv || !ok) {
+        free(c), free(best), free(from);
+        snprintf(err, errlen, "pipeline: measuring the blocks failed (out of memory or communication)");
+        return EMBER_EINVAL;
+    }
+    if (w && ember_comm_bcast(w, c, (int64_t)n * (int64_t)sizeof *c, 0) != EMBER_OK) {
+        free(c), free(best), free(from);
+        snprintf(err, errlen, "pipeline: sending the blocks' costs failed");
+        return EMBER_EINVAL;
+    }
+    /* best[i][q]: the costliest piece's cost for blocks 0 .. i-1 in q pieces */
+#define BEST(i, q) best[(size_t)(i) * (size_t)(P + 1) + (size_t)(q)]
+#define FROM(i, q) from[(size_t)(i) * (size_t)(P + 1) + (size_t)(q)]
+    for (int32_t i = 0; i <= n; i++)
+        for (int32_t q = 0; q <= P; q++)
+            BEST(i, q) = 1e300;
+    BEST(0, 0) = 0;
+    for (int32_t q = 1; q <= P; q++)
+        for (int32_t i = q; i <= n; i++) {
+            double piece = 0;
+            for (int32_t j = i - 1; j >= q - 1; j--) { /* the last piece is blocks j .. i-1 */
+                piece += c[j];
+                double worst = BEST(j, q - 1) > piece ? BEST(j, q - 1) : piece;
+                if (worst < BEST(i, q)) {
+                    BEST(i, q) = worst;
+                    FROM(i, q) = j;
+                }
+            }
+        }
+    for (int32_t q = P, i = n; q > 1; q--) {
+        i = FROM(i, q);
+        cuts[q - 2] = i;
+    }
+#undef BEST
+#undef FROM
+    if (cost)
+        memcpy(cost, c, (size_t)n * sizeof *c);
+    free(c), free(best), free(from);
+    return 0;
+}
