@@ -8,7 +8,10 @@
 # per rank:
 #   1 rank unpipelined, 2 ranks in 2 stages, 4 ranks in 4 stages (1f1b; the
 #   cuts of the balance rule by time and by memory), and 2 ranks data
-#   parallel for scale.
+#   parallel for scale.  The pipelined runs also carry a budget,
+#   train.dense_memory_mb = 24 (parameters, gradients and Adam's state: 33.3
+#   MiB whole), which refuses the unpipelined model: that refusal is a line
+#   too.
 # Every pipelined run has one replica group, so its global batch is the
 # one-rank run's: the same model, the same AUC.  Per run one JSON line to
 # OUT (default bench/out/pipeline_memory.jsonl): the start event's
@@ -36,11 +39,14 @@ train="steps = $steps; micro_batch = 256; accumulate = 8; eval_every = 0; eval_s
 cfg() { # $1: name, $2: extra train settings
     printf '%s\ntrain = { %s %s };\n' "$model" "$train" "$2" >"$work/$1.cfg"
 }
+cap='dense_memory_mb = 24;'
 cfg one ''
-cfg s2 'pipeline = { stages = 2; };'
-cfg s2m 'pipeline = { stages = 2; balance = "memory"; };'
-cfg s4 'pipeline = { stages = 4; };'
-cfg s4m 'pipeline = { stages = 4; balance = "memory"; };'
+cfg capped "$cap"
+cfg s2 "$cap pipeline = { stages = 2; };"
+cfg s2base 'pipeline = { stages = 2; };' # an EMBER_BASE build may not know the budget
+cfg s2m "$cap pipeline = { stages = 2; balance = \"memory\"; };"
+cfg s4 "$cap pipeline = { stages = 4; };"
+cfg s4m "$cap pipeline = { stages = 4; balance = \"memory\"; };"
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1
 run() { # $1: label, $2: ranks, $3: config, $4: the ember binary
     (cd "$work" && mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$2" "$4" train \
@@ -58,10 +64,15 @@ print(json.dumps({"bench": "pipeline_memory", "run": sys.argv[2], "ranks": int(s
 PY
 }
 run "1 rank" 1 one "$ember"
+# the budget refuses the whole model, before anything is allocated
+(cd "$work" && "$ember" train --config "$work/capped.cfg" --threads 1 --json >/dev/null 2>"$work/err") &&
+    { echo "the budget did not refuse the unpipelined model" >&2; exit 1; }
+python3 -c 'import json,sys; print(json.dumps({"bench": "pipeline_memory", "run": "1 rank, dense_memory_mb = 24", "refused": open(sys.argv[1]).read().strip()}))' \
+    "$work/err" >>"$out"
 run "2 ranks, data parallel" 2 one "$ember"
 for round in 1 2; do
     run "2 stages, balance time" 2 s2 "$ember"
-    [ -n "$base" ] && run "2 stages, balance time (EMBER_BASE)" 2 s2 "$base"
+    [ -n "$base" ] && run "2 stages, balance time (EMBER_BASE)" 2 s2base "$base"
 done
 run "2 stages, balance memory" 2 s2m "$ember"
 run "4 stages, balance time" 4 s4 "$ember"
@@ -74,6 +85,9 @@ whole = one["params"][0] + one["state"][0]
 print("| run | cuts | params + state per rank, MB | ÷ 1 rank | kept activations, MB | peak RSS, MB | samples/s | AUC |")
 print("|---|---|---|---|---|---|---:|---|")
 for r in rows:
+    if "refused" in r:
+        print("| %s | refused: %s |" % (r["run"], r["refused"]))
+        continue
     m = r["dense_bytes_per_rank"] or {"params": [0], "state": [0], "activations": [0]}
     ps = [p + s for p, s in zip(m["params"], m["state"])]
     cuts = r["pipeline"].get("cuts", "?") if r["pipeline"] else "–"

@@ -1181,6 +1181,19 @@ model = { interaction = "dcn"; dcn = { layers = 2; rank = 8; }; activation = "si
     expect_status 0 "$EMBER" export "$TMP/pl1" "$TMP/plb1" --quantize fp32 || return 1
     expect_status 0 "$EMBER" export "$TMP/plp" "$TMP/plbp" --quantize fp32 || return 1
     cmp -s "$TMP/plb1/dense.params" "$TMP/plbp/dense.params" || { echo "exported dense models differ"; return 1; }
+    # evaluations, early stopping and keep_best judge the pipelined evaluation as the unpipelined one
+    local judged='keep_best = true; early_stop = { patience = 2; metric = "logloss"; };'
+    printf '%s\ntrain = { %s %s };\n' "$tables" "${train/eval_every = 0;/eval_every = 3;}" "$judged" >"$TMP/plj.cfg"
+    printf '%s\ntrain = { %s %s pipeline = { stages = 2; }; };\n' "$tables" "${train/eval_every = 0;/eval_every = 3;}" \
+        "$judged" >"$TMP/ppj.cfg"
+    rm -rf "$TMP/plj" "$TMP/ppj"
+    expect_status 0 "$EMBER" train --config "$TMP/plj.cfg" --json --checkpoint-dir "$TMP/plj" || return 1
+    local verdict1 verdictp
+    verdict1=$(grep '"event":"summary"' "$TMP/out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(d["auc"], d["logloss"], d["best_step"], d["stopped_early"], d["steps"])')
+    expect_status 0 mpi2 train --config "$TMP/ppj.cfg" --json --checkpoint-dir "$TMP/ppj" || return 1
+    verdictp=$(grep '"event":"summary"' "$TMP/out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(d["auc"], d["logloss"], d["best_step"], d["stopped_early"], d["steps"])')
+    [ "$verdictp" = "$verdict1" ] || { echo "judged: pipelined $verdictp, unpipelined $verdict1"; return 1; }
+    [ "$(digests "$TMP/ppj/best")" = "$(digests "$TMP/plj/best")" ] || { echo "keep_best: other best checkpoints"; return 1; }
     # a cut between the two cross layers (blocks: bottom 0-1, interaction 2, cross 3-4, top 5-7, logit 8),
     # and the cuts of the memory balance
     for extra in 'cuts = [4];' 'balance = "memory";'; do
