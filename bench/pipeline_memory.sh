@@ -3,13 +3,13 @@
 # unpipelined model (docs/PERFORMANCE.md, "Pipeline stages: memory per
 # rank"): `ember train` on the built-in task (13 dense features, 8 sparse of
 # dim 16) with a wide DCN model (bottom 512-256-16, six full-rank cross
-# layers over the 144-wide concat, eight top layers of 512: 2.18M dense
-# parameters, 20 blocks), Adam, micro-batches of 256, 8 per step, one thread
+# layers over the 144-wide concat, nine top layers of 1024: 8.8M dense
+# parameters, 20 blocks), Adam, micro-batches of 64, 8 per step, one thread
 # per rank:
 #   1 rank unpipelined, 2 ranks in 2 stages, 4 ranks in 4 stages (1f1b; the
 #   cuts of the balance rule by time and by memory), and 2 ranks data
 #   parallel for scale.  The pipelined runs also carry a budget,
-#   train.dense_memory_mb = 24 (parameters, gradients and Adam's state: 33.3
+#   train.dense_memory_mb = 72 (parameters, gradients and Adam's state: 134.5
 #   MiB whole), which refuses the unpipelined model: that refusal is a line
 #   too.
 # Every pipelined run has one replica group, so its global batch is the
@@ -21,7 +21,10 @@
 # With EMBER_BASE=/path/to/another/ember the 2-stage runs alternate with
 # that build, two rounds (its step time beside this one's).  Four ranks
 # oversubscribe a 2-core machine: their times say nothing, their bytes do.
-# STEPS per run (default 40): about 3 minutes.
+# STEPS per run (default 40): about 5 minutes.  TOP (the top layers' widths,
+# default nine of 1024), MICRO_BATCH (64) and CAP_MB (72) give another
+# model: TOP=512,512,512,512,512,512,512,512 MICRO_BATCH=256 CAP_MB=24 is one
+# whose activations weigh as much as its parameters.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 steps="${1:-40}"
@@ -32,14 +35,14 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$(dirname "$out")"
 : >"$out"
-model='model = { interaction = "dcn"; dcn = { layers = 6; rank = 0; }; bottom = [512, 256, 16];
-  top = [512, 512, 512, 512, 512, 512, 512, 512]; };'
-train="steps = $steps; micro_batch = 256; accumulate = 8; eval_every = 0; eval_samples = 16384;
+top="${TOP:-1024,1024,1024,1024,1024,1024,1024,1024,1024}"
+model="model = { interaction = \"dcn\"; dcn = { layers = 6; rank = 0; }; bottom = [512, 256, 16]; top = [${top//,/, }]; };"
+train="steps = $steps; micro_batch = ${MICRO_BATCH:-64}; accumulate = 8; eval_every = 0; eval_samples = 16384;
   optimizer = { kind = \"adam\"; }; metrics = \"\"; plot = \"\";"
 cfg() { # $1: name, $2: extra train settings
     printf '%s\ntrain = { %s %s };\n' "$model" "$train" "$2" >"$work/$1.cfg"
 }
-cap='dense_memory_mb = 24;'
+cap="dense_memory_mb = ${CAP_MB:-72};"
 cfg one ''
 cfg capped "$cap"
 cfg s2 "$cap pipeline = { stages = 2; };"
@@ -67,8 +70,8 @@ run "1 rank" 1 one "$ember"
 # the budget refuses the whole model, before anything is allocated
 (cd "$work" && "$ember" train --config "$work/capped.cfg" --threads 1 --json >/dev/null 2>"$work/err") &&
     { echo "the budget did not refuse the unpipelined model" >&2; exit 1; }
-python3 -c 'import json,sys; print(json.dumps({"bench": "pipeline_memory", "run": "1 rank, dense_memory_mb = 24", "refused": open(sys.argv[1]).read().strip()}))' \
-    "$work/err" >>"$out"
+python3 -c 'import json,sys; print(json.dumps({"bench": "pipeline_memory", "run": "1 rank, " + sys.argv[2].rstrip(";"), "refused": open(sys.argv[1]).read().strip()}))' \
+    "$work/err" "$cap" >>"$out"
 run "2 ranks, data parallel" 2 one "$ember"
 for round in 1 2; do
     run "2 stages, balance time" 2 s2 "$ember"

@@ -331,8 +331,10 @@ static int32_t random_ranges(test_rng *r, int64_t full, int64_t *ranges, int64_t
 /* The dense model saved in pieces (rank blobs dense.ranges, dense.params,
  * dense.optim: a random cut of the vector dealt to random ranks, some with
  * none) or whole (the shared blobs), then read by every rank over random
- * ranges: the vector's own values and state.  drop: the piece of the first
- * rank holding one is left out, so a whole read must fail. */
+ * ranges: the vector's own values and state.  drop 1: the first piece is
+ * left out, so a whole read must fail; drop 2: the first piece is saved
+ * twice, by its owner and the next rank (overlapping pieces: the same rank
+ * twice in a world of one), so every read must fail. */
 static void dense_pieces(test_rng *master, const char *dir, int t, int whole, int drop)
 {
     const int64_t full = (int64_t)test_range(master, 1, 3000);
@@ -342,14 +344,17 @@ static void dense_pieces(test_rng *master, const char *dir, int t, int whole, in
     float *v = malloc((size_t)(full * (1 + floats)) * sizeof *v); /* params, then each state vector */
     test_fill(master, v, full * (1 + floats), -1, 1);
     /* the pieces: consecutive ranges of random length, each to a random rank */
-    int64_t *mine = malloc((size_t)(2 * full + 2) * sizeof *mine), held = 0, first_owner = -1;
+    int64_t *mine = malloc((size_t)(2 * full + 4) * sizeof *mine), held = 0, first_owner = -1;
     int32_t nm = 0;
     for (int64_t at = 0; at < full;) {
         const int64_t len = 1 + (int64_t)test_range(master, 0, (uint64_t)(full - at));
         const int32_t owner = (int32_t)test_range(master, 0, (uint64_t)W);
-        if (first_owner < 0)
+        const int first = first_owner < 0;
+        if (first)
             first_owner = owner;
-        if (owner == mpi_rank_ && !(drop && owner == first_owner))
+        if (first && drop == 2 && mpi_rank_ == (owner + 1) % W) /* a second copy of the first piece */
+            mine[2 * nm] = at, mine[2 * nm + 1] = len, nm++, held += len;
+        if (owner == mpi_rank_ && !(drop == 1 && first))
             mine[2 * nm] = at, mine[2 * nm + 1] = len, nm++, held += len;
         at += len;
     }
@@ -385,9 +390,12 @@ static void dense_pieces(test_rng *master, const char *dir, int t, int whole, in
             ranges[0] = 0, ranges[1] = full, want = full; /* a whole model, as the predictor reads it */
         float *got = malloc((size_t)(want * (1 + floats) + 1) * sizeof *got);
         st = ckpt_dense_read(ck, full, floats, ranges, n, got, got + want, err, sizeof err);
-        if (drop && first_owner >= 0 && rep == 0) {
+        if (drop == 1 && rep == 0) {
             MCHECK(st == EMBER_EFORMAT && strstr(err, "of the ") && strstr(err, " parameters asked for are in its pieces"),
                    "a missing piece: status %d, '%s'", st, err);
+        } else if (drop == 2) {
+            MCHECK(st == EMBER_EFORMAT && (strstr(err, "pieces of two ranks overlap") || strstr(err, "malformed")),
+                   "overlapping pieces: status %d, '%s'", st, err);
         } else if (!drop) {
             MCHECK(st == 0, "read %d ranges: %s", n, err);
             for (int64_t k = 0, at = 0; st == 0 && k <= floats; k++)
@@ -434,8 +442,8 @@ int main(int argc, char **argv)
     test_rng master = {seed};
     for (int t = 0; t < 8; t++)
         trial(&master, t, dir);
-    for (int t = 0; t < 6; t++)
-        dense_pieces(&master, dir, t, t % 3 == 2, t % 3 == 1);
+    for (int t = 0; t < 8; t++) /* pieces, a piece missing, whole, pieces overlapping */
+        dense_pieces(&master, dir, t, t % 4 == 2, t % 4 == 1 ? 1 : t % 4 == 3 ? 2 : 0);
     MPI_Barrier(MPI_COMM_WORLD);
     if (mpi_rank_ == 0)
         ckpt_rm_tree(dir);

@@ -188,21 +188,37 @@ static void pipelined(const dlrm_config *c, const data *d, const ref_run *ref, e
 
 /* The slowest piece of the best split of cost[0 .. n) into q pieces, by
  * trying every split (n is small here). */
-static double brute_best(const double *cost, int32_t n, int32_t q)
+static double brute_best(const double *cost, const double *limit, double bound, int32_t n, int32_t q)
 {
     if (q == 1) {
-        double sum = 0;
+        double sum = 0, lim = 0;
         for (int32_t i = 0; i < n; i++)
-            sum += cost[i];
-        return sum;
+            sum += cost[i], lim += limit ? limit[i] : 0;
+        return lim <= bound ? sum : HUGE_VAL;
     }
-    double best = 1e300, first = 0;
+    double best = HUGE_VAL, first = 0, lim = 0;
     for (int32_t i = 1; i <= n - (q - 1); i++) { /* the first piece is blocks 0 .. i-1 */
         first += cost[i - 1];
-        double rest = brute_best(cost + i, n - i, q - 1), worst = first > rest ? first : rest;
+        lim += limit ? limit[i - 1] : 0;
+        if (lim > bound)
+            break;
+        double rest = brute_best(cost + i, limit ? limit + i : NULL, bound, n - i, q - 1);
+        double worst = first > rest ? first : rest;
         best = worst < best ? worst : best;
     }
     return best;
+}
+
+/* The largest piece's sum of cost[] under the cuts. */
+static double piece_max(const double *cost, int32_t n, const int32_t *cuts, int32_t P)
+{
+    double worst = 0, piece = 0;
+    for (int32_t blk = 0, j = 0; blk < n; blk++) {
+        if (j < P - 1 && blk == cuts[j])
+            worst = piece > worst ? piece : worst, piece = 0, j++;
+        piece += cost[blk];
+    }
+    return piece > worst ? piece : worst;
 }
 
 static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const ref_run *ref, ember_world *stages,
@@ -228,9 +244,10 @@ static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const 
                         prev = pc.cuts[j] = prev + 1 + (int32_t)test_range(r, 0, (uint64_t)room);
                     }
                 }
-                if (cut == 2) { /* the balance rule: optimal for its costs, the same everywhere; by time
-                                   or (every other configuration) by memory */
-                    double cost[DENSE_MAX_BLOCKS];
+                if (cut == 2) { /* the balance rule: optimal for its costs, the same everywhere; by memory
+                                   (every other configuration) or by time, whose cuts keep within the slack of
+                                   the fastest split and are the leanest in bytes among such */
+                    double cost[DENSE_MAX_BLOCKS], bytes[DENSE_MAX_BLOCKS];
                     char err2[256] = "";
                     const int by_memory = (sched + rec) % 2;
                     pipe_balance_config bc = {by_memory, d->b, P, 1, 1, (int32_t)test_range(r, 0, 3),
@@ -242,25 +259,30 @@ static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const 
                     dlrm *shape = NULL;
                     uint8_t none[DENSE_MAX_BLOCKS] = {0};
                     MCHECK(dlrm_create_part(c, none, &shape, err2, sizeof err2) == 0, "%s", err2);
-                    for (int32_t blk = 0; by_memory && shape && blk < nblocks; blk++) {
+                    for (int32_t blk = 0; shape && blk < nblocks; blk++) {
                         int64_t off, len;
                         dlrm_block_params(shape, blk, &off, &len);
-                        const double want = 4.0 * ((double)len * (2 + bc.state_floats) +
-                                                   (double)dlrm_block_kept_floats(shape, blk) * d->b * bc.in_flight);
-                        MCHECK(cost[blk] == want, "memory balance: block %d costs %g bytes, want %g", blk, cost[blk],
-                               want);
+                        bytes[blk] = 4.0 * ((double)len * (2 + bc.state_floats) +
+                                            (double)dlrm_block_kept_floats(shape, blk) * d->b * bc.in_flight);
+                        MCHECK(!by_memory || cost[blk] == bytes[blk], "memory balance: block %d costs %g bytes, want "
+                               "%g", blk, cost[blk], bytes[blk]);
                     }
                     dlrm_destroy(shape);
                     pc.num_cuts = P - 1;
-                    double worst = 0, piece = 0;
-                    for (int32_t blk = 0, j = 0; blk < nblocks; blk++) {
-                        if (j < P - 1 && blk == pc.cuts[j])
-                            worst = piece > worst ? piece : worst, piece = 0, j++;
-                        piece += cost[blk];
+                    const double worst = piece_max(cost, nblocks, pc.cuts, P);
+                    const double fastest = brute_best(cost, NULL, HUGE_VAL, nblocks, P);
+                    if (by_memory) {
+                        MCHECK(worst <= fastest * (1 + 1e-12), "balanced cuts: largest piece %g, best %g", worst,
+                               fastest);
+                    } else {
+                        const double bound = fastest * (1 + PIPE_TIME_SLACK);
+                        const double lean = brute_best(bytes, cost, bound * (1 + 1e-12), nblocks, P);
+                        MCHECK(worst <= bound * (1 + 1e-9), "balanced cuts: slowest piece %g, fastest %g", worst,
+                               fastest);
+                        MCHECK(piece_max(bytes, nblocks, pc.cuts, P) <= lean * (1 + 1e-12),
+                               "balanced cuts: largest piece %g bytes, leanest within the slack %g",
+                               piece_max(bytes, nblocks, pc.cuts, P), lean);
                     }
-                    worst = piece > worst ? piece : worst;
-                    MCHECK(worst <= brute_best(cost, nblocks, P) * (1 + 1e-12), "balanced cuts: slowest piece %g, best %g",
-                           worst, brute_best(cost, nblocks, P));
                     for (int32_t j = 0; j < P - 1; j++)
                         MCHECK(pc.cuts[j] > (j ? pc.cuts[j - 1] : 0) && pc.cuts[j] < nblocks, "cut %d at %d", j,
                                pc.cuts[j]);

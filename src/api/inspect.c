@@ -26,6 +26,7 @@ static json_t *known_blob(const char *name, const void *p, int64_t bytes, char *
 {
     text[0] = '\0';
     json_t *j = NULL;
+    ckpt_dense_ranges r;
     if (!strcmp(name, "train.state") && bytes == 64) {
         int64_t v[8];
         memcpy(v, p, sizeof v);
@@ -43,19 +44,11 @@ static json_t *known_blob(const char *name, const void *p, int64_t bytes, char *
         }
         j = json_pack("{sIso}", "floats", (json_int_t)(bytes / 4), "norm", num(sqrt(ss)));
         snprintf(text, n, "%lld floats, L2 norm %.6g", (long long)(bytes / 4), sqrt(ss));
-    } else if (!strcmp(name, CKPT_DENSE_RANGES) && bytes >= 40 && bytes % 8 == 0) {
-        int64_t v[5];
-        memcpy(v, p, sizeof v);
-        int64_t held = 0;
-        for (int64_t i = 0; i < v[4] && 40 + 16 * (i + 1) <= bytes; i++) {
-            int64_t len;
-            memcpy(&len, (const char *)p + 40 + 16 * i + 8, sizeof len);
-            held += len;
-        }
-        j = json_pack("{sIsIsIsI}", "ranges", (json_int_t)v[4], "params", (json_int_t)held, "whole_params",
-                      (json_int_t)v[2], "state_floats", (json_int_t)v[3]);
-        snprintf(text, n, "%lld range%s: %lld of the model's %lld dense parameters", (long long)v[4],
-                 v[4] == 1 ? "" : "s", (long long)held, (long long)v[2]);
+    } else if (!strcmp(name, CKPT_DENSE_RANGES) && ckpt_dense_ranges_parse(p, bytes, &r) == 0) {
+        j = json_pack("{sIsIsIsI}", "ranges", (json_int_t)r.n, "params", (json_int_t)r.held, "whole_params",
+                      (json_int_t)r.full, "state_floats", (json_int_t)r.floats);
+        snprintf(text, n, "%lld range%s: %lld of the model's %lld dense parameters", (long long)r.n,
+                 r.n == 1 ? "" : "s", (long long)r.held, (long long)r.full);
     } else if (!strcmp(name, "data.position") && bytes == 48) {
         int64_t v[6];
         memcpy(v, p, sizeof v);
@@ -102,10 +95,16 @@ int ember_checkpoint_dense_summary(const ember_checkpoint *ck, ember_dense_summa
         return ckpt_fail(ck, EMBER_EFORMAT, "checkpoint %s: no dense model (blob \"train.state\": not saved by "
                          "ember train?)", ember_checkpoint_path(ck));
     memcpy(v, st, sizeof v);
+    /* the parameters train.state says, which the dense blobs must agree with before anything is allocated */
     const int64_t full = v[4];
-    if (full < 0 || v[6] < 0 || (full > 0 && v[6] % full) || (full == 0 && v[6]) || (full > 0 && v[6] / full > 64))
+    int64_t pbytes = -1, pfull;
+    int32_t pfloats;
+    const int whole = ember_checkpoint_blob(ck, -1, "dense.params", &pbytes) != NULL;
+    const int agree = whole ? pbytes == full * 4 : ckpt_dense_pieces(ck, &pfull, &pfloats) && pfull == full;
+    if (full <= 0 || full > CKPT_DENSE_MAX_PARAMS || !agree || v[6] < 0 || v[6] % full || v[6] / full > 64)
         return ckpt_fail(ck, EMBER_EFORMAT, "checkpoint %s: blob \"train.state\": %lld parameters with %lld "
-                         "optimizer floats", ember_checkpoint_path(ck), (long long)full, (long long)v[6]);
+                         "optimizer floats, not what its dense blobs hold", ember_checkpoint_path(ck), (long long)full,
+                         (long long)v[6]);
     const int32_t floats = full > 0 ? (int32_t)(v[6] / full) : 0;
     float *params = malloc((size_t)(full + 1) * sizeof *params);
     float *state = malloc((size_t)(floats * full + 1) * sizeof *state);
@@ -123,10 +122,8 @@ int ember_checkpoint_dense_summary(const ember_checkpoint *ck, ember_dense_summa
     double ss = 0;
     for (int64_t i = 0; i < full; i++)
         ss += (double)params[i] * params[i];
-    int64_t pfull;
-    int32_t pfloats;
     out->pieces = 0;
-    if (ckpt_dense_pieces(ck, &pfull, &pfloats))
+    if (!whole)
         for (int32_t r = 0; r < ember_checkpoint_world(ck); r++) {
             int64_t b = 0;
             out->pieces += ember_checkpoint_blob(ck, r, CKPT_DENSE_RANGES, &b) && b > 0;

@@ -163,8 +163,8 @@ static void fill_summary(ember_plan *p, const plan_options *po, int64_t B, int64
 
 /* The dense model's bytes per stage (model_plan_memory), for a world of W:
  * the train settings as the trainer reads them (none, stages 0, for a
- * model the trainer would refuse). */
-static int plan_dense(ember_plan *p, int32_t W, char *err, size_t n)
+ * model, stages or cuts the trainer would refuse). */
+static void plan_dense(ember_plan *p, int32_t W)
 {
     const cfg_train *t = &p->cf->train;
     const int32_t S = t->pipe_stages > 1 ? t->pipe_stages : 1;
@@ -172,17 +172,18 @@ static int plan_dense(ember_plan *p, int32_t W, char *err, size_t n)
                        t->pipe_schedule, t->pipe_virtual, t->pipe_recompute, t->pipe_num_cuts, {0},
                        t->pipe_balance_memory};
     memcpy(mc.pipe_cuts, t->pipe_cuts, sizeof mc.pipe_cuts);
-    if (dlrm_memory_bytes(&t->model, NULL, 1, 0) < 0)
-        return EMBER_OK; /* no dense model to speak of: no stages */
+    if (dlrm_memory_bytes(&t->model, NULL, 1, 0) < 0 || W % S)
+        return; /* no dense model the trainer would make here: no stages */
+    char derr[300];
     for (int32_t s = 0; s < S; s++) {
         model_memory m;
-        int st = model_plan_memory(&mc, &t->model, s, W / S > 0 ? W / S : 1, &m, err, n);
-        if (st != EMBER_OK)
-            return st;
+        if (model_plan_memory(&mc, &t->model, s, W / S, &m, derr, sizeof derr) != EMBER_OK) {
+            p->dense[0].stages = 0; /* cuts the trainer would refuse (it says why) */
+            return;
+        }
         p->dense[s] = (ember_plan_dense){S, mc.pipe_num_cuts, {0}, m.params, m.grads, m.state, m.activations};
         memcpy(p->dense[s].cuts, mc.pipe_cuts, sizeof p->dense[s].cuts);
     }
-    return EMBER_OK;
 }
 
 /* Everything after the config is read.  EMBER_OK, or a status with err. */
@@ -211,8 +212,10 @@ static int plan_config(ember_plan *p, const ember_plan_config *c, char *err, siz
         goto done;
     plan_workload w = {&cf->coll, B, pooling, weighted, st};
     int64_t horizon = c->horizon ? c->horizon : cf->train.steps > 0 ? cf->train.steps : 1;
-    if ((rc = make(p, &w, &po, horizon, err, n)) == EMBER_OK && (rc = plan_dense(p, po.world, err, n)) == EMBER_OK)
+    if ((rc = make(p, &w, &po, horizon, err, n)) == EMBER_OK) {
+        plan_dense(p, po.world);
         fill_summary(p, &po, B, horizon);
+    }
 done:
     free(st);
     free(pooling);

@@ -35,6 +35,19 @@
  * memory. */
 int64_t *ckpt_dense_ranges_blob(int64_t full, int32_t floats, const int64_t *ranges, int32_t n, int64_t *bytes);
 
+/* A "dense.ranges" blob read: 0 and *out when it is well formed (the
+ * magic and version, 0 <= floats <= 64, 0 < full <= CKPT_DENSE_MAX_PARAMS,
+ * n pairs that fill the blob exactly, increasing, not overlapping and
+ * inside [0, full)); -1 otherwise.  out->pairs points into the blob (read
+ * it with memcpy: a blob sits at any byte offset). */
+#define CKPT_DENSE_MAX_PARAMS ((int64_t)1 << 40)
+typedef struct ckpt_dense_ranges {
+    int64_t full, n, held;  /* the whole model's parameters; ranges; their sum */
+    int32_t floats;
+    const void *pairs;      /* n (off, len) int64 pairs                        */
+} ckpt_dense_ranges;
+int ckpt_dense_ranges_parse(const void *blob, int64_t bytes, ckpt_dense_ranges *out);
+
 /* The n ranges (off, len pairs of the whole vector) of a model of `full`
  * parameters from ck: their parameters into params (one after another)
  * and, when state is not NULL, state vector k's into state + k * sum(len)
@@ -44,8 +57,9 @@ int64_t *ckpt_dense_ranges_blob(int64_t full, int32_t floats, const int64_t *ran
 int ckpt_dense_read(const ember_checkpoint *ck, int64_t full, int32_t floats, const int64_t *ranges, int32_t n,
                     float *params, float *state, char *err, size_t errlen);
 
-/* Whether ck holds its dense model in pieces; the whole model's parameters
- * and state floats as the pieces say (*full -1 when there are none). */
+/* Whether ck holds its dense model in pieces: 1 with the whole model's
+ * parameters and state floats as its first well-formed "dense.ranges"
+ * says, 0 (and *full -1) when there are none. */
 int ckpt_dense_pieces(const ember_checkpoint *ck, int64_t *full, int32_t *floats);
 
 #endif

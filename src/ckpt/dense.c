@@ -40,28 +40,24 @@ static int bad(const ember_checkpoint *ck, char *err, size_t errlen, const char 
     return EMBER_EFORMAT;
 }
 
-/* Rank r's pieces header, checked against the blob's size and full: 0 and
- * *n, *floats, *pairs; 1 when r saved none; -1 when malformed. */
-static int piece_header(const ember_checkpoint *ck, int32_t r, int64_t full, int64_t *n, int32_t *floats,
-                        const void **pairs, int64_t *total)
+int ckpt_dense_ranges_parse(const void *b, int64_t bytes, ckpt_dense_ranges *out)
 {
-    int64_t bytes = 0;
-    const void *b = ember_checkpoint_blob(ck, r, CKPT_DENSE_RANGES, &bytes);
-    if (!b || bytes == 0)
-        return 1;
-    if (bytes < HEADER * 8 || at64(b, 0) != CKPT_DENSE_MAGIC || at64(b, 1) != 1 || at64(b, 3) < 0 ||
-        at64(b, 3) > 64 || at64(b, 4) < 0 || bytes != (HEADER + 2 * at64(b, 4)) * 8 ||
-        (full >= 0 && at64(b, 2) != full))
+    memset(out, 0, sizeof *out);
+    if (!b || bytes < HEADER * 8 || bytes % 8 || at64(b, 0) != CKPT_DENSE_MAGIC || at64(b, 1) != 1)
         return -1;
-    *n = at64(b, 4);
-    *floats = (int32_t)at64(b, 3);
-    *pairs = (const char *)b + HEADER * 8;
-    *total = 0;
-    for (int64_t i = 0; i < *n; i++) {
-        const int64_t off = at64(*pairs, 2 * i), len = at64(*pairs, 2 * i + 1);
-        if (off < 0 || len < 0 || off + len > at64(b, 2))
+    out->full = at64(b, 2);
+    out->floats = (int32_t)at64(b, 3);
+    out->n = at64(b, 4);
+    if (out->full <= 0 || out->full > CKPT_DENSE_MAX_PARAMS || at64(b, 3) < 0 || at64(b, 3) > 64 || out->n < 0 ||
+        out->n != (bytes / 8 - HEADER) / 2 || (bytes / 8 - HEADER) % 2)
+        return -1;
+    out->pairs = (const char *)b + HEADER * 8;
+    for (int64_t i = 0, end = 0; i < out->n; i++) { /* increasing, disjoint, inside the model */
+        const int64_t off = at64(out->pairs, 2 * i), len = at64(out->pairs, 2 * i + 1);
+        if (off < end || len < 0 || len > out->full - off)
             return -1;
-        *total += len;
+        end = off + len;
+        out->held += len;
     }
     return 0;
 }
@@ -72,12 +68,59 @@ int ckpt_dense_pieces(const ember_checkpoint *ck, int64_t *full, int32_t *floats
     *floats = 0;
     for (int32_t r = 0; r < ember_checkpoint_world(ck); r++) {
         int64_t bytes = 0;
+        ckpt_dense_ranges h;
         const void *b = ember_checkpoint_blob(ck, r, CKPT_DENSE_RANGES, &bytes);
-        if (b && bytes >= HEADER * 8) {
-            *full = at64(b, 2);
-            *floats = (int32_t)at64(b, 3);
+        if (ckpt_dense_ranges_parse(b, bytes, &h) == 0) {
+            *full = h.full;
+            *floats = h.floats;
             return 1;
         }
+    }
+    return 0;
+}
+
+static int cmp_off(const void *a, const void *b)
+{
+    const int64_t x = ((const int64_t *)a)[0], y = ((const int64_t *)b)[0];
+    return x < y ? -1 : x > y;
+}
+
+/* Every saving rank's pieces, checked: well formed, of a model of `full`
+ * parameters, and disjoint over the ranks (so that counting what a read
+ * copies proves it found everything).  0, or EMBER_EFORMAT with err. */
+static int check_pieces(const ember_checkpoint *ck, int64_t full, char *err, size_t errlen)
+{
+    int64_t count = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t *all = pass ? malloc((size_t)(2 * count + 2) * sizeof *all) : NULL, k = 0;
+        if (pass && !all)
+            return bad(ck, err, errlen, "out of memory");
+        for (int32_t r = 0; r < ember_checkpoint_world(ck); r++) {
+            int64_t bytes = 0;
+            const void *b = ember_checkpoint_blob(ck, r, CKPT_DENSE_RANGES, &bytes);
+            ckpt_dense_ranges h;
+            if (!b || bytes == 0)
+                continue;
+            if (ckpt_dense_ranges_parse(b, bytes, &h) || h.full != full) {
+                free(all);
+                char what[200];
+                snprintf(what, sizeof what, "rank %d's pieces: a malformed \"%s\" blob, or one of a model of another "
+                         "size", (int)r, CKPT_DENSE_RANGES);
+                return bad(ck, err, errlen, what);
+            }
+            for (int64_t i = 0; pass && i < h.n; i++, k++)
+                all[2 * k] = at64(h.pairs, 2 * i), all[2 * k + 1] = at64(h.pairs, 2 * i + 1);
+            count += pass ? 0 : h.n;
+        }
+        if (!pass)
+            continue;
+        qsort(all, (size_t)count, 2 * sizeof *all, cmp_off);
+        for (int64_t i = 1; i < count; i++)
+            if (all[2 * i] < all[2 * i - 2] + all[2 * i - 1]) {
+                free(all);
+                return bad(ck, err, errlen, "pieces of two ranks overlap");
+            }
+        free(all);
     }
     return 0;
 }
@@ -109,9 +152,12 @@ int ckpt_dense_read(const ember_checkpoint *ck, int64_t full, int32_t floats, co
                     float *params, float *state, char *err, size_t errlen)
 {
     int64_t want = 0;
+    if (full < 0 || full > CKPT_DENSE_MAX_PARAMS)
+        return bad(ck, err, errlen, "more parameters than a model may have");
     for (int32_t i = 0; i < n; i++) {
-        if (ranges[2 * i] < 0 || ranges[2 * i + 1] < 0 || ranges[2 * i] + ranges[2 * i + 1] > full)
-            return bad(ck, err, errlen, "a range outside the model (a bug of the caller)");
+        if (ranges[2 * i] < (i ? ranges[2 * i - 2] + ranges[2 * i - 1] : 0) || ranges[2 * i + 1] < 0 ||
+            ranges[2 * i + 1] > full - ranges[2 * i])
+            return bad(ck, err, errlen, "ranges not increasing or outside the model (a bug of the caller)");
         want += ranges[2 * i + 1];
     }
     int64_t pbytes = 0;
@@ -125,20 +171,23 @@ int ckpt_dense_read(const ember_checkpoint *ck, int64_t full, int32_t floats, co
         }
         return read_whole(ck, pb, full, floats, ranges, n, want, params, state, err, errlen);
     }
+    int st = check_pieces(ck, full, err, errlen);
+    if (st != 0)
+        return st;
     int64_t found = 0;
     for (int32_t r = 0; r < ember_checkpoint_world(ck); r++) {
-        int64_t np = 0, total = 0, bytes = 0, ob = 0;
-        int32_t pf = 0;
-        const void *pairs = NULL;
-        const int h = piece_header(ck, r, full, &np, &pf, &pairs, &total);
-        if (h == 1)
-            continue;
-        const char *src = h == 0 ? ember_checkpoint_blob(ck, r, "dense.params", &bytes) : NULL;
-        const char *ssrc = h == 0 && state && floats > 0 ? ember_checkpoint_blob(ck, r, "dense.optim", &ob) : NULL;
-        const char *why = h < 0 ? "a malformed \"dense.ranges\" blob, or one of a model of another size"
-                          : !src || bytes != total * 4 ? "blob \"dense.params\" of another size than its ranges"
-                          : state && floats > 0 && pf != floats ? "saved with another optimizer (other state floats)"
-                          : state && floats > 0 && (!ssrc || ob != (int64_t)floats * total * 4)
+        int64_t bytes = 0, ob = 0;
+        ckpt_dense_ranges h;
+        const void *rb = ember_checkpoint_blob(ck, r, CKPT_DENSE_RANGES, &bytes);
+        if (ckpt_dense_ranges_parse(rb, bytes, &h))
+            continue; /* none saved here (check_pieces let nothing else through) */
+        const int64_t np = h.n, total = h.held;
+        const void *pairs = h.pairs;
+        const char *src = ember_checkpoint_blob(ck, r, "dense.params", &bytes);
+        const char *ssrc = state && floats > 0 ? ember_checkpoint_blob(ck, r, "dense.optim", &ob) : NULL;
+        const char *why = !src || bytes != total * 4 ? "blob \"dense.params\" of another size than its ranges"
+                          : state && floats > 0 && h.floats != floats ? "saved with another optimizer (other state floats)"
+                          : state && floats > 0 && (!ssrc || ob / 4 / floats != total || ob % (4 * (int64_t)floats))
                               ? "blob \"dense.optim\" of another size than its ranges"
                               : NULL;
         if (why) {
@@ -166,8 +215,8 @@ int ckpt_dense_read(const ember_checkpoint *ck, int64_t full, int32_t floats, co
     }
     if (found != want) {
         char what[200];
-        snprintf(what, sizeof what, "%lld of the %lld parameters asked for are in its pieces%s", (long long)found,
-                 (long long)want, found > want ? " (pieces overlap)" : ": no \"dense.params\" blob holds the rest");
+        snprintf(what, sizeof what, "%lld of the %lld parameters asked for are in its pieces: no \"dense.params\" "
+                 "blob holds the rest", (long long)found, (long long)want);
         return bad(ck, err, errlen, what);
     }
     return 0;

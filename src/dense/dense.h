@@ -79,6 +79,8 @@ typedef struct dlrm dlrm;
  * >= 1, widths in [1, 65536], num_sparse <= 4096; DCN: 1 <= num_cross <=
  * 16, 0 <= cross_rank <= 65536. */
 int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen);
+/* dlrm_create's checks alone: 0, or -1 with the message in err. */
+int dlrm_validate(const dlrm_config *cfg, char *err, size_t errlen);
 /* A part of the model, for a pipeline stage: the parameters (and gradients)
  * of the blocks with held[b] != 0 only (held [dlrm_num_blocks]; NULL: all,
  * as dlrm_create), one vector of them in block order, each element
@@ -127,6 +129,7 @@ int32_t dlrm_block_in_width(const dlrm *m, int32_t b);
 int32_t dlrm_block_out_width(const dlrm *m, int32_t b);
 void dlrm_block_params(const dlrm *m, int32_t b, int64_t *off, int64_t *len);
 int64_t dlrm_block_local(const dlrm *m, int32_t b);
+int32_t dlrm_widest_carry(const dlrm *m); /* the widest block input or output */
 int dlrm_holds(const dlrm *m, int32_t b);
 /* Another model over src's very parameters and gradients (not copied: the
  * two see each other's updates, and both backward passes add into the

@@ -95,7 +95,7 @@ static void init_params(dlrm *m)
 {
     uint64_t key = ember_rng_table_key(m->cfg.seed, DENSE_RNG_NAME);
     for (int32_t L = 0; L < m->nl; L++) {
-        if (!m->held[L < m->nb ? L : L + 1 + m->ncross])
+        if (!m->held[layer_block(m, L)])
             continue;
         int64_t n = (int64_t)m->out[L] * m->in[L];
         float limit = sqrtf(6.0f / (float)(m->in[L] + m->out[L]));
@@ -161,6 +161,7 @@ static void layout(dlrm *m, const dlrm_config *cfg)
     for (int32_t b = 0; b < m->nblocks; b++) {
         int64_t len;
         block_range(m, b, &m->canon[b], &len);
+        m->local[b] = m->canon[b];
         m->held[b] = 1;
     }
 }
@@ -177,11 +178,12 @@ static void hold(dlrm *m, const uint8_t *held)
         int64_t off, len;
         block_range(m, b, &off, &len);
         m->held[b] = held[b] != 0;
+        m->local[b] = m->held[b] ? at : -1;
         const int64_t shift = at - off;
-        const int32_t l = b - m->nb - 1, L = b < m->nb ? b : b - 1 - m->ncross;
+        const int32_t l = block_cross(m, b), L = block_layer(m, b);
         if (b == m->nb || !m->held[b])
             continue; /* the interaction holds nothing; offsets of blocks not held are never read */
-        if (l >= 0 && l < m->ncross) {
+        if (l >= 0) {
             m->c_off[l] += shift;
         } else {
             m->w_off[L] += shift;
@@ -193,9 +195,6 @@ static void hold(dlrm *m, const uint8_t *held)
     m->num_params = at;
 }
 
-/* Whether block b exists and is held. */
-static int held_block(const dlrm *m, int32_t b) { return b >= 0 && b < m->nblocks && m->held[b]; }
-
 /* The activation views of B samples carved from slab (NULL: none, only
  * counted), for the held blocks only: a view is there when a held block
  * writes or reads it.  Returns the floats carved. */
@@ -205,34 +204,34 @@ static int64_t carve_views(dlrm *m, float *slab, int32_t B)
     const int32_t nb = m->nb, top0 = nb + 1 + m->ncross; /* the first top layer's block */
     int any_cross = 0;
     for (int32_t l = 0; l < m->ncross; l++)
-        any_cross |= held_block(m, nb + 1 + l);
+        any_cross |= dlrm_holds(m, nb + 1 + l);
     int64_t at = 0;
 #define CARVE(view, need, floats) \
     ((view) = (need) && slab ? slab + at : NULL, at += (need) ? (int64_t)B * (floats) : 0)
-    CARVE(m->x0, held_block(m, 0), m->cfg.num_dense);
+    CARVE(m->x0, dlrm_holds(m, 0), m->cfg.num_dense);
     for (int32_t L = 0; L < m->nl - 1; L++) { /* layer L's block and the block after it */
-        const int32_t bl = L < nb ? L : L + 1 + m->ncross;
-        CARVE(m->act[L], held_block(m, bl) || held_block(m, bl + 1), m->out[L]);
-        CARVE(m->pre[L], keep && held_block(m, bl), m->out[L]);
+        const int32_t bl = layer_block(m, L);
+        CARVE(m->act[L], dlrm_holds(m, bl) || dlrm_holds(m, bl + 1), m->out[L]);
+        CARVE(m->pre[L], keep && dlrm_holds(m, bl), m->out[L]);
     }
     /* v: the interaction's, every cross layer's x0, and CAT's z (the top's input) */
-    const int vneed = held_block(m, nb) || any_cross ||
-                      (m->cfg.interaction == DENSE_INTERACT_CAT && held_block(m, top0));
+    const int vneed = dlrm_holds(m, nb) || any_cross ||
+                      (m->cfg.interaction == DENSE_INTERACT_CAT && dlrm_holds(m, top0));
     CARVE(m->v, vneed, m->vw);
     CARVE(m->dv, vneed, m->vw);
     if (dot) {
-        CARVE(m->z, held_block(m, nb) || held_block(m, top0), m->width);
-        CARVE(m->dz, held_block(m, nb) || held_block(m, top0), m->width);
+        CARVE(m->z, dlrm_holds(m, nb) || dlrm_holds(m, top0), m->width);
+        CARVE(m->dz, dlrm_holds(m, nb) || dlrm_holds(m, top0), m->width);
     } else if (m->ncross) {
         for (int32_t l = 0; l < m->ncross; l++) { /* x_(l+1) is read by the next cross layer or the top */
             const int32_t bl = nb + 1 + l;
-            CARVE(m->xc[l], held_block(m, bl) || held_block(m, bl + 1), m->vw);
-            CARVE(m->cu[l], held_block(m, bl), m->vw);
-            CARVE(m->ch[l], held_block(m, bl), m->crank);
+            CARVE(m->xc[l], dlrm_holds(m, bl) || dlrm_holds(m, bl + 1), m->vw);
+            CARVE(m->cu[l], dlrm_holds(m, bl), m->vw);
+            CARVE(m->ch[l], dlrm_holds(m, bl), m->crank);
         }
         CARVE(m->cdu, any_cross, m->vw);
         CARVE(m->cdh, any_cross, m->crank);
-        CARVE(m->dz, any_cross || held_block(m, top0), m->vw);
+        CARVE(m->dz, any_cross || dlrm_holds(m, top0), m->vw);
         m->z = m->xc[m->ncross - 1];
     } else {
         m->z = m->v;
@@ -247,6 +246,8 @@ static int64_t carve_views(dlrm *m, float *slab, int32_t B)
 /* Floats of activations per sample (dlrm_reserve's slab); m's views are
  * cleared. */
 static int64_t activation_floats(dlrm *m) { return carve_views(m, NULL, 1); }
+
+int dlrm_validate(const dlrm_config *cfg, char *err, size_t errlen) { return validate(cfg, err, errlen); }
 
 int64_t dlrm_memory_bytes(const dlrm_config *cfg, const uint8_t *held, int32_t batch, int32_t state_floats)
 {
@@ -412,13 +413,14 @@ void dlrm_block_params(const dlrm *m, int32_t b, int64_t *off, int64_t *len)
 
 int dlrm_holds(const dlrm *m, int32_t b) { return b >= 0 && b < m->nblocks && m->held[b]; }
 
-int64_t dlrm_block_local(const dlrm *m, int32_t b)
-{
-    int64_t off, len;
-    if (!dlrm_holds(m, b))
-        return -1;
-    block_range(m, b, &off, &len);
-    return off;
-}
+int64_t dlrm_block_local(const dlrm *m, int32_t b) { return dlrm_holds(m, b) ? m->local[b] : -1; }
 
 int64_t dlrm_full_params(const dlrm *m) { return m->full_params; }
+
+int32_t dlrm_widest_carry(const dlrm *m)
+{
+    int32_t w = m->cfg.num_dense; /* block 0's input; every other input is the block before's output */
+    for (int32_t b = 0; b < m->nblocks; b++)
+        w = dlrm_block_out_width(m, b) > w ? dlrm_block_out_width(m, b) : w;
+    return w;
+}

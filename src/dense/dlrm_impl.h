@@ -31,6 +31,7 @@ struct dlrm {
     int64_t canon[DLRM_BLOCKS];    /* a block's offset in the whole model's
                                       vector; w_off, b_off and c_off are in
                                       the held vector (the same when whole)   */
+    int64_t local[DLRM_BLOCKS];    /* a held block's offset in the held vector */
     float *params, *grads;
     int shares;              /* 1: params and grads are another model's     */
     int32_t threads;         /* dlrm_set_threads; 0: omp_get_max_threads()  */
@@ -62,6 +63,9 @@ static inline int32_t block_cross(const dlrm *m, int32_t b)
 {
     return b > m->nb && b <= m->nb + m->ncross ? b - m->nb - 1 : -1;
 }
+
+/* Layer L's block (block_layer's inverse). */
+static inline int32_t layer_block(const dlrm *m, int32_t L) { return L < m->nb ? L : L + 1 + m->ncross; }
 
 /* Block b's range of the parameter vector, from the offsets as they are
  * (the whole model's before hold()). */

@@ -314,9 +314,4 @@ int model_set_lr_scale(ctr_model *m, float scale)
 
 dense_sync *model_dense_sync(ctr_model *m) { return m->sync; }
 
-int32_t model_stage(const ctr_model *m)
-{
-    return m->pipe ? m->rank % m->cfg.pipe_stages : 0;
-}
-
 ember_world *model_replica_world(ctr_model *m) { return m->replica_world ? m->replica_world : m->world; }

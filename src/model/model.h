@@ -154,10 +154,9 @@ int model_set_lr_scale(ctr_model *m, float scale);
 /* The dense update the model owns (its optimizer state and step for
  * checkpoints: dense_sync.h).  Valid until destroy. */
 struct dense_sync *model_dense_sync(ctr_model *m);
-/* This rank's pipeline stage (0 without stages) and the world its dense
- * update runs over: the ranks of its stage, one per replica group (the
- * whole world without stages).  Rank 0 of it saves the stage's pieces. */
-int32_t model_stage(const ctr_model *m);
+/* The world the dense update runs over: the ranks of this rank's pipeline
+ * stage, one per replica group (the whole world without stages).  Rank 0
+ * of it saves the stage's pieces. */
 ember_world *model_replica_world(ctr_model *m);
 
 #endif

@@ -40,6 +40,8 @@ int model_balance(model_config *cfg, const dlrm_config *mc, ember_world *world, 
 int model_plan_dense(model_config *cfg, const dlrm_config *mc, ember_world *world, uint8_t *held, char *err,
                      size_t errlen)
 {
+    if (dlrm_validate(mc, err, errlen))
+        return EMBER_EFORMAT;
     const int32_t n = dlrm_config_blocks(mc), S = cfg->pipe_stages, size = ember_world_size(world);
     if (S <= 1) {
         memset(held, 1, (size_t)n);
@@ -62,6 +64,8 @@ int model_plan_memory(model_config *cfg, const dlrm_config *mc, int32_t s, int32
                       char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
+    if (dlrm_validate(mc, err, errlen))
+        return EMBER_EFORMAT;
     const int32_t n = dlrm_config_blocks(mc), S = cfg->pipe_stages > 1 ? cfg->pipe_stages : 1;
     uint8_t held[DENSE_MAX_BLOCKS];
     memset(held, 1, sizeof held);

@@ -14,6 +14,7 @@
  * the pooled buffers once; when that fails the forward still runs, on an
  * empty batch, so that every rank makes the same collective call.
  */
+#include "comm/collect.h"
 #include "model/model_impl.h"
 
 int model_predict(ctr_model *m, const ctr_batch *batch, float *prob, char *err, size_t errlen)
@@ -30,10 +31,16 @@ int model_predict(ctr_model *m, const ctr_batch *batch, float *prob, char *err, 
     ember_collection_set_training(m->coll, 0);
     st = ember_forward(m->coll, grown || !m->embeds ? &empty : &batch->sparse, m->pooled, NULL);
     ember_collection_set_training(m->coll, 1);
+    int64_t any = grown || st != EMBER_OK; /* a stage that cannot go on stops its group: pipe_forward is collective */
+    if (m->pipe && ember_comm_reduce_i64(m->stage_world, &any, 1, EMBER_REDUCE_MAX) != EMBER_OK)
+        any = 1;
     if (grown)
         return model_fail(err, errlen, EMBER_ENOMEM, "trainer: out of memory (predict on %d samples)", n);
     if (st != EMBER_OK)
         return model_fail(err, errlen, st, "%s", ember_errmsg(m->coll));
+    if (any)
+        return model_fail(err, errlen, EMBER_ENOMEM, "trainer: another pipeline stage could not predict on %d "
+                          "samples", n);
     const int32_t nd = batch->num_dense;
     if (m->pipe) {
         if ((st = pipe_forward(m->pipe, n, b, batch->dense, m->pooled, prob, err, errlen)) != EMBER_OK)

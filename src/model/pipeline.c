@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/collect.h"
 #include "comm/comm.h"
 #include "model/pipeline.h"
 
@@ -120,9 +121,6 @@ int pipe_create(const pipe_config *cfg, dlrm *model, ember_world *stages, pipeli
         return fail(err, errlen, "pipeline: unknown schedule %d", (int)cfg->schedule);
     if (v > 1 && cfg->schedule != PIPE_INTERLEAVED)
         return fail(err, errlen, "pipeline: %d virtual stages need the interleaved schedule", (int)v);
-    if (P > PIPE_MAX_PIECES || P > nblocks)
-        return fail(err, errlen, "pipeline: %d pieces (stages x virtual stages) for a model of %d blocks", (int)P,
-                    (int)nblocks);
     pipeline *p = calloc(1, sizeof *p);
     if (!p)
         return fail(err, errlen, "pipeline: out of memory");
@@ -564,14 +562,17 @@ int pipe_forward(pipeline *p, int32_t n, int32_t b, const float *dense, const fl
     if (n < 0 || b < 1)
         return fail(err, errlen, "pipeline: %d samples in micro-batches of %d", (int)n, (int)b);
     const int32_t k = (int32_t)(((int64_t)n + b - 1) / b), S = p->S, last = (p->P - 1) % S;
-    int64_t widest = 1;
-    for (int32_t blk = 0; blk < p->nblocks; blk++)
-        widest = dlrm_block_out_width(p->model, blk) > widest ? dlrm_block_out_width(p->model, blk) : widest;
+    const int64_t widest = dlrm_widest_carry(p->model);
     /* a micro-batch's carries in and out, and the sends in flight (two buffers
      * of each: a send's buffer is not reused until it completed) */
     float *buf[3] = {alloc_floats(b * widest), alloc_floats(b * widest), alloc_floats(b * widest)};
     void *req[2] = {NULL, NULL};
-    int st = buf[0] && buf[1] && buf[2] ? EMBER_OK : EMBER_ENOMEM, flip = 0;
+    /* agreed before any message: a rank without its buffers stops every stage, not only itself */
+    int64_t bad = !buf[0] || !buf[1] || !buf[2];
+    int st = ember_comm_reduce_i64(p->w, &bad, 1, EMBER_REDUCE_MAX) != EMBER_OK ? EMBER_ECOMM
+             : bad                                                               ? EMBER_ENOMEM
+                                                                                 : EMBER_OK;
+    int flip = 0;
     for (int32_t m = 0; m < k && st == EMBER_OK; m++) {
         const int32_t rows = n - m * b < b ? n - m * b : b;
         for (int32_t j = p->rank; j < p->P && st == EMBER_OK; j += S) {

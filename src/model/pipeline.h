@@ -119,11 +119,16 @@ void pipe_reset_stats(pipeline *p);
  * cuts that make the costliest of P consecutive pieces as cheap as it can
  * be (the linear-partition dynamic programme), and sends them to every
  * rank: cuts[P - 1], and each block's cost in cost[num_blocks] when cost
- * is not NULL.  The cost is the block's time (its forward and backward on
- * micro_batch samples, the median of 7 after a warm-up, on a part model
- * holding that block alone, with the given thread counts) or its bytes
- * (pipe_block_bytes).  Collective over w (NULL: this process alone).  0,
- * or -1 with err. */
+ * is not NULL.  The cost is the block's bytes (by_memory:
+ * pipe_block_bytes) or its time (its forward and backward on micro_batch
+ * samples, the median of 7 after a warm-up, on a part model holding that
+ * block alone, with the given thread counts).  By time, the cuts are then
+ * those whose slowest piece is within PIPE_TIME_SLACK of the fastest split
+ * and whose largest piece in bytes is the smallest among such: block times
+ * vary from run to run by a few percent, and this keeps that noise from
+ * moving parameters from stage to stage.  Collective over w (NULL: this
+ * process alone).  0, or -1 with err. */
+#define PIPE_TIME_SLACK 0.05
 typedef struct pipe_balance_config {
     int by_memory;                /* 0: time, 1: memory                      */
     int32_t micro_batch, pieces;  /* b, P                                    */

@@ -9,6 +9,7 @@
  * model in one process: the rule runs before a pipeline stage makes its own
  * part, for models no rank could hold whole.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +51,7 @@ static int time_blocks(const dlrm_config *cfg, const pipe_balance_config *bc, in
         free(held);
         return -1;
     }
-    int64_t widest = cfg->num_dense, pw = (int64_t)cfg->num_sparse * cfg->emb_dim;
-    for (int32_t blk = 0; blk < n; blk++)
-        widest = dlrm_block_out_width(shape, blk) > widest ? dlrm_block_out_width(shape, blk) : widest;
+    const int64_t widest = dlrm_widest_carry(shape), pw = (int64_t)cfg->num_sparse * cfg->emb_dim;
     float *in = calloc((size_t)(b * widest), sizeof *in), *out = calloc((size_t)(b * widest), sizeof *out);
     float *dout = calloc((size_t)(b * widest), sizeof *dout), *din = calloc((size_t)(b * widest), sizeof *din);
     float *pooled = calloc((size_t)(b * pw), sizeof *pooled), *dpool = calloc((size_t)(b * pw), sizeof *dpool);
@@ -97,6 +96,47 @@ static int size_blocks(const dlrm_config *cfg, const pipe_balance_config *bc, in
     return ok ? 0 : -1;
 }
 
+/* The linear-partition dynamic programme: the cuts of blocks 0 .. n-1 into
+ * P consecutive pieces that make the largest piece's sum of cost as small
+ * as it can be, among the splits whose every piece's sum of limit (NULL:
+ * none) is at most bound; that smallest largest sum, or HUGE_VAL when no
+ * split keeps to the bound (cuts then untouched).  best and from hold
+ * (n + 1) (P + 1) entries each. */
+static double partition(const double *cost, const double *limit, double bound, int32_t n, int32_t P, int32_t *cuts,
+                        double *best, int32_t *from)
+{
+    /* best[i][q]: the largest piece's cost for blocks 0 .. i-1 in q pieces */
+#define BEST(i, q) best[(size_t)(i) * (size_t)(P + 1) + (size_t)(q)]
+#define FROM(i, q) from[(size_t)(i) * (size_t)(P + 1) + (size_t)(q)]
+    for (int32_t i = 0; i <= n; i++)
+        for (int32_t q = 0; q <= P; q++)
+            BEST(i, q) = HUGE_VAL;
+    BEST(0, 0) = 0;
+    for (int32_t q = 1; q <= P; q++)
+        for (int32_t i = q; i <= n; i++) {
+            double piece = 0, lim = 0;
+            for (int32_t j = i - 1; j >= q - 1; j--) { /* the last piece is blocks j .. i-1 */
+                piece += cost[j];
+                lim += limit ? limit[j] : 0;
+                if (lim > bound)
+                    break; /* longer pieces only grow */
+                double worst = BEST(j, q - 1) > piece ? BEST(j, q - 1) : piece;
+                if (worst < BEST(i, q)) {
+                    BEST(i, q) = worst;
+                    FROM(i, q) = j;
+                }
+            }
+        }
+    const double got = BEST(n, P);
+    for (int32_t q = P, i = n; got < HUGE_VAL && q > 1; q--) {
+        i = FROM(i, q);
+        cuts[q - 2] = i;
+    }
+#undef BEST
+#undef FROM
+    return got;
+}
+
 int pipe_balance(const dlrm_config *cfg, const pipe_balance_config *bc, ember_world *w, int32_t *cuts, double *cost,
                  char *err, size_t errlen)
 {
@@ -105,49 +145,32 @@ int pipe_balance(const dlrm_config *cfg, const pipe_balance_config *bc, ember_wo
         snprintf(err, errlen, "pipeline: %d pieces of a model of %d blocks", (int)P, (int)n);
         return EMBER_EINVAL;
     }
-    double *c = calloc((size_t)n, sizeof *c), *best = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *best);
+    double *c = calloc((size_t)n, sizeof *c), *bytes = calloc((size_t)n, sizeof *bytes);
+    double *best = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *best);
     int32_t *from = calloc((size_t)(n + 1) * (size_t)(P + 1), sizeof *from);
-    int ok = c && best && from;
-    if (ok && (!w || w->rank == 0))
-        ok = (bc->by_memory ? size_blocks(cfg, bc, n, c) : time_blocks(cfg, bc, n, c)) == 0;
+    int ok = c && bytes && best && from && size_blocks(cfg, bc, n, bytes) == 0;
+    if (ok && !bc->by_memory && (!w || w->rank == 0))
+        ok = time_blocks(cfg, bc, n, c) == 0;
     int64_t okv = ok;
     if ((w && ember_comm_bcast(w, &okv, sizeof okv, 0) != EMBER_OK) || !okv || !ok) {
-        free(c), free(best), free(from);
+        free(c), free(bytes), free(best), free(from);
         snprintf(err, errlen, "pipeline: measuring the blocks failed (out of memory or communication)");
         return EMBER_EINVAL;
     }
-    if (w && ember_comm_bcast(w, c, (int64_t)n * (int64_t)sizeof *c, 0) != EMBER_OK) {
-        free(c), free(best), free(from);
+    if (!bc->by_memory && w && ember_comm_bcast(w, c, (int64_t)n * (int64_t)sizeof *c, 0) != EMBER_OK) {
+        free(c), free(bytes), free(best), free(from);
         snprintf(err, errlen, "pipeline: sending the blocks' costs failed");
         return EMBER_EINVAL;
     }
-    /* best[i][q]: the costliest piece's cost for blocks 0 .. i-1 in q pieces */
-#define BEST(i, q) best[(size_t)(i) * (size_t)(P + 1) + (size_t)(q)]
-#define FROM(i, q) from[(size_t)(i) * (size_t)(P + 1) + (size_t)(q)]
-    for (int32_t i = 0; i <= n; i++)
-        for (int32_t q = 0; q <= P; q++)
-            BEST(i, q) = 1e300;
-    BEST(0, 0) = 0;
-    for (int32_t q = 1; q <= P; q++)
-        for (int32_t i = q; i <= n; i++) {
-            double piece = 0;
-            for (int32_t j = i - 1; j >= q - 1; j--) { /* the last piece is blocks j .. i-1 */
-                piece += c[j];
-                double worst = BEST(j, q - 1) > piece ? BEST(j, q - 1) : piece;
-                if (worst < BEST(i, q)) {
-                    BEST(i, q) = worst;
-                    FROM(i, q) = j;
-                }
-            }
-        }
-    for (int32_t q = P, i = n; q > 1; q--) {
-        i = FROM(i, q);
-        cuts[q - 2] = i;
+    if (bc->by_memory) {
+        memcpy(c, bytes, (size_t)n * sizeof *c);
+        partition(c, NULL, HUGE_VAL, n, P, cuts, best, from);
+    } else { /* the fastest split, then among those within PIPE_TIME_SLACK of it the leanest in bytes */
+        const double fastest = partition(c, NULL, HUGE_VAL, n, P, cuts, best, from);
+        partition(bytes, c, fastest * (1 + PIPE_TIME_SLACK), n, P, cuts, best, from);
     }
-#undef BEST
-#undef FROM
     if (cost)
         memcpy(cost, c, (size_t)n * sizeof *c);
-    free(c), free(best), free(from);
+    free(c), free(bytes), free(best), free(from);
     return 0;
 }

@@ -163,6 +163,7 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
     int64_t *rblob = piped && saver ? ckpt_dense_ranges_blob(full, (int32_t)floats, ranges, nr, &rbytes) : NULL;
     if (run_agree_status(s, piped && saver && !rblob ? EMBER_ENOMEM : EMBER_OK, "out of memory")) {
         free(gathered);
+        free(rblob);
         return 1;
     }
     int64_t position[6] = {POS_MAGIC, BLOB_VERSION, pos->next, pos->epochs, pos->begin, pos->end};
@@ -263,6 +264,9 @@ static int restore_dense(ember_trainer *s, const ember_checkpoint *ck, train_res
     memcpy(saved, fpb, (size_t)fplen);
     saved[fplen] = '\0';
     int rc = train_fingerprint_compare(mine, saved, ember_checkpoint_path(ck), err, errlen, rs->note, sizeof rs->note);
+    /* the stages that saved it, for the data position: train.state's, or the fingerprint's in a checkpoint
+     * written before train.state recorded them */
+    const int32_t fp_stages = train_fingerprint_stages(saved);
     free(saved);
     if (rc)
         return EMBER_EINVAL;
@@ -295,7 +299,7 @@ static int restore_dense(ember_trainer *s, const ember_checkpoint *ck, train_res
     free(om);
     rs->step = state[2];
     rs->samples = state[3];
-    rs->saved_stages = state[7] > 0 ? (int32_t)state[7] : (s->t.pipe_stages > 1 ? s->t.pipe_stages : 1);
+    rs->saved_stages = state[7] > 0 ? (int32_t)state[7] : fp_stages;
     return 0;
 }
 

@@ -171,6 +171,14 @@ static void fp_value(const char *fp, const char *key, char *out, size_t n, int *
     }
 }
 
+int32_t train_fingerprint_stages(const char *fp)
+{
+    char v[64];
+    fp_value(fp, "pipeline_stages", v, sizeof v, NULL);
+    const int stages = atoi(v);
+    return stages > 1 ? stages : 1;
+}
+
 /* Compares this run's fingerprint with the checkpoint's.  0, or -1 with the
  * first hard difference in err; soft differences go to note. */
 int train_fingerprint_compare(const char *mine, const char *saved, const char *path, char *err, size_t errlen,

@@ -200,6 +200,8 @@ int train_ckpt_resume(ember_trainer *s);
 void train_fingerprint(const ember_trainer *s, char *buf, size_t n);
 /* Compares this run's fingerprint with a checkpoint's.  0, or -1 with the
  * first hard difference in err; soft differences go to note. */
+/* The pipeline stages a fingerprint records (1: none). */
+int32_t train_fingerprint_stages(const char *fp);
 int train_fingerprint_compare(const char *mine, const char *saved, const char *path, char *err, size_t errlen,
                               char *note, size_t notelen);
 

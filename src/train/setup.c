@@ -188,13 +188,19 @@ static int force_precision(ember_trainer *s, char *err, size_t errlen)
  * kills the process): every rank of the node holds its blocks (held), a
  * sharded optimizer state its share (rounded up).  train.dense_memory_mb
  * caps a rank's parameters, gradients and optimizer state.  Agreed. */
-static int check_dense_memory(ember_trainer *s, const uint8_t *held, char *err, size_t errlen)
+static int check_dense_memory(ember_trainer *s, model_config *tc, const uint8_t *held, char *err, size_t errlen)
 {
     const cfg_train *t = &s->t;
     const int32_t shards = t->optimizer_shards > 0 ? t->optimizer_shards : 1;
     const int32_t state = (dense_optim_state_floats(t->dense_optim.kind) + shards - 1) / shards;
     const int64_t need = dlrm_memory_bytes(&t->model, held, t->micro_batch, state);
-    const int64_t params = dlrm_memory_bytes(&t->model, held, 0, state); /* no batch: parameters, grads, state */
+    /* the budget's figure: what model_get_memory will report, sharded state as dense_sync divides it */
+    const int32_t S = t->pipe_stages > 1 ? t->pipe_stages : 1;
+    model_memory mm = {0, 0, 0, 0};
+    char perr[300];
+    const int64_t params = model_plan_memory(tc, &t->model, s->rank % S, s->size / S, &mm, perr, sizeof perr) == 0
+                               ? mm.params + mm.grads + mm.state
+                               : dlrm_memory_bytes(&t->model, held, 0, state);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     double ram = pages > 0 && page > 0 ? (double)pages * (double)page : 0;
     int failed = need > 0 && ram > 0 && (double)need * s->local_ranks > ram;
@@ -213,6 +219,7 @@ static int check_dense_memory(ember_trainer *s, const uint8_t *held, char *err, 
                  "take %.1f MiB on %s rank, more than the %lld MiB allowed%s", (double)worst / 1048576.0,
                  t->pipe_stages > 1 ? "its busiest" : "every", (long long)t->dense_memory_mb,
                  t->pipe_stages > 1 ? ": more pipeline stages hold less each (train.pipeline.stages)"
+                 : shards > 1       ? ": cut it into pipeline stages (train.pipeline.stages)"
                                     : ": cut it into pipeline stages (train.pipeline.stages) or shard its optimizer "
                                       "state (train.optimizer_shards)");
     }
@@ -319,7 +326,7 @@ int train_setup_open(ember_trainer *s)
         return 1;
     memcpy(s->t.pipe_cuts, tc.pipe_cuts, sizeof tc.pipe_cuts); /* the balanced cuts, for the start event */
     s->t.pipe_num_cuts = tc.pipe_num_cuts;
-    if (check_dense_memory(s, held, err, sizeof err))
+    if (check_dense_memory(s, &tc, held, err, sizeof err))
         return 1;
     st = ember_collection_create(&s->cc, &s->coll);
     snprintf(err, sizeof err, "%s", st == EMBER_OK ? "" : ember_errmsg(NULL));
