@@ -28,7 +28,11 @@
  * exactly as before (ember.h: "On any error no table has changed"), checked
  * against the copy: a difference abort()s.  A load that succeeded (a damage
  * the format cannot see, e.g. in JSON whitespace) is undone by loading the
- * original checkpoint again.
+ * original checkpoint again.  A checkpoint that opened is also read as a
+ * trainer's dense model (ember_checkpoint_dense_summary, the reader of
+ * src/ckpt/dense.c): the saved one carries a train.state and a dense model
+ * in pieces (rank blobs dense.ranges, dense.params, dense.optim), which the
+ * damage reaches too; the summary must succeed or fail with a message.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -232,11 +236,22 @@ static void setup(void)
     snprintf(G.work, sizeof G.work, "%s/ember-fuzz-ckpt-work-%d", base, (int)getpid());
     rm_tree(G.root);
     static const char BLOB[] = "trainer state";
-    ember_blob blob = {"trainer", BLOB, sizeof BLOB};
+    /* a dense model of 40 parameters with 2 state floats each, in two pieces on this one rank */
+    static const int64_t STATE[8] = {0x4e49415254424d45LL, 1, 1, 64, 40, 1, 80, 2};
+    static const int64_t RANGES[9] = {0x534543454950444eLL, 1, 40, 2, 2, 0, 25, 25, 15};
+    static float dense[40 * 3];
+    for (int i = 0; i < 40 * 3; i++)
+        dense[i] = 0.01f * (float)(i - 60);
+    ember_blob blobs[2] = {{"trainer", BLOB, sizeof BLOB}, {"train.state", STATE, sizeof STATE}};
+    ember_blob rank_blobs[3] = {{"dense.ranges", RANGES, sizeof RANGES},
+                                {"dense.params", dense, 40 * sizeof(float)},
+                                {"dense.optim", dense + 40, 80 * sizeof(float)}};
     ember_save_options so = {0};
     so.step = 1;
-    so.blobs = &blob;
-    so.num_blobs = 1;
+    so.blobs = blobs;
+    so.num_blobs = 2;
+    so.rank_blobs = rank_blobs;
+    so.num_rank_blobs = 3;
     FUZZ_REQUIRE(ember_save(G.coll, G.root, &so) == EMBER_OK, "save: %s / %s", ember_errmsg(G.coll),
                  ember_errmsg(NULL));
     FUZZ_REQUIRE(ember_checkpoint_open(G.root, &G.orig) == EMBER_OK, "open: %s", ember_errmsg(NULL));
@@ -444,6 +459,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                      ember_errmsg(G.coll));
         FUZZ_REQUIRE(unchanged(what, sizeof what), "reloading the original left the %s different", what);
     }
+    /* the dense model, whole or in pieces, as `ember inspect` reads it */
+    ember_dense_summary ds;
+    rc = ember_checkpoint_dense_summary(ck, &ds);
+    if (verbose)
+        fprintf(stderr, "fuzz_ckpt: dense: %s %s\n", ember_status_str(rc), rc ? ember_errmsg(ck) : "");
+    FUZZ_REQUIRE(rc == EMBER_OK || (rc < 0 && ember_errmsg(ck)[0] != '\0'), "dense summary: status %d without a "
+                 "message", rc);
+    FUZZ_REQUIRE(rc != EMBER_OK || (ds.params > 0 && ds.params <= ((int64_t)1 << 40)), "dense summary: %lld "
+                 "parameters", (long long)ds.params);
     /* blobs of a checkpoint that opened must be readable */
     int64_t bytes = -1;
     const unsigned char *blob = ember_checkpoint_blob(ck, -1, "trainer", &bytes);
