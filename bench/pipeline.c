@@ -110,7 +110,9 @@ int main(int argc, char **argv)
                 if (P > dlrm_config_blocks(&cfg) || (sched == PIPE_INTERLEAVED && k % S))
                     continue;
                 pc.num_cuts = P - 1;
-                const pipe_balance_config bc = {0, b, P, 1, 1, 0, 1};
+                pipe_balance_config bc;
+                memset(&bc, 0, sizeof bc);
+                bc.micro_batch = b, bc.stages = S, bc.pipe = pc, bc.accumulate = k, bc.threads = bc.blas_threads = 1;
                 uint8_t held[DENSE_MAX_BLOCKS];
                 if (pipe_balance(&cfg, &bc, w, pc.cuts, NULL, err, sizeof err) ||
                     pipe_held(&pc, S, rank, dlrm_config_blocks(&cfg), held, err, sizeof err) ||

@@ -186,39 +186,60 @@ static void pipelined(const dlrm_config *c, const data *d, const ref_run *ref, e
     dlrm_destroy(m);
 }
 
-/* The slowest piece of the best split of cost[0 .. n) into q pieces, by
- * trying every split (n is small here). */
-static double brute_best(const double *cost, const double *limit, double bound, int32_t n, int32_t q)
+/* The balance rule's costs, computed here on their own: by time each
+ * block's seconds added up; by memory piece q of blocks [j, i) costs their
+ * parameters, gradients and state plus the activations it keeps for the
+ * micro-batches it has in flight (with recomputation: its input for each,
+ * and its own activations once). */
+typedef struct ref_cost {
+    const double *sec;                   /* time: per block, or NULL            */
+    double params[DENSE_MAX_BLOCKS + 1]; /* memory: per block, bytes            */
+    double kept[DENSE_MAX_BLOCKS + 1];   /* one micro-batch's, bytes            */
+    double input[DENSE_MAX_BLOCKS + 1];  /* a piece's input from block j, bytes */
+    int32_t in_flight[PIPE_MAX_PIECES];
+    int recompute;
+} ref_cost;
+
+static double ref_piece(const ref_cost *rc, int32_t q, int32_t j, int32_t i)
 {
-    if (q == 1) {
-        double sum = 0, lim = 0;
-        for (int32_t i = 0; i < n; i++)
-            sum += cost[i], lim += limit ? limit[i] : 0;
-        return lim <= bound ? sum : HUGE_VAL;
+    double sum = 0, kept = 0;
+    for (int32_t blk = j; blk < i; blk++) {
+        sum += rc->sec ? rc->sec[blk] : rc->params[blk];
+        kept += rc->sec ? 0 : rc->kept[blk];
     }
-    double best = HUGE_VAL, first = 0, lim = 0;
-    for (int32_t i = 1; i <= n - (q - 1); i++) { /* the first piece is blocks 0 .. i-1 */
-        first += cost[i - 1];
-        lim += limit ? limit[i - 1] : 0;
-        if (lim > bound)
+    if (rc->sec)
+        return sum;
+    return sum + (rc->recompute ? rc->in_flight[q] * rc->input[j] + kept : rc->in_flight[q] * kept);
+}
+
+/* The cheapest costliest piece over every split of blocks [j0, n) into
+ * pieces q0 .. P-1 whose every piece's limit is at most bound (n is small
+ * here). */
+static double brute_best(const ref_cost *cost, const ref_cost *limit, double bound, int32_t j0, int32_t n, int32_t q0,
+                         int32_t P)
+{
+    if (q0 == P - 1)
+        return !limit || ref_piece(limit, q0, j0, n) <= bound ? ref_piece(cost, q0, j0, n) : HUGE_VAL;
+    double best = HUGE_VAL;
+    for (int32_t i = j0 + 1; i <= n - (P - 1 - q0); i++) { /* piece q0 is blocks j0 .. i-1 */
+        if (limit && ref_piece(limit, q0, j0, i) > bound)
             break;
-        double rest = brute_best(cost + i, limit ? limit + i : NULL, bound, n - i, q - 1);
-        double worst = first > rest ? first : rest;
+        const double first = ref_piece(cost, q0, j0, i), rest = brute_best(cost, limit, bound, i, n, q0 + 1, P);
+        const double worst = first > rest ? first : rest;
         best = worst < best ? worst : best;
     }
     return best;
 }
 
-/* The largest piece's sum of cost[] under the cuts. */
-static double piece_max(const double *cost, int32_t n, const int32_t *cuts, int32_t P)
+/* The costliest piece under the cuts. */
+static double piece_max(const ref_cost *cost, int32_t n, const int32_t *cuts, int32_t P)
 {
-    double worst = 0, piece = 0;
-    for (int32_t blk = 0, j = 0; blk < n; blk++) {
-        if (j < P - 1 && blk == cuts[j])
-            worst = piece > worst ? piece : worst, piece = 0, j++;
-        piece += cost[blk];
+    double worst = 0;
+    for (int32_t q = 0; q < P; q++) {
+        const double piece = ref_piece(cost, q, q ? cuts[q - 1] : 0, q < P - 1 ? cuts[q] : n);
+        worst = piece > worst ? piece : worst;
     }
-    return piece > worst ? piece : worst;
+    return worst;
 }
 
 static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const ref_run *ref, ember_world *stages,
@@ -247,41 +268,61 @@ static void run_configs(test_rng *r, const dlrm_config *c, const data *d, const 
                 if (cut == 2) { /* the balance rule: optimal for its costs, the same everywhere; by memory
                                    (every other configuration) or by time, whose cuts keep within the slack of
                                    the fastest split and are the leanest in bytes among such */
-                    double cost[DENSE_MAX_BLOCKS], bytes[DENSE_MAX_BLOCKS];
+                    double cost[DENSE_MAX_BLOCKS];
                     char err2[256] = "";
                     const int by_memory = (sched + rec) % 2;
-                    pipe_balance_config bc = {by_memory, d->b, P, 1, 1, (int32_t)test_range(r, 0, 3),
-                                              (int32_t)test_range(r, 1, 5)};
+                    pipe_balance_config bc;
+                    memset(&bc, 0, sizeof bc);
+                    bc.by_memory = by_memory, bc.micro_batch = d->b, bc.stages = S, bc.pipe = pc;
+                    bc.accumulate = d->k, bc.threads = bc.blas_threads = 1;
+                    bc.state_floats = 0.5 * (double)test_range(r, 0, 5);
                     int ok = pipe_balance(c, &bc, stages, pc.cuts, cost, err2, sizeof err2) == 0;
                     MCHECK(ok, "pipe_balance: %s", err2);
                     if (!mpi_all(ok))
                         continue;
+                    pc.num_cuts = P - 1;
                     dlrm *shape = NULL;
                     uint8_t none[DENSE_MAX_BLOCKS] = {0};
                     MCHECK(dlrm_create_part(c, none, &shape, err2, sizeof err2) == 0, "%s", err2);
+                    ref_cost mem, time;
+                    memset(&mem, 0, sizeof mem);
+                    memset(&time, 0, sizeof time);
+                    mem.recompute = rec;
+                    MCHECK(pipe_plan_in_flight(&pc, S, d->k, mem.in_flight) == 0, "pipe_plan_in_flight");
                     for (int32_t blk = 0; shape && blk < nblocks; blk++) {
                         int64_t off, len;
                         dlrm_block_params(shape, blk, &off, &len);
-                        bytes[blk] = 4.0 * ((double)len * (2 + bc.state_floats) +
-                                            (double)dlrm_block_kept_floats(shape, blk) * d->b * bc.in_flight);
-                        MCHECK(!by_memory || cost[blk] == bytes[blk], "memory balance: block %d costs %g bytes, want "
-                               "%g", blk, cost[blk], bytes[blk]);
+                        mem.params[blk] = 4.0 * (double)len * (2 + bc.state_floats);
+                        mem.kept[blk] = 4.0 * d->b * (double)dlrm_block_kept_floats(shape, blk);
+                        mem.input[blk] = blk ? 4.0 * d->b * dlrm_block_in_width(shape, blk) : 0;
+                        MCHECK(!by_memory || cost[blk] == mem.params[blk] + mem.kept[blk], "memory balance: block %d "
+                               "costs %g bytes, want %g", blk, cost[blk], mem.params[blk] + mem.kept[blk]);
                     }
                     dlrm_destroy(shape);
-                    pc.num_cuts = P - 1;
-                    const double worst = piece_max(cost, nblocks, pc.cuts, P);
-                    const double fastest = brute_best(cost, NULL, HUGE_VAL, nblocks, P);
+                    time.sec = cost;
+                    /* fill-drain and 1f1b (a piece per stage): a piece's memory cost is what its stage keeps,
+                     * as the schedule's own account (checked against the measured peak) says */
+                    for (int32_t q = 0; pc.virtual_stages == 1 && q < P; q++) {
+                        const int32_t j = q ? pc.cuts[q - 1] : 0, i = q < P - 1 ? pc.cuts[q] : nblocks;
+                        double params = 0;
+                        for (int32_t blk = j; blk < i; blk++)
+                            params += mem.params[blk];
+                        const double want = params + (double)pipe_plan_kept_bytes(&pc, c, S, q, d->k, d->b);
+                        MCHECK(fabs(ref_piece(&mem, q, j, i) - want) <= 1e-9 * want, "stage %d: memory cost %g, its "
+                               "schedule keeps %g", q, ref_piece(&mem, q, j, i), want);
+                    }
+                    const double worst = piece_max(by_memory ? &mem : &time, nblocks, pc.cuts, P);
+                    const double best = brute_best(by_memory ? &mem : &time, NULL, HUGE_VAL, 0, nblocks, 0, P);
                     if (by_memory) {
-                        MCHECK(worst <= fastest * (1 + 1e-12), "balanced cuts: largest piece %g, best %g", worst,
-                               fastest);
+                        MCHECK(worst <= best * (1 + 1e-12), "balanced cuts: largest piece %g bytes, best %g", worst,
+                               best);
                     } else {
-                        const double bound = fastest * (1 + PIPE_TIME_SLACK);
-                        const double lean = brute_best(bytes, cost, bound * (1 + 1e-12), nblocks, P);
-                        MCHECK(worst <= bound * (1 + 1e-9), "balanced cuts: slowest piece %g, fastest %g", worst,
-                               fastest);
-                        MCHECK(piece_max(bytes, nblocks, pc.cuts, P) <= lean * (1 + 1e-12),
-                               "balanced cuts: largest piece %g bytes, leanest within the slack %g",
-                               piece_max(bytes, nblocks, pc.cuts, P), lean);
+                        const double bound = best * (1 + PIPE_TIME_SLACK);
+                        const double lean = brute_best(&mem, &time, bound * (1 + 1e-12), 0, nblocks, 0, P);
+                        MCHECK(worst <= bound * (1 + 1e-9), "balanced cuts: slowest piece %g, fastest %g", worst, best);
+                        MCHECK(piece_max(&mem, nblocks, pc.cuts, P) <= lean * (1 + 1e-12), "balanced cuts: largest "
+                               "piece %g bytes, leanest within the slack %g", piece_max(&mem, nblocks, pc.cuts, P),
+                               lean);
                     }
                     for (int32_t j = 0; j < P - 1; j++)
                         MCHECK(pc.cuts[j] > (j ? pc.cuts[j - 1] : 0) && pc.cuts[j] < nblocks, "cut %d at %d", j,

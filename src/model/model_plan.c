@@ -26,11 +26,17 @@ int model_balance(model_config *cfg, const dlrm_config *mc, ember_world *world, 
     const int32_t P = cfg->pipe_stages * (cfg->pipe_virtual > 0 ? cfg->pipe_virtual : 1);
     if (cfg->pipe_num_cuts || P <= 1 || P > dlrm_config_blocks(mc))
         return EMBER_OK; /* pipe_pieces says what is wrong with too many pieces */
-    const int32_t shards = cfg->optim_group > 0 ? cfg->optim_group : 1, S = cfg->pipe_stages;
-    pipe_balance_config bc = {cfg->pipe_balance_memory, cfg->micro_batch, P, cfg->threads,
-                              cfg->threads > 0 ? (cfg->blas_threads > 0 ? cfg->blas_threads : cfg->threads) : 0,
-                              (dense_optim_state_floats(cfg->dense_optim.kind) + shards - 1) / shards,
-                              cfg->accumulate < S ? cfg->accumulate : S};
+    const int32_t shards = cfg->optim_group > 0 ? cfg->optim_group : 1;
+    pipe_balance_config bc;
+    memset(&bc, 0, sizeof bc);
+    bc.by_memory = cfg->pipe_balance_memory;
+    bc.micro_batch = cfg->micro_batch;
+    bc.stages = cfg->pipe_stages;
+    bc.pipe = model_pipe_config(cfg);
+    bc.accumulate = cfg->accumulate;
+    bc.threads = cfg->threads;
+    bc.blas_threads = cfg->threads > 0 ? (cfg->blas_threads > 0 ? cfg->blas_threads : cfg->threads) : 0;
+    bc.state_floats = (double)dense_optim_state_floats(cfg->dense_optim.kind) / shards;
     if (pipe_balance(mc, &bc, world, cfg->pipe_cuts, NULL, err, errlen))
         return EMBER_EINVAL;
     cfg->pipe_num_cuts = P - 1;

@@ -517,6 +517,35 @@ int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float
     return st;
 }
 
+int pipe_plan_in_flight(const pipe_config *cfg, int32_t S, int32_t k, int32_t *per_piece)
+{
+    pipeline p;
+    memset(&p, 0, sizeof p);
+    p.cfg = *cfg;
+    p.cfg.virtual_stages = cfg->virtual_stages < 1 ? 1 : cfg->virtual_stages;
+    p.S = S, p.P = S * p.cfg.virtual_stages;
+    const int32_t kp = p.cfg.schedule == PIPE_INTERLEAVED ? (k + S - 1) / S * S : k;
+    pipe_op *ops = malloc((size_t)(2 * kp * p.P + 1) * sizeof *ops);
+    int32_t *now = calloc((size_t)p.P + 1, sizeof *now);
+    if (!ops || !now) {
+        free(ops), free(now);
+        return -1;
+    }
+    memset(per_piece, 0, (size_t)p.P * sizeof *per_piece);
+    for (p.rank = 0; p.rank < S; p.rank++) {
+        const int32_t nops = build_ops(&p, kp, ops);
+        for (int32_t i = 0; i < nops; i++) {
+            const int32_t j = ops[i].piece;
+            if (ops[i].m >= k) /* a padding micro-batch: nothing kept */
+                continue;
+            now[j] += ops[i].bwd ? -1 : 1;
+            per_piece[j] = now[j] > per_piece[j] ? now[j] : per_piece[j];
+        }
+    }
+    free(ops), free(now);
+    return 0;
+}
+
 int64_t pipe_plan_kept_bytes(const pipe_config *cfg, const dlrm_config *mc, int32_t S, int32_t s, int32_t k,
                              int32_t b)
 {

@@ -115,33 +115,45 @@ int64_t pipe_plan_kept_bytes(const pipe_config *cfg, const dlrm_config *mc, int3
 void pipe_get_stats(const pipeline *p, pipe_stats *out);
 void pipe_reset_stats(pipeline *p);
 
+/* The micro-batches piece j of the schedule keeps at once at most (its
+ * forward run, its backward not yet) over a step of k, for j < S v:
+ * per_piece[j].  The interleaved schedule's padding micro-batches count
+ * for nothing.  0, or -1 when out of memory. */
+int pipe_plan_in_flight(const pipe_config *cfg, int32_t S, int32_t k, int32_t *per_piece);
+
 /* The balance rule: rank 0 of w measures every block, then picks the P - 1
  * cuts that make the costliest of P consecutive pieces as cheap as it can
  * be (the linear-partition dynamic programme), and sends them to every
  * rank: cuts[P - 1], and each block's cost in cost[num_blocks] when cost
- * is not NULL.  The cost is the block's bytes (by_memory:
- * pipe_block_bytes) or its time (its forward and backward on micro_batch
- * samples, the median of 7 after a warm-up, on a part model holding that
- * block alone, with the given thread counts).  By time, the cuts are then
- * those whose slowest piece is within PIPE_TIME_SLACK of the fastest split
- * and whose largest piece in bytes is the smallest among such: block times
- * vary from run to run by a few percent, and this keeps that noise from
- * moving parameters from stage to stage.  Collective over w (NULL: this
- * process alone).  0, or -1 with err. */
+ * is not NULL.
+ *   By memory, a piece's cost is the bytes its stage holds for it: its
+ *   blocks' parameters, gradients and state_floats optimizer floats each,
+ *   plus the activations it keeps for the micro-batches it has in flight at
+ *   most (pipe_plan_in_flight), or with recomputation its input for each of
+ *   them and its own activations once: for fill-drain and 1f1b exactly what
+ *   the stage then holds (pipe_plan_kept_bytes); interleaved, a stage's
+ *   pieces are balanced one by one.  cost[] gets each block's bytes for one
+ *   micro-batch.
+ *   By time, a block's cost is its forward and backward on micro_batch
+ *   samples (the median of 7 after a warm-up, on a part model holding that
+ *   block alone, with the given thread counts), and the cuts are then those
+ *   whose slowest piece is within PIPE_TIME_SLACK of the fastest split and
+ *   whose costliest piece in bytes is the smallest among such: block times
+ *   vary from run to run by a few percent, and this keeps that noise from
+ *   moving parameters from stage to stage.
+ * Collective over w (NULL: this process alone).  0, or -1 with err. */
 #define PIPE_TIME_SLACK 0.05
 typedef struct pipe_balance_config {
-    int by_memory;                /* 0: time, 1: memory                      */
-    int32_t micro_batch, pieces;  /* b, P                                    */
-    int32_t threads, blas_threads; /* time: the model's (dlrm_set_threads)   */
-    int32_t state_floats;         /* memory: optimizer floats per parameter  */
-    int32_t in_flight;            /* memory: micro-batches whose activations a
-                                     piece keeps at once                      */
+    int by_memory;                 /* 0: time, 1: memory                      */
+    int32_t micro_batch, stages;   /* b, S                                    */
+    pipe_config pipe;              /* the schedule, virtual stages and
+                                      recomputation (its cuts are not read)  */
+    int32_t accumulate;            /* k micro-batches per step                */
+    int32_t threads, blas_threads; /* time: the model's (dlrm_set_threads)    */
+    double state_floats;           /* optimizer floats per parameter on the
+                                      busiest rank (Adam sharded over 4: 0.5) */
 } pipe_balance_config;
 int pipe_balance(const dlrm_config *cfg, const pipe_balance_config *bc, ember_world *w, int32_t *cuts, double *cost,
                  char *err, size_t errlen);
-/* Bytes a stage holds for block blk of m's config: its parameters, their
- * gradients and state_floats optimizer floats each, and the activations
- * it keeps for in_flight micro-batches of micro_batch samples. */
-int64_t pipe_block_bytes(const dlrm *m, int32_t blk, int32_t micro_batch, int32_t state_floats, int32_t in_flight);
 
 #endif
