@@ -189,6 +189,11 @@ static int rounded_ok(int precision, int st, float got, double want, double tol,
         cc->exact++;
         return (double)got == want;
     }
+    if (isnan(want)) { /* rows drawn from every class of half (infinities too) can make the reference's NaN */
+        *lo = *hi = want;
+        cc->exact++;
+        return isnan(got);
+    }
     *lo = ref_round_value(precision, ref_round_half(precision, st, (float)(want - tol), r));
     *hi = ref_round_value(precision, ref_round_half(precision, st, (float)(want + tol), r));
     if (*lo == *hi) {
@@ -255,8 +260,14 @@ static void check_table(const ember_collection *c, const ref_model *m, int32_t t
             double ws = m->tables[t].state[row * sf + k], d = (double)count[row] * 0x1p-20, tol;
             if (sp == EMBER_PRECISION_FP32)
                 tol = rtol * fabs(ws) + 5e-6;
-            else if (tb->optimizer.kind == EMBER_OPT_ADAM && k < tb->dim)
+            else if ((tb->optimizer.kind == EMBER_OPT_ADAM || tb->optimizer.kind == EMBER_OPT_ROWWISE_ADAM ||
+                      tb->optimizer.kind == EMBER_OPT_LAMB) && k < tb->dim) /* m, as Adam's */
                 tol = rtol * fabs(ws) + (1.0 - tb->optimizer.beta1) * d;
+            else if (tb->optimizer.kind == EMBER_OPT_LARS) /* b = momentum b + lr q (g + wd w), q = eta |w| /
+                (|g| + wd |w|): without weight decay the step is lr eta |w| g / |g|, whose direction, for a row
+                whose summed gradient is as small as the summation's own error, depends on the order of the sum:
+                checked within fp32 state's tolerance */
+                tol = rtol * fabs(ws) + 5e-6;
             else if (tb->optimizer.kind == EMBER_OPT_MOMENTUM) /* b = momentum b + g */
                 tol = rtol * fabs(ws) + d;
             else if (tb->optimizer.kind == EMBER_OPT_FTRL && k < tb->dim) { /* z += g - sigma w: sigma moves by
@@ -268,10 +279,14 @@ static void check_table(const ember_collection *c, const ref_model *m, int32_t t
             uint32_t rr = st ? ref_round_bits(ref_round_state_bits(key, row, step, (int32_t)(k / tb->dim)),
                                               (uint32_t)(k % tb->dim))
                              : 0;
-            int ok = rounded_ok(sp, st, gs[row * sf + k], ws, tol, rr, cc + 1, &lo, &hi);
-            CHECK_MSG(ok, "%s: table %s (state %s, %s) row %lld state %lld: got %.9g want %.9g rounded (%.9g..%.9g)",
-                      when, tb->name, precision_label(sp), st ? "stochastic" : "nearest", (long long)row,
-                      (long long)k, (double)gs[row * sf + k], ws, lo, hi);
+            /* LARS's b is checked like the others, but not counted: its tolerance, the trust ratio's, spans
+             * roundings of it (the counts say how much of the rest is checked exactly) */
+            int ok = rounded_ok(sp, st, gs[row * sf + k], ws, tol, rr,
+                                tb->optimizer.kind == EMBER_OPT_LARS ? uncounted + 1 : cc + 1, &lo, &hi);
+            CHECK_MSG(ok, "%s: table %s (%s, state %s, %s) row %lld state %lld: got %.9g want %.9g rounded "
+                      "(%.9g..%.9g)", when, tb->name, ckpt_optimizer_name(tb->optimizer.kind), precision_label(sp),
+                      st ? "stochastic" : "nearest", (long long)row, (long long)k, (double)gs[row * sf + k], ws, lo,
+                      hi);
             if (!ok)
                 break;
         }
@@ -581,14 +596,16 @@ int main(int argc, char **argv)
     check_count cc[2] = {{0, 0}, {0, 0}}; /* rows, state */
     for (int trial = 0; trial < 24; trial++)
         training_case(&r, trial, cc);
-    /* most elements are checked exactly (rows: of those whose value is at
+    /* many elements are checked exactly (rows: of those whose value is at
      * least 0.1, where the absolute part of the tolerance is under a tenth of an
-     * fp16 step; state: all), at least two in three: the either-side window
-     * is narrow */
+     * fp16 step; state: all but LARS's): rows at least two in three, state at
+     * least one in three (of the nine optimizers a run draws, the sums of
+     * squares over few ids put many state elements near a rounding: the
+     * measured share of 40 runs went down to one in two) */
     for (int i = 0; i < 2; i++) {
         printf("half %s elements checked exactly: %lld, either side of a rounding: %lld\n", i ? "state" : "row",
                (long long)cc[i].exact, (long long)cc[i].either);
-        CHECK_MSG(cc[i].exact >= 2 * cc[i].either && cc[i].exact > 1000,
+        CHECK_MSG((i ? 2 * cc[i].exact >= cc[i].either : cc[i].exact >= 2 * cc[i].either) && cc[i].exact > 1000,
                   "%s: only %lld elements checked exactly, %lld either side", i ? "state" : "rows",
                   (long long)cc[i].exact, (long long)cc[i].either);
     }
