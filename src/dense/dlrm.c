@@ -47,7 +47,7 @@ static int fail(char *err, size_t errlen, const char *msg, int32_t value)
     return EMBER_EINVAL;
 }
 
-static int validate(const dlrm_config *c, char *err, size_t errlen)
+int dlrm_validate(const dlrm_config *c, char *err, size_t errlen)
 {
     if (c->num_dense < 1 || c->num_dense > DLRM_MAX_WIDTH)
         return fail(err, errlen, "dense model: num_dense %d outside [1, 65536]", c->num_dense);
@@ -201,7 +201,7 @@ static void hold(dlrm *m, const uint8_t *held)
 static int64_t carve_views(dlrm *m, float *slab, int32_t B)
 {
     const int dot = m->cfg.interaction == DENSE_INTERACT_DOT, keep = dense_act_keeps_pre(m->cfg.activation);
-    const int32_t nb = m->nb, top0 = nb + 1 + m->ncross; /* the first top layer's block */
+    const int32_t nb = m->nb, top0 = layer_block(m, nb); /* the first top layer's block */
     int any_cross = 0;
     for (int32_t l = 0; l < m->ncross; l++)
         any_cross |= dlrm_holds(m, nb + 1 + l);
@@ -247,11 +247,9 @@ static int64_t carve_views(dlrm *m, float *slab, int32_t B)
  * cleared. */
 static int64_t activation_floats(dlrm *m) { return carve_views(m, NULL, 1); }
 
-int dlrm_validate(const dlrm_config *cfg, char *err, size_t errlen) { return validate(cfg, err, errlen); }
-
 int64_t dlrm_memory_bytes(const dlrm_config *cfg, const uint8_t *held, int32_t batch, int32_t state_floats)
 {
-    if (validate(cfg, NULL, 0))
+    if (dlrm_validate(cfg, NULL, 0))
         return -1;
     dlrm m;
     memset(&m, 0, sizeof m);
@@ -269,7 +267,7 @@ int dlrm_create(const dlrm_config *cfg, dlrm **out, char *err, size_t errlen)
 int dlrm_create_part(const dlrm_config *cfg, const uint8_t *held, dlrm **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (validate(cfg, err, errlen))
+    if (dlrm_validate(cfg, err, errlen))
         return EMBER_EINVAL;
     dlrm *m = calloc(1, sizeof *m);
     if (!m)

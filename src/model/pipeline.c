@@ -472,6 +472,26 @@ static int run_ops(step_run *r, const pipe_op *ops, int32_t nops, char *err, siz
     return st;
 }
 
+/* k micro-batches as a step runs them: the interleaved schedule adds empty
+ * ones up to a multiple of S. */
+static int32_t padded(const pipeline *p, int32_t k)
+{
+    return p->cfg.schedule == PIPE_INTERLEAVED ? (k + p->S - 1) / p->S * p->S : k;
+}
+
+/* p as a plan of cfg over S stages only (no model, no world, rank 0), and
+ * room for one rank's operations over a step of k micro-batches, padded
+ * (*kp): malloc'd, NULL when out of memory. */
+static pipe_op *plan_ops(const pipe_config *cfg, int32_t S, int32_t k, pipeline *p, int32_t *kp)
+{
+    memset(p, 0, sizeof *p);
+    p->cfg = *cfg;
+    p->cfg.virtual_stages = cfg->virtual_stages < 1 ? 1 : cfg->virtual_stages;
+    p->S = S, p->P = S * p->cfg.virtual_stages;
+    *kp = padded(p, k);
+    return malloc((size_t)(2 * *kp * p->P + 1) * sizeof(pipe_op));
+}
+
 int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float *pooled, const float *labels,
               float scale, double *loss_sum, float *d_pooled, char *err, size_t errlen)
 {
@@ -486,8 +506,7 @@ int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float
      * rounds them up to a multiple of S with empty ones (no rows: nothing to
      * add, the same messages of no bytes) */
     int32_t k = (int32_t)(((int64_t)n + b - 1) / b);
-    if (p->cfg.schedule == PIPE_INTERLEAVED)
-        k = (k + p->S - 1) / p->S * p->S;
+    k = padded(p, k);
     const int32_t nslots = k * p->P;
     if (err && errlen)
         err[0] = '\0';
@@ -520,12 +539,8 @@ int pipe_step(pipeline *p, int32_t n, int32_t b, const float *dense, const float
 int pipe_plan_in_flight(const pipe_config *cfg, int32_t S, int32_t k, int32_t *per_piece)
 {
     pipeline p;
-    memset(&p, 0, sizeof p);
-    p.cfg = *cfg;
-    p.cfg.virtual_stages = cfg->virtual_stages < 1 ? 1 : cfg->virtual_stages;
-    p.S = S, p.P = S * p.cfg.virtual_stages;
-    const int32_t kp = p.cfg.schedule == PIPE_INTERLEAVED ? (k + S - 1) / S * S : k;
-    pipe_op *ops = malloc((size_t)(2 * kp * p.P + 1) * sizeof *ops);
+    int32_t kp;
+    pipe_op *ops = plan_ops(cfg, S, k, &p, &kp);
     int32_t *now = calloc((size_t)p.P + 1, sizeof *now);
     if (!ops || !now) {
         free(ops), free(now);
@@ -550,22 +565,21 @@ int64_t pipe_plan_kept_bytes(const pipe_config *cfg, const dlrm_config *mc, int3
                              int32_t b)
 {
     pipeline p;
-    memset(&p, 0, sizeof p);
+    int32_t kp;
+    pipe_op *ops = plan_ops(cfg, S, k, &p, &kp);
     uint8_t none[DENSE_MAX_BLOCKS] = {0};
-    if (dlrm_create_part(mc, none, &p.model, NULL, 0)) /* the shape only */
-        return -1;
-    p.cfg = *cfg;
-    p.cfg.virtual_stages = cfg->virtual_stages < 1 ? 1 : cfg->virtual_stages;
-    p.S = S, p.rank = s, p.P = S * p.cfg.virtual_stages, p.nblocks = dlrm_num_blocks(p.model);
-    if (pipe_pieces(cfg, S, p.nblocks, p.start, NULL, 0)) {
+    p.rank = s;
+    int ok = ops && dlrm_create_part(mc, none, &p.model, NULL, 0) == 0; /* the shape only */
+    if (ok)
+        p.nblocks = dlrm_num_blocks(p.model);
+    if (!ok || pipe_pieces(cfg, S, p.nblocks, p.start, NULL, 0)) {
+        free(ops);
         dlrm_destroy(p.model);
         return -1;
     }
-    const int32_t kp = p.cfg.schedule == PIPE_INTERLEAVED ? (k + S - 1) / S * S : k; /* padded: empty */
-    pipe_op *ops = malloc((size_t)(2 * kp * p.P + 1) * sizeof *ops);
     int64_t held = 0, peak = 0;
-    const int32_t nops = ops ? build_ops(&p, kp, ops) : 0;
-    for (int32_t i = 0; i < nops; i++) { /* run_forward's and run_backward's accounts */
+    const int32_t nops = build_ops(&p, kp, ops);
+    for (int32_t i = 0; i < nops; i++) { /* run_forward's and run_backward's accounts; padding: empty */
         const int32_t j = ops[i].piece, rows = ops[i].m < k ? b : 0;
         const int64_t in = j > 0 ? (int64_t)rows * dlrm_block_in_width(p.model, p.start[j]) * 4 : 0;
         const int64_t kept = kept_bytes(&p, j, rows);
@@ -580,7 +594,7 @@ int64_t pipe_plan_kept_bytes(const pipe_config *cfg, const dlrm_config *mc, int3
     }
     free(ops);
     dlrm_destroy(p.model);
-    return nops || !kp ? peak : -1;
+    return peak;
 }
 
 int pipe_forward(pipeline *p, int32_t n, int32_t b, const float *dense, const float *pooled, float *logit, char *err,
