@@ -142,6 +142,8 @@ int dlrm_create_shared(dlrm *src, dlrm **out);
  * inputs, DCN's u and h; block 0 also its input): a stage's activation
  * stash is the sum over its blocks, per micro-batch in flight. */
 int64_t dlrm_block_kept_floats(const dlrm *m, int32_t b);
+/* The sum over blocks b0 .. b1-1: a piece's stash for one micro-batch. */
+int64_t dlrm_blocks_kept_floats(const dlrm *m, int32_t b0, int32_t b1);
 /* Blocks b0 .. b1-1 forward on B rows of `in` (block b0's input) into out
  * (block b1-1's output); pooled is read only when the interaction is among
  * them.  Bits: each block computes exactly what dlrm_forward does, so

@@ -327,6 +327,14 @@ int64_t dlrm_block_kept_floats(const dlrm *m, int32_t b)
     return n + (L < m->nl - 1 && dense_act_keeps_pre(m->cfg.activation) ? m->out[L] : 0);
 }
 
+int64_t dlrm_blocks_kept_floats(const dlrm *m, int32_t b0, int32_t b1)
+{
+    int64_t floats = 0;
+    for (int32_t b = b0; b < b1; b++)
+        floats += dlrm_block_kept_floats(m, b);
+    return floats;
+}
+
 void dlrm_destroy(dlrm *m)
 {
     if (!m)

@@ -300,8 +300,8 @@ void model_get_memory(const ctr_model *m, model_memory *out)
     out->state = dense_sync_state_bytes(m->sync);
     out->activations = m->kept_bytes;
     if (!m->pipe) /* one micro-batch's at a time */
-        for (int32_t b = 0; b < dlrm_num_blocks(m->dense); b++)
-            out->activations += dlrm_block_kept_floats(m->dense, b) * m->cfg.micro_batch * (int64_t)sizeof(float);
+        out->activations = dlrm_blocks_kept_floats(m->dense, 0, dlrm_num_blocks(m->dense)) * m->cfg.micro_batch *
+                           (int64_t)sizeof(float);
 }
 
 int model_set_lr_scale(ctr_model *m, float scale)

@@ -89,13 +89,13 @@ int model_plan_memory(model_config *cfg, const dlrm_config *mc, int32_t s, int32
     uint8_t none[DENSE_MAX_BLOCKS] = {0};
     if (dlrm_create_part(mc, none, &shape, err, errlen))
         return EMBER_EINVAL;
-    int64_t params = 0, kept = 0;
+    int64_t params = 0;
     for (int32_t b = 0; b < n; b++) {
         int64_t off, len;
         dlrm_block_params(shape, b, &off, &len);
         params += held[b] ? len : 0;
-        kept += dlrm_block_kept_floats(shape, b);
     }
+    const int64_t kept = dlrm_blocks_kept_floats(shape, 0, n);
     dlrm_destroy(shape);
     /* sharded state: the busiest rank's share, its shard rounded up */
     const int32_t g = cfg->optim_group > 0 && replicas % cfg->optim_group == 0 ? cfg->optim_group : 1;

@@ -265,10 +265,7 @@ static float *alloc_floats(int64_t n) { return malloc((size_t)(n > 0 ? n : 1) * 
 /* Bytes piece j keeps per micro-batch of b samples for its backward. */
 static int64_t kept_bytes(const pipeline *p, int32_t j, int32_t b)
 {
-    int64_t floats = 0;
-    for (int32_t blk = p->start[j]; blk < p->start[j + 1]; blk++)
-        floats += dlrm_block_kept_floats(p->model, blk);
-    return floats * b * (int64_t)sizeof(float);
+    return dlrm_blocks_kept_floats(p->model, p->start[j], p->start[j + 1]) * b * (int64_t)sizeof(float);
 }
 
 static void held_update(pipeline *p, int32_t in_flight, int64_t bytes)
