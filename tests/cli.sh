@@ -1158,13 +1158,15 @@ model = { interaction = "dcn"; dcn = { layers = 2; rank = 8; }; activation = "si
     want1=$(digests "$TMP/pl1")
     expect_status 0 mpi2 train --config "$TMP/pl.cfg" --json --checkpoint-dir "$TMP/pl2" || return 1
     want2=$(digests "$TMP/pl2")
+    piped() { # $1: the runner (mpi2, mpi4), $2: train.pipeline's settings: a run into $TMP/plp, $got its digests
+        printf '%s\ntrain = { %s pipeline = { %s }; };\n' "$tables" "$train" "$2" >"$TMP/pp.cfg"
+        rm -rf "$TMP/plp"
+        expect_status 0 "$1" train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plp" || return 1
+        got=$(digests "$TMP/plp")
+    }
     for sch in fill-drain 1f1b interleaved; do
         for rec in false true; do
-            printf '%s\ntrain = { %s pipeline = { stages = 2; schedule = "%s"; recompute = %s; }; };\n' \
-                "$tables" "$train" "$sch" "$rec" >"$TMP/pp.cfg"
-            rm -rf "$TMP/plp"
-            expect_status 0 mpi2 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plp" || return 1
-            got=$(digests "$TMP/plp")
+            piped mpi2 "stages = 2; schedule = \"$sch\"; recompute = $rec;" || return 1
             [ "$got" = "$want1" ] || { echo "$sch recompute $rec, 2 stages: $got, unpipelined $want1"; return 1; }
         done
     done
@@ -1187,28 +1189,23 @@ model = { interaction = "dcn"; dcn = { layers = 2; rank = 8; }; activation = "si
     printf '%s\ntrain = { %s %s pipeline = { stages = 2; }; };\n' "$tables" "${train/eval_every = 0;/eval_every = 3;}" \
         "$judged" >"$TMP/ppj.cfg"
     rm -rf "$TMP/plj" "$TMP/ppj"
+    verdict() { # the last run's summary: its metrics and what early stopping decided
+        grep '"event":"summary"' "$TMP/out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(d["auc"], d["logloss"], d["best_step"], d["stopped_early"], d["steps"])'
+    }
     expect_status 0 "$EMBER" train --config "$TMP/plj.cfg" --json --checkpoint-dir "$TMP/plj" || return 1
     local verdict1 verdictp
-    verdict1=$(grep '"event":"summary"' "$TMP/out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(d["auc"], d["logloss"], d["best_step"], d["stopped_early"], d["steps"])')
+    verdict1=$(verdict)
     expect_status 0 mpi2 train --config "$TMP/ppj.cfg" --json --checkpoint-dir "$TMP/ppj" || return 1
-    verdictp=$(grep '"event":"summary"' "$TMP/out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(d["auc"], d["logloss"], d["best_step"], d["stopped_early"], d["steps"])')
+    verdictp=$(verdict)
     [ "$verdictp" = "$verdict1" ] || { echo "judged: pipelined $verdictp, unpipelined $verdict1"; return 1; }
     [ "$(digests "$TMP/ppj/best")" = "$(digests "$TMP/plj/best")" ] || { echo "keep_best: other best checkpoints"; return 1; }
     # a cut between the two cross layers (blocks: bottom 0-1, interaction 2, cross 3-4, top 5-7, logit 8),
     # and the cuts of the memory balance
     for extra in 'cuts = [4];' 'balance = "memory";'; do
-        printf '%s
-train = { %s pipeline = { stages = 2; %s }; };
-' "$tables" "$train" "$extra" >"$TMP/pp.cfg"
-        rm -rf "$TMP/plp"
-        expect_status 0 mpi2 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plp" || return 1
-        got=$(digests "$TMP/plp")
+        piped mpi2 "stages = 2; $extra" || return 1
         [ "$got" = "$want1" ] || { echo "2 stages, $extra: $got, unpipelined $want1"; return 1; }
     done
-    printf '%s\ntrain = { %s pipeline = { stages = 2; }; };\n' "$tables" "$train" >"$TMP/pp.cfg"
-    rm -rf "$TMP/plp"
-    expect_status 0 mpi4 train --config "$TMP/pp.cfg" --json --checkpoint-dir "$TMP/plp" || return 1
-    got=$(digests "$TMP/plp")
+    piped mpi4 "stages = 2;" || return 1
     [ "$got" = "$want2" ] || { echo "2 stages x 2 replicas: $got, 2 ranks unpipelined $want2"; return 1; }
     # each stage's optimizer state sharded over its 2 replicas: the same bits, half the state per rank
     rm -rf "$TMP/plp"
