@@ -389,7 +389,13 @@ static void dense_pieces(test_rng *master, const char *dir, int t, int whole, in
         if (rep == 0)
             ranges[0] = 0, ranges[1] = full, want = full; /* a whole model, as the predictor reads it */
         float *got = malloc((size_t)(want * (1 + floats) + 1) * sizeof *got);
+        for (int64_t i = 0; i < want * (1 + floats); i++)
+            got[i] = -7.0f;
         st = ckpt_dense_read(ck, full, floats, ranges, n, got, got + want, err, sizeof err);
+        int64_t written = -1; /* a failed read writes nothing */
+        for (int64_t i = 0; st != 0 && i < want * (1 + floats) && written < 0; i++)
+            written = got[i] != -7.0f ? i : -1;
+        MCHECK(written < 0, "a failed read (%s) wrote element %lld", err, (long long)written);
         if (drop == 1 && rep == 0) {
             MCHECK(st == EMBER_EFORMAT && strstr(err, "of the ") && strstr(err, " parameters asked for are in its pieces"),
                    "a missing piece: status %d, '%s'", st, err);

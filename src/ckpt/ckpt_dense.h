@@ -52,8 +52,9 @@ int ckpt_dense_ranges_parse(const void *blob, int64_t bytes, ckpt_dense_ranges *
  * parameters from ck: their parameters into params (one after another)
  * and, when state is not NULL, state vector k's into state + k * sum(len)
  * for k < floats.  From the whole blobs when ck has them, else from the
- * pieces.  0, or EMBER_EFORMAT with err: a blob of another size, another
- * model, a state of other floats, or a range no piece holds. */
+ * pieces.  0, or EMBER_EFORMAT with err (params and state untouched): a
+ * blob of another size, another model, a state of other floats, or a range
+ * no piece holds. */
 int ckpt_dense_read(const ember_checkpoint *ck, int64_t full, int32_t floats, const int64_t *ranges, int32_t n,
                     float *params, float *state, char *err, size_t errlen);
 

@@ -4,8 +4,9 @@
  *
  * Reading copies each wanted range from the whole blobs, or from every
  * saved piece it overlaps; the pieces of a checkpoint do not overlap each
- * other, so counting the elements copied says whether every wanted one was
- * found.  Blobs sit at any byte offset of the mapped file: every read goes
+ * other, so counting the elements a read would copy says whether every
+ * wanted one is there: every check runs, and that count, before a byte is
+ * written, so a failed read leaves the caller's buffers as they were.  Blobs sit at any byte offset of the mapped file: every read goes
  * through memcpy.
  */
 #include <stdio.h>
@@ -86,9 +87,11 @@ static int cmp_off(const void *a, const void *b)
 }
 
 /* Every saving rank's pieces, checked: well formed, of a model of `full`
- * parameters, and disjoint over the ranks (so that counting what a read
- * copies proves it found everything).  0, or EMBER_EFORMAT with err. */
-static int check_pieces(const ember_checkpoint *ck, int64_t full, char *err, size_t errlen)
+ * parameters, their blobs of the sizes their ranges say (the state's when
+ * floats > 0: the state is read), and disjoint over the ranks (so that
+ * counting what a read would copy proves it finds everything).  0, or
+ * EMBER_EFORMAT with err. */
+static int check_pieces(const ember_checkpoint *ck, int64_t full, int32_t floats, char *err, size_t errlen)
 {
     int64_t count = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -96,16 +99,26 @@ static int check_pieces(const ember_checkpoint *ck, int64_t full, char *err, siz
         if (pass && !all)
             return bad(ck, err, errlen, "out of memory");
         for (int32_t r = 0; r < ember_checkpoint_world(ck); r++) {
-            int64_t bytes = 0;
+            int64_t bytes = 0, pb = -1, ob = -1;
             const void *b = ember_checkpoint_blob(ck, r, CKPT_DENSE_RANGES, &bytes);
             ckpt_dense_ranges h;
             if (!b || bytes == 0)
                 continue;
-            if (ckpt_dense_ranges_parse(b, bytes, &h) || h.full != full) {
+            const int parsed = ckpt_dense_ranges_parse(b, bytes, &h) == 0 && h.full == full;
+            if (parsed && !ember_checkpoint_blob(ck, r, "dense.params", &pb))
+                pb = -1;
+            if (parsed && floats > 0 && !ember_checkpoint_blob(ck, r, "dense.optim", &ob))
+                ob = -1;
+            const char *why = !parsed ? "a malformed \"" CKPT_DENSE_RANGES "\" blob, or one of a model of another size"
+                              : pb != h.held * 4 ? "blob \"dense.params\" of another size than its ranges"
+                              : floats > 0 && h.floats != floats ? "saved with another optimizer (other state floats)"
+                              : floats > 0 && (ob < 0 || ob % (4 * (int64_t)floats) || ob / 4 / floats != h.held)
+                                  ? "blob \"dense.optim\" of another size than its ranges"
+                                  : NULL;
+            if (why) {
                 free(all);
                 char what[200];
-                snprintf(what, sizeof what, "rank %d's pieces: a malformed \"%s\" blob, or one of a model of another "
-                         "size", (int)r, CKPT_DENSE_RANGES);
+                snprintf(what, sizeof what, "rank %d's pieces: %s", (int)r, why);
                 return bad(ck, err, errlen, what);
             }
             for (int64_t i = 0; pass && i < h.n; i++, k++)
@@ -123,6 +136,43 @@ static int check_pieces(const ember_checkpoint *ck, int64_t full, char *err, siz
         free(all);
     }
     return 0;
+}
+
+/* The elements of the n ranges (want of them) that the checked pieces
+ * hold; copied into params and, for floats > 0, state when params is not
+ * NULL (else only counted). */
+static int64_t from_pieces(const ember_checkpoint *ck, const int64_t *ranges, int32_t n, int64_t want, int32_t floats,
+                           float *params, float *state)
+{
+    int64_t found = 0;
+    for (int32_t r = 0; r < ember_checkpoint_world(ck); r++) {
+        int64_t bytes = 0;
+        ckpt_dense_ranges h;
+        const void *rb = ember_checkpoint_blob(ck, r, CKPT_DENSE_RANGES, &bytes);
+        if (ckpt_dense_ranges_parse(rb, bytes, &h))
+            continue; /* none saved here (check_pieces let nothing else through) */
+        const char *src = params ? ember_checkpoint_blob(ck, r, "dense.params", NULL) : NULL;
+        const char *ssrc = params && floats > 0 ? ember_checkpoint_blob(ck, r, "dense.optim", NULL) : NULL;
+        int64_t at = 0; /* where the saved range starts in the piece */
+        for (int64_t s = 0; s < h.n; s++) {
+            const int64_t so = at64(h.pairs, 2 * s), sl = at64(h.pairs, 2 * s + 1);
+            int64_t dpos = 0;
+            for (int32_t i = 0; i < n; dpos += ranges[2 * i + 1], i++) {
+                const int64_t wo = ranges[2 * i], wl = ranges[2 * i + 1];
+                const int64_t lo = so > wo ? so : wo, hi = so + sl < wo + wl ? so + sl : wo + wl;
+                if (lo >= hi)
+                    continue;
+                if (src)
+                    memcpy(params + dpos + (lo - wo), src + (at + lo - so) * 4, (size_t)(hi - lo) * 4);
+                for (int32_t k = 0; ssrc && k < floats; k++)
+                    memcpy(state + k * want + dpos + (lo - wo), ssrc + ((int64_t)k * h.held + at + lo - so) * 4,
+                           (size_t)(hi - lo) * 4);
+                found += hi - lo;
+            }
+            at += sl;
+        }
+    }
+    return found;
 }
 
 /* The whole blobs' ranges into params and state. */
@@ -171,53 +221,18 @@ int ckpt_dense_read(const ember_checkpoint *ck, int64_t full, int32_t floats, co
         }
         return read_whole(ck, pb, full, floats, ranges, n, want, params, state, err, errlen);
     }
-    int st = check_pieces(ck, full, err, errlen);
+    /* everything checked, and every element found, before a byte is written */
+    const int32_t sf = state ? floats : 0;
+    int st = check_pieces(ck, full, sf, err, errlen);
     if (st != 0)
         return st;
-    int64_t found = 0;
-    for (int32_t r = 0; r < ember_checkpoint_world(ck); r++) {
-        int64_t bytes = 0, ob = 0;
-        ckpt_dense_ranges h;
-        const void *rb = ember_checkpoint_blob(ck, r, CKPT_DENSE_RANGES, &bytes);
-        if (ckpt_dense_ranges_parse(rb, bytes, &h))
-            continue; /* none saved here (check_pieces let nothing else through) */
-        const int64_t np = h.n, total = h.held;
-        const void *pairs = h.pairs;
-        const char *src = ember_checkpoint_blob(ck, r, "dense.params", &bytes);
-        const char *ssrc = state && floats > 0 ? ember_checkpoint_blob(ck, r, "dense.optim", &ob) : NULL;
-        const char *why = !src || bytes != total * 4 ? "blob \"dense.params\" of another size than its ranges"
-                          : state && floats > 0 && h.floats != floats ? "saved with another optimizer (other state floats)"
-                          : state && floats > 0 && (!ssrc || ob / 4 / floats != total || ob % (4 * (int64_t)floats))
-                              ? "blob \"dense.optim\" of another size than its ranges"
-                              : NULL;
-        if (why) {
-            char what[200];
-            snprintf(what, sizeof what, "rank %d's pieces: %s", (int)r, why);
-            return bad(ck, err, errlen, what);
-        }
-        int64_t at = 0; /* where the saved range starts in the piece */
-        for (int64_t s = 0; s < np; s++) {
-            const int64_t so = at64(pairs, 2 * s), sl = at64(pairs, 2 * s + 1);
-            int64_t dpos = 0;
-            for (int32_t i = 0; i < n; dpos += ranges[2 * i + 1], i++) {
-                const int64_t wo = ranges[2 * i], wl = ranges[2 * i + 1];
-                const int64_t lo = so > wo ? so : wo, hi = so + sl < wo + wl ? so + sl : wo + wl;
-                if (lo >= hi)
-                    continue;
-                memcpy(params + dpos + (lo - wo), src + (at + lo - so) * 4, (size_t)(hi - lo) * 4);
-                for (int32_t k = 0; ssrc && k < floats; k++)
-                    memcpy(state + k * want + dpos + (lo - wo), ssrc + ((int64_t)k * total + at + lo - so) * 4,
-                           (size_t)(hi - lo) * 4);
-                found += hi - lo;
-            }
-            at += sl;
-        }
-    }
+    const int64_t found = from_pieces(ck, ranges, n, want, sf, NULL, NULL);
     if (found != want) {
         char what[200];
         snprintf(what, sizeof what, "%lld of the %lld parameters asked for are in its pieces: no \"dense.params\" "
                  "blob holds the rest", (long long)found, (long long)want);
         return bad(ck, err, errlen, what);
     }
+    from_pieces(ck, ranges, n, want, sf, params, state);
     return 0;
 }
