@@ -778,6 +778,26 @@ EMBER_API int ember_set_hot_rows(ember_collection *coll, int32_t table, const in
 EMBER_API int ember_refresh_hot_rows(ember_collection *coll);
 
 /*
+ * Limits that follow the data (docs/limits.md).  ember_limits_observe(coll, 1)
+ * makes every forward count its batch as the per-partition limits count it
+ * (per table and partition row % num_shards: a bag's distinct ids, before
+ * any is dropped or split); 0 stops it.  ember_limits_observed fills
+ * out[4 * num_tables]: per table t, out[4t] and out[4t+1] the most ids and
+ * unique ids one partition had in one batch, out[4t+2] and out[4t+3] the ids
+ * and unique ids over the table's limits then, summed over partitions and
+ * batches; over the forwards done since the last call, which it resets
+ * (*batches: how many; may be NULL).  A batch begun ahead and not yet ended
+ * counts in a later call.  Local: this rank's share of each batch.
+ * ember_set_limits sets a table's two limits (0: none; the policy stays)
+ * for the batches routed from then on; local: every rank sets the same.
+ * EMBER_ESTATE while a batch is begun (observe, set) or with observation
+ * off (observed); EMBER_EINVAL for a bad table or a negative limit.
+ */
+EMBER_API int ember_limits_observe(ember_collection *coll, int on);
+EMBER_API int ember_limits_observed(ember_collection *coll, int64_t *out, int64_t *batches);
+EMBER_API int ember_set_limits(ember_collection *coll, int32_t table, int64_t max_ids, int64_t max_unique);
+
+/*
  * Backward with the fused optimizer, for the batch of the last forward.
  *   for each table row r touched by that batch (ids dropped by a limit or by
  *   bounds=drop do not count):
@@ -1028,11 +1048,23 @@ EMBER_API int ember_collection_set_threads(ember_collection *coll, int32_t threa
 /* ------------------------------------------------------- synthetic batches */
 
 /*
+ * Drifting ids (docs/data.md, "Drifting ids"): every `drift_every` batches
+ * (an epoch e = batch number / drift_every) the law moves.
+ *   EMBER_DRIFT_ROTATE  rank k is drawn as rank ((k-1 + e*drift_rows) mod rows)
+ *                       + 1: the hot set moves drift_rows ranks down the table
+ *   EMBER_DRIFT_GROW    the ranks are drawn from the first
+ *                       min(rows, drift_start + e*drift_rows) (drift_start
+ *                       0: drift_rows): new ids join each epoch
+ */
+typedef enum ember_drift { EMBER_DRIFT_NONE = 0, EMBER_DRIFT_ROTATE = 1, EMBER_DRIFT_GROW = 2 } ember_drift;
+
+/*
  * The benchmark workloads' input (docs/PERFORMANCE.md), the distribution of
  * the PyTorch peer: `tables` tables of `rows` rows,
  * one feature per table, every bag exactly `pooling` ids.  zipf: bounded
  * Zipf(alpha) over ranks 1..rows by rejection-inversion, rank k mapped to row
- * ((k-1) * 2654435761) % rows; otherwise uniform over rows.  Deterministic
+ * ((k-1) * 2654435761) % rows; otherwise uniform over rows (with a drift:
+ * uniform over the epoch's ranks, mapped the same way).  Deterministic
  * from seed.
  */
 typedef struct ember_synth_config {
@@ -1044,6 +1076,11 @@ typedef struct ember_synth_config {
     double alpha;  /* default 1.05                                             */
     int weighted;  /* 1: also draw a weight in [0.5, 1.5) per id               */
     uint64_t seed;
+    ember_drift drift;     /* EMBER_DRIFT_NONE (default): the law stays        */
+    int64_t drift_every;   /* batches per epoch, >= 1 with a drift             */
+    int64_t drift_rows;    /* ranks per epoch (rotate: the shift; grow: added) */
+    int32_t drift_tables;  /* the first this many tables drift; 0: all         */
+    int64_t drift_start;   /* grow: ranks of epoch 0; 0: drift_rows            */
 } ember_synth_config;
 EMBER_API ember_synth_config ember_synth_config_default(void);
 
@@ -1101,6 +1138,7 @@ EMBER_API const char *ember_cache_policy_name(ember_cache_policy p);/* default l
 EMBER_API const char *ember_schedule_name(ember_schedule s);        /* blocking overlap stale       */
 EMBER_API const char *ember_precision_name(ember_row_precision p);  /* fp32 fp16 bf16               */
 EMBER_API const char *ember_rounding_name(ember_rounding r);        /* stochastic nearest           */
+EMBER_API const char *ember_drift_name(ember_drift d);              /* none rotate grow             */
 
 /* A size as config files write it (docs/config.md): a number, optionally
  * a unit K, M, G, T or P (powers of 1024, "iB" or "B" after it allowed),

@@ -31,6 +31,11 @@ static void gen_usage(FILE *f)
             "  --dist zipf|uniform      --alpha A (zipf exponent, default 1.05)\n"
             "  --batches K              batches to write (default 10)\n"
             "  --seed S                 generator seed\n"
+            "  --drift rotate|grow      ids that drift: every --drift-every K batches (10) the hot\n"
+            "                           set moves --drift-rows R ranks down (rotate), or R new\n"
+            "                           ids join the law (grow; R: a tenth of the rows);\n"
+            "                           --drift-start S: grow's ranks at first (R);\n"
+            "                           --drift-tables N: only the first N tables drift\n"
             "  --weighted               also write a weight in [0.5, 1.5) per id\n\n"
             "usage: ember gen --task N OUT.bin [--config FILE] [--eval]\n"
             "  writes the first N samples of ember train's synthetic task (the built-in one, or\n"
@@ -212,11 +217,15 @@ static int gen_write(const tool_ctx *ctx, const char *out_path, int64_t batches,
         tool_local_error(ctx, "gen", "%s: %s", ember_status_str(rc), ember_errmsg(w));
         goto fail;
     }
+    char drift[160] = "";
+    if (sc.drift != EMBER_DRIFT_NONE)
+        snprintf(drift, sizeof drift, ", drift %s by %lld ranks every %lld batches%s", ember_drift_name(sc.drift),
+                 (long long)sc.drift_rows, (long long)sc.drift_every, sc.drift_tables ? " (first tables)" : "");
     printf("ember gen: wrote %lld batches (%lld ids; %d tables x %lld rows, batch %d, pooling "
-           "%d, %s%s) to %s\n",
+           "%d, %s%s%s) to %s\n",
            (long long)batches, (long long)ids, (int)sc.tables, (long long)sc.rows,
            (int)sc.batch_size, (int)sc.pooling, sc.zipf ? "zipf" : "uniform",
-           sc.weighted ? ", weighted" : "", out_path);
+           sc.weighted ? ", weighted" : "", drift, out_path);
     status = 0;
 
 fail:

@@ -54,6 +54,8 @@ static void limits_usage(FILE *f)
             "  --synthetic         batches from the generator instead of DATA, with\n"
             "    --preset quick|W1|W2|W3 --tables N --rows N --batch N --pooling N\n"
             "    --dist zipf|uniform --alpha A --seed S\n"
+            "    --drift rotate|grow --drift-every K --drift-rows R --drift-start S\n"
+            "    --drift-tables N\n"
             "  --config CONFIG     a config's tables on the data `ember train --config` reads,\n"
             "                      global batches of --batch N (default data.batch_size);\n"
             "                      dynamic tables: distinct keys by owner against capacity\n"

@@ -69,7 +69,10 @@ int synth_args_take(synth_args *a, const char *cmd, const char *name, const char
     }
     if (strcmp(name, "--preset") && strcmp(name, "--tables") && strcmp(name, "--rows") &&
         strcmp(name, "--batch") && strcmp(name, "--pooling") && strcmp(name, "--dist") &&
-        strcmp(name, "--alpha") && strcmp(name, "--seed"))
+        strcmp(name, "--alpha") && strcmp(name, "--seed") && strncmp(name, "--drift", 7))
+        return 0;
+    if (strncmp(name, "--drift", 7) == 0 && strcmp(name, "--drift") && strcmp(name, "--drift-every") &&
+        strcmp(name, "--drift-rows") && strcmp(name, "--drift-tables") && strcmp(name, "--drift-start"))
         return 0;
     if (!val) {
         fprintf(a->err, "ember %s: %s needs a value\n", cmd, name);
@@ -95,6 +98,19 @@ int synth_args_take(synth_args *a, const char *cmd, const char *name, const char
         char *end;
         a->alpha = strtod(val, &end);
         bad = end == val || *end || !isfinite(a->alpha) || !(a->alpha > 0);
+    } else if (!strcmp(name, "--drift")) {
+        bad = strcmp(val, "rotate") && strcmp(val, "grow") && strcmp(val, "none");
+        a->drift = !strcmp(val, "rotate") ? EMBER_DRIFT_ROTATE : !strcmp(val, "grow") ? EMBER_DRIFT_GROW
+                                                                                       : EMBER_DRIFT_NONE;
+    } else if (!strcmp(name, "--drift-every")) {
+        bad = synth_parse_int64(val, 1, INT64_MAX, &a->drift_every);
+    } else if (!strcmp(name, "--drift-rows")) {
+        bad = synth_parse_int64(val, 1, INT64_C(1) << 53, &a->drift_rows);
+    } else if (!strcmp(name, "--drift-start")) {
+        bad = synth_parse_int64(val, 1, INT64_C(1) << 53, &a->drift_start);
+    } else if (!strcmp(name, "--drift-tables")) {
+        bad = synth_parse_int64(val, 1, INT32_MAX, &v);
+        a->drift_tables = (int32_t)v;
     } else { /* --seed */
         bad = synth_parse_int64(val, 0, INT64_MAX, &v);
         a->seed = (uint64_t)v;
@@ -125,6 +141,28 @@ int synth_args_config(const synth_args *a, const char *cmd, ember_synth_config *
     c.weighted = a->weighted;
     if (a->seed_given)
         c.seed = a->seed;
+    if ((a->drift_every || a->drift_rows || a->drift_tables || a->drift_start) && a->drift == EMBER_DRIFT_NONE) {
+        fprintf(a->err, "ember %s: --drift-every, --drift-rows, --drift-start and --drift-tables need --drift "
+                "rotate|grow\n", cmd);
+        return 2;
+    }
+    if (a->drift != EMBER_DRIFT_NONE) { /* every 10 batches, a tenth of the table, by default */
+        c.drift = a->drift;
+        c.drift_every = a->drift_every ? a->drift_every : 10;
+        c.drift_rows = a->drift_rows ? a->drift_rows : (c.rows >= 10 ? c.rows / 10 : 1);
+        c.drift_tables = a->drift_tables;
+        c.drift_start = a->drift_start;
+        if (c.drift_start > c.rows) {
+            fprintf(a->err, "ember %s: --drift-start %lld is more than the %lld rows\n", cmd, (long long)c.drift_start,
+                    (long long)c.rows);
+            return 2;
+        }
+        if (c.drift_rows > c.rows) {
+            fprintf(a->err, "ember %s: --drift-rows %lld is more than the %lld rows\n", cmd, (long long)c.drift_rows,
+                    (long long)c.rows);
+            return 2;
+        }
+    }
     *out = c;
     return 0;
 }

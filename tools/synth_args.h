@@ -2,7 +2,8 @@
  * synth_args.h: the synthetic-workload options shared by `ember gen`,
  * `ember limits --synthetic` and `ember bench` (--preset, --tables, --rows,
  * --batch, --pooling, --dist, --alpha, --seed, --weighted; bench refuses
- * --weighted).
+ * --weighted; the drift: --drift, --drift-every, --drift-rows,
+ * --drift-tables, --drift-start).
  *
  * A preset fills every field first and explicit flags override it, whatever
  * their order on the command line.  The presets, the only table of them, are
@@ -26,6 +27,9 @@ typedef struct synth_args {
     int weighted;
     int seed_given;
     uint64_t seed;
+    ember_drift drift;       /* EMBER_DRIFT_NONE: no --drift               */
+    int64_t drift_every, drift_rows, drift_start; /* 0: not given          */
+    int32_t drift_tables;
     FILE *err;               /* where usage errors go: stderr (init); under
                                 MPI the tool's ctx->err, so they print once */
 } synth_args;

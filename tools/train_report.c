@@ -399,6 +399,25 @@ static void show_checkpoint(train_report *r, const json_t *j)
     fflush(stdout);
 }
 
+/* "limits": a table's adaptive limits changed. */
+static void show_limits(train_report *r, const json_t *j)
+{
+    if (r->json)
+        return;
+    clear_bar(r);
+    const json_t *was = json_object_get(j, "was");
+    long long oi = (long long)json_integer_value(json_array_get(was, 0));
+    long long ou = (long long)json_integer_value(json_array_get(was, 1));
+    printf("limits at step %lld: table '%s' max_ids_per_partition %lld -> %lld, max_unique_ids_per_partition %lld -> "
+           "%lld (%lld ids, %lld unique over the old ones since the last change%s)\n",
+           (long long)integer(j, "step"), str(j, "table"), oi, (long long)integer(j, "max_ids_per_partition"), ou,
+           (long long)integer(j, "max_unique_ids_per_partition"), (long long)integer(j, "over_ids"),
+           (long long)integer(j, "over_unique_ids"),
+           json_is_true(json_object_get(j, "capped")) ? "; capped by train.limits.max_bytes: past it the "
+                                                       "table's policy applies" : "");
+    fflush(stdout);
+}
+
 void train_report_event(train_report *r, const char *text)
 {
     if (!r)
@@ -422,6 +441,8 @@ void train_report_event(train_report *r, const char *text)
         show_resume(r, j);
     else if (!strcmp(ev, "checkpoint"))
         show_checkpoint(r, j);
+    else if (!strcmp(ev, "limits"))
+        show_limits(r, j);
     json_decref(j);
 }
 

@@ -78,6 +78,13 @@ json_t *bench_line_base(const ember_bench_config *c, int32_t ranks)
     json_object_set_new(j, "pooling", json_integer(sh->pooling));
     json_object_set_new(j, "dist", json_string(sh->zipf ? "zipf" : "uniform"));
     json_object_set_new(j, "alpha", sh->zipf ? json_real(sh->alpha) : json_null());
+    if (sh->drift != EMBER_DRIFT_NONE) {
+        json_object_set_new(j, "drift", json_string(ember_drift_name(sh->drift)));
+        json_object_set_new(j, "drift_every", json_integer(sh->drift_every));
+        json_object_set_new(j, "drift_rows", json_integer(sh->drift_rows));
+        json_object_set_new(j, "drift_start", json_integer(sh->drift_start ? sh->drift_start : sh->drift_rows));
+        json_object_set_new(j, "drift_tables", json_integer(sh->drift_tables ? sh->drift_tables : sh->tables));
+    }
     json_object_set_new(j, "ranks", json_integer(ranks));
     json_object_set_new(j, "placement", json_string(ember_placement_name(c->placement)));
     json_object_set_new(j, "exchange", json_string(ember_exchange_name(c->exchange)));

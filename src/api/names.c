@@ -23,6 +23,12 @@ const char *ember_rounding_name(ember_rounding r)
     return (unsigned)r < 2 ? names[r] : "?";
 }
 
+const char *ember_drift_name(ember_drift d)
+{
+    static const char *const names[] = {"none", "rotate", "grow"};
+    return (unsigned)d < 3 ? names[d] : "?";
+}
+
 const char *ember_exchange_name(ember_exchange x)
 {
     return (unsigned)x < 2 ? config_exchange_name((int)x) : "?";

@@ -188,6 +188,8 @@ void ember_collection_destroy(ember_collection *c)
     free(c->shape.seq_off);
     free(c->sort_hist);
     free(c->limits.counts);
+    free(c->obs_acc);
+    free(c->obs_counts);
     free(c->comm_scratch);
     free(c->exchange_scratch);
     free(c->limits.mb_hash);

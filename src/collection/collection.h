@@ -120,6 +120,11 @@ struct ember_collection {
     ember_prefetch_scratch prefetch;
     int panicked;
     float lr_scale;              /* ember_set_lr_scale: every table's lr times it */
+    int observe_limits;          /* ember_limits_observe (step/limits_observe.c) */
+    int obs_routed;              /* a routed batch's record waits for its done */
+    int64_t obs_batches;         /* batches in obs_acc's sums              */
+    int64_t *obs_acc;            /* [2 * 4 * tables]: the sums, then the routed batch's record */
+    int64_t *obs_counts;         /* [2 * tables * shards] scratch          */
     char errmsg[EMBER_ERRMSG_SIZE];
 
     ember_world *world;          /* never NULL                            */

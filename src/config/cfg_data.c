@@ -9,13 +9,51 @@
 
 #include "config/cfg_read.h"
 
+/* data.synthetic.drift = { kind = "rotate" | "grow"; every = SAMPLES; rows = R;
+ * features = N; start = S; }: the ids drift (docs/data.md, "Drifting ids"). */
+static int read_drift(cfg_reader *r, const config_setting_t *g, ctr_synth_config *c)
+{
+    static const char *const KEYS[] = {"kind", "every", "rows", "features", "start", NULL};
+    static const char *const KINDS[] = {"none", "rotate", "grow", NULL};
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return cfg_fail_at(r, g, "data.synthetic.drift", "must be a group { kind = \"rotate\"; every = 100000; rows = 1000; }");
+    if (cfg_check_keys(r, g, "data.synthetic.drift", KEYS))
+        return EMBER_EINVAL;
+    const config_setting_t *m;
+    int kind = EMBER_DRIFT_NONE;
+    int64_t v = 0;
+    if (!(m = config_setting_get_member(g, "kind")))
+        return cfg_fail_at(r, g, "data.synthetic.drift.kind", "is required: \"rotate\" or \"grow\"");
+    if (cfg_get_enum(r, m, "data.synthetic.drift.kind", KINDS, &kind))
+        return EMBER_EINVAL;
+    c->drift = (ember_drift)kind;
+    c->drift_every = 100000;
+    c->drift_rows = 1000;
+    c->drift_features = 0;
+    if ((m = config_setting_get_member(g, "every")) &&
+        cfg_get_int64(r, m, "data.synthetic.drift.every", 1, INT64_C(1) << 62, &c->drift_every))
+        return EMBER_EINVAL;
+    if ((m = config_setting_get_member(g, "rows")) &&
+        cfg_get_int64(r, m, "data.synthetic.drift.rows", 1, INT64_C(1) << 53, &c->drift_rows))
+        return EMBER_EINVAL;
+    if ((m = config_setting_get_member(g, "start")) &&
+        cfg_get_int64(r, m, "data.synthetic.drift.start", 0, INT64_C(1) << 53, &c->drift_start))
+        return EMBER_EINVAL;
+    if ((m = config_setting_get_member(g, "features"))) {
+        if (cfg_get_int64(r, m, "data.synthetic.drift.features", 0, CTR_MAX_FEATURES, &v))
+            return EMBER_EINVAL;
+        c->drift_features = (int32_t)v;
+    }
+    return 0;
+}
+
 /* data.synthetic: the teacher task's shape.  num_sparse, rows, alpha and
  * pooling are one value for every feature, and only without `tables`. */
 static int read_synthetic(cfg_reader *r, const config_setting_t *g)
 {
     static const char *const KEYS[] = {"num_dense", "num_sparse", "rows", "alpha", "pooling",
                                        "teacher_dim", "teacher_hidden", "teacher_scale",
-                                       "ctr_rate", NULL};
+                                       "ctr_rate", "drift", NULL};
     ctr_synth_config *c = &r->cf->train.synth;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, g, "data.synthetic", "must be a group { num_sparse = ...; }");
@@ -66,6 +104,8 @@ static int read_synthetic(cfg_reader *r, const config_setting_t *g)
     if (SYN("teacher_scale") && cfg_get_double(r, m, "data.synthetic.teacher_scale", 0, 1e3, &c->teacher_scale))
         return EMBER_EINVAL;
     if (SYN("ctr_rate") && cfg_get_double(r, m, "data.synthetic.ctr_rate", 1e-4, 1 - 1e-4, &c->ctr_rate))
+        return EMBER_EINVAL;
+    if (SYN("drift") && read_drift(r, m, c))
         return EMBER_EINVAL;
 #undef SYN
     return 0;

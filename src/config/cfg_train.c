@@ -46,6 +46,7 @@ void cfg_train_default(cfg_train *t)
     t->steps = 3000;
     t->eval_every = 500;
     t->hot_refresh_every = 100;
+    t->limits = limits_adapt_config_default();
     t->eval_samples = 1 << 16;
     t->dense_optim = dense_optim_config_default(DENSE_ADAM);
     t->dense_optim.lr = 0.004f;
@@ -193,6 +194,44 @@ static int read_step_shape(cfg_reader *r, const config_setting_t *g, cfg_train *
     return 0;
 }
 
+/* train.limits = { adapt = "running" | "first" | "off"; every; window;
+ * quantile; headroom; max_bytes; }: per-partition limits that follow the
+ * data (docs/limits.md). */
+static int read_limits_adapt(cfg_reader *r, const config_setting_t *g, cfg_train *t)
+{
+    static const char *const KEYS[] = {"adapt", "every", "window", "quantile", "headroom", "max_bytes", NULL};
+    static const char *const MODES[] = {"off", "first", "running", NULL}; /* limits_adapt_mode */
+    limits_adapt_config *c = &t->limits;
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return cfg_fail_at(r, g, "train.limits", "must be a group { adapt = \"running\"; every = 100; }");
+    if (cfg_check_keys(r, g, "train.limits", KEYS))
+        return EMBER_EINVAL;
+    const config_setting_t *m;
+    const int64_t most = INT64_C(1) << 30;
+    int e;
+    if ((m = config_setting_get_member(g, "adapt"))) {
+        if (cfg_get_enum(r, m, "train.limits.adapt", MODES, &e))
+            return EMBER_EINVAL;
+        c->mode = (limits_adapt_mode)e;
+    } else {
+        c->mode = LIMITS_ADAPT_RUNNING;
+    }
+    if ((m = config_setting_get_member(g, "every")) && cfg_get_int64(r, m, "train.limits.every", 1, most, &c->every))
+        return EMBER_EINVAL;
+    if ((m = config_setting_get_member(g, "window")) && cfg_get_int64(r, m, "train.limits.window", 1, 1 << 20, &c->window))
+        return EMBER_EINVAL;
+    if ((m = config_setting_get_member(g, "quantile")) &&
+        cfg_get_double(r, m, "train.limits.quantile", 0, 1, &c->quantile))
+        return EMBER_EINVAL;
+    if ((m = config_setting_get_member(g, "headroom")) &&
+        cfg_get_double(r, m, "train.limits.headroom", 0, 100, &c->headroom))
+        return EMBER_EINVAL;
+    if ((m = config_setting_get_member(g, "max_bytes")) && cfg_get_bytes(r, m, "train.limits.max_bytes", &c->max_bytes))
+        return EMBER_EINVAL;
+    t->limits_line = (int)config_setting_source_line(g);
+    return 0;
+}
+
 /* How long the run is and what happens every so many steps: steps, hot-row
  * refreshes, evaluations, logging, the learning-rate schedule, epochs. */
 static int read_run_length(cfg_reader *r, const config_setting_t *g, cfg_train *t)
@@ -334,7 +373,7 @@ int cfg_read_train(cfg_reader *r, const config_setting_t *g)
                                        "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",
                                        "plot", "checkpoint_dir", "checkpoint_every", "checkpoint_keep",
-                                       "plan", "pipeline", NULL};
+                                       "plan", "pipeline", "limits", NULL};
     cfg_train *t = &r->cf->train;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, g, "train", "must be a group { steps = ...; }");
@@ -343,6 +382,8 @@ int cfg_read_train(cfg_reader *r, const config_setting_t *g)
     const config_setting_t *m;
     if (((m = config_setting_get_member(g, "pipeline")) && read_pipeline(r, m, t)) || read_step_shape(r, g, t) ||
         read_run_length(r, g, t) || ((m = config_setting_get_member(g, "early_stop")) && read_early_stop(r, m, t)))
+        return EMBER_EINVAL;
+    if ((m = config_setting_get_member(g, "limits")) && read_limits_adapt(r, m, t))
         return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "plan")) && cfg_read_path(r, m, "train.plan", &t->plan_file))
         return EMBER_EINVAL;

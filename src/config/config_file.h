@@ -26,6 +26,7 @@
 #include "dense/dense.h"
 #include "ember.h"
 #include "model/lr_schedule.h"
+#include "plan/limits_adapt.h"
 
 /* Per table, what the collection config cannot hold. */
 typedef struct cfg_table_extra {
@@ -143,6 +144,8 @@ typedef struct cfg_train {
                                     checkpoint_dir/best                      */
     int64_t hot_refresh_every;   /* steps between hot-row refreshes (tables
                                     with hot_rows); 0: never                 */
+    limits_adapt_config limits;  /* train.limits: limits that follow the data */
+    int limits_line;             /* its line (0: not in the file)           */
     int32_t pipe_stages;         /* train.pipeline.stages: 0 or 1 no pipeline */
     int32_t pipe_schedule;       /* pipe_schedule (model/pipeline.h)          */
     int32_t pipe_virtual;        /* pieces per rank (interleaved)             */

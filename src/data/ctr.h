@@ -155,6 +155,16 @@ typedef struct ctr_synth_config {
     double ctr_rate;                   /* default 0.25                     */
     uint64_t seed;
     uint64_t eval_offset;              /* eval stream: samples from this index on (default 2^40) */
+    /* Drifting ids (docs/data.md, "Drifting ids"): sample j of a stream
+     * (counted from the stream's start) is in epoch j / drift_every, and
+     * the first drift_features features (0: all) draw from that epoch's
+     * law (ember_drift: rotate or grow by drift_rows ranks an epoch; grow
+     * starts from drift_start ranks). */
+    ember_drift drift;
+    int64_t drift_every;               /* samples per epoch                */
+    int64_t drift_rows;
+    int32_t drift_features;
+    int64_t drift_start;               /* grow: ranks of epoch 0; 0: drift_rows */
 } ctr_synth_config;
 
 /* The key a keyed feature f emits for vocabulary id `id`: splitmix64's

@@ -8,7 +8,8 @@
  *   bag of f   = 1 + Poisson(pooling[f] - 1) ids, each a bounded
  *                Zipf(alpha[f]) rank scattered over the table (zipf.h, the
  *                law of ember_synth), from a splitmix64 stream started at
- *                (feature key, i)
+ *                (feature key, i); with a drift, the law of the sample's
+ *                epoch (its index in its stream / drift_every)
  *   teacher    x = [dense, sum over the bag of E_f[id] for each f]
  *              z = w2 . relu(W1 x + b1);   t = (z - mean) / sd
  *   label      = 1 when u_i < sigmoid(teacher_scale * t + bias)
@@ -138,9 +139,11 @@ static void add_rows(const synth_impl *m, double *x, const int64_t *row, const i
  * scale and the bias).  x: scratch of synth_scratch(m) doubles.  A sample's
  * rows are drawn (up to SYN_ROW_BUF) before their embeddings are read, so
  * the reads' cache misses overlap; every sum keeps its order. */
-static double sample_at(const synth_impl *m, uint64_t i, float *dense, int64_t *const *ids, double *x)
+static double sample_at(const synth_impl *m, uint64_t i, int64_t epoch, float *dense, int64_t *const *ids,
+                        double *x)
 {
     const ctr_synth_config *c = &m->cfg;
+    const int32_t drifting = c->drift == EMBER_DRIFT_NONE ? 0 : c->drift_features > 0 ? c->drift_features : c->num_sparse;
     const int32_t D = c->num_dense;
     for (int32_t j = 0; j < D; j++) {
         x[j] = normal_from_bits(ember_rng_bits(m->dense_key, i, (uint64_t)j, 0));
@@ -154,8 +157,13 @@ static double sample_at(const synth_impl *m, uint64_t i, float *dense, int64_t *
     for (int32_t f = 0; f < c->num_sparse; f++) {
         uint64_t st;
         int32_t len = bag_length(m, f, i, &st);
+        const int drifts = f < drifting && epoch > 0;
+        zipf_law law = m->zipf[f];
+        if (drifts && c->drift == EMBER_DRIFT_GROW)
+            zipf_law_init(&law, drift_support(c->drift, c->rows[f], c->drift_rows, c->drift_start, epoch), c->alpha[f]);
         for (int32_t p = 0; p < len; p++) {
-            int64_t id = rank_to_row(zipf_rank(&m->zipf[f], &st), (uint64_t)c->rows[f]);
+            int64_t id = drifts ? drift_row(c->drift, zipf_rank(&law, &st), c->drift_rows, epoch, (uint64_t)c->rows[f])
+                                : rank_to_row(zipf_rank(&law, &st), (uint64_t)c->rows[f]);
             if (ids)
                 ids[f][p] = c->keyed[f]       ? ctr_synth_key(c, f, id)
                             : c->hash_rows[f] ? (int64_t)((uint64_t)ctr_synth_key(c, f, id) % (uint64_t)c->hash_rows[f])
@@ -226,6 +234,12 @@ static int synth_check(const ctr_synth_config *c, char *err, size_t errlen)
             return ctr_fail(err, errlen, "%s: pooling[%d] = %g, must be in [1, 10000]", w, (int)f,
                             c->pooling[f]);
     }
+    if (c->drift != EMBER_DRIFT_NONE &&
+        (c->drift < 0 || c->drift > EMBER_DRIFT_GROW || c->drift_every < 1 || c->drift_rows < 1 ||
+         c->drift_features < 0 || c->drift_features > c->num_sparse || c->drift_start < 0))
+        return ctr_fail(err, errlen, "%s: drift needs every >= 1 (it is %lld), rows >= 1 (it is %lld) and features in "
+                        "[0, %d] (it is %d)", w, (long long)c->drift_every, (long long)c->drift_rows,
+                        (int)c->num_sparse, (int)c->drift_features);
     if (c->teacher_dim < 1 || c->teacher_dim > 1024)
         return ctr_fail(err, errlen, "%s: teacher_dim = %d, must be in [1, 1024]", w, (int)c->teacher_dim);
     if (c->teacher_hidden < 1 || c->teacher_hidden > 65536)
@@ -251,7 +265,9 @@ static int synth_build(synth_impl *m)
     for (int32_t f = 0; f < c->num_sparse; f++) {
         m->id_key[f] = ember_mix64(c->seed ^ ember_mix64((uint64_t)f * SYNTH_BAG_MUL + SYNTH_GAMMA));
         m->emb_key[f] = ember_mix64(m->id_key[f] ^ SYN_SALT_EMB);
-        zipf_law_init(&m->zipf[f], c->rows[f], c->alpha[f]);
+        const int drifts = c->drift != EMBER_DRIFT_NONE && (c->drift_features == 0 || f < c->drift_features);
+        zipf_law_init(&m->zipf[f], drifts ? drift_support(c->drift, c->rows[f], c->drift_rows, c->drift_start, 0) : c->rows[f],
+                      c->alpha[f]); /* grow: epoch 0's law */
         m->pois_limit[f] = exp(-(c->pooling[f] - 1.0));
         if (tab + c->rows[f] * td <= SYN_TABLE_FLOATS) {
             tab += c->rows[f] * td;
@@ -293,7 +309,7 @@ static int synth_build(synth_impl *m)
     m->sd = 1;
     double s1 = 0, s2 = 0;
     for (int32_t k = 0; k < SYN_CALIB_N; k++) {
-        t[k] = sample_at(m, SYN_CALIB_FIRST + (uint64_t)k, NULL, NULL, x);
+        t[k] = sample_at(m, SYN_CALIB_FIRST + (uint64_t)k, 0, NULL, NULL, x);
         s1 += t[k];
         s2 += t[k] * t[k];
     }
@@ -372,7 +388,8 @@ static int64_t synth_next(ctr_source *s, int32_t n, char *err, size_t errlen)
             for (int32_t f = 0; f < S; f++)
                 ids[f] = s->ids + m->first_id[(int64_t)f * n + b];
             uint64_t i = first + (uint64_t)b;
-            double t = sample_at(m, i, s->dense + (int64_t)b * D, ids, x);
+            int64_t epoch = c->drift != EMBER_DRIFT_NONE ? (int64_t)((i - m->first) / (uint64_t)c->drift_every) : 0;
+            double t = sample_at(m, i, epoch, s->dense + (int64_t)b * D, ids, x);
             double p = sigmoid(c->teacher_scale * t + m->bias);
             double u = (double)(ember_rng_bits(m->label_key, i, 0, 0) >> 11) * 0x1.0p-53;
             m->prob[b] = (float)p;

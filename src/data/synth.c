@@ -15,6 +15,8 @@
  * function of (config, n), asking for weights never changes the ids, and the
  * bags can be drawn in parallel without the thread count changing a bit.
  * The arrays are allocated once by create and rewritten by every next.
+ * A drift (ember_drift) changes only the drifting tables' law from batch
+ * to batch: their ranks come from the epoch's law and move as zipf.h says.
  */
 #include <math.h>
 #include <stdint.h>
@@ -53,6 +55,11 @@ ember_synth_config ember_synth_config_default(void)
         .alpha = 1.05,
         .weighted = 0,
         .seed = 0,
+        .drift = EMBER_DRIFT_NONE,
+        .drift_every = 0,
+        .drift_rows = 0,
+        .drift_tables = 0,
+        .drift_start = 0,
     };
     return c;
 }
@@ -80,6 +87,21 @@ static int synth_check_config(const ember_synth_config *c, int64_t *num_ids)
     if (c->zipf && !(c->alpha > 0.0 && isfinite(c->alpha))) {
         ember_data_set_error("ember_synth_create: alpha = %g, zipf needs a finite alpha > 0",
                              c->alpha);
+        return EMBER_EINVAL;
+    }
+    if (c->drift != EMBER_DRIFT_NONE && c->drift != EMBER_DRIFT_ROTATE && c->drift != EMBER_DRIFT_GROW) {
+        ember_data_set_error("ember_synth_create: drift = %d, must be none, rotate or grow", (int)c->drift);
+        return EMBER_EINVAL;
+    }
+    if (c->drift != EMBER_DRIFT_NONE &&
+        (c->drift_every < 1 || c->drift_rows < 1 || c->drift_rows > c->rows || c->drift_tables < 0 ||
+         c->drift_start < 0 || c->drift_start > c->rows)) {
+        ember_data_set_error("ember_synth_create: drift %s needs drift_every >= 1 (it is %lld), drift_rows in "
+                             "[1, rows = %lld] (it is %lld), drift_tables >= 0 (it is %d) and drift_start in [0, rows] (it is "
+                             "%lld)",
+                             c->drift == EMBER_DRIFT_ROTATE ? "rotate" : "grow", (long long)c->drift_every,
+                             (long long)c->rows, (long long)c->drift_rows, (int)c->drift_tables,
+                             (long long)c->drift_start);
         return EMBER_EINVAL;
     }
     if (__builtin_mul_overflow((int64_t)c->tables, (int64_t)c->batch_size, &bags) ||
@@ -154,6 +176,13 @@ int ember_synth_next(ember_synth *s, ember_batch *batch)
     const int64_t first_bag = s->batches * c->batch_size; /* counter of sample 0 */
     const int32_t P = c->pooling;
     const uint64_t rows = (uint64_t)c->rows;
+    /* the drift's epoch of this batch, and its law (grow: over fewer ranks) */
+    const int64_t epoch = c->drift != EMBER_DRIFT_NONE ? s->batches / c->drift_every : 0;
+    const int32_t drifting = c->drift == EMBER_DRIFT_NONE ? 0 : c->drift_tables > 0 ? c->drift_tables : c->tables;
+    const int64_t support = drift_support(c->drift, c->rows, c->drift_rows, c->drift_start, epoch);
+    zipf_law law = s->zipf;
+    if (c->zipf && support != c->rows)
+        zipf_law_init(&law, support, c->alpha);
 
     /* bag g = t * batch_size + b: feature-major, then sample */
 #pragma omp parallel for schedule(static) if (s->num_ids >= 65536)
@@ -162,7 +191,12 @@ int ember_synth_next(ember_synth *s, ember_batch *batch)
         uint64_t counter = (uint64_t)(first_bag + g % c->batch_size) * SYNTH_BAG_MUL;
         uint64_t st = ember_mix64(s->id_key[t] ^ counter);
         int64_t *ids = s->ids + g * P;
-        if (c->zipf) {
+        if (t < drifting) {
+            for (int32_t i = 0; i < P; i++) {
+                int64_t k = c->zipf ? zipf_rank(&law, &st) : uniform_row((uint64_t)support, &st) + 1;
+                ids[i] = drift_row(c->drift, k, c->drift_rows, epoch, rows);
+            }
+        } else if (c->zipf) {
             for (int32_t i = 0; i < P; i++)
                 ids[i] = rank_to_row(zipf_rank(&s->zipf, &st), rows);
         } else {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/rng.h"
+#include "ember.h"
 
 #define SYNTH_GAMMA 0x9e3779b97f4a7c15ULL /* splitmix64 increment        */
 #define SYNTH_BAG_MUL 0xd1b54a32d192ed03ULL /* spreads bag counters        */
@@ -128,6 +129,27 @@ static inline int64_t rank_to_row(int64_t k, uint64_t rows)
     if ((uint64_t)(k - 1) < (UINT64_C(1) << 32))
         return (int64_t)((uint64_t)(k - 1) * SYNTH_SCRAMBLE % rows);
     return (int64_t)(((unsigned __int128)(uint64_t)(k - 1) * SYNTH_SCRAMBLE) % rows);
+}
+
+/* Drift (ember_drift, docs/data.md "Drifting ids"): the law of epoch e.
+ * grow draws its ranks from the first min(rows, start + e R) ranks (each
+ * epoch R ranks, new ids, join the law; start 0 means R); rotate shifts
+ * rank k to rank ((k - 1 + e R) mod rows) + 1, so the hot set moves R
+ * ranks down the table every epoch.  The products are exact in 128 bits. */
+static inline int64_t drift_support(int kind, int64_t rows, int64_t R, int64_t start, int64_t e)
+{
+    if (kind != EMBER_DRIFT_GROW)
+        return rows;
+    unsigned __int128 n = (unsigned __int128)(uint64_t)(start > 0 ? start : R) + (unsigned __int128)(uint64_t)R * (uint64_t)e;
+    return n < (unsigned __int128)(uint64_t)rows ? (int64_t)n : rows;
+}
+
+static inline int64_t drift_row(int kind, int64_t k, int64_t R, int64_t e, uint64_t rows)
+{
+    if (kind == EMBER_DRIFT_ROTATE && e > 0)
+        k = (int64_t)(((unsigned __int128)(uint64_t)(k - 1) + (unsigned __int128)(uint64_t)e * (uint64_t)R) % rows) +
+            1;
+    return rank_to_row(k, rows);
 }
 
 #endif

@@ -162,13 +162,19 @@ static json_t *synth_json(const ctr_synth_config *s)
     int64_t rows[CTR_MAX_FEATURES], keyed[CTR_MAX_FEATURES], hash_rows[CTR_MAX_FEATURES];
     for (int32_t f = 0; f < s->num_sparse; f++)
         rows[f] = s->rows[f], keyed[f] = s->keyed[f], hash_rows[f] = s->hash_rows[f];
-    return json_pack("{s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:f, s:f, s:I, s:I}", "num_dense",
+    json_t *o = json_pack("{s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:f, s:f, s:I, s:I}", "num_dense",
                      (json_int_t)s->num_dense, "num_sparse", (json_int_t)s->num_sparse, "rows",
                      ints(rows, s->num_sparse), "alpha", reals(s->alpha, s->num_sparse), "pooling",
                      reals(s->pooling, s->num_sparse), "keyed", ints(keyed, s->num_sparse), "hash_rows",
                      ints(hash_rows, s->num_sparse), "teacher_dim", (json_int_t)s->teacher_dim, "teacher_hidden",
                      (json_int_t)s->teacher_hidden, "teacher_scale", s->teacher_scale, "ctr_rate", s->ctr_rate,
                      "seed", (json_int_t)s->seed, "eval_offset", (json_int_t)s->eval_offset);
+    if (o && s->drift != EMBER_DRIFT_NONE) /* only then: older readers never see it */
+        json_object_set_new(o, "drift",
+                            json_pack("{s:I, s:I, s:I, s:I, s:I}", "kind", (json_int_t)s->drift, "every",
+                                      (json_int_t)s->drift_every, "rows", (json_int_t)s->drift_rows, "features",
+                                      (json_int_t)s->drift_features, "start", (json_int_t)s->drift_start));
+    return o;
 }
 
 char *description_to_json(const model_description *m)
@@ -380,6 +386,14 @@ static void read_synth(reader *r, json_t *o, ctr_synth_config *s)
     s->ctr_rate = get_real(r, o, "synthetic", "ctr_rate");
     s->seed = (uint64_t)get_int(r, o, "synthetic", "seed", INT64_MIN, INT64_MAX);
     s->eval_offset = (uint64_t)get_int(r, o, "synthetic", "eval_offset", 0, INT64_MAX);
+    json_t *d = json_object_get(o, "drift"); /* optional: no drift */
+    if (d && !r->failed) {
+        s->drift = (ember_drift)get_int(r, d, "synthetic.drift", "kind", EMBER_DRIFT_ROTATE, EMBER_DRIFT_GROW);
+        s->drift_every = get_int(r, d, "synthetic.drift", "every", 1, INT64_MAX);
+        s->drift_rows = get_int(r, d, "synthetic.drift", "rows", 1, INT64_C(1) << 53);
+        s->drift_features = (int32_t)get_int(r, d, "synthetic.drift", "features", 0, s->num_sparse);
+        s->drift_start = get_int(r, d, "synthetic.drift", "start", 0, INT64_C(1) << 53);
+    }
 }
 
 int description_from_json(const char *json, size_t n, model_description *m, char *err, size_t errlen)

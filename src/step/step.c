@@ -117,7 +117,9 @@ int ember_forward_route(ember_collection *c, const ember_batch *b, int st, int64
     ember_prep P = ember_collection_prep(c);
     dropped[0] = dropped[1] = 0;
     if (st == EMBER_OK)
-        st = ember_route_build(&P, b, &c->shape, ember_limits_active(&P), &dropped[0]);
+        st = ember_route_build(&P, b, &c->shape, ember_limits_active(&P) || c->observe_limits, &dropped[0]);
+    if (st == EMBER_OK)
+        ember_limits_observe_batch(c);
     if (st == EMBER_OK)
         st = ember_limits_apply(&P, &c->shape, &dropped[1]);
     int64_t rounds = st == EMBER_OK ? c->shape.num_minibatches : 0;
@@ -146,6 +148,7 @@ int ember_forward_done(ember_collection *c, int64_t num_ids, const int64_t *drop
     c->stats.last_ids = num_ids - dropped[0];
     c->stats.last_unique_rows = 0;
     c->routed = 1;
+    ember_limits_observe_done(c);
     return EMBER_OK;
 }
 

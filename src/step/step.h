@@ -16,6 +16,10 @@ int ember_forward_validate(ember_collection *c, const ember_batch *b, float *poo
 /* Routes and applies the limits after a local status st, agrees over the
  * world and sets the rounds; dropped[0..1]: ids dropped by bounds, limits. */
 int ember_forward_route(ember_collection *c, const ember_batch *b, int st, int64_t *dropped);
+/* Limits' observation (limits_observe.c): the routed batch counted, and
+ * its record joining the sums once its forward is done. */
+void ember_limits_observe_batch(ember_collection *c);
+void ember_limits_observe_done(ember_collection *c);
 /* Lookup and pooling of physical table p (over the world when W > 1). */
 int ember_forward_lookup(ember_collection *c, int32_t p, float *pooled, float *sequence);
 /* Debug checks (agreed), statistics; the batch becomes current. */

@@ -13,6 +13,8 @@
  *                      parameters, dense optimizer step, its state floats,
  *                      pipeline stages (0 before they were recorded)
  *   dense.params       the dense model's parameters (dlrm_params)
+ *   train.limits       with train.limits: the adaptive limits' state
+ *                      (src/plan/limits_adapt.h: limits, window, excess)
  *   model.json         the model description (src/infer/description.h): what the
  *                      predictor builds its collection and dense model from
  *   dense.optim        the dense optimizer's state (Adam: m then v), if any
@@ -190,7 +192,17 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
     free(model);
     int64_t best_blob[6] = {BEST_MAGIC, BLOB_VERSION, best->have, 0, best->step, best->bad};
     memcpy(&best_blob[3], &best->metric, sizeof(double));
-    ember_blob blobs[6];
+    /* the adaptive limits' state: the same on every rank once agreed */
+    void *lblob = NULL;
+    int64_t lbytes = 0;
+    int lst = s->limits ? (train_limits_sync(s) ? EMBER_ECOMM : limits_adapt_save(s->limits, &lblob, &lbytes)) : EMBER_OK;
+    if (lst == EMBER_ECOMM || run_agree_status(s, lst, "out of memory for the adaptive limits' state")) {
+        free(mjson);
+        free(gathered);
+        free(rblob);
+        return 1;
+    }
+    ember_blob blobs[7];
     int32_t nblobs = 0;
     blobs[nblobs++] = (ember_blob){"train.fingerprint", fp, (int64_t)strlen(fp)};
     blobs[nblobs++] = (ember_blob){"train.state", state, (int64_t)sizeof state};
@@ -201,6 +213,8 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
         blobs[nblobs++] = (ember_blob){DESCRIPTION_BLOB, mjson, (int64_t)strlen(mjson)};
     if (!piped && floats > 0)
         blobs[nblobs++] = (ember_blob){"dense.optim", ostate, floats * nparams * (int64_t)sizeof(float)};
+    if (lblob)
+        blobs[nblobs++] = (ember_blob){"train.limits", lblob, lbytes};
     ember_blob rank_blobs[4] = { /* the last three only with pipeline stages, empty but on the savers */
         {"data.position", position, (int64_t)sizeof position},
         {CKPT_DENSE_RANGES, rblob, rbytes},
@@ -209,6 +223,7 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
     };
     ember_save_options o = {step, keep, blobs, nblobs, rank_blobs, piped ? 4 : 1};
     int st = ember_save(s->coll, root, &o);
+    free(lblob);
     free(mjson);
     free(gathered);
     free(rblob);
@@ -363,6 +378,14 @@ int train_ckpt_resume(ember_trainer *s)
     if (run_agree_status(s, st, err))
         goto out;
     failed = restore_position(s, ck, err, sizeof err) != 0;
+    if (!failed && s->limits) { /* the adaptive limits' state, and the limits it set */
+        int64_t lbytes = 0;
+        const void *lb = ember_checkpoint_blob(ck, -1, "train.limits", &lbytes);
+        char lerr[512] = "no blob \"train.limits\"";
+        failed = !lb || train_limits_restore(s, lb, lbytes, lerr, sizeof lerr) != 0;
+        if (failed)
+            snprintf(err, sizeof err, "checkpoint %s: %s", ember_checkpoint_path(ck), lerr);
+    }
     if (run_agree(s, failed, EMBER_ECORRUPT, err))
         goto out;
     int64_t bytes = -1; /* the best evaluation so far; absent from checkpoints before early stopping */

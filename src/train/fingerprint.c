@@ -74,6 +74,9 @@ void train_fingerprint(const ember_trainer *s, char *buf, size_t n)
             add(buf, n, "%s%.17g", f ? "," : " ", c->pooling[f]);
         add(buf, n, "\nsynthetic_teacher dim %d, hidden %d, scale %.17g, ctr %.17g\n", (int)c->teacher_dim,
             (int)c->teacher_hidden, c->teacher_scale, c->ctr_rate);
+        if (c->drift != EMBER_DRIFT_NONE) /* absent without: older checkpoints still match */
+            add(buf, n, "synthetic_drift kind %d, every %lld, rows %lld, features %d, start %lld\n", (int)c->drift,
+                (long long)c->drift_every, (long long)c->drift_rows, (int)c->drift_features, (long long)c->drift_start);
     } else {
         add(buf, n, "train_file %s\n", t->train_file ? t->train_file : "");
         if (t->source == CFG_SOURCE_TSV)
@@ -142,6 +145,10 @@ void train_fingerprint(const ember_trainer *s, char *buf, size_t n)
             config_lr_decay_name(t->lr.decay), flt(t->lr.final, f[0]), (long long)t->lr.every, flt(t->lr.gamma, f[1]));
     if (t->patience > 0 || t->keep_best) /* the saved verdicts are of this metric */
         add(buf, n, "early_stop metric %s\n", t->stop_metric_logloss ? "logloss" : "auc");
+    if (t->limits.mode != LIMITS_ADAPT_OFF) /* absent when off: older checkpoints still match */
+        add(buf, n, "limits adapt %d, every %lld, window %lld, quantile %.17g, headroom %.17g, max_bytes %lld\n",
+            (int)t->limits.mode, (long long)t->limits.every, (long long)t->limits.window, t->limits.quantile,
+            t->limits.headroom, (long long)t->limits.max_bytes);
     add(buf, n, "soft\n");
     add(buf, n, "world %d\n", (int)s->size);
     add(buf, n, "threads %d\n", (int)s->threads);

@@ -12,6 +12,8 @@
  *       apply_lr_schedule    the step's learning-rate factor
  *       take_step            model_step (src/model/), agreed over the ranks
  *       refresh_hot_rows     every hot_refresh_every steps
+ *       train_limits_step    the limits' figures; every train.limits.every
+ *                            steps new limits (limits.c)
  *       count_and_log        the loss, reduced every log_every steps ->
  *                            "train" event
  *       evaluate_and_judge   every eval_every steps and at the end: held-out
@@ -197,7 +199,7 @@ static void announce_lookahead(ember_trainer *s, loop_state *L, int64_t step)
 
 /* A step after which the overlap and stale schedules begin nothing ahead,
  * so that the embedding step's work in flight drains: the last step, a
- * checkpoint, an evaluation, a hot-row refresh step (every
+ * checkpoint, an evaluation, a decision of the adaptive limits, a hot-row refresh step (every
  * hot_refresh_every steps, whether or not a table has hot rows, so that
  * stale runs read alike with and without).  A resumed run starts its run
  * of steps the same way. */
@@ -205,6 +207,7 @@ static int drains_after(const ember_trainer *s, int64_t step)
 {
     const cfg_train *t = &s->t;
     return step == t->steps || (t->hot_refresh_every > 0 && step % t->hot_refresh_every == 0) ||
+           (s->limits && limits_adapt_due(s->limits, step)) ||
            (t->checkpoint_dir && t->checkpoint_every > 0 && step % t->checkpoint_every == 0) ||
            (s->eval_src && t->eval_every > 0 && step % t->eval_every == 0);
 }
@@ -288,6 +291,7 @@ static void count_and_log(ember_trainer *s, loop_state *L, int64_t step, const s
     ls->samples += io->global;
     ls->run_samples += io->global;
     ls->run_steps++;
+    ls->ids += io->batch.sparse.num_ids;
     L->window_loss += io->loss;
     if (step % L->log_every != 0 && step != s->t.steps) {
         train_event_step(s, step, ls->samples, training_seconds(s, L), 0, NAN);
@@ -384,7 +388,7 @@ int train_loop(ember_trainer *s)
         announce_lookahead(s, &L, step);
         begin_next_batch(s, &L, step);
         apply_lr_schedule(s, step);
-        if (take_step(s, step, &io) || refresh_hot_rows(s, &L, step)) {
+        if (take_step(s, step, &io) || refresh_hot_rows(s, &L, step) || train_limits_step(s, step)) {
             failed = 1;
             break;
         }

@@ -83,6 +83,8 @@ typedef struct train_loop_stats {
     train_eval_result eval;      /* the run's last evaluation               */
     train_best best;
     int64_t stopped_at;          /* > 0: stopped early after this step      */
+    int64_t limit_changes;       /* this run's changes of adaptive limits   */
+    int64_t ids;                 /* this run's ids, this rank's share        */
 } train_loop_stats;
 
 enum { RUN_FAILED = 0, RUN_OPEN, RUN_STOPPED, RUN_DONE }; /* open failed, open, run failed, run */
@@ -113,6 +115,7 @@ struct ember_trainer {
     ember_feature_config features[CTR_MAX_FEATURES];
     char names[2][CTR_MAX_FEATURES][40];
     ember_collection *coll;
+    limits_adapt *limits;        /* train.limits; NULL: the config's limits stay */
     dlrm *dense;                 /* the dense half of the model             */
     ctr_model *model;            /* coll and dense joined: step and predict */
     int64_t *dense_memory;       /* rank 0: every rank's model_memory (4
@@ -179,6 +182,20 @@ int train_epochs_to_steps(ember_trainer *s);
  * batches (or the synthetic law), or a saved plan (train.plan).  Every rank
  * computes the same.  0, or -1 with err (local). */
 int train_plan_tables(ember_trainer *s, int64_t global_batch, char *err, size_t errlen);
+
+/* ---------------------------------------------- limits that follow data */
+
+/* train.limits (limits.c): the adapter and the collection's observation.
+ * Collective; 0 or 1. */
+int train_limits_open(ember_trainer *s);
+void train_limits_close(ember_trainer *s);
+/* After step `step`: its figures in; at a decision step, agreed, decided,
+ * set and told ("limits" events).  Collective; 0 or 1. */
+int train_limits_step(ember_trainer *s, int64_t step);
+/* Before a checkpoint: nothing waits for an agreement.  Collective; 0 or 1. */
+int train_limits_sync(ember_trainer *s);
+/* A checkpoint's state back, the limits set.  0, or -1 with err (local). */
+int train_limits_restore(ember_trainer *s, const void *blob, int64_t bytes, char *err, size_t errlen);
 
 /* --------------------------------------------------------- checkpoints */
 

@@ -31,6 +31,8 @@ typedef struct summary_data {
     float rss, *all_rss;         /* this rank's; every rank's (rank 0)      */
     float pipe[2], *all_pipe;    /* pipeline: busy share, kept activation MB */
     int32_t world;               /* ranks in all_rss                        */
+    int64_t limits[2];           /* ids dropped by limits, ids (this run)   */
+    int any_limit;               /* some table has a limit, or they adapt   */
 } summary_data;
 
 static void reduce_all(ember_trainer *s, summary_data *d, ctr_stats *cs)
@@ -62,6 +64,14 @@ static void reduce_all(ember_trainer *s, summary_data *d, ctr_stats *cs)
         d->pipe[1] = (float)((double)bytes / 1048576.0);
         ember_comm_gather_floats(s->world, d->pipe, 2, &d->all_pipe, &n);
     }
+    ember_stats es;
+    ember_collection_stats(s->coll, &es);
+    d->limits[0] = es.dropped_limit;
+    d->limits[1] = ls->ids;
+    ember_comm_reduce_i64(s->world, d->limits, 2, EMBER_REDUCE_SUM);
+    d->any_limit = s->limits != NULL;
+    for (int32_t t = 0; t < s->cc.num_tables; t++)
+        d->any_limit |= s->cc.tables[t].max_ids_per_partition > 0 || s->cc.tables[t].max_unique_ids_per_partition > 0;
     ember_tier_stats ts;
     int64_t ti[9] = {ember_collection_tier_stats(s->coll, &ts), ts.accesses, ts.demand_loads, ts.prefetch_loads,
                      ts.evictions, ts.writes, ts.bytes_read, ts.bytes_written, ts.prefetch_used};
@@ -143,6 +153,28 @@ static json_t *summary_json(const ember_trainer *s, const summary_data *d, const
             json_object_set_new(j, "first_bad", run_json_string(cs->first_bad));
     }
     json_object_set_new(j, "train_seconds", run_json_num(train_s));
+    if (d->any_limit) { /* this run's: ids the limits dropped, of all its ids; the adaptive limits' changes */
+        json_t *l = json_object();
+        json_object_set_new(l, "ids", json_integer(d->limits[1]));
+        json_object_set_new(l, "dropped_ids", json_integer(d->limits[0]));
+        json_object_set_new(l, "dropped_fraction",
+                            run_json_num(d->limits[1] > 0 ? (double)d->limits[0] / (double)d->limits[1] : 0));
+        if (s->limits) {
+            json_object_set_new(l, "changes", json_integer(ls->limit_changes));
+            int64_t b = limits_adapt_bytes(s->limits, -1);
+            json_object_set_new(l, "limit_bytes", b == INT64_MAX ? json_null() : json_integer(b));
+            json_t *tabs = json_object();
+            for (int32_t t = 0; t < s->cc.num_tables; t++) {
+                if (!limits_adapt_adapted(s->limits, t))
+                    continue;
+                int64_t a, u;
+                limits_adapt_limits(s->limits, t, &a, &u);
+                json_object_set_new(tabs, s->cc.tables[t].name, json_pack("[I, I]", (json_int_t)a, (json_int_t)u));
+            }
+            json_object_set_new(l, "tables", tabs);
+        }
+        json_object_set_new(j, "limits", l);
+    }
     /* rank 0's steps whose batch a thread taken from the step read ahead
      * (no spare core: src/train/arrange.c) */
     json_object_set_new(j, "reader_thread_steps", json_integer(s->ls.reader_steps));
