@@ -33,8 +33,10 @@ struct limits_adapt {
     int64_t *wait;         /* [every][T][OBS] local figures, not yet agreed */
     int64_t waiting, wait_cap;
     int64_t *over;         /* [2T] agreed excess since the last decision    */
+    int64_t *peak;         /* [2T] the most of any agreed step so far       */
     int64_t decided;       /* decisions made                                */
-    int64_t *scratch;      /* [max(window, wait_cap) * 2T]                  */
+    int64_t *scratch;      /* [(max(window, wait_cap) + 1) * 2T]            */
+    int64_t *plan;         /* [6T] a decision's: wanted, floors, next       */
 };
 
 limits_adapt_config limits_adapt_config_default(void)
@@ -73,10 +75,12 @@ int limits_adapt_create(const limits_adapt_config *cfg, const ember_collection_c
     a->adapted = calloc((size_t)T + 1, 1);
     a->limit = calloc((size_t)(2 * T) + 1, sizeof *a->limit);
     a->over = calloc((size_t)(2 * T) + 1, sizeof *a->over);
+    a->peak = calloc((size_t)(2 * T) + 1, sizeof *a->peak);
     a->ring = calloc((size_t)(cfg->window * 2 * T) + 1, sizeof *a->ring);
     a->wait = calloc((size_t)(a->wait_cap * OBS * T) + 1, sizeof *a->wait);
-    a->scratch = calloc((size_t)(rows * 2 * T) + 1, sizeof *a->scratch);
-    if (!a->dim || !a->adapted || !a->limit || !a->over || !a->ring || !a->wait || !a->scratch) {
+    a->scratch = calloc((size_t)((rows + 1) * 2 * T) + 1, sizeof *a->scratch); /* + the excess */
+    a->plan = calloc((size_t)(6 * T) + 1, sizeof *a->plan);
+    if (!a->dim || !a->adapted || !a->limit || !a->over || !a->peak || !a->ring || !a->wait || !a->scratch || !a->plan) {
         limits_adapt_destroy(a);
         return EMBER_ENOMEM;
     }
@@ -98,9 +102,11 @@ void limits_adapt_destroy(limits_adapt *a)
     free(a->adapted);
     free(a->limit);
     free(a->over);
+    free(a->peak);
     free(a->ring);
     free(a->wait);
     free(a->scratch);
+    free(a->plan);
     free(a);
 }
 
@@ -144,6 +150,8 @@ int limits_adapt_agree(limits_adapt *a, ember_world *w)
             return st;
     }
     for (int64_t s = 0; s < n; s++) {
+        for (int64_t i = 0; i < 2 * T; i++)
+            a->peak[i] = mx[s * 2 * T + i] > a->peak[i] ? mx[s * 2 * T + i] : a->peak[i];
         memcpy(a->ring + a->head * 2 * T, mx + s * 2 * T, sizeof(int64_t) * 2 * (size_t)T);
         a->head = (a->head + 1) % a->cfg.window;
         a->filled += a->filled < a->cfg.window;
@@ -181,21 +189,34 @@ static int64_t table_bytes(const limits_adapt *a, int32_t t, int64_t ids, int64_
     return b >= 9.2e18 ? INT64_MAX : (int64_t)b;
 }
 
-int64_t limits_adapt_bytes(const limits_adapt *a, int32_t table)
+void limits_adapt_peak(const limits_adapt *a, int32_t table, int64_t *ids, int64_t *unique)
 {
-    if (table >= 0)
-        return table_bytes(a, table, a->limit[2 * table], a->limit[2 * table + 1]);
+    *ids = a->peak[2 * table];
+    *unique = a->peak[2 * table + 1];
+}
+
+static int64_t sum_bytes(const limits_adapt *a, const int64_t *limit)
+{
     int64_t sum = 0;
     for (int32_t t = 0; t < a->T; t++) {
         if (!a->adapted[t])
             continue;
-        int64_t b = table_bytes(a, t, a->limit[2 * t], a->limit[2 * t + 1]);
+        int64_t b = table_bytes(a, t, limit[2 * t], limit[2 * t + 1]);
         if (b == INT64_MAX || sum > INT64_MAX - b)
             return INT64_MAX;
         sum += b;
     }
     return sum;
 }
+
+int64_t limits_adapt_bytes(const limits_adapt *a, int32_t table)
+{
+    if (table >= 0)
+        return table_bytes(a, table, a->limit[2 * table], a->limit[2 * table + 1]);
+    return sum_bytes(a, a->limit);
+}
+
+int64_t limits_adapt_peak_bytes(const limits_adapt *a) { return sum_bytes(a, a->peak); }
 
 /* Under the bound: the limits (*ids, *unique) cut back towards (lo_ids,
  * lo_unique) by one factor until their bytes fit `room`; never below lo. */
@@ -227,29 +248,45 @@ void limits_adapt_decide(limits_adapt *a, int64_t step, limits_change *changes, 
     if (!limits_adapt_due(a, step) || a->filled == 0)
         return;
     const double h = 1.0 + a->cfg.headroom;
-    int64_t used = 0; /* bytes of the tables decided so far, in config order */
+    int64_t *want = a->plan, *lo = a->plan + 2 * a->T, *next = a->plan + 4 * a->T; /* [2T] each */
+    int64_t floors = 0; /* the floors' bytes, summed */
+    for (int32_t t = 0; t < a->T; t++) {
+        if (!a->adapted[t])
+            continue;
+        for (int k = 0; k < 2; k++) {
+            /* raise when below what the rule wants, shrink when more than the
+             * headroom above it; a limit of 0 (none) always takes it.  The
+             * floor, where the bound cuts back to: shrinks taken, raises not. */
+            const int64_t old = a->limit[2 * t + k], w = wanted(a, t, k);
+            want[2 * t + k] = w;
+            next[2 * t + k] = old == 0 || old < w || (double)old > (double)w * h ? w : old;
+            lo[2 * t + k] = old == 0 ? 1 : next[2 * t + k] < old ? next[2 * t + k] : old;
+        }
+        int64_t fb = table_bytes(a, t, lo[2 * t], lo[2 * t + 1]);
+        floors = fb == INT64_MAX || floors > INT64_MAX - fb ? INT64_MAX : floors + fb;
+    }
+    int64_t used = 0; /* the decided tables' bytes, in config order */
     for (int32_t t = 0; t < a->T; t++) {
         if (!a->adapted[t])
             continue;
         const int64_t oi = a->limit[2 * t], ou = a->limit[2 * t + 1];
-        int64_t wi = wanted(a, t, 0), wu = wanted(a, t, 1);
-        /* raise when below what the rule wants, shrink when more than the
-         * headroom above it; a limit of 0 (none) always takes it */
-        int64_t ni = oi == 0 || oi < wi || (double)oi > (double)wi * h ? wi : oi;
-        int64_t nu = ou == 0 || ou < wu || (double)ou > (double)wu * h ? wu : ou;
+        int64_t ni = next[2 * t], nu = next[2 * t + 1];
         int capped = 0;
         if (a->cfg.max_bytes > 0) {
-            const int64_t room = a->cfg.max_bytes - used;
+            /* room: the bound less the tables decided and the floors of those to come */
+            const int64_t fb = table_bytes(a, t, lo[2 * t], lo[2 * t + 1]);
+            floors = floors == INT64_MAX ? INT64_MAX : floors - fb;
+            const int64_t room = floors == INT64_MAX || used == INT64_MAX ? 0 : a->cfg.max_bytes - used - floors;
             if (table_bytes(a, t, ni, nu) > room) { /* raises cut back, shrinks kept */
-                const int64_t lo_i = oi == 0 ? 1 : ni < oi ? ni : oi, lo_u = ou == 0 ? 1 : nu < ou ? nu : ou;
-                fit(a, t, room, lo_i, lo_u, &ni, &nu);
+                fit(a, t, room, lo[2 * t], lo[2 * t + 1], &ni, &nu);
                 capped = 1;
             }
             int64_t b = table_bytes(a, t, ni, nu);
             used = b == INT64_MAX || used > INT64_MAX - b ? INT64_MAX : used + b;
         }
         if (ni != oi || nu != ou || capped) {
-            changes[*n] = (limits_change){t, oi, ou, ni, nu, wi, wu, a->over[2 * t], a->over[2 * t + 1], capped};
+            changes[*n] = (limits_change){t, oi, ou, ni, nu, want[2 * t], want[2 * t + 1],
+                                          a->over[2 * t], a->over[2 * t + 1], capped};
             (*n)++;
         }
         a->limit[2 * t] = ni;
@@ -268,10 +305,10 @@ void limits_adapt_limits(const limits_adapt *a, int32_t table, int64_t *max_ids,
 int limits_adapt_adapted(const limits_adapt *a, int32_t table) { return a->adapted[table]; }
 
 /* The blob: magic, version, tables, window, filled, head, decided, then
- * limits [2T], excess [2T], ring [window * 2T]; int64 each. */
+ * limits [2T], excess [2T], peak [2T], ring [window * 2T]; int64 each. */
 int limits_adapt_save(const limits_adapt *a, void **blob, int64_t *bytes)
 {
-    const int64_t T = a->T, n = 7 + 4 * T + a->cfg.window * 2 * T;
+    const int64_t T = a->T, n = 7 + 6 * T + a->cfg.window * 2 * T;
     int64_t *b = malloc(sizeof(int64_t) * (size_t)n);
     if (!b)
         return EMBER_ENOMEM;
@@ -279,7 +316,8 @@ int limits_adapt_save(const limits_adapt *a, void **blob, int64_t *bytes)
     memcpy(b, head, sizeof head);
     memcpy(b + 7, a->limit, sizeof(int64_t) * 2 * (size_t)T);
     memcpy(b + 7 + 2 * T, a->over, sizeof(int64_t) * 2 * (size_t)T);
-    memcpy(b + 7 + 4 * T, a->ring, sizeof(int64_t) * (size_t)(a->cfg.window * 2 * T));
+    memcpy(b + 7 + 4 * T, a->peak, sizeof(int64_t) * 2 * (size_t)T);
+    memcpy(b + 7 + 6 * T, a->ring, sizeof(int64_t) * (size_t)(a->cfg.window * 2 * T));
     *blob = b;
     *bytes = n * (int64_t)sizeof(int64_t);
     return EMBER_OK;
@@ -287,7 +325,7 @@ int limits_adapt_save(const limits_adapt *a, void **blob, int64_t *bytes)
 
 int limits_adapt_load(limits_adapt *a, const void *blob, int64_t bytes, char *err, size_t errlen)
 {
-    const int64_t T = a->T, n = 7 + 4 * T + a->cfg.window * 2 * T;
+    const int64_t T = a->T, n = 7 + 6 * T + a->cfg.window * 2 * T;
     const int64_t *b = blob;
     if (bytes != n * (int64_t)sizeof(int64_t) || b[0] != ADAPT_MAGIC || b[1] != ADAPT_VERSION || b[2] != T ||
         b[3] != a->cfg.window || b[4] < 0 || b[4] > a->cfg.window || b[5] < 0 || b[5] >= a->cfg.window ||
@@ -297,7 +335,7 @@ int limits_adapt_load(limits_adapt *a, const void *blob, int64_t bytes, char *er
         return EMBER_EFORMAT;
     }
     for (int64_t i = 0; i < 2 * T; i++)
-        if (b[7 + i] < 0 || b[7 + 2 * T + i] < 0) {
+        if (b[7 + i] < 0 || b[7 + 2 * T + i] < 0 || b[7 + 4 * T + i] < 0) {
             snprintf(err, errlen, "the adaptive limits' state holds a negative limit or count");
             return EMBER_EFORMAT;
         }
@@ -306,7 +344,8 @@ int limits_adapt_load(limits_adapt *a, const void *blob, int64_t bytes, char *er
     a->decided = b[6];
     memcpy(a->limit, b + 7, sizeof(int64_t) * 2 * (size_t)T);
     memcpy(a->over, b + 7 + 2 * T, sizeof(int64_t) * 2 * (size_t)T);
-    memcpy(a->ring, b + 7 + 4 * T, sizeof(int64_t) * (size_t)(a->cfg.window * 2 * T));
+    memcpy(a->peak, b + 7 + 4 * T, sizeof(int64_t) * 2 * (size_t)T);
+    memcpy(a->ring, b + 7 + 6 * T, sizeof(int64_t) * (size_t)(a->cfg.window * 2 * T));
     a->waiting = 0;
     return EMBER_OK;
 }

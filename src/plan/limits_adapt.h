@@ -11,9 +11,11 @@
  * when the limit in force is below that (raise), or more than (1 + headroom)
  * above it (shrink); other tables keep theirs.  Adapted tables are those
  * with a limit or a drop or mini-batch policy.  A bound on the bytes the
- * limits reserve (limits_adapt_bytes) cuts raises, table by table in config
- * order, to what still fits; past it the table's policy applies, and the
- * change says it was capped.  Everything is a function of the steps'
+ * limits reserve (limits_adapt_bytes) cuts raises back, table by table in
+ * config order, to what fits beside the tables before it and the floors of
+ * those after it (their limits with shrinks taken and raises not); past it
+ * the table's policy applies, and the change says it was capped.  When
+ * even the floors do not fit, no limit rises.  Everything is a function of the steps'
  * figures, so the schedule is the same on every rank, for any thread count,
  * and again after a resume (the state rides in checkpoints).
  */
@@ -81,6 +83,12 @@ int limits_adapt_adapted(const limits_adapt *a, int32_t table);
  * A table with a zero limit has no bound: INT64_MAX.  table -1: every
  * adapted table's. */
 int64_t limits_adapt_bytes(const limits_adapt *a, int32_t table);
+
+/* The most ids and unique ids one partition had in one agreed step so far:
+ * the least limits that would have dropped nothing; and their bytes over
+ * the adapted tables (limits_adapt_bytes' rule). */
+void limits_adapt_peak(const limits_adapt *a, int32_t table, int64_t *ids, int64_t *unique);
+int64_t limits_adapt_peak_bytes(const limits_adapt *a);
 
 /* The state for a checkpoint (agreed first: nothing waits), malloc'd into
  * *blob; and back.  load: EMBER_EFORMAT (err) when the blob is not one of

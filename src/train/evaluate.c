@@ -107,6 +107,7 @@ int train_evaluate(ember_trainer *s, train_eval_result *out)
     char err[512] = "";
     int has_teacher = 0;
     int st = predict_all(s, &prob, &label, &teacher, &has_teacher, err, sizeof err);
+    train_limits_forget(s); /* evaluation's forwards are no step's */
     if (run_agree(s, st != 0, EMBER_EIO, err[0] ? err : "evaluation failed")) {
         free(prob.v), free(label.v), free(teacher.v);
         return 1;

@@ -96,6 +96,13 @@ int train_limits_step(ember_trainer *s, int64_t step)
     return 0;
 }
 
+void train_limits_forget(ember_trainer *s)
+{
+    int64_t obs[4 * CTR_MAX_FEATURES];
+    if (s->limits)
+        ember_limits_observed(s->coll, obs, NULL);
+}
+
 int train_limits_sync(ember_trainer *s)
 {
     if (!s->limits)

@@ -241,6 +241,8 @@ static void apply_lr_schedule(ember_trainer *s, int64_t step)
 static int take_step(ember_trainer *s, int64_t step, step_io *io)
 {
     io->loss = 0;
+    ember_stats before, after;
+    ember_collection_stats(s->coll, &before);
     if (io->global > 0) {
         char serr[512] = "";
         int st = model_step(s->model, &io->batch, io->global, &io->loss, serr, sizeof serr);
@@ -255,6 +257,8 @@ static int take_step(ember_trainer *s, int64_t step, step_io *io)
             io->why = st;
         }
     }
+    ember_collection_stats(s->coll, &after);
+    s->ls.limit_dropped += after.dropped_limit - before.dropped_limit;
     char msg[1100];
     snprintf(msg, sizeof msg, "step %lld: %s", (long long)step, io->err);
     return run_agree(s, io->failed, io->why, msg);

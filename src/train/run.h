@@ -85,6 +85,7 @@ typedef struct train_loop_stats {
     int64_t stopped_at;          /* > 0: stopped early after this step      */
     int64_t limit_changes;       /* this run's changes of adaptive limits   */
     int64_t ids;                 /* this run's ids, this rank's share        */
+    int64_t limit_dropped;       /* of them, dropped by a limit (no evaluation's) */
 } train_loop_stats;
 
 enum { RUN_FAILED = 0, RUN_OPEN, RUN_STOPPED, RUN_DONE }; /* open failed, open, run failed, run */
@@ -192,6 +193,8 @@ void train_limits_close(ember_trainer *s);
 /* After step `step`: its figures in; at a decision step, agreed, decided,
  * set and told ("limits" events).  Collective; 0 or 1. */
 int train_limits_step(ember_trainer *s, int64_t step);
+/* Forwards that were no step's (evaluation) leave the figures.  Local. */
+void train_limits_forget(ember_trainer *s);
 /* Before a checkpoint: nothing waits for an agreement.  Collective; 0 or 1. */
 int train_limits_sync(ember_trainer *s);
 /* A checkpoint's state back, the limits set.  0, or -1 with err (local). */

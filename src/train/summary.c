@@ -64,9 +64,7 @@ static void reduce_all(ember_trainer *s, summary_data *d, ctr_stats *cs)
         d->pipe[1] = (float)((double)bytes / 1048576.0);
         ember_comm_gather_floats(s->world, d->pipe, 2, &d->all_pipe, &n);
     }
-    ember_stats es;
-    ember_collection_stats(s->coll, &es);
-    d->limits[0] = es.dropped_limit;
+    d->limits[0] = ls->limit_dropped;
     d->limits[1] = ls->ids;
     ember_comm_reduce_i64(s->world, d->limits, 2, EMBER_REDUCE_SUM);
     d->any_limit = s->limits != NULL;
@@ -163,15 +161,21 @@ static json_t *summary_json(const ember_trainer *s, const summary_data *d, const
             json_object_set_new(l, "changes", json_integer(ls->limit_changes));
             int64_t b = limits_adapt_bytes(s->limits, -1);
             json_object_set_new(l, "limit_bytes", b == INT64_MAX ? json_null() : json_integer(b));
-            json_t *tabs = json_object();
+            /* the least limits that would have dropped nothing, seen in hindsight */
+            int64_t pb = limits_adapt_peak_bytes(s->limits);
+            json_object_set_new(l, "peak_bytes", pb == INT64_MAX ? json_null() : json_integer(pb));
+            json_t *tabs = json_object(), *peaks = json_object();
             for (int32_t t = 0; t < s->cc.num_tables; t++) {
                 if (!limits_adapt_adapted(s->limits, t))
                     continue;
                 int64_t a, u;
                 limits_adapt_limits(s->limits, t, &a, &u);
                 json_object_set_new(tabs, s->cc.tables[t].name, json_pack("[I, I]", (json_int_t)a, (json_int_t)u));
+                limits_adapt_peak(s->limits, t, &a, &u);
+                json_object_set_new(peaks, s->cc.tables[t].name, json_pack("[I, I]", (json_int_t)a, (json_int_t)u));
             }
             json_object_set_new(l, "tables", tabs);
+            json_object_set_new(l, "peak", peaks);
         }
         json_object_set_new(j, "limits", l);
     }
