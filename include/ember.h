@@ -781,20 +781,22 @@ EMBER_API int ember_refresh_hot_rows(ember_collection *coll);
  * Limits that follow the data (docs/limits.md).  ember_limits_observe(coll, 1)
  * makes every forward count its batch as the per-partition limits count it
  * (per table and partition row % num_shards: a bag's distinct ids, before
- * any is dropped or split); 0 stops it.  ember_limits_observed fills
- * out[4 * num_tables]: per table t, out[4t] and out[4t+1] the most ids and
- * unique ids one partition had in one batch, out[4t+2] and out[4t+3] the ids
- * and unique ids over the table's limits then, summed over partitions and
- * batches; over the forwards done since the last call, which it resets
- * (*batches: how many; may be NULL).  A batch begun ahead and not yet ended
- * counts in a later call.  Local: this rank's share of each batch.
+ * any is dropped or split); 0 stops it.  Each batch's record is queued
+ * when its forward is done; ember_limits_observed takes the oldest
+ * max_batches of them (<= 0: all) and fills out[4 * num_tables]: per table
+ * t, out[4t] and out[4t+1] the most ids and unique ids one partition had in
+ * one of those batches, out[4t+2] and out[4t+3] the ids and unique ids over
+ * the table's limits then, summed over partitions and batches (*batches:
+ * how many it took; may be NULL).  One batch per step gives the same
+ * figures per step whatever the schedule (overlap ends the next batch's
+ * forward inside a step).  Local: this rank's share of each batch.
  * ember_set_limits sets a table's two limits (0: none; the policy stays)
  * for the batches routed from then on; local: every rank sets the same.
  * EMBER_ESTATE while a batch is begun (observe, set) or with observation
  * off (observed); EMBER_EINVAL for a bad table or a negative limit.
  */
 EMBER_API int ember_limits_observe(ember_collection *coll, int on);
-EMBER_API int ember_limits_observed(ember_collection *coll, int64_t *out, int64_t *batches);
+EMBER_API int ember_limits_observed(ember_collection *coll, int64_t max_batches, int64_t *out, int64_t *batches);
 EMBER_API int ember_set_limits(ember_collection *coll, int32_t table, int64_t max_ids, int64_t max_unique);
 
 /*

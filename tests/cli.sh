@@ -1362,6 +1362,53 @@ check_mpi_hot_rows() { # hot rows under two ranks change no result: the same AUC
 }
 CHECKS+=(mpi_hot_rows)
 
+check_mpi_limits_adapt() { # limits that follow the data (docs/limits.md) under two ranks, on drifting ids: the
+    # limits move at their steps ("limits" events, a text line each), nothing is dropped, the overlap schedule
+    # ends bit for bit where blocking does; a checkpoint between two decisions resumes exactly; other limits
+    # settings refuse the checkpoint; bad settings are named
+    have_mpirun || return 0
+    printf '%s\n' 'tables = ( { name = "items"; rows = 50000; dim = 8; optimizer = "adagrad"; limits = { policy = "drop"; }; },' \
+        '  { name = "users"; rows = 5000; dim = 8; optimizer = "adagrad"; } );' \
+        'features = ( { name = "fi"; table = "items"; pooling = 10; }, { name = "fu"; table = "users"; } );' \
+        'data = { synthetic = { drift = { kind = "grow"; every = 1024; start = 20000; rows = 1000; features = 1; }; }; };' \
+        'train = { steps = 6; micro_batch = 256; eval_samples = 512; metrics = ""; plot = "";' \
+        '  limits = { adapt = "running"; every = 2; window = 3; quantile = 1.0; headroom = 0.1; }; };' >"$TMP/la.cfg"
+    expect_status 0 mpi2 train --config "$TMP/la.cfg" --json --checkpoint-dir "$TMP/la_a" || return 1
+    python3 - "$TMP/out" <<'PY' || return 1
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+ev = [l for l in lines if l["event"] == "limits"]
+assert [e["step"] for e in ev if e["table"] == "items"] == [2, 4], ev     # step 6 is the last: no decision
+first = ev[0]
+assert first["was"] == [0, 0] and first["max_ids_per_partition"] > 0 and first["policy"] == "drop", first
+assert all(e["table"] == "items" for e in ev), ev                          # users has no limits: not adapted
+lim = lines[-1]["limits"]
+assert lim["changes"] == len(ev) and lim["dropped_ids"] == 0 and lim["ids"] > 0, lim
+assert lim["tables"]["items"] == [ev[-1]["max_ids_per_partition"], ev[-1]["max_unique_ids_per_partition"]], lim
+PY
+    expect_status 0 "$EMBER" inspect "$TMP/la_a" || return 1
+    local want
+    want=$(grep digest "$TMP/out")
+    expect_status 0 mpi2 train --config "$TMP/la.cfg" --schedule overlap --checkpoint-dir "$TMP/la_o" || return 1
+    grep -q "^limits at step 2: table 'items' max_ids_per_partition 0 -> " "$TMP/out" || { cat "$TMP/out"; return 1; }
+    expect_status 0 "$EMBER" inspect "$TMP/la_o" || return 1
+    [ "$(grep digest "$TMP/out")" = "$want" ] || { echo "overlap: $(grep digest "$TMP/out"), blocking $want"; return 1; }
+    expect_status 0 mpi2 train --config "$TMP/la.cfg" --checkpoint-dir "$TMP/la_r" --steps 3 || return 1
+    expect_status 0 mpi2 train --config "$TMP/la.cfg" --checkpoint-dir "$TMP/la_r" --resume || return 1
+    expect_status 0 "$EMBER" inspect "$TMP/la_r" || return 1
+    [ "$(grep digest "$TMP/out")" = "$want" ] || { echo "resumed: $(grep digest "$TMP/out"), want $want"; return 1; }
+    sed 's/headroom = 0.1;/headroom = 0.2;/' "$TMP/la.cfg" >"$TMP/la2.cfg"
+    expect_status 1 mpi2 train --config "$TMP/la2.cfg" --checkpoint-dir "$TMP/la_r" --resume --steps 8 || return 1
+    grep -q "limits" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    sed 's/quantile = 1.0;/quantile = 2;/' "$TMP/la.cfg" >"$TMP/la3.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/la3.cfg" || return 1
+    grep -q "train.limits.quantile" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    sed 's/adapt = "running";/adapt = "sometimes";/' "$TMP/la.cfg" >"$TMP/la4.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/la4.cfg" || return 1
+    grep -q "train.limits.adapt" "$TMP/err" || { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(mpi_limits_adapt)
+
 # ---------------------------------------------------------- ember convert
 
 # two Criteo lines around a bad one (C4, field 17, is not hexadecimal)

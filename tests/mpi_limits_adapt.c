@@ -202,7 +202,7 @@ static void run(const trial *tr, ember_collection *c, limits_adapt *ad, const ru
         MCHECK(rc == EMBER_OK, "backward: %s", ember_errmsg(c));
         if (ad) {
             int64_t *obs = log->obs[step], nb = 0;
-            MCHECK(ember_limits_observed(c, obs, &nb) == EMBER_OK && nb == 1, "observed %lld batches", (long long)nb);
+            MCHECK(ember_limits_observed(c, 1, obs, &nb) == EMBER_OK && nb == 1, "observed %lld batches", (long long)nb);
             for (int32_t t = 0; t < T; t++) { /* observe: this rank's local batch, naively */
                 int64_t want[4] = {max_over(rf->ids, step, t, me), max_over(rf->unique, step, t, me),
                                    excess(rf->ids, step, t, limit_now[2 * t], me),

@@ -189,6 +189,7 @@ void ember_collection_destroy(ember_collection *c)
     free(c->sort_hist);
     free(c->limits.counts);
     free(c->obs_acc);
+    free(c->obs_queue);
     free(c->obs_counts);
     free(c->comm_scratch);
     free(c->exchange_scratch);

@@ -121,9 +121,11 @@ struct ember_collection {
     int panicked;
     float lr_scale;              /* ember_set_lr_scale: every table's lr times it */
     int observe_limits;          /* ember_limits_observe (step/limits_observe.c) */
-    int obs_routed;              /* a routed batch's record waits for its done */
-    int64_t obs_batches;         /* batches in obs_acc's sums              */
-    int64_t *obs_acc;            /* [2 * 4 * tables]: the sums, then the routed batch's record */
+    int obs_routed, obs_lost;    /* a routed batch's record waits for its done;
+                                    a record was lost (out of memory)      */
+    int64_t *obs_acc;            /* [4 * tables] the routed batch's record */
+    int64_t *obs_queue;          /* [obs_cap][4 * tables] done batches' records, a ring */
+    int64_t obs_cap, obs_front, obs_queued;
     int64_t *obs_counts;         /* [2 * tables * shards] scratch          */
     char errmsg[EMBER_ERRMSG_SIZE];
 

@@ -8,10 +8,11 @@
  * distinct ids, before anything is dropped or split), and each table's
  * figures are folded into four numbers: the most ids and unique ids of one
  * partition, and the ids and unique ids over the table's limits, summed
- * over its partitions.  A batch's record joins the running sums only when
- * its forward is done, so a batch begun ahead (the overlap and stale
- * schedules) counts in the call after the one its step reads: the figures
- * of one step are the same whatever the schedule.
+ * over its partitions.  A batch's record is queued when its forward is
+ * done, and ember_limits_observed takes records from the front of the queue
+ * a batch at a time: a caller that takes one batch per step reads the same
+ * figures for each step whatever the schedule, though the overlap schedule
+ * ends the next batch's forward inside this step.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@ int ember_limits_observe(ember_collection *c, int on)
         return ember_fail(c, EMBER_ESTATE, "ember_limits_observe while a batch is begun (ember_forward_begin)");
     const int64_t T = c->cfg.num_tables, S = c->cfg.num_shards;
     if (on && !c->obs_acc) {
-        c->obs_acc = calloc((size_t)(2 * OBS_FIELDS * T), sizeof(int64_t));
+        c->obs_acc = calloc((size_t)(OBS_FIELDS * T) + 1, sizeof(int64_t));
         c->obs_counts = calloc((size_t)(2 * T * S), sizeof(int64_t));
         if (!c->obs_acc || !c->obs_counts) {
             free(c->obs_acc);
@@ -40,25 +41,38 @@ int ember_limits_observe(ember_collection *c, int on)
         }
     }
     c->observe_limits = on != 0;
-    c->obs_batches = 0;
+    c->obs_queued = c->obs_front = 0;
+    c->obs_lost = 0;
     c->obs_routed = 0;
-    if (c->obs_acc)
-        memset(c->obs_acc, 0, sizeof(int64_t) * 2 * OBS_FIELDS * (size_t)T);
     return EMBER_OK;
 }
 
-int ember_limits_observed(ember_collection *c, int64_t *out, int64_t *batches)
+int ember_limits_observed(ember_collection *c, int64_t max_batches, int64_t *out, int64_t *batches)
 {
     if (!c || !out)
         return c ? ember_fail(c, EMBER_EINVAL, "ember_limits_observed: out is NULL") : EMBER_EINVAL;
     if (!c->observe_limits)
         return ember_fail(c, EMBER_ESTATE, "ember_limits_observed: observation is off (ember_limits_observe)");
-    const int64_t n = OBS_FIELDS * (int64_t)c->cfg.num_tables;
-    memcpy(out, c->obs_acc, sizeof(int64_t) * (size_t)n);
-    memset(c->obs_acc, 0, sizeof(int64_t) * (size_t)n);
+    if (c->obs_lost) {
+        c->obs_lost = 0;
+        return ember_fail(c, EMBER_ENOMEM, "ember_limits_observed: out of memory for a batch's figures");
+    }
+    const int64_t T = c->cfg.num_tables, n = OBS_FIELDS * T;
+    const int64_t take = max_batches > 0 && max_batches < c->obs_queued ? max_batches : c->obs_queued;
+    memset(out, 0, sizeof(int64_t) * (size_t)n);
+    for (int64_t b = 0; b < take; b++) {
+        const int64_t *rec = c->obs_queue + ((c->obs_front + b) % c->obs_cap) * n;
+        for (int64_t i = 0; i < n; i += OBS_FIELDS) {
+            out[i] = rec[i] > out[i] ? rec[i] : out[i];
+            out[i + 1] = rec[i + 1] > out[i + 1] ? rec[i + 1] : out[i + 1];
+            out[i + 2] += rec[i + 2];
+            out[i + 3] += rec[i + 3];
+        }
+    }
+    c->obs_front = c->obs_cap ? (c->obs_front + take) % c->obs_cap : 0;
+    c->obs_queued -= take;
     if (batches)
-        *batches = c->obs_batches;
-    c->obs_batches = 0;
+        *batches = take;
     return EMBER_OK;
 }
 
@@ -87,7 +101,7 @@ void ember_limits_observe_batch(ember_collection *c)
         return;
     ember_prep P = ember_collection_prep(c);
     const int64_t T = c->cfg.num_tables, S = c->cfg.num_shards;
-    int64_t *ids = c->obs_counts, *uniq = ids + T * S, *rec = c->obs_acc + OBS_FIELDS * T;
+    int64_t *ids = c->obs_counts, *uniq = ids + T * S, *rec = c->obs_acc;
     memset(ids, 0, sizeof(int64_t) * 2 * (size_t)(T * S));
     ember_limits_count(&P, ids, uniq);
     for (int64_t t = 0; t < T; t++) {
@@ -106,20 +120,29 @@ void ember_limits_observe_batch(ember_collection *c)
     c->obs_routed = 1;
 }
 
-/* The forward of the routed batch is done: its record joins the sums. */
+/* The forward of the routed batch is done: its record joins the queue
+ * (grown when full; a record lost to a failed allocation makes the next
+ * call of ember_limits_observed fail). */
 void ember_limits_observe_done(ember_collection *c)
 {
     if (!c->observe_limits || !c->obs_routed)
         return;
-    const int64_t T = c->cfg.num_tables;
-    const int64_t *rec = c->obs_acc + OBS_FIELDS * T;
-    for (int64_t i = 0; i < OBS_FIELDS * T; i += OBS_FIELDS) {
-        int64_t *a = c->obs_acc + i;
-        a[0] = rec[i] > a[0] ? rec[i] : a[0];
-        a[1] = rec[i + 1] > a[1] ? rec[i + 1] : a[1];
-        a[2] += rec[i + 2];
-        a[3] += rec[i + 3];
-    }
-    c->obs_batches++;
+    const int64_t n = OBS_FIELDS * (int64_t)c->cfg.num_tables;
     c->obs_routed = 0;
+    if (c->obs_queued == c->obs_cap) {
+        int64_t cap = c->obs_cap ? 2 * c->obs_cap : 4;
+        int64_t *q = malloc(sizeof(int64_t) * (size_t)(cap * n));
+        if (!q) {
+            c->obs_lost = 1;
+            return;
+        }
+        for (int64_t b = 0; b < c->obs_queued; b++) /* in order, from the front */
+            memcpy(q + b * n, c->obs_queue + ((c->obs_front + b) % c->obs_cap) * n, sizeof(int64_t) * (size_t)n);
+        free(c->obs_queue);
+        c->obs_queue = q;
+        c->obs_cap = cap;
+        c->obs_front = 0;
+    }
+    memcpy(c->obs_queue + ((c->obs_front + c->obs_queued) % c->obs_cap) * n, c->obs_acc, sizeof(int64_t) * (size_t)n);
+    c->obs_queued++;
 }

@@ -74,7 +74,7 @@ int train_limits_step(ember_trainer *s, int64_t step)
     if (!s->limits)
         return 0;
     int64_t obs[4 * CTR_MAX_FEATURES];
-    int st = ember_limits_observed(s->coll, obs, NULL);
+    int st = ember_limits_observed(s->coll, 1, obs, NULL);
     if (st == EMBER_OK)
         st = limits_adapt_observe(s->limits, obs);
     if (run_agree(s, st != EMBER_OK, st, "step figures of the adaptive limits: out of memory"))
@@ -100,7 +100,7 @@ void train_limits_forget(ember_trainer *s)
 {
     int64_t obs[4 * CTR_MAX_FEATURES];
     if (s->limits)
-        ember_limits_observed(s->coll, obs, NULL);
+        ember_limits_observed(s->coll, 0, obs, NULL);
 }
 
 int train_limits_sync(ember_trainer *s)
