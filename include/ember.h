@@ -778,7 +778,7 @@ EMBER_API int ember_set_hot_rows(ember_collection *coll, int32_t table, const in
 EMBER_API int ember_refresh_hot_rows(ember_collection *coll);
 
 /*
- * Limits that follow the data (docs/limits.md).  ember_limits_observe(coll, 1)
+ * Limits that follow the data (docs/adaptive.md).  ember_limits_observe(coll, 1)
  * makes every forward count its batch as the per-partition limits count it
  * (per table and partition row % num_shards: a bag's distinct ids, before
  * any is dropped or split); 0 stops it.  Each batch's record is queued
@@ -1050,7 +1050,7 @@ EMBER_API int ember_collection_set_threads(ember_collection *coll, int32_t threa
 /* ------------------------------------------------------- synthetic batches */
 
 /*
- * Drifting ids (docs/data.md, "Drifting ids"): every `drift_every` batches
+ * Drifting ids (docs/adaptive.md, "Drifting ids"): every `drift_every` batches
  * (an epoch e = batch number / drift_every) the law moves.
  *   EMBER_DRIFT_ROTATE  rank k is drawn as rank ((k-1 + e*drift_rows) mod rows)
  *                       + 1: the hot set moves drift_rows ranks down the table

@@ -1362,7 +1362,7 @@ check_mpi_hot_rows() { # hot rows under two ranks change no result: the same AUC
 }
 CHECKS+=(mpi_hot_rows)
 
-check_mpi_limits_adapt() { # limits that follow the data (docs/limits.md) under two ranks, on drifting ids: the
+check_mpi_limits_adapt() { # limits that follow the data (docs/adaptive.md) under two ranks, on drifting ids: the
     # limits move at their steps ("limits" events, a text line each), nothing is dropped, the overlap schedule
     # ends bit for bit where blocking does; a checkpoint between two decisions resumes exactly; other limits
     # settings refuse the checkpoint; bad settings are named

@@ -1,5 +1,5 @@
 /*
- * mpi_limits_adapt.c: limits that follow the data (docs/limits.md) in a
+ * mpi_limits_adapt.c: limits that follow the data (docs/adaptive.md) in a
  * world of W ranks, under mpirun -np 1..4.  Every trial draws a drifting
  * global batch stream (ember_synth, drift grow: new ids every few batches)
  * over four row-wise tables, three of them adapted (policy drop, some with

@@ -10,7 +10,7 @@
 #include "config/cfg_read.h"
 
 /* data.synthetic.drift = { kind = "rotate" | "grow"; every = SAMPLES; rows = R;
- * features = N; start = S; }: the ids drift (docs/data.md, "Drifting ids"). */
+ * features = N; start = S; }: the ids drift (docs/adaptive.md, "Drifting ids"). */
 static int read_drift(cfg_reader *r, const config_setting_t *g, ctr_synth_config *c)
 {
     static const char *const KEYS[] = {"kind", "every", "rows", "features", "start", NULL};

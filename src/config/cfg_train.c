@@ -196,7 +196,7 @@ static int read_step_shape(cfg_reader *r, const config_setting_t *g, cfg_train *
 
 /* train.limits = { adapt = "running" | "first" | "off"; every; window;
  * quantile; headroom; max_bytes; }: per-partition limits that follow the
- * data (docs/limits.md). */
+ * data (docs/adaptive.md). */
 static int read_limits_adapt(cfg_reader *r, const config_setting_t *g, cfg_train *t)
 {
     static const char *const KEYS[] = {"adapt", "every", "window", "quantile", "headroom", "max_bytes", NULL};

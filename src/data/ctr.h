@@ -155,7 +155,7 @@ typedef struct ctr_synth_config {
     double ctr_rate;                   /* default 0.25                     */
     uint64_t seed;
     uint64_t eval_offset;              /* eval stream: samples from this index on (default 2^40) */
-    /* Drifting ids (docs/data.md, "Drifting ids"): sample j of a stream
+    /* Drifting ids (docs/adaptive.md, "Drifting ids"): sample j of a stream
      * (counted from the stream's start) is in epoch j / drift_every, and
      * the first drift_features features (0: all) draw from that epoch's
      * law (ember_drift: rotate or grow by drift_rows ranks an epoch; grow

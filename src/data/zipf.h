@@ -131,7 +131,7 @@ static inline int64_t rank_to_row(int64_t k, uint64_t rows)
     return (int64_t)(((unsigned __int128)(uint64_t)(k - 1) * SYNTH_SCRAMBLE) % rows);
 }
 
-/* Drift (ember_drift, docs/data.md "Drifting ids"): the law of epoch e.
+/* Drift (ember_drift, docs/adaptive.md "Drifting ids"): the law of epoch e.
  * grow draws its ranks from the first min(rows, start + e R) ranks (each
  * epoch R ranks, new ids, join the law; start 0 means R); rotate shifts
  * rank k to rank ((k - 1 + e R) mod rows) + 1, so the hot set moves R

@@ -1,6 +1,6 @@
 /*
  * limits_adapt.h: per-partition limits that follow the data while training
- * (docs/limits.md, "Limits that follow the data").
+ * (docs/adaptive.md, "Limits that follow the data").
  *
  * Every step, each rank hands in what its forwards saw (per table: the most
  * ids and unique ids of one partition, and the ids over the limits:

@@ -1,7 +1,7 @@
 /*
  * limits_observe.c: what the per-partition limits see, batch by batch, and
  * limits set while training (ember.h, "Limits that follow the data";
- * docs/limits.md).
+ * docs/adaptive.md).
  *
  * With observation on, every routed batch is counted as the limits count
  * it (prep/limits.c's ember_limits_count: per table and partition, a bag's

@@ -1,6 +1,6 @@
 /*
  * limits.c: a training run's limits that follow the data (run.h;
- * docs/limits.md).  The decisions are src/plan/limits_adapt.c's; here the
+ * docs/adaptive.md).  The decisions are src/plan/limits_adapt.c's; here the
  * run feeds it every step's figures (ember_limits_observed), agrees them at
  * its decision steps and before each checkpoint, sets the tables' new limits
  * (ember_set_limits) and tells each change as a "limits" event.  Decision
