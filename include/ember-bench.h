@@ -81,6 +81,8 @@ typedef struct ember_bench_config {
                                       with ember_prefetch after each forward */
     const char *ssd_dir;           /* default "."                            */
     int32_t lookahead;             /* default 16                             */
+    int32_t lookahead_max;         /* > lookahead: the window follows the data
+                                      up to this (0: it stays)             */
     int buffered;                  /* 1: through the page cache              */
     int32_t io_threads;            /* 0: the collection's                    */
     int belady;                    /* 1: also Belady's hit rate              */

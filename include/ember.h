@@ -638,6 +638,10 @@ typedef struct ember_collection_config {
     ember_cache_policy ssd_policy;/* default policy; DEFAULT = LOOKAHEAD      */
     int32_t lookahead;            /* batches ember_prefetch may announce ahead
                                      (1..63; 0 = 16)                          */
+    int32_t lookahead_max;        /* > lookahead: the window follows the data
+                                     between 1 and this (docs/tiers.md,
+                                     "A window that follows the data");
+                                     0: it stays `lookahead`                */
     int32_t io_threads;           /* I/O threads per SSD table; 0 = 32 (they
                                      block in the kernel: as many requests in
                                      flight as the device needs)              */
@@ -844,8 +848,13 @@ EMBER_API int ember_backward(ember_collection *coll, const float *d_pooled, cons
 EMBER_API int ember_prefetch(ember_collection *coll, const ember_batch *batch);
 /* How many batches ahead ember_prefetch wants to hear of: the collection's
  * lookahead when it has an SSD table with policy LOOKAHEAD, else 0 (then
- * ember_prefetch does nothing).  The same on every rank. */
+ * ember_prefetch does nothing).  With lookahead_max, the window of now,
+ * which each ember_backward may move (grown or shrunk every 8 steps, from
+ * the counts of every rank): a loop announces the batches up to the
+ * current step + this.  ember_prefetch_depth_max: the most it can be (a
+ * loop's read-ahead).  The same on every rank. */
 EMBER_API int32_t ember_prefetch_depth(const ember_collection *coll);
+EMBER_API int32_t ember_prefetch_depth_max(const ember_collection *coll);
 
 /* ------------------------------------------------------ routing statistics */
 
@@ -926,6 +935,10 @@ typedef struct ember_tier_stats {
     int64_t file_bytes_written; /* their bytes: rows written back, rows moved
                                 by compaction, segment footers           */
     int64_t moved_rows;      /* rows compaction moved (written again)        */
+    int64_t cold_reloads;    /* lookahead: loads of rows evicted within the
+                                last 64 steps while no announced batch used
+                                them (a longer window would have known),
+                                estimated on a sample of the rows          */
 } ember_tier_stats;
 
 /* Counters of the SSD store holding table t on this rank (a stacked table

@@ -1409,6 +1409,33 @@ PY
 }
 CHECKS+=(mpi_limits_adapt)
 
+check_mpi_window() { # the SSD tier's lookahead window that follows the data (ssd.lookahead_max) under two
+    # ranks: the run ends bit for bit where a fixed window's does (the window only changes what is cached)
+    have_mpirun || return 0
+    mkdir -p "$TMP/win_a" "$TMP/win_f"
+    local tabs='tables = ( { name = "a"; rows = 40000; dim = 8; optimizer = "adagrad"; storage = "ssd"; },
+  { name = "b"; rows = 2000; dim = 8; optimizer = "adagrad"; } );
+features = ( { name = "fa"; table = "a"; pooling = 6; }, { name = "fb"; table = "b"; } );
+data = { alpha = 1.05; };
+train = { steps = 120; micro_batch = 256; eval_samples = 512; metrics = ""; plot = ""; };'
+    printf '%s\nssd = { dir = "%s"; cache_bytes = "200K"; lookahead = 1; lookahead_max = 16; };\n' "$tabs" "$TMP/win_a" >"$TMP/win_a.cfg"
+    printf '%s\nssd = { dir = "%s"; cache_bytes = "200K"; lookahead = 1; };\n' "$tabs" "$TMP/win_f" >"$TMP/win_f.cfg"
+    expect_status 0 mpi2 train --config "$TMP/win_a.cfg" --json --checkpoint-dir "$TMP/win_ack" || return 1
+    tail -1 "$TMP/out" | python3 -c 'import json, sys; w = json.load(sys.stdin)["ssd_window"]; assert w[0] >= 1 and 1 < w[1] <= 16, w' ||
+        { tail -1 "$TMP/out"; return 1; } # it moved
+    expect_status 0 "$EMBER" inspect "$TMP/win_ack" || return 1
+    local want
+    want=$(grep digest "$TMP/out" | grep -v fingerprint)
+    expect_status 0 mpi2 train --config "$TMP/win_f.cfg" --checkpoint-dir "$TMP/win_fck" || return 1
+    expect_status 0 "$EMBER" inspect "$TMP/win_fck" || return 1
+    [ "$(grep digest "$TMP/out" | grep -v fingerprint)" = "$want" ] ||
+        { echo "fixed window: $(grep digest "$TMP/out"), following the data: $want"; return 1; }
+    printf '%s\nssd = { dir = "%s"; lookahead = 8; lookahead_max = 4; };\n' "$tabs" "$TMP/win_f" >"$TMP/win_bad.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/win_bad.cfg" || return 1
+    grep -q "lookahead_max 4 outside \[lookahead = 8, 63\]" "$TMP/err" || { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(mpi_window)
+
 # ---------------------------------------------------------- ember convert
 
 # two Criteo lines around a bad one (C4, field 17, is not hexadecimal)

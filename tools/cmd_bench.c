@@ -77,6 +77,7 @@ static void bench_usage(FILE *f)
             "                          lru|lfu|lookahead (lookahead: the next 2 batches are\n"
             "                          announced with ember_prefetch after each forward)\n"
 "  --lookahead K           batches announced ahead (16)\n"
+            "  --lookahead-max K       the window follows the data between 1 and K (from --lookahead)\n"
             "  --buffered 1            store files through the page cache (default: O_DIRECT)\n"
             "  --io-threads N          I/O threads per SSD table (the library's default)\n"
             "  --belady 1              also Belady's offline hit rate for the same cache and ids\n"
@@ -230,6 +231,7 @@ static int parse_number_flag(bench_opts *o, const char *name, const char *val, i
             {"--warmup", 0, 100000, offsetof(ember_bench_config, warmup)},
             {"--io-threads", 1, 256, offsetof(ember_bench_config, io_threads)},
             {"--lookahead", 1, 63, offsetof(ember_bench_config, lookahead)},
+            {"--lookahead-max", 1, 63, offsetof(ember_bench_config, lookahead_max)},
             {"--key-space", 1, 62, offsetof(ember_bench_config, key_bits)},
             {"--admit-after", 0, 65535, offsetof(ember_bench_config, admit_after)},
         };

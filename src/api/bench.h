@@ -28,6 +28,9 @@ typedef struct bench_run {
     int32_t R, rank;              /* the world                               */
     int train;                    /* ember_backward too                      */
     int nb;                       /* warmup + iters                          */
+    int announced;                /* the last batch announced (lookahead)    */
+    int32_t window_sum, window_n, window_min, window_max; /* the window's
+                                     length over the timed iterations      */
     int64_t ids_per_iter;         /* of the global batch                     */
     int32_t first, local_b;       /* this rank's samples of every batch      */
     int64_t local_ids;

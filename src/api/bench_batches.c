@@ -123,6 +123,7 @@ int bench_build_collection(bench_run *r)
     cc->threads = c->threads;
     cc->ssd_dir = c->ssd_dir;
     cc->lookahead = c->lookahead;
+    cc->lookahead_max = c->lookahead_max;
     cc->ssd_buffered = c->buffered;
     cc->io_threads = c->io_threads;
     cc->world = c->world;

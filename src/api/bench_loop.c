@@ -71,15 +71,26 @@ static ember_batch batch_at(const bench_run *r, int n)
     return b;
 }
 
-/* Announces the batches after n that the lookahead window holds. */
+/* Announces the batches after n that the lookahead window holds and that
+ * were not announced before (the window's length is the collection's: it
+ * may follow the data). */
 static int prefetch(bench_run *r, int n)
 {
-    const ember_bench_config *c = r->c;
-    for (int k = n == 0 ? 1 : c->lookahead; k <= c->lookahead && n + k < r->nb; k++) {
-        ember_batch nx = batch_at(r, n + k);
+    if (n == 0)
+        r->announced = 0;
+    const int window = ember_prefetch_depth(r->coll);
+    if (n >= r->c->warmup) {
+        r->window_sum += window;
+        r->window_n++;
+        r->window_min = r->window_n == 1 || window < r->window_min ? window : r->window_min;
+        r->window_max = window > r->window_max ? window : r->window_max;
+    }
+    for (int b = r->announced + 1; b <= n + window && b < r->nb; b++) {
+        ember_batch nx = batch_at(r, b);
         int st = ember_prefetch(r->coll, &nx);
         if (st != EMBER_OK)
             return failed(r, "ember_prefetch", st, 0);
+        r->announced = b;
     }
     return EMBER_OK;
 }

@@ -101,6 +101,8 @@ json_t *bench_line_base(const ember_bench_config *c, int32_t ranks)
         json_object_set_new(j, "policy", json_string(ember_cache_policy_name(c->policy)));
         json_object_set_new(j, "io", json_string(c->buffered ? "buffered" : "direct"));
         json_object_set_new(j, "lookahead", json_integer(c->lookahead));
+        if (c->lookahead_max > c->lookahead)
+            json_object_set_new(j, "lookahead_max", json_integer(c->lookahead_max));
         json_object_set_new(j, "io_threads", json_integer(c->io_threads ? c->io_threads : 32));
         json_object_set_new(j, "cache_bytes", json_integer(c->cache_bytes ? c->cache_bytes : 256 << 20));
         json_object_set_new(j, "written", json_boolean(c->written && !c->dynamic));

@@ -185,6 +185,12 @@ static void ssd_fields(const bench_run *r, const ember_memory *mem)
     json_object_set_new(j, "moved_rows_per_iter", rounded((double)(b->moved_rows - a->moved_rows) / it, 0.1));
     json_object_set_new(j, "io_wait_ms_per_iter", rounded((b->wait_seconds - a->wait_seconds) * 1e3 / it, 1e-3));
     json_object_set_new(j, "io_sync_ms_per_iter", rounded((b->io_seconds - a->io_seconds) * 1e3 / it, 1e-3));
+    json_object_set_new(j, "cold_reloads_per_iter", rounded((double)(b->cold_reloads - a->cold_reloads) / it, 0.1));
+    if (r->c->policy == EMBER_CACHE_LOOKAHEAD && r->window_n > 0) { /* the window over the timed iterations */
+        json_object_set_new(j, "window_mean", rounded((double)r->window_sum / r->window_n, 0.01));
+        json_object_set_new(j, "window_min", json_integer(r->window_min));
+        json_object_set_new(j, "window_max", json_integer(r->window_max));
+    }
     json_object_set_new(j, "disk_bytes", json_integer(mem->disk_bytes));
     json_object_set_new(j, "cache_meta_bytes", json_integer(mem->cache_meta_bytes));
     /* the operations behind the bytes: loads of rows never written (computed,

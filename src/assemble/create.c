@@ -83,6 +83,7 @@ static int resolve_tiers(ember_collection *c, const ember_collection_config *cfg
     free(cache);
     if (c->cfg.lookahead == 0)
         c->cfg.lookahead = 16;
+    ember_window_init(c);
     if (c->cfg.io_threads == 0)
         c->cfg.io_threads = 32;
     return EMBER_OK;

@@ -216,6 +216,9 @@ int ember_validate_config(const ember_collection_config *cfg)
         return ember_fail_create(EMBER_EINVAL, "unknown ssd_policy %d", cfg->ssd_policy);
     if (cfg->lookahead < 0 || cfg->lookahead >= 64)
         return ember_fail_create(EMBER_EINVAL, "lookahead %d outside [0, 63] (0 = 16)", cfg->lookahead);
+    if (cfg->lookahead_max != 0 && (cfg->lookahead_max < (cfg->lookahead ? cfg->lookahead : 16) || cfg->lookahead_max >= 64))
+        return ember_fail_create(EMBER_EINVAL, "lookahead_max %d outside [lookahead = %d, 63] (0: the window stays)",
+                                 cfg->lookahead_max, cfg->lookahead ? cfg->lookahead : 16);
     if (cfg->io_threads < 0 || cfg->io_threads > 256)
         return ember_fail_create(EMBER_EINVAL, "io_threads %d outside [0, 256] (0 = 32)", cfg->io_threads);
     if (cfg->ssd_dir && (!*cfg->ssd_dir || strlen(cfg->ssd_dir) > 3000))

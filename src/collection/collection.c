@@ -111,6 +111,7 @@ int32_t ember_collection_tier_stats(const ember_collection *c, ember_tier_stats 
         out->segment_writes += s.segment_writes;
         out->file_bytes_written += s.file_bytes_written;
         out->moved_rows += s.moved_rows;
+        out->cold_reloads += s.cold_reloads;
         out->init_loads += s.init_loads;
         out->evictions += s.evictions;
         out->writes += s.writes;

@@ -117,6 +117,17 @@ struct ember_collection {
     int64_t *sort_hist;          /* [EMBER_SORT_HIST_SIZE] radix scratch   */
     ember_stats stats;
     int64_t next_announce;       /* step of the next ember_prefetch batch  */
+    struct {                     /* lookahead's window (step/window.c)     */
+        int32_t now, max;        /* batches; max 0: it stays cfg.lookahead */
+        int32_t before;          /* the length before the trial             */
+        int32_t hold;            /* periods before it may grow again        */
+        int trial;               /* a trial under way: 1 growing, -1 shrinking */
+        int settle;              /* periods before it is judged              */
+        int64_t periods;         /* periods with a full cache so far         */
+        double hit_before;       /* the hit rate of the period before the trial */
+        int64_t base[5];         /* accesses, misses, sampled loads and cold
+                                    reloads, evictions at the period's start */
+    } window;
     ember_prefetch_scratch prefetch;
     int panicked;
     float lr_scale;              /* ember_set_lr_scale: every table's lr times it */

@@ -109,7 +109,7 @@ static char *slurp(const char *path, char *err, size_t errlen)
 static int read_ssd(cfg_reader *r, const config_setting_t *g, ember_collection_config *cc)
 {
     static const char *const KEYS[] = {"dir", "min_bytes", "memory_budget", "cache_bytes", "policy",
-                                       "lookahead", "io_threads", NULL};
+                                       "lookahead", "lookahead_max", "io_threads", NULL};
     if (!g)
         return 0;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
@@ -141,6 +141,11 @@ static int read_ssd(cfg_reader *r, const config_setting_t *g, ember_collection_c
         if (cfg_get_int64(r, m, "ssd.lookahead", 1, 63, &v))
             return EMBER_EINVAL;
         cc->lookahead = (int32_t)v;
+    }
+    if ((m = config_setting_get_member(g, "lookahead_max"))) {
+        if (cfg_get_int64(r, m, "ssd.lookahead_max", 1, 63, &v))
+            return EMBER_EINVAL;
+        cc->lookahead_max = (int32_t)v;
     }
     if ((m = config_setting_get_member(g, "io_threads"))) {
         if (cfg_get_int64(r, m, "ssd.io_threads", 1, 256, &v))

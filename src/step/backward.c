@@ -273,5 +273,5 @@ int ember_backward(ember_collection *c, const float *d_pooled, const float *d_se
     }
     c->stats.steps = step;
     c->routed = 0;
-    return EMBER_OK;
+    return ember_window_step(c); /* the lookahead window follows the data */
 }

@@ -214,8 +214,14 @@ int32_t ember_prefetch_depth(const ember_collection *c)
 {
     for (int32_t p = 0; p < c->num_ptables; p++)
         if (lookahead_table(&c->ptables[p]))
-            return c->cfg.lookahead;
+            return c->window.now;
     return 0;
+}
+
+int32_t ember_prefetch_depth_max(const ember_collection *c)
+{
+    int32_t d = ember_prefetch_depth(c);
+    return d > 0 && c->window.max > 0 ? c->window.max : d;
 }
 
 int ember_prefetch(ember_collection *c, const ember_batch *b)

@@ -16,6 +16,11 @@ int ember_forward_validate(ember_collection *c, const ember_batch *b, float *poo
 /* Routes and applies the limits after a local status st, agrees over the
  * world and sets the rounds; dropped[0..1]: ids dropped by bounds, limits. */
 int ember_forward_route(ember_collection *c, const ember_batch *b, int st, int64_t *dropped);
+/* The lookahead window (window.c): set at create from the config; moved
+ * after a backward every few steps (collective when it follows the data). */
+void ember_window_init(ember_collection *c);
+int ember_window_step(ember_collection *c);
+
 /* Limits' observation (limits_observe.c): the routed batch counted, and
  * its record joining the sums once its forward is done. */
 void ember_limits_observe_batch(ember_collection *c);

@@ -129,7 +129,7 @@ static void ssd_destroy(ember_store *bs)
     ember_huge_free(s->vslot, s->base.value_bytes);
     ember_huge_free(s->sslot, s->base.state_bytes);
     void *arrays[] = {s->slot_row, s->flags, s->map, s->free_slots, s->pinned, s->prev,
-                      s->next, s->where, s->freq, s->last, s->chead, s->ctail, s->cbits, s->mask,
+                      s->next, s->where, s->freq, s->last, s->chead, s->ctail, s->cbits, s->mask, s->cold_seen,
                       s->job.slot, s->job.new_row, s->job.old_row, s->job.old_dirty, s->job.saved,
                       s->job.req, s->miss, s->miss_row, s->bulk, s->dec, s->bulk_slot, s->bulk_req, s->wh_row, s->wh_mask, s->look};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
@@ -362,8 +362,16 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
         s->last = calloc(cap, sizeof(uint32_t));
         ok = ok && s->freq && s->last && ssd_cold_reserve(s) == 0;
     }
-    if (p->policy == EMBER_CACHE_LOOKAHEAD)
+    if (p->policy == EMBER_CACHE_LOOKAHEAD) {
         ok = ok && (s->mask = calloc(cap, sizeof(uint64_t)));
+        ok = ok && (s->cold_seen = malloc(SSD_COLD_SEEN * sizeof(uint64_t)));
+        if (ok)
+            memset(s->cold_seen, 0xff, SSD_COLD_SEEN * sizeof(uint64_t));
+        /* at most a cache's worth of evictions a step, over 64 steps: a
+         * share of the rows whose evictions fill the table a quarter */
+        double share = (double)SSD_COLD_SEEN / (4.0 * 64.0 * (double)(cap > 0 ? cap : 1));
+        s->cold_sample = share >= 1 ? UINT64_MAX : (uint64_t)(share * 0x1p64);
+    }
     if (!ok) {
         st = ssd_fail(s, EMBER_ENOMEM, "%s: out of memory for a cache of %lld rows", s->label, (long long)s->cap);
         goto done;
@@ -402,6 +410,38 @@ done:
     return EMBER_OK;
 }
 
+void ember_store_ssd_set_lookahead(ember_store *bs, int32_t K)
+{
+    if (!bs || !bs->staged)
+        return;
+    ssd_store *s = (ssd_store *)bs;
+    s->K = K < 1 ? 1 : K >= SSD_WINDOW ? SSD_WINDOW - 1 : K;
+}
+
+void ember_store_ssd_window_counts(const ember_store *bs, int64_t *accesses, int64_t *misses, int64_t *cold_reloads)
+{
+    *accesses = *misses = *cold_reloads = 0;
+    if (!bs || !bs->staged)
+        return;
+    const ssd_store *s = (const ssd_store *)bs;
+    *accesses = s->st.accesses;
+    *misses = s->st.demand_loads + s->st.prefetch_used;
+    *cold_reloads = s->sample_loads ? (int64_t)((double)s->sample_reloads *
+                                                (double)(s->st.demand_loads + s->st.prefetch_loads) /
+                                                (double)s->sample_loads) : 0;
+}
+
+void ember_store_ssd_cold_sample(const ember_store *bs, int64_t *loads, int64_t *reloads, int64_t *evictions)
+{
+    *loads = *reloads = *evictions = 0;
+    if (!bs || !bs->staged)
+        return;
+    const ssd_store *s = (const ssd_store *)bs;
+    *loads = s->sample_loads;
+    *reloads = s->sample_reloads;
+    *evictions = s->st.evictions;
+}
+
 void ember_store_tier_stats(const ember_store *bs, ember_tier_stats *out)
 {
     memset(out, 0, sizeof *out);
@@ -410,6 +450,8 @@ void ember_store_tier_stats(const ember_store *bs, ember_tier_stats *out)
     const ssd_store *s = (const ssd_store *)bs;
     *out = s->st;
     out->resident_rows = s->resident;
+    int64_t acc, miss;
+    ember_store_ssd_window_counts(bs, &acc, &miss, &out->cold_reloads);
     out->segment_writes = __atomic_load_n(&s->log.seg_writes, __ATOMIC_RELAXED);
     out->file_bytes_written = __atomic_load_n(&s->log.bytes_written, __ATOMIC_RELAXED);
     out->moved_rows = s->log.moved;

@@ -42,6 +42,16 @@ typedef struct ember_ssd_params {
  * cache that holds no row), EMBER_ENOMEM; the message goes to err. */
 int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *err, size_t errlen);
 
+/* Lookahead: the window of announced batches a store keeps, from now on
+ * (1..63; announcements past it are ignored); and the counters the
+ * collection's window follows (tier stats: accesses; demand loads plus
+ * prefetched rows used; cold reloads), without the dirty-row scan. */
+void ember_store_ssd_set_lookahead(ember_store *s, int32_t K);
+void ember_store_ssd_window_counts(const ember_store *s, int64_t *accesses, int64_t *misses, int64_t *cold_reloads);
+/* The sampled rows' loads and cold reloads (their ratio estimates the share
+ * of loads that are cold reloads). */
+void ember_store_ssd_cold_sample(const ember_store *s, int64_t *loads, int64_t *reloads, int64_t *evictions);
+
 /* Counters of a store (zeros for the memory tier). */
 void ember_store_tier_stats(const ember_store *s, ember_tier_stats *out);
 

@@ -285,6 +285,7 @@ int32_t ssd_take_slot(ssd_store *s, int64_t keep_through, uint32_t *victim_row)
     } else { /* LFU; lookahead's cold rows, least used first */
         x = cold_pop(s);
     }
+    const int cold = x >= 0;
     /* lookahead: then the row whose next use is farthest (Belady) */
     for (int32_t k = s->wlen - 1;
          x < 0 && s->policy == EMBER_CACHE_LOOKAHEAD && k >= 0 && s->seq_cur + k > keep_through; k--)
@@ -292,6 +293,11 @@ int32_t ssd_take_slot(ssd_store *s, int64_t keep_through, uint32_t *victim_row)
     if (x >= 0) {
         *victim_row = s->slot_row[x];
         s->st.prefetch_wasted += (s->flags[x] & F_PREFETCHED) != 0;
+        if (s->cold_seen && cold) { /* a sampled row remembered: a load of it soon after is a cold reload */
+            uint64_t h = ssd_cold_hash(*victim_row);
+            if (h < s->cold_sample || s->cold_sample == UINT64_MAX)
+                s->cold_seen[ssd_cold_home(h)] = (uint64_t)(uint32_t)s->step_now << 32 | *victim_row;
+        }
     }
     return x;
 }

@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 
+#include "core/rng.h"
 #include "ember.h"
 #include "table/store.h"
 #include "tier/io_pool.h"
@@ -32,6 +33,7 @@
 
 #define SSD_NONE UINT32_MAX
 #define SSD_WINDOW 64          /* announced batches tracked (lookahead <= 63) */
+#define SSD_COLD_SEEN 65536    /* lookahead: rows evicted cold, remembered (a power of 2) */
 #define SSD_LISTS (1 + SSD_WINDOW)
 #define SSD_COLD SSD_LISTS     /* where[] of a slot in the cold levels      */
 #define SSD_LEVELS (1 << 16)   /* cold levels at most (use counts 0 .. 65535+) */
@@ -97,6 +99,13 @@ typedef struct ssd_store {
                                      8 bytes each); no row below cmin      */
     int64_t ncold;                /* rows in the cold levels                */
     uint64_t *mask;               /* LOOKAHEAD: [cap] bit s % 64: batch s uses it */
+    uint64_t *cold_seen;          /* LOOKAHEAD: [SSD_COLD_SEEN] step << 32 | row of
+                                     sampled rows evicted cold (ssd_cache.c) */
+    uint64_t cold_sample;         /* a row is sampled when its hash is below this:
+                                     a share of rows whose evictions over 64 steps
+                                     fit the table                          */
+    int64_t sample_loads, sample_reloads; /* sampled rows' loads, and of them
+                                     reloads of rows evicted cold within 64 steps */
 
     /* lookahead window: announced batches seq_cur .. seq_cur + wlen - 1 */
     int32_t K, wlen;
@@ -181,6 +190,11 @@ static inline __attribute__((always_inline)) void ssd_slots_ahead(const ssd_stor
     if (i + SSD_AHEAD < n && xs[i + SSD_AHEAD] != SSD_NONE)
         ssd_links_prefetch(s, xs[i + SSD_AHEAD]);
 }
+
+/* Lookahead's memory of sampled rows evicted cold: a row's hash (sampled
+ * when below s->cold_sample), and its entry. */
+static inline uint64_t ssd_cold_hash(uint32_t row) { return ember_mix64((uint64_t)row ^ 0x243f6a8885a308d3ull); }
+static inline uint32_t ssd_cold_home(uint64_t hash) { return (uint32_t)hash & (SSD_COLD_SEEN - 1); }
 
 /* Backward-shift deletion in a linear-probing table (the map, lookahead's
  * window): the entry at j, whose home is h, may move into the hole iff h is

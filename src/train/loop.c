@@ -47,7 +47,9 @@ typedef struct loop_state {
     train_prefetch *pf;          /* the reader of the training data         */
     train_arrange arr;           /* no spare core: step team or reader thread */
     int32_t kb;                  /* samples per step and rank: k * b         */
-    int32_t ahead;               /* the SSD tier's lookahead: batches announced */
+    int32_t ahead;               /* the SSD tier's lookahead: batches read ahead
+                                    (the most its window can be)            */
+    int64_t announced;           /* the last step whose batch was announced */
     int hot;                     /* some table has hot rows                  */
     int64_t log_every;
     double t0;                   /* when the loop began                      */
@@ -183,17 +185,29 @@ static void read_batch(ember_trainer *s, loop_state *L, step_io *io)
     }
 }
 
-/* The batches of the next `ahead` steps, announced to the model for the
- * SSD tier's lookahead (ember_prefetch); after the first step only the
- * newest is new to it.  Collective: an empty batch where a rank has none. */
+/* The batches of the steps up to this one + the lookahead window, for the
+ * SSD tier (ember_prefetch), those not announced before: after the first
+ * step the newest only, more when the window grew, none while it shrinks
+ * (ember_prefetch_depth, the same on every rank).  Collective: an empty
+ * batch where a rank has none. */
 static void announce_lookahead(ember_trainer *s, loop_state *L, int64_t step)
 {
     int32_t na = 0;
-    for (int32_t j = step == s->rs.step + 1 ? 1 : L->ahead; L->ahead > 0 && j <= L->ahead; j++, na++) {
+    if (step == s->rs.step + 1)
+        L->announced = step; /* the step's own batch is not announced */
+    const int32_t window = L->ahead > 0 ? ember_prefetch_depth(s->coll) : 0;
+    if (window > 0) {
+        s->ls.window_min = s->ls.window_min == 0 || window < s->ls.window_min ? window : s->ls.window_min;
+        s->ls.window_max = window > s->ls.window_max ? window : s->ls.window_max;
+    }
+    for (int64_t b = L->announced + 1; b <= step + window; b++, na++) {
+        const int32_t j = (int32_t)(b - step); /* 1 .. window <= L->ahead */
         if (train_prefetch_peek(L->pf, j, &L->next[na]) <= 0)
             ctr_batch_empty(&s->schema, &L->next[na]);
         L->announce[na] = &L->next[na].sparse;
     }
+    if (step + window > L->announced)
+        L->announced = step + window;
     model_announce(s->model, L->announce, na);
 }
 
@@ -334,7 +348,7 @@ static int loop_start(ember_trainer *s, loop_state *L)
      * OpenMP regions get this rank's share of the spare cores */
     const int32_t procs = omp_get_num_procs(), spare = (procs - s->local_ranks * s->threads) / s->local_ranks;
     int threaded = procs > s->local_ranks * s->threads;
-    L->ahead = ember_prefetch_depth(s->coll);
+    L->ahead = ember_prefetch_depth_max(s->coll);
     for (int32_t i = 0; i < s->cc.num_tables; i++)
         L->hot |= s->cc.tables[i].hot_rows > 0;
     /* a pipelined schedule looks one batch ahead too */

@@ -86,6 +86,7 @@ typedef struct train_loop_stats {
     int64_t limit_changes;       /* this run's changes of adaptive limits   */
     int64_t ids;                 /* this run's ids, this rank's share        */
     int64_t limit_dropped;       /* of them, dropped by a limit (no evaluation's) */
+    int32_t window_min, window_max; /* the SSD tier's lookahead window over the run */
 } train_loop_stats;
 
 enum { RUN_FAILED = 0, RUN_OPEN, RUN_STOPPED, RUN_DONE }; /* open failed, open, run failed, run */

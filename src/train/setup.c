@@ -286,6 +286,7 @@ static int build_tables(ember_trainer *s, char *err, size_t errlen)
         s->cc.ssd_cache_bytes = cf->coll.ssd_cache_bytes;
         s->cc.ssd_policy = cf->coll.ssd_policy;
         s->cc.lookahead = cf->coll.lookahead;
+        s->cc.lookahead_max = cf->coll.lookahead_max;
         s->cc.io_threads = cf->coll.io_threads;
     }
     return force_precision(s, err, errlen);

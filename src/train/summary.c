@@ -189,6 +189,8 @@ static json_t *summary_json(const ember_trainer *s, const summary_data *d, const
         json_object_set_new(j, "ssd_loads", json_integer(d->tier[2] + d->tier[3]));
         json_object_set_new(j, "ssd_prefetch_loads", json_integer(d->tier[3]));
         json_object_set_new(j, "ssd_io_s", run_json_num(d->tier_s[1]));
+        if (s->ls.window_max > 0) /* the lookahead window's range over the run (ssd.lookahead_max: it moves) */
+            json_object_set_new(j, "ssd_window", json_pack("[i, i]", (int)s->ls.window_min, (int)s->ls.window_max));
     }
     return j;
 }
