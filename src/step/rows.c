@@ -22,9 +22,7 @@
 #include "step/rows.h"
 #include "step/step.h"
 
-typedef struct piece {
-    int32_t src, dst, len; /* floats: offset in the stored row, in the caller's row, length */
-} piece;
+typedef ember_row_piece piece;
 
 /* Real columns of rank r's COLUMN slice. */
 static int32_t slice_width(const ember_ptable *pt, int32_t r)
@@ -33,9 +31,7 @@ static int32_t slice_width(const ember_ptable *pt, int32_t r)
     return w < 0 ? 0 : w > pt->local_dim ? pt->local_dim : w;
 }
 
-/* Pieces of one row that rank r provides (read) or stores (write), given
- * that r holds the row; returns how many. */
-static int pieces_of(const ember_ptable *pt, int32_t r, int state, int write, piece out[3])
+int ember_row_pieces(const ember_ptable *pt, int32_t r, int state, int write, piece out[3])
 {
     int32_t dim = pt->dim, c = pt->local_dim;
     ember_optimizer_kind kind = pt->opt.kind;
@@ -84,7 +80,7 @@ static int copy_local(ember_collection *c, const ember_ptable *pt, int64_t phys0
     int32_t W = c->world->size, rank = c->world->rank;
     ember_store *s = pt->store;
     piece pc[3];
-    int np = pieces_of(pt, rank, state, to_table, pc);
+    int np = ember_row_pieces(pt, rank, state, to_table, pc);
     if (np == 0)
         return EMBER_OK;
     for (int64_t i = 0; i < count; i++) {
@@ -159,7 +155,7 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
     int64_t *zero = cnt + W, *dsp = cnt + 2 * (int64_t)W, total = 0;
     for (int32_t r = 0; r < W; r++) {
         piece pc[3];
-        int np = pieces_of(pt, r, state, 0, pc);
+        int np = ember_row_pieces(pt, r, state, 0, pc);
         int64_t per_row = 0;
         for (int k = 0; k < np; k++)
             per_row += pc[k].len;
@@ -176,7 +172,7 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
     st = ember_dist_agree(c, st, NULL);
     if (st == EMBER_OK) {
         piece pc[3];
-        int np = pieces_of(pt, rank, state, 0, pc), lst = EMBER_OK;
+        int np = ember_row_pieces(pt, rank, state, 0, pc), lst = EMBER_OK;
         float *o = mine;
         for (int64_t i = 0; i < count && np; i++) {
             uint32_t phys = (uint32_t)(phys0 + i);
@@ -212,7 +208,7 @@ int ember_dist_rows(ember_collection *c, int32_t t, int64_t first, int64_t count
     if (st == EMBER_OK) {
         for (int32_t r = 0; r < W; r++) {
             piece pc[3];
-            int np = pieces_of(pt, r, state, 0, pc);
+            int np = ember_row_pieces(pt, r, state, 0, pc);
             const float *in = recv + dsp[r] / (int64_t)sizeof(float);
             for (int64_t i = 0; i < count && np; i++) {
                 if (!ember_shard_holds(pt, W, r, (uint32_t)(phys0 + i)))

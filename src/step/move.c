@@ -1,0 +1,269 @@
+/*
+ * move.c: every table's rows and optimizer state from one collection to
+ * another of the same tables placed otherwise, in a running job (rows.h,
+ * ember_move_rows; docs/adaptive.md, "Re-planning while training").
+ *
+ * A row is made of pieces (rows.c): a whole row under ROW and TABLE
+ * placement, a column slice and the row-wise floats under COLUMN.  For each
+ * row, rank s *provides* pieces of it in `from` (its holder; a replicated
+ * row from rank row % W, so the copies share the sending) and rank d
+ * *stores* pieces of it in `to`; every overlap of a provided piece with a
+ * stored one travels from s to d (a local copy when s = d).  Both sides
+ * walk the rows, the senders and the pieces in the same order, so no sizes
+ * or offsets travel: one all-to-all per chunk of rows, values then state.
+ * `from` is only read; `to` is written, so a failure leaves `from` as it
+ * was and `to` to be thrown away.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "collection/config.h"
+#include "collection/shard.h"
+#include "comm/comm.h"
+#include "exchange/exchange.h"
+#include "step/rows.h"
+#include "step/step.h"
+
+#define MOVE_CHUNK_FLOATS (INT64_C(1) << 23) /* floats a rank sends per chunk, about */
+
+/* The pieces of physical row `phys` rank r provides in pt (from). */
+static int provides(const ember_ptable *pt, int32_t W, int32_t r, uint32_t phys, int state, ember_row_piece out[3])
+{
+    if (!ember_shard_holds(pt, W, r, phys))
+        return 0;
+    if (pt->placement == EMBER_PLACE_REPLICATED) { /* the copies are equal: row % W sends */
+        if ((int32_t)(phys % (uint32_t)W) != r)
+            return 0;
+        int32_t width = state ? ember_state_floats(pt->opt.kind, pt->dim) : pt->dim;
+        out[0] = (ember_row_piece){0, 0, width};
+        return width > 0;
+    }
+    return ember_row_pieces(pt, r, state, 0, out);
+}
+
+/* The pieces of physical row `phys` rank r stores in pt (to). */
+static int stores(const ember_ptable *pt, int32_t W, int32_t r, uint32_t phys, int state, ember_row_piece out[3])
+{
+    return ember_shard_holds(pt, W, r, phys) ? ember_row_pieces(pt, r, state, 1, out) : 0;
+}
+
+/* Floats of the overlaps of pieces p[np] with q[nq] (whole-row offsets). */
+static int64_t overlap_floats(const ember_row_piece *p, int np, const ember_row_piece *q, int nq)
+{
+    int64_t n = 0;
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j < nq; j++) {
+            int32_t lo = p[i].dst > q[j].dst ? p[i].dst : q[j].dst;
+            int32_t hi = p[i].dst + p[i].len < q[j].dst + q[j].len ? p[i].dst + p[i].len : q[j].dst + q[j].len;
+            n += hi > lo ? hi - lo : 0;
+        }
+    return n;
+}
+
+/* Copies the overlaps: out (packed, send) from a stored row, or into a
+ * stored row from in (packed, receive); returns the floats moved. */
+static int64_t pack(const float *stored, const ember_row_piece *p, int np, const ember_row_piece *q, int nq,
+                    float *out)
+{
+    int64_t n = 0;
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j < nq; j++) {
+            int32_t lo = p[i].dst > q[j].dst ? p[i].dst : q[j].dst;
+            int32_t hi = p[i].dst + p[i].len < q[j].dst + q[j].len ? p[i].dst + p[i].len : q[j].dst + q[j].len;
+            if (hi <= lo)
+                continue;
+            memcpy(out + n, stored + p[i].src + (lo - p[i].dst), sizeof(float) * (size_t)(hi - lo));
+            n += hi - lo;
+        }
+    return n;
+}
+
+static int64_t unpack(float *stored, const ember_row_piece *p, int np, const ember_row_piece *q, int nq,
+                      const float *in)
+{
+    int64_t n = 0;
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j < nq; j++) {
+            int32_t lo = p[i].dst > q[j].dst ? p[i].dst : q[j].dst;
+            int32_t hi = p[i].dst + p[i].len < q[j].dst + q[j].len ? p[i].dst + p[i].len : q[j].dst + q[j].len;
+            if (hi <= lo)
+                continue;
+            memcpy(stored + q[j].src + (lo - q[j].dst), in + n, sizeof(float) * (size_t)(hi - lo));
+            n += hi - lo;
+        }
+    return n;
+}
+
+typedef struct mover {
+    ember_collection *from, *to;
+    int32_t W, me;
+    int64_t *scnt, *sdsp, *rcnt, *rdsp; /* [W] each, bytes */
+    float *sbuf, *rbuf;
+    int64_t scap, rcap;                 /* floats */
+} mover;
+
+static int grow(float **buf, int64_t *cap, int64_t n)
+{
+    if (n <= *cap)
+        return 0;
+    float *b = realloc(*buf, sizeof(float) * (size_t)(n + 1));
+    if (!b)
+        return -1;
+    *buf = b;
+    *cap = n;
+    return 0;
+}
+
+/* One chunk: rows [r0, r0 + n) of logical table t, values or state. */
+static int move_chunk(mover *m, int32_t t, int64_t r0, int64_t n, int state)
+{
+    ember_collection *A = m->from, *B = m->to;
+    const ember_ltable *la = &A->tables[t], *lb = &B->tables[t];
+    const ember_ptable *pa = &A->ptables[la->ptable], *pb = &B->ptables[lb->ptable];
+    const int32_t W = m->W, me = m->me;
+    ember_row_piece P[3], Q[3];
+    /* sizes: what this rank sends to each d, and receives from each s */
+    memset(m->scnt, 0, sizeof(int64_t) * (size_t)W);
+    memset(m->rcnt, 0, sizeof(int64_t) * (size_t)W);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t fa = (uint32_t)(la->offset + r0 + i), fb = (uint32_t)(lb->offset + r0 + i);
+        int np = provides(pa, W, me, fa, state, P);
+        for (int32_t d = 0; d < W && np; d++)
+            if (d != me)
+                m->scnt[d] += overlap_floats(P, np, Q, stores(pb, W, d, fb, state, Q));
+        int nq = stores(pb, W, me, fb, state, Q);
+        for (int32_t s = 0; s < W && nq; s++)
+            if (s != me)
+                m->rcnt[s] += overlap_floats(P, provides(pa, W, s, fa, state, P), Q, nq);
+    }
+    int64_t st_total = 0, rt_total = 0;
+    for (int32_t r = 0; r < W; r++) {
+        m->sdsp[r] = st_total, st_total += m->scnt[r];
+        m->rdsp[r] = rt_total, rt_total += m->rcnt[r];
+    }
+    int st = grow(&m->sbuf, &m->scap, st_total) || grow(&m->rbuf, &m->rcap, rt_total) ? EMBER_ENOMEM : EMBER_OK;
+    if (st != EMBER_OK)
+        ember_fail(B, st, "out of memory moving table '%s'", la->cfg.name);
+    if ((st = ember_dist_agree(B, st, NULL)) != EMBER_OK)
+        return st;
+    /* pack (and the local copies), row by row */
+    int64_t *cur = m->rdsp + W; /* [W] cursors into the send buffer */
+    for (int32_t d = 0; d < W; d++)
+        cur[d] = m->sdsp[d];
+    int lst = EMBER_OK;
+    for (int64_t i = 0; i < n && lst == EMBER_OK; i++) {
+        uint32_t fa = (uint32_t)(la->offset + r0 + i), fb = (uint32_t)(lb->offset + r0 + i);
+        int np = provides(pa, W, me, fa, state, P);
+        if (!np)
+            continue;
+        uint32_t ra = ember_shard_local(pa, W, fa);
+        float *va, *sa;
+        if (pa->store->ops->acquire(pa->store, &ra, 1, &va, &sa) != EMBER_OK) {
+            lst = ember_fail(B, EMBER_EIO, "%s", pa->store->errmsg);
+            break;
+        }
+        const float *src = state ? sa : va;
+        for (int32_t d = 0; d < W; d++) {
+            int nq = stores(pb, W, d, fb, state, Q);
+            if (!nq)
+                continue;
+            if (d != me) {
+                cur[d] += pack(src, P, np, Q, nq, m->sbuf + cur[d]);
+                continue;
+            }
+            uint32_t rb = ember_shard_local(pb, W, fb);
+            float *vb, *sb;
+            if (pb->store->ops->acquire(pb->store, &rb, 1, &vb, &sb) != EMBER_OK) {
+                lst = ember_fail(B, EMBER_EIO, "%s", pb->store->errmsg);
+                break;
+            }
+            float tmp[3 * 1024 + 8]; /* a row's overlaps with itself: at most the whole row, in pieces */
+            int64_t k = pack(src, P, np, Q, nq, tmp);
+            (void)k;
+            unpack(state ? sb : vb, P, np, Q, nq, tmp);
+            pb->store->ops->release(pb->store, &rb, 1, 1);
+        }
+        pa->store->ops->release(pa->store, &ra, 1, 0);
+    }
+    /* bytes, for the exchange */
+    for (int32_t r = 0; r < W; r++) {
+        m->scnt[r] *= (int64_t)sizeof(float), m->sdsp[r] *= (int64_t)sizeof(float);
+        m->rcnt[r] *= (int64_t)sizeof(float), m->rdsp[r] *= (int64_t)sizeof(float);
+    }
+    st = W > 1 ? ember_comm_alltoallv(A->world, m->sbuf, m->scnt, m->sdsp, m->rbuf, m->rcnt, m->rdsp) : EMBER_OK;
+    if (st == EMBER_ECOMM)
+        return ember_dist_comm_failed(B);
+    if (st != EMBER_OK)
+        lst = ember_fail(B, st, "out of memory moving table '%s'", la->cfg.name);
+    if ((st = ember_dist_agree(B, lst, NULL)) != EMBER_OK)
+        return st;
+    /* unpack: each row this rank stores, from each sender in rank order */
+    for (int32_t s = 0; s < W; s++)
+        cur[s] = m->rdsp[s] / (int64_t)sizeof(float);
+    for (int64_t i = 0; i < n && lst == EMBER_OK; i++) {
+        uint32_t fa = (uint32_t)(la->offset + r0 + i), fb = (uint32_t)(lb->offset + r0 + i);
+        int nq = stores(pb, W, me, fb, state, Q);
+        if (!nq)
+            continue;
+        uint32_t rb = ember_shard_local(pb, W, fb);
+        float *vb = NULL, *sb = NULL;
+        int got = 0;
+        for (int32_t s = 0; s < W; s++) {
+            int np = s == me ? 0 : provides(pa, W, s, fa, state, P);
+            if (!np || !overlap_floats(P, np, Q, nq))
+                continue;
+            if (!got && pb->store->ops->acquire(pb->store, &rb, 1, &vb, &sb) != EMBER_OK) {
+                lst = ember_fail(B, EMBER_EIO, "%s", pb->store->errmsg);
+                break;
+            }
+            got = 1;
+            cur[s] += unpack(state ? sb : vb, P, np, Q, nq, m->rbuf + cur[s]);
+        }
+        if (got)
+            pb->store->ops->release(pb->store, &rb, 1, 1);
+    }
+    return ember_dist_agree(B, lst, NULL);
+}
+
+int ember_move_rows(ember_collection *from, ember_collection *to)
+{
+    if (from->cfg.num_tables != to->cfg.num_tables || from->world->size != to->world->size)
+        return ember_fail(to, EMBER_EINVAL, "ember_move_rows: collections of %d and %d tables over %d and %d ranks",
+                          from->cfg.num_tables, to->cfg.num_tables, from->world->size, to->world->size);
+    for (int32_t t = 0; t < from->cfg.num_tables; t++) {
+        const ember_table_config *a = &from->tables[t].cfg, *b = &to->tables[t].cfg;
+        if (a->rows != b->rows || a->dim != b->dim || a->optimizer.kind != b->optimizer.kind ||
+            a->kind != EMBER_TABLE_FIXED || b->kind != EMBER_TABLE_FIXED)
+            return ember_fail(to, EMBER_EINVAL, "ember_move_rows: table '%s' is not the same fixed table in both",
+                              a->name);
+    }
+    mover m = {from, to, from->world->size, from->world->rank, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0};
+    m.scnt = calloc((size_t)m.W * 5, sizeof(int64_t));
+    int st = m.scnt ? EMBER_OK : ember_fail(to, EMBER_ENOMEM, "out of memory");
+    if ((st = ember_dist_agree(to, st, NULL)) != EMBER_OK) {
+        free(m.scnt);
+        return st;
+    }
+    m.sdsp = m.scnt + m.W, m.rcnt = m.scnt + 2 * m.W, m.rdsp = m.scnt + 3 * m.W;
+    for (int32_t t = 0; t < from->cfg.num_tables && st == EMBER_OK; t++) {
+        const ember_ptable *pa = &from->ptables[from->tables[t].ptable];
+        for (int state = 0; state < 2 && st == EMBER_OK; state++) {
+            int32_t width = state ? ember_state_floats(pa->opt.kind, pa->dim) : pa->dim;
+            if (width == 0)
+                continue;
+            int64_t rows = from->tables[t].cfg.rows, chunk = MOVE_CHUNK_FLOATS / ((int64_t)width * m.W);
+            chunk = chunk < 1024 ? 1024 : chunk;
+            for (int64_t r0 = 0; r0 < rows && st == EMBER_OK; r0 += chunk)
+                st = move_chunk(&m, t, r0, rows - r0 < chunk ? rows - r0 : chunk, state);
+        }
+    }
+    free(m.scnt);
+    free(m.sbuf);
+    free(m.rbuf);
+    if (st == EMBER_OK) { /* the next step is the one `from` would take */
+        to->stats = from->stats;
+        to->lr_scale = from->lr_scale;
+        to->training = from->training;
+    }
+    return st;
+}
