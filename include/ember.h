@@ -791,7 +791,7 @@ EMBER_API int ember_refresh_hot_rows(ember_collection *coll);
  * t, out[4t] and out[4t+1] the most ids and unique ids one partition had in
  * one of those batches, out[4t+2] and out[4t+3] the ids and unique ids over
  * the table's limits then, summed over partitions and batches (*batches:
- * how many it took; may be NULL).  One batch per step gives the same
+ * how many it took; may be NULL; out NULL: they are dropped).  One batch per step gives the same
  * figures per step whatever the schedule (overlap ends the next batch's
  * forward inside a step).  Local: this rank's share of each batch.
  * ember_set_limits sets a table's two limits (0: none; the policy stays)

@@ -1436,6 +1436,57 @@ train = { steps = 120; micro_batch = 256; eval_samples = 512; metrics = ""; plot
 }
 CHECKS+=(mpi_window)
 
+check_mpi_replan() { # the "auto" tables placed again while training (train.replan) under two ranks, on ids
+    # that grow: the tables the first batches put whole on a rank move row-wise at a re-plan step, and the run
+    # ends bit for bit where the run that never moved does (both placements are world-independent); a
+    # checkpoint after the move resumes into the moved placement, exactly; SSD tables are refused
+    have_mpirun || return 0
+    printf '%s\n' 'tables = (' \
+        '  { name = "items"; rows = 100000; dim = 8; optimizer = "adagrad"; alpha = 1.05; exchange = "rows"; },' \
+        '  { name = "users"; rows = 100000; dim = 8; optimizer = "adagrad"; alpha = 1.05; exchange = "rows"; },' \
+        '  { name = "ctx"; rows = 5000; dim = 8; optimizer = "adagrad"; alpha = 1.2; exchange = "rows"; } );' \
+        'features = ( { name = "item"; table = "items"; pooling = 10; }, { name = "user"; table = "users"; pooling = 5; },' \
+        '  { name = "c"; table = "ctx"; pooling = 2; } );' \
+        'data = { synthetic = { drift = { kind = "grow"; every = 5120; start = 100; rows = 20000; features = 2; }; }; };' \
+        'model = { emb_dim = 8; };' \
+        'train = { steps = 40; micro_batch = 256; eval_samples = 512; metrics = ""; plot = "";' >"$TMP/rp_base.cfg"
+    { cat "$TMP/rp_base.cfg"; echo '  replan = { every = 10; window = 2; gain = 0.05; }; };'; } >"$TMP/rp.cfg"
+    { cat "$TMP/rp_base.cfg"; echo '};'; } >"$TMP/rp_static.cfg"
+    expect_status 0 "$EMBER" gen --task 40000 --config "$TMP/rp.cfg" "$TMP/rp.bin" || return 1
+    expect_status 0 mpi2 train --config "$TMP/rp.cfg" --train-file "$TMP/rp.bin" --json --checkpoint-dir "$TMP/rp_a" || return 1
+    python3 - "$TMP/out" <<'PY' || return 1
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+start = [e for e in ev if e["event"] == "start"][0]
+assert "items table/rows on rank" in start["placement"], start["placement"]
+rp = [e for e in ev if e["event"] == "replan"]
+assert [e["step"] for e in rp] == [10, 20, 30], rp                      # step 40 is the last: none
+moved = [e for e in rp if e["moved"]]
+assert moved and {t["table"] for t in moved[0]["tables"]} == {"items", "users"}, rp
+assert all(t["to"] == "row/rows" for t in moved[0]["tables"]), moved
+assert moved[0]["gain"] >= 0.05 and moved[0]["predicted_cost"][1] < moved[0]["predicted_cost"][0], moved
+m = [e for e in ev if e["event"] == "replan_measured"]
+assert m and m[0]["step"] == moved[0]["step"] + 1 and m[0]["busiest_bytes_after"] > 0, m
+PY
+    expect_status 0 "$EMBER" inspect "$TMP/rp_a" || return 1
+    grep -q "items: 100000 x 8 fp32, adagrad (step 40), row," "$TMP/out" || { grep items "$TMP/out"; return 1; }
+    local want
+    want=$(grep digest "$TMP/out" | grep -v "train\.\|model.json\|data.position")
+    expect_status 0 mpi2 train --config "$TMP/rp_static.cfg" --train-file "$TMP/rp.bin" --checkpoint-dir "$TMP/rp_s" || return 1
+    expect_status 0 "$EMBER" inspect "$TMP/rp_s" || return 1
+    [ "$(grep digest "$TMP/out" | grep -v "train\.\|model.json\|data.position")" = "$want" ] ||
+        { echo "never moved: $(grep digest "$TMP/out"), re-planned: $want"; return 1; }
+    want=$(expect_status 0 "$EMBER" inspect "$TMP/rp_a" && grep digest "$TMP/out")
+    expect_status 0 mpi2 train --config "$TMP/rp.cfg" --train-file "$TMP/rp.bin" --steps 35 --checkpoint-dir "$TMP/rp_r" || return 1
+    expect_status 0 mpi2 train --config "$TMP/rp.cfg" --train-file "$TMP/rp.bin" --checkpoint-dir "$TMP/rp_r" --resume || return 1
+    expect_status 0 "$EMBER" inspect "$TMP/rp_r" || return 1
+    [ "$(grep digest "$TMP/out")" = "$want" ] || { echo "resumed after the move: $(grep digest "$TMP/out"), want $want"; return 1; }
+    sed 's/rows = 5000; dim = 8;/rows = 5000; dim = 8; storage = "ssd";/' "$TMP/rp.cfg" >"$TMP/rp_ssd.cfg"
+    expect_status 1 "$EMBER" train --config "$TMP/rp_ssd.cfg" --steps 1 || return 1
+    grep -q "train.replan: table 'ctx' is on the SSD tier" "$TMP/err" || { cat "$TMP/err"; return 1; }
+}
+CHECKS+=(mpi_replan)
+
 # ---------------------------------------------------------- ember convert
 
 # two Criteo lines around a bad one (C4, field 17, is not hexadecimal)

@@ -399,6 +399,40 @@ static void show_checkpoint(train_report *r, const json_t *j)
     fflush(stdout);
 }
 
+/* "replan" (a re-plan step: moved or not) and "replan_measured" (the step
+ * after a move). */
+static void show_replan(train_report *r, const json_t *j)
+{
+    if (r->json)
+        return;
+    clear_bar(r);
+    long long step = (long long)integer(j, "step");
+    if (!strcmp(str(j, "event"), "replan_measured")) {
+        printf("replan: step %lld measured the busiest rank's %.0f bytes sent, %.3fx the step before the move\n", step,
+               num(j, "busiest_bytes_after"), num(j, "ratio"));
+        fflush(stdout);
+        return;
+    }
+    const json_t *c = json_object_get(j, "predicted_cost"), *b = json_object_get(j, "predicted_busiest_bytes");
+    double c0 = json_number_value(json_array_get(c, 0)), c1 = json_number_value(json_array_get(c, 1));
+    if (!json_is_true(json_object_get(j, "moved"))) {
+        printf("replan at step %lld: stays (the planner's placement costs %.3fx the one in force)\n", step,
+               c0 > 0 ? c1 / c0 : 1.0);
+        fflush(stdout);
+        return;
+    }
+    printf("replan at step %lld: moved", step);
+    const json_t *tabs = json_object_get(j, "tables");
+    for (size_t i = 0; i < json_array_size(tabs); i++) {
+        const json_t *t = json_array_get(tabs, i);
+        printf("%s %s %s -> %s", i ? "," : "", str(t, "table"), str(t, "from"), str(t, "to"));
+    }
+    printf("; predicted cost %.3fx, the busiest rank's bytes %.0f -> %.0f; the move took %.3f s (%.1f steps)\n",
+           c0 > 0 ? c1 / c0 : 1.0, json_number_value(json_array_get(b, 0)), json_number_value(json_array_get(b, 1)),
+           num(j, "move_seconds"), num(j, "step_seconds") > 0 ? num(j, "move_seconds") / num(j, "step_seconds") : 0.0);
+    fflush(stdout);
+}
+
 /* "limits": a table's adaptive limits changed. */
 static void show_limits(train_report *r, const json_t *j)
 {
@@ -443,6 +477,8 @@ void train_report_event(train_report *r, const char *text)
         show_checkpoint(r, j);
     else if (!strcmp(ev, "limits"))
         show_limits(r, j);
+    else if (!strncmp(ev, "replan", 6))
+        show_replan(r, j);
     json_decref(j);
 }
 

@@ -232,6 +232,37 @@ static int read_limits_adapt(cfg_reader *r, const config_setting_t *g, cfg_train
     return 0;
 }
 
+/* train.replan = { every = 200; window = 4; gain = 0.1; }: the "auto"
+ * tables placed again while training (docs/adaptive.md). */
+static int read_replan(cfg_reader *r, const config_setting_t *g, cfg_train *t)
+{
+    static const char *const KEYS[] = {"every", "window", "gain", NULL};
+    if (config_setting_type(g) != CONFIG_TYPE_GROUP)
+        return cfg_fail_at(r, g, "train.replan", "must be a group { every = 200; window = 4; gain = 0.1; }");
+    if (cfg_check_keys(r, g, "train.replan", KEYS))
+        return EMBER_EINVAL;
+    const config_setting_t *m;
+    int64_t v;
+    t->replan_every = 200;
+    t->replan_window = 4;
+    t->replan_gain = 0.1;
+    if ((m = config_setting_get_member(g, "every")) &&
+        cfg_get_int64(r, m, "train.replan.every", 1, INT64_C(1) << 40, &t->replan_every))
+        return EMBER_EINVAL;
+    if ((m = config_setting_get_member(g, "window"))) {
+        if (cfg_get_int64(r, m, "train.replan.window", 1, 64, &v))
+            return EMBER_EINVAL;
+        t->replan_window = (int32_t)v;
+    }
+    if ((m = config_setting_get_member(g, "gain")) && cfg_get_double(r, m, "train.replan.gain", 0, 1, &t->replan_gain))
+        return EMBER_EINVAL;
+    if (t->replan_window > t->replan_every)
+        return cfg_fail_at(r, g, "train.replan", "window %d is longer than every %lld: the statistics read the steps "
+                           "since the last re-plan", (int)t->replan_window, (long long)t->replan_every);
+    t->replan_line = (int)config_setting_source_line(g);
+    return 0;
+}
+
 /* How long the run is and what happens every so many steps: steps, hot-row
  * refreshes, evaluations, logging, the learning-rate schedule, epochs. */
 static int read_run_length(cfg_reader *r, const config_setting_t *g, cfg_train *t)
@@ -373,7 +404,7 @@ int cfg_read_train(cfg_reader *r, const config_setting_t *g)
                                        "steps", "eval_every",
                                        "eval_samples", "log_every", "optimizer", "metrics",
                                        "plot", "checkpoint_dir", "checkpoint_every", "checkpoint_keep",
-                                       "plan", "pipeline", "limits", NULL};
+                                       "plan", "pipeline", "limits", "replan", NULL};
     cfg_train *t = &r->cf->train;
     if (config_setting_type(g) != CONFIG_TYPE_GROUP)
         return cfg_fail_at(r, g, "train", "must be a group { steps = ...; }");
@@ -384,6 +415,8 @@ int cfg_read_train(cfg_reader *r, const config_setting_t *g)
         read_run_length(r, g, t) || ((m = config_setting_get_member(g, "early_stop")) && read_early_stop(r, m, t)))
         return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "limits")) && read_limits_adapt(r, m, t))
+        return EMBER_EINVAL;
+    if ((m = config_setting_get_member(g, "replan")) && read_replan(r, m, t))
         return EMBER_EINVAL;
     if ((m = config_setting_get_member(g, "plan")) && cfg_read_path(r, m, "train.plan", &t->plan_file))
         return EMBER_EINVAL;

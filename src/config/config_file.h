@@ -145,6 +145,10 @@ typedef struct cfg_train {
     int64_t hot_refresh_every;   /* steps between hot-row refreshes (tables
                                     with hot_rows); 0: never                 */
     limits_adapt_config limits;  /* train.limits: limits that follow the data */
+    int64_t replan_every;        /* train.replan: steps between re-plans; 0 off */
+    int32_t replan_window;       /* steps of ids the statistics read        */
+    double replan_gain;          /* the least predicted gain that moves     */
+    int replan_line;
     int limits_line;             /* its line (0: not in the file)           */
     int32_t pipe_stages;         /* train.pipeline.stages: 0 or 1 no pipeline */
     int32_t pipe_schedule;       /* pipe_schedule (model/pipeline.h)          */

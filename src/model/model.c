@@ -282,6 +282,13 @@ void model_announce(ctr_model *m, const ember_batch *const *batches, int32_t n)
 
 void model_set_next(ctr_model *m, const ember_batch *next) { m->next = next; }
 
+void model_set_collection(ctr_model *m, ember_collection *coll)
+{
+    m->coll = coll;
+    m->ready_rows = -1; /* nothing computed ahead belongs to it */
+    ember_collection_set_threads(coll, m->cfg.threads);
+}
+
 void model_get_times(const ctr_model *m, model_times *out) { *out = m->times; }
 
 int model_pipeline_stats(const ctr_model *m, double *busy_share, int64_t *peak_activation_bytes)

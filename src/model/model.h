@@ -116,6 +116,10 @@ void model_announce(ctr_model *m, const ember_batch *const *batches, int32_t n);
  * returns.  Collective: every rank gives one (an empty batch where it has
  * none) or none. */
 void model_set_next(ctr_model *m, const ember_batch *next);
+/* The model's embedding step takes another collection of the same tables
+ * and features over the same world (a table moved to a new placement), at a
+ * step boundary with no batch begun ahead.  The caller owns both. */
+void model_set_collection(ctr_model *m, ember_collection *coll);
 
 /* Forward only: prob[s] = sigmoid(logit) for the batch's samples, the
  * dense model run in chunks of the micro-batch. */

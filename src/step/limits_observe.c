@@ -49,8 +49,8 @@ int ember_limits_observe(ember_collection *c, int on)
 
 int ember_limits_observed(ember_collection *c, int64_t max_batches, int64_t *out, int64_t *batches)
 {
-    if (!c || !out)
-        return c ? ember_fail(c, EMBER_EINVAL, "ember_limits_observed: out is NULL") : EMBER_EINVAL;
+    if (!c)
+        return EMBER_EINVAL;
     if (!c->observe_limits)
         return ember_fail(c, EMBER_ESTATE, "ember_limits_observed: observation is off (ember_limits_observe)");
     if (c->obs_lost) {
@@ -59,8 +59,9 @@ int ember_limits_observed(ember_collection *c, int64_t max_batches, int64_t *out
     }
     const int64_t T = c->cfg.num_tables, n = OBS_FIELDS * T;
     const int64_t take = max_batches > 0 && max_batches < c->obs_queued ? max_batches : c->obs_queued;
-    memset(out, 0, sizeof(int64_t) * (size_t)n);
-    for (int64_t b = 0; b < take; b++) {
+    if (out)
+        memset(out, 0, sizeof(int64_t) * (size_t)n);
+    for (int64_t b = 0; b < take && out; b++) {
         const int64_t *rec = c->obs_queue + ((c->obs_front + b) % c->obs_cap) * n;
         for (int64_t i = 0; i < n; i += OBS_FIELDS) {
             out[i] = rec[i] > out[i] ? rec[i] : out[i];

@@ -13,6 +13,11 @@
  *                      parameters, dense optimizer step, its state floats,
  *                      pipeline stages (0 before they were recorded)
  *   dense.params       the dense model's parameters (dlrm_params)
+ *   train.placement    int64 [tables][3]: each table's placement, owner and
+ *                      exchange in force (train.replan moves them; a resumed
+ *                      re-planning run moves its rows back into them)
+ *   train.replan_ids   per rank, with train.replan: the sparse batches of
+ *                      the last steps, which the next re-plan reads
  *   train.limits       with train.limits: the adaptive limits' state
  *                      (src/plan/limits_adapt.h: limits, window, excess)
  *   model.json         the model description (src/infer/description.h): what the
@@ -202,7 +207,14 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
         free(rblob);
         return 1;
     }
-    ember_blob blobs[7];
+    /* the placements in force, and with train.replan this rank's kept batches */
+    int64_t pbytes = 0, kbytes = 0, *pblob = train_replan_placement_blob(s, &pbytes);
+    int64_t *kblob = s->replan ? train_replan_kept_blob(s, &kbytes) : NULL;
+    if (run_agree_status(s, !pblob || (s->replan && !kblob) ? EMBER_ENOMEM : EMBER_OK, "out of memory")) {
+        free(pblob), free(kblob), free(lblob), free(mjson), free(gathered), free(rblob);
+        return 1;
+    }
+    ember_blob blobs[8];
     int32_t nblobs = 0;
     blobs[nblobs++] = (ember_blob){"train.fingerprint", fp, (int64_t)strlen(fp)};
     blobs[nblobs++] = (ember_blob){"train.state", state, (int64_t)sizeof state};
@@ -215,15 +227,22 @@ int train_ckpt_save(ember_trainer *s, const char *root, int32_t keep, int64_t st
         blobs[nblobs++] = (ember_blob){"dense.optim", ostate, floats * nparams * (int64_t)sizeof(float)};
     if (lblob)
         blobs[nblobs++] = (ember_blob){"train.limits", lblob, lbytes};
-    ember_blob rank_blobs[4] = { /* the last three only with pipeline stages, empty but on the savers */
+    blobs[nblobs++] = (ember_blob){"train.placement", pblob, pbytes};
+    ember_blob rank_blobs[5] = { /* the dense pieces only with pipeline stages, empty but on the savers */
         {"data.position", position, (int64_t)sizeof position},
         {CKPT_DENSE_RANGES, rblob, rbytes},
         {"dense.params", dlrm_params(s->dense), saver ? nparams * (int64_t)sizeof(float) : 0},
         {"dense.optim", ostate, saver ? floats * nparams * (int64_t)sizeof(float) : 0},
+        {"train.replan_ids", kblob, kbytes},
     };
-    ember_save_options o = {step, keep, blobs, nblobs, rank_blobs, piped ? 4 : 1};
+    int32_t nrank = piped ? 4 : 1;
+    if (s->replan) /* after the others, in their place */
+        rank_blobs[nrank++] = (ember_blob){"train.replan_ids", kblob, kbytes};
+    ember_save_options o = {step, keep, blobs, nblobs, rank_blobs, nrank};
     int st = ember_save(s->coll, root, &o);
     free(lblob);
+    free(pblob);
+    free(kblob);
     free(mjson);
     free(gathered);
     free(rblob);
@@ -388,6 +407,15 @@ int train_ckpt_resume(ember_trainer *s)
     }
     if (run_agree(s, failed, EMBER_ECORRUPT, err))
         goto out;
+    if (s->replan) { /* the placements in force when it was saved, and the kept batches */
+        int64_t pbytes = 0, kbytes = 0;
+        const int64_t *pb = ember_checkpoint_blob(ck, -1, "train.placement", &pbytes);
+        const int64_t *kb = ember_checkpoint_blob(ck, s->rank, "train.replan_ids", &kbytes);
+        char rerr[512] = "";
+        if (pb && train_replan_restore(s, pb, pbytes, kb, kbytes, ember_checkpoint_world(ck) == s->size, rerr,
+                                       sizeof rerr))
+            goto out; /* agreed, with its message */
+    }
     int64_t bytes = -1; /* the best evaluation so far; absent from checkpoints before early stopping */
     const int64_t *b = ember_checkpoint_blob(ck, -1, "train.best", &bytes);
     if (b && bytes == 6 * (int64_t)sizeof(int64_t) && b[0] == BEST_MAGIC && b[1] == BLOB_VERSION) {

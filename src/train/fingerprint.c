@@ -145,6 +145,9 @@ void train_fingerprint(const ember_trainer *s, char *buf, size_t n)
             config_lr_decay_name(t->lr.decay), flt(t->lr.final, f[0]), (long long)t->lr.every, flt(t->lr.gamma, f[1]));
     if (t->patience > 0 || t->keep_best) /* the saved verdicts are of this metric */
         add(buf, n, "early_stop metric %s\n", t->stop_metric_logloss ? "logloss" : "auc");
+    if (t->replan_every > 0)
+        add(buf, n, "replan every %lld, window %d, gain %.17g\n", (long long)t->replan_every, (int)t->replan_window,
+            t->replan_gain);
     if (t->limits.mode != LIMITS_ADAPT_OFF) /* absent when off: older checkpoints still match */
         add(buf, n, "limits adapt %d, every %lld, window %lld, quantile %.17g, headroom %.17g, max_bytes %lld\n",
             (int)t->limits.mode, (long long)t->limits.every, (long long)t->limits.window, t->limits.quantile,

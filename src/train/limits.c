@@ -73,10 +73,11 @@ int train_limits_step(ember_trainer *s, int64_t step)
 {
     if (!s->limits)
         return 0;
-    int64_t obs[4 * CTR_MAX_FEATURES];
-    int st = ember_limits_observed(s->coll, 1, obs, NULL);
+    int64_t *obs = malloc(sizeof(int64_t) * (size_t)(4 * s->cc.num_tables + 1));
+    int st = obs ? ember_limits_observed(s->coll, 1, obs, NULL) : EMBER_ENOMEM;
     if (st == EMBER_OK)
         st = limits_adapt_observe(s->limits, obs);
+    free(obs);
     if (run_agree(s, st != EMBER_OK, st, "step figures of the adaptive limits: out of memory"))
         return 1;
     if (!limits_adapt_due(s->limits, step) || step >= s->t.steps)
@@ -84,23 +85,27 @@ int train_limits_step(ember_trainer *s, int64_t step)
     st = limits_adapt_agree(s->limits, s->world);
     if (run_agree_status(s, st, "adaptive limits: cannot agree the figures"))
         return 1;
-    limits_change ch[CTR_MAX_FEATURES];
+    limits_change *ch = malloc(sizeof *ch * (size_t)(s->cc.num_tables + 1));
+    if (run_agree(s, !ch, EMBER_ENOMEM, "adaptive limits: out of memory"))
+        return 1;
     int32_t n = 0;
     limits_adapt_decide(s->limits, step, ch, &n);
     st = apply(s);
-    if (run_agree(s, st != EMBER_OK, st, ember_errmsg(s->coll)))
+    if (run_agree(s, st != EMBER_OK, st, ember_errmsg(s->coll))) {
+        free(ch);
         return 1;
+    }
     for (int32_t i = 0; i < n; i++)
         event_change(s, step, &ch[i]);
     s->ls.limit_changes += n;
+    free(ch);
     return 0;
 }
 
 void train_limits_forget(ember_trainer *s)
 {
-    int64_t obs[4 * CTR_MAX_FEATURES];
     if (s->limits)
-        ember_limits_observed(s->coll, 0, obs, NULL);
+        ember_limits_observed(s->coll, 0, NULL, NULL); /* dropped */
 }
 
 int train_limits_sync(ember_trainer *s)

@@ -14,6 +14,8 @@
  *       refresh_hot_rows     every hot_refresh_every steps
  *       train_limits_step    the limits' figures; every train.limits.every
  *                            steps new limits (limits.c)
+ *       train_replan_step    the step's ids kept; every train.replan.every
+ *                            steps the tables placed again (replan.c)
  *       count_and_log        the loss, reduced every log_every steps ->
  *                            "train" event
  *       evaluate_and_judge   every eval_every steps and at the end: held-out
@@ -221,7 +223,7 @@ static int drains_after(const ember_trainer *s, int64_t step)
 {
     const cfg_train *t = &s->t;
     return step == t->steps || (t->hot_refresh_every > 0 && step % t->hot_refresh_every == 0) ||
-           (s->limits && limits_adapt_due(s->limits, step)) ||
+           (s->limits && limits_adapt_due(s->limits, step)) || train_replan_due(s, step) ||
            (t->checkpoint_dir && t->checkpoint_every > 0 && step % t->checkpoint_every == 0) ||
            (s->eval_src && t->eval_every > 0 && step % t->eval_every == 0);
 }
@@ -406,7 +408,8 @@ int train_loop(ember_trainer *s)
         announce_lookahead(s, &L, step);
         begin_next_batch(s, &L, step);
         apply_lr_schedule(s, step);
-        if (take_step(s, step, &io) || refresh_hot_rows(s, &L, step) || train_limits_step(s, step)) {
+        if (take_step(s, step, &io) || refresh_hot_rows(s, &L, step) || train_limits_step(s, step) ||
+            train_replan_step(s, step, &io.batch.sparse)) {
             failed = 1;
             break;
         }

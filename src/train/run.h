@@ -118,6 +118,7 @@ struct ember_trainer {
     char names[2][CTR_MAX_FEATURES][40];
     ember_collection *coll;
     limits_adapt *limits;        /* train.limits; NULL: the config's limits stay */
+    struct train_replan *replan; /* train.replan (replan.c); NULL: placed once */
     dlrm *dense;                 /* the dense half of the model             */
     ctr_model *model;            /* coll and dense joined: step and predict */
     int64_t *dense_memory;       /* rank 0: every rank's model_memory (4
@@ -200,6 +201,30 @@ void train_limits_forget(ember_trainer *s);
 int train_limits_sync(ember_trainer *s);
 /* A checkpoint's state back, the limits set.  0, or -1 with err (local). */
 int train_limits_restore(ember_trainer *s, const void *blob, int64_t bytes, char *err, size_t errlen);
+
+/* ------------------------------------------------- re-planning (replan.c) */
+
+typedef struct train_replan train_replan;
+/* train.replan: its state (after the collection).  0, or -1 with err
+ * (local: the same on every rank). */
+int train_replan_open(ember_trainer *s, char *err, size_t errlen);
+void train_replan_close(ember_trainer *s);
+/* A re-plan is considered after this step. */
+int train_replan_due(const ember_trainer *s, int64_t step);
+/* After step `step` (its sparse batch kept): at a re-plan step, gathered,
+ * planned, maybe moved, told.  Collective; 0 or 1. */
+int train_replan_step(ember_trainer *s, int64_t step, const ember_batch *sparse);
+int64_t train_replan_moves(const ember_trainer *s);
+/* For checkpoints: the tables' placements in force (int64 [tables][3]:
+ * placement, owner, exchange) and this rank's kept batches (NULL and 0 bytes
+ * without train.replan); malloc'd. */
+int64_t *train_replan_placement_blob(const ember_trainer *s, int64_t *bytes);
+int64_t *train_replan_kept_blob(const ember_trainer *s, int64_t *bytes);
+/* A checkpoint's: its kept batches (same_world: the world that saved them),
+ * and its placements, the rows moved into them when they differ from the
+ * collection's.  Collective; 0 or 1 (agreed, err). */
+int train_replan_restore(ember_trainer *s, const int64_t *placement, int64_t pbytes, const int64_t *kept,
+                         int64_t kbytes, int same_world, char *err, size_t errlen);
 
 /* --------------------------------------------------------- checkpoints */
 

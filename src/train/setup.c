@@ -339,6 +339,9 @@ int train_setup_open(ember_trainer *s)
     st = model_create(&tc, s->coll, s->dense, &s->model, err, sizeof err);
     if (run_agree(s, st != EMBER_OK, st, err) || train_limits_open(s))
         return 1;
+    failed = train_replan_open(s, err, sizeof err) != 0;
+    if (run_agree(s, failed, EMBER_EFORMAT, err))
+        return 1;
     /* every rank's dense memory, for the start event */
     model_memory mm;
     model_get_memory(s->model, &mm);
@@ -350,6 +353,7 @@ int train_setup_open(ember_trainer *s)
 void train_setup_close(ember_trainer *s)
 {
     train_limits_close(s);
+    train_replan_close(s);
     model_destroy(s->model);
     dlrm_destroy(s->dense);
     ember_collection_destroy(s->coll);

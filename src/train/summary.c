@@ -151,6 +151,8 @@ static json_t *summary_json(const ember_trainer *s, const summary_data *d, const
             json_object_set_new(j, "first_bad", run_json_string(cs->first_bad));
     }
     json_object_set_new(j, "train_seconds", run_json_num(train_s));
+    if (s->replan) /* train.replan: the moves this run made */
+        json_object_set_new(j, "replan_moves", json_integer(train_replan_moves(s)));
     if (d->any_limit) { /* this run's: ids the limits dropped, of all its ids; the adaptive limits' changes */
         json_t *l = json_object();
         json_object_set_new(l, "ids", json_integer(d->limits[1]));
