@@ -158,10 +158,12 @@ typedef struct run_log {
     int64_t obs[STEPS][4 * T];    /* this rank's figures */
 } run_log;
 
+static ember_world *world_; /* one for the run (main) */
+
 static ember_collection *make(const trial *tr, int32_t threads)
 {
     test_config *tc = test_config_copy(tr->tc);
-    tc->cfg.world = mpi_world();
+    tc->cfg.world = world_;
     tc->cfg.threads = threads;
     ember_collection *c = mpi_create(&tc->cfg, "adaptive");
     test_config_free(tc);
@@ -401,10 +403,12 @@ int main(int argc, char **argv)
 {
     uint64_t seed = mpi_test_init(&argc, &argv);
     test_rng r = {seed};
+    world_ = mpi_world();
     int changed = 0;
     for (int k = 0; k < 12; k++)
         changed += one_trial(&r, k) > 0;
     mpi_context("overall");
     MCHECK(changed >= 9, "only %d of 12 trials changed a limit: the test exercises too little", changed);
+    ember_world_destroy(world_);
     return mpi_test_finish("mpi_limits_adapt");
 }

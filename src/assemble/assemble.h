@@ -11,6 +11,12 @@
 
 #include "collection/collection.h"
 
+/* ember_collection_create, with the rows left as allocated when init_rows
+ * is 0: for a collection whose every row is written next (a move to a new
+ * placement, step/rows.h ember_move_rows), where initialising them would
+ * only be work thrown away. */
+int ember_collection_create_rows(const ember_collection_config *cfg, int init_rows, ember_collection **out);
+
 /* Every check of a collection config (validate.c), before anything is
  * allocated: EMBER_OK or EMBER_EINVAL with the create message set. */
 int ember_validate_config(const ember_collection_config *cfg);

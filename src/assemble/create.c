@@ -91,6 +91,11 @@ static int resolve_tiers(ember_collection *c, const ember_collection_config *cfg
 
 int ember_collection_create(const ember_collection_config *cfg, ember_collection **out)
 {
+    return ember_collection_create_rows(cfg, 1, out);
+}
+
+int ember_collection_create_rows(const ember_collection_config *cfg, int init_rows, ember_collection **out)
+{
     int st;
     if (!out)
         return ember_fail_create(EMBER_EINVAL, "out is NULL");
@@ -155,7 +160,7 @@ int ember_collection_create(const ember_collection_config *cfg, ember_collection
     c->cfg.ssd_dir = NULL;
     if (st != EMBER_OK || (st = ember_dyn_tables_create(c)) != EMBER_OK)
         goto fail;
-    for (int32_t p = 0; p < c->num_ptables; p++)
+    for (int32_t p = 0; p < c->num_ptables && init_rows; p++)
         ember_init_ptable(c, p);
     if ((st = ember_hot_create(c)) != EMBER_OK)
         goto fail;

@@ -22,4 +22,10 @@ int plan_config_stats_law(const config_file *cf, int32_t world, const double *po
 int plan_config_stats_data(const config_file *cf, const char *data, int64_t batches, plan_id_stats *st,
                            double *pooling, int *weighted, int64_t *batches_read, char *err, size_t errlen);
 
+/* The same measured on the first `batches` batches of 4096 samples of a
+ * synthetic task (`ember train`'s, whose ids drift: its law alone does not
+ * describe them).  0, or -1 with err. */
+int plan_config_stats_task(const config_file *cf, const ctr_synth_config *task, int64_t batches, plan_id_stats *st,
+                           double *pooling, int *weighted, char *err, size_t errlen);
+
 #endif

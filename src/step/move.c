@@ -26,27 +26,6 @@
 
 #define MOVE_CHUNK_FLOATS (INT64_C(1) << 23) /* floats a rank sends per chunk, about */
 
-/* The pieces of physical row `phys` rank r provides in pt (from). */
-static int provides(const ember_ptable *pt, int32_t W, int32_t r, uint32_t phys, int state, ember_row_piece out[3])
-{
-    if (!ember_shard_holds(pt, W, r, phys))
-        return 0;
-    if (pt->placement == EMBER_PLACE_REPLICATED) { /* the copies are equal: row % W sends */
-        if ((int32_t)(phys % (uint32_t)W) != r)
-            return 0;
-        int32_t width = state ? ember_state_floats(pt->opt.kind, pt->dim) : pt->dim;
-        out[0] = (ember_row_piece){0, 0, width};
-        return width > 0;
-    }
-    return ember_row_pieces(pt, r, state, 0, out);
-}
-
-/* The pieces of physical row `phys` rank r stores in pt (to). */
-static int stores(const ember_ptable *pt, int32_t W, int32_t r, uint32_t phys, int state, ember_row_piece out[3])
-{
-    return ember_shard_holds(pt, W, r, phys) ? ember_row_pieces(pt, r, state, 1, out) : 0;
-}
-
 /* Floats of the overlaps of pieces p[np] with q[nq] (whole-row offsets). */
 static int64_t overlap_floats(const ember_row_piece *p, int np, const ember_row_piece *q, int nq)
 {
@@ -97,9 +76,15 @@ static int64_t unpack(float *stored, const ember_row_piece *p, int np, const emb
 typedef struct mover {
     ember_collection *from, *to;
     int32_t W, me;
-    int64_t *scnt, *sdsp, *rcnt, *rdsp; /* [W] each, bytes */
+    int64_t *scnt, *sdsp, *rcnt, *rdsp, *cur; /* [W] each, floats then bytes */
     float *sbuf, *rbuf;
     int64_t scap, rcap;                 /* floats */
+    /* a chunk's pieces: those rank s provides of a row it provides, those
+     * rank d stores of a row it stores (they do not depend on the row), and
+     * the floats of their overlaps */
+    ember_row_piece *P, *Q;             /* [W][3] */
+    int *np, *nq;                       /* [W] */
+    int64_t *ov;                        /* [W][W]: s provides, d stores */
 } mover;
 
 static int grow(float **buf, int64_t *cap, int64_t n)
@@ -114,6 +99,32 @@ static int grow(float **buf, int64_t *cap, int64_t n)
     return 0;
 }
 
+/* Does rank r provide (from) / store (to) physical row phys? */
+static int provides_row(const ember_ptable *pt, int32_t W, int32_t r, uint32_t phys)
+{
+    if (!ember_shard_holds(pt, W, r, phys))
+        return 0;
+    return pt->placement != EMBER_PLACE_REPLICATED || (int32_t)(phys % (uint32_t)W) == r;
+}
+
+/* A row of a store, values or state, in floats: direct (the memory tier's
+ * fp32 rows) or acquired (staged or encoded: *acq set, released after). */
+static float *row_of(const ember_ptable *pt, uint32_t local, int state, int *acq, int *failed)
+{
+    ember_store *st = pt->store;
+    float *base = state ? st->state : st->values;
+    *acq = 0;
+    if (base && !st->staged)
+        return base + (int64_t)local * (state ? st->state_floats : st->dim);
+    float *v, *sv;
+    if (st->ops->acquire(st, &local, 1, &v, &sv) != EMBER_OK) {
+        *failed = 1;
+        return NULL;
+    }
+    *acq = 1;
+    return state ? sv : v;
+}
+
 /* One chunk: rows [r0, r0 + n) of logical table t, values or state. */
 static int move_chunk(mover *m, int32_t t, int64_t r0, int64_t n, int state)
 {
@@ -121,20 +132,31 @@ static int move_chunk(mover *m, int32_t t, int64_t r0, int64_t n, int state)
     const ember_ltable *la = &A->tables[t], *lb = &B->tables[t];
     const ember_ptable *pa = &A->ptables[la->ptable], *pb = &B->ptables[lb->ptable];
     const int32_t W = m->W, me = m->me;
-    ember_row_piece P[3], Q[3];
+    for (int32_t r = 0; r < W; r++) { /* the pieces, once */
+        m->np[r] = ember_row_pieces(pa, r, state, 0, &m->P[3 * r]);
+        if (pa->placement == EMBER_PLACE_REPLICATED) { /* the whole row, from row % W */
+            int32_t width = state ? ember_state_floats(pa->opt.kind, pa->dim) : pa->dim;
+            m->P[3 * r] = (ember_row_piece){0, 0, width};
+            m->np[r] = width > 0;
+        }
+        m->nq[r] = ember_row_pieces(pb, r, state, 1, &m->Q[3 * r]);
+    }
+    for (int32_t s = 0; s < W; s++)
+        for (int32_t d = 0; d < W; d++)
+            m->ov[s * W + d] = overlap_floats(&m->P[3 * s], m->np[s], &m->Q[3 * d], m->nq[d]);
     /* sizes: what this rank sends to each d, and receives from each s */
     memset(m->scnt, 0, sizeof(int64_t) * (size_t)W);
     memset(m->rcnt, 0, sizeof(int64_t) * (size_t)W);
     for (int64_t i = 0; i < n; i++) {
         uint32_t fa = (uint32_t)(la->offset + r0 + i), fb = (uint32_t)(lb->offset + r0 + i);
-        int np = provides(pa, W, me, fa, state, P);
-        for (int32_t d = 0; d < W && np; d++)
-            if (d != me)
-                m->scnt[d] += overlap_floats(P, np, Q, stores(pb, W, d, fb, state, Q));
-        int nq = stores(pb, W, me, fb, state, Q);
-        for (int32_t s = 0; s < W && nq; s++)
-            if (s != me)
-                m->rcnt[s] += overlap_floats(P, provides(pa, W, s, fa, state, P), Q, nq);
+        if (provides_row(pa, W, me, fa))
+            for (int32_t d = 0; d < W; d++)
+                if (d != me && ember_shard_holds(pb, W, d, fb))
+                    m->scnt[d] += m->ov[me * W + d];
+        if (ember_shard_holds(pb, W, me, fb))
+            for (int32_t s = 0; s < W; s++)
+                if (s != me && provides_row(pa, W, s, fa))
+                    m->rcnt[s] += m->ov[s * W + me];
     }
     int64_t st_total = 0, rt_total = 0;
     for (int32_t r = 0; r < W; r++) {
@@ -147,44 +169,37 @@ static int move_chunk(mover *m, int32_t t, int64_t r0, int64_t n, int state)
     if ((st = ember_dist_agree(B, st, NULL)) != EMBER_OK)
         return st;
     /* pack (and the local copies), row by row */
-    int64_t *cur = m->rdsp + W; /* [W] cursors into the send buffer */
     for (int32_t d = 0; d < W; d++)
-        cur[d] = m->sdsp[d];
-    int lst = EMBER_OK;
-    for (int64_t i = 0; i < n && lst == EMBER_OK; i++) {
+        m->cur[d] = m->sdsp[d];
+    int failed = 0;
+    for (int64_t i = 0; i < n && !failed; i++) {
         uint32_t fa = (uint32_t)(la->offset + r0 + i), fb = (uint32_t)(lb->offset + r0 + i);
-        int np = provides(pa, W, me, fa, state, P);
-        if (!np)
+        if (!provides_row(pa, W, me, fa))
             continue;
+        int acq_a, acq_b;
         uint32_t ra = ember_shard_local(pa, W, fa);
-        float *va, *sa;
-        if (pa->store->ops->acquire(pa->store, &ra, 1, &va, &sa) != EMBER_OK) {
-            lst = ember_fail(B, EMBER_EIO, "%s", pa->store->errmsg);
-            break;
-        }
-        const float *src = state ? sa : va;
-        for (int32_t d = 0; d < W; d++) {
-            int nq = stores(pb, W, d, fb, state, Q);
-            if (!nq)
+        const float *src = row_of(pa, ra, state, &acq_a, &failed);
+        for (int32_t d = 0; d < W && src; d++) {
+            if (!ember_shard_holds(pb, W, d, fb) || !m->ov[me * W + d])
                 continue;
             if (d != me) {
-                cur[d] += pack(src, P, np, Q, nq, m->sbuf + cur[d]);
+                m->cur[d] += pack(src, &m->P[3 * me], m->np[me], &m->Q[3 * d], m->nq[d], m->sbuf + m->cur[d]);
                 continue;
             }
             uint32_t rb = ember_shard_local(pb, W, fb);
-            float *vb, *sb;
-            if (pb->store->ops->acquire(pb->store, &rb, 1, &vb, &sb) != EMBER_OK) {
-                lst = ember_fail(B, EMBER_EIO, "%s", pb->store->errmsg);
+            float *dst = row_of(pb, rb, state, &acq_b, &failed);
+            if (!dst)
                 break;
-            }
-            float tmp[3 * 1024 + 8]; /* a row's overlaps with itself: at most the whole row, in pieces */
-            int64_t k = pack(src, P, np, Q, nq, tmp);
-            (void)k;
-            unpack(state ? sb : vb, P, np, Q, nq, tmp);
-            pb->store->ops->release(pb->store, &rb, 1, 1);
+            float tmp[3 * 1024 + 8]; /* the overlaps of a row with itself: at most the row */
+            pack(src, &m->P[3 * me], m->np[me], &m->Q[3 * me], m->nq[me], tmp);
+            unpack(dst, &m->P[3 * me], m->np[me], &m->Q[3 * me], m->nq[me], tmp);
+            if (acq_b)
+                pb->store->ops->release(pb->store, &rb, 1, 1);
         }
-        pa->store->ops->release(pa->store, &ra, 1, 0);
+        if (acq_a && src)
+            pa->store->ops->release(pa->store, &ra, 1, 0);
     }
+    int lst = failed ? ember_fail(B, EMBER_EIO, "moving table '%s': %s", la->cfg.name, pa->store->errmsg) : EMBER_OK;
     /* bytes, for the exchange */
     for (int32_t r = 0; r < W; r++) {
         m->scnt[r] *= (int64_t)sizeof(float), m->sdsp[r] *= (int64_t)sizeof(float);
@@ -199,29 +214,25 @@ static int move_chunk(mover *m, int32_t t, int64_t r0, int64_t n, int state)
         return st;
     /* unpack: each row this rank stores, from each sender in rank order */
     for (int32_t s = 0; s < W; s++)
-        cur[s] = m->rdsp[s] / (int64_t)sizeof(float);
-    for (int64_t i = 0; i < n && lst == EMBER_OK; i++) {
+        m->cur[s] = m->rdsp[s] / (int64_t)sizeof(float);
+    for (int64_t i = 0; i < n && !failed; i++) {
         uint32_t fa = (uint32_t)(la->offset + r0 + i), fb = (uint32_t)(lb->offset + r0 + i);
-        int nq = stores(pb, W, me, fb, state, Q);
-        if (!nq)
+        if (!ember_shard_holds(pb, W, me, fb))
             continue;
         uint32_t rb = ember_shard_local(pb, W, fb);
-        float *vb = NULL, *sb = NULL;
-        int got = 0;
+        float *dst = NULL;
+        int acq_b = 0;
         for (int32_t s = 0; s < W; s++) {
-            int np = s == me ? 0 : provides(pa, W, s, fa, state, P);
-            if (!np || !overlap_floats(P, np, Q, nq))
+            if (s == me || !m->ov[s * W + me] || !provides_row(pa, W, s, fa))
                 continue;
-            if (!got && pb->store->ops->acquire(pb->store, &rb, 1, &vb, &sb) != EMBER_OK) {
-                lst = ember_fail(B, EMBER_EIO, "%s", pb->store->errmsg);
+            if (!dst && !(dst = row_of(pb, rb, state, &acq_b, &failed)))
                 break;
-            }
-            got = 1;
-            cur[s] += unpack(state ? sb : vb, P, np, Q, nq, m->rbuf + cur[s]);
+            m->cur[s] += unpack(dst, &m->P[3 * s], m->np[s], &m->Q[3 * me], m->nq[me], m->rbuf + m->cur[s]);
         }
-        if (got)
+        if (dst && acq_b)
             pb->store->ops->release(pb->store, &rb, 1, 1);
     }
+    lst = failed ? ember_fail(B, EMBER_EIO, "moving table '%s': %s", la->cfg.name, pb->store->errmsg) : EMBER_OK;
     return ember_dist_agree(B, lst, NULL);
 }
 
@@ -237,14 +248,21 @@ int ember_move_rows(ember_collection *from, ember_collection *to)
             return ember_fail(to, EMBER_EINVAL, "ember_move_rows: table '%s' is not the same fixed table in both",
                               a->name);
     }
-    mover m = {from, to, from->world->size, from->world->rank, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0};
-    m.scnt = calloc((size_t)m.W * 5, sizeof(int64_t));
-    int st = m.scnt ? EMBER_OK : ember_fail(to, EMBER_ENOMEM, "out of memory");
+    mover m;
+    memset(&m, 0, sizeof m);
+    m.from = from, m.to = to, m.W = from->world->size, m.me = from->world->rank;
+    m.scnt = calloc((size_t)m.W * ((size_t)m.W + 5), sizeof(int64_t));
+    m.P = calloc((size_t)m.W * 6, sizeof *m.P);
+    m.np = calloc((size_t)m.W * 2, sizeof *m.np);
+    int st = m.scnt && m.P && m.np ? EMBER_OK : ember_fail(to, EMBER_ENOMEM, "out of memory");
     if ((st = ember_dist_agree(to, st, NULL)) != EMBER_OK) {
-        free(m.scnt);
+        free(m.scnt), free(m.P), free(m.np);
         return st;
     }
-    m.sdsp = m.scnt + m.W, m.rcnt = m.scnt + 2 * m.W, m.rdsp = m.scnt + 3 * m.W;
+    m.sdsp = m.scnt + m.W, m.rcnt = m.scnt + 2 * m.W, m.rdsp = m.scnt + 3 * m.W, m.cur = m.scnt + 4 * m.W;
+    m.ov = m.scnt + 5 * m.W;
+    m.Q = m.P + 3 * m.W;
+    m.nq = m.np + m.W;
     for (int32_t t = 0; t < from->cfg.num_tables && st == EMBER_OK; t++) {
         const ember_ptable *pa = &from->ptables[from->tables[t].ptable];
         for (int state = 0; state < 2 && st == EMBER_OK; state++) {
@@ -257,7 +275,7 @@ int ember_move_rows(ember_collection *from, ember_collection *to)
                 st = move_chunk(&m, t, r0, rows - r0 < chunk ? rows - r0 : chunk, state);
         }
     }
-    free(m.scnt);
+    free(m.scnt), free(m.P), free(m.np);
     free(m.sbuf);
     free(m.rbuf);
     if (st == EMBER_OK) { /* the next step is the one `from` would take */

@@ -163,6 +163,11 @@ int train_plan_tables(ember_trainer *s, int64_t global_batch, char *err, size_t 
             goto out;
         snprintf(source, sizeof source, "planned on %lld batch%s of %s", (long long)read, read == 1 ? "" : "es",
                  s->t.train_file);
+    } else if (s->t.synth.drift != EMBER_DRIFT_NONE) { /* the law moves: its first batches say where it starts */
+        if (plan_config_stats_task(cf, &s->t.synth, TRAIN_PLAN_BATCHES, st, pooling, &weighted, err, errlen))
+            goto out;
+        snprintf(source, sizeof source, "planned on %d batches of the synthetic task (its ids drift)",
+                 TRAIN_PLAN_BATCHES);
     } else {
         if (plan_config_stats_law(cf, W, pooling, st, err, errlen))
             goto out;

@@ -33,6 +33,7 @@
 
 #include <jansson.h>
 
+#include "assemble/assemble.h"
 #include "comm/collect.h"
 #include "comm/comm.h"
 #include "config/config_file.h"
@@ -288,7 +289,7 @@ static int move_to(ember_trainer *s, const ember_placement *placement, const int
     }
     ember_collection_config ncc = s->cc;
     ncc.tables = nt;
-    st = ember_collection_create(&ncc, &nc);
+    st = ember_collection_create_rows(&ncc, 0, &nc); /* every row is moved in next */
     char msg[1100];
     snprintf(msg, sizeof msg, "re-planning: %s", st == EMBER_OK ? "" : ember_errmsg(NULL));
     if (!run_agree_status(s, st, msg)) {
