@@ -60,6 +60,13 @@ static void trial(test_rng *r, int ix, ember_world *world)
     int mode = (int)test_range(r, 0, MPI_NUM_MODES);
     for (int32_t t = 0; t < nc->cfg.num_tables; t++)
         mpi_place(r, &nc->tables[t], mode, t, ix + 1, W);
+    for (int32_t t = 0; t < nc->cfg.num_tables; t++) { /* hot rows where both placements take them */
+        const ember_table_config *x = &tc->tables[t], *y = &nc->tables[t];
+        int both = x->placement == EMBER_PLACE_ROW && x->exchange == EMBER_EXCHANGE_ROWS &&
+                   y->placement == EMBER_PLACE_ROW && y->exchange == EMBER_EXCHANGE_ROWS && x->rows > 4;
+        if (both && test_range(r, 0, 2))
+            tc->tables[t].hot_rows = nc->tables[t].hot_rows = ref->tables[t].hot_rows = 3;
+    }
     char what[2048];
     mpi_describe(what, sizeof what, ix, tc);
     mpi_context("%s -> mode %s", what, mpi_mode_names[mode]);
@@ -85,6 +92,8 @@ static void trial(test_rng *r, int ix, ember_world *world)
         ember_set_lr_scale(rc, lr);
         for (int s = 0; s < K && ok; s++)
             ok = mpi_step(a, rc, &tc->cfg, &gb[s].b, start, &g[s], 0, "before the move");
+        if (ok) /* hot rows from the counts, carried by the move */
+            MCHECK(ember_refresh_hot_rows(a) == EMBER_OK, "refresh: %s", ember_errmsg(a));
     }
     if (mpi_all(ok)) {
         /* moved */

@@ -11,8 +11,9 @@
  * stored one travels from s to d (a local copy when s = d).  Both sides
  * walk the rows, the senders and the pieces in the same order, so no sizes
  * or offsets travel: one all-to-all per chunk of rows, values then state.
- * `from` is only read; `to` is written, so a failure leaves `from` as it
- * was and `to` to be thrown away.
+ * Hot rows (exchange/hot.h) of a table that keeps them in `to` are the same
+ * ones after (set collectively).  `from` is only read; `to` is written, so
+ * a failure leaves `from` as it was and `to` to be thrown away.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "collection/shard.h"
 #include "comm/comm.h"
 #include "exchange/exchange.h"
+#include "exchange/hot.h"
 #include "step/rows.h"
 #include "step/step.h"
 
@@ -278,6 +280,25 @@ int ember_move_rows(ember_collection *from, ember_collection *to)
     free(m.scnt), free(m.P), free(m.np);
     free(m.sbuf);
     free(m.rbuf);
+    /* hot rows: a table that keeps them keeps the same ones (the same list
+     * on every rank; set collectively, their copies read from the owners) */
+    for (int32_t t = 0; t < from->cfg.num_tables && st == EMBER_OK; t++) {
+        const ember_ltable *la = &from->tables[t];
+        const ember_hot *h = from->ptables[la->ptable].hot;
+        if (!h || !to->ptables[to->tables[t].ptable].hot)
+            continue;
+        int64_t *ids = malloc(sizeof(int64_t) * (size_t)(h->n + 1)), n = 0;
+        if ((st = ember_dist_agree(to, ids ? EMBER_OK : ember_fail(to, EMBER_ENOMEM, "out of memory"), NULL)) !=
+            EMBER_OK) {
+            free(ids);
+            break;
+        }
+        for (int64_t i = 0; i < h->n; i++)
+            if (h->rows[i] >= la->offset && h->rows[i] < la->offset + la->cfg.rows && n < la->cfg.hot_rows)
+                ids[n++] = (int64_t)h->rows[i] - la->offset;
+        st = ember_set_hot_rows(to, t, ids, n);
+        free(ids);
+    }
     if (st == EMBER_OK) { /* the next step is the one `from` would take */
         to->stats = from->stats;
         to->lr_scale = from->lr_scale;
