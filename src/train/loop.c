@@ -215,9 +215,10 @@ static void announce_lookahead(ember_trainer *s, loop_state *L, int64_t step)
 
 /* A step after which the overlap and stale schedules begin nothing ahead,
  * so that the embedding step's work in flight drains: the last step, a
- * checkpoint, an evaluation, a decision of the adaptive limits, a hot-row refresh step (every
- * hot_refresh_every steps, whether or not a table has hot rows, so that
- * stale runs read alike with and without).  A resumed run starts its run
+ * checkpoint, an evaluation, a decision of the adaptive limits, a re-plan
+ * step, a hot-row refresh step (every hot_refresh_every steps, whether or
+ * not a table has hot rows, so that stale runs read alike with and
+ * without).  A resumed run starts its run
  * of steps the same way. */
 static int drains_after(const ember_trainer *s, int64_t step)
 {
