@@ -121,6 +121,8 @@ int limits_adapt_observe(limits_adapt *a, const int64_t *obs)
     return EMBER_OK;
 }
 
+int limits_adapt_done(const limits_adapt *a) { return a->cfg.mode == LIMITS_ADAPT_FIRST && a->decided > 0; }
+
 int limits_adapt_due(const limits_adapt *a, int64_t step)
 {
     if (a->cfg.mode == LIMITS_ADAPT_FIRST)

@@ -75,6 +75,9 @@ int limits_adapt_agree(limits_adapt *a, ember_world *w);
  * same on every rank. */
 void limits_adapt_decide(limits_adapt *a, int64_t step, limits_change *changes, int32_t *n);
 
+/* Nothing more to decide: "first", decided. */
+int limits_adapt_done(const limits_adapt *a);
+
 /* A table's limits in force, and whether it is adapted. */
 void limits_adapt_limits(const limits_adapt *a, int32_t table, int64_t *max_ids, int64_t *max_unique);
 int limits_adapt_adapted(const limits_adapt *a, int32_t table);

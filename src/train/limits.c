@@ -71,7 +71,7 @@ static void event_change(ember_trainer *s, int64_t step, const limits_change *c)
 
 int train_limits_step(ember_trainer *s, int64_t step)
 {
-    if (!s->limits)
+    if (!s->limits || limits_adapt_done(s->limits))
         return 0;
     int64_t *obs = malloc(sizeof(int64_t) * (size_t)(4 * s->cc.num_tables + 1));
     int st = obs ? ember_limits_observed(s->coll, 1, obs, NULL) : EMBER_ENOMEM;
@@ -99,6 +99,8 @@ int train_limits_step(ember_trainer *s, int64_t step)
         event_change(s, step, &ch[i]);
     s->ls.limit_changes += n;
     free(ch);
+    if (limits_adapt_done(s->limits)) /* decided once: nothing more to count */
+        ember_limits_observe(s->coll, 0);
     return 0;
 }
 
@@ -123,5 +125,7 @@ int train_limits_restore(ember_trainer *s, const void *blob, int64_t bytes, char
     int st = limits_adapt_load(s->limits, blob, bytes, err, errlen);
     if (st == EMBER_OK && (st = apply(s)) != EMBER_OK)
         snprintf(err, errlen, "%s", ember_errmsg(s->coll));
+    if (st == EMBER_OK && limits_adapt_done(s->limits))
+        ember_limits_observe(s->coll, 0);
     return st == EMBER_OK ? 0 : -1;
 }

@@ -79,6 +79,8 @@ int train_replan_open(ember_trainer *s, char *err, size_t errlen)
             return -1;
         }
     }
+    if (s->size == 1) /* one rank: every placement is the same table, nothing to weigh */
+        return 0;
     train_replan *p = calloc(1, sizeof *p);
     if (p)
         p->ring = calloc((size_t)t->replan_window, sizeof *p->ring);
@@ -294,7 +296,7 @@ static int move_to(ember_trainer *s, const ember_placement *placement, const int
     snprintf(msg, sizeof msg, "re-planning: %s", st == EMBER_OK ? "" : ember_errmsg(NULL));
     if (!run_agree_status(s, st, msg)) {
         st = ember_move_rows(s->coll, nc);
-        if (st == EMBER_OK && s->limits)
+        if (st == EMBER_OK && s->limits && !limits_adapt_done(s->limits))
             st = ember_limits_observe(nc, 1);
         snprintf(msg, sizeof msg, "re-planning: moving the rows: %s", st == EMBER_OK ? "" : ember_errmsg(nc));
         if (!run_agree_status(s, st, msg)) {
