@@ -10,7 +10,12 @@
  * chi-square statistic must stay below df + 6*sqrt(2*df) (a correct sampler
  * exceeds that with probability < 1e-4; the seeds are fixed, so the test is
  * deterministic), and each of the top ranks must be within 5 binomial sigmas
- * of its expected count.
+ * of its expected count.  Drifting ids (ember_drift), against their
+ * definition written out: rotate's batch is the undrifted one with each id's
+ * rank k moved to ((k-1 + e R) mod rows) + 1 (the same draws, another map);
+ * grow's ids of epoch e are rows of ranks <= start + e R, its law over them
+ * Zipf again (chi-square); tables past drift_tables and epoch 0 of a full
+ * support equal the undrifted batches; bad drift settings are refused.
  */
 #include <math.h>
 #include <omp.h>
@@ -349,8 +354,112 @@ static void test_known_answer(void)
     ember_synth_destroy(s);
 }
 
+/* Batch n of a generator, copied out (ids only). */
+static int64_t *ids_of(const ember_synth_config *cfg, int nbatches, int64_t *per_batch)
+{
+    ember_synth *s = NULL;
+    CHECK(ember_synth_create(cfg, &s) == EMBER_OK);
+    *per_batch = (int64_t)cfg->tables * cfg->batch_size * cfg->pooling;
+    int64_t *all = malloc(sizeof(int64_t) * (size_t)(*per_batch * nbatches));
+    for (int n = 0; s && n < nbatches; n++) {
+        ember_batch b;
+        CHECK(ember_synth_next(s, &b) == EMBER_OK);
+        memcpy(all + n * *per_batch, b.ids, sizeof(int64_t) * (size_t)*per_batch);
+    }
+    ember_synth_destroy(s);
+    return all;
+}
+
+static void test_drift(void)
+{
+    const int64_t rows = 997, R = 100;
+    const int nb = 9;
+    ember_synth_config base = ember_synth_config_default();
+    base.tables = 3;
+    base.rows = rows;
+    base.batch_size = 64;
+    base.pooling = 8;
+    base.seed = 11;
+    int64_t per, per2;
+    int64_t *want = ids_of(&base, nb, &per);
+    int64_t *rank_of = malloc(sizeof(int64_t) * (size_t)rows); /* the scramble inverted, naively */
+    for (int64_t k = 1; k <= rows; k++)
+        rank_of[scramble(k, rows)] = k;
+    /* rotate: the same draws, each rank moved e R down */
+    ember_synth_config rot = base;
+    rot.drift = EMBER_DRIFT_ROTATE, rot.drift_every = 2, rot.drift_rows = R, rot.drift_tables = 2;
+    int64_t *got = ids_of(&rot, nb, &per2);
+    int64_t bad = 0;
+    for (int n = 0; n < nb; n++)
+        for (int64_t i = 0; i < per; i++) {
+            int64_t t = i / ((int64_t)base.batch_size * base.pooling), e = n / 2, b = want[n * per + i];
+            int64_t x = t < 2 ? scramble((rank_of[b] - 1 + e * R) % rows + 1, rows) : b;
+            bad += got[n * per + i] != x;
+        }
+    CHECK_MSG(bad == 0, "rotate: %lld ids are not the undrifted ones moved", (long long)bad);
+    free(got);
+    /* grow: epoch e's ids are rows of the first start + e R ranks; other tables as before */
+    ember_synth_config gr = base;
+    gr.drift = EMBER_DRIFT_GROW, gr.drift_every = 3, gr.drift_rows = R, gr.drift_start = 50, gr.drift_tables = 2;
+    got = ids_of(&gr, nb, &per2);
+    bad = 0;
+    int64_t top = 0;
+    for (int n = 0; n < nb; n++)
+        for (int64_t i = 0; i < per; i++) {
+            int64_t t = i / ((int64_t)base.batch_size * base.pooling), e = n / 3, x = got[n * per + i];
+            int64_t support = 50 + e * R < rows ? 50 + e * R : rows;
+            if (t < 2) {
+                bad += x < 0 || x >= rows || rank_of[x] > support;
+                top = n == nb - 1 && rank_of[x] > top ? rank_of[x] : top;
+            } else {
+                bad += x != want[n * per + i];
+            }
+        }
+    CHECK_MSG(bad == 0, "grow: %lld ids outside their epoch's ranks, or moved in a table that does not drift",
+              (long long)bad);
+    CHECK_MSG(top > 50 + R, "grow: the last epoch's ranks reach only %lld", (long long)top);
+    free(got);
+    /* a full support from epoch 0: the undrifted batches */
+    gr.drift_start = rows;
+    got = ids_of(&gr, nb, &per2);
+    CHECK_MSG(!memcmp(got, want, sizeof(int64_t) * (size_t)(per * nb)), "grow from the whole table is not the law");
+    free(got);
+    /* grow's law within an epoch: Zipf over its support, mapped over the table */
+    ember_synth_config one = base;
+    one.tables = 1, one.batch_size = 1000, one.pooling = 100, one.alpha = 1.05;
+    one.drift = EMBER_DRIFT_GROW, one.drift_every = 1000, one.drift_rows = 1, one.drift_start = 300;
+    int64_t total;
+    int64_t *cnt = row_counts(one, 10, &total);
+    double norm = 0;
+    for (int64_t k = 300; k >= 1; k--)
+        norm += pow((double)k, -1.05);
+    int64_t obs[300];
+    double expect[300];
+    for (int64_t k = 1; k <= 300; k++) {
+        obs[k - 1] = cnt[scramble(k, rows)];
+        expect[k - 1] = (double)total * pow((double)k, -1.05) / norm;
+    }
+    int df;
+    double chi = chi_square(obs, expect, 300, &df);
+    CHECK_MSG(chi < df + 6 * sqrt(2.0 * df), "grow's law: chi-square %.1f with %d df", chi, df);
+    printf("drift: rotate and grow as defined; grow's law chi-square %.1f (%d df)\n", chi, df);
+    free(cnt);
+    free(want);
+    free(rank_of);
+    /* refused */
+    ember_synth *s = NULL;
+    ember_synth_config badc = base;
+    badc.drift = EMBER_DRIFT_GROW, badc.drift_every = 0, badc.drift_rows = 5;
+    CHECK(ember_synth_create(&badc, &s) == EMBER_EINVAL && !s && strstr(ember_errmsg(NULL), "drift_every"));
+    badc.drift_every = 1, badc.drift_rows = rows + 1;
+    CHECK(ember_synth_create(&badc, &s) == EMBER_EINVAL && !s);
+    badc.drift_rows = 1, badc.drift = (ember_drift)7;
+    CHECK(ember_synth_create(&badc, &s) == EMBER_EINVAL && !s);
+}
+
 int main(void)
 {
+    test_drift();
     test_edges_and_errors();
     test_shape_and_determinism();
     test_zipf_law(1000, 1.05, 10, 1);
