@@ -171,6 +171,85 @@ static ctr_synth_config small_task(uint64_t seed)
     return c;
 }
 
+static int64_t scatter(int64_t k, int64_t n) /* rank k (1-based) -> row, as the law scatters it */
+{
+    return (int64_t)(((unsigned __int128)(uint64_t)(k - 1) * 2654435761ULL) % (uint64_t)n);
+}
+
+/* The task's drift against its definition: with rotate, sample i of a
+ * stream (epoch i / every) has the undrifted sample's bags with each id of
+ * the first two features moved from rank k to ((k-1 + e R) mod rows) + 1,
+ * the dense features and the other bags unchanged; the held-out stream
+ * drifts from its own start.  With grow, those ids are rows of the first
+ * start + e R ranks. */
+static void test_synth_drift(uint64_t seed)
+{
+    char err[512];
+    ctr_synth_config c = small_task(seed), d = c;
+    d.drift = EMBER_DRIFT_ROTATE, d.drift_every = 100, d.drift_rows = 37, d.drift_features = 2;
+    int64_t *rank_of[2];
+    for (int f = 0; f < 2; f++) {
+        rank_of[f] = malloc(sizeof(int64_t) * (size_t)c.rows[f]);
+        for (int64_t k = 1; k <= c.rows[f]; k++)
+            rank_of[f][scatter(k, c.rows[f])] = k;
+    }
+    for (int eval = 0; eval < 2; eval++) {
+        ctr_source *a = NULL, *b = NULL;
+        CHECK(ctr_source_synth(&c, eval, 0, 1, &a, err, sizeof err) == 0);
+        CHECK(ctr_source_synth(&d, eval, 0, 1, &b, err, sizeof err) == 0);
+        int64_t bad = 0;
+        for (int k = 0; a && b && k < 4; k++) {
+            ctr_batch x, y;
+            CHECK(ctr_source_next(a, 150, &x, err, sizeof err) == 150);
+            int64_t *ids = malloc(sizeof(int64_t) * (size_t)(x.sparse.num_ids + 1));
+            memcpy(ids, x.sparse.ids, sizeof(int64_t) * (size_t)x.sparse.num_ids);
+            int64_t nids = x.sparse.num_ids;
+            CHECK(ctr_source_next(b, 150, &y, err, sizeof err) == 150);
+            CHECK(y.sparse.num_ids == nids);
+            for (int64_t i = 0; i < 150 * c.num_dense; i++)
+                bad += x.dense[i] != y.dense[i];
+            int64_t o = 0;
+            for (int32_t f = 0; f < c.num_sparse; f++)
+                for (int32_t i = 0; i < 150; i++) {
+                    int64_t e = (150 * k + i) / 100; /* the sample's epoch in its stream */
+                    for (int32_t p = 0; p < y.sparse.lengths[f * 150 + i] && o < nids; p++, o++) {
+                        int64_t want = f < 2 ? scatter((rank_of[f][ids[o]] - 1 + e * 37) % c.rows[f] + 1, c.rows[f])
+                                             : ids[o];
+                        bad += y.sparse.ids[o] != want;
+                    }
+                }
+            free(ids);
+        }
+        CHECK_MSG(bad == 0, "rotate (%s stream): %lld values differ from the definition", eval ? "eval" : "train",
+                  (long long)bad);
+        ctr_source_destroy(a);
+        ctr_source_destroy(b);
+    }
+    d.drift = EMBER_DRIFT_GROW, d.drift_start = 20, d.drift_rows = 90;
+    ctr_source *g = NULL;
+    CHECK(ctr_source_synth(&d, 0, 0, 1, &g, err, sizeof err) == 0);
+    int64_t bad = 0;
+    for (int k = 0; g && k < 4; k++) {
+        ctr_batch y;
+        CHECK(ctr_source_next(g, 150, &y, err, sizeof err) == 150);
+        int64_t o = 0;
+        for (int32_t f = 0; f < c.num_sparse; f++)
+            for (int32_t i = 0; i < 150; i++) {
+                int64_t e = (150 * k + i) / 100, support = 20 + e * 90;
+                for (int32_t p = 0; p < y.sparse.lengths[f * 150 + i]; p++, o++)
+                    if (f < 2)
+                        bad += y.sparse.ids[o] < 0 || y.sparse.ids[o] >= c.rows[f] ||
+                               (support < c.rows[f] && rank_of[f][y.sparse.ids[o]] > support);
+            }
+    }
+    CHECK_MSG(bad == 0, "grow: %lld ids outside their epoch's ranks", (long long)bad);
+    ctr_source_destroy(g);
+    d.drift_features = 9; /* more than the task has */
+    CHECK(ctr_source_synth(&d, 0, 0, 1, &g, err, sizeof err) != 0 && strstr(err, "drift"));
+    free(rank_of[0]);
+    free(rank_of[1]);
+}
+
 static void test_synth_determinism(uint64_t seed)
 {
     char err[512];
@@ -1508,6 +1587,7 @@ int main(int argc, char **argv)
         return 1;
     }
     test_synth_determinism(seed);
+    test_synth_drift(seed);
     test_synth_shares(seed);
     test_synth_teacher(seed);
     test_tsv_reference(seed, TSV_ROWS);
