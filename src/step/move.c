@@ -21,6 +21,7 @@
 #include "collection/config.h"
 #include "collection/shard.h"
 #include "comm/comm.h"
+#include "core/reserve.h"
 #include "exchange/exchange.h"
 #include "exchange/hot.h"
 #include "step/rows.h"
@@ -28,23 +29,13 @@
 
 #define MOVE_CHUNK_FLOATS (INT64_C(1) << 23) /* floats a rank sends per chunk, about */
 
-/* Floats of the overlaps of pieces p[np] with q[nq] (whole-row offsets). */
-static int64_t overlap_floats(const ember_row_piece *p, int np, const ember_row_piece *q, int nq)
-{
-    int64_t n = 0;
-    for (int i = 0; i < np; i++)
-        for (int j = 0; j < nq; j++) {
-            int32_t lo = p[i].dst > q[j].dst ? p[i].dst : q[j].dst;
-            int32_t hi = p[i].dst + p[i].len < q[j].dst + q[j].len ? p[i].dst + p[i].len : q[j].dst + q[j].len;
-            n += hi > lo ? hi - lo : 0;
-        }
-    return n;
-}
-
-/* Copies the overlaps: out (packed, send) from a stored row, or into a
- * stored row from in (packed, receive); returns the floats moved. */
-static int64_t pack(const float *stored, const ember_row_piece *p, int np, const ember_row_piece *q, int nq,
-                    float *out)
+/* The overlaps of pieces p[np] (provided, in `from`) with q[nq] (stored,
+ * in `to`), in whole-row offsets, walked in one order: each copied from src
+ * to dst, where a side given as packed (a message) takes the overlaps one
+ * after another and a stored row takes them at their pieces' offsets; with
+ * src NULL only counted.  Returns the floats. */
+static int64_t overlaps(const ember_row_piece *p, int np, const ember_row_piece *q, int nq, const float *src,
+                        int src_packed, float *dst, int dst_packed)
 {
     int64_t n = 0;
     for (int i = 0; i < np; i++)
@@ -53,23 +44,9 @@ static int64_t pack(const float *stored, const ember_row_piece *p, int np, const
             int32_t hi = p[i].dst + p[i].len < q[j].dst + q[j].len ? p[i].dst + p[i].len : q[j].dst + q[j].len;
             if (hi <= lo)
                 continue;
-            memcpy(out + n, stored + p[i].src + (lo - p[i].dst), sizeof(float) * (size_t)(hi - lo));
-            n += hi - lo;
-        }
-    return n;
-}
-
-static int64_t unpack(float *stored, const ember_row_piece *p, int np, const ember_row_piece *q, int nq,
-                      const float *in)
-{
-    int64_t n = 0;
-    for (int i = 0; i < np; i++)
-        for (int j = 0; j < nq; j++) {
-            int32_t lo = p[i].dst > q[j].dst ? p[i].dst : q[j].dst;
-            int32_t hi = p[i].dst + p[i].len < q[j].dst + q[j].len ? p[i].dst + p[i].len : q[j].dst + q[j].len;
-            if (hi <= lo)
-                continue;
-            memcpy(stored + q[j].src + (lo - q[j].dst), in + n, sizeof(float) * (size_t)(hi - lo));
+            if (src)
+                memcpy(dst + (dst_packed ? n : q[j].src + (lo - q[j].dst)),
+                       src + (src_packed ? n : p[i].src + (lo - p[i].dst)), sizeof(float) * (size_t)(hi - lo));
             n += hi - lo;
         }
     return n;
@@ -80,7 +57,7 @@ typedef struct mover {
     int32_t W, me;
     int64_t *scnt, *sdsp, *rcnt, *rdsp, *cur; /* [W] each, floats then bytes */
     float *sbuf, *rbuf;
-    int64_t scap, rcap;                 /* floats */
+    int64_t scap, rcap;                 /* floats (core/reserve.h) */
     /* a chunk's pieces: those rank s provides of a row it provides, those
      * rank d stores of a row it stores (they do not depend on the row), and
      * the floats of their overlaps */
@@ -89,19 +66,7 @@ typedef struct mover {
     int64_t *ov;                        /* [W][W]: s provides, d stores */
 } mover;
 
-static int grow(float **buf, int64_t *cap, int64_t n)
-{
-    if (n <= *cap)
-        return 0;
-    float *b = realloc(*buf, sizeof(float) * (size_t)(n + 1));
-    if (!b)
-        return -1;
-    *buf = b;
-    *cap = n;
-    return 0;
-}
-
-/* Does rank r provide (from) / store (to) physical row phys? */
+/* Does rank r provide physical row phys of pt (from)? */
 static int provides_row(const ember_ptable *pt, int32_t W, int32_t r, uint32_t phys)
 {
     if (!ember_shard_holds(pt, W, r, phys))
@@ -145,7 +110,7 @@ static int move_chunk(mover *m, int32_t t, int64_t r0, int64_t n, int state)
     }
     for (int32_t s = 0; s < W; s++)
         for (int32_t d = 0; d < W; d++)
-            m->ov[s * W + d] = overlap_floats(&m->P[3 * s], m->np[s], &m->Q[3 * d], m->nq[d]);
+            m->ov[s * W + d] = overlaps(&m->P[3 * s], m->np[s], &m->Q[3 * d], m->nq[d], NULL, 0, NULL, 0);
     /* sizes: what this rank sends to each d, and receives from each s */
     memset(m->scnt, 0, sizeof(int64_t) * (size_t)W);
     memset(m->rcnt, 0, sizeof(int64_t) * (size_t)W);
@@ -165,7 +130,10 @@ static int move_chunk(mover *m, int32_t t, int64_t r0, int64_t n, int state)
         m->sdsp[r] = st_total, st_total += m->scnt[r];
         m->rdsp[r] = rt_total, rt_total += m->rcnt[r];
     }
-    int st = grow(&m->sbuf, &m->scap, st_total) || grow(&m->rbuf, &m->rcap, rt_total) ? EMBER_ENOMEM : EMBER_OK;
+    int st = ember_reserve((void **)&m->sbuf, &m->scap, st_total + 1, sizeof(float)) ||
+                     ember_reserve((void **)&m->rbuf, &m->rcap, rt_total + 1, sizeof(float))
+                 ? EMBER_ENOMEM
+                 : EMBER_OK;
     if (st != EMBER_OK)
         ember_fail(B, st, "out of memory moving table '%s'", la->cfg.name);
     if ((st = ember_dist_agree(B, st, NULL)) != EMBER_OK)
@@ -185,16 +153,14 @@ static int move_chunk(mover *m, int32_t t, int64_t r0, int64_t n, int state)
             if (!ember_shard_holds(pb, W, d, fb) || !m->ov[me * W + d])
                 continue;
             if (d != me) {
-                m->cur[d] += pack(src, &m->P[3 * me], m->np[me], &m->Q[3 * d], m->nq[d], m->sbuf + m->cur[d]);
+                m->cur[d] += overlaps(&m->P[3 * me], m->np[me], &m->Q[3 * d], m->nq[d], src, 0, m->sbuf + m->cur[d], 1);
                 continue;
             }
             uint32_t rb = ember_shard_local(pb, W, fb);
             float *dst = row_of(pb, rb, state, &acq_b, &failed);
             if (!dst)
                 break;
-            float tmp[3 * 1024 + 8]; /* the overlaps of a row with itself: at most the row */
-            pack(src, &m->P[3 * me], m->np[me], &m->Q[3 * me], m->nq[me], tmp);
-            unpack(dst, &m->P[3 * me], m->np[me], &m->Q[3 * me], m->nq[me], tmp);
+            overlaps(&m->P[3 * me], m->np[me], &m->Q[3 * me], m->nq[me], src, 0, dst, 0); /* stored to stored */
             if (acq_b)
                 pb->store->ops->release(pb->store, &rb, 1, 1);
         }
@@ -229,7 +195,7 @@ static int move_chunk(mover *m, int32_t t, int64_t r0, int64_t n, int state)
                 continue;
             if (!dst && !(dst = row_of(pb, rb, state, &acq_b, &failed)))
                 break;
-            m->cur[s] += unpack(dst, &m->P[3 * s], m->np[s], &m->Q[3 * me], m->nq[me], m->rbuf + m->cur[s]);
+            m->cur[s] += overlaps(&m->P[3 * s], m->np[s], &m->Q[3 * me], m->nq[me], m->rbuf + m->cur[s], 1, dst, 0);
         }
         if (dst && acq_b)
             pb->store->ops->release(pb->store, &rb, 1, 1);
