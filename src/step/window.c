@@ -4,13 +4,13 @@
  *
  * With cfg.lookahead_max, every WINDOW_PERIOD steps the collection sums its
  * lookahead stores' counters over the period and over the ranks (one
- * all-reduce of three numbers, inside ember_backward, which every rank
+ * all-reduce of five numbers, inside ember_backward, which every rank
  * calls) and moves the window, the same on every rank:
  *   - try growing it (double, up to lookahead_max) while more than a quarter
  *     of the loads are cold reloads: rows the cache evicted as cold (no
  *     announced batch used them) and loaded again within 64 steps, which a
  *     longer window would have kept (estimated on a sample of the rows:
- *     tier/ssd.h, ember_store_ssd_cold_sample);
+ *     tier/ssd.h, ember_store_ssd_window_counts);
  *   - try shrinking it by a quarter when they are under a sixteenth: a
  *     shorter window may keep as well, for less read-ahead;
  *   - nothing is tried before the cache has been full (evicting) for
@@ -50,7 +50,7 @@ static void set_all(ember_collection *c)
             ember_store_ssd_set_lookahead(c->ptables[p].store, c->window.now);
 }
 
-/* A trial's verdict, one period after it: a growth stays when the hit rate
+/* A trial's verdict, two periods after it: a growth stays when the hit rate
  * rose more than WINDOW_GAIN, a shrink when it fell less; else the window
  * goes back and holds. */
 static void judge(ember_collection *c, double hit)
@@ -84,10 +84,10 @@ int ember_window_step(ember_collection *c)
     for (int32_t p = 0; p < c->num_ptables; p++) {
         if (!lookahead_store(&c->ptables[p]))
             continue;
-        int64_t a, m, r, sl, sr, ev;
-        ember_store_ssd_window_counts(c->ptables[p].store, &a, &m, &r);
-        ember_store_ssd_cold_sample(c->ptables[p].store, &sl, &sr, &ev);
-        cur[0] += a, cur[1] += m, cur[2] += sl, cur[3] += sr, cur[4] += ev;
+        ember_ssd_window_counts w;
+        ember_store_ssd_window_counts(c->ptables[p].store, &w);
+        cur[0] += w.accesses, cur[1] += w.misses, cur[2] += w.sample_loads, cur[3] += w.sample_reloads;
+        cur[4] += w.evictions;
     }
     for (int k = 0; k < 5; k++) {
         d[k] = cur[k] - c->window.base[k];

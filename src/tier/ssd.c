@@ -418,28 +418,14 @@ void ember_store_ssd_set_lookahead(ember_store *bs, int32_t K)
     s->K = K < 1 ? 1 : K >= SSD_WINDOW ? SSD_WINDOW - 1 : K;
 }
 
-void ember_store_ssd_window_counts(const ember_store *bs, int64_t *accesses, int64_t *misses, int64_t *cold_reloads)
+void ember_store_ssd_window_counts(const ember_store *bs, ember_ssd_window_counts *out)
 {
-    *accesses = *misses = *cold_reloads = 0;
+    *out = (ember_ssd_window_counts){0};
     if (!bs || !bs->staged)
         return;
     const ssd_store *s = (const ssd_store *)bs;
-    *accesses = s->st.accesses;
-    *misses = s->st.demand_loads + s->st.prefetch_used;
-    *cold_reloads = s->sample_loads ? (int64_t)((double)s->sample_reloads *
-                                                (double)(s->st.demand_loads + s->st.prefetch_loads) /
-                                                (double)s->sample_loads) : 0;
-}
-
-void ember_store_ssd_cold_sample(const ember_store *bs, int64_t *loads, int64_t *reloads, int64_t *evictions)
-{
-    *loads = *reloads = *evictions = 0;
-    if (!bs || !bs->staged)
-        return;
-    const ssd_store *s = (const ssd_store *)bs;
-    *loads = s->sample_loads;
-    *reloads = s->sample_reloads;
-    *evictions = s->st.evictions;
+    *out = (ember_ssd_window_counts){s->st.accesses, s->st.demand_loads + s->st.prefetch_used, s->st.evictions,
+                                     s->sample_loads, s->sample_reloads};
 }
 
 void ember_store_tier_stats(const ember_store *bs, ember_tier_stats *out)
@@ -450,8 +436,9 @@ void ember_store_tier_stats(const ember_store *bs, ember_tier_stats *out)
     const ssd_store *s = (const ssd_store *)bs;
     *out = s->st;
     out->resident_rows = s->resident;
-    int64_t acc, miss;
-    ember_store_ssd_window_counts(bs, &acc, &miss, &out->cold_reloads);
+    if (s->sample_loads) /* the sample's share of cold reloads, over all loads */
+        out->cold_reloads = (int64_t)((double)s->sample_reloads * (double)(s->st.demand_loads + s->st.prefetch_loads) /
+                                      (double)s->sample_loads);
     out->segment_writes = __atomic_load_n(&s->log.seg_writes, __ATOMIC_RELAXED);
     out->file_bytes_written = __atomic_load_n(&s->log.bytes_written, __ATOMIC_RELAXED);
     out->moved_rows = s->log.moved;

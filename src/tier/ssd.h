@@ -44,13 +44,15 @@ int ember_store_ssd_create(const ember_ssd_params *p, ember_store **out, char *e
 
 /* Lookahead: the window of announced batches a store keeps, from now on
  * (1..63; announcements past it are ignored); and the counters the
- * collection's window follows (tier stats: accesses; demand loads plus
- * prefetched rows used; cold reloads), without the dirty-row scan. */
-void ember_store_ssd_set_lookahead(ember_store *s, int32_t K);
-void ember_store_ssd_window_counts(const ember_store *s, int64_t *accesses, int64_t *misses, int64_t *cold_reloads);
-/* The sampled rows' loads and cold reloads (their ratio estimates the share
+ * collection's window follows, without the tier stats' dirty-row scan:
+ * accesses, misses (demand loads plus prefetched rows used), evictions, and
+ * the sampled rows' loads and cold reloads (their ratio estimates the share
  * of loads that are cold reloads). */
-void ember_store_ssd_cold_sample(const ember_store *s, int64_t *loads, int64_t *reloads, int64_t *evictions);
+void ember_store_ssd_set_lookahead(ember_store *s, int32_t K);
+typedef struct ember_ssd_window_counts {
+    int64_t accesses, misses, evictions, sample_loads, sample_reloads;
+} ember_ssd_window_counts;
+void ember_store_ssd_window_counts(const ember_store *s, ember_ssd_window_counts *out);
 
 /* Counters of a store (zeros for the memory tier). */
 void ember_store_tier_stats(const ember_store *s, ember_tier_stats *out);

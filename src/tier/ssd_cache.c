@@ -293,11 +293,9 @@ int32_t ssd_take_slot(ssd_store *s, int64_t keep_through, uint32_t *victim_row)
     if (x >= 0) {
         *victim_row = s->slot_row[x];
         s->st.prefetch_wasted += (s->flags[x] & F_PREFETCHED) != 0;
-        if (s->cold_seen && cold) { /* a sampled row remembered: a load of it soon after is a cold reload */
-            uint64_t h = ssd_cold_hash(*victim_row);
-            if (h < s->cold_sample || s->cold_sample == UINT64_MAX)
-                s->cold_seen[ssd_cold_home(h)] = (uint64_t)(uint32_t)s->step_now << 32 | *victim_row;
-        }
+        uint32_t home; /* a sampled row remembered: a load of it soon after is a cold reload */
+        if (cold && ssd_cold_sampled(s, *victim_row, &home))
+            s->cold_seen[home] = (uint64_t)(uint32_t)s->step_now << 32 | *victim_row;
     }
     return x;
 }

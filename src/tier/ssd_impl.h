@@ -191,10 +191,14 @@ static inline __attribute__((always_inline)) void ssd_slots_ahead(const ssd_stor
         ssd_links_prefetch(s, xs[i + SSD_AHEAD]);
 }
 
-/* Lookahead's memory of sampled rows evicted cold: a row's hash (sampled
- * when below s->cold_sample), and its entry. */
-static inline uint64_t ssd_cold_hash(uint32_t row) { return ember_mix64((uint64_t)row ^ 0x243f6a8885a308d3ull); }
-static inline uint32_t ssd_cold_home(uint64_t hash) { return (uint32_t)hash & (SSD_COLD_SEEN - 1); }
+/* Lookahead's memory of sampled rows evicted cold: 1 when row is sampled
+ * (its hash at most s->cold_sample), with *home its entry. */
+static inline int ssd_cold_sampled(const ssd_store *s, uint32_t row, uint32_t *home)
+{
+    uint64_t h = ember_mix64((uint64_t)row ^ 0x243f6a8885a308d3ull);
+    *home = (uint32_t)h & (SSD_COLD_SEEN - 1);
+    return s->cold_seen && h <= s->cold_sample;
+}
 
 /* Backward-shift deletion in a linear-probing table (the map, lookahead's
  * window): the entry at j, whose home is h, may move into the hole iff h is

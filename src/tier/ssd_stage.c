@@ -154,10 +154,10 @@ static int job_finish(ssd_store *s, int pin)
             s->freq[x] = 0;
         if (s->mask)
             s->mask[x] = ssd_window_mask(s, j->new_row[k]);
-        uint64_t h;
-        if (s->cold_seen && ((h = ssd_cold_hash(j->new_row[k])) < s->cold_sample || s->cold_sample == UINT64_MAX)) {
+        uint32_t home;
+        if (ssd_cold_sampled(s, j->new_row[k], &home)) {
             /* a sampled row: evicted cold not long ago, a longer window would have kept it */
-            uint64_t e = s->cold_seen[ssd_cold_home(h)];
+            uint64_t e = s->cold_seen[home];
             s->sample_loads++;
             if (e != UINT64_MAX && (uint32_t)e == j->new_row[k] &&
                 (uint32_t)s->step_now - (uint32_t)(e >> 32) <= SSD_WINDOW)
