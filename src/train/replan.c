@@ -37,16 +37,16 @@
 #include "comm/collect.h"
 #include "comm/comm.h"
 #include "config/config_file.h"
+#include "core/reserve.h"
 #include "plan/plan.h"
 #include "step/rows.h"
 #include "train/run.h"
 
+/* A kept batch as the ranks exchange it: batch size, features, ids, the
+ * lengths (feature-major), the ids; int64 each. */
 typedef struct kept_batch {
-    int32_t batch_size, num_features;
-    int64_t num_ids;
-    int32_t *lengths;
-    int64_t *ids;
-    int64_t cap_lengths, cap_ids;
+    int64_t *v;
+    int64_t n, cap;
 } kept_batch;
 
 struct train_replan {
@@ -102,10 +102,8 @@ void train_replan_close(ember_trainer *s)
     train_replan *p = s->replan;
     if (!p)
         return;
-    for (int32_t i = 0; i < p->window; i++) {
-        free(p->ring[i].lengths);
-        free(p->ring[i].ids);
-    }
+    for (int32_t i = 0; i < p->window; i++)
+        free(p->ring[i].v);
     free(p->ring);
     free(p);
     s->replan = NULL;
@@ -113,58 +111,55 @@ void train_replan_close(ember_trainer *s)
 
 int train_replan_due(const ember_trainer *s, int64_t step)
 {
-    return s->replan && s->size > 1 && step % s->replan->every == 0 && step < s->t.steps;
+    return s->replan && step % s->replan->every == 0 && step < s->t.steps;
+}
+
+/* The steps a re-plan reads: the last `window` up to each re-plan step
+ * (every >= window); the others are not kept. */
+static int read_later(const train_replan *p, int64_t step)
+{
+    int64_t in = step % p->every;
+    return in == 0 || in > p->every - p->window;
+}
+
+/* A batch, as the ranks exchange it (kept_batch), into the ring. */
+static kept_batch *next_slot(train_replan *p, int64_t n)
+{
+    kept_batch *k = &p->ring[p->head];
+    if (ember_reserve((void **)&k->v, &k->cap, n + 1, sizeof(int64_t)))
+        return NULL;
+    k->n = n;
+    p->head = (p->head + 1) % p->window;
+    p->kept += p->kept < p->window;
+    return k;
 }
 
 /* This rank's batch of the step, kept. */
 static int keep(train_replan *p, const ember_batch *b)
 {
-    kept_batch *k = &p->ring[p->head];
-    int64_t nl = (int64_t)b->batch_size * b->num_features;
-    if (nl > k->cap_lengths) {
-        int32_t *l = realloc(k->lengths, sizeof(int32_t) * (size_t)(nl + 1));
-        if (!l)
-            return EMBER_ENOMEM;
-        k->lengths = l, k->cap_lengths = nl;
-    }
-    if (b->num_ids > k->cap_ids) {
-        int64_t *x = realloc(k->ids, sizeof(int64_t) * (size_t)(b->num_ids + 1));
-        if (!x)
-            return EMBER_ENOMEM;
-        k->ids = x, k->cap_ids = b->num_ids;
-    }
-    k->batch_size = b->batch_size;
-    k->num_features = b->num_features;
-    k->num_ids = b->num_ids;
-    if (nl)
-        memcpy(k->lengths, b->lengths, sizeof(int32_t) * (size_t)nl);
+    const int64_t nl = (int64_t)b->batch_size * b->num_features;
+    kept_batch *k = next_slot(p, 3 + nl + b->num_ids);
+    if (!k)
+        return EMBER_ENOMEM;
+    k->v[0] = b->batch_size, k->v[1] = b->num_features, k->v[2] = b->num_ids;
+    for (int64_t j = 0; j < nl; j++)
+        k->v[3 + j] = b->lengths[j];
     if (b->num_ids)
-        memcpy(k->ids, b->ids, sizeof(int64_t) * (size_t)b->num_ids);
-    p->head = (p->head + 1) % p->window;
-    p->kept += p->kept < p->window;
+        memcpy(k->v + 3 + nl, b->ids, sizeof(int64_t) * (size_t)b->num_ids);
     return EMBER_OK;
 }
 
-/* The kept batches as int64s: per batch, batch size, features, ids, the
- * lengths, the ids; oldest first. */
+/* The kept batches, oldest first, one after another. */
 static int64_t *serialise(const train_replan *p, int64_t *n)
 {
-    int64_t total = 0;
-    for (int32_t i = 0; i < p->kept; i++) {
+    int64_t total = 0, o = 0;
+    for (int32_t i = 0; i < p->kept; i++)
+        total += p->ring[(p->head - p->kept + i + p->window) % p->window].n;
+    int64_t *v = malloc(sizeof(int64_t) * (size_t)(total + 1));
+    for (int32_t i = 0; v && i < p->kept; i++) {
         const kept_batch *k = &p->ring[(p->head - p->kept + i + p->window) % p->window];
-        total += 3 + (int64_t)k->batch_size * k->num_features + k->num_ids;
-    }
-    int64_t *v = malloc(sizeof(int64_t) * (size_t)(total + 1)), o = 0;
-    if (!v)
-        return NULL;
-    for (int32_t i = 0; i < p->kept; i++) {
-        const kept_batch *k = &p->ring[(p->head - p->kept + i + p->window) % p->window];
-        int64_t nl = (int64_t)k->batch_size * k->num_features;
-        v[o++] = k->batch_size, v[o++] = k->num_features, v[o++] = k->num_ids;
-        for (int64_t j = 0; j < nl; j++)
-            v[o++] = k->lengths[j];
-        memcpy(v + o, k->ids, sizeof(int64_t) * (size_t)k->num_ids);
-        o += k->num_ids;
+        memcpy(v + o, k->v, sizeof(int64_t) * (size_t)k->n);
+        o += k->n;
     }
     *n = total;
     return v;
@@ -270,10 +265,32 @@ static const char *placed(const ember_table_config *t, char *buf, size_t n)
     return buf;
 }
 
+/* Placements as checkpoints hold them (train.placement): per table its
+ * placement, owner and exchange. */
+static void set_placement(ember_table_config *t, const int64_t *pl)
+{
+    t->placement = (ember_placement)pl[0];
+    t->owner = (int32_t)pl[1];
+    t->exchange = (ember_exchange)pl[2];
+}
+
+/* Placements that differ from those in force (an owner only where it
+ * counts, an exchange except for replicated tables)? */
+static int differs(const ember_trainer *s, const int64_t *pl)
+{
+    for (int32_t t = 0; t < s->cc.num_tables; t++) {
+        const ember_table_config *tb = &s->cc.tables[t];
+        const int64_t p = pl[3 * t], o = pl[3 * t + 1], x = pl[3 * t + 2];
+        if (tb->placement != p || (p == EMBER_PLACE_TABLE && tb->owner != o) ||
+            (p != EMBER_PLACE_REPLICATED && tb->exchange != x))
+            return 1;
+    }
+    return 0;
+}
+
 /* The collection again with these placements, the rows moved, the model
  * switched.  Collective; 0, or 1 (agreed; the old collection stays). */
-static int move_to(ember_trainer *s, const ember_placement *placement, const int32_t *owner,
-                   const ember_exchange *exchange)
+static int move_to(ember_trainer *s, const int64_t *pl)
 {
     const int32_t T = s->cc.num_tables;
     ember_table_config *nt = malloc(sizeof *nt * (size_t)T);
@@ -284,11 +301,8 @@ static int move_to(ember_trainer *s, const ember_placement *placement, const int
         return 1;
     }
     memcpy(nt, s->cc.tables, sizeof *nt * (size_t)T);
-    for (int32_t t = 0; t < T; t++) {
-        nt[t].placement = placement[t];
-        nt[t].owner = owner[t];
-        nt[t].exchange = exchange[t];
-    }
+    for (int32_t t = 0; t < T; t++)
+        set_placement(&nt[t], &pl[3 * t]);
     ember_collection_config ncc = s->cc;
     ncc.tables = nt;
     st = ember_collection_create_rows(&ncc, 0, &nc); /* every row is moved in next */
@@ -355,7 +369,7 @@ int train_replan_step(ember_trainer *s, int64_t step, const ember_batch *sparse)
             train_event_emit(s, j);
         }
     }
-    int st = keep(p, sparse);
+    int st = read_later(p, step) ? keep(p, sparse) : EMBER_OK;
     if (run_agree_status(s, st, "re-planning: out of memory for the kept batches"))
         return 1;
     if (!train_replan_due(s, step))
@@ -369,10 +383,11 @@ int train_replan_step(ember_trainer *s, int64_t step, const ember_batch *sparse)
     double *pooling = calloc((size_t)F + 1, sizeof *pooling);
     plan_pin *pins = calloc((size_t)T, sizeof *pins);
     plan_rank_cost *cur = calloc((size_t)W, sizeof *cur);
+    int64_t *pl = malloc(sizeof(int64_t) * (size_t)(3 * T + 1)); /* the planner's placements */
     plan_result res;
     memset(&res, 0, sizeof res);
     char err[700] = "";
-    int failed = !stats || !pooling || !pins || !cur;
+    int failed = !stats || !pooling || !pins || !cur || !pl;
     if (!failed && measure(s, all, block, stats, pooling))
         failed = 1;
     free(all);
@@ -396,27 +411,22 @@ int train_replan_step(ember_trainer *s, int64_t step, const ember_batch *sparse)
     }
     if (run_agree(s, failed, EMBER_ENOMEM, err)) {
         plan_result_free(&res);
-        free(stats), free(pooling), free(pins), free(cur);
+        free(stats), free(pooling), free(pins), free(cur), free(pl);
         return 1;
     }
+    for (int32_t t = 0; t < T; t++)
+        pl[3 * t] = res.placement[t], pl[3 * t + 1] = res.owner[t], pl[3 * t + 2] = res.exchange[t];
     double cost0, bytes0, cost1, bytes1;
     weigh(cur, W, po.lookup_weight, &cost0, &bytes0);
     weigh(res.ranks, W, po.lookup_weight, &cost1, &bytes1);
-    int differs = 0;
-    for (int32_t t = 0; t < T; t++) {
-        const ember_table_config *tb = &s->cc.tables[t];
-        differs |= tb->placement != res.placement[t] ||
-                   (tb->placement == EMBER_PLACE_TABLE && tb->owner != res.owner[t]) ||
-                   (tb->placement != EMBER_PLACE_REPLICATED && tb->exchange != res.exchange[t]);
-    }
-    const int move = differs && cost1 < (1.0 - p->gain) * cost0;
+    const int move = differs(s, pl) && cost1 < (1.0 - p->gain) * cost0;
     double measured = measured_bytes(s), seconds = 0;
     json_t *moved = json_array();
     if (move) {
         char a[96], b[96];
         for (int32_t t = 0; t < T; t++) {
             ember_table_config nt = s->cc.tables[t];
-            nt.placement = res.placement[t], nt.owner = res.owner[t], nt.exchange = res.exchange[t];
+            set_placement(&nt, &pl[3 * t]);
             placed(&s->cc.tables[t], a, sizeof a);
             placed(&nt, b, sizeof b);
             if (strcmp(a, b))
@@ -424,10 +434,10 @@ int train_replan_step(ember_trainer *s, int64_t step, const ember_batch *sparse)
                                                        "to", b));
         }
         double t0 = ember_now();
-        if (move_to(s, res.placement, res.owner, res.exchange)) {
+        if (move_to(s, pl)) {
             json_decref(moved);
             plan_result_free(&res);
-            free(stats), free(pooling), free(pins), free(cur);
+            free(stats), free(pooling), free(pins), free(cur), free(pl);
             return 1;
         }
         seconds = ember_now() - t0;
@@ -453,7 +463,7 @@ int train_replan_step(ember_trainer *s, int64_t step, const ember_batch *sparse)
         json_decref(moved);
     }
     plan_result_free(&res);
-    free(stats), free(pooling), free(pins), free(cur);
+    free(stats), free(pooling), free(pins), free(cur), free(pl);
     return 0;
 }
 
@@ -487,14 +497,11 @@ int train_replan_restore(ember_trainer *s, const int64_t *placement, int64_t pby
                          int64_t kbytes, int same_world, char *err, size_t errlen)
 {
     const int32_t T = s->cc.num_tables, W = s->size;
-    int failed = pbytes != 3 * T * (int64_t)sizeof(int64_t), differs = 0;
+    int failed = pbytes != 3 * T * (int64_t)sizeof(int64_t);
     for (int32_t t = 0; t < T && !failed; t++) {
         const int64_t p = placement[3 * t], o = placement[3 * t + 1], x = placement[3 * t + 2];
         failed = p < EMBER_PLACE_ROW || p > EMBER_PLACE_REPLICATED || x < 0 || x > 1 ||
                  (p == EMBER_PLACE_TABLE && (o < 0 || o >= W));
-        const ember_table_config *tb = &s->cc.tables[t];
-        differs |= tb->placement != p || (p == EMBER_PLACE_TABLE && tb->owner != o) ||
-                   (p != EMBER_PLACE_REPLICATED && tb->exchange != x);
     }
     if (failed)
         snprintf(err, errlen, "blob \"train.placement\": not %d tables' placements over %d ranks", (int)T, (int)W);
@@ -504,45 +511,17 @@ int train_replan_restore(ember_trainer *s, const int64_t *placement, int64_t pby
     train_replan *p = s->replan;
     if (p && same_world && kept && kbytes > 0) {
         const int64_t *v = kept, *end = kept + kbytes / (int64_t)sizeof(int64_t);
-        int bad = 0;
-        while (v + 3 <= end && !bad) {
-            ember_batch b = {0};
-            b.batch_size = (int32_t)v[0];
-            b.num_features = (int32_t)v[1];
-            b.num_ids = v[2];
-            int64_t nl = v[0] * v[1];
-            bad = v[0] < 0 || v[1] < 0 || v[2] < 0 || v + 3 + nl + v[2] > end;
-            int32_t *len = bad ? NULL : malloc(sizeof(int32_t) * (size_t)(nl + 1));
-            if (!bad && !len)
-                bad = 1;
-            for (int64_t j = 0; !bad && j < nl; j++)
-                len[j] = (int32_t)v[3 + j];
-            if (!bad) {
-                b.lengths = len;
-                b.ids = v + 3 + nl;
-                bad = keep(p, &b) != EMBER_OK;
-            }
-            free(len);
-            v += 3 + (bad ? 0 : nl + b.num_ids);
+        while (v + 3 <= end && !failed) {
+            const int64_t n = 3 + v[0] * v[1] + v[2];
+            kept_batch *k = v[0] < 0 || v[1] < 0 || v[2] < 0 || n > end - v ? NULL : next_slot(p, n);
+            failed = !k;
+            if (k)
+                memcpy(k->v, v, sizeof(int64_t) * (size_t)n);
+            v += failed ? 0 : n;
         }
-        failed = bad;
-        snprintf(err, errlen, "blob \"train.replan_ids\": damaged");
+        snprintf(err, errlen, "blob \"train.replan_ids\": damaged, or out of memory for it");
     }
     if (run_agree(s, failed, EMBER_ECORRUPT, err))
         return 1;
-    if (!differs)
-        return 0;
-    ember_placement *pl = malloc(sizeof *pl * (size_t)T);
-    int32_t *ow = malloc(sizeof *ow * (size_t)T);
-    ember_exchange *ex = malloc(sizeof *ex * (size_t)T);
-    failed = !pl || !ow || !ex;
-    for (int32_t t = 0; t < T && !failed; t++) {
-        pl[t] = (ember_placement)placement[3 * t];
-        ow[t] = (int32_t)placement[3 * t + 1];
-        ex[t] = (ember_exchange)placement[3 * t + 2];
-    }
-    snprintf(err, errlen, "out of memory");
-    int rc = run_agree(s, failed, EMBER_ENOMEM, err) || move_to(s, pl, ow, ex);
-    free(pl), free(ow), free(ex);
-    return rc;
+    return differs(s, placement) ? move_to(s, placement) : 0;
 }
