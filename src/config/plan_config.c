@@ -214,53 +214,26 @@ static int measure(const config_file *cf, const char *data, plan_stream *ps, int
     return 0;
 }
 
-int plan_config_stats_task(const config_file *cf, const ctr_synth_config *task, int64_t batches, plan_id_stats *st,
-                           double *pooling, int *weighted, char *err, size_t errlen)
+/* A synthetic task as a stream, described as the config's tables. */
+static int open_task(const config_file *cf, const ctr_synth_config *task, plan_stream *ps, char *err,
+                     size_t errlen)
 {
-    plan_stream ps;
-    memset(&ps, 0, sizeof ps);
-    ps.own_rows = calloc((size_t)cf->num_tables + 1, sizeof *ps.own_rows);
-    plan_stats_builder **bl = calloc((size_t)cf->num_tables, sizeof *bl);
-    double *ids = calloc((size_t)cf->num_features, sizeof *ids);
-    int status = EMBER_EINVAL;
-    char cerr[512];
-    int64_t read = 0;
-    if (!bl || !ids || !ps.own_rows) {
-        snprintf(err, errlen, "out of memory");
-        goto done;
-    }
-    if (ctr_source_synth(task, 0, 0, 1, &ps.src, cerr, sizeof cerr)) {
-        snprintf(err, errlen, "%s", cerr);
-        goto done;
-    }
-    ps.own = (ember_batch_file_info){cf->num_tables, ps.own_rows, cf->num_features, ps.own_ftab};
-    ps.info = &ps.own;
-    for (int32_t t = 0; t < cf->num_tables; t++) {
-        ps.own_rows[t] = cf->tables[t].rows;
-        if (plan_stats_builder_create(cf->tables[t].rows, &bl[t])) {
-            snprintf(err, errlen, "out of memory");
-            goto done;
-        }
-    }
+    if (ctr_source_synth(task, 0, 0, 1, &ps->src, err, errlen))
+        return EMBER_EINVAL;
+    ps->own = (ember_batch_file_info){cf->num_tables, ps->own_rows, cf->num_features, ps->own_ftab};
+    ps->info = &ps->own;
+    for (int32_t t = 0; t < cf->num_tables; t++)
+        ps->own_rows[t] = cf->tables[t].rows;
     for (int32_t f = 0; f < cf->num_features && f < CTR_MAX_FEATURES; f++)
-        ps.own_ftab[f] = cf->features[f].table;
-    status = measure(cf, "the synthetic task", &ps, batches, bl, ids, st, pooling, weighted, &read, err, errlen);
-done:
-    if (bl)
-        for (int32_t t = 0; t < cf->num_tables; t++)
-            plan_stats_builder_destroy(bl[t]);
-    free(bl);
-    free(ids);
-    free(ps.own_rows);
-    ctr_source_destroy(ps.src);
-    return status;
+        ps->own_ftab[f] = cf->features[f].table;
+    return 0;
 }
 
-/* Id statistics, pooling and weights measured on a batch file, or on the
- * training data's binary format (ember convert's; its sparse feature f
- * feeds the config's feature f). */
-int plan_config_stats_data(const config_file *cf, const char *data, int64_t batches, plan_id_stats *st,
-                           double *pooling, int *weighted, int64_t *batches_read, char *err, size_t errlen)
+/* Statistics measured on up to `batches` batches of data (a file) or of a
+ * synthetic task (task not NULL). */
+static int stats_of(const config_file *cf, const char *data, const ctr_synth_config *task, int64_t batches,
+                    plan_id_stats *st, double *pooling, int *weighted, int64_t *batches_read, char *err,
+                    size_t errlen)
 {
     plan_stream ps;
     memset(&ps, 0, sizeof ps);
@@ -272,14 +245,15 @@ int plan_config_stats_data(const config_file *cf, const char *data, int64_t batc
         snprintf(err, errlen, "out of memory");
         goto done;
     }
-    if (open_stream(cf, data, &ps, err, errlen))
+    if (task ? open_task(cf, task, &ps, err, errlen) : open_stream(cf, data, &ps, err, errlen))
         goto done;
     for (int32_t t = 0; t < cf->num_tables; t++) /* rows 0 (dynamic): keys */
         if (plan_stats_builder_create(cf->tables[t].rows, &bl[t])) {
             snprintf(err, errlen, "out of memory");
             goto done;
         }
-    status = measure(cf, data, &ps, batches, bl, ids, st, pooling, weighted, batches_read, err, errlen);
+    status = measure(cf, task ? "the synthetic task" : data, &ps, batches, bl, ids, st, pooling, weighted,
+                     batches_read, err, errlen);
 done:
     if (bl)
         for (int32_t t = 0; t < cf->num_tables; t++)
@@ -290,4 +264,20 @@ done:
     ember_batch_reader_destroy(ps.rd);
     ctr_source_destroy(ps.src);
     return status;
+}
+
+int plan_config_stats_task(const config_file *cf, const ctr_synth_config *task, int64_t batches, plan_id_stats *st,
+                           double *pooling, int *weighted, char *err, size_t errlen)
+{
+    int64_t read = 0;
+    return stats_of(cf, NULL, task, batches, st, pooling, weighted, &read, err, errlen);
+}
+
+/* Id statistics, pooling and weights measured on a batch file, or on the
+ * training data's binary format (ember convert's; its sparse feature f
+ * feeds the config's feature f). */
+int plan_config_stats_data(const config_file *cf, const char *data, int64_t batches, plan_id_stats *st,
+                           double *pooling, int *weighted, int64_t *batches_read, char *err, size_t errlen)
+{
+    return stats_of(cf, data, NULL, batches, st, pooling, weighted, batches_read, err, errlen);
 }
