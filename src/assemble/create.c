@@ -194,7 +194,7 @@ void ember_collection_destroy(ember_collection *c)
     free(c->shape.seq_off);
     free(c->sort_hist);
     free(c->limits.counts);
-    free(c->obs_acc);
+    free(c->obs_record);
     free(c->obs_queue);
     free(c->obs_counts);
     free(c->comm_scratch);

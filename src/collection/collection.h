@@ -134,7 +134,7 @@ struct ember_collection {
     int observe_limits;          /* ember_limits_observe (step/limits_observe.c) */
     int obs_routed, obs_lost;    /* a routed batch's record waits for its done;
                                     a record was lost (out of memory)      */
-    int64_t *obs_acc;            /* [4 * tables] the routed batch's record */
+    int64_t *obs_record;         /* [4 * tables] the routed batch's record */
     int64_t *obs_queue;          /* [obs_cap][4 * tables] done batches' records, a ring */
     int64_t obs_cap, obs_front, obs_queued;
     int64_t *obs_counts;         /* [2 * tables * shards] scratch          */

@@ -112,7 +112,7 @@ void limits_adapt_destroy(limits_adapt *a)
 
 int limits_adapt_observe(limits_adapt *a, const int64_t *obs)
 {
-    if (a->cfg.mode == LIMITS_ADAPT_FIRST && a->decided > 0)
+    if (limits_adapt_done(a))
         return EMBER_OK; /* decided once: nothing more to read */
     if (a->waiting >= a->wait_cap)
         return EMBER_ENOMEM;
@@ -183,6 +183,9 @@ static int64_t wanted(limits_adapt *a, int32_t t, int k)
     return w < 1 ? 1 : w;
 }
 
+/* a + b, INT64_MAX (no bound) absorbing */
+static int64_t add_bytes(int64_t a, int64_t b) { return a == INT64_MAX || b == INT64_MAX || a > INT64_MAX - b ? INT64_MAX : a + b; }
+
 static int64_t table_bytes(const limits_adapt *a, int32_t t, int64_t ids, int64_t unique)
 {
     if (ids <= 0 || unique <= 0)
@@ -203,10 +206,7 @@ static int64_t sum_bytes(const limits_adapt *a, const int64_t *limit)
     for (int32_t t = 0; t < a->T; t++) {
         if (!a->adapted[t])
             continue;
-        int64_t b = table_bytes(a, t, limit[2 * t], limit[2 * t + 1]);
-        if (b == INT64_MAX || sum > INT64_MAX - b)
-            return INT64_MAX;
-        sum += b;
+        sum = add_bytes(sum, table_bytes(a, t, limit[2 * t], limit[2 * t + 1]));
     }
     return sum;
 }
@@ -264,8 +264,7 @@ void limits_adapt_decide(limits_adapt *a, int64_t step, limits_change *changes, 
             next[2 * t + k] = old == 0 || old < w || (double)old > (double)w * h ? w : old;
             lo[2 * t + k] = old == 0 ? 1 : next[2 * t + k] < old ? next[2 * t + k] : old;
         }
-        int64_t fb = table_bytes(a, t, lo[2 * t], lo[2 * t + 1]);
-        floors = fb == INT64_MAX || floors > INT64_MAX - fb ? INT64_MAX : floors + fb;
+        floors = add_bytes(floors, table_bytes(a, t, lo[2 * t], lo[2 * t + 1]));
     }
     int64_t used = 0; /* the decided tables' bytes, in config order */
     for (int32_t t = 0; t < a->T; t++) {
@@ -283,8 +282,7 @@ void limits_adapt_decide(limits_adapt *a, int64_t step, limits_change *changes, 
                 fit(a, t, room, lo[2 * t], lo[2 * t + 1], &ni, &nu);
                 capped = 1;
             }
-            int64_t b = table_bytes(a, t, ni, nu);
-            used = b == INT64_MAX || used > INT64_MAX - b ? INT64_MAX : used + b;
+            used = add_bytes(used, table_bytes(a, t, ni, nu));
         }
         if (ni != oi || nu != ou || capped) {
             changes[*n] = (limits_change){t, oi, ou, ni, nu, want[2 * t], want[2 * t + 1],

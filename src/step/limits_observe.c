@@ -30,13 +30,13 @@ int ember_limits_observe(ember_collection *c, int on)
     if (c->pending)
         return ember_fail(c, EMBER_ESTATE, "ember_limits_observe while a batch is begun (ember_forward_begin)");
     const int64_t T = c->cfg.num_tables, S = c->cfg.num_shards;
-    if (on && !c->obs_acc) {
-        c->obs_acc = calloc((size_t)(OBS_FIELDS * T) + 1, sizeof(int64_t));
+    if (on && !c->obs_record) {
+        c->obs_record = calloc((size_t)(OBS_FIELDS * T) + 1, sizeof(int64_t));
         c->obs_counts = calloc((size_t)(2 * T * S), sizeof(int64_t));
-        if (!c->obs_acc || !c->obs_counts) {
-            free(c->obs_acc);
+        if (!c->obs_record || !c->obs_counts) {
+            free(c->obs_record);
             free(c->obs_counts);
-            c->obs_acc = c->obs_counts = NULL;
+            c->obs_record = c->obs_counts = NULL;
             return ember_fail(c, EMBER_ENOMEM, "out of memory for the limits' observation");
         }
     }
@@ -94,15 +94,14 @@ int ember_set_limits(ember_collection *c, int32_t table, int64_t max_ids, int64_
     return EMBER_OK;
 }
 
-/* A routed batch's record, held in the second half of obs_acc until its
- * forward is done. */
+/* A routed batch's record, held in obs_record until its forward is done. */
 void ember_limits_observe_batch(ember_collection *c)
 {
     if (!c->observe_limits)
         return;
     ember_prep P = ember_collection_prep(c);
     const int64_t T = c->cfg.num_tables, S = c->cfg.num_shards;
-    int64_t *ids = c->obs_counts, *uniq = ids + T * S, *rec = c->obs_acc;
+    int64_t *ids = c->obs_counts, *uniq = ids + T * S, *rec = c->obs_record;
     memset(ids, 0, sizeof(int64_t) * 2 * (size_t)(T * S));
     ember_limits_count(&P, ids, uniq);
     for (int64_t t = 0; t < T; t++) {
@@ -144,6 +143,6 @@ void ember_limits_observe_done(ember_collection *c)
         c->obs_cap = cap;
         c->obs_front = 0;
     }
-    memcpy(c->obs_queue + ((c->obs_front + c->obs_queued) % c->obs_cap) * n, c->obs_acc, sizeof(int64_t) * (size_t)n);
+    memcpy(c->obs_queue + ((c->obs_front + c->obs_queued) % c->obs_cap) * n, c->obs_record, sizeof(int64_t) * (size_t)n);
     c->obs_queued++;
 }
