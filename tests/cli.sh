@@ -1399,7 +1399,8 @@ PY
     [ "$(grep digest "$TMP/out")" = "$want" ] || { echo "resumed: $(grep digest "$TMP/out"), want $want"; return 1; }
     sed 's/headroom = 0.1;/headroom = 0.2;/' "$TMP/la.cfg" >"$TMP/la2.cfg"
     expect_status 1 mpi2 train --config "$TMP/la2.cfg" --checkpoint-dir "$TMP/la_r" --resume --steps 8 || return 1
-    grep -q "limits" "$TMP/err" || { cat "$TMP/err"; return 1; }
+    grep -q "limits adapt running, every 2, window 3, quantile 1, headroom 0.1.*this run adapt running" "$TMP/err" ||
+        { cat "$TMP/err"; return 1; }
     sed 's/quantile = 1.0;/quantile = 2;/' "$TMP/la.cfg" >"$TMP/la3.cfg"
     expect_status 1 "$EMBER" train --config "$TMP/la3.cfg" || return 1
     grep -q "train.limits.quantile" "$TMP/err" || { cat "$TMP/err"; return 1; }

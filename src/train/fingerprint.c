@@ -149,8 +149,8 @@ void train_fingerprint(const ember_trainer *s, char *buf, size_t n)
         add(buf, n, "replan every %lld, window %d, gain %.17g\n", (long long)t->replan_every, (int)t->replan_window,
             t->replan_gain);
     if (t->limits.mode != LIMITS_ADAPT_OFF) /* absent when off: older checkpoints still match */
-        add(buf, n, "limits adapt %d, every %lld, window %lld, quantile %.17g, headroom %.17g, max_bytes %lld\n",
-            (int)t->limits.mode, (long long)t->limits.every, (long long)t->limits.window, t->limits.quantile,
+        add(buf, n, "limits adapt %s, every %lld, window %lld, quantile %.17g, headroom %.17g, max_bytes %lld\n",
+            t->limits.mode == LIMITS_ADAPT_FIRST ? "first" : "running", (long long)t->limits.every, (long long)t->limits.window, t->limits.quantile,
             t->limits.headroom, (long long)t->limits.max_bytes);
     add(buf, n, "soft\n");
     add(buf, n, "world %d\n", (int)s->size);
