@@ -21,6 +21,8 @@ int train_limits_open(ember_trainer *s)
     int st = EMBER_OK;
     if (s->t.limits.mode != LIMITS_ADAPT_OFF) {
         st = limits_adapt_create(&s->t.limits, &s->cc, &s->limits, err, sizeof err);
+        if (st == EMBER_OK && !(s->limits_obs = malloc(sizeof(int64_t) * (size_t)(4 * s->cc.num_tables + 1))))
+            st = EMBER_ENOMEM;
         if (st == EMBER_OK && (st = ember_limits_observe(s->coll, 1)) != EMBER_OK)
             snprintf(err, sizeof err, "%s", ember_errmsg(s->coll));
         else if (st == EMBER_ENOMEM)
@@ -32,7 +34,9 @@ int train_limits_open(ember_trainer *s)
 void train_limits_close(ember_trainer *s)
 {
     limits_adapt_destroy(s->limits);
+    free(s->limits_obs);
     s->limits = NULL;
+    s->limits_obs = NULL;
 }
 
 /* The limits in force into the collection. */
@@ -73,11 +77,9 @@ int train_limits_step(ember_trainer *s, int64_t step)
 {
     if (!s->limits || limits_adapt_done(s->limits))
         return 0;
-    int64_t *obs = malloc(sizeof(int64_t) * (size_t)(4 * s->cc.num_tables + 1));
-    int st = obs ? ember_limits_observed(s->coll, 1, obs, NULL) : EMBER_ENOMEM;
+    int st = ember_limits_observed(s->coll, 1, s->limits_obs, NULL);
     if (st == EMBER_OK)
-        st = limits_adapt_observe(s->limits, obs);
-    free(obs);
+        st = limits_adapt_observe(s->limits, s->limits_obs);
     if (run_agree(s, st != EMBER_OK, st, "step figures of the adaptive limits: out of memory"))
         return 1;
     if (!limits_adapt_due(s->limits, step) || step >= s->t.steps)

@@ -118,6 +118,7 @@ struct ember_trainer {
     char names[2][CTR_MAX_FEATURES][40];
     ember_collection *coll;
     limits_adapt *limits;        /* train.limits; NULL: the config's limits stay */
+    int64_t *limits_obs;         /* [4 * tables] a step's figures (limits.c)  */
     struct train_replan *replan; /* train.replan (replan.c); NULL: placed once */
     dlrm *dense;                 /* the dense half of the model             */
     ctr_model *model;            /* coll and dense joined: step and predict */
