@@ -283,7 +283,7 @@ check_mpi() {
     expect_status 1 shimmed "$L" EMBER_FAULT_PATH=.rank1.ember-store EMBER_FAULT_ERRNO=EIO \
         EMBER_FAULT_ARM_PATH=rank-00001-of-00002.bin EMBER_FAULT_ARM_CALLS=fsync mpi2 train "${QUICK[@]}" \
         --config "$TMP/mpi.cfg" "${RUN[@]}" --checkpoint-dir "$D" || return 1
-    grep -q "^ember-fault: injected EIO" "$L" || { echo "no fault injected"; cat "$L"; return 1; }
+    grep -q "^ember-fault: injected EIO" "$L" || { echo "no fault injected; the run said:"; cat "$L" "$TMP/err"; return 1; }
     # reported by a step, agreed by every rank, or by rank 1's save when its writer failed after the last step
     grep -Eq "^ember train: (rank 0: step [0-9]+: rank 1|rank 1: checkpoint at step [0-9]+): table 'emb_C1' \(stacked with 7 more\): write-back of rows to the store file $S/emb_C1.rank1.ember-store failed: Input/output error" "$TMP/err" || { cat "$TMP/err"; return 1; }
     echo "mpi: $(head -1 "$TMP/err")"
